@@ -1,0 +1,403 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1_test
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+// basePolicy is a valid policy that each case changes in one way.
+func basePolicy(name string) *v1alpha1.RateLimitPolicy {
+	return &v1alpha1.RateLimitPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "RateLimitPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.RateLimitPolicySpec{
+			Domain: "payments-api",
+			Descriptors: []v1alpha1.Descriptor{
+				{Key: "user_id"},
+				{Key: "path", Value: ptr.To("/v1/charges")},
+			},
+			Rate:  v1alpha1.Rate{Limit: 5, Period: metav1.Duration{Duration: time.Minute}},
+			Burst: ptr.To[int64](5),
+		},
+	}
+}
+
+// badCase is a policy the API server must reject, and ValidatePolicy too.
+//
+// typed changes the Go object. raw then changes the spec as JSON, for values
+// the Go types cannot hold; ValidatePolicy sees what decoding that JSON gives,
+// and a decoding error counts as a rejection.
+type badCase struct {
+	name  string
+	typed func(p *v1alpha1.RateLimitPolicy)
+	raw   func(spec map[string]any)
+
+	// field is the path the API server names. ValidatePolicy must name it or a
+	// path below it.
+	field string
+	// message is a substring of the API server's message for field.
+	message string
+	// goMessage is a substring of ValidatePolicy's error for field, if it
+	// words the error differently from the API server.
+	goMessage string
+}
+
+func descriptors(n int) []v1alpha1.Descriptor {
+	ds := make([]v1alpha1.Descriptor, n)
+	for i := range ds {
+		ds[i].Key = fmt.Sprintf("key%d", i)
+	}
+	return ds
+}
+
+var badCases = []badCase{
+	// metadata
+	{
+		name:    "name not a DNS subdomain",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Name = "Charges_Per_User" },
+		field:   "metadata.name",
+		message: "a lowercase RFC 1123 subdomain",
+	},
+
+	// domain
+	{
+		name:    "domain missing",
+		raw:     func(s map[string]any) { delete(s, "domain") },
+		field:   "spec.domain",
+		message: "Required value",
+	},
+	{
+		name:      "domain empty",
+		typed:     func(p *v1alpha1.RateLimitPolicy) { p.Spec.Domain = "" },
+		field:     "spec.domain",
+		message:   "should be at least 1 chars long",
+		goMessage: "Required value",
+	},
+	{
+		name:    "domain too long",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Domain = strings.Repeat("d", 254) },
+		field:   "spec.domain",
+		message: "may not be more than 253 bytes",
+	},
+
+	// descriptors
+	{
+		name:    "descriptors missing",
+		raw:     func(s map[string]any) { delete(s, "descriptors") },
+		field:   "spec.descriptors",
+		message: "Required value",
+	},
+	{
+		name:      "descriptors empty",
+		typed:     func(p *v1alpha1.RateLimitPolicy) { p.Spec.Descriptors = []v1alpha1.Descriptor{} },
+		field:     "spec.descriptors",
+		message:   "should have at least 1 items",
+		goMessage: "Required value",
+	},
+	{
+		name:    "more than 8 descriptors",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Descriptors = descriptors(9) },
+		field:   "spec.descriptors",
+		message: "must have at most 8 items",
+	},
+	{
+		name:      "empty key",
+		typed:     func(p *v1alpha1.RateLimitPolicy) { p.Spec.Descriptors[0].Key = "" },
+		field:     "spec.descriptors[0].key",
+		message:   "should be at least 1 chars long",
+		goMessage: "Required value",
+	},
+	{
+		name:    "key missing",
+		raw:     func(s map[string]any) { delete(s["descriptors"].([]any)[0].(map[string]any), "key") },
+		field:   "spec.descriptors[0].key",
+		message: "Required value",
+	},
+	{
+		name:    "key too long",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Descriptors[0].Key = strings.Repeat("k", 254) },
+		field:   "spec.descriptors[0].key",
+		message: "may not be more than 253 bytes",
+	},
+	{
+		name:    "empty value",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Descriptors[1].Value = ptr.To("") },
+		field:   "spec.descriptors[1].value",
+		message: "should be at least 1 chars long",
+	},
+	{
+		name:    "value too long",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Descriptors[1].Value = ptr.To(strings.Repeat("é", 1025)) },
+		field:   "spec.descriptors[1].value",
+		message: "may not be more than 1024 bytes",
+	},
+	{
+		name: "duplicate keys",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Descriptors = append(p.Spec.Descriptors, v1alpha1.Descriptor{Key: "user_id", Value: ptr.To("alice")})
+		},
+		field:   "spec.descriptors",
+		message: "descriptor keys must be unique",
+	},
+
+	// algorithm and failureMode
+	{
+		name:    "unknown algorithm",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Algorithm = ptr.To(v1alpha1.Algorithm("LeakyBucket")) },
+		field:   "spec.algorithm",
+		message: `Unsupported value: "LeakyBucket": supported values: "TokenBucket", "GCRA", "SlidingWindow", "FixedWindow", "SlidingLog"`,
+	},
+	{
+		name: "unknown failureMode",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.FailureMode = ptr.To(v1alpha1.FailureMode("open"))
+		},
+		field:   "spec.failureMode",
+		message: `Unsupported value: "open": supported values: "Open", "Closed", "Local"`,
+	},
+
+	// rate
+	{
+		name:    "rate missing",
+		raw:     func(s map[string]any) { delete(s, "rate") },
+		field:   "spec.rate",
+		message: "Required value",
+	},
+	{
+		name:    "limit below 1",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Rate.Limit = 0 },
+		field:   "spec.rate.limit",
+		message: "should be greater than or equal to 1",
+	},
+	{
+		name:    "limit above 1e9",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Rate.Limit = v1alpha1.MaxLimit + 1 },
+		field:   "spec.rate.limit",
+		message: "should be less than or equal to 1000000000",
+	},
+	{
+		name:    "period missing",
+		raw:     func(s map[string]any) { delete(s["rate"].(map[string]any), "period") },
+		field:   "spec.rate.period",
+		message: "Required value",
+	},
+	{
+		name:    "period below 1s",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Rate.Period.Duration = 999 * time.Millisecond },
+		field:   "spec.rate.period",
+		message: "period must be between 1s and 720h",
+	},
+	{
+		name:    "period above 720h",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Rate.Period.Duration = 720*time.Hour + time.Second },
+		field:   "spec.rate.period",
+		message: "period must be between 1s and 720h",
+	},
+	{
+		name:    "period negative",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Rate.Period.Duration = -time.Minute },
+		field:   "spec.rate.period",
+		message: "period must be a Go duration such as 30s, 1m or 1h30m",
+		// The Go type holds -1m0s, which is out of range.
+		goMessage: "period must be between 1s and 720h",
+	},
+	{
+		name:    "period not a duration",
+		raw:     func(s map[string]any) { s["rate"].(map[string]any)["period"] = "1 minute" },
+		field:   "spec.rate.period",
+		message: "period must be a Go duration such as 30s, 1m or 1h30m",
+	},
+	{
+		name:    "period as a number",
+		raw:     func(s map[string]any) { s["rate"].(map[string]any)["period"] = int64(60) },
+		field:   "spec.rate.period",
+		message: `Invalid value: "integer": spec.rate.period in body must be of type string`,
+	},
+
+	// burst
+	{
+		name:    "burst below 1",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Burst = ptr.To[int64](0) },
+		field:   "spec.burst",
+		message: "should be greater than or equal to 1",
+	},
+	{
+		name:    "burst above 1e9",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Burst = ptr.To[int64](v1alpha1.MaxBurst + 1) },
+		field:   "spec.burst",
+		message: "should be less than or equal to 1000000000",
+	},
+	{
+		name:    "burst with SlidingWindow",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Algorithm = ptr.To(v1alpha1.SlidingWindow) },
+		field:   "spec.burst",
+		message: "spec.burst applies only to TokenBucket and GCRA",
+	},
+	{
+		name:    "burst with FixedWindow",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Algorithm = ptr.To(v1alpha1.FixedWindow) },
+		field:   "spec.burst",
+		message: "spec.burst applies only to TokenBucket and GCRA",
+	},
+	{
+		name:    "burst with SlidingLog",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Algorithm = ptr.To(v1alpha1.SlidingLog) },
+		field:   "spec.burst",
+		message: "spec.burst applies only to TokenBucket and GCRA",
+	},
+
+	// localTier
+	{
+		name: "localTier with SlidingLog",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Algorithm = ptr.To(v1alpha1.SlidingLog)
+			p.Spec.Burst = nil
+			p.Spec.LocalTier = &v1alpha1.LocalTier{Enabled: ptr.To(true)}
+		},
+		field:   "spec.localTier",
+		message: "spec.localTier is not supported with SlidingLog, which stays exact",
+	},
+	{
+		name:    "ttl below 100ms",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.LocalTier = localTierTTL(99 * time.Millisecond) },
+		field:   "spec.localTier.ttl",
+		message: "ttl must be between 100ms and 1m",
+	},
+	{
+		name:    "ttl above 1m",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.LocalTier = localTierTTL(time.Minute + time.Millisecond) },
+		field:   "spec.localTier.ttl",
+		message: "ttl must be between 100ms and 1m",
+	},
+	{
+		name:    "ttl not a duration",
+		raw:     func(s map[string]any) { s["localTier"] = map[string]any{"enabled": true, "ttl": "2 seconds"} },
+		field:   "spec.localTier.ttl",
+		message: "ttl must be a Go duration such as 500ms or 2s",
+	},
+	{
+		name:    "maxOvershoot negative",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.LocalTier = localTierOvershoot(intstr.FromInt32(-1)) },
+		field:   "spec.localTier.maxOvershoot",
+		message: "maxOvershoot must be a count from 0 to 1000000000 or a percentage from 0% to 100%",
+	},
+	{
+		name:    "maxOvershoot above 1e9",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.LocalTier = localTierOvershoot(intstr.FromInt32(1_000_000_001)) },
+		field:   "spec.localTier.maxOvershoot",
+		message: "maxOvershoot must be a count from 0 to 1000000000 or a percentage from 0% to 100%",
+	},
+	{
+		name:    "maxOvershoot above 100%",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.LocalTier = localTierOvershoot(intstr.FromString("101%")) },
+		field:   "spec.localTier.maxOvershoot",
+		message: "maxOvershoot must be a count from 0 to 1000000000 or a percentage from 0% to 100%",
+	},
+	{
+		name:    "maxOvershoot string without %",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.LocalTier = localTierOvershoot(intstr.FromString("10")) },
+		field:   "spec.localTier.maxOvershoot",
+		message: "maxOvershoot must be a count from 0 to 1000000000 or a percentage from 0% to 100%",
+	},
+	{
+		name:    "maxOvershoot fractional percentage",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.LocalTier = localTierOvershoot(intstr.FromString("2.5%")) },
+		field:   "spec.localTier.maxOvershoot",
+		message: "maxOvershoot must be a count from 0 to 1000000000 or a percentage from 0% to 100%",
+	},
+}
+
+// goodCase is a policy at the edge of a rule, which both must accept.
+type goodCase struct {
+	name  string
+	typed func(p *v1alpha1.RateLimitPolicy)
+}
+
+var goodCases = []goodCase{
+	{
+		name: "minimal, all defaults",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec = v1alpha1.RateLimitPolicySpec{
+				Domain:      "d",
+				Descriptors: []v1alpha1.Descriptor{{Key: "k"}},
+				Rate:        v1alpha1.Rate{Limit: 1, Period: metav1.Duration{Duration: time.Second}},
+			}
+		},
+	},
+	{name: "8 descriptors", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Descriptors = descriptors(8) }},
+	{name: "longest domain", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Domain = strings.Repeat("d", 253) }},
+	{name: "longest key", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Descriptors[0].Key = strings.Repeat("k", 253) }},
+	{
+		name:  "longest value, counted in characters",
+		typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Descriptors[1].Value = ptr.To(strings.Repeat("é", 1024)) },
+	},
+	{
+		name: "largest limit and burst",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Rate.Limit = v1alpha1.MaxLimit
+			p.Spec.Burst = ptr.To[int64](v1alpha1.MaxBurst)
+		},
+	},
+	{name: "longest period", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Rate.Period.Duration = 720 * time.Hour }},
+	{name: "fractional period", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Rate.Period.Duration = 1500 * time.Millisecond }},
+	{name: "burst below limit", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Burst = ptr.To[int64](1) }},
+	{name: "burst with GCRA", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Algorithm = ptr.To(v1alpha1.GCRA) }},
+	{
+		name: "window algorithm without burst",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Algorithm = ptr.To(v1alpha1.FixedWindow)
+			p.Spec.Burst = nil
+		},
+	},
+	{
+		name: "disabled localTier with SlidingLog",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Algorithm = ptr.To(v1alpha1.SlidingLog)
+			p.Spec.Burst = nil
+			p.Spec.LocalTier = &v1alpha1.LocalTier{Enabled: ptr.To(false)}
+		},
+	},
+	{name: "empty localTier", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.LocalTier = &v1alpha1.LocalTier{} }},
+	{name: "shortest ttl", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.LocalTier = localTierTTL(100 * time.Millisecond) }},
+	{name: "longest ttl", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.LocalTier = localTierTTL(time.Minute) }},
+	{name: "maxOvershoot 0", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.LocalTier = localTierOvershoot(intstr.FromInt32(0)) }},
+	{
+		name:  "maxOvershoot 1e9",
+		typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.LocalTier = localTierOvershoot(intstr.FromInt32(1_000_000_000)) },
+	},
+	{name: "maxOvershoot 0%", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.LocalTier = localTierOvershoot(intstr.FromString("0%")) }},
+	{name: "maxOvershoot 100%", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.LocalTier = localTierOvershoot(intstr.FromString("100%")) }},
+	{name: "failureMode Local", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.FailureMode = ptr.To(v1alpha1.FailLocal) }},
+	{name: "shadow", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Shadow = ptr.To(true) }},
+}
+
+func localTierTTL(d time.Duration) *v1alpha1.LocalTier {
+	return &v1alpha1.LocalTier{Enabled: ptr.To(true), TTL: &metav1.Duration{Duration: d}}
+}
+
+func localTierOvershoot(v intstr.IntOrString) *v1alpha1.LocalTier {
+	return &v1alpha1.LocalTier{Enabled: ptr.To(true), MaxOvershoot: &v}
+}

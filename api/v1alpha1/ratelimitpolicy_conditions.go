@@ -1,0 +1,64 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+// Condition types of a RateLimitPolicy.
+const (
+	// AcceptedCondition is True when the spec is valid and does not conflict
+	// with an older policy, so fleets may load it.
+	AcceptedCondition = "Accepted"
+
+	// EnforcedCondition is True when every ready limiter pod of every selecting
+	// fleet has loaded a snapshot that contains this generation of the policy.
+	EnforcedCondition = "Enforced"
+
+	// DegradedCondition is True when limiters answer for this policy by its
+	// failureMode because they cannot reach the store.
+	DegradedCondition = "Degraded"
+)
+
+// Reasons for AcceptedCondition.
+const (
+	// AcceptedReason: the policy is valid and has no conflict.
+	AcceptedReason = "Accepted"
+	// InvalidSpecReason: the spec breaks a rule the API server could not check.
+	InvalidSpecReason = "InvalidSpec"
+	// ConflictReason: an older policy has the same domain and descriptors.
+	ConflictReason = "Conflict"
+)
+
+// Reasons for EnforcedCondition.
+const (
+	// EnforcedReason: every ready pod of every selecting fleet has loaded the policy.
+	EnforcedReason = "Enforced"
+	// SnapshotPendingReason: some ready pods have not loaded the policy yet.
+	SnapshotPendingReason = "SnapshotPending"
+	// NoFleetReason: no LimiterFleet selects the policy.
+	NoFleetReason = "NoFleet"
+	// NotAcceptedReason: the policy is not Accepted, so no fleet loads it.
+	NotAcceptedReason = "NotAccepted"
+	// EnforcementDisabledReason: a selecting fleet has enforcement Disabled.
+	EnforcementDisabledReason = "EnforcementDisabled"
+)
+
+// Reasons for DegradedCondition.
+const (
+	// StoreAvailableReason: every limiter reaches the store.
+	StoreAvailableReason = "StoreAvailable"
+	// StoreUnavailableReason: some limiters fall back to the failure mode.
+	StoreUnavailableReason = "StoreUnavailable"
+)

@@ -1,0 +1,320 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Algorithm names the counting algorithm of a limit.
+// +kubebuilder:validation:Enum=TokenBucket;GCRA;SlidingWindow;FixedWindow;SlidingLog
+type Algorithm string
+
+const (
+	// TokenBucket refills rate.limit tokens per rate.period into a bucket of burst tokens.
+	TokenBucket Algorithm = "TokenBucket"
+	// GCRA is the generic cell rate algorithm: a token bucket kept as one timestamp.
+	GCRA Algorithm = "GCRA"
+	// SlidingWindow weights the previous fixed window by its overlap with the current one.
+	SlidingWindow Algorithm = "SlidingWindow"
+	// FixedWindow counts requests in windows of rate.period aligned to the epoch.
+	FixedWindow Algorithm = "FixedWindow"
+	// SlidingLog keeps one entry per request over the last rate.period; it is exact.
+	SlidingLog Algorithm = "SlidingLog"
+)
+
+// Algorithms lists every Algorithm, in the order of the CRD enum.
+var Algorithms = []Algorithm{TokenBucket, GCRA, SlidingWindow, FixedWindow, SlidingLog}
+
+// FailureMode says what a limiter answers when it cannot reach its store.
+// +kubebuilder:validation:Enum=Open;Closed;Local
+type FailureMode string
+
+const (
+	// FailOpen allows the request.
+	FailOpen FailureMode = "Open"
+	// FailClosed denies the request with a reason.
+	FailClosed FailureMode = "Closed"
+	// FailLocal enforces an approximate per-pod share (limit / ready pods) in memory.
+	FailLocal FailureMode = "Local"
+)
+
+// FailureModes lists every FailureMode, in the order of the CRD enum.
+var FailureModes = []FailureMode{FailOpen, FailClosed, FailLocal}
+
+// RateLimitPolicySpec is one limit: which requests it counts and how many it allows.
+// +kubebuilder:validation:XValidation:rule="!has(self.burst) || !has(self.algorithm) || self.algorithm == 'TokenBucket' || self.algorithm == 'GCRA'",message="spec.burst applies only to TokenBucket and GCRA",fieldPath=".burst"
+// +kubebuilder:validation:XValidation:rule="!has(self.localTier) || !has(self.localTier.enabled) || !self.localTier.enabled || !has(self.algorithm) || self.algorithm != 'SlidingLog'",message="spec.localTier is not supported with SlidingLog, which stays exact",fieldPath=".localTier"
+type RateLimitPolicySpec struct {
+	// domain is the Envoy rate limit service domain this limit answers, such as
+	// "payments-api". Requests for other domains never match it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Domain string `json:"domain"`
+
+	// descriptors select the requests this limit counts. A request matches when it
+	// carries every entry. An entry without a value keeps one counter per distinct
+	// value of its key; an entry with a value matches only that value.
+	// Keys are unique within a policy. 1 to 8 entries.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(d, self.exists_one(e, e.key == d.key))",message="descriptor keys must be unique"
+	Descriptors []Descriptor `json:"descriptors"`
+
+	// algorithm is the counting algorithm. Defaults to TokenBucket.
+	// +optional
+	// +kubebuilder:default=TokenBucket
+	Algorithm *Algorithm `json:"algorithm,omitempty"`
+
+	// rate is how many units a counter allows per period.
+	// +required
+	Rate Rate `json:"rate"`
+
+	// burst is the bucket size in units: how many can be spent at once after an
+	// idle period. Only for TokenBucket and GCRA. Defaults to rate.limit.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000000
+	Burst *int64 `json:"burst,omitempty"`
+
+	// shadow, when true, evaluates and counts the limit and logs would-be denials,
+	// but never denies a request. Defaults to false.
+	// +optional
+	// +kubebuilder:default=false
+	Shadow *bool `json:"shadow,omitempty"`
+
+	// failureMode is what the limiter answers when it cannot reach its store:
+	// Open allows, Closed denies, and Local enforces an approximate per-pod share
+	// (limit / ready pods) in memory. Defaults to Open.
+	// +optional
+	// +kubebuilder:default=Open
+	FailureMode *FailureMode `json:"failureMode,omitempty"`
+
+	// localTier turns on two-tier mode: each pod leases chunks of tokens from the
+	// store and spends them locally, trading a bounded overshoot for fewer store
+	// calls. Off when omitted. Not supported with SlidingLog.
+	// +optional
+	LocalTier *LocalTier `json:"localTier,omitempty"`
+}
+
+// Descriptor is one entry of an Envoy rate limit descriptor.
+type Descriptor struct {
+	// key is the descriptor key, such as "user_id" or "path".
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key"`
+
+	// value, when set, matches only requests whose entry for key is exactly this
+	// value. When omitted, every value matches and each one gets its own counter.
+	// At most 1024 characters.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Value *string `json:"value,omitempty"`
+}
+
+// Rate is limit units per period.
+type Rate struct {
+	// limit is the number of units allowed per period, from 1 to 1000000000.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000000
+	Limit int64 `json:"limit"`
+
+	// period is the window or refill interval as a Go duration, such as "1s",
+	// "1m" or "1h30m", from 1s to 720h.
+	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="period must be a Go duration such as 30s, 1m or 1h30m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('1s') && duration(self) <= duration('720h'))",message="period must be between 1s and 720h"
+	Period metav1.Duration `json:"period"`
+}
+
+// LocalTier configures two-tier mode.
+type LocalTier struct {
+	// enabled turns two-tier mode on. Defaults to false.
+	// +optional
+	// +kubebuilder:default=false
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// ttl is how long a pod keeps a leased chunk before it returns the unused
+	// tokens, as a Go duration from 100ms to 1m. Defaults to 2s.
+	// +optional
+	// +kubebuilder:default="2s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="ttl must be a Go duration such as 500ms or 2s"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('100ms') && duration(self) <= duration('1m'))",message="ttl must be between 100ms and 1m"
+	TTL *metav1.Duration `json:"ttl,omitempty"`
+
+	// maxOvershoot caps how many units the fleet may allow above rate.limit per
+	// period while pods spend leased chunks: a count from 0 to 1000000000, or a
+	// percentage of rate.limit from "0%" to "100%". When omitted, the chunk size
+	// alone bounds the overshoot (pods × chunk), and status reports that bound.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 && self <= 1000000000 : self.matches('^(100|[1-9]?[0-9])%$')",message="maxOvershoot must be a count from 0 to 1000000000 or a percentage from 0% to 100%"
+	MaxOvershoot *intstr.IntOrString `json:"maxOvershoot,omitempty"`
+}
+
+// RateLimitPolicyStatus is the observed state of a RateLimitPolicy.
+type RateLimitPolicyStatus struct {
+	// observedGeneration is the metadata.generation the operator last reconciled.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions are Accepted, Enforced and Degraded.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+
+	// enforcement sums the decisions of every limiter pod for this policy over
+	// the last window.
+	// +optional
+	Enforcement *EnforcementStatus `json:"enforcement,omitempty"`
+
+	// fleets lists the LimiterFleets that select this policy, and how far each
+	// one has loaded it.
+	// +optional
+	// +listType=map
+	// +listMapKey=namespace
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Fleets []FleetStatus `json:"fleets,omitempty"`
+}
+
+// EnforcementStatus counts decisions over a recent window, summed over pods.
+type EnforcementStatus struct {
+	// allowed is the number of requests allowed in the window.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Allowed *int64 `json:"allowed,omitempty"`
+
+	// limited is the number of requests denied in the window.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Limited *int64 `json:"limited,omitempty"`
+
+	// shadowLimited is the number of requests a shadow policy would have denied
+	// in the window.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ShadowLimited *int64 `json:"shadowLimited,omitempty"`
+
+	// failedOpen is the number of requests allowed in the window because the
+	// store could not be reached.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	FailedOpen *int64 `json:"failedOpen,omitempty"`
+
+	// window is the length of time the counts cover, such as "5m".
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	Window *metav1.Duration `json:"window,omitempty"`
+
+	// updatedAt is when the counts were collected.
+	// +optional
+	UpdatedAt *metav1.Time `json:"updatedAt,omitempty"`
+}
+
+// FleetStatus is how far one LimiterFleet has loaded a policy.
+type FleetStatus struct {
+	// namespace is the namespace of the LimiterFleet.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+
+	// name is the name of the LimiterFleet.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// snapshotVersion is the version (content hash) of the fleet's snapshot
+	// that contains this generation of the policy.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	SnapshotVersion string `json:"snapshotVersion,omitempty"`
+
+	// podsSynced is the number of ready limiter pods that have loaded that
+	// snapshot or a later one.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	PodsSynced *int32 `json:"podsSynced,omitempty"`
+
+	// podsReady is the number of ready limiter pods in the fleet.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	PodsReady *int32 `json:"podsReady,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=ratelimitpolicies,scope=Namespaced,shortName=rlp,categories=sluice
+// +kubebuilder:printcolumn:name="Domain",type=string,JSONPath=`.spec.domain`
+// +kubebuilder:printcolumn:name="Algorithm",type=string,JSONPath=`.spec.algorithm`
+// +kubebuilder:printcolumn:name="Limit",type=integer,JSONPath=`.spec.rate.limit`
+// +kubebuilder:printcolumn:name="Period",type=string,JSONPath=`.spec.rate.period`
+// +kubebuilder:printcolumn:name="Accepted",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].status`
+// +kubebuilder:printcolumn:name="Enforced",type=string,JSONPath=`.status.conditions[?(@.type=="Enforced")].status`
+// +kubebuilder:printcolumn:name="Allowed",type=integer,JSONPath=`.status.enforcement.allowed`
+// +kubebuilder:printcolumn:name="Limited",type=integer,JSONPath=`.status.enforcement.limited`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// RateLimitPolicy is one rate limit: the requests of a domain that carry some
+// descriptors, the algorithm that counts them, and how many it allows.
+type RateLimitPolicy struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the limit.
+	// +required
+	Spec RateLimitPolicySpec `json:"spec"`
+
+	// status is what the operator observed, written by it alone.
+	// +optional
+	Status RateLimitPolicyStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// RateLimitPolicyList contains a list of RateLimitPolicy.
+type RateLimitPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RateLimitPolicy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&RateLimitPolicy{}, &RateLimitPolicyList{})
+}

@@ -1,0 +1,136 @@
+// Package algo defines Sluice's rate-limiting algorithms as pure functions of
+// stored state, cost and the current time.
+//
+// The same semantics run in two places: here in Go, for the embedded memory
+// store, and as one Lua script per algorithm for Redis (limiter/store/redis).
+// The conformance table in limiter/store/storetest runs the same steps
+// against both so that they cannot drift. All arithmetic is done on
+// microseconds; fractional quantities use float64 with the same operation
+// order as the Lua scripts, so both give bit-identical results.
+package algo
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Algorithm names one rate-limiting algorithm.
+type Algorithm uint8
+
+const (
+	// TokenBucket holds up to Burst tokens and refills Limit tokens per Period,
+	// continuously. A request spends cost tokens.
+	TokenBucket Algorithm = iota + 1
+	// GCRA is the generic cell rate algorithm: one theoretical arrival time per
+	// key, emission interval Period/Limit, and a tolerance of Burst requests.
+	GCRA
+	// SlidingWindow is the weighted two-window counter: the previous fixed
+	// window's count, weighted by how much of it still overlaps the sliding
+	// window, plus the current window's count.
+	SlidingWindow
+	// FixedWindow counts requests in windows of Period aligned to the Unix epoch.
+	FixedWindow
+	// SlidingLog keeps one timestamp per admitted unit and counts those newer
+	// than Period. It is exact and costs memory proportional to Limit.
+	SlidingLog
+)
+
+var names = [...]string{
+	TokenBucket:   "TokenBucket",
+	GCRA:          "GCRA",
+	SlidingWindow: "SlidingWindow",
+	FixedWindow:   "FixedWindow",
+	SlidingLog:    "SlidingLog",
+}
+
+// All lists every algorithm, in declaration order.
+var All = []Algorithm{TokenBucket, GCRA, SlidingWindow, FixedWindow, SlidingLog}
+
+func (a Algorithm) String() string {
+	if a >= TokenBucket && a <= SlidingLog {
+		return names[a]
+	}
+	return fmt.Sprintf("Algorithm(%d)", uint8(a))
+}
+
+// Parse returns the algorithm with the given API name.
+func Parse(name string) (Algorithm, error) {
+	for _, a := range All {
+		if names[a] == name {
+			return a, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown algorithm %q", name)
+}
+
+// UsesBurst reports whether the algorithm has a capacity separate from its
+// rate (TokenBucket and GCRA).
+func (a Algorithm) UsesBurst() bool { return a == TokenBucket || a == GCRA }
+
+// Limit is one compiled rate limit: Limit units per Period, with a capacity
+// of Burst for the bucket algorithms.
+type Limit struct {
+	Algorithm Algorithm
+	Limit     int64
+	Period    time.Duration
+	// Burst is the bucket capacity for TokenBucket and GCRA. Window
+	// algorithms ignore it.
+	Burst int64
+}
+
+// PeriodMicros is the period in microseconds.
+func (l Limit) PeriodMicros() int64 { return l.Period.Microseconds() }
+
+// Capacity is the most units one key can admit at once.
+func (l Limit) Capacity() int64 {
+	if l.Algorithm.UsesBurst() {
+		return l.Burst
+	}
+	return l.Limit
+}
+
+// Never is the RetryAfter of a request that can never be admitted, because
+// its cost exceeds the limit's capacity.
+const Never = time.Duration(-1)
+
+// Result is the outcome of one decision.
+type Result struct {
+	// Allowed reports whether the cost was admitted (and consumed).
+	Allowed bool
+	// Remaining is how many units could still be admitted now, after this
+	// decision.
+	Remaining int64
+	// ResetAfter is how long until the key is back to its full quota (for
+	// FixedWindow: until the current window ends).
+	ResetAfter time.Duration
+	// RetryAfter is how long a denied request must wait before the same cost
+	// could be admitted, or Never. It is zero when Allowed.
+	RetryAfter time.Duration
+}
+
+// eps absorbs floating-point noise when token counts are compared or
+// floored, so that 2.9999999999999996 tokens count as 3. The Lua scripts use
+// the same value.
+const eps = 1e-9
+
+// floorTokens floors a non-negative fractional token count.
+func floorTokens(x float64) int64 {
+	if x <= 0 {
+		return 0
+	}
+	return int64(math.Floor(x + eps))
+}
+
+// ceilMicros rounds a duration in fractional microseconds up to a whole
+// microsecond duration.
+func ceilMicros(us float64) time.Duration {
+	if us <= 0 {
+		return 0
+	}
+	return time.Duration(math.Ceil(us)) * time.Microsecond
+}
+
+// micros converts a time to Unix microseconds, the unit of every stored
+// timestamp (Redis TIME has the same resolution).
+func micros(t time.Time) int64 { return t.UnixMicro() }

@@ -1,0 +1,250 @@
+package algo
+
+import (
+	"math"
+	"time"
+)
+
+// State is one key's stored state in the memory store. Which fields are used
+// depends on the algorithm; the zero State with present=false is a fresh key.
+type State struct {
+	// F is TokenBucket's token count, or GCRA's theoretical arrival time (µs).
+	F float64
+	// T is TokenBucket's last refill time (µs), or the window index of the
+	// window algorithms.
+	T int64
+	// N is the count of window T (FixedWindow, SlidingWindow).
+	N int64
+	// Prev is SlidingWindow's count of window T-1.
+	Prev int64
+	// Log holds SlidingLog's admitted unit timestamps (µs), ascending.
+	Log []int64
+}
+
+// Take decides whether cost units may pass at now, given a key's state.
+// present is false for a key with no state (never seen, or expired).
+//
+// When the decision changes the state, Take updates s in place and returns
+// write=true with the TTL after which the key would be back to a fresh state;
+// a TTL of zero means the state is fresh already and may be deleted. Denials
+// and cost 0 consume nothing (SlidingLog may still prune expired entries). Take does not read the wall clock; it is safe to call
+// concurrently on distinct states.
+func (l Limit) Take(s *State, present bool, now time.Time, cost int64) (r Result, write bool, ttl time.Duration) {
+	n := micros(now)
+	switch l.Algorithm {
+	case TokenBucket:
+		return l.tokenBucket(s, present, n, cost)
+	case GCRA:
+		return l.gcra(s, present, n, cost)
+	case FixedWindow:
+		return l.fixedWindow(s, present, n, cost)
+	case SlidingWindow:
+		return l.slidingWindow(s, present, n, cost)
+	case SlidingLog:
+		return l.slidingLog(s, present, n, cost)
+	}
+	panic("algo: Take on " + l.Algorithm.String())
+}
+
+// tokenBucket mirrors token_bucket.lua.
+func (l Limit) tokenBucket(s *State, present bool, n, cost int64) (Result, bool, time.Duration) {
+	limit, period, burst := float64(l.Limit), float64(l.PeriodMicros()), float64(l.Burst)
+	tokens, stamp := burst, n
+	if present {
+		tokens, stamp = s.F, s.T
+	}
+	if n > stamp {
+		tokens = math.Min(burst, tokens+float64(n-stamp)*limit/period)
+		stamp = n
+	}
+	c := float64(cost)
+	r := Result{Allowed: c <= tokens+eps}
+	write := r.Allowed && cost > 0
+	if write {
+		tokens = math.Max(0, tokens-c)
+		s.F, s.T = tokens, stamp
+	}
+	// Refill restarts from stamp, which is ahead of n if the clock went back.
+	ahead := float64(stamp - n)
+	r.Remaining = floorTokens(tokens)
+	r.ResetAfter = ceilMicros((burst-tokens)*period/limit + ahead)
+	if !r.Allowed {
+		if cost > l.Burst {
+			r.RetryAfter = Never
+		} else {
+			r.RetryAfter = ceilMicros((c-tokens)*period/limit + ahead)
+		}
+	}
+	return r, write, r.ResetAfter
+}
+
+// gcra mirrors gcra.lua. Timestamps near 1.7e15µs carry only a quarter
+// microsecond of precision as float64, so the arithmetic works on offsets
+// from now, and sub-microsecond differences count as zero (halfMicro).
+func (l Limit) gcra(s *State, present bool, n, cost int64) (Result, bool, time.Duration) {
+	const halfMicro = 0.5
+	now := float64(n)
+	interval := float64(l.PeriodMicros()) / float64(l.Limit)
+	tolerance := float64(l.Burst) * interval
+	ahead := 0.0 // how far the TAT is ahead of now
+	if present && s.F > now {
+		ahead = s.F - now
+	}
+	next := ahead + float64(cost)*interval
+	r := Result{Allowed: next-tolerance <= halfMicro}
+	write := r.Allowed && cost > 0
+	if write {
+		ahead = next
+		s.F = now + ahead
+	}
+	r.Remaining = floorTokens((tolerance - ahead + halfMicro) / interval)
+	r.ResetAfter = ceilMicros(ahead - halfMicro)
+	if !r.Allowed {
+		if cost > l.Burst {
+			r.RetryAfter = Never
+		} else {
+			r.RetryAfter = ceilMicros(next - tolerance - halfMicro)
+		}
+	}
+	return r, write, r.ResetAfter
+}
+
+// window returns the index of the fixed window holding n, and how far into
+// it n is (µs). Windows are aligned to the Unix epoch.
+func window(n, period int64) (idx, into int64) {
+	idx = n / period
+	if n%period < 0 {
+		idx--
+	}
+	return idx, n - idx*period
+}
+
+// fixedWindow mirrors fixed_window.lua.
+func (l Limit) fixedWindow(s *State, present bool, n, cost int64) (Result, bool, time.Duration) {
+	period := l.PeriodMicros()
+	w, into := window(n, period)
+	count := int64(0)
+	if present && s.T == w {
+		count = s.N
+	}
+	r := Result{Allowed: count+cost <= l.Limit}
+	write := r.Allowed && cost > 0
+	if write {
+		count += cost
+		s.T, s.N = w, count
+	}
+	r.Remaining = max(0, l.Limit-count)
+	r.ResetAfter = time.Duration(period-into) * time.Microsecond
+	if !r.Allowed {
+		if cost > l.Limit {
+			r.RetryAfter = Never
+		} else {
+			r.RetryAfter = r.ResetAfter
+		}
+	}
+	return r, write, r.ResetAfter
+}
+
+// slidingWindow mirrors sliding_window.lua.
+func (l Limit) slidingWindow(s *State, present bool, n, cost int64) (Result, bool, time.Duration) {
+	period := l.PeriodMicros()
+	w, into := window(n, period)
+	var curr, prev int64
+	if present {
+		switch s.T {
+		case w:
+			curr, prev = s.N, s.Prev
+		case w - 1:
+			prev = s.N
+		}
+	}
+	p := float64(period)
+	weight := float64(period-into) / p
+	est := float64(prev)*weight + float64(curr)
+	r := Result{Allowed: est+float64(cost) <= float64(l.Limit)+eps}
+	write := r.Allowed && cost > 0
+	if write {
+		curr += cost
+		est += float64(cost)
+		s.T, s.N, s.Prev = w, curr, prev
+	}
+	r.Remaining = floorTokens(float64(l.Limit) - est)
+	switch {
+	case curr > 0:
+		r.ResetAfter = time.Duration(2*period-into) * time.Microsecond
+	case prev > 0:
+		r.ResetAfter = time.Duration(period-into) * time.Microsecond
+	}
+	if !r.Allowed {
+		need := float64(l.Limit - cost) // usage that may remain for cost to fit
+		switch {
+		case cost > l.Limit:
+			r.RetryAfter = Never
+		case float64(curr) <= need && prev > 0:
+			// The previous window decays enough before this one ends.
+			r.RetryAfter = ceilMicros(float64(period-into) - (need-float64(curr))*p/float64(prev))
+		default:
+			// Wait into the next window, where this window's count decays.
+			r.RetryAfter = time.Duration(period-into)*time.Microsecond + ceilMicros(p-need*p/float64(curr))
+		}
+	}
+	return r, write, time.Duration(2*period-into) * time.Microsecond
+}
+
+// slidingLog mirrors sliding_log.lua.
+func (l Limit) slidingLog(s *State, present bool, n, cost int64) (Result, bool, time.Duration) {
+	period := l.PeriodMicros()
+	var log []int64
+	if present {
+		log = s.Log
+	}
+	// Drop entries at or before n-period: they left the window.
+	drop := 0
+	for drop < len(log) && log[drop] <= n-period {
+		drop++
+	}
+	log = log[drop:]
+	count := int64(len(log))
+	r := Result{Allowed: count+cost <= l.Limit}
+	write := r.Allowed && cost > 0
+	if write {
+		for i := int64(0); i < cost; i++ {
+			log = insertSorted(log, n)
+		}
+		count += cost
+	}
+	changed := write || drop > 0
+	if changed {
+		// Compact in place so the backing array does not grow without bound.
+		s.Log = append(s.Log[:0], log...)
+		log = s.Log
+	}
+	r.Remaining = max(0, l.Limit-count)
+	if count > 0 {
+		r.ResetAfter = time.Duration(log[len(log)-1]+period-n) * time.Microsecond
+	}
+	if !r.Allowed {
+		if cost > l.Limit {
+			r.RetryAfter = Never
+		} else {
+			// The oldest count+cost-limit entries must leave the window.
+			k := count + cost - l.Limit
+			r.RetryAfter = time.Duration(log[k-1]+period-n) * time.Microsecond
+		}
+	}
+	// A pruned-to-empty log is a fresh key: ttl 0 deletes it.
+	return r, changed, r.ResetAfter
+}
+
+// insertSorted inserts t keeping log ascending. Entries normally arrive in
+// order, so this is an append; a clock that went backwards inserts earlier.
+func insertSorted(log []int64, t int64) []int64 {
+	i := len(log)
+	for i > 0 && log[i-1] > t {
+		i--
+	}
+	log = append(log, 0)
+	copy(log[i+1:], log[i:])
+	log[i] = t
+	return log
+}

@@ -1,0 +1,207 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package config
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+// Messages of the CEL rules in the RateLimitPolicy CRD, repeated word for word.
+const (
+	policyDuplicateKeyMsg = "descriptor keys must be unique"
+	policyBurstMsg        = "spec.burst applies only to TokenBucket and GCRA"
+	policyLocalTierMsg    = "spec.localTier is not supported with SlidingLog, which stays exact"
+	policyPeriodRangeMsg  = "period must be between 1s and 720h"
+	policyTTLRangeMsg     = "ttl must be between 100ms and 1m"
+	policyMaxOvershootMsg = "maxOvershoot must be a count from 0 to 1000000000 or a percentage from 0% to 100%"
+)
+
+var policyPercentRE = regexp.MustCompile(`^(100|[1-9]?[0-9])%$`)
+
+// DefaultPolicy sets the fields the API server would default on admission:
+// algorithm, failureMode, shadow, and localTier's enabled and ttl. It also sets
+// an empty namespace to "default", as kubectl does. burst stays nil; use
+// Spec.EffectiveBurst.
+func DefaultPolicy(p *v1alpha1.RateLimitPolicy) {
+	if p.Namespace == "" {
+		p.Namespace = metav1.NamespaceDefault
+	}
+	s := &p.Spec
+	if s.Algorithm == nil {
+		s.Algorithm = ptr.To(v1alpha1.DefaultAlgorithm)
+	}
+	if s.FailureMode == nil {
+		s.FailureMode = ptr.To(v1alpha1.DefaultFailureMode)
+	}
+	if s.Shadow == nil {
+		s.Shadow = ptr.To(false)
+	}
+	if t := s.LocalTier; t != nil {
+		if t.Enabled == nil {
+			t.Enabled = ptr.To(false)
+		}
+		if t.TTL == nil {
+			t.TTL = &metav1.Duration{Duration: v1alpha1.DefaultLocalTierTTL}
+		}
+	}
+}
+
+// ValidatePolicy checks p against the rules the CRD enforces through its
+// OpenAPI schema and CEL rules, so that a policy loaded from a file meets the
+// same bar as one the API server admitted. Unset optional fields are read as
+// their defaults; ValidatePolicy does not change p.
+func ValidatePolicy(p *v1alpha1.RateLimitPolicy) field.ErrorList {
+	errs := validatePolicyMeta(&p.ObjectMeta, field.NewPath("metadata"))
+	return append(errs, validatePolicySpec(&p.Spec, field.NewPath("spec"))...)
+}
+
+func validatePolicyMeta(m *metav1.ObjectMeta, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if m.Name == "" {
+		errs = append(errs, field.Required(fld.Child("name"), ""))
+	} else {
+		for _, msg := range validation.IsDNS1123Subdomain(m.Name) {
+			errs = append(errs, field.Invalid(fld.Child("name"), m.Name, msg))
+		}
+	}
+	if m.Namespace != "" {
+		for _, msg := range validation.IsDNS1123Label(m.Namespace) {
+			errs = append(errs, field.Invalid(fld.Child("namespace"), m.Namespace, msg))
+		}
+	}
+	return errs
+}
+
+func validatePolicySpec(s *v1alpha1.RateLimitPolicySpec, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, validatePolicyString(s.Domain, true, v1alpha1.MaxDomainLength, fld.Child("domain"))...)
+	errs = append(errs, validatePolicyDescriptors(s.Descriptors, fld.Child("descriptors"))...)
+
+	algo := s.EffectiveAlgorithm()
+	if s.Algorithm != nil && !slices.Contains(v1alpha1.Algorithms, *s.Algorithm) {
+		errs = append(errs, field.NotSupported(fld.Child("algorithm"), *s.Algorithm, v1alpha1.Algorithms))
+	}
+	if s.FailureMode != nil && !slices.Contains(v1alpha1.FailureModes, *s.FailureMode) {
+		errs = append(errs, field.NotSupported(fld.Child("failureMode"), *s.FailureMode, v1alpha1.FailureModes))
+	}
+
+	rate := fld.Child("rate")
+	errs = append(errs, validatePolicyRange(s.Rate.Limit, 1, v1alpha1.MaxLimit, rate.Child("limit"))...)
+	errs = append(errs, validatePolicyDuration(s.Rate.Period.Duration, v1alpha1.MinPeriod, v1alpha1.MaxPeriod,
+		policyPeriodRangeMsg, rate.Child("period"))...)
+
+	if s.Burst != nil {
+		errs = append(errs, validatePolicyRange(*s.Burst, 1, v1alpha1.MaxBurst, fld.Child("burst"))...)
+		if algo != v1alpha1.TokenBucket && algo != v1alpha1.GCRA {
+			errs = append(errs, field.Forbidden(fld.Child("burst"), policyBurstMsg))
+		}
+	}
+
+	if t := s.LocalTier; t != nil {
+		errs = append(errs, validatePolicyLocalTier(t, fld.Child("localTier"))...)
+		if s.LocalTierEnabled() && algo == v1alpha1.SlidingLog {
+			errs = append(errs, field.Forbidden(fld.Child("localTier"), policyLocalTierMsg))
+		}
+	}
+	return errs
+}
+
+func validatePolicyDescriptors(ds []v1alpha1.Descriptor, fld *field.Path) field.ErrorList {
+	switch {
+	case len(ds) == 0:
+		return field.ErrorList{field.Required(fld, fmt.Sprintf("must have 1 to %d entries", v1alpha1.MaxDescriptors))}
+	case len(ds) > v1alpha1.MaxDescriptors:
+		return field.ErrorList{field.TooMany(fld, len(ds), v1alpha1.MaxDescriptors)}
+	}
+	var errs field.ErrorList
+	seen := make(map[string]bool, len(ds))
+	for i, d := range ds {
+		idx := fld.Index(i)
+		errs = append(errs, validatePolicyString(d.Key, true, v1alpha1.MaxDescriptorKeyLength, idx.Child("key"))...)
+		if d.Value != nil {
+			errs = append(errs, validatePolicyString(*d.Value, false, v1alpha1.MaxDescriptorValueLength, idx.Child("value"))...)
+		}
+		if seen[d.Key] {
+			errs = append(errs, field.Invalid(idx.Child("key"), d.Key, policyDuplicateKeyMsg))
+		}
+		seen[d.Key] = true
+	}
+	return errs
+}
+
+func validatePolicyLocalTier(t *v1alpha1.LocalTier, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if t.TTL != nil {
+		errs = append(errs, validatePolicyDuration(t.TTL.Duration, v1alpha1.MinLocalTierTTL, v1alpha1.MaxLocalTierTTL,
+			policyTTLRangeMsg, fld.Child("ttl"))...)
+	}
+	if o := t.MaxOvershoot; o != nil {
+		ok := false
+		if o.Type == intstr.Int {
+			ok = o.IntVal >= 0 && o.IntVal <= v1alpha1.MaxOvershootCount
+		} else {
+			ok = policyPercentRE.MatchString(o.StrVal)
+		}
+		if !ok {
+			errs = append(errs, field.Invalid(fld.Child("maxOvershoot"), o.String(), policyMaxOvershootMsg))
+		}
+	}
+	return errs
+}
+
+// validatePolicyString checks a string's length in characters, as OpenAPI's
+// minLength and maxLength do.
+func validatePolicyString(v string, required bool, maxLen int, fld *field.Path) field.ErrorList {
+	switch n := utf8.RuneCountInString(v); {
+	case n == 0 && required:
+		return field.ErrorList{field.Required(fld, "")}
+	case n == 0:
+		return field.ErrorList{field.Invalid(fld, v, "should be at least 1 chars long")}
+	case n > maxLen:
+		return field.ErrorList{field.TooLong(fld, v, maxLen)}
+	}
+	return nil
+}
+
+func validatePolicyRange(v, minV, maxV int64, fld *field.Path) field.ErrorList {
+	switch {
+	case v < minV:
+		return field.ErrorList{field.Invalid(fld, v, fmt.Sprintf("should be greater than or equal to %d", minV))}
+	case v > maxV:
+		return field.ErrorList{field.Invalid(fld, v, fmt.Sprintf("should be less than or equal to %d", maxV))}
+	}
+	return nil
+}
+
+func validatePolicyDuration(d, minD, maxD time.Duration, msg string, fld *field.Path) field.ErrorList {
+	if d < minD || d > maxD {
+		return field.ErrorList{field.Invalid(fld, d.String(), msg)}
+	}
+	return nil
+}

@@ -1,0 +1,40 @@
+package memory_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/store"
+	"github.com/sluice-dev/sluice/limiter/store/memory"
+)
+
+// BenchmarkTake measures one allowed decision on a known key.
+func BenchmarkTake(b *testing.B) {
+	for _, a := range algo.All {
+		b.Run(a.String(), func(b *testing.B) {
+			s := memory.New(memory.Options{SweepInterval: -1})
+			defer s.Close()
+			lim := algo.Limit{Algorithm: a, Limit: 1 << 40, Period: time.Hour, Burst: 1 << 40}
+			if a == algo.SlidingLog {
+				lim.Limit = 1 << 20 // one entry per unit: keep the log small
+			}
+			var kb store.KeyBuilder
+			kb.Add("bench")
+			req := store.Request{Key: kb.Key(), Limit: lim, Cost: 1}
+			ctx := context.Background()
+			_, _ = s.Take(ctx, req)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if a == algo.SlidingLog && i%(1<<19) == 0 {
+					req.Key[1]++ // a fresh log now and then
+				}
+				if r, _ := s.Take(ctx, req); !r.Allowed {
+					b.Fatal("denied")
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,191 @@
+// Package memory is the embedded counter store: sharded in-process maps with
+// expiry and a bound on the number of keys. It is the limiter's default
+// store, for standalone use and for tests.
+package memory
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/store"
+)
+
+const shardCount = 64
+
+// Options configure a Store.
+type Options struct {
+	// MaxKeys bounds the number of live counters; 0 means 1,000,000. When a
+	// shard is full, expired keys are evicted first, then the sampled key
+	// closest to expiry.
+	MaxKeys int
+	// Clock is the time source; nil means time.Now.
+	Clock store.Clock
+	// SweepInterval is how often expired keys are removed in the
+	// background; 0 means 10s, negative disables the sweeper.
+	SweepInterval time.Duration
+}
+
+// Store is an in-memory store.Store. It is safe for concurrent use.
+type Store struct {
+	shards   [shardCount]shard
+	perShard int
+	clock    store.Clock
+	evicted  atomic.Uint64
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+type shard struct {
+	mu      sync.Mutex
+	entries map[store.Key]*entry
+}
+
+type entry struct {
+	state     algo.State
+	expiresAt int64 // Unix µs
+}
+
+// New returns a memory store. Close stops its sweeper.
+func New(opts Options) *Store {
+	if opts.MaxKeys <= 0 {
+		opts.MaxKeys = 1_000_000
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.SweepInterval == 0 {
+		opts.SweepInterval = 10 * time.Second
+	}
+	s := &Store{
+		perShard: max(1, opts.MaxKeys/shardCount),
+		clock:    opts.Clock,
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	for i := range s.shards {
+		s.shards[i].entries = make(map[store.Key]*entry)
+	}
+	if opts.SweepInterval > 0 {
+		go s.sweepLoop(opts.SweepInterval)
+	} else {
+		close(s.done)
+	}
+	return s
+}
+
+// Take implements store.Store.
+func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) {
+	now := s.clock()
+	n := now.UnixMicro()
+	sh := &s.shards[req.Key[0]%shardCount]
+
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, ok := sh.entries[req.Key]
+	present := ok && e.expiresAt > n
+	// Decide on a copy: a decision that writes nothing leaves the entry as
+	// it was. An expired entry lends its log's backing array.
+	var st algo.State
+	if present {
+		st = e.state
+	} else if ok {
+		st.Log = e.state.Log[:0]
+	}
+	r, write, ttl := req.Limit.Take(&st, present, now, req.Cost)
+	switch {
+	case !write:
+	case ttl <= 0:
+		delete(sh.entries, req.Key)
+	case ok:
+		e.state, e.expiresAt = st, n+ttl.Microseconds()
+	default:
+		s.makeRoom(sh, n)
+		sh.entries[req.Key] = &entry{state: st, expiresAt: n + ttl.Microseconds()}
+	}
+	return r, nil
+}
+
+// makeRoom evicts from a full shard: expired keys first, otherwise the key
+// closest to expiry among a sample. Caller holds sh.mu.
+func (s *Store) makeRoom(sh *shard, now int64) {
+	if len(sh.entries) < s.perShard {
+		return
+	}
+	var victim store.Key
+	soonest, sampled := int64(-1), 0
+	for k, e := range sh.entries {
+		if e.expiresAt <= now {
+			delete(sh.entries, k)
+			s.evicted.Add(1)
+			return
+		}
+		if soonest < 0 || e.expiresAt < soonest {
+			victim, soonest = k, e.expiresAt
+		}
+		if sampled++; sampled == 16 {
+			break
+		}
+	}
+	delete(sh.entries, victim)
+	s.evicted.Add(1)
+}
+
+// Evicted is the number of live keys evicted because the store was full.
+func (s *Store) Evicted() uint64 { return s.evicted.Load() }
+
+// Len is the number of stored keys, expired ones included until swept.
+func (s *Store) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += len(sh.entries)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Sweep removes expired keys now.
+func (s *Store) Sweep() {
+	n := s.clock().UnixMicro()
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for k, e := range sh.entries {
+			if e.expiresAt <= n {
+				delete(sh.entries, k)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+func (s *Store) sweepLoop(every time.Duration) {
+	defer close(s.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.Sweep()
+		}
+	}
+}
+
+// Close stops the sweeper. The store keeps answering.
+func (s *Store) Close() error {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	<-s.done
+	return nil
+}
+
+var _ store.Store = (*Store)(nil)

@@ -1,0 +1,389 @@
+// Package redis is the shared counter store: one Lua script per algorithm,
+// run with EVALSHA (falling back to EVAL on NOSCRIPT) against a standalone
+// Redis or a Redis Cluster.
+//
+// Concurrent decisions are batched: a few workers drain a queue of pending
+// requests and send each batch as one pipelined round trip (split per node
+// by go-redis in cluster mode). Every round trip has a deadline.
+package redis
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"net/url"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/store"
+)
+
+var (
+	//go:embed scripts/token_bucket.lua
+	tokenBucketLua string
+	//go:embed scripts/gcra.lua
+	gcraLua string
+	//go:embed scripts/sliding_window.lua
+	slidingWindowLua string
+	//go:embed scripts/fixed_window.lua
+	fixedWindowLua string
+	//go:embed scripts/sliding_log.lua
+	slidingLogLua string
+)
+
+// scripts holds one script per algorithm, indexed by algo.Algorithm.
+var scripts = [...]*goredis.Script{
+	algo.TokenBucket:   goredis.NewScript(tokenBucketLua),
+	algo.GCRA:          goredis.NewScript(gcraLua),
+	algo.SlidingWindow: goredis.NewScript(slidingWindowLua),
+	algo.FixedWindow:   goredis.NewScript(fixedWindowLua),
+	algo.SlidingLog:    goredis.NewScript(slidingLogLua),
+}
+
+// Options configure a Store.
+type Options struct {
+	// Addrs are host:port addresses: one for a standalone server, or any
+	// number of seed nodes of a cluster.
+	Addrs []string
+	// Cluster selects Redis Cluster.
+	Cluster bool
+	// Username and Password authenticate (AUTH), when set.
+	Username, Password string
+	// DB selects a standalone database.
+	DB int
+	// Timeout is the deadline of every round trip; 0 means 20ms.
+	Timeout time.Duration
+	// KeyPrefix starts every key; empty means "sl".
+	KeyPrefix string
+	// MaxBatch bounds the requests sent in one pipeline; 0 means 256.
+	MaxBatch int
+	// Workers is the number of concurrent pipelines; 0 means 4×GOMAXPROCS.
+	Workers int
+	// PinnedClock, when set, replaces Redis TIME inside the scripts. It
+	// exists so that conformance tests can step a synthetic clock against a
+	// real server; production leaves it nil and time comes from Redis.
+	PinnedClock store.Clock
+}
+
+// ParseURL parses a store address: redis://[user:pass@]host:port[/db] for a
+// standalone server, or redis-cluster://[user:pass@]host:port,host:port,...
+// for a cluster.
+func ParseURL(raw string) (Options, error) {
+	var o Options
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return o, fmt.Errorf("store %q: want redis://host:port or redis-cluster://host:port,...", raw)
+	}
+	switch scheme {
+	case "redis":
+	case "redis-cluster":
+		o.Cluster = true
+	default:
+		return o, fmt.Errorf("store %q: unknown scheme %q, want redis or redis-cluster", raw, scheme)
+	}
+	if user, host, ok := strings.Cut(rest, "@"); ok {
+		u, p, _ := strings.Cut(user, ":")
+		var err error
+		if o.Username, err = url.PathUnescape(u); err != nil {
+			return o, fmt.Errorf("store %q: username: %w", raw, err)
+		}
+		if o.Password, err = url.PathUnescape(p); err != nil {
+			return o, fmt.Errorf("store %q: password: %w", raw, err)
+		}
+		rest = host
+	}
+	if hosts, db, ok := strings.Cut(rest, "/"); ok {
+		rest = hosts
+		if db != "" {
+			n, err := strconv.Atoi(db)
+			if err != nil || n < 0 || o.Cluster {
+				return o, fmt.Errorf("store %q: bad database %q", raw, db)
+			}
+			o.DB = n
+		}
+	}
+	for _, a := range strings.Split(rest, ",") {
+		if a == "" {
+			continue
+		}
+		if _, port, ok := strings.Cut(a, ":"); !ok || port == "" {
+			return o, fmt.Errorf("store %q: address %q has no port", raw, a)
+		}
+		o.Addrs = append(o.Addrs, a)
+	}
+	if len(o.Addrs) == 0 {
+		return o, fmt.Errorf("store %q: no address", raw)
+	}
+	if !o.Cluster && len(o.Addrs) > 1 {
+		return o, fmt.Errorf("store %q: redis:// takes one address; use redis-cluster:// for several", raw)
+	}
+	return o, nil
+}
+
+// Store is a Redis-backed store.Store. It is safe for concurrent use.
+type Store struct {
+	client  goredis.UniversalClient
+	opts    Options
+	queue   chan *call
+	stop    chan struct{}
+	stopped chan struct{}
+}
+
+// call is one pending decision.
+type call struct {
+	ctx  context.Context
+	req  store.Request
+	res  algo.Result
+	err  error
+	done chan struct{}
+}
+
+// New connects to Redis. It does not wait for the server to answer: the
+// first decisions will report any connection error.
+func New(opts Options) (*Store, error) {
+	if len(opts.Addrs) == 0 {
+		return nil, errors.New("redis store: no address")
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 20 * time.Millisecond
+	}
+	if opts.KeyPrefix == "" {
+		opts.KeyPrefix = "sl"
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 256
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 4 * runtime.GOMAXPROCS(0)
+	}
+	s := &Store{
+		opts:    opts,
+		queue:   make(chan *call, 4*opts.MaxBatch),
+		stop:    make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+	if opts.Cluster {
+		s.client = goredis.NewClusterClient(&goredis.ClusterOptions{
+			Addrs:                 opts.Addrs,
+			Username:              opts.Username,
+			Password:              opts.Password,
+			ContextTimeoutEnabled: true,
+			PoolSize:              opts.Workers + 4,
+			MaxRetries:            1,
+			DialTimeout:           time.Second,
+		})
+	} else {
+		s.client = goredis.NewClient(&goredis.Options{
+			Addr:                  opts.Addrs[0],
+			Username:              opts.Username,
+			Password:              opts.Password,
+			DB:                    opts.DB,
+			ContextTimeoutEnabled: true,
+			PoolSize:              opts.Workers + 4,
+			MaxRetries:            1,
+			DialTimeout:           time.Second,
+		})
+	}
+	workers := make(chan struct{}, opts.Workers)
+	for range opts.Workers {
+		go func() {
+			s.work()
+			workers <- struct{}{}
+		}()
+	}
+	go func() {
+		for range opts.Workers {
+			<-workers
+		}
+		close(s.stopped)
+	}()
+	return s, nil
+}
+
+// Client is the underlying go-redis client.
+func (s *Store) Client() goredis.UniversalClient { return s.client }
+
+// RedisKey is the Redis key of a counter: the prefix, then the hashed key as
+// the hash tag, so all of one counter's data lives in one slot.
+func (s *Store) RedisKey(k store.Key) string {
+	return s.opts.KeyPrefix + ":{" + k.String() + "}"
+}
+
+// Take implements store.Store. It waits for the batch holding req, or for
+// ctx to end.
+func (s *Store) Take(ctx context.Context, req store.Request) (algo.Result, error) {
+	if req.Limit.Algorithm < algo.TokenBucket || req.Limit.Algorithm > algo.SlidingLog {
+		return algo.Result{}, fmt.Errorf("redis store: unknown algorithm %v", req.Limit.Algorithm)
+	}
+	c := &call{ctx: ctx, req: req, done: make(chan struct{})}
+	select {
+	case s.queue <- c:
+	case <-ctx.Done():
+		return algo.Result{}, ctx.Err()
+	case <-s.stop:
+		return algo.Result{}, errors.New("redis store: closed")
+	}
+	select {
+	case <-c.done:
+		return c.res, c.err
+	case <-ctx.Done():
+		return algo.Result{}, ctx.Err()
+	}
+}
+
+// work drains the queue: it blocks for one call, takes whatever else is
+// already waiting (up to MaxBatch), and sends them as one pipeline.
+func (s *Store) work() {
+	batch := make([]*call, 0, s.opts.MaxBatch)
+	for {
+		select {
+		case <-s.stop:
+			return
+		case c := <-s.queue:
+			batch = append(batch[:0], c)
+		}
+	drain:
+		for len(batch) < s.opts.MaxBatch {
+			select {
+			case c := <-s.queue:
+				batch = append(batch, c)
+			default:
+				break drain
+			}
+		}
+		s.run(batch)
+		for i := range batch {
+			batch[i] = nil
+		}
+	}
+}
+
+// run sends one batch with EVALSHA, retries NOSCRIPT replies with EVAL
+// (which also caches the script on that node), and completes every call.
+func (s *Store) run(batch []*call) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+	defer cancel()
+
+	live := batch[:0:0]
+	for _, c := range batch {
+		if err := c.ctx.Err(); err != nil {
+			c.err = err
+			close(c.done)
+			continue
+		}
+		live = append(live, c)
+	}
+	if len(live) == 0 {
+		return
+	}
+	cmds := s.pipeline(ctx, live, false)
+	var retry []*call
+	var retryAt []int
+	for i, cmd := range cmds {
+		if isNoScript(cmd.Err()) {
+			retry, retryAt = append(retry, live[i]), append(retryAt, i)
+		}
+	}
+	if len(retry) > 0 {
+		again := s.pipeline(ctx, retry, true)
+		for j, i := range retryAt {
+			cmds[i] = again[j]
+		}
+	}
+	for i, c := range live {
+		c.res, c.err = parseResult(cmds[i])
+		close(c.done)
+	}
+}
+
+// pipeline sends one EVALSHA (or EVAL) per call in one round trip.
+func (s *Store) pipeline(ctx context.Context, calls []*call, eval bool) []*goredis.Cmd {
+	cmds := make([]*goredis.Cmd, len(calls))
+	_, _ = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, c := range calls {
+			script := scripts[c.req.Limit.Algorithm]
+			keys := []string{s.RedisKey(c.req.Key)}
+			args := s.args(c.req)
+			if eval {
+				cmds[i] = script.Eval(ctx, p, keys, args...)
+			} else {
+				cmds[i] = script.EvalSha(ctx, p, keys, args...)
+			}
+		}
+		return nil
+	})
+	return cmds
+}
+
+// args are every script's ARGV: limit, period_us, burst, cost, now_us.
+func (s *Store) args(r store.Request) []any {
+	var now int64
+	if s.opts.PinnedClock != nil {
+		now = s.opts.PinnedClock().UnixMicro()
+	}
+	return []any{r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now}
+}
+
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// parseResult reads a script's reply {allowed, remaining, reset_us, retry_us}.
+func parseResult(cmd *goredis.Cmd) (algo.Result, error) {
+	v, err := cmd.Int64Slice()
+	if err != nil {
+		return algo.Result{}, fmt.Errorf("redis store: %w", err)
+	}
+	if len(v) != 4 {
+		return algo.Result{}, fmt.Errorf("redis store: script returned %d values, want 4", len(v))
+	}
+	r := algo.Result{
+		Allowed:    v[0] == 1,
+		Remaining:  v[1],
+		ResetAfter: time.Duration(v[2]) * time.Microsecond,
+		RetryAfter: time.Duration(v[3]) * time.Microsecond,
+	}
+	if v[3] < 0 {
+		r.RetryAfter = algo.Never
+	}
+	return r, nil
+}
+
+// Ping checks that Redis answers (every node, for a cluster).
+func (s *Store) Ping(ctx context.Context) error {
+	if cc, ok := s.client.(*goredis.ClusterClient); ok {
+		return cc.ForEachShard(ctx, func(ctx context.Context, c *goredis.Client) error {
+			return c.Ping(ctx).Err()
+		})
+	}
+	return s.client.Ping(ctx).Err()
+}
+
+// Close stops the workers and closes the connections. Pending calls
+// complete with an error.
+func (s *Store) Close() error {
+	select {
+	case <-s.stop:
+		return nil
+	default:
+		close(s.stop)
+	}
+	<-s.stopped
+	for {
+		select {
+		case c := <-s.queue:
+			c.err = errors.New("redis store: closed")
+			close(c.done)
+		default:
+			return s.client.Close()
+		}
+	}
+}
+
+var _ store.Store = (*Store)(nil)

@@ -1,0 +1,309 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/store"
+	"github.com/sluice-dev/sluice/limiter/store/memory"
+	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
+	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
+	"github.com/sluice-dev/sluice/limiter/store/storetest"
+)
+
+// Tests run against real redis-server processes, never a fake: one
+// standalone server and one 3-primary cluster shared by this package.
+var (
+	standaloneOnce sync.Once
+	standalone     *redistest.Server
+	clusterOnce    sync.Once
+	cluster        *redistest.Cluster
+)
+
+// sharedT keeps package-wide servers alive beyond the first test's cleanup.
+type sharedT struct{ testing.TB }
+
+func (sharedT) Cleanup(func()) {}
+
+func standaloneAddr(t *testing.T) string {
+	standaloneOnce.Do(func() { standalone = redistest.Start(sharedT{t}) })
+	if standalone == nil {
+		t.Fatal("standalone redis did not start")
+	}
+	return standalone.Addr
+}
+
+func clusterAddrs(t *testing.T) []string {
+	clusterOnce.Do(func() { cluster = redistest.StartCluster(sharedT{t}, 3) })
+	if cluster == nil {
+		t.Fatal("redis cluster did not start")
+	}
+	return cluster.Addrs()
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if standalone != nil {
+		standalone.Stop()
+	}
+	if cluster != nil {
+		for _, n := range cluster.Nodes {
+			n.Stop()
+		}
+	}
+	os.Exit(code)
+}
+
+func newStandalone(t *testing.T, clock store.Clock) store.Store {
+	s, err := redisstore.New(redisstore.Options{Addrs: []string{standaloneAddr(t)}, PinnedClock: clock, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func newCluster(t *testing.T, clock store.Clock) store.Store {
+	s, err := redisstore.New(redisstore.Options{Addrs: clusterAddrs(t), Cluster: true, PinnedClock: clock, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func newMemory(t *testing.T, clock store.Clock) store.Store {
+	s := memory.New(memory.Options{Clock: clock, SweepInterval: -1})
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func TestConformanceStandalone(t *testing.T) { storetest.Run(t, newStandalone) }
+
+func TestConformanceCluster(t *testing.T) { storetest.Run(t, newCluster) }
+
+func TestMemoryAndStandaloneAgree(t *testing.T) {
+	storetest.RunDifferential(t, newMemory, newStandalone, 400)
+}
+
+func TestMemoryAndClusterAgree(t *testing.T) {
+	storetest.RunDifferential(t, newMemory, newCluster, 150)
+}
+
+// realStore uses Redis TIME, as in production.
+func realStore(t *testing.T, opts redisstore.Options) *redisstore.Store {
+	if opts.Timeout == 0 {
+		opts.Timeout = 2 * time.Second
+	}
+	s, err := redisstore.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// Every key a script writes has a TTL, with time from Redis TIME.
+func TestEveryKeyHasTTL(t *testing.T) {
+	s := realStore(t, redisstore.Options{Addrs: []string{standaloneAddr(t)}, KeyPrefix: "ttltest"})
+	c := goredis.NewClient(&goredis.Options{Addr: standaloneAddr(t)})
+	defer c.Close()
+	ctx := context.Background()
+	for _, a := range algo.All {
+		lim := algo.Limit{Algorithm: a, Limit: 5, Period: time.Minute, Burst: 5}
+		key := storetest.KeyFor(t, a.String())
+		for range 3 {
+			if r, err := s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1}); err != nil || !r.Allowed {
+				t.Fatalf("%v: %+v %v", a, r, err)
+			}
+		}
+	}
+	keys, err := c.Keys(ctx, "ttltest:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != len(algo.All) {
+		t.Fatalf("want one key per algorithm, got %v", keys)
+	}
+	for _, k := range keys {
+		ttl, err := c.PTTL(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl <= 0 || ttl > 2*time.Minute {
+			t.Errorf("key %s has TTL %v, want within (0, 2m]", k, ttl)
+		}
+	}
+}
+
+// The real clock: a fixed window admits exactly its limit, then denies
+// with a retry inside the window.
+func TestRedisTimeDrivesDecisions(t *testing.T) {
+	s := realStore(t, redisstore.Options{Addrs: []string{standaloneAddr(t)}})
+	lim := algo.Limit{Algorithm: algo.FixedWindow, Limit: 3, Period: time.Hour}
+	key := storetest.KeyFor(t, "fw")
+	for i := range 4 {
+		r, err := s.Take(context.Background(), store.Request{Key: key, Limit: lim, Cost: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Allowed != (i < 3) {
+			t.Fatalf("take %d: allowed=%v", i, r.Allowed)
+		}
+		if r.ResetAfter <= 0 || r.ResetAfter > time.Hour {
+			t.Fatalf("take %d: reset %v outside (0, 1h]", i, r.ResetAfter)
+		}
+	}
+}
+
+// A caller who puts hash tags in descriptor values cannot choose the slot:
+// values only reach Redis hashed.
+func TestKeysCannotBeSteeredToASlot(t *testing.T) {
+	s := realStore(t, redisstore.Options{Addrs: clusterAddrs(t), Cluster: true})
+	slots := map[int64]bool{}
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: clusterAddrs(t)})
+	defer c.Close()
+	for i := range 64 {
+		var b store.KeyBuilder
+		b.Add("policy")
+		b.Add(fmt.Sprintf("{victim}%d", i)) // an attacker's value
+		k := s.RedisKey(b.Key())
+		if strings.Contains(k, "victim") || strings.Count(k, "{") != 1 || strings.Count(k, "}") != 1 {
+			t.Fatalf("key %q leaks the value or has extra braces", k)
+		}
+		slot, err := c.ClusterKeySlot(context.Background(), k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		slots[slot] = true
+	}
+	if len(slots) < 50 {
+		t.Fatalf("64 values sharing a {victim} tag landed in only %d slots", len(slots))
+	}
+}
+
+// NOSCRIPT falls back to EVAL: flushing the script cache mid-run loses nothing.
+func TestNoScriptFallback(t *testing.T) {
+	s := realStore(t, redisstore.Options{Addrs: []string{standaloneAddr(t)}})
+	c := goredis.NewClient(&goredis.Options{Addr: standaloneAddr(t)})
+	defer c.Close()
+	ctx := context.Background()
+	lim := algo.Limit{Algorithm: algo.GCRA, Limit: 10, Period: time.Minute, Burst: 10}
+	key := storetest.KeyFor(t, "noscript")
+	for i := range 10 {
+		if err := c.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1})
+		if err != nil {
+			t.Fatalf("take %d after SCRIPT FLUSH: %v", i, err)
+		}
+		if !r.Allowed || r.Remaining != int64(9-i) {
+			t.Fatalf("take %d: %+v", i, r)
+		}
+	}
+}
+
+// Every round trip has a deadline: a paused server costs the timeout, not more.
+func TestDeadlineOnEveryCall(t *testing.T) {
+	srv := redistest.Start(t)
+	s := realStore(t, redisstore.Options{Addrs: []string{srv.Addr}, Timeout: 50 * time.Millisecond})
+	ctx := context.Background()
+	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 10, Period: time.Second, Burst: 10}
+	if _, err := s.Take(ctx, store.Request{Key: storetest.KeyFor(t, "a"), Limit: lim, Cost: 1}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause(t) // a stalled node: the connection stays open, nothing answers
+	defer srv.Resume(t)
+	start := time.Now()
+	_, err := s.Take(ctx, store.Request{Key: storetest.KeyFor(t, "b"), Limit: lim, Cost: 1})
+	if err == nil {
+		t.Fatal("a take against a sleeping server succeeded")
+	}
+	if d := time.Since(start); d > 800*time.Millisecond {
+		t.Fatalf("take waited %v on a sleeping server; the deadline is 50ms", d)
+	}
+}
+
+// Concurrent decisions on one key from many goroutines admit exactly the
+// limit, whatever way they are batched.
+func TestBatchedConcurrentTakesAreExact(t *testing.T) {
+	for name, opts := range map[string]redisstore.Options{
+		"standalone": {Addrs: []string{standaloneAddr(t)}},
+		"cluster":    {Addrs: clusterAddrs(t), Cluster: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := realStore(t, opts)
+			for _, a := range algo.All {
+				lim := algo.Limit{Algorithm: a, Limit: 300, Period: time.Hour, Burst: 300}
+				key := storetest.KeyFor(t, a.String())
+				var wg sync.WaitGroup
+				var mu sync.Mutex
+				allowed := 0
+				for range 16 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for range 40 {
+							r, err := s.Take(context.Background(), store.Request{Key: key, Limit: lim, Cost: 1})
+							if err != nil {
+								t.Error(err)
+								return
+							}
+							if r.Allowed {
+								mu.Lock()
+								allowed++
+								mu.Unlock()
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				if allowed != 300 {
+					t.Errorf("%v: 640 takes admitted %d, want exactly 300", a, allowed)
+				}
+			}
+		})
+	}
+}
+
+func TestParseURL(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		addrs   []string
+		cluster bool
+		err     string
+	}{
+		{in: "redis://127.0.0.1:6379", addrs: []string{"127.0.0.1:6379"}},
+		{in: "redis://u:p%40ss@127.0.0.1:6379/2", addrs: []string{"127.0.0.1:6379"}},
+		{in: "redis-cluster://a:1,b:2,c:3", addrs: []string{"a:1", "b:2", "c:3"}, cluster: true},
+		{in: "127.0.0.1:6379", err: "want redis://"},
+		{in: "rediss://x:1", err: "unknown scheme"},
+		{in: "redis://host", err: "has no port"},
+		{in: "redis://a:1,b:2", err: "use redis-cluster://"},
+		{in: "redis://a:1/x", err: "bad database"},
+		{in: "redis-cluster://", err: "no address"},
+	} {
+		o, err := redisstore.ParseURL(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: error %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || fmt.Sprint(o.Addrs) != fmt.Sprint(tc.addrs) || o.Cluster != tc.cluster {
+			t.Errorf("%s: got %+v %v", tc.in, o, err)
+		}
+	}
+	if o, _ := redisstore.ParseURL("redis://u:p%40ss@h:1/2"); o.Username != "u" || o.Password != "p@ss" || o.DB != 2 {
+		t.Errorf("credentials not parsed: %+v", o)
+	}
+}
