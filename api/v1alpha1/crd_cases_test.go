@@ -76,6 +76,13 @@ func descriptors(n int) []v1alpha1.Descriptor {
 var badCases = []badCase{
 	// metadata
 	{
+		name:      "name missing",
+		typed:     func(p *v1alpha1.RateLimitPolicy) { p.Name = "" },
+		field:     "metadata.name",
+		message:   "name or generateName is required",
+		goMessage: "Required value",
+	},
+	{
 		name:    "name not a DNS subdomain",
 		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Name = "Charges_Per_User" },
 		field:   "metadata.name",
@@ -305,8 +312,10 @@ var badCases = []badCase{
 		message: "maxOvershoot must be a count from 0 to 1000000000 or a percentage from 0% to 100%",
 	},
 	{
-		name:    "maxOvershoot above 1e9",
-		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.LocalTier = localTierOvershoot(intstr.FromInt32(1_000_000_001)) },
+		name: "maxOvershoot above 1e9",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.LocalTier = localTierOvershoot(intstr.FromInt32(1_000_000_001))
+		},
 		field:   "spec.localTier.maxOvershoot",
 		message: "maxOvershoot must be a count from 0 to 1000000000 or a percentage from 0% to 100%",
 	},
@@ -385,8 +394,10 @@ var goodCases = []goodCase{
 	{name: "longest ttl", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.LocalTier = localTierTTL(time.Minute) }},
 	{name: "maxOvershoot 0", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.LocalTier = localTierOvershoot(intstr.FromInt32(0)) }},
 	{
-		name:  "maxOvershoot 1e9",
-		typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.LocalTier = localTierOvershoot(intstr.FromInt32(1_000_000_000)) },
+		name: "maxOvershoot 1e9",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.LocalTier = localTierOvershoot(intstr.FromInt32(1_000_000_000))
+		},
 	},
 	{name: "maxOvershoot 0%", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.LocalTier = localTierOvershoot(intstr.FromString("0%")) }},
 	{name: "maxOvershoot 100%", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.LocalTier = localTierOvershoot(intstr.FromString("100%")) }},

@@ -213,11 +213,11 @@ func (l Limit) slidingLog(s *State, present bool, n, cost int64) (Result, bool, 
 		}
 		count += cost
 	}
+	// Dropping re-slices from the front; append reallocates (copying only
+	// live entries) once the array is full, so memory stays within 2× the log.
 	changed := write || drop > 0
 	if changed {
-		// Compact in place so the backing array does not grow without bound.
-		s.Log = append(s.Log[:0], log...)
-		log = s.Log
+		s.Log = log
 	}
 	r.Remaining = max(0, l.Limit-count)
 	if count > 0 {

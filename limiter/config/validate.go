@@ -111,10 +111,7 @@ func validatePolicySpec(s *v1alpha1.RateLimitPolicySpec, fld *field.Path) field.
 		errs = append(errs, field.NotSupported(fld.Child("failureMode"), *s.FailureMode, v1alpha1.FailureModes))
 	}
 
-	rate := fld.Child("rate")
-	errs = append(errs, validatePolicyRange(s.Rate.Limit, 1, v1alpha1.MaxLimit, rate.Child("limit"))...)
-	errs = append(errs, validatePolicyDuration(s.Rate.Period.Duration, v1alpha1.MinPeriod, v1alpha1.MaxPeriod,
-		policyPeriodRangeMsg, rate.Child("period"))...)
+	errs = append(errs, validatePolicyRate(s.Rate, fld.Child("rate"))...)
 
 	if s.Burst != nil {
 		errs = append(errs, validatePolicyRange(*s.Burst, 1, v1alpha1.MaxBurst, fld.Child("burst"))...)
@@ -153,6 +150,20 @@ func validatePolicyDescriptors(ds []v1alpha1.Descriptor, fld *field.Path) field.
 		seen[d.Key] = true
 	}
 	return errs
+}
+
+func validatePolicyRate(r v1alpha1.Rate, fld *field.Path) field.ErrorList {
+	switch {
+	case r == v1alpha1.Rate{}:
+		return field.ErrorList{field.Required(fld, "")}
+	case r.Period.Duration == 0:
+		// Missing, as far as a decoded manifest can tell.
+		errs := validatePolicyRange(r.Limit, 1, v1alpha1.MaxLimit, fld.Child("limit"))
+		return append(errs, field.Required(fld.Child("period"), policyPeriodRangeMsg))
+	}
+	errs := validatePolicyRange(r.Limit, 1, v1alpha1.MaxLimit, fld.Child("limit"))
+	return append(errs, validatePolicyDuration(r.Period.Duration, v1alpha1.MinPeriod, v1alpha1.MaxPeriod,
+		policyPeriodRangeMsg, fld.Child("period"))...)
 }
 
 func validatePolicyLocalTier(t *v1alpha1.LocalTier, fld *field.Path) field.ErrorList {

@@ -28,13 +28,8 @@ var (
 	cluster        *redistest.Cluster
 )
 
-// sharedT keeps package-wide servers alive beyond the first test's cleanup.
-type sharedT struct{ testing.TB }
-
-func (sharedT) Cleanup(func()) {}
-
 func standaloneAddr(t *testing.T) string {
-	standaloneOnce.Do(func() { standalone = redistest.Start(sharedT{t}) })
+	standaloneOnce.Do(func() { standalone = redistest.Start(redistest.Shared(t)) })
 	if standalone == nil {
 		t.Fatal("standalone redis did not start")
 	}
@@ -42,7 +37,7 @@ func standaloneAddr(t *testing.T) string {
 }
 
 func clusterAddrs(t *testing.T) []string {
-	clusterOnce.Do(func() { cluster = redistest.StartCluster(sharedT{t}, 3) })
+	clusterOnce.Do(func() { cluster = redistest.StartCluster(redistest.Shared(t), 3) })
 	if cluster == nil {
 		t.Fatal("redis cluster did not start")
 	}
@@ -51,12 +46,14 @@ func clusterAddrs(t *testing.T) []string {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if standalone != nil {
-		standalone.Stop()
-	}
+	servers := []*redistest.Server{standalone}
 	if cluster != nil {
-		for _, n := range cluster.Nodes {
-			n.Stop()
+		servers = append(servers, cluster.Nodes...)
+	}
+	for _, s := range servers {
+		if s != nil {
+			s.Stop()
+			_ = os.RemoveAll(s.Dir)
 		}
 	}
 	os.Exit(code)

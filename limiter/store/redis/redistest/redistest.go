@@ -179,6 +179,24 @@ func waitPing(addr string, within time.Duration) error {
 	return last
 }
 
+// Shared wraps t for servers that outlive the test that starts them, such
+// as one server shared by a whole package: cleanups are not registered and
+// data directories are not tied to t. The caller must Stop the servers (and
+// may remove their Dir), typically in TestMain.
+func Shared(t testing.TB) testing.TB { return sharedT{t} }
+
+type sharedT struct{ testing.TB }
+
+func (sharedT) Cleanup(func()) {}
+
+func (s sharedT) TempDir() string {
+	d, err := os.MkdirTemp("", "redistest-")
+	if err != nil {
+		s.Fatalf("temp dir: %v", err)
+	}
+	return d
+}
+
 // Cluster is a running Redis Cluster of primaries (no replicas).
 type Cluster struct {
 	Nodes []*Server
@@ -200,7 +218,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
 	c := &Cluster{}
 	for range n {
-		c.Nodes = append(c.Nodes, Start(t, "cluster-enabled yes", "cluster-node-timeout 2000",
+		c.Nodes = append(c.Nodes, Start(t, "cluster-enabled yes", "cluster-node-timeout 15000",
 			"cluster-config-file nodes.conf", "cluster-require-full-coverage no"))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -1,0 +1,138 @@
+package config
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+// maxFileSize bounds a policy file; a larger one is rejected, not truncated.
+const maxFileSize = 16 << 20
+
+// LoadFile reads a policy file and compiles it into a Snapshot.
+func LoadFile(path string) (*Snapshot, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(data) > maxFileSize {
+		return nil, fmt.Errorf("%s: larger than %d MiB", path, maxFileSize>>20)
+	}
+	return Parse(path, data)
+}
+
+// Parse reads multi-document YAML (or JSON) of RateLimitPolicy manifests,
+// exactly what `kubectl apply -f` takes, validates every document with the
+// CRD's rules, and compiles them. Errors name the source, the document and
+// the object, and the field. A List of policies is accepted too.
+func Parse(source string, data []byte) (*Snapshot, error) {
+	policies, err := decode(source, data)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := Compile(policies)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
+	return snap, nil
+}
+
+type typeMeta struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+}
+
+func decode(source string, data []byte) ([]v1alpha1.RateLimitPolicy, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var out []v1alpha1.RateLimitPolicy
+	for doc := 1; ; doc++ {
+		raw, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: document %d: %w", source, doc, err)
+		}
+		if len(bytes.TrimSpace(stripComments(raw))) == 0 {
+			continue
+		}
+		where := fmt.Sprintf("%s: document %d", source, doc)
+		var tm typeMeta
+		if err := yaml.Unmarshal(raw, &tm); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		if tm.Kind == "RateLimitPolicyList" || tm.Kind == "List" {
+			var list struct {
+				Items []yamlRaw `json:"items"`
+			}
+			if err := yaml.Unmarshal(raw, &list); err != nil {
+				return nil, fmt.Errorf("%s: %w", where, err)
+			}
+			for i, item := range list.Items {
+				p, err := decodePolicy(fmt.Sprintf("%s, item %d", where, i), item)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, p)
+			}
+			continue
+		}
+		p, err := decodePolicy(where, raw)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// yamlRaw keeps a list item as JSON for a second, strict decode.
+type yamlRaw []byte
+
+func (r *yamlRaw) UnmarshalJSON(b []byte) error { *r = append((*r)[:0], b...); return nil }
+
+func decodePolicy(where string, raw []byte) (v1alpha1.RateLimitPolicy, error) {
+	var p v1alpha1.RateLimitPolicy
+	var tm typeMeta
+	if err := yaml.Unmarshal(raw, &tm); err != nil {
+		return p, fmt.Errorf("%s: %w", where, err)
+	}
+	want := v1alpha1.GroupVersion.String()
+	if tm.Kind != "RateLimitPolicy" || tm.APIVersion != want {
+		return p, fmt.Errorf("%s: got apiVersion %q kind %q, want apiVersion %q kind \"RateLimitPolicy\"", where, tm.APIVersion, tm.Kind, want)
+	}
+	if err := yaml.UnmarshalStrict(raw, &p); err != nil {
+		return p, fmt.Errorf("%s: %s", where, strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: "))
+	}
+	DefaultPolicy(&p)
+	if errs := ValidatePolicy(&p); len(errs) > 0 {
+		return p, fmt.Errorf("%s (%s/%s): %v", where, p.Namespace, p.Name, errs.ToAggregate())
+	}
+	return p, nil
+}
+
+// stripComments drops comment-only lines so a document of comments is empty.
+func stripComments(b []byte) []byte {
+	var out []byte
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' && !bytes.Equal(t, []byte("---")) {
+			out = append(out, line...)
+			out = append(out, '\n')
+		}
+	}
+	return out
+}

@@ -1,0 +1,242 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/store"
+)
+
+// Snapshot is an immutable compiled configuration: every policy, indexed by
+// domain for matching. The limiter swaps whole snapshots atomically.
+type Snapshot struct {
+	// Version is the content hash of the canonical policies: equal policies
+	// give equal versions, whatever their order in the source.
+	Version string
+	// Policies are sorted by namespace and name.
+	Policies []*Policy
+	domains  map[string]*Domain
+}
+
+// Policy is one compiled RateLimitPolicy.
+type Policy struct {
+	Namespace, Name string
+	// UID and Generation identify the object version, when known (from the
+	// API server); a file gives neither.
+	UID        string
+	Generation int64
+	Domain     string
+	// Descriptors are the entries a request must carry, in the policy's order.
+	Descriptors []v1alpha1.Descriptor
+	Limit       algo.Limit
+	Shadow      bool
+	FailureMode v1alpha1.FailureMode
+	// Spec is the defaulted source, kept for status and debugging.
+	Spec v1alpha1.RateLimitPolicySpec
+	// order is the policy's index in Snapshot.Policies.
+	order int
+	// counterID starts every counter key of this policy. It holds the
+	// identity and whatever makes stored state incompatible (algorithm and
+	// period); a changed limit or burst keeps the counters.
+	counterID string
+}
+
+// ID is "namespace/name".
+func (p *Policy) ID() string { return p.Namespace + "/" + p.Name }
+
+// Domain holds one domain's policies, indexed by their first descriptor key.
+type Domain struct {
+	Name     string
+	Policies []*Policy
+	byKey    map[string][]*Policy
+}
+
+// Domain returns the named domain, or nil when no policy uses it.
+func (s *Snapshot) Domain(name string) *Domain {
+	if s == nil {
+		return nil
+	}
+	return s.domains[name]
+}
+
+// Compile validates and compiles policies into a Snapshot. Two policies with
+// the same domain and descriptors (keys and values, in any order) conflict:
+// the error names both.
+func Compile(policies []v1alpha1.RateLimitPolicy) (*Snapshot, error) {
+	snap := &Snapshot{domains: map[string]*Domain{}}
+	seen := map[string]*Policy{}
+	ids := map[string]bool{}
+	for i := range policies {
+		src := policies[i].DeepCopy()
+		DefaultPolicy(src)
+		if errs := ValidatePolicy(src); len(errs) > 0 {
+			return nil, fmt.Errorf("%s/%s: %v", src.Namespace, src.Name, errs.ToAggregate())
+		}
+		p := compilePolicy(src)
+		if ids[p.ID()] {
+			return nil, fmt.Errorf("%s: defined twice", p.ID())
+		}
+		ids[p.ID()] = true
+		sig := p.signature()
+		if other, ok := seen[sig]; ok {
+			return nil, fmt.Errorf("%s conflicts with %s: same domain %q and descriptors", p.ID(), other.ID(), p.Domain)
+		}
+		seen[sig] = p
+		snap.Policies = append(snap.Policies, p)
+	}
+	slices.SortFunc(snap.Policies, func(a, b *Policy) int { return strings.Compare(a.ID(), b.ID()) })
+	for i, p := range snap.Policies {
+		p.order = i
+		d := snap.domains[p.Domain]
+		if d == nil {
+			d = &Domain{Name: p.Domain, byKey: map[string][]*Policy{}}
+			snap.domains[p.Domain] = d
+		}
+		d.Policies = append(d.Policies, p)
+		first := p.Descriptors[0].Key
+		d.byKey[first] = append(d.byKey[first], p)
+	}
+	snap.Version = snap.hash()
+	return snap, nil
+}
+
+func compilePolicy(src *v1alpha1.RateLimitPolicy) *Policy {
+	s := src.Spec
+	a, err := algo.Parse(string(s.EffectiveAlgorithm()))
+	if err != nil {
+		panic(err) // ValidatePolicy admitted only known algorithms
+	}
+	p := &Policy{
+		Namespace:   src.Namespace,
+		Name:        src.Name,
+		UID:         string(src.UID),
+		Generation:  src.Generation,
+		Domain:      s.Domain,
+		Descriptors: s.Descriptors,
+		Limit: algo.Limit{
+			Algorithm: a,
+			Limit:     s.Rate.Limit,
+			Period:    s.Rate.Period.Duration,
+			Burst:     s.EffectiveBurst(),
+		},
+		Shadow:      s.IsShadow(),
+		FailureMode: s.EffectiveFailureMode(),
+		Spec:        s,
+	}
+	if !a.UsesBurst() {
+		p.Limit.Burst = p.Limit.Limit
+	}
+	p.counterID = fmt.Sprintf("%s/%s|%s|%d", p.Namespace, p.Name, a, p.Limit.Period.Microseconds())
+	return p
+}
+
+// signature identifies what a policy matches: its domain and its sorted
+// descriptor keys and values.
+func (p *Policy) signature() string {
+	parts := make([]string, len(p.Descriptors))
+	for i, d := range p.Descriptors {
+		parts[i] = fmt.Sprintf("%q", d.Key)
+		if d.Value != nil {
+			parts[i] += fmt.Sprintf("=%q", *d.Value)
+		}
+	}
+	slices.Sort(parts)
+	return fmt.Sprintf("%q|%s", p.Domain, strings.Join(parts, ","))
+}
+
+// canonicalPolicy is what a snapshot's version hashes.
+type canonicalPolicy struct {
+	Namespace string                       `json:"namespace"`
+	Name      string                       `json:"name"`
+	Spec      v1alpha1.RateLimitPolicySpec `json:"spec"`
+}
+
+func (s *Snapshot) hash() string {
+	c := make([]canonicalPolicy, len(s.Policies))
+	for i, p := range s.Policies {
+		c[i] = canonicalPolicy{Namespace: p.Namespace, Name: p.Name, Spec: p.Spec}
+	}
+	b, err := json.Marshal(c) // struct fields marshal in a fixed order
+	if err != nil {
+		panic(err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// Matches reports whether entries carry all of the policy's keys, with equal
+// values where the policy gives one. The first entry with a key counts.
+func (p *Policy) Matches(entries []*rlv3.RateLimitDescriptor_Entry) bool {
+	for i := range p.Descriptors {
+		d := &p.Descriptors[i]
+		v, ok := lookup(entries, d.Key)
+		if !ok || (d.Value != nil && *d.Value != v) {
+			return false
+		}
+	}
+	return true
+}
+
+func lookup(entries []*rlv3.RateLimitDescriptor_Entry, key string) (string, bool) {
+	for _, e := range entries {
+		if e.GetKey() == key {
+			return e.GetValue(), true
+		}
+	}
+	return "", false
+}
+
+// CounterKey derives the counter of this policy for a matching request: the
+// policy's identity plus the request's values for the policy's keys. kb is
+// scratch space, so a hot path allocates nothing.
+func (p *Policy) CounterKey(kb *store.KeyBuilder, entries []*rlv3.RateLimitDescriptor_Entry) store.Key {
+	kb.Reset()
+	kb.Add(p.counterID)
+	for i := range p.Descriptors {
+		v, _ := lookup(entries, p.Descriptors[i].Key)
+		kb.Add(v)
+	}
+	return kb.Key()
+}
+
+// AppendMatches appends the domain's policies that entries match, in the
+// snapshot's order of policies, to dst.
+func (d *Domain) AppendMatches(dst []*Policy, entries []*rlv3.RateLimitDescriptor_Entry) []*Policy {
+	if d == nil {
+		return dst
+	}
+	start := len(dst)
+	for i, e := range entries {
+		k := e.GetKey()
+		if isRepeat(entries[:i], k) {
+			continue
+		}
+		for _, p := range d.byKey[k] {
+			if p.Matches(entries) {
+				dst = append(dst, p)
+			}
+		}
+	}
+	// Candidates come grouped by key; restore the snapshot's order.
+	if len(dst)-start > 1 {
+		slices.SortFunc(dst[start:], func(a, b *Policy) int { return a.order - b.order })
+	}
+	return dst
+}
+
+func isRepeat(earlier []*rlv3.RateLimitDescriptor_Entry, key string) bool {
+	for _, e := range earlier {
+		if e.GetKey() == key {
+			return true
+		}
+	}
+	return false
+}
