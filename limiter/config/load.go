@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
@@ -115,8 +115,18 @@ func decodePolicy(where string, raw []byte) (v1alpha1.RateLimitPolicy, error) {
 	if tm.Kind != "RateLimitPolicy" || tm.APIVersion != want {
 		return p, fmt.Errorf("%s: got apiVersion %q kind %q, want apiVersion %q kind \"RateLimitPolicy\"", where, tm.APIVersion, tm.Kind, want)
 	}
-	if err := yaml.UnmarshalStrict(raw, &p); err != nil {
-		return p, fmt.Errorf("%s: %s", where, strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: "))
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return p, fmt.Errorf("%s: %w", where, err)
+	}
+	// Strict, like the API server: unknown and duplicate fields are errors
+	// that name the field's path.
+	strict, err := kjson.UnmarshalStrict(js, &p, kjson.DisallowDuplicateFields, kjson.DisallowUnknownFields)
+	if err != nil {
+		return p, fmt.Errorf("%s: %w", where, err)
+	}
+	if len(strict) > 0 {
+		return p, fmt.Errorf("%s (%s/%s): %w", where, p.Namespace, p.Name, errors.Join(strict...))
 	}
 	DefaultPolicy(&p)
 	if errs := ValidatePolicy(&p); len(errs) > 0 {

@@ -1,0 +1,84 @@
+# Sluice: Kubernetes-native distributed rate limiting.
+# `make help` lists the targets.
+
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+
+BIN ?= $(CURDIR)/bin
+GO ?= go
+CONTROLLER_GEN_VERSION ?= v0.18.0
+CONTROLLER_GEN ?= $(BIN)/controller-gen
+POLICIES ?= config/samples/policies.yaml
+HTTP_ADDR ?= 127.0.0.1:8080
+GRPC_ADDR ?= 127.0.0.1:8081
+# go test flags; e.g. make test TESTFLAGS='-run TestConformance -v'
+TESTFLAGS ?=
+TEST_TIMEOUT ?= 30m
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+
+.PHONY: manifests
+manifests: $(CONTROLLER_GEN) ## Generate the CRDs into config/crd/bases.
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+
+.PHONY: fmt
+fmt: ## Run gofmt on the code.
+	gofmt -s -w $$(git ls-files '*.go')
+
+.PHONY: vet
+vet: ## Run go vet.
+	$(GO) vet ./...
+
+.PHONY: verify
+verify: generate manifests ## Regenerate, then fail if generated files or formatting changed.
+	@test -z "$$(gofmt -s -l $$(git ls-files '*.go'))" || { gofmt -s -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting (make fmt)"; exit 1; }
+	@git diff --exit-code -- api config || { echo "generated files are stale: run make generate manifests and commit"; exit 1; }
+
+##@ Build
+
+.PHONY: build
+build: ## Build bin/limiter and bin/loadgen.
+	$(GO) build -o $(BIN)/limiter ./cmd/limiter
+	$(GO) build -o $(BIN)/loadgen ./cmd/loadgen
+
+.PHONY: run
+run: build ## Run the limiter on the memory store with the sample policies.
+	@echo "Sluice limiter: HTTP on $(HTTP_ADDR), Envoy RLS gRPC on $(GRPC_ADDR), policies from $(POLICIES)"
+	@echo "Try it (the 6th request within a minute gets 429):"
+	@echo "  curl -i -X POST http://$(HTTP_ADDR)/v1/ratelimit/check -d '{\"domain\":\"payments-api\",\"descriptors\":[{\"entries\":[{\"key\":\"user_id\",\"value\":\"alice\"},{\"key\":\"path\",\"value\":\"/v1/charges\"}]}]}'"
+	@echo ""
+	$(BIN)/limiter --policies $(POLICIES) --store memory --http-addr $(HTTP_ADDR) --grpc-addr $(GRPC_ADDR)
+
+##@ Test
+
+.PHONY: deps
+deps: ## Install what the tests need outside Go (redis-server).
+	hack/install-deps.sh
+
+.PHONY: envtest
+envtest: ## Build kube-apiserver and etcd for envtest into bin/k8s (cached).
+	hack/setup-envtest.sh >/dev/null
+
+.PHONY: test
+test: deps envtest ## Run every test with -race, against real Redis and a real API server.
+	KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -race -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
+
+.PHONY: bench
+bench: deps build ## Load-test the limiter (gRPC RLS) on memory and Redis, and run Go benchmarks.
+	hack/bench.sh
+
+$(CONTROLLER_GEN):
+	GOBIN=$(BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)

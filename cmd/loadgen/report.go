@@ -1,0 +1,160 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// fmtUs prints a duration given in microseconds with three or so significant
+// digits.
+func fmtUs(us float64) string {
+	switch {
+	case us <= 0:
+		return "0"
+	case us < 10:
+		return strconv.FormatFloat(us, 'f', 2, 64) + "µs"
+	case us < 1000:
+		return strconv.FormatFloat(us, 'f', 0, 64) + "µs"
+	case us < 1e6:
+		return strconv.FormatFloat(us/1e3, 'f', 2, 64) + "ms"
+	default:
+		return strconv.FormatFloat(us/1e6, 'f', 2, 64) + "s"
+	}
+}
+
+// group prints n with thousands separators.
+func group(n uint64) string {
+	s := strconv.FormatUint(n, 10)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func groupf(f float64) string {
+	if f < 0 {
+		return "-" + group(uint64(-f+0.5))
+	}
+	return group(uint64(f + 0.5))
+}
+
+// printResult writes the human-readable block.
+func printResult(w io.Writer, label string, r *Result) {
+	if label != "" {
+		fmt.Fprintf(w, "== %s\n", label)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "target\t%s, domain %q, descriptor %q\n", r.Target, r.Domain, r.Descriptor)
+	fmt.Fprintf(tw, "load\tconcurrency %d over %d connections, %d keys (%s), hits %d\n",
+		r.Concurrency, r.Conns, r.Keys, r.KeyOrder, max(r.Hits, 1))
+	fmt.Fprintf(tw, "measured\t%.2fs after %.3gs warm-up, stopped by %s; %s calls sent in all\n",
+		r.MeasuredSeconds, r.WarmupSeconds, r.StoppedBy, group(uint64(r.Sent)))
+	fmt.Fprintf(tw, "decisions/s\t%s\n", groupf(r.DecisionsPerSec))
+	fmt.Fprintf(tw, "decisions\t%s (OK %s, OVER_LIMIT %s, UNKNOWN %s)\n",
+		group(r.Decisions), group(r.OK), group(r.OverLimit), group(r.Unknown))
+	errs := group(r.Errors)
+	if r.Errors > 0 {
+		var parts []string
+		for _, c := range sortedCodes(r.ErrorsByCode) {
+			parts = append(parts, fmt.Sprintf("%s %s", c, group(r.ErrorsByCode[c])))
+		}
+		errs += " (" + strings.Join(parts, ", ") + "); first: " + r.FirstError
+	}
+	if r.Unfinished > 0 {
+		errs += fmt.Sprintf("; %d calls unanswered at the end", r.Unfinished)
+	}
+	fmt.Fprintf(tw, "errors\t%s\n", errs)
+	l := r.Latency
+	fmt.Fprintf(tw, "latency\tp50 %s  p90 %s  p99 %s  p99.9 %s  max %s  (mean %s)\n",
+		fmtUs(l.P50), fmtUs(l.P90), fmtUs(l.P99), fmtUs(l.P999), fmtUs(l.Max), fmtUs(l.Mean))
+	switch c := r.ServerCPU; {
+	case c == nil:
+		fmt.Fprintf(tw, "server CPU\tnot measured (pass --server-pid or --metrics-url)\n")
+	case c.Error != "":
+		fmt.Fprintf(tw, "server CPU\tunavailable: %s\n", c.Error)
+	default:
+		fmt.Fprintf(tw, "server CPU\t%.2f µs/decision, %.2f cores\n", c.UsPerDecision, c.Cores)
+		if len(c.Processes) > 1 {
+			for _, p := range c.Processes {
+				fmt.Fprintf(tw, "  %s\t%.2f µs/decision, %.2f cores\n", p.Name, p.UsPerDecision, p.Cores)
+			}
+		}
+	}
+	fmt.Fprintf(tw, "loadgen CPU\t%.2f cores (shares the machine with the server)\n", r.LoadgenCores)
+	_ = tw.Flush()
+}
+
+// runReport implements `loadgen report [--json] LABEL=FILE...`: a table of
+// several runs' JSON results, each compared with the first (the baseline).
+func runReport(args []string, stdout io.Writer) error {
+	type row struct {
+		label string
+		r     *Result
+		err   string
+	}
+	var rows []row
+	for _, a := range args {
+		label, file, ok := strings.Cut(a, "=")
+		if !ok || label == "" || file == "" {
+			return fmt.Errorf("report: %q is not LABEL=FILE", a)
+		}
+		data, err := os.ReadFile(file)
+		if err != nil || len(data) == 0 {
+			rows = append(rows, row{label: label, err: "no result"})
+			continue
+		}
+		var r Result
+		if err := json.Unmarshal(data, &r); err != nil {
+			rows = append(rows, row{label: label, err: "bad result: " + err.Error()})
+			continue
+		}
+		rows = append(rows, row{label: label, r: &r})
+	}
+	if len(rows) == 0 {
+		return fmt.Errorf("report: no LABEL=FILE arguments")
+	}
+	base := rows[0].r
+	cpuOf := func(r *Result) (server, others float64, ok bool) {
+		c := r.ServerCPU
+		if c == nil || c.Error != "" || len(c.Processes) == 0 {
+			return 0, 0, false
+		}
+		return c.Processes[0].UsPerDecision, c.UsPerDecision - c.Processes[0].UsPerDecision, true
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "store\tdecisions/s\tp50\tp99\tp99.9\tserver µs/dec\tother procs µs/dec\tdecisions/s vs %s\tserver µs/dec vs %s\terrors\t\n", rows[0].label, rows[0].label)
+	for _, rw := range rows {
+		if rw.r == nil {
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t\n", rw.label, rw.err)
+			continue
+		}
+		r := rw.r
+		srv, oth, ok := cpuOf(r)
+		srvS, othS := "-", "-"
+		if ok {
+			srvS = strconv.FormatFloat(srv, 'f', 2, 64)
+			if len(r.ServerCPU.Processes) > 1 {
+				othS = strconv.FormatFloat(oth, 'f', 2, 64)
+			}
+		}
+		tput, cpuRatio := "-", "-"
+		if base != nil && base.DecisionsPerSec > 0 {
+			tput = fmt.Sprintf("%.2fx", r.DecisionsPerSec/base.DecisionsPerSec)
+		}
+		if bs, _, bok := cpuOf(base); ok && bok && bs > 0 {
+			cpuRatio = fmt.Sprintf("%.2fx", srv/bs)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", rw.label, groupf(r.DecisionsPerSec),
+			fmtUs(r.Latency.P50), fmtUs(r.Latency.P99), fmtUs(r.Latency.P999), srvS, othS, tput, cpuRatio, group(r.Errors))
+	}
+	return tw.Flush()
+}

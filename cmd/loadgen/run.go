@@ -1,0 +1,437 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+)
+
+// Bounds on a run, whatever the flags say.
+const (
+	maxDuration    = time.Hour
+	maxConcurrency = 10_000
+	maxConns       = 256
+	maxErrorKinds  = 32
+)
+
+// Config is one load run.
+type Config struct {
+	Addr        string        // RLS gRPC address; loopback only
+	Conns       int           // gRPC connections; streams are spread across them
+	Concurrency int           // concurrent in-flight ShouldRateLimit calls
+	Keys        int           // distinct key indexes substituted for %d
+	Random      bool          // pick key indexes at random instead of cycling
+	Duration    time.Duration // measured interval
+	Warmup      time.Duration // unmeasured interval before it
+	Domain      string
+	Descriptor  string // template, see parseTemplate
+	Hits        uint32 // hits_addend; 0 leaves it unset (the server's default of 1)
+	MaxRequests int64  // bound on calls sent, warm-up included
+	Timeout     time.Duration
+	CPU         []cpuSource // server processes whose CPU is measured
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Conns < 1 || c.Conns > maxConns:
+		return fmt.Errorf("--conns %d: want 1 to %d", c.Conns, maxConns)
+	case c.Concurrency < 1 || c.Concurrency > maxConcurrency:
+		return fmt.Errorf("--concurrency %d: want 1 to %d", c.Concurrency, maxConcurrency)
+	case c.Keys < 1:
+		return fmt.Errorf("--keys %d: want at least 1", c.Keys)
+	case c.Duration <= 0 || c.Duration > maxDuration:
+		return fmt.Errorf("--duration %s: want more than 0 and at most %s", c.Duration, maxDuration)
+	case c.Warmup < 0 || c.Warmup > maxDuration:
+		return fmt.Errorf("--warmup %s: want 0 to %s", c.Warmup, maxDuration)
+	case c.MaxRequests < 1:
+		return fmt.Errorf("--max-requests %d: want at least 1", c.MaxRequests)
+	case c.Timeout <= 0:
+		return fmt.Errorf("--timeout %s: want more than 0", c.Timeout)
+	case c.Domain == "":
+		return fmt.Errorf("--domain is empty")
+	}
+	return nil
+}
+
+// Result is what a run measured. Times are in microseconds.
+type Result struct {
+	Target          string            `json:"target"`
+	Domain          string            `json:"domain"`
+	Descriptor      string            `json:"descriptor"`
+	Conns           int               `json:"conns"`
+	Concurrency     int               `json:"concurrency"`
+	Keys            int               `json:"keys"`
+	KeyOrder        string            `json:"key_order"`
+	Hits            uint32            `json:"hits"`
+	WarmupSeconds   float64           `json:"warmup_seconds"`
+	MeasuredSeconds float64           `json:"measured_seconds"`
+	StoppedBy       string            `json:"stopped_by"` // "duration" or "max-requests"
+	Sent            int64             `json:"sent"`       // calls sent in all, warm-up included
+	Decisions       uint64            `json:"decisions"`  // answers in the measured interval
+	DecisionsPerSec float64           `json:"decisions_per_sec"`
+	OK              uint64            `json:"ok"`
+	OverLimit       uint64            `json:"over_limit"`
+	Unknown         uint64            `json:"unknown"` // overall_code UNKNOWN
+	Errors          uint64            `json:"errors"`
+	ErrorsByCode    map[string]uint64 `json:"errors_by_code,omitempty"`
+	FirstError      string            `json:"first_error,omitempty"`
+	Unfinished      int64             `json:"unfinished"` // calls still running past the timeout at the end
+	Latency         Latency           `json:"latency_us"`
+	ServerCPU       *CPUResult        `json:"server_cpu,omitempty"`
+	LoadgenCores    float64           `json:"loadgen_cpu_cores"`
+}
+
+// Latency summarises answered calls in the measured interval, in µs.
+type Latency struct {
+	Count uint64  `json:"count"`
+	Mean  float64 `json:"mean"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P99   float64 `json:"p99"`
+	P999  float64 `json:"p99_9"`
+	Max   float64 `json:"max"`
+}
+
+// CPUResult is the server CPU spent over the measured interval.
+type CPUResult struct {
+	Seconds       float64      `json:"seconds"`
+	UsPerDecision float64      `json:"us_per_decision"`
+	Cores         float64      `json:"cores"`
+	Processes     []ProcessCPU `json:"processes"`
+	Error         string       `json:"error,omitempty"`
+}
+
+// ProcessCPU is one measured process.
+type ProcessCPU struct {
+	Name          string  `json:"name"`
+	Seconds       float64 `json:"seconds"`
+	UsPerDecision float64 `json:"us_per_decision"`
+	Cores         float64 `json:"cores"`
+}
+
+const (
+	phaseWarmup int32 = iota
+	phaseMeasure
+	phaseStop
+)
+
+// workerStats is one worker's own counters, merged at the end.
+type workerStats struct {
+	hist      *Histogram
+	ok, over  uint64
+	unknown   uint64
+	errors    uint64
+	byCode    map[string]uint64
+	firstErr  string
+	_padding  [64]byte
+}
+
+// dial opens cfg.Conns connections to the loopback target.
+func dial(addr string, conns int) ([]*grpc.ClientConn, string, error) {
+	target, err := loopbackHostPort("--addr", addr)
+	if err != nil {
+		return nil, "", err
+	}
+	var cs []*grpc.ClientConn
+	for i := 0; i < conns; i++ {
+		// passthrough: the address is a literal loopback IP, no resolver.
+		// WithNoProxy: never route through a proxy from the environment.
+		cc, err := grpc.NewClient("passthrough:///"+target,
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithNoProxy(),
+			grpc.WithUserAgent("sluice-loadgen"),
+		)
+		if err != nil {
+			closeAll(cs)
+			return nil, "", err
+		}
+		cs = append(cs, cc)
+	}
+	return cs, target, nil
+}
+
+func closeAll(cs []*grpc.ClientConn) {
+	for _, c := range cs {
+		_ = c.Close()
+	}
+}
+
+// preflight sends one call on every connection, so that a server that is not
+// there fails the run at once with a clear error, and every connection is up
+// before the clock starts.
+func preflight(ctx context.Context, cs []*grpc.ClientConn, target string, req *rlsv3.RateLimitRequest, timeout time.Duration) error {
+	for _, cc := range cs {
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		_, err := rlsv3.NewRateLimitServiceClient(cc).ShouldRateLimit(cctx, req, grpc.WaitForReady(true))
+		cancel()
+		if err != nil {
+			return fmt.Errorf("cannot get an answer from the RLS server at %s within %s: %w", target, timeout, err)
+		}
+	}
+	return nil
+}
+
+// Run sends load as cfg says and returns what it measured. It stops by
+// itself after cfg.Warmup + cfg.Duration, or when cfg.MaxRequests have been
+// sent, or when ctx is done.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	tmpl, err := parseTemplate(cfg.Descriptor)
+	if err != nil {
+		return nil, err
+	}
+	conns, target, err := dial(cfg.Addr, cfg.Conns)
+	if err != nil {
+		return nil, err
+	}
+	defer closeAll(conns)
+	if err := preflight(ctx, conns, target, newRequestBuilder(tmpl, cfg.Domain, cfg.Hits).build(0), cfg.Timeout); err != nil {
+		return nil, err
+	}
+
+	// Calls run on runCtx, which ends well after the run should have: a
+	// server that stops answering cannot keep the load generator waiting.
+	hardStop := cfg.Warmup + cfg.Duration + cfg.Timeout + 5*time.Second
+	runCtx, cancel := context.WithTimeout(ctx, hardStop)
+	defer cancel()
+
+	var (
+		phase    atomic.Int32
+		sent     atomic.Int64
+		nextKey  atomic.Uint64
+		inflight atomic.Int64
+		stopOnce sync.Once
+		stopCh   = make(chan struct{})
+		stopBy   atomic.Value
+	)
+	stop := func(why string) {
+		stopOnce.Do(func() { stopBy.Store(why); close(stopCh) })
+	}
+	stats := make([]*workerStats, cfg.Concurrency)
+	var wg sync.WaitGroup
+	for w := 0; w < cfg.Concurrency; w++ {
+		st := &workerStats{hist: NewHistogram(), byCode: map[string]uint64{}}
+		stats[w] = st
+		client := rlsv3.NewRateLimitServiceClient(conns[w%len(conns)])
+		b := newRequestBuilder(tmpl, cfg.Domain, cfg.Hits)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				if phase.Load() == phaseStop {
+					return
+				}
+				if sent.Add(1) > cfg.MaxRequests {
+					sent.Add(-1)
+					stop("max-requests")
+					return
+				}
+				var k int
+				if cfg.Random {
+					k = rand.IntN(cfg.Keys)
+				} else {
+					k = int(nextKey.Add(1)-1) % cfg.Keys
+				}
+				req := b.build(k)
+				inflight.Add(1)
+				start := time.Now()
+				resp, err := client.ShouldRateLimit(runCtx, req)
+				elapsed := time.Since(start)
+				inflight.Add(-1)
+				switch phase.Load() {
+				case phaseWarmup:
+					continue
+				case phaseStop:
+					return // answered after the measured interval
+				}
+				if err != nil {
+					st.errors++
+					code := status.Code(err).String()
+					if len(st.byCode) < maxErrorKinds || st.byCode[code] > 0 {
+						st.byCode[code]++
+					}
+					if st.firstErr == "" {
+						st.firstErr = err.Error()
+					}
+					if runCtx.Err() != nil {
+						return
+					}
+					continue
+				}
+				st.hist.Record(elapsed)
+				switch resp.GetOverallCode() {
+				case rlsv3.RateLimitResponse_OK:
+					st.ok++
+				case rlsv3.RateLimitResponse_OVER_LIMIT:
+					st.over++
+				default:
+					st.unknown++
+				}
+			}
+		}()
+	}
+
+	// The clock: warm up, then measure, reading server CPU at both ends.
+	wait := func(d time.Duration) {
+		if d <= 0 {
+			return
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-stopCh:
+		case <-ctx.Done():
+		}
+	}
+	wait(cfg.Warmup)
+	cpu0, cpuErr := readCPU(ctx, cfg.CPU)
+	self0 := selfCPU()
+	t0 := time.Now()
+	phase.Store(phaseMeasure)
+	wait(cfg.Duration)
+	phase.Store(phaseStop)
+	t1 := time.Now()
+	self1 := selfCPU()
+	cpu1, err := readCPU(ctx, cfg.CPU)
+	if cpuErr == nil {
+		cpuErr = err
+	}
+	stop("duration")
+	if ctx.Err() != nil {
+		stopBy.Store("interrupted")
+	}
+
+	// Let calls in flight finish, up to the timeout, then cut them off.
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(cfg.Timeout):
+	}
+	unfinished := inflight.Load()
+	cancel()
+	<-done
+
+	res := &Result{
+		Target:          target,
+		Domain:          cfg.Domain,
+		Descriptor:      cfg.Descriptor,
+		Conns:           cfg.Conns,
+		Concurrency:     cfg.Concurrency,
+		Keys:            cfg.Keys,
+		KeyOrder:        map[bool]string{false: "cycle", true: "random"}[cfg.Random],
+		Hits:            cfg.Hits,
+		WarmupSeconds:   cfg.Warmup.Seconds(),
+		MeasuredSeconds: t1.Sub(t0).Seconds(),
+		StoppedBy:       stopBy.Load().(string),
+		Sent:            sent.Load(),
+		Unfinished:      unfinished,
+		ErrorsByCode:    map[string]uint64{},
+	}
+	if !tmpl.varies() {
+		res.Keys = 1
+	}
+	hist := NewHistogram()
+	for _, st := range stats {
+		hist.Merge(st.hist)
+		res.OK += st.ok
+		res.OverLimit += st.over
+		res.Unknown += st.unknown
+		res.Errors += st.errors
+		for c, n := range st.byCode {
+			res.ErrorsByCode[c] += n
+		}
+		if res.FirstError == "" {
+			res.FirstError = st.firstErr
+		}
+	}
+	if len(res.ErrorsByCode) == 0 {
+		res.ErrorsByCode = nil
+	}
+	res.Decisions = res.OK + res.OverLimit + res.Unknown
+	if res.MeasuredSeconds > 0 {
+		res.DecisionsPerSec = float64(res.Decisions) / res.MeasuredSeconds
+		res.LoadgenCores = (self1 - self0) / res.MeasuredSeconds
+	}
+	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
+	res.Latency = Latency{
+		Count: hist.Count(),
+		Mean:  us(hist.Mean()),
+		P50:   us(hist.Quantile(0.50)),
+		P90:   us(hist.Quantile(0.90)),
+		P99:   us(hist.Quantile(0.99)),
+		P999:  us(hist.Quantile(0.999)),
+		Max:   us(hist.Max()),
+	}
+	if len(cfg.CPU) > 0 {
+		res.ServerCPU = cpuResult(cfg.CPU, cpu0, cpu1, cpuErr, res)
+	}
+	return res, nil
+}
+
+func readCPU(ctx context.Context, srcs []cpuSource) ([]float64, error) {
+	out := make([]float64, len(srcs))
+	var errs []error
+	for i, s := range srcs {
+		v, err := s.read(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.Name, err))
+		}
+		out[i] = v
+	}
+	return out, errors.Join(errs...)
+}
+
+func cpuResult(srcs []cpuSource, c0, c1 []float64, err error, res *Result) *CPUResult {
+	out := &CPUResult{}
+	if err != nil {
+		out.Error = err.Error()
+		return out
+	}
+	for i, s := range srcs {
+		p := ProcessCPU{Name: s.Name, Seconds: c1[i] - c0[i]}
+		if res.Decisions > 0 {
+			p.UsPerDecision = p.Seconds / float64(res.Decisions) * 1e6
+		}
+		if res.MeasuredSeconds > 0 {
+			p.Cores = p.Seconds / res.MeasuredSeconds
+		}
+		out.Processes = append(out.Processes, p)
+		out.Seconds += p.Seconds
+	}
+	if res.Decisions > 0 {
+		out.UsPerDecision = out.Seconds / float64(res.Decisions) * 1e6
+	}
+	if res.MeasuredSeconds > 0 {
+		out.Cores = out.Seconds / res.MeasuredSeconds
+	}
+	return out
+}
+
+// sortedCodes lists error codes by count, largest first.
+func sortedCodes(m map[string]uint64) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool {
+		if m[ks[i]] != m[ks[j]] {
+			return m[ks[i]] > m[ks[j]]
+		}
+		return ks[i] < ks[j]
+	})
+	return ks
+}

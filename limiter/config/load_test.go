@@ -1,0 +1,125 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluice-dev/sluice/limiter/config"
+)
+
+func TestLoadGood(t *testing.T) {
+	snap, err := config.LoadFile("testdata/good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, p := range snap.Policies {
+		ids = append(ids, p.ID())
+	}
+	if got := strings.Join(ids, " "); got != "default/per-ip shop/per-user shop/per-user-path" {
+		t.Fatalf("policies %q: want sorted, with namespace defaulted", got)
+	}
+	ip := snap.Policies[0]
+	if ip.Limit.Burst != 6 || ip.Limit.Algorithm.String() != "GCRA" || ip.FailureMode != "Open" || ip.Shadow {
+		t.Fatalf("per-ip compiled wrong: %+v", ip)
+	}
+	if u := snap.Policies[1]; u.Limit.Algorithm.String() != "TokenBucket" || u.Limit.Burst != 10 {
+		t.Fatalf("defaults not applied: %+v", u.Limit)
+	}
+	if snap.Domain("shop") == nil || len(snap.Domain("shop").Policies) != 2 || snap.Domain("nope") != nil {
+		t.Fatal("domain index wrong")
+	}
+}
+
+// The version is a content hash: order and formatting don't change it, a
+// changed limit does.
+func TestVersionIsDeterministic(t *testing.T) {
+	a, err := config.LoadFile("testdata/good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := config.LoadFile("testdata/good-reordered.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Version != b.Version || len(a.Version) != 16 {
+		t.Fatalf("versions %q and %q differ for the same policies", a.Version, b.Version)
+	}
+	data, _ := os.ReadFile("testdata/good.yaml")
+	c, err := config.Parse("changed", []byte(strings.Replace(string(data), "limit: 10", "limit: 11", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Version == a.Version {
+		t.Fatal("a changed limit kept the version")
+	}
+}
+
+func TestLoadList(t *testing.T) {
+	snap, err := config.LoadFile("testdata/list.yaml")
+	if err != nil || len(snap.Policies) != 1 || snap.Policies[0].ID() != "x/a" {
+		t.Fatalf("%v %v", snap, err)
+	}
+}
+
+func TestLoadSamples(t *testing.T) {
+	for _, f := range []string{"../../config/samples/policies.yaml", "../../config/samples/ratelimit_v1alpha1_ratelimitpolicy.yaml"} {
+		if _, err := config.LoadFile(f); err != nil {
+			t.Errorf("sample %s: %v", f, err)
+		}
+	}
+}
+
+// One fixture per kind of bad input; each error names the file, where in it,
+// and what is wrong.
+func TestLoadBad(t *testing.T) {
+	want := map[string][]string{
+		"rate-limit-zero.yaml":   {"document 1", "shop/zero", "spec.rate.limit"},
+		"unknown-field.yaml":     {"document 1", `unknown field "spec.brust"`},
+		"wrong-kind.yaml":        {"document 1", `kind "ConfigMap"`, `want apiVersion "ratelimit.sluice.dev/v1alpha1"`},
+		"wrong-version.yaml":     {"document 1", `apiVersion "ratelimit.sluice.dev/v1"`},
+		"not-yaml.yaml":          {"document 1"},
+		"no-name.yaml":           {"document 1", "metadata.name"},
+		"period-too-short.yaml":  {"shop/slow", "spec.rate.period", "between 1s and 720h"},
+		"burst-on-window.yaml":   {"shop/fw", "spec.burst", "applies only to TokenBucket and GCRA"},
+		"unknown-algorithm.yaml": {"shop/algo", "spec.algorithm", "LeakyBucket"},
+		"conflict.yaml":          {"shop/second conflicts with shop/first", `domain "d"`},
+		"duplicate-name.yaml":    {"shop/same: defined twice"},
+		"no-descriptors.yaml":    {"shop/nodesc", "spec.descriptors"},
+	}
+	files, _ := filepath.Glob("testdata/bad/*.yaml")
+	if len(files) != len(want) {
+		t.Fatalf("%d fixtures, %d expectations", len(files), len(want))
+	}
+	for _, f := range files {
+		_, err := config.LoadFile(f)
+		if err == nil {
+			t.Errorf("%s: loaded", f)
+			continue
+		}
+		msg := err.Error()
+		if !strings.HasPrefix(msg, f+": ") {
+			t.Errorf("%s: error does not start with the file name: %s", f, msg)
+		}
+		for _, w := range want[filepath.Base(f)] {
+			if !strings.Contains(msg, w) {
+				t.Errorf("%s: error %q lacks %q", f, msg, w)
+			}
+		}
+	}
+}
+
+func TestLoadMissingAndHugeFiles(t *testing.T) {
+	if _, err := config.LoadFile("testdata/absent.yaml"); err == nil || !strings.Contains(err.Error(), "absent.yaml") {
+		t.Fatalf("missing file: %v", err)
+	}
+	big := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(big, make([]byte, 17<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.LoadFile(big); err == nil || !strings.Contains(err.Error(), "larger than 16 MiB") {
+		t.Fatalf("huge file: %v", err)
+	}
+}
