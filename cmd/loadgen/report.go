@@ -150,8 +150,10 @@ func runReport(args []string, stdout io.Writer) error {
 		if base != nil && base.DecisionsPerSec > 0 {
 			tput = fmt.Sprintf("%.2fx", r.DecisionsPerSec/base.DecisionsPerSec)
 		}
-		if bs, _, bok := cpuOf(base); ok && bok && bs > 0 {
-			cpuRatio = fmt.Sprintf("%.2fx", srv/bs)
+		if base != nil {
+			if bs, _, bok := cpuOf(base); ok && bok && bs > 0 {
+				cpuRatio = fmt.Sprintf("%.2fx", srv/bs)
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", rw.label, groupf(r.DecisionsPerSec),
 			fmtUs(r.Latency.P50), fmtUs(r.Latency.P99), fmtUs(r.Latency.P999), srvS, othS, tput, cpuRatio, group(r.Errors))

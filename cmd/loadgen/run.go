@@ -127,13 +127,13 @@ const (
 
 // workerStats is one worker's own counters, merged at the end.
 type workerStats struct {
-	hist      *Histogram
-	ok, over  uint64
-	unknown   uint64
-	errors    uint64
-	byCode    map[string]uint64
-	firstErr  string
-	_padding  [64]byte
+	hist     *Histogram
+	ok, over uint64
+	unknown  uint64
+	errors   uint64
+	byCode   map[string]uint64
+	firstErr string
+	_padding [64]byte
 }
 
 // dial opens cfg.Conns connections to the loopback target.

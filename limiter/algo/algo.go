@@ -20,10 +20,14 @@ type Algorithm uint8
 
 const (
 	// TokenBucket holds up to Burst tokens and refills Limit tokens per Period,
-	// continuously. A request spends cost tokens.
+	// continuously. A request spends cost tokens. The bucket is stored as the
+	// virtual time it was empty, so a key is one integer in Redis.
 	TokenBucket Algorithm = iota + 1
 	// GCRA is the generic cell rate algorithm: one theoretical arrival time per
 	// key, emission interval Period/Limit, and a tolerance of Burst requests.
+	// It admits the same traffic as a TokenBucket of capacity Burst (it is the
+	// bucket's virtual-scheduling form); it is offered under its own name
+	// because that is how Stripe, redis_rate and many users know it.
 	GCRA
 	// SlidingWindow is the weighted two-window counter: the previous fixed
 	// window's count, weighted by how much of it still overlaps the sliding

@@ -8,10 +8,10 @@ import (
 // State is one key's stored state in the memory store. Which fields are used
 // depends on the algorithm; the zero State with present=false is a fresh key.
 type State struct {
-	// F is TokenBucket's token count, or GCRA's theoretical arrival time (µs).
+	// F is TokenBucket's empty time (eighths of a µs since 2020), or GCRA's
+	// theoretical arrival time (µs).
 	F float64
-	// T is TokenBucket's last refill time (µs), or the window index of the
-	// window algorithms.
+	// T is the window index of the window algorithms.
 	T int64
 	// N is the count of window T (FixedWindow, SlidingWindow).
 	N int64
@@ -46,37 +46,48 @@ func (l Limit) Take(s *State, present bool, now time.Time, cost int64) (r Result
 	panic("algo: Take on " + l.Algorithm.String())
 }
 
-// tokenBucket mirrors token_bucket.lua.
+// tokenBucket mirrors token_bucket.lua. The bucket is stored as one number:
+// the virtual time z at which it was (or would have been) empty, so that
+// tokens(now) = min(burst, (now-z)·limit/period). z is kept as an integer
+// count of eighths of a microsecond since bucketEpoch: Redis stores such a
+// value as a bare integer (a 72-byte key), and float64 holds it exactly
+// until 2055.
 func (l Limit) tokenBucket(s *State, present bool, n, cost int64) (Result, bool, time.Duration) {
-	limit, period, burst := float64(l.Limit), float64(l.PeriodMicros()), float64(l.Burst)
-	tokens, stamp := burst, n
+	limit, burst := float64(l.Limit), float64(l.Burst)
+	period8 := float64(l.PeriodMicros()) * 8
+	now8 := float64(n-bucketEpoch) * 8
+	z8 := now8 - burst*period8/limit // a fresh bucket is full
 	if present {
-		tokens, stamp = s.F, s.T
+		z8 = s.F
 	}
-	if n > stamp {
-		tokens = math.Min(burst, tokens+float64(n-stamp)*limit/period)
-		stamp = n
-	}
+	tokens := math.Min(burst, math.Max(0, (now8-z8)*limit/period8))
+	// z is rounded to an eighth of a µs on every write; comparisons forgive
+	// that half-eighth so a rounded-down bucket still counts whole tokens.
+	slack := 0.5 * limit / period8
 	c := float64(cost)
-	r := Result{Allowed: c <= tokens+eps}
+	r := Result{Allowed: c <= tokens+slack+eps}
 	write := r.Allowed && cost > 0
 	if write {
 		tokens = math.Max(0, tokens-c)
-		s.F, s.T = tokens, stamp
+		z8 = math.Floor(now8 - tokens*period8/limit + 0.5)
+		s.F = z8
 	}
-	// Refill restarts from stamp, which is ahead of n if the clock went back.
-	ahead := float64(stamp - n)
-	r.Remaining = floorTokens(tokens)
-	r.ResetAfter = ceilMicros((burst-tokens)*period/limit + ahead)
+	r.Remaining = floorTokens(tokens + slack)
+	// Full at z + burst·period/limit; c tokens at z + c·period/limit.
+	r.ResetAfter = ceilMicros((z8 + burst*period8/limit - now8) / 8)
 	if !r.Allowed {
 		if cost > l.Burst {
 			r.RetryAfter = Never
 		} else {
-			r.RetryAfter = ceilMicros((c-tokens)*period/limit + ahead)
+			r.RetryAfter = ceilMicros((z8 + c*period8/limit - now8) / 8)
 		}
 	}
 	return r, write, r.ResetAfter
 }
+
+// bucketEpoch (2020-01-01T00:00:00Z, in µs) is the origin of stored token
+// bucket times.
+const bucketEpoch = 1577836800_000000
 
 // gcra mirrors gcra.lua. Timestamps near 1.7e15µs carry only a quarter
 // microsecond of precision as float64, so the arithmetic works on offsets

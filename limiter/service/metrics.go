@@ -66,3 +66,8 @@ func (m *metrics) forPolicy(p *config.Policy) *policyCounters {
 		localFallback: c(ResultLocalFallback),
 	}
 }
+
+// forget drops the series of a policy that left the snapshot.
+func (m *metrics) forget(p *config.Policy) {
+	m.decisions.DeletePartialMatch(prometheus.Labels{"domain": p.Domain, "policy": p.ID()})
+}

@@ -105,10 +105,22 @@ func New(st store.Store, opts Options) *Service {
 // snapshot they started with.
 func (s *Service) Swap(snap *config.Snapshot) {
 	l := &loaded{snap: snap, counters: make(map[*config.Policy]*policyCounters, len(snap.Policies))}
+	kept := map[[2]string]bool{}
 	for _, p := range snap.Policies {
 		l.counters[p] = s.metrics.forPolicy(p)
+		kept[[2]string{p.Domain, p.ID()}] = true
+		if p.Spec.LocalTierEnabled() {
+			s.log.Warn("Policy asks for localTier, which this limiter does not implement yet: it counts exactly in the store", "policy", p.ID())
+		}
 	}
-	s.loaded.Store(l)
+	prev := s.loaded.Swap(l)
+	if prev.snap != nil {
+		for _, p := range prev.snap.Policies {
+			if !kept[[2]string{p.Domain, p.ID()}] {
+				s.metrics.forget(p)
+			}
+		}
+	}
 	s.metrics.snapshotPolicies.Set(float64(len(snap.Policies)))
 }
 

@@ -59,9 +59,10 @@ var Cases = []Case{
 			{At: 100 * ms, Cost: 6, Allowed: false, Remaining: 0, Reset: 500 * ms, Retry: algo.Never},
 			{At: 10 * s, Cost: 0, Allowed: true, Remaining: 5, Reset: 0}, // full again; a peek
 			{At: 10 * s, Cost: 2, Allowed: true, Remaining: 3, Reset: 200 * ms},
-			{At: 9 * s, Cost: 1, Allowed: true, Remaining: 2, Reset: 1300 * ms},        // clock went back: no refill until 10s
-			{At: 10*s + 100*ms, Cost: 0, Allowed: true, Remaining: 3, Reset: 200 * ms}, // refills from the newest stamp
-			{At: 10*s + 100*ms, Cost: 5, Allowed: false, Remaining: 3, Reset: 200 * ms, Retry: 200 * ms},
+			// The clock went back behind the bucket's empty time (9.7s).
+			{At: 9 * s, Cost: 1, Allowed: false, Remaining: 0, Reset: 1200 * ms, Retry: 800 * ms},
+			{At: 10*s + 100*ms, Cost: 0, Allowed: true, Remaining: 4, Reset: 100 * ms},
+			{At: 10*s + 100*ms, Cost: 5, Allowed: false, Remaining: 4, Reset: 100 * ms, Retry: 100 * ms},
 		},
 	},
 	{

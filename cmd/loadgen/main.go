@@ -1,0 +1,227 @@
+// Command loadgen is Sluice's benchmark load generator: it sends Envoy RLS v3
+// ShouldRateLimit calls to a rate-limit server on this machine and prints
+// decisions per second, latency percentiles, and the server's CPU per
+// decision. It also serves a do-nothing RLS server for the baseline.
+//
+//	loadgen --addr 127.0.0.1:8081 --concurrency 64 --keys 10000 --duration 10s \
+//	        --domain payments-api --descriptor 'user_id=%d,path=/v1/charges' \
+//	        --server-pid 1234              # or --metrics-url http://127.0.0.1:8080/metrics
+//	loadgen --serve-noop 127.0.0.1:8081 --noop-metrics-addr 127.0.0.1:8080
+//	loadgen --probe --addr 127.0.0.1:8081  # one call; exit 0 when answered
+//	loadgen report noop=a.json memory=b.json redis=c.json
+//
+// Targets must be loopback addresses: load is never sent off this machine.
+// A run stops by itself after --warmup + --duration, or after --max-requests
+// calls, whichever comes first.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "report" {
+		if err := runReport(args[1:], stdout); err != nil {
+			fmt.Fprintln(stderr, "loadgen:", err)
+			return 2
+		}
+		return 0
+	}
+
+	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		cfg         Config
+		hits        uint
+		serverPIDs  string
+		metricsURL  string
+		asJSON      bool
+		jsonFile    string
+		label       string
+		keyOrder    string
+		probe       bool
+		serveNoop   string
+		noopMetrics string
+		serveFor    time.Duration
+	)
+	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8081", "RLS gRPC `address` of the server under test (loopback only)")
+	fs.IntVar(&cfg.Conns, "conns", 4, "gRPC connections; the concurrent calls are spread across them")
+	fs.IntVar(&cfg.Concurrency, "concurrency", 64, "concurrent in-flight ShouldRateLimit calls")
+	fs.IntVar(&cfg.Keys, "keys", 10000, "distinct key indexes substituted for %d in --descriptor")
+	fs.StringVar(&keyOrder, "key-order", "cycle", "cycle through the keys in order, or pick them at random: cycle|random")
+	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "measured interval")
+	fs.DurationVar(&cfg.Warmup, "warmup", 2*time.Second, "load sent before the measured interval, not counted")
+	fs.StringVar(&cfg.Domain, "domain", "payments-api", "rate limit domain")
+	fs.StringVar(&cfg.Descriptor, "descriptor", "user_id=%d,path=/v1/charges",
+		"descriptor `template`: entries key=value separated by ',', descriptors by ';'; %d is the key index")
+	fs.UintVar(&hits, "hits", 1, "hits_addend of each call (0 leaves it unset)")
+	fs.Int64Var(&cfg.MaxRequests, "max-requests", 100_000_000, "stop after sending this many calls, warm-up included")
+	fs.DurationVar(&cfg.Timeout, "timeout", 5*time.Second, "time to wait for the server to answer the first call, and for calls in flight at the end")
+	fs.StringVar(&metricsURL, "metrics-url", "", "server's Prometheus `URL`, to read process_cpu_seconds_total before and after (loopback only)")
+	fs.StringVar(&serverPIDs, "server-pid", "", "server process `id`s, comma-separated, whose CPU (utime+stime in /proc/PID/stat) is measured; the first is the server, the rest (such as redis-server) are reported beside it")
+	fs.BoolVar(&asJSON, "json", false, "print the result as JSON instead of text")
+	fs.StringVar(&jsonFile, "json-file", "", "also write the result as JSON to this `file`")
+	fs.StringVar(&label, "label", "", "heading of the text result")
+	fs.BoolVar(&probe, "probe", false, "send one call to --addr and exit 0 if it is answered, 1 if not (a readiness check)")
+	fs.StringVar(&serveNoop, "serve-noop", "", "run a do-nothing RLS server on this `address` (always OK) instead of sending load")
+	fs.StringVar(&noopMetrics, "noop-metrics-addr", "", "with --serve-noop: serve /metrics and /healthz on this `address`")
+	fs.DurationVar(&serveFor, "serve-for", 0, "with --serve-noop: exit after this long (0: until SIGINT or SIGTERM)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage:\n  loadgen [flags]            send load and print the result\n"+
+			"  loadgen --serve-noop ADDR  serve a do-nothing RLS server\n"+
+			"  loadgen --probe            one call, exit status tells whether it was answered\n"+
+			"  loadgen report LABEL=FILE...  compare --json-file results with the first\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "loadgen: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	fail := func(err error) int {
+		fmt.Fprintln(stderr, "loadgen:", err)
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if serveNoop != "" {
+		return runNoop(ctx, serveNoop, noopMetrics, serveFor, stdout, stderr)
+	}
+
+	if hits > 1_000_000_000 {
+		return fail(fmt.Errorf("--hits %d: at most 1000000000", hits))
+	}
+	cfg.Hits = uint32(hits)
+	switch keyOrder {
+	case "cycle":
+	case "random":
+		cfg.Random = true
+	default:
+		return fail(fmt.Errorf("--key-order %q: want cycle or random", keyOrder))
+	}
+
+	if probe {
+		return runProbe(ctx, cfg, stdout, stderr)
+	}
+
+	if metricsURL != "" && serverPIDs != "" {
+		return fail(fmt.Errorf("--metrics-url and --server-pid both measure the server's CPU: pass one"))
+	}
+	if metricsURL != "" {
+		src, err := metricsSource(metricsURL)
+		if err != nil {
+			return fail(err)
+		}
+		cfg.CPU = append(cfg.CPU, src)
+	}
+	if serverPIDs != "" {
+		for _, s := range strings.Split(serverPIDs, ",") {
+			pid, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil {
+				return fail(fmt.Errorf("--server-pid %q: not a process id", s))
+			}
+			src, err := pidSource(pid)
+			if err != nil {
+				return fail(err)
+			}
+			cfg.CPU = append(cfg.CPU, src)
+		}
+	}
+	// Fail before sending anything if the CPU source does not answer.
+	if _, err := readCPU(ctx, cfg.CPU); err != nil {
+		return fail(fmt.Errorf("reading server CPU: %w", err))
+	}
+
+	res, err := Run(ctx, cfg)
+	if err != nil {
+		return fail(err)
+	}
+	if jsonFile != "" {
+		data, _ := json.MarshalIndent(res, "", "  ")
+		if err := os.WriteFile(jsonFile, append(data, '\n'), 0o644); err != nil {
+			return fail(err)
+		}
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(res)
+	} else {
+		printResult(stdout, label, res)
+	}
+	if res.Decisions == 0 {
+		fmt.Fprintln(stderr, "loadgen: no decision was answered in the measured interval")
+		return 1
+	}
+	return 0
+}
+
+func runNoop(ctx context.Context, addr, metricsAddr string, serveFor time.Duration, stdout, stderr io.Writer) int {
+	s, err := startNoop(addr, metricsAddr)
+	if err != nil {
+		fmt.Fprintln(stderr, "loadgen:", err)
+		return 2
+	}
+	fmt.Fprintf(stdout, "noop RLS server listening on %s", s.GRPCAddr())
+	if m := s.MetricsAddr(); m != "" {
+		fmt.Fprintf(stdout, ", metrics on http://%s/metrics", m)
+	}
+	fmt.Fprintln(stdout)
+	var timeout <-chan time.Time
+	if serveFor > 0 {
+		t := time.NewTimer(serveFor)
+		defer t.Stop()
+		timeout = t.C
+	}
+	code := 0
+	select {
+	case <-ctx.Done():
+	case <-timeout:
+	case err := <-s.Err():
+		fmt.Fprintln(stderr, "loadgen: noop server:", err)
+		code = 1
+	}
+	s.Stop()
+	return code
+}
+
+func runProbe(ctx context.Context, cfg Config, stdout, stderr io.Writer) int {
+	tmpl, err := parseTemplate(cfg.Descriptor)
+	if err != nil {
+		fmt.Fprintln(stderr, "loadgen:", err)
+		return 2
+	}
+	conns, target, err := dial(cfg.Addr, 1)
+	if err != nil {
+		fmt.Fprintln(stderr, "loadgen:", err)
+		return 2
+	}
+	defer closeAll(conns)
+	if err := preflight(ctx, conns, target, newRequestBuilder(tmpl, cfg.Domain, cfg.Hits).build(0), cfg.Timeout); err != nil {
+		fmt.Fprintln(stderr, "loadgen:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s answered\n", target)
+	return 0
+}

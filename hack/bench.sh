@@ -1,0 +1,341 @@
+#!/usr/bin/env bash
+# hack/bench.sh runs Sluice's benchmark on this machine and prints the figures
+# (`make bench`):
+#
+#   1. builds bin/limiter and bin/loadgen;
+#   2. writes a benchmark policy (domain bench, one counter per user_id, a
+#      limit so high that the run measures decisions, not denials);
+#   3. starts redis-server on a free loopback port;
+#   4. for each of: the do-nothing RLS server (baseline), the limiter with the
+#      memory store, the limiter with the Redis store: starts it, waits until
+#      it answers, sends load with bin/loadgen, prints the result, stops it;
+#   5. prints Redis's memory per counter key;
+#   6. runs the in-process Go benchmarks of ./limiter/...;
+#   7. prints a summary table compared with the baseline.
+#
+# Usage: hack/bench.sh [--algorithm NAME] [--stores noop,memory,redis] [--no-go-bench]
+#
+# Environment:
+#   BENCH_DURATION     measured interval of each run (default 10s)
+#   BENCH_WARMUP       unmeasured load before it (default 2s)
+#   BENCH_CONCURRENCY  concurrent in-flight calls (default 64)
+#   BENCH_CONNS        gRPC connections (default 4)
+#   BENCH_KEYS         distinct user_id values (default 10000)
+#   BENCH_ALGORITHM    TokenBucket (default), GCRA, SlidingWindow, FixedWindow or SlidingLog
+#   BENCH_STORES       which runs, comma-separated (default noop,memory,redis)
+#   BENCH_GOTIME       -benchtime of the Go benchmarks (default 1s)
+#
+# All traffic stays on 127.0.0.1. Every process the script starts is stopped
+# when it exits, however it exits.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+
+DURATION=${BENCH_DURATION:-10s}
+WARMUP=${BENCH_WARMUP:-2s}
+CONCURRENCY=${BENCH_CONCURRENCY:-64}
+CONNS=${BENCH_CONNS:-4}
+KEYS=${BENCH_KEYS:-10000}
+ALGORITHM=${BENCH_ALGORITHM:-TokenBucket}
+STORES=${BENCH_STORES:-noop,memory,redis}
+GOTIME=${BENCH_GOTIME:-1s}
+GO_BENCH=1
+HOST=127.0.0.1
+
+usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
+
+while [[ $# -gt 0 ]]; do
+	case $1 in
+	--algorithm) [[ $# -ge 2 ]] || { echo "bench: --algorithm needs a value" >&2; exit 2; }; ALGORITHM=$2; shift 2 ;;
+	--algorithm=*) ALGORITHM=${1#*=}; shift ;;
+	--stores) [[ $# -ge 2 ]] || { echo "bench: --stores needs a value" >&2; exit 2; }; STORES=$2; shift 2 ;;
+	--stores=*) STORES=${1#*=}; shift ;;
+	--no-go-bench) GO_BENCH=0; shift ;;
+	-h | --help) usage; exit 0 ;;
+	*) echo "bench: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+	esac
+done
+
+case $ALGORITHM in
+TokenBucket | GCRA | SlidingWindow | FixedWindow | SlidingLog) ;;
+*) echo "bench: unknown algorithm '$ALGORITHM': want TokenBucket, GCRA, SlidingWindow, FixedWindow or SlidingLog" >&2; exit 2 ;;
+esac
+want_noop=0 want_memory=0 want_redis=0
+IFS=, read -r -a _stores <<<"$STORES"
+for s in "${_stores[@]}"; do
+	case $s in
+	noop) want_noop=1 ;;
+	memory) want_memory=1 ;;
+	redis) want_redis=1 ;;
+	*) echo "bench: unknown store '$s' in --stores: want noop, memory and/or redis" >&2; exit 2 ;;
+	esac
+done
+
+say() { printf '\n=== %s\n' "$*"; }
+warn() { printf 'bench: warning: %s\n' "$*" >&2; }
+die() {
+	printf 'bench: error: %s\n' "$*" >&2
+	exit 1
+}
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/sluice-bench.XXXXXX")
+PIDS=()
+FAILED=()
+
+# stop_pid PID: SIGTERM, up to 10s to exit, then SIGKILL.
+stop_pid() {
+	local pid=$1 i
+	kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
+	kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < 100; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		warn "process $pid did not exit on SIGTERM within 10s: killing it"
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	wait "$pid" 2>/dev/null || true
+}
+
+forget_pid() {
+	local pid=$1 p keep=()
+	for p in "${PIDS[@]}"; do [[ $p == "$pid" ]] || keep+=("$p"); done
+	PIDS=("${keep[@]+"${keep[@]}"}")
+}
+
+cleanup() {
+	local rc=$? pid
+	trap - EXIT INT TERM
+	for pid in "${PIDS[@]+"${PIDS[@]}"}"; do stop_pid "$pid"; done
+	if [[ -n ${KEEP_WORK:-} ]]; then
+		echo "bench: logs and results kept in $WORK" >&2
+	else
+		rm -rf "$WORK"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'echo "bench: interrupted" >&2; exit 130' INT TERM
+
+# free_port: a loopback TCP port nothing listens on, not handed out before.
+USED_PORTS=" "
+free_port() {
+	local p i
+	for ((i = 0; i < 200; i++)); do
+		p=$((20000 + RANDOM % 40000))
+		[[ $USED_PORTS == *" $p "* ]] && continue
+		if ! (exec 3<>"/dev/tcp/$HOST/$p") 2>/dev/null; then
+			USED_PORTS+="$p "
+			echo "$p"
+			return 0
+		fi
+	done
+	die "no free loopback port found"
+}
+
+# wait_ready NAME PID GRPC_PORT HTTP_PORT LOG: poll until the server answers an
+# RLS call (and, when curl is here, serves /metrics with its policies loaded).
+wait_ready() {
+	local name=$1 pid=$2 grpc=$3 http=$4 log=$5 i metrics
+	for ((i = 0; i < 150; i++)); do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			echo "--- last lines of $name's log:" >&2
+			tail -n 30 "$log" >&2 || true
+			die "$name exited during start-up"
+		fi
+		if bin/loadgen --probe --addr "$HOST:$grpc" --domain bench --descriptor 'user_id=probe' --timeout 1s >/dev/null 2>&1; then
+			if ! command -v curl >/dev/null; then
+				return 0
+			fi
+			if metrics=$(curl -fsS --max-time 2 "http://$HOST:$http/metrics" 2>/dev/null); then
+				# The limiter answers OK to everything until its snapshot is
+				# installed: wait for it when it reports the gauge.
+				if ! grep -q '^sluice_snapshot_policies ' <<<"$metrics" ||
+					grep -Eq '^sluice_snapshot_policies [1-9]' <<<"$metrics"; then
+					return 0
+				fi
+			fi
+		fi
+		sleep 0.2
+	done
+	echo "--- last lines of $name's log:" >&2
+	tail -n 30 "$log" >&2 || true
+	die "$name did not become ready on $HOST:$grpc within 30s"
+}
+
+# load LABEL NAME PIDS: run bin/loadgen against the server on $GRPC_PORT.
+load() {
+	local label=$1 name=$2 pids=$3
+	say "$label"
+	if ! bin/loadgen --addr "$HOST:$GRPC_PORT" --conns "$CONNS" --concurrency "$CONCURRENCY" \
+		--keys "$KEYS" --duration "$DURATION" --warmup "$WARMUP" \
+		--domain bench --descriptor 'user_id=%d' --hits 1 \
+		--server-pid "$pids" --label "$label" --json-file "$WORK/$name.json"; then
+		warn "load run '$label' failed"
+		FAILED+=("$name")
+		rm -f "$WORK/$name.json"
+	fi
+}
+
+# start_server NAME CMD...: run CMD in the background, logging to a file.
+SERVER_PID=
+start_server() {
+	local name=$1
+	shift
+	GRPC_PORT=$(free_port)
+	HTTP_PORT=$(free_port)
+	local log="$WORK/$name.log"
+	"$@" >"$log" 2>&1 &
+	SERVER_PID=$!
+	PIDS+=("$SERVER_PID")
+}
+
+# ------------------------------------------------------------------ build
+say "machine"
+echo "cores:     $(nproc)   memory: $(free -h 2>/dev/null | awk '/^Mem:/ {print $2}')"
+echo "go:        $(go version)"
+echo "commit:    $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with local changes)')"
+echo "load:      concurrency $CONCURRENCY over $CONNS connections, $KEYS keys, $WARMUP warm-up + $DURATION measured"
+echo "policy:    $ALGORITHM, 1000000000 per 1s per user_id (decisions, not denials)"
+echo "note:      the server, Redis and the load generator share these cores"
+
+say "build"
+mkdir -p bin
+go build -o bin/loadgen ./cmd/loadgen || die "building bin/loadgen failed"
+echo "bin/loadgen"
+if ((want_memory || want_redis)); then
+	[[ -f cmd/limiter/main.go ]] || die "cmd/limiter/main.go does not exist yet: run with --stores noop to benchmark the baseline alone"
+	go build -o bin/limiter ./cmd/limiter || die "building bin/limiter failed"
+	echo "bin/limiter"
+fi
+
+POLICY="$WORK/bench-policy.yaml"
+cat >"$POLICY" <<EOF
+# Benchmark policy: one counter per user_id, limit high enough never to deny.
+apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: bench, namespace: default}
+spec:
+  domain: bench
+  descriptors: [{key: user_id}]
+  algorithm: $ALGORITHM
+  rate: {limit: 1000000000, period: 1s}
+EOF
+
+# ------------------------------------------------------------------ redis
+REDIS_PID=
+REDIS_PORT=
+if ((want_redis)); then
+	command -v redis-server >/dev/null || die "redis-server is not installed (apt-get install redis-server)"
+	if ! command -v redis-cli >/dev/null; then
+		if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+			echo "redis-cli is missing: installing redis-tools"
+			apt-get install -y -qq redis-tools >/dev/null || die "apt-get install redis-tools failed"
+		else
+			die "redis-cli is not installed (apt-get install redis-tools)"
+		fi
+	fi
+	REDIS_PORT=$(free_port)
+	redis-server --bind "$HOST" --port "$REDIS_PORT" --save '' --appendonly no \
+		--dir "$WORK" --loglevel warning --protected-mode yes >"$WORK/redis.log" 2>&1 &
+	REDIS_PID=$!
+	PIDS+=("$REDIS_PID")
+	for ((i = 0; i < 100; i++)); do
+		[[ $(redis-cli -h "$HOST" -p "$REDIS_PORT" PING 2>/dev/null) == PONG ]] && break
+		kill -0 "$REDIS_PID" 2>/dev/null || { tail -n 20 "$WORK/redis.log" >&2; die "redis-server exited during start-up"; }
+		sleep 0.1
+	done
+	[[ $(redis-cli -h "$HOST" -p "$REDIS_PORT" PING 2>/dev/null) == PONG ]] || die "redis-server did not answer PING within 10s"
+	echo "redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p') on $HOST:$REDIS_PORT (pid $REDIS_PID)"
+fi
+
+rinfo() { redis-cli -h "$HOST" -p "$REDIS_PORT" INFO memory | tr -d '\r' | sed -n "s/^$1://p"; }
+
+# ------------------------------------------------------------------ runs
+if ((want_noop)); then
+	start_server noop bin/loadgen --serve-noop "$HOST:$GRPC_PORT" --noop-metrics-addr "$HOST:$HTTP_PORT" --serve-for 1h
+	wait_ready noop "$SERVER_PID" "$GRPC_PORT" "$HTTP_PORT" "$WORK/noop.log"
+	load "noop baseline (gRPC + RLS protocol, no decision)" noop "$SERVER_PID"
+	stop_pid "$SERVER_PID"
+	forget_pid "$SERVER_PID"
+fi
+
+if ((want_memory)); then
+	start_server memory bin/limiter --policies "$POLICY" --store memory \
+		--grpc-addr "$HOST:$GRPC_PORT" --http-addr "$HOST:$HTTP_PORT"
+	wait_ready "limiter (memory store)" "$SERVER_PID" "$GRPC_PORT" "$HTTP_PORT" "$WORK/memory.log"
+	load "limiter, memory store, $ALGORITHM" memory "$SERVER_PID"
+	stop_pid "$SERVER_PID"
+	forget_pid "$SERVER_PID"
+fi
+
+REDIS_BEFORE=
+if ((want_redis)); then
+	redis-cli -h "$HOST" -p "$REDIS_PORT" FLUSHALL >/dev/null
+	REDIS_BEFORE=$(rinfo used_memory)
+	start_server redis bin/limiter --policies "$POLICY" --store "redis://$HOST:$REDIS_PORT" \
+		--grpc-addr "$HOST:$GRPC_PORT" --http-addr "$HOST:$HTTP_PORT"
+	wait_ready "limiter (redis store)" "$SERVER_PID" "$GRPC_PORT" "$HTTP_PORT" "$WORK/redis-limiter.log" 2>/dev/null ||
+		true
+	load "limiter, redis store, $ALGORITHM (server CPU = limiter + redis-server)" redis "$SERVER_PID,$REDIS_PID"
+	stop_pid "$SERVER_PID"
+	forget_pid "$SERVER_PID"
+
+	say "redis memory ($ALGORITHM counters)"
+	rcli() { redis-cli -h "$HOST" -p "$REDIS_PORT" "$@"; }
+	key= cursor=0
+	for ((i = 0; i < 1000; i++)); do
+		mapfile -t reply < <(rcli SCAN "$cursor" MATCH 'sl:*' COUNT 100)
+		cursor=${reply[0]:-0}
+		if [[ ${#reply[@]} -gt 1 && -n ${reply[1]} ]]; then
+			key=${reply[1]}
+			break
+		fi
+		[[ $cursor == 0 ]] && break
+	done
+	nkeys=$(rcli DBSIZE)
+	used=$(rinfo used_memory)
+	REDIS_KEY_BYTES=
+	if [[ -n $key ]]; then
+		REDIS_KEY_BYTES=$(rcli MEMORY USAGE "$key" SAMPLES 0)
+		echo "one key:          $key"
+		echo "  type:           $(rcli TYPE "$key") ($(rcli OBJECT ENCODING "$key")), ttl $(rcli PTTL "$key") ms"
+		echo "  MEMORY USAGE:   $REDIS_KEY_BYTES bytes"
+	else
+		warn "no key matching sl:* in Redis after the run: did the limiter use the Redis store?"
+	fi
+	echo "keys:             $nkeys (DBSIZE)"
+	echo "used_memory:      $used bytes ($(rinfo used_memory_human)); $REDIS_BEFORE before the run"
+	if [[ ${nkeys:-0} -gt 0 ]]; then
+		echo "bytes per key:    $((used / nkeys)) (used_memory / keys); $(((used - REDIS_BEFORE) / nkeys)) (growth during the run / keys)"
+	fi
+fi
+
+# ------------------------------------------------------------------ go benchmarks
+if ((GO_BENCH)); then
+	say "in-process Go benchmarks: go test -run '^\$' -bench . -benchmem -benchtime $GOTIME ./limiter/..."
+	if ! go test -run '^$' -bench . -benchmem -benchtime "$GOTIME" ./limiter/... 2>&1 | tee "$WORK/gobench.txt"; then
+		warn "go test -bench failed"
+		FAILED+=("go-bench")
+	fi
+fi
+
+# ------------------------------------------------------------------ summary
+say "summary: $ALGORITHM, concurrency $CONCURRENCY, $KEYS keys, $DURATION per run, $(nproc) cores shared by server, Redis and load generator"
+report=()
+((want_noop)) && report+=("noop=$WORK/noop.json")
+((want_memory)) && report+=("memory=$WORK/memory.json")
+((want_redis)) && report+=("redis=$WORK/redis.json")
+bin/loadgen report "${report[@]}"
+echo
+echo "server µs/dec: CPU of the RLS server process per decision (utime+stime from /proc)."
+echo "other procs µs/dec: redis-server's CPU per decision, on top of the limiter's."
+if [[ -n ${REDIS_KEY_BYTES:-} ]]; then
+	echo "redis: $REDIS_KEY_BYTES bytes per $ALGORITHM key (MEMORY USAGE)."
+fi
+
+if [[ ${#FAILED[@]} -gt 0 ]]; then
+	die "failed: ${FAILED[*]}"
+fi
