@@ -8,8 +8,8 @@ import (
 // State is one key's stored state in the memory store. Which fields are used
 // depends on the algorithm; the zero State with present=false is a fresh key.
 type State struct {
-	// F is TokenBucket's empty time (eighths of a µs since 2020), or GCRA's
-	// theoretical arrival time (µs).
+	// F is TokenBucket's empty time or GCRA's theoretical arrival time, in
+	// eighths of a µs since 2020.
 	F float64
 	// T is the window index of the window algorithms.
 	T int64
@@ -94,19 +94,21 @@ const bucketEpoch = 1577836800_000000
 // from now, and sub-microsecond differences count as zero (halfMicro).
 func (l Limit) gcra(s *State, present bool, n, cost int64) (Result, bool, time.Duration) {
 	const halfMicro = 0.5
-	now := float64(n)
 	interval := float64(l.PeriodMicros()) / float64(l.Limit)
 	tolerance := float64(l.Burst) * interval
-	ahead := 0.0 // how far the TAT is ahead of now
-	if present && s.F > now {
-		ahead = s.F - now
+	// The TAT is stored like TokenBucket's z: eighths of a µs since
+	// bucketEpoch, an integer Redis keeps in 72 bytes.
+	now8 := float64(n-bucketEpoch) * 8
+	ahead := 0.0 // how far the TAT is ahead of now, µs
+	if present && s.F > now8 {
+		ahead = (s.F - now8) / 8
 	}
 	next := ahead + float64(cost)*interval
 	r := Result{Allowed: next-tolerance <= halfMicro}
 	write := r.Allowed && cost > 0
 	if write {
 		ahead = next
-		s.F = now + ahead
+		s.F = math.Floor(now8 + ahead*8 + 0.5)
 	}
 	r.Remaining = floorTokens((tolerance - ahead + halfMicro) / interval)
 	r.ResetAfter = ceilMicros(ahead - halfMicro)

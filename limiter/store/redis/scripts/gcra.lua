@@ -3,7 +3,7 @@
 -- the arithmetic works on offsets from now, and sub-microsecond differences
 -- count as zero, because TATs near 1.7e15us are only exact to a quarter us.
 --
--- KEYS[1]  the TAT in microseconds, a string
+-- KEYS[1]  the TAT
 -- ARGV     limit, period_us, burst, cost, now_us (0: Redis TIME; tests pin the clock)
 -- Returns  {allowed, remaining, reset_after_us, retry_after_us}; retry -1 is never.
 local limit = tonumber(ARGV[1])
@@ -27,16 +27,22 @@ local function floor_tokens(x) if x <= 0 then return 0 end return math.floor(x +
 
 local interval = period / limit
 local tolerance = burst * interval
+-- The TAT is stored as an integer count of eighths of a us since 2020-01-01,
+-- which Redis keeps as a bare integer: 72 bytes a key.
+local now8 = (now - 1577836800000000) * 8
 local ahead = 0
-local stored = tonumber(redis.call('GET', KEYS[1]) or '0')
-if stored > now then ahead = stored - now end
+local stored = redis.call('GET', KEYS[1])
+if stored then
+  stored = tonumber(stored)
+  if stored > now8 then ahead = (stored - now8) / 8 end
+end
 
 local next = ahead + cost * interval
 local allowed = next - tolerance <= half_micro
 if allowed and cost > 0 then
   ahead = next
   local reset = ceil_us(ahead - half_micro)
-  redis.call('SET', KEYS[1], string.format('%.17g', now + ahead),
+  redis.call('SET', KEYS[1], string.format('%d', math.floor(now8 + ahead * 8 + 0.5)),
     'PX', slack + math.max(1, math.ceil(reset / 1000)))
 end
 
