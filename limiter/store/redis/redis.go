@@ -234,6 +234,8 @@ func (s *Store) Take(ctx context.Context, req store.Request) (algo.Result, error
 		return c.res, c.err
 	case <-ctx.Done():
 		return algo.Result{}, ctx.Err()
+	case <-s.stopped: // enqueued as the workers stopped: nobody will run it
+		return algo.Result{}, errors.New("redis store: closed")
 	}
 }
 
