@@ -73,8 +73,11 @@ const (
 func (s *Service) headers(d Decision) []*corev3.HeaderValue {
 	p, r := d.Policy, d.Result
 	name := strconv.Quote(p.ID())
-	limit := strconv.FormatInt(p.Limit.Limit, 10)
-	remaining := strconv.FormatInt(r.Remaining, 10)
+	// A bucket whose burst exceeds its rate can hold more than rate.limit:
+	// report the larger, so remaining never exceeds the limit shown.
+	quota := max(p.Limit.Limit, p.Limit.Capacity())
+	limit := strconv.FormatInt(quota, 10)
+	remaining := strconv.FormatInt(min(r.Remaining, quota), 10)
 	reset := strconv.FormatInt(ceilSeconds(r.ResetAfter), 10)
 	h := []*corev3.HeaderValue{
 		{Key: HeaderRateLimitPolicy, Value: name + ";q=" + limit + ";w=" + strconv.FormatInt(ceilSeconds(p.Limit.Period), 10)},

@@ -133,7 +133,7 @@ func (s *Service) Close() error { return s.local.Close() }
 // Decision is the outcome of one request descriptor.
 type Decision struct {
 	// Policy is the policy reported to the client: the most restrictive of
-	// those that matched, or nil when none did.
+	// the enforcing (non-shadow) policies that matched, or nil when none did.
 	Policy *config.Policy
 	// Result is that policy's decision.
 	Result algo.Result
@@ -156,7 +156,6 @@ func (s *Service) Check(ctx context.Context, domain string, entries []*rlv3.Rate
 	sc := s.scratch.Get().(*scratch)
 	sc.matches = d.AppendMatches(sc.matches[:0], entries)
 	var out Decision
-	var shadowPick Decision
 	for _, p := range sc.matches {
 		c := l.counters[p]
 		dec := s.decide(ctx, sc, p, c, entries, cost)
@@ -166,9 +165,6 @@ func (s *Service) Check(ctx context.Context, domain string, entries []*rlv3.Rate
 				s.logShadow(c, p, domain)
 			} else if dec.Reason == "" {
 				c.allowed.Inc()
-			}
-			if moreRestrictive(dec, shadowPick) {
-				shadowPick = dec
 			}
 			continue
 		}
@@ -188,11 +184,8 @@ func (s *Service) Check(ctx context.Context, domain string, entries []*rlv3.Rate
 		sc.matches[i] = nil
 	}
 	s.scratch.Put(sc)
-	if out.Policy == nil {
-		// Only shadow policies matched: report them, never deny.
-		shadowPick.OverLimit = false
-		return shadowPick
-	}
+	// Shadow policies are invisible to clients: their decisions are only
+	// counted and logged, so that headers never make a client back off.
 	return out
 }
 

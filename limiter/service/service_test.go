@@ -180,19 +180,57 @@ func TestOverlappingPoliciesReportTheMostRestrictive(t *testing.T) {
 	}
 }
 
-func TestShadowNeverDenies(t *testing.T) {
+// A shadow policy is evaluated and counted, and invisible to clients: it
+// never denies and never shows in statuses or headers.
+func TestShadowNeverDeniesNorShows(t *testing.T) {
 	svc, reg := newService(t, nil)
 	for i := range 3 {
 		resp := call(t, svc, "shop", 0, desc("ip", "10.0.0.1"))
 		if resp.OverallCode != rlsv3.RateLimitResponse_OK {
 			t.Fatalf("request %d denied by a shadow policy", i)
 		}
-		if resp.Statuses[0].CurrentLimit.GetName() != "shop/per-ip-shadow" {
-			t.Fatalf("request %d: %v", i, resp.Statuses[0])
+		if resp.Statuses[0].CurrentLimit != nil || len(resp.ResponseHeadersToAdd) != 0 {
+			t.Fatalf("request %d shows the shadow policy: %v", i, resp)
 		}
 	}
 	if got := decisions(t, reg, "shop/per-ip-shadow", "shadow_limited"); got != 2 {
 		t.Fatalf("shadow_limited = %v, want 2", got)
+	}
+	// Mixed with an enforcing policy, the enforcing one is what clients see.
+	resp := call(t, svc, "shop", 0, desc("ip", "10.0.0.1"), desc("user", "fay"))
+	if got := header(resp, "X-RateLimit-Remaining"); resp.OverallCode != rlsv3.RateLimitResponse_OK || got != "4" {
+		t.Fatalf("mixed request: %v, remaining %q", resp.OverallCode, got)
+	}
+	if !strings.Contains(header(resp, "RateLimit-Policy"), "shop/per-user") {
+		t.Fatalf("headers name %q", header(resp, "RateLimit-Policy"))
+	}
+}
+
+// With burst above rate.limit, the headers report the burst as the quota,
+// so remaining never exceeds the limit shown.
+func TestBurstAboveLimitInHeaders(t *testing.T) {
+	snap, err := config.Parse("inline", []byte(`
+apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: bursty, namespace: shop}
+spec:
+  domain: shop
+  descriptors: [{key: key}]
+  algorithm: GCRA
+  rate: {limit: 10, period: 1s}
+  burst: 20
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, _ := newService(t, nil)
+	svc.Swap(snap)
+	resp := call(t, svc, "shop", 0, desc("key", "k"))
+	if l, r := header(resp, "X-RateLimit-Limit"), header(resp, "X-RateLimit-Remaining"); l != "20" || r != "19" {
+		t.Fatalf("limit %q remaining %q, want 20 and 19", l, r)
+	}
+	if got := header(resp, "RateLimit-Policy"); got != `"shop/bursty";q=20;w=1` {
+		t.Fatalf("RateLimit-Policy %q", got)
 	}
 }
 

@@ -1,0 +1,67 @@
+// Command limiter is a Sluice limiter: Envoy RLS v3 over gRPC and a JSON
+// HTTP API, enforcing the RateLimitPolicies of a YAML file that it reloads
+// on change, against an in-memory store or Redis.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sluice-dev/sluice/limiter/app"
+)
+
+func main() {
+	fs := flag.NewFlagSet("limiter", flag.ExitOnError)
+	var cfg app.Config
+	fs.StringVar(&cfg.Policies, "policies", "", "RateLimitPolicy YAML `file` to enforce, reloaded on change (required)")
+	fs.StringVar(&cfg.Store, "store", "memory", "counter store: memory, redis://[user:pass@]host:port[/db] or redis-cluster://host:port,host:port,...")
+	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", "127.0.0.1:8081", "Envoy RLS v3 and gRPC health listen `address`")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP API, /healthz, /readyz and /metrics listen `address`")
+	fs.DurationVar(&cfg.RedisTimeout, "redis-timeout", 20*time.Millisecond, "deadline of every Redis round trip")
+	fs.IntVar(&cfg.MemoryMaxKeys, "memory-max-keys", 1_000_000, "most counters the memory store keeps")
+	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	format := fs.String("log-format", "text", "log format: text or json")
+	_ = fs.Parse(os.Args[1:])
+
+	var lvl slog.Level
+	switch {
+	case cfg.Policies == "":
+		usage(fs, "--policies is required")
+	case fs.NArg() > 0:
+		usage(fs, fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
+	case lvl.UnmarshalText([]byte(*level)) != nil:
+		usage(fs, fmt.Sprintf("--log-level %q: want debug, info, warn or error", *level))
+	case *format != "text" && *format != "json":
+		usage(fs, fmt.Sprintf("--log-format %q: want text or json", *format))
+	case cfg.RedisTimeout <= 0:
+		usage(fs, "--redis-timeout must be positive")
+	case cfg.MemoryMaxKeys < 1:
+		usage(fs, "--memory-max-keys must be at least 1")
+	}
+	hopts := &slog.HandlerOptions{Level: lvl}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, hopts))
+	if *format == "json" {
+		cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, hopts))
+	}
+	slog.SetDefault(cfg.Logger)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := app.Run(ctx, cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "limiter: %v\n", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+func usage(fs *flag.FlagSet, msg string) {
+	fmt.Fprintf(os.Stderr, "limiter: %s\n", msg)
+	fs.Usage()
+	os.Exit(2)
+}

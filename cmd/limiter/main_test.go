@@ -1,0 +1,428 @@
+package main_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
+)
+
+// limiterBin is the limiter built once for this test binary.
+var limiterBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "limiter-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	limiterBin = filepath.Join(dir, "limiter")
+	build := exec.Command("go", "build", "-o", limiterBin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// policy is a one-policy file: limit requests a minute per user in domain
+// shop, all at once if they like.
+func policy(limit int) string {
+	return fmt.Sprintf(`apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: per-user, namespace: shop}
+spec:
+  domain: shop
+  descriptors: [{key: user}]
+  algorithm: TokenBucket
+  rate: {limit: %d, period: 1m}
+`, limit)
+}
+
+// writeAtomic replaces path's content in one rename, as editors and
+// Kubernetes do, so the limiter never reads half a file.
+func writeAtomic(t *testing.T, path, data string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// logBuffer collects a process's stderr and finds its listen addresses in
+// the JSON log.
+type logBuffer struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	serving chan [2]string // grpc, http
+}
+
+func (l *logBuffer) consume(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		l.mu.Lock()
+		l.buf.Write(line)
+		l.buf.WriteByte('\n')
+		l.mu.Unlock()
+		var rec struct{ Msg, GRPC, HTTP string }
+		if json.Unmarshal(line, &rec) == nil && rec.Msg == "Serving" {
+			l.serving <- [2]string{rec.GRPC, rec.HTTP}
+		}
+	}
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// process is a running limiter.
+type process struct {
+	cmd    *exec.Cmd
+	log    *logBuffer
+	http   string // base URL
+	exited chan error
+}
+
+// startLimiter runs the limiter on free loopback ports (port 0; the
+// addresses come from its log) and stops it with SIGTERM when the test
+// ends, expecting a clean exit.
+func startLimiter(t *testing.T, args ...string) *process {
+	t.Helper()
+	args = append([]string{"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-format", "json"}, args...)
+	p := &process{
+		cmd:    exec.Command(limiterBin, args...),
+		log:    &logBuffer{serving: make(chan [2]string, 1)},
+		exited: make(chan error, 1),
+	}
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	logDone := make(chan struct{})
+	go func() {
+		p.log.consume(stderr)
+		close(logDone)
+	}()
+	go func() {
+		<-logDone // Wait closes the pipe: read it all first
+		p.exited <- p.cmd.Wait()
+	}()
+	t.Cleanup(func() { p.stop(t) })
+	select {
+	case addrs := <-p.log.serving:
+		p.http = "http://" + addrs[1]
+	case err := <-p.exited:
+		p.exited <- err
+		t.Fatalf("limiter exited before serving: %v\n%s", err, p.log)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("limiter did not serve within 30s\n%s", p.log)
+	}
+	return p
+}
+
+func (p *process) stop(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		if err != nil {
+			t.Errorf("limiter exited with %v after SIGTERM, want 0\n%s", err, p.log)
+		}
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+		t.Errorf("limiter did not exit within 20s of SIGTERM\n%s", p.log)
+	}
+}
+
+// check asks whether user may make one request, returning the HTTP status
+// and the X-RateLimit-Limit header.
+func (p *process) check(t *testing.T, user string) (int, string) {
+	t.Helper()
+	body := `{"domain":"shop","descriptors":[{"entries":[{"key":"user","value":"` + user + `"}]}]}`
+	resp, err := http.Post(p.http+"/v1/ratelimit/check", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("check: %d %s", resp.StatusCode, b)
+	}
+	return resp.StatusCode, resp.Header.Get("X-RateLimit-Limit")
+}
+
+// expectLimit checks that user gets exactly limit requests, then a 429.
+func (p *process) expectLimit(t *testing.T, user string, limit int) {
+	t.Helper()
+	for i := 1; i <= limit+1; i++ {
+		code, lim := p.check(t, user)
+		want := http.StatusOK
+		if i > limit {
+			want = http.StatusTooManyRequests
+		}
+		if code != want || lim != fmt.Sprint(limit) {
+			t.Fatalf("user %s request %d: %d with X-RateLimit-Limit %q, want %d with %d", user, i, code, lim, want, limit)
+		}
+	}
+}
+
+func (p *process) get(t *testing.T, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(p.http + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+type readiness struct {
+	Ready           bool
+	SnapshotVersion string
+	Checks          map[string]struct {
+		OK     bool
+		Detail string
+	}
+}
+
+func (p *process) readyz(t *testing.T) (int, readiness) {
+	t.Helper()
+	code, body := p.get(t, "/readyz")
+	var r readiness
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		t.Fatalf("/readyz body %q: %v", body, err)
+	}
+	return code, r
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 20s", what)
+		}
+		time.Sleep(20 * time.Millisecond) // polling another process
+	}
+}
+
+func versionOf(t *testing.T, data string) string {
+	t.Helper()
+	snap, err := config.Parse("test", []byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap.Version
+}
+
+func TestInvalidPolicyFileExits(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, data string
+		want       []string // in stderr
+	}{
+		{"rate-limit-zero.yaml", strings.Replace(policy(1), "limit: 1,", "limit: 0,", 1),
+			[]string{"document 1", "shop/per-user", "spec.rate.limit", "greater than or equal to 1"}},
+		{"unknown-field.yaml", strings.Replace(policy(5), "algorithm:", "algorithim:", 1),
+			[]string{"document 1", "shop/per-user", `unknown field "spec.algorithim"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, tc.name)
+			if err := os.WriteFile(path, []byte(tc.data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, limiterBin, "--policies", path, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+				t.Fatalf("limiter with %s: %v, want a non-zero exit\n%s", tc.name, err, stderr.String())
+			}
+			for _, w := range append([]string{path}, tc.want...) {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr does not name %q:\n%s", w, stderr.String())
+				}
+			}
+		})
+	}
+
+	t.Run("usage", func(t *testing.T) {
+		for _, args := range [][]string{
+			{},
+			{"--policies", filepath.Join(dir, "missing.yaml")},
+			{"--policies", "../../config/samples/policies.yaml", "--store", "postgres://x"},
+			{"--policies", "../../config/samples/policies.yaml", "--store", "redis://no-port"},
+			{"--policies", "../../config/samples/policies.yaml", "--log-format", "xml"},
+		} {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			cmd := exec.CommandContext(ctx, limiterBin, append(args, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0")...)
+			out, err := cmd.CombinedOutput()
+			cancel()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() == 0 || !strings.Contains(string(out), "limiter: ") {
+				t.Errorf("limiter %q: %v, want a non-zero exit with a message\n%s", args, err, out)
+			}
+		}
+	})
+}
+
+func TestHotReload(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	writeAtomic(t, path, policy(5))
+	p := startLimiter(t, "--policies", path)
+
+	code, rd := p.readyz(t)
+	if code != http.StatusOK || rd.SnapshotVersion != versionOf(t, policy(5)) {
+		t.Fatalf("/readyz at start: %d %+v", code, rd)
+	}
+	p.expectLimit(t, "ann", 5)
+
+	// A lower limit is enforced without a restart.
+	writeAtomic(t, path, policy(2))
+	v2 := versionOf(t, policy(2))
+	eventually(t, "new policies loaded", func() bool {
+		_, rd := p.readyz(t)
+		return rd.SnapshotVersion == v2
+	})
+	p.expectLimit(t, "bea", 2)
+	if code, _ := p.check(t, "ann"); code != http.StatusTooManyRequests {
+		t.Errorf("ann after the reload: %d, want still limited", code)
+	}
+	_, metrics := p.get(t, "/metrics")
+	for _, want := range []string{
+		`sluice_config_info{version="` + v2 + `"} 1`,
+		"sluice_config_reload_errors_total 0",
+		"sluice_config_last_reload_successful 1",
+		"sluice_config_last_reload_success_timestamp_seconds ",
+		`sluice_decisions_total{domain="shop",policy="shop/per-user",result="limited"} `,
+		"go_goroutines ",
+		"process_cpu_seconds_total ",
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if v1 := versionOf(t, policy(5)); strings.Contains(metrics, v1) {
+		t.Errorf("/metrics still shows the old version %s", v1)
+	}
+	if !strings.Contains(p.log.String(), `"msg":"Loaded policies"`) || !strings.Contains(p.log.String(), `"version":"`+v2+`"`) {
+		t.Errorf("log lacks Loaded policies with version %s:\n%s", v2, p.log)
+	}
+
+	// A broken file is reported and ignored: the limit of 2 stays.
+	writeAtomic(t, path, policy(0))
+	eventually(t, "reload error counted", func() bool {
+		_, m := p.get(t, "/metrics")
+		return strings.Contains(m, "sluice_config_reload_errors_total 1\n")
+	})
+	p.expectLimit(t, "cid", 2)
+	code, rd = p.readyz(t)
+	if code != http.StatusOK || rd.SnapshotVersion != v2 || !strings.Contains(rd.Checks["config"].Detail, "spec.rate.limit") {
+		t.Errorf("/readyz after a bad reload: %d %+v, want ready on %s with the error in config's detail", code, rd, v2)
+	}
+	_, metrics = p.get(t, "/metrics")
+	for _, want := range []string{
+		"sluice_config_reload_errors_total 1\n",
+		"sluice_config_last_reload_successful 0",
+		`sluice_config_info{version="` + v2 + `"} 1`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics after a bad reload lacks %q", want)
+		}
+	}
+	if log := p.log.String(); !strings.Contains(log, "Policy file not reloaded") || !strings.Contains(log, "spec.rate.limit") {
+		t.Errorf("log lacks the reload error:\n%s", log)
+	}
+
+	// Fixed again: the new limit applies and the error clears.
+	writeAtomic(t, path, policy(3))
+	v3 := versionOf(t, policy(3))
+	eventually(t, "fixed policies loaded", func() bool {
+		_, rd := p.readyz(t)
+		return rd.SnapshotVersion == v3
+	})
+	p.expectLimit(t, "dan", 3)
+	if _, rd := p.readyz(t); strings.Contains(rd.Checks["config"].Detail, "failed") {
+		t.Errorf("/readyz still reports the old error: %+v", rd)
+	}
+}
+
+// TestSharedRedis runs two limiters on one redis-server: a user's requests
+// are counted once, whichever limiter answers.
+func TestSharedRedis(t *testing.T) {
+	rs := redistest.Start(t)
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	writeAtomic(t, path, policy(4))
+	store := "redis://" + rs.Addr
+	// A generous deadline: -race and a busy machine must not fail open.
+	a := startLimiter(t, "--policies", path, "--store", store, "--redis-timeout", "2s")
+	b := startLimiter(t, "--policies", path, "--store", store, "--redis-timeout", "2s")
+
+	for _, p := range []*process{a, b} {
+		code, rd := p.readyz(t)
+		if code != http.StatusOK || !rd.Checks["store"].OK {
+			t.Fatalf("/readyz: %d %+v, want ready with the store pinged", code, rd)
+		}
+	}
+	for i := 1; i <= 5; i++ {
+		p := []*process{a, b}[i%2]
+		code, _ := p.check(t, "eve")
+		if want := map[bool]int{true: http.StatusOK, false: http.StatusTooManyRequests}[i <= 4]; code != want {
+			t.Fatalf("request %d: %d, want %d", i, code, want)
+		}
+	}
+	if code, _ := a.check(t, "eve"); code != http.StatusTooManyRequests {
+		t.Fatalf("the other limiter: %d, want 429", code)
+	}
+	for _, p := range []*process{a, b} {
+		_, m := p.get(t, "/metrics")
+		if strings.Contains(m, `result="failed_open"} 1`) || strings.Contains(m, "sluice_store_errors_total 1") {
+			t.Errorf("a decision failed open; Redis should have answered all:\n%s", m)
+		}
+	}
+
+	// Without Redis the limiter is not ready.
+	rs.Stop()
+	eventually(t, "unready without Redis", func() bool {
+		code, rd := a.readyz(t)
+		return code == http.StatusServiceUnavailable && !rd.Checks["store"].OK
+	})
+}

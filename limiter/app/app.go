@@ -1,0 +1,238 @@
+// Package app assembles a standalone limiter process: it loads the policy
+// file, opens the store, builds the service and its servers, and hot-reloads
+// the file. cmd/limiter parses flags and calls Run.
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/server"
+	"github.com/sluice-dev/sluice/limiter/service"
+	"github.com/sluice-dev/sluice/limiter/store"
+	"github.com/sluice-dev/sluice/limiter/store/memory"
+	"github.com/sluice-dev/sluice/limiter/store/redis"
+)
+
+// Config is what a limiter process is told on its command line.
+type Config struct {
+	// Policies is the RateLimitPolicy YAML file, watched for changes.
+	Policies string
+	// Store is "memory", redis://[user:pass@]host:port[/db] or
+	// redis-cluster://[user:pass@]host:port,host:port,...
+	Store string
+	// GRPCAddr and HTTPAddr are the listeners' addresses.
+	GRPCAddr, HTTPAddr string
+	// RedisTimeout is the deadline of every Redis round trip.
+	RedisTimeout time.Duration
+	// MemoryMaxKeys bounds the memory store; 0 means its default.
+	MemoryMaxKeys int
+	// Logger receives every log; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Run serves until ctx ends, then shuts down gracefully. It fails before
+// serving when the policy file is invalid (the error names the file,
+// document, object and field), the store address is malformed, or a
+// listener can't be opened.
+func Run(ctx context.Context, cfg Config) error {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	snap, err := config.LoadFile(cfg.Policies)
+	if err != nil {
+		return err
+	}
+	st, pinger, desc, err := openStore(cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	svc := service.New(st, service.Options{Registerer: reg, Logger: log})
+	defer svc.Close()
+	rl := newReloader(cfg.Policies, svc, reg, log)
+	readiness := map[string]server.ReadinessChecker{"config": rl.check}
+	if pinger != nil {
+		readiness["store"] = server.PingCheck(pinger)
+	}
+	srv, err := server.New(svc, server.Options{
+		GRPCAddr:  cfg.GRPCAddr,
+		HTTPAddr:  cfg.HTTPAddr,
+		Metrics:   reg,
+		Readiness: readiness,
+		Logger:    log,
+	})
+	if err != nil {
+		return err
+	}
+	rl.srv = srv
+	log.Info("Starting limiter", "policies", cfg.Policies, "store", desc)
+	rl.onLoad(snap)
+
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := config.Watch(watchCtx, cfg.Policies, rl.onLoad, rl.onError); err != nil {
+			rl.watchFailed(err)
+		}
+	}()
+	err = srv.Run(ctx)
+	stopWatch()
+	wg.Wait()
+	log.Info("Stopped")
+	return err
+}
+
+// openStore opens the store named by cfg.Store. pinger is the store when it
+// is remote (readiness pings it); desc describes it without credentials.
+func openStore(cfg Config) (st store.Store, pinger server.Pinger, desc string, err error) {
+	switch {
+	case cfg.Store == "" || cfg.Store == "memory":
+		return memory.New(memory.Options{MaxKeys: cfg.MemoryMaxKeys}), nil, "memory", nil
+	case strings.HasPrefix(cfg.Store, "redis://"), strings.HasPrefix(cfg.Store, "redis-cluster://"):
+		opts, err := redis.ParseURL(cfg.Store)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		opts.Timeout = cfg.RedisTimeout
+		rs, err := redis.New(opts)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		kind := "redis"
+		if opts.Cluster {
+			kind = "redis-cluster"
+		}
+		return rs, rs, kind + "://" + strings.Join(opts.Addrs, ","), nil
+	default:
+		return nil, nil, "", fmt.Errorf("--store %q: want memory, redis://host:port or redis-cluster://host:port,...", redactURL(cfg.Store))
+	}
+}
+
+// redactURL hides a password in a store address.
+func redactURL(s string) string {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return s
+	}
+	if user, host, ok := strings.Cut(rest, "@"); ok {
+		name, _, _ := strings.Cut(user, ":")
+		return scheme + "://" + name + ":xxxxx@" + host
+	}
+	return s
+}
+
+// reloader installs the snapshots that config.Watch loads and keeps the
+// reload metrics and readiness detail. Watch calls it from one goroutine.
+type reloader struct {
+	path string
+	svc  *service.Service
+	srv  *server.Server
+	log  *slog.Logger
+
+	errors      prometheus.Counter
+	info        *prometheus.GaugeVec
+	lastSuccess prometheus.Gauge
+	lastOK      prometheus.Gauge
+
+	mu      sync.Mutex
+	lastErr error // the last reload's error, nil after a good one
+	noWatch error // why hot reload is off, if it is
+}
+
+func newReloader(path string, svc *service.Service, reg prometheus.Registerer, log *slog.Logger) *reloader {
+	r := &reloader{
+		path: path,
+		svc:  svc,
+		log:  log,
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_config_reload_errors_total",
+			Help: "Policy file reloads that failed (unreadable or invalid file); the previous policies stayed in force.",
+		}),
+		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_config_info",
+			Help: "The loaded policy snapshot: 1 for its version.",
+		}, []string{"version"}),
+		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_config_last_reload_success_timestamp_seconds",
+			Help: "When the policy file was last loaded successfully, in Unix seconds.",
+		}),
+		lastOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_config_last_reload_successful",
+			Help: "1 if the last attempt to load the policy file succeeded, else 0.",
+		}),
+	}
+	reg.MustRegister(r.errors, r.info, r.lastSuccess, r.lastOK)
+	return r
+}
+
+func (r *reloader) onLoad(snap *config.Snapshot) {
+	r.mu.Lock()
+	wasBad := r.lastErr
+	r.lastErr = nil
+	r.mu.Unlock()
+	r.lastSuccess.SetToCurrentTime()
+	r.lastOK.Set(1)
+	if cur := r.svc.Snapshot(); cur != nil && cur.Version == snap.Version {
+		if wasBad != nil {
+			r.log.Info("Policy file is valid again; policies unchanged", "file", r.path, "version", snap.Version)
+		}
+		return
+	}
+	r.srv.Swap(snap)
+	r.info.Reset()
+	r.info.WithLabelValues(snap.Version).Set(1)
+	r.log.Info("Loaded policies", "file", r.path, "version", snap.Version, "policies", len(snap.Policies))
+}
+
+func (r *reloader) onError(err error) {
+	r.mu.Lock()
+	r.lastErr = err
+	r.mu.Unlock()
+	r.errors.Inc()
+	r.lastOK.Set(0)
+	version := ""
+	if cur := r.svc.Snapshot(); cur != nil {
+		version = cur.Version
+	}
+	r.log.Error("Policy file not reloaded; keeping the loaded policies", "file", r.path, "version", version, "error", err)
+}
+
+func (r *reloader) watchFailed(err error) {
+	r.mu.Lock()
+	r.noWatch = err
+	r.mu.Unlock()
+	r.log.Error("Cannot watch the policy file: changes will not be loaded until restart", "file", r.path, "error", err)
+}
+
+// check is the "config" readiness check. It always passes: the loaded
+// policies stay in force after a bad reload, and the detail says so.
+func (r *reloader) check(context.Context) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var parts []string
+	if r.lastErr != nil {
+		parts = append(parts, "last reload failed, previous policies in force: "+r.lastErr.Error())
+	}
+	if r.noWatch != nil {
+		parts = append(parts, "hot reload off: "+r.noWatch.Error())
+	}
+	if len(parts) == 0 {
+		return "file " + r.path + " loaded", nil
+	}
+	return strings.Join(parts, "; "), nil
+}

@@ -1,0 +1,196 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// CheckPath is the HTTP rate-limit check: POST a JSON RateLimitRequest.
+const CheckPath = "/v1/ratelimit/check"
+
+// A ReadinessChecker reports on one thing the limiter needs to serve, for
+// /readyz. A non-nil error makes the limiter unready and is shown as the
+// check's detail; otherwise detail is shown (it may be empty).
+type ReadinessChecker func(ctx context.Context) (detail string, err error)
+
+// Readiness is the JSON body of /readyz.
+type Readiness struct {
+	// Ready is true when every check passed: the answer is 200, else 503.
+	Ready bool `json:"ready"`
+	// SnapshotVersion is the loaded snapshot's version, empty before one is.
+	SnapshotVersion string `json:"snapshotVersion,omitempty"`
+	// Checks are the results by check name. "snapshot" is always there.
+	Checks map[string]Check `json:"checks"`
+}
+
+// Check is the result of one readiness check.
+type Check struct {
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail,omitempty"`
+}
+
+var responseJSON = protojson.MarshalOptions{EmitDefaultValues: true}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+CheckPath, s.check)
+	mux.HandleFunc(CheckPath, methodNotAllowed(http.MethodPost))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("/healthz", methodNotAllowed(http.MethodGet, http.MethodHead))
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.HandleFunc("/readyz", methodNotAllowed(http.MethodGet, http.MethodHead))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Metrics, promhttp.HandlerOpts{
+		ErrorLog:          slogPrinter{s.log},
+		Registry:          s.opts.Metrics,
+		EnableOpenMetrics: true,
+	}))
+	mux.HandleFunc("/metrics", methodNotAllowed(http.MethodGet, http.MethodHead))
+	return mux
+}
+
+// check answers POST /v1/ratelimit/check: 200 when the request is within
+// its limits, 429 when over, with the decision's rate-limit headers and the
+// JSON RateLimitResponse as the body. Any Content-Type is taken as JSON, so
+// that `curl -d` works as is.
+func (s *Server) check(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	defer func() { s.metrics.http.Observe(time.Since(start).Seconds()) }()
+
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	if err != nil {
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than the maximum of %d bytes", mbe.Limit))
+			return
+		}
+		writeError(w, http.StatusBadRequest, "reading request body: "+err.Error())
+		return
+	}
+	req, err := decodeCheckRequest(body, s.svc.Validate)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	resp, err := s.svc.ShouldRateLimit(r.Context(), req)
+	if err != nil {
+		st := status.Convert(err)
+		writeError(w, httpStatus(st.Code()), st.Message())
+		return
+	}
+	out, err := responseJSON.Marshal(resp)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "encoding response: "+err.Error())
+		return
+	}
+	h := w.Header()
+	for _, hv := range resp.ResponseHeadersToAdd {
+		// Keep the service's spelling (X-RateLimit-Limit, not
+		// X-Ratelimit-Limit); header names are case-insensitive anyway.
+		h[hv.GetKey()] = append(h[hv.GetKey()], hv.GetValue())
+	}
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	code := http.StatusOK
+	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+		code = http.StatusTooManyRequests
+	}
+	w.WriteHeader(code)
+	_, _ = w.Write(out)
+}
+
+// httpStatus maps a gRPC status code from the service to HTTP.
+func httpStatus(c codes.Code) int {
+	switch c {
+	case codes.InvalidArgument, codes.OutOfRange:
+		return http.StatusBadRequest
+	case codes.ResourceExhausted:
+		return http.StatusTooManyRequests
+	case codes.Unavailable:
+		return http.StatusServiceUnavailable
+	case codes.DeadlineExceeded:
+		return http.StatusGatewayTimeout
+	case codes.Canceled:
+		return 499 // client closed the request; nobody reads it
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// readyz answers 200 when a snapshot is loaded and every readiness check
+// passes, else 503; the body says why either way.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	out := Readiness{Ready: true, Checks: map[string]Check{}}
+	if snap := s.svc.Snapshot(); snap != nil {
+		out.SnapshotVersion = snap.Version
+		out.Checks["snapshot"] = Check{OK: true, Detail: fmt.Sprintf("version %s, %d policies", snap.Version, len(snap.Policies))}
+	} else {
+		out.Checks["snapshot"] = Check{Detail: "no policies loaded yet"}
+	}
+	if s.shuttingDown.Load() {
+		out.Checks["server"] = Check{Detail: "shutting down"}
+	}
+	for name, check := range s.opts.Readiness {
+		ctx, cancel := context.WithTimeout(r.Context(), s.opts.ReadinessTimeout)
+		detail, err := check(ctx)
+		cancel()
+		if err != nil {
+			detail = err.Error()
+		}
+		out.Checks[name] = Check{OK: err == nil, Detail: detail}
+	}
+	for _, c := range out.Checks {
+		out.Ready = out.Ready && c.OK
+	}
+	code := http.StatusOK
+	if !out.Ready {
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, out)
+}
+
+func methodNotAllowed(allowed ...string) http.HandlerFunc {
+	allow := ""
+	for i, m := range allowed {
+		if i > 0 {
+			allow += ", "
+		}
+		allow += m
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s: use %s", r.Method, r.URL.Path, allow))
+	}
+}
+
+// errorBody is the JSON body of every HTTP error.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, errorBody{Error: msg})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		code, b = http.StatusInternalServerError, []byte(`{"error":"encoding response"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n'))
+}

@@ -1,0 +1,233 @@
+// Package server wires the limiter's listeners around a service.Service:
+// Envoy RLS v3 and gRPC health on one port; the HTTP check API, /healthz,
+// /readyz and /metrics on another. It holds no limiting logic: both
+// protocols call the same Service.ShouldRateLimit.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+
+	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/service"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxBodyBytes         = 1 << 20
+	DefaultMaxConcurrentStreams = 1024
+	DefaultShutdownTimeout      = 10 * time.Second
+	DefaultReadinessTimeout     = time.Second
+)
+
+// Options configure a Server.
+type Options struct {
+	// GRPCAddr is where Envoy RLS v3 and gRPC health listen (host:port;
+	// port 0 picks one).
+	GRPCAddr string
+	// HTTPAddr is where the HTTP API, probes and metrics listen.
+	HTTPAddr string
+	// Metrics receives the server's metrics and is what /metrics serves;
+	// register the service's metrics on it too. nil means a new registry.
+	Metrics *prometheus.Registry
+	// Readiness are checks that /readyz runs besides "snapshot" (is one
+	// loaded), by name: e.g. "store" pinging Redis.
+	Readiness map[string]ReadinessChecker
+	// ReadinessTimeout bounds each readiness check; 0 means 1s.
+	ReadinessTimeout time.Duration
+	// Logger logs listener errors; nil means slog.Default().
+	Logger *slog.Logger
+	// MaxBodyBytes bounds an HTTP check body (413 beyond) and a gRPC
+	// message; 0 means 1 MiB.
+	MaxBodyBytes int64
+	// MaxConcurrentStreams bounds the RLS calls in flight on one gRPC
+	// connection; 0 means 1024.
+	MaxConcurrentStreams uint32
+	// ShutdownTimeout bounds how long Run waits for calls in flight after
+	// its context ends before closing connections; 0 means 10s.
+	ShutdownTimeout time.Duration
+}
+
+// Server runs the gRPC and HTTP listeners of one limiter.
+type Server struct {
+	svc          *service.Service
+	opts         Options
+	log          *slog.Logger
+	metrics      *metrics
+	health       *health.Server
+	grpc         *grpc.Server
+	http         *http.Server
+	grpcLis      net.Listener
+	httpLis      net.Listener
+	shuttingDown atomic.Bool
+}
+
+// New listens on both addresses, so that they are known (GRPCAddr,
+// HTTPAddr) and taken before Run serves them.
+func New(svc *service.Service, opts Options) (*Server, error) {
+	if opts.Metrics == nil {
+		opts.Metrics = prometheus.NewRegistry()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.MaxConcurrentStreams == 0 {
+		opts.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if opts.ReadinessTimeout <= 0 {
+		opts.ReadinessTimeout = DefaultReadinessTimeout
+	}
+	s := &Server{
+		svc:     svc,
+		opts:    opts,
+		log:     opts.Logger,
+		metrics: newMetrics(opts.Metrics),
+		health:  health.NewServer(),
+	}
+	setServing(s.health, svc.Snapshot() != nil)
+	s.grpc = newGRPCServer(svc, s.health, s.metrics, opts)
+	s.http = &http.Server{
+		Handler:           s.routes(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
+	}
+	var err error
+	if s.grpcLis, err = net.Listen("tcp", opts.GRPCAddr); err != nil {
+		return nil, fmt.Errorf("gRPC listener: %w", err)
+	}
+	if s.httpLis, err = net.Listen("tcp", opts.HTTPAddr); err != nil {
+		_ = s.grpcLis.Close()
+		return nil, fmt.Errorf("HTTP listener: %w", err)
+	}
+	return s, nil
+}
+
+// GRPCAddr is the gRPC listener's address.
+func (s *Server) GRPCAddr() string { return s.grpcLis.Addr().String() }
+
+// HTTPAddr is the HTTP listener's address.
+func (s *Server) HTTPAddr() string { return s.httpLis.Addr().String() }
+
+// Handler is the HTTP API, for tests and embedding.
+func (s *Server) Handler() http.Handler { return s.http.Handler }
+
+// Swap installs snap in the service and reports gRPC health SERVING.
+func (s *Server) Swap(snap *config.Snapshot) {
+	s.svc.Swap(snap)
+	setServing(s.health, true) // ignored once shutting down
+}
+
+// Run serves both listeners until ctx ends or one fails, then shuts both
+// down gracefully: health turns NOT_SERVING and /readyz 503, calls in flight
+// finish (up to ShutdownTimeout), and Run returns. The error is the first
+// listener failure, or nil after ctx ended.
+func (s *Server) Run(ctx context.Context) error {
+	errc := make(chan error, 2)
+	go func() {
+		// ErrServerStopped: the context ended before Serve began.
+		if err := s.grpc.Serve(s.grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			errc <- fmt.Errorf("gRPC server: %w", err)
+			return
+		}
+		errc <- nil
+	}()
+	go func() {
+		if err := s.http.Serve(s.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("HTTP server: %w", err)
+			return
+		}
+		errc <- nil
+	}()
+	s.log.Info("Serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr())
+
+	var first error
+	pending := 2
+	select {
+	case <-ctx.Done():
+	case first = <-errc:
+		pending--
+	}
+	s.shutdown(context.WithoutCancel(ctx))
+	for ; pending > 0; pending-- {
+		if err := <-errc; first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (s *Server) shutdown(ctx context.Context) {
+	s.shuttingDown.Store(true)
+	s.health.Shutdown() // NOT_SERVING, and no later change
+	s.log.Info("Shutting down", "timeout", s.opts.ShutdownTimeout)
+
+	ctx, cancel := context.WithTimeout(ctx, s.opts.ShutdownTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := s.http.Shutdown(ctx); err != nil {
+			s.log.Warn("HTTP calls still running at the shutdown deadline; closing", "error", err)
+			_ = s.http.Close()
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		stopped := make(chan struct{})
+		go func() {
+			s.grpc.GracefulStop()
+			close(stopped)
+		}()
+		select {
+		case <-stopped:
+		case <-ctx.Done():
+			s.log.Warn("gRPC calls still running at the shutdown deadline; closing")
+			s.grpc.Stop()
+			<-stopped
+		}
+	}()
+	wg.Wait()
+}
+
+// slogPrinter adapts a slog.Logger to promhttp's Logger.
+type slogPrinter struct{ log *slog.Logger }
+
+func (p slogPrinter) Println(v ...any) { p.log.Error(fmt.Sprint(v...)) }
+
+// Pinger is a store that can say whether it is reachable, such as the Redis
+// store.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// PingCheck is a readiness check that passes while p answers a ping.
+func PingCheck(p Pinger) ReadinessChecker {
+	return func(ctx context.Context) (string, error) {
+		if err := p.Ping(ctx); err != nil {
+			return "", fmt.Errorf("ping failed: %w", err)
+		}
+		return "ping ok", nil
+	}
+}
