@@ -1,9 +1,6 @@
 package config
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -23,7 +20,10 @@ type Snapshot struct {
 	Version string
 	// Policies are sorted by namespace and name.
 	Policies []*Policy
-	domains  map[string]*Domain
+	// Enforcement is the fleet's kill switch: with EnforcementDisabled every
+	// request is allowed, and would-be denials are counted as shadow.
+	Enforcement Enforcement
+	domains     map[string]*Domain
 }
 
 // Policy is one compiled RateLimitPolicy.
@@ -104,6 +104,7 @@ func Compile(policies []v1alpha1.RateLimitPolicy) (*Snapshot, error) {
 		first := p.Descriptors[0].Key
 		d.byKey[first] = append(d.byKey[first], p)
 	}
+	snap.Enforcement = EnforcementEnabled
 	snap.Version = snap.hash()
 	return snap, nil
 }
@@ -150,26 +151,6 @@ func (p *Policy) signature() string {
 	}
 	slices.Sort(parts)
 	return fmt.Sprintf("%q|%s", p.Domain, strings.Join(parts, ","))
-}
-
-// canonicalPolicy is what a snapshot's version hashes.
-type canonicalPolicy struct {
-	Namespace string                       `json:"namespace"`
-	Name      string                       `json:"name"`
-	Spec      v1alpha1.RateLimitPolicySpec `json:"spec"`
-}
-
-func (s *Snapshot) hash() string {
-	c := make([]canonicalPolicy, len(s.Policies))
-	for i, p := range s.Policies {
-		c[i] = canonicalPolicy{Namespace: p.Namespace, Name: p.Name, Spec: p.Spec}
-	}
-	b, err := json.Marshal(c) // struct fields marshal in a fixed order
-	if err != nil {
-		panic(err)
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8])
 }
 
 // Matches reports whether entries carry all of the policy's keys, with equal

@@ -1,0 +1,150 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	kjson "sigs.k8s.io/json"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+// Enforcement is a fleet's kill switch.
+type Enforcement string
+
+const (
+	// EnforcementEnabled enforces policies: the default.
+	EnforcementEnabled Enforcement = "Enabled"
+	// EnforcementDisabled allows every request; decisions are still made
+	// and would-be denials counted as shadow.
+	EnforcementDisabled Enforcement = "Disabled"
+)
+
+// Keys of the snapshot ConfigMap an operator writes for a fleet. A document
+// larger than MaxPlainDocument is stored gzip-compressed under
+// DocumentGzipKey in binaryData instead of DocumentKey, never truncated.
+const (
+	DocumentKey      = "snapshot.json"
+	DocumentGzipKey  = "snapshot.json.gz"
+	VersionKey       = "version"
+	MaxPlainDocument = 512 << 10
+)
+
+// Document is a snapshot as stored and exchanged: the operator writes it,
+// limiter pods load it. Its canonical encoding (EncodeDocument) is
+// deterministic, and the snapshot version is its hash.
+type Document struct {
+	// Enforcement is Enabled or Disabled; empty means Enabled.
+	Enforcement Enforcement `json:"enforcement"`
+	// Policies are sorted by namespace and name in the canonical encoding.
+	Policies []DocumentPolicy `json:"policies"`
+}
+
+// DocumentPolicy is one policy of a Document: its identity, the generation
+// the snapshot holds, and its defaulted spec.
+type DocumentPolicy struct {
+	Namespace  string                       `json:"namespace"`
+	Name       string                       `json:"name"`
+	UID        string                       `json:"uid,omitempty"`
+	Generation int64                        `json:"generation,omitempty"`
+	Spec       v1alpha1.RateLimitPolicySpec `json:"spec"`
+}
+
+// DocumentFor builds the document of accepted policies.
+func DocumentFor(policies []v1alpha1.RateLimitPolicy, enforcement Enforcement) Document {
+	d := Document{Enforcement: enforcement, Policies: make([]DocumentPolicy, 0, len(policies))}
+	for i := range policies {
+		p := &policies[i]
+		d.Policies = append(d.Policies, DocumentPolicy{
+			Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Generation: p.Generation, Spec: p.Spec,
+		})
+	}
+	return d
+}
+
+// EncodeDocument returns the canonical JSON of d (defaults applied,
+// policies sorted) and its version, the first 16 hex digits of its SHA-256.
+// Equal policies give equal bytes, whatever their order or formatting.
+func EncodeDocument(d Document) (data []byte, version string) {
+	c := Document{Enforcement: d.Enforcement, Policies: slices.Clone(d.Policies)}
+	if c.Enforcement == "" {
+		c.Enforcement = EnforcementEnabled
+	}
+	if c.Policies == nil {
+		c.Policies = []DocumentPolicy{}
+	}
+	for i := range c.Policies {
+		obj := c.Policies[i].object()
+		DefaultPolicy(obj)
+		c.Policies[i].Namespace, c.Policies[i].Spec = obj.Namespace, obj.Spec
+	}
+	slices.SortFunc(c.Policies, func(a, b DocumentPolicy) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	data, err := json.Marshal(c) // struct fields in declaration order, map keys sorted
+	if err != nil {
+		panic(fmt.Sprintf("config: encoding a snapshot document: %v", err))
+	}
+	sum := sha256.Sum256(data)
+	return data, hex.EncodeToString(sum[:8])
+}
+
+func (p DocumentPolicy) object() *v1alpha1.RateLimitPolicy {
+	return &v1alpha1.RateLimitPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: types.UID(p.UID), Generation: p.Generation},
+		Spec:       *p.Spec.DeepCopy(),
+	}
+}
+
+// ParseDocument decodes and compiles a snapshot document. It is strict:
+// unknown fields, invalid or conflicting policies are errors, and nothing
+// is half-applied.
+func ParseDocument(data []byte) (*Snapshot, error) {
+	var d Document
+	strict, err := kjson.UnmarshalStrict(data, &d, kjson.DisallowDuplicateFields, kjson.DisallowUnknownFields)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot document: %w", err)
+	}
+	if len(strict) > 0 {
+		return nil, fmt.Errorf("snapshot document: %v", strict)
+	}
+	switch d.Enforcement {
+	case "", EnforcementEnabled, EnforcementDisabled:
+	default:
+		return nil, fmt.Errorf("snapshot document: enforcement %q: want Enabled or Disabled", d.Enforcement)
+	}
+	objs := make([]v1alpha1.RateLimitPolicy, len(d.Policies))
+	for i, p := range d.Policies {
+		objs[i] = *p.object()
+	}
+	snap, err := Compile(objs)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot document: %w", err)
+	}
+	if d.Enforcement == EnforcementDisabled {
+		snap.Enforcement = EnforcementDisabled
+	}
+	snap.Version = snap.hash()
+	return snap, nil
+}
+
+// Document returns the snapshot as a document.
+func (s *Snapshot) Document() Document {
+	d := Document{Enforcement: s.Enforcement, Policies: make([]DocumentPolicy, len(s.Policies))}
+	for i, p := range s.Policies {
+		d.Policies[i] = DocumentPolicy{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Generation: p.Generation, Spec: p.Spec}
+	}
+	return d
+}
+
+// hash is the version of the snapshot's canonical document.
+func (s *Snapshot) hash() string {
+	_, v := EncodeDocument(s.Document())
+	return v
+}
