@@ -9,7 +9,8 @@
 #   4. for each of: the do-nothing RLS server (baseline), the limiter with the
 #      memory store, the limiter with the Redis store: starts it, waits until
 #      it answers, sends load with bin/loadgen, prints the result, stops it;
-#   5. prints Redis's memory per counter key;
+#   5. prints Redis's memory per counter key (from counters made long-lived
+#      on purpose: the benchmark's own expire a millisecond after each write);
 #   6. runs the in-process Go benchmarks of ./limiter/...;
 #   7. prints a summary table compared with the baseline.
 #
@@ -24,6 +25,7 @@
 #   BENCH_ALGORITHM    TokenBucket (default), GCRA, SlidingWindow, FixedWindow or SlidingLog
 #   BENCH_STORES       which runs, comma-separated (default noop,memory,redis)
 #   BENCH_GOTIME       -benchtime of the Go benchmarks (default 1s)
+#   BENCH_MEMORY_KEYS  counters created for the Redis memory figure (default 10000)
 #
 # All traffic stays on 127.0.0.1. Every process the script starts is stopped
 # when it exits, however it exits.
@@ -119,7 +121,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'echo "bench: interrupted" >&2; exit 130' INT TERM
 
-# free_port: a loopback TCP port nothing listens on, not handed out before.
+# free_port VAR: sets VAR to a loopback TCP port that nothing listens on
+# and that was not handed out before.
 USED_PORTS=" "
 free_port() {
 	local p i
@@ -128,7 +131,7 @@ free_port() {
 		[[ $USED_PORTS == *" $p "* ]] && continue
 		if ! (exec 3<>"/dev/tcp/$HOST/$p") 2>/dev/null; then
 			USED_PORTS+="$p "
-			echo "$p"
+			printf -v "$1" '%s' "$p"
 			return 0
 		fi
 	done
@@ -138,7 +141,7 @@ free_port() {
 # wait_ready NAME PID GRPC_PORT HTTP_PORT LOG: poll until the server answers an
 # RLS call (and, when curl is here, serves /metrics with its policies loaded).
 wait_ready() {
-	local name=$1 pid=$2 grpc=$3 http=$4 log=$5 i metrics
+	local name=$1 pid=$2 grpc=$3 http=$4 log=$5 i metrics code
 	for ((i = 0; i < 150; i++)); do
 		if ! kill -0 "$pid" 2>/dev/null; then
 			echo "--- last lines of $name's log:" >&2
@@ -149,7 +152,10 @@ wait_ready() {
 			if ! command -v curl >/dev/null; then
 				return 0
 			fi
-			if metrics=$(curl -fsS --max-time 2 "http://$HOST:$http/metrics" 2>/dev/null); then
+			# /readyz when the server has one (the limiter does; 404 means none).
+			code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://$HOST:$http/readyz" 2>/dev/null) || code=000
+			if [[ $code == 200 || $code == 404 ]] &&
+				metrics=$(curl -fsS --max-time 2 "http://$HOST:$http/metrics" 2>/dev/null); then
 				# The limiter answers OK to everything until its snapshot is
 				# installed: wait for it when it reports the gauge.
 				if ! grep -q '^sluice_snapshot_policies ' <<<"$metrics" ||
@@ -172,20 +178,50 @@ load() {
 	if ! bin/loadgen --addr "$HOST:$GRPC_PORT" --conns "$CONNS" --concurrency "$CONCURRENCY" \
 		--keys "$KEYS" --duration "$DURATION" --warmup "$WARMUP" \
 		--domain bench --descriptor 'user_id=%d' --hits 1 \
-		--server-pid "$pids" --label "$label" --json-file "$WORK/$name.json"; then
+		--server-pid "$pids" --json-file "$WORK/$name.json"; then
 		warn "load run '$label' failed"
 		FAILED+=("$name")
 		rm -f "$WORK/$name.json"
 	fi
 }
 
-# start_server NAME CMD...: run CMD in the background, logging to a file.
+# new_ports: picks GRPC_PORT and HTTP_PORT for the next server.
+GRPC_PORT='' HTTP_PORT=''
+new_ports() {
+	free_port GRPC_PORT
+	free_port HTTP_PORT
+}
+
+# server_counters NAME: prints the limiter's own decision and store-error
+# counters from /metrics, and warns when decisions did not reach the store
+# (failed open or local fallback), which would flatter the figures.
+STORE_NOTES=()
+server_counters() {
+	local name=$1 metrics decided failed errors
+	command -v curl >/dev/null || return 0
+	metrics=$(curl -fsS --max-time 5 "http://$HOST:$HTTP_PORT/metrics" 2>/dev/null) || {
+		warn "could not read http://$HOST:$HTTP_PORT/metrics"
+		return 0
+	}
+	echo "limiter's /metrics (non-zero sluice_decisions_total series, sluice_store_errors_total):"
+	awk '/^sluice_store_errors_total/ || (/^sluice_decisions_total/ && $NF != 0) {print "  " $0}' <<<"$metrics"
+	decided=$(awk '/^sluice_decisions_total/ {s += $NF} END {printf "%.0f", s}' <<<"$metrics")
+	failed=$(awk '/^sluice_decisions_total/ && /result="(failed_open|failed_closed|local_fallback)"/ {s += $NF} END {printf "%.0f", s}' <<<"$metrics")
+	errors=$(awk '/^sluice_store_errors_total/ {s += $NF} END {printf "%.0f", s}' <<<"$metrics")
+	if [[ $failed != 0 || $errors != 0 ]]; then
+		warn "$name: $failed of $decided decisions did not come from the store ($errors store errors): its figures are flattered"
+		STORE_NOTES+=("$name: $failed of $decided decisions resolved by the failure mode, $errors store errors")
+	else
+		STORE_NOTES+=("$name: all $decided decisions came from the store, no store errors")
+	fi
+}
+
+# start_server NAME CMD...: run CMD in the background, logging to
+# $WORK/NAME.log; its pid is SERVER_PID.
 SERVER_PID=
 start_server() {
 	local name=$1
 	shift
-	GRPC_PORT=$(free_port)
-	HTTP_PORT=$(free_port)
 	local log="$WORK/$name.log"
 	"$@" >"$log" 2>&1 &
 	SERVER_PID=$!
@@ -222,6 +258,19 @@ spec:
   descriptors: [{key: user_id}]
   algorithm: $ALGORITHM
   rate: {limit: 1000000000, period: 1s}
+---
+# For the Redis memory figure only. At 1e9 per second a bucket is full again
+# a nanosecond after each request, so bench's keys expire within a
+# millisecond of their last write: few live long enough to be measured. These
+# keys live up to an hour.
+apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: bench-memory, namespace: default}
+spec:
+  domain: bench-memory
+  descriptors: [{key: user_id}]
+  algorithm: $ALGORITHM
+  rate: {limit: 100, period: 1h}
 EOF
 
 # ------------------------------------------------------------------ redis
@@ -237,14 +286,14 @@ if ((want_redis)); then
 			die "redis-cli is not installed (apt-get install redis-tools)"
 		fi
 	fi
-	REDIS_PORT=$(free_port)
+	free_port REDIS_PORT
 	redis-server --bind "$HOST" --port "$REDIS_PORT" --save '' --appendonly no \
-		--dir "$WORK" --loglevel warning --protected-mode yes >"$WORK/redis.log" 2>&1 &
+		--dir "$WORK" --loglevel warning --protected-mode yes >"$WORK/redis-server.log" 2>&1 &
 	REDIS_PID=$!
 	PIDS+=("$REDIS_PID")
 	for ((i = 0; i < 100; i++)); do
 		[[ $(redis-cli -h "$HOST" -p "$REDIS_PORT" PING 2>/dev/null) == PONG ]] && break
-		kill -0 "$REDIS_PID" 2>/dev/null || { tail -n 20 "$WORK/redis.log" >&2; die "redis-server exited during start-up"; }
+		kill -0 "$REDIS_PID" 2>/dev/null || { tail -n 20 "$WORK/redis-server.log" >&2; die "redis-server exited during start-up"; }
 		sleep 0.1
 	done
 	[[ $(redis-cli -h "$HOST" -p "$REDIS_PORT" PING 2>/dev/null) == PONG ]] || die "redis-server did not answer PING within 10s"
@@ -255,6 +304,7 @@ rinfo() { redis-cli -h "$HOST" -p "$REDIS_PORT" INFO memory | tr -d '\r' | sed -
 
 # ------------------------------------------------------------------ runs
 if ((want_noop)); then
+	new_ports
 	start_server noop bin/loadgen --serve-noop "$HOST:$GRPC_PORT" --noop-metrics-addr "$HOST:$HTTP_PORT" --serve-for 1h
 	wait_ready noop "$SERVER_PID" "$GRPC_PORT" "$HTTP_PORT" "$WORK/noop.log"
 	load "noop baseline (gRPC + RLS protocol, no decision)" noop "$SERVER_PID"
@@ -263,29 +313,37 @@ if ((want_noop)); then
 fi
 
 if ((want_memory)); then
+	new_ports
 	start_server memory bin/limiter --policies "$POLICY" --store memory \
 		--grpc-addr "$HOST:$GRPC_PORT" --http-addr "$HOST:$HTTP_PORT"
 	wait_ready "limiter (memory store)" "$SERVER_PID" "$GRPC_PORT" "$HTTP_PORT" "$WORK/memory.log"
 	load "limiter, memory store, $ALGORITHM" memory "$SERVER_PID"
+	server_counters memory
 	stop_pid "$SERVER_PID"
 	forget_pid "$SERVER_PID"
 fi
 
-REDIS_BEFORE=
-if ((want_redis)); then
-	redis-cli -h "$HOST" -p "$REDIS_PORT" FLUSHALL >/dev/null
-	REDIS_BEFORE=$(rinfo used_memory)
-	start_server redis bin/limiter --policies "$POLICY" --store "redis://$HOST:$REDIS_PORT" \
-		--grpc-addr "$HOST:$GRPC_PORT" --http-addr "$HOST:$HTTP_PORT"
-	wait_ready "limiter (redis store)" "$SERVER_PID" "$GRPC_PORT" "$HTTP_PORT" "$WORK/redis-limiter.log" 2>/dev/null ||
-		true
-	load "limiter, redis store, $ALGORITHM (server CPU = limiter + redis-server)" redis "$SERVER_PID,$REDIS_PID"
-	stop_pid "$SERVER_PID"
-	forget_pid "$SERVER_PID"
-
+# redis_memory: with the Redis-backed limiter still running, flushes Redis,
+# creates MEMORY_KEYS long-lived counters through domain bench-memory (one
+# call per key), and prints one key's MEMORY USAGE and used_memory per key.
+MEMORY_KEYS=${BENCH_MEMORY_KEYS:-10000}
+REDIS_KEY_BYTES=''
+REDIS_BYTES_PER_KEY=''
+rcli() { redis-cli -h "$HOST" -p "$REDIS_PORT" "$@"; }
+redis_memory() {
+	local key='' cursor=0 i before used nkeys reply type
 	say "redis memory ($ALGORITHM counters)"
-	rcli() { redis-cli -h "$HOST" -p "$REDIS_PORT" "$@"; }
-	key= cursor=0
+	echo "live keys right after the load run: $(rcli DBSIZE) (bench's keys expire 1ms after their last write)"
+	rcli FLUSHALL >/dev/null
+	before=$(rinfo used_memory)
+	if ! bin/loadgen --addr "$HOST:$GRPC_PORT" --conns 1 --concurrency 8 --keys "$MEMORY_KEYS" \
+		--duration 60s --warmup 0s --max-requests "$MEMORY_KEYS" \
+		--domain bench-memory --descriptor 'user_id=%d' --hits 1 >"$WORK/memory-fill.txt" 2>&1; then
+		cat "$WORK/memory-fill.txt" >&2
+		warn "filling Redis with $MEMORY_KEYS counters failed"
+		FAILED+=("redis-memory")
+		return 0
+	fi
 	for ((i = 0; i < 1000; i++)); do
 		mapfile -t reply < <(rcli SCAN "$cursor" MATCH 'sl:*' COUNT 100)
 		cursor=${reply[0]:-0}
@@ -297,20 +355,36 @@ if ((want_redis)); then
 	done
 	nkeys=$(rcli DBSIZE)
 	used=$(rinfo used_memory)
-	REDIS_KEY_BYTES=
+	echo "filled:           $MEMORY_KEYS calls to domain bench-memory ($ALGORITHM, 100 per 1h), one per user_id"
 	if [[ -n $key ]]; then
 		REDIS_KEY_BYTES=$(rcli MEMORY USAGE "$key" SAMPLES 0)
+		type=$(rcli TYPE "$key")
 		echo "one key:          $key"
-		echo "  type:           $(rcli TYPE "$key") ($(rcli OBJECT ENCODING "$key")), ttl $(rcli PTTL "$key") ms"
+		echo "  type:           $type ($(rcli OBJECT ENCODING "$key")), ttl $(rcli PTTL "$key") ms"
+		[[ $type == string ]] && echo "  value:          $(rcli GET "$key")"
 		echo "  MEMORY USAGE:   $REDIS_KEY_BYTES bytes"
 	else
-		warn "no key matching sl:* in Redis after the run: did the limiter use the Redis store?"
+		warn "no key matching sl:* in Redis: did the limiter use the Redis store?"
 	fi
 	echo "keys:             $nkeys (DBSIZE)"
-	echo "used_memory:      $used bytes ($(rinfo used_memory_human)); $REDIS_BEFORE before the run"
+	echo "used_memory:      $used bytes ($(rinfo used_memory_human)); $before after FLUSHALL, before the fill"
 	if [[ ${nkeys:-0} -gt 0 ]]; then
-		echo "bytes per key:    $((used / nkeys)) (used_memory / keys); $(((used - REDIS_BEFORE) / nkeys)) (growth during the run / keys)"
+		REDIS_BYTES_PER_KEY=$(((used - before) / nkeys))
+		echo "bytes per key:    $REDIS_BYTES_PER_KEY (growth of used_memory / keys: the key, its value, and its entries in the keyspace and expiry tables)"
 	fi
+}
+
+if ((want_redis)); then
+	rcli FLUSHALL >/dev/null
+	new_ports
+	start_server redis bin/limiter --policies "$POLICY" --store "redis://$HOST:$REDIS_PORT" \
+		--grpc-addr "$HOST:$GRPC_PORT" --http-addr "$HOST:$HTTP_PORT"
+	wait_ready "limiter (redis store)" "$SERVER_PID" "$GRPC_PORT" "$HTTP_PORT" "$WORK/redis.log"
+	load "limiter, redis store, $ALGORITHM (server CPU = limiter + redis-server)" redis "$SERVER_PID,$REDIS_PID"
+	server_counters redis
+	redis_memory
+	stop_pid "$SERVER_PID"
+	forget_pid "$SERVER_PID"
 fi
 
 # ------------------------------------------------------------------ go benchmarks
@@ -330,10 +404,13 @@ report=()
 ((want_redis)) && report+=("redis=$WORK/redis.json")
 bin/loadgen report "${report[@]}"
 echo
-echo "server µs/dec: CPU of the RLS server process per decision (utime+stime from /proc)."
-echo "other procs µs/dec: redis-server's CPU per decision, on top of the limiter's."
-if [[ -n ${REDIS_KEY_BYTES:-} ]]; then
-	echo "redis: $REDIS_KEY_BYTES bytes per $ALGORITHM key (MEMORY USAGE)."
+echo "server µs/dec: CPU of the RLS server process per decision (utime+stime from /proc/PID/stat)."
+echo "other µs/dec: redis-server's CPU per decision, on top of the limiter's; total = both."
+echo "other load: cores busy with processes other than the server, Redis and the load generator"
+echo "  during the run (from /proc/stat); well above 0 means the figures are noisy."
+for note in "${STORE_NOTES[@]+"${STORE_NOTES[@]}"}"; do echo "$note (counted by the limiter, warm-up included)."; done
+if [[ -n $REDIS_KEY_BYTES ]]; then
+	echo "redis memory: $REDIS_KEY_BYTES bytes per $ALGORITHM key (MEMORY USAGE), ${REDIS_BYTES_PER_KEY:-?} bytes per key of used_memory."
 fi
 
 if [[ ${#FAILED[@]} -gt 0 ]]; then

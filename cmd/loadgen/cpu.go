@@ -159,3 +159,35 @@ func selfCPU() float64 {
 	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
 	return tv(ru.Utime) + tv(ru.Stime)
 }
+
+// machineBusy is the CPU time, in seconds, that all cores of this machine
+// spent on anything but idle and iowait, from the first line of /proc/stat.
+func machineBusy() (float64, error) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	return parseMachineBusy(string(data))
+}
+
+func parseMachineBusy(s string) (float64, error) {
+	line, _, _ := strings.Cut(s, "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0, fmt.Errorf("malformed /proc/stat")
+	}
+	var busy uint64
+	// user nice system idle iowait irq softirq steal [guest guest_nice]:
+	// guest time is already counted in user, so stop at steal.
+	for i := 1; i < len(f) && i <= 8; i++ {
+		v, err := strconv.ParseUint(f[i], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("malformed /proc/stat: %q", f[i])
+		}
+		if i == 4 || i == 5 { // idle, iowait
+			continue
+		}
+		busy += v
+	}
+	return float64(busy) / userHZ, nil
+}

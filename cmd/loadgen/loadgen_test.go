@@ -247,3 +247,14 @@ func TestRunMaxRequestsAndReport(t *testing.T) {
 		}
 	}
 }
+
+func TestParseMachineBusy(t *testing.T) {
+	// user nice system idle iowait irq softirq steal guest guest_nice
+	busy, err := parseMachineBusy("cpu  100 20 30 1000 50 5 5 10 7 0\ncpu0 1 2 3 4 5 6 7 8 9 0\n")
+	if err != nil || busy != 1.7 {
+		t.Fatalf("parseMachineBusy = %v, %v; want 1.7", busy, err)
+	}
+	if _, err := parseMachineBusy("intr 1 2 3"); err == nil {
+		t.Fatal("accepted a line that is not cpu")
+	}
+}

@@ -90,6 +90,13 @@ func printResult(w io.Writer, label string, r *Result) {
 		}
 	}
 	fmt.Fprintf(tw, "loadgen CPU\t%.2f cores (shares the machine with the server)\n", r.LoadgenCores)
+	if r.MachineCores >= 0 {
+		note := ""
+		if r.OtherCores >= 0.1 {
+			note = ": other processes competed for the cores, the figures are noisy"
+		}
+		fmt.Fprintf(tw, "machine CPU\t%.2f cores busy in all, %.2f of them by other processes%s\n", r.MachineCores, r.OtherCores, note)
+	}
 	_ = tw.Flush()
 }
 
@@ -131,32 +138,39 @@ func runReport(args []string, stdout io.Writer) error {
 		return c.Processes[0].UsPerDecision, c.UsPerDecision - c.Processes[0].UsPerDecision, true
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "store\tdecisions/s\tp50\tp99\tp99.9\tserver µs/dec\tother procs µs/dec\tdecisions/s vs %s\tserver µs/dec vs %s\terrors\t\n", rows[0].label, rows[0].label)
+	b := rows[0].label
+	fmt.Fprintf(tw, "store\tdecisions/s\tp50\tp99\tp99.9\tserver µs/dec\tother µs/dec\ttotal µs/dec\tdecisions/s vs %s\tserver µs/dec vs %s\ttotal µs/dec vs %s\terrors\tother load\t\n", b, b, b)
 	for _, rw := range rows {
 		if rw.r == nil {
-			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t\n", rw.label, rw.err)
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", rw.label, rw.err)
 			continue
 		}
 		r := rw.r
 		srv, oth, ok := cpuOf(r)
-		srvS, othS := "-", "-"
+		srvS, othS, totS := "-", "-", "-"
 		if ok {
 			srvS = strconv.FormatFloat(srv, 'f', 2, 64)
+			totS = strconv.FormatFloat(srv+oth, 'f', 2, 64)
 			if len(r.ServerCPU.Processes) > 1 {
 				othS = strconv.FormatFloat(oth, 'f', 2, 64)
 			}
 		}
-		tput, cpuRatio := "-", "-"
+		tput, srvRatio, totRatio := "-", "-", "-"
 		if base != nil && base.DecisionsPerSec > 0 {
 			tput = fmt.Sprintf("%.2fx", r.DecisionsPerSec/base.DecisionsPerSec)
 		}
 		if base != nil {
-			if bs, _, bok := cpuOf(base); ok && bok && bs > 0 {
-				cpuRatio = fmt.Sprintf("%.2fx", srv/bs)
+			if bs, bo, bok := cpuOf(base); ok && bok && bs > 0 {
+				srvRatio = fmt.Sprintf("%.2fx", srv/bs)
+				totRatio = fmt.Sprintf("%.2fx", (srv+oth)/(bs+bo))
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", rw.label, groupf(r.DecisionsPerSec),
-			fmtUs(r.Latency.P50), fmtUs(r.Latency.P99), fmtUs(r.Latency.P999), srvS, othS, tput, cpuRatio, group(r.Errors))
+		other := "-"
+		if r.OtherCores >= 0 {
+			other = fmt.Sprintf("%.2f cores", r.OtherCores)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", rw.label, groupf(r.DecisionsPerSec),
+			fmtUs(r.Latency.P50), fmtUs(r.Latency.P99), fmtUs(r.Latency.P999), srvS, othS, totS, tput, srvRatio, totRatio, group(r.Errors), other)
 	}
 	return tw.Flush()
 }

@@ -89,6 +89,12 @@ type Result struct {
 	Latency         Latency           `json:"latency_us"`
 	ServerCPU       *CPUResult        `json:"server_cpu,omitempty"`
 	LoadgenCores    float64           `json:"loadgen_cpu_cores"`
+	// MachineCores is the CPU the whole machine was busy with, in cores;
+	// OtherCores is what is left after the server and the load generator:
+	// other processes competing for the cores, which make the run noisy.
+	// Both are -1 when /proc/stat cannot be read.
+	MachineCores float64 `json:"machine_busy_cores"`
+	OtherCores   float64 `json:"other_busy_cores"`
 }
 
 // Latency summarises answered calls in the measured interval, in µs.
@@ -299,12 +305,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	wait(cfg.Warmup)
 	cpu0, cpuErr := readCPU(ctx, cfg.CPU)
 	self0 := selfCPU()
+	busy0, busyErr := machineBusy()
 	t0 := time.Now()
 	phase.Store(phaseMeasure)
 	wait(cfg.Duration)
 	phase.Store(phaseStop)
 	t1 := time.Now()
 	self1 := selfCPU()
+	busy1, err := machineBusy()
+	if busyErr == nil {
+		busyErr = err
+	}
 	cpu1, err := readCPU(ctx, cfg.CPU)
 	if cpuErr == nil {
 		cpuErr = err
@@ -378,6 +389,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	if len(cfg.CPU) > 0 {
 		res.ServerCPU = cpuResult(cfg.CPU, cpu0, cpu1, cpuErr, res)
+	}
+	res.MachineCores, res.OtherCores = -1, -1
+	if busyErr == nil && res.MeasuredSeconds > 0 {
+		res.MachineCores = (busy1 - busy0) / res.MeasuredSeconds
+		res.OtherCores = res.MachineCores - res.LoadgenCores
+		if res.ServerCPU != nil && res.ServerCPU.Error == "" {
+			res.OtherCores -= res.ServerCPU.Cores
+		}
+		if res.OtherCores < 0 { // clock-tick rounding
+			res.OtherCores = 0
+		}
 	}
 	return res, nil
 }
