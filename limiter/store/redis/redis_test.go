@@ -28,7 +28,7 @@ var (
 	cluster        *redistest.Cluster
 )
 
-func standaloneAddr(t *testing.T) string {
+func standaloneAddr(t testing.TB) string {
 	standaloneOnce.Do(func() { standalone = redistest.Start(redistest.Shared(t)) })
 	if standalone == nil {
 		t.Fatal("standalone redis did not start")
