@@ -139,18 +139,21 @@ func compilePolicy(src *v1alpha1.RateLimitPolicy) *Policy {
 	return p
 }
 
-// signature identifies what a policy matches: its domain and its sorted
-// descriptor keys and values.
-func (p *Policy) signature() string {
-	parts := make([]string, len(p.Descriptors))
-	for i, d := range p.Descriptors {
+// signature identifies what a policy matches.
+func (p *Policy) signature() string { return Signature(&p.Spec) }
+
+// Signature identifies what a policy matches: its domain and its sorted
+// descriptor keys and values. Two policies with equal signatures conflict.
+func Signature(spec *v1alpha1.RateLimitPolicySpec) string {
+	parts := make([]string, len(spec.Descriptors))
+	for i, d := range spec.Descriptors {
 		parts[i] = fmt.Sprintf("%q", d.Key)
 		if d.Value != nil {
 			parts[i] += fmt.Sprintf("=%q", *d.Value)
 		}
 	}
 	slices.Sort(parts)
-	return fmt.Sprintf("%q|%s", p.Domain, strings.Join(parts, ","))
+	return fmt.Sprintf("%q|%s", spec.Domain, strings.Join(parts, ","))
 }
 
 // Matches reports whether entries carry all of the policy's keys, with equal
