@@ -1,6 +1,7 @@
 // Command limiter is a Sluice limiter: Envoy RLS v3 over gRPC and a JSON
-// HTTP API, enforcing the RateLimitPolicies of a YAML file that it reloads
-// on change, against an in-memory store or Redis.
+// HTTP API, enforcing the RateLimitPolicies of a YAML file or of an
+// operator's snapshot ConfigMap, reloaded on change, against an in-memory
+// store or Redis.
 package main
 
 import (
@@ -13,13 +14,17 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/klog/v2"
+
 	"github.com/sluice-dev/sluice/limiter/app"
 )
 
 func main() {
 	fs := flag.NewFlagSet("limiter", flag.ExitOnError)
 	var cfg app.Config
-	fs.StringVar(&cfg.Policies, "policies", "", "RateLimitPolicy YAML `file` to enforce, reloaded on change (required)")
+	fs.StringVar(&cfg.Policies, "policies", "", "RateLimitPolicy YAML `file` to enforce, reloaded on change (this or --snapshot-configmap)")
+	fs.StringVar(&cfg.SnapshotConfigMap, "snapshot-configmap", "", "snapshot ConfigMap `NAMESPACE/NAME` to enforce, watched through the API server (this or --policies)")
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig `file` for --snapshot-configmap (default: $KUBECONFIG, the in-cluster config, ~/.kube/config)")
 	fs.StringVar(&cfg.Store, "store", "memory", "counter store: memory, redis://[user:pass@]host:port[/db] or redis-cluster://host:port,host:port,...")
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", "127.0.0.1:8081", "Envoy RLS v3 and gRPC health listen `address`")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP API, /healthz, /readyz and /metrics listen `address`")
@@ -31,8 +36,10 @@ func main() {
 
 	var lvl slog.Level
 	switch {
-	case cfg.Policies == "":
-		usage(fs, "--policies is required")
+	case (cfg.Policies == "") == (cfg.SnapshotConfigMap == ""):
+		usage(fs, "give exactly one of --policies and --snapshot-configmap")
+	case cfg.Kubeconfig != "" && cfg.SnapshotConfigMap == "":
+		usage(fs, "--kubeconfig needs --snapshot-configmap")
 	case fs.NArg() > 0:
 		usage(fs, fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
 	case lvl.UnmarshalText([]byte(*level)) != nil:
@@ -50,6 +57,7 @@ func main() {
 		cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, hopts))
 	}
 	slog.SetDefault(cfg.Logger)
+	klog.SetSlogLogger(cfg.Logger) // client-go logs through klog
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -40,6 +40,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	stopAPIServer()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -106,6 +107,7 @@ type process struct {
 	cmd    *exec.Cmd
 	log    *logBuffer
 	http   string // base URL
+	grpc   string // host:port
 	exited chan error
 }
 
@@ -139,7 +141,7 @@ func startLimiter(t *testing.T, args ...string) *process {
 	t.Cleanup(func() { p.stop(t) })
 	select {
 	case addrs := <-p.log.serving:
-		p.http = "http://" + addrs[1]
+		p.grpc, p.http = addrs[0], "http://"+addrs[1]
 	case err := <-p.exited:
 		p.exited <- err
 		t.Fatalf("limiter exited before serving: %v\n%s", err, p.log)

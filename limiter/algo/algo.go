@@ -111,6 +111,10 @@ type Result struct {
 	// RetryAfter is how long a denied request must wait before the same cost
 	// could be admitted, or Never. It is zero when Allowed.
 	RetryAfter time.Duration
+	// Replayed reports that this is the recorded first decision of a request
+	// retried with the same idempotency key: nothing was consumed, and
+	// ResetAfter counts down from the first decision.
+	Replayed bool
 }
 
 // eps absorbs floating-point noise when token counts are compared or

@@ -1,6 +1,7 @@
 // Package app assembles a standalone limiter process: it loads the policy
-// file, opens the store, builds the service and its servers, and hot-reloads
-// the file. cmd/limiter parses flags and calls Run.
+// file or watches the snapshot ConfigMap, opens the store, builds the
+// service and its servers, and hot-reloads the policies. cmd/limiter parses
+// flags and calls Run.
 package app
 
 import (
@@ -25,7 +26,14 @@ import (
 // Config is what a limiter process is told on its command line.
 type Config struct {
 	// Policies is the RateLimitPolicy YAML file, watched for changes.
+	// Exactly one of Policies and SnapshotConfigMap is set.
 	Policies string
+	// SnapshotConfigMap is the NAMESPACE/NAME of the snapshot ConfigMap an
+	// operator writes, watched through the API server.
+	SnapshotConfigMap string
+	// Kubeconfig is the kubeconfig file for SnapshotConfigMap; empty means
+	// $KUBECONFIG, the in-cluster config, or ~/.kube/config.
+	Kubeconfig string
 	// Store is "memory", redis://[user:pass@]host:port[/db] or
 	// redis-cluster://[user:pass@]host:port,host:port,...
 	Store string
@@ -41,14 +49,15 @@ type Config struct {
 
 // Run serves until ctx ends, then shuts down gracefully. It fails before
 // serving when the policy file is invalid (the error names the file,
-// document, object and field), the store address is malformed, or a
-// listener can't be opened.
+// document, object and field), the ConfigMap name or kubeconfig is, the
+// store address is malformed, or a listener can't be opened. A snapshot
+// ConfigMap is loaded once serving: until it is, the limiter is unready.
 func Run(ctx context.Context, cfg Config) error {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	snap, err := config.LoadFile(cfg.Policies)
+	src, snap, err := openSource(cfg)
 	if err != nil {
 		return err
 	}
@@ -62,7 +71,7 @@ func Run(ctx context.Context, cfg Config) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	svc := service.New(st, service.Options{Registerer: reg, Logger: log})
 	defer svc.Close()
-	rl := newReloader(cfg.Policies, svc, reg, log)
+	rl := newReloader(src, svc, reg, log)
 	readiness := map[string]server.ReadinessChecker{"config": rl.check}
 	if pinger != nil {
 		readiness["store"] = server.PingCheck(pinger)
@@ -73,20 +82,24 @@ func Run(ctx context.Context, cfg Config) error {
 		Metrics:   reg,
 		Readiness: readiness,
 		Logger:    log,
+
+		SnapshotSource: rl.status,
 	})
 	if err != nil {
 		return err
 	}
 	rl.srv = srv
-	log.Info("Starting limiter", "policies", cfg.Policies, "store", desc)
-	rl.onLoad(snap)
+	log.Info("Starting limiter", "source", src.String(), "store", desc)
+	if snap != nil {
+		rl.onLoad(snap)
+	}
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := config.Watch(watchCtx, cfg.Policies, rl.onLoad, rl.onError); err != nil {
+		if err := src.watch(watchCtx, rl); err != nil {
 			rl.watchFailed(err)
 		}
 	}()
@@ -136,13 +149,14 @@ func redactURL(s string) string {
 	return s
 }
 
-// reloader installs the snapshots that config.Watch loads and keeps the
-// reload metrics and readiness detail. Watch calls it from one goroutine.
+// reloader installs the snapshots that config.Watch or kube.Watch loads and
+// keeps the reload metrics, readiness detail and admin status. The watch
+// calls it from one goroutine at a time.
 type reloader struct {
-	path string
-	svc  *service.Service
-	srv  *server.Server
-	log  *slog.Logger
+	src source
+	svc *service.Service
+	srv *server.Server
+	log *slog.Logger
 
 	errors      prometheus.Counter
 	info        *prometheus.GaugeVec
@@ -152,16 +166,21 @@ type reloader struct {
 	mu      sync.Mutex
 	lastErr error // the last reload's error, nil after a good one
 	noWatch error // why hot reload is off, if it is
+	// The snapshot ConfigMap: known once it has been found, found invalid
+	// or found missing; until then unreachable is why it can't be listed.
+	known       bool
+	missing     bool
+	unreachable error
 }
 
-func newReloader(path string, svc *service.Service, reg prometheus.Registerer, log *slog.Logger) *reloader {
+func newReloader(src source, svc *service.Service, reg prometheus.Registerer, log *slog.Logger) *reloader {
 	r := &reloader{
-		path: path,
-		svc:  svc,
-		log:  log,
+		src: src,
+		svc: svc,
+		log: log,
 		errors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_config_reload_errors_total",
-			Help: "Policy file reloads that failed (unreadable or invalid file); the previous policies stayed in force.",
+			Help: "Policy loads that failed (unreadable or invalid policy file or snapshot ConfigMap); the previous policies stayed in force.",
 		}),
 		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sluice_config_info",
@@ -169,11 +188,11 @@ func newReloader(path string, svc *service.Service, reg prometheus.Registerer, l
 		}, []string{"version"}),
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_config_last_reload_success_timestamp_seconds",
-			Help: "When the policy file was last loaded successfully, in Unix seconds.",
+			Help: "When the policies were last loaded successfully, in Unix seconds.",
 		}),
 		lastOK: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_config_last_reload_successful",
-			Help: "1 if the last attempt to load the policy file succeeded, else 0.",
+			Help: "1 if the last attempt to load the policies succeeded, else 0.",
 		}),
 	}
 	reg.MustRegister(r.errors, r.info, r.lastSuccess, r.lastOK)
@@ -182,57 +201,91 @@ func newReloader(path string, svc *service.Service, reg prometheus.Registerer, l
 
 func (r *reloader) onLoad(snap *config.Snapshot) {
 	r.mu.Lock()
-	wasBad := r.lastErr
-	r.lastErr = nil
+	wasBad := r.lastErr != nil || r.missing
+	r.lastErr, r.known, r.missing, r.unreachable = nil, true, false, nil
 	r.mu.Unlock()
 	r.lastSuccess.SetToCurrentTime()
 	r.lastOK.Set(1)
 	if cur := r.svc.Snapshot(); cur != nil && cur.Version == snap.Version {
-		if wasBad != nil {
-			r.log.Info("Policy file is valid again; policies unchanged", "file", r.path, "version", snap.Version)
+		if wasBad {
+			r.log.Info(r.src.kind()+" is valid again; policies unchanged", "source", r.src.String(), "version", snap.Version)
 		}
 		return
 	}
 	r.srv.Swap(snap)
 	r.info.Reset()
 	r.info.WithLabelValues(snap.Version).Set(1)
-	r.log.Info("Loaded policies", "file", r.path, "version", snap.Version, "policies", len(snap.Policies))
+	r.log.Info("Loaded policies", "source", r.src.String(), "version", snap.Version, "policies", len(snap.Policies))
 }
 
 func (r *reloader) onError(err error) {
 	r.mu.Lock()
-	r.lastErr = err
+	r.lastErr, r.known, r.missing, r.unreachable = err, true, false, nil
 	r.mu.Unlock()
 	r.errors.Inc()
 	r.lastOK.Set(0)
-	version := ""
 	if cur := r.svc.Snapshot(); cur != nil {
-		version = cur.Version
+		r.log.Error(r.src.kind()+" not reloaded; keeping the loaded policies", "source", r.src.String(), "version", cur.Version, "error", err)
+		return
 	}
-	r.log.Error("Policy file not reloaded; keeping the loaded policies", "file", r.path, "version", version, "error", err)
+	r.log.Error(r.src.kind()+" invalid; no policies loaded, not ready", "source", r.src.String(), "error", err)
 }
 
 func (r *reloader) watchFailed(err error) {
 	r.mu.Lock()
 	r.noWatch = err
 	r.mu.Unlock()
-	r.log.Error("Cannot watch the policy file: changes will not be loaded until restart", "file", r.path, "error", err)
+	r.log.Error("Cannot watch the policies: changes will not be loaded until restart", "source", r.src.String(), "error", err)
 }
 
-// check is the "config" readiness check. It always passes: the loaded
-// policies stay in force after a bad reload, and the detail says so.
+// check is the "config" readiness check. Once policies are loaded it
+// passes: they stay in force after a bad reload or with the ConfigMap gone,
+// and the detail says so. Before, it fails with what the limiter waits for.
 func (r *reloader) check(context.Context) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.svc.Snapshot() == nil {
+		return "", fmt.Errorf("waiting for %s: %s", r.src.name(), r.problem())
+	}
 	var parts []string
 	if r.lastErr != nil {
 		parts = append(parts, "last reload failed, previous policies in force: "+r.lastErr.Error())
+	}
+	if r.missing {
+		parts = append(parts, r.src.name()+" not found (deleted?), previous policies in force")
 	}
 	if r.noWatch != nil {
 		parts = append(parts, "hot reload off: "+r.noWatch.Error())
 	}
 	if len(parts) == 0 {
-		return "file " + r.path + " loaded", nil
+		return r.src.String() + " loaded", nil
 	}
 	return strings.Join(parts, "; "), nil
+}
+
+// status is the source and its last error, for the admin endpoint.
+func (r *reloader) status() (source, lastError string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p := r.problem(); p != "" {
+		lastError = p
+	} else if r.noWatch != nil {
+		lastError = "hot reload off: " + r.noWatch.Error()
+	}
+	return r.src.String(), lastError
+}
+
+// problem says why the source gives no snapshot, or "" when it does.
+func (r *reloader) problem() string {
+	switch {
+	case r.lastErr != nil:
+		return "invalid: " + r.lastErr.Error()
+	case r.missing:
+		return "not found"
+	case r.unreachable != nil:
+		return r.unreachable.Error()
+	case !r.known && r.src.client != nil:
+		return "not listed yet"
+	}
+	return ""
 }

@@ -53,6 +53,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/healthz", methodNotAllowed(http.MethodGet, http.MethodHead))
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("/readyz", methodNotAllowed(http.MethodGet, http.MethodHead))
+	mux.HandleFunc("GET "+AdminSnapshotPath, s.adminSnapshot)
+	mux.HandleFunc(AdminSnapshotPath, methodNotAllowed(http.MethodGet, http.MethodHead))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Metrics, promhttp.HandlerOpts{
 		ErrorLog:          slogPrinter{s.log},
 		Registry:          s.opts.Metrics,

@@ -44,6 +44,10 @@ type Options struct {
 	// Readiness are checks that /readyz runs besides "snapshot" (is one
 	// loaded), by name: e.g. "store" pinging Redis.
 	Readiness map[string]ReadinessChecker
+	// SnapshotSource names where snapshots come from and the last error
+	// loading one ("" when none), for AdminSnapshotPath; nil leaves both
+	// empty.
+	SnapshotSource func() (source, lastError string)
 	// ReadinessTimeout bounds each readiness check; 0 means 1s.
 	ReadinessTimeout time.Duration
 	// Logger logs listener errors; nil means slog.Default().
@@ -71,6 +75,7 @@ type Server struct {
 	grpcLis      net.Listener
 	httpLis      net.Listener
 	shuttingDown atomic.Bool
+	loads        *loads
 }
 
 // New listens on both addresses, so that they are known (GRPCAddr,
@@ -101,6 +106,7 @@ func New(svc *service.Service, opts Options) (*Server, error) {
 		metrics: newMetrics(opts.Metrics),
 		health:  health.NewServer(),
 	}
+	s.loads = newLoads(svc.Snapshot())
 	setServing(s.health, svc.Snapshot() != nil)
 	s.grpc = newGRPCServer(svc, s.health, s.metrics, opts)
 	s.http = &http.Server{
@@ -132,9 +138,11 @@ func (s *Server) HTTPAddr() string { return s.httpLis.Addr().String() }
 // Handler is the HTTP API, for tests and embedding.
 func (s *Server) Handler() http.Handler { return s.http.Handler }
 
-// Swap installs snap in the service and reports gRPC health SERVING.
+// Swap installs snap in the service, reports gRPC health SERVING and
+// answers the long-polls waiting for its version.
 func (s *Server) Swap(snap *config.Snapshot) {
 	s.svc.Swap(snap)
+	s.loads.installed(snap)
 	setServing(s.health, true) // ignored once shutting down
 }
 
@@ -179,6 +187,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 func (s *Server) shutdown(ctx context.Context) {
 	s.shuttingDown.Store(true)
+	s.loads.stop()
 	s.health.Shutdown() // NOT_SERVING, and no later change
 	s.log.Info("Shutting down", "timeout", s.opts.ShutdownTimeout)
 

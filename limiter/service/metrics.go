@@ -2,6 +2,7 @@ package service
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -22,6 +23,8 @@ type metrics struct {
 	decisions        *prometheus.CounterVec
 	storeErrors      prometheus.Counter
 	snapshotPolicies prometheus.Gauge
+	enforcement      prometheus.Gauge
+	readyPods        prometheus.Gauge
 }
 
 // policyCounters are one policy's resolved counters, so the request path
@@ -30,6 +33,20 @@ type policyCounters struct {
 	allowed, limited, shadowLimited         prometheus.Counter
 	failedOpen, failedClosed, localFallback prometheus.Counter
 	lastShadowLog                           atomic.Int64
+	// The current degraded episode (Unix ns): its first and last fallback
+	// decisions and their count.
+	degradedSince, lastFallback, fallbacks atomic.Int64
+}
+
+// noteFallback records a decision made by the failure mode. An episode
+// starts when the last fallback is older than DegradedWindow.
+func (c *policyCounters) noteFallback() {
+	now := time.Now().UnixNano()
+	if last := c.lastFallback.Swap(now); now-last > int64(DegradedWindow) {
+		c.degradedSince.Store(now)
+		c.fallbacks.Store(0)
+	}
+	c.fallbacks.Add(1)
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -46,9 +63,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "sluice_snapshot_policies",
 			Help: "Policies in the loaded snapshot.",
 		}),
+		enforcement: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_enforcement_enabled",
+			Help: "1 when denials are enforced; 0 when the kill switch (--enforcement=disabled, or the fleet's snapshot) allows every request and counts would-be denials as shadow_limited.",
+		}),
+		readyPods: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_local_fallback_pods",
+			Help: "Ready limiter pods sharing each limit: failureMode Local enforces limit divided by this while the store can't answer.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.decisions, m.storeErrors, m.snapshotPolicies)
+		reg.MustRegister(m.decisions, m.storeErrors, m.snapshotPolicies, m.enforcement, m.readyPods)
 	}
 	return m
 }

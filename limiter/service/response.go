@@ -64,13 +64,16 @@ const (
 	HeaderReset           = "X-RateLimit-Reset"
 	HeaderRetryAfter      = "Retry-After"
 	HeaderReason          = "X-Sluice-Reason"
+	// HeaderReplayed is "true" on the answer to a retried request whose
+	// idempotency key replayed an earlier decision (as Stripe names it).
+	HeaderReplayed = "Idempotent-Replayed"
 )
 
 // headers describes the reported decision for the client:
 // draft-ietf-httpapi-ratelimit-headers (RateLimit-Policy: "name";q=100;w=60
 // and RateLimit: "name";r=42;t=17), the X-RateLimit-* trio, and Retry-After
 // with jitter when over limit. Durations are whole seconds, rounded up.
-func (s *Service) headers(d Decision) []*corev3.HeaderValue {
+func (s *Service) headers(d Decision, replayed bool) []*corev3.HeaderValue {
 	p, r := d.Policy, d.Result
 	name := strconv.Quote(p.ID())
 	// A bucket whose burst exceeds its rate can hold more than rate.limit:
@@ -91,6 +94,9 @@ func (s *Service) headers(d Decision) []*corev3.HeaderValue {
 	}
 	if d.OverLimit && d.Reason != "" {
 		h = append(h, &corev3.HeaderValue{Key: HeaderReason, Value: d.Reason})
+	}
+	if replayed {
+		h = append(h, &corev3.HeaderValue{Key: HeaderReplayed, Value: "true"})
 	}
 	return h
 }

@@ -1,14 +1,16 @@
 // Package service is the limiter's protocol-neutral core: it validates a
 // rate-limit request, matches it against the loaded snapshot, decides every
-// matching policy against the store, applies shadow mode and failure modes,
-// and maps the outcome to Envoy's RLS v3 response with rate-limit headers.
-// The gRPC server and the HTTP API both call ShouldRateLimit.
+// matching policy against the store, applies shadow mode, the kill switch,
+// idempotency keys and failure modes, and maps the outcome to Envoy's RLS v3
+// response with rate-limit headers. The gRPC server and the HTTP API both
+// call Decide (ShouldRateLimit for gRPC).
 package service
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/algo"
@@ -35,6 +38,15 @@ const (
 	defaultJitter    = 0.1
 	shadowLogEvery   = time.Second
 	localFallbackMax = 100_000
+	// MaxIdempotencyKeyLength bounds an idempotency key, from the
+	// Idempotency-Key header or the descriptor entry.
+	MaxIdempotencyKeyLength = 256
+	// DefaultIdempotencyEntry is the descriptor entry key that carries an
+	// idempotency key over RLS.
+	DefaultIdempotencyEntry = "idempotency_key"
+	// DegradedWindow is how long after its last fallback decision a policy
+	// still counts as degraded.
+	DegradedWindow = 10 * time.Second
 )
 
 // Options configure a Service.
@@ -49,19 +61,36 @@ type Options struct {
 	// seconds, so that denied clients don't come back in lockstep. 0 means
 	// 0.1; negative disables jitter.
 	RetryAfterJitter float64
+	// IdempotencyEntry is the descriptor entry key whose value is an
+	// idempotency key. The entry names the request, not what it asks for:
+	// it is left out of matching and counter keys. Empty means
+	// DefaultIdempotencyEntry.
+	IdempotencyEntry string
+	// IdempotencyTTL is how long a request's first decision is replayed to
+	// retries with its idempotency key; 0 means store.DefaultIdempotencyTTL.
+	IdempotencyTTL time.Duration
+	// ReadyPods is the number of ready limiter pods that share every
+	// limit; failureMode Local enforces limit/ReadyPods in this pod's memory
+	// while the store can't answer. 0 means 1. SetReadyPods changes it.
+	ReadyPods int
+	// EnforcementDisabled starts with the kill switch on (see
+	// SetEnforcement).
+	EnforcementDisabled bool
 }
 
 // Service answers rate-limit requests. It is safe for concurrent use.
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
-	store   store.Store
-	local   *memory.Store // failureMode Local: this pod's own counters
-	opts    Options
-	log     *slog.Logger
-	metrics *metrics
-	loaded  atomic.Pointer[loaded]
-	scratch sync.Pool
+	store     store.Store
+	local     *memory.Store // failureMode Local: this pod's own counters
+	opts      Options
+	log       *slog.Logger
+	metrics   *metrics
+	loaded    atomic.Pointer[loaded]
+	scratch   sync.Pool
+	readyPods atomic.Int64
+	enforce   atomic.Bool // this pod's switch (--enforcement)
 }
 
 // loaded is a snapshot with its per-policy metrics, swapped as one.
@@ -75,6 +104,7 @@ type loaded struct {
 type scratch struct {
 	kb      store.KeyBuilder
 	matches []*config.Policy
+	entries []*rlv3.RateLimitDescriptor_Entry // entries without the idempotency entry
 }
 
 // New returns a Service deciding against st. It answers every request OK
@@ -89,6 +119,12 @@ func New(st store.Store, opts Options) *Service {
 	if opts.RetryAfterJitter == 0 {
 		opts.RetryAfterJitter = defaultJitter
 	}
+	if opts.IdempotencyEntry == "" {
+		opts.IdempotencyEntry = DefaultIdempotencyEntry
+	}
+	if opts.IdempotencyTTL <= 0 {
+		opts.IdempotencyTTL = store.DefaultIdempotencyTTL
+	}
 	s := &Service{
 		store:   st,
 		local:   memory.New(memory.Options{MaxKeys: localFallbackMax}),
@@ -98,7 +134,60 @@ func New(st store.Store, opts Options) *Service {
 	}
 	s.scratch.New = func() any { return &scratch{matches: make([]*config.Policy, 0, 8)} }
 	s.loaded.Store(&loaded{})
+	s.SetReadyPods(opts.ReadyPods)
+	s.SetEnforcement(!opts.EnforcementDisabled)
 	return s
+}
+
+// SetReadyPods sets how many ready limiter pods share every limit: while
+// the store can't answer, a failureMode Local policy enforces limit/n (at
+// least 1) in this pod's memory. n below 1 means 1, as for a standalone
+// limiter. Safe to call at any time.
+func (s *Service) SetReadyPods(n int) {
+	s.readyPods.Store(int64(max(1, n)))
+	s.metrics.readyPods.Set(float64(max(1, n)))
+}
+
+// ReadyPods is the divisor of failureMode Local.
+func (s *Service) ReadyPods() int { return int(s.readyPods.Load()) }
+
+// SetEnforcement is this pod's kill switch (--enforcement). With it off, or
+// with the loaded snapshot's Enforcement Disabled (the fleet's switch),
+// every request is allowed: decisions are still made and counted, and
+// would-be denials are counted as shadow_limited. It takes effect for the
+// next request, without a restart.
+func (s *Service) SetEnforcement(enabled bool) {
+	s.enforce.Store(enabled)
+	s.updateEnforcementGauge()
+}
+
+// Enforcing reports whether denials are enforced: this pod's switch is on
+// and the loaded snapshot does not disable enforcement.
+func (s *Service) Enforcing() bool { return s.enforcing(s.loaded.Load()) }
+
+func (s *Service) enforcing(l *loaded) bool {
+	return s.enforce.Load() && (l.snap == nil || l.snap.Enforcement != config.EnforcementDisabled)
+}
+
+// EnforcementDetail says whether enforcement is on and, when off, which
+// switch turned it off.
+func (s *Service) EnforcementDetail() string {
+	l := s.loaded.Load()
+	switch {
+	case !s.enforce.Load():
+		return "disabled on this pod (--enforcement=disabled): every request allowed, would-be denials counted as shadow_limited"
+	case l.snap != nil && l.snap.Enforcement == config.EnforcementDisabled:
+		return "disabled by the snapshot (the fleet's kill switch): every request allowed, would-be denials counted as shadow_limited"
+	}
+	return "enabled"
+}
+
+func (s *Service) updateEnforcementGauge() {
+	v := 0.0
+	if s.Enforcing() {
+		v = 1
+	}
+	s.metrics.enforcement.Set(v)
 }
 
 // Swap installs snap atomically: requests already running finish on the
@@ -113,6 +202,14 @@ func (s *Service) Swap(snap *config.Snapshot) {
 			s.log.Warn("Policy asks for localTier, which this limiter does not implement yet: it counts exactly in the store", "policy", p.ID())
 		}
 	}
+	for _, p := range snap.Policies {
+		for _, d := range p.Descriptors {
+			if d.Key == s.opts.IdempotencyEntry {
+				s.log.Warn("Policy matches on the idempotency descriptor entry, which is left out of matching: it will never match",
+					"policy", p.ID(), "entry", d.Key)
+			}
+		}
+	}
 	prev := s.loaded.Swap(l)
 	if prev.snap != nil {
 		for _, p := range prev.snap.Policies {
@@ -122,6 +219,7 @@ func (s *Service) Swap(snap *config.Snapshot) {
 		}
 	}
 	s.metrics.snapshotPolicies.Set(float64(len(snap.Policies)))
+	s.updateEnforcementGauge()
 }
 
 // Snapshot returns the installed snapshot, or nil before the first Swap.
@@ -139,8 +237,8 @@ type Decision struct {
 	Result algo.Result
 	// OverLimit is true when an enforcing (non-shadow) policy denied.
 	OverLimit bool
-	// Reason explains a denial that did not come from a counter, such as a
-	// failClosed policy whose store is unreachable.
+	// Reason explains a decision that did not come from the store: the
+	// store could not answer, and the policy's failure mode decided.
 	Reason string
 }
 
@@ -148,18 +246,32 @@ type Decision struct {
 // match spends cost (denials spend nothing). It never fails: store errors
 // are resolved by each policy's failure mode.
 func (s *Service) Check(ctx context.Context, domain string, entries []*rlv3.RateLimitDescriptor_Entry, cost int64) Decision {
-	l := s.loaded.Load()
+	return s.check(ctx, s.loaded.Load(), domain, entries, cost, "")
+}
+
+// check is Check with a request's idempotency key (empty for none). An
+// idempotency entry in entries (Options.IdempotencyEntry) wins over it, and
+// is left out of matching and counter keys.
+func (s *Service) check(ctx context.Context, l *loaded, domain string, entries []*rlv3.RateLimitDescriptor_Entry, cost int64, idem string) Decision {
 	d := l.snap.Domain(domain)
 	if d == nil {
 		return Decision{}
 	}
 	sc := s.scratch.Get().(*scratch)
+	if i := s.idempotencyEntry(entries); i >= 0 {
+		idem = entries[i].GetValue()
+		sc.entries = append(append(sc.entries[:0], entries[:i]...), entries[i+1:]...)
+		entries = sc.entries
+	}
 	sc.matches = d.AppendMatches(sc.matches[:0], entries)
 	var out Decision
+	// The kill switch (this pod's or the fleet's) turns every policy into
+	// a shadow policy.
+	allShadow := !s.enforcing(l)
 	for _, p := range sc.matches {
 		c := l.counters[p]
-		dec := s.decide(ctx, sc, p, c, entries, cost)
-		if p.Shadow {
+		dec := s.decide(ctx, sc, p, c, domain, entries, cost, idem)
+		if p.Shadow || allShadow {
 			if !dec.Result.Allowed {
 				c.shadowLimited.Inc()
 				s.logShadow(c, p, domain)
@@ -183,33 +295,123 @@ func (s *Service) Check(ctx context.Context, domain string, entries []*rlv3.Rate
 	for i := range sc.matches {
 		sc.matches[i] = nil
 	}
+	for i := range sc.entries {
+		sc.entries[i] = nil
+	}
+	sc.entries = sc.entries[:0]
 	s.scratch.Put(sc)
 	// Shadow policies are invisible to clients: their decisions are only
 	// counted and logged, so that headers never make a client back off.
 	return out
 }
 
+// idempotencyEntry is the index of the idempotency entry, or -1.
+func (s *Service) idempotencyEntry(entries []*rlv3.RateLimitDescriptor_Entry) int {
+	for i, e := range entries {
+		if e.GetKey() == s.opts.IdempotencyEntry {
+			return i
+		}
+	}
+	return -1
+}
+
+// Reasons of decisions made by a failure mode, in X-Sluice-Reason.
+const (
+	ReasonFailedClosed = "store unavailable (failureMode Closed)"
+	ReasonLocal        = "store unavailable (failureMode Local)"
+	ReasonFailedOpen   = "store unavailable (failureMode Open)"
+)
+
 // decide runs one policy against the store and applies its failure mode
 // when the store can't answer.
-func (s *Service) decide(ctx context.Context, sc *scratch, p *config.Policy, c *policyCounters, entries []*rlv3.RateLimitDescriptor_Entry, cost int64) Decision {
+func (s *Service) decide(ctx context.Context, sc *scratch, p *config.Policy, c *policyCounters, domain string, entries []*rlv3.RateLimitDescriptor_Entry, cost int64, idem string) Decision {
 	req := store.Request{Key: p.CounterKey(&sc.kb, entries), Limit: p.Limit, Cost: cost}
+	if idem != "" {
+		// Scoped per domain, policy and counter: one caller can't replay
+		// another's decision, nor a key of one policy another's.
+		sc.kb.Reset()
+		sc.kb.Add("idempotency")
+		sc.kb.Add(domain)
+		sc.kb.Add(p.ID())
+		sc.kb.Add(string(req.Key[:]))
+		sc.kb.Add(idem)
+		req.Idempotency, req.IdempotencyTTL = sc.kb.Key(), s.opts.IdempotencyTTL
+	}
 	r, err := s.store.Take(ctx, req)
 	if err == nil {
 		return Decision{Policy: p, Result: r}
 	}
 	s.metrics.storeErrors.Inc()
+	c.noteFallback()
 	switch p.FailureMode {
 	case v1alpha1.FailClosed:
 		c.failedClosed.Inc()
-		return Decision{Policy: p, Result: algo.Result{RetryAfter: time.Second}, Reason: "store unavailable (failureMode Closed)"}
+		return Decision{Policy: p, Result: algo.Result{RetryAfter: time.Second}, Reason: ReasonFailedClosed}
 	case v1alpha1.FailLocal:
 		c.localFallback.Inc()
+		req.Limit = localShare(p.Limit, s.readyPods.Load())
 		r, _ := s.local.Take(ctx, req) // the memory store never fails
-		return Decision{Policy: p, Result: r, Reason: "store unavailable (failureMode Local)"}
+		return Decision{Policy: p, Result: r, Reason: ReasonLocal}
 	default:
 		c.failedOpen.Inc()
-		return Decision{Policy: p, Result: algo.Result{Allowed: true, Remaining: p.Limit.Capacity()}, Reason: "store unavailable (failureMode Open)"}
+		return Decision{Policy: p, Result: algo.Result{Allowed: true, Remaining: p.Limit.Capacity()}, Reason: ReasonFailedOpen}
 	}
+}
+
+// localShare is this pod's share of a limit among pods: limit and burst
+// divided by pods, rounded to the nearest unit, at least 1.
+func localShare(l algo.Limit, pods int64) algo.Limit {
+	if pods <= 1 {
+		return l
+	}
+	share := func(n int64) int64 { return max(1, (n+pods/2)/pods) }
+	l.Limit, l.Burst = share(l.Limit), share(l.Burst)
+	return l
+}
+
+// DegradedPolicy is a policy whose decisions come from its failure mode
+// because the store can't answer.
+type DegradedPolicy struct {
+	Policy      string
+	FailureMode v1alpha1.FailureMode
+	// Since is the first fallback decision of this episode; Fallbacks
+	// counts them since.
+	Since     time.Time
+	Fallbacks int64
+}
+
+// Degraded lists the policies with a fallback decision in the last
+// DegradedWindow, by policy.
+func (s *Service) Degraded() []DegradedPolicy {
+	l := s.loaded.Load()
+	if l.snap == nil {
+		return nil
+	}
+	now := time.Now().UnixNano()
+	var out []DegradedPolicy
+	for _, p := range l.snap.Policies {
+		c := l.counters[p]
+		if last := c.lastFallback.Load(); last == 0 || now-last > int64(DegradedWindow) {
+			continue
+		}
+		out = append(out, DegradedPolicy{Policy: p.ID(), FailureMode: p.FailureMode,
+			Since: time.Unix(0, c.degradedSince.Load()), Fallbacks: c.fallbacks.Load()})
+	}
+	return out
+}
+
+// DegradedDetail describes Degraded for /readyz.
+func (s *Service) DegradedDetail() string {
+	ds := s.Degraded()
+	if len(ds) == 0 {
+		return "no policy degraded: the store decides"
+	}
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = fmt.Sprintf("%s runs degraded (store unavailable, failureMode %s, %d fallback decisions since %s)",
+			d.Policy, d.FailureMode, d.Fallbacks, d.Since.UTC().Format(time.RFC3339))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // moreRestrictive orders decisions: a denial beats an allowance, a longer
@@ -239,17 +441,33 @@ func (s *Service) logShadow(c *policyCounters, p *config.Policy, domain string) 
 }
 
 // ShouldRateLimit implements Envoy's RLS v3 RateLimitService.
+// An idempotency key travels as a descriptor entry (Options.IdempotencyEntry).
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	return s.Decide(ctx, req, "")
+}
+
+// Decide answers an RLS request whose idempotency key, when not empty (the
+// HTTP Idempotency-Key header), applies to every descriptor that does not
+// carry its own idempotency entry. A retry with the same key within the
+// TTL replays the first admitted decision of each policy and consumes
+// nothing.
+func (s *Service) Decide(ctx context.Context, req *rlsv3.RateLimitRequest, idempotencyKey string) (*rlsv3.RateLimitResponse, error) {
 	if err := s.Validate(req); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := ValidateIdempotencyKey(idempotencyKey); err != nil {
+		return nil, status.Error(codes.InvalidArgument, "Idempotency-Key: "+err.Error())
 	}
 	resp := &rlsv3.RateLimitResponse{
 		OverallCode: rlsv3.RateLimitResponse_OK,
 		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(req.Descriptors)),
 	}
+	l := s.loaded.Load()
 	var worst Decision
+	replayed := false
 	for i, d := range req.Descriptors {
-		dec := s.Check(ctx, req.Domain, d.Entries, descriptorCost(req, d))
+		dec := s.check(ctx, l, req.Domain, d.Entries, descriptorCost(req, d), idempotencyKey)
+		replayed = replayed || dec.Result.Replayed
 		resp.Statuses[i] = descriptorStatus(dec)
 		if dec.OverLimit {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -259,9 +477,22 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		}
 	}
 	if worst.Policy != nil {
-		resp.ResponseHeadersToAdd = s.headers(worst)
+		resp.ResponseHeadersToAdd = s.headers(worst, replayed)
+	}
+	if worst.OverLimit && worst.Reason != "" {
+		// Envoy logs and forwards the RLS dynamic metadata.
+		resp.DynamicMetadata, _ = structpb.NewStruct(map[string]any{"reason": worst.Reason, "policy": worst.Policy.ID()})
 	}
 	return resp, nil
+}
+
+// ValidateIdempotencyKey rejects an idempotency key longer than
+// MaxIdempotencyKeyLength bytes. The empty key means none.
+func ValidateIdempotencyKey(k string) error {
+	if len(k) > MaxIdempotencyKeyLength {
+		return fmt.Errorf("idempotency key is %d bytes long, the maximum is %d", len(k), MaxIdempotencyKeyLength)
+	}
+	return nil
 }
 
 // descriptorCost is the descriptor's own hits_addend when set (0 peeks),
@@ -318,6 +549,16 @@ func (s *Service) Validate(req *rlsv3.RateLimitRequest) error {
 				return fmt.Errorf("descriptors[%d].entries[%d].key is %d bytes long, the maximum is %d", i, j, len(e.Key), MaxEntryLength)
 			case len(e.Value) > MaxEntryLength:
 				return fmt.Errorf("descriptors[%d].entries[%d].value is %d bytes long, the maximum is %d", i, j, len(e.Value), MaxEntryLength)
+			case e.Key == s.opts.IdempotencyEntry:
+				if e.Value == "" {
+					return fmt.Errorf("descriptors[%d].entries[%d] (%s) is empty: send an idempotency key, or leave the entry out", i, j, e.Key)
+				}
+				if err := ValidateIdempotencyKey(e.Value); err != nil {
+					return fmt.Errorf("descriptors[%d].entries[%d] (%s): %v", i, j, e.Key, err)
+				}
+				if s.idempotencyEntry(d.Entries[j+1:]) >= 0 {
+					return fmt.Errorf("descriptors[%d] has more than one %s entry", i, e.Key)
+				}
 			}
 		}
 	}

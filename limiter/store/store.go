@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"time"
 
 	"github.com/sluice-dev/sluice/limiter/algo"
@@ -24,12 +25,43 @@ type Store interface {
 	Close() error
 }
 
+// ErrUnavailable is wrapped by the errors of a store that did not try to
+// decide, because it knows the backend can't answer now (for Redis: the
+// circuit breaker of the key's shard is open). It comes back in microseconds.
+var ErrUnavailable = errors.New("store unavailable")
+
 // Request is one decision: spend Cost units of Limit on the counter Key.
 type Request struct {
 	Key   Key
 	Limit algo.Limit
 	// Cost is the number of units to spend. 0 peeks without consuming.
 	Cost int64
+	// Idempotency names the record of a retried request: when it is set (not
+	// the zero Key) and a record of it exists, the store returns the
+	// recorded decision with Result.Replayed and consumes nothing. Otherwise
+	// it decides, and records an admitted decision that consumed units, in
+	// the same atomic step. Denials and peeks are not recorded: they consumed
+	// nothing, so a retry is decided afresh. The caller derives it from
+	// everything that scopes a replay (domain, policy, counter, client key).
+	Idempotency Key
+	// IdempotencyTTL is how long a record lives; 0 means
+	// DefaultIdempotencyTTL.
+	IdempotencyTTL time.Duration
+}
+
+// DefaultIdempotencyTTL is how long an idempotency record lives unless a
+// request says otherwise.
+const DefaultIdempotencyTTL = 24 * time.Hour
+
+// HasIdempotency reports whether the request carries an idempotency key.
+func (r *Request) HasIdempotency() bool { return r.Idempotency != Key{} }
+
+// EffectiveIdempotencyTTL is IdempotencyTTL, or the default when unset.
+func (r *Request) EffectiveIdempotencyTTL() time.Duration {
+	if r.IdempotencyTTL <= 0 {
+		return DefaultIdempotencyTTL
+	}
+	return r.IdempotencyTTL
 }
 
 // Key names one counter. It is a hash of the policy's identity and the

@@ -1,6 +1,7 @@
 // Package memory is the embedded counter store: sharded in-process maps with
-// expiry and a bound on the number of keys. It is the limiter's default
-// store, for standalone use and for tests.
+// expiry and a bound on the number of keys (and on the number of idempotency
+// records). It is the limiter's default store, for standalone use and for
+// tests, and every limiter's fallback for failureMode Local.
 package memory
 
 import (
@@ -21,6 +22,11 @@ type Options struct {
 	// shard is full, expired keys are evicted first, then the sampled key
 	// closest to expiry.
 	MaxKeys int
+	// MaxIdempotencyRecords bounds the stored idempotency records; 0 means
+	// 100,000. When a shard is full, expired records are evicted first, then
+	// the sampled record closest to expiry: a retry after that is decided
+	// afresh.
+	MaxIdempotencyRecords int
 	// Clock is the time source; nil means time.Now.
 	Clock store.Clock
 	// SweepInterval is how often expired keys are removed in the
@@ -30,17 +36,31 @@ type Options struct {
 
 // Store is an in-memory store.Store. It is safe for concurrent use.
 type Store struct {
-	shards   [shardCount]shard
-	perShard int
-	clock    store.Clock
-	evicted  atomic.Uint64
-	stop     chan struct{}
-	done     chan struct{}
+	shards     [shardCount]shard
+	perShard   int
+	perRecords int
+	clock      store.Clock
+	evicted    atomic.Uint64
+	stop       chan struct{}
+	done       chan struct{}
 }
 
 type shard struct {
 	mu      sync.Mutex
 	entries map[store.Key]*entry
+	// records are the idempotency records of this shard's counters, so that
+	// one lock covers a decision and its record.
+	records map[recordKey]record
+}
+
+// recordKey names an idempotency record: per counter, as in Redis.
+type recordKey struct{ counter, idempotency store.Key }
+
+// record is a recorded admitted decision (times in Unix µs).
+type record struct {
+	remaining int64
+	resetAt   int64
+	expiresAt int64
 }
 
 type entry struct {
@@ -53,6 +73,9 @@ func New(opts Options) *Store {
 	if opts.MaxKeys <= 0 {
 		opts.MaxKeys = 1_000_000
 	}
+	if opts.MaxIdempotencyRecords <= 0 {
+		opts.MaxIdempotencyRecords = 100_000
+	}
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
@@ -60,13 +83,15 @@ func New(opts Options) *Store {
 		opts.SweepInterval = 10 * time.Second
 	}
 	s := &Store{
-		perShard: max(1, opts.MaxKeys/shardCount),
-		clock:    opts.Clock,
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
+		perShard:   max(1, opts.MaxKeys/shardCount),
+		perRecords: max(1, opts.MaxIdempotencyRecords/shardCount),
+		clock:      opts.Clock,
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
 	}
 	for i := range s.shards {
 		s.shards[i].entries = make(map[store.Key]*entry)
+		s.shards[i].records = make(map[recordKey]record)
 	}
 	if opts.SweepInterval > 0 {
 		go s.sweepLoop(opts.SweepInterval)
@@ -84,6 +109,13 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	idem := req.HasIdempotency()
+	rk := recordKey{req.Key, req.Idempotency}
+	if idem {
+		if rec, ok := sh.records[rk]; ok && rec.expiresAt > n {
+			return algo.Result{Allowed: true, Remaining: rec.remaining, ResetAfter: time.Duration(max(0, rec.resetAt-n)) * time.Microsecond, Replayed: true}, nil
+		}
+	}
 	e, ok := sh.entries[req.Key]
 	present := ok && e.expiresAt > n
 	// Decide on a copy: a decision that writes nothing leaves the entry as
@@ -105,7 +137,53 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 		s.makeRoom(sh, n)
 		sh.entries[req.Key] = &entry{state: st, expiresAt: n + ttl.Microseconds()}
 	}
+	if idem && r.Allowed && req.Cost > 0 {
+		if _, ok := sh.records[rk]; !ok {
+			s.makeRecordRoom(sh, n)
+		}
+		sh.records[rk] = record{
+			remaining: r.Remaining,
+			resetAt:   n + r.ResetAfter.Microseconds(),
+			expiresAt: n + req.EffectiveIdempotencyTTL().Microseconds(),
+		}
+	}
 	return r, nil
+}
+
+// makeRecordRoom evicts from a shard full of idempotency records, like
+// makeRoom. Caller holds sh.mu.
+func (s *Store) makeRecordRoom(sh *shard, now int64) {
+	if len(sh.records) < s.perRecords {
+		return
+	}
+	var victim recordKey
+	soonest, sampled := int64(-1), 0
+	for k, r := range sh.records {
+		if r.expiresAt <= now {
+			delete(sh.records, k)
+			return
+		}
+		if soonest < 0 || r.expiresAt < soonest {
+			victim, soonest = k, r.expiresAt
+		}
+		if sampled++; sampled == 16 {
+			break
+		}
+	}
+	delete(sh.records, victim)
+}
+
+// Records is the number of stored idempotency records, expired ones
+// included until swept.
+func (s *Store) Records() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += len(sh.records)
+		sh.mu.Unlock()
+	}
+	return n
 }
 
 // makeRoom evicts from a full shard: expired keys first, otherwise the key
@@ -148,7 +226,7 @@ func (s *Store) Len() int {
 	return n
 }
 
-// Sweep removes expired keys now.
+// Sweep removes expired keys and idempotency records now.
 func (s *Store) Sweep() {
 	n := s.clock().UnixMicro()
 	for i := range s.shards {
@@ -157,6 +235,11 @@ func (s *Store) Sweep() {
 		for k, e := range sh.entries {
 			if e.expiresAt <= n {
 				delete(sh.entries, k)
+			}
+		}
+		for k, r := range sh.records {
+			if r.expiresAt <= n {
+				delete(sh.records, k)
 			}
 		}
 		sh.mu.Unlock()

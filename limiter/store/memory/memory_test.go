@@ -19,6 +19,32 @@ func newStore(t *testing.T, clock store.Clock) store.Store {
 
 func TestConformance(t *testing.T) { storetest.Run(t, newStore) }
 
+func TestIdempotency(t *testing.T) { storetest.RunIdempotency(t, newStore) }
+
+// Idempotency records are bounded: a flood of distinct keys keeps at most
+// MaxIdempotencyRecords, and expired records are swept.
+func TestIdempotencyRecordsAreBounded(t *testing.T) {
+	clock := storetest.NewClock()
+	s := memory.New(memory.Options{Clock: clock.Now, SweepInterval: -1, MaxIdempotencyRecords: 64 * 2})
+	defer s.Close()
+	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 1 << 40, Period: time.Second, Burst: 1 << 40}
+	counter := storetest.KeyFor(t, "counter")
+	for i := range 5000 {
+		req := store.Request{Key: counter, Limit: lim, Cost: 1, Idempotency: storetest.IdemKey(t, time.Duration(i).String()), IdempotencyTTL: time.Minute}
+		if r, err := s.Take(context.Background(), req); err != nil || !r.Allowed || r.Replayed {
+			t.Fatalf("take %d: %+v %v", i, r, err)
+		}
+	}
+	if n := s.Records(); n > 64*2 {
+		t.Fatalf("store holds %d idempotency records, bound is %d", n, 64*2)
+	}
+	clock.Set(storetest.Base.Add(2 * time.Minute))
+	s.Sweep()
+	if n := s.Records(); n != 0 {
+		t.Fatalf("%d records left after their TTL and a sweep", n)
+	}
+}
+
 func TestExpiredKeysAreSweptAndBounded(t *testing.T) {
 	clock := storetest.NewClock()
 	s := memory.New(memory.Options{Clock: clock.Now, SweepInterval: -1, MaxKeys: 64 * 4})

@@ -4,20 +4,34 @@
 //
 // Concurrent decisions are batched: a few workers drain a queue of pending
 // requests and send each batch as one pipelined round trip (split per node
-// by go-redis in cluster mode). Every round trip has a deadline.
+// by go-redis in cluster mode). No decision waits longer than Timeout, from
+// the moment it is asked, queueing included.
+//
+// Every shard (the slots of one primary; a standalone server is one shard)
+// has a circuit breaker. Timeouts, connection errors, CLUSTERDOWN, TRYAGAIN,
+// MASTERDOWN and LOADING replies open it; while it is open, decisions on the
+// shard's keys fail in microseconds with store.ErrUnavailable, without
+// touching Redis, and the caller's failure mode decides. Opening reloads the
+// cluster's slot map, so a promoted replica is found at once; probes close
+// the breaker as soon as the shard answers.
 package redis
 
 import (
 	"context"
 	_ "embed"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluice-dev/sluice/limiter/algo"
@@ -25,6 +39,8 @@ import (
 )
 
 var (
+	//go:embed scripts/idempotency.lua
+	idempotencyLua string
 	//go:embed scripts/token_bucket.lua
 	tokenBucketLua string
 	//go:embed scripts/gcra.lua
@@ -37,14 +53,18 @@ var (
 	slidingLogLua string
 )
 
-// scripts holds one script per algorithm, indexed by algo.Algorithm.
+// scripts holds one script per algorithm, indexed by algo.Algorithm. Each
+// starts with the idempotency helpers it calls.
 var scripts = [...]*goredis.Script{
-	algo.TokenBucket:   goredis.NewScript(tokenBucketLua),
-	algo.GCRA:          goredis.NewScript(gcraLua),
-	algo.SlidingWindow: goredis.NewScript(slidingWindowLua),
-	algo.FixedWindow:   goredis.NewScript(fixedWindowLua),
-	algo.SlidingLog:    goredis.NewScript(slidingLogLua),
+	algo.TokenBucket:   goredis.NewScript(idempotencyLua + tokenBucketLua),
+	algo.GCRA:          goredis.NewScript(idempotencyLua + gcraLua),
+	algo.SlidingWindow: goredis.NewScript(idempotencyLua + slidingWindowLua),
+	algo.FixedWindow:   goredis.NewScript(idempotencyLua + fixedWindowLua),
+	algo.SlidingLog:    goredis.NewScript(idempotencyLua + slidingLogLua),
 }
+
+// keyEncoding is store.Key.String's encoding.
+var keyEncoding = base64.RawURLEncoding
 
 // Options configure a Store.
 type Options struct {
@@ -57,8 +77,16 @@ type Options struct {
 	Username, Password string
 	// DB selects a standalone database.
 	DB int
-	// Timeout is the deadline of every round trip; 0 means 20ms.
+	// Timeout bounds how long a decision waits on Redis, from the moment it
+	// is asked (queueing included); 0 means 20ms.
 	Timeout time.Duration
+	// Breaker tunes the circuit breaker of every shard.
+	Breaker BreakerOptions
+	// Registerer receives the store's metrics (breaker state by shard,
+	// Redis errors by class); nil registers none.
+	Registerer prometheus.Registerer
+	// Logger logs breaker changes; nil discards.
+	Logger *slog.Logger
 	// KeyPrefix starts every key; empty means "sl".
 	KeyPrefix string
 	// MaxBatch bounds the requests sent in one pipeline; 0 means 256.
@@ -130,18 +158,56 @@ func ParseURL(raw string) (Options, error) {
 type Store struct {
 	client  goredis.UniversalClient
 	opts    Options
+	log     *slog.Logger
+	metrics *storeMetrics
 	queue   chan *call
 	stop    chan struct{}
 	stopped chan struct{}
+	bg      sync.WaitGroup // the map loop and breaker probes
+
+	shards    atomic.Pointer[shardMap]
+	mapMu     sync.Mutex          // guards breakers, and installs maps one at a time
+	breakers  map[string]*breaker // by shard name
+	mapLoaded atomic.Bool
+	refresh   chan struct{}
 }
 
 // call is one pending decision.
 type call struct {
 	ctx  context.Context
 	req  store.Request
+	brk  *breaker
+	enq  time.Time // when it was asked: its deadline is enq+Timeout
 	res  algo.Result
 	err  error
 	done chan struct{}
+}
+
+type storeMetrics struct {
+	state  *prometheus.GaugeVec
+	opened *prometheus.CounterVec
+	errors *prometheus.CounterVec
+}
+
+func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
+	m := &storeMetrics{
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_redis_breaker_state",
+			Help: "Circuit breaker of each Redis shard (named by its slot ranges, or standalone): 0 closed, 1 open, 2 half-open (probing).",
+		}, []string{"shard"}),
+		opened: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_redis_breaker_opened_total",
+			Help: "Times the circuit breaker of each Redis shard opened.",
+		}, []string{"shard"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_redis_errors_total",
+			Help: "Redis calls that failed because the shard could not answer, by class: timeout, connection, clusterdown, tryagain, masterdown, loading.",
+		}, []string{"class"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.state, m.opened, m.errors)
+	}
+	return m
 }
 
 // New connects to Redis. It does not wait for the server to answer: the
@@ -162,11 +228,20 @@ func New(opts Options) (*Store, error) {
 	if opts.Workers <= 0 {
 		opts.Workers = 4 * runtime.GOMAXPROCS(0)
 	}
+	if opts.Breaker.Failures <= 0 {
+		opts.Breaker.Failures = 5
+	}
+	if opts.Breaker.Cooldown <= 0 {
+		opts.Breaker.Cooldown = 250 * time.Millisecond
+	}
 	s := &Store{
 		opts:    opts,
+		log:     logger(opts.Logger),
+		metrics: newStoreMetrics(opts.Registerer),
 		queue:   make(chan *call, 4*opts.MaxBatch),
 		stop:    make(chan struct{}),
 		stopped: make(chan struct{}),
+		refresh: make(chan struct{}, 1),
 	}
 	if opts.Cluster {
 		s.client = goredis.NewClusterClient(&goredis.ClusterOptions{
@@ -177,7 +252,14 @@ func New(opts Options) (*Store, error) {
 			PoolSize:              opts.Workers + 4,
 			MaxRetries:            1,
 			DialTimeout:           time.Second,
+			DialerRetries:         1, // a refused connection fails now: the breaker decides
 		})
+		s.shards.Store(s.initialMap("0-" + strconv.Itoa(Slots-1)))
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			s.mapLoop(s.client.(*goredis.ClusterClient))
+		}()
 	} else {
 		s.client = goredis.NewClient(&goredis.Options{
 			Addr:                  opts.Addrs[0],
@@ -188,7 +270,9 @@ func New(opts Options) (*Store, error) {
 			PoolSize:              opts.Workers + 4,
 			MaxRetries:            1,
 			DialTimeout:           time.Second,
+			DialerRetries:         1, // a refused connection fails now: the breaker decides
 		})
+		s.shards.Store(s.initialMap("standalone"))
 	}
 	workers := make(chan struct{}, opts.Workers)
 	for range opts.Workers {
@@ -215,13 +299,24 @@ func (s *Store) RedisKey(k store.Key) string {
 	return s.opts.KeyPrefix + ":{" + k.String() + "}"
 }
 
-// Take implements store.Store. It waits for the batch holding req, or for
-// ctx to end.
+// RecordKey is the Redis key of an idempotency record of counter k: the
+// counter's key (and so its slot), then the record's hashed name.
+func (s *Store) RecordKey(k, idempotency store.Key) string {
+	return s.RedisKey(k) + ":i:" + idempotency.String()
+}
+
+// Take implements store.Store. It waits for the batch holding req, for
+// ctx to end, or for Timeout. While the breaker of req's shard is open it
+// returns an error wrapping store.ErrUnavailable at once.
 func (s *Store) Take(ctx context.Context, req store.Request) (algo.Result, error) {
 	if req.Limit.Algorithm < algo.TokenBucket || req.Limit.Algorithm > algo.SlidingLog {
 		return algo.Result{}, fmt.Errorf("redis store: unknown algorithm %v", req.Limit.Algorithm)
 	}
-	c := &call{ctx: ctx, req: req, done: make(chan struct{})}
+	b := s.breakerFor(req.Key)
+	if b.State() != BreakerClosed {
+		return algo.Result{}, b.errOpen
+	}
+	c := &call{ctx: ctx, req: req, brk: b, enq: time.Now(), done: make(chan struct{})}
 	select {
 	case s.queue <- c:
 	case <-ctx.Done():
@@ -266,24 +361,44 @@ func (s *Store) work() {
 	}
 }
 
-// run sends one batch with EVALSHA, retries NOSCRIPT replies with EVAL
-// (which also caches the script on that node), and completes every call.
-func (s *Store) run(batch []*call) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
-	defer cancel()
+// errQueued completes a call that waited its whole Timeout in the queue.
+var errQueued = fmt.Errorf("redis store: no worker free within the deadline: %w", context.DeadlineExceeded)
 
+// run sends one batch with EVALSHA, retries NOSCRIPT replies with EVAL
+// (which also caches the script on that node), completes every call, and
+// tells each shard's breaker how its round trip went.
+func (s *Store) run(batch []*call) {
+	now := time.Now()
 	live := batch[:0:0]
+	var oldest time.Time
 	for _, c := range batch {
-		if err := c.ctx.Err(); err != nil {
+		err := c.ctx.Err()
+		if err == nil && now.Sub(c.enq) >= s.opts.Timeout {
+			err = errQueued
+		}
+		if err != nil {
 			c.err = err
 			close(c.done)
 			continue
+		}
+		if len(live) == 0 || c.enq.Before(oldest) {
+			oldest = c.enq
 		}
 		live = append(live, c)
 	}
 	if len(live) == 0 {
 		return
 	}
+	// The batch's deadline is its oldest call's: no call waits longer than
+	// Timeout, queueing included.
+	deadline := oldest.Add(s.opts.Timeout)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	// A timeout counts against a shard only when the round trip had at
+	// least half the Timeout: a call that queued too long is not the
+	// shard's fault.
+	fullBudget := deadline.Sub(now) >= s.opts.Timeout/2
+
 	cmds := s.pipeline(ctx, live, false)
 	var retry []*call
 	var retryAt []int
@@ -298,10 +413,39 @@ func (s *Store) run(batch []*call) {
 			cmds[i] = again[j]
 		}
 	}
+	var outcomes [8]outcome
+	seen := outcomes[:0]
 	for i, c := range live {
+		class := FailureClass(cmds[i].Err())
+		if class == ClassTimeout && !fullBudget {
+			class = ""
+		}
+		if class != "" {
+			s.metrics.errors.WithLabelValues(class).Inc()
+		}
+		seen = noteOutcome(seen, c.brk, class != "")
 		c.res, c.err = parseResult(cmds[i])
 		close(c.done)
 	}
+	for _, o := range seen {
+		o.b.record(!o.failed)
+	}
+}
+
+// outcome is how one round trip went for one shard.
+type outcome struct {
+	b      *breaker
+	failed bool
+}
+
+func noteOutcome(seen []outcome, b *breaker, failed bool) []outcome {
+	for i := range seen {
+		if seen[i].b == b {
+			seen[i].failed = seen[i].failed || failed
+			return seen
+		}
+	}
+	return append(seen, outcome{b: b, failed: failed})
 }
 
 // pipeline sends one EVALSHA (or EVAL) per call in one round trip.
@@ -310,7 +454,12 @@ func (s *Store) pipeline(ctx context.Context, calls []*call, eval bool) []*gored
 	_, _ = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for i, c := range calls {
 			script := scripts[c.req.Limit.Algorithm]
-			keys := []string{s.RedisKey(c.req.Key)}
+			var keys []string
+			if c.req.HasIdempotency() {
+				keys = []string{s.RedisKey(c.req.Key), s.RecordKey(c.req.Key, c.req.Idempotency)}
+			} else {
+				keys = []string{s.RedisKey(c.req.Key)}
+			}
 			args := s.args(c.req)
 			if eval {
 				cmds[i] = script.Eval(ctx, p, keys, args...)
@@ -323,11 +472,15 @@ func (s *Store) pipeline(ctx context.Context, calls []*call, eval bool) []*gored
 	return cmds
 }
 
-// args are every script's ARGV: limit, period_us, burst, cost, now_us.
+// args are every script's ARGV: limit, period_us, burst, cost, now_us, and
+// with an idempotency record, its TTL in ms.
 func (s *Store) args(r store.Request) []any {
 	var now int64
 	if s.opts.PinnedClock != nil {
 		now = s.opts.PinnedClock().UnixMicro()
+	}
+	if r.HasIdempotency() {
+		return []any{r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now, max(1, r.EffectiveIdempotencyTTL().Milliseconds())}
 	}
 	return []any{r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now}
 }
@@ -336,20 +489,22 @@ func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
-// parseResult reads a script's reply {allowed, remaining, reset_us, retry_us}.
+// parseResult reads a script's reply {allowed, remaining, reset_us,
+// retry_us[, replayed]}.
 func parseResult(cmd *goredis.Cmd) (algo.Result, error) {
 	v, err := cmd.Int64Slice()
 	if err != nil {
 		return algo.Result{}, fmt.Errorf("redis store: %w", err)
 	}
-	if len(v) != 4 {
-		return algo.Result{}, fmt.Errorf("redis store: script returned %d values, want 4", len(v))
+	if len(v) != 4 && len(v) != 5 {
+		return algo.Result{}, fmt.Errorf("redis store: script returned %d values, want 4 or 5", len(v))
 	}
 	r := algo.Result{
 		Allowed:    v[0] == 1,
 		Remaining:  v[1],
 		ResetAfter: time.Duration(v[2]) * time.Microsecond,
 		RetryAfter: time.Duration(v[3]) * time.Microsecond,
+		Replayed:   len(v) == 5 && v[4] == 1,
 	}
 	if v[3] < 0 {
 		r.RetryAfter = algo.Never
@@ -377,6 +532,7 @@ func (s *Store) Close() error {
 		close(s.stop)
 	}
 	<-s.stopped
+	s.bg.Wait()
 	for {
 		select {
 		case c := <-s.queue:

@@ -87,6 +87,10 @@ func TestConformanceStandalone(t *testing.T) { storetest.Run(t, newStandalone) }
 
 func TestConformanceCluster(t *testing.T) { storetest.Run(t, newCluster) }
 
+func TestIdempotencyStandalone(t *testing.T) { storetest.RunIdempotency(t, newStandalone) }
+
+func TestIdempotencyCluster(t *testing.T) { storetest.RunIdempotency(t, newCluster) }
+
 func TestMemoryAndStandaloneAgree(t *testing.T) {
 	storetest.RunDifferential(t, newMemory, newStandalone, 400)
 }

@@ -243,3 +243,102 @@ func RunDifferential(t *testing.T, a, b NewStore, steps int) {
 		})
 	}
 }
+
+// IdemStep is one decision of the idempotency table: on counter Counter
+// (0 or 1), with idempotency key Idem ("" for none).
+type IdemStep struct {
+	At       time.Duration
+	Counter  int
+	Idem     string
+	Cost     int64
+	Allowed  bool
+	Remain   int64
+	Reset    time.Duration
+	Retry    time.Duration
+	Replayed bool
+}
+
+// IdempotencyTTL is the record TTL of the idempotency table.
+const IdempotencyTTL = 30 * s
+
+// IdempotencyLimit is the idempotency table's limit: FixedWindow 3/min.
+var IdempotencyLimit = limit(algo.FixedWindow, 3, time.Minute, 0)
+
+// IdempotencySteps is the idempotency table. A record replays the first
+// admitted decision, with its reset counting down, until IdempotencyTTL;
+// denials and peeks are not recorded; records are per counter.
+var IdempotencySteps = []IdemStep{
+	{At: 0, Idem: "A", Cost: 1, Allowed: true, Remain: 2, Reset: 60 * s},
+	{At: 10 * s, Idem: "A", Cost: 1, Allowed: true, Remain: 2, Reset: 50 * s, Replayed: true},
+	{At: 10 * s, Cost: 0, Allowed: true, Remain: 2, Reset: 50 * s}, // the replay consumed nothing
+	{At: 10 * s, Idem: "B", Cost: 1, Allowed: true, Remain: 1, Reset: 50 * s},
+	{At: 10 * s, Idem: "C", Cost: 2, Allowed: false, Remain: 1, Reset: 50 * s, Retry: 50 * s},
+	{At: 10 * s, Counter: 1, Idem: "A", Cost: 1, Allowed: true, Remain: 2, Reset: 50 * s}, // another counter: not a replay
+	{At: 29 * s, Idem: "A", Cost: 1, Allowed: true, Remain: 2, Reset: 31 * s, Replayed: true},
+	{At: 30 * s, Idem: "A", Cost: 1, Allowed: true, Remain: 0, Reset: 30 * s}, // expired: decided afresh
+	{At: 31 * s, Idem: "A", Cost: 1, Allowed: true, Remain: 0, Reset: 29 * s, Replayed: true},
+	{At: 60 * s, Idem: "C", Cost: 2, Allowed: true, Remain: 1, Reset: 60 * s}, // its denial was not recorded
+	{At: 61 * s, Idem: "C", Cost: 2, Allowed: true, Remain: 1, Reset: 59 * s, Replayed: true},
+	{At: 61 * s, Idem: "D", Cost: 0, Allowed: true, Remain: 1, Reset: 59 * s}, // a peek is not recorded
+	{At: 61 * s, Idem: "D", Cost: 1, Allowed: true, Remain: 0, Reset: 59 * s},
+	{At: 200 * s, Idem: "C", Cost: 1, Allowed: true, Remain: 2, Reset: 40 * s}, // C expired long ago
+}
+
+// IdemKey derives the idempotency record name of a client's key: the same
+// name gives the same Key (records are per counter, and counters are unique
+// per run).
+func IdemKey(t testing.TB, name string) store.Key {
+	var b store.KeyBuilder
+	b.Add(t.Name())
+	b.Add(name)
+	return b.Key()
+}
+
+// RunIdempotency runs the idempotency table against a store, on every
+// algorithm for the replay itself, then on the full table.
+func RunIdempotency(t *testing.T, newStore NewStore) {
+	t.Run("table", func(t *testing.T) {
+		clock := NewClock()
+		st := newStore(t, clock.Now)
+		counters := []store.Key{KeyFor(t, "counter 0"), KeyFor(t, "counter 1")}
+		for i, step := range IdempotencySteps {
+			clock.Set(Base.Add(step.At))
+			req := store.Request{Key: counters[step.Counter], Limit: IdempotencyLimit, Cost: step.Cost, IdempotencyTTL: IdempotencyTTL}
+			if step.Idem != "" {
+				req.Idempotency = IdemKey(t, step.Idem)
+			}
+			got, err := st.Take(context.Background(), req)
+			if err != nil {
+				t.Fatalf("step %d: %v", i, err)
+			}
+			want := algo.Result{Allowed: step.Allowed, Remaining: step.Remain, ResetAfter: step.Reset, RetryAfter: step.Retry, Replayed: step.Replayed}
+			if got != want {
+				t.Errorf("step %d (at %v, idempotency %q, cost %d):\n got %+v\nwant %+v", i, step.At, step.Idem, step.Cost, got, want)
+			}
+		}
+	})
+	for _, a := range algo.All {
+		t.Run(a.String(), func(t *testing.T) {
+			clock := NewClock()
+			st := newStore(t, clock.Now)
+			lim := limit(a, 5, time.Minute, 5)
+			key, idem := KeyFor(t, "counter"), IdemKey(t, "retried")
+			first, err := st.Take(context.Background(), store.Request{Key: key, Limit: lim, Cost: 2, Idempotency: idem})
+			if err != nil || !first.Allowed || first.Replayed {
+				t.Fatalf("first: %+v %v", first, err)
+			}
+			for i := range 20 {
+				r, err := st.Take(context.Background(), store.Request{Key: key, Limit: lim, Cost: 2, Idempotency: idem})
+				want := first
+				want.Replayed = true
+				if err != nil || r != want {
+					t.Fatalf("retry %d: %+v %v, want %+v", i, r, err, want)
+				}
+			}
+			peek, err := st.Take(context.Background(), store.Request{Key: key, Limit: lim})
+			if err != nil || peek.Remaining != 3 {
+				t.Fatalf("after 20 retries: %+v %v, want 3 remaining (one cost of 2 spent)", peek, err)
+			}
+		})
+	}
+}

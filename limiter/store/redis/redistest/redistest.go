@@ -1,5 +1,7 @@
 // Package redistest starts real redis-server processes on loopback for
-// tests: a standalone server, or a Redis Cluster formed from Go.
+// tests: a standalone server, or a Redis Cluster formed from Go (primaries,
+// optionally with replicas and TCP proxies in front), and injects faults:
+// kill, pause (SIGSTOP), restart, and latency or cuts through a Proxy.
 //
 // The binary is $REDIS_SERVER, or redis-server on PATH (`make test`
 // installs it). Tests fail, not skip, when it is missing: a skipped store
@@ -14,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +34,8 @@ type Server struct {
 	cmd  *exec.Cmd
 	args []string
 	mu   sync.Mutex
+	// paused is true between Pause and Resume.
+	paused bool
 }
 
 // Binary returns the redis-server to run, failing the test when none is found.
@@ -106,7 +111,8 @@ func (s *Server) Log() string {
 	return string(b)
 }
 
-// Stop kills the server.
+// Stop kills the server (SIGKILL: no goodbye to its clients or its
+// cluster).
 func (s *Server) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -117,16 +123,34 @@ func (s *Server) Stop() {
 	_ = s.cmd.Process.Kill()
 	_ = s.cmd.Wait()
 	s.cmd = nil
+	s.paused = false
+}
+
+// Running reports whether the process runs and is not paused.
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil && !s.paused
+}
+
+// Pid is the process id, or 0 when it is not running.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
 }
 
 // Pause stops the process with SIGSTOP, as a stalled node: connections stay
 // open and nothing answers.
-func (s *Server) Pause(t testing.TB) { s.signal(t, syscall.SIGSTOP) }
+func (s *Server) Pause(t testing.TB) { s.signal(t, syscall.SIGSTOP, true) }
 
 // Resume continues a paused server with SIGCONT.
-func (s *Server) Resume(t testing.TB) { s.signal(t, syscall.SIGCONT) }
+func (s *Server) Resume(t testing.TB) { s.signal(t, syscall.SIGCONT, false) }
 
-func (s *Server) signal(t testing.TB, sig syscall.Signal) {
+func (s *Server) signal(t testing.TB, sig syscall.Signal, paused bool) {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -136,6 +160,7 @@ func (s *Server) signal(t testing.TB, sig syscall.Signal) {
 	if err := s.cmd.Process.Signal(sig); err != nil {
 		t.Fatalf("signal redis-server: %v", err)
 	}
+	s.paused = paused
 }
 
 // Restart stops the server and starts it again with the same settings.
@@ -147,9 +172,18 @@ func (s *Server) Restart(t testing.TB) {
 
 // Client returns a client for this server, closed when the test ends.
 func (s *Server) Client(t testing.TB) *goredis.Client {
-	c := goredis.NewClient(&goredis.Options{Addr: s.Addr})
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// do runs one command on s with a deadline, on a connection of its own.
+func (s *Server) do(args ...any) (any, error) {
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second, PoolSize: 1})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return c.Do(ctx, args...).Result()
 }
 
 func waitPing(addr string, within time.Duration) error {
@@ -197,18 +231,70 @@ func (s sharedT) TempDir() string {
 	return d
 }
 
-// Cluster is a running Redis Cluster of primaries (no replicas).
+// Cluster is a running Redis Cluster: primaries, each with its replicas.
+// Roles change with failovers; Nodes and Replicas say what they were at
+// start, and Master says who serves a shard now.
 type Cluster struct {
+	// Nodes are the primaries at start: shard i's at Nodes[i].
 	Nodes []*Server
+	// Replicas[i] replicated Nodes[i] at start.
+	Replicas [][]*Server
+	// Proxies[i], when set, is the proxy clients reach shard i's primary
+	// through: the primary announces the proxy's address to the cluster.
+	Proxies map[int]*Proxy
+	// Ranges[i] are shard i's slots, first and last.
+	Ranges [][2]int
 }
 
-// Addrs lists the nodes' addresses.
+// ClusterOptions configure StartClusterWith.
+type ClusterOptions struct {
+	// Primaries is the number of shards; 0 means 3.
+	Primaries int
+	// Replicas is the number of replicas of each primary.
+	Replicas int
+	// NodeTimeout is cluster-node-timeout: how long a primary may not
+	// answer before its replica takes over; 0 means 15s.
+	NodeTimeout time.Duration
+	// Proxied lists the shards whose primary clients reach through a Proxy
+	// (see Cluster.Proxies).
+	Proxied []int
+}
+
+// Addrs lists the primaries' addresses at start, as seeds for a client (the
+// proxies' for proxied primaries).
 func (c *Cluster) Addrs() []string {
 	a := make([]string, len(c.Nodes))
 	for i, n := range c.Nodes {
 		a[i] = n.Addr
+		if p := c.Proxies[i]; p != nil {
+			a[i] = p.Addr
+		}
 	}
 	return a
+}
+
+// All lists every node: the primaries at start, then the replicas.
+func (c *Cluster) All() []*Server {
+	all := append([]*Server(nil), c.Nodes...)
+	for _, rs := range c.Replicas {
+		all = append(all, rs...)
+	}
+	return all
+}
+
+// ShardOf returns the shard serving slot.
+func (c *Cluster) ShardOf(slot int) int {
+	for i, r := range c.Ranges {
+		if slot >= r[0] && slot <= r[1] {
+			return i
+		}
+	}
+	return -1
+}
+
+// RangeName names shard i by its slots as the store's breakers do: "lo-hi".
+func (c *Cluster) RangeName(i int) string {
+	return fmt.Sprintf("%d-%d", c.Ranges[i][0], c.Ranges[i][1])
 }
 
 // StartCluster runs n primaries on free loopback ports and forms a cluster
@@ -216,39 +302,211 @@ func (c *Cluster) Addrs() []string {
 // node reports cluster_state:ok.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
-	c := &Cluster{}
-	for range n {
-		c.Nodes = append(c.Nodes, Start(t, "cluster-enabled yes", "cluster-node-timeout 15000",
-			"cluster-config-file nodes.conf", "cluster-require-full-coverage no"))
+	return StartClusterWith(t, ClusterOptions{Primaries: n})
+}
+
+// StartClusterWith runs a cluster: primaries with ADDSLOTSRANGE split
+// evenly, replicas attached with CLUSTER REPLICATE, every node met by the
+// first. It returns once every node reports cluster_state:ok, knows every
+// other node, and every replica has synced.
+func StartClusterWith(t testing.TB, o ClusterOptions) *Cluster {
+	t.Helper()
+	if o.Primaries <= 0 {
+		o.Primaries = 3
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	if o.NodeTimeout <= 0 {
+		o.NodeTimeout = 15 * time.Second
+	}
+	n := o.Primaries
+	cfg := []string{"cluster-enabled yes", fmt.Sprintf("cluster-node-timeout %d", o.NodeTimeout.Milliseconds()),
+		"cluster-config-file nodes.conf", "cluster-require-full-coverage no"}
+	c := &Cluster{Proxies: map[int]*Proxy{}, Replicas: make([][]*Server, n)}
+	for i := range n {
+		c.Ranges = append(c.Ranges, [2]int{i * 16384 / n, (i+1)*16384/n - 1})
+		extra := cfg
+		if slices.Contains(o.Proxied, i) {
+			addr := FreeAddr(t, "127.0.0.1")
+			p := StartProxy(t, addr)
+			c.Proxies[i] = p
+			host, port, _ := net.SplitHostPort(p.Addr)
+			_, realPort, _ := net.SplitHostPort(addr)
+			rp, _ := strconv.Atoi(realPort)
+			extra = append(slices.Clone(cfg), "cluster-announce-ip "+host, "cluster-announce-port "+port,
+				fmt.Sprintf("cluster-announce-bus-port %d", rp+10000))
+			c.Nodes = append(c.Nodes, StartAt(t, addr, extra...))
+			continue
+		}
+		c.Nodes = append(c.Nodes, Start(t, extra...))
+	}
+	for i := range n {
+		for range o.Replicas {
+			c.Replicas[i] = append(c.Replicas[i], Start(t, cfg...))
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	first := c.Nodes[0].Client(t)
-	for i, node := range c.Nodes {
+	all := c.All()
+	for _, node := range all[1:] {
 		host, port, _ := net.SplitHostPort(node.Addr)
-		p, _ := strconv.Atoi(port)
-		if i > 0 {
-			if err := first.ClusterMeet(ctx, host, strconv.Itoa(p)).Err(); err != nil {
-				t.Fatalf("CLUSTER MEET %s: %v", node.Addr, err)
-			}
-		}
-		lo, hi := i*16384/n, (i+1)*16384/n-1
-		if err := node.Client(t).Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
-			t.Fatalf("CLUSTER ADDSLOTSRANGE %d %d on %s: %v", lo, hi, node.Addr, err)
+		if err := first.ClusterMeet(ctx, host, port).Err(); err != nil {
+			t.Fatalf("CLUSTER MEET %s: %v", node.Addr, err)
 		}
 	}
-	for _, node := range c.Nodes {
-		cl := node.Client(t)
-		for {
-			info, err := cl.ClusterInfo(ctx).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", n)) {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("cluster did not form on %s: %v %s", node.Addr, err, info)
-			}
-			time.Sleep(50 * time.Millisecond) // polling gossip convergence
+	for i, node := range c.Nodes {
+		if err := node.Client(t).Do(ctx, "CLUSTER", "ADDSLOTSRANGE", c.Ranges[i][0], c.Ranges[i][1]).Err(); err != nil {
+			t.Fatalf("CLUSTER ADDSLOTSRANGE %d %d on %s: %v", c.Ranges[i][0], c.Ranges[i][1], node.Addr, err)
 		}
 	}
+	poll(t, ctx, "every node knows every other", func() (bool, string) {
+		for _, node := range all {
+			info, err := node.Client(t).ClusterInfo(ctx).Result()
+			if err != nil || !strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", len(all))) {
+				return false, fmt.Sprintf("%s: %v %s", node.Addr, err, info)
+			}
+		}
+		return true, ""
+	})
+	for i, node := range c.Nodes {
+		id, err := node.Client(t).Do(ctx, "CLUSTER", "MYID").Text()
+		if err != nil {
+			t.Fatalf("CLUSTER MYID on %s: %v", node.Addr, err)
+		}
+		for _, r := range c.Replicas[i] {
+			if err := r.Client(t).Do(ctx, "CLUSTER", "REPLICATE", id).Err(); err != nil {
+				t.Fatalf("CLUSTER REPLICATE %s on %s: %v", id, r.Addr, err)
+			}
+		}
+	}
+	c.WaitHealthy(t, time.Until(deadlineOf(ctx)))
 	return c
+}
+
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
+}
+
+// poll calls cond until it is true or ctx ends, failing the test with
+// cond's last explanation then.
+func poll(t testing.TB, ctx context.Context, what string, cond func() (bool, string)) {
+	t.Helper()
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("redistest: %s: not within the deadline: %s", what, why)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the cluster's gossip
+	}
+}
+
+// nodeFor returns the node whose address (or proxy address) is addr.
+func (c *Cluster) nodeFor(addr string) *Server {
+	for i, n := range c.Nodes {
+		if n.Addr == addr || (c.Proxies[i] != nil && c.Proxies[i].Addr == addr) {
+			return n
+		}
+	}
+	for _, n := range c.All() {
+		if n.Addr == addr {
+			return n
+		}
+	}
+	return nil
+}
+
+// Master returns the node that running nodes say serves shard i now, or
+// nil when they don't agree on a running one.
+func (c *Cluster) Master(i int) *Server {
+	var found *Server
+	for _, node := range c.All() {
+		if !node.Running() {
+			continue
+		}
+		v, err := node.do("CLUSTER", "SLOTS")
+		if err != nil {
+			return nil
+		}
+		m := c.masterIn(v, c.Ranges[i][0])
+		if m == nil || !m.Running() || (found != nil && found != m) {
+			return nil
+		}
+		found = m
+	}
+	return found
+}
+
+// masterIn reads the master of slot from a CLUSTER SLOTS reply.
+func (c *Cluster) masterIn(reply any, slot int) *Server {
+	ranges, _ := reply.([]any)
+	for _, r := range ranges {
+		f, _ := r.([]any)
+		if len(f) < 3 {
+			continue
+		}
+		lo, _ := f[0].(int64)
+		hi, _ := f[1].(int64)
+		if int64(slot) < lo || int64(slot) > hi {
+			continue
+		}
+		node, _ := f[2].([]any)
+		if len(node) < 2 {
+			return nil
+		}
+		host, _ := node[0].(string)
+		port, _ := node[1].(int64)
+		return c.nodeFor(net.JoinHostPort(host, strconv.FormatInt(port, 10)))
+	}
+	return nil
+}
+
+// WaitHealthy waits until every running node reports cluster_state:ok,
+// every shard has a running master that all agree on, and every running
+// replica of it has synced.
+func (c *Cluster) WaitHealthy(t testing.TB, within time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	poll(t, ctx, "cluster healthy", func() (bool, string) {
+		for _, node := range c.All() {
+			if !node.Running() {
+				continue
+			}
+			v, err := node.do("CLUSTER", "INFO")
+			if s, _ := v.(string); err != nil || !strings.Contains(s, "cluster_state:ok") {
+				return false, fmt.Sprintf("%s: %v %v", node.Addr, err, v)
+			}
+			v, err = node.do("INFO", "replication")
+			s, _ := v.(string)
+			if err != nil || (strings.Contains(s, "role:slave") && !strings.Contains(s, "master_link_status:up")) {
+				return false, fmt.Sprintf("%s replication: %v %v", node.Addr, err, s)
+			}
+		}
+		for i := range c.Nodes {
+			if c.Master(i) == nil {
+				return false, fmt.Sprintf("shard %d has no agreed running master", i)
+			}
+		}
+		return true, ""
+	})
+}
+
+// WaitFailover waits until shard i is served by a running master other
+// than old (a promoted replica), and returns it.
+func (c *Cluster) WaitFailover(t testing.TB, i int, old *Server, within time.Duration) *Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	var m *Server
+	poll(t, ctx, fmt.Sprintf("shard %d failed over", i), func() (bool, string) {
+		m = c.Master(i)
+		if m == nil || m == old {
+			return false, fmt.Sprintf("master %v", m)
+		}
+		return true, ""
+	})
+	return m
 }

@@ -2,8 +2,9 @@
 -- Unix epoch. Mirrors limiter/algo.(Limit).fixedWindow.
 --
 -- KEYS[1]  the window, a string "window_index count"
--- ARGV     limit, period_us, burst (unused), cost, now_us (0: Redis TIME; tests pin the clock)
--- Returns  {allowed, remaining, reset_after_us, retry_after_us}; retry -1 is never.
+-- KEYS[2]  optional idempotency record (see idempotency.lua, prepended)
+-- ARGV     limit, period_us, burst (unused), cost, now_us (0: Redis TIME; tests pin the clock), record_ttl_ms
+-- Returns  {allowed, remaining, reset_after_us, retry_after_us[, replayed]}; retry -1 is never.
 local limit = tonumber(ARGV[1])
 local period = tonumber(ARGV[2])
 local cost = tonumber(ARGV[4])
@@ -17,6 +18,8 @@ if now == 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
+local replay = idempotent_replay(now)
+if replay then return replay end
 
 local w = math.floor(now / period)
 if w * period > now then w = w - 1 elseif (w + 1) * period <= now then w = w + 1 end
@@ -40,4 +43,4 @@ local retry = 0
 if not allowed then
   if cost > limit then retry = -1 else retry = reset end
 end
-return {allowed and 1 or 0, math.max(0, limit - count), reset, retry}
+return idempotent_record({allowed and 1 or 0, math.max(0, limit - count), reset, retry}, cost, now, slack)

@@ -4,8 +4,9 @@
 -- count as zero, because TATs near 1.7e15us are only exact to a quarter us.
 --
 -- KEYS[1]  the TAT
--- ARGV     limit, period_us, burst, cost, now_us (0: Redis TIME; tests pin the clock)
--- Returns  {allowed, remaining, reset_after_us, retry_after_us}; retry -1 is never.
+-- KEYS[2]  optional idempotency record (see idempotency.lua, prepended)
+-- ARGV     limit, period_us, burst, cost, now_us (0: Redis TIME; tests pin the clock), record_ttl_ms
+-- Returns  {allowed, remaining, reset_after_us, retry_after_us[, replayed]}; retry -1 is never.
 local limit = tonumber(ARGV[1])
 local period = tonumber(ARGV[2])
 local burst = tonumber(ARGV[3])
@@ -20,6 +21,8 @@ if now == 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
+local replay = idempotent_replay(now)
+if replay then return replay end
 local eps = 1e-9
 local half_micro = 0.5
 local function ceil_us(x) if x <= 0 then return 0 end return math.ceil(x) end
@@ -50,5 +53,5 @@ local retry = 0
 if not allowed then
   if cost > burst then retry = -1 else retry = ceil_us(next - tolerance - half_micro) end
 end
-return {allowed and 1 or 0, floor_tokens((tolerance - ahead + half_micro) / interval),
-  ceil_us(ahead - half_micro), retry}
+return idempotent_record({allowed and 1 or 0, floor_tokens((tolerance - ahead + half_micro) / interval),
+  ceil_us(ahead - half_micro), retry}, cost, now, slack)

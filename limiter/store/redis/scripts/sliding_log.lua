@@ -3,8 +3,9 @@
 -- proportional to limit. Mirrors limiter/algo.(Limit).slidingLog.
 --
 -- KEYS[1]  the log, a sorted set of "now_us:n" members scored by now_us
--- ARGV     limit, period_us, burst (unused), cost, now_us (0: Redis TIME; tests pin the clock)
--- Returns  {allowed, remaining, reset_after_us, retry_after_us}; retry -1 is never.
+-- KEYS[2]  optional idempotency record (see idempotency.lua, prepended)
+-- ARGV     limit, period_us, burst (unused), cost, now_us (0: Redis TIME; tests pin the clock), record_ttl_ms
+-- Returns  {allowed, remaining, reset_after_us, retry_after_us[, replayed]}; retry -1 is never.
 local key = KEYS[1]
 local limit = tonumber(ARGV[1])
 local period = tonumber(ARGV[2])
@@ -19,6 +20,8 @@ if now == 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
+local replay = idempotent_replay(now)
+if replay then return replay end
 
 local pruned = redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - period))
 local count = redis.call('ZCARD', key)
@@ -60,4 +63,4 @@ local retry = 0
 if not allowed then
   if cost > limit then retry = -1 else retry = score_at(count + cost - limit - 1) + period - now end
 end
-return {allowed and 1 or 0, math.max(0, limit - count), reset, retry}
+return idempotent_record({allowed and 1 or 0, math.max(0, limit - count), reset, retry}, cost, now, slack)

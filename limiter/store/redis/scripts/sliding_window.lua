@@ -3,8 +3,9 @@
 -- window's count. Mirrors limiter/algo.(Limit).slidingWindow.
 --
 -- KEYS[1]  both windows, a string "window_index current previous"
--- ARGV     limit, period_us, burst (unused), cost, now_us (0: Redis TIME; tests pin the clock)
--- Returns  {allowed, remaining, reset_after_us, retry_after_us}; retry -1 is never.
+-- KEYS[2]  optional idempotency record (see idempotency.lua, prepended)
+-- ARGV     limit, period_us, burst (unused), cost, now_us (0: Redis TIME; tests pin the clock), record_ttl_ms
+-- Returns  {allowed, remaining, reset_after_us, retry_after_us[, replayed]}; retry -1 is never.
 local limit = tonumber(ARGV[1])
 local period = tonumber(ARGV[2])
 local cost = tonumber(ARGV[4])
@@ -18,6 +19,8 @@ if now == 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
+local replay = idempotent_replay(now)
+if replay then return replay end
 local eps = 1e-9
 local function ceil_us(x) if x <= 0 then return 0 end return math.ceil(x) end
 local function floor_tokens(x) if x <= 0 then return 0 end return math.floor(x + eps) end
@@ -62,4 +65,4 @@ if not allowed then
     retry = (period - into) + ceil_us(period - need * period / curr)
   end
 end
-return {allowed and 1 or 0, floor_tokens(limit - est), reset, retry}
+return idempotent_record({allowed and 1 or 0, floor_tokens(limit - est), reset, retry}, cost, now, slack)

@@ -7,8 +7,9 @@
 -- integer: 72 bytes a key.
 --
 -- KEYS[1]  the bucket's z
--- ARGV     limit, period_us, burst, cost, now_us (0: Redis TIME; tests pin the clock)
--- Returns  {allowed, remaining, reset_after_us, retry_after_us}; retry -1 is never.
+-- KEYS[2]  optional idempotency record (see idempotency.lua, prepended)
+-- ARGV     limit, period_us, burst, cost, now_us (0: Redis TIME; tests pin the clock), record_ttl_ms
+-- Returns  {allowed, remaining, reset_after_us, retry_after_us[, replayed]}; retry -1 is never.
 local limit = tonumber(ARGV[1])
 local period = tonumber(ARGV[2])
 local burst = tonumber(ARGV[3])
@@ -23,6 +24,8 @@ if now == 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
+local replay = idempotent_replay(now)
+if replay then return replay end
 local eps = 1e-9
 local epoch = 1577836800000000
 local function ceil_us(x) if x <= 0 then return 0 end return math.ceil(x) end
@@ -52,4 +55,4 @@ local retry = 0
 if not allowed then
   if cost > burst then retry = -1 else retry = ceil_us((z8 + cost * period8 / limit - now8) / 8) end
 end
-return {allowed and 1 or 0, floor_tokens(tokens + round_slack), reset, retry}
+return idempotent_record({allowed and 1 or 0, floor_tokens(tokens + round_slack), reset, retry}, cost, now, slack)

@@ -1,0 +1,67 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+// Condition types of a LimiterFleet. The operator recomputes them from what it
+// observes on every pass.
+const (
+	// FleetReady is True when the fleet enforces its snapshot: the snapshot
+	// is written, every ready limiter pod has loaded it, at least one pod is
+	// ready (or replicas is 0), and RedisReady is not False.
+	FleetReady = "Ready"
+
+	// FleetRedisReady is True when the store the limiters count in is usable:
+	// always for None and External, which the operator does not manage; for
+	// Cluster, when every slot is served.
+	FleetRedisReady = "RedisReady"
+
+	// FleetSnapshotSynced is True when every ready limiter pod reports the
+	// version of the snapshot in status.snapshot.
+	FleetSnapshotSynced = "SnapshotSynced"
+)
+
+// Reasons of LimiterFleet conditions.
+const (
+	// ReasonSnapshotWritten: the snapshot ConfigMap holds the current snapshot.
+	ReasonSnapshotWritten = "SnapshotWritten"
+	// ReasonSnapshotTooLarge: the snapshot does not fit in a ConfigMap even
+	// compressed; the previous one stays in place.
+	ReasonSnapshotTooLarge = "SnapshotTooLarge"
+	// ReasonPodsSynced: every ready limiter pod has loaded the snapshot.
+	ReasonPodsSynced = "PodsSynced"
+	// ReasonPodsNotSynced: some ready limiter pods have not loaded the
+	// snapshot yet; the message says how many, such as "2/3 pods on snapshot
+	// abc123".
+	ReasonPodsNotSynced = "PodsNotSynced"
+	// ReasonPodsNotReady: fewer limiter pods are ready than spec.replicas.
+	ReasonPodsNotReady = "PodsNotReady"
+	// ReasonNoReadyPods: no limiter pod is ready, so nothing is enforced.
+	ReasonNoReadyPods = "NoReadyPods"
+	// ReasonScaledToZero: spec.replicas is 0, so nothing is enforced.
+	ReasonScaledToZero = "ScaledToZero"
+	// ReasonRedisNotManaged: redis.mode is None; each pod counts in memory.
+	ReasonRedisNotManaged = "RedisNotManaged"
+	// ReasonRedisExternal: redis.mode is External; the operator does not
+	// manage or probe it, and limiter readiness reports whether it answers.
+	ReasonRedisExternal = "RedisExternal"
+	// ReasonRedisClusterNotImplemented: redis.mode is Cluster, which this
+	// version of the operator cannot provision yet.
+	ReasonRedisClusterNotImplemented = "RedisClusterNotImplemented"
+	// ReasonReconcileError: the operator failed to apply a child object; the
+	// message says which and why.
+	ReasonReconcileError = "ReconcileError"
+)

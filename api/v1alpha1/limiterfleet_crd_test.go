@@ -1,0 +1,705 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+// baseFleet is a valid fleet with nothing set; each case fills in what it needs.
+func baseFleet(name string) *v1alpha1.LimiterFleet {
+	return &v1alpha1.LimiterFleet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "LimiterFleet"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+	}
+}
+
+// fleetBadCase is a fleet the API server must reject. typed changes the Go
+// object; raw then changes the whole object as JSON, for values the Go types
+// cannot hold or omit.
+type fleetBadCase struct {
+	name  string
+	typed func(f *v1alpha1.LimiterFleet)
+	raw   func(obj map[string]any)
+	// field is the path the API server names, and message a substring of
+	// its message for that field.
+	field   string
+	message string
+}
+
+func external(addrs ...string) v1alpha1.RedisSpec {
+	return v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisExternal), Addresses: addrs}
+}
+
+func clusterMode() v1alpha1.RedisSpec {
+	return v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisCluster)}
+}
+
+func addresses(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("redis-%d.cache.svc:6379", i)
+	}
+	return out
+}
+
+func rawRedis(obj map[string]any) map[string]any {
+	spec, ok := obj["spec"].(map[string]any)
+	if !ok {
+		spec = map[string]any{}
+		obj["spec"] = spec
+	}
+	redis, ok := spec["redis"].(map[string]any)
+	if !ok {
+		redis = map[string]any{}
+		spec["redis"] = redis
+	}
+	return redis
+}
+
+// rootField is what the API server names for a rule on the whole object: a
+// CEL rule on the root cannot point its fieldPath into metadata.
+const rootField = "<nil>"
+
+const (
+	nameMessage         = "metadata.name must be a DNS label of at most 46 characters that starts with a letter"
+	addressMessage      = "each address must be host:port with a port from 1 to 65535"
+	onlyExternalAddress = "spec.redis.addresses applies only when spec.redis.mode is External"
+)
+
+var fleetBadCases = []fleetBadCase{
+	// metadata.name prefixes the names of the fleet's objects.
+	{
+		name:    "name longer than 46",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Name = strings.Repeat("f", v1alpha1.MaxFleetNameLength+1) },
+		field:   rootField,
+		message: nameMessage,
+	},
+	{
+		name:    "name starting with a digit",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Name = "1fleet" },
+		field:   rootField,
+		message: nameMessage,
+	},
+	{
+		name:    "name with a dot",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Name = "fleet.one" },
+		field:   rootField,
+		message: nameMessage,
+	},
+
+	// replicas, enforcement, image
+	{
+		name:    "replicas negative",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Replicas = ptr.To[int32](-1) },
+		field:   "spec.replicas",
+		message: "should be greater than or equal to 0",
+	},
+	{
+		name:    "replicas above 100",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Replicas = ptr.To(v1alpha1.MaxFleetReplicas + 1) },
+		field:   "spec.replicas",
+		message: "should be less than or equal to 100",
+	},
+	{
+		name:    "unknown enforcement",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Enforcement = ptr.To(v1alpha1.EnforcementMode("Off")) },
+		field:   "spec.enforcement",
+		message: `Unsupported value: "Off": supported values: "Enabled", "Disabled"`,
+	},
+	{
+		name:    "empty image",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Image = ptr.To("") },
+		field:   "spec.image",
+		message: "should be at least 1 chars long",
+	},
+	{
+		name:    "image too long",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Image = ptr.To(strings.Repeat("i", 513)) },
+		field:   "spec.image",
+		message: "may not be more than 512 bytes",
+	},
+
+	// redis.mode
+	{
+		name:    "unknown redis mode",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.Mode = ptr.To(v1alpha1.RedisMode("Sentinel")) },
+		field:   "spec.redis.mode",
+		message: `Unsupported value: "Sentinel": supported values: "Cluster", "External", "None"`,
+	},
+
+	// redis.addresses
+	{
+		name:    "External without addresses",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Redis = external() },
+		field:   "spec.redis.addresses",
+		message: "spec.redis.addresses is required when spec.redis.mode is External",
+	},
+	{
+		name:    "External with an empty address list",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Redis = external() },
+		raw:     func(obj map[string]any) { rawRedis(obj)["addresses"] = []any{} },
+		field:   "spec.redis.addresses",
+		message: "should have at least 1 items",
+	},
+	{
+		name:    "addresses with mode omitted (None)",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.Addresses = []string{"redis:6379"} },
+		field:   "spec.redis.addresses",
+		message: onlyExternalAddress,
+	},
+	{
+		name: "addresses with None",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = external("redis:6379")
+			f.Spec.Redis.Mode = ptr.To(v1alpha1.RedisNone)
+		},
+		field:   "spec.redis.addresses",
+		message: onlyExternalAddress,
+	},
+	{
+		name: "addresses with Cluster",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.Addresses = []string{"redis:6379"}
+		},
+		field:   "spec.redis.addresses",
+		message: onlyExternalAddress,
+	},
+	{
+		name:    "17 addresses",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Redis = external(addresses(v1alpha1.MaxRedisAddresses + 1)...) },
+		field:   "spec.redis.addresses",
+		message: "must have at most 16 items",
+	},
+	{
+		name:    "duplicate addresses",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Redis = external("redis:6379", "redis:6379") },
+		field:   "spec.redis.addresses[1]",
+		message: `Duplicate value: "redis:6379"`,
+	},
+	{
+		name:    "address without port",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Redis = external("redis.cache.svc") },
+		field:   "spec.redis.addresses",
+		message: addressMessage,
+	},
+	{
+		name:    "address with port 0",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Redis = external("redis:0") },
+		field:   "spec.redis.addresses",
+		message: addressMessage,
+	},
+	{
+		name:    "address with port 65536",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Redis = external("redis:65536") },
+		field:   "spec.redis.addresses",
+		message: addressMessage,
+	},
+	{
+		name:    "address as a URL",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Redis = external("redis://redis:6379") },
+		field:   "spec.redis.addresses",
+		message: addressMessage,
+	},
+	{
+		name:    "address with credentials",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Redis = external("user:secret@redis:6379") },
+		field:   "spec.redis.addresses",
+		message: addressMessage,
+	},
+	{
+		name:    "unbracketed IPv6 address",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Redis = external("fd00::1:6379") },
+		field:   "spec.redis.addresses",
+		message: addressMessage,
+	},
+	{
+		name:    "one bad address among good ones",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Redis = external("redis-0:6379", "redis-1:6379/0") },
+		field:   "spec.redis.addresses",
+		message: addressMessage,
+	},
+	{
+		name:    "address too long",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Redis = external(strings.Repeat("r", 257) + ":6379") },
+		field:   "spec.redis.addresses[0]",
+		message: "may not be more than 261 bytes",
+	},
+
+	// redis.cluster
+	{
+		name:    "cluster with mode omitted (None)",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.Cluster = ptr.To(true) },
+		field:   "spec.redis.cluster",
+		message: "spec.redis.cluster applies only when spec.redis.mode is External",
+	},
+	{
+		name: "cluster with Cluster mode",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.Cluster = ptr.To(false)
+		},
+		field:   "spec.redis.cluster",
+		message: "spec.redis.cluster applies only when spec.redis.mode is External",
+	},
+	{
+		name: "cluster false with two addresses",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = external("redis-0:6379", "redis-1:6379")
+			f.Spec.Redis.Cluster = ptr.To(false)
+		},
+		field:   "spec.redis.addresses",
+		message: "spec.redis.addresses must hold one address when spec.redis.cluster is false",
+	},
+
+	// Cluster-only fields
+	{
+		name:    "shards with mode omitted (None)",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.Shards = ptr.To[int32](3) },
+		field:   "spec.redis.shards",
+		message: "spec.redis.shards applies only when spec.redis.mode is Cluster",
+	},
+	{
+		name: "shards with External",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = external("redis:6379")
+			f.Spec.Redis.Shards = ptr.To[int32](3)
+		},
+		field:   "spec.redis.shards",
+		message: "spec.redis.shards applies only when spec.redis.mode is Cluster",
+	},
+	{
+		name: "2 shards",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.Shards = ptr.To[int32](2)
+		},
+		field:   "spec.redis.shards",
+		message: "spec.redis.shards must be at least 3: a Redis Cluster needs 3 primaries",
+	},
+	{
+		name: "more than 100 shards",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.Shards = ptr.To(v1alpha1.MaxShards + 1)
+		},
+		field:   "spec.redis.shards",
+		message: "should be less than or equal to 100",
+	},
+	{
+		name: "replicasPerShard with External",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = external("redis:6379")
+			f.Spec.Redis.ReplicasPerShard = ptr.To[int32](1)
+		},
+		field:   "spec.redis.replicasPerShard",
+		message: "spec.redis.replicasPerShard applies only when spec.redis.mode is Cluster",
+	},
+	{
+		name: "replicasPerShard negative",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.ReplicasPerShard = ptr.To[int32](-1)
+		},
+		field:   "spec.redis.replicasPerShard",
+		message: "should be greater than or equal to 0",
+	},
+	{
+		name: "replicasPerShard above 5",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.ReplicasPerShard = ptr.To(v1alpha1.MaxReplicasPerShard + 1)
+		},
+		field:   "spec.redis.replicasPerShard",
+		message: "should be less than or equal to 5",
+	},
+	{
+		name: "storage with None",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis.Mode = ptr.To(v1alpha1.RedisNone)
+			f.Spec.Redis.Storage = &v1alpha1.RedisStorage{Size: resource.MustParse("1Gi")}
+		},
+		field:   "spec.redis.storage",
+		message: "spec.redis.storage applies only when spec.redis.mode is Cluster",
+	},
+	{
+		name: "storage without size",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.Storage = &v1alpha1.RedisStorage{Size: resource.MustParse("1Gi")}
+		},
+		raw:     func(obj map[string]any) { delete(rawRedis(obj)["storage"].(map[string]any), "size") },
+		field:   "spec.redis.storage.size",
+		message: "Required value",
+	},
+	{
+		name: "storage size zero",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.Storage = &v1alpha1.RedisStorage{Size: resource.MustParse("0")}
+		},
+		field:   "spec.redis.storage.size",
+		message: "spec.redis.storage.size must be greater than zero",
+	},
+	{
+		name: "storage size negative",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.Storage = &v1alpha1.RedisStorage{Size: resource.MustParse("-1Gi")}
+		},
+		field:   "spec.redis.storage.size",
+		message: "spec.redis.storage.size must be greater than zero",
+	},
+	{
+		name: "storage size not a quantity",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.Storage = &v1alpha1.RedisStorage{Size: resource.MustParse("1Gi")}
+		},
+		raw:     func(obj map[string]any) { rawRedis(obj)["storage"].(map[string]any)["size"] = "lots" },
+		field:   "spec.redis.storage.size",
+		message: "spec.redis.storage.size in body should match",
+	},
+	{
+		name: "empty storageClassName",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.Storage = &v1alpha1.RedisStorage{Size: resource.MustParse("1Gi"), StorageClassName: ptr.To("")}
+		},
+		field:   "spec.redis.storage.storageClassName",
+		message: "should be at least 1 chars long",
+	},
+}
+
+// TestFleetCRDRejects shows the message of every schema and CEL rule of the
+// LimiterFleet CRD.
+func TestFleetCRDRejects(t *testing.T) {
+	ns := createNamespace(t, "fleet-crd-rejects")
+	for i, tc := range fleetBadCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := baseFleet(fmt.Sprintf("bad-%d", i))
+			f.Namespace = ns
+			if tc.typed != nil {
+				tc.typed(f)
+			}
+			obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.raw != nil {
+				tc.raw(obj)
+			}
+			err = k8sClient.Create(t.Context(), &unstructured.Unstructured{Object: obj})
+			if err == nil {
+				deleteAtCleanup(t, f)
+			}
+			requireCause(t, err, tc.field, tc.message)
+		})
+	}
+}
+
+// fleetGoodCase is a fleet at the edge of a rule, which the API server must
+// accept. raw, when set, changes the object as JSON after typed.
+type fleetGoodCase struct {
+	name  string
+	typed func(f *v1alpha1.LimiterFleet)
+	raw   func(obj map[string]any)
+}
+
+var fleetGoodCases = []fleetGoodCase{
+	{name: "empty spec, all defaults", typed: func(*v1alpha1.LimiterFleet) {}},
+	{name: "no spec at all", typed: func(*v1alpha1.LimiterFleet) {}, raw: func(obj map[string]any) { delete(obj, "spec") }},
+	{name: "longest name", typed: func(f *v1alpha1.LimiterFleet) { f.Name = strings.Repeat("f", v1alpha1.MaxFleetNameLength) }},
+	{name: "zero replicas", typed: func(f *v1alpha1.LimiterFleet) { f.Spec.Replicas = ptr.To[int32](0) }},
+	{name: "100 replicas", typed: func(f *v1alpha1.LimiterFleet) { f.Spec.Replicas = ptr.To(v1alpha1.MaxFleetReplicas) }},
+	{name: "enforcement Disabled", typed: func(f *v1alpha1.LimiterFleet) { f.Spec.Enforcement = ptr.To(v1alpha1.EnforcementDisabled) }},
+	{
+		name: "selectors, image and resources",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.PolicySelector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}}
+			f.Spec.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+				Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{"payments", "identity"},
+			}}}
+			f.Spec.Image = ptr.To("registry.example.com/sluice/limiter:v0.1.0@sha256:" + strings.Repeat("0", 64))
+			f.Spec.Resources = &corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")},
+				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")},
+			}
+		},
+	},
+	{
+		name: "empty selectors",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.PolicySelector, f.Spec.NamespaceSelector = &metav1.LabelSelector{}, &metav1.LabelSelector{}
+		},
+	},
+	{name: "explicit None", typed: func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.Mode = ptr.To(v1alpha1.RedisNone) }},
+	{name: "External, one server", typed: func(f *v1alpha1.LimiterFleet) { f.Spec.Redis = external("redis.cache.svc.cluster.local:6379") }},
+	{
+		name:  "External, 16 cluster seeds",
+		typed: func(f *v1alpha1.LimiterFleet) { f.Spec.Redis = external(addresses(v1alpha1.MaxRedisAddresses)...) },
+	},
+	{
+		name:  "External, IP addresses and edge ports",
+		typed: func(f *v1alpha1.LimiterFleet) { f.Spec.Redis = external("10.0.0.1:1", "[fd00::1]:65535", "[::1]:6379") },
+	},
+	{
+		name:  "External, longest address",
+		typed: func(f *v1alpha1.LimiterFleet) { f.Spec.Redis = external(strings.Repeat("r", 256) + ":6379") },
+	},
+	{
+		name: "External, one cluster seed",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = external("redis-cluster:6379")
+			f.Spec.Redis.Cluster = ptr.To(true)
+		},
+	},
+	{
+		name: "External, cluster false with one address",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = external("redis:6379")
+			f.Spec.Redis.Cluster = ptr.To(false)
+		},
+	},
+	{name: "Cluster with defaults", typed: func(f *v1alpha1.LimiterFleet) { f.Spec.Redis = clusterMode() }},
+	{
+		name: "Cluster, smallest",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.Shards, f.Spec.Redis.ReplicasPerShard = ptr.To(v1alpha1.MinShards), ptr.To[int32](0)
+		},
+	},
+	{
+		name: "Cluster, largest, with storage",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.Shards, f.Spec.Redis.ReplicasPerShard = ptr.To(v1alpha1.MaxShards), ptr.To(v1alpha1.MaxReplicasPerShard)
+			f.Spec.Redis.Storage = &v1alpha1.RedisStorage{Size: resource.MustParse("10Gi"), StorageClassName: ptr.To("fast-ssd")}
+		},
+	},
+}
+
+// TestFleetCRDAccepts shows that the API server accepts fleets at the edge of
+// each rule, and that it defaults exactly what the Effective helpers assume.
+func TestFleetCRDAccepts(t *testing.T) {
+	ns := createNamespace(t, "fleet-crd-accepts")
+	for i, tc := range fleetGoodCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := baseFleet(fmt.Sprintf("good-%d", i))
+			f.Namespace = ns
+			tc.typed(f)
+			obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.raw != nil {
+				tc.raw(obj)
+			}
+			requireFleetAccepted(t, &unstructured.Unstructured{Object: obj}, f)
+		})
+	}
+}
+
+// TestFleetSampleAccepted applies the LimiterFleet sample.
+func TestFleetSampleAccepted(t *testing.T) {
+	path := filepath.Join("..", "..", "config", "samples", "ratelimit_v1alpha1_limiterfleet.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &v1alpha1.LimiterFleet{}
+	if err := yaml.UnmarshalStrict(data, f); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if f.APIVersion != v1alpha1.GroupVersion.String() || f.Kind != "LimiterFleet" {
+		t.Fatalf("%s: unexpected %s %s", path, f.APIVersion, f.Kind)
+	}
+	createNamespace(t, f.Namespace)
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := requireFleetAccepted(t, &unstructured.Unstructured{Object: obj}, f)
+	if got.Spec.EffectiveReplicas() != 3 {
+		t.Errorf("sample replicas = %d, want 3", got.Spec.EffectiveReplicas())
+	}
+}
+
+// requireFleetAccepted creates obj, the unstructured form of f, and checks
+// that the API server's defaults are those of withFleetDefaults and agree with
+// the Effective helpers. It returns the fleet as created.
+func requireFleetAccepted(t *testing.T, obj *unstructured.Unstructured, f *v1alpha1.LimiterFleet) *v1alpha1.LimiterFleet {
+	t.Helper()
+	ctx := t.Context()
+	if err := k8sClient.Create(ctx, obj); err != nil {
+		t.Fatalf("API server rejected the fleet: %v", err)
+	}
+	got := &v1alpha1.LimiterFleet{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, got); err != nil {
+		t.Fatal(err)
+	}
+	deleteAtCleanup(t, got)
+
+	want := withFleetDefaults(f.Spec)
+	if diff := cmp.Diff(want, got.Spec); diff != "" {
+		t.Errorf("API server defaults (-want +got):\n%s", diff)
+	}
+	in, out := f.Spec, got.Spec
+	for _, c := range []struct {
+		name    string
+		in, out any
+	}{
+		{"EffectiveReplicas", in.EffectiveReplicas(), out.EffectiveReplicas()},
+		{"EffectiveEnforcement", in.EffectiveEnforcement(), out.EffectiveEnforcement()},
+		{"EffectiveRedisMode", in.EffectiveRedisMode(), out.EffectiveRedisMode()},
+		{"EffectiveShards", in.EffectiveShards(), out.EffectiveShards()},
+		{"EffectiveReplicasPerShard", in.EffectiveReplicasPerShard(), out.EffectiveReplicasPerShard()},
+		{"RedisIsCluster", in.RedisIsCluster(), out.RedisIsCluster()},
+	} {
+		if c.in != c.out {
+			t.Errorf("%s: %v before the API server, %v after", c.name, c.in, c.out)
+		}
+	}
+	return got
+}
+
+// withFleetDefaults is spec with the defaults the CRD declares: replicas 2,
+// enforcement Enabled and redis.mode None. The Cluster-only fields have no
+// schema default, since setting them outside Cluster mode is an error.
+func withFleetDefaults(spec v1alpha1.LimiterFleetSpec) v1alpha1.LimiterFleetSpec {
+	s := *spec.DeepCopy()
+	if s.Replicas == nil {
+		s.Replicas = ptr.To(v1alpha1.DefaultFleetReplicas)
+	}
+	if s.Enforcement == nil {
+		s.Enforcement = ptr.To(v1alpha1.DefaultEnforcement)
+	}
+	if s.Redis.Mode == nil {
+		s.Redis.Mode = ptr.To(v1alpha1.DefaultRedisMode)
+	}
+	return s
+}
+
+// TestFleetEffectiveDefaults pins the Effective helpers on an empty spec, and
+// shows that Cluster-only defaults are not written by the API server.
+func TestFleetEffectiveDefaults(t *testing.T) {
+	var s v1alpha1.LimiterFleetSpec
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"EffectiveReplicas", s.EffectiveReplicas(), int32(2)},
+		{"EffectiveEnforcement", s.EffectiveEnforcement(), v1alpha1.EnforcementEnabled},
+		{"EffectiveRedisMode", s.EffectiveRedisMode(), v1alpha1.RedisNone},
+		{"EffectiveShards", s.EffectiveShards(), int32(3)},
+		{"EffectiveReplicasPerShard", s.EffectiveReplicasPerShard(), int32(1)},
+		{"RedisIsCluster", s.RedisIsCluster(), false},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s() = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		redis v1alpha1.RedisSpec
+		want  bool
+	}{
+		{external("a:1"), false},
+		{external("a:1", "b:1"), true},
+		{v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisExternal), Addresses: []string{"a:1"}, Cluster: ptr.To(true)}, true},
+	} {
+		s := v1alpha1.LimiterFleetSpec{Redis: c.redis}
+		if got := s.RedisIsCluster(); got != c.want {
+			t.Errorf("RedisIsCluster(%v) = %v, want %v", c.redis.Addresses, got, c.want)
+		}
+	}
+}
+
+// TestFleetStatusSubresource writes every status field through the status
+// subresource and reads it back.
+func TestFleetStatusSubresource(t *testing.T) {
+	ctx := t.Context()
+	f := baseFleet("with-status")
+	f.Namespace = createNamespace(t, "fleet-crd-status")
+	if err := k8sClient.Create(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	deleteAtCleanup(t, f)
+
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	f.Status = v1alpha1.LimiterFleetStatus{
+		ObservedGeneration: f.Generation,
+		Conditions: []metav1.Condition{
+			{Type: v1alpha1.FleetReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonPodsSynced, ObservedGeneration: f.Generation, LastTransitionTime: now},
+			{Type: v1alpha1.FleetSnapshotSynced, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonPodsSynced, Message: "3/3 pods on snapshot 0123abcd", ObservedGeneration: f.Generation, LastTransitionTime: now},
+			{Type: v1alpha1.FleetRedisReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRedisNotManaged, ObservedGeneration: f.Generation, LastTransitionTime: now},
+		},
+		Snapshot: &v1alpha1.SnapshotStatus{
+			Version: "0123456789abcdef", Policies: 12, ConfigMapName: "with-status-snapshot", Bytes: 700_000, Compressed: true,
+		},
+		Limiters: &v1alpha1.LimitersStatus{Ready: 3, Synced: 3},
+		Redis:    &v1alpha1.RedisStatus{ClusterState: "ok", SlotsAssigned: 16384, Primaries: 3, Replicas: 3},
+	}
+	want := f.Status.DeepCopy()
+	if err := k8sClient.Status().Update(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	got := &v1alpha1.LimiterFleet{}
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(f), got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(*want, got.Status); diff != "" {
+		t.Errorf("status after round trip (-want +got):\n%s", diff)
+	}
+	if !meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.FleetReady) {
+		t.Errorf("Ready condition lost: %+v", got.Status.Conditions)
+	}
+
+	// Zero counts survive too: policies, ready and synced are required.
+	got.Status.Snapshot = &v1alpha1.SnapshotStatus{Version: "fedcba9876543210", ConfigMapName: "with-status-snapshot"}
+	got.Status.Limiters = &v1alpha1.LimitersStatus{}
+	if err := k8sClient.Status().Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	again := &v1alpha1.LimiterFleet{}
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(f), again); err != nil {
+		t.Fatal(err)
+	}
+	if again.Status.Limiters == nil || again.Status.Snapshot == nil || again.Status.Snapshot.Policies != 0 {
+		t.Errorf("zero counts lost: %+v", again.Status)
+	}
+}

@@ -1,0 +1,92 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+// Defaults and bounds of a LimiterFleetSpec. The CRD markers in
+// limiterfleet_types.go repeat these values; the CRD tests keep the two in step.
+const (
+	DefaultFleetReplicas    int32 = 2
+	MaxFleetReplicas        int32 = 100
+	DefaultEnforcement            = EnforcementEnabled
+	DefaultRedisMode              = RedisNone
+	DefaultShards           int32 = 3
+	MinShards               int32 = 3
+	MaxShards               int32 = 100
+	DefaultReplicasPerShard int32 = 1
+	MaxReplicasPerShard     int32 = 5
+	MaxRedisAddresses             = 16
+	// MaxFleetNameLength keeps "<name>-redis" a valid StatefulSet name
+	// (52 characters, so that its pods' controller-revision-hash label fits
+	// in 63) and "<name>-limiter" a valid Service name.
+	MaxFleetNameLength = 46
+)
+
+// The helpers below apply the defaults to fields that are nil. The API server
+// fills in replicas, enforcement and redis.mode, but not the Cluster-only
+// fields, whose defaults apply only in Cluster mode.
+
+// EffectiveReplicas returns replicas, or 2 when unset.
+func (s *LimiterFleetSpec) EffectiveReplicas() int32 {
+	if s.Replicas == nil {
+		return DefaultFleetReplicas
+	}
+	return *s.Replicas
+}
+
+// EffectiveEnforcement returns enforcement, or Enabled when unset.
+func (s *LimiterFleetSpec) EffectiveEnforcement() EnforcementMode {
+	if s.Enforcement == nil || *s.Enforcement == "" {
+		return DefaultEnforcement
+	}
+	return *s.Enforcement
+}
+
+// EffectiveRedisMode returns redis.mode, or None when unset.
+func (s *LimiterFleetSpec) EffectiveRedisMode() RedisMode {
+	if s.Redis.Mode == nil || *s.Redis.Mode == "" {
+		return DefaultRedisMode
+	}
+	return *s.Redis.Mode
+}
+
+// EffectiveShards returns redis.shards, or 3 when unset. Only Cluster mode
+// uses it.
+func (s *LimiterFleetSpec) EffectiveShards() int32 {
+	if s.Redis.Shards == nil {
+		return DefaultShards
+	}
+	return *s.Redis.Shards
+}
+
+// EffectiveReplicasPerShard returns redis.replicasPerShard, or 1 when unset.
+// Only Cluster mode uses it.
+func (s *LimiterFleetSpec) EffectiveReplicasPerShard() int32 {
+	if s.Redis.ReplicasPerShard == nil {
+		return DefaultReplicasPerShard
+	}
+	return *s.Redis.ReplicasPerShard
+}
+
+// RedisIsCluster reports whether an External Redis is a Redis Cluster: when
+// redis.cluster says so, or, when it is unset, when there are several
+// addresses.
+func (s *LimiterFleetSpec) RedisIsCluster() bool {
+	if s.Redis.Cluster != nil {
+		return *s.Redis.Cluster
+	}
+	return len(s.Redis.Addresses) > 1
+}

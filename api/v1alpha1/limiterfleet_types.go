@@ -1,0 +1,329 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// EnforcementMode is a fleet's kill switch.
+// +kubebuilder:validation:Enum=Enabled;Disabled
+type EnforcementMode string
+
+const (
+	// EnforcementEnabled enforces the fleet's policies.
+	EnforcementEnabled EnforcementMode = "Enabled"
+	// EnforcementDisabled allows every request. Limiters still evaluate the
+	// policies and count would-be denials, so turning enforcement back on
+	// holds no surprises.
+	EnforcementDisabled EnforcementMode = "Disabled"
+)
+
+// EnforcementModes lists every EnforcementMode, in the order of the CRD enum.
+var EnforcementModes = []EnforcementMode{EnforcementEnabled, EnforcementDisabled}
+
+// RedisMode says where a fleet keeps its counters.
+// +kubebuilder:validation:Enum=Cluster;External;None
+type RedisMode string
+
+const (
+	// RedisCluster is a Redis Cluster that the operator provisions and heals.
+	RedisCluster RedisMode = "Cluster"
+	// RedisExternal is a Redis server or Redis Cluster run by someone else,
+	// reached at redis.addresses.
+	RedisExternal RedisMode = "External"
+	// RedisNone keeps counters in each limiter pod's memory: every pod
+	// enforces the full limit on the requests it sees.
+	RedisNone RedisMode = "None"
+)
+
+// RedisModes lists every RedisMode, in the order of the CRD enum.
+var RedisModes = []RedisMode{RedisCluster, RedisExternal, RedisNone}
+
+// LimiterFleetSpec is a fleet of limiter pods, the policies they enforce and
+// the store they count in.
+type LimiterFleetSpec struct {
+	// replicas is the number of limiter pods, from 0 to 100. Defaults to 2.
+	// +optional
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// policySelector selects the RateLimitPolicies the fleet enforces by their
+	// labels. When omitted or empty, the fleet selects every policy in the
+	// namespaces that namespaceSelector selects.
+	// +optional
+	PolicySelector *metav1.LabelSelector `json:"policySelector,omitempty"`
+
+	// namespaceSelector selects, by their labels, the namespaces whose
+	// RateLimitPolicies the fleet enforces. When omitted or empty, the fleet
+	// serves every namespace.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// enforcement is the kill switch: Enabled enforces the policies, Disabled
+	// allows every request while limiters still count would-be denials.
+	// Limiters pick a change up without a restart. Defaults to Enabled.
+	// +optional
+	// +kubebuilder:default=Enabled
+	Enforcement *EnforcementMode `json:"enforcement,omitempty"`
+
+	// redis is where the limiters keep their counters. Defaults to mode None:
+	// each pod counts in its own memory.
+	// +optional
+	// +kubebuilder:default={}
+	Redis RedisSpec `json:"redis,omitempty"`
+
+	// image is the limiter container image, such as
+	// "ghcr.io/sluice-dev/sluice-limiter:v0.1.0". Defaults to the image the
+	// operator was started with (its --limiter-image flag). At most 512
+	// characters.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image *string `json:"image,omitempty"`
+
+	// resources are the compute resources of each limiter container. Defaults
+	// to requests of 100m CPU and 64Mi memory and a 256Mi memory limit.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+}
+
+// RedisSpec is where a fleet keeps its counters.
+// +kubebuilder:validation:XValidation:rule="has(self.mode) && self.mode == 'External' ? has(self.addresses) : true",message="spec.redis.addresses is required when spec.redis.mode is External",fieldPath=".addresses"
+// +kubebuilder:validation:XValidation:rule="!has(self.addresses) || (has(self.mode) && self.mode == 'External')",message="spec.redis.addresses applies only when spec.redis.mode is External",fieldPath=".addresses"
+// +kubebuilder:validation:XValidation:rule="!has(self.cluster) || (has(self.mode) && self.mode == 'External')",message="spec.redis.cluster applies only when spec.redis.mode is External",fieldPath=".cluster"
+// +kubebuilder:validation:XValidation:rule="!has(self.cluster) || self.cluster || !has(self.addresses) || size(self.addresses) <= 1",message="spec.redis.addresses must hold one address when spec.redis.cluster is false",fieldPath=".addresses"
+// +kubebuilder:validation:XValidation:rule="!has(self.shards) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.shards applies only when spec.redis.mode is Cluster",fieldPath=".shards"
+// +kubebuilder:validation:XValidation:rule="!has(self.replicasPerShard) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.replicasPerShard applies only when spec.redis.mode is Cluster",fieldPath=".replicasPerShard"
+// +kubebuilder:validation:XValidation:rule="!has(self.storage) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.storage applies only when spec.redis.mode is Cluster",fieldPath=".storage"
+type RedisSpec struct {
+	// mode is where counters live: Cluster is a Redis Cluster that the
+	// operator provisions and heals; External is a Redis server or cluster at
+	// addresses; None keeps counters in each pod's memory, so every pod
+	// enforces the full limit on what it sees. Defaults to None.
+	// +optional
+	// +kubebuilder:default=None
+	Mode *RedisMode `json:"mode,omitempty"`
+
+	// addresses are the host:port addresses of an External Redis, such as
+	// "redis.cache.svc:6379" or "[fd00::1]:6379": one server, or seed nodes of
+	// a Redis Cluster. Required for External, and only allowed there. 1 to 16
+	// unique addresses of at most 261 characters. More than one address means
+	// a Redis Cluster.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=3
+	// +kubebuilder:validation:items:MaxLength=261
+	// +kubebuilder:validation:XValidation:rule="self.all(a, a.matches('^([a-zA-Z0-9]([-a-zA-Z0-9.]*[a-zA-Z0-9])?|[[][0-9a-fA-F:.]+[]]):(6553[0-5]|655[0-2][0-9]|65[0-4][0-9][0-9]|6[0-4][0-9][0-9][0-9]|[1-5][0-9][0-9][0-9][0-9]|[1-9][0-9]{0,3})$'))",message="each address must be host:port with a port from 1 to 65535, such as redis.cache.svc:6379 or [fd00::1]:6379"
+	Addresses []string `json:"addresses,omitempty"`
+
+	// cluster, when true, says that addresses are seed nodes of a Redis
+	// Cluster rather than one server. Only for External. Defaults to true when
+	// there are several addresses and to false for one.
+	// +optional
+	Cluster *bool `json:"cluster,omitempty"`
+
+	// shards is the number of primaries of the operator's Redis Cluster, from
+	// 3 to 100. Only for Cluster. Defaults to 3.
+	// +optional
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:validation:XValidation:rule="self >= 3",message="spec.redis.shards must be at least 3: a Redis Cluster needs 3 primaries"
+	Shards *int32 `json:"shards,omitempty"`
+
+	// replicasPerShard is the number of replicas of each primary of the
+	// operator's Redis Cluster, from 0 to 5. Only for Cluster. Defaults to 1.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=5
+	ReplicasPerShard *int32 `json:"replicasPerShard,omitempty"`
+
+	// storage makes each Redis node keep its data on a PersistentVolumeClaim.
+	// Only for Cluster. When omitted, nodes use an emptyDir and a restarted
+	// node resyncs from its shard.
+	// +optional
+	Storage *RedisStorage `json:"storage,omitempty"`
+}
+
+// RedisStorage is the PersistentVolumeClaim template of each Redis node.
+type RedisStorage struct {
+	// size is the requested capacity of each claim, such as "1Gi". It must be
+	// greater than zero.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || quantity(string(self)).isGreaterThan(quantity('0'))",message="spec.redis.storage.size must be greater than zero"
+	Size resource.Quantity `json:"size"`
+
+	// storageClassName is the StorageClass of each claim. Defaults to the
+	// cluster's default StorageClass.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	StorageClassName *string `json:"storageClassName,omitempty"`
+}
+
+// LimiterFleetStatus is the observed state of a LimiterFleet.
+type LimiterFleetStatus struct {
+	// observedGeneration is the metadata.generation the operator last
+	// reconciled successfully.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions are Ready, RedisReady and SnapshotSynced.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+
+	// snapshot describes the fleet's current snapshot: the compiled policies
+	// its limiter pods load.
+	// +optional
+	Snapshot *SnapshotStatus `json:"snapshot,omitempty"`
+
+	// limiters counts the fleet's limiter pods.
+	// +optional
+	Limiters *LimitersStatus `json:"limiters,omitempty"`
+
+	// redis describes the operator's Redis Cluster. Unset unless redis.mode is
+	// Cluster.
+	// +optional
+	Redis *RedisStatus `json:"redis,omitempty"`
+}
+
+// SnapshotStatus describes a fleet's current snapshot.
+type SnapshotStatus struct {
+	// version is the snapshot's content hash. Limiter pods report the version
+	// they loaded.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Version string `json:"version,omitempty"`
+
+	// policies is the number of policies in the snapshot.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Policies int32 `json:"policies"`
+
+	// configMapName is the name of the ConfigMap, in the fleet's namespace,
+	// that holds the snapshot.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ConfigMapName string `json:"configMapName,omitempty"`
+
+	// bytes is the size of the snapshot document in bytes, before compression.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Bytes int64 `json:"bytes,omitempty"`
+
+	// compressed is true when the document is stored gzip-compressed because
+	// it is too large to store as it is.
+	// +optional
+	Compressed bool `json:"compressed,omitempty"`
+}
+
+// LimitersStatus counts a fleet's limiter pods.
+type LimitersStatus struct {
+	// ready is the number of ready limiter pods.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Ready int32 `json:"ready"`
+
+	// synced is the number of ready limiter pods that have loaded the current
+	// snapshot version.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Synced int32 `json:"synced"`
+}
+
+// RedisStatus describes the operator's Redis Cluster.
+type RedisStatus struct {
+	// clusterState is the cluster_state that CLUSTER INFO reports, "ok" or
+	// "fail".
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	ClusterState string `json:"clusterState,omitempty"`
+
+	// slotsAssigned is the number of hash slots, of 16384, that a primary
+	// serves.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=16384
+	SlotsAssigned int32 `json:"slotsAssigned,omitempty"`
+
+	// primaries is the number of primaries in the cluster.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Primaries int32 `json:"primaries,omitempty"`
+
+	// replicas is the number of replicas in the cluster.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Replicas int32 `json:"replicas,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=limiterfleets,scope=Namespaced,shortName=lf,categories=sluice
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && self.metadata.name.size() <= 46",message="metadata.name must be a DNS label of at most 46 characters that starts with a letter: it prefixes the names of the fleet's Service, Deployment and StatefulSet"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Ready Pods",type=integer,JSONPath=`.status.limiters.ready`
+// +kubebuilder:printcolumn:name="Synced",type=integer,JSONPath=`.status.limiters.synced`
+// +kubebuilder:printcolumn:name="Policies",type=integer,JSONPath=`.status.snapshot.policies`
+// +kubebuilder:printcolumn:name="Snapshot",type=string,JSONPath=`.status.snapshot.version`
+// +kubebuilder:printcolumn:name="Redis",type=string,JSONPath=`.spec.redis.mode`
+// +kubebuilder:printcolumn:name="Redis Ready",type=string,JSONPath=`.status.conditions[?(@.type=="RedisReady")].status`,priority=1
+// +kubebuilder:printcolumn:name="Cluster State",type=string,JSONPath=`.status.redis.clusterState`,priority=1
+// +kubebuilder:printcolumn:name="Enforcement",type=string,JSONPath=`.spec.enforcement`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// LimiterFleet is a fleet of limiter pods that enforce the RateLimitPolicies
+// it selects, and the Redis they share counters in.
+type LimiterFleet struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the fleet. Every field has a default, so an empty spec is a
+	// fleet of 2 pods that enforce every policy with counters in memory.
+	// +optional
+	// +kubebuilder:default={}
+	Spec LimiterFleetSpec `json:"spec,omitempty"`
+
+	// status is what the operator observed, written by it alone.
+	// +optional
+	Status LimiterFleetStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// LimiterFleetList contains a list of LimiterFleet.
+type LimiterFleetList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []LimiterFleet `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&LimiterFleet{}, &LimiterFleetList{})
+}

@@ -1,0 +1,70 @@
+// Command operator is the Sluice operator: it compiles RateLimitPolicies
+// into versioned snapshots that limiter pods hot-load, renders each
+// LimiterFleet's limiters, and writes what is enforced back into status.
+package main
+
+import (
+	"flag"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers"
+)
+
+func main() {
+	var (
+		metricsAddr  string
+		probeAddr    string
+		leaderElect  bool
+		leaderNS     string
+		limiterImage string
+	)
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics `address` (0 disables)")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "/healthz and /readyz `address`")
+	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so that only one replica reconciles")
+	flag.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's)")
+	flag.StringVar(&limiterImage, "limiter-image", "ghcr.io/sluice-dev/sluice-limiter:latest", "limiter `image` of fleets that name none")
+	opts := zap.Options{}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	log := ctrl.Log.WithName("setup")
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress:  probeAddr,
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "operator.ratelimit.sluice.dev",
+		LeaderElectionNamespace: leaderNS,
+	})
+	if err != nil {
+		log.Error(err, "Unable to create the manager")
+		os.Exit(1)
+	}
+	ctx := ctrl.SetupSignalHandler()
+	if err := controllers.Setup(ctx, mgr, controllers.Options{LimiterImage: limiterImage}); err != nil {
+		log.Error(err, "Unable to set up the controllers")
+		os.Exit(1)
+	}
+	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))
+	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
+	log.Info("Starting the manager")
+	if err := mgr.Start(ctx); err != nil {
+		log.Error(err, "The manager stopped")
+		os.Exit(1)
+	}
+}
+

@@ -1,0 +1,345 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/limiter/config"
+)
+
+// FieldOwner is the server-side apply field manager of everything the
+// operator renders.
+const FieldOwner = "sluice-operator"
+
+// LimiterFleetReconciler compiles the policies a fleet selects into a
+// snapshot ConfigMap, renders the fleet's limiter Deployment, Service and
+// RBAC, and reports what the fleet's ready pods have loaded.
+type LimiterFleetReconciler struct {
+	client.Client
+	Scheme *runtime.Scheme
+	// Acks tracks which snapshot each ready limiter pod has loaded.
+	Acks *AckTracker
+	// DefaultImage is the limiter image of fleets that name none.
+	DefaultImage string
+}
+
+// +kubebuilder:rbac:groups=ratelimit.sluice.dev,resources=limiterfleets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=ratelimit.sluice.dev,resources=limiterfleets/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=ratelimit.sluice.dev,resources=ratelimitpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=configmaps;services;serviceaccounts,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
+
+// fleetScope carries one reconcile pass's observations to the status.
+type fleetScope struct {
+	fleet     *v1alpha1.LimiterFleet
+	document  []byte
+	version   string
+	policies  int
+	compiled  bool
+	storeErr  error
+	endpoints []string
+	acks      []podAck
+	complete  bool // every ready pod has answered at least once
+}
+
+// Reconcile runs the phases in order and always ends with one status patch.
+func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	fleet := &v1alpha1.LimiterFleet{}
+	if err := r.Get(ctx, req.NamespacedName, fleet); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Acks.Forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if !fleet.DeletionTimestamp.IsZero() {
+		r.Acks.Forget(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	s := &fleetScope{fleet: fleet}
+	var err error
+	for _, phase := range []func(context.Context, *fleetScope) error{
+		r.reconcileSnapshot,
+		r.reconcileLimiters,
+		r.observePods,
+	} {
+		if err = phase(ctx, s); err != nil {
+			break
+		}
+	}
+	return ctrl.Result{}, errors.Join(err, r.patchStatus(ctx, s, err))
+}
+
+// reconcileSnapshot compiles the accepted policies the fleet selects and
+// writes the snapshot ConfigMap, only when its content changed.
+func (r *LimiterFleetReconciler) reconcileSnapshot(ctx context.Context, s *fleetScope) error {
+	selected, err := r.selectPolicies(ctx, s.fleet)
+	if err != nil {
+		return err
+	}
+	enforcement := config.EnforcementEnabled
+	if s.fleet.Spec.EffectiveEnforcement() == v1alpha1.EnforcementDisabled {
+		enforcement = config.EnforcementDisabled
+	}
+	s.document, s.version = config.EncodeDocument(config.DocumentFor(selected, enforcement))
+	s.policies = len(selected)
+	// What the operator writes, the limiters must load: prove it first.
+	if _, err := config.ParseDocument(s.document); err != nil {
+		return fmt.Errorf("compiling the snapshot: %w", err)
+	}
+	s.compiled = true
+	desired := BuildSnapshotConfigMap(s.fleet, s.document, s.version)
+	if err := controllerutil.SetControllerReference(s.fleet, desired, r.Scheme); err != nil {
+		return err
+	}
+	existing := &corev1.ConfigMap{}
+	err = r.Get(ctx, client.ObjectKeyFromObject(desired), existing)
+	switch {
+	case apierrors.IsNotFound(err):
+		logf.FromContext(ctx).Info("Writing snapshot", "configMap", desired.Name, "version", s.version, "policies", s.policies)
+		return r.Create(ctx, desired)
+	case err != nil:
+		return err
+	}
+	if configMapMatches(existing, desired) {
+		return nil
+	}
+	// Replace rather than apply, so hand edits (extra keys too) are undone.
+	logf.FromContext(ctx).Info("Writing snapshot", "configMap", desired.Name, "version", s.version, "policies", s.policies)
+	existing.Data, existing.BinaryData = desired.Data, desired.BinaryData
+	existing.Labels = mergeStrings(existing.Labels, desired.Labels)
+	existing.Annotations = mergeStrings(existing.Annotations, desired.Annotations)
+	existing.OwnerReferences = desired.OwnerReferences
+	return r.Update(ctx, existing)
+}
+
+func configMapMatches(existing, desired *corev1.ConfigMap) bool {
+	return maps.Equal(existing.Data, desired.Data) &&
+		maps.EqualFunc(existing.BinaryData, desired.BinaryData, slices.Equal) &&
+		equality.Semantic.DeepEqual(existing.OwnerReferences, desired.OwnerReferences) &&
+		subset(desired.Labels, existing.Labels) && subset(desired.Annotations, existing.Annotations)
+}
+
+func subset(want, have map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func mergeStrings(dst, src map[string]string) map[string]string {
+	if dst == nil {
+		dst = map[string]string{}
+	}
+	maps.Copy(dst, src)
+	return dst
+}
+
+// selectPolicies returns the accepted policies the fleet selects, sorted.
+func (r *LimiterFleetReconciler) selectPolicies(ctx context.Context, fleet *v1alpha1.LimiterFleet) ([]v1alpha1.RateLimitPolicy, error) {
+	var list v1alpha1.RateLimitPolicyList
+	if err := r.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	nsLabels, err := namespaceLabels(ctx, r.Client)
+	if err != nil {
+		return nil, err
+	}
+	verdicts := decideAcceptance(list.Items)
+	var out []v1alpha1.RateLimitPolicy
+	for i := range list.Items {
+		p := &list.Items[i]
+		if !verdicts[client.ObjectKeyFromObject(p)].Accepted {
+			continue
+		}
+		ok, err := fleetSelects(fleet, p, nsLabels[p.Namespace])
+		if err != nil {
+			return nil, fmt.Errorf("fleet selectors: %w", err)
+		}
+		if ok {
+			out = append(out, *p)
+		}
+	}
+	return out, nil
+}
+
+func namespaceLabels(ctx context.Context, c client.Reader) (map[string]map[string]string, error) {
+	var nss corev1.NamespaceList
+	if err := c.List(ctx, &nss); err != nil {
+		return nil, err
+	}
+	out := make(map[string]map[string]string, len(nss.Items))
+	for _, ns := range nss.Items {
+		out[ns.Name] = ns.Labels
+	}
+	return out, nil
+}
+
+// reconcileLimiters applies the limiter ServiceAccount, Role, RoleBinding,
+// Service and Deployment, each owned by the fleet.
+func (r *LimiterFleetReconciler) reconcileLimiters(ctx context.Context, s *fleetScope) error {
+	storeURL, err := StoreURL(s.fleet)
+	if err != nil {
+		s.storeErr = err
+		return nil // reported in RedisReady; the snapshot stays served
+	}
+	for _, obj := range []client.Object{
+		BuildLimiterServiceAccount(s.fleet),
+		BuildLimiterRole(s.fleet),
+		BuildLimiterRoleBinding(s.fleet),
+		BuildLimiterService(s.fleet),
+		BuildLimiterDeployment(s.fleet, r.DefaultImage, storeURL),
+	} {
+		if err := r.apply(ctx, s.fleet, obj); err != nil {
+			return fmt.Errorf("applying %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// apply server-side applies obj, owned by the fleet.
+func (r *LimiterFleetReconciler) apply(ctx context.Context, fleet *v1alpha1.LimiterFleet, obj client.Object) error {
+	if err := controllerutil.SetControllerReference(fleet, obj, r.Scheme); err != nil {
+		return err
+	}
+	return r.Patch(ctx, obj, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership)
+}
+
+// observePods finds the fleet's ready limiter pods through its Service's
+// EndpointSlices and reads what each has loaded.
+func (r *LimiterFleetReconciler) observePods(ctx context.Context, s *fleetScope) error {
+	var slices discoveryv1.EndpointSliceList
+	if err := r.List(ctx, &slices, client.InNamespace(s.fleet.Namespace),
+		client.MatchingLabels{discoveryv1.LabelServiceName: LimiterName(s.fleet)}); err != nil {
+		return err
+	}
+	s.endpoints = readyEndpoints(slices.Items, "http")
+	key := client.ObjectKeyFromObject(s.fleet)
+	r.Acks.Track(key, s.endpoints, s.version)
+	s.acks, s.complete = r.Acks.Acks(key)
+	return nil
+}
+
+// readyEndpoints lists host:port of every ready endpoint of the slices, on
+// the named port, sorted and without duplicates.
+func readyEndpoints(items []discoveryv1.EndpointSlice, portName string) []string {
+	var out []string
+	for _, sl := range items {
+		var port int32
+		for _, p := range sl.Ports {
+			if p.Name != nil && *p.Name == portName && p.Port != nil {
+				port = *p.Port
+			}
+		}
+		if port == 0 {
+			continue
+		}
+		for _, ep := range sl.Endpoints {
+			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+				continue
+			}
+			for _, a := range ep.Addresses {
+				out = append(out, net.JoinHostPort(a, strconv.Itoa(int(port))))
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// patchStatus computes the status from this pass's observations and
+// patches it once, only when it changed.
+func (r *LimiterFleetReconciler) patchStatus(ctx context.Context, s *fleetScope, reconcileErr error) error {
+	latest := &v1alpha1.LimiterFleet{}
+	if err := r.Get(ctx, client.ObjectKeyFromObject(s.fleet), latest); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	next := latest.DeepCopy()
+	computeFleetStatus(next, s, reconcileErr)
+	if equality.Semantic.DeepEqual(latest.Status, next.Status) {
+		return nil
+	}
+	return r.Status().Patch(ctx, next, client.MergeFrom(latest))
+}
+
+// SetupWithManager registers the controller and what it watches.
+func (r *LimiterFleetReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	allFleets := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		return r.allFleets(ctx)
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.LimiterFleet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.ServiceAccount{}).
+		Owns(&rbacv1.Role{}).
+		Owns(&rbacv1.RoleBinding{}).
+		Owns(&appsv1.Deployment{}).
+		Watches(&v1alpha1.RateLimitPolicy{}, allFleets).
+		Watches(&corev1.Namespace{}, allFleets, builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.fleetOfSlice)).
+		WatchesRawSource(source.Channel(r.Acks.Subscribe(), &handler.EnqueueRequestForObject{})).
+		Named("limiterfleet").
+		Complete(r)
+}
+
+func (r *LimiterFleetReconciler) allFleets(ctx context.Context) []reconcile.Request {
+	var fleets v1alpha1.LimiterFleetList
+	if err := r.List(ctx, &fleets); err != nil {
+		logf.FromContext(ctx).Error(err, "Listing fleets")
+		return nil
+	}
+	out := make([]reconcile.Request, len(fleets.Items))
+	for i := range fleets.Items {
+		out[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&fleets.Items[i])}
+	}
+	return out
+}
+
+// fleetOfSlice maps an EndpointSlice to the fleet whose limiter Service it
+// belongs to.
+func (r *LimiterFleetReconciler) fleetOfSlice(ctx context.Context, obj client.Object) []reconcile.Request {
+	svc := obj.GetLabels()[discoveryv1.LabelServiceName]
+	if svc == "" {
+		return nil
+	}
+	var fleets v1alpha1.LimiterFleetList
+	if err := r.List(ctx, &fleets, client.InNamespace(obj.GetNamespace())); err != nil {
+		return nil
+	}
+	for i := range fleets.Items {
+		if LimiterName(&fleets.Items[i]) == svc {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: fleets.Items[i].Name}}}
+		}
+	}
+	return nil
+}

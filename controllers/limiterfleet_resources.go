@@ -1,0 +1,391 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/limiter/config"
+)
+
+// The objects a LimiterFleet owns are built here by pure functions: the same
+// fleet gives the same objects, field for field and byte for byte, so that
+// server-side apply writes nothing when nothing changed. Owner references are
+// not set here; the controller sets them. Every object carries its TypeMeta,
+// which server-side apply needs.
+
+// Labels and annotations of a fleet's objects.
+const (
+	// LabelName, LabelInstance, LabelComponent, LabelPartOf and
+	// LabelManagedBy are the Kubernetes recommended labels.
+	LabelName      = "app.kubernetes.io/name"
+	LabelInstance  = "app.kubernetes.io/instance"
+	LabelComponent = "app.kubernetes.io/component"
+	LabelPartOf    = "app.kubernetes.io/part-of"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+
+	// LimiterAppName is the app.kubernetes.io/name of limiter objects.
+	LimiterAppName = "sluice-limiter"
+	// LimiterComponent is the app.kubernetes.io/component of limiter objects.
+	LimiterComponent = "limiter"
+	// PartOf is the app.kubernetes.io/part-of of every object.
+	PartOf = "sluice"
+	// ManagedBy is the app.kubernetes.io/managed-by of every object the
+	// operator creates.
+	ManagedBy = "sluice-operator"
+
+	// SnapshotVersionAnnotation on the snapshot ConfigMap is the version of
+	// the snapshot it holds, so that kubectl shows it without decoding.
+	SnapshotVersionAnnotation = "ratelimit.sluice.dev/snapshot-version"
+)
+
+// The limiter container.
+const (
+	LimiterContainerName = "limiter"
+	LimiterGRPCPortName  = "grpc"
+	LimiterHTTPPortName  = "http"
+	// LimiterGRPCPort serves Envoy RLS v3 and gRPC health.
+	LimiterGRPCPort int32 = 8081
+	// LimiterHTTPPort serves the HTTP API, /healthz, /readyz, /metrics and
+	// the admin snapshot endpoint the operator polls.
+	LimiterHTTPPort int32 = 8080
+	// LimiterUser is the non-root user and group the limiter runs as (the
+	// distroless "nonroot" user).
+	LimiterUser int64 = 65532
+)
+
+// ErrRedisClusterNotImplemented is StoreURL's error for redis.mode Cluster,
+// which the operator cannot provision yet.
+var ErrRedisClusterNotImplemented = errors.New("Redis Cluster provisioning is not implemented yet") //nolint:staticcheck // Redis is a name
+
+// SnapshotConfigMapName is the name of the fleet's snapshot ConfigMap,
+// "<fleet>-snapshot".
+func SnapshotConfigMapName(fleet *v1alpha1.LimiterFleet) string {
+	return fleet.Name + "-snapshot"
+}
+
+// LimiterName is the name of the fleet's limiter Deployment, Service,
+// ServiceAccount, Role and RoleBinding, "<fleet>-limiter".
+func LimiterName(fleet *v1alpha1.LimiterFleet) string {
+	return fleet.Name + "-limiter"
+}
+
+// LimiterSelectorLabels select the fleet's limiter pods. They never change
+// for a fleet, since a Deployment's selector is immutable.
+func LimiterSelectorLabels(fleet *v1alpha1.LimiterFleet) map[string]string {
+	return map[string]string{
+		LabelName:     LimiterAppName,
+		LabelInstance: fleet.Name,
+	}
+}
+
+// LimiterLabels are the labels of every limiter object of the fleet: the
+// selector labels plus component, part-of and managed-by.
+func LimiterLabels(fleet *v1alpha1.LimiterFleet) map[string]string {
+	l := LimiterSelectorLabels(fleet)
+	l[LabelComponent] = LimiterComponent
+	l[LabelPartOf] = PartOf
+	l[LabelManagedBy] = ManagedBy
+	return l
+}
+
+func limiterMeta(fleet *v1alpha1.LimiterFleet, name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: fleet.Namespace, Labels: LimiterLabels(fleet)}
+}
+
+// BuildSnapshotConfigMap builds the ConfigMap that holds the fleet's snapshot
+// document, the canonical JSON of config.EncodeDocument, and its version.
+// A document of up to config.MaxPlainDocument bytes is stored as it is in
+// data[config.DocumentKey]; a larger one is gzip-compressed into
+// binaryData[config.DocumentGzipKey], never truncated. The compression is
+// deterministic: equal documents give equal bytes.
+func BuildSnapshotConfigMap(fleet *v1alpha1.LimiterFleet, document []byte, version string) *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: limiterMeta(fleet, SnapshotConfigMapName(fleet)),
+		Data:       map[string]string{config.VersionKey: version},
+	}
+	cm.Annotations = map[string]string{SnapshotVersionAnnotation: version}
+	if len(document) <= config.MaxPlainDocument {
+		cm.Data[config.DocumentKey] = string(document)
+	} else {
+		cm.BinaryData = map[string][]byte{config.DocumentGzipKey: gzipDeterministic(document)}
+	}
+	return cm
+}
+
+// gzipDeterministic compresses data at a fixed level with an empty header: no
+// name, comment or modification time, so the output depends on data alone.
+func gzipDeterministic(data []byte) []byte {
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if err != nil {
+		panic(err) // only for an invalid level
+	}
+	// A bytes.Buffer never fails a write, so neither do Write and Close.
+	_, _ = zw.Write(data)
+	_ = zw.Close()
+	return buf.Bytes()
+}
+
+// BuildLimiterServiceAccount builds the limiter pods' ServiceAccount.
+func BuildLimiterServiceAccount(fleet *v1alpha1.LimiterFleet) *corev1.ServiceAccount {
+	return &corev1.ServiceAccount{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+		ObjectMeta: limiterMeta(fleet, LimiterName(fleet)),
+	}
+}
+
+// BuildLimiterRole builds the limiter pods' Role: get, list and watch of the
+// fleet's snapshot ConfigMap, and nothing else. (List and watch honour
+// resourceNames when the request selects the object by metadata.name, as an
+// informer on one name does.)
+func BuildLimiterRole(fleet *v1alpha1.LimiterFleet) *rbacv1.Role {
+	return &rbacv1.Role{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "Role"},
+		ObjectMeta: limiterMeta(fleet, LimiterName(fleet)),
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups:     []string{""},
+			Resources:     []string{"configmaps"},
+			ResourceNames: []string{SnapshotConfigMapName(fleet)},
+			Verbs:         []string{"get", "list", "watch"},
+		}},
+	}
+}
+
+// BuildLimiterRoleBinding binds the limiter Role to the limiter
+// ServiceAccount.
+func BuildLimiterRoleBinding(fleet *v1alpha1.LimiterFleet) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "RoleBinding"},
+		ObjectMeta: limiterMeta(fleet, LimiterName(fleet)),
+		RoleRef: rbacv1.RoleRef{
+			APIGroup: rbacv1.GroupName,
+			Kind:     "Role",
+			Name:     LimiterName(fleet),
+		},
+		Subjects: []rbacv1.Subject{{
+			Kind:      rbacv1.ServiceAccountKind,
+			Name:      LimiterName(fleet),
+			Namespace: fleet.Namespace,
+		}},
+	}
+}
+
+// BuildLimiterService builds the Service in front of the limiter pods: gRPC
+// (Envoy RLS v3) on 8081 and HTTP on 8080. Its EndpointSlices tell the
+// operator which pods are ready.
+func BuildLimiterService(fleet *v1alpha1.LimiterFleet) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: limiterMeta(fleet, LimiterName(fleet)),
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: LimiterSelectorLabels(fleet),
+			Ports: []corev1.ServicePort{
+				{
+					Name:        LimiterGRPCPortName,
+					Protocol:    corev1.ProtocolTCP,
+					AppProtocol: ptr.To("grpc"),
+					Port:        LimiterGRPCPort,
+					TargetPort:  intstr.FromString(LimiterGRPCPortName),
+				},
+				{
+					Name:        LimiterHTTPPortName,
+					Protocol:    corev1.ProtocolTCP,
+					AppProtocol: ptr.To("http"),
+					Port:        LimiterHTTPPort,
+					TargetPort:  intstr.FromString(LimiterHTTPPortName),
+				},
+			},
+		},
+	}
+}
+
+// DefaultLimiterResources are the limiter container's resources when the
+// fleet sets none: requests of 100m CPU and 64Mi memory, a 256Mi memory
+// limit, and no CPU limit (throttling would add latency to every decision).
+func DefaultLimiterResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("100m"),
+			corev1.ResourceMemory: resource.MustParse("64Mi"),
+		},
+		Limits: corev1.ResourceList{
+			corev1.ResourceMemory: resource.MustParse("256Mi"),
+		},
+	}
+}
+
+// LimiterArgs are the limiter container's arguments.
+func LimiterArgs(fleet *v1alpha1.LimiterFleet, storeURL string) []string {
+	return []string{
+		"--snapshot-configmap=" + fleet.Namespace + "/" + SnapshotConfigMapName(fleet),
+		"--store=" + storeURL,
+		fmt.Sprintf("--grpc-addr=0.0.0.0:%d", LimiterGRPCPort),
+		fmt.Sprintf("--http-addr=0.0.0.0:%d", LimiterHTTPPort),
+		"--log-format=json",
+	}
+}
+
+// BuildLimiterDeployment builds the limiter Deployment. The image is
+// spec.image, or defaultImage when unset; storeURL is StoreURL's answer.
+//
+// Pods load policies from the snapshot ConfigMap through the API and swap
+// them in place, so nothing in the pod template depends on the snapshot: a
+// policy change never rolls the Deployment.
+func BuildLimiterDeployment(fleet *v1alpha1.LimiterFleet, defaultImage string, storeURL string) *appsv1.Deployment {
+	image := defaultImage
+	if fleet.Spec.Image != nil && *fleet.Spec.Image != "" {
+		image = *fleet.Spec.Image
+	}
+	resources := DefaultLimiterResources()
+	if fleet.Spec.Resources != nil {
+		resources = *fleet.Spec.Resources.DeepCopy()
+	}
+	selector := LimiterSelectorLabels(fleet)
+
+	container := corev1.Container{
+		Name:  LimiterContainerName,
+		Image: image,
+		Args:  LimiterArgs(fleet, storeURL),
+		Ports: []corev1.ContainerPort{
+			{Name: LimiterGRPCPortName, ContainerPort: LimiterGRPCPort, Protocol: corev1.ProtocolTCP},
+			{Name: LimiterHTTPPortName, ContainerPort: LimiterHTTPPort, Protocol: corev1.ProtocolTCP},
+		},
+		Resources: resources,
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: "/readyz", Port: intstr.FromString(LimiterHTTPPortName), Scheme: corev1.URISchemeHTTP,
+			}},
+			PeriodSeconds:    5,
+			TimeoutSeconds:   1,
+			SuccessThreshold: 1,
+			FailureThreshold: 3,
+		},
+		LivenessProbe: &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: "/healthz", Port: intstr.FromString(LimiterHTTPPortName), Scheme: corev1.URISchemeHTTP,
+			}},
+			PeriodSeconds:    10,
+			TimeoutSeconds:   1,
+			SuccessThreshold: 1,
+			FailureThreshold: 3,
+		},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsNonRoot:             ptr.To(true),
+			RunAsUser:                ptr.To(LimiterUser),
+			RunAsGroup:               ptr.To(LimiterUser),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			AllowPrivilegeEscalation: ptr.To(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "Deployment"},
+		ObjectMeta: limiterMeta(fleet, LimiterName(fleet)),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(fleet.Spec.EffectiveReplicas()),
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
+			// Keep every ready pod serving while a new one starts.
+			Strategy: appsv1.DeploymentStrategy{
+				Type: appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{
+					MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+					MaxSurge:       ptr.To(intstr.FromString("25%")),
+				},
+			},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: LimiterLabels(fleet)},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: LimiterName(fleet),
+					// The limiter reads its snapshot ConfigMap through the API.
+					AutomountServiceAccountToken: ptr.To(true),
+					EnableServiceLinks:           ptr.To(false),
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:   ptr.To(true),
+						RunAsUser:      ptr.To(LimiterUser),
+						RunAsGroup:     ptr.To(LimiterUser),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					Containers: []corev1.Container{container},
+					// Prefer one pod per node, and spreading over zones; never
+					// leave a pod pending for it.
+					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{
+						{
+							MaxSkew:           1,
+							TopologyKey:       corev1.LabelHostname,
+							WhenUnsatisfiable: corev1.ScheduleAnyway,
+							LabelSelector:     &metav1.LabelSelector{MatchLabels: LimiterSelectorLabels(fleet)},
+						},
+						{
+							MaxSkew:           1,
+							TopologyKey:       corev1.LabelTopologyZone,
+							WhenUnsatisfiable: corev1.ScheduleAnyway,
+							LabelSelector:     &metav1.LabelSelector{MatchLabels: LimiterSelectorLabels(fleet)},
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+// StoreURL is the limiter's --store for the fleet's redis section: "memory"
+// for None; for External, redis://host:port for one server, or
+// redis-cluster://host:port,... when redis.cluster is true or, unset, when
+// there are several addresses. Cluster mode gives
+// ErrRedisClusterNotImplemented.
+func StoreURL(fleet *v1alpha1.LimiterFleet) (string, error) {
+	spec := &fleet.Spec
+	switch mode := spec.EffectiveRedisMode(); mode {
+	case v1alpha1.RedisNone:
+		return "memory", nil
+	case v1alpha1.RedisExternal:
+		addrs := spec.Redis.Addresses
+		switch {
+		case len(addrs) == 0:
+			return "", errors.New("spec.redis.addresses is required when spec.redis.mode is External")
+		case spec.RedisIsCluster():
+			return "redis-cluster://" + strings.Join(addrs, ","), nil
+		case len(addrs) > 1:
+			return "", errors.New("spec.redis.addresses must hold one address when spec.redis.cluster is false")
+		default:
+			return "redis://" + addrs[0], nil
+		}
+	case v1alpha1.RedisCluster:
+		return "", ErrRedisClusterNotImplemented
+	default:
+		return "", fmt.Errorf("spec.redis.mode %q: want Cluster, External or None", mode)
+	}
+}

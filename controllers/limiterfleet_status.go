@@ -1,0 +1,117 @@
+package controllers
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/limiter/config"
+)
+
+// computeFleetStatus sets fleet.Status from one pass's observations. It is
+// the only place fleet status is decided; conditions are recomputed from
+// what was observed, never carried over, except that limiter counts wait
+// until every ready pod has answered once (so an operator restart writes
+// nothing that was already right).
+func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileErr error) {
+	st := &fleet.Status
+	gen := fleet.Generation
+	if s.compiled {
+		st.Snapshot = &v1alpha1.SnapshotStatus{
+			Version:       s.version,
+			Policies:      int32(s.policies),
+			ConfigMapName: SnapshotConfigMapName(fleet),
+			Bytes:         int64(len(s.document)),
+			Compressed:    len(s.document) > config.MaxPlainDocument,
+		}
+	}
+
+	// RedisReady
+	redis := metav1.Condition{Type: v1alpha1.FleetRedisReady, ObservedGeneration: gen}
+	switch fleet.Spec.EffectiveRedisMode() {
+	case v1alpha1.RedisExternal:
+		redis.Status, redis.Reason = metav1.ConditionTrue, v1alpha1.ReasonRedisExternal
+		redis.Message = "limiters count in the external Redis at " + strings.Join(fleet.Spec.Redis.Addresses, ",")
+		st.Redis = &v1alpha1.RedisStatus{ClusterState: "external"}
+	case v1alpha1.RedisCluster:
+		redis.Status, redis.Reason = metav1.ConditionFalse, v1alpha1.ReasonRedisClusterNotImplemented
+		redis.Message = "operator-managed Redis Cluster provisioning is not implemented yet; use mode External or None"
+		st.Redis = &v1alpha1.RedisStatus{ClusterState: "unmanaged"}
+	default:
+		redis.Status, redis.Reason = metav1.ConditionTrue, v1alpha1.ReasonRedisNotManaged
+		redis.Message = "redis mode None: each limiter pod counts in its own memory"
+		st.Redis = &v1alpha1.RedisStatus{ClusterState: "none"}
+	}
+	if s.storeErr != nil {
+		redis.Status, redis.Message = metav1.ConditionFalse, s.storeErr.Error()
+	}
+	meta.SetStatusCondition(&st.Conditions, redis)
+
+	// SnapshotSynced, from the pods' acknowledgements.
+	synced := metav1.Condition{Type: v1alpha1.FleetSnapshotSynced, ObservedGeneration: gen}
+	var acked int32
+	for _, a := range s.acks {
+		if a.Version == s.version {
+			acked++
+		}
+	}
+	ready := int32(len(s.endpoints))
+	observed := s.compiled && (s.complete || ready == 0)
+	if observed {
+		st.Limiters = &v1alpha1.LimitersStatus{Ready: ready, Synced: acked}
+		switch {
+		case fleet.Spec.EffectiveReplicas() == 0:
+			synced.Status, synced.Reason, synced.Message = metav1.ConditionFalse, v1alpha1.ReasonScaledToZero, "the fleet has 0 replicas"
+		case ready == 0:
+			synced.Status, synced.Reason, synced.Message = metav1.ConditionFalse, v1alpha1.ReasonNoReadyPods, "no ready limiter pods"
+		case acked < ready:
+			synced.Status, synced.Reason = metav1.ConditionFalse, v1alpha1.ReasonPodsNotSynced
+			synced.Message = fmt.Sprintf("%d/%d pods on snapshot %s%s", acked, ready, s.version, podErrors(s.acks))
+		default:
+			synced.Status, synced.Reason = metav1.ConditionTrue, v1alpha1.ReasonPodsSynced
+			synced.Message = fmt.Sprintf("%d/%d pods on snapshot %s", acked, ready, s.version)
+		}
+		meta.SetStatusCondition(&st.Conditions, synced)
+	}
+
+	// Ready
+	readyCond := metav1.Condition{Type: v1alpha1.FleetReady, ObservedGeneration: gen}
+	cur := meta.FindStatusCondition(st.Conditions, v1alpha1.FleetSnapshotSynced)
+	switch {
+	case reconcileErr != nil:
+		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionFalse, v1alpha1.ReasonReconcileError, reconcileErr.Error()
+	case redis.Status != metav1.ConditionTrue:
+		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionFalse, redis.Reason, redis.Message
+	case cur == nil || cur.Status != metav1.ConditionTrue:
+		readyCond.Status = metav1.ConditionFalse
+		readyCond.Reason, readyCond.Message = v1alpha1.ReasonPodsNotSynced, "waiting for limiter pods to load the snapshot"
+		if cur != nil {
+			readyCond.Reason, readyCond.Message = cur.Reason, cur.Message
+		}
+	default:
+		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionTrue, v1alpha1.ReasonPodsSynced, cur.Message
+	}
+	if observed || reconcileErr != nil || meta.FindStatusCondition(st.Conditions, v1alpha1.FleetReady) == nil {
+		meta.SetStatusCondition(&st.Conditions, readyCond)
+	}
+	if reconcileErr == nil {
+		st.ObservedGeneration = gen
+	}
+}
+
+// podErrors summarises pods' load errors for a condition message.
+func podErrors(acks []podAck) string {
+	var errs []string
+	for _, a := range acks {
+		if a.Err != "" {
+			errs = append(errs, a.Addr+": "+a.Err)
+		}
+	}
+	if len(errs) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(errs, "; ")
+}

@@ -1,0 +1,152 @@
+package controllers
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/limiter/config"
+)
+
+// verdict is whether one policy is accepted, and why not.
+type verdict struct {
+	Accepted bool
+	Reason   string
+	Message  string
+}
+
+// decideAcceptance judges every policy: it is accepted when the limiter's
+// validation passes and no older policy has the same domain and
+// descriptors. Older means created earlier, then by namespace/name, so the
+// outcome does not depend on list order. Policies being deleted take no
+// part. Pure, so both controllers agree without reading each other's status.
+func decideAcceptance(all []v1alpha1.RateLimitPolicy) map[types.NamespacedName]verdict {
+	live := make([]*v1alpha1.RateLimitPolicy, 0, len(all))
+	for i := range all {
+		if all[i].DeletionTimestamp == nil {
+			live = append(live, &all[i])
+		}
+	}
+	slices.SortFunc(live, func(a, b *v1alpha1.RateLimitPolicy) int {
+		if c := a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	out := make(map[types.NamespacedName]verdict, len(live))
+	owner := map[string]*v1alpha1.RateLimitPolicy{}
+	for _, p := range live {
+		key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+		check := p.DeepCopy()
+		config.DefaultPolicy(check)
+		if errs := config.ValidatePolicy(check); len(errs) > 0 {
+			out[key] = verdict{Reason: v1alpha1.InvalidSpecReason, Message: errs.ToAggregate().Error()}
+			continue
+		}
+		sig := config.Signature(&check.Spec)
+		if first, ok := owner[sig]; ok {
+			out[key] = verdict{Reason: v1alpha1.ConflictReason, Message: fmt.Sprintf(
+				"conflicts with the older policy %s/%s: same domain %q and descriptors", first.Namespace, first.Name, p.Spec.Domain)}
+			continue
+		}
+		owner[sig] = p
+		out[key] = verdict{Accepted: true, Reason: v1alpha1.AcceptedReason, Message: "the policy is valid and has no conflict"}
+	}
+	return out
+}
+
+// fleetSelects reports whether a fleet serves a policy, given the labels
+// of the policy's namespace. Nil or empty selectors select everything.
+func fleetSelects(fleet *v1alpha1.LimiterFleet, p *v1alpha1.RateLimitPolicy, nsLabels map[string]string) (bool, error) {
+	ok, err := selectorMatches(fleet.Spec.NamespaceSelector, nsLabels)
+	if err != nil || !ok {
+		return false, err
+	}
+	return selectorMatches(fleet.Spec.PolicySelector, p.Labels)
+}
+
+func selectorMatches(sel *metav1.LabelSelector, set map[string]string) (bool, error) {
+	if sel == nil {
+		return true, nil
+	}
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return false, err
+	}
+	return s.Matches(labels.Set(set)), nil
+}
+
+// podAck is what one ready limiter pod reports having loaded.
+type podAck struct {
+	// Addr identifies the pod (its endpoint address).
+	Addr string
+	// Answered is false until the pod's admin endpoint has answered.
+	Answered bool
+	// Version is the loaded snapshot version ("" before any).
+	Version string
+	// Generations maps policy UID to the generation the pod holds.
+	Generations map[string]int64
+	// Err is the pod's last load error, if any.
+	Err string
+}
+
+// fleetView is a fleet with what its ready pods have loaded.
+type fleetView struct {
+	Fleet   *v1alpha1.LimiterFleet
+	Version string // the snapshot the operator wrote
+	Pods    []podAck
+}
+
+// enforcedCondition computes a policy's Enforced condition: true only when
+// every ready limiter pod of every selecting fleet has loaded a snapshot
+// holding this generation of the policy.
+func enforcedCondition(p *v1alpha1.RateLimitPolicy, accepted bool, fleets []fleetView) metav1.Condition {
+	c := metav1.Condition{Type: v1alpha1.EnforcedCondition, Status: metav1.ConditionFalse, ObservedGeneration: p.Generation}
+	switch {
+	case !accepted:
+		c.Reason, c.Message = v1alpha1.NotAcceptedReason, "the policy is not accepted, so no limiter loads it"
+		return c
+	case len(fleets) == 0:
+		c.Reason, c.Message = v1alpha1.NoFleetReason, "no LimiterFleet selects this policy"
+		return c
+	}
+	var pending, disabled []string
+	for _, f := range fleets {
+		synced := 0
+		for _, pod := range f.Pods {
+			if pod.Generations[string(p.UID)] == p.Generation {
+				synced++
+			}
+		}
+		name := f.Fleet.Namespace + "/" + f.Fleet.Name
+		if len(f.Pods) == 0 || synced < len(f.Pods) {
+			pending = append(pending, fmt.Sprintf("fleet %s: %d/%d pods on snapshot %s", name, synced, len(f.Pods), shortVersion(f.Version)))
+		}
+		if f.Fleet.Spec.EffectiveEnforcement() == v1alpha1.EnforcementDisabled {
+			disabled = append(disabled, name)
+		}
+	}
+	switch {
+	case len(pending) > 0:
+		c.Reason, c.Message = v1alpha1.SnapshotPendingReason, strings.Join(pending, "; ")
+	case len(disabled) > 0:
+		c.Reason, c.Message = v1alpha1.EnforcementDisabledReason, "loaded, but enforcement is Disabled on fleet "+strings.Join(disabled, ", ")+": requests are counted, never denied"
+	default:
+		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.EnforcedReason
+		c.Message = "every ready limiter pod has loaded this generation"
+	}
+	return c
+}
+
+func shortVersion(v string) string {
+	if v == "" {
+		return "(none)"
+	}
+	return v
+}

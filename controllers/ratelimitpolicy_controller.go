@@ -1,0 +1,173 @@
+package controllers
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+// domainIndex indexes RateLimitPolicies by spec.domain: conflicts only
+// happen within a domain.
+const domainIndex = "spec.domain"
+
+// RateLimitPolicyReconciler writes each policy's Accepted and Enforced
+// conditions and the fleets that serve it.
+type RateLimitPolicyReconciler struct {
+	client.Client
+	Scheme *runtime.Scheme
+	Acks   *AckTracker
+}
+
+// +kubebuilder:rbac:groups=ratelimit.sluice.dev,resources=ratelimitpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=ratelimit.sluice.dev,resources=ratelimitpolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=ratelimit.sluice.dev,resources=limiterfleets,verbs=get;list;watch
+
+// Reconcile recomputes the policy's status from what it observes.
+func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	policy := &v1alpha1.RateLimitPolicy{}
+	if err := r.Get(ctx, req.NamespacedName, policy); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !policy.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	var sameDomain v1alpha1.RateLimitPolicyList
+	if err := r.List(ctx, &sameDomain, client.MatchingFields{domainIndex: policy.Spec.Domain}); err != nil {
+		return ctrl.Result{}, err
+	}
+	v := decideAcceptance(sameDomain.Items)[req.NamespacedName]
+
+	fleets, complete, err := r.fleetViews(ctx, policy, v.Accepted)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	next := policy.DeepCopy()
+	st := &next.Status
+	accepted := metav1.Condition{Type: v1alpha1.AcceptedCondition, Status: metav1.ConditionFalse,
+		Reason: v.Reason, Message: v.Message, ObservedGeneration: policy.Generation}
+	if v.Accepted {
+		accepted.Status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&st.Conditions, accepted)
+	// Until every selecting fleet's ready pods have answered once, what was
+	// written stays: an operator restart must not flap Enforced.
+	if complete || !v.Accepted {
+		meta.SetStatusCondition(&st.Conditions, enforcedCondition(policy, v.Accepted, fleets))
+		st.Fleets = fleetStatuses(policy, fleets)
+	}
+	st.ObservedGeneration = policy.Generation
+	if equality.Semantic.DeepEqual(policy.Status, next.Status) {
+		return ctrl.Result{}, nil
+	}
+	logf.FromContext(ctx).V(1).Info("Updating status", "accepted", accepted.Status)
+	return ctrl.Result{}, r.Status().Patch(ctx, next, client.MergeFrom(policy))
+}
+
+// fleetViews lists the fleets that select the policy with what their ready
+// pods have loaded; complete is false while some pod has not answered yet.
+func (r *RateLimitPolicyReconciler) fleetViews(ctx context.Context, p *v1alpha1.RateLimitPolicy, accepted bool) ([]fleetView, bool, error) {
+	if !accepted {
+		return nil, true, nil
+	}
+	var fleets v1alpha1.LimiterFleetList
+	if err := r.List(ctx, &fleets); err != nil {
+		return nil, false, err
+	}
+	nsLabels, err := namespaceLabels(ctx, r.Client)
+	if err != nil {
+		return nil, false, err
+	}
+	complete := true
+	var out []fleetView
+	for i := range fleets.Items {
+		f := &fleets.Items[i]
+		if ok, err := fleetSelects(f, p, nsLabels[p.Namespace]); err != nil || !ok {
+			continue // a bad selector is reported on the fleet
+		}
+		acks, done := r.Acks.Acks(client.ObjectKeyFromObject(f))
+		ready := f.Status.Limiters != nil && f.Status.Limiters.Ready > 0
+		if !done && (ready || len(acks) > 0) {
+			complete = false
+		}
+		view := fleetView{Fleet: f, Pods: acks}
+		if f.Status.Snapshot != nil {
+			view.Version = f.Status.Snapshot.Version
+		}
+		out = append(out, view)
+	}
+	return out, complete, nil
+}
+
+func fleetStatuses(p *v1alpha1.RateLimitPolicy, fleets []fleetView) []v1alpha1.FleetStatus {
+	var out []v1alpha1.FleetStatus
+	for _, f := range fleets {
+		var synced int32
+		for _, pod := range f.Pods {
+			if pod.Generations[string(p.UID)] == p.Generation {
+				synced++
+			}
+		}
+		out = append(out, v1alpha1.FleetStatus{
+			Namespace:       f.Fleet.Namespace,
+			Name:            f.Fleet.Name,
+			SnapshotVersion: f.Version,
+			PodsSynced:      ptr.To(synced),
+			PodsReady:       ptr.To(int32(len(f.Pods))),
+		})
+	}
+	return out
+}
+
+// SetupWithManager registers the controller, the domain index, and what it
+// watches: policies of the same domain (a deletion can clear a conflict),
+// fleets, and pod acknowledgements.
+func (r *RateLimitPolicyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.RateLimitPolicy{}, domainIndex, func(o client.Object) []string {
+		return []string{o.(*v1alpha1.RateLimitPolicy).Spec.Domain}
+	}); err != nil {
+		return err
+	}
+	allPolicies := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		return r.policies(ctx)
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.RateLimitPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.RateLimitPolicy{}, handler.EnqueueRequestsFromMapFunc(r.sameDomain),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.LimiterFleet{}, allPolicies).
+		WatchesRawSource(source.Channel(r.Acks.Subscribe(), allPolicies)).
+		Named("ratelimitpolicy").
+		Complete(r)
+}
+
+func (r *RateLimitPolicyReconciler) policies(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
+	var list v1alpha1.RateLimitPolicyList
+	if err := r.List(ctx, &list, opts...); err != nil {
+		logf.FromContext(ctx).Error(err, "Listing policies")
+		return nil
+	}
+	out := make([]reconcile.Request, len(list.Items))
+	for i := range list.Items {
+		out[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
+	}
+	return out
+}
+
+func (r *RateLimitPolicyReconciler) sameDomain(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.policies(ctx, client.MatchingFields{domainIndex: obj.(*v1alpha1.RateLimitPolicy).Spec.Domain})
+}

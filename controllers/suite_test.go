@@ -1,0 +1,478 @@
+package controllers_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers"
+)
+
+// The suite runs a real kube-apiserver and etcd (envtest), the operator's
+// controllers in-process, and real limiter processes on loopback addresses
+// behind Pod and EndpointSlice objects, as DESIGN.md "Testing" describes.
+var (
+	testEnv    *envtest.Environment
+	cfg        *rest.Config
+	k8s        client.Client
+	scheme     = runtime.NewScheme()
+	kubeconfig string // for limiter processes and kubectl
+	limiterBin string
+	workDir    string
+
+	operatorMu     sync.Mutex
+	operatorCancel context.CancelFunc
+	operatorDone   chan struct{}
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	logf.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		abs, _ := filepath.Abs("../bin/k8s")
+		os.Setenv("KUBEBUILDER_ASSETS", abs)
+	}
+	var err error
+	if workDir, err = os.MkdirTemp("", "sluice-suite-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(workDir)
+
+	limiterBin = filepath.Join(workDir, "limiter")
+	build := exec.Command("go", "build", "-o", limiterBin, "../cmd/limiter")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the limiter:", err)
+		return 1
+	}
+
+	testEnv = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	if cfg, err = testEnv.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "starting envtest:", err)
+		return 1
+	}
+	defer func() { _ = testEnv.Stop() }()
+	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	admin, err := testEnv.AddUser(envtest.User{Name: "suite-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	kc, err := admin.KubeConfig()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	kubeconfig = filepath.Join(workDir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := startOperator(); err != nil {
+		fmt.Fprintln(os.Stderr, "starting the operator:", err)
+		return 1
+	}
+	defer stopOperator()
+	return m.Run()
+}
+
+// startOperator runs the operator's manager in-process, as cmd/operator does.
+func startOperator() error {
+	operatorMu.Lock()
+	defer operatorMu.Unlock()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:  scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		// The suite restarts the operator in one process.
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	opts := controllers.Options{LimiterImage: "sluice-limiter:test", AckClient: podNetwork.client()}
+	if err := controllers.Setup(ctx, mgr, opts); err != nil {
+		cancel()
+		return err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "operator stopped:", err)
+		}
+	}()
+	operatorCancel, operatorDone = cancel, done
+	return nil
+}
+
+func stopOperator() {
+	operatorMu.Lock()
+	defer operatorMu.Unlock()
+	if operatorCancel != nil {
+		operatorCancel()
+		<-operatorDone
+		operatorCancel = nil
+	}
+}
+
+// eventually polls f until it returns nil or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	var err error
+	for {
+		if err = f(); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still not true after %v: %v", what, within, err)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the API server and processes
+	}
+}
+
+func namespace(t *testing.T, name string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := k8s.Create(context.Background(), ns); err != nil && !strings.Contains(err.Error(), "already exists") {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// ipBlock hands each test its own 127.0.N.0/24 for limiter "pods".
+var ipBlock atomic.Int32
+
+// The API server refuses loopback addresses in EndpointSlices, so "pods"
+// get documentation addresses (TEST-NET, never routed) in their Pod and
+// EndpointSlice objects, and podNetwork plays the cluster network: the
+// operator's calls to a pod address reach the limiter process listening on
+// its loopback stand-in. Everything else the operator does is unchanged.
+var podNetwork = &fakeNetwork{routes: map[string]string{}}
+
+type fakeNetwork struct {
+	mu     sync.Mutex
+	routes map[string]string // pod IP -> loopback IP
+	next   int
+}
+
+// podIP allocates a pod address standing for loopback ip.
+func (n *fakeNetwork) podIP(loopback string) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.next++
+	ip := fmt.Sprintf("198.51.%d.%d", 100+n.next/250, 1+n.next%250)
+	n.routes[ip] = loopback
+	return ip
+}
+
+func (n *fakeNetwork) client() *http.Client {
+	dialer := &net.Dialer{Timeout: 2 * time.Second}
+	return &http.Client{
+		Timeout: 10 * time.Second,
+		Transport: &http.Transport{
+			Proxy: nil,
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				host, port, err := net.SplitHostPort(addr)
+				if err != nil {
+					return nil, err
+				}
+				n.mu.Lock()
+				lo, ok := n.routes[host]
+				n.mu.Unlock()
+				if !ok {
+					return nil, fmt.Errorf("no route to %s in the test pod network", host)
+				}
+				return dialer.DialContext(ctx, network, net.JoinHostPort(lo, port))
+			},
+		},
+	}
+}
+
+// limiterProc is one real limiter process standing in for a pod.
+type limiterProc struct {
+	ip, podIP          string
+	httpAddr, grpcAddr string
+	args               []string
+	cmd                *exec.Cmd
+	log                *bytes.Buffer
+	mu                 sync.Mutex
+}
+
+// freePort finds a port free on every address given.
+func freePort(t *testing.T, ips ...string) int {
+	t.Helper()
+	for range 50 {
+		l, err := net.Listen("tcp", net.JoinHostPort(ips[0], "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		ok := true
+		var held []net.Listener
+		for _, ip := range ips[1:] {
+			l2, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+			if err != nil {
+				ok = false
+				break
+			}
+			held = append(held, l2)
+		}
+		l.Close()
+		for _, h := range held {
+			h.Close()
+		}
+		if ok {
+			return port
+		}
+	}
+	t.Fatal("no port free on all addresses")
+	return 0
+}
+
+// fleetPods starts n limiter processes for a fleet, on distinct loopback
+// IPs sharing one HTTP and one gRPC port, and creates the Pods and the
+// EndpointSlice that point at them.
+func fleetPods(t *testing.T, fleet *v1alpha1.LimiterFleet, n int) []*limiterProc {
+	t.Helper()
+	block := 100 + ipBlock.Add(1)
+	var ips []string
+	for i := range n {
+		ips = append(ips, fmt.Sprintf("127.0.%d.%d", block, i+1))
+	}
+	httpPort, grpcPort := freePort(t, ips...), 0
+	for grpcPort == 0 || grpcPort == httpPort {
+		grpcPort = freePort(t, ips...)
+	}
+	cm := fleet.Namespace + "/" + controllers.SnapshotConfigMapName(fleet)
+	var procs []*limiterProc
+	for _, ip := range ips {
+		p := &limiterProc{
+			ip:       ip,
+			podIP:    podNetwork.podIP(ip),
+			httpAddr: net.JoinHostPort(ip, strconv.Itoa(httpPort)),
+			grpcAddr: net.JoinHostPort(ip, strconv.Itoa(grpcPort)),
+		}
+		p.args = []string{"--snapshot-configmap", cm, "--kubeconfig", kubeconfig, "--store", "memory",
+			"--http-addr", p.httpAddr, "--grpc-addr", p.grpcAddr}
+		p.start(t)
+		t.Cleanup(p.stop)
+		procs = append(procs, p)
+	}
+	ctx := context.Background()
+	var eps []discoveryv1.Endpoint
+	for i, p := range procs {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: fleet.Namespace, Name: fmt.Sprintf("%s-%d", controllers.LimiterName(fleet), i),
+				Labels: controllers.LimiterSelectorLabels(fleet)},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "limiter", Image: "sluice-limiter:test"}}},
+		}
+		if err := k8s.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: p.podIP, PodIPs: []corev1.PodIP{{IP: p.podIP}},
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+		if err := k8s.Status().Update(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		eps = append(eps, discoveryv1.Endpoint{
+			Addresses:  []string{p.podIP},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		})
+	}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: fleet.Namespace, Name: controllers.LimiterName(fleet) + "-abcde",
+			Labels: map[string]string{discoveryv1.LabelServiceName: controllers.LimiterName(fleet)}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   eps,
+		Ports: []discoveryv1.EndpointPort{
+			{Name: ptr.To("http"), Port: ptr.To(int32(httpPort)), Protocol: ptr.To(corev1.ProtocolTCP)},
+			{Name: ptr.To("grpc"), Port: ptr.To(int32(grpcPort)), Protocol: ptr.To(corev1.ProtocolTCP)},
+		},
+	}
+	if err := k8s.Create(ctx, slice); err != nil {
+		t.Fatal(err)
+	}
+	return procs
+}
+
+func (p *limiterProc) start(t *testing.T) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.log = &bytes.Buffer{}
+	p.cmd = exec.Command(limiterBin, p.args...)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "limiter "+p.httpAddr+" listening", func() error {
+		resp, err := http.Get("http://" + p.httpAddr + "/healthz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return nil
+	})
+}
+
+func (p *limiterProc) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil && p.cmd.Process != nil {
+		_ = p.cmd.Process.Kill()
+		_ = p.cmd.Wait()
+		p.cmd = nil
+	}
+}
+
+// check sends one HTTP check and returns the status code.
+func (p *limiterProc) check(t *testing.T, domain string, kv ...string) int {
+	t.Helper()
+	var entries []string
+	for i := 0; i+1 < len(kv); i += 2 {
+		entries = append(entries, fmt.Sprintf(`{"key":%q,"value":%q}`, kv[i], kv[i+1]))
+	}
+	body := fmt.Sprintf(`{"domain":%q,"descriptors":[{"entries":[%s]}]}`, domain, strings.Join(entries, ","))
+	resp, err := http.Post("http://"+p.httpAddr+"/v1/ratelimit/check", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}
+
+// metric returns the sum of a metric's samples whose labels contain all of
+// the given label="value" pairs, from a limiter's /metrics.
+func (p *limiterProc) metric(t *testing.T, name string, labels ...string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + p.httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	sum := 0.0
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `(\{[^}]*\})? ([0-9.e+-]+)`)
+	for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(m[1], l)
+		}
+		if ok {
+			v, _ := strconv.ParseFloat(m[2], 64)
+			sum += v
+		}
+	}
+	return sum
+}
+
+// loaded returns the snapshot version a limiter reports.
+func (p *limiterProc) loaded(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get("http://" + p.httpAddr + "/v1/admin/snapshot")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Version string `json:"version"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&v)
+	return v.Version
+}
+
+func condition(conds []metav1.Condition, typ string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == typ {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+func policyCondition(t *testing.T, ns, name, typ string) (*metav1.Condition, *v1alpha1.RateLimitPolicy) {
+	t.Helper()
+	p := &v1alpha1.RateLimitPolicy{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, p); err != nil {
+		return nil, nil
+	}
+	return condition(p.Status.Conditions, typ), p
+}
+
+// waitPolicy waits until a policy's condition has the given status (and,
+// when reason is not empty, reason) for its current generation.
+func waitPolicy(t *testing.T, ns, name, typ string, status metav1.ConditionStatus, reason string) *v1alpha1.RateLimitPolicy {
+	t.Helper()
+	var got *v1alpha1.RateLimitPolicy
+	eventually(t, 30*time.Second, fmt.Sprintf("policy %s/%s %s=%s", ns, name, typ, status), func() error {
+		c, p := policyCondition(t, ns, name, typ)
+		switch {
+		case p == nil || c == nil:
+			return fmt.Errorf("no %s condition yet", typ)
+		case c.ObservedGeneration != p.Generation:
+			return fmt.Errorf("condition is for generation %d, policy is at %d", c.ObservedGeneration, p.Generation)
+		case c.Status != status || (reason != "" && c.Reason != reason):
+			return fmt.Errorf("%s=%s (%s): %s", typ, c.Status, c.Reason, c.Message)
+		}
+		got = p
+		return nil
+	})
+	return got
+}
+
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}

@@ -1,0 +1,243 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers"
+)
+
+// TestSystem drives the whole system: kubectl apply of the samples, real
+// limiter processes hot-loading the snapshot, and every behaviour the
+// operator issue lists, in order, on one fleet.
+func TestSystem(t *testing.T) {
+	ctx := context.Background()
+	for _, ns := range []string{"payments", "identity"} {
+		namespace(t, ns)
+	}
+	kubectl(t, "apply", "-f", "../config/samples/")
+	fleet := &v1alpha1.LimiterFleet{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "default"}, fleet); err != nil {
+		t.Fatalf("the sample fleet: %v", err)
+	}
+	pods := fleetPods(t, fleet, 2)
+
+	waitPolicy(t, "payments", "charges-per-user", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	charges := func(t *testing.T, p *limiterProc, user string) int {
+		return p.check(t, "payments-api", "user_id", user, "path", "/v1/charges")
+	}
+	expectLimit := func(t *testing.T, user string, n int) {
+		t.Helper()
+		for _, p := range pods { // mode None: each pod counts for itself
+			for i := range n {
+				if code := charges(t, p, user); code != http.StatusOK {
+					t.Fatalf("%s: request %d for %s answered %d, want 200", p.httpAddr, i+1, user, code)
+				}
+			}
+			if code := charges(t, p, user); code != http.StatusTooManyRequests {
+				t.Fatalf("%s: request %d for %s answered %d, want 429", p.httpAddr, n+1, user, code)
+			}
+		}
+	}
+
+	t.Run("kubectl apply of the samples is enforced by every limiter", func(t *testing.T) {
+		expectLimit(t, "kim", 5)
+		f := &v1alpha1.LimiterFleet{}
+		eventually(t, 30*time.Second, "fleet synced", func() error {
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {
+				return err
+			}
+			c := condition(f.Status.Conditions, v1alpha1.FleetSnapshotSynced)
+			if c == nil || c.Status != metav1.ConditionTrue || f.Status.Limiters == nil || f.Status.Limiters.Synced != 2 {
+				return fmt.Errorf("status %+v", f.Status)
+			}
+			return nil
+		})
+		if v := pods[0].loaded(t); v != f.Status.Snapshot.Version {
+			t.Fatalf("pod loaded %s, fleet status says %s", v, f.Status.Snapshot.Version)
+		}
+		out := kubectl(t, "get", "rlp", "-A")
+		for _, want := range []string{"charges-per-user", "payments-api", "TokenBucket", "True"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("kubectl get rlp -A lacks %q:\n%s", want, out)
+			}
+		}
+	})
+
+	t.Run("an edit to rate.limit is enforced without a restart", func(t *testing.T) {
+		kubectl(t, "-n", "payments", "patch", "rlp", "charges-per-user", "--type=merge", "-p", `{"spec":{"rate":{"limit":2},"burst":2}}`)
+		waitPolicy(t, "payments", "charges-per-user", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+		expectLimit(t, "lee", 2)
+	})
+
+	t.Run("a conflicting policy is rejected and the others keep working", func(t *testing.T) {
+		dup := &v1alpha1.RateLimitPolicy{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "charges-duplicate"},
+			Spec: v1alpha1.RateLimitPolicySpec{
+				Domain: "payments-api",
+				Descriptors: []v1alpha1.Descriptor{
+					{Key: "path", Value: ptr.To("/v1/charges")}, {Key: "user_id"}, // same set, other order
+				},
+				Rate: v1alpha1.Rate{Limit: 1000, Period: metav1.Duration{Duration: time.Minute}},
+			},
+		}
+		if err := k8s.Create(ctx, dup); err != nil {
+			t.Fatal(err)
+		}
+		p := waitPolicy(t, "payments", "charges-duplicate", v1alpha1.AcceptedCondition, metav1.ConditionFalse, v1alpha1.ConflictReason)
+		if msg := condition(p.Status.Conditions, v1alpha1.AcceptedCondition).Message; !strings.Contains(msg, "payments/charges-per-user") {
+			t.Fatalf("the conflict does not name the other policy: %q", msg)
+		}
+		waitPolicy(t, "payments", "charges-duplicate", v1alpha1.EnforcedCondition, metav1.ConditionFalse, v1alpha1.NotAcceptedReason)
+		waitPolicy(t, "payments", "charges-per-user", v1alpha1.AcceptedCondition, metav1.ConditionTrue, "")
+		expectLimit(t, "max", 2) // still 2, not the duplicate's 1000
+		if err := k8s.Delete(ctx, dup); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("stopping a limiter turns Enforced false for generations it lacks", func(t *testing.T) {
+		pods[1].stop()
+		kubectl(t, "-n", "payments", "patch", "rlp", "requests-per-api-key", "--type=merge", "-p", `{"spec":{"rate":{"limit":9}}}`)
+		eventually(t, 30*time.Second, "Enforced false with 1/2 pods synced", func() error {
+			c, p := policyCondition(t, "payments", "requests-per-api-key", v1alpha1.EnforcedCondition)
+			if c == nil || c.ObservedGeneration != p.Generation || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "1/2 pods") {
+				return fmt.Errorf("Enforced %+v", c)
+			}
+			return nil
+		})
+		// charges-per-user's generation did not change: the stopped pod has it.
+		waitPolicy(t, "payments", "charges-per-user", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+		pods[1].start(t)
+		waitPolicy(t, "payments", "requests-per-api-key", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	})
+
+	t.Run("enforcement Disabled allows everything and still counts", func(t *testing.T) {
+		kubectl(t, "patch", "limiterfleet", "default", "--type=merge", "-p", `{"spec":{"enforcement":"Disabled"}}`)
+		t.Cleanup(func() {
+			kubectl(t, "patch", "limiterfleet", "default", "--type=merge", "-p", `{"spec":{"enforcement":"Enabled"}}`)
+		})
+		waitPolicy(t, "payments", "charges-per-user", v1alpha1.EnforcedCondition, metav1.ConditionFalse, v1alpha1.EnforcementDisabledReason)
+		for _, p := range pods {
+			before := p.metric(t, "sluice_decisions_total", `policy="payments/charges-per-user"`, `result="shadow_limited"`)
+			for i := range 4 {
+				if code := charges(t, p, "noa"); code != http.StatusOK {
+					t.Fatalf("%s: request %d answered %d with enforcement disabled", p.httpAddr, i+1, code)
+				}
+			}
+			if after := p.metric(t, "sluice_decisions_total", `policy="payments/charges-per-user"`, `result="shadow_limited"`); after-before != 2 {
+				t.Fatalf("%s: shadow_limited grew by %v, want the 2 would-be denials", p.httpAddr, after-before)
+			}
+		}
+	})
+
+	t.Run("enforcement Enabled again enforces", func(t *testing.T) {
+		waitPolicy(t, "payments", "charges-per-user", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+		expectLimit(t, "oli", 2)
+	})
+
+	t.Run("a ConfigMap edited by hand is put back", func(t *testing.T) {
+		cm := &corev1.ConfigMap{}
+		key := client.ObjectKey{Namespace: fleet.Namespace, Name: controllers.SnapshotConfigMapName(fleet)}
+		if err := k8s.Get(ctx, key, cm); err != nil {
+			t.Fatal(err)
+		}
+		want := cm.Data["version"]
+		cm.Data["version"] = "handmade"
+		cm.Data["extra"] = "x"
+		if err := k8s.Update(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "the ConfigMap restored", func() error {
+			if err := k8s.Get(ctx, key, cm); err != nil {
+				return err
+			}
+			if cm.Data["version"] != want || cm.Data["extra"] != "" {
+				return fmt.Errorf("data %v", cm.Data)
+			}
+			return nil
+		})
+	})
+
+	t.Run("restarting the operator writes nothing", func(t *testing.T) {
+		waitPolicy(t, "payments", "charges-per-user", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+		eventually(t, 30*time.Second, "fleet synced", func() error { return fleetSynced(ctx, fleet, 2) })
+		before := resourceVersions(t)
+		stopOperator()
+		if err := startOperator(); err != nil {
+			t.Fatal(err)
+		}
+		// A negative check needs a window: the new operator re-reads every
+		// object and every pod within it.
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			if after := resourceVersions(t); after != before {
+				t.Fatalf("the restarted operator wrote:\nbefore %s\nafter  %s", before, after)
+			}
+			time.Sleep(100 * time.Millisecond) // sampling resourceVersions over the window
+		}
+	})
+
+	t.Run("deleting a policy stops its enforcement", func(t *testing.T) {
+		kubectl(t, "-n", "payments", "delete", "rlp", "charges-per-user")
+		eventually(t, 30*time.Second, "charges-per-user gone from every limiter", func() error {
+			user := fmt.Sprintf("pia-%d", time.Now().UnixNano()) // fresh: its limit was 2
+			for _, p := range pods {
+				for i := range 3 {
+					if code := charges(t, p, user); code != http.StatusOK {
+						return fmt.Errorf("%s: request %d answered %d", p.httpAddr, i+1, code)
+					}
+				}
+			}
+			return nil
+		})
+	})
+}
+
+func fleetSynced(ctx context.Context, fleet *v1alpha1.LimiterFleet, pods int32) error {
+	f := &v1alpha1.LimiterFleet{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {
+		return err
+	}
+	c := condition(f.Status.Conditions, v1alpha1.FleetSnapshotSynced)
+	if c == nil || c.Status != metav1.ConditionTrue || f.Status.Limiters == nil || f.Status.Limiters.Synced != pods {
+		return fmt.Errorf("fleet status %+v", f.Status)
+	}
+	return nil
+}
+
+// resourceVersions lists every object the operator writes in the sample
+// namespaces, with its resourceVersion.
+func resourceVersions(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	var b strings.Builder
+	var pols v1alpha1.RateLimitPolicyList
+	var fleets v1alpha1.LimiterFleetList
+	var cms corev1.ConfigMapList
+	for _, err := range []error{k8s.List(ctx, &pols), k8s.List(ctx, &fleets), k8s.List(ctx, &cms, client.InNamespace("default"))} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range pols.Items {
+		fmt.Fprintf(&b, "rlp %s/%s=%s ", p.Namespace, p.Name, p.ResourceVersion)
+	}
+	for _, f := range fleets.Items {
+		fmt.Fprintf(&b, "fleet %s/%s=%s ", f.Namespace, f.Name, f.ResourceVersion)
+	}
+	for _, c := range cms.Items {
+		fmt.Fprintf(&b, "cm %s=%s ", c.Name, c.ResourceVersion)
+	}
+	return b.String()
+}
