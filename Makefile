@@ -31,8 +31,9 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate the CRDs into config/crd/bases.
+manifests: $(CONTROLLER_GEN) ## Generate the CRDs into config/crd/bases and the operator's RBAC into config/rbac.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=sluice-operator paths=./controllers/... output:rbac:artifacts:config=config/rbac
 
 .PHONY: fmt
 fmt: ## Run gofmt on the code.
@@ -50,8 +51,9 @@ verify: generate manifests ## Regenerate, then fail if generated files or format
 ##@ Build
 
 .PHONY: build
-build: ## Build bin/limiter and bin/loadgen.
+build: ## Build bin/limiter, bin/operator and bin/loadgen.
 	$(GO) build -o $(BIN)/limiter ./cmd/limiter
+	$(GO) build -o $(BIN)/operator ./cmd/operator
 	$(GO) build -o $(BIN)/loadgen ./cmd/loadgen
 
 .PHONY: run
@@ -77,8 +79,12 @@ test: deps envtest ## Run every test with -race, against real Redis and a real A
 	KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -race -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
 
 .PHONY: bench
-bench: deps build ## Load-test the limiter (gRPC RLS) on memory and Redis, and run Go benchmarks.
+bench: deps build bench-operator ## Load-test the limiter (gRPC RLS) on memory and Redis, Go benchmarks, and the operator's apply-to-enforced latency.
 	hack/bench.sh
+
+.PHONY: bench-operator
+bench-operator: envtest ## Apply-to-enforced latency over 100 edits, on envtest with real limiter processes.
+	KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -run '^$$' -bench ApplyToEnforced -benchtime 1x ./controllers/
 
 $(CONTROLLER_GEN):
 	GOBIN=$(BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)

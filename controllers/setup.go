@@ -15,6 +15,10 @@ type Options struct {
 	AckClient *http.Client
 }
 
+// Leader election and events.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
 // Setup adds the acknowledgement tracker and both controllers to mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	acks := NewAckTracker()

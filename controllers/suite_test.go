@@ -160,7 +160,7 @@ func stopOperator() {
 }
 
 // eventually polls f until it returns nil or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, f func() error) {
+func eventually(t testing.TB, within time.Duration, what string, f func() error) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	var err error
@@ -175,7 +175,7 @@ func eventually(t *testing.T, within time.Duration, what string, f func() error)
 	}
 }
 
-func namespace(t *testing.T, name string) string {
+func namespace(t testing.TB, name string) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if err := k8s.Create(context.Background(), ns); err != nil && !strings.Contains(err.Error(), "already exists") {
@@ -244,7 +244,7 @@ type limiterProc struct {
 }
 
 // freePort finds a port free on every address given.
-func freePort(t *testing.T, ips ...string) int {
+func freePort(t testing.TB, ips ...string) int {
 	t.Helper()
 	for range 50 {
 		l, err := net.Listen("tcp", net.JoinHostPort(ips[0], "0"))
@@ -277,7 +277,7 @@ func freePort(t *testing.T, ips ...string) int {
 // fleetPods starts n limiter processes for a fleet, on distinct loopback
 // IPs sharing one HTTP and one gRPC port, and creates the Pods and the
 // EndpointSlice that point at them.
-func fleetPods(t *testing.T, fleet *v1alpha1.LimiterFleet, n int) []*limiterProc {
+func fleetPods(t testing.TB, fleet *v1alpha1.LimiterFleet, n int) []*limiterProc {
 	t.Helper()
 	block := 100 + ipBlock.Add(1)
 	var ips []string
@@ -341,7 +341,7 @@ func fleetPods(t *testing.T, fleet *v1alpha1.LimiterFleet, n int) []*limiterProc
 	return procs
 }
 
-func (p *limiterProc) start(t *testing.T) {
+func (p *limiterProc) start(t testing.TB) {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -372,7 +372,7 @@ func (p *limiterProc) stop() {
 }
 
 // check sends one HTTP check and returns the status code.
-func (p *limiterProc) check(t *testing.T, domain string, kv ...string) int {
+func (p *limiterProc) check(t testing.TB, domain string, kv ...string) int {
 	t.Helper()
 	var entries []string
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -390,7 +390,7 @@ func (p *limiterProc) check(t *testing.T, domain string, kv ...string) int {
 
 // metric returns the sum of a metric's samples whose labels contain all of
 // the given label="value" pairs, from a limiter's /metrics.
-func (p *limiterProc) metric(t *testing.T, name string, labels ...string) float64 {
+func (p *limiterProc) metric(t testing.TB, name string, labels ...string) float64 {
 	t.Helper()
 	resp, err := http.Get("http://" + p.httpAddr + "/metrics")
 	if err != nil {
@@ -414,7 +414,7 @@ func (p *limiterProc) metric(t *testing.T, name string, labels ...string) float6
 }
 
 // loaded returns the snapshot version a limiter reports.
-func (p *limiterProc) loaded(t *testing.T) string {
+func (p *limiterProc) loaded(t testing.TB) string {
 	t.Helper()
 	resp, err := http.Get("http://" + p.httpAddr + "/v1/admin/snapshot")
 	if err != nil {
@@ -437,7 +437,7 @@ func condition(conds []metav1.Condition, typ string) *metav1.Condition {
 	return nil
 }
 
-func policyCondition(t *testing.T, ns, name, typ string) (*metav1.Condition, *v1alpha1.RateLimitPolicy) {
+func policyCondition(t testing.TB, ns, name, typ string) (*metav1.Condition, *v1alpha1.RateLimitPolicy) {
 	t.Helper()
 	p := &v1alpha1.RateLimitPolicy{}
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, p); err != nil {
@@ -448,7 +448,7 @@ func policyCondition(t *testing.T, ns, name, typ string) (*metav1.Condition, *v1
 
 // waitPolicy waits until a policy's condition has the given status (and,
 // when reason is not empty, reason) for its current generation.
-func waitPolicy(t *testing.T, ns, name, typ string, status metav1.ConditionStatus, reason string) *v1alpha1.RateLimitPolicy {
+func waitPolicy(t testing.TB, ns, name, typ string, status metav1.ConditionStatus, reason string) *v1alpha1.RateLimitPolicy {
 	t.Helper()
 	var got *v1alpha1.RateLimitPolicy
 	eventually(t, 30*time.Second, fmt.Sprintf("policy %s/%s %s=%s", ns, name, typ, status), func() error {
@@ -467,7 +467,7 @@ func waitPolicy(t *testing.T, ns, name, typ string, status metav1.ConditionStatu
 	return got
 }
 
-func kubectl(t *testing.T, args ...string) string {
+func kubectl(t testing.TB, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	out, err := cmd.CombinedOutput()

@@ -1,0 +1,177 @@
+package controllers_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+// newFleet creates a fleet in ns that selects the policies labelled
+// fleet=<name>, and starts its limiter processes.
+func newFleet(t testing.TB, ns, name string, pods int) (*v1alpha1.LimiterFleet, []*limiterProc) {
+	t.Helper()
+	namespace(t, ns)
+	f := &v1alpha1.LimiterFleet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.LimiterFleetSpec{
+			Replicas:       ptr.To(int32(pods)),
+			PolicySelector: &metav1.LabelSelector{MatchLabels: map[string]string{"fleet": name}},
+		},
+	}
+	if err := k8s.Create(context.Background(), f); err != nil {
+		t.Fatal(err)
+	}
+	return f, fleetPods(t, f, pods)
+}
+
+func benchPolicy(ns, name, fleet string, i int) *v1alpha1.RateLimitPolicy {
+	return &v1alpha1.RateLimitPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"fleet": fleet}},
+		Spec: v1alpha1.RateLimitPolicySpec{
+			Domain:      "bench-" + strconv.Itoa(i%20),
+			Descriptors: []v1alpha1.Descriptor{{Key: "tenant"}, {Key: "route", Value: ptr.To("/v1/items/" + strconv.Itoa(i))}},
+			Rate:        v1alpha1.Rate{Limit: int64(100 + i), Period: metav1.Duration{Duration: time.Minute}},
+		},
+	}
+}
+
+// podHas reports whether a limiter has loaded the given generation of a
+// policy, from its admin endpoint.
+func podHas(p *limiterProc, uid string, gen int64) bool {
+	resp, err := http.Get("http://" + p.httpAddr + "/v1/admin/snapshot")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Policies []struct {
+			UID        string `json:"uid"`
+			Generation int64  `json:"generation"`
+		} `json:"policies"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&v) != nil {
+		return false
+	}
+	for _, pol := range v.Policies {
+		if pol.UID == uid {
+			return pol.Generation == gen
+		}
+	}
+	return false
+}
+
+// A fleet of 2,000 policies compiles, is written (compressed when large)
+// and is loaded by its limiters. The sizes and times are printed.
+func TestFleetOf2000Policies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("creates 2,000 objects")
+	}
+	ctx := context.Background()
+	fleet, pods := newFleet(t, "big", "big", 2)
+	start := time.Now()
+	for i := range 2000 {
+		if err := k8s.Create(ctx, benchPolicy("big", fmt.Sprintf("p-%04d", i), "big", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	created := time.Since(start)
+	var f v1alpha1.LimiterFleet
+	eventually(t, 120*time.Second, "2,000 policies loaded by every pod", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), &f); err != nil {
+			return err
+		}
+		if f.Status.Snapshot == nil || f.Status.Snapshot.Policies != 2000 {
+			return fmt.Errorf("snapshot %+v", f.Status.Snapshot)
+		}
+		return fleetSynced(ctx, fleet, 2)
+	})
+	loaded := time.Since(start)
+	if pods[0].loaded(t) != f.Status.Snapshot.Version {
+		t.Fatal("pod and fleet disagree on the version")
+	}
+	// One of the last policies is enforced by each pod.
+	for _, p := range pods {
+		if code := p.check(t, "bench-19", "tenant", "a", "route", "/v1/items/1999"); code != http.StatusOK {
+			t.Fatalf("%s answered %d", p.httpAddr, code)
+		}
+	}
+	t.Logf("2,000 policies: snapshot %d bytes of JSON (compressed in the ConfigMap: %v), created in %v, written and loaded by 2 pods %v after the first create",
+		f.Status.Snapshot.Bytes, f.Status.Snapshot.Compressed, created.Round(time.Millisecond), loaded.Round(time.Millisecond))
+}
+
+// BenchmarkApplyToEnforced edits a policy's rate.limit 100 times and
+// measures, for each edit, the time until every limiter pod has loaded the
+// new generation, and until the policy's Enforced condition says so.
+// Run: make bench-operator (or go test -run '^$' -bench ApplyToEnforced -benchtime 1x ./controllers).
+func BenchmarkApplyToEnforced(b *testing.B) {
+	b.StopTimer()
+	ctx := context.Background()
+	_, pods := newFleet(b, "latency", "latency", 3)
+	for i := range 50 { // a realistic fleet: other policies in the snapshot
+		if err := k8s.Create(ctx, benchPolicy("latency", fmt.Sprintf("other-%02d", i), "latency", i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	pol := benchPolicy("latency", "edited", "latency", 999)
+	if err := k8s.Create(ctx, pol); err != nil {
+		b.Fatal(err)
+	}
+	var toPods, toStatus []time.Duration
+	edits := max(100, b.N)
+	for i := range edits {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pol), pol); err != nil {
+			b.Fatal(err)
+		}
+		pol.Spec.Rate.Limit = int64(1000 + i)
+		start := time.Now()
+		if err := k8s.Update(ctx, pol); err != nil {
+			b.Fatal(err)
+		}
+		gen, uid := pol.Generation, string(pol.UID)
+		var podsAt time.Duration
+		deadline := start.Add(30 * time.Second)
+		for {
+			all := true
+			for _, p := range pods {
+				all = all && podHas(p, uid, gen)
+			}
+			if all && podsAt == 0 {
+				podsAt = time.Since(start)
+			}
+			if podsAt != 0 {
+				c, cur := policyCondition(b, pol.Namespace, pol.Name, v1alpha1.EnforcedCondition)
+				if c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == gen && cur.Generation == gen {
+					toStatus = append(toStatus, time.Since(start))
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("edit %d not enforced within 30s", i)
+			}
+			time.Sleep(2 * time.Millisecond) // sampling resolution
+		}
+		toPods = append(toPods, podsAt)
+	}
+	p := func(ds []time.Duration, q float64) time.Duration {
+		s := slices.Clone(ds)
+		slices.Sort(s)
+		return s[min(len(s)-1, int(q*float64(len(s))))]
+	}
+	b.ReportMetric(float64(p(toPods, 0.5).Microseconds())/1000, "ms-p50-pods")
+	b.ReportMetric(float64(p(toPods, 0.99).Microseconds())/1000, "ms-p99-pods")
+	b.ReportMetric(float64(p(toStatus, 0.99).Microseconds())/1000, "ms-p99-status")
+	fmt.Printf("apply-to-enforced over %d edits, 3 limiter pods, 51 policies in the snapshot:\n", edits)
+	fmt.Printf("  every pod loaded the new generation: p50 %v  p99 %v  max %v\n", p(toPods, 0.5), p(toPods, 0.99), p(toPods, 1))
+	fmt.Printf("  Enforced=True in the policy status:  p50 %v  p99 %v  max %v\n", p(toStatus, 0.5), p(toStatus, 0.99), p(toStatus, 1))
+}
