@@ -67,4 +67,3 @@ func main() {
 		os.Exit(1)
 	}
 }
-
