@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -240,4 +242,84 @@ func resourceVersions(t *testing.T) string {
 		fmt.Fprintf(&b, "cm %s=%s ", c.Name, c.ResourceVersion)
 	}
 	return b.String()
+}
+
+// A selector that matches nothing gives an empty snapshot, not an error,
+// and its limiters answer every request OK.
+func TestFleetSelectingNothing(t *testing.T) {
+	ctx := context.Background()
+	fleet, pods := newFleet(t, "empty", "nothing-selected", 1)
+	eventually(t, 30*time.Second, "empty snapshot loaded", func() error {
+		f := &v1alpha1.LimiterFleet{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {
+			return err
+		}
+		ready := condition(f.Status.Conditions, v1alpha1.FleetReady)
+		if f.Status.Snapshot == nil || f.Status.Snapshot.Policies != 0 || ready == nil || ready.Status != metav1.ConditionTrue {
+			return fmt.Errorf("status %+v", f.Status)
+		}
+		if pods[0].loaded(t) != f.Status.Snapshot.Version {
+			return fmt.Errorf("pod has %q, fleet wrote %q", pods[0].loaded(t), f.Status.Snapshot.Version)
+		}
+		return nil
+	})
+	if code := pods[0].check(t, "payments-api", "user_id", "u", "path", "/v1/charges"); code != http.StatusOK {
+		t.Fatalf("an empty snapshot answered %d", code)
+	}
+}
+
+// The fleet's rendered children carry the snapshot reference and owner
+// references, and Redis Cluster mode says plainly it is not built yet.
+func TestFleetRendersLimiters(t *testing.T) {
+	ctx := context.Background()
+	namespace(t, "render")
+	f := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "render", Name: "edge"},
+		Spec: v1alpha1.LimiterFleetSpec{Replicas: ptr.To(int32(3)), Redis: v1alpha1.RedisSpec{
+			Mode: ptr.To(v1alpha1.RedisExternal), Addresses: []string{"redis-0.redis:6379", "redis-1.redis:6379"}, Cluster: ptr.To(true)}}}
+	if err := k8s.Create(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	var dep appsv1.Deployment
+	eventually(t, 30*time.Second, "the limiter Deployment", func() error {
+		return k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: controllers.LimiterName(f)}, &dep)
+	})
+	args := strings.Join(dep.Spec.Template.Spec.Containers[0].Args, " ")
+	for _, want := range []string{"--snapshot-configmap=render/" + controllers.SnapshotConfigMapName(f), "--store=redis-cluster://redis-0.redis:6379,redis-1.redis:6379"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("limiter args %q lack %q", args, want)
+		}
+	}
+	if *dep.Spec.Replicas != 3 || len(dep.OwnerReferences) != 1 || dep.OwnerReferences[0].Name != "edge" {
+		t.Errorf("deployment replicas %d owners %+v", *dep.Spec.Replicas, dep.OwnerReferences)
+	}
+	for _, obj := range []client.Object{&corev1.Service{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &corev1.ConfigMap{}} {
+		name := controllers.LimiterName(f)
+		if _, ok := obj.(*corev1.ConfigMap); ok {
+			name = controllers.SnapshotConfigMapName(f)
+		}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: name}, obj); err != nil {
+			t.Errorf("%T %s: %v", obj, name, err)
+		} else if refs := obj.GetOwnerReferences(); len(refs) != 1 || refs[0].Name != "edge" || refs[0].Controller == nil || !*refs[0].Controller {
+			t.Errorf("%T %s owners %+v", obj, name, refs)
+		}
+	}
+
+	// Cluster mode is a separate issue: the fleet says so.
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(f), f); err != nil {
+		t.Fatal(err)
+	}
+	f.Spec.Redis = v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisCluster)}
+	if err := k8s.Update(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "RedisReady false for Cluster", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(f), f); err != nil {
+			return err
+		}
+		c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady)
+		if c == nil || c.Status != metav1.ConditionFalse || c.ObservedGeneration != f.Generation {
+			return fmt.Errorf("RedisReady %+v", c)
+		}
+		return nil
+	})
 }
