@@ -89,6 +89,7 @@ func runSuite(m *testing.M) int {
 	}
 	if cfg, err = testEnv.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "starting envtest:", err)
+		_ = testEnv.Stop() // a failed start may leave the control plane running
 		return 1
 	}
 	defer func() { _ = testEnv.Stop() }()

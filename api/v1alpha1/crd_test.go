@@ -66,6 +66,7 @@ func runWithAPIServer(m *testing.M) int {
 	cfg, err := env.Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting envtest (run hack/setup-envtest.sh): %v\n", err)
+		_ = env.Stop() // a failed start (e.g. installing CRDs) may leave the control plane running
 		return 1
 	}
 	defer func() {
