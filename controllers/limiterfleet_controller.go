@@ -2,12 +2,15 @@ package controllers
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"net"
 	"slices"
 	"strconv"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -45,6 +48,8 @@ type LimiterFleetReconciler struct {
 	Acks *AckTracker
 	// DefaultImage is the limiter image of fleets that name none.
 	DefaultImage string
+
+	applied sync.Map // object key -> appliedState
 }
 
 // +kubebuilder:rbac:groups=ratelimit.sluice.dev,resources=limiterfleets,verbs=get;list;watch
@@ -226,12 +231,37 @@ func (r *LimiterFleetReconciler) reconcileLimiters(ctx context.Context, s *fleet
 	return nil
 }
 
-// apply server-side applies obj, owned by the fleet.
+// apply server-side applies obj, owned by the fleet. It skips the call
+// when this operator applied the same content to the same resourceVersion
+// before: nobody changed the object since, so the apply would be a no-op
+// that only spends the API server's rate limit.
 func (r *LimiterFleetReconciler) apply(ctx context.Context, fleet *v1alpha1.LimiterFleet, obj client.Object) error {
 	if err := controllerutil.SetControllerReference(fleet, obj, r.Scheme); err != nil {
 		return err
 	}
-	return r.Patch(ctx, obj, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership)
+	body, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(body)
+	key := fmt.Sprintf("%T/%s/%s", obj, obj.GetNamespace(), obj.GetName())
+	existing := obj.DeepCopyObject().(client.Object)
+	if err := r.Get(ctx, client.ObjectKeyFromObject(obj), existing); err == nil {
+		if last, ok := r.applied.Load(key); ok && last.(appliedState) == (appliedState{existing.GetResourceVersion(), sum}) {
+			return nil
+		}
+	}
+	if err := r.Patch(ctx, obj, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return err
+	}
+	r.applied.Store(key, appliedState{obj.GetResourceVersion(), sum})
+	return nil
+}
+
+// appliedState is what the operator last applied to one object.
+type appliedState struct {
+	resourceVersion string
+	content         [32]byte
 }
 
 // observePods finds the fleet's ready limiter pods through its Service's

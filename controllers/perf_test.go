@@ -79,6 +79,11 @@ func TestFleetOf2000Policies(t *testing.T) {
 	}
 	ctx := context.Background()
 	fleet, pods := newFleet(t, "big", "big", 2)
+	t.Cleanup(func() {
+		// Leave the API server as small as the other tests expect.
+		_ = k8s.DeleteAllOf(ctx, &v1alpha1.RateLimitPolicy{}, client.InNamespace("big"))
+		_ = k8s.Delete(ctx, fleet)
+	})
 	start := time.Now()
 	for i := range 2000 {
 		if err := k8s.Create(ctx, benchPolicy("big", fmt.Sprintf("p-%04d", i), "big", i)); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -59,6 +60,45 @@ func decideAcceptance(all []v1alpha1.RateLimitPolicy) map[types.NamespacedName]v
 		out[key] = verdict{Accepted: true, Reason: v1alpha1.AcceptedReason, Message: "the policy is valid and has no conflict"}
 	}
 	return out
+}
+
+// verdictCache remembers each domain's verdicts for one set of policy
+// versions, so that reconciling every policy of a large domain (as a fleet
+// event does) validates each policy once, not once per reconcile.
+type verdictCache struct {
+	mu      sync.Mutex
+	domains map[string]cachedVerdicts
+}
+
+type cachedVerdicts struct {
+	fingerprint string
+	verdicts    map[types.NamespacedName]verdict
+}
+
+func (c *verdictCache) get(domain string, policies []v1alpha1.RateLimitPolicy) map[types.NamespacedName]verdict {
+	var b strings.Builder
+	keys := make([]string, len(policies))
+	for i := range policies {
+		p := &policies[i]
+		keys[i] = fmt.Sprintf("%s/%s/%s/%d/%t", p.Namespace, p.Name, p.UID, p.Generation, p.DeletionTimestamp != nil)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		b.WriteString(k)
+		b.WriteByte(';')
+	}
+	fp := b.String()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cached, ok := c.domains[domain]; ok && cached.fingerprint == fp {
+		return cached.verdicts
+	}
+	v := decideAcceptance(policies)
+	if c.domains == nil {
+		c.domains = map[string]cachedVerdicts{}
+	}
+	c.domains[domain] = cachedVerdicts{fingerprint: fp, verdicts: v}
+	return v
 }
 
 // fleetSelects reports whether a fleet serves a policy, given the labels

@@ -30,6 +30,8 @@ type RateLimitPolicyReconciler struct {
 	client.Client
 	Scheme *runtime.Scheme
 	Acks   *AckTracker
+
+	verdicts verdictCache
 }
 
 // +kubebuilder:rbac:groups=ratelimit.sluice.dev,resources=ratelimitpolicies,verbs=get;list;watch
@@ -49,7 +51,7 @@ func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if err := r.List(ctx, &sameDomain, client.MatchingFields{domainIndex: policy.Spec.Domain}); err != nil {
 		return ctrl.Result{}, err
 	}
-	v := decideAcceptance(sameDomain.Items)[req.NamespacedName]
+	v := r.verdicts.get(policy.Spec.Domain, sameDomain.Items)[req.NamespacedName]
 
 	fleets, complete, err := r.fleetViews(ctx, policy, v.Accepted)
 	if err != nil {
@@ -71,7 +73,7 @@ func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		st.Fleets = fleetStatuses(policy, fleets)
 	}
 	st.ObservedGeneration = policy.Generation
-	if equality.Semantic.DeepEqual(policy.Status, next.Status) {
+	if !statusChanged(&policy.Status, &next.Status) {
 		return ctrl.Result{}, nil
 	}
 	logf.FromContext(ctx).V(1).Info("Updating status", "accepted", accepted.Status)
@@ -111,6 +113,22 @@ func (r *RateLimitPolicyReconciler) fleetViews(ctx context.Context, p *v1alpha1.
 		out = append(out, view)
 	}
 	return out, complete, nil
+}
+
+// statusChanged compares statuses, ignoring a change of the fleets'
+// snapshot versions alone: every edit anywhere in a fleet makes a new
+// snapshot, and rewriting every policy for it would not scale. The version
+// is refreshed whenever the policy's status changes for its own reasons.
+func statusChanged(old, next *v1alpha1.RateLimitPolicyStatus) bool {
+	cmp := next.DeepCopy()
+	if len(cmp.Fleets) == len(old.Fleets) {
+		for i := range cmp.Fleets {
+			if cmp.Fleets[i].Namespace == old.Fleets[i].Namespace && cmp.Fleets[i].Name == old.Fleets[i].Name {
+				cmp.Fleets[i].SnapshotVersion = old.Fleets[i].SnapshotVersion
+			}
+		}
+	}
+	return !equality.Semantic.DeepEqual(*old, *cmp)
 }
 
 func fleetStatuses(p *v1alpha1.RateLimitPolicy, fleets []fleetView) []v1alpha1.FleetStatus {

@@ -93,7 +93,11 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = testEnv.Stop() }()
-	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+	// The test's own client is not throttled (client-go's default is 5/s);
+	// the operator runs with cmd/operator's settings, as in production.
+	testCfg := rest.CopyConfig(cfg)
+	testCfg.QPS = -1
+	if k8s, err = client.New(testCfg, client.Options{Scheme: scheme}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -124,7 +128,9 @@ func runSuite(m *testing.M) int {
 func startOperator() error {
 	operatorMu.Lock()
 	defer operatorMu.Unlock()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	opCfg := rest.CopyConfig(cfg)
+	opCfg.QPS, opCfg.Burst = 20, 30 // what ctrl.GetConfig gives cmd/operator
+	mgr, err := ctrl.NewManager(opCfg, ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		// The suite restarts the operator in one process.

@@ -172,8 +172,21 @@ func TestSystem(t *testing.T) {
 	})
 
 	t.Run("restarting the operator writes nothing", func(t *testing.T) {
-		waitPolicy(t, "payments", "charges-per-user", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
-		eventually(t, 30*time.Second, "fleet synced", func() error { return fleetSynced(ctx, fleet, 2) })
+		// Settle first: every policy enforced at its generation on both pods.
+		eventually(t, 30*time.Second, "every policy settled", func() error {
+			var pols v1alpha1.RateLimitPolicyList
+			if err := k8s.List(ctx, &pols); err != nil {
+				return err
+			}
+			for _, p := range pols.Items {
+				c := condition(p.Status.Conditions, v1alpha1.EnforcedCondition)
+				if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != p.Generation ||
+					len(p.Status.Fleets) != 1 || *p.Status.Fleets[0].PodsSynced != 2 || *p.Status.Fleets[0].PodsReady != 2 {
+					return fmt.Errorf("%s/%s: %+v", p.Namespace, p.Name, p.Status)
+				}
+			}
+			return fleetSynced(ctx, fleet, 2)
+		})
 		before := resourceVersions(t)
 		stopOperator()
 		if err := startOperator(); err != nil {
