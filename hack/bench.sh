@@ -12,9 +12,11 @@
 #   5. prints Redis's memory per counter key (from counters made long-lived
 #      on purpose: the benchmark's own expire a millisecond after each write);
 #   6. runs the in-process Go benchmarks of ./limiter/...;
-#   7. prints a summary table compared with the baseline.
+#   7. prints a summary table compared with the baseline;
+#   8. runs hack/bench-faults.sh: decisions/s and latency before, during and
+#      after Redis faults (a paused, a restarted, a failed-over primary).
 #
-# Usage: hack/bench.sh [--algorithm NAME] [--stores noop,memory,redis] [--no-go-bench]
+# Usage: hack/bench.sh [--algorithm NAME] [--stores noop,memory,redis] [--no-go-bench] [--no-faults]
 #
 # Environment:
 #   BENCH_DURATION     measured interval of each run (default 10s)
@@ -26,6 +28,7 @@
 #   BENCH_STORES       which runs, comma-separated (default noop,memory,redis)
 #   BENCH_GOTIME       -benchtime of the Go benchmarks (default 1s)
 #   BENCH_MEMORY_KEYS  counters created for the Redis memory figure (default 10000)
+#   BENCH_FAULT_*      see hack/bench-faults.sh --help
 #
 # All traffic stays on 127.0.0.1. Every process the script starts is stopped
 # when it exits, however it exits.
@@ -43,6 +46,7 @@ ALGORITHM=${BENCH_ALGORITHM:-TokenBucket}
 STORES=${BENCH_STORES:-noop,memory,redis}
 GOTIME=${BENCH_GOTIME:-1s}
 GO_BENCH=1
+FAULTS=1
 HOST=127.0.0.1
 
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
@@ -54,6 +58,7 @@ while [[ $# -gt 0 ]]; do
 	--stores) [[ $# -ge 2 ]] || { echo "bench: --stores needs a value" >&2; exit 2; }; STORES=$2; shift 2 ;;
 	--stores=*) STORES=${1#*=}; shift ;;
 	--no-go-bench) GO_BENCH=0; shift ;;
+	--no-faults) FAULTS=0; shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "bench: unknown argument '$1' (try --help)" >&2; exit 2 ;;
 	esac
@@ -411,6 +416,15 @@ echo "  during the run (from /proc/stat); well above 0 means the figures are noi
 for note in "${STORE_NOTES[@]+"${STORE_NOTES[@]}"}"; do echo "$note (counted by the limiter, warm-up included)."; done
 if [[ -n $REDIS_KEY_BYTES ]]; then
 	echo "redis memory: $REDIS_KEY_BYTES bytes per $ALGORITHM key (MEMORY USAGE), ${REDIS_BYTES_PER_KEY:-?} bytes per key of used_memory."
+fi
+
+# ------------------------------------------------------------------ faults
+if ((FAULTS)); then
+	say "Redis faults: hack/bench-faults.sh"
+	if ! "$ROOT/hack/bench-faults.sh"; then
+		warn "hack/bench-faults.sh failed"
+		FAILED+=("faults")
+	fi
 fi
 
 if [[ ${#FAILED[@]} -gt 0 ]]; then

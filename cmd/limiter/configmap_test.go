@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,11 +104,18 @@ func writeKubeconfig(u *envtest.AuthenticatedUser, name string) (string, error) 
 	return path, os.WriteFile(path, kc, 0o600)
 }
 
-func createNamespace(t *testing.T, c client.Client, name string) {
+// namespaces numbers the namespaces of the tests, which share one API
+// server (also with -count).
+var namespaces atomic.Int32
+
+// createNamespace creates a new namespace named after prefix.
+func createNamespace(t *testing.T, c client.Client, prefix string) string {
 	t.Helper()
+	name := fmt.Sprintf("%s-%d", prefix, namespaces.Add(1))
 	if err := c.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 		t.Fatal(err)
 	}
+	return name
 }
 
 // snapshotDocument is what an operator writes for two policies in domain
@@ -226,8 +234,7 @@ func (p *process) waitUnready(t *testing.T, detail string) {
 func TestSnapshotConfigMap(t *testing.T) {
 	c, kubeconfig := apiServer(t)
 	ctx := t.Context()
-	const ns = "fleet-life"
-	createNamespace(t, c, ns)
+	ns := createNamespace(t, c, "fleet-life")
 	p := startLimiter(t, "--snapshot-configmap", ns+"/snap", "--kubeconfig", kubeconfig)
 
 	// Missing: serving nothing, and saying so.
@@ -360,8 +367,7 @@ func TestSnapshotConfigMap(t *testing.T) {
 func TestSnapshotConfigMapGarbledAtStart(t *testing.T) {
 	c, kubeconfig := apiServer(t)
 	ctx := t.Context()
-	const ns = "fleet-garbled"
-	createNamespace(t, c, ns)
+	ns := createNamespace(t, c, "fleet-garbled")
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "snap"},
 		Data:       map[string]string{config.DocumentKey: `{"enforcement":"Sometimes","policies":[]}`},
@@ -395,13 +401,13 @@ func TestSnapshotConfigMapGarbledAtStart(t *testing.T) {
 func TestSnapshotConfigMapLeastPrivilege(t *testing.T) {
 	c, _ := apiServer(t)
 	ctx := t.Context()
-	const ns = "fleet-rbac"
-	createNamespace(t, c, ns)
-	user, err := api.env.AddUser(envtest.User{Name: "sluice-limiter-rbac"}, nil)
+	ns := createNamespace(t, c, "fleet-rbac")
+	userName := "limiter-" + ns
+	user, err := api.env.AddUser(envtest.User{Name: userName}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubeconfig, err := writeKubeconfig(user, "limiter-rbac")
+	kubeconfig, err := writeKubeconfig(user, userName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,7 +428,7 @@ func TestSnapshotConfigMapLeastPrivilege(t *testing.T) {
 	binding := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "limiter"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "limiter"},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "sluice-limiter-rbac"}},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: userName}},
 	}
 	for _, obj := range []client.Object{role, binding} {
 		if err := c.Create(ctx, obj); err != nil {

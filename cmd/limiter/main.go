@@ -28,8 +28,12 @@ func main() {
 	fs.StringVar(&cfg.Store, "store", "memory", "counter store: memory, redis://[user:pass@]host:port[/db] or redis-cluster://host:port,host:port,...")
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", "127.0.0.1:8081", "Envoy RLS v3 and gRPC health listen `address`")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP API, /healthz, /readyz and /metrics listen `address`")
-	fs.DurationVar(&cfg.RedisTimeout, "redis-timeout", 20*time.Millisecond, "deadline of every Redis round trip")
+	fs.DurationVar(&cfg.RedisTimeout, "redis-timeout", 20*time.Millisecond, "deadline of every Redis round trip (and of the wait for a free worker); then the policy's failureMode decides")
 	fs.IntVar(&cfg.MemoryMaxKeys, "memory-max-keys", 1_000_000, "most counters the memory store keeps")
+	enforcement := fs.String("enforcement", "enabled", "kill switch: disabled allows every request (decisions still counted, would-be denials as shadow_limited)")
+	fs.StringVar(&cfg.IdempotencyEntry, "idempotency-entry", "idempotency_key", "RLS descriptor entry `key` whose value is an idempotency key (left out of matching)")
+	fs.DurationVar(&cfg.IdempotencyTTL, "idempotency-ttl", 24*time.Hour, "how long a first decision is replayed to retries with the same idempotency key")
+	fs.IntVar(&cfg.LocalFallbackPods, "local-fallback-pods", 1, "limiter pods sharing each limit: failureMode Local enforces limit/N while Redis can't answer")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	format := fs.String("log-format", "text", "log format: text or json")
 	_ = fs.Parse(os.Args[1:])
@@ -50,7 +54,16 @@ func main() {
 		usage(fs, "--redis-timeout must be positive")
 	case cfg.MemoryMaxKeys < 1:
 		usage(fs, "--memory-max-keys must be at least 1")
+	case *enforcement != "enabled" && *enforcement != "disabled":
+		usage(fs, fmt.Sprintf("--enforcement %q: want enabled or disabled", *enforcement))
+	case cfg.IdempotencyEntry == "":
+		usage(fs, "--idempotency-entry must not be empty")
+	case cfg.IdempotencyTTL < time.Second:
+		usage(fs, "--idempotency-ttl must be at least 1s")
+	case cfg.LocalFallbackPods < 1:
+		usage(fs, "--local-fallback-pods must be at least 1")
 	}
+	cfg.EnforcementDisabled = *enforcement == "disabled"
 	hopts := &slog.HandlerOptions{Level: lvl}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, hopts))
 	if *format == "json" {

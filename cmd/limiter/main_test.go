@@ -293,6 +293,10 @@ func TestInvalidPolicyFileExits(t *testing.T) {
 			{"--policies", "../../config/samples/policies.yaml", "--store", "postgres://x"},
 			{"--policies", "../../config/samples/policies.yaml", "--store", "redis://no-port"},
 			{"--policies", "../../config/samples/policies.yaml", "--log-format", "xml"},
+			{"--policies", "../../config/samples/policies.yaml", "--enforcement", "off"},
+			{"--policies", "../../config/samples/policies.yaml", "--idempotency-ttl", "0s"},
+			{"--policies", "../../config/samples/policies.yaml", "--idempotency-entry", ""},
+			{"--policies", "../../config/samples/policies.yaml", "--local-fallback-pods", "0"},
 		} {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			cmd := exec.CommandContext(ctx, limiterBin, append(args, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0")...)
@@ -421,10 +425,16 @@ func TestSharedRedis(t *testing.T) {
 		}
 	}
 
-	// Without Redis the limiter is not ready.
+	// Without Redis the limiter still answers, by each policy's failure
+	// mode: it stays ready, and /readyz says what runs degraded.
 	rs.Stop()
-	eventually(t, "unready without Redis", func() bool {
+	if code, _ := a.check(t, "fay"); code != http.StatusOK {
+		t.Fatalf("failureMode Open with Redis down: %d, want 200", code)
+	}
+	eventually(t, "/readyz reports the store and the policy degraded", func() bool {
 		code, rd := a.readyz(t)
-		return code == http.StatusServiceUnavailable && !rd.Checks["store"].OK
+		return code == http.StatusOK && rd.Ready && rd.Checks["store"].OK &&
+			strings.Contains(rd.Checks["store"].Detail, "degraded") &&
+			strings.Contains(rd.Checks["degraded"].Detail, "shop/per-user runs degraded")
 	})
 }

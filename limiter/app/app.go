@@ -43,6 +43,18 @@ type Config struct {
 	RedisTimeout time.Duration
 	// MemoryMaxKeys bounds the memory store; 0 means its default.
 	MemoryMaxKeys int
+	// EnforcementDisabled is this pod's kill switch (--enforcement=disabled):
+	// every request allowed, would-be denials counted as shadow.
+	EnforcementDisabled bool
+	// IdempotencyEntry is the RLS descriptor entry key that carries an
+	// idempotency key; empty means service.DefaultIdempotencyEntry.
+	IdempotencyEntry string
+	// IdempotencyTTL is how long a first decision is replayed to retries;
+	// 0 means 24h.
+	IdempotencyTTL time.Duration
+	// LocalFallbackPods is the number of limiter pods sharing each limit
+	// (failureMode Local enforces limit/LocalFallbackPods); 0 means 1.
+	LocalFallbackPods int
 	// Logger receives every log; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -69,11 +81,18 @@ func Run(ctx context.Context, cfg Config) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	svc := service.New(st, service.Options{Registerer: reg, Logger: log})
+	svc := service.New(st, service.Options{Registerer: reg, Logger: log,
+		IdempotencyEntry: cfg.IdempotencyEntry, IdempotencyTTL: cfg.IdempotencyTTL,
+		ReadyPods: cfg.LocalFallbackPods, EnforcementDisabled: cfg.EnforcementDisabled})
 	defer svc.Close()
 	rl := newReloader(src, svc, reg, log)
-	readiness := map[string]server.ReadinessChecker{"config": rl.check}
-	if pinger != nil {
+	readiness := map[string]server.ReadinessChecker{"config": rl.check,
+		"degraded": degradedCheck(svc), "enforcement": enforcementCheck(svc)}
+	if rs, ok := pinger.(*redis.Store); ok {
+		reg.MustRegister(rs.Collectors()...)
+		redis.LogClientTo(log)
+		readiness["store"] = storeCheck(rs)
+	} else if pinger != nil {
 		readiness["store"] = server.PingCheck(pinger)
 	}
 	srv, err := server.New(svc, server.Options{
@@ -122,6 +141,10 @@ func openStore(cfg Config) (st store.Store, pinger server.Pinger, desc string, e
 			return nil, nil, "", err
 		}
 		opts.Timeout = cfg.RedisTimeout
+		opts.Logger = cfg.Logger
+		if opts.Logger == nil {
+			opts.Logger = slog.Default()
+		}
 		rs, err := redis.New(opts)
 		if err != nil {
 			return nil, nil, "", err

@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/sluice-dev/sluice/limiter/service"
 )
 
 // CheckPath is the HTTP rate-limit check: POST a JSON RateLimitRequest.
@@ -86,7 +88,12 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	resp, err := s.svc.ShouldRateLimit(r.Context(), req)
+	idem, err := idempotencyKey(r.Header)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	resp, err := s.svc.Decide(r.Context(), req, idem)
 	if err != nil {
 		st := status.Convert(err)
 		writeError(w, httpStatus(st.Code()), st.Message())
@@ -111,6 +118,28 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(code)
 	_, _ = w.Write(out)
+}
+
+// IdempotencyKeyHeader names a check: a retry with the same key within the
+// limiter's TTL gets the first decision again and consumes nothing.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// idempotencyKey reads the Idempotency-Key header: at most one, not empty,
+// at most service.MaxIdempotencyKeyLength bytes.
+func idempotencyKey(h http.Header) (string, error) {
+	vs := h.Values(IdempotencyKeyHeader)
+	switch {
+	case len(vs) == 0:
+		return "", nil
+	case len(vs) > 1:
+		return "", fmt.Errorf("%d %s headers: send one", len(vs), IdempotencyKeyHeader)
+	case vs[0] == "":
+		return "", fmt.Errorf("%s header is empty: send a key, or leave the header out", IdempotencyKeyHeader)
+	}
+	if err := service.ValidateIdempotencyKey(vs[0]); err != nil {
+		return "", fmt.Errorf("%s header: %v", IdempotencyKeyHeader, err)
+	}
+	return vs[0], nil
 }
 
 // httpStatus maps a gRPC status code from the service to HTTP.

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluice-dev/sluice/limiter/store"
@@ -48,11 +49,16 @@ func (s BreakerState) String() string {
 // BreakerOptions tune the circuit breaker of every shard.
 type BreakerOptions struct {
 	// Failures is the number of consecutive failed round trips to a shard
-	// that open its breaker; 0 means 5. A round trip fails when a call in
-	// it times out, cannot reach the shard, or is answered CLUSTERDOWN,
-	// TRYAGAIN, MASTERDOWN or LOADING. Script errors and nil replies are
-	// answers, not failures.
+	// that open its breaker, once they span Span; 0 means 5. A round trip
+	// fails when a call in it times out, cannot reach the shard, or is
+	// answered CLUSTERDOWN, TRYAGAIN, MASTERDOWN or LOADING. Script errors
+	// and nil replies are answers, not failures.
 	Failures int
+	// Span is how long the failures must have lasted, from the first of
+	// them; 0 means 100ms. A stall of this process (a GC pause, CPU
+	// throttling) times out every round trip in flight at once, on every
+	// shard: that is not a shard failing, and it does not last.
+	Span time.Duration
 	// Cooldown is how long an open breaker waits before probing the
 	// shard, and between probes; 0 means 250ms. A probe is one command
 	// routed to the shard like a decision, with the store's Timeout.
@@ -119,9 +125,10 @@ type breaker struct {
 	probeKey string // a key in the shard's slots
 	errOpen  error  // returned while open: no allocation per decision
 
-	state atomic.Int32
-	fails atomic.Int32 // consecutive failed round trips while closed
-	since atomic.Int64 // Unix ns of the last state change
+	state     atomic.Int32
+	fails     atomic.Int32 // consecutive failed round trips while closed
+	firstFail atomic.Int64 // Unix ns of the first of them
+	since     atomic.Int64 // Unix ns of the last state change
 
 	retired chan struct{} // closed when the shard leaves the map
 }
@@ -153,7 +160,12 @@ func (b *breaker) record(ok bool) {
 		}
 		return
 	}
-	if int(b.fails.Add(1)) >= b.s.opts.Breaker.Failures {
+	now := time.Now().UnixNano()
+	n := b.fails.Add(1)
+	if n == 1 {
+		b.firstFail.Store(now)
+	}
+	if int(n) >= b.s.opts.Breaker.Failures && now-b.firstFail.Load() >= int64(b.s.opts.Breaker.Span) {
 		b.open()
 	}
 }
@@ -166,6 +178,11 @@ func (b *breaker) set(st BreakerState) {
 
 // open trips the breaker, once, and starts probing the shard.
 func (b *breaker) open() {
+	select {
+	case <-b.retired: // its shard left the map; a late round trip reported
+		return
+	default:
+	}
 	if !b.state.CompareAndSwap(int32(BreakerClosed), int32(BreakerOpen)) {
 		return
 	}
@@ -429,4 +446,45 @@ func logger(l *slog.Logger) *slog.Logger {
 		return l
 	}
 	return slog.New(slog.DiscardHandler)
+}
+
+// Collectors are the store's metrics, for a registry that did not exist
+// when the store was made (Options.Registerer registers them at once).
+func (s *Store) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{s.metrics.state, s.metrics.opened, s.metrics.errors}
+}
+
+// Status describes the store for readiness detail: whether every shard
+// answers a ping within ctx, and each breaker that is not closed.
+func (s *Store) Status(ctx context.Context) (detail string, ok bool) {
+	var parts []string
+	ok = true
+	if err := s.Ping(ctx); err != nil {
+		ok = false
+		parts = append(parts, "ping failed: "+err.Error())
+	} else {
+		parts = append(parts, "ping ok")
+	}
+	open := 0
+	for _, b := range s.Breakers() {
+		if b.State != BreakerClosed {
+			open++
+			parts = append(parts, fmt.Sprintf("shard %s breaker %s since %s", b.Shard, b.State, b.Since.UTC().Format(time.RFC3339)))
+		}
+	}
+	if open == 0 {
+		parts = append(parts, fmt.Sprintf("%d breakers closed", len(s.Breakers())))
+	}
+	return strings.Join(parts, "; "), ok && open == 0
+}
+
+// LogClientTo sends go-redis's own log lines (a failed dial, one line per
+// attempt) to l at debug level: the store logs what matters, once per
+// breaker change. go-redis's logger is process-wide.
+func LogClientTo(l *slog.Logger) { goredis.SetLogger(clientLogger{l}) }
+
+type clientLogger struct{ l *slog.Logger }
+
+func (c clientLogger) Printf(ctx context.Context, format string, v ...any) {
+	c.l.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
 }

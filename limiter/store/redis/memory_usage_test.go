@@ -36,4 +36,24 @@ func TestMemoryPerKey(t *testing.T) {
 			t.Errorf("a token-bucket key uses %d bytes, the target is at most 100", n)
 		}
 	}
+
+	// An idempotency record is a key of its own, written only when a
+	// request carries an idempotency key; the counter is unchanged.
+	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 7, Period: time.Minute, Burst: 7}
+	key, idem := storetest.KeyFor(t, "with a record"), storetest.IdemKey(t, "retried")
+	if _, err := s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1, Idempotency: idem}); err != nil {
+		t.Fatal(err)
+	}
+	counter, err := c.MemoryUsage(ctx, s.RedisKey(key), 0).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	record, err := c.MemoryUsage(ctx, s.RecordKey(key, idem), 0).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("TokenBucket with an idempotency record: counter %d bytes, record %d bytes (key %q)", counter, record, s.RecordKey(key, idem))
+	if counter > 100 {
+		t.Errorf("the counter of an idempotent request uses %d bytes", counter)
+	}
 }

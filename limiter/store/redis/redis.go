@@ -4,8 +4,8 @@
 //
 // Concurrent decisions are batched: a few workers drain a queue of pending
 // requests and send each batch as one pipelined round trip (split per node
-// by go-redis in cluster mode). No decision waits longer than Timeout, from
-// the moment it is asked, queueing included.
+// by go-redis in cluster mode). Every round trip has a deadline of Timeout,
+// and no decision waits longer than Timeout for a worker either.
 //
 // Every shard (the slots of one primary; a standalone server is one shard)
 // has a circuit breaker. Timeouts, connection errors, CLUSTERDOWN, TRYAGAIN,
@@ -77,8 +77,8 @@ type Options struct {
 	Username, Password string
 	// DB selects a standalone database.
 	DB int
-	// Timeout bounds how long a decision waits on Redis, from the moment it
-	// is asked (queueing included); 0 means 20ms.
+	// Timeout is the deadline of every round trip, and bounds how long a
+	// decision waits for a free worker; 0 means 20ms.
 	Timeout time.Duration
 	// Breaker tunes the circuit breaker of every shard.
 	Breaker BreakerOptions
@@ -177,7 +177,7 @@ type call struct {
 	ctx  context.Context
 	req  store.Request
 	brk  *breaker
-	enq  time.Time // when it was asked: its deadline is enq+Timeout
+	enq  time.Time // when it was asked
 	res  algo.Result
 	err  error
 	done chan struct{}
@@ -233,6 +233,9 @@ func New(opts Options) (*Store, error) {
 	}
 	if opts.Breaker.Cooldown <= 0 {
 		opts.Breaker.Cooldown = 250 * time.Millisecond
+	}
+	if opts.Breaker.Span <= 0 {
+		opts.Breaker.Span = 100 * time.Millisecond
 	}
 	s := &Store{
 		opts:    opts,
@@ -305,9 +308,10 @@ func (s *Store) RecordKey(k, idempotency store.Key) string {
 	return s.RedisKey(k) + ":i:" + idempotency.String()
 }
 
-// Take implements store.Store. It waits for the batch holding req, for
-// ctx to end, or for Timeout. While the breaker of req's shard is open it
-// returns an error wrapping store.ErrUnavailable at once.
+// Take implements store.Store. It waits for the batch holding req (at most
+// Timeout for a worker, then Timeout for the round trip) or for ctx to end.
+// While the breaker of req's shard is open it returns an error wrapping
+// store.ErrUnavailable at once.
 func (s *Store) Take(ctx context.Context, req store.Request) (algo.Result, error) {
 	if req.Limit.Algorithm < algo.TokenBucket || req.Limit.Algorithm > algo.SlidingLog {
 		return algo.Result{}, fmt.Errorf("redis store: unknown algorithm %v", req.Limit.Algorithm)
@@ -361,7 +365,8 @@ func (s *Store) work() {
 	}
 }
 
-// errQueued completes a call that waited its whole Timeout in the queue.
+// errQueued completes a call that waited Timeout for a worker: the store is
+// overloaded, which is no shard's fault.
 var errQueued = fmt.Errorf("redis store: no worker free within the deadline: %w", context.DeadlineExceeded)
 
 // run sends one batch with EVALSHA, retries NOSCRIPT replies with EVAL
@@ -370,7 +375,6 @@ var errQueued = fmt.Errorf("redis store: no worker free within the deadline: %w"
 func (s *Store) run(batch []*call) {
 	now := time.Now()
 	live := batch[:0:0]
-	var oldest time.Time
 	for _, c := range batch {
 		err := c.ctx.Err()
 		if err == nil && now.Sub(c.enq) >= s.opts.Timeout {
@@ -381,23 +385,13 @@ func (s *Store) run(batch []*call) {
 			close(c.done)
 			continue
 		}
-		if len(live) == 0 || c.enq.Before(oldest) {
-			oldest = c.enq
-		}
 		live = append(live, c)
 	}
 	if len(live) == 0 {
 		return
 	}
-	// The batch's deadline is its oldest call's: no call waits longer than
-	// Timeout, queueing included.
-	deadline := oldest.Add(s.opts.Timeout)
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
-	// A timeout counts against a shard only when the round trip had at
-	// least half the Timeout: a call that queued too long is not the
-	// shard's fault.
-	fullBudget := deadline.Sub(now) >= s.opts.Timeout/2
 
 	cmds := s.pipeline(ctx, live, false)
 	var retry []*call
@@ -417,9 +411,6 @@ func (s *Store) run(batch []*call) {
 	seen := outcomes[:0]
 	for i, c := range live {
 		class := FailureClass(cmds[i].Err())
-		if class == ClassTimeout && !fullBudget {
-			class = ""
-		}
 		if class != "" {
 			s.metrics.errors.WithLabelValues(class).Inc()
 		}

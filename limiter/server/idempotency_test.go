@@ -1,0 +1,61 @@
+package server_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/sluice-dev/sluice/limiter/server"
+)
+
+func postWithKey(t *testing.T, e *env, body string, keys ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, e.http+server.CheckPath, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		req.Header.Add("Idempotency-Key", k)
+	}
+	return do(t, req)
+}
+
+// An HTTP check with an Idempotency-Key: retries replay the first decision
+// (Idempotent-Replayed: true) and consume nothing.
+func TestHTTPIdempotencyKey(t *testing.T) {
+	e := start(t, envOptions{})
+	for i := range 10 {
+		resp, body := postWithKey(t, e, chargeBody("ida"), "order-7")
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("X-RateLimit-Remaining") != "4" {
+			t.Fatalf("request %d: %d %s remaining %q", i, resp.StatusCode, body, resp.Header.Get("X-RateLimit-Remaining"))
+		}
+		if got := resp.Header.Get("Idempotent-Replayed"); (i > 0) != (got == "true") {
+			t.Fatalf("request %d: Idempotent-Replayed %q", i, got)
+		}
+	}
+	resp, _ := post(t, e.http, "", chargeBody("ida"))
+	if got := resp.Header.Get("X-RateLimit-Remaining"); got != "3" {
+		t.Fatalf("a request without the key after 10 with it: remaining %q, want 3", got)
+	}
+}
+
+// Bad Idempotency-Key headers get 400 with a clear error.
+func TestHTTPBadIdempotencyKey(t *testing.T) {
+	e := start(t, envOptions{})
+	for _, tc := range []struct {
+		keys []string
+		want string
+	}{
+		{[]string{strings.Repeat("x", 257)}, `{"error":"Idempotency-Key header: idempotency key is 257 bytes long, the maximum is 256"}`},
+		{[]string{""}, `{"error":"Idempotency-Key header is empty: send a key, or leave the header out"}`},
+		{[]string{"a", "b"}, `{"error":"2 Idempotency-Key headers: send one"}`},
+	} {
+		resp, body := postWithKey(t, e, chargeBody("bea"), tc.keys...)
+		if resp.StatusCode != http.StatusBadRequest || strings.TrimSpace(string(body)) != tc.want {
+			t.Errorf("keys %q: %d %s, want 400 %s", tc.keys, resp.StatusCode, body, tc.want)
+		}
+	}
+	if got := decisions(t, e.reg, ""); got != 0 {
+		t.Errorf("%v decisions made for rejected requests", got)
+	}
+}
