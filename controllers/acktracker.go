@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -32,6 +33,10 @@ type adminSnapshot struct {
 		Generation int64  `json:"generation"`
 	} `json:"policies"`
 	LastError string `json:"lastError"`
+	Degraded  []struct {
+		Policy      string `json:"policy"`
+		FailureMode string `json:"failureMode"`
+	} `json:"degraded"`
 }
 
 // AckTracker learns which snapshot each ready limiter pod has loaded, by
@@ -214,10 +219,17 @@ func (t *AckTracker) poll(ctx context.Context, fleet types.NamespacedName, addr 
 			for _, pol := range got.Policies {
 				next.Generations[pol.UID] = pol.Generation
 			}
+			next.Degraded = nil
+			for _, d := range got.Degraded {
+				if next.Degraded == nil {
+					next.Degraded = map[string]string{}
+				}
+				next.Degraded[d.Policy] = d.FailureMode
+			}
 		}
 		p.ack = next
 		t.mu.Unlock()
-		if !prev.Answered || prev.Version != next.Version || prev.Err != next.Err {
+		if !prev.Answered || prev.Version != next.Version || prev.Err != next.Err || !maps.Equal(prev.Degraded, next.Degraded) {
 			if err != nil {
 				log.V(1).Info("Limiter pod did not answer", "error", err)
 			}

@@ -91,9 +91,10 @@ func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	s := &fleetScope{fleet: fleet}
 	var err error
 	for _, phase := range []func(context.Context, *fleetScope) error{
+		r.observeEndpoints,
 		r.reconcileSnapshot,
 		r.reconcileLimiters,
-		r.observePods,
+		r.observeAcks,
 	} {
 		if err = phase(ctx, s); err != nil {
 			break
@@ -113,7 +114,14 @@ func (r *LimiterFleetReconciler) reconcileSnapshot(ctx context.Context, s *fleet
 	if s.fleet.Spec.EffectiveEnforcement() == v1alpha1.EnforcementDisabled {
 		enforcement = config.EnforcementDisabled
 	}
-	s.document, s.version = config.EncodeDocument(config.DocumentFor(selected, enforcement))
+	doc := config.DocumentFor(selected, enforcement)
+	// The pods that share the limits while the store is down: the ready
+	// ones, or the desired count before any is ready.
+	doc.Pods = int32(len(s.endpoints))
+	if doc.Pods == 0 {
+		doc.Pods = s.fleet.Spec.EffectiveReplicas()
+	}
+	s.document, s.version = config.EncodeDocument(doc)
 	s.policies = len(selected)
 	// What the operator writes, the limiters must load: prove it first.
 	if _, err := config.ParseDocument(s.document); err != nil {
@@ -264,15 +272,20 @@ type appliedState struct {
 	content         [32]byte
 }
 
-// observePods finds the fleet's ready limiter pods through its Service's
-// EndpointSlices and reads what each has loaded.
-func (r *LimiterFleetReconciler) observePods(ctx context.Context, s *fleetScope) error {
+// observeEndpoints finds the fleet's ready limiter pods through its
+// Service's EndpointSlices.
+func (r *LimiterFleetReconciler) observeEndpoints(ctx context.Context, s *fleetScope) error {
 	var slices discoveryv1.EndpointSliceList
 	if err := r.List(ctx, &slices, client.InNamespace(s.fleet.Namespace),
 		client.MatchingLabels{discoveryv1.LabelServiceName: LimiterName(s.fleet)}); err != nil {
 		return err
 	}
 	s.endpoints = readyEndpoints(slices.Items, "http")
+	return nil
+}
+
+// observeAcks reads what each ready pod has loaded.
+func (r *LimiterFleetReconciler) observeAcks(_ context.Context, s *fleetScope) error {
 	key := client.ObjectKeyFromObject(s.fleet)
 	r.Acks.Track(key, s.endpoints, s.version)
 	s.acks, s.complete = r.Acks.Acks(key)

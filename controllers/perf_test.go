@@ -32,6 +32,7 @@ func newFleet(t testing.TB, ns, name string, pods int) (*v1alpha1.LimiterFleet, 
 	if err := k8s.Create(context.Background(), f); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { deleteFleet(t, f) })
 	return f, fleetPods(t, f, pods)
 }
 
@@ -82,7 +83,6 @@ func TestFleetOf2000Policies(t *testing.T) {
 	t.Cleanup(func() {
 		// Leave the API server as small as the other tests expect.
 		_ = k8s.DeleteAllOf(ctx, &v1alpha1.RateLimitPolicy{}, client.InNamespace("big"))
-		_ = k8s.Delete(ctx, fleet)
 	})
 	start := time.Now()
 	for i := range 2000 {

@@ -134,6 +134,9 @@ type podAck struct {
 	Generations map[string]int64
 	// Err is the pod's last load error, if any.
 	Err string
+	// Degraded maps "namespace/name" of the policies the pod answered by
+	// their failure mode recently (the store could not answer) to the mode.
+	Degraded map[string]string
 }
 
 // fleetView is a fleet with what its ready pods have loaded.
@@ -180,6 +183,32 @@ func enforcedCondition(p *v1alpha1.RateLimitPolicy, accepted bool, fleets []flee
 	default:
 		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.EnforcedReason
 		c.Message = "every ready limiter pod has loaded this generation"
+	}
+	return c
+}
+
+// degradedCondition computes a policy's Degraded condition: true when some
+// ready limiter pod recently answered for it by its failure mode, because
+// the store could not answer.
+func degradedCondition(p *v1alpha1.RateLimitPolicy, fleets []fleetView) metav1.Condition {
+	c := metav1.Condition{Type: v1alpha1.DegradedCondition, Status: metav1.ConditionFalse, ObservedGeneration: p.Generation,
+		Reason: v1alpha1.StoreAvailableReason, Message: "every limiter pod decides against the store"}
+	id := p.Namespace + "/" + p.Name
+	var parts []string
+	for _, f := range fleets {
+		n, mode := 0, ""
+		for _, pod := range f.Pods {
+			if m, ok := pod.Degraded[id]; ok {
+				n, mode = n+1, m
+			}
+		}
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("fleet %s/%s: %d/%d pods answer by failureMode %s: the store is unavailable",
+				f.Fleet.Namespace, f.Fleet.Name, n, len(f.Pods), mode))
+		}
+	}
+	if len(parts) > 0 {
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1alpha1.StoreUnavailableReason, strings.Join(parts, "; ")
 	}
 	return c
 }

@@ -70,6 +70,7 @@ func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	// written stays: an operator restart must not flap Enforced.
 	if complete || !v.Accepted {
 		meta.SetStatusCondition(&st.Conditions, enforcedCondition(policy, v.Accepted, fleets))
+		meta.SetStatusCondition(&st.Conditions, degradedCondition(policy, fleets))
 		st.Fleets = fleetStatuses(policy, fleets)
 	}
 	st.ObservedGeneration = policy.Generation

@@ -286,6 +286,12 @@ func freePort(t testing.TB, ips ...string) int {
 // EndpointSlice that point at them.
 func fleetPods(t testing.TB, fleet *v1alpha1.LimiterFleet, n int) []*limiterProc {
 	t.Helper()
+	return fleetPodsWithStore(t, fleet, n, "memory")
+}
+
+// fleetPodsWithStore is fleetPods with the limiters' --store.
+func fleetPodsWithStore(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store string) []*limiterProc {
+	t.Helper()
 	block := 100 + ipBlock.Add(1)
 	var ips []string
 	for i := range n {
@@ -304,7 +310,7 @@ func fleetPods(t testing.TB, fleet *v1alpha1.LimiterFleet, n int) []*limiterProc
 			httpAddr: net.JoinHostPort(ip, strconv.Itoa(httpPort)),
 			grpcAddr: net.JoinHostPort(ip, strconv.Itoa(grpcPort)),
 		}
-		p.args = []string{"--snapshot-configmap", cm, "--kubeconfig", kubeconfig, "--store", "memory",
+		p.args = []string{"--snapshot-configmap", cm, "--kubeconfig", kubeconfig, "--store", store,
 			"--http-addr", p.httpAddr, "--grpc-addr", p.grpcAddr}
 		p.start(t)
 		t.Cleanup(p.stop)

@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,13 +11,16 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
 )
 
 // TestSystem drives the whole system: kubectl apply of the samples, real
@@ -32,6 +36,7 @@ func TestSystem(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "default"}, fleet); err != nil {
 		t.Fatalf("the sample fleet: %v", err)
 	}
+	t.Cleanup(func() { deleteFleet(t, fleet) }) // it selects every policy: don't leave it to other tests
 	pods := fleetPods(t, fleet, 2)
 
 	waitPolicy(t, "payments", "charges-per-user", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
@@ -219,6 +224,17 @@ func TestSystem(t *testing.T) {
 	})
 }
 
+// deleteFleet removes a fleet and its EndpointSlice, so that later tests
+// don't count its (stopped) pods.
+func deleteFleet(t testing.TB, f *v1alpha1.LimiterFleet) {
+	ctx := context.Background()
+	_ = k8s.DeleteAllOf(ctx, &discoveryv1.EndpointSlice{}, client.InNamespace(f.Namespace),
+		client.MatchingLabels{discoveryv1.LabelServiceName: controllers.LimiterName(f)})
+	if err := k8s.Delete(ctx, f); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("deleting fleet %s/%s: %v", f.Namespace, f.Name, err)
+	}
+}
+
 func fleetSynced(ctx context.Context, fleet *v1alpha1.LimiterFleet, pods int32) error {
 	f := &v1alpha1.LimiterFleet{}
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {
@@ -292,6 +308,7 @@ func TestFleetRendersLimiters(t *testing.T) {
 	if err := k8s.Create(ctx, f); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { deleteFleet(t, f) })
 	var dep appsv1.Deployment
 	eventually(t, 30*time.Second, "the limiter Deployment", func() error {
 		return k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: controllers.LimiterName(f)}, &dep)
@@ -332,6 +349,79 @@ func TestFleetRendersLimiters(t *testing.T) {
 		c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady)
 		if c == nil || c.Status != metav1.ConditionFalse || c.ObservedGeneration != f.Generation {
 			return fmt.Errorf("RedisReady %+v", c)
+		}
+		return nil
+	})
+}
+
+// When Redis stops answering, the policy's Degraded condition says which
+// pods answer by the failure mode, and clears once Redis is back. The
+// fleet also tells its pods how many share the limits (failureMode Local).
+func TestDegradedWhenRedisIsDown(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	namespace(t, "degraded")
+	fleet := &v1alpha1.LimiterFleet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "degraded", Name: "redis"},
+		Spec: v1alpha1.LimiterFleetSpec{
+			Replicas:       ptr.To(int32(2)),
+			PolicySelector: &metav1.LabelSelector{MatchLabels: map[string]string{"fleet": "redis"}},
+			Redis:          v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisExternal), Addresses: []string{srv.Addr}},
+		},
+	}
+	if err := k8s.Create(ctx, fleet); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteFleet(t, fleet) })
+	pods := fleetPodsWithStore(t, fleet, 2, "redis://"+srv.Addr)
+	p := benchPolicy("degraded", "open", "redis", 1)
+	p.Spec.FailureMode = ptr.To(v1alpha1.FailOpen)
+	if err := k8s.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	waitPolicy(t, "degraded", "open", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	waitPolicy(t, "degraded", "open", v1alpha1.DegradedCondition, metav1.ConditionFalse, v1alpha1.StoreAvailableReason)
+	for _, lp := range pods {
+		var v struct {
+			ReadyPods int `json:"readyPods"`
+		}
+		resp, err := http.Get("http://" + lp.httpAddr + "/v1/admin/snapshot")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&v)
+		resp.Body.Close()
+		if v.ReadyPods != 2 {
+			t.Fatalf("%s shares limits among %d pods, want 2", lp.httpAddr, v.ReadyPods)
+		}
+	}
+
+	srv.Stop()
+	for _, lp := range pods {
+		if code := lp.check(t, "bench-1", "tenant", "t", "route", "/v1/items/1"); code != http.StatusOK {
+			t.Fatalf("failureMode Open answered %d with Redis down", code)
+		}
+	}
+	c := waitPolicy(t, "degraded", "open", v1alpha1.DegradedCondition, metav1.ConditionTrue, v1alpha1.StoreUnavailableReason)
+	if msg := condition(c.Status.Conditions, v1alpha1.DegradedCondition).Message; !strings.Contains(msg, "2/2 pods answer by failureMode Open") {
+		t.Fatalf("Degraded message %q", msg)
+	}
+	srv.Restart(t)
+	for _, lp := range pods {
+		eventually(t, 20*time.Second, "decisions from Redis again", func() error {
+			before := lp.metric(t, "sluice_decisions_total", `policy="degraded/open"`, `result="allowed"`)
+			lp.check(t, "bench-1", "tenant", "t", "route", "/v1/items/1")
+			if lp.metric(t, "sluice_decisions_total", `policy="degraded/open"`, `result="allowed"`) == before {
+				return fmt.Errorf("%s still falls back", lp.httpAddr)
+			}
+			return nil
+		})
+	}
+	// The condition clears once no pod has fallen back for a while (10s).
+	eventually(t, 40*time.Second, "Degraded false again", func() error {
+		c, _ := policyCondition(t, "degraded", "open", v1alpha1.DegradedCondition)
+		if c == nil || c.Status != metav1.ConditionFalse {
+			return fmt.Errorf("Degraded %+v", c)
 		}
 		return nil
 	})

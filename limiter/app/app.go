@@ -235,6 +235,9 @@ func (r *reloader) onLoad(snap *config.Snapshot) {
 		}
 		return
 	}
+	if snap.Pods > 0 {
+		r.svc.SetReadyPods(int(snap.Pods)) // the operator's count wins over --local-fallback-pods
+	}
 	r.srv.Swap(snap)
 	r.info.Reset()
 	r.info.WithLabelValues(snap.Version).Set(1)

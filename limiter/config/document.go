@@ -44,6 +44,10 @@ type Document struct {
 	Enforcement Enforcement `json:"enforcement"`
 	// Policies are sorted by namespace and name in the canonical encoding.
 	Policies []DocumentPolicy `json:"policies"`
+	// Pods is how many limiter pods share the fleet's limits: while the
+	// store can't answer, a failureMode Local policy enforces limit/Pods in
+	// each pod. 0 leaves the limiter's own setting.
+	Pods int32 `json:"pods,omitempty"`
 }
 
 // DocumentPolicy is one policy of a Document: its identity, the generation
@@ -72,7 +76,7 @@ func DocumentFor(policies []v1alpha1.RateLimitPolicy, enforcement Enforcement) D
 // policies sorted) and its version, the first 16 hex digits of its SHA-256.
 // Equal policies give equal bytes, whatever their order or formatting.
 func EncodeDocument(d Document) (data []byte, version string) {
-	c := Document{Enforcement: d.Enforcement, Policies: slices.Clone(d.Policies)}
+	c := Document{Enforcement: d.Enforcement, Policies: slices.Clone(d.Policies), Pods: d.Pods}
 	if c.Enforcement == "" {
 		c.Enforcement = EnforcementEnabled
 	}
@@ -130,13 +134,17 @@ func ParseDocument(data []byte) (*Snapshot, error) {
 	if d.Enforcement == EnforcementDisabled {
 		snap.Enforcement = EnforcementDisabled
 	}
+	if d.Pods < 0 {
+		return nil, fmt.Errorf("snapshot document: pods %d is negative", d.Pods)
+	}
+	snap.Pods = d.Pods
 	snap.Version = snap.hash()
 	return snap, nil
 }
 
 // Document returns the snapshot as a document.
 func (s *Snapshot) Document() Document {
-	d := Document{Enforcement: s.Enforcement, Policies: make([]DocumentPolicy, len(s.Policies))}
+	d := Document{Enforcement: s.Enforcement, Policies: make([]DocumentPolicy, len(s.Policies)), Pods: s.Pods}
 	for i, p := range s.Policies {
 		d.Policies[i] = DocumentPolicy{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Generation: p.Generation, Spec: p.Spec}
 	}

@@ -23,7 +23,10 @@ type Snapshot struct {
 	// Enforcement is the fleet's kill switch: with EnforcementDisabled every
 	// request is allowed, and would-be denials are counted as shadow.
 	Enforcement Enforcement
-	domains     map[string]*Domain
+	// Pods is how many limiter pods share the limits (the failureMode Local
+	// divisor), from the operator; 0 when unknown (a policy file).
+	Pods    int32
+	domains map[string]*Domain
 }
 
 // Policy is one compiled RateLimitPolicy.

@@ -39,6 +39,21 @@ type AdminSnapshot struct {
 	// LastError is why the source gives no new snapshot (invalid, missing
 	// or unreachable), or empty. The loaded snapshot stays in force.
 	LastError string `json:"lastError"`
+	// Degraded lists the policies this limiter answered by their failure
+	// mode recently, because the store could not answer.
+	Degraded []AdminDegraded `json:"degraded,omitempty"`
+	// ReadyPods is the divisor of failureMode Local in force.
+	ReadyPods int `json:"readyPods,omitempty"`
+}
+
+// AdminDegraded is one policy running degraded on this limiter.
+type AdminDegraded struct {
+	// Policy is "namespace/name".
+	Policy      string `json:"policy"`
+	FailureMode string `json:"failureMode"`
+	// Since is the first fallback decision of this episode.
+	Since     time.Time `json:"since"`
+	Fallbacks int64     `json:"fallbacks"`
 }
 
 // AdminPolicy identifies one policy of a loaded snapshot: the object and,
@@ -168,5 +183,9 @@ func (s *Server) AdminSnapshot() AdminSnapshot {
 	for i, p := range snap.Policies {
 		out.Policies[i] = AdminPolicy{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Generation: p.Generation}
 	}
+	for _, d := range s.svc.Degraded() {
+		out.Degraded = append(out.Degraded, AdminDegraded{Policy: d.Policy, FailureMode: string(d.FailureMode), Since: d.Since, Fallbacks: d.Fallbacks})
+	}
+	out.ReadyPods = s.svc.ReadyPods()
 	return out
 }

@@ -107,6 +107,7 @@ func TestAdminSnapshot(t *testing.T) {
 		Policies:    []server.AdminPolicy{{Namespace: "shop", Name: "per-user", UID: "uid-1", Generation: 5}},
 		Source:      "configmap fleet/snap",
 		LastError:   "not found",
+		ReadyPods:   1,
 	}
 	if got.LoadedAt.Before(before) || got.LoadedAt.After(time.Now()) {
 		t.Errorf("loadedAt %v, want the time of the Swap", got.LoadedAt)
