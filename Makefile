@@ -14,6 +14,18 @@ GRPC_ADDR ?= 127.0.0.1:8081
 # go test flags; e.g. make test TESTFLAGS='-run TestConformance -v'
 TESTFLAGS ?=
 TEST_TIMEOUT ?= 30m
+# Helm, built from the Go module proxy into bin/. The ldflags stamp what the
+# release binaries say: their version and the Kubernetes version (client-go
+# v0.34 is 1.34) that helm template and helm lint assume.
+HELM_VERSION ?= v3.19.0
+HELM ?= $(BIN)/helm
+HELM_LDFLAGS ?= -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+	$(foreach p,pkg/chartutil pkg/lint/rules,-X helm.sh/helm/v3/$(p).k8sVersionMajor=1 -X helm.sh/helm/v3/$(p).k8sVersionMinor=34)
+CHART ?= charts/sluice
+# The release version is the chart's appVersion: images are tagged with it.
+VERSION ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' $(CHART)/Chart.yaml)
+IMAGE_REGISTRY ?= ghcr.io/sluice-dev
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
 
 .PHONY: all
 all: build
@@ -34,6 +46,16 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
 manifests: $(CONTROLLER_GEN) ## Generate the CRDs into config/crd/bases and the operator's RBAC into config/rbac.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=sluice-operator paths=./controllers/... output:rbac:artifacts:config=config/rbac
+	$(MAKE) --no-print-directory helm-crds
+
+.PHONY: helm-crds
+helm-crds: ## Generate the chart's CRD templates and the operator's RBAC rules from config/ (run by manifests).
+	$(GO) run ./hack/chartgen crds -in config/crd/bases -out $(CHART)/templates
+	$(GO) run ./hack/chartgen rbac -in config/rbac/role.yaml -out $(CHART)/templates/_operator-rules.tpl
+
+.PHONY: helm-docs
+helm-docs: ## Generate charts/sluice/README.md from values.yaml, values.schema.json and README.md.gotmpl.
+	$(GO) run ./hack/chartgen readme -chart $(CHART)
 
 .PHONY: fmt
 fmt: ## Run gofmt on the code.
@@ -44,9 +66,9 @@ vet: ## Run go vet.
 	$(GO) vet ./...
 
 .PHONY: verify
-verify: generate manifests ## Regenerate, then fail if generated files or formatting changed.
+verify: generate manifests helm-docs ## Regenerate, then fail if generated files or formatting changed.
 	@test -z "$$(gofmt -s -l $$(git ls-files '*.go'))" || { gofmt -s -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting (make fmt)"; exit 1; }
-	@git diff --exit-code -- api config || { echo "generated files are stale: run make generate manifests and commit"; exit 1; }
+	@git diff --exit-code -- api config $(CHART) || { echo "generated files are stale: run make generate manifests helm-docs and commit"; exit 1; }
 
 ##@ Build
 
@@ -55,6 +77,11 @@ build: ## Build bin/limiter, bin/operator and bin/loadgen.
 	$(GO) build -o $(BIN)/limiter ./cmd/limiter
 	$(GO) build -o $(BIN)/operator ./cmd/operator
 	$(GO) build -o $(BIN)/loadgen ./cmd/loadgen
+
+.PHONY: images
+images: ## Build OCI image archives of the operator and the limiter into dist/images, without a Docker daemon.
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) $(GO) run ./hack/imagebuild -out dist/images \
+		-registry $(IMAGE_REGISTRY) -version $(VERSION) -revision "$$(git rev-parse HEAD 2>/dev/null)" -arch $(IMAGE_ARCH) operator limiter
 
 .PHONY: run
 run: build ## Run the limiter on the memory store with the sample policies.
@@ -75,8 +102,28 @@ envtest: ## Build kube-apiserver and etcd for envtest into bin/k8s (cached).
 	hack/setup-envtest.sh >/dev/null
 
 .PHONY: test
-test: deps envtest ## Run every test with -race, against real Redis and a real API server.
-	KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -race -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
+test: deps envtest helm-lint helm-template helm-test ## Run every test with -race, against real Redis and a real API server.
+	KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -race -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $$($(GO) list ./... | grep -v /charts/)
+
+.PHONY: helm
+helm: ## Build helm $(HELM_VERSION) into bin/ from the Go module proxy (cached; about 2 minutes the first time).
+	@[[ "$$($(HELM) version --template '{{.Version}}' 2>/dev/null)" == "$(HELM_VERSION)" ]] || { \
+		echo "building helm $(HELM_VERSION) into $(BIN)"; \
+		GOBIN=$(BIN) $(GO) install -trimpath -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); }
+
+.PHONY: helm-lint
+helm-lint: helm ## helm lint --strict the chart with its default values and each charts/sluice/ci/*-values.yaml.
+	$(HELM) lint --strict $(CHART)
+	for f in $(CHART)/ci/*-values.yaml; do $(HELM) lint --strict $(CHART) -f $$f; done
+
+.PHONY: helm-template
+helm-template: helm ## Render the chart with its default values and each ci/*-values.yaml (helm-test validates them on the API server).
+	$(HELM) template sluice $(CHART) --namespace sluice-system >/dev/null
+	for f in $(CHART)/ci/*-values.yaml; do echo "helm template -f $$f"; $(HELM) template sluice $(CHART) --namespace sluice-system -f $$f >/dev/null; done
+
+.PHONY: helm-test
+helm-test: helm envtest ## Install, upgrade and uninstall the chart on the envtest API server; RBAC, schema and rendering checks.
+	KUBEBUILDER_ASSETS=$(BIN)/k8s HELM=$(HELM) $(GO) test -race -timeout $(TEST_TIMEOUT) -count=1 ./charts/sluice/tests/
 
 .PHONY: bench
 bench: deps build bench-operator ## Load-test the limiter (gRPC RLS) on memory and Redis, Go benchmarks, and the operator's apply-to-enforced latency.

@@ -186,6 +186,19 @@ func (t *AckTracker) Acks(fleet types.NamespacedName) (acks []podAck, complete b
 	return acks, complete
 }
 
+// Endpoints returns the tracked pod endpoints of every fleet, sorted.
+func (t *AckTracker) Endpoints() map[types.NamespacedName][]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[types.NamespacedName][]string, len(t.fleets))
+	for key, f := range t.fleets {
+		if len(f.pods) > 0 {
+			out[key] = slices.Sorted(maps.Keys(f.pods))
+		}
+	}
+	return out
+}
+
 func (t *AckTracker) want(fleet types.NamespacedName) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()

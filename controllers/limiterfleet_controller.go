@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -80,6 +81,7 @@ func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.Get(ctx, req.NamespacedName, fleet); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Acks.Forget(req.NamespacedName)
+			forgetFleetMetrics(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -114,6 +116,7 @@ func (r *LimiterFleetReconciler) reconcileSnapshot(ctx context.Context, s *fleet
 	if s.fleet.Spec.EffectiveEnforcement() == v1alpha1.EnforcementDisabled {
 		enforcement = config.EnforcementDisabled
 	}
+	started := time.Now()
 	doc := config.DocumentFor(selected, enforcement)
 	// The pods that share the limits while the store is down: the ready
 	// ones, or the desired count before any is ready.
@@ -128,6 +131,9 @@ func (r *LimiterFleetReconciler) reconcileSnapshot(ctx context.Context, s *fleet
 		return fmt.Errorf("compiling the snapshot: %w", err)
 	}
 	s.compiled = true
+	fleetLabel := s.fleet.Namespace + "/" + s.fleet.Name
+	snapshotCompileSeconds.WithLabelValues(fleetLabel).Observe(time.Since(started).Seconds())
+	snapshotBytes.WithLabelValues(fleetLabel).Set(float64(len(s.document)))
 	desired := BuildSnapshotConfigMap(s.fleet, s.document, s.version)
 	if err := controllerutil.SetControllerReference(s.fleet, desired, r.Scheme); err != nil {
 		return err

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"net/http"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 )
@@ -13,17 +14,34 @@ type Options struct {
 	LimiterImage string
 	// AckClient, when set, makes the calls to limiter pods' admin endpoint.
 	AckClient *http.Client
+	// EnforcementWindow is the window of status.enforcement; 0 means
+	// DefaultEnforcementWindow (5m).
+	EnforcementWindow time.Duration
+	// CollectInterval is how often the collector reads the limiter pods'
+	// stats; 0 means DefaultCollectInterval (5s).
+	CollectInterval time.Duration
+	// EnforcementMinWrite is the least time between two writes of one
+	// policy's status.enforcement; 0 means DefaultEnforcementMinWrite (10s).
+	EnforcementMinWrite time.Duration
+	// CollectTimeout bounds one pod's stats answer; 0 means 2s.
+	CollectTimeout time.Duration
 }
 
 // Leader election and events.
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
-// Setup adds the acknowledgement tracker and both controllers to mgr.
+// Setup adds the acknowledgement tracker, the enforcement stats collector
+// and both controllers to mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	acks := NewAckTracker()
 	acks.Client = opts.AckClient
 	if err := mgr.Add(acks); err != nil {
+		return err
+	}
+	collector := &Collector{Client: mgr.GetClient(), Acks: acks, HTTP: opts.AckClient, Interval: opts.CollectInterval,
+		Window: opts.EnforcementWindow, MinWrite: opts.EnforcementMinWrite, Timeout: opts.CollectTimeout}
+	if err := mgr.Add(collector); err != nil {
 		return err
 	}
 	if err := (&LimiterFleetReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Acks: acks, DefaultImage: opts.LimiterImage}).SetupWithManager(mgr); err != nil {

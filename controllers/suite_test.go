@@ -140,7 +140,10 @@ func startOperator() error {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	opts := controllers.Options{LimiterImage: "sluice-limiter:test", AckClient: podNetwork.client()}
+	opts := controllers.Options{LimiterImage: "sluice-limiter:test", AckClient: podNetwork.client(),
+		// Fast collections, so that status.enforcement follows traffic
+		// within a second.
+		CollectInterval: 200 * time.Millisecond, EnforcementMinWrite: 500 * time.Millisecond, CollectTimeout: 500 * time.Millisecond}
 	if err := controllers.Setup(ctx, mgr, opts); err != nil {
 		cancel()
 		return err

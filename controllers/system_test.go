@@ -192,7 +192,17 @@ func TestSystem(t *testing.T) {
 			}
 			return fleetSynced(ctx, fleet, 2)
 		})
+		// And the collector's status.enforcement: nothing written for
+		// longer than its write interval.
 		before := resourceVersions(t)
+		eventually(t, 30*time.Second, "statuses settled", func() error {
+			time.Sleep(time.Second) // the suite's collector writes each policy at most every 500ms
+			if after := resourceVersions(t); after != before {
+				before = after
+				return fmt.Errorf("still writing")
+			}
+			return nil
+		})
 		stopOperator()
 		if err := startOperator(); err != nil {
 			t.Fatal(err)
@@ -402,10 +412,15 @@ func TestDegradedWhenRedisIsDown(t *testing.T) {
 			t.Fatalf("failureMode Open answered %d with Redis down", code)
 		}
 	}
-	c := waitPolicy(t, "degraded", "open", v1alpha1.DegradedCondition, metav1.ConditionTrue, v1alpha1.StoreUnavailableReason)
-	if msg := condition(c.Status.Conditions, v1alpha1.DegradedCondition).Message; !strings.Contains(msg, "2/2 pods answer by failureMode Open") {
-		t.Fatalf("Degraded message %q", msg)
-	}
+	waitPolicy(t, "degraded", "open", v1alpha1.DegradedCondition, metav1.ConditionTrue, v1alpha1.StoreUnavailableReason)
+	// The pods report their fallbacks one by one: wait for both.
+	eventually(t, 10*time.Second, "Degraded names both pods", func() error {
+		c, _ := policyCondition(t, "degraded", "open", v1alpha1.DegradedCondition)
+		if c == nil || !strings.Contains(c.Message, "2/2 pods answer by failureMode Open") {
+			return fmt.Errorf("Degraded %+v", c)
+		}
+		return nil
+	})
 	srv.Restart(t)
 	for _, lp := range pods {
 		eventually(t, 20*time.Second, "decisions from Redis again", func() error {

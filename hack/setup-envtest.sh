@@ -14,7 +14,9 @@ ETCD_VERSION="${ETCD_VERSION:-3.5.21}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 assets="${ENVTEST_ASSETS:-$root/bin/k8s}"
 stamp="$assets/.versions"
-want="kube-apiserver=$KUBE_VERSION etcd=$ETCD_VERSION"
+# "stamped": kube-apiserver reports its version (/version, kubectl version,
+# Helm's kubeVersion checks) instead of v0.0.0-master.
+want="kube-apiserver=$KUBE_VERSION stamped etcd=$ETCD_VERSION"
 
 log() { echo "setup-envtest: $*" >&2; }
 
@@ -35,8 +37,9 @@ build_etcd() {
     cd "$work/etcd"
     go mod init sluice.local/envtest-etcd >/dev/null 2>&1
     go get "go.etcd.io/etcd/server/v3@v$ETCD_VERSION" >/dev/null 2>&1
-    go build -trimpath -ldflags='-s -w' -o "$assets/etcd" go.etcd.io/etcd/server/v3
+    go build -trimpath -ldflags='-s -w' -o "$assets/.etcd.tmp" go.etcd.io/etcd/server/v3
   )
+  mv -f "$assets/.etcd.tmp" "$assets/etcd" # atomic: running tests keep the old file
 }
 
 build_apiserver() {
@@ -73,14 +76,22 @@ func main() {
 	os.Exit(cli.Run(app.NewAPIServerCommand()))
 }
 GO
+  # What Kubernetes' hack/lib/version.sh stamps into release binaries.
+  local minor="${KUBE_VERSION#*.}" ldflags="-s -w"
+  minor="${minor%%.*}"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $pkg.gitVersion=v$KUBE_VERSION -X $pkg.gitMajor=${KUBE_VERSION%%.*} -X $pkg.gitMinor=$minor"
+    ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  done
   (
     cd "$dir"
     go mod tidy >/dev/null
-    go build -trimpath -ldflags='-s -w' -o "$assets/kube-apiserver" .
+    go build -trimpath -ldflags="$ldflags" -o "$assets/.kube-apiserver.tmp" .
   )
+  mv -f "$assets/.kube-apiserver.tmp" "$assets/kube-apiserver" # atomic: running tests keep the old file
 }
 
-[[ -x "$assets/etcd" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]] || build_etcd
+[[ -x "$assets/etcd" && -f "$stamp" && " $(cat "$stamp") " == *" etcd=$ETCD_VERSION "* ]] || build_etcd
 build_apiserver
 echo "$want" >"$stamp"
 log "done: $assets"

@@ -240,6 +240,15 @@ type EnforcementStatus struct {
 	// updatedAt is when the counts were collected.
 	// +optional
 	UpdatedAt *metav1.Time `json:"updatedAt,omitempty"`
+
+	// unreadPods names the limiter pods (host:port) of the fleets serving this
+	// policy whose counts could not be read at updatedAt, and why: the counts
+	// lack theirs.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=256
+	UnreadPods []string `json:"unreadPods,omitempty"`
 }
 
 // FleetStatus is how far one LimiterFleet has loaded a policy.
@@ -286,6 +295,7 @@ type FleetStatus struct {
 // +kubebuilder:printcolumn:name="Enforced",type=string,JSONPath=`.status.conditions[?(@.type=="Enforced")].status`
 // +kubebuilder:printcolumn:name="Allowed",type=integer,JSONPath=`.status.enforcement.allowed`
 // +kubebuilder:printcolumn:name="Limited",type=integer,JSONPath=`.status.enforcement.limited`
+// +kubebuilder:printcolumn:name="Shadow",type=integer,JSONPath=`.status.enforcement.shadowLimited`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // RateLimitPolicy is one rate limit: the requests of a domain that carry some

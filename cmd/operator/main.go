@@ -6,11 +6,14 @@ package main
 import (
 	"flag"
 	"os"
+	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -26,12 +29,16 @@ func main() {
 		leaderElect  bool
 		leaderNS     string
 		limiterImage string
+		watchNS      string
+		window       time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics `address` (0 disables)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "/healthz and /readyz `address`")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so that only one replica reconciles")
 	flag.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's)")
 	flag.StringVar(&limiterImage, "limiter-image", "ghcr.io/sluice-dev/sluice-limiter:latest", "limiter `image` of fleets that name none")
+	flag.StringVar(&watchNS, "watch-namespaces", "", "comma-separated `namespaces` whose policies and fleets the operator watches (default: all)")
+	flag.DurationVar(&window, "enforcement-window", controllers.DefaultEnforcementWindow, "`window` of the decision counts in each policy's status.enforcement")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -49,13 +56,14 @@ func main() {
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "operator.ratelimit.sluice.dev",
 		LeaderElectionNamespace: leaderNS,
+		Cache:                   cache.Options{DefaultNamespaces: watchNamespaces(watchNS)},
 	})
 	if err != nil {
 		log.Error(err, "Unable to create the manager")
 		os.Exit(1)
 	}
 	ctx := ctrl.SetupSignalHandler()
-	if err := controllers.Setup(ctx, mgr, controllers.Options{LimiterImage: limiterImage}); err != nil {
+	if err := controllers.Setup(ctx, mgr, controllers.Options{LimiterImage: limiterImage, EnforcementWindow: window}); err != nil {
 		log.Error(err, "Unable to set up the controllers")
 		os.Exit(1)
 	}
@@ -66,4 +74,20 @@ func main() {
 		log.Error(err, "The manager stopped")
 		os.Exit(1)
 	}
+}
+
+// watchNamespaces turns --watch-namespaces into the cache's namespaces: nil
+// (every namespace) when the flag is empty. Cluster-scoped objects, such as
+// Namespaces, are watched either way.
+func watchNamespaces(flagValue string) map[string]cache.Config {
+	var namespaces map[string]cache.Config
+	for _, ns := range strings.Split(flagValue, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			if namespaces == nil {
+				namespaces = map[string]cache.Config{}
+			}
+			namespaces[ns] = cache.Config{}
+		}
+	}
+	return namespaces
 }

@@ -188,3 +188,42 @@ func TestAdminSnapshotLongPoll(t *testing.T) {
 		t.Fatalf("plain GET: %s", got.Version)
 	}
 }
+
+// The stats endpoint counts each policy's decisions since the process
+// started, under a boot ID that is random per process.
+func TestAdminStats(t *testing.T) {
+	srv, snapURL := startAdmin(t, "")
+	url := strings.TrimSuffix(snapURL, server.AdminSnapshotPath) + server.AdminStatsPath
+	stats := func() server.AdminStats {
+		t.Helper()
+		resp, body := get(t, url)
+		var out server.AdminStats
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &out) != nil {
+			t.Fatalf("GET %s: %d %s", url, resp.StatusCode, body)
+		}
+		return out
+	}
+	before := stats()
+	if len(before.BootID) != 32 || before.Policies == nil || len(before.Policies) != 0 || before.StartedAt.IsZero() {
+		t.Fatalf("before a snapshot: %+v", before)
+	}
+	srv.Swap(snapshotOf(t, 5, config.EnforcementEnabled))
+	checkURL := strings.TrimSuffix(snapURL, server.AdminSnapshotPath) + server.CheckPath
+	for range 7 {
+		resp, err := http.Post(checkURL, "application/json", strings.NewReader(`{"domain":"shop","descriptors":[{"entries":[{"key":"user","value":"kim"}]}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	got := stats()
+	want := []server.AdminPolicyStats{{Namespace: "shop", Name: "per-user", UID: "uid-1", Generation: 5, Allowed: 5, Limited: 2, NearLimit: 1}}
+	if got.BootID != before.BootID || mustJSON(t, got.Policies) != mustJSON(t, want) {
+		t.Errorf("after 7 requests against 5:\n got %s %s\nwant %s %s", got.BootID, mustJSON(t, got.Policies), before.BootID, mustJSON(t, want))
+	}
+	if _, other := startAdmin(t, ""); other == snapURL {
+		t.Fatal("same address")
+	} else if resp, body := get(t, strings.TrimSuffix(other, server.AdminSnapshotPath)+server.AdminStatsPath); resp.StatusCode != http.StatusOK || strings.Contains(string(body), got.BootID) {
+		t.Errorf("another process has the same boot ID: %s", body)
+	}
+}

@@ -57,6 +57,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/readyz", methodNotAllowed(http.MethodGet, http.MethodHead))
 	mux.HandleFunc("GET "+AdminSnapshotPath, s.adminSnapshot)
 	mux.HandleFunc(AdminSnapshotPath, methodNotAllowed(http.MethodGet, http.MethodHead))
+	mux.HandleFunc("GET "+AdminStatsPath, s.adminStats)
+	mux.HandleFunc(AdminStatsPath, methodNotAllowed(http.MethodGet, http.MethodHead))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Metrics, promhttp.HandlerOpts{
 		ErrorLog:          slogPrinter{s.log},
 		Registry:          s.opts.Metrics,

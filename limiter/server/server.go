@@ -76,6 +76,8 @@ type Server struct {
 	httpLis      net.Listener
 	shuttingDown atomic.Bool
 	loads        *loads
+	bootID       string    // random per process, in AdminStats
+	startedAt    time.Time // when counting started, in AdminStats
 }
 
 // New listens on both addresses, so that they are known (GRPCAddr,
@@ -105,6 +107,9 @@ func New(svc *service.Service, opts Options) (*Server, error) {
 		log:     opts.Logger,
 		metrics: newMetrics(opts.Metrics),
 		health:  health.NewServer(),
+		bootID:  newBootID(),
+		// The service counts from its creation; it was just created.
+		startedAt: time.Now(),
 	}
 	s.loads = newLoads(svc.Snapshot())
 	setServing(s.health, svc.Snapshot() != nil)

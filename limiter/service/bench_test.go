@@ -25,13 +25,17 @@ spec:
 `
 
 func benchService(b *testing.B, algorithm string) *service.Service {
+	return benchServiceWith(b, algorithm, service.Options{})
+}
+
+func benchServiceWith(b *testing.B, algorithm string, opts service.Options) *service.Service {
 	snap, err := config.Parse("bench", []byte(fmt.Sprintf(benchPolicy, algorithm)))
 	if err != nil {
 		b.Fatal(err)
 	}
 	st := memory.New(memory.Options{})
 	b.Cleanup(func() { _ = st.Close() })
-	svc := service.New(st, service.Options{})
+	svc := service.New(st, opts)
 	svc.Swap(snap)
 	return svc
 }
@@ -42,6 +46,30 @@ func BenchmarkCheck(b *testing.B) {
 	for _, a := range []string{"TokenBucket", "GCRA", "SlidingWindow", "FixedWindow"} {
 		b.Run(a, func(b *testing.B) {
 			svc := benchService(b, a)
+			entries := []*rlv3.RateLimitDescriptor_Entry{{Key: "user_id", Value: "user-42"}, {Key: "path", Value: "/v1/charges"}}
+			ctx := context.Background()
+			svc.Check(ctx, "bench", entries, 1)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if d := svc.Check(ctx, "bench", entries, 1); d.OverLimit || d.Policy == nil {
+					b.Fatal("not an allowed match")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkCheckCounting is BenchmarkCheck (TokenBucket) with and without
+// the per-policy stats of the admin stats endpoint, in one run, so that
+// their ratio is what counting costs (the budget is 2%).
+func BenchmarkCheckCounting(b *testing.B) {
+	for _, v := range []struct {
+		name string
+		opts service.Options
+	}{{"stats=off", service.Options{DisablePolicyStats: true}}, {"stats=on", service.Options{}}} {
+		b.Run(v.name, func(b *testing.B) {
+			svc := benchServiceWith(b, "TokenBucket", v.opts)
 			entries := []*rlv3.RateLimitDescriptor_Entry{{Key: "user_id", Value: "user-42"}, {Key: "path", Value: "/v1/charges"}}
 			ctx := context.Background()
 			svc.Check(ctx, "bench", entries, 1)

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/sluice-dev/sluice/limiter/config"
 )
 
 // Decision results, the "result" label of sluice_decisions_total.
@@ -20,7 +18,7 @@ const (
 )
 
 type metrics struct {
-	decisions        *prometheus.CounterVec
+	decisions        *prometheus.Desc // collected from policyStats (decisionsCollector)
 	storeErrors      prometheus.Counter
 	snapshotPolicies prometheus.Gauge
 	enforcement      prometheus.Gauge
@@ -30,9 +28,10 @@ type metrics struct {
 // policyCounters are one policy's resolved counters, so the request path
 // never looks labels up.
 type policyCounters struct {
-	allowed, limited, shadowLimited         prometheus.Counter
-	failedOpen, failedClosed, localFallback prometheus.Counter
-	lastShadowLog                           atomic.Int64
+	// stats count the decisions, for sluice_decisions_total and the admin
+	// stats endpoint alike; nil with Options.DisablePolicyStats.
+	stats         *policyStats
+	lastShadowLog atomic.Int64
 	// The current degraded episode (Unix ns): its first and last fallback
 	// decisions and their count.
 	degradedSince, lastFallback, fallbacks atomic.Int64
@@ -51,10 +50,9 @@ func (c *policyCounters) noteFallback() {
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_decisions_total",
-			Help: "Decisions by policy (namespace/name), domain and result: allowed, limited, shadow_limited, failed_open, failed_closed, local_fallback.",
-		}, []string{"domain", "policy", "result"}),
+		decisions: prometheus.NewDesc("sluice_decisions_total",
+			"Decisions by policy (namespace/name), domain and result: allowed, limited, shadow_limited, failed_open, failed_closed, local_fallback.",
+			[]string{"domain", "policy", "result"}, nil),
 		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_store_errors_total",
 			Help: "Store calls that failed (timeouts, connection errors); each one was resolved by the policy's failure mode.",
@@ -73,26 +71,36 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.decisions, m.storeErrors, m.snapshotPolicies, m.enforcement, m.readyPods)
+		reg.MustRegister(m.storeErrors, m.snapshotPolicies, m.enforcement, m.readyPods)
 	}
 	return m
 }
 
-func (m *metrics) forPolicy(p *config.Policy) *policyCounters {
-	c := func(result string) prometheus.Counter {
-		return m.decisions.WithLabelValues(p.Domain, p.ID(), result)
-	}
-	return &policyCounters{
-		allowed:       c(ResultAllowed),
-		limited:       c(ResultLimited),
-		shadowLimited: c(ResultShadowLimited),
-		failedOpen:    c(ResultFailedOpen),
-		failedClosed:  c(ResultFailedClosed),
-		localFallback: c(ResultLocalFallback),
-	}
-}
+// decisionsCollector exports sluice_decisions_total from the loaded
+// policies' stats: the request path counts once, in policyStats, and the
+// series of a policy that left the snapshot go with it.
+type decisionsCollector struct{ s *Service }
 
-// forget drops the series of a policy that left the snapshot.
-func (m *metrics) forget(p *config.Policy) {
-	m.decisions.DeletePartialMatch(prometheus.Labels{"domain": p.Domain, "policy": p.ID()})
+func (d decisionsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- d.s.metrics.decisions }
+
+func (d decisionsCollector) Collect(ch chan<- prometheus.Metric) {
+	l := d.s.loaded.Load()
+	if l.snap == nil {
+		return
+	}
+	for _, p := range l.snap.Policies {
+		st := l.counters[p].stats
+		if st == nil {
+			continue
+		}
+		for _, v := range []struct {
+			result string
+			n      *atomic.Int64
+		}{
+			{ResultAllowed, &st.allowed}, {ResultLimited, &st.limited}, {ResultShadowLimited, &st.shadowLimited},
+			{ResultFailedOpen, &st.failedOpen}, {ResultFailedClosed, &st.failedClosed}, {ResultLocalFallback, &st.localFallback},
+		} {
+			ch <- prometheus.MustNewConstMetric(d.s.metrics.decisions, prometheus.CounterValue, float64(v.n.Load()), p.Domain, p.ID(), v.result)
+		}
+	}
 }

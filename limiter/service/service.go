@@ -76,6 +76,10 @@ type Options struct {
 	// EnforcementDisabled starts with the kill switch on (see
 	// SetEnforcement).
 	EnforcementDisabled bool
+	// DisablePolicyStats turns off the per-policy decision counts: those
+	// of PolicyStats (the admin stats endpoint) and sluice_decisions_total
+	// alike. It exists to measure what counting costs.
+	DisablePolicyStats bool
 }
 
 // Service answers rate-limit requests. It is safe for concurrent use.
@@ -91,12 +95,14 @@ type Service struct {
 	scratch   sync.Pool
 	readyPods atomic.Int64
 	enforce   atomic.Bool // this pod's switch (--enforcement)
+	swapMu    sync.Mutex  // serialises Swaps: each carries the last one's stats over
 }
 
 // loaded is a snapshot with its per-policy metrics, swapped as one.
 type loaded struct {
 	snap     *config.Snapshot
 	counters map[*config.Policy]*policyCounters
+	stats    map[string]*policyStats // by statsKey, carried over by Swap
 }
 
 // scratch is per-request working memory, pooled so a decision on a known key
@@ -131,6 +137,9 @@ func New(st store.Store, opts Options) *Service {
 		opts:    opts,
 		log:     opts.Logger,
 		metrics: newMetrics(opts.Registerer),
+	}
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(decisionsCollector{s})
 	}
 	s.scratch.New = func() any { return &scratch{matches: make([]*config.Policy, 0, 8)} }
 	s.loaded.Store(&loaded{})
@@ -193,11 +202,17 @@ func (s *Service) updateEnforcementGauge() {
 // Swap installs snap atomically: requests already running finish on the
 // snapshot they started with.
 func (s *Service) Swap(snap *config.Snapshot) {
-	l := &loaded{snap: snap, counters: make(map[*config.Policy]*policyCounters, len(snap.Policies))}
-	kept := map[[2]string]bool{}
+	s.swapMu.Lock()
+	defer s.swapMu.Unlock()
+	l := &loaded{snap: snap, counters: make(map[*config.Policy]*policyCounters, len(snap.Policies)),
+		stats: make(map[string]*policyStats, len(snap.Policies))}
+	prevStats := s.loaded.Load().stats
 	for _, p := range snap.Policies {
-		l.counters[p] = s.metrics.forPolicy(p)
-		kept[[2]string{p.Domain, p.ID()}] = true
+		c := &policyCounters{}
+		if c.stats = s.statsFor(prevStats, p); c.stats != nil {
+			l.stats[statsKey(p)] = c.stats
+		}
+		l.counters[p] = c
 		if p.Spec.LocalTierEnabled() {
 			s.log.Warn("Policy asks for localTier, which this limiter does not implement yet: it counts exactly in the store", "policy", p.ID())
 		}
@@ -210,14 +225,7 @@ func (s *Service) Swap(snap *config.Snapshot) {
 			}
 		}
 	}
-	prev := s.loaded.Swap(l)
-	if prev.snap != nil {
-		for _, p := range prev.snap.Policies {
-			if !kept[[2]string{p.Domain, p.ID()}] {
-				s.metrics.forget(p)
-			}
-		}
-	}
+	s.loaded.Swap(l)
 	s.metrics.snapshotPolicies.Set(float64(len(snap.Policies)))
 	s.updateEnforcementGauge()
 }
@@ -271,21 +279,12 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 	for _, p := range sc.matches {
 		c := l.counters[p]
 		dec := s.decide(ctx, sc, p, c, domain, entries, cost, idem)
+		c.stats.count(&dec, p.Limit, p.Shadow || allShadow)
 		if p.Shadow || allShadow {
 			if !dec.Result.Allowed {
-				c.shadowLimited.Inc()
 				s.logShadow(c, p, domain)
-			} else if dec.Reason == "" {
-				c.allowed.Inc()
 			}
 			continue
-		}
-		if dec.Reason == "" {
-			if dec.Result.Allowed {
-				c.allowed.Inc()
-			} else {
-				c.limited.Inc()
-			}
 		}
 		dec.OverLimit = !dec.Result.Allowed
 		if moreRestrictive(dec, out) {
@@ -345,15 +344,21 @@ func (s *Service) decide(ctx context.Context, sc *scratch, p *config.Policy, c *
 	c.noteFallback()
 	switch p.FailureMode {
 	case v1alpha1.FailClosed:
-		c.failedClosed.Inc()
+		if c.stats != nil {
+			c.stats.failedClosed.Add(1)
+		}
 		return Decision{Policy: p, Result: algo.Result{RetryAfter: time.Second}, Reason: ReasonFailedClosed}
 	case v1alpha1.FailLocal:
-		c.localFallback.Inc()
+		if c.stats != nil {
+			c.stats.localFallback.Add(1)
+		}
 		req.Limit = localShare(p.Limit, s.readyPods.Load())
 		r, _ := s.local.Take(ctx, req) // the memory store never fails
 		return Decision{Policy: p, Result: r, Reason: ReasonLocal}
 	default:
-		c.failedOpen.Inc()
+		if c.stats != nil {
+			c.stats.failedOpen.Add(1)
+		}
 		return Decision{Policy: p, Result: algo.Result{Allowed: true, Remaining: p.Limit.Capacity()}, Reason: ReasonFailedOpen}
 	}
 }

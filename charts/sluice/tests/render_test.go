@@ -1,0 +1,348 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+)
+
+// ciValues are the non-default value sets that helm lint and helm template
+// run with (make helm-lint, make helm-template), as chart-testing does.
+func ciValues(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(chartDir, "ci", "*-values.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no ci/*-values.yaml in %s: %v", chartDir, err)
+	}
+	return files
+}
+
+func TestLint(t *testing.T) {
+	sets := [][]string{nil}
+	for _, f := range ciValues(t) {
+		sets = append(sets, []string{"-f", f})
+	}
+	for _, set := range sets {
+		out, _, err := run("", helmBin, append([]string{"lint", "--strict", chartDir}, set...)...)
+		if err != nil {
+			t.Errorf("helm lint --strict %v: %v", set, err)
+		} else if !strings.Contains(out, "0 chart(s) failed") {
+			t.Errorf("helm lint --strict %v:\n%s", set, out)
+		}
+	}
+}
+
+// TestSchemaRejectsBadValues installs with wrong values: each install fails
+// before anything reaches the cluster, with a message that names the value.
+func TestSchemaRejectsBadValues(t *testing.T) {
+	for i, tc := range []struct{ values, want string }{
+		{"operator:\n  replicas: \"two\"\n", "at '/operator/replicas': got string, want integer"},
+		{"operator:\n  replica: 2\n", "at '/operator': additional properties 'replica' not allowed"},
+		{"operator:\n  logLevel: verbose\n", "at '/operator/logLevel'"},
+		{"fleet:\n  redis:\n    mode: Memory\n", "at '/fleet/redis/mode'"},
+		{"fleet:\n  replicas: 101\n", "at '/fleet/replicas'"},
+		{"operator:\n  image:\n    digest: latest\n", "at '/operator/image/digest'"},
+		{"operator:\n  watchNamespaces: [Team_A]\n", "at '/operator/watchNamespaces/0'"},
+		// Rules across values, from the templates.
+		{"operator:\n  replicas: 2\n  leaderElection:\n    enabled: false\n", "operator.replicas above 1 needs operator.leaderElection.enabled"},
+		{"operator:\n  watchNamespaces: [team-a]\nfleet:\n  enabled: true\n", `fleet's namespace "sluice-bad" must be one of operator.watchNamespaces`},
+		{"fleet:\n  enabled: true\n  redis:\n    mode: External\n", "fleet.redis.addresses is required when fleet.redis.mode is External"},
+	} {
+		file := filepath.Join(t.TempDir(), "values.yaml")
+		if err := os.WriteFile(file, []byte(tc.values), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		release := fmt.Sprintf("bad-%d", i)
+		_, stderr, err := helm("install", release, chartDir, "--namespace", "sluice-bad", "--create-namespace", "-f", file)
+		if err == nil {
+			t.Errorf("helm install with\n%s succeeded; want it to fail with %q", tc.values, tc.want)
+			continue
+		}
+		if !strings.Contains(stderr, tc.want) {
+			t.Errorf("helm install with\n%s failed with\n%s\nwant the message %q", tc.values, stderr, tc.want)
+		}
+	}
+	if out := mustHelm(t, "list", "--all", "--namespace", "sluice-bad", "--short"); strings.TrimSpace(out) != "" {
+		t.Errorf("failed installs left releases: %s", out)
+	}
+}
+
+func appVersion(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(chartDir, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(b, &c); err != nil || c.AppVersion == "" {
+		t.Fatalf("Chart.yaml appVersion: %v", err)
+	}
+	return c.AppVersion
+}
+
+// TestRenderedDefaults checks what the default values render: a restricted
+// security context, probes, resources, leader election, images of the
+// chart's appVersion, and the standard labels on everything.
+func TestRenderedDefaults(t *testing.T) {
+	objs := render(t, "sluice", "sluice-system")
+	deps := find(objs, "Deployment")
+	if len(deps) != 1 {
+		t.Fatalf("%d Deployments, want 1", len(deps))
+	}
+	d := convert[appsv1.Deployment](t, deps[0])
+	pod := d.Spec.Template.Spec
+	if sc := pod.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot ||
+		sc.RunAsUser == nil || *sc.RunAsUser != 65532 || sc.SeccompProfile == nil || sc.SeccompProfile.Type != "RuntimeDefault" {
+		t.Errorf("pod security context %+v: want non-root 65532 with seccomp RuntimeDefault", sc)
+	}
+	c := pod.Containers[0]
+	sc := c.SecurityContext
+	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.Capabilities == nil || !reflect.DeepEqual(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) ||
+		sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+		t.Errorf("container security context %+v: want read-only root, no privilege escalation, ALL capabilities dropped", sc)
+	}
+	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+		t.Errorf("probes %+v %+v: want /healthz and /readyz", c.LivenessProbe, c.ReadinessProbe)
+	}
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("resources %+v: want CPU and memory requests and a memory limit", c.Resources)
+	}
+	v := appVersion(t)
+	if want := "ghcr.io/sluice-dev/sluice-operator:" + v; c.Image != want {
+		t.Errorf("image %s, want %s", c.Image, want)
+	}
+	for _, want := range []string{"--leader-elect", "--leader-election-namespace=sluice-system", "--limiter-image=ghcr.io/sluice-dev/sluice-limiter:" + v} {
+		if !hasArg(c.Args, want) {
+			t.Errorf("args %q lack %s", c.Args, want)
+		}
+	}
+
+	for _, o := range objs {
+		l := o.GetLabels()
+		for _, k := range []string{"helm.sh/chart", "app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by", "app.kubernetes.io/part-of"} {
+			if l[k] == "" {
+				t.Errorf("%s %s has no %s label", o.GetKind(), o.GetName(), k)
+			}
+		}
+	}
+	if len(find(objs, "LimiterFleet")) != 0 || len(find(objs, "ServiceMonitor")) != 0 || len(find(objs, "PodDisruptionBudget")) != 0 {
+		t.Error("optional objects rendered by default")
+	}
+}
+
+// TestCRDTemplates checks that the chart's CRDs are config/crd/bases'
+// with only the chart's labels and, with crds.keep, Helm's keep annotation;
+// and that crds.enabled=false renders none.
+func TestCRDTemplates(t *testing.T) {
+	sources, err := filepath.Glob(filepath.Join(repoRoot, "config", "crd", "bases", "*.yaml"))
+	if err != nil || len(sources) == 0 {
+		t.Fatalf("no CRDs in config/crd/bases: %v", err)
+	}
+	want := map[string]*apiextensionsv1.CustomResourceDefinition{}
+	for _, f := range sources {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := yaml.UnmarshalStrict(b, &crd); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		want[crd.Name] = &crd
+	}
+	for _, keep := range []bool{true, false} {
+		crds := find(render(t, "sluice", "sluice-system", "--set", fmt.Sprintf("crds.keep=%t", keep)), "CustomResourceDefinition")
+		if len(crds) != len(want) {
+			t.Fatalf("crds.keep=%t: %d CRDs rendered, want %d", keep, len(crds), len(want))
+		}
+		for _, o := range crds {
+			got := convert[apiextensionsv1.CustomResourceDefinition](t, o)
+			if _, ok := got.Annotations["helm.sh/resource-policy"]; ok != keep || (keep && got.Annotations["helm.sh/resource-policy"] != "keep") {
+				t.Errorf("crds.keep=%t: %s annotations %v", keep, got.Name, got.Annotations)
+			}
+			src, ok := want[got.Name]
+			if !ok {
+				t.Errorf("rendered CRD %s is not in config/crd/bases", got.Name)
+				continue
+			}
+			delete(got.Annotations, "helm.sh/resource-policy")
+			got.Labels = nil
+			if !reflect.DeepEqual(got, src) {
+				t.Errorf("rendered CRD %s differs from config/crd/bases: run make manifests", got.Name)
+			}
+		}
+	}
+	if crds := find(render(t, "sluice", "sluice-system", "--set", "crds.enabled=false"), "CustomResourceDefinition"); len(crds) != 0 {
+		t.Errorf("crds.enabled=false rendered %d CRDs", len(crds))
+	}
+}
+
+// grant is one verb on one resource of one API group.
+type grant struct{ group, resource, verb string }
+
+func grants(rules []rbacv1.PolicyRule) map[grant]bool {
+	g := map[grant]bool{}
+	for _, r := range rules {
+		for _, group := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					g[grant{group, res, v}] = true
+				}
+			}
+		}
+	}
+	return g
+}
+
+func sortedGrants(g map[grant]bool) []string {
+	var s []string
+	for k := range g {
+		s = append(s, fmt.Sprintf("%s/%s:%s", k.group, k.resource, k.verb))
+	}
+	sort.Strings(s)
+	return s
+}
+
+// generatedRules are the operator's rules as controller-gen wrote them from
+// the controllers' markers.
+func generatedRules(t *testing.T) []rbacv1.PolicyRule {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict(b, &role); err != nil {
+		t.Fatal(err)
+	}
+	return role.Rules
+}
+
+// TestRBACTemplates checks that the operator gets exactly the generated
+// rules, without wildcards or Secrets: in cluster mode, one ClusterRole plus
+// Leases in its own namespace; in namespaced mode, a Role in each watched
+// namespace and only the cluster-scoped rules in the ClusterRole.
+func TestRBACTemplates(t *testing.T) {
+	want := grants(generatedRules(t))
+
+	t.Run("cluster mode", func(t *testing.T) {
+		objs := render(t, "sluice", "sluice-system")
+		got := map[grant]bool{}
+		for _, o := range find(objs, "ClusterRole") {
+			if o.GetName() != "sluice-operator" {
+				continue
+			}
+			for g := range grants(convert[rbacv1.ClusterRole](t, o).Rules) {
+				if g.resource == "leases" {
+					t.Errorf("the ClusterRole grants %v: Leases belong in the leader election namespace only", g)
+				}
+				got[g] = true
+			}
+		}
+		roles := find(objs, "Role")
+		if len(roles) != 1 || roles[0].GetName() != "sluice-operator-leader-election" || roles[0].GetNamespace() != "sluice-system" {
+			t.Fatalf("Roles %v, want sluice-system/sluice-operator-leader-election", names(roles))
+		}
+		for g := range grants(convert[rbacv1.Role](t, roles[0]).Rules) {
+			got[g] = true
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("the chart grants\n  %s\nconfig/rbac/role.yaml has\n  %s", strings.Join(sortedGrants(got), " "), strings.Join(sortedGrants(want), " "))
+		}
+		checkNoWildcardsOrSecrets(t, objs)
+	})
+
+	t.Run("namespaced mode", func(t *testing.T) {
+		objs := render(t, "sluice", "sluice-system", "-f", filepath.Join(chartDir, "ci", "namespaced-values.yaml"))
+		var cr []string
+		for _, o := range find(objs, "ClusterRole") {
+			if o.GetName() == "sluice-operator" {
+				cr = sortedGrants(grants(convert[rbacv1.ClusterRole](t, o).Rules))
+			}
+		}
+		if want := []string{"/namespaces:get", "/namespaces:list", "/namespaces:watch"}; !reflect.DeepEqual(cr, want) {
+			t.Errorf("namespaced mode ClusterRole grants %v, want only %v", cr, want)
+		}
+		perNS := map[string]map[grant]bool{}
+		for _, o := range find(objs, "Role") {
+			if o.GetName() == "sluice-operator" {
+				perNS[o.GetNamespace()] = grants(convert[rbacv1.Role](t, o).Rules)
+			}
+		}
+		if len(perNS) != 2 || perNS["team-a"] == nil || perNS["team-b"] == nil {
+			t.Fatalf("operator Roles in %v, want team-a and team-b", perNS)
+		}
+		for g := range want {
+			if g.resource != "namespaces" && g.resource != "leases" && !perNS["team-a"][g] {
+				t.Errorf("the team-a Role lacks %v", g)
+			}
+		}
+		if !hasArg(operatorArgs(t, objs), "--watch-namespaces=team-a,team-b") {
+			t.Errorf("args %q lack --watch-namespaces=team-a,team-b", operatorArgs(t, objs))
+		}
+		checkNoWildcardsOrSecrets(t, objs)
+	})
+}
+
+func checkNoWildcardsOrSecrets(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for _, o := range append(find(objs, "ClusterRole"), find(objs, "Role")...) {
+		for g := range grants(convert[rbacv1.ClusterRole](t, o).Rules) {
+			if g.group == "*" || g.resource == "*" || g.verb == "*" || g.resource == "secrets" {
+				t.Errorf("%s %s grants %v", o.GetKind(), o.GetName(), g)
+			}
+			if g.verb == "escalate" || g.verb == "bind" || g.verb == "impersonate" {
+				t.Errorf("%s %s grants %v", o.GetKind(), o.GetName(), g)
+			}
+		}
+	}
+}
+
+func names(objs []*unstructured.Unstructured) []string {
+	var n []string
+	for _, o := range objs {
+		n = append(n, o.GetNamespace()+"/"+o.GetName())
+	}
+	return n
+}
+
+// TestLongNames renders with the longest release name Helm allows and a
+// long nameOverride: names stay valid, Service names and label values
+// within 63 characters.
+func TestLongNames(t *testing.T) {
+	release := strings.Repeat("r", 53)
+	objs := render(t, release, "sluice-system", "--set", "nameOverride="+strings.Repeat("n", 60), "--set", "fleet.enabled=true",
+		"--set", "operator.metrics.serviceMonitor.enabled=true", "--set", "operator.podDisruptionBudget.enabled=true")
+	dns1123 := regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
+	for _, o := range objs {
+		n := o.GetName()
+		if !dns1123.MatchString(n) || len(n) > 253 {
+			t.Errorf("%s name %q is not a DNS subdomain", o.GetKind(), n)
+		}
+		if o.GetKind() == "Service" && len(n) > 63 {
+			t.Errorf("Service name %q is longer than 63 characters", n)
+		}
+		for k, v := range o.GetLabels() {
+			if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+				t.Errorf("%s %s label %s=%q: %v", o.GetKind(), n, k, v, errs)
+			}
+		}
+	}
+}

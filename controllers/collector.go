@@ -1,0 +1,510 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+// adminStatsPath is the limiter's admin endpoint giving each policy's
+// decision counts since the process started, under a per-process boot ID.
+const adminStatsPath = "/v1/admin/stats"
+
+// Collector defaults.
+const (
+	DefaultCollectInterval     = 5 * time.Second
+	DefaultEnforcementWindow   = 5 * time.Minute
+	DefaultEnforcementMinWrite = 10 * time.Second
+	defaultCollectTimeout      = 2 * time.Second
+	// DefaultEnforcementWritesPerSecond is the collector's write budget:
+	// 300 status writes a minute at most.
+	DefaultEnforcementWritesPerSecond = 5
+	burstSeconds                      = 10
+	collectParallelism                = 16
+	maxUnreadPods                     = 16
+)
+
+// adminStats is the part of the stats endpoint's answer the collector reads.
+type adminStats struct {
+	BootID    string    `json:"bootID"`
+	StartedAt time.Time `json:"startedAt"`
+	Policies  []struct {
+		UID           types.UID `json:"uid"`
+		Allowed       int64     `json:"allowed"`
+		Limited       int64     `json:"limited"`
+		ShadowLimited int64     `json:"shadowLimited"`
+		FailedOpen    int64     `json:"failedOpen"`
+	} `json:"policies"`
+}
+
+// counts are the decision counts the collector sums.
+type counts struct{ allowed, limited, shadowLimited, failedOpen int64 }
+
+func (c counts) add(o counts) counts {
+	return counts{c.allowed + o.allowed, c.limited + o.limited, c.shadowLimited + o.shadowLimited, c.failedOpen + o.failedOpen}
+}
+
+// since is c minus an earlier reading prev of the same process; a count
+// that went down started again from zero (the policy left the pod's
+// snapshot and came back), so all of it is new.
+func (c counts) since(prev counts) counts {
+	d := func(now, before int64) int64 {
+		if now < before {
+			return now
+		}
+		return now - before
+	}
+	return counts{d(c.allowed, prev.allowed), d(c.limited, prev.limited), d(c.shadowLimited, prev.shadowLimited), d(c.failedOpen, prev.failedOpen)}
+}
+
+// Collector sums the limiter pods' decision counts into each policy's
+// status.enforcement over a rolling window. Every Interval it reads the
+// stats endpoint of every fleet's ready pods (those the AckTracker
+// tracks), turns the monotonic counts into deltas per process (a new boot
+// ID is a new process whose counts are all new, so a restart neither lowers
+// nor doubles the totals), and patches status.enforcement of the policies
+// whose window sums changed, at most once per MinWrite each. A new leader
+// takes up the statuses it finds (see seed). Pods that
+// can't be read are skipped, counted in sluice_operator_collector_errors_total
+// and named in status.enforcement.unreadPods. It runs on the leader only.
+type Collector struct {
+	Client client.Client
+	Acks   *AckTracker
+	// HTTP makes the admin calls; nil means a plain client.
+	HTTP *http.Client
+	// Interval between collections; 0 means DefaultCollectInterval.
+	Interval time.Duration
+	// Window the counts cover; 0 means DefaultEnforcementWindow.
+	Window time.Duration
+	// MinWrite is the least time between two status writes of one policy;
+	// 0 means DefaultEnforcementMinWrite.
+	MinWrite time.Duration
+	// Timeout of one pod's answer; 0 means 2s.
+	Timeout time.Duration
+	// MaxWritesPerSecond bounds the status writes of all policies together
+	// (a token bucket with 10s of burst), so that many busy policies don't
+	// flood the API server: each is then written in turn, less often than
+	// MinWrite. 0 means DefaultEnforcementWritesPerSecond.
+	MaxWritesPerSecond float64
+
+	tokens     float64
+	lastRefill time.Time
+
+	pods     map[string]*podCounts             // by endpoint
+	policies map[types.UID]*policyWindow       // by policy UID
+	seedAt   map[types.UID]time.Time           // updatedAt of the status found at start, by policy
+	started  bool                              // the statuses found at start are seeded
+	now      func() time.Time                  // for tests of the window
+	mu       sync.Mutex                        // guards unread during a scrape
+	unread   map[types.NamespacedName][]string // by fleet, this collection
+}
+
+// podCounts is the last reading of one limiter process.
+type podCounts struct {
+	bootID string
+	counts map[types.UID]counts
+	seen   time.Time
+}
+
+// policyWindow holds one policy's deltas inside the window.
+type policyWindow struct {
+	buckets   []bucket
+	lastWrite time.Time
+}
+
+type bucket struct {
+	at time.Time
+	c  counts
+}
+
+// NeedLeaderElection: only the leader writes status.
+func (c *Collector) NeedLeaderElection() bool { return true }
+
+// Start collects until ctx ends.
+func (c *Collector) Start(ctx context.Context) error {
+	c.defaults()
+	ticker := time.NewTicker(c.Interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+		start := time.Now()
+		if err := c.collect(ctx); err != nil && ctx.Err() == nil {
+			logf.FromContext(ctx).Error(err, "Collecting enforcement stats")
+		}
+		collectorCycleSeconds.Observe(time.Since(start).Seconds())
+	}
+}
+
+func (c *Collector) defaults() {
+	if c.HTTP == nil {
+		c.HTTP = &http.Client{}
+	}
+	if c.Interval <= 0 {
+		c.Interval = DefaultCollectInterval
+	}
+	if c.Window <= 0 {
+		c.Window = DefaultEnforcementWindow
+	}
+	if c.MinWrite <= 0 {
+		c.MinWrite = DefaultEnforcementMinWrite
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = defaultCollectTimeout
+	}
+	if c.MaxWritesPerSecond <= 0 {
+		c.MaxWritesPerSecond = DefaultEnforcementWritesPerSecond
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	c.pods = map[string]*podCounts{}
+	c.policies = map[types.UID]*policyWindow{}
+	c.seedAt = map[types.UID]time.Time{}
+}
+
+// seed takes up the counts of the statuses written before this collector
+// started (by an earlier leader), so that an operator restart neither
+// drops nor recounts them: each status becomes one bucket at its
+// updatedAt, and the processes that started before it count on from their
+// first reading.
+func (c *Collector) seed(ctx context.Context, now time.Time) error {
+	var list v1alpha1.RateLimitPolicyList
+	if err := c.Client.List(ctx, &list); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		e := list.Items[i].Status.Enforcement
+		if e == nil || e.UpdatedAt == nil || now.Sub(e.UpdatedAt.Time) >= c.Window {
+			continue
+		}
+		d := func(p *int64) int64 { return ptr.Deref(p, 0) }
+		uid := list.Items[i].UID
+		c.seedAt[uid] = e.UpdatedAt.Time
+		c.policies[uid] = &policyWindow{buckets: []bucket{{at: e.UpdatedAt.Time,
+			c: counts{d(e.Allowed), d(e.Limited), d(e.ShadowLimited), d(e.FailedOpen)}}}}
+	}
+	c.started = true
+	return nil
+}
+
+// collect runs one collection: read every pod, then write the statuses.
+func (c *Collector) collect(ctx context.Context) error {
+	now := c.now()
+	if !c.started {
+		if err := c.seed(ctx, now); err != nil {
+			return err
+		}
+	}
+	c.unread = map[types.NamespacedName][]string{}
+	fleets := c.Acks.Endpoints()
+	type answer struct {
+		addr  string
+		stats *adminStats
+	}
+	answers := make(chan answer, 64)
+	sem := make(chan struct{}, collectParallelism)
+	var wg sync.WaitGroup
+	for fleet, eps := range fleets {
+		for _, addr := range eps {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				st, err := c.read(ctx, addr)
+				collectorScrapes.Inc()
+				if err != nil {
+					collectorErrors.WithLabelValues(fleet.Namespace + "/" + fleet.Name).Inc()
+					logf.FromContext(ctx).V(1).Info("Limiter pod stats unreadable", "fleet", fleet, "pod", addr, "error", err)
+					c.mu.Lock()
+					c.unread[fleet] = append(c.unread[fleet], addr+": "+truncate(err.Error(), 200))
+					c.mu.Unlock()
+					return
+				}
+				answers <- answer{addr, st}
+			}()
+		}
+	}
+	go func() { wg.Wait(); close(answers) }()
+	for a := range answers {
+		c.record(now, a.addr, a.stats)
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	for addr, p := range c.pods {
+		if now.Sub(p.seen) > c.Window {
+			delete(c.pods, addr) // gone for longer than the window: nothing left to count twice
+		}
+	}
+	return errors.Join(c.write(ctx, now), c.countFleetConditions(ctx))
+}
+
+// countFleetConditions sets sluice_operator_fleet_condition.
+func (c *Collector) countFleetConditions(ctx context.Context) error {
+	var fleets v1alpha1.LimiterFleetList
+	if err := c.Client.List(ctx, &fleets); err != nil {
+		return err
+	}
+	fleetConditions.Reset()
+	for i := range fleets.Items {
+		f := &fleets.Items[i]
+		for _, typ := range []string{v1alpha1.FleetReady, v1alpha1.FleetRedisReady, v1alpha1.FleetSnapshotSynced} {
+			v := 0.0
+			if meta.IsStatusConditionTrue(f.Status.Conditions, typ) {
+				v = 1
+			}
+			fleetConditions.WithLabelValues(f.Namespace+"/"+f.Name, typ).Set(v)
+		}
+	}
+	return nil
+}
+
+// read asks one pod for its stats, within Timeout.
+func (c *Collector) read(ctx context.Context, addr string) (*adminStats, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
+	u := url.URL{Scheme: "http", Host: addr, Path: adminStatsPath}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s answered %s", u.Path, resp.Status)
+	}
+	var out adminStats
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 32<<20)).Decode(&out); err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", u.Path, err)
+	}
+	if out.BootID == "" {
+		return nil, fmt.Errorf("%s has no bootID", u.Path)
+	}
+	return &out, nil
+}
+
+// record turns one pod's reading into deltas, added to the policies'
+// windows at now.
+func (c *Collector) record(now time.Time, addr string, st *adminStats) {
+	prev := c.pods[addr]
+	next := &podCounts{bootID: st.BootID, counts: make(map[types.UID]counts, len(st.Policies)), seen: now}
+	// A process seen for the first time: whatever it counted is new if it
+	// started inside the window (a new pod, or a restart), unless the
+	// status seeded at start already holds it; an older one (the operator
+	// restarted) is only a baseline.
+	restarted := prev != nil && prev.bootID != st.BootID
+	if restarted {
+		prev = nil
+	}
+	young := now.Sub(st.StartedAt) < c.Window
+	for _, p := range st.Policies {
+		cur := counts{p.Allowed, p.Limited, p.ShadowLimited, p.FailedOpen}
+		next.counts[p.UID] = cur
+		var d counts
+		switch {
+		case prev != nil:
+			d = cur.since(prev.counts[p.UID])
+		case restarted:
+			d = cur
+		case young:
+			// updatedAt has whole seconds: the status was written
+			// within the second after it.
+			if at, ok := c.seedAt[p.UID]; !ok || !st.StartedAt.Before(at.Add(time.Second)) {
+				d = cur
+			}
+		}
+		if d == (counts{}) {
+			continue
+		}
+		w := c.policies[p.UID]
+		if w == nil {
+			w = &policyWindow{}
+			c.policies[p.UID] = w
+		}
+		if n := len(w.buckets); n > 0 && w.buckets[n-1].at.Equal(now) {
+			w.buckets[n-1].c = w.buckets[n-1].c.add(d)
+		} else {
+			w.buckets = append(w.buckets, bucket{at: now, c: d})
+		}
+	}
+	c.pods[addr] = next
+}
+
+// write patches status.enforcement of the policies whose sums changed.
+func (c *Collector) write(ctx context.Context, now time.Time) error {
+	var list v1alpha1.RateLimitPolicyList
+	// Read-only: no copy of every policy on every collection.
+	if err := c.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return err
+	}
+	countConditions(list.Items)
+	type change struct {
+		pol  *v1alpha1.RateLimitPolicy
+		w    *policyWindow
+		next *v1alpha1.EnforcementStatus
+	}
+	var changes []change
+	seen := make(map[types.UID]bool, len(list.Items))
+	for i := range list.Items {
+		pol := &list.Items[i]
+		seen[pol.UID] = true
+		w := c.policies[pol.UID]
+		var sum counts
+		if w != nil {
+			cut := 0
+			for cut < len(w.buckets) && now.Sub(w.buckets[cut].at) >= c.Window {
+				cut++
+			}
+			w.buckets = w.buckets[cut:]
+			for _, b := range w.buckets {
+				sum = sum.add(b.c)
+			}
+		}
+		unread := c.unreadFor(pol)
+		if sum == (counts{}) && len(unread) == 0 && pol.Status.Enforcement == nil {
+			continue // no decision yet: nothing to say, and no write
+		}
+		next := &v1alpha1.EnforcementStatus{
+			Allowed: &sum.allowed, Limited: &sum.limited, ShadowLimited: &sum.shadowLimited, FailedOpen: &sum.failedOpen,
+			Window: &metav1.Duration{Duration: c.Window}, UnreadPods: unread,
+		}
+		if old := pol.Status.Enforcement; old != nil {
+			cmp := old.DeepCopy()
+			cmp.UpdatedAt = nil
+			if equality.Semantic.DeepEqual(cmp, next) {
+				continue
+			}
+		}
+		if w == nil {
+			w = &policyWindow{}
+			c.policies[pol.UID] = w
+		}
+		if now.Sub(w.lastWrite) < c.MinWrite {
+			continue // written recently: a later collection writes it
+		}
+		changes = append(changes, change{pol, w, next})
+	}
+	for uid := range c.policies {
+		if !seen[uid] {
+			delete(c.policies, uid) // the policy is gone
+		}
+	}
+
+	// The write budget: the least recently written first, so that every
+	// policy is written in turn when more change than the budget allows.
+	c.tokens = min(c.tokens+c.MaxWritesPerSecond*now.Sub(c.lastRefill).Seconds(), c.MaxWritesPerSecond*burstSeconds)
+	if c.lastRefill.IsZero() {
+		c.tokens = c.MaxWritesPerSecond * burstSeconds
+	}
+	c.lastRefill = now
+	slices.SortStableFunc(changes, func(a, b change) int { return a.w.lastWrite.Compare(b.w.lastWrite) })
+	var errs []error
+	for _, ch := range changes {
+		if c.tokens < 1 {
+			break
+		}
+		c.tokens--
+		ch.next.UpdatedAt = &metav1.Time{Time: now}
+		if err := c.patch(ctx, ch.pol, ch.next); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ch.w.lastWrite = now
+		enforcementWrites.Inc()
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("writing status.enforcement of %d policies, the first: %w", len(errs), errs[0])
+	}
+	return nil
+}
+
+// unreadFor lists the unreadable pods of the fleets that serve pol, as the
+// policy's status.fleets names them.
+func (c *Collector) unreadFor(pol *v1alpha1.RateLimitPolicy) []string {
+	var out []string
+	for _, f := range pol.Status.Fleets {
+		out = append(out, c.unread[types.NamespacedName{Namespace: f.Namespace, Name: f.Name}]...)
+	}
+	slices.Sort(out)
+	if len(out) > maxUnreadPods {
+		out = out[:maxUnreadPods]
+	}
+	return out
+}
+
+// patch writes status.enforcement alone, as a merge patch of the status
+// subresource: the policy controller's fields are left as they are.
+func (c *Collector) patch(ctx context.Context, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
+	enf := map[string]any{}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, &enf); err != nil {
+		return err
+	}
+	if len(e.UnreadPods) == 0 {
+		enf["unreadPods"] = nil // a merge patch removes it
+	}
+	data, err := json.Marshal(map[string]any{"status": map[string]any{"enforcement": enf}})
+	if err != nil {
+		return err
+	}
+	// pol is the cache's own object (read without a copy): patch a stand-in
+	// that names it, which the answer may overwrite.
+	obj := &v1alpha1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: pol.Namespace, Name: pol.Name}}
+	return client.IgnoreNotFound(c.Client.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, data)))
+}
+
+// countConditions sets sluice_operator_policies from the policies' conditions.
+func countConditions(items []v1alpha1.RateLimitPolicy) {
+	type key struct{ typ, status string }
+	n := map[key]int{}
+	for _, t := range []string{v1alpha1.AcceptedCondition, v1alpha1.EnforcedCondition, v1alpha1.DegradedCondition} {
+		for _, s := range []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown} {
+			n[key{t, string(s)}] = 0
+		}
+	}
+	for i := range items {
+		for _, cond := range items[i].Status.Conditions {
+			if _, ok := n[key{cond.Type, string(cond.Status)}]; ok {
+				n[key{cond.Type, string(cond.Status)}]++
+			}
+		}
+	}
+	for k, v := range n {
+		policiesByCondition.WithLabelValues(k.typ, k.status).Set(float64(v))
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

@@ -1,0 +1,104 @@
+package controllers
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+// reading is one pod's stats answer with one policy, uid-1.
+func reading(boot string, started time.Time, allowed, limited int64) *adminStats {
+	st := &adminStats{BootID: boot, StartedAt: started}
+	st.Policies = append(st.Policies, struct {
+		UID           types.UID `json:"uid"`
+		Allowed       int64     `json:"allowed"`
+		Limited       int64     `json:"limited"`
+		ShadowLimited int64     `json:"shadowLimited"`
+		FailedOpen    int64     `json:"failedOpen"`
+	}{UID: "uid-1", Allowed: allowed, Limited: limited})
+	return st
+}
+
+// The collector turns monotonic counts into window sums: a new process
+// counts from zero, an old one seen first is a baseline, a restart adds
+// without subtracting, counts leave after the window, and a policy is
+// written at most once per MinWrite.
+func TestCollectorWindow(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	pol := &v1alpha1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "uid-1"}}
+	cl := fake.NewClientBuilder().WithScheme(scheme).WithObjects(pol).WithStatusSubresource(pol).Build()
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	c := &Collector{Client: cl, Window: 5 * time.Minute, MinWrite: 10 * time.Second, now: func() time.Time { return now }}
+	c.defaults()
+	c.unread = map[types.NamespacedName][]string{}
+	ctx := context.Background()
+	step := func(d time.Duration, readings map[string]*adminStats) *v1alpha1.EnforcementStatus {
+		t.Helper()
+		now = now.Add(d)
+		for addr, st := range readings {
+			c.record(now, addr, st)
+		}
+		if err := c.write(ctx, now); err != nil {
+			t.Fatal(err)
+		}
+		got := &v1alpha1.RateLimitPolicy{}
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(pol), got); err != nil {
+			t.Fatal(err)
+		}
+		return got.Status.Enforcement
+	}
+	want := func(e *v1alpha1.EnforcementStatus, allowed, limited int64) {
+		t.Helper()
+		if e == nil || ptr.Deref(e.Allowed, -1) != allowed || ptr.Deref(e.Limited, -1) != limited {
+			t.Fatalf("status.enforcement %+v, want allowed %d limited %d", e, allowed, limited)
+		}
+	}
+
+	// a started a minute ago: all new; b started an hour ago: a baseline.
+	e := step(0, map[string]*adminStats{"a": reading("a1", now.Add(-time.Minute), 10, 2), "b": reading("b1", now.Add(-time.Hour), 500, 7)})
+	want(e, 10, 2)
+	// 5s later, both counted more: written only after MinWrite.
+	want(step(5*time.Second, map[string]*adminStats{"a": reading("a1", now, 15, 2), "b": reading("b1", now, 503, 7)}), 10, 2)
+	want(step(5*time.Second, nil), 18, 2)
+	// a restarts: its new process counted 4; the totals only grow.
+	e = step(10*time.Second, map[string]*adminStats{"a": reading("a2", now.Add(10*time.Second), 4, 1)})
+	want(e, 22, 3)
+	// Nothing new: no write.
+	if e2 := step(30*time.Second, map[string]*adminStats{"a": reading("a2", now, 4, 1), "b": reading("b1", now, 503, 7)}); !e2.UpdatedAt.Equal(e.UpdatedAt) {
+		t.Fatalf("written again without a change: updatedAt %v, was %v", e2.UpdatedAt, e.UpdatedAt)
+	}
+	// At 12:05:05 the deltas of 12:00:00 and 12:00:05 have left the
+	// window; the restart's (12:00:20) remains, until 12:05:20.
+	want(step(4*time.Minute+15*time.Second, nil), 4, 1)
+	want(step(30*time.Second, nil), 0, 0)
+
+	// A new leader takes up the status it finds: the processes that
+	// started before it count on from their first reading, and a newer
+	// one counts in full.
+	want(step(time.Minute, map[string]*adminStats{"a": reading("a2", now, 9, 1)}), 5, 0)
+	written := now
+	c = &Collector{Client: cl, Window: 5 * time.Minute, MinWrite: 10 * time.Second, now: func() time.Time { return now }}
+	c.defaults()
+	c.unread = map[types.NamespacedName][]string{}
+	if err := c.seed(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	e = step(20*time.Second, map[string]*adminStats{"a": reading("a2", written.Add(-time.Hour), 9, 1), "b": reading("b1", written.Add(-2*time.Hour), 503, 7)})
+	want(e, 5, 0)
+	if !e.UpdatedAt.Time.Equal(written) {
+		t.Errorf("the new leader rewrote an unchanged status at %v", e.UpdatedAt)
+	}
+	want(step(20*time.Second, map[string]*adminStats{"a": reading("a2", now, 10, 1), "c": reading("c1", now.Add(-time.Second), 3, 0)}), 9, 0)
+}

@@ -1,0 +1,295 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
+)
+
+// statsPolicy is a FixedWindow policy of limit per hour on domain, keyed
+// by user, served by the fleet labelled fleet.
+func statsPolicy(ns, name, fleet, domain string, limit int64, shadow bool) *v1alpha1.RateLimitPolicy {
+	return &v1alpha1.RateLimitPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"fleet": fleet}},
+		Spec: v1alpha1.RateLimitPolicySpec{
+			Domain:      domain,
+			Descriptors: []v1alpha1.Descriptor{{Key: "user"}},
+			Algorithm:   ptr.To(v1alpha1.FixedWindow),
+			Rate:        v1alpha1.Rate{Limit: limit, Period: metav1.Duration{Duration: time.Hour}},
+			Shadow:      ptr.To(shadow),
+		},
+	}
+}
+
+// waitEnforcement waits until a policy's status.enforcement passes ok.
+func waitEnforcement(t testing.TB, ns, name string, ok func(*v1alpha1.EnforcementStatus) error) *v1alpha1.EnforcementStatus {
+	t.Helper()
+	var got *v1alpha1.EnforcementStatus
+	eventually(t, 30*time.Second, fmt.Sprintf("status.enforcement of %s/%s", ns, name), func() error {
+		p := &v1alpha1.RateLimitPolicy{}
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, p); err != nil {
+			return err
+		}
+		if p.Status.Enforcement == nil {
+			return fmt.Errorf("no status.enforcement yet")
+		}
+		if err := ok(p.Status.Enforcement); err != nil {
+			return fmt.Errorf("%w: %s", err, enforcementString(p.Status.Enforcement))
+		}
+		got = p.Status.Enforcement
+		return nil
+	})
+	return got
+}
+
+func enforcementString(e *v1alpha1.EnforcementStatus) string {
+	v := func(p *int64) int64 { return ptr.Deref(p, -1) }
+	return fmt.Sprintf("allowed %d, limited %d, shadowLimited %d, failedOpen %d, unreadPods %q",
+		v(e.Allowed), v(e.Limited), v(e.ShadowLimited), v(e.FailedOpen), e.UnreadPods)
+}
+
+// counted is an ok func of waitEnforcement wanting exact counts.
+func counted(allowed, limited, shadowLimited int64) func(*v1alpha1.EnforcementStatus) error {
+	return func(e *v1alpha1.EnforcementStatus) error {
+		if ptr.Deref(e.Allowed, -1) != allowed || ptr.Deref(e.Limited, -1) != limited || ptr.Deref(e.ShadowLimited, -1) != shadowLimited {
+			return fmt.Errorf("want allowed %d, limited %d, shadowLimited %d", allowed, limited, shadowLimited)
+		}
+		return nil
+	}
+}
+
+// awayFromTheHour waits out the last seconds of a clock hour, so that a
+// FixedWindow of 1h does not roll over during the test.
+func awayFromTheHour(t testing.TB, need time.Duration) {
+	now := time.Now()
+	if left := now.Truncate(time.Hour).Add(time.Hour).Sub(now); left < need {
+		t.Logf("Waiting %v for the next hour's window", left)
+		time.Sleep(left + time.Second)
+	}
+}
+
+// Known traffic over 3 real limiters sharing one Redis shows in
+// status.enforcement, summed over the pods; a shadow policy's would-be
+// denials show as shadowLimited and never limit; a limiter restarted
+// during the window neither lowers nor doubles the totals.
+func TestEnforcementStats(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	ns := namespace(t, "stats")
+	fleet := &v1alpha1.LimiterFleet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stats"},
+		Spec: v1alpha1.LimiterFleetSpec{
+			Replicas:       ptr.To(int32(3)),
+			PolicySelector: &metav1.LabelSelector{MatchLabels: map[string]string{"fleet": "stats"}},
+			Redis:          v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisExternal), Addresses: []string{srv.Addr}},
+		},
+	}
+	if err := k8s.Create(ctx, fleet); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteFleet(t, fleet) })
+	pods := fleetPodsWithStore(t, fleet, 3, "redis://"+srv.Addr)
+	for _, p := range []*v1alpha1.RateLimitPolicy{
+		statsPolicy(ns, "hundred", "stats", "stats-api", 100, false),
+		statsPolicy(ns, "shadow", "stats", "stats-shadow", 10, true),
+	} {
+		if err := k8s.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(ctx, p) })
+	}
+	waitPolicy(t, ns, "hundred", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	waitPolicy(t, ns, "shadow", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	awayFromTheHour(t, 2*time.Minute)
+
+	t.Run("150 requests against 100 show allowed 100 and limited 50", func(t *testing.T) {
+		codes := map[int]int{}
+		for i := range 150 {
+			codes[pods[i%3].check(t, "stats-api", "user", "kim")]++
+		}
+		if codes[http.StatusOK] != 100 || codes[http.StatusTooManyRequests] != 50 {
+			t.Fatalf("answers %v, want 100 OK and 50 Too Many Requests", codes)
+		}
+		e := waitEnforcement(t, ns, "hundred", counted(100, 50, 0))
+		if e.Window == nil || e.Window.Duration != controllers.DefaultEnforcementWindow || e.UpdatedAt == nil || len(e.UnreadPods) != 0 {
+			t.Errorf("status.enforcement %+v: want window 5m, updatedAt, no unread pods", e)
+		}
+	})
+
+	t.Run("a shadow policy shows shadowLimited and never limits", func(t *testing.T) {
+		for i := range 30 {
+			if code := pods[i%3].check(t, "stats-shadow", "user", "lee"); code != http.StatusOK {
+				t.Fatalf("request %d under a shadow policy answered %d", i+1, code)
+			}
+		}
+		waitEnforcement(t, ns, "shadow", counted(10, 0, 20))
+		out := kubectl(t, "get", "rlp", "-n", ns)
+		if !strings.Contains(out, "SHADOW") || !regexpMatch(`(?m)^shadow\s.*\s10\s+0\s+20\s`, out) || !regexpMatch(`(?m)^hundred\s.*\s100\s+50\s+0\s`, out) {
+			t.Errorf("kubectl get rlp lacks the Allowed, Limited and Shadow counts:\n%s", out)
+		}
+	})
+
+	t.Run("a limiter restarted during the window neither lowers nor doubles the totals", func(t *testing.T) {
+		pods[0].stop()
+		pods[0].start(t)
+		eventually(t, 20*time.Second, "the restarted limiter enforces", func() error {
+			if v := pods[0].loaded(t); v == "" {
+				return fmt.Errorf("no snapshot loaded yet")
+			}
+			return nil
+		})
+		for i := range 10 {
+			if code := pods[i%3].check(t, "stats-api", "user", "kim"); code != http.StatusTooManyRequests {
+				t.Fatalf("request %d after the restart answered %d, want 429", i+1, code)
+			}
+		}
+		waitEnforcement(t, ns, "hundred", counted(100, 60, 0))
+		time.Sleep(time.Second) // several collections and write intervals
+		waitEnforcement(t, ns, "hundred", counted(100, 60, 0))
+	})
+}
+
+func regexpMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }
+
+// A limiter whose stats endpoint answers garbage, and one that never
+// answers, are skipped and counted as errors; status.enforcement names
+// them; the readable limiter's counts still arrive.
+func TestCollectorSkipsUnreadablePods(t *testing.T) {
+	ctx := context.Background()
+	fleet, pods := newFleet(t, "stats-unread", "unread", 1)
+	ns := fleet.Namespace
+	p := statsPolicy(ns, "five", "unread", "unread-api", 5, false)
+	if err := k8s.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, p) })
+
+	// Two stand-in pods: both answer the snapshot endpoint as the real
+	// limiter does (so the policy is enforced on every ready pod); one
+	// answers its stats with garbage, the other never answers them.
+	real, _ := url.Parse("http://" + pods[0].httpAddr)
+	proxy := httputil.NewSingleHostReverseProxy(real)
+	hang := make(chan struct{})
+	garbage := standIn(t, pods[0], 9, func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/stats") {
+			_, _ = w.Write([]byte("<html>not what you wanted"))
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	})
+	hanging := standIn(t, pods[0], 10, func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/stats") {
+			select {
+			case <-hang:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	})
+	t.Cleanup(func() { close(hang) })
+	addStandIns(t, fleet, garbage, hanging)
+
+	waitPolicy(t, ns, "five", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	errorsBefore := collectorErrorCount(t, ns+"/"+fleet.Name)
+	for range 7 {
+		pods[0].check(t, "unread-api", "user", "max")
+	}
+	e := waitEnforcement(t, ns, "five", func(e *v1alpha1.EnforcementStatus) error {
+		if err := counted(5, 2, 0)(e); err != nil {
+			return err
+		}
+		if len(e.UnreadPods) != 2 {
+			return fmt.Errorf("want 2 unread pods")
+		}
+		return nil
+	})
+	if !strings.HasPrefix(e.UnreadPods[0], garbage+": ") || !strings.Contains(e.UnreadPods[0], "decoding") ||
+		!strings.HasPrefix(e.UnreadPods[1], hanging+": ") || !strings.Contains(e.UnreadPods[1], "deadline exceeded") {
+		t.Errorf("unreadPods %q: want %s (garbage) and %s (timeout), with why", e.UnreadPods, garbage, hanging)
+	}
+	if n := collectorErrorCount(t, ns+"/"+fleet.Name); n < errorsBefore+2 {
+		t.Errorf("sluice_operator_collector_errors_total for the fleet is %v, was %v: want both pods counted", n, errorsBefore)
+	}
+}
+
+// standIn serves h on the loopback address .host of the limiter's block and
+// the limiter's HTTP port, and returns its pod address (host:port).
+func standIn(t *testing.T, like *limiterProc, host int, h http.HandlerFunc) string {
+	t.Helper()
+	ip, port, _ := net.SplitHostPort(like.httpAddr)
+	lo := ip[:strings.LastIndex(ip, ".")+1] + strconv.Itoa(host)
+	l, err := net.Listen("tcp", net.JoinHostPort(lo, port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return net.JoinHostPort(podNetwork.podIP(lo), port)
+}
+
+// addStandIns adds ready endpoints at the given pod addresses to the
+// fleet's EndpointSlice.
+func addStandIns(t *testing.T, fleet *v1alpha1.LimiterFleet, addrs ...string) {
+	t.Helper()
+	ctx := context.Background()
+	slice := &discoveryv1.EndpointSlice{}
+	key := client.ObjectKey{Namespace: fleet.Namespace, Name: controllers.LimiterName(fleet) + "-abcde"}
+	if err := k8s.Get(ctx, key, slice); err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range addrs {
+		ip, _, _ := net.SplitHostPort(a)
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
+			Addresses:  []string{ip},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: fleet.Namespace, Name: fmt.Sprintf("stand-in-%d", i)},
+		})
+	}
+	if err := k8s.Update(ctx, slice); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// collectorErrorCount reads the operator's collector error counter of a
+// fleet (the operator runs in this process).
+func collectorErrorCount(t *testing.T, fleet string) float64 {
+	t.Helper()
+	mfs, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "sluice_operator_collector_errors_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "fleet" && l.GetValue() == fleet {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}

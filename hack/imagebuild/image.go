@@ -1,0 +1,377 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// NonRoot is the user and group the images run as, distroless's "nonroot".
+const NonRoot = 65532
+
+// Component is one binary of the project and the image that holds it.
+type Component struct {
+	// Package is the main package, relative to the module root.
+	Package string
+	// Image is the image name under the registry, and the archive's name.
+	Image string
+	// Entrypoint is the binary's path in the image.
+	Entrypoint string
+	// Description is org.opencontainers.image.description.
+	Description string
+	// Ports are the TCP ports the binary listens on by default.
+	Ports []int
+}
+
+var components = map[string]Component{
+	"operator": {
+		Package: "./cmd/operator", Image: "sluice-operator", Entrypoint: "/operator",
+		Description: "Sluice operator: compiles RateLimitPolicies into snapshots and runs LimiterFleets",
+		Ports:       []int{8080, 8081}, // metrics, health probes
+	},
+	"limiter": {
+		Package: "./cmd/limiter", Image: "sluice-limiter", Entrypoint: "/limiter",
+		Description: "Sluice limiter: Envoy RLS v3 and HTTP rate limit service",
+		Ports:       []int{8080, 8081}, // HTTP, gRPC
+	},
+}
+
+func componentNames() string {
+	var names []string
+	for n := range components {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// Options say what to build.
+type Options struct {
+	Component
+	// Registry prefixes the image name, such as "ghcr.io/sluice-dev".
+	Registry string
+	// Version is the tag and org.opencontainers.image.version.
+	Version string
+	// Revision is the source commit; no revision label when empty.
+	Revision string
+	// Arch is the GOARCH the binary was built for.
+	Arch string
+	// Created is the time of every file, layer and the image.
+	Created time.Time
+	// BinaryFile is the static binary to put at Entrypoint.
+	BinaryFile string
+	// CACerts is a CA bundle for /etc/ssl/certs/ca-certificates.crt; none
+	// when empty.
+	CACerts string
+}
+
+// Labels are the image's OCI annotation labels.
+func (o Options) Labels() map[string]string {
+	l := map[string]string{
+		"org.opencontainers.image.title":       o.Image,
+		"org.opencontainers.image.description": o.Description,
+		"org.opencontainers.image.version":     o.Version,
+		"org.opencontainers.image.created":     o.Created.UTC().Format(time.RFC3339),
+		"org.opencontainers.image.source":      "https://github.com/sluice-dev/sluice",
+		"org.opencontainers.image.url":         "https://github.com/sluice-dev/sluice",
+	}
+	if o.Revision != "" {
+		l["org.opencontainers.image.revision"] = o.Revision
+	}
+	return l
+}
+
+// Build returns the image of opts and its tag: two layers on nothing, the
+// base (users, /tmp, CA certificates) and the binary.
+func Build(opts Options) (v1.Image, name.Tag, error) {
+	ref, err := name.NewTag(fmt.Sprintf("%s/%s:%s", opts.Registry, opts.Image, opts.Version), name.StrictValidation)
+	if err != nil {
+		return nil, ref, err
+	}
+	base, err := baseLayer(opts)
+	if err != nil {
+		return nil, ref, err
+	}
+	binLayer, err := binaryLayer(opts)
+	if err != nil {
+		return nil, ref, err
+	}
+	created := v1.Time{Time: opts.Created.UTC()}
+	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	img, err = mutate.Append(img,
+		mutate.Addendum{Layer: base, MediaType: types.OCILayer, History: v1.History{
+			Created: created, CreatedBy: "imagebuild: base (nonroot user 65532, /tmp, CA certificates)",
+		}},
+		mutate.Addendum{Layer: binLayer, MediaType: types.OCILayer, History: v1.History{
+			Created: created, CreatedBy: fmt.Sprintf("imagebuild: %s (CGO_ENABLED=0 go build %s)", opts.Entrypoint, opts.Package),
+		}},
+	)
+	if err != nil {
+		return nil, ref, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, ref, err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture, cf.Created = "linux", opts.Arch, created
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	if opts.CACerts != "" {
+		env = append(env, "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt")
+	}
+	ports := map[string]struct{}{}
+	for _, p := range opts.Ports {
+		ports[fmt.Sprintf("%d/tcp", p)] = struct{}{}
+	}
+	cf.Config = v1.Config{
+		Entrypoint:   []string{opts.Entrypoint},
+		User:         fmt.Sprintf("%d:%d", NonRoot, NonRoot),
+		WorkingDir:   "/",
+		Env:          env,
+		ExposedPorts: ports,
+		Labels:       opts.Labels(),
+	}
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		return nil, ref, err
+	}
+	img = mutate.Annotations(img, opts.Labels()).(v1.Image)
+	return img, ref, nil
+}
+
+// tarEntry is one file or directory of a layer.
+type tarEntry struct {
+	path     string // relative, directories end in "/"
+	mode     int64
+	uid      int
+	data     []byte
+	fromFile string // read data from this file
+}
+
+func baseLayer(opts Options) (v1.Layer, error) {
+	entries := []tarEntry{
+		{path: "etc/", mode: 0o755},
+		{path: "etc/passwd", mode: 0o644, data: []byte(
+			"root:x:0:0:root:/root:/sbin/nologin\n" +
+				"nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
+		{path: "etc/group", mode: 0o644, data: []byte("root:x:0:\nnonroot:x:65532:\n")},
+		// Go's resolver reads it: files before DNS.
+		{path: "etc/nsswitch.conf", mode: 0o644, data: []byte("hosts: files dns\n")},
+	}
+	if opts.CACerts != "" {
+		entries = append(entries,
+			tarEntry{path: "etc/ssl/", mode: 0o755},
+			tarEntry{path: "etc/ssl/certs/", mode: 0o755},
+			tarEntry{path: "etc/ssl/certs/ca-certificates.crt", mode: 0o644, fromFile: opts.CACerts},
+		)
+	}
+	entries = append(entries,
+		tarEntry{path: "home/", mode: 0o755},
+		tarEntry{path: "home/nonroot/", mode: 0o700, uid: NonRoot},
+		tarEntry{path: "root/", mode: 0o700},
+		tarEntry{path: "tmp/", mode: 0o1777},
+	)
+	return layer(entries, opts.Created)
+}
+
+func binaryLayer(opts Options) (v1.Layer, error) {
+	return layer([]tarEntry{{path: strings.TrimPrefix(opts.Entrypoint, "/"), mode: 0o755, fromFile: opts.BinaryFile}}, opts.Created)
+}
+
+// layer builds a tar of entries, every one owned by root unless it says
+// otherwise and dated created, and makes it a gzip OCI layer. It compresses
+// once, here (Go's gzip output depends only on its input and level), so
+// that digests and archives reuse the bytes.
+func layer(entries []tarEntry, created time.Time) (v1.Layer, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		h := &tar.Header{
+			Name: e.path, Mode: e.mode, Uid: e.uid, Gid: e.uid,
+			ModTime: created.UTC(), Format: tar.FormatPAX,
+		}
+		data := e.data
+		if e.fromFile != "" {
+			var err error
+			if data, err = os.ReadFile(e.fromFile); err != nil {
+				return nil, err
+			}
+		}
+		if strings.HasSuffix(e.path, "/") {
+			h.Typeflag = tar.TypeDir
+		} else {
+			h.Typeflag, h.Size = tar.TypeReg, int64(len(data))
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	if _, err := zw.Write(buf.Bytes()); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	b := gz.Bytes()
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(b)), nil
+	}, tarball.WithMediaType(types.OCILayer))
+}
+
+// WriteArchive writes img as one tar that is both an OCI image layout
+// (oci-layout, index.json, blobs/) and a docker save archive (manifest.json
+// naming the same blobs), as docker save writes since Docker 25: every
+// loader reads it, and each blob is stored once.
+func WriteArchive(path string, img v1.Image, ref name.Tag, created time.Time) error {
+	manifest, err := img.RawManifest()
+	if err != nil {
+		return err
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return err
+	}
+	config, err := img.RawConfigFile()
+	if err != nil {
+		return err
+	}
+	configName, err := img.ConfigName()
+	if err != nil {
+		return err
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		return err
+	}
+	mt, err := img.MediaType()
+	if err != nil {
+		return err
+	}
+
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tw := tar.NewWriter(f)
+	add := func(name string, r io.Reader, size int64) error {
+		h := &tar.Header{Name: name, Mode: 0o644, Size: size, ModTime: created.UTC(), Typeflag: tar.TypeReg, Format: tar.FormatPAX}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		_, err := io.Copy(tw, r)
+		return err
+	}
+	addBytes := func(name string, b []byte) error { return add(name, bytes.NewReader(b), int64(len(b))) }
+	blob := func(h v1.Hash) string { return "blobs/" + h.Algorithm + "/" + h.Hex }
+
+	if err := addBytes("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
+		return err
+	}
+	var layerNames []string
+	for _, l := range layers {
+		d, err := l.Digest()
+		if err != nil {
+			return err
+		}
+		size, err := l.Size()
+		if err != nil {
+			return err
+		}
+		rc, err := l.Compressed()
+		if err != nil {
+			return err
+		}
+		err = add(blob(d), rc, size)
+		rc.Close()
+		if err != nil {
+			return err
+		}
+		layerNames = append(layerNames, blob(d))
+	}
+	if err := addBytes(blob(configName), config); err != nil {
+		return err
+	}
+	if err := addBytes(blob(digest), manifest); err != nil {
+		return err
+	}
+	index, err := json.Marshal(v1.IndexManifest{
+		SchemaVersion: 2,
+		MediaType:     types.OCIImageIndex,
+		Manifests: []v1.Descriptor{{
+			MediaType: mt, Digest: digest, Size: int64(len(manifest)),
+			Annotations: map[string]string{
+				"org.opencontainers.image.ref.name": ref.TagStr(),
+				"io.containerd.image.name":          ref.String(),
+			},
+		}},
+	})
+	if err != nil {
+		return err
+	}
+	if err := addBytes("index.json", index); err != nil {
+		return err
+	}
+	dockerManifest, err := json.Marshal([]struct {
+		Config   string
+		RepoTags []string
+		Layers   []string
+	}{{Config: blob(configName), RepoTags: []string{ref.String()}, Layers: layerNames}})
+	if err != nil {
+		return err
+	}
+	if err := addBytes("manifest.json", dockerManifest); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// buildBinary builds pkg as a static linux/arch binary at out.
+func buildBinary(moduleRoot, pkg, arch, out string) error {
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+	cmd.Dir = moduleRoot
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return nil
+}
+
+// moduleRoot is the directory of the main module's go.mod.
+func moduleRoot() (string, error) {
+	b, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(b))
+	if gomod == "" || gomod == os.DevNull {
+		return "", fmt.Errorf("not inside the module")
+	}
+	return filepath.Dir(gomod), nil
+}

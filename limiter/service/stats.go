@@ -1,0 +1,110 @@
+package service
+
+import (
+	"sort"
+	"sync/atomic"
+
+	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/config"
+)
+
+// nearLimitPercent: an allowed decision whose remaining units are under
+// this fraction of the limit's capacity counts as near the limit.
+const nearLimitPercent = 20
+
+// policyStats are one policy's decision counts since this process started,
+// for the operator's collector (the admin stats endpoint). They are kept
+// across Swaps by policy UID (namespace/name when the snapshot has no
+// UIDs), so that a new snapshot does not reset them; the generation is the
+// last one loaded. Every field is atomic: the request path only adds.
+type policyStats struct {
+	uid, namespace, name string
+	generation           atomic.Int64
+
+	allowed, limited, shadowLimited         atomic.Int64
+	failedOpen, failedClosed, localFallback atomic.Int64
+	nearLimit                               atomic.Int64
+}
+
+// PolicyStats is a copy of one policy's decision counts since the process
+// started. The counts only grow while the process runs.
+type PolicyStats struct {
+	UID        string
+	Namespace  string
+	Name       string
+	Generation int64
+
+	Allowed       int64
+	Limited       int64
+	ShadowLimited int64
+	FailedOpen    int64
+	FailedClosed  int64
+	LocalFallback int64
+	// NearLimit counts the allowed decisions (from the store) that left
+	// less than 20% of the limit's capacity.
+	NearLimit int64
+}
+
+func statsKey(p *config.Policy) string {
+	if p.UID != "" {
+		return p.UID
+	}
+	return p.ID()
+}
+
+// statsFor returns the stats of p, reusing those of the previous snapshot.
+// Called by Swap only.
+func (s *Service) statsFor(prev map[string]*policyStats, p *config.Policy) *policyStats {
+	if s.opts.DisablePolicyStats {
+		return nil
+	}
+	st := prev[statsKey(p)]
+	if st == nil {
+		st = &policyStats{uid: p.UID, namespace: p.Namespace, name: p.Name}
+	}
+	st.generation.Store(p.Generation)
+	return st
+}
+
+// count records one decision of a policy. shadow is true for a shadow
+// policy or under the kill switch.
+func (st *policyStats) count(dec *Decision, l algo.Limit, shadow bool) {
+	if st == nil {
+		return
+	}
+	switch {
+	case dec.Reason != "":
+		return // counted by the failure mode
+	case !dec.Result.Allowed && shadow:
+		st.shadowLimited.Add(1)
+	case !dec.Result.Allowed:
+		st.limited.Add(1)
+	default:
+		st.allowed.Add(1)
+		if dec.Result.Remaining*100 < l.Capacity()*nearLimitPercent {
+			st.nearLimit.Add(1)
+		}
+	}
+}
+
+// PolicyStats returns the decision counts of the loaded snapshot's
+// policies since the process started, sorted by namespace and name.
+func (s *Service) PolicyStats() []PolicyStats {
+	l := s.loaded.Load()
+	out := make([]PolicyStats, 0, len(l.stats))
+	for _, st := range l.stats {
+		out = append(out, PolicyStats{
+			UID: st.uid, Namespace: st.namespace, Name: st.name, Generation: st.generation.Load(),
+			Allowed: st.allowed.Load(), Limited: st.limited.Load(), ShadowLimited: st.shadowLimited.Load(),
+			FailedOpen: st.failedOpen.Load(), FailedClosed: st.failedClosed.Load(), LocalFallback: st.localFallback.Load(),
+			NearLimit: st.nearLimit.Load(),
+		})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
