@@ -503,7 +503,8 @@ func runFault(t *testing.T, sc faultScenario) {
 // bytes is rejected (HTTP 400, gRPC InvalidArgument).
 func TestIdempotencyEndToEnd(t *testing.T) {
 	c := redistest.StartClusterWith(t, redistest.ClusterOptions{Primaries: 3})
-	r := newRig(t, c, "--idempotency-ttl", "1s")
+	// The TTL must outlast 1,000 sequential retries on a loaded machine.
+	r := newRig(t, c, "--idempotency-ttl", "10s")
 	post := func(domain, user, key string) *http.Response {
 		t.Helper()
 		body := fmt.Sprintf(`{"domain":%q,"descriptors":[{"entries":[{"key":"closed","value":%q}]}]}`, domain, user)
@@ -545,7 +546,7 @@ func TestIdempotencyEndToEnd(t *testing.T) {
 			t.Fatalf("RLS retry %d: %v %v", i, resp, err)
 		}
 	}
-	// The record expires (TTL 1s): the retry is decided again.
+	// The record expires (TTL 10s): the retry is decided again.
 	eventually(t, "idempotency record expired", func() bool {
 		return post("faults", "retrier", "payment-42").Header.Get("Idempotent-Replayed") == ""
 	})
