@@ -50,8 +50,13 @@ type LimiterFleetReconciler struct {
 	// DefaultImage is the limiter image of fleets that name none.
 	DefaultImage string
 
-	applied sync.Map // object key -> appliedState
+	applied  sync.Map // object key -> appliedState
+	verdicts verdictCache
 }
+
+// allDomains keys the verdicts of every policy in the fleet controller's
+// cache (the policy controller caches per domain).
+const allDomains = "\x00all"
 
 // +kubebuilder:rbac:groups=ratelimit.sluice.dev,resources=limiterfleets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=ratelimit.sluice.dev,resources=limiterfleets/status,verbs=get;update;patch
@@ -193,7 +198,7 @@ func (r *LimiterFleetReconciler) selectPolicies(ctx context.Context, fleet *v1al
 	if err != nil {
 		return nil, err
 	}
-	verdicts := decideAcceptance(list.Items)
+	verdicts := r.verdicts.get(allDomains, list.Items)
 	var out []v1alpha1.RateLimitPolicy
 	for i := range list.Items {
 		p := &list.Items[i]
