@@ -45,9 +45,11 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(policiesByCondition, fleetConditions, snapshotCompileSeconds, snapshotBytes,
+	registerMetrics(policiesByCondition, fleetConditions, snapshotCompileSeconds, snapshotBytes,
 		collectorErrors, collectorScrapes, collectorCycleSeconds, enforcementWrites)
 }
+
+func registerMetrics(cs ...prometheus.Collector) { metrics.Registry.MustRegister(cs...) }
 
 // forgetFleetMetrics drops the series of a deleted fleet.
 func forgetFleetMetrics(fleet types.NamespacedName) {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -32,6 +33,7 @@ type RateLimitPolicyReconciler struct {
 	Acks   *AckTracker
 
 	verdicts verdictCache
+	latency  applyLatency
 }
 
 // +kubebuilder:rbac:groups=ratelimit.sluice.dev,resources=ratelimitpolicies,verbs=get;list;watch
@@ -42,11 +44,15 @@ type RateLimitPolicyReconciler struct {
 func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	policy := &v1alpha1.RateLimitPolicy{}
 	if err := r.Get(ctx, req.NamespacedName, policy); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.latency.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !policy.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
+	r.latency.saw(policy)
 	var sameDomain v1alpha1.RateLimitPolicyList
 	if err := r.List(ctx, &sameDomain, client.MatchingFields{domainIndex: policy.Spec.Domain}); err != nil {
 		return ctrl.Result{}, err
@@ -78,7 +84,11 @@ func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return ctrl.Result{}, nil
 	}
 	logf.FromContext(ctx).V(1).Info("Updating status", "accepted", accepted.Status)
-	return ctrl.Result{}, r.Status().Patch(ctx, next, client.MergeFrom(policy))
+	if err := r.Status().Patch(ctx, next, client.MergeFrom(policy)); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.latency.wrote(policy, st.Conditions)
+	return ctrl.Result{}, nil
 }
 
 // fleetViews lists the fleets that select the policy with what their ready

@@ -82,12 +82,30 @@ func TestSystem(t *testing.T) {
 	})
 
 	t.Run("an edit to rate.limit is enforced without a restart", func(t *testing.T) {
+		samples, _ := controllers.ApplyToEnforcedSamples(t)
 		kubectl(t, "-n", "payments", "patch", "rlp", "charges-per-user", "--type=merge", "-p", `{"spec":{"rate":{"limit":2},"burst":2}}`)
-		waitPolicy(t, "payments", "charges-per-user", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+		p := waitPolicy(t, "payments", "charges-per-user", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+		eventually(t, 10*time.Second, "apply-to-enforced latency observed", func() error {
+			if c := condition(p.Status.Conditions, v1alpha1.EnforcedCondition); c.ObservedGeneration != p.Generation {
+				p = waitPolicy(t, "payments", "charges-per-user", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+			}
+			if n, _ := controllers.ApplyToEnforcedSamples(t); n <= samples {
+				return fmt.Errorf("sluice_operator_apply_to_enforced_seconds has %d samples, had %d before the edit", n, samples)
+			}
+			return nil
+		})
 		expectLimit(t, "lee", 2)
 	})
 
 	t.Run("a conflicting policy is rejected and the others keep working", func(t *testing.T) {
+		// Creation timestamps have one-second resolution and a tie goes by
+		// name, which would make the duplicate the older one: create it in a
+		// later second.
+		orig := &v1alpha1.RateLimitPolicy{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "payments", Name: "charges-per-user"}, orig); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(orig.CreationTimestamp.Add(1100 * time.Millisecond)))
 		dup := &v1alpha1.RateLimitPolicy{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "charges-duplicate"},
 			Spec: v1alpha1.RateLimitPolicySpec{
