@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,19 +41,68 @@ const (
 	burstSeconds                      = 10
 	collectParallelism                = 16
 	maxUnreadPods                     = 16
+	maxHottest                        = 20
 )
 
 // adminStats is the part of the stats endpoint's answer the collector reads.
 type adminStats struct {
-	BootID    string    `json:"bootID"`
-	StartedAt time.Time `json:"startedAt"`
-	Policies  []struct {
-		UID           types.UID `json:"uid"`
-		Allowed       int64     `json:"allowed"`
-		Limited       int64     `json:"limited"`
-		ShadowLimited int64     `json:"shadowLimited"`
-		FailedOpen    int64     `json:"failedOpen"`
-	} `json:"policies"`
+	BootID    string             `json:"bootID"`
+	StartedAt time.Time          `json:"startedAt"`
+	Policies  []adminPolicyStats `json:"policies"`
+}
+
+// adminPolicyStats is one policy's part of adminStats.
+type adminPolicyStats struct {
+	UID           types.UID `json:"uid"`
+	Allowed       int64     `json:"allowed"`
+	Limited       int64     `json:"limited"`
+	ShadowLimited int64     `json:"shadowLimited"`
+	FailedOpen    int64     `json:"failedOpen"`
+	// With the fleet's spec.stats.topDescriptors.
+	Hottest      []v1alpha1.HotDescriptor `json:"hottest"`
+	HottestSince *time.Time               `json:"hottestSince"`
+}
+
+// hotSum is one policy's hottest values of one interval, summed over the
+// pods read in a collection.
+type hotSum struct {
+	since  time.Time
+	k      int // the longest list a pod reported: the fleet's K
+	values map[string]*v1alpha1.HotDescriptor
+}
+
+// add merges one pod's list; a pod still on an older interval is left out.
+func (h *hotSum) add(since time.Time, vs []v1alpha1.HotDescriptor) {
+	switch {
+	case since.Before(h.since):
+		return
+	case since.After(h.since):
+		*h = hotSum{since: since, values: map[string]*v1alpha1.HotDescriptor{}}
+	}
+	h.k = max(h.k, len(vs))
+	for _, v := range vs {
+		if cur := h.values[v.Value]; cur != nil {
+			cur.Requests += v.Requests
+			cur.Limited += v.Limited
+		} else {
+			h.values[v.Value] = &v1alpha1.HotDescriptor{Value: v.Value, Requests: v.Requests, Limited: v.Limited}
+		}
+	}
+}
+
+// top is the k most requested values, most first, then by value.
+func (h *hotSum) top() []v1alpha1.HotDescriptor {
+	out := make([]v1alpha1.HotDescriptor, 0, len(h.values))
+	for _, v := range h.values {
+		out = append(out, *v)
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.HotDescriptor) int {
+		if a.Requests != b.Requests {
+			return cmp.Compare(b.Requests, a.Requests)
+		}
+		return strings.Compare(a.Value, b.Value)
+	})
+	return out[:min(len(out), h.k, maxHottest)]
 }
 
 // counts are the decision counts the collector sums.
@@ -114,6 +165,7 @@ type Collector struct {
 	now      func() time.Time                  // for tests of the window
 	mu       sync.Mutex                        // guards unread during a scrape
 	unread   map[types.NamespacedName][]string // by fleet, this collection
+	hot      map[types.UID]*hotSum             // by policy, this collection
 }
 
 // podCounts is the last reading of one limiter process.
@@ -217,6 +269,7 @@ func (c *Collector) collect(ctx context.Context) error {
 		}
 	}
 	c.unread = map[types.NamespacedName][]string{}
+	c.hot = map[types.UID]*hotSum{}
 	fleets := c.Acks.Endpoints()
 	type answer struct {
 		addr  string
@@ -325,6 +378,14 @@ func (c *Collector) record(now time.Time, addr string, st *adminStats) {
 	for _, p := range st.Policies {
 		cur := counts{p.Allowed, p.Limited, p.ShadowLimited, p.FailedOpen}
 		next.counts[p.UID] = cur
+		if p.HottestSince != nil && len(p.Hottest) > 0 {
+			h := c.hot[p.UID]
+			if h == nil {
+				h = &hotSum{}
+				c.hot[p.UID] = h
+			}
+			h.add(*p.HottestSince, p.Hottest)
+		}
 		var d counts
 		switch {
 		case prev != nil:
@@ -392,6 +453,9 @@ func (c *Collector) write(ctx context.Context, now time.Time) error {
 		next := &v1alpha1.EnforcementStatus{
 			Allowed: &sum.allowed, Limited: &sum.limited, ShadowLimited: &sum.shadowLimited, FailedOpen: &sum.failedOpen,
 			Window: &metav1.Duration{Duration: c.Window}, UnreadPods: unread,
+		}
+		if h := c.hot[pol.UID]; h != nil {
+			next.Hottest, next.HottestSince = h.top(), &metav1.Time{Time: h.since}
 		}
 		if old := pol.Status.Enforcement; old != nil {
 			cmp := old.DeepCopy()
@@ -468,8 +532,12 @@ func (c *Collector) patch(ctx context.Context, pol *v1alpha1.RateLimitPolicy, e 
 	if err := json.Unmarshal(b, &enf); err != nil {
 		return err
 	}
+	// A merge patch removes what is null.
 	if len(e.UnreadPods) == 0 {
-		enf["unreadPods"] = nil // a merge patch removes it
+		enf["unreadPods"] = nil
+	}
+	if len(e.Hottest) == 0 {
+		enf["hottest"], enf["hottestSince"] = nil, nil
 	}
 	data, err := json.Marshal(map[string]any{"status": map[string]any{"enforcement": enf}})
 	if err != nil {

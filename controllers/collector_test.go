@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -18,13 +19,7 @@ import (
 // reading is one pod's stats answer with one policy, uid-1.
 func reading(boot string, started time.Time, allowed, limited int64) *adminStats {
 	st := &adminStats{BootID: boot, StartedAt: started}
-	st.Policies = append(st.Policies, struct {
-		UID           types.UID `json:"uid"`
-		Allowed       int64     `json:"allowed"`
-		Limited       int64     `json:"limited"`
-		ShadowLimited int64     `json:"shadowLimited"`
-		FailedOpen    int64     `json:"failedOpen"`
-	}{UID: "uid-1", Allowed: allowed, Limited: limited})
+	st.Policies = append(st.Policies, adminPolicyStats{UID: "uid-1", Allowed: allowed, Limited: limited})
 	return st
 }
 
@@ -101,4 +96,23 @@ func TestCollectorWindow(t *testing.T) {
 		t.Errorf("the new leader rewrote an unchanged status at %v", e.UpdatedAt)
 	}
 	want(step(20*time.Second, map[string]*adminStats{"a": reading("a2", now, 10, 1), "c": reading("c1", now.Add(-time.Second), 3, 0)}), 9, 0)
+}
+
+// Pods' hottest lists are summed per value when they cover the same
+// interval; a pod still reporting an older interval is left out, and the
+// newest interval replaces older sums.
+func TestHotSum(t *testing.T) {
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	hd := func(v string, req, lim int64) v1alpha1.HotDescriptor {
+		return v1alpha1.HotDescriptor{Value: v, Requests: req, Limited: lim}
+	}
+	var h hotSum
+	h.add(t0, []v1alpha1.HotDescriptor{hd("user=a", 9, 1), hd("user=b", 4, 0)})
+	h.add(t0.Add(time.Minute), []v1alpha1.HotDescriptor{hd("user=a", 2, 0), hd("user=c", 5, 0)})
+	h.add(t0, []v1alpha1.HotDescriptor{hd("user=z", 100, 0)}) // behind: left out
+	h.add(t0.Add(time.Minute), []v1alpha1.HotDescriptor{hd("user=c", 1, 1), hd("user=a", 4, 2), hd("user=d", 1, 0)})
+	want := []v1alpha1.HotDescriptor{hd("user=a", 6, 2), hd("user=c", 6, 1), hd("user=d", 1, 0)}
+	if got := h.top(); fmt.Sprint(got) != fmt.Sprint(want) || !h.since.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("top %+v since %v, want %+v since %v", got, h.since, want, t0.Add(time.Minute))
+	}
 }

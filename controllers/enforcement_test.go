@@ -293,3 +293,62 @@ func collectorErrorCount(t *testing.T, fleet string) float64 {
 	}
 	return 0
 }
+
+// With spec.stats.topDescriptors, the fleet's limiters (run with the
+// arguments its Deployment renders) report each policy's hottest values,
+// and the collector sums them over the pods into status.enforcement.hottest.
+func TestEnforcementHottest(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	ns := namespace(t, "hottest")
+	fleet := &v1alpha1.LimiterFleet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hot"},
+		Spec: v1alpha1.LimiterFleetSpec{
+			Replicas:       ptr.To(int32(3)),
+			PolicySelector: &metav1.LabelSelector{MatchLabels: map[string]string{"fleet": "hot"}},
+			Redis:          v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisExternal), Addresses: []string{srv.Addr}},
+			Stats: &v1alpha1.FleetStats{TopDescriptors: ptr.To[int32](2),
+				DescriptorValues: ptr.To(v1alpha1.DescriptorValuesTruncate), TruncateTo: ptr.To[int32](5)},
+		},
+	}
+	if err := k8s.Create(ctx, fleet); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteFleet(t, fleet) })
+	const interval = 5 * time.Second
+	pods := fleetPodsWithArgs(t, fleet, 3, "redis://"+srv.Addr, "--top-descriptor-interval="+interval.String())
+	pol := statsPolicy(ns, "five", "hot", "hot-api", 5, false)
+	if err := k8s.Create(ctx, pol); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, pol) })
+	waitPolicy(t, ns, "five", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	awayFromTheHour(t, time.Minute)
+
+	// All the traffic in one interval: start just after a boundary.
+	time.Sleep(time.Until(time.Now().Truncate(interval).Add(interval + 100*time.Millisecond)))
+	for i, user := range []string{"alice-the-first", "alice-the-first", "bob", "alice-the-first", "carol", "alice-the-first",
+		"bob", "alice-the-first", "alice-the-first", "bob", "alice-the-first", "alice-the-first"} {
+		pods[i%3].check(t, "hot-api", "user", user)
+	}
+	want := []v1alpha1.HotDescriptor{{Value: "user=alice…", Requests: 8, Limited: 3}, {Value: "user=bob", Requests: 3}}
+	e := waitEnforcement(t, ns, "five", func(e *v1alpha1.EnforcementStatus) error {
+		if fmt.Sprint(e.Hottest) != fmt.Sprint(want) {
+			return fmt.Errorf("hottest %+v, want %+v", e.Hottest, want)
+		}
+		return nil
+	})
+	if e.HottestSince == nil || e.HottestSince.Time.Sub(time.Now().Truncate(interval)) > 0 {
+		t.Errorf("hottestSince %v: want the start of a past interval", e.HottestSince)
+	}
+	if out := kubectl(t, "get", "rlp", "-n", ns, "five", "-o", "jsonpath={.status.enforcement.hottest[0].value}"); out != "user=alice…" {
+		t.Errorf("kubectl shows hottest[0].value %q", out)
+	}
+	// A quiet interval later, the list goes.
+	waitEnforcement(t, ns, "five", func(e *v1alpha1.EnforcementStatus) error {
+		if e.Hottest != nil || e.HottestSince != nil {
+			return fmt.Errorf("hottest %+v since %v after a quiet interval", e.Hottest, e.HottestSince)
+		}
+		return nil
+	})
+}

@@ -246,13 +246,30 @@ func DefaultLimiterResources() corev1.ResourceRequirements {
 
 // LimiterArgs are the limiter container's arguments.
 func LimiterArgs(fleet *v1alpha1.LimiterFleet, storeURL string) []string {
-	return []string{
+	args := []string{
 		"--snapshot-configmap=" + fleet.Namespace + "/" + SnapshotConfigMapName(fleet),
 		"--store=" + storeURL,
 		fmt.Sprintf("--grpc-addr=0.0.0.0:%d", LimiterGRPCPort),
 		fmt.Sprintf("--http-addr=0.0.0.0:%d", LimiterHTTPPort),
 		"--log-format=json",
 	}
+	return append(args, topDescriptorArgs(fleet.Spec.Stats)...)
+}
+
+// topDescriptorArgs turn spec.stats into the limiter's --top-descriptor*
+// flags; none while topDescriptors is 0.
+func topDescriptorArgs(st *v1alpha1.FleetStats) []string {
+	if st == nil || ptr.Deref(st.TopDescriptors, 0) == 0 {
+		return nil
+	}
+	args := []string{fmt.Sprintf("--top-descriptors=%d", *st.TopDescriptors)}
+	if ptr.Deref(st.DescriptorValues, v1alpha1.DescriptorValuesHash) == v1alpha1.DescriptorValuesTruncate {
+		args = append(args, "--top-descriptor-values=truncate")
+		if st.TruncateTo != nil {
+			args = append(args, fmt.Sprintf("--top-descriptor-truncate=%d", *st.TruncateTo))
+		}
+	}
+	return args
 }
 
 // BuildLimiterDeployment builds the limiter Deployment. The image is

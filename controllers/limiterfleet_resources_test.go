@@ -614,3 +614,26 @@ func TestBuildSnapshotConfigMapLimiterDecodes(t *testing.T) {
 		})
 	}
 }
+
+func TestLimiterArgsTopDescriptors(t *testing.T) {
+	base := controllers.LimiterArgs(resFleet("ns", "f"), "memory")
+	for _, tc := range []struct {
+		name  string
+		stats *v1alpha1.FleetStats
+		want  []string
+	}{
+		{"no stats section", nil, nil},
+		{"zero is off", &v1alpha1.FleetStats{TopDescriptors: ptr.To[int32](0), DescriptorValues: ptr.To(v1alpha1.DescriptorValuesTruncate)}, nil},
+		{"hash by default", &v1alpha1.FleetStats{TopDescriptors: ptr.To[int32](5)}, []string{"--top-descriptors=5"}},
+		{"truncate", &v1alpha1.FleetStats{TopDescriptors: ptr.To[int32](3), DescriptorValues: ptr.To(v1alpha1.DescriptorValuesTruncate), TruncateTo: ptr.To[int32](12)},
+			[]string{"--top-descriptors=3", "--top-descriptor-values=truncate", "--top-descriptor-truncate=12"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := resFleet("ns", "f", func(f *v1alpha1.LimiterFleet) { f.Spec.Stats = tc.stats })
+			got := controllers.LimiterArgs(f, "memory")
+			if diff := cmp.Diff(append(slices.Clone(base), tc.want...), got); diff != "" {
+				t.Errorf("args (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -295,6 +295,19 @@ func fleetPods(t testing.TB, fleet *v1alpha1.LimiterFleet, n int) []*limiterProc
 // fleetPodsWithStore is fleetPods with the limiters' --store.
 func fleetPodsWithStore(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store string) []*limiterProc {
 	t.Helper()
+	return fleetPodsWithArgs(t, fleet, n, store)
+}
+
+// fleetPodsWithArgs is fleetPodsWithStore with more limiter arguments. The
+// limiters also get the --top-descriptor* arguments the fleet's Deployment
+// renders.
+func fleetPodsWithArgs(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store string, extra ...string) []*limiterProc {
+	t.Helper()
+	for _, a := range controllers.LimiterArgs(fleet, store) {
+		if strings.HasPrefix(a, "--top-") {
+			extra = append(extra, a)
+		}
+	}
 	block := 100 + ipBlock.Add(1)
 	var ips []string
 	for i := range n {
@@ -315,6 +328,7 @@ func fleetPodsWithStore(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store
 		}
 		p.args = []string{"--snapshot-configmap", cm, "--kubeconfig", kubeconfig, "--store", store,
 			"--http-addr", p.httpAddr, "--grpc-addr", p.grpcAddr}
+		p.args = append(p.args, extra...)
 		p.start(t)
 		t.Cleanup(p.stop)
 		procs = append(procs, p)

@@ -320,6 +320,28 @@ var fleetBadCases = []fleetBadCase{
 		message: "should be less than or equal to 100",
 	},
 	{
+		name:    "stats.topDescriptors above 20",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Stats = &v1alpha1.FleetStats{TopDescriptors: ptr.To[int32](21)} },
+		field:   "spec.stats.topDescriptors",
+		message: "should be less than or equal to 20",
+	},
+	{
+		name: "stats.truncateTo without Truncate",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Stats = &v1alpha1.FleetStats{TopDescriptors: ptr.To[int32](5), TruncateTo: ptr.To[int32](4)}
+		},
+		field:   "spec.stats.truncateTo",
+		message: "spec.stats.truncateTo applies only when spec.stats.descriptorValues is Truncate",
+	},
+	{
+		name: "stats.descriptorValues unknown",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Stats = &v1alpha1.FleetStats{DescriptorValues: ptr.To(v1alpha1.DescriptorValues("Plain"))}
+		},
+		field:   "spec.stats.descriptorValues",
+		message: `supported values: "Hash", "Truncate"`,
+	},
+	{
 		name: "replicasPerShard with External",
 		typed: func(f *v1alpha1.LimiterFleet) {
 			f.Spec.Redis = external("redis:6379")

@@ -104,6 +104,47 @@ type LimiterFleetSpec struct {
 	// to requests of 100m CPU and 64Mi memory and a 256Mi memory limit.
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// stats configures what the limiters report beyond decision counts.
+	// +optional
+	Stats *FleetStats `json:"stats,omitempty"`
+}
+
+// DescriptorValues says how reported descriptor values are shown.
+// +kubebuilder:validation:Enum=Hash;Truncate
+type DescriptorValues string
+
+const (
+	// DescriptorValuesHash shows 12 hex digits of each value's SHA-256.
+	DescriptorValuesHash DescriptorValues = "Hash"
+	// DescriptorValuesTruncate shows the first truncateTo bytes of each value.
+	DescriptorValuesTruncate DescriptorValues = "Truncate"
+)
+
+// FleetStats configures the limiters' reports.
+// +kubebuilder:validation:XValidation:rule="!has(self.truncateTo) || (has(self.descriptorValues) && self.descriptorValues == 'Truncate')",message="spec.stats.truncateTo applies only when spec.stats.descriptorValues is Truncate",fieldPath=".truncateTo"
+type FleetStats struct {
+	// topDescriptors is how many of each policy's most requested descriptor
+	// values (per minute) the limiters report, into the policy's
+	// status.enforcement.hottest, from 0 to 20. 0, the default, reports none:
+	// values such as user IDs, API keys or client IPs may be personal data.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=20
+	TopDescriptors *int32 `json:"topDescriptors,omitempty"`
+
+	// descriptorValues is how reported values are shown: Hash (the default)
+	// or Truncate. A hash of a value from a small space, such as an IPv4
+	// address, can be reversed by trying them all.
+	// +optional
+	DescriptorValues *DescriptorValues `json:"descriptorValues,omitempty"`
+
+	// truncateTo is the bytes of each value that Truncate keeps, from 1 to 64.
+	// Defaults to 8.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	TruncateTo *int32 `json:"truncateTo,omitempty"`
 }
 
 // RedisSpec is where a fleet keeps its counters.

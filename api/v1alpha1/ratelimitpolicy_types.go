@@ -249,6 +249,42 @@ type EnforcementStatus struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=256
 	UnreadPods []string `json:"unreadPods,omitempty"`
+
+	// hottest are the policy's most requested descriptor values in the minute
+	// that started at hottestSince, summed over the fleets' pods, most
+	// requested first. Only when the serving fleet sets
+	// spec.stats.topDescriptors; values are hashed or truncated as it says.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	Hottest []HotDescriptor `json:"hottest,omitempty"`
+
+	// hottestSince is the start of the minute that hottest covers.
+	// +optional
+	HottestSince *metav1.Time `json:"hottestSince,omitempty"`
+}
+
+// HotDescriptor is one of a policy's most requested descriptor values.
+type HotDescriptor struct {
+	// value is "key=value" for each of the policy's descriptors without a
+	// value, comma-separated, each value hashed (12 hex digits of its SHA-256)
+	// or truncated.
+	// +required
+	// +kubebuilder:validation:MaxLength=1024
+	Value string `json:"value"`
+
+	// requests is the number of requests with this value in the minute: an
+	// upper bound, exact unless the pods saw more distinct values than
+	// their sketches hold.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Requests int64 `json:"requests"`
+
+	// limited is how many of them were denied, or would have been for a
+	// shadow policy.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Limited int64 `json:"limited,omitempty"`
 }
 
 // FleetStatus is how far one LimiterFleet has loaded a policy.

@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/sluice-dev/sluice/limiter/app"
+	"github.com/sluice-dev/sluice/limiter/service"
 )
 
 func main() {
@@ -34,6 +35,10 @@ func main() {
 	fs.StringVar(&cfg.IdempotencyEntry, "idempotency-entry", "idempotency_key", "RLS descriptor entry `key` whose value is an idempotency key (left out of matching)")
 	fs.DurationVar(&cfg.IdempotencyTTL, "idempotency-ttl", 24*time.Hour, "how long a first decision is replayed to retries with the same idempotency key")
 	fs.IntVar(&cfg.LocalFallbackPods, "local-fallback-pods", 1, "limiter pods sharing each limit: failureMode Local enforces limit/N while Redis can't answer")
+	fs.IntVar(&cfg.Top.K, "top-descriptors", 0, "report each policy's `K` hottest descriptor values per interval on /v1/admin/stats and /metrics, 0 (off, the default) to 20; values may be personal data")
+	topValues := fs.String("top-descriptor-values", "hash", "how --top-descriptors shows values: hash (12 hex digits of SHA-256) or truncate")
+	fs.IntVar(&cfg.Top.TruncateTo, "top-descriptor-truncate", 8, "bytes of each value that --top-descriptor-values=truncate keeps, 1 to 64")
+	fs.DurationVar(&cfg.Top.Interval, "top-descriptor-interval", time.Minute, "what one --top-descriptors report covers, aligned to the clock, at least 1s")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	format := fs.String("log-format", "text", "log format: text or json")
 	_ = fs.Parse(os.Args[1:])
@@ -62,7 +67,16 @@ func main() {
 		usage(fs, "--idempotency-ttl must be at least 1s")
 	case cfg.LocalFallbackPods < 1:
 		usage(fs, "--local-fallback-pods must be at least 1")
+	case cfg.Top.K < 0 || cfg.Top.K > service.MaxTopK:
+		usage(fs, fmt.Sprintf("--top-descriptors %d: want 0 (off) to %d", cfg.Top.K, service.MaxTopK))
+	case *topValues != string(service.TopHash) && *topValues != string(service.TopTruncate):
+		usage(fs, fmt.Sprintf("--top-descriptor-values %q: want hash or truncate", *topValues))
+	case cfg.Top.Interval < time.Second:
+		usage(fs, fmt.Sprintf("--top-descriptor-interval %v: want at least 1s", cfg.Top.Interval))
+	case cfg.Top.TruncateTo < 1 || cfg.Top.TruncateTo > service.MaxTopTruncateTo:
+		usage(fs, fmt.Sprintf("--top-descriptor-truncate %d: want 1 to %d bytes", cfg.Top.TruncateTo, service.MaxTopTruncateTo))
 	}
+	cfg.Top.Values = service.TopValues(*topValues)
 	cfg.EnforcementDisabled = *enforcement == "disabled"
 	hopts := &slog.HandlerOptions{Level: lvl}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, hopts))

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -297,6 +298,10 @@ func TestInvalidPolicyFileExits(t *testing.T) {
 			{"--policies", "../../config/samples/policies.yaml", "--idempotency-ttl", "0s"},
 			{"--policies", "../../config/samples/policies.yaml", "--idempotency-entry", ""},
 			{"--policies", "../../config/samples/policies.yaml", "--local-fallback-pods", "0"},
+			{"--policies", "../../config/samples/policies.yaml", "--top-descriptors", "21"},
+			{"--policies", "../../config/samples/policies.yaml", "--top-descriptors", "5", "--top-descriptor-values", "plain"},
+			{"--policies", "../../config/samples/policies.yaml", "--top-descriptors", "5", "--top-descriptor-truncate", "0"},
+			{"--policies", "../../config/samples/policies.yaml", "--top-descriptors", "5", "--top-descriptor-interval", "500ms"},
 		} {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			cmd := exec.CommandContext(ctx, limiterBin, append(args, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0")...)
@@ -305,6 +310,13 @@ func TestInvalidPolicyFileExits(t *testing.T) {
 			var exit *exec.ExitError
 			if !errors.As(err, &exit) || exit.ExitCode() == 0 || !strings.Contains(string(out), "limiter: ") {
 				t.Errorf("limiter %q: %v, want a non-zero exit with a message\n%s", args, err, out)
+			}
+			// A bad flag is named with its value.
+			if i := slices.IndexFunc(args, func(a string) bool { return strings.HasPrefix(a, "--top-") }); i >= 0 {
+				bad := args[len(args)-2] + " " + args[len(args)-1]
+				if !strings.Contains(strings.ReplaceAll(string(out), `"`, ""), bad) {
+					t.Errorf("limiter %q: the message does not name %q:\n%s", args, bad, out)
+				}
 			}
 		}
 	})

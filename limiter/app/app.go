@@ -55,6 +55,9 @@ type Config struct {
 	// LocalFallbackPods is the number of limiter pods sharing each limit
 	// (failureMode Local enforces limit/LocalFallbackPods); 0 means 1.
 	LocalFallbackPods int
+	// Top turns on each policy's hottest descriptor values on the admin
+	// stats endpoint and /metrics (--top-descriptors); off by default.
+	Top service.TopOptions
 	// Logger receives every log; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -83,7 +86,7 @@ func Run(ctx context.Context, cfg Config) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	svc := service.New(st, service.Options{Registerer: reg, Logger: log,
 		IdempotencyEntry: cfg.IdempotencyEntry, IdempotencyTTL: cfg.IdempotencyTTL,
-		ReadyPods: cfg.LocalFallbackPods, EnforcementDisabled: cfg.EnforcementDisabled})
+		ReadyPods: cfg.LocalFallbackPods, EnforcementDisabled: cfg.EnforcementDisabled, Top: cfg.Top})
 	defer svc.Close()
 	rl := newReloader(src, svc, reg, log)
 	readiness := map[string]server.ReadinessChecker{"config": rl.check,

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 
@@ -170,6 +171,22 @@ func (p *Policy) Matches(entries []*rlv3.RateLimitDescriptor_Entry) bool {
 		}
 	}
 	return true
+}
+
+// VaryingEntries yields the request's key and value for each of the
+// policy's descriptors without a value: what tells one counter of the
+// policy from another.
+func (p *Policy) VaryingEntries(entries []*rlv3.RateLimitDescriptor_Entry) iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		for i := range p.Descriptors {
+			if d := &p.Descriptors[i]; d.Value == nil {
+				v, _ := lookup(entries, d.Key)
+				if !yield(d.Key, v) {
+					return
+				}
+			}
+		}
+	}
 }
 
 func lookup(entries []*rlv3.RateLimitDescriptor_Entry, key string) (string, bool) {

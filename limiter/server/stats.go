@@ -40,6 +40,20 @@ type AdminPolicyStats struct {
 	LocalFallback int64 `json:"localFallback"`
 	// NearLimit counts allowed decisions that left under 20% of the limit.
 	NearLimit int64 `json:"nearLimit"`
+	// Hottest are the policy's hottest descriptor values in the complete
+	// interval that started at HottestSince, values hashed or truncated;
+	// only when the limiter runs with --top-descriptors.
+	Hottest      []AdminHotValue `json:"hottest,omitempty"`
+	HottestSince *time.Time      `json:"hottestSince,omitempty"`
+}
+
+// AdminHotValue is one of a policy's hottest descriptor values. Requests
+// and Limited are upper bounds, at most Error over the true counts.
+type AdminHotValue struct {
+	Value    string `json:"value"`
+	Requests int64  `json:"requests"`
+	Limited  int64  `json:"limited"`
+	Error    int64  `json:"error,omitempty"`
 }
 
 // bootID is random per process.
@@ -57,6 +71,14 @@ func (s *Server) AdminStats() AdminStats {
 		out.Policies[i] = AdminPolicyStats{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Generation: p.Generation,
 			Allowed: p.Allowed, Limited: p.Limited, ShadowLimited: p.ShadowLimited,
 			FailedOpen: p.FailedOpen, FailedClosed: p.FailedClosed, LocalFallback: p.LocalFallback, NearLimit: p.NearLimit}
+		if !p.HottestSince.IsZero() {
+			since := p.HottestSince
+			out.Policies[i].HottestSince = &since
+			out.Policies[i].Hottest = make([]AdminHotValue, len(p.Hottest))
+			for j, h := range p.Hottest {
+				out.Policies[i].Hottest[j] = AdminHotValue{Value: h.Value, Requests: h.Requests, Limited: h.Limited, Error: h.Error}
+			}
+		}
 	}
 	return out
 }

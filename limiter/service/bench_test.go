@@ -62,12 +62,17 @@ func BenchmarkCheck(b *testing.B) {
 
 // BenchmarkCheckCounting is BenchmarkCheck (TokenBucket) with and without
 // the per-policy stats of the admin stats endpoint, in one run, so that
-// their ratio is what counting costs (the budget is 2%).
+// their ratio is what counting costs (the budget is 2%), and with the
+// hottest-descriptors sketch on (off by default) for what that costs.
 func BenchmarkCheckCounting(b *testing.B) {
 	for _, v := range []struct {
 		name string
 		opts service.Options
-	}{{"stats=off", service.Options{DisablePolicyStats: true}}, {"stats=on", service.Options{}}} {
+	}{
+		{"stats=off", service.Options{DisablePolicyStats: true}},
+		{"stats=on", service.Options{}},
+		{"stats=on,top=10", service.Options{Top: service.TopOptions{K: 10}}},
+	} {
 		b.Run(v.name, func(b *testing.B) {
 			svc := benchServiceWith(b, "TokenBucket", v.opts)
 			entries := []*rlv3.RateLimitDescriptor_Entry{{Key: "user_id", Value: "user-42"}, {Key: "path", Value: "/v1/charges"}}

@@ -19,6 +19,8 @@ const (
 
 type metrics struct {
 	decisions        *prometheus.Desc // collected from policyStats (decisionsCollector)
+	hotRequests      *prometheus.Desc // collected from the top sketches (decisionsCollector)
+	hotLimited       *prometheus.Desc
 	storeErrors      prometheus.Counter
 	snapshotPolicies prometheus.Gauge
 	enforcement      prometheus.Gauge
@@ -53,6 +55,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		decisions: prometheus.NewDesc("sluice_decisions_total",
 			"Decisions by policy (namespace/name), domain and result: allowed, limited, shadow_limited, failed_open, failed_closed, local_fallback.",
 			[]string{"domain", "policy", "result"}, nil),
+		hotRequests: prometheus.NewDesc("sluice_hottest_descriptor_requests",
+			"Requests of each policy's hottest descriptor values (hashed or truncated) in the last complete interval; only with --top-descriptors.",
+			[]string{"domain", "policy", "value"}, nil),
+		hotLimited: prometheus.NewDesc("sluice_hottest_descriptor_limited",
+			"Denials (or would-be denials) of each policy's hottest descriptor values in the last complete interval; only with --top-descriptors.",
+			[]string{"domain", "policy", "value"}, nil),
 		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_store_errors_total",
 			Help: "Store calls that failed (timeouts, connection errors); each one was resolved by the policy's failure mode.",
@@ -81,7 +89,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // series of a policy that left the snapshot go with it.
 type decisionsCollector struct{ s *Service }
 
-func (d decisionsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- d.s.metrics.decisions }
+func (d decisionsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- d.s.metrics.decisions
+	ch <- d.s.metrics.hotRequests
+	ch <- d.s.metrics.hotLimited
+}
 
 func (d decisionsCollector) Collect(ch chan<- prometheus.Metric) {
 	l := d.s.loaded.Load()
@@ -101,6 +113,13 @@ func (d decisionsCollector) Collect(ch chan<- prometheus.Metric) {
 			{ResultFailedOpen, &st.failedOpen}, {ResultFailedClosed, &st.failedClosed}, {ResultLocalFallback, &st.localFallback},
 		} {
 			ch <- prometheus.MustNewConstMetric(d.s.metrics.decisions, prometheus.CounterValue, float64(v.n.Load()), p.Domain, p.ID(), v.result)
+		}
+		if st.top != nil {
+			hot, _ := st.top.report(d.s.clock())
+			for _, h := range hot {
+				ch <- prometheus.MustNewConstMetric(d.s.metrics.hotRequests, prometheus.GaugeValue, float64(h.Requests), p.Domain, p.ID(), h.Value)
+				ch <- prometheus.MustNewConstMetric(d.s.metrics.hotLimited, prometheus.GaugeValue, float64(h.Limited), p.Domain, p.ID(), h.Value)
+			}
 		}
 	}
 }

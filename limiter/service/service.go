@@ -80,6 +80,9 @@ type Options struct {
 	// of PolicyStats (the admin stats endpoint) and sluice_decisions_total
 	// alike. It exists to measure what counting costs.
 	DisablePolicyStats bool
+	// Top turns on each policy's hottest descriptor values (off by default:
+	// they may be personal data). It needs the policy stats.
+	Top TopOptions
 }
 
 // Service answers rate-limit requests. It is safe for concurrent use.
@@ -96,6 +99,7 @@ type Service struct {
 	readyPods atomic.Int64
 	enforce   atomic.Bool // this pod's switch (--enforcement)
 	swapMu    sync.Mutex  // serialises Swaps: each carries the last one's stats over
+	clock     func() time.Time
 }
 
 // loaded is a snapshot with its per-policy metrics, swapped as one.
@@ -109,6 +113,7 @@ type loaded struct {
 // allocates nothing.
 type scratch struct {
 	kb      store.KeyBuilder
+	key     store.Key // the counter of the last decide
 	matches []*config.Policy
 	entries []*rlv3.RateLimitDescriptor_Entry // entries without the idempotency entry
 }
@@ -137,6 +142,7 @@ func New(st store.Store, opts Options) *Service {
 		opts:    opts,
 		log:     opts.Logger,
 		metrics: newMetrics(opts.Registerer),
+		clock:   time.Now,
 	}
 	if opts.Registerer != nil {
 		opts.Registerer.MustRegister(decisionsCollector{s})
@@ -280,6 +286,9 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 		c := l.counters[p]
 		dec := s.decide(ctx, sc, p, c, domain, entries, cost, idem)
 		c.stats.count(&dec, p.Limit, p.Shadow || allShadow)
+		if s.opts.Top.K > 0 {
+			c.stats.countTop(s.clock(), sc.key, p, entries, &dec)
+		}
 		if p.Shadow || allShadow {
 			if !dec.Result.Allowed {
 				s.logShadow(c, p, domain)
@@ -325,6 +334,7 @@ const (
 // when the store can't answer.
 func (s *Service) decide(ctx context.Context, sc *scratch, p *config.Policy, c *policyCounters, domain string, entries []*rlv3.RateLimitDescriptor_Entry, cost int64, idem string) Decision {
 	req := store.Request{Key: p.CounterKey(&sc.kb, entries), Limit: p.Limit, Cost: cost}
+	sc.key = req.Key
 	if idem != "" {
 		// Scoped per domain, policy and counter: one caller can't replay
 		// another's decision, nor a key of one policy another's.

@@ -3,9 +3,13 @@ package service
 import (
 	"sort"
 	"sync/atomic"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/store"
 )
 
 // nearLimitPercent: an allowed decision whose remaining units are under
@@ -24,6 +28,9 @@ type policyStats struct {
 	allowed, limited, shadowLimited         atomic.Int64
 	failedOpen, failedClosed, localFallback atomic.Int64
 	nearLimit                               atomic.Int64
+
+	// top is the hottest-descriptors sketch; nil when Options.Top is off.
+	top *topSketch
 }
 
 // PolicyStats is a copy of one policy's decision counts since the process
@@ -43,6 +50,12 @@ type PolicyStats struct {
 	// NearLimit counts the allowed decisions (from the store) that left
 	// less than 20% of the limit's capacity.
 	NearLimit int64
+
+	// Hottest are the policy's hottest descriptor values in the interval
+	// that started at HottestSince (Options.Top); HottestSince is zero when
+	// that is off.
+	Hottest      []HotValue
+	HottestSince time.Time
 }
 
 func statsKey(p *config.Policy) string {
@@ -61,6 +74,9 @@ func (s *Service) statsFor(prev map[string]*policyStats, p *config.Policy) *poli
 	st := prev[statsKey(p)]
 	if st == nil {
 		st = &policyStats{uid: p.UID, namespace: p.Namespace, name: p.Name}
+		if s.opts.Top.K > 0 {
+			st.top = newTopSketch(s.opts.Top)
+		}
 	}
 	st.generation.Store(p.Generation)
 	return st
@@ -87,13 +103,28 @@ func (st *policyStats) count(dec *Decision, l algo.Limit, shadow bool) {
 	}
 }
 
+// countTop adds one decision of the counter key to the hottest values.
+func (st *policyStats) countTop(now time.Time, key store.Key, p *config.Policy, entries []*rlv3.RateLimitDescriptor_Entry, dec *Decision) {
+	if st == nil || st.top == nil || dec.Reason != "" {
+		return
+	}
+	st.top.add(now, key, p, entries, !dec.Result.Allowed)
+}
+
 // PolicyStats returns the decision counts of the loaded snapshot's
 // policies since the process started, sorted by namespace and name.
 func (s *Service) PolicyStats() []PolicyStats {
 	l := s.loaded.Load()
+	now := s.clock()
 	out := make([]PolicyStats, 0, len(l.stats))
 	for _, st := range l.stats {
+		var hot []HotValue
+		var since time.Time
+		if st.top != nil {
+			hot, since = st.top.report(now)
+		}
 		out = append(out, PolicyStats{
+			Hottest: hot, HottestSince: since,
 			UID: st.uid, Namespace: st.namespace, Name: st.name, Generation: st.generation.Load(),
 			Allowed: st.allowed.Load(), Limited: st.limited.Load(), ShadowLimited: st.shadowLimited.Load(),
 			FailedOpen: st.failedOpen.Load(), FailedClosed: st.failedClosed.Load(), LocalFallback: st.localFallback.Load(),

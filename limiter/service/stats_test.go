@@ -2,11 +2,17 @@ package service_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/service"
@@ -74,7 +80,7 @@ func TestPolicyStatsSurviveSwaps(t *testing.T) {
 	got := statsOf(t, svc, "enforced")
 	want := service.PolicyStats{UID: "uid-enforced", Namespace: "shop", Name: "enforced", Generation: 2,
 		Allowed: 10, Limited: 5, NearLimit: 2} // remaining 1 and 0 are under 2
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("enforced:\n got %+v\nwant %+v", got, want)
 	}
 	// The shadow policy saw every request (denials spend nothing, so it
@@ -99,4 +105,53 @@ func TestPolicyStatsSurviveSwaps(t *testing.T) {
 	if ps := off.PolicyStats(); len(ps) != 0 {
 		t.Errorf("DisablePolicyStats: %+v, want none", ps)
 	}
+}
+
+// The hottest descriptor values are off by default; on, each policy
+// reports its top K of the last complete interval, values hashed, and the
+// same figures go to /metrics.
+func TestPolicyStatsHottest(t *testing.T) {
+	st := memory.New(memory.Options{})
+	t.Cleanup(func() { _ = st.Close() })
+	ctx := context.Background()
+	kim := []*rlv3.RateLimitDescriptor_Entry{{Key: "user", Value: "kim"}}
+	lee := []*rlv3.RateLimitDescriptor_Entry{{Key: "user", Value: "lee"}}
+
+	off := service.New(st, service.Options{})
+	off.Swap(statsSnapshot(t, 1))
+	off.Check(ctx, "shop", kim, 1)
+	if s := statsOf(t, off, "enforced"); s.Hottest != nil || !s.HottestSince.IsZero() {
+		t.Fatalf("hottest values without Options.Top: %+v", s)
+	}
+
+	reg := prometheus.NewRegistry()
+	svc := service.New(st, service.Options{Registerer: reg, Top: service.TopOptions{K: 1}})
+	now := time.Date(2026, 11, 22, 10, 0, 30, 0, time.UTC)
+	service.SetClock(svc, func() time.Time { return now })
+	svc.Swap(statsSnapshot(t, 1))
+	for range 12 {
+		svc.Check(ctx, "shop", lee, 1) // 10 allowed, 2 limited
+	}
+	svc.Check(ctx, "shop", kim, 1)
+	now = now.Add(time.Minute)
+	s := statsOf(t, svc, "enforced")
+	want := []service.HotValue{{Value: "user=" + sha12(t, "lee"), Requests: 12, Limited: 2}}
+	if !reflect.DeepEqual(s.Hottest, want) || !s.HottestSince.Equal(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)) {
+		t.Fatalf("hottest %+v since %v, want %+v since 10:00", s.Hottest, s.HottestSince, want)
+	}
+	// A swap keeps the sketch, as it keeps the counts.
+	svc.Swap(statsSnapshot(t, 2))
+	if s := statsOf(t, svc, "enforced"); !reflect.DeepEqual(s.Hottest, want) {
+		t.Fatalf("after a swap: %+v", s.Hottest)
+	}
+	n, err := testutil.GatherAndCount(reg, "sluice_hottest_descriptor_requests", "sluice_hottest_descriptor_limited")
+	if err != nil || n != 4 { // one value each of two policies, two metrics
+		t.Fatalf("hottest series: %d, %v; want 4", n, err)
+	}
+}
+
+func sha12(t *testing.T, v string) string {
+	t.Helper()
+	sum := sha256.Sum256([]byte(v))
+	return hex.EncodeToString(sum[:6])
 }

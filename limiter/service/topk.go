@@ -1,0 +1,214 @@
+package service
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+
+	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/store"
+)
+
+// TopValues says how the hottest-descriptors sketch shows a value. Values
+// may be personal data (user IDs, API keys, client IPs), so they are never
+// shown as they are.
+type TopValues string
+
+const (
+	// TopHash shows the first 12 hex digits of each value's SHA-256. The
+	// same value gives the same digits on every pod. A hash of a value from
+	// a small space (an IP address) can be reversed by trying them all.
+	TopHash TopValues = "hash"
+	// TopTruncate shows the first TruncateTo bytes of each value.
+	TopTruncate TopValues = "truncate"
+)
+
+// Limits of TopOptions.
+const (
+	MaxTopK              = 20
+	DefaultTopTruncateTo = 8
+	MaxTopTruncateTo     = 64
+	DefaultTopInterval   = time.Minute
+)
+
+// TopOptions turns on a bounded sketch of each policy's hottest descriptor
+// values: the counters that take the most requests, per interval. It is off
+// (K 0) by default.
+type TopOptions struct {
+	// K is how many values each policy reports, 0 to MaxTopK; 0 is off.
+	K int
+	// Values is TopHash (the default) or TopTruncate.
+	Values TopValues
+	// TruncateTo is the bytes of each value TopTruncate keeps, 1 to
+	// MaxTopTruncateTo; 0 means DefaultTopTruncateTo.
+	TruncateTo int
+	// Interval is what one report covers, aligned to the wall clock so that
+	// every pod reports the same intervals; 0 means DefaultTopInterval.
+	Interval time.Duration
+}
+
+// Validate names the first bad option.
+func (o TopOptions) Validate() error {
+	switch {
+	case o.K < 0 || o.K > MaxTopK:
+		return fmt.Errorf("top descriptors %d: want 0 (off) to %d", o.K, MaxTopK)
+	case o.Values != "" && o.Values != TopHash && o.Values != TopTruncate:
+		return fmt.Errorf("top descriptor values %q: want %q or %q", o.Values, TopHash, TopTruncate)
+	case o.TruncateTo < 0 || o.TruncateTo > MaxTopTruncateTo:
+		return fmt.Errorf("top descriptor truncation %d: want 1 to %d bytes", o.TruncateTo, MaxTopTruncateTo)
+	case o.Interval < 0 || (o.Interval > 0 && o.Interval < time.Second):
+		return fmt.Errorf("top descriptor interval %v: want at least 1s", o.Interval)
+	}
+	return nil
+}
+
+func (o TopOptions) withDefaults() TopOptions {
+	if o.Values == "" {
+		o.Values = TopHash
+	}
+	if o.TruncateTo == 0 {
+		o.TruncateTo = DefaultTopTruncateTo
+	}
+	if o.Interval == 0 {
+		o.Interval = DefaultTopInterval
+	}
+	return o
+}
+
+// HotValue is one of a policy's hottest descriptor values in an interval.
+type HotValue struct {
+	// Value is "key=value" for each of the policy's descriptors without a
+	// value, comma-separated, each value hashed or truncated.
+	Value string
+	// Requests and Limited (denied, or would be for shadow policies and
+	// under the kill switch) are upper bounds: a value that entered the
+	// sketch late may carry up to Error requests of the one it replaced.
+	Requests, Limited, Error int64
+}
+
+// topSketch is one policy's Space-Saving sketch (Metwally et al.): at most
+// slots counters; a new value takes the place of the least requested one
+// and inherits its count as an error bound, so the heavy hitters stay.
+type topSketch struct {
+	opts  TopOptions
+	slots int
+
+	mu        sync.Mutex
+	start     time.Time // of the current interval
+	cur       map[store.Key]*topEntry
+	last      []HotValue // the previous interval's top K
+	lastStart time.Time
+}
+
+type topEntry struct {
+	value                    string
+	requests, limited, error int64
+}
+
+func newTopSketch(o TopOptions) *topSketch {
+	o = o.withDefaults()
+	slots := max(16, 3*o.K)
+	return &topSketch{opts: o, slots: slots, cur: make(map[store.Key]*topEntry, slots)}
+}
+
+// add counts one request of the counter key, whose varying values are in
+// entries.
+func (t *topSketch) add(now time.Time, key store.Key, p *config.Policy, entries []*rlv3.RateLimitDescriptor_Entry, limited bool) {
+	var lim int64
+	if limited {
+		lim = 1
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.rotate(now)
+	if e := t.cur[key]; e != nil {
+		e.requests++
+		e.limited += lim
+		return
+	}
+	e := &topEntry{value: t.format(p, entries), requests: 1, limited: lim}
+	if len(t.cur) >= t.slots {
+		var minKey store.Key
+		var minE *topEntry
+		for k, c := range t.cur {
+			if minE == nil || c.requests < minE.requests {
+				minKey, minE = k, c
+			}
+		}
+		delete(t.cur, minKey)
+		e.requests += minE.requests
+		e.error = minE.requests
+	}
+	t.cur[key] = e
+}
+
+// report returns the top K of the last complete interval and its start.
+func (t *topSketch) report(now time.Time) ([]HotValue, time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.rotate(now)
+	return slices.Clone(t.last), t.lastStart
+}
+
+// rotate starts a new interval when now has left the current one.
+func (t *topSketch) rotate(now time.Time) {
+	start := now.Truncate(t.opts.Interval)
+	if start.Equal(t.start) {
+		return
+	}
+	prev := start.Add(-t.opts.Interval)
+	t.last = t.last[:0]
+	if t.start.Equal(prev) { // else nothing was counted in the previous interval
+		for _, e := range t.cur {
+			t.last = append(t.last, HotValue{Value: e.value, Requests: e.requests, Limited: e.limited, Error: e.error})
+		}
+		SortHotValues(t.last)
+		t.last = t.last[:min(len(t.last), t.opts.K)]
+	}
+	t.lastStart = prev
+	t.start = start
+	clear(t.cur)
+}
+
+// SortHotValues sorts by requests, most first, then by value.
+func SortHotValues(vs []HotValue) {
+	slices.SortFunc(vs, func(a, b HotValue) int {
+		if c := cmp.Compare(b.Requests, a.Requests); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Value, b.Value)
+	})
+}
+
+// format shows the policy's varying values as the options say.
+func (t *topSketch) format(p *config.Policy, entries []*rlv3.RateLimitDescriptor_Entry) string {
+	var b strings.Builder
+	for k, v := range p.VaryingEntries(entries) {
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(k)
+		b.WriteByte('=')
+		switch t.opts.Values {
+		case TopTruncate:
+			if len(v) > t.opts.TruncateTo {
+				v = strings.ToValidUTF8(v[:t.opts.TruncateTo], "") + "…"
+			}
+			b.WriteString(v)
+		default:
+			sum := sha256.Sum256([]byte(v))
+			b.WriteString(hex.EncodeToString(sum[:6]))
+		}
+	}
+	if b.Len() == 0 {
+		return "(every descriptor has a value: one counter)"
+	}
+	return b.String()
+}
