@@ -126,8 +126,12 @@ helm-test: helm envtest ## Install, upgrade and uninstall the chart on the envte
 	KUBEBUILDER_ASSETS=$(BIN)/k8s HELM=$(HELM) $(GO) test -race -timeout $(TEST_TIMEOUT) -count=1 ./charts/sluice/tests/
 
 .PHONY: bench
-bench: deps build bench-operator ## Load-test the limiter (gRPC RLS) on memory and Redis, Go benchmarks, and the operator's apply-to-enforced latency.
+bench: deps build bench-operator bench-collector ## Load-test the limiter (gRPC RLS) on memory and Redis, Go benchmarks, and the operator's apply-to-enforced latency.
 	hack/bench.sh
+
+.PHONY: bench-collector
+bench-collector: envtest ## The collector at 500 policies x 20 limiter endpoints (3 real): status writes/min and CPU, on envtest.
+	SLUICE_SCALE=1 KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -count=1 -run '^TestCollectorScale$$' -v -timeout 15m ./controllers/ | grep -E '^(collector scale|--- |ok|FAIL)'
 
 .PHONY: bench-operator
 bench-operator: envtest ## Apply-to-enforced latency over 100 edits, on envtest with real limiter processes.

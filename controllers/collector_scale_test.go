@@ -1,110 +1,200 @@
-package controllers
+package controllers_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers"
 )
 
-// TestCollectorScale prints the collector's status writes per minute and
-// CPU for 500 policies served by 20 stand-in limiter admin endpoints, every
-// policy taking traffic on every pod all the time (the worst case for
-// writes). It measures, it asserts nothing; set SLUICE_SCALE=1 to run it.
-// The API server is controller-runtime's fake client; the CPU includes the
-// stand-ins' answers, which are cheap (pre-rendered per collection).
+// TestCollectorScale measures the collector at 500 policies served by 20
+// limiter endpoints on the real API server: 3 real limiter processes taking
+// traffic, and 17 stand-ins whose stats grow on every read for every policy
+// (the worst case for writes) and whose snapshot answers are the first
+// limiter's. The operator runs with the production collector settings
+// (every 5s, each policy written at most every 10s, 5 writes/s in all). It
+// prints the status writes per minute seen at the API server and the
+// operator process's CPU with the collector running and with it idle, in
+// one run; it asserts nothing. Set SLUICE_SCALE=1 (make bench-collector).
 func TestCollectorScale(t *testing.T) {
 	if os.Getenv("SLUICE_SCALE") == "" {
-		t.Skip("set SLUICE_SCALE=1 to measure the collector at 500 policies x 20 pods")
+		t.Skip("set SLUICE_SCALE=1 (make bench-collector) to measure the collector at 500 policies x 20 pods")
 	}
-	const policies, pods, cycles = 500, 20, 60 // 60 collections of 5s: 5 simulated minutes
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	b := fake.NewClientBuilder().WithScheme(scheme)
+	const policies, standIns = 500, 17
+	phase := envDuration(t, "SLUICE_SCALE_PHASE", time.Minute)
+	ctx := context.Background()
+	fleet, pods := newFleet(t, "scale", "scale", 3)
 	var uids []string
 	for i := range policies {
-		p := &v1alpha1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "scale", Name: fmt.Sprintf("p-%d", i), UID: types.UID(fmt.Sprintf("uid-%d", i))}}
-		p.Status.Fleets = []v1alpha1.FleetStatus{{Namespace: "scale", Name: "fleet"}}
-		b = b.WithObjects(p).WithStatusSubresource(p)
-		uids = append(uids, string(p.UID))
-	}
-	cl := b.Build()
-
-	var cycle atomic.Int64
-	body := func() []byte {
-		n := cycle.Load()
-		var sb strings.Builder
-		sb.WriteString(`{"bootID":"b","startedAt":"2020-01-01T00:00:00Z","policies":[`)
-		for i, uid := range uids {
-			if i > 0 {
-				sb.WriteByte(',')
-			}
-			sb.WriteString(`{"uid":"` + uid + `","allowed":` + strconv.FormatInt(100*n, 10) + `,"limited":` + strconv.FormatInt(3*n, 10) + `,"shadowLimited":0,"failedOpen":0}`)
-		}
-		sb.WriteString("]}")
-		return []byte(sb.String())
-	}
-	var rendered atomic.Pointer[[]byte]
-	render := func() { b := body(); rendered.Store(&b) }
-	render()
-	acks := NewAckTracker()
-	track := &fleetTrack{pods: map[string]*podTrack{}}
-	for range pods {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(*rendered.Load()) }))
-		t.Cleanup(srv.Close)
-		track.pods[strings.TrimPrefix(srv.URL, "http://")] = &podTrack{}
-	}
-	acks.fleets[types.NamespacedName{Namespace: "scale", Name: "fleet"}] = track
-
-	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	c := &Collector{Client: cl, Acks: acks, now: func() time.Time { return now }}
-	c.defaults()
-	writesBefore := counterValue(enforcementWrites)
-	var cpu time.Duration
-	ctx := context.Background()
-	for range cycles {
-		cycle.Add(1)
-		render()
-		now = now.Add(c.Interval)
-		before := cpuTime()
-		if err := c.collect(ctx); err != nil {
+		p := benchPolicy("scale", fmt.Sprintf("p-%03d", i), "scale", i)
+		if err := k8s.Create(ctx, p); err != nil {
 			t.Fatal(err)
 		}
-		cpu += cpuTime() - before
+		uids = append(uids, string(p.UID))
 	}
-	writes := counterValue(enforcementWrites) - writesBefore
-	minutes := float64(cycles) * c.Interval.Minutes()
-	var list v1alpha1.RateLimitPolicyList
-	if err := cl.List(ctx, &list, client.InNamespace("scale")); err != nil {
+	t.Cleanup(func() {
+		_ = k8s.DeleteAllOf(ctx, &v1alpha1.RateLimitPolicy{}, client.InNamespace("scale"))
+	})
+
+	// Stand-ins: the first limiter's snapshot answers, stats of their own.
+	real, _ := url.Parse("http://" + pods[0].httpAddr)
+	proxy := httputil.NewSingleHostReverseProxy(real)
+	var addrs []string
+	for i := range standIns {
+		var reads atomic.Int64
+		boot := fmt.Sprintf("stand-in-%d", i)
+		addrs = append(addrs, standIn(t, pods[0], 11+i, func(w http.ResponseWriter, r *http.Request) {
+			if !strings.HasSuffix(r.URL.Path, "/stats") {
+				proxy.ServeHTTP(w, r)
+				return
+			}
+			_, _ = w.Write(standInStats(boot, uids, reads.Add(1)))
+		}))
+	}
+	addStandIns(t, fleet, addrs...)
+	eventually(t, 3*time.Minute, "every policy enforced on 20 pods", func() error {
+		var list v1alpha1.RateLimitPolicyList
+		if err := k8s.List(ctx, &list, client.InNamespace("scale")); err != nil {
+			return err
+		}
+		n := 0
+		for _, p := range list.Items {
+			if c := condition(p.Status.Conditions, v1alpha1.EnforcedCondition); c != nil && c.Status == metav1.ConditionTrue &&
+				len(p.Status.Fleets) == 1 && ptr32(p.Status.Fleets[0].PodsSynced) == 20 {
+				n++
+			}
+		}
+		if n < policies {
+			return fmt.Errorf("%d of %d", n, policies)
+		}
+		return nil
+	})
+
+	// Traffic on the real limiters, over every policy, all along.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			body := fmt.Sprintf(`{"domain":"bench-%d","descriptors":[{"entries":[{"key":"tenant","value":"t%d"},{"key":"route","value":"/v1/items/%d"}]}]}`,
+				(i%policies)%20, i%7, i%policies)
+			if resp, err := http.Post("http://"+pods[i%3].httpAddr+"/v1/ratelimit/check", "application/json", strings.NewReader(body)); err == nil {
+				resp.Body.Close()
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); wg.Wait() })
+
+	measure := func(name string, mod func(*controllers.Options)) {
+		stopOperator()
+		var statusWrites, otherWrites atomic.Int64
+		if err := startOperatorWith(func(o *controllers.Options, c *rest.Config) {
+			o.CollectInterval, o.EnforcementMinWrite, o.CollectTimeout = 0, 0, 0 // the defaults
+			if mod != nil {
+				mod(o)
+			}
+			c.Wrap(countWrites(&statusWrites, &otherWrites))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(15 * time.Second) // leader election, caches, first collections
+		w0, o0, c0 := statusWrites.Load(), otherWrites.Load(), cpuTime()
+		cyc0, sum0 := cycleSeconds(t)
+		time.Sleep(phase)
+		w, o, c := statusWrites.Load()-w0, otherWrites.Load()-o0, cpuTime()-c0
+		cyc, sum := cycleSeconds(t)
+		minutes := phase.Minutes()
+		mean := time.Duration(0)
+		if cyc > cyc0 {
+			mean = time.Duration((sum - sum0) / (cyc - cyc0) * float64(time.Second))
+		}
+		fmt.Printf("collector scale, %s: %d policies x 20 endpoints (3 real limiters), %v: %.0f status writes/min, %.0f other writes/min; "+
+			"test process CPU %.1f%% of a core (operator, stand-ins, traffic); %.0f collections, mean %v\n",
+			name, policies, phase, float64(w)/minutes, float64(o)/minutes, 100*c.Seconds()/phase.Seconds(), cyc-cyc0, mean.Round(time.Millisecond))
+	}
+	t.Cleanup(func() { stopOperator(); _ = startOperator() })
+	measure("collector at its defaults", nil)
+	measure("collector idle (1h interval)", func(o *controllers.Options) { o.CollectInterval = time.Hour })
+}
+
+// standInStats is a stand-in's stats answer on its nth read: every policy
+// took 10 more requests, 1 of them limited, since the last read.
+func standInStats(boot string, uids []string, n int64) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"bootID":"` + boot + `","startedAt":"2020-01-01T00:00:00Z","policies":[`)
+	for i, uid := range uids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"uid":"` + uid + `","allowed":` + strconv.FormatInt(9*n, 10) + `,"limited":` + strconv.FormatInt(n, 10) +
+			`,"shadowLimited":0,"failedOpen":0,"failedClosed":0,"localFallback":0,"nearLimit":0}`)
+	}
+	b.WriteString("]}")
+	return b.Bytes()
+}
+
+// countWrites counts the operator's mutating API calls: those of a status
+// subresource, and the others.
+func countWrites(status, other *atomic.Int64) func(http.RoundTripper) http.RoundTripper {
+	return func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			switch r.Method {
+			case http.MethodGet, http.MethodHead, http.MethodOptions:
+			default:
+				if strings.HasSuffix(r.URL.Path, "/status") {
+					status.Add(1)
+				} else {
+					other.Add(1)
+				}
+			}
+			return rt.RoundTrip(r)
+		})
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// cycleSeconds reads sluice_operator_collector_cycle_seconds: the count
+// and sum of collections.
+func cycleSeconds(t *testing.T) (float64, float64) {
+	t.Helper()
+	mfs, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
 		t.Fatal(err)
 	}
-	written := 0
-	for _, p := range list.Items {
-		if p.Status.Enforcement != nil {
-			written++
+	for _, mf := range mfs {
+		if mf.GetName() == "sluice_operator_collector_cycle_seconds" {
+			h := mf.GetMetric()[0].GetHistogram()
+			return float64(h.GetSampleCount()), h.GetSampleSum()
 		}
 	}
-	t.Logf("%d policies x %d pods, every %v for %.0f simulated minutes: %.0f status writes (%.0f/min, budget %v/s); %d/%d policies written at least once; collector CPU %v per collection (%.1f%% of one core at a %v interval)",
-		policies, pods, c.Interval, minutes, writes, writes/minutes, c.MaxWritesPerSecond, written, policies,
-		cpu/cycles, 100*(cpu/cycles).Seconds()/c.Interval.Seconds(), c.Interval)
+	return 0, 0
 }
 
 // cpuTime is this process's user and system CPU time.
@@ -114,8 +204,22 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func counterValue(c interface{ Write(*dto.Metric) error }) float64 {
-	m := &dto.Metric{}
-	_ = c.Write(m)
-	return m.GetCounter().GetValue()
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return d
+}
+
+func ptr32(p *int32) int32 {
+	if p == nil {
+		return -1
+	}
+	return *p
 }

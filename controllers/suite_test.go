@@ -125,11 +125,22 @@ func runSuite(m *testing.M) int {
 }
 
 // startOperator runs the operator's manager in-process, as cmd/operator does.
-func startOperator() error {
+func startOperator() error { return startOperatorWith(nil) }
+
+// startOperatorWith starts the operator with its options and API client
+// config changed by mod, when not nil.
+func startOperatorWith(mod func(*controllers.Options, *rest.Config)) error {
 	operatorMu.Lock()
 	defer operatorMu.Unlock()
 	opCfg := rest.CopyConfig(cfg)
 	opCfg.QPS, opCfg.Burst = 20, 30 // what ctrl.GetConfig gives cmd/operator
+	opts := controllers.Options{LimiterImage: "sluice-limiter:test", AckClient: podNetwork.client(),
+		// Fast collections, so that status.enforcement follows traffic
+		// within a second.
+		CollectInterval: 200 * time.Millisecond, EnforcementMinWrite: 500 * time.Millisecond, CollectTimeout: 500 * time.Millisecond}
+	if mod != nil {
+		mod(&opts, opCfg)
+	}
 	mgr, err := ctrl.NewManager(opCfg, ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
@@ -140,10 +151,6 @@ func startOperator() error {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	opts := controllers.Options{LimiterImage: "sluice-limiter:test", AckClient: podNetwork.client(),
-		// Fast collections, so that status.enforcement follows traffic
-		// within a second.
-		CollectInterval: 200 * time.Millisecond, EnforcementMinWrite: 500 * time.Millisecond, CollectTimeout: 500 * time.Millisecond}
 	if err := controllers.Setup(ctx, mgr, opts); err != nil {
 		cancel()
 		return err
