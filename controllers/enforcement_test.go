@@ -107,7 +107,10 @@ func TestEnforcementStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { deleteFleet(t, fleet) })
-	pods := fleetPodsWithStore(t, fleet, 3, "redis://"+srv.Addr)
+	// A generous Redis deadline: on a loaded machine a restarted limiter's
+	// first calls could time out and fail open, which is not what this
+	// test counts.
+	pods := fleetPodsWithArgs(t, fleet, 3, "redis://"+srv.Addr, "--redis-timeout=2s")
 	for _, p := range []*v1alpha1.RateLimitPolicy{
 		statsPolicy(ns, "hundred", "stats", "stats-api", 100, false),
 		statsPolicy(ns, "shadow", "stats", "stats-shadow", 10, true),
