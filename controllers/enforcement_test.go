@@ -319,7 +319,7 @@ func TestEnforcementHottest(t *testing.T) {
 	}
 	t.Cleanup(func() { deleteFleet(t, fleet) })
 	const interval = 5 * time.Second
-	pods := fleetPodsWithArgs(t, fleet, 3, "redis://"+srv.Addr, "--top-descriptor-interval="+interval.String())
+	pods := fleetPodsWithArgs(t, fleet, 3, "redis://"+srv.Addr, "--top-descriptor-interval="+interval.String(), "--redis-timeout=2s")
 	pol := statsPolicy(ns, "five", "hot", "hot-api", 5, false)
 	if err := k8s.Create(ctx, pol); err != nil {
 		t.Fatal(err)
