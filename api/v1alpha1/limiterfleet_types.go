@@ -104,6 +104,16 @@ type LimiterFleetSpec struct {
 	// to requests of 100m CPU and 64Mi memory and a 256Mi memory limit.
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// forwardAuth maps the forward-auth calls of gateways (nginx
+	// auth_request, Traefik ForwardAuth) to descriptors, one entry per
+	// domain. The limiters serve each at /v1/forward-auth/{domain}. At most
+	// 64 domains.
+	// +optional
+	// +listType=map
+	// +listMapKey=domain
+	// +kubebuilder:validation:MaxItems=64
+	ForwardAuth []ForwardAuth `json:"forwardAuth,omitempty"`
 }
 
 // RedisSpec is where a fleet keeps its counters.
