@@ -34,6 +34,7 @@ func main() {
 	fs.StringVar(&cfg.IdempotencyEntry, "idempotency-entry", "idempotency_key", "RLS descriptor entry `key` whose value is an idempotency key (left out of matching)")
 	fs.DurationVar(&cfg.IdempotencyTTL, "idempotency-ttl", 24*time.Hour, "how long a first decision is replayed to retries with the same idempotency key")
 	fs.IntVar(&cfg.LocalFallbackPods, "local-fallback-pods", 1, "limiter pods sharing each limit: failureMode Local enforces limit/N while Redis can't answer")
+	trusted := fs.String("trusted-proxies", "", "comma-separated `CIDRs` (or addresses) of proxies whose X-Forwarded-For and X-Real-IP forward-auth believes, such as 10.0.0.0/8,127.0.0.1")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	format := fs.String("log-format", "text", "log format: text or json")
 	_ = fs.Parse(os.Args[1:])
@@ -62,6 +63,10 @@ func main() {
 		usage(fs, "--idempotency-ttl must be at least 1s")
 	case cfg.LocalFallbackPods < 1:
 		usage(fs, "--local-fallback-pods must be at least 1")
+	}
+	var err error
+	if cfg.TrustedProxies, err = app.ParsePrefixes(*trusted); err != nil {
+		usage(fs, "--trusted-proxies: "+err.Error())
 	}
 	cfg.EnforcementDisabled = *enforcement == "disabled"
 	hopts := &slog.HandlerOptions{Level: lvl}

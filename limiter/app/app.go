@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -55,6 +56,9 @@ type Config struct {
 	// LocalFallbackPods is the number of limiter pods sharing each limit
 	// (failureMode Local enforces limit/LocalFallbackPods); 0 means 1.
 	LocalFallbackPods int
+	// TrustedProxies are the peers whose X-Forwarded-For forward-auth
+	// believes (--trusted-proxies).
+	TrustedProxies []netip.Prefix
 	// Logger receives every log; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -103,6 +107,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Logger:    log,
 
 		SnapshotSource: rl.status,
+		TrustedProxies: cfg.TrustedProxies,
 	})
 	if err != nil {
 		return err
