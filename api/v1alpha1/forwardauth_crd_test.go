@@ -17,8 +17,13 @@ limitations under the License.
 package v1alpha1_test
 
 import (
+	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -26,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -304,5 +310,43 @@ func TestForwardAuthCRDAccepts(t *testing.T) {
 				t.Errorf("API server set no defaults: %+v", got.Spec.ForwardAuth[0])
 			}
 		})
+	}
+}
+
+// TestGatewaySamplesAccepted applies config/samples/gateways/policies.yaml:
+// its LimiterFleet with forwardAuth and its policies.
+func TestGatewaySamplesAccepted(t *testing.T) {
+	path := filepath.Join("..", "..", "config", "samples", "gateways", "policies.yaml")
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	kinds := map[string]int{}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(f))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(doc, &obj.Object); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if len(obj.Object) == 0 {
+			continue // only comments
+		}
+		createNamespace(t, obj.GetNamespace())
+		if err := k8sClient.Create(t.Context(), obj); err != nil {
+			t.Fatalf("%s: %s %s/%s: %v", path, obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
+		}
+		deleteAtCleanup(t, obj)
+		kinds[obj.GetKind()]++
+	}
+	if kinds["LimiterFleet"] != 1 || kinds["RateLimitPolicy"] < 1 {
+		t.Fatalf("%s holds %v, want a LimiterFleet and policies", path, kinds)
 	}
 }
