@@ -192,11 +192,10 @@ func clientIP(r *http.Request, trusted []netip.Prefix) (string, error) {
 	hops := strings.Split(xff, ",")
 	var leftmost netip.Addr
 	for i := len(hops) - 1; i >= 0 && xff != ""; i-- {
-		a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+		a, err := parseHop(strings.TrimSpace(hops[i]))
 		if err != nil {
 			return "", fmt.Errorf("header %s: %q is not an IP address", headerXFF, strings.TrimSpace(hops[i]))
 		}
-		a = a.Unmap()
 		if !isTrusted(a, trusted) {
 			return a.String(), nil
 		}
@@ -207,16 +206,30 @@ func clientIP(r *http.Request, trusted []netip.Prefix) (string, error) {
 		return "", err
 	}
 	if realIP != "" {
-		a, err := netip.ParseAddr(realIP)
+		a, err := parseHop(realIP)
 		if err != nil {
 			return "", fmt.Errorf("header %s: %q is not an IP address", headerRealIP, realIP)
 		}
-		return a.Unmap().String(), nil
+		return a.String(), nil
 	}
 	if leftmost.IsValid() {
 		return leftmost.String(), nil
 	}
 	return peer.String(), nil
+}
+
+// parseHop parses an address from X-Forwarded-For or X-Real-IP, with or
+// without a port, as some proxies add one.
+func parseHop(s string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		ap, perr := netip.ParseAddrPort(s)
+		if perr != nil {
+			return netip.Addr{}, err
+		}
+		a = ap.Addr()
+	}
+	return a.Unmap(), nil
 }
 
 func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {

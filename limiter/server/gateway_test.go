@@ -127,6 +127,11 @@ func TestForwardAuthClientIP(t *testing.T) {
 	if resp, _ := forwardAuth(t, e, http.MethodGet, "shop", h); resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("X-Real-IP 203.0.113.7 from a trusted proxy: %d, want 429", resp.StatusCode)
 	}
+	h["X-Forwarded-For"] = "203.0.113.7:4711" // some proxies add the port
+	delete(h, "X-Real-IP")
+	if resp, _ := forwardAuth(t, e, http.MethodGet, "shop", h); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("X-Forwarded-For 203.0.113.7:4711: %d, want 429", resp.StatusCode)
+	}
 	h["X-Forwarded-For"] = "not-an-ip"
 	resp, body := forwardAuth(t, e, http.MethodGet, "shop", h)
 	if msg := errorMessage(t, resp, body); resp.StatusCode != http.StatusBadRequest || !strings.Contains(msg, `X-Forwarded-For: "not-an-ip" is not an IP address`) {
