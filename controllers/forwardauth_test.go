@@ -35,9 +35,11 @@ func TestFleetForwardAuth(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {
 			t.Fatal(err)
 		}
+		// A merge patch: the operator writes the fleet's status meanwhile.
+		orig := f.DeepCopy()
 		f.Spec.ForwardAuth = []v1alpha1.ForwardAuth{{Domain: "edge", DenyStatus: ptr.To(status),
 			Descriptors: []v1alpha1.ForwardAuthDescriptor{{Key: "api_key", From: v1alpha1.FromHeader, Header: ptr.To("X-Api-Key")}}}}
-		if err := k8s.Update(ctx, f); err != nil {
+		if err := k8s.Patch(ctx, f, client.MergeFrom(orig)); err != nil {
 			t.Fatal(err)
 		}
 	}
