@@ -94,7 +94,7 @@ run: build ## Run the limiter on the memory store with the sample policies.
 ##@ Test
 
 .PHONY: deps
-deps: ## Install what the tests need outside Go (redis-server).
+deps: ## Install what the tests need outside Go (redis-server, nginx).
 	hack/install-deps.sh
 
 .PHONY: envtest

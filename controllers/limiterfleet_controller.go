@@ -123,6 +123,7 @@ func (r *LimiterFleetReconciler) reconcileSnapshot(ctx context.Context, s *fleet
 	}
 	started := time.Now()
 	doc := config.DocumentFor(selected, enforcement)
+	doc.ForwardAuth = s.fleet.Spec.ForwardAuth
 	// The pods that share the limits while the store is down: the ready
 	// ones, or the desired count before any is ready.
 	doc.Pods = int32(len(s.endpoints))

@@ -108,6 +108,16 @@ type LimiterFleetSpec struct {
 	// stats configures what the limiters report beyond decision counts.
 	// +optional
 	Stats *FleetStats `json:"stats,omitempty"`
+
+	// forwardAuth maps the forward-auth calls of gateways (nginx
+	// auth_request, Traefik ForwardAuth) to descriptors, one entry per
+	// domain. The limiters serve each at /v1/forward-auth/{domain}. At most
+	// 64 domains.
+	// +optional
+	// +listType=map
+	// +listMapKey=domain
+	// +kubebuilder:validation:MaxItems=64
+	ForwardAuth []ForwardAuth `json:"forwardAuth,omitempty"`
 }
 
 // DescriptorValues says how reported descriptor values are shown.

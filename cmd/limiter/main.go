@@ -39,6 +39,7 @@ func main() {
 	topValues := fs.String("top-descriptor-values", "hash", "how --top-descriptors shows values: hash (12 hex digits of SHA-256) or truncate")
 	fs.IntVar(&cfg.Top.TruncateTo, "top-descriptor-truncate", 8, "bytes of each value that --top-descriptor-values=truncate keeps, 1 to 64")
 	fs.DurationVar(&cfg.Top.Interval, "top-descriptor-interval", time.Minute, "what one --top-descriptors report covers, aligned to the clock, at least 1s")
+	trusted := fs.String("trusted-proxies", "", "comma-separated `CIDRs` (or addresses) of proxies whose X-Forwarded-For and X-Real-IP forward-auth believes, such as 10.0.0.0/8,127.0.0.1")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	format := fs.String("log-format", "text", "log format: text or json")
 	_ = fs.Parse(os.Args[1:])
@@ -77,6 +78,10 @@ func main() {
 		usage(fs, fmt.Sprintf("--top-descriptor-truncate %d: want 1 to %d bytes", cfg.Top.TruncateTo, service.MaxTopTruncateTo))
 	}
 	cfg.Top.Values = service.TopValues(*topValues)
+	var err error
+	if cfg.TrustedProxies, err = app.ParsePrefixes(*trusted); err != nil {
+		usage(fs, "--trusted-proxies: "+err.Error())
+	}
 	cfg.EnforcementDisabled = *enforcement == "disabled"
 	hopts := &slog.HandlerOptions{Level: lvl}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, hopts))

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -58,6 +59,9 @@ type Config struct {
 	// Top turns on each policy's hottest descriptor values on the admin
 	// stats endpoint and /metrics (--top-descriptors); off by default.
 	Top service.TopOptions
+	// TrustedProxies are the peers whose X-Forwarded-For forward-auth
+	// believes (--trusted-proxies).
+	TrustedProxies []netip.Prefix
 	// Logger receives every log; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -106,6 +110,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Logger:    log,
 
 		SnapshotSource: rl.status,
+		TrustedProxies: cfg.TrustedProxies,
 	})
 	if err != nil {
 		return err

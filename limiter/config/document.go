@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	kjson "sigs.k8s.io/json"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
@@ -48,6 +49,9 @@ type Document struct {
 	// store can't answer, a failureMode Local policy enforces limit/Pods in
 	// each pod. 0 leaves the limiter's own setting.
 	Pods int32 `json:"pods,omitempty"`
+	// ForwardAuth are the fleet's forward-auth mappings, sorted by domain
+	// in the canonical encoding.
+	ForwardAuth []v1alpha1.ForwardAuth `json:"forwardAuth,omitempty"`
 }
 
 // DocumentPolicy is one policy of a Document: its identity, the generation
@@ -76,7 +80,8 @@ func DocumentFor(policies []v1alpha1.RateLimitPolicy, enforcement Enforcement) D
 // policies sorted) and its version, the first 16 hex digits of its SHA-256.
 // Equal policies give equal bytes, whatever their order or formatting.
 func EncodeDocument(d Document) (data []byte, version string) {
-	c := Document{Enforcement: d.Enforcement, Policies: slices.Clone(d.Policies), Pods: d.Pods}
+	c := Document{Enforcement: d.Enforcement, Policies: slices.Clone(d.Policies), Pods: d.Pods,
+		ForwardAuth: DefaultForwardAuth(d.ForwardAuth)}
 	if c.Enforcement == "" {
 		c.Enforcement = EnforcementEnabled
 	}
@@ -138,13 +143,18 @@ func ParseDocument(data []byte) (*Snapshot, error) {
 		return nil, fmt.Errorf("snapshot document: pods %d is negative", d.Pods)
 	}
 	snap.Pods = d.Pods
+	if errs := ValidateForwardAuth(d.ForwardAuth, field.NewPath("forwardAuth")); len(errs) > 0 {
+		return nil, fmt.Errorf("snapshot document: %v", errs.ToAggregate())
+	}
+	snap.ForwardAuth = DefaultForwardAuth(d.ForwardAuth)
 	snap.Version = snap.hash()
 	return snap, nil
 }
 
 // Document returns the snapshot as a document.
 func (s *Snapshot) Document() Document {
-	d := Document{Enforcement: s.Enforcement, Policies: make([]DocumentPolicy, len(s.Policies)), Pods: s.Pods}
+	d := Document{Enforcement: s.Enforcement, Policies: make([]DocumentPolicy, len(s.Policies)), Pods: s.Pods,
+		ForwardAuth: s.ForwardAuth}
 	for i, p := range s.Policies {
 		d.Policies[i] = DocumentPolicy{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Generation: p.Generation, Spec: p.Spec}
 	}

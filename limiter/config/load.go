@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
@@ -38,9 +39,10 @@ func LoadFile(path string) (*Snapshot, error) {
 // Parse reads multi-document YAML (or JSON) of RateLimitPolicy manifests,
 // exactly what `kubectl apply -f` takes, validates every document with the
 // CRD's rules, and compiles them. Errors name the source, the document and
-// the object, and the field. A List of policies is accepted too.
+// the object, and the field. A List of policies is accepted too. So is one
+// LimiterFleet, whose spec.enforcement and spec.forwardAuth apply.
 func Parse(source string, data []byte) (*Snapshot, error) {
-	policies, err := decode(source, data)
+	policies, fleet, err := decode(source, data)
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +50,18 @@ func Parse(source string, data []byte) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)
 	}
+	if fleet != nil {
+		if err := applyFleet(snap, &fleet.LimiterFleet, fleet.where); err != nil {
+			return nil, err
+		}
+	}
 	return snap, nil
+}
+
+// fileFleet is a policy file's LimiterFleet and where it is.
+type fileFleet struct {
+	v1alpha1.LimiterFleet
+	where string
 }
 
 type typeMeta struct {
@@ -56,16 +69,17 @@ type typeMeta struct {
 	Kind       string `json:"kind"`
 }
 
-func decode(source string, data []byte) ([]v1alpha1.RateLimitPolicy, error) {
+func decode(source string, data []byte) ([]v1alpha1.RateLimitPolicy, *fileFleet, error) {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	var out []v1alpha1.RateLimitPolicy
+	var fleet *fileFleet
 	for doc := 1; ; doc++ {
 		raw, err := r.Read()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: document %d: %w", source, doc, err)
+			return nil, nil, fmt.Errorf("%s: document %d: %w", source, doc, err)
 		}
 		if len(bytes.TrimSpace(stripComments(raw))) == 0 {
 			continue
@@ -73,19 +87,31 @@ func decode(source string, data []byte) ([]v1alpha1.RateLimitPolicy, error) {
 		where := fmt.Sprintf("%s: document %d", source, doc)
 		var tm typeMeta
 		if err := yaml.Unmarshal(raw, &tm); err != nil {
-			return nil, fmt.Errorf("%s: %w", where, err)
+			return nil, nil, fmt.Errorf("%s: %w", where, err)
+		}
+		if tm.Kind == "LimiterFleet" {
+			f, err := decodeFleet(where, raw)
+			if err != nil {
+				return nil, nil, err
+			}
+			if fleet != nil {
+				return nil, nil, fmt.Errorf("%s: a second LimiterFleet (%s/%s), after %s (%s/%s): a policy file holds at most one",
+					where, f.Namespace, f.Name, fleet.where, fleet.Namespace, fleet.Name)
+			}
+			fleet = f
+			continue
 		}
 		if tm.Kind == "RateLimitPolicyList" || tm.Kind == "List" {
 			var list struct {
 				Items []yamlRaw `json:"items"`
 			}
 			if err := yaml.Unmarshal(raw, &list); err != nil {
-				return nil, fmt.Errorf("%s: %w", where, err)
+				return nil, nil, fmt.Errorf("%s: %w", where, err)
 			}
 			for i, item := range list.Items {
 				p, err := decodePolicy(fmt.Sprintf("%s, item %d", where, i), item)
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 				out = append(out, p)
 			}
@@ -93,11 +119,11 @@ func decode(source string, data []byte) ([]v1alpha1.RateLimitPolicy, error) {
 		}
 		p, err := decodePolicy(where, raw)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out = append(out, p)
 	}
-	return out, nil
+	return out, fleet, nil
 }
 
 // yamlRaw keeps a list item as JSON for a second, strict decode.
@@ -119,20 +145,51 @@ func decodePolicy(where string, raw []byte) (v1alpha1.RateLimitPolicy, error) {
 	if err != nil {
 		return p, fmt.Errorf("%s: %w", where, err)
 	}
-	// Strict, like the API server: unknown and duplicate fields are errors
-	// that name the field's path.
-	strict, err := kjson.UnmarshalStrict(js, &p, kjson.DisallowDuplicateFields, kjson.DisallowUnknownFields)
-	if err != nil {
-		return p, fmt.Errorf("%s: %w", where, err)
-	}
-	if len(strict) > 0 {
-		return p, fmt.Errorf("%s (%s/%s): %w", where, p.Namespace, p.Name, errors.Join(strict...))
+	if err := unmarshalStrict(js, &p, where, &p.ObjectMeta); err != nil {
+		return p, err
 	}
 	DefaultPolicy(&p)
 	if errs := ValidatePolicy(&p); len(errs) > 0 {
 		return p, fmt.Errorf("%s (%s/%s): %v", where, p.Namespace, p.Name, errs.ToAggregate())
 	}
 	return p, nil
+}
+
+// decodeFleet decodes a LimiterFleet document strictly; applyFleet
+// validates what a policy file takes from it.
+func decodeFleet(where string, raw []byte) (*fileFleet, error) {
+	f := &fileFleet{where: where}
+	var tm typeMeta
+	if err := yaml.Unmarshal(raw, &tm); err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	if want := v1alpha1.GroupVersion.String(); tm.APIVersion != want {
+		return nil, fmt.Errorf("%s: got apiVersion %q kind %q, want apiVersion %q", where, tm.APIVersion, tm.Kind, want)
+	}
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	if err := unmarshalStrict(js, &f.LimiterFleet, where, &f.ObjectMeta); err != nil {
+		return nil, err
+	}
+	if f.Namespace == "" {
+		f.Namespace = metav1.NamespaceDefault
+	}
+	return f, nil
+}
+
+// unmarshalStrict decodes like the API server: unknown and duplicate
+// fields are errors that name the field's path.
+func unmarshalStrict(js []byte, obj any, where string, meta *metav1.ObjectMeta) error {
+	strict, err := kjson.UnmarshalStrict(js, obj, kjson.DisallowDuplicateFields, kjson.DisallowUnknownFields)
+	if err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	if len(strict) > 0 {
+		return fmt.Errorf("%s (%s/%s): %w", where, meta.Namespace, meta.Name, errors.Join(strict...))
+	}
+	return nil
 }
 
 // stripComments drops comment-only lines so a document of comments is empty.

@@ -26,8 +26,11 @@ type Snapshot struct {
 	Enforcement Enforcement
 	// Pods is how many limiter pods share the limits (the failureMode Local
 	// divisor), from the operator; 0 when unknown (a policy file).
-	Pods    int32
-	domains map[string]*Domain
+	Pods int32
+	// ForwardAuth are the forward-auth mappings, defaulted and sorted by
+	// domain (see ForwardAuthFor).
+	ForwardAuth []v1alpha1.ForwardAuth
+	domains     map[string]*Domain
 }
 
 // Policy is one compiled RateLimitPolicy.

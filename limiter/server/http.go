@@ -48,6 +48,7 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+CheckPath, s.check)
 	mux.HandleFunc(CheckPath, methodNotAllowed(http.MethodPost))
+	s.gatewayRoutes(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
@@ -101,6 +102,16 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 		writeError(w, httpStatus(st.Code()), st.Message())
 		return
 	}
+	code := http.StatusOK
+	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+		code = http.StatusTooManyRequests
+	}
+	s.writeDecision(w, resp, code)
+}
+
+// writeDecision answers code with the decision's rate-limit headers and the
+// JSON RateLimitResponse as the body.
+func (s *Server) writeDecision(w http.ResponseWriter, resp *rlsv3.RateLimitResponse, code int) {
 	out, err := responseJSON.Marshal(resp)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "encoding response: "+err.Error())
@@ -114,10 +125,6 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 	}
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
-	code := http.StatusOK
-	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
-		code = http.StatusTooManyRequests
-	}
 	w.WriteHeader(code)
 	_, _ = w.Write(out)
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,6 +59,9 @@ type Options struct {
 	// MaxConcurrentStreams bounds the RLS calls in flight on one gRPC
 	// connection; 0 means 1024.
 	MaxConcurrentStreams uint32
+	// TrustedProxies are the peers whose X-Forwarded-For and X-Real-IP
+	// forward-auth believes when it reads a client's IP address.
+	TrustedProxies []netip.Prefix
 	// ShutdownTimeout bounds how long Run waits for calls in flight after
 	// its context ends before closing connections; 0 means 10s.
 	ShutdownTimeout time.Duration
@@ -69,6 +73,7 @@ type Server struct {
 	opts         Options
 	log          *slog.Logger
 	metrics      *metrics
+	gw           *gatewayMetrics
 	health       *health.Server
 	grpc         *grpc.Server
 	http         *http.Server

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -80,6 +81,8 @@ type envOptions struct {
 	store     store.Store // nil: a memory store
 	noSwap    bool        // start without a snapshot
 	readiness map[string]server.ReadinessChecker
+	snapshot  *config.Snapshot // nil: the sample policies
+	trusted   []netip.Prefix   // Options.TrustedProxies
 }
 
 func start(t *testing.T, o envOptions) *env {
@@ -99,11 +102,16 @@ func start(t *testing.T, o envOptions) *env {
 		Metrics:   reg,
 		Readiness: o.readiness,
 		Logger:    slog.New(slog.DiscardHandler),
+
+		TrustedProxies: o.trusted,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !o.noSwap {
+	switch {
+	case o.snapshot != nil:
+		srv.Swap(o.snapshot)
+	case !o.noSwap:
 		srv.Swap(loadSample(t))
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -1,0 +1,251 @@
+package main_test
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const (
+	gatewaySamples  = "../../config/samples/gateways"
+	gatewayPolicies = gatewaySamples + "/policies.yaml"
+	// The sample policy requests-per-api-key: 5 requests a minute per key.
+	apiKeyLimit = 5
+)
+
+// The addresses in config/samples/gateways/nginx/nginx.conf, which the test
+// replaces with its own and nothing else.
+const (
+	nginxSampleApp     = "127.0.0.1:8000"
+	nginxSampleLimiter = "127.0.0.1:8080"
+	nginxSampleListen  = "127.0.0.1:8088"
+)
+
+// nginxBinary finds Debian's nginx. Without it the test is skipped, unless
+// it runs in CI, where hack/install-deps.sh must have installed it.
+func nginxBinary(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{"nginx", "/usr/sbin/nginx"} {
+		if path, err := exec.LookPath(p); err == nil {
+			return path
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("nginx is not installed, and CI is set: hack/install-deps.sh (make test) installs it")
+	}
+	t.Skip("nginx is not installed: run hack/install-deps.sh (make test does) to run the nginx end-to-end test")
+	return ""
+}
+
+// nginxProxy is an nginx process running the sample config.
+type nginxProxy struct {
+	url    string
+	stderr *logBuffer
+}
+
+// startNginx runs config/samples/gateways/nginx/nginx.conf, with only its
+// addresses replaced, in the foreground under a temporary prefix, and stops
+// it when the test ends.
+func startNginx(t *testing.T, bin, app, limiter string) *nginxProxy {
+	t.Helper()
+	sample, err := os.ReadFile(filepath.Join(gatewaySamples, "nginx", "nginx.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := freeLoopbackAddr(t)
+	conf := string(sample)
+	for _, r := range [][2]string{{nginxSampleApp, app}, {nginxSampleLimiter, limiter}, {nginxSampleListen, listen}} {
+		if !strings.Contains(conf, r[0]) {
+			t.Fatalf("nginx.conf no longer holds the address %s that the test replaces", r[0])
+		}
+		conf = strings.ReplaceAll(conf, r[0], r[1])
+	}
+	// A world-readable prefix: nginx's workers drop root for nobody.
+	prefix, err := os.MkdirTemp("", "sluice-nginx-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(prefix) })
+	if err := os.Chmod(prefix, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(prefix, "temp"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(prefix, "nginx.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-p", prefix, "-c", "nginx.conf", "-e", "stderr",
+		"-g", "daemon off; pid "+filepath.Join(prefix, "nginx.pid")+";")
+	n := &nginxProxy{url: "http://" + listen, stderr: &logBuffer{}}
+	cmd.Stderr = n.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGQUIT) // graceful shutdown
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Errorf("nginx did not exit within 20s of SIGQUIT\n%s", n.stderr)
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", listen, time.Second)
+		if err == nil {
+			c.Close()
+			return n
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("nginx exited: %v\n%s", err, n.stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nginx did not listen on %s within 20s\n%s", listen, n.stderr)
+		}
+		time.Sleep(20 * time.Millisecond) // polling another process
+	}
+}
+
+// freeLoopbackAddr is a loopback address with a port that was free a
+// moment ago.
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Write lets a logBuffer collect a process's stderr directly.
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// get sends GET path through nginx with an X-Api-Key (none when empty).
+func (n *nginxProxy) get(t *testing.T, apiKey string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, n.url+"/orders?page=1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if apiKey != "" {
+		req.Header.Set("X-Api-Key", apiKey)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET through nginx: %v\n%s", err, n.stderr)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+// TestNginxForwardAuth runs the shipped nginx config in front of an app,
+// with auth_request to a real limiter loaded with the shipped policies.
+func TestNginxForwardAuth(t *testing.T) {
+	bin := nginxBinary(t)
+	var served atomic.Int64
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		_, _ = io.WriteString(w, "orders\n")
+	}))
+	t.Cleanup(app.Close)
+	lim := startLimiter(t, "--policies", gatewayPolicies, "--trusted-proxies", "127.0.0.1")
+	proxy := startNginx(t, bin, strings.TrimPrefix(app.URL, "http://"), strings.TrimPrefix(lim.http, "http://"))
+
+	t.Run("200 until the limit, then 429 with the headers", func(t *testing.T) {
+		for i := 1; i <= apiKeyLimit; i++ {
+			resp := proxy.get(t, "key-a")
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("request %d: %d, want 200\n%s", i, resp.StatusCode, proxy.stderr)
+			}
+			requireHeader(t, resp, "X-RateLimit-Limit", strconv.Itoa(apiKeyLimit))
+			requireHeader(t, resp, "X-RateLimit-Remaining", strconv.Itoa(apiKeyLimit-i))
+			requireHeader(t, resp, "RateLimit-Policy", `"default/requests-per-api-key";q=5;w=60`)
+		}
+		resp := proxy.get(t, "key-a")
+		if resp.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("request %d: %d, want 429\n%s", apiKeyLimit+1, resp.StatusCode, proxy.stderr)
+		}
+		requireHeader(t, resp, "X-RateLimit-Limit", strconv.Itoa(apiKeyLimit))
+		requireHeader(t, resp, "X-RateLimit-Remaining", "0")
+		if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || ra < 1 || ra > 60 {
+			t.Fatalf("Retry-After %q: want 1 to 60 seconds", resp.Header.Get("Retry-After"))
+		}
+		if !strings.HasPrefix(resp.Header.Get("RateLimit"), `"default/requests-per-api-key";r=0;t=`) {
+			t.Fatalf("RateLimit %q", resp.Header.Get("RateLimit"))
+		}
+		if got := served.Load(); got != apiKeyLimit {
+			t.Fatalf("the app served %d requests, want %d: a denied one got through", got, apiKeyLimit)
+		}
+	})
+
+	t.Run("another API key has its own limit", func(t *testing.T) {
+		for i := 1; i <= apiKeyLimit; i++ {
+			if resp := proxy.get(t, "key-b"); resp.StatusCode != http.StatusOK {
+				t.Fatalf("key-b request %d: %d, want 200", i, resp.StatusCode)
+			}
+		}
+		if resp := proxy.get(t, "key-b"); resp.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("key-b request %d: %d, want 429", apiKeyLimit+1, resp.StatusCode)
+		}
+		if resp := proxy.get(t, "key-a"); resp.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("key-a: %d, want still 429", resp.StatusCode)
+		}
+	})
+
+	t.Run("no API key: onMissing Allow, counted", func(t *testing.T) {
+		before := served.Load()
+		if resp := proxy.get(t, ""); resp.StatusCode != http.StatusOK {
+			t.Fatalf("without X-Api-Key: %d, want 200 (onMissing Allow)", resp.StatusCode)
+		}
+		if served.Load() != before+1 {
+			t.Fatal("the app did not serve the request")
+		}
+		want := `sluice_forward_auth_missing_total{domain="gateway",result="allowed"} 1`
+		if _, m := lim.get(t, "/metrics"); !strings.Contains(m, want) {
+			t.Fatalf("metrics lack %q:\n%s", want, m)
+		}
+	})
+
+	t.Run("limiter stopped: fail open", func(t *testing.T) {
+		lim.stop(t)
+		before := served.Load()
+		resp := proxy.get(t, "key-a") // over its limit, but nobody can say so
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Sluice-Fail-Open") != "true" {
+			t.Fatalf("with the limiter stopped: %d, X-Sluice-Fail-Open %q; want 200, true (the sample fails open)\n%s",
+				resp.StatusCode, resp.Header.Get("X-Sluice-Fail-Open"), proxy.stderr)
+		}
+		if served.Load() != before+1 {
+			t.Fatal("the app did not serve the request")
+		}
+	})
+}
+
+func requireHeader(t *testing.T, resp *http.Response, name, want string) {
+	t.Helper()
+	if got := resp.Header.Get(name); got != want {
+		t.Fatalf("%s: %q, want %q (headers %v)", name, got, want, resp.Header)
+	}
+}

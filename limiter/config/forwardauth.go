@@ -1,0 +1,174 @@
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+// Messages of the CEL rules of LimiterFleet.spec.forwardAuth, repeated word
+// for word.
+const (
+	forwardAuthHeaderRequiredMsg = "header is required when from is Header"
+	forwardAuthHeaderOnlyMsg     = "header applies only when from is Header"
+	forwardAuthDenyStatusMsg     = "denyStatus must be a 4xx status, from 400 to 499"
+)
+
+var headerNameRE = regexp.MustCompile(v1alpha1.HeaderNamePattern)
+
+// DefaultForwardAuth returns a copy of mappings with the API server's
+// defaults set (onMissing Allow, denyStatus 429), sorted by domain.
+func DefaultForwardAuth(mappings []v1alpha1.ForwardAuth) []v1alpha1.ForwardAuth {
+	if len(mappings) == 0 {
+		return nil
+	}
+	out := make([]v1alpha1.ForwardAuth, len(mappings))
+	for i := range mappings {
+		m := mappings[i].DeepCopy()
+		if m.OnMissing == nil {
+			m.OnMissing = ptr.To(v1alpha1.DefaultForwardAuthOnMissing)
+		}
+		if m.DenyStatus == nil {
+			m.DenyStatus = ptr.To(v1alpha1.DefaultForwardAuthDenyStatus)
+		}
+		out[i] = *m
+	}
+	slices.SortStableFunc(out, func(a, b v1alpha1.ForwardAuth) int { return strings.Compare(a.Domain, b.Domain) })
+	return out
+}
+
+// ValidateForwardAuth checks mappings against the rules the LimiterFleet CRD
+// enforces on spec.forwardAuth, with the API server's field paths and
+// messages, so that a policy file and a fleet meet the same bar.
+func ValidateForwardAuth(mappings []v1alpha1.ForwardAuth, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(mappings) > v1alpha1.MaxForwardAuthDomains {
+		errs = append(errs, field.TooMany(fld, len(mappings), v1alpha1.MaxForwardAuthDomains))
+	}
+	seen := map[string]bool{}
+	for i := range mappings {
+		m, idx := &mappings[i], fld.Index(i)
+		if seen[m.Domain] {
+			errs = append(errs, field.Duplicate(idx, fmt.Sprintf("domain %q", m.Domain)))
+		}
+		seen[m.Domain] = true
+		errs = append(errs, validatePolicyString(m.Domain, true, v1alpha1.MaxDomainLength, idx.Child("domain"))...)
+		errs = append(errs, validateForwardAuthDescriptors(m.Descriptors, idx.Child("descriptors"))...)
+		if m.OnMissing != nil && !slices.Contains(v1alpha1.ForwardAuthOnMissings, *m.OnMissing) {
+			errs = append(errs, field.NotSupported(idx.Child("onMissing"), *m.OnMissing, v1alpha1.ForwardAuthOnMissings))
+		}
+		if s := m.DenyStatus; s != nil && (*s < v1alpha1.MinForwardAuthDenyStatus || *s > v1alpha1.MaxForwardAuthDenyStatus) {
+			errs = append(errs, field.Invalid(idx.Child("denyStatus"), *s, forwardAuthDenyStatusMsg))
+		}
+	}
+	return errs
+}
+
+func validateForwardAuthDescriptors(ds []v1alpha1.ForwardAuthDescriptor, fld *field.Path) field.ErrorList {
+	switch {
+	case len(ds) == 0:
+		return field.ErrorList{field.Required(fld, fmt.Sprintf("must have 1 to %d entries", v1alpha1.MaxDescriptors))}
+	case len(ds) > v1alpha1.MaxDescriptors:
+		return field.ErrorList{field.TooMany(fld, len(ds), v1alpha1.MaxDescriptors)}
+	}
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i := range ds {
+		d, idx := &ds[i], fld.Index(i)
+		if seen[d.Key] {
+			errs = append(errs, field.Duplicate(idx, fmt.Sprintf("key %q", d.Key)))
+		}
+		seen[d.Key] = true
+		errs = append(errs, validatePolicyString(d.Key, true, v1alpha1.MaxDescriptorKeyLength, idx.Child("key"))...)
+		switch {
+		case d.From == "":
+			errs = append(errs, field.Required(idx.Child("from"), ""))
+		case !slices.Contains(v1alpha1.ForwardAuthSources, d.From):
+			errs = append(errs, field.NotSupported(idx.Child("from"), d.From, v1alpha1.ForwardAuthSources))
+		}
+		switch {
+		case d.From == v1alpha1.FromHeader && d.Header == nil:
+			errs = append(errs, field.Required(idx.Child("header"), forwardAuthHeaderRequiredMsg))
+		case d.From != v1alpha1.FromHeader && d.Header != nil:
+			errs = append(errs, field.Forbidden(idx.Child("header"), forwardAuthHeaderOnlyMsg))
+		}
+		if d.Header != nil {
+			h := *d.Header
+			errs = append(errs, validatePolicyString(h, false, v1alpha1.MaxHeaderNameLength, idx.Child("header"))...)
+			if h != "" && !headerNameRE.MatchString(h) {
+				errs = append(errs, field.Invalid(idx.Child("header"), h, "should match '"+v1alpha1.HeaderNamePattern+"'"))
+			}
+		}
+	}
+	return errs
+}
+
+// ForwardAuthFor returns the forward-auth mapping of domain, defaulted, or nil
+// when the snapshot has none.
+func (s *Snapshot) ForwardAuthFor(domain string) *v1alpha1.ForwardAuth {
+	if s == nil {
+		return nil
+	}
+	i, ok := slices.BinarySearchFunc(s.ForwardAuth, domain, func(m v1alpha1.ForwardAuth, d string) int {
+		return strings.Compare(m.Domain, d)
+	})
+	if !ok {
+		return nil
+	}
+	return &s.ForwardAuth[i]
+}
+
+// applyFleet sets what a policy file's LimiterFleet configures (its
+// enforcement and forwardAuth) on snap, and renews its version. The other
+// fields of the fleet describe pods and Redis, which a standalone limiter
+// takes from its flags: they are logged and ignored.
+func applyFleet(snap *Snapshot, f *v1alpha1.LimiterFleet, where string) error {
+	fld := field.NewPath("spec")
+	errs := ValidateForwardAuth(f.Spec.ForwardAuth, fld.Child("forwardAuth"))
+	if e := f.Spec.Enforcement; e != nil && !slices.Contains(v1alpha1.EnforcementModes, *e) {
+		errs = append(errs, field.NotSupported(fld.Child("enforcement"), *e, v1alpha1.EnforcementModes))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s (LimiterFleet %s/%s): %v", where, f.Namespace, f.Name, errs.ToAggregate())
+	}
+	if ignored := ignoredFleetFields(&f.Spec); len(ignored) > 0 {
+		slog.Info("A policy file's LimiterFleet configures only enforcement and forwardAuth; ignoring the rest",
+			"where", where, "fleet", f.Namespace+"/"+f.Name, "ignored", ignored)
+	}
+	if f.Spec.EffectiveEnforcement() == v1alpha1.EnforcementDisabled {
+		snap.Enforcement = EnforcementDisabled
+	}
+	snap.ForwardAuth = DefaultForwardAuth(f.Spec.ForwardAuth)
+	snap.Version = snap.hash()
+	return nil
+}
+
+// ignoredFleetFields names the set fields of a fleet that a standalone
+// limiter ignores.
+func ignoredFleetFields(s *v1alpha1.LimiterFleetSpec) []string {
+	var out []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"replicas", s.Replicas != nil},
+		{"policySelector", s.PolicySelector != nil},
+		{"namespaceSelector", s.NamespaceSelector != nil},
+		{"redis", !reflect.ValueOf(s.Redis).IsZero()},
+		{"image", s.Image != nil},
+		{"resources", s.Resources != nil},
+	} {
+		if f.set {
+			out = append(out, "spec."+f.name)
+		}
+	}
+	return out
+}

@@ -1,0 +1,242 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/limiter/service"
+)
+
+// ForwardAuthPath is where forward-auth calls go, followed by the domain:
+// /v1/forward-auth/{domain}. Any method is accepted, since nginx's
+// auth_request subrequest keeps the original request's method.
+const ForwardAuthPath = "/v1/forward-auth/"
+
+// MaxForwardAuthHeader bounds every header value forward-auth reads; a
+// longer one is answered 400.
+const MaxForwardAuthHeader = 1024
+
+// Headers that carry the original request to forward-auth: Traefik's
+// X-Forwarded-* and the X-Original-* of nginx's documented auth_request
+// setup. The first one present wins.
+var (
+	methodHeaders = []string{"X-Forwarded-Method", "X-Original-Method"}
+	uriHeaders    = []string{"X-Forwarded-Uri", "X-Original-URI"}
+	hostHeaders   = []string{"X-Forwarded-Host", "X-Original-Host"}
+)
+
+const (
+	headerXFF    = "X-Forwarded-For"
+	headerRealIP = "X-Real-IP"
+)
+
+// Results of forward-auth calls that lacked a value, the "result" label of
+// sluice_forward_auth_missing_total.
+const (
+	missingAllowed = "allowed"
+	missingDenied  = "denied"
+)
+
+type gatewayMetrics struct {
+	missing *prometheus.CounterVec
+}
+
+func newGatewayMetrics(reg prometheus.Registerer) *gatewayMetrics {
+	m := &gatewayMetrics{
+		missing: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_forward_auth_missing_total",
+			Help: "Forward-auth calls that lacked a value their domain's mapping needs, answered per its onMissing, by domain and result (allowed or denied).",
+		}, []string{"domain", "result"}),
+	}
+	reg.MustRegister(m.missing)
+	return m
+}
+
+// gatewayRoutes adds the endpoints gateways and apps call besides the
+// check: forward-auth and the status peek.
+func (s *Server) gatewayRoutes(mux *http.ServeMux) {
+	s.gw = newGatewayMetrics(s.opts.Metrics)
+	mux.HandleFunc(ForwardAuthPath+"{domain}", s.forwardAuth)
+	mux.HandleFunc("GET "+StatusPath, s.status)
+	mux.HandleFunc(StatusPath, methodNotAllowed(http.MethodGet, http.MethodHead))
+}
+
+// forwardAuth answers a gateway's forward-auth call: 2xx to let the
+// original request through, the mapping's denyStatus to refuse it, with the
+// decision's rate-limit headers either way.
+func (s *Server) forwardAuth(w http.ResponseWriter, r *http.Request) {
+	domain := r.PathValue("domain")
+	m := s.svc.Snapshot().ForwardAuthFor(domain)
+	if m == nil {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no forwardAuth mapping for domain %q: add one to spec.forwardAuth of the LimiterFleet (or of the policy file's LimiterFleet)", domain))
+		return
+	}
+	entries, missing, err := forwardAuthEntries(r, m, s.opts.TrustedProxies)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if missing != "" {
+		s.answerMissing(w, m, missing)
+		return
+	}
+	req := &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*rlv3.RateLimitDescriptor{{Entries: entries}}}
+	resp, err := s.svc.Decide(r.Context(), req, "")
+	if err != nil {
+		st := status.Convert(err)
+		writeError(w, httpStatus(st.Code()), st.Message())
+		return
+	}
+	code := http.StatusOK
+	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+		code = int(*m.DenyStatus)
+	}
+	s.writeDecision(w, resp, code)
+}
+
+// answerMissing answers a call that lacks a value per the mapping's
+// onMissing, and counts it.
+func (s *Server) answerMissing(w http.ResponseWriter, m *v1alpha1.ForwardAuth, missing string) {
+	msg := "request lacks " + missing + ", which the forwardAuth mapping of domain " + m.Domain + " needs"
+	w.Header().Set(service.HeaderReason, msg)
+	if *m.OnMissing == v1alpha1.OnMissingDeny {
+		s.gw.missing.WithLabelValues(m.Domain, missingDenied).Inc()
+		writeError(w, int(*m.DenyStatus), msg+" (onMissing Deny)")
+		return
+	}
+	s.gw.missing.WithLabelValues(m.Domain, missingAllowed).Inc()
+	writeJSON(w, http.StatusOK, map[string]string{"allowed": "true", "reason": msg + " (onMissing Allow)"})
+}
+
+// forwardAuthEntries builds the descriptor entries of mapping m from r. A
+// value m needs that r lacks is named in missing; a header value longer
+// than MaxForwardAuthHeader or an X-Forwarded-For that isn't a list of
+// addresses is an error.
+func forwardAuthEntries(r *http.Request, m *v1alpha1.ForwardAuth, trusted []netip.Prefix) (entries []*rlv3.RateLimitDescriptor_Entry, missing string, err error) {
+	entries = make([]*rlv3.RateLimitDescriptor_Entry, 0, len(m.Descriptors))
+	for _, d := range m.Descriptors {
+		var v, want string
+		switch d.From {
+		case v1alpha1.FromMethod:
+			v, want, err = firstHeader(r.Header, methodHeaders, r.Method)
+		case v1alpha1.FromPath:
+			v, want, err = firstHeader(r.Header, uriHeaders, "")
+			v, _, _ = strings.Cut(v, "?")
+		case v1alpha1.FromHost:
+			v, want, err = firstHeader(r.Header, hostHeaders, r.Host)
+		case v1alpha1.FromClientIP:
+			v, err = clientIP(r, trusted)
+			want = "a client address"
+		case v1alpha1.FromHeader:
+			v, want, err = firstHeader(r.Header, []string{*d.Header}, "")
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		if v == "" {
+			return nil, want, nil
+		}
+		entries = append(entries, &rlv3.RateLimitDescriptor_Entry{Key: d.Key, Value: v})
+	}
+	return entries, "", nil
+}
+
+// firstHeader is the value of the first of names that r carries, else
+// fallback. want describes the headers for a "missing" message.
+func firstHeader(h http.Header, names []string, fallback string) (v, want string, err error) {
+	for _, name := range names {
+		v, err := headerValue(h, name)
+		if err != nil || v != "" {
+			return v, "", err
+		}
+	}
+	return fallback, "header " + strings.Join(names, " or "), nil
+}
+
+// headerValue is a header's values, joined by ", " as HTTP does, refused
+// when longer than MaxForwardAuthHeader.
+func headerValue(h http.Header, name string) (string, error) {
+	v := strings.Join(h.Values(name), ", ")
+	if len(v) > MaxForwardAuthHeader {
+		return "", fmt.Errorf("header %s is %d bytes long, the maximum is %d", http.CanonicalHeaderKey(name), len(v), MaxForwardAuthHeader)
+	}
+	return strings.TrimSpace(v), nil
+}
+
+// clientIP is the address of the call's peer, unless the peer is a trusted
+// proxy: then it is the rightmost X-Forwarded-For address that is not a
+// trusted proxy, else X-Real-IP, else the leftmost X-Forwarded-For address.
+// A client can prepend anything to X-Forwarded-For, so only what trusted
+// proxies appended counts.
+func clientIP(r *http.Request, trusted []netip.Prefix) (string, error) {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return "", fmt.Errorf("peer address %q: %v", r.RemoteAddr, err)
+	}
+	peer := ap.Addr().Unmap()
+	if !isTrusted(peer, trusted) {
+		return peer.String(), nil
+	}
+	xff, err := headerValue(r.Header, headerXFF)
+	if err != nil {
+		return "", err
+	}
+	hops := strings.Split(xff, ",")
+	var leftmost netip.Addr
+	for i := len(hops) - 1; i >= 0 && xff != ""; i-- {
+		a, err := parseHop(strings.TrimSpace(hops[i]))
+		if err != nil {
+			return "", fmt.Errorf("header %s: %q is not an IP address", headerXFF, strings.TrimSpace(hops[i]))
+		}
+		if !isTrusted(a, trusted) {
+			return a.String(), nil
+		}
+		leftmost = a
+	}
+	realIP, err := headerValue(r.Header, headerRealIP)
+	if err != nil {
+		return "", err
+	}
+	if realIP != "" {
+		a, err := parseHop(realIP)
+		if err != nil {
+			return "", fmt.Errorf("header %s: %q is not an IP address", headerRealIP, realIP)
+		}
+		return a.String(), nil
+	}
+	if leftmost.IsValid() {
+		return leftmost.String(), nil
+	}
+	return peer.String(), nil
+}
+
+// parseHop parses an address from X-Forwarded-For or X-Real-IP, with or
+// without a port, as some proxies add one.
+func parseHop(s string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		ap, perr := netip.ParseAddrPort(s)
+		if perr != nil {
+			return netip.Addr{}, err
+		}
+		a = ap.Addr()
+	}
+	return a.Unmap(), nil
+}
+
+func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
+	for _, p := range trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}

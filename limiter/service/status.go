@@ -1,0 +1,84 @@
+package service
+
+import (
+	"context"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluice-dev/sluice/limiter/config"
+)
+
+// PolicyStatus is one policy's state for a caller, as a peek sees it.
+type PolicyStatus struct {
+	// Policy is "namespace/name".
+	Policy string `json:"policy"`
+	// Algorithm is the policy's algorithm, such as TokenBucket.
+	Algorithm string `json:"algorithm"`
+	// Limit units per PeriodSeconds; Burst is the most admitted at once.
+	Limit         int64 `json:"limit"`
+	PeriodSeconds int64 `json:"periodSeconds"`
+	Burst         int64 `json:"burst"`
+	// Remaining is how many units the caller could spend now.
+	Remaining int64 `json:"remaining"`
+	// ResetSeconds is how long, in whole seconds rounded up, until the
+	// caller's counter is back to its full quota.
+	ResetSeconds int64 `json:"resetSeconds"`
+	// Shadow is true for a shadow policy, which never denies.
+	Shadow bool `json:"shadow"`
+	// Reason is set when the store could not answer and the policy's
+	// failure mode made up the figures.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Peek reports every policy of domain that entries match, in the
+// snapshot's order, without consuming anything: each is decided as a check
+// of cost 0 is. An unknown domain or an unmatched request gives an empty
+// list. Peeks are not counted as decisions. The error says what is wrong
+// with a request that Validate rejects.
+func (s *Service) Peek(ctx context.Context, domain string, entries []*rlv3.RateLimitDescriptor_Entry) ([]PolicyStatus, error) {
+	req := &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*rlv3.RateLimitDescriptor{{Entries: entries}}}
+	if err := s.Validate(req); err != nil {
+		return nil, err
+	}
+	out := []PolicyStatus{}
+	l := s.loaded.Load()
+	d := l.snap.Domain(domain)
+	if d == nil {
+		return out, nil
+	}
+	sc := s.scratch.Get().(*scratch)
+	defer s.release(sc)
+	if i := s.idempotencyEntry(entries); i >= 0 {
+		sc.entries = append(append(sc.entries[:0], entries[:i]...), entries[i+1:]...)
+		entries = sc.entries
+	}
+	sc.matches = d.AppendMatches(sc.matches[:0], entries)
+	for _, p := range sc.matches {
+		dec := s.decide(ctx, sc, p, l.counters[p], domain, entries, 0, "")
+		out = append(out, policyStatus(p, dec))
+	}
+	return out, nil
+}
+
+func policyStatus(p *config.Policy, d Decision) PolicyStatus {
+	return PolicyStatus{
+		Policy:        p.ID(),
+		Algorithm:     p.Limit.Algorithm.String(),
+		Limit:         p.Limit.Limit,
+		PeriodSeconds: ceilSeconds(p.Limit.Period),
+		Burst:         p.Limit.Capacity(),
+		Remaining:     d.Result.Remaining,
+		ResetSeconds:  ceilSeconds(max(0, d.Result.ResetAfter)),
+		Shadow:        p.Shadow,
+		Reason:        d.Reason,
+	}
+}
+
+// release clears sc's references and returns it to the pool.
+func (s *Service) release(sc *scratch) {
+	clear(sc.matches)
+	clear(sc.entries)
+	sc.entries = sc.entries[:0]
+	s.scratch.Put(sc)
+}
