@@ -253,6 +253,9 @@ func LimiterArgs(fleet *v1alpha1.LimiterFleet, storeURL string) []string {
 		fmt.Sprintf("--http-addr=0.0.0.0:%d", LimiterHTTPPort),
 		"--log-format=json",
 	}
+	if len(fleet.Spec.TrustedProxies) > 0 {
+		args = append(args, "--trusted-proxies="+strings.Join(fleet.Spec.TrustedProxies, ","))
+	}
 	return append(args, topDescriptorArgs(fleet.Spec.Stats)...)
 }
 

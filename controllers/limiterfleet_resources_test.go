@@ -637,3 +637,14 @@ func TestLimiterArgsTopDescriptors(t *testing.T) {
 		})
 	}
 }
+
+func TestLimiterArgsTrustedProxies(t *testing.T) {
+	f := resFleet("ns", "f", func(f *v1alpha1.LimiterFleet) { f.Spec.TrustedProxies = []string{"10.0.0.0/8", "fd00::1"} })
+	got := controllers.LimiterArgs(f, "memory")
+	if !slices.Contains(got, "--trusted-proxies=10.0.0.0/8,fd00::1") {
+		t.Errorf("args %q lack --trusted-proxies", got)
+	}
+	if got := controllers.LimiterArgs(resFleet("ns", "f"), "memory"); slices.ContainsFunc(got, func(a string) bool { return strings.HasPrefix(a, "--trusted-proxies") }) {
+		t.Errorf("args %q: --trusted-proxies without spec.trustedProxies", got)
+	}
+}

@@ -320,6 +320,12 @@ var fleetBadCases = []fleetBadCase{
 		message: "should be less than or equal to 100",
 	},
 	{
+		name:    "trustedProxies not a CIDR",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.TrustedProxies = []string{"10.0.0.0/8", "gateway.local"} },
+		field:   "spec.trustedProxies",
+		message: "each trusted proxy must be a CIDR such as 10.0.0.0/8 or an IP address",
+	},
+	{
 		name:    "stats.topDescriptors above 20",
 		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Stats = &v1alpha1.FleetStats{TopDescriptors: ptr.To[int32](21)} },
 		field:   "spec.stats.topDescriptors",
@@ -469,6 +475,16 @@ var fleetGoodCases = []fleetGoodCase{
 	{name: "zero replicas", typed: func(f *v1alpha1.LimiterFleet) { f.Spec.Replicas = ptr.To[int32](0) }},
 	{name: "100 replicas", typed: func(f *v1alpha1.LimiterFleet) { f.Spec.Replicas = ptr.To(v1alpha1.MaxFleetReplicas) }},
 	{name: "enforcement Disabled", typed: func(f *v1alpha1.LimiterFleet) { f.Spec.Enforcement = ptr.To(v1alpha1.EnforcementDisabled) }},
+	{name: "trusted proxies", typed: func(f *v1alpha1.LimiterFleet) {
+		f.Spec.TrustedProxies = []string{"10.0.0.0/8", "192.168.1.7", "fd00::/8"}
+	}},
+	{
+		name: "stats with truncated values",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Stats = &v1alpha1.FleetStats{TopDescriptors: ptr.To[int32](20),
+				DescriptorValues: ptr.To(v1alpha1.DescriptorValuesTruncate), TruncateTo: ptr.To[int32](64)}
+		},
+	},
 	{
 		name: "selectors, image and resources",
 		typed: func(f *v1alpha1.LimiterFleet) {

@@ -118,6 +118,17 @@ type LimiterFleetSpec struct {
 	// +listMapKey=domain
 	// +kubebuilder:validation:MaxItems=64
 	ForwardAuth []ForwardAuth `json:"forwardAuth,omitempty"`
+
+	// trustedProxies are the CIDRs or addresses of the gateways whose
+	// X-Forwarded-For and X-Real-IP forward-auth believes when it reads a
+	// client IP, such as "10.0.0.0/8". Without them, the client IP of a
+	// forward-auth call is the caller's own address. At most 32.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.all(p, isCIDR(p) || isIP(p))",message="each trusted proxy must be a CIDR such as 10.0.0.0/8 or an IP address"
+	TrustedProxies []string `json:"trustedProxies,omitempty"`
 }
 
 // DescriptorValues says how reported descriptor values are shown.
