@@ -40,6 +40,24 @@ type AdminPolicyStats struct {
 	LocalFallback int64 `json:"localFallback"`
 	// NearLimit counts allowed decisions that left under 20% of the limit.
 	NearLimit int64 `json:"nearLimit"`
+	// LocalTier is set for a policy in two-tier mode (spec.localTier).
+	LocalTier *AdminLocalTier `json:"localTier,omitempty"`
+}
+
+// AdminLocalTier are a two-tier policy's figures on this pod.
+type AdminLocalTier struct {
+	// OvershootBound is the most units the fleet may admit above the
+	// exact algorithm over any interval: 0 for window algorithms, else
+	// maxOvershoot, or pods × the per-pod cap without it.
+	OvershootBound int64 `json:"overshootBound"`
+	// Pods is the most pods seen leasing one of the policy's keys lately.
+	Pods int64 `json:"pods"`
+	// Decisions by path: spent from a lease, one store call, the
+	// over-limit cache, passed through exactly.
+	Local         int64 `json:"local"`
+	Leases        int64 `json:"leases"`
+	CachedDenials int64 `json:"cachedDenials"`
+	Exact         int64 `json:"exact"`
 }
 
 // bootID is random per process.
@@ -52,11 +70,16 @@ func newBootID() string {
 // AdminStats returns what AdminStatsPath answers.
 func (s *Server) AdminStats() AdminStats {
 	ps := s.svc.PolicyStats()
+	tiers := s.svc.LocalTierStats()
 	out := AdminStats{BootID: s.bootID, StartedAt: s.startedAt, Policies: make([]AdminPolicyStats, len(ps))}
 	for i, p := range ps {
 		out.Policies[i] = AdminPolicyStats{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Generation: p.Generation,
 			Allowed: p.Allowed, Limited: p.Limited, ShadowLimited: p.ShadowLimited,
 			FailedOpen: p.FailedOpen, FailedClosed: p.FailedClosed, LocalFallback: p.LocalFallback, NearLimit: p.NearLimit}
+		if lt, ok := tiers[p.Namespace+"/"+p.Name]; ok {
+			out.Policies[i].LocalTier = &AdminLocalTier{OvershootBound: lt.OvershootBound, Pods: lt.Pods,
+				Local: lt.Local, Leases: lt.Leases, CachedDenials: lt.CachedDenials, Exact: lt.Exact}
+		}
 	}
 	return out
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/limiter/store/localtier"
 )
 
 // Decision results, the "result" label of sluice_decisions_total.
@@ -30,7 +32,10 @@ type metrics struct {
 type policyCounters struct {
 	// stats count the decisions, for sluice_decisions_total and the admin
 	// stats endpoint alike; nil with Options.DisablePolicyStats.
-	stats         *policyStats
+	stats *policyStats
+	// tier is the policy's two-tier settings, nil unless spec.localTier
+	// is enabled.
+	tier          *localtier.Policy
 	lastShadowLog atomic.Int64
 	// The current degraded episode (Unix ns): its first and last fallback
 	// decisions and their count.
