@@ -140,8 +140,8 @@ func (t *Tier) lease(ctx context.Context, p *Policy, e *entry, req store.Request
 	p.c.leased.Add(l.Granted)
 	p.c.notePods(l.Pods)
 	if !l.Result.Allowed {
-		if l.Result.RetryAfter > 0 {
-			e.deniedCost, e.deniedAt, e.deniedUntil, e.denied = req.Cost, now, now+int64(l.Result.RetryAfter), l.Result
+		if hold := denialHold(p, lr, l); hold > 0 {
+			e.deniedCost, e.deniedAt, e.deniedUntil, e.denied = req.Cost, now, now+int64(hold), l.Result
 		}
 		return l.Result, nil
 	}
@@ -153,9 +153,29 @@ func (t *Tier) lease(ctx context.Context, p *Policy, e *entry, req store.Request
 	return r, nil
 }
 
+// denialHold is how long a denial is answered from the over-limit cache:
+// until the counter can admit the cost again, which for a window is its
+// reset. A bucket refills continuously, a unit at a time, so there it is
+// held until the counter has refilled the cost plus the lease the pod would
+// ask for (its fair share), and no longer than until the bucket is full:
+// a flood against an exhausted bucket then costs one store call per pod
+// per lease's worth of refill, not one per refilled unit.
+func denialHold(p *Policy, lr store.LeaseRequest, l store.Lease) time.Duration {
+	r := l.Result
+	if r.RetryAfter <= 0 || !p.Limit.Algorithm.UsesBurst() {
+		return max(0, r.RetryAfter)
+	}
+	share := min(lr.Want, p.PodCap)
+	if p.Bound >= 0 {
+		share = min(share, p.Bound/max(1, l.Pods))
+	}
+	refill := time.Duration(float64(lr.Cost+share) * float64(p.Limit.Period) / float64(p.Limit.Limit))
+	return max(r.RetryAfter, min(refill, r.ResetAfter))
+}
+
 // want is how many units beyond a request's cost to ask for: what the key's
-// recent local rate spends in half a ttl. A key's first lease, and a cold
-// key's, asks for none and is exact.
+// recent local rate spends in leaseHorizon (or half the ttl, if shorter).
+// A key's first lease, and a cold key's, asks for none and is exact.
 func (e *entry) want(now int64, ttl time.Duration) int64 {
 	if e.leased {
 		if el := float64(now-e.lastLease) / 1e9; el > 0 {
@@ -168,8 +188,14 @@ func (e *entry) want(now int64, ttl time.Duration) int64 {
 		}
 	}
 	e.seen, e.lastLease, e.leased = 0, now, true
-	return int64(e.rate * ttl.Seconds() / 2)
+	return int64(e.rate * min(ttl/2, leaseHorizon).Seconds())
 }
+
+// leaseHorizon is how much of a key's traffic one lease asks to hold. The
+// units a pod holds are taken from the counter before they are spent: a
+// shorter horizon holds fewer of them back from the other pods when the
+// key is at its limit, a longer one calls the store less often.
+const leaseHorizon = 250 * time.Millisecond
 
 func (c *counters) notePods(n int64) {
 	for {
