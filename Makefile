@@ -129,6 +129,10 @@ helm-test: helm envtest ## Install, upgrade and uninstall the chart on the envte
 bench: deps build bench-operator ## Load-test the limiter (gRPC RLS) on memory and Redis, Go benchmarks, and the operator's apply-to-enforced latency.
 	hack/bench.sh
 
+.PHONY: bench-fleet
+bench-fleet: deps ## Two-tier mode with 1, 4 and 10 real limiter processes on one Redis: overshoot, false denials, Redis commands per decision; fast path; one pod vs noop.
+	hack/bench-fleet.sh
+
 .PHONY: bench-operator
 bench-operator: envtest ## Apply-to-enforced latency over 100 edits, on envtest with real limiter processes.
 	KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -run '^$$' -bench ApplyToEnforced -benchtime 1x ./controllers/

@@ -39,6 +39,10 @@ type LeaseRequest struct {
 	PodCap int64
 	// TTL is the longest a lease may be spent.
 	TTL time.Duration
+	// Horizon is the span of traffic Want covers (0: TTL). A window
+	// algorithm's lease ends with its window: with less time left than
+	// Horizon, it grants Want in proportion.
+	Horizon time.Duration
 }
 
 // Lease is what a lease call decided.

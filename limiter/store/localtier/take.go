@@ -116,7 +116,7 @@ func (e *entry) fromDenial(now, cost int64) (algo.Result, bool) {
 // its lifetime allows on the store's clock.
 func (t *Tier) lease(ctx context.Context, p *Policy, e *entry, req store.Request, now int64) (algo.Result, error) {
 	lr := store.LeaseRequest{Key: req.Key, Limit: p.Limit, Cost: req.Cost, Want: e.want(now, p.TTL),
-		Pod: t.pod, Bound: p.Bound, PodCap: p.PodCap, TTL: p.TTL}
+		Pod: t.pod, Bound: p.Bound, PodCap: p.PodCap, TTL: p.TTL, Horizon: horizon(p.TTL)}
 	if e.tokens > 0 {
 		lr.Credit, lr.CreditWindow = e.tokens, e.window
 	}
@@ -188,8 +188,11 @@ func (e *entry) want(now int64, ttl time.Duration) int64 {
 		}
 	}
 	e.seen, e.lastLease, e.leased = 0, now, true
-	return int64(e.rate * min(ttl/2, leaseHorizon).Seconds())
+	return int64(e.rate * horizon(ttl).Seconds())
 }
+
+// horizon is the span of a key's traffic one lease asks for.
+func horizon(ttl time.Duration) time.Duration { return min(ttl/2, leaseHorizon) }
 
 // leaseHorizon is how much of a key's traffic one lease asks to hold. The
 // units a pod holds are taken from the counter before they are spent: a

@@ -38,7 +38,7 @@ func (s *Store) leaseCmd(ctx context.Context, p goredis.Pipeliner, r *store.Leas
 	}
 	keys := []string{s.RedisKey(r.Key), s.PodsKey(r.Key)}
 	args := []any{int(r.Limit.Algorithm), r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now,
-		max(0, r.Want), max(0, r.Credit), r.CreditWindow, r.Pod, r.Bound, max(0, r.PodCap), max(1, r.TTL.Microseconds())}
+		max(0, r.Want), max(0, r.Credit), r.CreditWindow, r.Pod, r.Bound, max(0, r.PodCap), max(1, r.TTL.Microseconds()), max(0, r.Horizon.Microseconds())}
 	if eval {
 		return leaseScript.Eval(ctx, p, keys, args...)
 	}

@@ -71,6 +71,7 @@ type leaseStep struct {
 	Pod                string
 	Cost, Want, Credit int64
 	CreditWindow       int64
+	Horizon            time.Duration
 	// what it must return
 	Allowed   bool
 	Remaining int64
@@ -91,7 +92,7 @@ func runLeaseSteps(t *testing.T, opts func(store.Clock) redisstore.Options, lim 
 	for i, st := range steps {
 		clock.Set(storetest.Base.Add(st.At))
 		got, err := s.Lease(context.Background(), store.LeaseRequest{Key: key, Limit: lim, Cost: st.Cost, Want: st.Want,
-			Credit: st.Credit, CreditWindow: st.CreditWindow, Pod: st.Pod, Bound: bound, PodCap: podCap, TTL: ttl})
+			Credit: st.Credit, CreditWindow: st.CreditWindow, Horizon: st.Horizon, Pod: st.Pod, Bound: bound, PodCap: podCap, TTL: ttl})
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
@@ -150,6 +151,8 @@ func TestLeaseWindows(t *testing.T) {
 			{At: 9500 * ms, Pod: "a", Cost: 1, Want: 20, Credit: 20, CreditWindow: w0, Allowed: true, Remaining: 93, Granted: 5, Lifetime: 500 * ms, Pods: 1},
 			// The next window: a credit to the last one is dropped.
 			{At: 10 * s, Pod: "a", Cost: 1, Want: 0, Credit: 5, CreditWindow: w0, Allowed: true, Remaining: 99, Granted: 0, Lifetime: 2 * s, Pods: 1},
+			// 100ms left of a want that covers 250ms: 20·100/250 = 8.
+			{At: 19900 * ms, Pod: "a", Cost: 1, Want: 20, Horizon: 250 * ms, Allowed: true, Remaining: 90, Granted: 8, Lifetime: 100 * ms, Pods: 1},
 		})
 	})
 	t.Run("SlidingWindow", func(t *testing.T) {

@@ -14,7 +14,8 @@
 --          want (extra units asked for), credit (unspent units returned),
 --          credit_window (the window the credited units were leased in),
 --          pod, bound (most units all pods may hold at once; -1: none),
---          pod_cap (most units one pod may hold), ttl_us
+--          pod_cap (most units one pod may hold), ttl_us,
+--          horizon_us (the span of traffic want covers; 0: the ttl)
 -- Returns  {allowed, remaining, reset_after_us, retry_after_us, granted,
 --          lifetime_us, window, pods}; retry -1 is never. granted units may
 --          be spent for lifetime_us from when the call was sent: at most the
@@ -32,6 +33,8 @@ local pod = ARGV[10]
 local bound = tonumber(ARGV[11])
 local pod_cap = tonumber(ARGV[12])
 local ttl = tonumber(ARGV[13])
+local horizon = tonumber(ARGV[14] or 0)
+if horizon <= 0 or horizon > ttl then horizon = ttl end
 -- A pinned clock (tests only): see token_bucket.lua.
 local slack = 3600000
 if now == 0 then
@@ -70,17 +73,15 @@ local lifetime = ttl
 local window = 0
 
 -- Window algorithms: a lease never outlives its window, and a reserve asked
--- for a full ttl shrinks with the time left to spend it.
+-- for a horizon longer than the time left shrinks with it.
 local w, into = 0, 0
 if alg == 3 or alg == 4 then
   w = math.floor(now / period)
   if w * period > now then w = w - 1 elseif (w + 1) * period <= now then w = w + 1 end
   into = now - w * period
   window = w
-  if period - into < lifetime then
-    lifetime = period - into
-    cap = math.min(cap, math.floor(want * lifetime / ttl))
-  end
+  if period - into < lifetime then lifetime = period - into end
+  if lifetime < horizon then cap = math.min(cap, math.floor(want * lifetime / horizon)) end
 end
 if cap < 0 then cap = 0 end
 
