@@ -8,7 +8,9 @@
 --
 -- KEYS[1]  the counter
 -- KEYS[2]  the pods leasing from it, in the counter's slot: a hash of
---          pod id -> "reserve expires_us", pruned here
+--          pod id -> "reserve lease_expires_us seen_expires_us", pruned
+--          here: a pod counts for a ttl after its last call, its reserve
+--          while its lease lives
 -- ARGV     algorithm (1 TokenBucket, 2 GCRA, 3 SlidingWindow, 4 FixedWindow),
 --          limit, period_us, burst, cost, now_us (0: Redis TIME; tests pin the clock),
 --          want (extra units asked for), credit (unspent units returned),
@@ -48,17 +50,18 @@ local epoch = 1577836800000000
 local function ceil_us(x) if x <= 0 then return 0 end return math.ceil(x) end
 local function floor_tokens(x) if x <= 0 then return 0 end return math.floor(x + eps) end
 
--- The other pods' live reserves: what they may still spend.
+-- The other pods that served the key within a ttl, and their reserves
+-- whose leases are still live: what they may still spend.
 local others, held = 0, 0
 local pods = redis.call('HGETALL', KEYS[2])
 for i = 1, #pods, 2 do
   if pods[i] ~= pod then
-    local r, exp = string.match(pods[i + 1], '^(%S+) (%S+)$')
-    if tonumber(exp) <= now then
+    local r, lease_exp, seen_exp = string.match(pods[i + 1], '^(%S+) (%S+) (%S+)$')
+    if not seen_exp or tonumber(seen_exp) <= now then
       redis.call('HDEL', KEYS[2], pods[i])
     else
       others = others + 1
-      held = held + tonumber(r)
+      if tonumber(lease_exp) > now then held = held + tonumber(r) end
     end
   end
 end
@@ -225,10 +228,11 @@ else
   end
 end
 
--- A pod that decides registers until its lease ends, with what it may
--- still spend; a credit-only call (cost 0) deregisters it.
+-- A pod that decides registers what it may still spend until its lease
+-- ends, and counts as serving the key for a ttl; a credit-only call (cost
+-- 0) deregisters it.
 if cost > 0 then
-  redis.call('HSET', KEYS[2], pod, string.format('%d %d', granted, now + lifetime))
+  redis.call('HSET', KEYS[2], pod, string.format('%d %d %d', granted, now + lifetime, now + ttl))
   redis.call('PEXPIRE', KEYS[2], slack + math.ceil(ttl / 1000) + 1)
 else
   redis.call('HDEL', KEYS[2], pod)
