@@ -155,7 +155,7 @@ func run(ctx context.Context, p policySpec, ns []int, limiterBin, redisBin strin
 	}
 	fmt.Printf("; localTier ttl %s, maxOvershoot %s; %s of load per case\n", p.ttl, p.maxOvershoot, d)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "pods\tcase\toffered/s\tadmitted\tallowance\tovershoot (% of limit)\tbound\tadmitted/limit per window\tdenied\tfalse denials\tevalsha/dec\tcmds/dec\tdecisions/s\tp99\terrors\t")
+	fmt.Fprintln(tw, "pods\tcase\toffered/s\tadmitted\tallowance\tovershoot (% of limit)\tbound\tadmitted/limit per window\tdenied\tfalse denials\tlocal/lease/cached\tevalsha/dec\tcmds/dec\tdecisions/s\tp99\terrors\t")
 	for _, n := range ns {
 		if err := runPods(ctx, tw, p, n, policies, dir, limiterBin, rc, d); err != nil {
 			return err
@@ -172,6 +172,8 @@ At and above the limit a bucket starts empty (one call spends its burst first), 
   overshoot shows; under the limit it starts full, as an idle key does.
 false denials: denials while the offered load is under the limit and evenly paced, when the exact
   algorithm denies nothing ("-" at or above the limit).
+local/lease/cached: the limiters' two-tier decisions by path: spent from a lease, one lease call,
+  the over-limit cache.
 evalsha/dec: script round trips (EVALSHA+EVAL) per decision; cmds/dec: every command Redis counted
   per decision, those run inside the scripts included (INFO commandstats, credits after the load
   included).`)
@@ -206,6 +208,7 @@ func runPods(ctx context.Context, tw *tabwriter.Writer, p policySpec, n int, pol
 		}
 		rate := c.load * float64(p.limit) / p.period.Seconds()
 		key := fmt.Sprintf("n%d-%s-%d", n, strings.ReplaceAll(c.name, " ", "-"), time.Now().UnixNano())
+		before := fleetTier(ls)
 		if err := rc.ConfigResetStat(ctx).Err(); err != nil {
 			return err
 		}
@@ -227,21 +230,19 @@ func runPods(ctx context.Context, tw *tabwriter.Writer, p policySpec, n int, pol
 			return err
 		}
 		r := analyse(ss, p)
-		bound := "-"
+		bound, paths := "-", "-"
 		if !c.exact {
-			b := int64(-1)
-			for _, l := range ls {
-				b = max(b, tierBound(l.http, "bench", "fleet"))
-			}
-			bound = strconv.FormatInt(b, 10)
+			after := fleetTier(ls)
+			bound = strconv.FormatInt(after.OvershootBound, 10)
+			paths = fmt.Sprintf("%d/%d/%d", after.Local-before.Local, after.Leases-before.Leases, after.CachedDenials-before.CachedDenials)
 		}
 		falseDenials := "-"
 		if c.load < 1 {
 			falseDenials = strconv.FormatInt(r.denied, 10)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%d\t%d\t%d (%.1f%%)\t%s\t%s\t%d\t%s\t%.3f\t%.3f\t%.0f\t%s\t%d\t\n",
+		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%d\t%d\t%d (%.1f%%)\t%s\t%s\t%d\t%s\t%s\t%.3f\t%.3f\t%.0f\t%s\t%d\t\n",
 			n, c.name, rate, r.admitted, r.allowance, r.overshoot, 100*float64(r.overshoot)/float64(p.limit), bound,
-			fmtWindows(r.windows), r.denied, falseDenials,
+			fmtWindows(r.windows), r.denied, falseDenials, paths,
 			float64(scripts)/float64(max(1, r.decisions)), float64(all)/float64(max(1, r.decisions)),
 			r.perSecond, r.p99.Round(10*time.Microsecond), r.errors)
 	}

@@ -150,31 +150,54 @@ func ready(httpAddr string) error {
 	return nil
 }
 
-// tierBound reads the overshoot bound a limiter reports for policy on
-// /v1/admin/stats, or -1 when it reports none.
-func tierBound(httpAddr, namespace, name string) int64 {
+// tierStats are a limiter's two-tier figures for one policy.
+type tierStats struct {
+	OvershootBound int64 `json:"overshootBound"`
+	Local          int64 `json:"local"`
+	Leases         int64 `json:"leases"`
+	CachedDenials  int64 `json:"cachedDenials"`
+}
+
+// readTier reads a limiter's two-tier figures for policy on
+// /v1/admin/stats; ok is false when it reports none.
+func readTier(httpAddr, namespace, name string) (st tierStats, ok bool) {
 	resp, err := http.Get("http://" + httpAddr + "/v1/admin/stats")
 	if err != nil {
-		return -1
+		return st, false
 	}
 	defer resp.Body.Close()
-	var st struct {
+	var body struct {
 		Policies []struct {
 			Namespace, Name string
-			LocalTier       *struct {
-				OvershootBound int64 `json:"overshootBound"`
-			} `json:"localTier"`
+			LocalTier       *tierStats `json:"localTier"`
 		} `json:"policies"`
 	}
-	if json.NewDecoder(resp.Body).Decode(&st) != nil {
-		return -1
+	if json.NewDecoder(resp.Body).Decode(&body) != nil {
+		return st, false
 	}
-	for _, p := range st.Policies {
+	for _, p := range body.Policies {
 		if p.Namespace == namespace && p.Name == name && p.LocalTier != nil {
-			return p.LocalTier.OvershootBound
+			return *p.LocalTier, true
 		}
 	}
-	return -1
+	return st, false
+}
+
+// fleetTier sums the limiters' figures; the bound is the largest reported,
+// -1 when none reports one.
+func fleetTier(ls []*limiter) tierStats {
+	sum := tierStats{OvershootBound: -1}
+	for _, l := range ls {
+		st, ok := readTier(l.http, "bench", "fleet")
+		if !ok {
+			continue
+		}
+		sum.OvershootBound = max(sum.OvershootBound, st.OvershootBound)
+		sum.Local += st.Local
+		sum.Leases += st.Leases
+		sum.CachedDenials += st.CachedDenials
+	}
+	return sum
 }
 
 // commandStats reads INFO commandstats: EVALSHA and EVAL calls (round trips
