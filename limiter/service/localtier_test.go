@@ -22,8 +22,8 @@ import (
 )
 
 // tierSnapshot compiles one policy per algorithm that can lease, on keys
-// "a" to "d", with localTier as given (nil: off).
-func tierSnapshot(t testing.TB, lt *v1alpha1.LocalTier) *config.Snapshot {
+// "a" to "d", 20 per period, with localTier as given (nil: off).
+func tierSnapshot(t testing.TB, period time.Duration, lt *v1alpha1.LocalTier) *config.Snapshot {
 	t.Helper()
 	var ps []v1alpha1.RateLimitPolicy
 	for i, a := range []v1alpha1.Algorithm{v1alpha1.TokenBucket, v1alpha1.GCRA, v1alpha1.SlidingWindow, v1alpha1.FixedWindow} {
@@ -33,7 +33,7 @@ func tierSnapshot(t testing.TB, lt *v1alpha1.LocalTier) *config.Snapshot {
 				Domain:      "tier",
 				Descriptors: []v1alpha1.Descriptor{{Key: string(rune('a' + i))}},
 				Algorithm:   ptr.To(a),
-				Rate:        v1alpha1.Rate{Limit: 20, Period: metav1.Duration{Duration: 10 * time.Second}},
+				Rate:        v1alpha1.Rate{Limit: 20, Period: metav1.Duration{Duration: period}},
 				LocalTier:   lt.DeepCopy(),
 			},
 		})
@@ -58,7 +58,7 @@ func TestLocalTierOnMemoryIsExact(t *testing.T) {
 		t.Cleanup(func() { _ = m.Close() })
 		svc := service.New(m, service.Options{RetryAfterJitter: -1})
 		t.Cleanup(func() { _ = svc.Close() })
-		svc.Swap(tierSnapshot(t, lt))
+		svc.Swap(tierSnapshot(t, 10*time.Second, lt))
 		return svc
 	}
 	exact := newSvc(nil)
@@ -96,7 +96,8 @@ func TestLocalTierOnRedis(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	svc := service.New(rs, service.Options{Registerer: reg, RetryAfterJitter: -1})
 	t.Cleanup(func() { _ = svc.Close() })
-	snap := tierSnapshot(t, &v1alpha1.LocalTier{Enabled: ptr.To(true), MaxOvershoot: ptr.To(intstr.FromInt32(3))})
+	// An hour's period: refill while the test runs is a unit per 3 minutes.
+	snap := tierSnapshot(t, time.Hour, &v1alpha1.LocalTier{Enabled: ptr.To(true), MaxOvershoot: ptr.To(intstr.FromInt32(3))})
 	svc.Swap(snap)
 	allowed := 0
 	for range 30 {
@@ -108,9 +109,9 @@ func TestLocalTierOnRedis(t *testing.T) {
 			allowed++
 		}
 	}
-	// TokenBucket 20 per 10s, burst 20, within 3 units of overshoot.
+	// TokenBucket 20 per hour, burst 20, within 3 units of overshoot.
 	if allowed < 20 || allowed > 23 {
-		t.Fatalf("allowed %d of 30 against 20 per 10s with a bound of 3", allowed)
+		t.Fatalf("allowed %d of 30 against 20 per hour with a bound of 3", allowed)
 	}
 	st := svc.LocalTierStats()["ns/p-a"]
 	if st.OvershootBound != 3 || st.Local == 0 || st.Leases+st.Local+st.CachedDenials != 30 {

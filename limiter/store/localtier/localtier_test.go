@@ -269,7 +269,11 @@ func TestOverLimitCache(t *testing.T) {
 	tier := newPod(t, newRedis(t, false), localtier.Options{})
 	p := policy(tier, lim, v1alpha1.LocalTier{})
 	key := storetest.KeyFor(t, "flood")
+	start := time.Now()
 	got := drive(t, []*localtier.Tier{tier}, []*localtier.Policy{p}, key, lim, 8, 1000)
+	if time.Now().Truncate(time.Hour) != start.Truncate(time.Hour) {
+		t.Skip("the flood crossed an hour boundary: the window reset") // once an hour at most
+	}
 	st := p.Stats()
 	if got > 5 || st.CachedDenials < 990 || st.Leases > 10 {
 		t.Fatalf("admitted %d; stats %+v: want at most 5 admitted and the flood answered from the cache", got, st)

@@ -179,7 +179,8 @@ func TestLeaseKeysShareTheSlotAndExpire(t *testing.T) {
 		lim := algo.Limit{Algorithm: a, Limit: 50, Period: time.Minute, Burst: 50}
 		k := storetest.KeyFor(t, a.String())
 		l, err := s.Lease(context.Background(), store.LeaseRequest{Key: k, Limit: lim, Cost: 1, Want: 5, Pod: "p", Bound: -1, PodCap: 5, TTL: time.Second})
-		if err != nil || !l.Result.Allowed || l.Granted != 5 {
+		// A window's lease shrinks near its end: only the bucket's grant is sure.
+		if err != nil || !l.Result.Allowed || l.Granted > 5 || (a.UsesBurst() && l.Granted != 5) {
 			t.Fatalf("%v: %+v %v", a, l, err)
 		}
 	}
