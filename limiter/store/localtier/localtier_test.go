@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -326,4 +327,62 @@ func TestOvershootBound(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The tier tracks at most MaxKeys keys; the rest are decided exactly by the
+// store, and still correctly.
+func TestBoundedKeys(t *testing.T) {
+	lim := algo.Limit{Algorithm: algo.FixedWindow, Limit: 1, Period: time.Hour, Burst: 1}
+	tier := newPod(t, newRedis(t, false), localtier.Options{MaxKeys: 64})
+	p := policy(tier, lim, v1alpha1.LocalTier{})
+	for i := range 500 {
+		key := storetest.KeyFor(t, "k"+string(rune(i)))
+		for j := range 2 {
+			r, err := tier.Take(context.Background(), p, store.Request{Key: key, Limit: lim, Cost: 1})
+			if err != nil || r.Allowed != (j == 0) {
+				t.Fatalf("key %d, request %d: %+v %v: want the first of each key admitted, the second denied", i, j, r, err)
+			}
+		}
+	}
+	if n := tier.Keys(); n > 64 {
+		t.Fatalf("%d keys tracked, MaxKeys is 64", n)
+	}
+	if st := p.Stats(); st.Exact == 0 {
+		t.Fatalf("stats %+v: want keys beyond MaxKeys decided exactly", st)
+	}
+}
+
+// A lease that expires unspent is credited back by the sweep: the counter
+// gets its units back, and no unit is counted twice.
+func TestExpiredLeaseIsCreditedBack(t *testing.T) {
+	lim := algo.Limit{Algorithm: algo.FixedWindow, Limit: 1000, Period: time.Hour, Burst: 1000}
+	st := newRedis(t, false)
+	tier := newPod(t, st, localtier.Options{SweepInterval: -1})
+	p := policy(tier, lim, v1alpha1.LocalTier{TTL: &metav1.Duration{Duration: 100 * time.Millisecond},
+		MaxOvershoot: ptr.To(intstr.FromInt32(50))})
+	key := storetest.KeyFor(t, "expire")
+	start := time.Now()
+	got := drive(t, []*localtier.Tier{tier}, []*localtier.Policy{p}, key, lim, 4, 200)
+	if p.Stats().Leased == 0 {
+		t.Fatalf("stats %+v: nothing was leased", p.Stats())
+	}
+	if time.Now().Truncate(time.Hour) != start.Truncate(time.Hour) {
+		t.Skip("the run crossed an hour boundary: the window reset") // once an hour at most
+	}
+	// Once the 100ms ttl has passed, a sweep gives back whatever the last
+	// lease left: poll until the counter shows exactly what was admitted.
+	var left int64
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		tier.Sweep()
+		peek, err := st.Take(context.Background(), store.Request{Key: key, Limit: lim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if left = peek.Remaining; left == lim.Limit-got {
+			return
+		}
+		time.Sleep(20 * time.Millisecond) // polling: the lease's ttl must pass
+	}
+	t.Fatalf("counter has %d left after %d admitted of %d: the unspent lease did not come back exactly (stats %+v)", left, got, lim.Limit, p.Stats())
 }
