@@ -51,8 +51,9 @@ func TestAdminStatsLocalTier(t *testing.T) {
 	for _, p := range st.Policies {
 		byName[p.Name] = p
 	}
-	// The memory store is exact: the decision passed through the tier.
-	want := server.AdminLocalTier{OvershootBound: 3, Pods: 1, Exact: 1}
+	// The memory store is exact: the decision passed through the tier, and
+	// the bound is 0.
+	want := server.AdminLocalTier{OvershootBound: 0, Pods: 1, Exact: 1}
 	if lt := byName["tiered"].LocalTier; lt == nil || *lt != want {
 		t.Errorf("tiered: localTier %+v, want %+v (%s)", lt, want, body)
 	}

@@ -238,12 +238,16 @@ type Stats struct {
 	Leased, Credited int64
 }
 
-// Stats returns the installed policies' figures, in Swap's order.
+// Stats returns the installed policies' figures, in Swap's order. Over a
+// store that does not lease every decision is exact: the bound is 0.
 func (t *Tier) Stats() []Stats {
 	ps := *t.policies.Load()
 	out := make([]Stats, len(ps))
 	for i, p := range ps {
 		out[i] = p.Stats()
+		if t.leaser == nil {
+			out[i].OvershootBound = 0
+		}
 	}
 	return out
 }
