@@ -32,14 +32,15 @@ type metrics struct {
 type policyCounters struct {
 	// stats count the decisions, for sluice_decisions_total and the admin
 	// stats endpoint alike; nil with Options.DisablePolicyStats.
-	stats *policyStats
-	// tier is the policy's two-tier settings, nil unless spec.localTier
-	// is enabled.
-	tier          *localtier.Policy
+	stats         *policyStats
 	lastShadowLog atomic.Int64
 	// The current degraded episode (Unix ns): its first and last fallback
 	// decisions and their count.
 	degradedSince, lastFallback, fallbacks atomic.Int64
+
+	// tier is the policy's two-tier settings, nil unless spec.localTier
+	// is enabled.
+	tier *localtier.Policy
 }
 
 // noteFallback records a decision made by the failure mode. An episode

@@ -88,8 +88,7 @@ type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
 	store     store.Store
-	tier      *localtier.Tier // spec.localTier policies decide through it
-	local     *memory.Store   // failureMode Local: this pod's own counters
+	local     *memory.Store // failureMode Local: this pod's own counters
 	opts      Options
 	log       *slog.Logger
 	metrics   *metrics
@@ -98,6 +97,8 @@ type Service struct {
 	readyPods atomic.Int64
 	enforce   atomic.Bool // this pod's switch (--enforcement)
 	swapMu    sync.Mutex  // serialises Swaps: each carries the last one's stats over
+
+	tier *localtier.Tier // spec.localTier policies decide through it
 }
 
 // loaded is a snapshot with its per-policy metrics, swapped as one.

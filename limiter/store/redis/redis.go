@@ -180,17 +180,18 @@ type Store struct {
 
 // call is one pending decision.
 type call struct {
-	ctx context.Context
-	req store.Request
-	// lease, when set, makes this a lease call (see Lease); res and grant
-	// take its reply.
+	ctx  context.Context
+	req  store.Request
+	brk  *breaker
+	enq  time.Time // when it was asked
+	res  algo.Result
+	err  error
+	done chan struct{}
+
+	// lease, when set, makes this a lease call (see Lease), answered in
+	// grant.
 	lease *store.LeaseRequest
 	grant store.Lease
-	brk   *breaker
-	enq   time.Time // when it was asked
-	res   algo.Result
-	err   error
-	done  chan struct{}
 }
 
 type storeMetrics struct {
