@@ -132,6 +132,9 @@ bench: deps build bench-operator bench-collector ## Load-test the limiter (gRPC 
 .PHONY: bench-collector
 bench-collector: envtest ## The collector at 500 policies x 20 limiter endpoints (3 real): status writes/min and CPU, on envtest.
 	SLUICE_SCALE=1 KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -count=1 -run '^TestCollectorScale$$' -v -timeout 15m ./controllers/ | grep -E '^(collector scale|--- |ok|FAIL)'
+.PHONY: bench-fleet
+bench-fleet: deps ## Two-tier mode with 1, 4 and 10 real limiter processes on one Redis: overshoot, false denials, Redis commands per decision; fast path; one pod vs noop.
+	hack/bench-fleet.sh
 
 .PHONY: bench-operator
 bench-operator: envtest ## Apply-to-enforced latency over 100 edits, on envtest with real limiter processes.

@@ -16,7 +16,10 @@
 #   8. runs hack/bench-faults.sh: decisions/s and latency before, during and
 #      after Redis faults (a paused, a restarted, a failed-over primary).
 #
-# Usage: hack/bench.sh [--algorithm NAME] [--stores noop,memory,redis] [--no-go-bench] [--no-faults]
+# Usage: hack/bench.sh [--algorithm NAME] [--stores noop,memory,redis] [--local-tier] [--no-go-bench] [--no-faults]
+#
+# --local-tier turns on two-tier mode (localTier, maxOvershoot 5%) in the
+# benchmark policy, and skips the Redis memory figure (hack/bench-fleet.sh).
 #
 # Environment:
 #   BENCH_DURATION     measured interval of each run (default 10s)
@@ -47,6 +50,7 @@ STORES=${BENCH_STORES:-noop,memory,redis}
 GOTIME=${BENCH_GOTIME:-1s}
 GO_BENCH=1
 FAULTS=1
+LOCAL_TIER=0
 HOST=127.0.0.1
 
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
@@ -58,6 +62,7 @@ while [[ $# -gt 0 ]]; do
 	--stores) [[ $# -ge 2 ]] || { echo "bench: --stores needs a value" >&2; exit 2; }; STORES=$2; shift 2 ;;
 	--stores=*) STORES=${1#*=}; shift ;;
 	--no-go-bench) GO_BENCH=0; shift ;;
+	--local-tier) LOCAL_TIER=1; shift ;;
 	--no-faults) FAULTS=0; shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "bench: unknown argument '$1' (try --help)" >&2; exit 2 ;;
@@ -253,6 +258,12 @@ if ((want_memory || want_redis)); then
 fi
 
 POLICY="$WORK/bench-policy.yaml"
+TIER_SPEC="  # localTier off: exact, one Redis call per decision"
+TIER_NOTE=""
+if ((LOCAL_TIER)); then
+	TIER_SPEC='  localTier: {enabled: true, maxOvershoot: "5%"}'
+	TIER_NOTE=", localTier"
+fi
 cat >"$POLICY" <<EOF
 # Benchmark policy: one counter per user_id, limit high enough never to deny.
 apiVersion: ratelimit.sluice.dev/v1alpha1
@@ -263,6 +274,7 @@ spec:
   descriptors: [{key: user_id}]
   algorithm: $ALGORITHM
   rate: {limit: 1000000000, period: 1s}
+$TIER_SPEC
 ---
 # For the Redis memory figure only. At 1e9 per second a bucket is full again
 # a nanosecond after each request, so bench's keys expire within a
@@ -385,9 +397,14 @@ if ((want_redis)); then
 	start_server redis bin/limiter --policies "$POLICY" --store "redis://$HOST:$REDIS_PORT" \
 		--grpc-addr "$HOST:$GRPC_PORT" --http-addr "$HOST:$HTTP_PORT"
 	wait_ready "limiter (redis store)" "$SERVER_PID" "$GRPC_PORT" "$HTTP_PORT" "$WORK/redis.log"
-	load "limiter, redis store, $ALGORITHM (server CPU = limiter + redis-server)" redis "$SERVER_PID,$REDIS_PID"
+	load "limiter, redis store, $ALGORITHM$TIER_NOTE (server CPU = limiter + redis-server)" redis "$SERVER_PID,$REDIS_PID"
 	server_counters redis
-	redis_memory
+	if ((LOCAL_TIER)); then
+		echo "redis commands (INFO commandstats, warm-up included):"
+		rcli INFO commandstats | tr -d '\r' | grep -E '^cmdstat_(evalsha|eval):' | sed 's/^/  /'
+	else
+		redis_memory
+	fi
 	stop_pid "$SERVER_PID"
 	forget_pid "$SERVER_PID"
 fi
@@ -402,7 +419,7 @@ if ((GO_BENCH)); then
 fi
 
 # ------------------------------------------------------------------ summary
-say "summary: $ALGORITHM, concurrency $CONCURRENCY, $KEYS keys, $DURATION per run, $(nproc) cores shared by server, Redis and load generator"
+say "summary: $ALGORITHM$TIER_NOTE, concurrency $CONCURRENCY, $KEYS keys, $DURATION per run, $(nproc) cores shared by server, Redis and load generator"
 report=()
 ((want_noop)) && report+=("noop=$WORK/noop.json")
 ((want_memory)) && report+=("memory=$WORK/memory.json")

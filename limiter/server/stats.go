@@ -45,6 +45,24 @@ type AdminPolicyStats struct {
 	// only when the limiter runs with --top-descriptors.
 	Hottest      []AdminHotValue `json:"hottest,omitempty"`
 	HottestSince *time.Time      `json:"hottestSince,omitempty"`
+	// LocalTier is set for a policy in two-tier mode (spec.localTier).
+	LocalTier *AdminLocalTier `json:"localTier,omitempty"`
+}
+
+// AdminLocalTier are a two-tier policy's figures on this pod.
+type AdminLocalTier struct {
+	// OvershootBound is the most units the fleet may admit above the
+	// exact algorithm over any interval: 0 for window algorithms, else
+	// maxOvershoot, or pods × the per-pod cap without it.
+	OvershootBound int64 `json:"overshootBound"`
+	// Pods is the most pods seen leasing one of the policy's keys lately.
+	Pods int64 `json:"pods"`
+	// Decisions by path: spent from a lease, one store call, the
+	// over-limit cache, passed through exactly.
+	Local         int64 `json:"local"`
+	Leases        int64 `json:"leases"`
+	CachedDenials int64 `json:"cachedDenials"`
+	Exact         int64 `json:"exact"`
 }
 
 // AdminHotValue is one of a policy's hottest descriptor values. Requests
@@ -66,6 +84,7 @@ func newBootID() string {
 // AdminStats returns what AdminStatsPath answers.
 func (s *Server) AdminStats() AdminStats {
 	ps := s.svc.PolicyStats()
+	tiers := s.svc.LocalTierStats()
 	out := AdminStats{BootID: s.bootID, StartedAt: s.startedAt, Policies: make([]AdminPolicyStats, len(ps))}
 	for i, p := range ps {
 		out.Policies[i] = AdminPolicyStats{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Generation: p.Generation,
@@ -78,6 +97,10 @@ func (s *Server) AdminStats() AdminStats {
 			for j, h := range p.Hottest {
 				out.Policies[i].Hottest[j] = AdminHotValue{Value: h.Value, Requests: h.Requests, Limited: h.Limited, Error: h.Error}
 			}
+		}
+		if lt, ok := tiers[p.Namespace+"/"+p.Name]; ok {
+			out.Policies[i].LocalTier = &AdminLocalTier{OvershootBound: lt.OvershootBound, Pods: lt.Pods,
+				Local: lt.Local, Leases: lt.Leases, CachedDenials: lt.CachedDenials, Exact: lt.Exact}
 		}
 	}
 	return out

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/limiter/store/localtier"
 )
 
 // Decision results, the "result" label of sluice_decisions_total.
@@ -37,6 +39,10 @@ type policyCounters struct {
 	// The current degraded episode (Unix ns): its first and last fallback
 	// decisions and their count.
 	degradedSince, lastFallback, fallbacks atomic.Int64
+
+	// tier is the policy's two-tier settings, nil unless spec.localTier
+	// is enabled.
+	tier *localtier.Policy
 }
 
 // noteFallback records a decision made by the failure mode. An episode

@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/store"
+	"github.com/sluice-dev/sluice/limiter/store/localtier"
 	"github.com/sluice-dev/sluice/limiter/store/memory"
 )
 
@@ -100,6 +101,8 @@ type Service struct {
 	enforce   atomic.Bool // this pod's switch (--enforcement)
 	swapMu    sync.Mutex  // serialises Swaps: each carries the last one's stats over
 	clock     func() time.Time
+
+	tier *localtier.Tier // spec.localTier policies decide through it
 }
 
 // loaded is a snapshot with its per-policy metrics, swapped as one.
@@ -138,6 +141,7 @@ func New(st store.Store, opts Options) *Service {
 	}
 	s := &Service{
 		store:   st,
+		tier:    localtier.New(st, localtier.Options{Logger: opts.Logger}),
 		local:   memory.New(memory.Options{MaxKeys: localFallbackMax}),
 		opts:    opts,
 		log:     opts.Logger,
@@ -145,7 +149,7 @@ func New(st store.Store, opts Options) *Service {
 		clock:   time.Now,
 	}
 	if opts.Registerer != nil {
-		opts.Registerer.MustRegister(decisionsCollector{s})
+		opts.Registerer.MustRegister(decisionsCollector{s}, localtier.NewCollector(s.tier))
 	}
 	s.scratch.New = func() any { return &scratch{matches: make([]*config.Policy, 0, 8)} }
 	s.loaded.Store(&loaded{})
@@ -213,15 +217,13 @@ func (s *Service) Swap(snap *config.Snapshot) {
 	l := &loaded{snap: snap, counters: make(map[*config.Policy]*policyCounters, len(snap.Policies)),
 		stats: make(map[string]*policyStats, len(snap.Policies))}
 	prevStats := s.loaded.Load().stats
+	tiers := s.tier.Swap(localTierConfigs(snap))
 	for _, p := range snap.Policies {
-		c := &policyCounters{}
+		c := &policyCounters{tier: tiers[p.ID()]}
 		if c.stats = s.statsFor(prevStats, p); c.stats != nil {
 			l.stats[statsKey(p)] = c.stats
 		}
 		l.counters[p] = c
-		if p.Spec.LocalTierEnabled() {
-			s.log.Warn("Policy asks for localTier, which this limiter does not implement yet: it counts exactly in the store", "policy", p.ID())
-		}
 	}
 	for _, p := range snap.Policies {
 		for _, d := range p.Descriptors {
@@ -239,8 +241,12 @@ func (s *Service) Swap(snap *config.Snapshot) {
 // Snapshot returns the installed snapshot, or nil before the first Swap.
 func (s *Service) Snapshot() *config.Snapshot { return s.loaded.Load().snap }
 
-// Close releases the fallback store. The main store belongs to the caller.
-func (s *Service) Close() error { return s.local.Close() }
+// Close credits back the local tier's leases and releases the fallback
+// store. The main store belongs to the caller.
+func (s *Service) Close() error {
+	_ = s.tier.Close()
+	return s.local.Close()
+}
 
 // Decision is the outcome of one request descriptor.
 type Decision struct {
@@ -346,7 +352,7 @@ func (s *Service) decide(ctx context.Context, sc *scratch, p *config.Policy, c *
 		sc.kb.Add(idem)
 		req.Idempotency, req.IdempotencyTTL = sc.kb.Key(), s.opts.IdempotencyTTL
 	}
-	r, err := s.store.Take(ctx, req)
+	r, err := s.take(ctx, c, req)
 	if err == nil {
 		return Decision{Policy: p, Result: r}
 	}

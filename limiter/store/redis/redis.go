@@ -51,7 +51,13 @@ var (
 	fixedWindowLua string
 	//go:embed scripts/sliding_log.lua
 	slidingLogLua string
+	//go:embed scripts/lease.lua
+	leaseLua string
 )
+
+// leaseScript is two-tier mode's lease call, for every algorithm but
+// SlidingLog (see lease.go).
+var leaseScript = goredis.NewScript(leaseLua)
 
 // scripts holds one script per algorithm, indexed by algo.Algorithm. Each
 // starts with the idempotency helpers it calls.
@@ -181,6 +187,11 @@ type call struct {
 	res  algo.Result
 	err  error
 	done chan struct{}
+
+	// lease, when set, makes this a lease call (see Lease), answered in
+	// grant.
+	lease *store.LeaseRequest
+	grant store.Lease
 }
 
 type storeMetrics struct {
@@ -316,25 +327,36 @@ func (s *Store) Take(ctx context.Context, req store.Request) (algo.Result, error
 	if req.Limit.Algorithm < algo.TokenBucket || req.Limit.Algorithm > algo.SlidingLog {
 		return algo.Result{}, fmt.Errorf("redis store: unknown algorithm %v", req.Limit.Algorithm)
 	}
-	b := s.breakerFor(req.Key)
-	if b.State() != BreakerClosed {
-		return algo.Result{}, b.errOpen
+	c := &call{ctx: ctx, req: req}
+	if err := s.do(ctx, c); err != nil {
+		return algo.Result{}, err
 	}
-	c := &call{ctx: ctx, req: req, brk: b, enq: time.Now(), done: make(chan struct{})}
+	return c.res, nil
+}
+
+// do queues c for a worker and waits for its reply (at most Timeout for a
+// worker, then Timeout for the round trip) or for ctx to end. While the
+// breaker of c's shard is open it fails at once.
+func (s *Store) do(ctx context.Context, c *call) error {
+	c.brk = s.breakerFor(c.req.Key)
+	if c.brk.State() != BreakerClosed {
+		return c.brk.errOpen
+	}
+	c.enq, c.done = time.Now(), make(chan struct{})
 	select {
 	case s.queue <- c:
 	case <-ctx.Done():
-		return algo.Result{}, ctx.Err()
+		return ctx.Err()
 	case <-s.stop:
-		return algo.Result{}, errors.New("redis store: closed")
+		return errors.New("redis store: closed")
 	}
 	select {
 	case <-c.done:
-		return c.res, c.err
+		return c.err
 	case <-ctx.Done():
-		return algo.Result{}, ctx.Err()
+		return ctx.Err()
 	case <-s.stopped: // enqueued as the workers stopped: nobody will run it
-		return algo.Result{}, errors.New("redis store: closed")
+		return errors.New("redis store: closed")
 	}
 }
 
@@ -415,7 +437,11 @@ func (s *Store) run(batch []*call) {
 			s.metrics.errors.WithLabelValues(class).Inc()
 		}
 		seen = noteOutcome(seen, c.brk, class != "")
-		c.res, c.err = parseResult(cmds[i])
+		if c.lease != nil {
+			c.grant, c.err = parseLease(cmds[i])
+		} else {
+			c.res, c.err = parseResult(cmds[i])
+		}
 		close(c.done)
 	}
 	for _, o := range seen {
@@ -444,6 +470,10 @@ func (s *Store) pipeline(ctx context.Context, calls []*call, eval bool) []*gored
 	cmds := make([]*goredis.Cmd, len(calls))
 	_, _ = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for i, c := range calls {
+			if c.lease != nil {
+				cmds[i] = s.leaseCmd(ctx, p, c.lease, eval)
+				continue
+			}
 			script := scripts[c.req.Limit.Algorithm]
 			var keys []string
 			if c.req.HasIdempotency() {

@@ -1,0 +1,153 @@
+package service_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/service"
+	"github.com/sluice-dev/sluice/limiter/store/memory"
+	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
+	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
+	"github.com/sluice-dev/sluice/limiter/store/storetest"
+)
+
+// tierSnapshot compiles one policy per algorithm that can lease, on keys
+// "a" to "d", 20 per period, with localTier as given (nil: off).
+func tierSnapshot(t testing.TB, period time.Duration, lt *v1alpha1.LocalTier) *config.Snapshot {
+	t.Helper()
+	var ps []v1alpha1.RateLimitPolicy
+	for i, a := range []v1alpha1.Algorithm{v1alpha1.TokenBucket, v1alpha1.GCRA, v1alpha1.SlidingWindow, v1alpha1.FixedWindow} {
+		ps = append(ps, v1alpha1.RateLimitPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "p-" + string(rune('a'+i)), Namespace: "ns"},
+			Spec: v1alpha1.RateLimitPolicySpec{
+				Domain:      "tier",
+				Descriptors: []v1alpha1.Descriptor{{Key: string(rune('a' + i))}},
+				Algorithm:   ptr.To(a),
+				Rate:        v1alpha1.Rate{Limit: 20, Period: metav1.Duration{Duration: period}},
+				LocalTier:   lt.DeepCopy(),
+			},
+		})
+	}
+	snap, err := config.Compile(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+func tierRequest(key string, hits uint32) *rlsv3.RateLimitRequest {
+	return &rlsv3.RateLimitRequest{Domain: "tier", Descriptors: []*rlv3.RateLimitDescriptor{desc(key, "u1")}, HitsAddend: hits}
+}
+
+// On the memory store, which is exact, localTier changes nothing: the
+// same requests at the same times get the same answers as without it.
+func TestLocalTierOnMemoryIsExact(t *testing.T) {
+	clock := storetest.NewClock()
+	newSvc := func(lt *v1alpha1.LocalTier) *service.Service {
+		m := memory.New(memory.Options{Clock: clock.Now, SweepInterval: -1})
+		t.Cleanup(func() { _ = m.Close() })
+		svc := service.New(m, service.Options{RetryAfterJitter: -1})
+		t.Cleanup(func() { _ = svc.Close() })
+		svc.Swap(tierSnapshot(t, 10*time.Second, lt))
+		return svc
+	}
+	exact := newSvc(nil)
+	tiered := newSvc(&v1alpha1.LocalTier{Enabled: ptr.To(true), MaxOvershoot: ptr.To(intstr.FromString("50%"))})
+	now := storetest.Base
+	for i := range 300 {
+		now = now.Add(time.Duration(i%5) * 173 * time.Millisecond)
+		clock.Set(now)
+		req := tierRequest(string(rune('a'+i%4)), uint32(1+i%3))
+		want, err1 := exact.ShouldRateLimit(context.Background(), req)
+		got, err2 := tiered.ShouldRateLimit(context.Background(), req)
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if got.String() != want.String() {
+			t.Fatalf("step %d: with localTier\n%v\nwithout\n%v", i, got, want)
+		}
+	}
+	for id, st := range tiered.LocalTierStats() {
+		if st.Exact == 0 || st.Local != 0 || st.Leases != 0 || st.OvershootBound != 0 {
+			t.Errorf("%s: %+v: want every decision passed through", id, st)
+		}
+	}
+}
+
+// On Redis, a hot key's decisions are mostly local, and the policy's
+// bound is reported in the stats and as a metric.
+func TestLocalTierOnRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	rs, err := redisstore.New(redisstore.Options{Addrs: []string{srv.Addr}, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rs.Close() })
+	reg := prometheus.NewRegistry()
+	svc := service.New(rs, service.Options{Registerer: reg, RetryAfterJitter: -1})
+	t.Cleanup(func() { _ = svc.Close() })
+	// An hour's period: refill while the test runs is a unit per 3 minutes.
+	snap := tierSnapshot(t, time.Hour, &v1alpha1.LocalTier{Enabled: ptr.To(true), MaxOvershoot: ptr.To(intstr.FromInt32(3))})
+	svc.Swap(snap)
+	allowed := 0
+	for range 30 {
+		resp, err := svc.ShouldRateLimit(context.Background(), tierRequest("a", 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.OverallCode == rlsv3.RateLimitResponse_OK {
+			allowed++
+		}
+	}
+	// TokenBucket 20 per hour, burst 20, within 3 units of overshoot.
+	if allowed < 20 || allowed > 23 {
+		t.Fatalf("allowed %d of 30 against 20 per hour with a bound of 3", allowed)
+	}
+	st := svc.LocalTierStats()["ns/p-a"]
+	if st.OvershootBound != 3 || st.Local == 0 || st.Leases+st.Local+st.CachedDenials != 30 {
+		t.Fatalf("stats %+v: want bound 3 and local decisions", st)
+	}
+	if w := svc.LocalTierStats()["ns/p-c"].OvershootBound; w != 0 {
+		t.Fatalf("SlidingWindow bound %d, want 0", w)
+	}
+	if got := gauge(t, reg, "sluice_local_tier_overshoot_bound", "ns/p-a"); got != 3 {
+		t.Fatalf("sluice_local_tier_overshoot_bound = %v, want 3", got)
+	}
+	// A peek goes to Redis exactly and consumes nothing.
+	resp, err := svc.ShouldRateLimit(context.Background(), tierRequest("a", 0))
+	if err != nil || resp.Statuses[0].LimitRemaining > 3 {
+		t.Fatalf("peek: %v %v", resp, err)
+	}
+}
+
+func gauge(t *testing.T, reg *prometheus.Registry, name, policy string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "policy" && l.GetValue() == policy {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s{policy=%q}", name, policy)
+	return 0
+}

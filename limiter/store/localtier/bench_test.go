@@ -1,0 +1,54 @@
+package localtier_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/store"
+	"github.com/sluice-dev/sluice/limiter/store/localtier"
+	"github.com/sluice-dev/sluice/limiter/store/storetest"
+)
+
+// BenchmarkLocalFastPath is a decision spent from a lease: no store call.
+// The lease is large (a limit of 1e9/s, a bound of 1e9 units, a 1m ttl), so
+// a lease call comes once in hundreds of thousands of decisions.
+func BenchmarkLocalFastPath(b *testing.B) {
+	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 1_000_000_000, Period: time.Second, Burst: 1_000_000_000}
+	tier := newPod(b, newRedis(b, false), localtier.Options{})
+	p := policy(tier, lim, v1alpha1.LocalTier{TTL: &metav1.Duration{Duration: time.Minute}, MaxOvershoot: ptr.To(intstr.FromInt32(1_000_000_000))})
+	req := store.Request{Key: storetest.KeyFor(b, "hot"), Limit: lim, Cost: 1}
+	ctx := context.Background()
+	for range 1000 { // warm the rate estimate: leases grow
+		if _, err := tier.Take(ctx, p, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if r, _ := tier.Take(ctx, p, req); !r.Allowed {
+				b.Fatal("denied")
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if r, _ := tier.Take(ctx, p, req); !r.Allowed {
+					b.Error("denied")
+					return
+				}
+			}
+		})
+	})
+	st := p.Stats()
+	b.Logf("local %d, leases %d", st.Local, st.Leases)
+}

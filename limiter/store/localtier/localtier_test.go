@@ -1,0 +1,388 @@
+package localtier_test
+
+import (
+	"context"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/store"
+	"github.com/sluice-dev/sluice/limiter/store/localtier"
+	"github.com/sluice-dev/sluice/limiter/store/memory"
+	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
+	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
+	"github.com/sluice-dev/sluice/limiter/store/storetest"
+)
+
+// Real redis-server processes, shared by the package: one standalone
+// server and one 3-primary cluster.
+var (
+	standaloneOnce sync.Once
+	standalone     *redistest.Server
+	clusterOnce    sync.Once
+	cluster        *redistest.Cluster
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	servers := []*redistest.Server{standalone}
+	if cluster != nil {
+		servers = append(servers, cluster.Nodes...)
+	}
+	for _, s := range servers {
+		if s != nil {
+			s.Stop()
+			_ = os.RemoveAll(s.Dir)
+		}
+	}
+	os.Exit(code)
+}
+
+func redisOpts(t testing.TB, clustered bool) redisstore.Options {
+	if clustered {
+		clusterOnce.Do(func() { cluster = redistest.StartCluster(redistest.Shared(t), 3) })
+		if cluster == nil {
+			t.Fatal("redis cluster did not start")
+		}
+		return redisstore.Options{Addrs: cluster.Addrs(), Cluster: true, Timeout: 2 * time.Second}
+	}
+	standaloneOnce.Do(func() { standalone = redistest.Start(redistest.Shared(t)) })
+	if standalone == nil {
+		t.Fatal("standalone redis did not start")
+	}
+	return redisstore.Options{Addrs: []string{standalone.Addr}, Timeout: 2 * time.Second}
+}
+
+func newRedis(t testing.TB, clustered bool) *redisstore.Store {
+	s, err := redisstore.New(redisOpts(t, clustered))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// pod is one limiter pod: its own tier (and pod id) on its own client.
+func newPod(t testing.TB, st store.Store, opts localtier.Options) *localtier.Tier {
+	tier := localtier.New(st, opts)
+	t.Cleanup(func() { _ = tier.Close() })
+	return tier
+}
+
+func policy(tier *localtier.Tier, lim algo.Limit, lt v1alpha1.LocalTier) *localtier.Policy {
+	lt.Enabled = ptr.To(true)
+	return tier.Swap([]localtier.PolicyConfig{{ID: "ns/p", Limit: lim, Tier: &lt}})["ns/p"]
+}
+
+func overshoot(v intstr.IntOrString) v1alpha1.LocalTier { return v1alpha1.LocalTier{MaxOvershoot: &v} }
+
+// Over the memory store the tier passes every decision through: the same
+// random sequence gives what the bare store gives, step for step.
+func TestMemoryPassThroughIsExact(t *testing.T) {
+	for _, a := range []algo.Algorithm{algo.TokenBucket, algo.GCRA, algo.SlidingWindow, algo.FixedWindow} {
+		t.Run(a.String(), func(t *testing.T) {
+			lim := algo.Limit{Algorithm: a, Limit: 7, Period: 3 * time.Second, Burst: 7}
+			clock := storetest.NewClock()
+			bare := memory.New(memory.Options{Clock: clock.Now, SweepInterval: -1})
+			fronted := memory.New(memory.Options{Clock: clock.Now, SweepInterval: -1})
+			tier := newPod(t, fronted, localtier.Options{})
+			if tier.Leasing() {
+				t.Fatal("a tier over the memory store leases")
+			}
+			p := policy(tier, lim, overshoot(intstr.FromString("100%")))
+			key := storetest.KeyFor(t, "k")
+			now := storetest.Base
+			for i := range 400 {
+				now = now.Add(time.Duration(i%7) * 97 * time.Millisecond)
+				clock.Set(now)
+				req := store.Request{Key: key, Limit: lim, Cost: int64(i % 3)}
+				want, _ := bare.Take(context.Background(), req)
+				got, err := tier.Take(context.Background(), p, req)
+				if err != nil || got != want {
+					t.Fatalf("step %d: got %+v %v, want %+v", i, got, err, want)
+				}
+			}
+			if st := p.Stats(); st.Exact != 400 || st.Leases != 0 || st.Local != 0 {
+				t.Fatalf("stats %+v: want 400 exact decisions", st)
+			}
+		})
+	}
+}
+
+// drive sends n unit requests on key through pods, spread round robin over
+// workers goroutines, and returns how many were admitted.
+func drive(t *testing.T, pods []*localtier.Tier, ps []*localtier.Policy, key store.Key, lim algo.Limit, workers, n int) int64 {
+	return driveUntil(t, pods, ps, key, lim, workers, n, time.Time{})
+}
+
+// driveUntil is drive that also stops at until, when set.
+func driveUntil(t *testing.T, pods []*localtier.Tier, ps []*localtier.Policy, key store.Key, lim algo.Limit, workers, n int, until time.Time) int64 {
+	t.Helper()
+	var admitted, sent atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			i := w % len(pods)
+			for sent.Add(1) <= int64(n) && (until.IsZero() || time.Now().Before(until)) {
+				r, err := pods[i].Take(context.Background(), ps[i], store.Request{Key: key, Limit: lim, Cost: 1})
+				if err != nil {
+					t.Errorf("take: %v", err)
+					return
+				}
+				if r.Allowed {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return admitted.Load()
+}
+
+// FixedWindow across pods: a window admits at most its limit however the
+// pods lease, and once they stop gracefully every unspent unit is back:
+// the counter shows exactly what was admitted. Standalone and cluster.
+func TestFixedWindowAdmitsTheLimitAndCreditsBack(t *testing.T) {
+	for name, clustered := range map[string]bool{"standalone": false, "cluster": true} {
+		t.Run(name, func(t *testing.T) {
+			lim := algo.Limit{Algorithm: algo.FixedWindow, Limit: 600, Period: time.Hour, Burst: 600}
+			key := storetest.KeyFor(t, "fw")
+			var pods []*localtier.Tier
+			var ps []*localtier.Policy
+			for range 4 {
+				tier := localtier.New(newRedis(t, clustered), localtier.Options{})
+				pods = append(pods, tier)
+				ps = append(ps, policy(tier, lim, overshoot(intstr.FromInt32(60))))
+			}
+			start := time.Now()
+			// 400 requests, under the limit: none may be denied.
+			if got := drive(t, pods, ps, key, lim, 16, 400); got != 400 {
+				t.Fatalf("admitted %d of 400 under a limit of 600", got)
+			}
+			got := 400 + drive(t, pods, ps, key, lim, 16, 800)
+			windows := int64(time.Now().Truncate(time.Hour).Sub(start.Truncate(time.Hour))/time.Hour) + 1
+			if got > lim.Limit*windows {
+				t.Fatalf("admitted %d with a limit of %d per window over %d windows", got, lim.Limit, windows)
+			}
+			var leases, local int64
+			for i, tier := range pods {
+				st := ps[i].Stats()
+				leases, local = leases+st.Leases, local+st.Local
+				_ = tier.Close()
+			}
+			t.Logf("%d admitted; %d leases, %d local decisions", got, leases, local)
+			if local == 0 || leases >= 1200 {
+				t.Errorf("leases %d, local decisions %d: want most decisions local", leases, local)
+			}
+			if windows == 1 {
+				peek, err := newRedis(t, clustered).Take(context.Background(), store.Request{Key: key, Limit: lim})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if peek.Remaining != lim.Limit-got {
+					t.Fatalf("after every pod stopped the counter has %d left; %d were admitted of %d: units lost or doubled",
+						peek.Remaining, got, lim.Limit)
+				}
+			}
+		})
+	}
+}
+
+// TokenBucket across pods, driven as fast as they answer for a second: the
+// fleet admits at most burst + rate·elapsed + maxOvershoot (the package
+// comment's bound).
+func TestTokenBucketWithinBound(t *testing.T) {
+	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 2000, Period: time.Second, Burst: 200}
+	const bound = 40
+	key := storetest.KeyFor(t, "tb")
+	var pods []*localtier.Tier
+	var ps []*localtier.Policy
+	for range 4 {
+		tier := newPod(t, newRedis(t, false), localtier.Options{})
+		pods = append(pods, tier)
+		ps = append(ps, policy(tier, lim, overshoot(intstr.FromInt32(bound))))
+	}
+	start := time.Now()
+	got := driveUntil(t, pods, ps, key, lim, 16, 1<<40, start.Add(time.Second))
+	elapsed := time.Since(start)
+	exact := lim.Burst + int64(elapsed.Seconds()*float64(lim.Limit))
+	t.Logf("admitted %d in %v; exact at most %d; bound %d", got, elapsed, exact, bound)
+	if got > exact+bound {
+		t.Fatalf("admitted %d in %v: more than burst + rate·elapsed (%d) + bound %d", got, elapsed, exact, bound)
+	}
+	// The full bucket's burst is there to take, less what pods hold at the
+	// end: a lower bound that does not depend on how fast this machine is.
+	if got < lim.Burst-bound {
+		t.Fatalf("admitted %d in %v: not even the burst %d less the bound", got, elapsed, lim.Burst)
+	}
+	for _, p := range ps {
+		if st := p.Stats(); st.OvershootBound != bound || st.Pods < 1 || st.Pods > 4 {
+			t.Errorf("stats %+v: want bound %d and 1 to 4 pods", st, bound)
+		}
+	}
+}
+
+// A pod that dies loses at most the reserve it held, and its successor (a
+// new pod id) counts nothing twice.
+func TestCrashedPodLosesOnlyItsLease(t *testing.T) {
+	lim := algo.Limit{Algorithm: algo.FixedWindow, Limit: 1000, Period: time.Hour, Burst: 1000}
+	key := storetest.KeyFor(t, "crash")
+	st := newRedis(t, false)
+	const bound = 30
+	crashed := localtier.New(st, localtier.Options{SweepInterval: -1}) // never closed: it crashes
+	p := policy(crashed, lim, overshoot(intstr.FromInt32(bound)))
+	start := time.Now()
+	got := drive(t, []*localtier.Tier{crashed}, []*localtier.Policy{p}, key, lim, 8, 300)
+	successor := newPod(t, st, localtier.Options{})
+	p2 := policy(successor, lim, overshoot(intstr.FromInt32(bound)))
+	got += drive(t, []*localtier.Tier{successor}, []*localtier.Policy{p2}, key, lim, 8, 300)
+	_ = successor.Close()
+	if got != 600 {
+		t.Fatalf("admitted %d of 600 under a limit of 1000", got)
+	}
+	if time.Now().Truncate(time.Hour) != start.Truncate(time.Hour) {
+		t.Skip("the run crossed an hour boundary: the window reset") // once an hour at most
+	}
+	peek, err := st.Take(context.Background(), store.Request{Key: key, Limit: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := lim.Limit - got - peek.Remaining
+	if lost < 0 || lost > bound {
+		t.Fatalf("%d units lost (remaining %d after %d admitted): want 0 to the crashed pod's reserve, at most %d", lost, peek.Remaining, got, bound)
+	}
+}
+
+// A flood against an exhausted key is answered from the over-limit cache:
+// one store call confirms the denial, the rest cost nothing.
+func TestOverLimitCache(t *testing.T) {
+	lim := algo.Limit{Algorithm: algo.FixedWindow, Limit: 5, Period: time.Hour, Burst: 5}
+	tier := newPod(t, newRedis(t, false), localtier.Options{})
+	p := policy(tier, lim, v1alpha1.LocalTier{})
+	key := storetest.KeyFor(t, "flood")
+	start := time.Now()
+	got := drive(t, []*localtier.Tier{tier}, []*localtier.Policy{p}, key, lim, 8, 1000)
+	if time.Now().Truncate(time.Hour) != start.Truncate(time.Hour) {
+		t.Skip("the flood crossed an hour boundary: the window reset") // once an hour at most
+	}
+	st := p.Stats()
+	if got > 5 || st.CachedDenials < 990 || st.Leases > 10 {
+		t.Fatalf("admitted %d; stats %+v: want at most 5 admitted and the flood answered from the cache", got, st)
+	}
+	r, err := tier.Take(context.Background(), p, store.Request{Key: key, Limit: lim, Cost: 1})
+	if err != nil || r.Allowed || r.RetryAfter <= 0 || r.RetryAfter > time.Hour {
+		t.Fatalf("cached denial %+v %v: want denied with a retry until the window ends", r, err)
+	}
+}
+
+// A cold key is exact: its first lease asks for nothing beyond the cost,
+// and so does a key used once a second with a 100ms ttl.
+func TestColdKeyIsExact(t *testing.T) {
+	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 1000, Period: time.Second, Burst: 1000}
+	tier := newPod(t, newRedis(t, false), localtier.Options{})
+	p := policy(tier, lim, v1alpha1.LocalTier{MaxOvershoot: ptr.To(intstr.FromInt32(100))})
+	for i := range 50 {
+		key := storetest.KeyFor(t, string(rune('a'+i%26))+string(rune('a'+i/26)))
+		if r, err := tier.Take(context.Background(), p, store.Request{Key: key, Limit: lim, Cost: 1}); err != nil || !r.Allowed {
+			t.Fatalf("take: %+v %v", r, err)
+		}
+	}
+	if st := p.Stats(); st.Leased != 0 || st.Leases != 50 {
+		t.Fatalf("stats %+v: want 50 exact leases of nothing extra", st)
+	}
+}
+
+// The bound is what the policy declares, 0 for windows, and pods ×
+// DefaultPodShare of the capacity without maxOvershoot.
+func TestOvershootBound(t *testing.T) {
+	tb := algo.Limit{Algorithm: algo.TokenBucket, Limit: 2000, Period: time.Second, Burst: 3000}
+	fw := algo.Limit{Algorithm: algo.FixedWindow, Limit: 2000, Period: time.Second, Burst: 2000}
+	for _, c := range []struct {
+		name string
+		lim  algo.Limit
+		lt   v1alpha1.LocalTier
+		pods int64
+		want int64
+	}{
+		{"count", tb, overshoot(intstr.FromInt32(70)), 10, 70},
+		{"percent of rate.limit", tb, overshoot(intstr.FromString("5%")), 10, 100},
+		{"zero is exact", tb, overshoot(intstr.FromInt32(0)), 10, 0},
+		{"unset: pods × 1% of burst", tb, v1alpha1.LocalTier{}, 4, 120},
+		{"window algorithms", fw, overshoot(intstr.FromString("5%")), 10, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := localtier.NewPolicy(localtier.PolicyConfig{ID: "ns/p", Limit: c.lim, Tier: &c.lt})
+			if got := p.OvershootBound(c.pods); got != c.want {
+				t.Fatalf("bound %d, want %d", got, c.want)
+			}
+		})
+	}
+}
+
+// The tier tracks at most MaxKeys keys; the rest are decided exactly by the
+// store, and still correctly.
+func TestBoundedKeys(t *testing.T) {
+	lim := algo.Limit{Algorithm: algo.FixedWindow, Limit: 1, Period: time.Hour, Burst: 1}
+	tier := newPod(t, newRedis(t, false), localtier.Options{MaxKeys: 64})
+	p := policy(tier, lim, v1alpha1.LocalTier{})
+	for i := range 500 {
+		key := storetest.KeyFor(t, "k"+string(rune(i)))
+		for j := range 2 {
+			r, err := tier.Take(context.Background(), p, store.Request{Key: key, Limit: lim, Cost: 1})
+			if err != nil || r.Allowed != (j == 0) {
+				t.Fatalf("key %d, request %d: %+v %v: want the first of each key admitted, the second denied", i, j, r, err)
+			}
+		}
+	}
+	if n := tier.Keys(); n > 64 {
+		t.Fatalf("%d keys tracked, MaxKeys is 64", n)
+	}
+	if st := p.Stats(); st.Exact == 0 {
+		t.Fatalf("stats %+v: want keys beyond MaxKeys decided exactly", st)
+	}
+}
+
+// A lease that expires unspent is credited back by the sweep: the counter
+// gets its units back, and no unit is counted twice.
+func TestExpiredLeaseIsCreditedBack(t *testing.T) {
+	lim := algo.Limit{Algorithm: algo.FixedWindow, Limit: 1000, Period: time.Hour, Burst: 1000}
+	st := newRedis(t, false)
+	tier := newPod(t, st, localtier.Options{SweepInterval: -1})
+	p := policy(tier, lim, v1alpha1.LocalTier{TTL: &metav1.Duration{Duration: 100 * time.Millisecond},
+		MaxOvershoot: ptr.To(intstr.FromInt32(50))})
+	key := storetest.KeyFor(t, "expire")
+	start := time.Now()
+	got := drive(t, []*localtier.Tier{tier}, []*localtier.Policy{p}, key, lim, 4, 200)
+	if p.Stats().Leased == 0 {
+		t.Fatalf("stats %+v: nothing was leased", p.Stats())
+	}
+	if time.Now().Truncate(time.Hour) != start.Truncate(time.Hour) {
+		t.Skip("the run crossed an hour boundary: the window reset") // once an hour at most
+	}
+	// Once the 100ms ttl has passed, a sweep gives back whatever the last
+	// lease left: poll until the counter shows exactly what was admitted.
+	var left int64
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		tier.Sweep()
+		peek, err := st.Take(context.Background(), store.Request{Key: key, Limit: lim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if left = peek.Remaining; left == lim.Limit-got {
+			return
+		}
+		time.Sleep(20 * time.Millisecond) // polling: the lease's ttl must pass
+	}
+	t.Fatalf("counter has %d left after %d admitted of %d: the unspent lease did not come back exactly (stats %+v)", left, got, lim.Limit, p.Stats())
+}

@@ -1,0 +1,354 @@
+package localtier
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/store"
+)
+
+// entry is one key's local state. Times are tier nanoseconds (Tier.now).
+type entry struct {
+	mu sync.Mutex
+	// The lease: tokens left to spend until expires, taken in window
+	// under limit, for policy counters c.
+	tokens, expires, window int64
+	limit                   algo.Limit
+	ttl                     time.Duration
+	c                       *counters
+	// What the counter said at the lease, for the answers spent from it.
+	remaining, resetAt int64
+	// The over-limit cache: costs of deniedCost or more are denied until
+	// deniedUntil with the store's answer, denied, given at deniedAt.
+	deniedCost, deniedAt, deniedUntil int64
+	denied                            algo.Result
+	// The key's local rate: decisions since lastLease, and the estimate in
+	// decisions per second.
+	seen, lastLease int64
+	leased          bool
+	rate            float64
+	lastUsed        int64
+	// busy while a lease call is in flight; others wait on wait.
+	busy bool
+	wait chan struct{}
+	// dead once the sweeper dropped the entry: look it up again.
+	dead bool
+}
+
+// Take decides req for policy p: from the key's lease when it covers the
+// cost, from the over-limit cache when the store denied this cost lately,
+// and otherwise with one lease call that also credits back what is left of
+// the last lease. Peeks (cost 0), requests with an idempotency key and keys
+// beyond MaxKeys go to the store exactly, as does everything when the store
+// does not lease. An error means the store could not decide.
+func (t *Tier) Take(ctx context.Context, p *Policy, req store.Request) (algo.Result, error) {
+	if t.leaser == nil || req.Cost <= 0 || req.HasIdempotency() {
+		p.c.exact.Add(1)
+		return t.st.Take(ctx, req)
+	}
+	counted := false
+	for {
+		e := t.entry(req.Key)
+		if e == nil {
+			p.c.exact.Add(1)
+			return t.st.Take(ctx, req)
+		}
+		now := t.now()
+		e.mu.Lock()
+		if e.dead {
+			e.mu.Unlock()
+			continue
+		}
+		if !counted {
+			e.seen++
+			e.lastUsed = now
+			counted = true
+		}
+		if r, ok := e.fromLease(now, req.Cost); ok {
+			e.mu.Unlock()
+			p.c.local.Add(1)
+			return r, nil
+		}
+		if r, ok := e.fromDenial(now, req.Cost); ok {
+			e.mu.Unlock()
+			p.c.cachedDenials.Add(1)
+			return r, nil
+		}
+		if e.busy {
+			w := e.wait
+			e.mu.Unlock()
+			select {
+			case <-w:
+				continue
+			case <-ctx.Done():
+				return algo.Result{}, ctx.Err()
+			}
+		}
+		return t.lease(ctx, p, e, req, now)
+	}
+}
+
+// fromLease spends cost from the lease, if it covers it and is live.
+func (e *entry) fromLease(now, cost int64) (algo.Result, bool) {
+	if e.tokens < cost || now >= e.expires {
+		return algo.Result{}, false
+	}
+	e.tokens -= cost
+	return algo.Result{Allowed: true, Remaining: e.remaining + e.tokens, ResetAfter: time.Duration(max(0, e.resetAt-now))}, true
+}
+
+// fromDenial answers from the over-limit cache.
+func (e *entry) fromDenial(now, cost int64) (algo.Result, bool) {
+	if e.deniedCost == 0 || cost < e.deniedCost || now >= e.deniedUntil {
+		return algo.Result{}, false
+	}
+	r, since := e.denied, time.Duration(now-e.deniedAt)
+	r.ResetAfter = max(0, r.ResetAfter-since)
+	r.RetryAfter = time.Duration(e.deniedUntil - now)
+	return r, true
+}
+
+// lease calls the store for req, crediting what is left of the last lease,
+// and installs the answer. Called with e.mu held; returns with it released.
+// now is before the call is sent, so the lease ends locally no later than
+// its lifetime allows on the store's clock.
+func (t *Tier) lease(ctx context.Context, p *Policy, e *entry, req store.Request, now int64) (algo.Result, error) {
+	lr := store.LeaseRequest{Key: req.Key, Limit: p.Limit, Cost: req.Cost, Want: e.want(now, p.TTL),
+		Pod: t.pod, Bound: p.Bound, PodCap: p.PodCap, TTL: p.TTL, Horizon: horizon(p.TTL)}
+	if e.tokens > 0 {
+		lr.Credit, lr.CreditWindow = e.tokens, e.window
+	}
+	e.tokens, e.expires = 0, 0
+	e.busy, e.wait = true, make(chan struct{})
+	e.mu.Unlock()
+
+	l, err := t.leaser.Lease(ctx, lr)
+	p.c.leases.Add(1)
+
+	e.mu.Lock()
+	defer func() {
+		e.busy = false
+		close(e.wait)
+		e.mu.Unlock()
+	}()
+	if err != nil {
+		return algo.Result{}, err // the credit may or may not have landed: those units are lost, never doubled
+	}
+	p.c.credited.Add(lr.Credit)
+	p.c.leased.Add(l.Granted)
+	p.c.notePods(l.Pods)
+	if !l.Result.Allowed {
+		if hold := denialHold(p, lr, l); hold > 0 {
+			e.deniedCost, e.deniedAt, e.deniedUntil, e.denied = req.Cost, now, now+int64(hold), l.Result
+		}
+		return l.Result, nil
+	}
+	e.deniedCost = 0
+	e.tokens, e.expires, e.window, e.limit, e.ttl, e.c = l.Granted, now+int64(l.Lifetime), l.Window, p.Limit, p.TTL, p.c
+	e.remaining, e.resetAt = l.Result.Remaining, now+int64(l.Result.ResetAfter)
+	r := l.Result
+	r.Remaining += l.Granted
+	return r, nil
+}
+
+// denialHold is how long a denial is answered from the over-limit cache:
+// until the counter can admit the cost again, which for a window is its
+// reset. A bucket refills continuously, a unit at a time, so there it is
+// held until the counter has refilled the cost plus the lease the pod would
+// ask for (its fair share), and no longer than until the bucket is full:
+// a flood against an exhausted bucket then costs one store call per pod
+// per lease's worth of refill, not one per refilled unit.
+func denialHold(p *Policy, lr store.LeaseRequest, l store.Lease) time.Duration {
+	r := l.Result
+	if r.RetryAfter <= 0 || !p.Limit.Algorithm.UsesBurst() {
+		return max(0, r.RetryAfter)
+	}
+	share := min(lr.Want, p.PodCap)
+	if p.Bound >= 0 {
+		share = min(share, p.Bound/max(1, l.Pods))
+	}
+	refill := time.Duration(float64(lr.Cost+share) * float64(p.Limit.Period) / float64(p.Limit.Limit))
+	return max(r.RetryAfter, min(refill, r.ResetAfter))
+}
+
+// want is how many units beyond a request's cost to ask for: what the key's
+// recent local rate spends in leaseHorizon (or half the ttl, if shorter).
+// A key's first lease, and a cold key's, asks for none and is exact.
+func (e *entry) want(now int64, ttl time.Duration) int64 {
+	if e.leased {
+		if el := float64(now-e.lastLease) / 1e9; el > 0 {
+			inst := float64(e.seen) / el
+			if e.rate == 0 {
+				e.rate = inst
+			} else {
+				e.rate = (e.rate + inst) / 2
+			}
+		}
+	}
+	e.seen, e.lastLease, e.leased = 0, now, true
+	return int64(e.rate * horizon(ttl).Seconds())
+}
+
+// horizon is the span of a key's traffic one lease asks for.
+func horizon(ttl time.Duration) time.Duration { return min(ttl/2, leaseHorizon) }
+
+// leaseHorizon is how much of a key's traffic one lease asks to hold. The
+// units a pod holds are taken from the counter before they are spent: a
+// shorter horizon holds fewer of them back from the other pods when the
+// key is at its limit, a longer one calls the store less often.
+const leaseHorizon = 250 * time.Millisecond
+
+func (c *counters) notePods(n int64) {
+	for {
+		cur := c.pods.Load()
+		if n <= cur || c.pods.CompareAndSwap(cur, n) {
+			return
+		}
+	}
+}
+
+// entry returns k's entry, creating it unless k's shard is full (nil).
+func (t *Tier) entry(k store.Key) *entry {
+	sh := &t.shards[k[0]%shardCount]
+	sh.mu.RLock()
+	e := sh.m[k]
+	sh.mu.RUnlock()
+	if e != nil {
+		return e
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e = sh.m[k]; e != nil {
+		return e
+	}
+	if len(sh.m) >= t.perShard {
+		return nil
+	}
+	e = &entry{}
+	sh.m[k] = e
+	return e
+}
+
+// Keys is the number of keys tracked.
+func (t *Tier) Keys() int {
+	n := 0
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.RLock()
+		n += len(sh.m)
+		sh.mu.RUnlock()
+	}
+	return n
+}
+
+// credit is a lease's unspent units to give back.
+type credit struct {
+	key    store.Key
+	limit  algo.Limit
+	ttl    time.Duration
+	units  int64
+	window int64
+	c      *counters
+}
+
+// collect takes the unspent units of expired leases (all leases with all),
+// and drops keys idle for idleAfter.
+func (t *Tier) collect(all bool) []credit {
+	now := t.now()
+	var out []credit
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for k, e := range sh.m {
+			e.mu.Lock()
+			switch {
+			case e.busy:
+			case e.tokens > 0 && (all || now >= e.expires):
+				out = append(out, credit{key: k, limit: e.limit, ttl: e.ttl, units: e.tokens, window: e.window, c: e.c})
+				e.tokens, e.expires = 0, 0
+			case e.tokens == 0 && now-e.lastUsed > int64(idleAfter) && now >= e.deniedUntil:
+				e.dead = true
+				delete(sh.m, k)
+			}
+			e.mu.Unlock()
+		}
+		sh.mu.Unlock()
+	}
+	return out
+}
+
+// credit gives units back, a few calls at a time.
+func (t *Tier) credit(cs []credit) {
+	if len(cs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), creditTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for _, c := range cs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			_, err := t.leaser.Lease(ctx, store.LeaseRequest{Key: c.key, Limit: c.limit, Credit: c.units,
+				CreditWindow: c.window, Pod: t.pod, Bound: -1, TTL: c.ttl})
+			if err != nil {
+				t.log.Debug("Credit back failed: the units are lost", "units", c.units, "error", err)
+				return
+			}
+			c.c.credited.Add(c.units)
+		}()
+	}
+	wg.Wait()
+}
+
+func (t *Tier) sweepLoop(every time.Duration) {
+	defer close(t.done)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	lastRotate := time.Now()
+	for {
+		select {
+		case <-t.stop:
+			return
+		case <-tick.C:
+			t.credit(t.collect(false))
+			if time.Since(lastRotate) >= podsWindow {
+				t.rotatePods()
+				lastRotate = time.Now()
+			}
+		}
+	}
+}
+
+// podsWindow is how long a pod count seen in a lease reply is reported.
+const podsWindow = 5 * time.Second
+
+func (t *Tier) rotatePods() {
+	for _, p := range *t.policies.Load() {
+		p.c.podsLast.Store(p.c.pods.Swap(0))
+	}
+}
+
+// Sweep credits back expired leases and drops idle keys now.
+func (t *Tier) Sweep() {
+	if t.leaser != nil {
+		t.credit(t.collect(false))
+	}
+}
+
+// Close stops the sweeper and credits back every lease still held, so a
+// pod that stops gracefully gives back what it did not spend.
+func (t *Tier) Close() error {
+	t.closing.Do(func() {
+		close(t.stop)
+		<-t.done
+		if t.leaser != nil {
+			t.credit(t.collect(true))
+		}
+	})
+	return nil
+}

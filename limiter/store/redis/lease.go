@@ -1,0 +1,76 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/store"
+)
+
+// PodsKey is the Redis key of the pods leasing from counter k (two-tier
+// mode): the counter's key, and so its slot, then ":p".
+func (s *Store) PodsKey(k store.Key) string { return s.RedisKey(k) + ":p" }
+
+// Lease implements store.Leaser with one run of scripts/lease.lua, batched
+// and guarded by the shard's breaker like Take.
+func (s *Store) Lease(ctx context.Context, req store.LeaseRequest) (store.Lease, error) {
+	switch req.Limit.Algorithm {
+	case algo.TokenBucket, algo.GCRA, algo.SlidingWindow, algo.FixedWindow:
+	default:
+		return store.Lease{}, fmt.Errorf("redis store: %v can't be leased", req.Limit.Algorithm)
+	}
+	c := &call{ctx: ctx, req: store.Request{Key: req.Key, Limit: req.Limit}, lease: &req}
+	if err := s.do(ctx, c); err != nil {
+		return store.Lease{}, err
+	}
+	return c.grant, nil
+}
+
+// leaseCmd queues one lease call on p.
+func (s *Store) leaseCmd(ctx context.Context, p goredis.Pipeliner, r *store.LeaseRequest, eval bool) *goredis.Cmd {
+	var now int64
+	if s.opts.PinnedClock != nil {
+		now = s.opts.PinnedClock().UnixMicro()
+	}
+	keys := []string{s.RedisKey(r.Key), s.PodsKey(r.Key)}
+	args := []any{int(r.Limit.Algorithm), r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now,
+		max(0, r.Want), max(0, r.Credit), r.CreditWindow, r.Pod, r.Bound, max(0, r.PodCap), max(1, r.TTL.Microseconds()), max(0, r.Horizon.Microseconds())}
+	if eval {
+		return leaseScript.Eval(ctx, p, keys, args...)
+	}
+	return leaseScript.EvalSha(ctx, p, keys, args...)
+}
+
+// parseLease reads lease.lua's reply {allowed, remaining, reset_us,
+// retry_us, granted, lifetime_us, window, pods}.
+func parseLease(cmd *goredis.Cmd) (store.Lease, error) {
+	v, err := cmd.Int64Slice()
+	if err != nil {
+		return store.Lease{}, fmt.Errorf("redis store: %w", err)
+	}
+	if len(v) != 8 {
+		return store.Lease{}, fmt.Errorf("redis store: lease script returned %d values, want 8", len(v))
+	}
+	l := store.Lease{
+		Result: algo.Result{
+			Allowed:    v[0] == 1,
+			Remaining:  v[1],
+			ResetAfter: time.Duration(v[2]) * time.Microsecond,
+			RetryAfter: time.Duration(v[3]) * time.Microsecond,
+		},
+		Granted:  v[4],
+		Lifetime: time.Duration(v[5]) * time.Microsecond,
+		Window:   v[6],
+		Pods:     v[7],
+	}
+	if v[3] < 0 {
+		l.Result.RetryAfter = algo.Never
+	}
+	return l, nil
+}
+
+var _ store.Leaser = (*Store)(nil)
