@@ -61,6 +61,10 @@ type adminPolicyStats struct {
 	// With the fleet's spec.stats.topDescriptors.
 	Hottest      []v1alpha1.HotDescriptor `json:"hottest"`
 	HottestSince *time.Time               `json:"hottestSince"`
+	// Set in two-tier mode.
+	LocalTier *struct {
+		OvershootBound int64 `json:"overshootBound"`
+	} `json:"localTier"`
 }
 
 // hotSum is one policy's hottest values of one interval, summed over the
@@ -166,6 +170,7 @@ type Collector struct {
 	mu       sync.Mutex                        // guards unread during a scrape
 	unread   map[types.NamespacedName][]string // by fleet, this collection
 	hot      map[types.UID]*hotSum             // by policy, this collection
+	bounds   map[types.UID]int64               // the largest overshoot bound by policy, this collection
 }
 
 // podCounts is the last reading of one limiter process.
@@ -270,6 +275,7 @@ func (c *Collector) collect(ctx context.Context) error {
 	}
 	c.unread = map[types.NamespacedName][]string{}
 	c.hot = map[types.UID]*hotSum{}
+	c.bounds = map[types.UID]int64{}
 	fleets := c.Acks.Endpoints()
 	type answer struct {
 		addr  string
@@ -378,6 +384,11 @@ func (c *Collector) record(now time.Time, addr string, st *adminStats) {
 	for _, p := range st.Policies {
 		cur := counts{p.Allowed, p.Limited, p.ShadowLimited, p.FailedOpen}
 		next.counts[p.UID] = cur
+		if p.LocalTier != nil {
+			if b, ok := c.bounds[p.UID]; !ok || p.LocalTier.OvershootBound > b {
+				c.bounds[p.UID] = p.LocalTier.OvershootBound
+			}
+		}
 		if p.HottestSince != nil && len(p.Hottest) > 0 {
 			h := c.hot[p.UID]
 			if h == nil {
@@ -456,6 +467,9 @@ func (c *Collector) write(ctx context.Context, now time.Time) error {
 		}
 		if h := c.hot[pol.UID]; h != nil {
 			next.Hottest, next.HottestSince = h.top(), &metav1.Time{Time: h.since}
+		}
+		if b, ok := c.bounds[pol.UID]; ok {
+			next.OvershootBound = &b
 		}
 		if old := pol.Status.Enforcement; old != nil {
 			cmp := old.DeepCopy()
@@ -538,6 +552,9 @@ func (c *Collector) patch(ctx context.Context, pol *v1alpha1.RateLimitPolicy, e 
 	}
 	if len(e.Hottest) == 0 {
 		enf["hottest"], enf["hottestSince"] = nil, nil
+	}
+	if e.OvershootBound == nil {
+		enf["overshootBound"] = nil
 	}
 	data, err := json.Marshal(map[string]any{"status": map[string]any{"enforcement": enf}})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -351,6 +352,62 @@ func TestEnforcementHottest(t *testing.T) {
 	waitEnforcement(t, ns, "five", func(e *v1alpha1.EnforcementStatus) error {
 		if e.Hottest != nil || e.HottestSince != nil {
 			return fmt.Errorf("hottest %+v since %v after a quiet interval", e.Hottest, e.HottestSince)
+		}
+		return nil
+	})
+}
+
+// A policy in two-tier mode shows the overshoot bound its limiters report.
+func TestEnforcementOvershootBound(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	ns := namespace(t, "overshoot")
+	fleet := &v1alpha1.LimiterFleet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tier"},
+		Spec: v1alpha1.LimiterFleetSpec{
+			Replicas:       ptr.To(int32(2)),
+			PolicySelector: &metav1.LabelSelector{MatchLabels: map[string]string{"fleet": "tier"}},
+			Redis:          v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisExternal), Addresses: []string{srv.Addr}},
+		},
+	}
+	if err := k8s.Create(ctx, fleet); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteFleet(t, fleet) })
+	pods := fleetPodsWithArgs(t, fleet, 2, "redis://"+srv.Addr, "--redis-timeout=2s")
+	bucket := statsPolicy(ns, "bucket", "tier", "tier-bucket", 1000, false)
+	bucket.Spec.Algorithm = ptr.To(v1alpha1.TokenBucket)
+	bucket.Spec.LocalTier = &v1alpha1.LocalTier{Enabled: ptr.To(true), MaxOvershoot: ptr.To(intstr.FromString("5%"))}
+	window := statsPolicy(ns, "window", "tier", "tier-window", 1000, false)
+	window.Spec.LocalTier = &v1alpha1.LocalTier{Enabled: ptr.To(true)}
+	exact := statsPolicy(ns, "exact", "tier", "tier-exact", 1000, false)
+	for _, p := range []*v1alpha1.RateLimitPolicy{bucket, window, exact} {
+		if err := k8s.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(ctx, p) })
+		waitPolicy(t, ns, p.Name, v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	}
+	for i := range 20 {
+		for _, d := range []string{"tier-bucket", "tier-window", "tier-exact"} {
+			if code := pods[i%2].check(t, d, "user", "kim"); code != http.StatusOK {
+				t.Fatalf("%s request %d answered %d", d, i+1, code)
+			}
+		}
+	}
+	bound := func(want int64) func(*v1alpha1.EnforcementStatus) error {
+		return func(e *v1alpha1.EnforcementStatus) error {
+			if ptr.Deref(e.Allowed, 0) != 20 || ptr.Deref(e.OvershootBound, -1) != want {
+				return fmt.Errorf("want allowed 20 and overshootBound %d, got %v", want, ptr.Deref(e.OvershootBound, -1))
+			}
+			return nil
+		}
+	}
+	waitEnforcement(t, ns, "bucket", bound(50)) // 5% of 1000
+	waitEnforcement(t, ns, "window", bound(0))  // a lease ends with its window
+	waitEnforcement(t, ns, "exact", func(e *v1alpha1.EnforcementStatus) error {
+		if ptr.Deref(e.Allowed, 0) != 20 || e.OvershootBound != nil {
+			return fmt.Errorf("want allowed 20 and no overshootBound")
 		}
 		return nil
 	})

@@ -262,6 +262,15 @@ type EnforcementStatus struct {
 	// hottestSince is the start of the minute that hottest covers.
 	// +optional
 	HottestSince *metav1.Time `json:"hottestSince,omitempty"`
+
+	// overshootBound is, for a policy in two-tier mode (spec.localTier), the
+	// most units the fleet may admit above the exact algorithm while pods
+	// spend leased chunks, as the limiters last reported it: 0 for window
+	// algorithms (a lease never outlives its window), else maxOvershoot, or
+	// pods × each pod's cap without it. The largest any pod reports.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	OvershootBound *int64 `json:"overshootBound,omitempty"`
 }
 
 // HotDescriptor is one of a policy's most requested descriptor values.
