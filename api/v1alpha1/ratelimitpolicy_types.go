@@ -167,10 +167,12 @@ type LocalTier struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('100ms') && duration(self) <= duration('1m'))",message="ttl must be between 100ms and 1m"
 	TTL *metav1.Duration `json:"ttl,omitempty"`
 
-	// maxOvershoot caps how many units the fleet may allow above rate.limit per
-	// period while pods spend leased chunks: a count from 0 to 1000000000, or a
-	// percentage of rate.limit from "0%" to "100%". When omitted, the chunk size
-	// alone bounds the overshoot (pods × chunk), and status reports that bound.
+	// maxOvershoot caps how many units the fleet may admit above the exact
+	// algorithm, over any interval, while pods hold leased chunks: a count
+	// from 0 to 1000000000, or a percentage of rate.limit from "0%" to "100%".
+	// Window algorithms never overshoot (a lease ends with its window). When
+	// omitted, pods × each pod's chunk cap bounds it; status.enforcement
+	// reports the bound in force.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:MaxLength=4
