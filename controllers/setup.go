@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"time"
 
@@ -25,6 +26,9 @@ type Options struct {
 	EnforcementMinWrite time.Duration
 	// CollectTimeout bounds one pod's stats answer; 0 means 2s.
 	CollectTimeout time.Duration
+	// RedisDialer, when set, opens the operator's connections to Redis pods
+	// (tests route pod IPs with it); nil dials TCP.
+	RedisDialer func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Leader election and events.
@@ -44,7 +48,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := mgr.Add(collector); err != nil {
 		return err
 	}
-	if err := (&LimiterFleetReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Acks: acks, DefaultImage: opts.LimiterImage}).SetupWithManager(mgr); err != nil {
+	fleets := &LimiterFleetReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Acks: acks, DefaultImage: opts.LimiterImage,
+		APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("sluice-operator"), RedisDialer: opts.RedisDialer}
+	if err := fleets.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return (&RateLimitPolicyReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Acks: acks}).SetupWithManager(ctx, mgr)
