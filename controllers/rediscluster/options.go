@@ -10,15 +10,16 @@ import (
 type Option func(*options)
 
 type options struct {
-	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
-	timeout time.Duration
-	tracker *Tracker
-	batch   int
-	now     func() time.Time
+	dial       func(ctx context.Context, network, addr string) (net.Conn, error)
+	timeout    time.Duration
+	tracker    *Tracker
+	batch      int
+	migrateFor time.Duration
+	now        func() time.Time
 }
 
 func defaults() options {
-	return options{timeout: 2 * time.Second, batch: 100, now: time.Now}
+	return options{timeout: 2 * time.Second, batch: 100, migrateFor: 10 * time.Second, now: time.Now}
 }
 
 // WithDialer sets how connections to nodes are opened (default: TCP).
@@ -46,6 +47,16 @@ func WithMigrateBatch(n int) Option {
 	return func(o *options) {
 		if n > 0 {
 			o.batch = n
+		}
+	}
+}
+
+// WithMigrationBudget bounds how long one pass moves slots (default 10s);
+// the rest of the plan is left in Result.Migration for the next pass.
+func WithMigrationBudget(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.migrateFor = d
 		}
 	}
 }

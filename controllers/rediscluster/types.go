@@ -87,6 +87,9 @@ type Status struct {
 	// Primaries and Replicas list the members by role, sorted by pod.
 	Primaries []NodeStatus
 	Replicas  []NodeStatus
+	// Unreachable lists the members that have no address yet or did not
+	// answer (Link "unreachable"), sorted by pod.
+	Unreachable []NodeStatus
 	// Operation is what the pass did or waits for (Operation* constants).
 	Operation string
 }

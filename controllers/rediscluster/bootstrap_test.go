@@ -1,0 +1,42 @@
+package rediscluster_test
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestBootstrapThenIdle forms 3 shards x 1 replica from nothing, then checks
+// that a pass over the converged cluster sends no mutating command.
+func TestBootstrapThenIdle(t *testing.T) {
+	f := newFleet(t, 100, 3, 1)
+	start := time.Now()
+	res, actions := f.reconcileUntil(30*time.Second, converged)
+	took := time.Since(start)
+	t.Logf("bootstrap of 3 shards x 1 replica: converged in %v after %d mutating commands", took.Round(time.Millisecond), len(actions))
+	for _, a := range actions {
+		t.Log("  ", a)
+	}
+	if res.Status.ClusterState != "ok" || res.Status.SlotsAssigned != 16384 || len(res.Status.Primaries) != 3 || len(res.Status.Replicas) != 3 {
+		t.Fatalf("status %+v", res.Status)
+	}
+	for pod, n := range slotsPerPrimary(res) {
+		if n < 5461 || n > 5462 {
+			t.Errorf("%s serves %d slots", pod, n)
+		}
+	}
+	for _, r := range res.Status.Replicas {
+		if r.Link != "connected" || r.Shard != podShard(r.Pod) {
+			t.Errorf("replica %+v", r)
+		}
+	}
+	again, err := f.reconcile(context.Background())
+	if err != nil || !again.Converged || len(again.Actions) != 0 || again.RequeueAfter != 0 {
+		t.Fatalf("second pass: converged %v, actions %v, requeue %v, err %v", again.Converged, again.Actions, again.RequeueAfter, err)
+	}
+	c := f.client("")
+	writeKeys(t, c, "boot", 1000)
+	checkKeys(t, c, "boot", 1000)
+}
+
+func podShard(pod string) int { return int(pod[len("redis-")] - '0') }
