@@ -332,16 +332,29 @@ func redisErrorReason(rs *redisScope) string {
 	}
 	var nodeErr *rediscluster.NodeError
 	if errors.As(rs.err, &nodeErr) {
-		switch nodeErr.Reason {
-		case rediscluster.ReasonAuthFailed:
-			return v1alpha1.ReasonAuthFailed
-		case rediscluster.ReasonGarbage, rediscluster.ReasonNotClusterNode:
-			return v1alpha1.ReasonInvalidReply
-		default:
-			return v1alpha1.ReasonNodeUnreachable
-		}
+		return nodeErrorReason(nodeErr)
 	}
 	return v1alpha1.ReasonDegraded
+}
+
+// nodeErrorReason maps a node's error to a condition reason. Adapter: it
+// also reads the reply text, because the engine classifies Redis errors by
+// their prefix and reports a wrapped "PING: WRONGPASS ..." as Garbage and
+// "PING: redis: can't parse ..." as Unreachable.
+func nodeErrorReason(e *rediscluster.NodeError) string {
+	msg := ""
+	if e.Err != nil {
+		msg = e.Err.Error()
+	}
+	switch {
+	case e.Reason == rediscluster.ReasonAuthFailed, strings.Contains(msg, "WRONGPASS"), strings.Contains(msg, "NOAUTH"):
+		return v1alpha1.ReasonAuthFailed
+	case e.Reason == rediscluster.ReasonGarbage, e.Reason == rediscluster.ReasonNotClusterNode,
+		strings.Contains(msg, "redis: can't parse"), strings.Contains(msg, "redis: invalid reply"):
+		return v1alpha1.ReasonInvalidReply
+	default:
+		return v1alpha1.ReasonNodeUnreachable
+	}
 }
 
 func nodeStatuses(in []rediscluster.NodeStatus) []v1alpha1.RedisNodeStatus {
