@@ -43,7 +43,6 @@ import (
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
 // redisScope is what the Redis phase observed, for the status.
 type redisScope struct {
@@ -64,6 +63,9 @@ type redisScope struct {
 const (
 	redisRequeueConverging = 2 * time.Second
 	redisRequeueFailing    = 5 * time.Second
+	// redisMigrationBudget bounds the slot moves of one pass, so that
+	// status.redis.migration records progress every few seconds.
+	redisMigrationBudget = 2 * time.Second
 )
 
 // reconcileRedis applies the Redis objects of a Cluster fleet, reads its
@@ -182,7 +184,9 @@ func redisMembers(fleet *v1alpha1.LimiterFleet, pods []corev1.Pod, shards int) [
 }
 
 // redisPassword reads the password from spec.redis.auth's Secret, through
-// the API reader: the operator reads this one Secret and caches none.
+// the API reader: the operator reads this one Secret and caches none. Its
+// own RBAC grants no Secret: whoever sets auth grants it get on that one
+// Secret (a Role with resourceNames), and until then RedisReady says so.
 func (r *LimiterFleetReconciler) redisPassword(ctx context.Context, fleet *v1alpha1.LimiterFleet) (string, error) {
 	auth := fleet.Spec.Redis.Auth
 	if auth == nil {
@@ -193,6 +197,9 @@ func (r *LimiterFleetReconciler) redisPassword(ctx context.Context, fleet *v1alp
 	switch {
 	case apierrors.IsNotFound(err):
 		return "", fmt.Errorf("spec.redis.auth: Secret %s/%s not found", fleet.Namespace, auth.SecretName)
+	case apierrors.IsForbidden(err):
+		return "", fmt.Errorf("spec.redis.auth: the operator may not read Secret %s/%s: grant its ServiceAccount get on that Secret (a Role with resourceNames: [%s])",
+			fleet.Namespace, auth.SecretName, auth.SecretName)
 	case err != nil:
 		return "", fmt.Errorf("spec.redis.auth: reading Secret %s/%s: %w", fleet.Namespace, auth.SecretName, err)
 	}
@@ -214,7 +221,7 @@ func (r *LimiterFleetReconciler) secretReader() client.Reader {
 // masters, kept across passes, and the dialer when one is set.
 func (r *LimiterFleetReconciler) redisOptions(fleet *v1alpha1.LimiterFleet) []rediscluster.Option {
 	t, _ := r.redisTrackers.LoadOrStore(client.ObjectKeyFromObject(fleet), rediscluster.NewTracker())
-	opts := []rediscluster.Option{rediscluster.WithTracker(t.(*rediscluster.Tracker))}
+	opts := []rediscluster.Option{rediscluster.WithTracker(t.(*rediscluster.Tracker)), rediscluster.WithMigrationBudget(redisMigrationBudget)}
 	if r.RedisDialer != nil {
 		opts = append(opts, rediscluster.WithDialer(r.RedisDialer))
 	}

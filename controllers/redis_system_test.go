@@ -19,8 +19,10 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"net"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,6 +49,12 @@ import (
 // with the redis.conf the operator renders. The test creates their Pod
 // objects with those addresses as status.podIP, as the kubelet would, and
 // the operator forms and heals the cluster against them.
+
+func init() { goredis.SetLogger(quietRedisLog{}) } // the tests' clients dial dead nodes on purpose
+
+type quietRedisLog struct{}
+
+func (quietRedisLog) Printf(context.Context, string, ...any) {}
 
 // redisIP hands out 127.0.0.200 onwards.
 var redisIP atomic.Int32
@@ -418,4 +426,367 @@ func startGarbageServer(t *testing.T, addr string) string {
 		}
 	}()
 	return l.Addr().String()
+}
+
+// limiterLoad is steady traffic on real limiter processes whose store is
+// the fleet's Redis Cluster.
+type limiterLoad struct {
+	procs         []*limiterProc
+	stop          chan struct{}
+	wg            sync.WaitGroup
+	codes         sync.Map // status code -> *atomic.Int64
+	transportErrs atomic.Int64
+}
+
+// startLimiters starts n limiter processes with --store redis-cluster:// on
+// the pods' addresses (the test has no DNS for the seeds the operator
+// renders), a policy they enforce, and traffic over 500 counters spread
+// across the slots.
+func (rf *redisFleet) startLimiters(t *testing.T, n int) *limiterLoad {
+	t.Helper()
+	var addrs []string
+	for _, p := range rf.pods {
+		addrs = append(addrs, p.addr())
+	}
+	procs := fleetPodsWithStore(t, rf.fleet, n, "redis-cluster://"+strings.Join(addrs, ","))
+	pol := benchPolicy(rf.fleet.Namespace, "load", rf.fleet.Name, 1)
+	pol.Spec.Rate.Limit = 1_000_000
+	pol.Spec.FailureMode = ptr.To(v1alpha1.FailClosed)
+	if err := k8s.Create(context.Background(), pol); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), pol) })
+	waitPolicy(t, pol.Namespace, pol.Name, v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	l := &limiterLoad{procs: procs, stop: make(chan struct{})}
+	for w := range 4 {
+		l.wg.Add(1)
+		go l.run(w)
+	}
+	t.Cleanup(l.halt)
+	return l
+}
+
+func (l *limiterLoad) run(worker int) {
+	defer l.wg.Done()
+	client := &http.Client{Timeout: 5 * time.Second}
+	for i := worker; ; i += 4 {
+		select {
+		case <-l.stop:
+			return
+		default:
+		}
+		p := l.procs[i%len(l.procs)]
+		body := fmt.Sprintf(`{"domain":"bench-1","descriptors":[{"entries":[{"key":"tenant","value":"t%d"},{"key":"route","value":"/v1/items/1"}]}]}`, i%500)
+		resp, err := client.Post("http://"+p.httpAddr+"/v1/ratelimit/check", "application/json", strings.NewReader(body))
+		if err != nil {
+			l.transportErrs.Add(1)
+			continue
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		v, _ := l.codes.LoadOrStore(resp.StatusCode, &atomic.Int64{})
+		v.(*atomic.Int64).Add(1)
+	}
+}
+
+func (l *limiterLoad) halt() {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	l.wg.Wait()
+}
+
+// summary reports the answers so far and the limiters' store errors.
+func (l *limiterLoad) summary(t testing.TB) (string, float64) {
+	var parts []string
+	l.codes.Range(func(k, v any) bool {
+		parts = append(parts, fmt.Sprintf("%d: %d", k, v.(*atomic.Int64).Load()))
+		return true
+	})
+	slices.Sort(parts)
+	errs := 0.0
+	classes := map[string]float64{}
+	for _, p := range l.procs {
+		errs += p.metric(t, "sluice_store_errors_total")
+		for _, c := range []string{"timeout", "connection", "clusterdown", "tryagain", "masterdown", "loading"} {
+			classes[c] += p.metric(t, "sluice_redis_errors_total", `class="`+c+`"`)
+		}
+	}
+	return fmt.Sprintf("answers {%s}, transport errors %d, store errors %.0f, Redis errors by class %v",
+		strings.Join(parts, ", "), l.transportErrs.Load(), errs, classes), errs
+}
+
+// logs is every limiter's output.
+func (l *limiterLoad) logs() string {
+	var b strings.Builder
+	for _, p := range l.procs {
+		p.mu.Lock()
+		if p.log != nil {
+			b.WriteString(p.log.String())
+		}
+		p.mu.Unlock()
+	}
+	return b.String()
+}
+
+// pod returns the stand-in of the named pod.
+func (rf *redisFleet) pod(t testing.TB, name string) *redisPod {
+	t.Helper()
+	for _, p := range rf.pods {
+		if p.name == name {
+			return p
+		}
+	}
+	t.Fatalf("no pod %s", name)
+	return nil
+}
+
+// liveClusterOK reports whether every running node says cluster_state ok
+// with every slot assigned.
+func (rf *redisFleet) liveClusterOK(t testing.TB) error {
+	for _, p := range rf.pods {
+		if !p.srv.Running() {
+			continue
+		}
+		info, err := p.srv.Client(t).ClusterInfo(context.Background()).Result()
+		if err != nil {
+			return fmt.Errorf("%s: %v", p.name, err)
+		}
+		if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_slots_assigned:16384") {
+			return fmt.Errorf("%s: not ok yet", p.name)
+		}
+	}
+	return nil
+}
+
+// keysInOtherShards returns n keys whose slots shard does not serve.
+func keysInOtherShards(t *testing.T, c *goredis.ClusterClient, first, last int32, n int) []string {
+	t.Helper()
+	var out []string
+	for i := 0; len(out) < n; i++ {
+		k := fmt.Sprintf("other-%d", i)
+		slot, err := c.ClusterKeySlot(context.Background(), k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int32(slot) < first || int32(slot) > last {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func writeKeys(t *testing.T, c *goredis.ClusterClient, prefix string, n int) {
+	t.Helper()
+	for i := range n {
+		if err := c.Set(context.Background(), fmt.Sprintf("%s-%d", prefix, i), i, 0).Err(); err != nil {
+			t.Fatalf("SET %s-%d: %v", prefix, i, err)
+		}
+	}
+}
+
+func checkKeys(t *testing.T, c *goredis.ClusterClient, prefix string, n int) {
+	t.Helper()
+	missing := 0
+	for i := range n {
+		v, err := c.Get(context.Background(), fmt.Sprintf("%s-%d", prefix, i)).Int()
+		if err != nil || v != i {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Fatalf("%d of %d keys %s-* lost", missing, n, prefix)
+	}
+}
+
+// shutdown stops a node as a pod's SIGTERM does: SHUTDOWN writes the
+// append-only file, then the process exits.
+func (p *redisPod) shutdown(t *testing.T) {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{Addr: p.addr(), MaxRetries: -1})
+	_ = c.Shutdown(context.Background()).Err() // the connection closes as it exits
+	_ = c.Close()
+	p.srv.Stop()
+}
+
+// TestRedisClusterHeals: under limiter load, kill -9 a primary: its replica
+// takes over and the other shards keep serving; the killed pod restarts
+// and rejoins. Then every pod restarts on a new IP: the operator re-forms
+// the cluster by node ID with every key kept.
+func TestRedisClusterHeals(t *testing.T) {
+	ctx := context.Background()
+	rf := newRedisFleet(t, "redis-heal", "heal", 3, 1)
+	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	load := rf.startLimiters(t, 2)
+	cc := rf.clusterClient(t)
+
+	// kill -9 the primary of the first shard.
+	victim := f.Status.Redis.Primaries[0]
+	others := keysInOtherShards(t, cc, 0, victim.Slots-1, 200)
+	if victim.Shard != 0 {
+		t.Fatalf("first primary %+v is not shard 0", victim)
+	}
+	var otherErrs atomic.Int64
+	writes := make(chan struct{})
+	go func() {
+		defer close(writes)
+		deadline := time.Now().Add(8 * time.Second)
+		for i := 0; time.Now().Before(deadline); i++ {
+			if err := cc.Incr(ctx, others[i%len(others)]).Err(); err != nil {
+				otherErrs.Add(1)
+			}
+		}
+	}()
+	killed := time.Now()
+	rf.pod(t, victim.Pod).srv.Stop()
+	nodeTimeout := f.Spec.EffectiveNodeTimeout()
+	var heir string
+	for _, r := range f.Status.Redis.Replicas {
+		if r.Shard == victim.Shard {
+			heir = r.Pod
+		}
+	}
+	eventually(t, 30*time.Second, "the replica took over and every live node says ok", func() error {
+		role, err := rf.pod(t, heir).srv.Client(t).Do(ctx, "ROLE").Slice()
+		if err != nil || len(role) == 0 || role[0] != "master" {
+			return fmt.Errorf("%s ROLE %v %v", heir, role, err)
+		}
+		return rf.liveClusterOK(t)
+	})
+	okAfter := time.Since(killed)
+	<-writes
+	t.Logf("kill -9 of primary %s: cluster_state ok on every live node after %v (node-timeout %v + 3s = %v); writes to the other shards' slots failed %d times",
+		victim.Pod, okAfter.Round(time.Millisecond), nodeTimeout, nodeTimeout+3*time.Second, otherErrs.Load())
+	if okAfter > nodeTimeout+3*time.Second {
+		t.Errorf("cluster ok again after %v, want within node-timeout + 3s = %v", okAfter, nodeTimeout+3*time.Second)
+	}
+	if otherErrs.Load() != 0 {
+		t.Errorf("the other shards failed %d writes while shard 0 failed over", otherErrs.Load())
+	}
+	// The pod restarts (same IP, same volume) and rejoins as a replica.
+	rf.pod(t, victim.Pod).srv.Restart(t)
+	rejoin := time.Now()
+	defer func() { t.Logf("phases done; rejoin started %v ago", time.Since(rejoin).Round(time.Millisecond)) }()
+	f = rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	eventually(t, 30*time.Second, "every node connected again", func() error {
+		f = rf.get(t)
+		st := f.Status.Redis
+		if len(st.Primaries) != 3 || len(st.Replicas) != 3 {
+			return fmt.Errorf("%d primaries, %d replicas", len(st.Primaries), len(st.Replicas))
+		}
+		for _, n := range append(slices.Clone(st.Primaries), st.Replicas...) {
+			if n.Link != "connected" {
+				return fmt.Errorf("%s link %s", n.Pod, n.Link)
+			}
+		}
+		return nil
+	})
+	t.Logf("the killed pod restarted and rejoined: every node connected after %v", time.Since(rejoin).Round(time.Millisecond))
+	summary, _ := load.summary(t)
+	t.Logf("limiters through the failover: %s", summary)
+
+	// Every pod restarts on a new IP, keeping its volume.
+	writeKeys(t, cc, "kept", 1000)
+	load.halt()
+	for _, p := range rf.pods {
+		p.shutdown(t)
+	}
+	restarted := time.Now()
+	for _, p := range rf.pods {
+		ip := nextRedisIP(t)
+		p.srv = redistest.StartNode(t, ip+":6379", p.dir, nodeTimeout, renderedDirectives(rf.fleet)...)
+		setPodIP(t, rf.fleet.Namespace, p.name, ip)
+	}
+	eventually(t, 90*time.Second, "the cluster re-formed on the new addresses", func() error {
+		f = rf.get(t)
+		if c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady); c == nil || c.Reason != v1alpha1.ReasonClusterOK {
+			return fmt.Errorf("RedisReady %+v", c)
+		}
+		if n := len(f.Status.Redis.Primaries) + len(f.Status.Redis.Replicas); n != len(rf.pods) {
+			return fmt.Errorf("%d nodes in status", n)
+		}
+		for _, n := range append(slices.Clone(f.Status.Redis.Primaries), f.Status.Redis.Replicas...) {
+			if n.Address != rf.pod(t, n.Pod).addr() || n.Link != "connected" {
+				return fmt.Errorf("%s at %s (%s), pod at %s", n.Pod, n.Address, n.Link, rf.pod(t, n.Pod).addr())
+			}
+		}
+		return rf.liveClusterOK(t)
+	})
+	t.Logf("every pod on a new IP: RedisReady=True, every node connected at its new address after %v", time.Since(restarted).Round(time.Millisecond))
+	checkKeys(t, rf.clusterClient(t), "kept", 1000)
+	if f.Status.Redis.DataLoss != "" {
+		t.Errorf("dataLoss %q after a restart that lost nothing", f.Status.Redis.DataLoss)
+	}
+}
+
+// TestRedisClusterScaleOut: 3 -> 4 shards under limiter load, with the
+// operator stopped while the migration is under way and started again. No
+// key is lost, the slots end even, no slot is left open, and the limiters
+// see no store error (no CROSSSLOT, no TRYAGAIN).
+func TestRedisClusterScaleOut(t *testing.T) {
+	ctx := context.Background()
+	rf := newRedisFleet(t, "redis-scale", "scale", 3, 1)
+	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	writeKeys(t, rf.clusterClient(t), "kept", 5000)
+	load := rf.startLimiters(t, 2)
+	_, errsBefore := load.summary(t)
+
+	rf.addPod(t, 3, 0)
+	rf.addPod(t, 3, 1)
+	f := rf.get(t)
+	f.Spec.Redis.Shards = ptr.To[int32](4)
+	started := time.Now()
+	if err := k8s.Update(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	// Stop the operator once it has saved some progress, then start it
+	// again: it resumes from status.redis.migration.
+	var saved *v1alpha1.RedisMigration
+	eventually(t, 60*time.Second, "migration progress in status", func() error {
+		if saved = rf.get(t).Status.Redis.Migration; saved == nil {
+			return fmt.Errorf("no migration in status yet")
+		}
+		return nil
+	})
+	stopOperator()
+	t.Cleanup(func() { _ = startOperator() }) // whatever happens below
+	t.Logf("operator stopped mid-migration with %d moves left: %+v", len(saved.Moves), saved.Moves[0])
+	if err := startOperator(); err != nil {
+		t.Fatal(err)
+	}
+	f = rf.waitRedisReady(t, 120*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	t.Logf("3 -> 4 shards: RedisReady=True %v after the spec change", time.Since(started).Round(time.Millisecond))
+	load.halt()
+
+	st := f.Status.Redis
+	if st.Migration != nil || len(st.Primaries) != 4 || st.SlotsAssigned != 16384 {
+		t.Fatalf("status.redis %+v", st)
+	}
+	for _, p := range st.Primaries {
+		if p.Slots != 4096 {
+			t.Errorf("%s serves %d slots, want 4096", p.Pod, p.Slots)
+		}
+	}
+	for _, p := range rf.pods {
+		nodes, err := p.srv.Client(t).ClusterNodes(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(nodes, "->-") || strings.Contains(nodes, "-<-") {
+			t.Errorf("%s has a slot left open:\n%s", p.name, nodes)
+		}
+	}
+	checkKeys(t, rf.clusterClient(t), "kept", 5000)
+	summary, errsAfter := load.summary(t)
+	t.Logf("limiters through the scale-out: %s", summary)
+	if errsAfter != errsBefore {
+		t.Errorf("limiters saw %.0f store errors during the scale-out", errsAfter-errsBefore)
+	}
+	for _, bad := range []string{"CROSSSLOT", "TRYAGAIN"} {
+		if strings.Contains(load.logs(), bad) {
+			t.Errorf("limiter logs show %s", bad)
+		}
+	}
 }

@@ -45,12 +45,6 @@ controllers' +kubebuilder:rbac markers). DO NOT EDIT: run make manifests. */ -}}
   - list
   - watch
 - apiGroups:
-  - ""
-  resources:
-  - secrets
-  verbs:
-  - get
-- apiGroups:
   - apps
   resources:
   - deployments
