@@ -34,9 +34,8 @@ func TestBootstrapThenIdle(t *testing.T) {
 	if err != nil || !again.Converged || len(again.Actions) != 0 || again.RequeueAfter != 0 {
 		t.Fatalf("second pass: converged %v, actions %v, requeue %v, err %v", again.Converged, again.Actions, again.RequeueAfter, err)
 	}
-	c := f.client("")
-	writeKeys(t, c, "boot", 1000)
-	checkKeys(t, c, "boot", 1000)
+	f.writeKeys("boot", 1000)
+	f.checkKeys("boot", 1000)
 }
 
 func podShard(pod string) int { return int(pod[len("redis-")] - '0') }

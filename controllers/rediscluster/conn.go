@@ -75,6 +75,7 @@ func reason(err error) string {
 	case errors.As(err, &g):
 		return ReasonGarbage
 	case errors.As(err, &rerr):
+		msg = rerr.Error()
 		switch {
 		case strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "WRONGPASS"),
 			strings.Contains(msg, "AUTH") && strings.Contains(msg, "password"):
@@ -83,7 +84,7 @@ func reason(err error) string {
 			return ReasonNotClusterNode
 		}
 		return ReasonGarbage
-	case strings.HasPrefix(msg, "redis: invalid reply"), strings.HasPrefix(msg, "redis: can't parse"):
+	case strings.Contains(msg, "redis: invalid reply"), strings.Contains(msg, "redis: can't parse"):
 		return ReasonGarbage
 	case errors.As(err, &nerr), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, goredis.ErrClosed):

@@ -95,6 +95,8 @@ func (p *pass) member(shard, ordinal int) *view {
 
 // attachReplicas makes every other member of a shard a replica of the
 // shard's master: empty masters, orphans, and replicas of another shard.
+// A replica that still syncs from its master's old address (Redis does not
+// always follow a master that came back on a new IP) is told again.
 // A replica of a dead master that served slots is left for failover, so
 // that no data is dropped by resyncing it from an empty master.
 func (p *pass) attachReplicas(ctx context.Context) error {
@@ -112,7 +114,7 @@ func (p *pass) attachReplicas(ctx context.Context) error {
 			if me.Master() && me.SlotCount() > 0 {
 				continue // a second master serving slots: never demoted here
 			}
-			if !me.Master() && me.MasterID == m.id {
+			if !me.Master() && me.MasterID == m.id && (v.masterAddr == "" || v.masterAddr == m.m.Addr) {
 				continue
 			}
 			if !me.Master() {
@@ -121,8 +123,8 @@ func (p *pass) attachReplicas(ctx context.Context) error {
 					continue // follows a master that has data m lacks, or awaits failover
 				}
 			}
-			if n, ok := v.node(m.id); !ok || n.Pending() {
-				continue // v does not know m yet: gossip first
+			if !knowsAt(v, m) {
+				continue // v does not know m at its address yet: gossip first
 			}
 			if err := p.act(ctx, v, "CLUSTER", "REPLICATE", m.id); err != nil {
 				return err

@@ -78,7 +78,7 @@ func (f *fleet) reconcileUntil(within time.Duration, done func(rediscluster.Resu
 	defer cancel()
 	var actions []string
 	for {
-		res, err := f.reconcile(ctx)
+		res, err := f.reconcile(context.Background())
 		actions = append(actions, res.Actions...)
 		if done(res, err) {
 			return res, actions
@@ -99,11 +99,14 @@ func (f *fleet) reconcileUntil(within time.Duration, done func(rediscluster.Resu
 
 func converged(res rediscluster.Result, err error) bool { return err == nil && res.Converged }
 
-// client is a cluster client over the fleet's current addresses.
+// client is a cluster client seeded with the fleet's current addresses of
+// running nodes.
 func (f *fleet) client(password string) *goredis.ClusterClient {
 	var addrs []string
 	for _, m := range f.spec.Members {
-		addrs = append(addrs, m.Addr)
+		if f.servers[m.Pod].Running() {
+			addrs = append(addrs, m.Addr)
+		}
 	}
 	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, Password: password, MaxRedirects: 16,
 		DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
@@ -111,9 +114,11 @@ func (f *fleet) client(password string) *goredis.ClusterClient {
 	return c
 }
 
-// writeKeys sets n keys key:<i> = <i> through c.
-func writeKeys(t *testing.T, c *goredis.ClusterClient, prefix string, n int) {
+// writeKeys sets n keys <prefix>:<i> = <i> through a new cluster client.
+func (f *fleet) writeKeys(prefix string, n int) {
+	t := f.t
 	t.Helper()
+	c := f.client(f.spec.Password)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for lo := 0; lo < n; lo += 500 {
@@ -129,9 +134,12 @@ func writeKeys(t *testing.T, c *goredis.ClusterClient, prefix string, n int) {
 	}
 }
 
-// checkKeys fails unless every key writeKeys set is there.
-func checkKeys(t *testing.T, c *goredis.ClusterClient, prefix string, n int) {
+// checkKeys fails unless every key writeKeys set is there, read through a
+// new cluster client that knows the current map.
+func (f *fleet) checkKeys(prefix string, n int) {
+	t := f.t
 	t.Helper()
+	c := f.client(f.spec.Password)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmds, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {

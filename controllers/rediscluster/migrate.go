@@ -78,12 +78,14 @@ func (p *pass) migrate(ctx context.Context) error {
 	return nil
 }
 
-// masters returns each shard's master when every shard has one and each
-// knows the others at their addresses; nil otherwise.
+// masters returns each shard's master when every shard has one, each
+// knows the others at their addresses, and each reports cluster_state ok
+// (a new master refuses MIGRATE with CLUSTERDOWN until then); nil
+// otherwise.
 func (p *pass) masters() []*view {
 	ms := make([]*view, p.spec.Shards)
 	for s := range ms {
-		if ms[s] = p.shardMaster(s); ms[s] == nil {
+		if ms[s] = p.shardMaster(s); ms[s] == nil || ms[s].info["cluster_state"] != "ok" {
 			return nil
 		}
 	}

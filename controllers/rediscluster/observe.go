@@ -3,6 +3,7 @@ package rediscluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 )
@@ -18,6 +19,11 @@ type view struct {
 	nodes []Node
 	info  map[string]string
 	keys  int64
+	// masterLink is master_link_status from INFO replication: "up" once a
+	// replica has synced, "" on a master.
+	masterLink string
+	// masterAddr is the master_host:master_port a replica syncs from.
+	masterAddr string
 }
 
 func (v *view) ok() bool { return v.err == nil }
@@ -116,5 +122,16 @@ func (v *view) load(ctx context.Context) error {
 		return garbage(fmt.Errorf("DBSIZE answered %v", k))
 	}
 	v.keys = n
+	if s, err = v.c.text(ctx, "INFO", "replication"); err != nil {
+		return fmt.Errorf("INFO replication: %w", err)
+	}
+	repl, err := ParseInfo(s)
+	if err != nil {
+		return garbage(err)
+	}
+	v.masterLink = repl["master_link_status"]
+	if h := repl["master_host"]; h != "" {
+		v.masterAddr = net.JoinHostPort(h, repl["master_port"])
+	}
 	return nil
 }

@@ -30,6 +30,7 @@ func (p *pass) status() {
 			st.Primaries = append(st.Primaries, ns)
 		} else {
 			ns.Role = "replica"
+			ns.MasterLink = v.masterLink
 			st.Replicas = append(st.Replicas, ns)
 		}
 	}
@@ -98,7 +99,7 @@ func (p *pass) converged() bool {
 				return false
 			}
 		}
-		if m := p.shardMaster(v.m.Shard); m == nil || (v != m && (me.Master() || me.MasterID != m.id)) {
+		if m := p.shardMaster(v.m.Shard); m == nil || (v != m && (me.Master() || me.MasterID != m.id || v.masterLink != "up")) {
 			return false
 		}
 	}

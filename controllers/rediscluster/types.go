@@ -108,6 +108,9 @@ type NodeStatus struct {
 	Link string
 	// Slots is the number of slots the member serves (masters).
 	Slots int
+	// MasterLink is a replica's master_link_status: "up" once it has
+	// synced from its master, "down" before.
+	MasterLink string
 }
 
 // Result is the outcome of one pass.
@@ -121,7 +124,7 @@ type Result struct {
 	Migration *Migration
 	// Converged is true when every member answered, every node agrees on
 	// a full slot map, cluster_state is ok, every replica follows its
-	// shard's master, and no migration is pending.
+	// shard's master and has synced from it, and no migration is pending.
 	Converged bool
 	// RequeueAfter is when to run the next pass if nothing else triggers
 	// one: soon while converging, 0 when converged.
