@@ -95,6 +95,10 @@ func (r *LimiterFleetReconciler) reconcileRedis(ctx context.Context, s *fleetSco
 	}
 	rs.result, rs.err = rediscluster.Reconcile(ctx, spec, r.redisOptions(fleet)...)
 	r.recordRedisActions(ctx, fleet, rs.result.Actions)
+	if want := int(fleet.Spec.EffectiveShards()); rs.err == nil && rs.shards > want {
+		rs.err, rs.reason = fmt.Errorf("spec.redis.shards is %d but the cluster has %d shards: scale-in is not supported, so every shard is kept; set spec.redis.shards back to %d",
+			want, rs.shards, rs.shards), v1alpha1.ReasonScaleInRejected
+	}
 	switch {
 	case rs.err != nil:
 		logf.FromContext(ctx).Info("Redis Cluster not converged", "fleet", client.ObjectKeyFromObject(fleet), "error", rs.err.Error())
@@ -293,7 +297,7 @@ func computeRedisStatus(prev *v1alpha1.RedisStatus, rs *redisScope) (*v1alpha1.R
 	st.Replicas = nodeStatuses(obs.Replicas)
 	st.Operation = obs.Operation
 	st.DataLoss = res.DataLoss
-	if rs.reason == "" { // the engine ran
+	if rs.reason != v1alpha1.ReasonAuthFailed { // the engine ran
 		st.Migration = migrationToStatus(res.Migration)
 	}
 	for _, a := range res.Actions {

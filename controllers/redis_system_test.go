@@ -56,16 +56,14 @@ type quietRedisLog struct{}
 
 func (quietRedisLog) Printf(context.Context, string, ...any) {}
 
-// redisIP hands out 127.0.0.200 onwards.
+// redisIP hands out 127.0.0.200-250 in turn. The tests run one at a time
+// and stop their nodes at the end, and none holds more than 51 addresses,
+// so an address comes round again only once it is free (-count=N).
 var redisIP atomic.Int32
 
 func nextRedisIP(t testing.TB) string {
 	t.Helper()
-	n := 200 + redisIP.Add(1) - 1
-	if n > 250 {
-		t.Fatal("out of 127.0.0.200-250 addresses for Redis pods")
-	}
-	return fmt.Sprintf("127.0.0.%d", n)
+	return fmt.Sprintf("127.0.0.%d", 200+(redisIP.Add(1)-1)%51)
 }
 
 // redisPod is one Redis pod: its Pod object and the process behind it.
@@ -241,6 +239,19 @@ func TestRedisClusterBootstrap(t *testing.T) {
 	if len(st.LastActions) == 0 || len(st.LastActions) > 10 {
 		t.Errorf("lastActions %d entries", len(st.LastActions))
 	}
+	var events corev1.EventList
+	if err := k8s.List(ctx, &events, client.InNamespace(f.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	recorded := 0
+	for _, e := range events.Items {
+		if e.InvolvedObject.Name == f.Name && e.Reason == "RedisClusterCommands" {
+			recorded++
+		}
+	}
+	if recorded == 0 {
+		t.Errorf("no RedisClusterCommands Event for the bootstrap")
+	}
 
 	// The objects, each owned by the fleet.
 	objs := []client.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: controllers.RedisConfigMapName(f)}},
@@ -327,6 +338,33 @@ func TestRedisClusterBadNodes(t *testing.T) {
 		}
 		// The Secret is not watched; the failing pass requeues itself.
 		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	})
+
+	t.Run("shards lowered behind the CRD's back", func(t *testing.T) {
+		rf := newRedisFleet(t, "redis-scalein", "scalein", 3, 0)
+		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+		// The CRD refuses lowering shards; a fourth shard's StatefulSet left
+		// from elsewhere (an old CRD, a restore) is the same to the operator.
+		extra := controllers.BuildRedisStatefulSet(rf.fleet, 3)
+		extra.TypeMeta = metav1.TypeMeta{}
+		if err := k8s.Create(ctx, extra); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(ctx, extra) })
+		f := rf.get(t)
+		f.Spec.Enforcement = ptr.To(v1alpha1.EnforcementDisabled) // a new pass
+		if err := k8s.Update(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+		f = rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ReasonScaleInRejected)
+		c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady)
+		if !strings.Contains(c.Message, "scale-in is not supported") {
+			t.Errorf("message %q", c.Message)
+		}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(extra), extra); err != nil {
+			t.Errorf("the fourth shard's StatefulSet: %v", err)
+		}
+		t.Logf("RedisReady=False %s: %s", c.Reason, c.Message)
 	})
 
 	t.Run("missing Secret", func(t *testing.T) {
