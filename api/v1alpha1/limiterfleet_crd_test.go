@@ -865,7 +865,38 @@ func TestFleetShardsScaleIn(t *testing.T) {
 	}
 	requireCause(t, update(func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.Shards = ptr.To[int32](5) }), "spec.redis.shards",
 		msg)
+	const storageMsg = "spec.redis.storage cannot change while spec.redis.mode is Cluster"
+	requireCause(t, update(func(f *v1alpha1.LimiterFleet) {
+		f.Spec.Redis.Storage = &v1alpha1.RedisStorage{Size: resource.MustParse("1Gi")}
+	}), "spec.redis.storage", storageMsg)
 	if err := update(func(f *v1alpha1.LimiterFleet) { f.Spec.Redis = v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisNone)} }); err != nil {
 		t.Fatalf("leaving Cluster mode: %v", err)
+	}
+}
+
+// TestFleetStorageImmutable: a Cluster fleet's storage is fixed at creation.
+func TestFleetStorageImmutable(t *testing.T) {
+	ctx := t.Context()
+	f := baseFleet("storage")
+	f.Namespace = createNamespace(t, "fleet-crd-storage")
+	f.Spec.Redis = clusterMode()
+	f.Spec.Redis.Storage = &v1alpha1.RedisStorage{Size: resource.MustParse("1Gi")}
+	if err := k8sClient.Create(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	deleteAtCleanup(t, f)
+	update := func(change func(*v1alpha1.LimiterFleet)) error {
+		got := &v1alpha1.LimiterFleet{}
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(f), got); err != nil {
+			t.Fatal(err)
+		}
+		change(got)
+		return k8sClient.Update(ctx, got)
+	}
+	const msg = "spec.redis.storage cannot change while spec.redis.mode is Cluster"
+	requireCause(t, update(func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.Storage.Size = resource.MustParse("2Gi") }), "spec.redis.storage", msg)
+	requireCause(t, update(func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.Storage = nil }), "spec.redis.storage", msg)
+	if err := update(func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.Shards = ptr.To[int32](4) }); err != nil {
+		t.Fatalf("another change with storage unchanged: %v", err)
 	}
 }

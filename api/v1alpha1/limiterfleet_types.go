@@ -119,6 +119,7 @@ type LimiterFleetSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.resources) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.resources applies only when spec.redis.mode is Cluster",fieldPath=".resources"
 // +kubebuilder:validation:XValidation:rule="!has(self.image) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.image applies only when spec.redis.mode is Cluster",fieldPath=".image"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.mode) || oldSelf.mode != 'Cluster' || !has(self.mode) || self.mode != 'Cluster' || (has(self.shards) ? self.shards : 3) >= (has(oldSelf.shards) ? oldSelf.shards : 3)",message="spec.redis.shards cannot be lowered: removing shards (scale-in) is not supported, since it would drop the slots they serve; set it back to its previous value",fieldPath=".shards",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.mode) || oldSelf.mode != 'Cluster' || !has(self.mode) || self.mode != 'Cluster' || (has(self.storage) == has(oldSelf.storage) && (!has(self.storage) || self.storage == oldSelf.storage))",message="spec.redis.storage cannot change while spec.redis.mode is Cluster: the StatefulSets' volume claims are immutable",fieldPath=".storage",reason=FieldValueForbidden
 type RedisSpec struct {
 	// mode is where counters live: Cluster is a Redis Cluster that the
 	// operator provisions and heals; External is a Redis server or cluster at
