@@ -66,6 +66,8 @@ const (
 	// redisMigrationBudget bounds the slot moves of one pass, so that
 	// status.redis.migration records progress every few seconds.
 	redisMigrationBudget = 2 * time.Second
+	// redisResync is how often a converged cluster is observed again.
+	redisResync = 30 * time.Second
 )
 
 // reconcileRedis applies the Redis objects of a Cluster fleet, reads its
@@ -89,8 +91,11 @@ func (r *LimiterFleetReconciler) reconcileRedis(ctx context.Context, s *fleetSco
 	}
 	spec, err := r.redisSpec(ctx, fleet, rs.shards)
 	if err != nil {
+		return err
+	}
+	if spec.Password, err = r.redisPassword(ctx, fleet); err != nil {
 		rs.err, rs.reason = err, v1alpha1.ReasonAuthFailed
-		s.requeueAfter = redisRequeueFailing
+		s.requeueAfter = redisRequeueFailing // the Secret is not watched
 		return nil
 	}
 	rs.result, rs.err = rediscluster.Reconcile(ctx, spec, r.redisOptions(fleet)...)
@@ -107,14 +112,18 @@ func (r *LimiterFleetReconciler) reconcileRedis(ctx context.Context, s *fleetSco
 		s.requeueAfter = rs.result.RequeueAfter
 	case !rs.result.Converged:
 		s.requeueAfter = redisRequeueConverging
+	default:
+		// A node can fail without its pod changing (a hung process, a
+		// network split): look again now and then.
+		s.requeueAfter = redisResync
 	}
 	return nil
 }
 
 // redisShards is the number of shards to keep: spec.redis.shards, or the
 // number of shard StatefulSets when more exist. The CRD refuses lowering
-// shards; if it happens anyway (an old CRD), no shard is removed and the
-// engine reports the scale-in.
+// shards; if it happens anyway (an old CRD), no shard is removed and
+// RedisReady reports the scale-in.
 func (r *LimiterFleetReconciler) redisShards(ctx context.Context, fleet *v1alpha1.LimiterFleet) (int, error) {
 	want := int(fleet.Spec.EffectiveShards())
 	var sets appsv1.StatefulSetList
@@ -144,7 +153,8 @@ func (r *LimiterFleetReconciler) applyRedis(ctx context.Context, fleet *v1alpha1
 	return nil
 }
 
-// redisSpec turns the fleet and its pods into the engine's Spec.
+// redisSpec turns the fleet and its pods into the engine's Spec, without
+// the password.
 func (r *LimiterFleetReconciler) redisSpec(ctx context.Context, fleet *v1alpha1.LimiterFleet, shards int) (rediscluster.Spec, error) {
 	spec := rediscluster.Spec{
 		Shards:           shards,
@@ -157,9 +167,7 @@ func (r *LimiterFleetReconciler) redisSpec(ctx context.Context, fleet *v1alpha1.
 		return spec, err
 	}
 	spec.Members = redisMembers(fleet, pods.Items, shards)
-	pw, err := r.redisPassword(ctx, fleet)
-	spec.Password = pw
-	return spec, err
+	return spec, nil
 }
 
 // redisMembers maps pods to members: the shard from its label, the ordinal
@@ -395,7 +403,7 @@ func fleetOfRedisPod(_ context.Context, obj client.Object) []reconcile.Request {
 }
 
 // redisPodChanged passes the pod events the Redis phase acts on: a Redis
-// pod appears, goes, or changes IP or phase.
+// pod appears, goes, changes IP, phase or readiness, or restarts.
 var redisPodChanged = predicate.Funcs{
 	CreateFunc:  func(e event.CreateEvent) bool { return isRedisPod(e.Object) },
 	DeleteFunc:  func(e event.DeleteEvent) bool { return isRedisPod(e.Object) },
@@ -407,8 +415,26 @@ var redisPodChanged = predicate.Funcs{
 			return false
 		}
 		return o.Status.PodIP != n.Status.PodIP || o.Status.Phase != n.Status.Phase ||
-			o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero()
+			o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
+			podReady(o) != podReady(n) || restarts(o) != restarts(n)
 	},
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func restarts(p *corev1.Pod) int32 {
+	var n int32
+	for _, c := range p.Status.ContainerStatuses {
+		n += c.RestartCount
+	}
+	return n
 }
 
 func isRedisPod(obj client.Object) bool { return obj.GetLabels()[LabelName] == RedisAppName }
