@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/controllers/rediscluster"
 )
 
 // TestBootstrapThenIdle forms 3 shards x 1 replica from nothing, then checks
@@ -33,6 +35,17 @@ func TestBootstrapThenIdle(t *testing.T) {
 	again, err := f.reconcile(context.Background())
 	if err != nil || !again.Converged || len(again.Actions) != 0 || again.RequeueAfter != 0 {
 		t.Fatalf("second pass: converged %v, actions %v, requeue %v, err %v", again.Converged, again.Actions, again.RequeueAfter, err)
+	}
+	// Another operator replica, with the pods listed the other way round
+	// and no tracker: still nothing to do.
+	reversed := f.spec
+	reversed.Members = nil
+	for i := len(f.spec.Members) - 1; i >= 0; i-- {
+		reversed.Members = append(reversed.Members, f.spec.Members[i])
+	}
+	again, err = rediscluster.Reconcile(context.Background(), reversed)
+	if err != nil || !again.Converged || len(again.Actions) != 0 {
+		t.Fatalf("pass over the pods reversed: converged %v, actions %v, err %v", again.Converged, again.Actions, err)
 	}
 	f.writeKeys("boot", 1000)
 	f.checkKeys("boot", 1000)
