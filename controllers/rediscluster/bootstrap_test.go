@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
 )
 
@@ -48,6 +50,22 @@ func TestBootstrapThenIdle(t *testing.T) {
 		t.Fatalf("pass over the pods reversed: converged %v, actions %v, err %v", again.Converged, again.Actions, err)
 	}
 	f.writeKeys("boot", 1000)
+	f.checkKeys("boot", 1000)
+
+	// A replica moved to another shard by hand goes back to its own.
+	ids := map[string]string{}
+	for _, p := range again.Status.Primaries {
+		ids[p.Pod] = p.NodeID
+	}
+	c := goredis.NewClient(&goredis.Options{Addr: f.spec.Members[1].Addr})
+	defer c.Close()
+	if err := c.Do(context.Background(), "CLUSTER", "REPLICATE", ids["redis-1-0"]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, actions = f.reconcileUntil(30*time.Second, converged)
+	if want := "redis-0-1: CLUSTER REPLICATE " + ids["redis-0-0"]; !hasAction(actions, want) {
+		t.Fatalf("want %q, got %v", want, actions)
+	}
 	f.checkKeys("boot", 1000)
 }
 
