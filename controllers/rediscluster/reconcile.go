@@ -66,7 +66,15 @@ func Reconcile(ctx context.Context, spec Spec, opts ...Option) (Result, error) {
 			nodeErrs = append(nodeErrs, v.err)
 			continue
 		}
+		if other := p.byID[v.id]; other != nil {
+			v.err = &NodeError{Pod: v.m.Pod, Addr: v.m.Addr, Reason: ReasonDuplicateID,
+				Err: fmt.Errorf("node ID %s is also pod %s's (a copied nodes.conf?)", v.id, other.m.Pod)}
+			nodeErrs = append(nodeErrs, v.err)
+			continue
+		}
 		p.byID[v.id] = v
+	}
+	for _, v := range p.answered() { // by shard and ordinal: the same anchor whatever the pods' order
 		if p.anchor == nil || p.assigned(v) > p.assigned(p.anchor) {
 			p.anchor = v
 		}
