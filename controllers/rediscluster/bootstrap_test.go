@@ -4,6 +4,10 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluice-dev/sluice/controllers/rediscluster"
 )
 
 // TestBootstrapThenIdle forms 3 shards x 1 replica from nothing, then checks
@@ -34,7 +38,34 @@ func TestBootstrapThenIdle(t *testing.T) {
 	if err != nil || !again.Converged || len(again.Actions) != 0 || again.RequeueAfter != 0 {
 		t.Fatalf("second pass: converged %v, actions %v, requeue %v, err %v", again.Converged, again.Actions, again.RequeueAfter, err)
 	}
+	// Another operator replica, with the pods listed the other way round
+	// and no tracker: still nothing to do.
+	reversed := f.spec
+	reversed.Members = nil
+	for i := len(f.spec.Members) - 1; i >= 0; i-- {
+		reversed.Members = append(reversed.Members, f.spec.Members[i])
+	}
+	again, err = rediscluster.Reconcile(context.Background(), reversed)
+	if err != nil || !again.Converged || len(again.Actions) != 0 {
+		t.Fatalf("pass over the pods reversed: converged %v, actions %v, err %v", again.Converged, again.Actions, err)
+	}
 	f.writeKeys("boot", 1000)
+	f.checkKeys("boot", 1000)
+
+	// A replica moved to another shard by hand goes back to its own.
+	ids := map[string]string{}
+	for _, p := range again.Status.Primaries {
+		ids[p.Pod] = p.NodeID
+	}
+	c := goredis.NewClient(&goredis.Options{Addr: f.spec.Members[1].Addr})
+	defer c.Close()
+	if err := c.Do(context.Background(), "CLUSTER", "REPLICATE", ids["redis-1-0"]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, actions = f.reconcileUntil(30*time.Second, converged)
+	if want := "redis-0-1: CLUSTER REPLICATE " + ids["redis-0-0"]; !hasAction(actions, want) {
+		t.Fatalf("want %q, got %v", want, actions)
+	}
 	f.checkKeys("boot", 1000)
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -116,6 +118,29 @@ func TestBadNodes(t *testing.T) {
 	}
 	if res.Converged || len(res.Status.Unreachable) != 7 || res.Status.Operation != rediscluster.OperationWaiting {
 		t.Errorf("status %+v", res.Status)
+	}
+
+	// Two pods started from one copied volume share a node ID.
+	dir := t.TempDir()
+	redistest.StartNode(t, "127.0.0.187:6379", dir, nodeTimeout).Stop()
+	copyDir := t.TempDir()
+	conf, err := os.ReadFile(filepath.Join(dir, "nodes.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(copyDir, "nodes.conf"), conf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	redistest.StartNode(t, "127.0.0.187:6379", dir, nodeTimeout)
+	redistest.StartNode(t, "127.0.0.188:6379", copyDir, nodeTimeout)
+	spec = rediscluster.Spec{Shards: 3, Members: []rediscluster.Member{
+		{Pod: "original", Addr: "127.0.0.187:6379"}, {Pod: "copy", Shard: 1, Addr: "127.0.0.188:6379"}}}
+	res, err = rediscluster.Reconcile(context.Background(), spec)
+	if ne := nodeErrors(err)["copy"]; ne == nil || ne.Reason != rediscluster.ReasonDuplicateID || !strings.Contains(ne.Error(), "also pod original's") {
+		t.Errorf("copy: %v", err)
+	}
+	if len(res.Actions) != 0 {
+		t.Errorf("acted on a cluster with a duplicate node ID: %v", res.Actions)
 	}
 
 	// No password at all against a node that wants one.

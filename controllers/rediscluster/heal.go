@@ -155,6 +155,7 @@ func (p *pass) failover(ctx context.Context) error {
 			}
 		}
 		if now.Sub(since) < 2*p.spec.NodeTimeout {
+			p.watchClosely = true // look again soon: the deadline is about time
 			continue
 		}
 		for _, v := range p.answered() {

@@ -2,12 +2,14 @@ package rediscluster_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
+	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
 )
 
 // shardServed reports whether shard's slots are served by an answering
@@ -41,7 +43,12 @@ func TestMasterKilled(t *testing.T) {
 
 	killed := time.Now()
 	f.servers["redis-1-0"].Stop()
+	others := make(chan error, 1)
+	go func() { others <- f.otherShardsServe(1, "kill", 2000) }()
 	_, actions := f.reconcileUntil(nodeTimeout+30*time.Second, shardServed(1))
+	if err := <-others; err != nil {
+		t.Fatal(err)
+	}
 	took := time.Since(killed)
 	t.Logf("kill -9 of a master (node timeout %v): cluster_state ok with shard 1 served again after %v; actions %v",
 		nodeTimeout, took.Round(time.Millisecond), actions)
@@ -132,4 +139,26 @@ func TestAllRestartOnNewIPs(t *testing.T) {
 		t.Fatalf("nothing was lost, yet: DataLoss %q, actions %v", res.DataLoss, actions)
 	}
 	f.checkKeys("restart", 3000)
+}
+
+// otherShardsServe checks that every key of prefix outside shard's slots
+// (as bootstrapped: an even split) reads back while shard is down.
+func (f *fleet) otherShardsServe(shard int, prefix string, n int) error {
+	r := rediscluster.EvenRanges(f.spec.Shards)[shard]
+	c := f.client("")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	read := 0
+	for i := range n {
+		k := fmt.Sprintf("%s:%d", prefix, i)
+		if s := redisstore.Slot(k); s >= r[0] && s <= r[1] {
+			continue
+		}
+		if v, err := c.Get(ctx, k).Int(); err != nil || v != i {
+			return fmt.Errorf("shard %d is down, and %s on another shard reads %v, %v", shard, k, v, err)
+		}
+		read++
+	}
+	f.t.Logf("shard %d down: the %d keys of the other shards all read back", shard, read)
+	return nil
 }

@@ -170,9 +170,55 @@ func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 
 // moveSlots moves slots from src to dst as redis-cli --cluster does: dst
 // IMPORTING, src MIGRATING, MIGRATE the keys in batches, then SETSLOT NODE
-// on dst, src and every other master. Each step is skipped when the nodes
+// on dst, src and every other master. Empty slots move together in
+// pipelines; a slot with keys is opened and closed on its own, so that it
+// stays MIGRATING (where a script over a present and an absent key gets
+// TRYAGAIN) for a few round trips only. Each step is skipped when the nodes
 // already are past it, so a cut migration is finished, not restarted.
 func (p *pass) moveSlots(ctx context.Context, slots []int, src, dst *view) (int, error) {
+	var counts []any
+	for _, s := range slots {
+		counts = append(counts, []any{"CLUSTER", "COUNTKEYSINSLOT", s})
+	}
+	n, err := pipelineInts(ctx, src, counts)
+	if err != nil {
+		return 0, err
+	}
+	var empty []int
+	for i, s := range slots {
+		if n[i] == 0 {
+			empty = append(empty, s)
+		}
+	}
+	if err := p.openSlots(ctx, empty, src, dst); err != nil {
+		return 0, err
+	}
+	if err := p.assignSlots(ctx, empty, src, dst); err != nil {
+		return 0, err
+	}
+	moved := 0
+	for i, s := range slots {
+		if n[i] == 0 {
+			continue
+		}
+		if err := p.openSlots(ctx, []int{s}, src, dst); err != nil {
+			return moved, err
+		}
+		k, err := p.migrateKeys(ctx, s, src, dst)
+		moved += k
+		if err != nil {
+			return moved, err
+		}
+		if err := p.assignSlots(ctx, []int{s}, src, dst); err != nil {
+			return moved, err
+		}
+	}
+	return moved, nil
+}
+
+// openSlots sets slots IMPORTING on dst, then MIGRATING on src, where
+// they are not already.
+func (p *pass) openSlots(ctx context.Context, slots []int, src, dst *view) error {
 	srcMe, dstMe := src.self(), dst.self()
 	var importing, migrating []any
 	for _, s := range slots {
@@ -184,19 +230,14 @@ func (p *pass) moveSlots(ctx context.Context, slots []int, src, dst *view) (int,
 		}
 	}
 	if err := pipeline(ctx, dst, importing); err != nil {
-		return 0, err
+		return err
 	}
-	if err := pipeline(ctx, src, migrating); err != nil {
-		return 0, err
-	}
-	moved := 0
-	for _, s := range slots {
-		n, err := p.migrateKeys(ctx, s, src, dst)
-		moved += n
-		if err != nil {
-			return moved, err
-		}
-	}
+	return pipeline(ctx, src, migrating)
+}
+
+// assignSlots sends SETSLOT NODE dst for slots to dst, then src, then every
+// other master.
+func (p *pass) assignSlots(ctx context.Context, slots []int, src, dst *view) error {
 	var assign []any
 	for _, s := range slots {
 		assign = append(assign, []any{"CLUSTER", "SETSLOT", s, "NODE", dst.id})
@@ -209,10 +250,10 @@ func (p *pass) moveSlots(ctx context.Context, slots []int, src, dst *view) (int,
 	}
 	for _, m := range order {
 		if err := pipeline(ctx, m, assign); err != nil {
-			return moved, err
+			return err
 		}
 	}
-	return moved, nil
+	return nil
 }
 
 // migrateKeys MIGRATEs every key of slot from src to dst, a batch at a
@@ -243,8 +284,15 @@ func (p *pass) migrateKeys(ctx context.Context, slot int, src, dst *view) (int, 
 
 // pipeline sends cmds to v in one round trip, failing on the first error.
 func pipeline(ctx context.Context, v *view, cmds []any) error {
+	_, err := pipelineInts(ctx, v, cmds)
+	return err
+}
+
+// pipelineInts is pipeline for commands that answer integers, which it
+// returns (0 for other replies).
+func pipelineInts(ctx context.Context, v *view, cmds []any) ([]int64, error) {
 	if len(cmds) == 0 {
-		return nil
+		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, v.c.o.timeout)
 	defer cancel()
@@ -257,12 +305,18 @@ func pipeline(ctx context.Context, v *view, cmds []any) error {
 	if err != nil {
 		for _, r := range res {
 			if r.Err() != nil {
-				return fmt.Errorf("%s: %v: %w", v.m.Pod, r.Args(), r.Err())
+				return nil, fmt.Errorf("%s: %v: %w", v.m.Pod, r.Args(), r.Err())
 			}
 		}
-		return fmt.Errorf("%s: %w", v.m.Pod, err)
+		return nil, fmt.Errorf("%s: %w", v.m.Pod, err)
 	}
-	return nil
+	out := make([]int64, len(res))
+	for i, r := range res {
+		if c, ok := r.(*goredis.Cmd); ok {
+			out[i], _ = c.Int64()
+		}
+	}
+	return out, nil
 }
 
 // serves reports whether n's own line lists slot.

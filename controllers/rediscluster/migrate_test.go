@@ -15,6 +15,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
+	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/store"
+	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
 )
 
 var movedKeys = regexp.MustCompile(`\((\d+) keys\)`)
@@ -64,12 +67,7 @@ func startLoad(f *fleet, prefix string, preloaded int) *load {
 				}
 			}
 			if err != nil {
-				l.errs.Add(1)
-				l.mu.Lock()
-				if len(l.first) < 5 {
-					l.first = append(l.first, err)
-				}
-				l.mu.Unlock()
+				l.fail(err)
 				if i > 0 && l.written.Load() < int64(i) {
 					i-- // write again: every live key must exist
 				}
@@ -80,6 +78,52 @@ func startLoad(f *fleet, prefix string, preloaded int) *load {
 }
 
 func (l *load) halt() { close(l.stop); <-l.done }
+
+func (l *load) fail(err error) {
+	l.errs.Add(1)
+	l.mu.Lock()
+	if len(l.first) < 5 {
+		l.first = append(l.first, err)
+	}
+	l.mu.Unlock()
+}
+
+// startLimiterLoad decides through the limiter's own Redis store (Lua
+// scripts, idempotency records in the counter's slot) over 2000 counters
+// until stopped, counting every error.
+func startLimiterLoad(t *testing.T, f *fleet) *load {
+	var addrs []string
+	for _, m := range f.spec.Members {
+		addrs = append(addrs, m.Addr)
+	}
+	s, err := redisstore.New(redisstore.Options{Addrs: addrs, Cluster: true, Password: f.spec.Password, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	l := &load{stop: make(chan struct{}), done: make(chan struct{})}
+	lim := algo.Limit{Algorithm: algo.GCRA, Limit: 1000000, Period: time.Hour, Burst: 1000000}
+	go func() {
+		defer close(l.done)
+		ctx := context.Background()
+		for i := 0; ; i++ {
+			select {
+			case <-l.stop:
+				return
+			default:
+			}
+			var b, idem store.KeyBuilder
+			b.Add(fmt.Sprintf("counter-%d", i%2000))
+			idem.Add(fmt.Sprintf("request-%d", i))
+			if _, err := s.Take(ctx, store.Request{Key: b.Key(), Limit: lim, Cost: 1, Idempotency: idem.Key()}); err != nil {
+				l.fail(err)
+				continue
+			}
+			l.written.Add(1)
+		}
+	}()
+	return l
+}
 
 // TestScaleOut raises 3 shards (with AUTH) to 4 under reads and writes: the
 // slots spread evenly, no key is lost, and the clients get no error
@@ -95,14 +139,16 @@ func TestScaleOut(t *testing.T) {
 	f.add(3, 1, 157)
 	f.spec.Shards = 4
 	l := startLoad(f, "pre", n)
+	ll := startLimiterLoad(t, f)
 	start := time.Now()
 	res, actions := f.reconcileUntil(2*time.Minute, converged)
 	took := time.Since(start)
 	l.halt()
-	t.Logf("scale-out 3->4 shards: converged after %v, %d keys migrated, %d live writes+reads meanwhile, %d client errors %v",
-		took.Round(time.Millisecond), keysMoved(actions), l.written.Load(), l.errs.Load(), l.first)
-	if l.errs.Load() > 0 {
-		t.Errorf("clients got %d errors during the migration, first %v", l.errs.Load(), l.first)
+	ll.halt()
+	t.Logf("scale-out 3->4 shards: converged after %v, %d keys migrated; meanwhile %d SET+GET with %d errors %v, and %d limiter store decisions with %d errors %v",
+		took.Round(time.Millisecond), keysMoved(actions), l.written.Load(), l.errs.Load(), l.first, ll.written.Load(), ll.errs.Load(), ll.first)
+	if l.errs.Load() > 0 || ll.errs.Load() > 0 {
+		t.Errorf("clients got errors during the migration: %v; limiter store: %v", l.first, ll.first)
 	}
 	for pod, s := range slotsPerPrimary(res) {
 		if s != 4096 {

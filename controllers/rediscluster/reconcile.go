@@ -10,8 +10,13 @@ import (
 	"time"
 )
 
-// requeueSoon is how soon to look again while the cluster converges.
-const requeueSoon = 500 * time.Millisecond
+const (
+	// requeueSoon is how soon to look again while the cluster converges.
+	requeueSoon = 500 * time.Millisecond
+	// requeueFailover is how soon to look again while a dead master's
+	// replica may need CLUSTER FAILOVER FORCE.
+	requeueFailover = 200 * time.Millisecond
+)
 
 // pass is one Reconcile: the spec, what the members answered, and what was
 // done.
@@ -25,6 +30,9 @@ type pass struct {
 	// sees the most slots assigned.
 	anchor *view
 	res    Result
+	// watchClosely is set when a dead master awaits its replica's
+	// promotion.
+	watchClosely bool
 }
 
 // Reconcile runs one level-based pass over the cluster spec describes and
@@ -58,7 +66,15 @@ func Reconcile(ctx context.Context, spec Spec, opts ...Option) (Result, error) {
 			nodeErrs = append(nodeErrs, v.err)
 			continue
 		}
+		if other := p.byID[v.id]; other != nil {
+			v.err = &NodeError{Pod: v.m.Pod, Addr: v.m.Addr, Reason: ReasonDuplicateID,
+				Err: fmt.Errorf("node ID %s is also pod %s's (a copied nodes.conf?)", v.id, other.m.Pod)}
+			nodeErrs = append(nodeErrs, v.err)
+			continue
+		}
 		p.byID[v.id] = v
+	}
+	for _, v := range p.answered() { // by shard and ordinal: the same anchor whatever the pods' order
 		if p.anchor == nil || p.assigned(v) > p.assigned(p.anchor) {
 			p.anchor = v
 		}
@@ -75,6 +91,9 @@ func Reconcile(ctx context.Context, spec Spec, opts ...Option) (Result, error) {
 		return p.res, err
 	}
 	err := p.run(ctx)
+	if p.watchClosely {
+		p.res.RequeueAfter = requeueFailover
+	}
 	p.status()
 	if err != nil {
 		nodeErrs = append([]error{err}, nodeErrs...)

@@ -146,6 +146,9 @@ const (
 	ReasonGarbage = "Garbage"
 	// ReasonNotClusterNode: the node runs without cluster-enabled.
 	ReasonNotClusterNode = "NotClusterNode"
+	// ReasonDuplicateID: the node has the node ID of another member, as
+	// when a volume with nodes.conf was copied; it is left alone.
+	ReasonDuplicateID = "DuplicateNodeID"
 )
 
 // NodeError is a member that the pass could not work with.
