@@ -356,21 +356,15 @@ func redisErrorReason(rs *redisScope) string {
 	return v1alpha1.ReasonDegraded
 }
 
-// nodeErrorReason maps a node's error to a condition reason. Adapter: it
-// also reads the reply text, because the engine classifies Redis errors by
-// their prefix and reports a wrapped "PING: WRONGPASS ..." as Garbage and
-// "PING: redis: can't parse ..." as Unreachable.
+// nodeErrorReason maps the engine's reason for a node to a condition reason.
 func nodeErrorReason(e *rediscluster.NodeError) string {
-	msg := ""
-	if e.Err != nil {
-		msg = e.Err.Error()
-	}
-	switch {
-	case e.Reason == rediscluster.ReasonAuthFailed, strings.Contains(msg, "WRONGPASS"), strings.Contains(msg, "NOAUTH"):
+	switch e.Reason {
+	case rediscluster.ReasonAuthFailed:
 		return v1alpha1.ReasonAuthFailed
-	case e.Reason == rediscluster.ReasonGarbage, e.Reason == rediscluster.ReasonNotClusterNode,
-		strings.Contains(msg, "redis: can't parse"), strings.Contains(msg, "redis: invalid reply"):
+	case rediscluster.ReasonGarbage, rediscluster.ReasonNotClusterNode:
 		return v1alpha1.ReasonInvalidReply
+	case rediscluster.ReasonDuplicateID:
+		return v1alpha1.ReasonDuplicateNodeID
 	default:
 		return v1alpha1.ReasonNodeUnreachable
 	}

@@ -142,6 +142,9 @@ func RedisConfig(fleet *v1alpha1.LimiterFleet) string {
 		"cluster-replica-validity-factor 0",
 		"cluster-migration-barrier 1",
 		"cluster-preferred-endpoint-type hostname",
+		// Replicas sync at once rather than after the default 5s.
+		"repl-diskless-sync yes",
+		"repl-diskless-sync-delay 0",
 		"appendonly yes",
 		"appendfsync everysec",
 		`save ""`,
@@ -206,12 +209,14 @@ func DefaultRedisResources() corev1.ResourceRequirements {
 }
 
 // RedisArgs are the Redis container's arguments: the ConfigMap's
-// redis.conf, the pod's announced hostname and, with auth, the password
-// from the environment (expanded by the kubelet, so it is never in the
-// ConfigMap or the pod spec).
+// redis.conf, the pod's IP and hostname to announce (a restarted pod tells
+// the cluster its new IP at once) and, with auth, the password from the
+// environment (expanded by the kubelet, so it is never in the ConfigMap or
+// the pod spec).
 func RedisArgs(fleet *v1alpha1.LimiterFleet) []string {
 	args := []string{
 		redisConfigDir + "/" + RedisConfigKey,
+		"--cluster-announce-ip", "$(POD_IP)",
 		"--cluster-announce-hostname", fmt.Sprintf("$(POD_NAME).%s.%s.svc", RedisName(fleet), fleet.Namespace),
 	}
 	if fleet.Spec.Redis.Auth != nil {
@@ -249,9 +254,10 @@ func BuildRedisStatefulSet(fleet *v1alpha1.LimiterFleet, shard int) *appsv1.Stat
 	labels := RedisLabels(fleet)
 	labels[LabelRedisShard] = strconv.Itoa(shard)
 
-	env := append([]corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{
-		FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"},
-	}}}, redisPasswordEnv(fleet)...)
+	env := append([]corev1.EnvVar{
+		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
+		{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}},
+	}, redisPasswordEnv(fleet)...)
 	tcpProbe := func(period, failures int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler:     corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString(RedisPortName)}},

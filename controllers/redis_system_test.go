@@ -551,8 +551,9 @@ func (l *limiterLoad) summary(t testing.TB) (string, float64) {
 		for _, c := range []string{"timeout", "connection", "clusterdown", "tryagain", "masterdown", "loading"} {
 			classes[c] += p.metric(t, "sluice_redis_errors_total", `class="`+c+`"`)
 		}
+		classes["breaker openings"] += p.metric(t, "sluice_redis_breaker_opened_total")
 	}
-	return fmt.Sprintf("answers {%s}, transport errors %d, store errors %.0f, Redis errors by class %v",
+	return fmt.Sprintf("answers {%s}, transport errors %d, store errors %.0f (each answered by the policy's failureMode: Closed, a 429), Redis errors by class %v",
 		strings.Join(parts, ", "), l.transportErrs.Load(), errs, classes), errs
 }
 
@@ -693,7 +694,6 @@ func TestRedisClusterHeals(t *testing.T) {
 	// The pod restarts (same IP, same volume) and rejoins as a replica.
 	rf.pod(t, victim.Pod).srv.Restart(t)
 	rejoin := time.Now()
-	defer func() { t.Logf("phases done; rejoin started %v ago", time.Since(rejoin).Round(time.Millisecond)) }()
 	f = rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
 	eventually(t, 30*time.Second, "every node connected again", func() error {
 		f = rf.get(t)

@@ -83,6 +83,9 @@ const (
 	// ReasonInvalidReply: a Redis node answered something that is not a
 	// Redis Cluster reply (or runs without cluster-enabled).
 	ReasonInvalidReply = "InvalidReply"
+	// ReasonDuplicateNodeID: two Redis pods hold one node ID (a volume
+	// copied or restored onto another pod); the operator leaves both alone.
+	ReasonDuplicateNodeID = "DuplicateNodeID"
 	// ReasonScaleInRejected: spec.redis.shards is lower than the shards
 	// that serve slots; the operator keeps every shard.
 	ReasonScaleInRejected = "ScaleInRejected"
