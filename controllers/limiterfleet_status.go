@@ -37,6 +37,11 @@ func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileEr
 		redis.Message = "limiters count in the external Redis at " + strings.Join(fleet.Spec.Redis.Addresses, ",")
 		st.Redis = &v1alpha1.RedisStatus{ClusterState: "external"}
 	case v1alpha1.RedisCluster:
+		prev := meta.FindStatusCondition(st.Conditions, v1alpha1.FleetRedisReady)
+		if s.redis == nil && prev != nil && prev.Reason != v1alpha1.ReasonRedisNotManaged && prev.Reason != v1alpha1.ReasonRedisExternal {
+			redis = *prev // the Redis phase did not run: keep what it last observed
+			break
+		}
 		st.Redis, redis.Status, redis.Reason, redis.Message = computeRedisStatus(st.Redis, s.redis)
 	default:
 		redis.Status, redis.Reason = metav1.ConditionTrue, v1alpha1.ReasonRedisNotManaged
