@@ -16,11 +16,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -49,9 +51,16 @@ type LimiterFleetReconciler struct {
 	Acks *AckTracker
 	// DefaultImage is the limiter image of fleets that name none.
 	DefaultImage string
+	// APIReader reads the Redis password Secret uncached; nil means Client.
+	APIReader client.Reader
+	// Recorder records Events for the commands sent to Redis; may be nil.
+	Recorder record.EventRecorder
+	// RedisDialer, when set, opens connections to Redis pods.
+	RedisDialer func(ctx context.Context, network, addr string) (net.Conn, error)
 
-	applied  sync.Map // object key -> appliedState
-	verdicts verdictCache
+	applied       sync.Map // object key -> appliedState
+	verdicts      verdictCache
+	redisTrackers sync.Map // fleet key -> *rediscluster.Tracker
 }
 
 // allDomains keys the verdicts of every policy in the fleet controller's
@@ -78,6 +87,9 @@ type fleetScope struct {
 	endpoints []string
 	acks      []podAck
 	complete  bool // every ready pod has answered at least once
+	// redis is the Redis Cluster pass, for mode Cluster.
+	redis        *redisScope
+	requeueAfter time.Duration
 }
 
 // Reconcile runs the phases in order and always ends with one status patch.
@@ -86,6 +98,7 @@ func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.Get(ctx, req.NamespacedName, fleet); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Acks.Forget(req.NamespacedName)
+			r.redisTrackers.Delete(req.NamespacedName)
 			forgetFleetMetrics(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
@@ -100,6 +113,7 @@ func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	for _, phase := range []func(context.Context, *fleetScope) error{
 		r.observeEndpoints,
 		r.reconcileSnapshot,
+		r.reconcileRedis,
 		r.reconcileLimiters,
 		r.observeAcks,
 	} {
@@ -107,7 +121,7 @@ func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			break
 		}
 	}
-	return ctrl.Result{}, errors.Join(err, r.patchStatus(ctx, s, err))
+	return ctrl.Result{RequeueAfter: s.requeueAfter}, errors.Join(err, r.patchStatus(ctx, s, err))
 }
 
 // reconcileSnapshot compiles the accepted policies the fleet selects and
@@ -359,6 +373,9 @@ func (r *LimiterFleetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
 		Owns(&appsv1.Deployment{}).
+		Owns(&appsv1.StatefulSet{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(fleetOfRedisPod), builder.WithPredicates(redisPodChanged)).
 		Watches(&v1alpha1.RateLimitPolicy{}, allFleets).
 		Watches(&corev1.Namespace{}, allFleets, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.fleetOfSlice)).

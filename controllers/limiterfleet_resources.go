@@ -81,10 +81,6 @@ const (
 	LimiterUser int64 = 65532
 )
 
-// ErrRedisClusterNotImplemented is StoreURL's error for redis.mode Cluster,
-// which the operator cannot provision yet.
-var ErrRedisClusterNotImplemented = errors.New("Redis Cluster provisioning is not implemented yet") //nolint:staticcheck // Redis is a name
-
 // SnapshotConfigMapName is the name of the fleet's snapshot ConfigMap,
 // "<fleet>-snapshot".
 func SnapshotConfigMapName(fleet *v1alpha1.LimiterFleet) string {
@@ -300,6 +296,7 @@ func BuildLimiterDeployment(fleet *v1alpha1.LimiterFleet, defaultImage string, s
 			{Name: LimiterGRPCPortName, ContainerPort: LimiterGRPCPort, Protocol: corev1.ProtocolTCP},
 			{Name: LimiterHTTPPortName, ContainerPort: LimiterHTTPPort, Protocol: corev1.ProtocolTCP},
 		},
+		Env:       redisPasswordEnv(fleet),
 		Resources: resources,
 		ReadinessProbe: &corev1.Probe{
 			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
@@ -385,7 +382,9 @@ func BuildLimiterDeployment(fleet *v1alpha1.LimiterFleet, defaultImage string, s
 // for None; for External, redis://host:port for one server, or
 // redis-cluster://host:port,... when redis.cluster is true or, unset, when
 // there are several addresses. Cluster mode gives
-// ErrRedisClusterNotImplemented.
+// redis-cluster://[:$(SLUICE_REDIS_PASSWORD)@]seed,... with RedisSeeds: the
+// kubelet expands the password from the env var that carries it from its
+// Secret, so it is never in the Deployment.
 func StoreURL(fleet *v1alpha1.LimiterFleet) (string, error) {
 	spec := &fleet.Spec
 	switch mode := spec.EffectiveRedisMode(); mode {
@@ -404,7 +403,11 @@ func StoreURL(fleet *v1alpha1.LimiterFleet) (string, error) {
 			return "redis://" + addrs[0], nil
 		}
 	case v1alpha1.RedisCluster:
-		return "", ErrRedisClusterNotImplemented
+		auth := ""
+		if spec.Redis.Auth != nil {
+			auth = ":$(" + RedisPasswordEnv + ")@"
+		}
+		return "redis-cluster://" + auth + strings.Join(RedisSeeds(fleet), ","), nil
 	default:
 		return "", fmt.Errorf("spec.redis.mode %q: want Cluster, External or None", mode)
 	}

@@ -559,10 +559,23 @@ func TestStoreURL(t *testing.T) {
 		{name: "External without addresses", mutate: resExternal(nil), wantErr: "spec.redis.addresses is required"},
 		{name: "External, several addresses, cluster false", mutate: resExternal(ptr.To(false), "a:1", "b:1"), wantErr: "must hold one address"},
 		{
-			name:    "Cluster",
-			mutate:  func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.Mode = ptr.To(v1alpha1.RedisCluster) },
-			wantErr: "Redis Cluster provisioning is not implemented yet",
-			is:      controllers.ErrRedisClusterNotImplemented,
+			name:   "Cluster: the first three shards' ordinal 0 by DNS name",
+			mutate: func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.Mode = ptr.To(v1alpha1.RedisCluster) },
+			want:   "redis-cluster://f-redis-0-0.f-redis.ns.svc:6379,f-redis-1-0.f-redis.ns.svc:6379,f-redis-2-0.f-redis.ns.svc:6379",
+		},
+		{
+			name: "Cluster, 5 shards: the same seeds",
+			mutate: func(f *v1alpha1.LimiterFleet) {
+				f.Spec.Redis.Mode, f.Spec.Redis.Shards = ptr.To(v1alpha1.RedisCluster), ptr.To[int32](5)
+			},
+			want: "redis-cluster://f-redis-0-0.f-redis.ns.svc:6379,f-redis-1-0.f-redis.ns.svc:6379,f-redis-2-0.f-redis.ns.svc:6379",
+		},
+		{
+			name: "Cluster with auth: the password from the environment",
+			mutate: func(f *v1alpha1.LimiterFleet) {
+				f.Spec.Redis.Mode, f.Spec.Redis.Auth = ptr.To(v1alpha1.RedisCluster), &v1alpha1.RedisAuth{SecretName: "pw"}
+			},
+			want: "redis-cluster://:$(SLUICE_REDIS_PASSWORD)@f-redis-0-0.f-redis.ns.svc:6379,f-redis-1-0.f-redis.ns.svc:6379,f-redis-2-0.f-redis.ns.svc:6379",
 		},
 		{name: "unknown mode", mutate: func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.Mode = ptr.To(v1alpha1.RedisMode("Sentinel")) }, wantErr: `"Sentinel"`},
 	}
@@ -589,7 +602,14 @@ func TestStoreURL(t *testing.T) {
 				t.Fatalf("the limiter rejects --store=%s: %v", got, err)
 			}
 			f := resFleet("ns", "f", tc.mutate)
-			if opts.Cluster != f.Spec.RedisIsCluster() || !slices.Equal(opts.Addrs, f.Spec.Redis.Addresses) {
+			wantCluster, wantAddrs := f.Spec.RedisIsCluster(), f.Spec.Redis.Addresses
+			if f.Spec.EffectiveRedisMode() == v1alpha1.RedisCluster {
+				wantCluster, wantAddrs = true, controllers.RedisSeeds(f)
+			}
+			if f.Spec.Redis.Auth != nil && opts.Password != "$(SLUICE_REDIS_PASSWORD)" {
+				t.Errorf("the limiter reads the password as %q", opts.Password)
+			}
+			if opts.Cluster != wantCluster || !slices.Equal(opts.Addrs, wantAddrs) {
 				t.Errorf("the limiter reads --store=%s as cluster=%v addrs=%v", got, opts.Cluster, opts.Addrs)
 			}
 		})

@@ -37,9 +37,12 @@ func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileEr
 		redis.Message = "limiters count in the external Redis at " + strings.Join(fleet.Spec.Redis.Addresses, ",")
 		st.Redis = &v1alpha1.RedisStatus{ClusterState: "external"}
 	case v1alpha1.RedisCluster:
-		redis.Status, redis.Reason = metav1.ConditionFalse, v1alpha1.ReasonRedisClusterNotImplemented
-		redis.Message = "operator-managed Redis Cluster provisioning is not implemented yet; use mode External or None"
-		st.Redis = &v1alpha1.RedisStatus{ClusterState: "unmanaged"}
+		prev := meta.FindStatusCondition(st.Conditions, v1alpha1.FleetRedisReady)
+		if s.redis == nil && prev != nil && prev.Reason != v1alpha1.ReasonRedisNotManaged && prev.Reason != v1alpha1.ReasonRedisExternal {
+			redis = *prev // the Redis phase did not run: keep what it last observed
+			break
+		}
+		st.Redis, redis.Status, redis.Reason, redis.Message = computeRedisStatus(st.Redis, s.redis)
 	default:
 		redis.Status, redis.Reason = metav1.ConditionTrue, v1alpha1.ReasonRedisNotManaged
 		redis.Message = "redis mode None: each limiter pod counts in its own memory"

@@ -2,10 +2,15 @@ package controllers
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Options configure the operator's controllers.
@@ -25,6 +30,9 @@ type Options struct {
 	EnforcementMinWrite time.Duration
 	// CollectTimeout bounds one pod's stats answer; 0 means 2s.
 	CollectTimeout time.Duration
+	// RedisDialer, when set, opens the operator's connections to Redis pods
+	// (tests route pod IPs with it); nil dials TCP.
+	RedisDialer func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Leader election and events.
@@ -44,8 +52,18 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := mgr.Add(collector); err != nil {
 		return err
 	}
-	if err := (&LimiterFleetReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Acks: acks, DefaultImage: opts.LimiterImage}).SetupWithManager(mgr); err != nil {
+	fleets := &LimiterFleetReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Acks: acks, DefaultImage: opts.LimiterImage,
+		APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("sluice-operator"), RedisDialer: opts.RedisDialer}
+	if err := fleets.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return (&RateLimitPolicyReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Acks: acks}).SetupWithManager(ctx, mgr)
+}
+
+// CacheByObject restricts the manager's cache of Pods to the Redis pods of
+// fleets: the operator watches those for IP changes and reads no other Pod.
+func CacheByObject() map[client.Object]cache.ByObject {
+	return map[client.Object]cache.ByObject{
+		&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{LabelName: RedisAppName})},
+	}
 }

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -144,6 +145,7 @@ func startOperatorWith(mod func(*controllers.Options, *rest.Config)) error {
 	mgr, err := ctrl.NewManager(opCfg, ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache:   cache.Options{ByObject: controllers.CacheByObject()},
 		// The suite restarts the operator in one process.
 		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
 	})

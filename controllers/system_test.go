@@ -362,7 +362,7 @@ func TestFleetRendersLimiters(t *testing.T) {
 		}
 	}
 
-	// Cluster mode is a separate issue: the fleet says so.
+	// Cluster mode with no Redis pod running yet: RedisReady says so.
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(f), f); err != nil {
 		t.Fatal(err)
 	}

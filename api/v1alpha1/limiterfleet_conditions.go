@@ -58,9 +58,37 @@ const (
 	// ReasonRedisExternal: redis.mode is External; the operator does not
 	// manage or probe it, and limiter readiness reports whether it answers.
 	ReasonRedisExternal = "RedisExternal"
-	// ReasonRedisClusterNotImplemented: redis.mode is Cluster, which this
-	// version of the operator cannot provision yet.
-	ReasonRedisClusterNotImplemented = "RedisClusterNotImplemented"
+	// ReasonClusterOK: the operator's Redis Cluster reports cluster_state
+	// ok, every slot is served and every node follows the plan.
+	ReasonClusterOK = "ClusterOK"
+	// ReasonWaitingForNodes: some Redis pods have no IP yet or do not answer
+	// PING yet.
+	ReasonWaitingForNodes = "WaitingForNodes"
+	// ReasonBootstrapping: the operator is forming the cluster.
+	ReasonBootstrapping = "Bootstrapping"
+	// ReasonHealing: the operator is repairing the cluster (re-meeting,
+	// re-attaching, failing over, forgetting nodes).
+	ReasonHealing = "Healing"
+	// ReasonMigratingSlots: the operator is moving slots to new shards.
+	ReasonMigratingSlots = "MigratingSlots"
+	// ReasonDegraded: the cluster is not ok, or not every slot is served,
+	// and the operator has nothing left to send yet (e.g. a failover is in
+	// progress).
+	ReasonDegraded = "Degraded"
+	// ReasonNodeUnreachable: a Redis node does not answer.
+	ReasonNodeUnreachable = "NodeUnreachable"
+	// ReasonAuthFailed: a Redis node refused the password, or the password
+	// Secret is missing.
+	ReasonAuthFailed = "AuthFailed"
+	// ReasonInvalidReply: a Redis node answered something that is not a
+	// Redis Cluster reply (or runs without cluster-enabled).
+	ReasonInvalidReply = "InvalidReply"
+	// ReasonDuplicateNodeID: two Redis pods hold one node ID (a volume
+	// copied or restored onto another pod); the operator leaves both alone.
+	ReasonDuplicateNodeID = "DuplicateNodeID"
+	// ReasonScaleInRejected: spec.redis.shards is lower than the shards
+	// that serve slots; the operator keeps every shard.
+	ReasonScaleInRejected = "ScaleInRejected"
 	// ReasonReconcileError: the operator failed to apply a child object; the
 	// message says which and why.
 	ReasonReconcileError = "ReconcileError"

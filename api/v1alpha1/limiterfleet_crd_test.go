@@ -100,6 +100,15 @@ const (
 )
 
 var fleetBadCases = []fleetBadCase{
+	{
+		name: "Cluster name longer than 43",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Name = strings.Repeat("f", v1alpha1.MaxClusterFleetNameLength+1)
+			f.Spec.Redis = clusterMode()
+		},
+		field:   rootField,
+		message: "metadata.name must be at most 43 characters when spec.redis.mode is Cluster",
+	},
 	// metadata.name prefixes the names of the fleet's objects.
 	{
 		name:    "name longer than 46",
@@ -419,7 +428,90 @@ var fleetBadCases = []fleetBadCase{
 		},
 		raw:     func(obj map[string]any) { rawRedis(obj)["storage"].(map[string]any)["size"] = "lots" },
 		field:   "spec.redis.storage.size",
-		message: "spec.redis.storage.size in body should match",
+		message: "spec.redis.storage.size must be a quantity such as 1Gi or 500Mi",
+	},
+	{
+		name:    "nodeTimeout with mode omitted (None)",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.NodeTimeout = &metav1.Duration{Duration: 5 * time.Second} },
+		field:   "spec.redis.nodeTimeout",
+		message: "spec.redis.nodeTimeout applies only when spec.redis.mode is Cluster",
+	},
+	{
+		name:    "nodeTimeout not a duration",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Redis = clusterMode() },
+		raw:     func(obj map[string]any) { rawRedis(obj)["nodeTimeout"] = "fast" },
+		field:   "spec.redis.nodeTimeout",
+		message: "spec.redis.nodeTimeout must be a Go duration such as 5s or 1500ms",
+	},
+	{
+		name: "nodeTimeout under 1s",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.NodeTimeout = &metav1.Duration{Duration: 500 * time.Millisecond}
+		},
+		field:   "spec.redis.nodeTimeout",
+		message: "spec.redis.nodeTimeout must be between 1s and 60s",
+	},
+	{
+		name: "nodeTimeout over 60s",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.NodeTimeout = &metav1.Duration{Duration: 2 * time.Minute}
+		},
+		field:   "spec.redis.nodeTimeout",
+		message: "spec.redis.nodeTimeout must be between 1s and 60s",
+	},
+	{
+		name: "auth with External",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = external("redis:6379")
+			f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "redis-auth"}
+		},
+		field:   "spec.redis.auth",
+		message: "spec.redis.auth applies only when spec.redis.mode is Cluster",
+	},
+	{
+		name: "auth without secretName",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "redis-auth"}
+		},
+		raw:     func(obj map[string]any) { delete(rawRedis(obj)["auth"].(map[string]any), "secretName") },
+		field:   "spec.redis.auth.secretName",
+		message: "Required value",
+	},
+	{
+		name: "auth secretName not a name",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "Redis_Auth"}
+		},
+		field:   "spec.redis.auth.secretName",
+		message: "spec.redis.auth.secretName must be a Secret name",
+	},
+	{
+		name: "auth key not a key",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "redis-auth", Key: "pass/word"}
+		},
+		field:   "spec.redis.auth.key",
+		message: "spec.redis.auth.key must be a Secret key",
+	},
+	{
+		name: "resources with External",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = external("redis:6379")
+			f.Spec.Redis.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
+		},
+		field:   "spec.redis.resources",
+		message: "spec.redis.resources applies only when spec.redis.mode is Cluster",
+	},
+	{
+		name:    "image with None",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.Image = ptr.To("redis:7.2") },
+		field:   "spec.redis.image",
+		message: "spec.redis.image applies only when spec.redis.mode is Cluster",
 	},
 	{
 		name: "empty storageClassName",
@@ -535,6 +627,13 @@ var fleetGoodCases = []fleetGoodCase{
 	},
 	{name: "Cluster with defaults", typed: func(f *v1alpha1.LimiterFleet) { f.Spec.Redis = clusterMode() }},
 	{
+		name: "Cluster, longest name",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Name = strings.Repeat("c", v1alpha1.MaxClusterFleetNameLength)
+			f.Spec.Redis = clusterMode()
+		},
+	},
+	{
 		name: "Cluster, smallest",
 		typed: func(f *v1alpha1.LimiterFleet) {
 			f.Spec.Redis = clusterMode()
@@ -547,6 +646,23 @@ var fleetGoodCases = []fleetGoodCase{
 			f.Spec.Redis = clusterMode()
 			f.Spec.Redis.Shards, f.Spec.Redis.ReplicasPerShard = ptr.To(v1alpha1.MaxShards), ptr.To(v1alpha1.MaxReplicasPerShard)
 			f.Spec.Redis.Storage = &v1alpha1.RedisStorage{Size: resource.MustParse("10Gi"), StorageClassName: ptr.To("fast-ssd")}
+		},
+	},
+	{
+		name: "Cluster, every option at its edge",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.NodeTimeout = &metav1.Duration{Duration: time.Second}
+			f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "redis.auth-1", Key: "redis_password.v2"}
+			f.Spec.Redis.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
+			f.Spec.Redis.Image = ptr.To("registry.example.com/redis:7.2")
+		},
+	},
+	{
+		name: "Cluster, nodeTimeout 60s",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.NodeTimeout = &metav1.Duration{Duration: time.Minute}
 		},
 	},
 }
@@ -628,6 +744,9 @@ func requireFleetAccepted(t *testing.T, obj *unstructured.Unstructured, f *v1alp
 		{"EffectiveShards", in.EffectiveShards(), out.EffectiveShards()},
 		{"EffectiveReplicasPerShard", in.EffectiveReplicasPerShard(), out.EffectiveReplicasPerShard()},
 		{"RedisIsCluster", in.RedisIsCluster(), out.RedisIsCluster()},
+		{"EffectiveNodeTimeout", in.EffectiveNodeTimeout(), out.EffectiveNodeTimeout()},
+		{"EffectiveRedisImage", in.EffectiveRedisImage(), out.EffectiveRedisImage()},
+		{"EffectiveAuthKey", in.EffectiveAuthKey(), out.EffectiveAuthKey()},
 	} {
 		if c.in != c.out {
 			t.Errorf("%s: %v before the API server, %v after", c.name, c.in, c.out)
@@ -650,6 +769,9 @@ func withFleetDefaults(spec v1alpha1.LimiterFleetSpec) v1alpha1.LimiterFleetSpec
 	if s.Redis.Mode == nil {
 		s.Redis.Mode = ptr.To(v1alpha1.DefaultRedisMode)
 	}
+	if s.Redis.Auth != nil && s.Redis.Auth.Key == "" {
+		s.Redis.Auth.Key = v1alpha1.DefaultRedisAuthKey
+	}
 	return s
 }
 
@@ -667,6 +789,9 @@ func TestFleetEffectiveDefaults(t *testing.T) {
 		{"EffectiveShards", s.EffectiveShards(), int32(3)},
 		{"EffectiveReplicasPerShard", s.EffectiveReplicasPerShard(), int32(1)},
 		{"RedisIsCluster", s.RedisIsCluster(), false},
+		{"EffectiveNodeTimeout", s.EffectiveNodeTimeout(), 5 * time.Second},
+		{"EffectiveRedisImage", s.EffectiveRedisImage(), "redis:7.2"},
+		{"EffectiveAuthKey", s.EffectiveAuthKey(), ""},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s() = %v, want %v", c.name, c.got, c.want)
@@ -710,7 +835,14 @@ func TestFleetStatusSubresource(t *testing.T) {
 			Version: "0123456789abcdef", Policies: 12, ConfigMapName: "with-status-snapshot", Bytes: 700_000, Compressed: true,
 		},
 		Limiters: &v1alpha1.LimitersStatus{Ready: 3, Synced: 3},
-		Redis:    &v1alpha1.RedisStatus{ClusterState: "ok", SlotsAssigned: 16384, Primaries: 3, Replicas: 3},
+		Redis: &v1alpha1.RedisStatus{
+			ClusterState: "ok", SlotsAssigned: 16384, Operation: "MigratingSlots",
+			Primaries:   []v1alpha1.RedisNodeStatus{{Pod: "with-status-redis-0-0", Shard: 0, NodeID: strings.Repeat("a", 40), Address: "10.0.0.7:6379", Link: "connected", Slots: 16384}},
+			Replicas:    []v1alpha1.RedisNodeStatus{{Pod: "with-status-redis-0-1", Shard: 0, NodeID: strings.Repeat("b", 40), Address: "10.0.0.8:6379", Link: "disconnected"}},
+			Migration:   &v1alpha1.RedisMigration{Moves: []v1alpha1.RedisSlotMove{{First: 0, Last: 99, FromShard: 0, ToShard: 3}}},
+			LastActions: []v1alpha1.RedisAction{{Time: now, Action: "CLUSTER MEET 10.0.0.8:6379 on with-status-redis-0-0"}},
+			DataLoss:    "slots 0-99 of shard 0 were assigned afresh",
+		},
 	}
 	want := f.Status.DeepCopy()
 	if err := k8sClient.Status().Update(ctx, f); err != nil {
@@ -739,5 +871,70 @@ func TestFleetStatusSubresource(t *testing.T) {
 	}
 	if again.Status.Limiters == nil || again.Status.Snapshot == nil || again.Status.Snapshot.Policies != 0 {
 		t.Errorf("zero counts lost: %+v", again.Status)
+	}
+}
+
+// TestFleetShardsScaleIn shows the transition rule on spec.redis.shards:
+// raising is allowed, lowering (or unsetting above the default) is refused
+// with a message that says why; leaving Cluster mode is allowed.
+func TestFleetShardsScaleIn(t *testing.T) {
+	ctx := t.Context()
+	f := baseFleet("scale-in")
+	f.Namespace = createNamespace(t, "fleet-crd-scale-in")
+	f.Spec.Redis = clusterMode()
+	f.Spec.Redis.Shards = ptr.To[int32](4)
+	if err := k8sClient.Create(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	deleteAtCleanup(t, f)
+	update := func(change func(*v1alpha1.LimiterFleet)) error {
+		got := &v1alpha1.LimiterFleet{}
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(f), got); err != nil {
+			t.Fatal(err)
+		}
+		change(got)
+		return k8sClient.Update(ctx, got)
+	}
+	const msg = "spec.redis.shards cannot be lowered: removing shards (scale-in) is not supported"
+	requireCause(t, update(func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.Shards = ptr.To[int32](3) }), "spec.redis.shards", msg)
+	requireCause(t, update(func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.Shards = nil }), "spec.redis.shards", msg)
+	if err := update(func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.Shards = ptr.To[int32](6) }); err != nil {
+		t.Fatalf("raising shards: %v", err)
+	}
+	requireCause(t, update(func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.Shards = ptr.To[int32](5) }), "spec.redis.shards",
+		msg)
+	const storageMsg = "spec.redis.storage cannot change while spec.redis.mode is Cluster"
+	requireCause(t, update(func(f *v1alpha1.LimiterFleet) {
+		f.Spec.Redis.Storage = &v1alpha1.RedisStorage{Size: resource.MustParse("1Gi")}
+	}), "spec.redis.storage", storageMsg)
+	if err := update(func(f *v1alpha1.LimiterFleet) { f.Spec.Redis = v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisNone)} }); err != nil {
+		t.Fatalf("leaving Cluster mode: %v", err)
+	}
+}
+
+// TestFleetStorageImmutable: a Cluster fleet's storage is fixed at creation.
+func TestFleetStorageImmutable(t *testing.T) {
+	ctx := t.Context()
+	f := baseFleet("storage")
+	f.Namespace = createNamespace(t, "fleet-crd-storage")
+	f.Spec.Redis = clusterMode()
+	f.Spec.Redis.Storage = &v1alpha1.RedisStorage{Size: resource.MustParse("1Gi")}
+	if err := k8sClient.Create(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	deleteAtCleanup(t, f)
+	update := func(change func(*v1alpha1.LimiterFleet)) error {
+		got := &v1alpha1.LimiterFleet{}
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(f), got); err != nil {
+			t.Fatal(err)
+		}
+		change(got)
+		return k8sClient.Update(ctx, got)
+	}
+	const msg = "spec.redis.storage cannot change while spec.redis.mode is Cluster"
+	requireCause(t, update(func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.Storage.Size = resource.MustParse("2Gi") }), "spec.redis.storage", msg)
+	requireCause(t, update(func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.Storage = nil }), "spec.redis.storage", msg)
+	if err := update(func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.Shards = ptr.To[int32](4) }); err != nil {
+		t.Fatalf("another change with storage unchanged: %v", err)
 	}
 }

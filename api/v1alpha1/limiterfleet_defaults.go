@@ -16,6 +16,8 @@ limitations under the License.
 
 package v1alpha1
 
+import "time"
+
 // Defaults and bounds of a LimiterFleetSpec. The CRD markers in
 // limiterfleet_types.go repeat these values; the CRD tests keep the two in step.
 const (
@@ -29,10 +31,16 @@ const (
 	DefaultReplicasPerShard int32 = 1
 	MaxReplicasPerShard     int32 = 5
 	MaxRedisAddresses             = 16
+	DefaultRedisNodeTimeout       = 5 * time.Second
+	DefaultRedisImage             = "redis:7.2"
+	DefaultRedisAuthKey           = "password"
 	// MaxFleetNameLength keeps "<name>-redis" a valid StatefulSet name
 	// (52 characters, so that its pods' controller-revision-hash label fits
 	// in 63) and "<name>-limiter" a valid Service name.
 	MaxFleetNameLength = 46
+	// MaxClusterFleetNameLength does the same for "<name>-redis-<shard>",
+	// the StatefulSet of each Redis shard, up to shard 99.
+	MaxClusterFleetNameLength = 43
 )
 
 // The helpers below apply the defaults to fields that are nil. The API server
@@ -89,4 +97,34 @@ func (s *LimiterFleetSpec) RedisIsCluster() bool {
 		return *s.Redis.Cluster
 	}
 	return len(s.Redis.Addresses) > 1
+}
+
+// EffectiveNodeTimeout returns redis.nodeTimeout, or 5s when unset. Only
+// Cluster mode uses it.
+func (s *LimiterFleetSpec) EffectiveNodeTimeout() time.Duration {
+	if s.Redis.NodeTimeout == nil || s.Redis.NodeTimeout.Duration <= 0 {
+		return DefaultRedisNodeTimeout
+	}
+	return s.Redis.NodeTimeout.Duration
+}
+
+// EffectiveRedisImage returns redis.image, or redis:7.2 when unset. Only
+// Cluster mode uses it.
+func (s *LimiterFleetSpec) EffectiveRedisImage() string {
+	if s.Redis.Image == nil || *s.Redis.Image == "" {
+		return DefaultRedisImage
+	}
+	return *s.Redis.Image
+}
+
+// EffectiveAuthKey returns redis.auth.key, or "password" when unset; "" when
+// there is no auth.
+func (s *LimiterFleetSpec) EffectiveAuthKey() string {
+	switch {
+	case s.Redis.Auth == nil:
+		return ""
+	case s.Redis.Auth.Key == "":
+		return DefaultRedisAuthKey
+	}
+	return s.Redis.Auth.Key
 }

@@ -176,6 +176,12 @@ type FleetStats struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.shards) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.shards applies only when spec.redis.mode is Cluster",fieldPath=".shards"
 // +kubebuilder:validation:XValidation:rule="!has(self.replicasPerShard) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.replicasPerShard applies only when spec.redis.mode is Cluster",fieldPath=".replicasPerShard"
 // +kubebuilder:validation:XValidation:rule="!has(self.storage) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.storage applies only when spec.redis.mode is Cluster",fieldPath=".storage"
+// +kubebuilder:validation:XValidation:rule="!has(self.nodeTimeout) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.nodeTimeout applies only when spec.redis.mode is Cluster",fieldPath=".nodeTimeout"
+// +kubebuilder:validation:XValidation:rule="!has(self.auth) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.auth applies only when spec.redis.mode is Cluster",fieldPath=".auth"
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.resources applies only when spec.redis.mode is Cluster",fieldPath=".resources"
+// +kubebuilder:validation:XValidation:rule="!has(self.image) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.image applies only when spec.redis.mode is Cluster",fieldPath=".image"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.mode) || oldSelf.mode != 'Cluster' || !has(self.mode) || self.mode != 'Cluster' || (has(self.shards) ? self.shards : 3) >= (has(oldSelf.shards) ? oldSelf.shards : 3)",message="spec.redis.shards cannot be lowered: removing shards (scale-in) is not supported, since it would drop the slots they serve; set it back to its previous value",fieldPath=".shards",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.mode) || oldSelf.mode != 'Cluster' || !has(self.mode) || self.mode != 'Cluster' || (has(self.storage) == has(oldSelf.storage) && (!has(self.storage) || self.storage == oldSelf.storage))",message="spec.redis.storage cannot change while spec.redis.mode is Cluster: the StatefulSets' volume claims are immutable",fieldPath=".storage",reason=FieldValueForbidden
 type RedisSpec struct {
 	// mode is where counters live: Cluster is a Redis Cluster that the
 	// operator provisions and heals; External is a Redis server or cluster at
@@ -224,6 +230,57 @@ type RedisSpec struct {
 	// node resyncs from its shard.
 	// +optional
 	Storage *RedisStorage `json:"storage,omitempty"`
+
+	// nodeTimeout is the cluster-node-timeout of the operator's Redis
+	// Cluster, as a Go duration from 1s to 60s: how long a primary may not
+	// answer before its replica takes over. Only for Cluster. Defaults to 5s.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="spec.redis.nodeTimeout must be a Go duration such as 5s or 1500ms"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('1s') && duration(self) <= duration('60s'))",message="spec.redis.nodeTimeout must be between 1s and 60s"
+	NodeTimeout *metav1.Duration `json:"nodeTimeout,omitempty"`
+
+	// auth, when set, makes every Redis node require a password (requirepass
+	// and masterauth) read from a Secret in the fleet's namespace. The
+	// limiters get it from the same Secret; the operator reads that Secret
+	// alone, to AUTH when it forms and heals the cluster. Only for Cluster.
+	// +optional
+	Auth *RedisAuth `json:"auth,omitempty"`
+
+	// resources are the compute resources of each Redis container. Only for
+	// Cluster. Defaults to requests of 100m CPU and 128Mi memory and a 512Mi
+	// memory limit.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// image is the Redis container image, version 7.0 or later, such as
+	// "redis:7.2". Only for Cluster. Defaults to the operator's Redis image
+	// (redis:7.2). At most 512 characters.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image *string `json:"image,omitempty"`
+}
+
+// RedisAuth names the Secret key that holds the Redis password.
+type RedisAuth struct {
+	// secretName is the name of a Secret in the fleet's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",message="spec.redis.auth.secretName must be a Secret name: lower-case letters, digits, '-' and '.'"
+	SecretName string `json:"secretName"`
+
+	// key is the key of the password in the Secret. The password must not
+	// contain '@', '/' or '%', since limiters carry it in their store URL.
+	// Defaults to "password".
+	// +optional
+	// +kubebuilder:default=password
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-._a-zA-Z0-9]+$')",message="spec.redis.auth.key must be a Secret key: letters, digits, '-', '_' and '.'"
+	Key string `json:"key,omitempty"`
 }
 
 // RedisStorage is the PersistentVolumeClaim template of each Redis node.
@@ -231,6 +288,7 @@ type RedisStorage struct {
 	// size is the requested capacity of each claim, such as "1Gi". It must be
 	// greater than zero.
 	// +required
+	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self))",message="spec.redis.storage.size must be a quantity such as 1Gi or 500Mi"
 	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || quantity(string(self)).isGreaterThan(quantity('0'))",message="spec.redis.storage.size must be greater than zero"
 	Size resource.Quantity `json:"size"`
 
@@ -319,7 +377,7 @@ type LimitersStatus struct {
 // RedisStatus describes the operator's Redis Cluster.
 type RedisStatus struct {
 	// clusterState is the cluster_state that CLUSTER INFO reports, "ok" or
-	// "fail".
+	// "fail"; "none" or "external" when the operator does not manage Redis.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	ClusterState string `json:"clusterState,omitempty"`
@@ -331,21 +389,132 @@ type RedisStatus struct {
 	// +kubebuilder:validation:Maximum=16384
 	SlotsAssigned int32 `json:"slotsAssigned,omitempty"`
 
-	// primaries is the number of primaries in the cluster.
+	// primaries are the cluster's primaries, sorted by pod.
 	// +optional
-	// +kubebuilder:validation:Minimum=0
-	Primaries int32 `json:"primaries,omitempty"`
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=600
+	Primaries []RedisNodeStatus `json:"primaries,omitempty"`
 
-	// replicas is the number of replicas in the cluster.
+	// replicas are the cluster's replicas, sorted by pod.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=600
+	Replicas []RedisNodeStatus `json:"replicas,omitempty"`
+
+	// operation is what the operator is doing to the cluster: empty when it
+	// is converged, else WaitingForNodes, Bootstrapping, Healing or
+	// MigratingSlots.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Operation string `json:"operation,omitempty"`
+
+	// migration is the slot migration of a scale-out still to do. The
+	// operator resumes it from here after a restart.
+	// +optional
+	Migration *RedisMigration `json:"migration,omitempty"`
+
+	// lastActions are the last mutating commands the operator sent to the
+	// cluster, newest last, at most 10.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10
+	LastActions []RedisAction `json:"lastActions,omitempty"`
+
+	// dataLoss, when set, says which slots the operator assigned afresh
+	// because no node of their shard survived: their keys are gone.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	DataLoss string `json:"dataLoss,omitempty"`
+}
+
+// RedisNodeStatus is one Redis node's place in the cluster.
+type RedisNodeStatus struct {
+	// pod is the name of the node's pod.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Pod string `json:"pod"`
+
+	// shard is the shard the pod belongs to, from 0.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Shard int32 `json:"shard"`
+
+	// nodeID is the node's Redis Cluster ID, empty until it answers.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	NodeID string `json:"nodeID,omitempty"`
+
+	// address is the node's podIP:port.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Address string `json:"address,omitempty"`
+
+	// link is "connected" or "disconnected" as the other nodes see it, or
+	// "unreachable" when the operator could not reach the node.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Link string `json:"link,omitempty"`
+
+	// slots is the number of hash slots the node serves (primaries).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	Replicas int32 `json:"replicas,omitempty"`
+	// +kubebuilder:validation:Maximum=16384
+	Slots int32 `json:"slots,omitempty"`
+}
+
+// RedisMigration is the progress of a scale-out: the slot ranges still to
+// move, the first in progress.
+type RedisMigration struct {
+	// moves are the slot ranges still to move.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=4096
+	Moves []RedisSlotMove `json:"moves"`
+}
+
+// RedisSlotMove moves slots first..last from one shard to another.
+type RedisSlotMove struct {
+	// first is the first slot of the range.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=16383
+	First int32 `json:"first"`
+
+	// last is the last slot of the range, inclusive.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=16383
+	Last int32 `json:"last"`
+
+	// fromShard is the shard the slots leave.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	FromShard int32 `json:"fromShard"`
+
+	// toShard is the shard the slots join.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	ToShard int32 `json:"toShard"`
+}
+
+// RedisAction is one mutating command the operator sent to the cluster.
+type RedisAction struct {
+	// time is when the operator sent it.
+	// +required
+	Time metav1.Time `json:"time"`
+
+	// action says what was sent and to whom, such as "CLUSTER MEET
+	// 10.0.0.7:6379 on edge-redis-0-0".
+	// +required
+	// +kubebuilder:validation:MaxLength=512
+	Action string `json:"action"`
 }
 
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=limiterfleets,scope=Namespaced,shortName=lf,categories=sluice
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && self.metadata.name.size() <= 46",message="metadata.name must be a DNS label of at most 46 characters that starts with a letter: it prefixes the names of the fleet's Service, Deployment and StatefulSet"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.redis) || !has(self.spec.redis.mode) || self.spec.redis.mode != 'Cluster' || self.metadata.name.size() <= 43",message="metadata.name must be at most 43 characters when spec.redis.mode is Cluster: it prefixes the StatefulSet of each Redis shard, <name>-redis-<shard>"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Ready Pods",type=integer,JSONPath=`.status.limiters.ready`
 // +kubebuilder:printcolumn:name="Synced",type=integer,JSONPath=`.status.limiters.synced`

@@ -56,7 +56,7 @@ func main() {
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "operator.ratelimit.sluice.dev",
 		LeaderElectionNamespace: leaderNS,
-		Cache:                   cache.Options{DefaultNamespaces: watchNamespaces(watchNS)},
+		Cache:                   cache.Options{DefaultNamespaces: watchNamespaces(watchNS), ByObject: controllers.CacheByObject()},
 	})
 	if err != nil {
 		log.Error(err, "Unable to create the manager")

@@ -392,7 +392,8 @@ func (s *Store) work() {
 var errQueued = fmt.Errorf("redis store: no worker free within the deadline: %w", context.DeadlineExceeded)
 
 // run sends one batch with EVALSHA, retries NOSCRIPT replies with EVAL
-// (which also caches the script on that node), completes every call, and
+// (which also caches the script on that node) and TRYAGAIN replies (a slot
+// in migration) after a short backoff, completes every call, and
 // tells each shard's breaker how its round trip went.
 func (s *Store) run(batch []*call) {
 	now := time.Now()
@@ -416,18 +417,18 @@ func (s *Store) run(batch []*call) {
 	defer cancel()
 
 	cmds := s.pipeline(ctx, live, false)
-	var retry []*call
-	var retryAt []int
-	for i, cmd := range cmds {
-		if isNoScript(cmd.Err()) {
-			retry, retryAt = append(retry, live[i]), append(retryAt, i)
+	s.retry(ctx, live, cmds, isNoScript)
+	for wait := tryAgainBackoff; wait <= 8*tryAgainBackoff && anyErr(cmds, isTryAgain) && ctx.Err() == nil; wait *= 2 {
+		// A slot being migrated answers TRYAGAIN to a script over a key
+		// that is there and one that is not: the script did not run, and
+		// the slot closes within a few round trips.
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
 		}
-	}
-	if len(retry) > 0 {
-		again := s.pipeline(ctx, retry, true)
-		for j, i := range retryAt {
-			cmds[i] = again[j]
-		}
+		t.Stop()
+		s.retry(ctx, live, cmds, isTryAgain)
 	}
 	var outcomes [8]outcome
 	seen := outcomes[:0]
@@ -504,6 +505,43 @@ func (s *Store) args(r store.Request) []any {
 		return []any{r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now, max(1, r.EffectiveIdempotencyTTL().Milliseconds())}
 	}
 	return []any{r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now}
+}
+
+// tryAgainBackoff is the first wait before calls that got TRYAGAIN are
+// sent again; it doubles, four sends at most, within the batch's deadline.
+const tryAgainBackoff = 5 * time.Millisecond
+
+// retry sends again, with EVAL (which also caches the script on that node),
+// the calls whose command failed with an error that match picks, and
+// replaces their commands in cmds.
+func (s *Store) retry(ctx context.Context, live []*call, cmds []*goredis.Cmd, match func(error) bool) {
+	var again []*call
+	var at []int
+	for i, cmd := range cmds {
+		if match(cmd.Err()) {
+			again, at = append(again, live[i]), append(at, i)
+		}
+	}
+	if len(again) == 0 {
+		return
+	}
+	for j, cmd := range s.pipeline(ctx, again, true) {
+		cmds[at[j]] = cmd
+	}
+}
+
+// anyErr reports whether a command failed with an error match picks.
+func anyErr(cmds []*goredis.Cmd, match func(error) bool) bool {
+	for _, c := range cmds {
+		if match(c.Err()) {
+			return true
+		}
+	}
+	return false
+}
+
+func isTryAgain(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "TRYAGAIN")
 }
 
 func isNoScript(err error) bool {

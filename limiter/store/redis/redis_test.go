@@ -308,3 +308,50 @@ func TestParseURL(t *testing.T) {
 		t.Errorf("credentials not parsed: %+v", o)
 	}
 }
+
+// A decision over a counter and a new idempotency record in a slot being
+// migrated gets TRYAGAIN from Redis (one key is there, the other is not);
+// the store sends it again once the slot closes instead of failing it.
+func TestTryAgainDuringSlotMigrationIsRetried(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	s := realStore(t, redisstore.Options{Addrs: c.Addrs(), Cluster: true})
+	ctx := context.Background()
+	lim := algo.Limit{Algorithm: algo.GCRA, Limit: 100, Period: time.Minute, Burst: 100}
+	key := storetest.KeyFor(t, "migrating")
+	if _, err := s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1}); err != nil {
+		t.Fatal(err)
+	}
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.Addrs()})
+	defer cc.Close()
+	slot, err := cc.ClusterKeySlot(ctx, s.RedisKey(key)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := c.Nodes[c.ShardOf(int(slot))]
+	dst := c.Nodes[(c.ShardOf(int(slot))+1)%3]
+	srcC, dstC := src.Client(t), dst.Client(t)
+	srcID, _ := srcC.Do(ctx, "CLUSTER", "MYID").Text()
+	dstID, _ := dstC.Do(ctx, "CLUSTER", "MYID").Text()
+	for _, cmd := range [][]any{{dstC, "IMPORTING", srcID}, {srcC, "MIGRATING", dstID}} {
+		if err := cmd[0].(*goredis.Client).Do(ctx, "CLUSTER", "SETSLOT", slot, cmd[1], cmd[2]).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var idem store.KeyBuilder
+	idem.Add("request-1")
+	req := store.Request{Key: key, Limit: lim, Cost: 1, Idempotency: idem.Key()}
+	// Without the store's retry, this is what a limiter would get.
+	direct := cc.Eval(ctx, "return redis.call('GET', KEYS[1]) or redis.call('GET', KEYS[2]) or 0", []string{s.RedisKey(key), s.RecordKey(key, idem.Key())})
+	if err := direct.Err(); err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") {
+		t.Fatalf("a script over both keys of the migrating slot got %v, want TRYAGAIN", err)
+	}
+	go func() {
+		time.Sleep(250 * time.Millisecond) // the migration closes while the store waits
+		_ = srcC.Do(ctx, "CLUSTER", "SETSLOT", slot, "STABLE").Err()
+		_ = dstC.Do(ctx, "CLUSTER", "SETSLOT", slot, "STABLE").Err()
+	}()
+	r, err := s.Take(ctx, req)
+	if err != nil || !r.Allowed || r.Remaining != 98 {
+		t.Fatalf("take during the migration: %+v, %v", r, err)
+	}
+}

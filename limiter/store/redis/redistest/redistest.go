@@ -72,23 +72,7 @@ func Start(t testing.TB, extra ...string) *Server {
 // StartAt runs redis-server on addr (host:port).
 func StartAt(t testing.TB, addr string, extra ...string) *Server {
 	t.Helper()
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		t.Fatalf("bad address %q: %v", addr, err)
-	}
-	s := &Server{Addr: addr, Dir: t.TempDir()}
-	s.args = []string{
-		"--bind", host, "--port", port, "--dir", s.Dir,
-		"--save", "", "--appendonly", "no", "--protected-mode", "no",
-		"--daemonize", "no", "--logfile", filepath.Join(s.Dir, "redis.log"),
-	}
-	for _, e := range extra {
-		name, value, _ := strings.Cut(e, " ")
-		s.args = append(s.args, "--"+name, value)
-	}
-	s.start(t)
-	t.Cleanup(s.Stop)
-	return s
+	return startIn(t, addr, t.TempDir(), extra...)
 }
 
 func (s *Server) start(t testing.TB) {
@@ -197,7 +181,7 @@ func waitPing(addr string, within time.Duration) error {
 			if err == nil {
 				var line string
 				line, err = bufio.NewReader(c).ReadString('\n')
-				if err == nil && strings.HasPrefix(line, "+PONG") {
+				if err == nil && (strings.HasPrefix(line, "+PONG") || strings.HasPrefix(line, "-NOAUTH")) { // up, maybe with requirepass
 					c.Close()
 					return nil
 				}
@@ -509,4 +493,45 @@ func (c *Cluster) WaitFailover(t testing.TB, i int, old *Server, within time.Dur
 		return true, ""
 	})
 	return m
+}
+
+// StartNode runs a cluster-enabled redis-server on addr that keeps its
+// state in dir: nodes.conf and an append-only file, as a pod's volume does.
+// A node stopped and started again with the same dir, on the same or on a
+// new address, comes back with its node ID and its keys. It announces addr
+// to the cluster (cluster-announce-ip), as a pod announces its IP. Extra
+// config directives are "name value".
+func StartNode(t testing.TB, addr, dir string, nodeTimeout time.Duration, extra ...string) *Server {
+	t.Helper()
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatalf("bad address %q: %v", addr, err)
+	}
+	cfg := []string{"cluster-enabled yes", "cluster-config-file nodes.conf",
+		fmt.Sprintf("cluster-node-timeout %d", nodeTimeout.Milliseconds()),
+		"cluster-require-full-coverage no", "cluster-announce-ip " + host,
+		"appendonly yes", "appendfsync everysec"}
+	return startIn(t, addr, dir, append(cfg, extra...)...)
+}
+
+// startIn is StartAt with a given data directory.
+func startIn(t testing.TB, addr, dir string, extra ...string) *Server {
+	t.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatalf("bad address %q: %v", addr, err)
+	}
+	s := &Server{Addr: addr, Dir: dir}
+	s.args = []string{
+		"--bind", host, "--port", port, "--dir", s.Dir,
+		"--save", "", "--appendonly", "no", "--protected-mode", "no",
+		"--daemonize", "no", "--logfile", filepath.Join(s.Dir, "redis.log"),
+	}
+	for _, e := range extra {
+		name, value, _ := strings.Cut(e, " ")
+		s.args = append(s.args, "--"+name, value)
+	}
+	s.start(t)
+	t.Cleanup(s.Stop)
+	return s
 }

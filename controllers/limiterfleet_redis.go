@@ -1,0 +1,434 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/rediscluster"
+)
+
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+
+// redisScope is what the Redis phase observed, for the status.
+type redisScope struct {
+	result rediscluster.Result
+	// err is why the pass could not converge (a *rediscluster.NodeError,
+	// *ScaleInError, a missing Secret...); reported in RedisReady.
+	err error
+	// reason overrides the condition reason for errors found before the
+	// engine ran.
+	reason string
+	// shards is the number of shard StatefulSets kept: spec.redis.shards,
+	// or more when shards was lowered.
+	shards int
+	now    time.Time
+}
+
+// Requeue delays while the cluster converges.
+const (
+	redisRequeueConverging = 2 * time.Second
+	redisRequeueFailing    = 5 * time.Second
+	// redisMigrationBudget bounds the slot moves of one pass, so that
+	// status.redis.migration records progress every few seconds.
+	redisMigrationBudget = 2 * time.Second
+	// redisResync is how often a converged cluster is observed again.
+	redisResync = 30 * time.Second
+)
+
+// reconcileRedis applies the Redis objects of a Cluster fleet, reads its
+// pods' IPs, and runs one pass of the cluster engine against them. What the
+// engine finds (a node refusing AUTH, answering garbage, unreachable) is
+// reported in RedisReady and retried, never returned: the rest of the fleet
+// keeps being reconciled.
+func (r *LimiterFleetReconciler) reconcileRedis(ctx context.Context, s *fleetScope) error {
+	if s.fleet.Spec.EffectiveRedisMode() != v1alpha1.RedisCluster {
+		return nil
+	}
+	rs := &redisScope{now: time.Now()}
+	s.redis = rs
+	fleet := s.fleet
+	var err error
+	if rs.shards, err = r.redisShards(ctx, fleet); err != nil {
+		return err
+	}
+	if err := r.applyRedis(ctx, fleet, rs.shards); err != nil {
+		return err
+	}
+	spec, err := r.redisSpec(ctx, fleet, rs.shards)
+	if err != nil {
+		return err
+	}
+	if spec.Password, err = r.redisPassword(ctx, fleet); err != nil {
+		rs.err, rs.reason = err, v1alpha1.ReasonAuthFailed
+		s.requeueAfter = redisRequeueFailing // the Secret is not watched
+		return nil
+	}
+	rs.result, rs.err = rediscluster.Reconcile(ctx, spec, r.redisOptions(fleet)...)
+	r.recordRedisActions(ctx, fleet, rs.result.Actions)
+	if want := int(fleet.Spec.EffectiveShards()); rs.err == nil && rs.shards > want {
+		rs.err, rs.reason = fmt.Errorf("spec.redis.shards is %d but the cluster has %d shards: scale-in is not supported, so every shard is kept; set spec.redis.shards back to %d",
+			want, rs.shards, rs.shards), v1alpha1.ReasonScaleInRejected
+	}
+	switch {
+	case rs.err != nil:
+		logf.FromContext(ctx).Info("Redis Cluster not converged", "fleet", client.ObjectKeyFromObject(fleet), "error", rs.err.Error())
+		s.requeueAfter = redisRequeueFailing
+	case rs.result.RequeueAfter > 0:
+		s.requeueAfter = rs.result.RequeueAfter
+	case !rs.result.Converged:
+		s.requeueAfter = redisRequeueConverging
+	default:
+		// A node can fail without its pod changing (a hung process, a
+		// network split): look again now and then.
+		s.requeueAfter = redisResync
+	}
+	return nil
+}
+
+// redisShards is the number of shards to keep: spec.redis.shards, or the
+// number of shard StatefulSets when more exist. The CRD refuses lowering
+// shards; if it happens anyway (an old CRD), no shard is removed and
+// RedisReady reports the scale-in.
+func (r *LimiterFleetReconciler) redisShards(ctx context.Context, fleet *v1alpha1.LimiterFleet) (int, error) {
+	want := int(fleet.Spec.EffectiveShards())
+	var sets appsv1.StatefulSetList
+	if err := r.List(ctx, &sets, client.InNamespace(fleet.Namespace), client.MatchingLabels(RedisSelectorLabels(fleet))); err != nil {
+		return 0, err
+	}
+	for _, set := range sets.Items {
+		if shard, err := strconv.Atoi(set.Labels[LabelRedisShard]); err == nil && shard+1 > want {
+			want = shard + 1
+		}
+	}
+	return want, nil
+}
+
+// applyRedis applies the ConfigMap, headless Service, and per shard the
+// StatefulSet and PodDisruptionBudget.
+func (r *LimiterFleetReconciler) applyRedis(ctx context.Context, fleet *v1alpha1.LimiterFleet, shards int) error {
+	objs := []client.Object{BuildRedisConfigMap(fleet), BuildRedisService(fleet)}
+	for shard := range shards {
+		objs = append(objs, BuildRedisStatefulSet(fleet, shard), BuildRedisPDB(fleet, shard))
+	}
+	for _, obj := range objs {
+		if err := r.apply(ctx, fleet, obj); err != nil {
+			return fmt.Errorf("applying %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// redisSpec turns the fleet and its pods into the engine's Spec, without
+// the password.
+func (r *LimiterFleetReconciler) redisSpec(ctx context.Context, fleet *v1alpha1.LimiterFleet, shards int) (rediscluster.Spec, error) {
+	spec := rediscluster.Spec{
+		Shards:           shards,
+		ReplicasPerShard: int(fleet.Spec.EffectiveReplicasPerShard()),
+		NodeTimeout:      fleet.Spec.EffectiveNodeTimeout(),
+		Migration:        migrationFromStatus(fleet.Status.Redis),
+	}
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(fleet.Namespace), client.MatchingLabels(RedisSelectorLabels(fleet))); err != nil {
+		return spec, err
+	}
+	spec.Members = redisMembers(fleet, pods.Items, shards)
+	return spec, nil
+}
+
+// redisMembers maps pods to members: the shard from its label, the ordinal
+// from its name, the address from status.podIP. Pods of other shards,
+// pods that are terminating and pods whose name is not their StatefulSet's
+// are left out.
+func redisMembers(fleet *v1alpha1.LimiterFleet, pods []corev1.Pod, shards int) []rediscluster.Member {
+	var out []rediscluster.Member
+	for i := range pods {
+		pod := &pods[i]
+		shard, err := strconv.Atoi(pod.Labels[LabelRedisShard])
+		if err != nil || shard < 0 || shard >= shards || !pod.DeletionTimestamp.IsZero() {
+			continue
+		}
+		ordinal, err := strconv.Atoi(strings.TrimPrefix(pod.Name, RedisShardName(fleet, shard)+"-"))
+		if err != nil || ordinal < 0 || pod.Name != fmt.Sprintf("%s-%d", RedisShardName(fleet, shard), ordinal) {
+			continue
+		}
+		m := rediscluster.Member{Pod: pod.Name, Shard: shard, Ordinal: ordinal}
+		if pod.Status.PodIP != "" {
+			m.Addr = net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(RedisPort)))
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// redisPassword reads the password from spec.redis.auth's Secret, through
+// the API reader: the operator reads this one Secret and caches none. Its
+// own RBAC grants no Secret: whoever sets auth grants it get on that one
+// Secret (a Role with resourceNames), and until then RedisReady says so.
+func (r *LimiterFleetReconciler) redisPassword(ctx context.Context, fleet *v1alpha1.LimiterFleet) (string, error) {
+	auth := fleet.Spec.Redis.Auth
+	if auth == nil {
+		return "", nil
+	}
+	secret := &corev1.Secret{}
+	err := r.secretReader().Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: auth.SecretName}, secret)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", fmt.Errorf("spec.redis.auth: Secret %s/%s not found", fleet.Namespace, auth.SecretName)
+	case apierrors.IsForbidden(err):
+		return "", fmt.Errorf("spec.redis.auth: the operator may not read Secret %s/%s: grant its ServiceAccount get on that Secret (a Role with resourceNames: [%s])",
+			fleet.Namespace, auth.SecretName, auth.SecretName)
+	case err != nil:
+		return "", fmt.Errorf("spec.redis.auth: reading Secret %s/%s: %w", fleet.Namespace, auth.SecretName, err)
+	}
+	pw, ok := secret.Data[fleet.Spec.EffectiveAuthKey()]
+	if !ok || len(pw) == 0 {
+		return "", fmt.Errorf("spec.redis.auth: Secret %s/%s has no key %q", fleet.Namespace, auth.SecretName, fleet.Spec.EffectiveAuthKey())
+	}
+	return string(pw), nil
+}
+
+func (r *LimiterFleetReconciler) secretReader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
+}
+
+// redisOptions are the engine's options for one fleet: its tracker of dead
+// masters, kept across passes, and the dialer when one is set.
+func (r *LimiterFleetReconciler) redisOptions(fleet *v1alpha1.LimiterFleet) []rediscluster.Option {
+	t, _ := r.redisTrackers.LoadOrStore(client.ObjectKeyFromObject(fleet), rediscluster.NewTracker())
+	opts := []rediscluster.Option{rediscluster.WithTracker(t.(*rediscluster.Tracker)), rediscluster.WithMigrationBudget(redisMigrationBudget)}
+	if r.RedisDialer != nil {
+		opts = append(opts, rediscluster.WithDialer(r.RedisDialer))
+	}
+	return opts
+}
+
+// recordRedisActions records the pass's mutating commands as one Event.
+func (r *LimiterFleetReconciler) recordRedisActions(ctx context.Context, fleet *v1alpha1.LimiterFleet, actions []string) {
+	if len(actions) == 0 {
+		return
+	}
+	logf.FromContext(ctx).Info("Sent Redis Cluster commands", "fleet", client.ObjectKeyFromObject(fleet), "actions", actions)
+	if r.Recorder == nil {
+		return
+	}
+	const shown = 5
+	msg := strings.Join(actions[:min(len(actions), shown)], "; ")
+	if len(actions) > shown {
+		msg += fmt.Sprintf("; and %d more", len(actions)-shown)
+	}
+	r.Recorder.Event(fleet, corev1.EventTypeNormal, "RedisClusterCommands", msg)
+}
+
+// migrationFromStatus is the engine's view of status.redis.migration.
+func migrationFromStatus(st *v1alpha1.RedisStatus) *rediscluster.Migration {
+	if st == nil || st.Migration == nil {
+		return nil
+	}
+	m := &rediscluster.Migration{}
+	for _, mv := range st.Migration.Moves {
+		m.Moves = append(m.Moves, rediscluster.SlotMove{First: int(mv.First), Last: int(mv.Last), FromShard: int(mv.FromShard), ToShard: int(mv.ToShard)})
+	}
+	return m
+}
+
+// migrationToStatus is the engine's migration as status.redis.migration.
+func migrationToStatus(m *rediscluster.Migration) *v1alpha1.RedisMigration {
+	if m == nil || len(m.Moves) == 0 {
+		return nil
+	}
+	out := &v1alpha1.RedisMigration{}
+	for _, mv := range m.Moves {
+		out.Moves = append(out.Moves, v1alpha1.RedisSlotMove{First: int32(mv.First), Last: int32(mv.Last), FromShard: int32(mv.FromShard), ToShard: int32(mv.ToShard)})
+	}
+	return out
+}
+
+// maxRedisActions bounds status.redis.lastActions.
+const maxRedisActions = 10
+
+// computeRedisStatus is status.redis and the RedisReady condition's
+// status, reason and message for a Cluster fleet, from one pass. prev is
+// the status before the pass: only its lastActions carry over (they are
+// history, not observation), and its migration when the pass did not run.
+func computeRedisStatus(prev *v1alpha1.RedisStatus, rs *redisScope) (*v1alpha1.RedisStatus, metav1.ConditionStatus, string, string) {
+	st := &v1alpha1.RedisStatus{}
+	if prev != nil {
+		st.LastActions = prev.LastActions
+		st.Migration = prev.Migration
+	}
+	if rs == nil {
+		return st, metav1.ConditionFalse, v1alpha1.ReasonWaitingForNodes, "the operator has not reached the Redis Cluster yet"
+	}
+	res := rs.result
+	obs := res.Status
+	st.ClusterState = obs.ClusterState
+	st.SlotsAssigned = int32(obs.SlotsAssigned)
+	st.Primaries = nodeStatuses(obs.Primaries)
+	st.Replicas = nodeStatuses(obs.Replicas)
+	st.Operation = obs.Operation
+	st.DataLoss = res.DataLoss
+	if rs.reason != v1alpha1.ReasonAuthFailed { // the engine ran
+		st.Migration = migrationToStatus(res.Migration)
+	}
+	for _, a := range res.Actions {
+		st.LastActions = append(st.LastActions, v1alpha1.RedisAction{Time: metav1.NewTime(rs.now), Action: truncate(a, 512)})
+	}
+	if n := len(st.LastActions); n > maxRedisActions {
+		st.LastActions = st.LastActions[n-maxRedisActions:]
+	}
+
+	summary := fmt.Sprintf("cluster_state %s, %d/%d slots assigned, %d primaries, %d replicas",
+		orDash(obs.ClusterState), obs.SlotsAssigned, rediscluster.SlotCount, len(obs.Primaries), len(obs.Replicas))
+	if res.DataLoss != "" {
+		summary += "; data lost: " + res.DataLoss
+	}
+	if rs.err != nil {
+		return st, metav1.ConditionFalse, redisErrorReason(rs), truncate(rs.err.Error()+"; "+summary, 32768)
+	}
+	ok := res.Converged && obs.ClusterState == "ok" && obs.SlotsAssigned == rediscluster.SlotCount
+	switch {
+	case ok:
+		return st, metav1.ConditionTrue, v1alpha1.ReasonClusterOK, summary
+	case obs.Operation == rediscluster.OperationWaiting:
+		return st, metav1.ConditionFalse, v1alpha1.ReasonWaitingForNodes, summary
+	case obs.Operation == rediscluster.OperationBootstrap:
+		return st, metav1.ConditionFalse, v1alpha1.ReasonBootstrapping, summary
+	case obs.Operation == rediscluster.OperationHealing:
+		return st, metav1.ConditionFalse, v1alpha1.ReasonHealing, summary
+	case obs.Operation == rediscluster.OperationMigrating:
+		return st, metav1.ConditionFalse, v1alpha1.ReasonMigratingSlots, summary
+	default:
+		return st, metav1.ConditionFalse, v1alpha1.ReasonDegraded, summary
+	}
+}
+
+// redisErrorReason names why a pass failed.
+func redisErrorReason(rs *redisScope) string {
+	if rs.reason != "" {
+		return rs.reason
+	}
+	var scaleIn *rediscluster.ScaleInError
+	if errors.As(rs.err, &scaleIn) {
+		return v1alpha1.ReasonScaleInRejected
+	}
+	var nodeErr *rediscluster.NodeError
+	if errors.As(rs.err, &nodeErr) {
+		return nodeErrorReason(nodeErr)
+	}
+	return v1alpha1.ReasonDegraded
+}
+
+// nodeErrorReason maps the engine's reason for a node to a condition reason.
+func nodeErrorReason(e *rediscluster.NodeError) string {
+	switch e.Reason {
+	case rediscluster.ReasonAuthFailed:
+		return v1alpha1.ReasonAuthFailed
+	case rediscluster.ReasonGarbage, rediscluster.ReasonNotClusterNode:
+		return v1alpha1.ReasonInvalidReply
+	case rediscluster.ReasonDuplicateID:
+		return v1alpha1.ReasonDuplicateNodeID
+	default:
+		return v1alpha1.ReasonNodeUnreachable
+	}
+}
+
+func nodeStatuses(in []rediscluster.NodeStatus) []v1alpha1.RedisNodeStatus {
+	var out []v1alpha1.RedisNodeStatus
+	for _, n := range in {
+		out = append(out, v1alpha1.RedisNodeStatus{
+			Pod: n.Pod, Shard: int32(n.Shard), NodeID: n.NodeID, Address: n.Addr, Link: n.Link, Slots: int32(n.Slots),
+		})
+	}
+	return out
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// fleetOfRedisPod maps a Redis pod to its fleet by its instance label.
+func fleetOfRedisPod(_ context.Context, obj client.Object) []reconcile.Request {
+	l := obj.GetLabels()
+	if l[LabelName] != RedisAppName || l[LabelInstance] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: l[LabelInstance]}}}
+}
+
+// redisPodChanged passes the pod events the Redis phase acts on: a Redis
+// pod appears, goes, changes IP, phase or readiness, or restarts.
+var redisPodChanged = predicate.Funcs{
+	CreateFunc:  func(e event.CreateEvent) bool { return isRedisPod(e.Object) },
+	DeleteFunc:  func(e event.DeleteEvent) bool { return isRedisPod(e.Object) },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, okO := e.ObjectOld.(*corev1.Pod)
+		n, okN := e.ObjectNew.(*corev1.Pod)
+		if !okO || !okN || !isRedisPod(n) {
+			return false
+		}
+		return o.Status.PodIP != n.Status.PodIP || o.Status.Phase != n.Status.Phase ||
+			o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
+			podReady(o) != podReady(n) || restarts(o) != restarts(n)
+	},
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func restarts(p *corev1.Pod) int32 {
+	var n int32
+	for _, c := range p.Status.ContainerStatuses {
+		n += c.RestartCount
+	}
+	return n
+}
+
+func isRedisPod(obj client.Object) bool { return obj.GetLabels()[LabelName] == RedisAppName }

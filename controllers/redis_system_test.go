@@ -1,0 +1,838 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
+)
+
+// Redis pods in these tests are real cluster-enabled redis-server processes
+// on 127.0.0.200-250:6379 (the engine's own tests use .100-.199), started
+// with the redis.conf the operator renders. The test creates their Pod
+// objects with those addresses as status.podIP, as the kubelet would, and
+// the operator forms and heals the cluster against them.
+
+func init() { goredis.SetLogger(quietRedisLog{}) } // the tests' clients dial dead nodes on purpose
+
+type quietRedisLog struct{}
+
+func (quietRedisLog) Printf(context.Context, string, ...any) {}
+
+// redisIP hands out 127.0.0.200-250 in turn. The tests run one at a time
+// and stop their nodes at the end, and none holds more than 51 addresses,
+// so an address comes round again only once it is free (-count=N).
+var redisIP atomic.Int32
+
+func nextRedisIP(t testing.TB) string {
+	t.Helper()
+	return fmt.Sprintf("127.0.0.%d", 200+(redisIP.Add(1)-1)%51)
+}
+
+// redisPod is one Redis pod: its Pod object and the process behind it.
+type redisPod struct {
+	name           string
+	shard, ordinal int
+	dir            string
+	srv            *redistest.Server
+}
+
+func (p *redisPod) addr() string { return p.srv.Addr }
+
+// redisFleet is a Cluster fleet and its stand-in pods.
+type redisFleet struct {
+	fleet *v1alpha1.LimiterFleet
+	pods  []*redisPod
+	extra []string // directives beyond the rendered redis.conf
+}
+
+// renderedDirectives are the operator's redis.conf as "name value"
+// directives, less what a pod's volume and DNS provide: the test has no
+// /data (each node gets a temp dir) and no DNS for the headless Service,
+// so nodes announce their IPs.
+func renderedDirectives(fleet *v1alpha1.LimiterFleet) []string {
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(controllers.RedisConfig(fleet)), "\n") {
+		name, _, _ := strings.Cut(line, " ")
+		switch name {
+		case "port", "bind", "dir", "cluster-config-file", "save", "cluster-preferred-endpoint-type":
+			continue
+		}
+		out = append(out, line)
+	}
+	return append(out, "cluster-preferred-endpoint-type ip")
+}
+
+// newRedisFleet creates a Cluster fleet with the given shape and starts its
+// pods. Limiter replicas are 0: tests that need limiters start them.
+func newRedisFleet(t *testing.T, ns, name string, shards, replicas int32, mutate ...func(*v1alpha1.LimiterFleet)) *redisFleet {
+	t.Helper()
+	return newRedisFleetExtra(t, ns, name, shards, replicas, nil, mutate...)
+}
+
+// addPod starts the process of pod <shard>-<ordinal> on a new address and
+// creates its Pod object with that status.podIP.
+func (rf *redisFleet) addPod(t *testing.T, shard, ordinal int) *redisPod {
+	t.Helper()
+	p := &redisPod{name: fmt.Sprintf("%s-%d", controllers.RedisShardName(rf.fleet, shard), ordinal), shard: shard, ordinal: ordinal, dir: t.TempDir()}
+	rf.pods = append(rf.pods, p)
+	ip := nextRedisIP(t)
+	p.srv = redistest.StartNode(t, ip+":6379", p.dir, rf.fleet.Spec.EffectiveNodeTimeout(), append(renderedDirectives(rf.fleet), rf.extra...)...)
+	labels := controllers.RedisLabels(rf.fleet)
+	labels[controllers.LabelRedisShard] = strconv.Itoa(shard)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: rf.fleet.Namespace, Name: p.name, Labels: labels},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "redis", Image: "redis:7.2"}}},
+	}
+	if err := k8s.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	setPodIP(t, rf.fleet.Namespace, p.name, ip)
+	return p
+}
+
+// setPodIP writes status.podIP as a kubelet does when a pod (re)starts.
+func setPodIP(t *testing.T, ns, name, ip string) {
+	t.Helper()
+	pod := &corev1.Pod{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	if err := k8s.Status().Update(context.Background(), pod); err != nil {
+		t.Fatalf("pod %s status.podIP %s: %v", name, ip, err)
+	}
+}
+
+// get reads the fleet.
+func (rf *redisFleet) get(t testing.TB) *v1alpha1.LimiterFleet {
+	t.Helper()
+	f := &v1alpha1.LimiterFleet{}
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(rf.fleet), f); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// waitRedisReady waits for RedisReady with the given status and reason at
+// the fleet's current generation, and returns the fleet.
+func (rf *redisFleet) waitRedisReady(t testing.TB, within time.Duration, status metav1.ConditionStatus, reason string) *v1alpha1.LimiterFleet {
+	t.Helper()
+	var got *v1alpha1.LimiterFleet
+	eventually(t, within, fmt.Sprintf("RedisReady=%s %s", status, reason), func() error {
+		f := rf.get(t)
+		c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady)
+		switch {
+		case c == nil:
+			return fmt.Errorf("no RedisReady yet")
+		case c.ObservedGeneration != f.Generation || c.Status != status || (reason != "" && c.Reason != reason):
+			return fmt.Errorf("RedisReady=%s (%s) at generation %d/%d: %s", c.Status, c.Reason, c.ObservedGeneration, f.Generation, c.Message)
+		}
+		got = f
+		return nil
+	})
+	return got
+}
+
+// clusterClient is a go-redis cluster client over the pods' addresses.
+func (rf *redisFleet) clusterClient(t testing.TB) *goredis.ClusterClient {
+	var addrs []string
+	for _, p := range rf.pods {
+		addrs = append(addrs, p.addr())
+	}
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, MaxRedirects: 16, DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// mutatingCalls sums, over every pod, the calls of the commands that change
+// a cluster, from INFO commandstats.
+func (rf *redisFleet) mutatingCalls(t testing.TB) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, p := range rf.pods {
+		info, err := p.srv.Client(t).Info(context.Background(), "commandstats").Result()
+		if err != nil {
+			t.Fatalf("%s: %v", p.name, err)
+		}
+		for _, line := range strings.Split(info, "\n") {
+			name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+			if !ok {
+				continue
+			}
+			cmd := strings.TrimPrefix(name, "cmdstat_")
+			switch cmd {
+			case "cluster|meet", "cluster|addslots", "cluster|addslotsrange", "cluster|replicate", "cluster|setslot",
+				"cluster|failover", "cluster|forget", "cluster|reset", "cluster|delslots", "cluster|delslotsrange",
+				"migrate", "flushall", "flushdb":
+				n, _ := strconv.Atoi(strings.Split(rest, ",")[0])
+				out[cmd] += n
+			}
+		}
+	}
+	return out
+}
+
+// TestRedisClusterBootstrap: the operator renders the objects, forms 3
+// shards x 1 replica from pod IPs read from the API, reports it in
+// status.redis and RedisReady, and a later reconcile sends no mutating
+// command.
+func TestRedisClusterBootstrap(t *testing.T) {
+	ctx := context.Background()
+	start := time.Now()
+	rf := newRedisFleet(t, "redis-boot", "boot", 3, 1)
+	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	t.Logf("bootstrap of 3 shards x 1 replica through the operator: RedisReady=True %v after the fleet was created (pods started before)", time.Since(start).Round(time.Millisecond))
+
+	st := f.Status.Redis
+	if st == nil || st.ClusterState != "ok" || st.SlotsAssigned != 16384 || len(st.Primaries) != 3 || len(st.Replicas) != 3 || st.Operation != "" || st.Migration != nil {
+		t.Fatalf("status.redis %+v", st)
+	}
+	for _, n := range append(slices.Clone(st.Primaries), st.Replicas...) {
+		if len(n.NodeID) != 40 || n.Link != "connected" || !strings.HasPrefix(n.Address, "127.0.0.") {
+			t.Errorf("node %+v", n)
+		}
+	}
+	for _, p := range st.Primaries {
+		if !strings.HasSuffix(p.Pod, "-0") || p.Slots < 5461 || p.Slots > 5462 {
+			t.Errorf("primary %+v: want ordinal 0 with a third of the slots", p)
+		}
+	}
+	if len(st.LastActions) == 0 || len(st.LastActions) > 10 {
+		t.Errorf("lastActions %d entries", len(st.LastActions))
+	}
+	var events corev1.EventList
+	if err := k8s.List(ctx, &events, client.InNamespace(f.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	recorded := 0
+	for _, e := range events.Items {
+		if e.InvolvedObject.Name == f.Name && e.Reason == "RedisClusterCommands" {
+			recorded++
+		}
+	}
+	if recorded == 0 {
+		t.Errorf("no RedisClusterCommands Event for the bootstrap")
+	}
+
+	// The objects, each owned by the fleet.
+	objs := []client.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: controllers.RedisConfigMapName(f)}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: controllers.RedisName(f)}}}
+	for s := range 3 {
+		objs = append(objs, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: controllers.RedisShardName(f, s)}},
+			&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: controllers.RedisShardName(f, s)}})
+	}
+	for _, o := range objs {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: o.GetName()}, o); err != nil {
+			t.Errorf("%T %s: %v", o, o.GetName(), err)
+		} else if refs := o.GetOwnerReferences(); len(refs) != 1 || refs[0].Name != f.Name {
+			t.Errorf("%T %s owners %+v", o, o.GetName(), refs)
+		}
+	}
+	dep := &appsv1.Deployment{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: controllers.LimiterName(f)}, dep); err != nil {
+		t.Fatal(err)
+	}
+	if args := strings.Join(dep.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(args, "--store=redis-cluster://boot-redis-0-0.boot-redis.redis-boot.svc:6379,") {
+		t.Errorf("limiter args %q", args)
+	}
+
+	// A reconcile of the converged cluster sends nothing that mutates it.
+	before := rf.mutatingCalls(t)
+	f.Spec.Replicas = ptr.To[int32](1) // a new generation: one full pass
+	if err := k8s.Update(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "a pass at the new generation", func() error {
+		if g := rf.get(t); g.Status.ObservedGeneration != g.Generation {
+			return fmt.Errorf("observedGeneration %d, generation %d", g.Status.ObservedGeneration, g.Generation)
+		}
+		return nil
+	})
+	rf.waitRedisReady(t, 10*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	if after := rf.mutatingCalls(t); !maps.Equal(before, after) {
+		t.Errorf("mutating commands before %v, after another reconcile %v", before, after)
+	}
+	t.Logf("mutating commands over the whole bootstrap: %v", before)
+}
+
+// TestRedisClusterBadNodes: a node that answers garbage, a node that refuses
+// the password, and a missing password Secret each give RedisReady=False
+// with the reason and the pod, and the rest of the fleet keeps being
+// reconciled.
+func TestRedisClusterBadNodes(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("garbage", func(t *testing.T) {
+		rf := newRedisFleet(t, "redis-garbage", "garbage", 3, 0)
+		// Pod 2-0 is replaced by something that is not Redis.
+		bad := rf.pods[2]
+		bad.srv.Stop()
+		garbage := startGarbageServer(t, nextRedisIP(t)+":6379")
+		setPodIP(t, rf.fleet.Namespace, bad.name, strings.TrimSuffix(garbage, ":6379"))
+		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ReasonInvalidReply)
+		c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady)
+		if !strings.Contains(c.Message, bad.name) {
+			t.Errorf("message does not name %s: %s", bad.name, c.Message)
+		}
+		t.Logf("RedisReady=False %s: %s", c.Reason, c.Message)
+		requireReconciling(t, rf)
+	})
+
+	t.Run("wrong password", func(t *testing.T) {
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "redis-auth", Name: "redis-auth"}, Data: map[string][]byte{"password": []byte("not-the-password")}}
+		namespace(t, "redis-auth")
+		if err := k8s.Create(ctx, secret); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(ctx, secret) })
+		rf := newRedisFleetExtra(t, "redis-auth", "auth", 3, 0, []string{"requirepass right-password", "masterauth right-password"}, func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "redis-auth"}
+		})
+		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ReasonAuthFailed)
+		t.Logf("RedisReady=False %s: %s", v1alpha1.ReasonAuthFailed, condition(f.Status.Conditions, v1alpha1.FleetRedisReady).Message)
+		requireReconciling(t, rf)
+
+		// The right password: the operator forms the cluster.
+		secret.Data["password"] = []byte("right-password")
+		if err := k8s.Update(ctx, secret); err != nil {
+			t.Fatal(err)
+		}
+		// The Secret is not watched; the failing pass requeues itself.
+		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	})
+
+	t.Run("shards lowered behind the CRD's back", func(t *testing.T) {
+		rf := newRedisFleet(t, "redis-scalein", "scalein", 3, 0)
+		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+		// The CRD refuses lowering shards; a fourth shard's StatefulSet left
+		// from elsewhere (an old CRD, a restore) is the same to the operator.
+		extra := controllers.BuildRedisStatefulSet(rf.fleet, 3)
+		extra.TypeMeta = metav1.TypeMeta{}
+		if err := k8s.Create(ctx, extra); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(ctx, extra) })
+		f := rf.get(t)
+		f.Spec.Enforcement = ptr.To(v1alpha1.EnforcementDisabled) // a new pass
+		if err := k8s.Update(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+		f = rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ReasonScaleInRejected)
+		c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady)
+		if !strings.Contains(c.Message, "scale-in is not supported") {
+			t.Errorf("message %q", c.Message)
+		}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(extra), extra); err != nil {
+			t.Errorf("the fourth shard's StatefulSet: %v", err)
+		}
+		t.Logf("RedisReady=False %s: %s", c.Reason, c.Message)
+	})
+
+	t.Run("missing Secret", func(t *testing.T) {
+		rf := newRedisFleet(t, "redis-nosecret", "nosecret", 3, 0, func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "absent"}
+		})
+		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ReasonAuthFailed)
+		if c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady); !strings.Contains(c.Message, "Secret redis-nosecret/absent not found") {
+			t.Errorf("message %q", c.Message)
+		}
+	})
+}
+
+// newRedisFleetExtra is newRedisFleet with extra directives for every node.
+func newRedisFleetExtra(t *testing.T, ns, name string, shards, replicas int32, extra []string, mutate ...func(*v1alpha1.LimiterFleet)) *redisFleet {
+	t.Helper()
+	namespace(t, ns)
+	f := &v1alpha1.LimiterFleet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.LimiterFleetSpec{
+			Replicas:       ptr.To[int32](0),
+			PolicySelector: &metav1.LabelSelector{MatchLabels: map[string]string{"fleet": name}},
+			Redis: v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisCluster), Shards: ptr.To(shards), ReplicasPerShard: ptr.To(replicas),
+				NodeTimeout: &metav1.Duration{Duration: 2 * time.Second}},
+		},
+	}
+	for _, m := range mutate {
+		m(f)
+	}
+	rf := &redisFleet{fleet: f, extra: extra}
+	for s := range int(shards) {
+		for o := range int(replicas) + 1 {
+			rf.addPod(t, s, o)
+		}
+	}
+	if err := k8s.Create(context.Background(), f); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		deleteFleet(t, f)
+		_ = k8s.DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(ns), client.MatchingLabels(controllers.RedisSelectorLabels(f)))
+	})
+	return rf
+}
+
+// requireReconciling shows that a failing Redis pass stalls nothing: a spec
+// change is still observed and the snapshot still written.
+func requireReconciling(t *testing.T, rf *redisFleet) {
+	t.Helper()
+	f := rf.get(t)
+	f.Spec.Enforcement = ptr.To(v1alpha1.EnforcementDisabled)
+	if err := k8s.Update(context.Background(), f); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the fleet still reconciles", func() error {
+		g := rf.get(t)
+		if g.Status.ObservedGeneration != g.Generation || g.Status.Snapshot == nil {
+			return fmt.Errorf("observedGeneration %d, generation %d, snapshot %v", g.Status.ObservedGeneration, g.Generation, g.Status.Snapshot)
+		}
+		return nil
+	})
+}
+
+// startGarbageServer listens on addr and answers every connection with a
+// line that is not RESP, as a misrouted HTTP server would.
+func startGarbageServer(t *testing.T, addr string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { l.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				buf := make([]byte, 4096)
+				for {
+					_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+					if _, err := c.Read(buf); err != nil {
+						return
+					}
+					if _, err := c.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n")); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+// limiterLoad is steady traffic on real limiter processes whose store is
+// the fleet's Redis Cluster.
+type limiterLoad struct {
+	procs         []*limiterProc
+	stop          chan struct{}
+	wg            sync.WaitGroup
+	codes         sync.Map // status code -> *atomic.Int64
+	transportErrs atomic.Int64
+}
+
+// startLimiters starts n limiter processes with --store redis-cluster:// on
+// the pods' addresses (the test has no DNS for the seeds the operator
+// renders), a policy they enforce, and traffic over 500 counters spread
+// across the slots.
+func (rf *redisFleet) startLimiters(t *testing.T, n int) *limiterLoad {
+	t.Helper()
+	var addrs []string
+	for _, p := range rf.pods {
+		addrs = append(addrs, p.addr())
+	}
+	procs := fleetPodsWithStore(t, rf.fleet, n, "redis-cluster://"+strings.Join(addrs, ","))
+	pol := benchPolicy(rf.fleet.Namespace, "load", rf.fleet.Name, 1)
+	pol.Spec.Rate.Limit = 1_000_000
+	pol.Spec.FailureMode = ptr.To(v1alpha1.FailClosed)
+	if err := k8s.Create(context.Background(), pol); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), pol) })
+	waitPolicy(t, pol.Namespace, pol.Name, v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	l := &limiterLoad{procs: procs, stop: make(chan struct{})}
+	for w := range 4 {
+		l.wg.Add(1)
+		go l.run(w)
+	}
+	t.Cleanup(l.halt)
+	return l
+}
+
+func (l *limiterLoad) run(worker int) {
+	defer l.wg.Done()
+	client := &http.Client{Timeout: 5 * time.Second}
+	for i := worker; ; i += 4 {
+		select {
+		case <-l.stop:
+			return
+		default:
+		}
+		p := l.procs[i%len(l.procs)]
+		body := fmt.Sprintf(`{"domain":"bench-1","descriptors":[{"entries":[{"key":"tenant","value":"t%d"},{"key":"route","value":"/v1/items/1"}]}]}`, i%500)
+		resp, err := client.Post("http://"+p.httpAddr+"/v1/ratelimit/check", "application/json", strings.NewReader(body))
+		if err != nil {
+			l.transportErrs.Add(1)
+			continue
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		v, _ := l.codes.LoadOrStore(resp.StatusCode, &atomic.Int64{})
+		v.(*atomic.Int64).Add(1)
+	}
+}
+
+func (l *limiterLoad) halt() {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	l.wg.Wait()
+}
+
+// summary reports the answers so far and the limiters' store errors.
+func (l *limiterLoad) summary(t testing.TB) (string, float64) {
+	var parts []string
+	l.codes.Range(func(k, v any) bool {
+		parts = append(parts, fmt.Sprintf("%d: %d", k, v.(*atomic.Int64).Load()))
+		return true
+	})
+	slices.Sort(parts)
+	errs := 0.0
+	classes := map[string]float64{}
+	for _, p := range l.procs {
+		errs += p.metric(t, "sluice_store_errors_total")
+		for _, c := range []string{"timeout", "connection", "clusterdown", "tryagain", "masterdown", "loading"} {
+			classes[c] += p.metric(t, "sluice_redis_errors_total", `class="`+c+`"`)
+		}
+		classes["breaker openings"] += p.metric(t, "sluice_redis_breaker_opened_total")
+	}
+	return fmt.Sprintf("answers {%s}, transport errors %d, store errors %.0f (each answered by the policy's failureMode: Closed, a 429), Redis errors by class %v",
+		strings.Join(parts, ", "), l.transportErrs.Load(), errs, classes), errs
+}
+
+// pod returns the stand-in of the named pod.
+func (rf *redisFleet) pod(t testing.TB, name string) *redisPod {
+	t.Helper()
+	for _, p := range rf.pods {
+		if p.name == name {
+			return p
+		}
+	}
+	t.Fatalf("no pod %s", name)
+	return nil
+}
+
+// liveClusterOK reports whether every running node says cluster_state ok
+// with every slot assigned.
+func (rf *redisFleet) liveClusterOK(t testing.TB) error {
+	for _, p := range rf.pods {
+		if !p.srv.Running() {
+			continue
+		}
+		info, err := p.srv.Client(t).ClusterInfo(context.Background()).Result()
+		if err != nil {
+			return fmt.Errorf("%s: %v", p.name, err)
+		}
+		if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_slots_assigned:16384") {
+			return fmt.Errorf("%s: not ok yet", p.name)
+		}
+	}
+	return nil
+}
+
+// keysInOtherShards returns n keys whose slots shard does not serve.
+func keysInOtherShards(t *testing.T, c *goredis.ClusterClient, first, last int32, n int) []string {
+	t.Helper()
+	var out []string
+	for i := 0; len(out) < n; i++ {
+		k := fmt.Sprintf("other-%d", i)
+		slot, err := c.ClusterKeySlot(context.Background(), k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int32(slot) < first || int32(slot) > last {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func writeKeys(t *testing.T, c *goredis.ClusterClient, prefix string, n int) {
+	t.Helper()
+	for i := range n {
+		if err := c.Set(context.Background(), fmt.Sprintf("%s-%d", prefix, i), i, 0).Err(); err != nil {
+			t.Fatalf("SET %s-%d: %v", prefix, i, err)
+		}
+	}
+}
+
+func checkKeys(t *testing.T, c *goredis.ClusterClient, prefix string, n int) {
+	t.Helper()
+	missing := 0
+	for i := range n {
+		v, err := c.Get(context.Background(), fmt.Sprintf("%s-%d", prefix, i)).Int()
+		if err != nil || v != i {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Fatalf("%d of %d keys %s-* lost", missing, n, prefix)
+	}
+}
+
+// shutdown stops a node as a pod's SIGTERM does: SHUTDOWN writes the
+// append-only file, then the process exits.
+func (p *redisPod) shutdown(t *testing.T) {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{Addr: p.addr(), MaxRetries: -1})
+	_ = c.Shutdown(context.Background()).Err() // the connection closes as it exits
+	_ = c.Close()
+	p.srv.Stop()
+}
+
+// TestRedisClusterHeals: under limiter load, kill -9 a primary: its replica
+// takes over and the other shards keep serving; the killed pod restarts
+// and rejoins. Then every pod restarts on a new IP: the operator re-forms
+// the cluster by node ID with every key kept.
+func TestRedisClusterHeals(t *testing.T) {
+	ctx := context.Background()
+	rf := newRedisFleet(t, "redis-heal", "heal", 3, 1)
+	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	load := rf.startLimiters(t, 2)
+	cc := rf.clusterClient(t)
+
+	// kill -9 the primary of the first shard.
+	victim := f.Status.Redis.Primaries[0]
+	others := keysInOtherShards(t, cc, 0, victim.Slots-1, 200)
+	if victim.Shard != 0 {
+		t.Fatalf("first primary %+v is not shard 0", victim)
+	}
+	var otherErrs atomic.Int64
+	writes := make(chan struct{})
+	go func() {
+		defer close(writes)
+		deadline := time.Now().Add(8 * time.Second)
+		for i := 0; time.Now().Before(deadline); i++ {
+			if err := cc.Incr(ctx, others[i%len(others)]).Err(); err != nil {
+				otherErrs.Add(1)
+			}
+		}
+	}()
+	killed := time.Now()
+	rf.pod(t, victim.Pod).srv.Stop()
+	nodeTimeout := f.Spec.EffectiveNodeTimeout()
+	var heir string
+	for _, r := range f.Status.Redis.Replicas {
+		if r.Shard == victim.Shard {
+			heir = r.Pod
+		}
+	}
+	eventually(t, 30*time.Second, "the replica took over and every live node says ok", func() error {
+		role, err := rf.pod(t, heir).srv.Client(t).Do(ctx, "ROLE").Slice()
+		if err != nil || len(role) == 0 || role[0] != "master" {
+			return fmt.Errorf("%s ROLE %v %v", heir, role, err)
+		}
+		return rf.liveClusterOK(t)
+	})
+	okAfter := time.Since(killed)
+	<-writes
+	t.Logf("kill -9 of primary %s: cluster_state ok on every live node after %v (node-timeout %v + 3s = %v); writes to the other shards' slots failed %d times",
+		victim.Pod, okAfter.Round(time.Millisecond), nodeTimeout, nodeTimeout+3*time.Second, otherErrs.Load())
+	if okAfter > nodeTimeout+3*time.Second {
+		t.Errorf("cluster ok again after %v, want within node-timeout + 3s = %v", okAfter, nodeTimeout+3*time.Second)
+	}
+	if otherErrs.Load() != 0 {
+		t.Errorf("the other shards failed %d writes while shard 0 failed over", otherErrs.Load())
+	}
+	// The pod restarts (same IP, same volume) and rejoins as a replica.
+	rf.pod(t, victim.Pod).srv.Restart(t)
+	rejoin := time.Now()
+	f = rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	eventually(t, 30*time.Second, "every node connected again", func() error {
+		f = rf.get(t)
+		st := f.Status.Redis
+		if len(st.Primaries) != 3 || len(st.Replicas) != 3 {
+			return fmt.Errorf("%d primaries, %d replicas", len(st.Primaries), len(st.Replicas))
+		}
+		for _, n := range append(slices.Clone(st.Primaries), st.Replicas...) {
+			if n.Link != "connected" {
+				return fmt.Errorf("%s link %s", n.Pod, n.Link)
+			}
+		}
+		return nil
+	})
+	t.Logf("the killed pod restarted and rejoined: every node connected after %v", time.Since(rejoin).Round(time.Millisecond))
+	summary, _ := load.summary(t)
+	t.Logf("limiters through the failover: %s", summary)
+
+	// Every pod restarts on a new IP, keeping its volume.
+	writeKeys(t, cc, "kept", 1000)
+	load.halt()
+	for _, p := range rf.pods {
+		p.shutdown(t)
+	}
+	restarted := time.Now()
+	for _, p := range rf.pods {
+		ip := nextRedisIP(t)
+		p.srv = redistest.StartNode(t, ip+":6379", p.dir, nodeTimeout, renderedDirectives(rf.fleet)...)
+		setPodIP(t, rf.fleet.Namespace, p.name, ip)
+	}
+	eventually(t, 90*time.Second, "the cluster re-formed on the new addresses", func() error {
+		f = rf.get(t)
+		if c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady); c == nil || c.Reason != v1alpha1.ReasonClusterOK {
+			return fmt.Errorf("RedisReady %+v", c)
+		}
+		if n := len(f.Status.Redis.Primaries) + len(f.Status.Redis.Replicas); n != len(rf.pods) {
+			return fmt.Errorf("%d nodes in status", n)
+		}
+		for _, n := range append(slices.Clone(f.Status.Redis.Primaries), f.Status.Redis.Replicas...) {
+			if n.Address != rf.pod(t, n.Pod).addr() || n.Link != "connected" {
+				return fmt.Errorf("%s at %s (%s), pod at %s", n.Pod, n.Address, n.Link, rf.pod(t, n.Pod).addr())
+			}
+		}
+		return rf.liveClusterOK(t)
+	})
+	t.Logf("every pod on a new IP: RedisReady=True, every node connected at its new address after %v", time.Since(restarted).Round(time.Millisecond))
+	checkKeys(t, rf.clusterClient(t), "kept", 1000)
+	if f.Status.Redis.DataLoss != "" {
+		t.Errorf("dataLoss %q after a restart that lost nothing", f.Status.Redis.DataLoss)
+	}
+}
+
+// TestRedisClusterScaleOut: 3 -> 4 shards under limiter load, with the
+// operator stopped while the migration is under way and started again. No
+// key is lost, the slots end even, no slot is left open, and no Redis node
+// answered CROSSSLOT, TRYAGAIN or CLUSTERDOWN (the limiters follow MOVED
+// and ASK; their store errors, timeouts of the 20ms store deadline, are
+// reported).
+func TestRedisClusterScaleOut(t *testing.T) {
+	ctx := context.Background()
+	rf := newRedisFleet(t, "redis-scale", "scale", 3, 1)
+	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	writeKeys(t, rf.clusterClient(t), "kept", 5000)
+	load := rf.startLimiters(t, 2)
+	_, errsBefore := load.summary(t)
+
+	rf.addPod(t, 3, 0)
+	rf.addPod(t, 3, 1)
+	f := rf.get(t)
+	f.Spec.Redis.Shards = ptr.To[int32](4)
+	started := time.Now()
+	if err := k8s.Update(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	// Stop the operator once it has saved some progress, then start it
+	// again: it resumes from status.redis.migration.
+	var saved *v1alpha1.RedisMigration
+	eventually(t, 60*time.Second, "migration progress in status", func() error {
+		if saved = rf.get(t).Status.Redis.Migration; saved == nil {
+			return fmt.Errorf("no migration in status yet")
+		}
+		return nil
+	})
+	stopOperator()
+	t.Logf("operator stopped mid-migration with %d moves left: %+v", len(saved.Moves), saved.Moves[0])
+	if err := startOperator(); err != nil {
+		t.Fatalf("restarting the operator: %v", err) // the suite cannot go on without it
+	}
+	f = rf.waitRedisReady(t, 120*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	t.Logf("3 -> 4 shards: RedisReady=True %v after the spec change", time.Since(started).Round(time.Millisecond))
+	load.halt()
+
+	st := f.Status.Redis
+	if st.Migration != nil || len(st.Primaries) != 4 || st.SlotsAssigned != 16384 {
+		t.Fatalf("status.redis %+v", st)
+	}
+	for _, p := range st.Primaries {
+		if p.Slots != 4096 {
+			t.Errorf("%s serves %d slots, want 4096", p.Pod, p.Slots)
+		}
+	}
+	for _, p := range rf.pods {
+		nodes, err := p.srv.Client(t).ClusterNodes(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(nodes, "->-") || strings.Contains(nodes, "-<-") {
+			t.Errorf("%s has a slot left open:\n%s", p.name, nodes)
+		}
+	}
+	checkKeys(t, rf.clusterClient(t), "kept", 5000)
+	summary, errsAfter := load.summary(t)
+	replies := rf.errorReplies(t)
+	t.Logf("limiters through the scale-out: %s (%.0f during it); error replies of the Redis nodes: %v", summary, errsAfter-errsBefore, replies)
+	for _, bad := range []string{"CROSSSLOT", "TRYAGAIN", "CLUSTERDOWN"} {
+		if replies[bad] != 0 {
+			t.Errorf("the Redis nodes answered %s %d times", bad, replies[bad])
+		}
+	}
+}
+
+// errorReplies sums, over every node, the error replies it sent by prefix
+// (INFO errorstats): what the limiters were told, MOVED and ASK included.
+func (rf *redisFleet) errorReplies(t testing.TB) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, p := range rf.pods {
+		info, err := p.srv.Client(t).Info(context.Background(), "errorstats").Result()
+		if err != nil {
+			t.Fatalf("%s: %v", p.name, err)
+		}
+		for _, line := range strings.Split(info, "\n") {
+			name, rest, ok := strings.Cut(strings.TrimSpace(line), ":count=")
+			if !ok {
+				continue
+			}
+			n, _ := strconv.Atoi(rest)
+			out[strings.TrimPrefix(name, "errorstat_")] += n
+		}
+	}
+	return out
+}

@@ -1,0 +1,164 @@
+package rediscluster_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/controllers/rediscluster"
+	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
+)
+
+// shardServed reports whether shard's slots are served by an answering
+// primary of that shard and the cluster state is ok.
+func shardServed(shard int) func(rediscluster.Result, error) bool {
+	return func(res rediscluster.Result, _ error) bool {
+		if res.Status.ClusterState != "ok" || res.Status.SlotsAssigned != rediscluster.SlotCount {
+			return false
+		}
+		for _, p := range res.Status.Primaries {
+			if p.Shard == shard && p.Slots > 0 {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func hasAction(actions []string, word string) bool {
+	return slices.ContainsFunc(actions, func(a string) bool { return strings.Contains(a, word) })
+}
+
+// TestMasterKilled kills -9 a master while passes run: its replica takes
+// over (by itself, within the node timeout), the other shards keep
+// serving, and when the pod comes back as a new empty node on a new IP the
+// passes attach it as a replica and forget the dead node ID.
+func TestMasterKilled(t *testing.T) {
+	f := newFleet(t, 110, 3, 1)
+	f.reconcileUntil(30*time.Second, converged)
+	f.writeKeys("kill", 2000)
+
+	killed := time.Now()
+	f.servers["redis-1-0"].Stop()
+	others := make(chan error, 1)
+	go func() { others <- f.otherShardsServe(1, "kill", 2000) }()
+	_, actions := f.reconcileUntil(nodeTimeout+30*time.Second, shardServed(1))
+	if err := <-others; err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(killed)
+	t.Logf("kill -9 of a master (node timeout %v): cluster_state ok with shard 1 served again after %v; actions %v",
+		nodeTimeout, took.Round(time.Millisecond), actions)
+	f.checkKeys("kill", 2000)
+
+	// The pod is recreated without its disk, on a new IP.
+	f.dirs["redis-1-0"] = t.TempDir()
+	f.start("redis-1-0", 116)
+	res, actions := f.reconcileUntil(30*time.Second, converged)
+	if !hasAction(actions, "CLUSTER REPLICATE") || !hasAction(actions, "CLUSTER FORGET") {
+		t.Fatalf("the new empty pod should be attached and the dead ID forgotten; actions:\n%s", strings.Join(actions, "\n"))
+	}
+	if res.DataLoss != "" {
+		t.Fatalf("no data was lost, yet DataLoss = %q", res.DataLoss)
+	}
+	for _, r := range res.Status.Replicas {
+		if r.Pod == "redis-1-0" {
+			f.checkKeys("kill", 2000)
+			return
+		}
+	}
+	t.Fatalf("redis-1-0 is not a replica: %+v", res.Status)
+}
+
+// TestFailoverForce: replicas that never fail over by themselves
+// (cluster-replica-no-failover) are promoted by the passes with CLUSTER
+// FAILOVER FORCE about twice the node timeout after their master died; the
+// old master restarted with its disk rejoins as a replica.
+func TestFailoverForce(t *testing.T) {
+	f := newFleet(t, 120, 3, 1, "cluster-replica-no-failover yes")
+	f.reconcileUntil(30*time.Second, converged)
+	f.writeKeys("force", 2000)
+
+	killed := time.Now()
+	f.servers["redis-0-0"].Stop()
+	_, actions := f.reconcileUntil(4*nodeTimeout+30*time.Second, shardServed(0))
+	t.Logf("kill -9 of a master whose replica does not fail over by itself: served again after %v; actions %v",
+		time.Since(killed).Round(time.Millisecond), actions)
+	if !hasAction(actions, "redis-0-1: CLUSTER FAILOVER FORCE") {
+		t.Fatalf("no CLUSTER FAILOVER FORCE: %v", actions)
+	}
+	f.checkKeys("force", 2000)
+
+	f.start("redis-0-0", 120) // same IP, same disk
+	res, _ := f.reconcileUntil(30*time.Second, converged)
+	if got := slotsPerPrimary(res)["redis-0-1"]; got == 0 {
+		t.Fatalf("redis-0-1 should stay the master of shard 0: %+v", res.Status.Primaries)
+	}
+	f.checkKeys("force", 2000)
+}
+
+// TestAllRestartOnNewIPs restarts every node at once on new addresses with
+// its disk (nodes.conf and the append-only file), as a full pod restart
+// does: the passes re-meet the nodes by node ID and every key is there.
+func TestAllRestartOnNewIPs(t *testing.T) {
+	f := newFleet(t, 130, 3, 1)
+	f.reconcileUntil(30*time.Second, converged)
+	f.writeKeys("restart", 3000)
+	ids := map[string]string{}
+	res, _ := f.reconcile(context.Background())
+	for _, n := range append(res.Status.Primaries, res.Status.Replicas...) {
+		ids[n.Pod] = n.NodeID
+	}
+
+	for _, s := range f.servers {
+		s.Stop()
+	}
+	for i, m := range f.spec.Members {
+		f.start(m.Pod, 140+i)
+	}
+	start := time.Now()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(f.servers["redis-1-1"].Log())
+		}
+	})
+	res, actions := f.reconcileUntil(20*time.Second, converged)
+	t.Logf("all 6 nodes restarted on new IPs: converged after %v; actions %v", time.Since(start).Round(time.Millisecond), actions)
+	if !hasAction(actions, "CLUSTER MEET") {
+		t.Fatalf("no MEET: %v", actions)
+	}
+	for _, n := range append(res.Status.Primaries, res.Status.Replicas...) {
+		if ids[n.Pod] != n.NodeID {
+			t.Errorf("%s was %s, is %s", n.Pod, ids[n.Pod], n.NodeID)
+		}
+	}
+	if res.DataLoss != "" || hasAction(actions, "FORGET") || hasAction(actions, "ADDSLOTS") {
+		t.Fatalf("nothing was lost, yet: DataLoss %q, actions %v", res.DataLoss, actions)
+	}
+	f.checkKeys("restart", 3000)
+}
+
+// otherShardsServe checks that every key of prefix outside shard's slots
+// (as bootstrapped: an even split) reads back while shard is down.
+func (f *fleet) otherShardsServe(shard int, prefix string, n int) error {
+	r := rediscluster.EvenRanges(f.spec.Shards)[shard]
+	c := f.client("")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	read := 0
+	for i := range n {
+		k := fmt.Sprintf("%s:%d", prefix, i)
+		if s := redisstore.Slot(k); s >= r[0] && s <= r[1] {
+			continue
+		}
+		if v, err := c.Get(ctx, k).Int(); err != nil || v != i {
+			return fmt.Errorf("shard %d is down, and %s on another shard reads %v, %v", shard, k, v, err)
+		}
+		read++
+	}
+	f.t.Logf("shard %d down: the %d keys of the other shards all read back", shard, read)
+	return nil
+}

@@ -1,0 +1,172 @@
+package rediscluster_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluice-dev/sluice/controllers/rediscluster"
+	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
+)
+
+// nodeTimeout is the cluster-node-timeout of the test clusters.
+const nodeTimeout = 2 * time.Second
+
+// fleet stands in for a LimiterFleet's Redis pods: one cluster-enabled
+// redis-server per pod, each on its own 127.0.0.x:6379 with its own data
+// directory.
+type fleet struct {
+	t       *testing.T
+	spec    rediscluster.Spec
+	servers map[string]*redistest.Server // by pod
+	dirs    map[string]string
+	extra   []string
+	tracker *rediscluster.Tracker
+}
+
+// newFleet starts shards x (1+replicas) nodes on 127.0.0.<ip>, <ip+1>, ...
+func newFleet(t *testing.T, ip, shards, replicas int, extra ...string) *fleet {
+	t.Helper()
+	f := &fleet{t: t, servers: map[string]*redistest.Server{}, dirs: map[string]string{}, extra: extra,
+		tracker: rediscluster.NewTracker(),
+		spec:    rediscluster.Spec{Shards: shards, ReplicasPerShard: replicas, NodeTimeout: nodeTimeout}}
+	for s := range shards {
+		for o := range 1 + replicas {
+			f.add(s, o, ip)
+			ip++
+		}
+	}
+	return f
+}
+
+// add starts pod <shard>-<ordinal> on 127.0.0.<ip> with a new data dir.
+func (f *fleet) add(shard, ordinal, ip int) {
+	pod := fmt.Sprintf("redis-%d-%d", shard, ordinal)
+	f.dirs[pod] = f.t.TempDir()
+	f.spec.Members = append(f.spec.Members, rediscluster.Member{Pod: pod, Shard: shard, Ordinal: ordinal})
+	f.start(pod, ip)
+}
+
+// start (re)starts pod on 127.0.0.<ip> with its data dir.
+func (f *fleet) start(pod string, ip int) {
+	addr := fmt.Sprintf("127.0.0.%d:6379", ip)
+	f.servers[pod] = redistest.StartNode(f.t, addr, f.dirs[pod], nodeTimeout, f.extra...)
+	for i := range f.spec.Members {
+		if f.spec.Members[i].Pod == pod {
+			f.spec.Members[i].Addr = addr
+		}
+	}
+}
+
+// reconcile runs one pass.
+func (f *fleet) reconcile(ctx context.Context, opts ...rediscluster.Option) (rediscluster.Result, error) {
+	res, err := rediscluster.Reconcile(ctx, f.spec, append([]rediscluster.Option{rediscluster.WithTracker(f.tracker)}, opts...)...)
+	f.spec.Migration = res.Migration // what the fleet controller persists in status
+	return res, err
+}
+
+// reconcileUntil runs passes, as the fleet controller does on requeue,
+// until done says so, failing after within. It returns the last Result and
+// every action sent.
+func (f *fleet) reconcileUntil(within time.Duration, done func(rediscluster.Result, error) bool) (rediscluster.Result, []string) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	var actions []string
+	for {
+		res, err := f.reconcile(context.Background())
+		actions = append(actions, res.Actions...)
+		if done(res, err) {
+			return res, actions
+		}
+		if ctx.Err() != nil {
+			f.t.Fatalf("not done within %v: last error %v\nresult %+v\nactions %s", within, err, res, strings.Join(actions, "\n"))
+		}
+		wait := res.RequeueAfter
+		if wait == 0 {
+			wait = 200 * time.Millisecond
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait): // the controller's requeue
+		}
+	}
+}
+
+func converged(res rediscluster.Result, err error) bool { return err == nil && res.Converged }
+
+// client is a cluster client seeded with the fleet's current addresses of
+// running nodes.
+func (f *fleet) client(password string) *goredis.ClusterClient {
+	var addrs []string
+	for _, m := range f.spec.Members {
+		if f.servers[m.Pod].Running() {
+			addrs = append(addrs, m.Addr)
+		}
+	}
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, Password: password, MaxRedirects: 16,
+		DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
+	f.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// writeKeys sets n keys <prefix>:<i> = <i> through a new cluster client.
+func (f *fleet) writeKeys(prefix string, n int) {
+	t := f.t
+	t.Helper()
+	c := f.client(f.spec.Password)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for lo := 0; lo < n; lo += 500 {
+		_, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i := lo; i < min(lo+500, n); i++ {
+				p.Set(ctx, fmt.Sprintf("%s:%d", prefix, i), i, 0)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("write keys: %v", err)
+		}
+	}
+}
+
+// checkKeys fails unless every key writeKeys set is there, read through a
+// new cluster client that knows the current map.
+func (f *fleet) checkKeys(prefix string, n int) {
+	t := f.t
+	t.Helper()
+	c := f.client(f.spec.Password)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmds, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i := range n {
+			p.Get(ctx, fmt.Sprintf("%s:%d", prefix, i))
+		}
+		return nil
+	})
+	missing := 0
+	for i, cmd := range cmds {
+		if v, err := cmd.(*goredis.StringCmd).Int(); err != nil || v != i {
+			missing++
+			if missing < 5 {
+				t.Errorf("%s:%d = %v, %v", prefix, i, v, err)
+			}
+		}
+	}
+	if missing > 0 || (err != nil && err != goredis.Nil) {
+		t.Fatalf("%d of %d keys missing or wrong (%v)", missing, n, err)
+	}
+}
+
+// slotsPerPrimary is the slots each primary serves, by pod.
+func slotsPerPrimary(res rediscluster.Result) map[string]int {
+	m := map[string]int{}
+	for _, p := range res.Status.Primaries {
+		m[p.Pod] = p.Slots
+	}
+	return m
+}
