@@ -267,6 +267,9 @@ func New(opts Options) (*Store, error) {
 			MaxRetries:            1,
 			DialTimeout:           time.Second,
 			DialerRetries:         1, // a refused connection fails now: the breaker decides
+			// No CLIENT SETINFO on connect: Redis before 7.2 answers it
+			// with an error, counted in its errorstats.
+			DisableIdentity: true,
 		})
 		s.shards.Store(s.initialMap("0-" + strconv.Itoa(Slots-1)))
 		s.bg.Add(1)
@@ -285,6 +288,9 @@ func New(opts Options) (*Store, error) {
 			MaxRetries:            1,
 			DialTimeout:           time.Second,
 			DialerRetries:         1, // a refused connection fails now: the breaker decides
+			// No CLIENT SETINFO on connect: Redis before 7.2 answers it
+			// with an error, counted in its errorstats.
+			DisableIdentity: true,
 		})
 		s.shards.Store(s.initialMap("standalone"))
 	}
