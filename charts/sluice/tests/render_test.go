@@ -54,6 +54,8 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"operator:\n  logLevel: verbose\n", "at '/operator/logLevel'"},
 		{"fleet:\n  redis:\n    mode: Memory\n", "at '/fleet/redis/mode'"},
 		{"fleet:\n  replicas: 101\n", "at '/fleet/replicas'"},
+		{"fleet:\n  trustedProxies: 10.0.0.0/8\n", "at '/fleet/trustedProxies': got string, want array"},
+		{"fleet:\n  redis:\n    nodeTimeout: 5\n", "at '/fleet/redis/nodeTimeout': got number, want string"},
 		{"operator:\n  image:\n    digest: latest\n", "at '/operator/image/digest'"},
 		{"operator:\n  watchNamespaces: [Team_A]\n", "at '/operator/watchNamespaces/0'"},
 		// Rules across values, from the templates.
