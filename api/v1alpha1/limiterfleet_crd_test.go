@@ -691,26 +691,36 @@ func TestFleetCRDAccepts(t *testing.T) {
 
 // TestFleetSampleAccepted applies the LimiterFleet sample.
 func TestFleetSampleAccepted(t *testing.T) {
-	path := filepath.Join("..", "..", "config", "samples", "ratelimit_v1alpha1_limiterfleet.yaml")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &v1alpha1.LimiterFleet{}
-	if err := yaml.UnmarshalStrict(data, f); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	if f.APIVersion != v1alpha1.GroupVersion.String() || f.Kind != "LimiterFleet" {
-		t.Fatalf("%s: unexpected %s %s", path, f.APIVersion, f.Kind)
-	}
-	createNamespace(t, f.Namespace)
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := requireFleetAccepted(t, &unstructured.Unstructured{Object: obj}, f)
-	if got.Spec.EffectiveReplicas() != 3 {
-		t.Errorf("sample replicas = %d, want 3", got.Spec.EffectiveReplicas())
+	for _, tc := range []struct {
+		file     string
+		replicas int32
+	}{
+		{"ratelimit_v1alpha1_limiterfleet.yaml", 3},
+		{filepath.Join("redis-cluster", "limiterfleet.yaml"), 3},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			path := filepath.Join("..", "..", "config", "samples", tc.file)
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := &v1alpha1.LimiterFleet{}
+			if err := yaml.UnmarshalStrict(data, f); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			if f.APIVersion != v1alpha1.GroupVersion.String() || f.Kind != "LimiterFleet" {
+				t.Fatalf("%s: unexpected %s %s", path, f.APIVersion, f.Kind)
+			}
+			createNamespace(t, f.Namespace)
+			obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := requireFleetAccepted(t, &unstructured.Unstructured{Object: obj}, f)
+			if got.Spec.EffectiveReplicas() != tc.replicas {
+				t.Errorf("sample replicas = %d, want %d", got.Spec.EffectiveReplicas(), tc.replicas)
+			}
+		})
 	}
 }
 
