@@ -94,24 +94,7 @@ func awayFromTheHour(t testing.TB, need time.Duration) {
 // during the window neither lowers nor doubles the totals.
 func TestEnforcementStats(t *testing.T) {
 	ctx := context.Background()
-	srv := redistest.Start(t)
-	ns := namespace(t, "stats")
-	fleet := &v1alpha1.LimiterFleet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stats"},
-		Spec: v1alpha1.LimiterFleetSpec{
-			Replicas:       ptr.To(int32(3)),
-			PolicySelector: &metav1.LabelSelector{MatchLabels: map[string]string{"fleet": "stats"}},
-			Redis:          v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisExternal), Addresses: []string{srv.Addr}},
-		},
-	}
-	if err := k8s.Create(ctx, fleet); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { deleteFleet(t, fleet) })
-	// A generous Redis deadline: on a loaded machine a restarted limiter's
-	// first calls could time out and fail open, which is not what this
-	// test counts.
-	pods := fleetPodsWithArgs(t, fleet, 3, "redis://"+srv.Addr, "--redis-timeout=2s")
+	ns, pods := externalRedisFleet(t, "stats", "stats", 3, nil)
 	for _, p := range []*v1alpha1.RateLimitPolicy{
 		statsPolicy(ns, "hundred", "stats", "stats-api", 100, false),
 		statsPolicy(ns, "shadow", "stats", "stats-shadow", 10, true),
@@ -303,24 +286,11 @@ func collectorErrorCount(t *testing.T, fleet string) float64 {
 // and the collector sums them over the pods into status.enforcement.hottest.
 func TestEnforcementHottest(t *testing.T) {
 	ctx := context.Background()
-	srv := redistest.Start(t)
-	ns := namespace(t, "hottest")
-	fleet := &v1alpha1.LimiterFleet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hot"},
-		Spec: v1alpha1.LimiterFleetSpec{
-			Replicas:       ptr.To(int32(3)),
-			PolicySelector: &metav1.LabelSelector{MatchLabels: map[string]string{"fleet": "hot"}},
-			Redis:          v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisExternal), Addresses: []string{srv.Addr}},
-			Stats: &v1alpha1.FleetStats{TopDescriptors: ptr.To[int32](2),
-				DescriptorValues: ptr.To(v1alpha1.DescriptorValuesTruncate), TruncateTo: ptr.To[int32](5)},
-		},
-	}
-	if err := k8s.Create(ctx, fleet); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { deleteFleet(t, fleet) })
 	const interval = 5 * time.Second
-	pods := fleetPodsWithArgs(t, fleet, 3, "redis://"+srv.Addr, "--top-descriptor-interval="+interval.String(), "--redis-timeout=2s")
+	ns, pods := externalRedisFleet(t, "hottest", "hot", 3, func(s *v1alpha1.LimiterFleetSpec) {
+		s.Stats = &v1alpha1.FleetStats{TopDescriptors: ptr.To[int32](2),
+			DescriptorValues: ptr.To(v1alpha1.DescriptorValuesTruncate), TruncateTo: ptr.To[int32](5)}
+	}, "--top-descriptor-interval="+interval.String())
 	pol := statsPolicy(ns, "five", "hot", "hot-api", 5, false)
 	if err := k8s.Create(ctx, pol); err != nil {
 		t.Fatal(err)
@@ -360,21 +330,7 @@ func TestEnforcementHottest(t *testing.T) {
 // A policy in two-tier mode shows the overshoot bound its limiters report.
 func TestEnforcementOvershootBound(t *testing.T) {
 	ctx := context.Background()
-	srv := redistest.Start(t)
-	ns := namespace(t, "overshoot")
-	fleet := &v1alpha1.LimiterFleet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tier"},
-		Spec: v1alpha1.LimiterFleetSpec{
-			Replicas:       ptr.To(int32(2)),
-			PolicySelector: &metav1.LabelSelector{MatchLabels: map[string]string{"fleet": "tier"}},
-			Redis:          v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisExternal), Addresses: []string{srv.Addr}},
-		},
-	}
-	if err := k8s.Create(ctx, fleet); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { deleteFleet(t, fleet) })
-	pods := fleetPodsWithArgs(t, fleet, 2, "redis://"+srv.Addr, "--redis-timeout=2s")
+	ns, pods := externalRedisFleet(t, "overshoot", "tier", 2, nil)
 	bucket := statsPolicy(ns, "bucket", "tier", "tier-bucket", 1000, false)
 	bucket.Spec.Algorithm = ptr.To(v1alpha1.TokenBucket)
 	bucket.Spec.LocalTier = &v1alpha1.LocalTier{Enabled: ptr.To(true), MaxOvershoot: ptr.To(intstr.FromString("5%"))}
@@ -411,4 +367,31 @@ func TestEnforcementOvershootBound(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// externalRedisFleet creates a fleet in a new namespace ns that selects the
+// policies labelled fleet=<name> and counts in a real Redis, with n limiter
+// processes. The limiters get a generous Redis deadline: on a loaded
+// machine a cold first call could time out and fail open, which is not
+// what these tests count. spec, when not nil, changes the fleet first.
+func externalRedisFleet(t *testing.T, ns, name string, n int, spec func(*v1alpha1.LimiterFleetSpec), args ...string) (string, []*limiterProc) {
+	t.Helper()
+	srv := redistest.Start(t)
+	ns = namespace(t, ns)
+	fleet := &v1alpha1.LimiterFleet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.LimiterFleetSpec{
+			Replicas:       ptr.To(int32(n)),
+			PolicySelector: &metav1.LabelSelector{MatchLabels: map[string]string{"fleet": name}},
+			Redis:          v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisExternal), Addresses: []string{srv.Addr}},
+		},
+	}
+	if spec != nil {
+		spec(&fleet.Spec)
+	}
+	if err := k8s.Create(context.Background(), fleet); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteFleet(t, fleet) })
+	return ns, fleetPodsWithArgs(t, fleet, n, "redis://"+srv.Addr, append(args, "--redis-timeout=2s")...)
 }
