@@ -64,8 +64,8 @@ func newGatewayMetrics(reg prometheus.Registerer) *gatewayMetrics {
 // check: forward-auth and the status peek.
 func (s *Server) gatewayRoutes(mux *http.ServeMux) {
 	s.gw = newGatewayMetrics(s.opts.Metrics)
-	mux.HandleFunc(ForwardAuthPath+"{domain}", s.forwardAuth)
-	mux.HandleFunc("GET "+StatusPath, s.status)
+	mux.HandleFunc(ForwardAuthPath+"{domain}", timed(s.metrics.forwardAuth, s.forwardAuth))
+	mux.HandleFunc("GET "+StatusPath, timed(s.metrics.status, s.status))
 	mux.HandleFunc(StatusPath, methodNotAllowed(http.MethodGet, http.MethodHead))
 }
 

@@ -541,6 +541,8 @@ func TestMetrics(t *testing.T) {
 		}
 		post(t, e.http, "application/json", chargeBody("erin"))
 	}
+	get(t, e.http+"/v1/ratelimit/status?domain=payments-api&user_id=erin")
+	get(t, e.http+"/v1/forward-auth/payments-api") // no mapping: 404, still timed
 	// Health checks are not timed as requests.
 	if _, err := healthpb.NewHealthClient(e.conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 		t.Fatal(err)
@@ -554,6 +556,8 @@ func TestMetrics(t *testing.T) {
 		`sluice_decisions_total{domain="payments-api",policy="payments/charges-per-user",result="allowed"} 4`,
 		`sluice_request_duration_seconds_count{protocol="grpc"} 2`,
 		`sluice_request_duration_seconds_count{protocol="http"} 2`,
+		`sluice_request_duration_seconds_count{protocol="status"} 1`,
+		`sluice_request_duration_seconds_count{protocol="forward_auth"} 1`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %q", want)
