@@ -27,6 +27,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -77,7 +78,7 @@ const (
 // keeps being reconciled.
 func (r *LimiterFleetReconciler) reconcileRedis(ctx context.Context, s *fleetScope) error {
 	if s.fleet.Spec.EffectiveRedisMode() != v1alpha1.RedisCluster {
-		return nil
+		return r.deleteRedis(ctx, s.fleet)
 	}
 	rs := &redisScope{now: time.Now()}
 	s.redis = rs
@@ -116,6 +117,49 @@ func (r *LimiterFleetReconciler) reconcileRedis(ctx context.Context, s *fleetSco
 		// A node can fail without its pod changing (a hung process, a
 		// network split): look again now and then.
 		s.requeueAfter = redisResync
+	}
+	return nil
+}
+
+// deleteRedis deletes the Redis objects of a fleet that left mode Cluster:
+// the limiters count elsewhere now. The StatefulSets' claims stay (their
+// retention policy), so the data of a persistent cluster is not lost.
+func (r *LimiterFleetReconciler) deleteRedis(ctx context.Context, fleet *v1alpha1.LimiterFleet) error {
+	inFleet := []client.ListOption{client.InNamespace(fleet.Namespace), client.MatchingLabels(RedisSelectorLabels(fleet))}
+	var sets appsv1.StatefulSetList
+	if err := r.List(ctx, &sets, inFleet...); err != nil {
+		return err
+	}
+	var pdbs policyv1.PodDisruptionBudgetList
+	if err := r.List(ctx, &pdbs, inFleet...); err != nil {
+		return err
+	}
+	var objs []client.Object
+	for i := range sets.Items {
+		objs = append(objs, &sets.Items[i])
+	}
+	for i := range pdbs.Items {
+		objs = append(objs, &pdbs.Items[i])
+	}
+	for _, obj := range []client.Object{&corev1.Service{}, &corev1.ConfigMap{}} {
+		name := RedisName(fleet)
+		if _, ok := obj.(*corev1.ConfigMap); ok {
+			name = RedisConfigMapName(fleet)
+		}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: name}, obj); err == nil {
+			objs = append(objs, obj)
+		} else if !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	for _, obj := range objs {
+		if !metav1.IsControlledBy(obj, fleet) {
+			continue // not ours: leave it
+		}
+		if err := r.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting %T %s: %w", obj, obj.GetName(), err)
+		}
+		logf.FromContext(ctx).Info("Deleted a Redis object of a fleet that left mode Cluster", "kind", fmt.Sprintf("%T", obj), "name", obj.GetName())
 	}
 	return nil
 }

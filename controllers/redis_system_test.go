@@ -36,6 +36,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -835,4 +836,63 @@ func (rf *redisFleet) errorReplies(t testing.TB) map[string]int {
 		}
 	}
 	return out
+}
+
+// A fleet that leaves mode Cluster gets its Redis objects deleted; objects
+// it does not control are left alone.
+func TestRedisObjectsGoWithModeCluster(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, "redis-leaves")
+	f := &v1alpha1.LimiterFleet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "leaves"},
+		Spec: v1alpha1.LimiterFleetSpec{
+			Replicas:       ptr.To[int32](0),
+			PolicySelector: &metav1.LabelSelector{MatchLabels: map[string]string{"fleet": "leaves"}},
+			Redis:          v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisCluster), Shards: ptr.To[int32](3), ReplicasPerShard: ptr.To[int32](0)},
+		},
+	}
+	if err := k8s.Create(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteFleet(t, f) })
+	// Someone else's PDB with the fleet's Redis labels: not the operator's.
+	foreign := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "not-ours", Labels: controllers.RedisSelectorLabels(f)},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))},
+	}
+	if err := k8s.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	inFleet := []client.ListOption{client.InNamespace(ns), client.MatchingLabels(controllers.RedisSelectorLabels(f))}
+	count := func() (sets, pdbs, named int) {
+		var ss appsv1.StatefulSetList
+		var ps policyv1.PodDisruptionBudgetList
+		if err := k8s.List(ctx, &ss, inFleet...); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8s.List(ctx, &ps, inFleet...); err != nil {
+			t.Fatal(err)
+		}
+		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.RedisName(f)}, &corev1.Service{}) == nil {
+			named++
+		}
+		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.RedisConfigMapName(f)}, &corev1.ConfigMap{}) == nil {
+			named++
+		}
+		return len(ss.Items), len(ps.Items), named
+	}
+	eventually(t, 30*time.Second, "the Redis objects applied", func() error {
+		if s, p, n := count(); s != 3 || p != 4 || n != 2 {
+			return fmt.Errorf("%d StatefulSets, %d PDBs, %d of the Service and ConfigMap", s, p, n)
+		}
+		return nil
+	})
+	kubectl(t, "-n", ns, "patch", "lf", "leaves", "--type=merge", "-p",
+		`{"spec":{"redis":{"mode":"None","shards":null,"replicasPerShard":null}}}`)
+	eventually(t, 30*time.Second, "the Redis objects deleted", func() error {
+		if s, p, n := count(); s != 0 || p != 1 || n != 0 {
+			return fmt.Errorf("%d StatefulSets, %d PDBs (want only the foreign one), %d of the Service and ConfigMap", s, p, n)
+		}
+		return nil
+	})
 }
