@@ -36,6 +36,7 @@ func benchServiceWith(b *testing.B, algorithm string, opts service.Options) *ser
 	st := memory.New(memory.Options{})
 	b.Cleanup(func() { _ = st.Close() })
 	svc := service.New(st, opts)
+	b.Cleanup(func() { _ = svc.Close() })
 	svc.Swap(snap)
 	return svc
 }

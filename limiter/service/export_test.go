@@ -3,4 +3,4 @@ package service
 import "time"
 
 // SetClock sets the clock of the hottest-descriptors sketches.
-func SetClock(s *Service, now func() time.Time) { s.clock = now }
+func SetClock(s *Service, now func() time.Time) { s.clock, s.topClock = now, now }

@@ -101,6 +101,8 @@ type Service struct {
 	enforce   atomic.Bool // this pod's switch (--enforcement)
 	swapMu    sync.Mutex  // serialises Swaps: each carries the last one's stats over
 	clock     func() time.Time
+	topClock  func() time.Time // the hottest-values sketches' clock on the request path
+	coarse    *coarseClock     // behind topClock, with Options.Top
 
 	tier *localtier.Tier // spec.localTier policies decide through it
 }
@@ -147,6 +149,11 @@ func New(st store.Store, opts Options) *Service {
 		log:     opts.Logger,
 		metrics: newMetrics(opts.Registerer),
 		clock:   time.Now,
+	}
+	s.topClock = s.clock
+	if opts.Top.K > 0 {
+		s.coarse = startCoarseClock()
+		s.topClock = s.coarse.Now
 	}
 	if opts.Registerer != nil {
 		opts.Registerer.MustRegister(decisionsCollector{s}, localtier.NewCollector(s.tier))
@@ -244,6 +251,7 @@ func (s *Service) Snapshot() *config.Snapshot { return s.loaded.Load().snap }
 // Close credits back the local tier's leases and releases the fallback
 // store. The main store belongs to the caller.
 func (s *Service) Close() error {
+	s.coarse.Stop()
 	_ = s.tier.Close()
 	return s.local.Close()
 }
@@ -293,7 +301,7 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 		dec := s.decide(ctx, sc, p, c, domain, entries, cost, idem)
 		c.stats.count(&dec, p.Limit, p.Shadow || allShadow)
 		if s.opts.Top.K > 0 {
-			c.stats.countTop(s.clock(), sc.key, p, entries, &dec)
+			c.stats.countTop(s.topClock(), sc.key, p, entries, &dec)
 		}
 		if p.Shadow || allShadow {
 			if !dec.Result.Allowed {

@@ -126,6 +126,7 @@ func TestPolicyStatsHottest(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	svc := service.New(st, service.Options{Registerer: reg, Top: service.TopOptions{K: 1}})
+	t.Cleanup(func() { _ = svc.Close() })
 	now := time.Date(2026, 11, 22, 10, 0, 30, 0, time.UTC)
 	service.SetClock(svc, func() time.Time { return now })
 	svc.Swap(statsSnapshot(t, 1))

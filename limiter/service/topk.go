@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -211,4 +212,43 @@ func (t *topSketch) format(p *config.Policy, entries []*rlv3.RateLimitDescriptor
 		return "(every descriptor has a value: one counter)"
 	}
 	return b.String()
+}
+
+// coarseClockTick is how often the sketches' clock advances: reading the
+// system clock on every decision costs as much as the rest of the sketch.
+const coarseClockTick = 20 * time.Millisecond
+
+// coarseClock is a clock read with one atomic load, a tick behind at most.
+type coarseClock struct {
+	now  atomic.Int64 // Unix ns
+	stop chan struct{}
+	done chan struct{}
+}
+
+func startCoarseClock() *coarseClock {
+	c := &coarseClock{stop: make(chan struct{}), done: make(chan struct{})}
+	c.now.Store(time.Now().UnixNano())
+	go func() {
+		defer close(c.done)
+		t := time.NewTicker(coarseClockTick)
+		defer t.Stop()
+		for {
+			select {
+			case <-c.stop:
+				return
+			case now := <-t.C:
+				c.now.Store(now.UnixNano())
+			}
+		}
+	}()
+	return c
+}
+
+func (c *coarseClock) Now() time.Time { return time.Unix(0, c.now.Load()) }
+
+func (c *coarseClock) Stop() {
+	if c != nil {
+		close(c.stop)
+		<-c.done
+	}
 }
