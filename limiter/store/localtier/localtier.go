@@ -2,7 +2,9 @@
 // leases a chunk of units from the shared counter in one call (lease.lua on
 // Redis), spends it locally with no store call, and gives back what it did
 // not spend when the lease runs out or expires. Denials the store confirmed
-// are answered locally until the counter can admit again.
+// are answered locally until the counter can admit again; a pod that finds
+// a bucket exhausted waits, briefly, for its share of the refill before it
+// asks again (pace).
 //
 // # The overshoot bound
 //

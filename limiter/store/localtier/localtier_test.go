@@ -386,3 +386,81 @@ func TestExpiredLeaseIsCreditedBack(t *testing.T) {
 	}
 	t.Fatalf("counter has %d left after %d admitted of %d: the unspent lease did not come back exactly (stats %+v)", left, got, lim.Limit, p.Stats())
 }
+
+// A pod waits for its fair share of a bucket's refill (rate / pods) to
+// cover the cost and its chunk before it asks an exhausted bucket again,
+// but never longer than MaxHold or a twentieth of the period.
+func TestPace(t *testing.T) {
+	tb := func(limit int64, period time.Duration) algo.Limit {
+		return algo.Limit{Algorithm: algo.TokenBucket, Limit: limit, Period: period, Burst: limit}
+	}
+	for _, c := range []struct {
+		name             string
+		lim              algo.Limit
+		lt               v1alpha1.LocalTier
+		cost, want, pods int64
+		pace             time.Duration
+	}{
+		{"one pod: its chunk's refill", tb(1000, time.Second), overshoot(intstr.FromInt32(100)), 1, 5, 1, 6 * time.Millisecond},
+		{"ten pods: its share of the refill", tb(1000, time.Second), overshoot(intstr.FromInt32(100)), 1, 3, 10, 40 * time.Millisecond},
+		{"the chunk is the pod's share of the bound", tb(1000, time.Second), overshoot(intstr.FromInt32(20)), 1, 50, 2, 22 * time.Millisecond},
+		{"at most MaxHold", tb(10000, 10*time.Second), overshoot(intstr.FromString("5%")), 1, 50, 10, localtier.MaxHold},
+		{"at most a twentieth of the period", tb(100, 200*time.Millisecond), overshoot(intstr.FromInt32(100)), 1, 5, 10, 10 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.lt.Enabled = ptr.To(true)
+			p := localtier.NewPolicy(localtier.PolicyConfig{ID: "ns/p", Limit: c.lim, Tier: &c.lt})
+			if got := localtier.Pace(p, c.cost, c.want, c.pods); got != c.pace {
+				t.Fatalf("pace %v, want %v", got, c.pace)
+			}
+		})
+	}
+}
+
+// A lease call that empties a bucket leaves the pod answering locally that
+// it is exhausted once the lease is spent, for its pace (at most MaxHold),
+// after which it asks the store again and is admitted from the refill.
+func TestExhaustedBucketIsPaced(t *testing.T) {
+	// 50 units a second, burst 10: the pace of a cost of 10 is 200ms,
+	// capped at MaxHold (100ms), by when 5 units have refilled.
+	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 1000, Period: 20 * time.Second, Burst: 10}
+	tier := newPod(t, newRedis(t, false), localtier.Options{})
+	p := policy(tier, lim, v1alpha1.LocalTier{})
+	key := storetest.KeyFor(t, "paced")
+	take := func(cost int64) algo.Result {
+		t.Helper()
+		r, err := tier.Take(context.Background(), p, store.Request{Key: key, Limit: lim, Cost: cost})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	start := time.Now()
+	if r := take(10); !r.Allowed || r.Remaining != 0 {
+		t.Fatalf("draining a fresh bucket: %+v", r)
+	}
+	deadline := start.Add(10 * time.Second)
+	for {
+		r := take(1)
+		if r.Allowed {
+			// The store would have admitted a unit after 20ms; the
+			// pod asked it again only once its pace had passed.
+			if waited := time.Since(start); waited < localtier.MaxHold {
+				t.Fatalf("admitted %v after the drain: want the pod paced for MaxHold (%v)", waited, localtier.MaxHold)
+			}
+			break
+		}
+		if r.RetryAfter <= 0 || r.RetryAfter > localtier.MaxHold {
+			t.Fatalf("denied %+v: want a retry within MaxHold (%v)", r, localtier.MaxHold)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still denied after 10s: %+v (stats %+v)", r, p.Stats())
+		}
+	}
+	// The flood between the drain and the admission was answered locally:
+	// the drain, the admission, and at most one denial the store confirmed
+	// if this machine stalled past the pace.
+	if st := p.Stats(); st.CachedDenials == 0 || st.Leases > 3 {
+		t.Fatalf("stats %+v: want the exhausted bucket's denials answered locally", st)
+	}
+}

@@ -146,6 +146,11 @@ func (t *Tier) lease(ctx context.Context, p *Policy, e *entry, req store.Request
 		return l.Result, nil
 	}
 	e.deniedCost = 0
+	if hold := exhaustedHold(p, lr, l); hold > 0 {
+		// Spent from the lease first (fromLease comes before fromDenial).
+		e.deniedCost, e.deniedAt, e.deniedUntil = 1, now, now+int64(hold)
+		e.denied = algo.Result{ResetAfter: l.Result.ResetAfter}
+	}
 	e.tokens, e.expires, e.window, e.limit, e.ttl, e.c = l.Granted, now+int64(l.Lifetime), l.Window, p.Limit, p.TTL, p.c
 	e.remaining, e.resetAt = l.Result.Remaining, now+int64(l.Result.ResetAfter)
 	r := l.Result
@@ -155,23 +160,51 @@ func (t *Tier) lease(ctx context.Context, p *Policy, e *entry, req store.Request
 
 // denialHold is how long a denial is answered from the over-limit cache:
 // until the counter can admit the cost again, which for a window is its
-// reset. A bucket refills continuously, a unit at a time, so there it is
-// held until the counter has refilled the cost plus the lease the pod would
-// ask for (its fair share), and no longer than until the bucket is full:
-// a flood against an exhausted bucket then costs one store call per pod
-// per lease's worth of refill, not one per refilled unit.
+// reset. A bucket refills continuously, a unit at a time: there it is held
+// for the pod's pace (see pace), and no longer than until the bucket is
+// full, unless the store says the cost cannot fit sooner.
 func denialHold(p *Policy, lr store.LeaseRequest, l store.Lease) time.Duration {
 	r := l.Result
 	if r.RetryAfter <= 0 || !p.Limit.Algorithm.UsesBurst() {
 		return max(0, r.RetryAfter)
 	}
-	share := min(lr.Want, p.PodCap)
-	if p.Bound >= 0 {
-		share = min(share, p.Bound/max(1, l.Pods))
-	}
-	refill := time.Duration(float64(lr.Cost+share) * float64(p.Limit.Period) / float64(p.Limit.Limit))
-	return max(r.RetryAfter, min(refill, r.ResetAfter))
+	return max(r.RetryAfter, min(pace(p, lr, l), r.ResetAfter))
 }
+
+// exhaustedHold is how long, once a lease that emptied a bucket is spent,
+// the pod answers that the bucket is exhausted without asking the store:
+// its pace, no longer than until the bucket is full. 0 when the bucket has
+// units left for the cost, and for windows, whose leases end with the
+// window anyway.
+func exhaustedHold(p *Policy, lr store.LeaseRequest, l store.Lease) time.Duration {
+	if !p.Limit.Algorithm.UsesBurst() || l.Result.Remaining >= lr.Cost {
+		return 0
+	}
+	return min(pace(p, lr, l), l.Result.ResetAfter)
+}
+
+// pace is how long a pod waits before it asks an exhausted bucket again:
+// until the refill, at the pod's fair share of it (rate / pods), has
+// covered the cost and the chunk the pod would ask for. Every pod of the
+// key then takes a worthwhile lease per call instead of the few units
+// refilled since another pod's call, so a flood costs one store call per
+// pod per pace. Only denials come of it (the units stay in the bucket for
+// the next call), so the bound holds; and since a denial answered after
+// the bucket could admit again is a false one, the pace is at most
+// maxHold, a twentieth of the period and the lease ttl.
+func pace(p *Policy, lr store.LeaseRequest, l store.Lease) time.Duration {
+	share := min(lr.Want, p.PodCap)
+	pods := max(1, l.Pods)
+	if p.Bound >= 0 {
+		share = min(share, p.Bound/pods)
+	}
+	fair := time.Duration(float64(pods*(lr.Cost+share)) * float64(p.Limit.Period) / float64(p.Limit.Limit))
+	return min(fair, maxHold, p.Limit.Period/20, p.TTL)
+}
+
+// maxHold is the longest pace: what a pod may deny, after a bucket was
+// exhausted, that the bucket could have admitted once the load dropped.
+const maxHold = 100 * time.Millisecond
 
 // want is how many units beyond a request's cost to ask for: what the key's
 // recent local rate spends in leaseHorizon (or half the ttl, if shorter).
