@@ -18,6 +18,10 @@ TEST_TIMEOUT ?= 30m
 # release binaries say: their version and the Kubernetes version (client-go
 # v0.34 is 1.34) that helm template and helm lint assume.
 HELM_VERSION ?= v3.19.0
+# kubectl for the tests, built into bin/ like kube-apiserver (same release).
+KUBECTL_VERSION ?= 1.33.13
+# Tools built into bin/ (helm, kubectl) come first for every recipe.
+export PATH := $(BIN):$(PATH)
 HELM ?= $(BIN)/helm
 HELM_LDFLAGS ?= -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
 	$(foreach p,pkg/chartutil pkg/lint/rules,-X helm.sh/helm/v3/$(p).k8sVersionMajor=1 -X helm.sh/helm/v3/$(p).k8sVersionMinor=34)
@@ -101,8 +105,12 @@ deps: ## Install what the tests need outside Go (redis-server, nginx).
 envtest: ## Build kube-apiserver and etcd for envtest into bin/k8s (cached).
 	hack/setup-envtest.sh >/dev/null
 
+.PHONY: kubectl
+kubectl: ## Build kubectl $(KUBECTL_VERSION) into bin/ from the Go module proxy (cached; under 2 minutes the first time).
+	KUBECTL_VERSION=$(KUBECTL_VERSION) hack/build-kubectl.sh $(BIN)/kubectl
+
 .PHONY: test
-test: deps envtest helm-lint helm-template helm-test ## Run every test with -race, against real Redis and a real API server.
+test: deps envtest kubectl helm-lint helm-template helm-test ## Run every test with -race, against real Redis and a real API server.
 	KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -race -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $$($(GO) list ./... | grep -v /charts/)
 
 .PHONY: helm
@@ -122,7 +130,7 @@ helm-template: helm ## Render the chart with its default values and each ci/*-va
 	for f in $(CHART)/ci/*-values.yaml; do echo "helm template -f $$f"; $(HELM) template sluice $(CHART) --namespace sluice-system -f $$f >/dev/null; done
 
 .PHONY: helm-test
-helm-test: helm envtest ## Install, upgrade and uninstall the chart on the envtest API server; RBAC, schema and rendering checks.
+helm-test: helm envtest kubectl ## Install, upgrade and uninstall the chart on the envtest API server; RBAC, schema and rendering checks.
 	KUBEBUILDER_ASSETS=$(BIN)/k8s HELM=$(HELM) $(GO) test -race -timeout $(TEST_TIMEOUT) -count=1 ./charts/sluice/tests/
 
 .PHONY: bench
@@ -130,14 +138,14 @@ bench: deps build bench-operator bench-collector ## Load-test the limiter (gRPC 
 	hack/bench.sh
 
 .PHONY: bench-collector
-bench-collector: envtest ## The collector at 500 policies x 20 limiter endpoints (3 real): status writes/min and CPU, on envtest.
+bench-collector: envtest kubectl ## The collector at 500 policies x 20 limiter endpoints (3 real): status writes/min and CPU, on envtest.
 	SLUICE_SCALE=1 KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -count=1 -run '^TestCollectorScale$$' -v -timeout 15m ./controllers/ | grep -E '^(collector scale|--- |ok|FAIL)'
 .PHONY: bench-fleet
 bench-fleet: deps ## Two-tier mode with 1, 4 and 10 real limiter processes on one Redis: overshoot, false denials, Redis commands per decision; fast path; one pod vs noop.
 	hack/bench-fleet.sh
 
 .PHONY: bench-operator
-bench-operator: envtest ## Apply-to-enforced latency over 100 edits, on envtest with real limiter processes.
+bench-operator: envtest kubectl ## Apply-to-enforced latency over 100 edits, on envtest with real limiter processes.
 	KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -run '^$$' -bench ApplyToEnforced -benchtime 1x ./controllers/
 
 $(CONTROLLER_GEN):

@@ -71,7 +71,7 @@ func runSuite(m *testing.M) int {
 		return fail(fmt.Errorf("helm not found at %s: run `make helm` (it builds the pinned helm into bin/ from the Go module proxy)", helmBin))
 	}
 	if _, err := exec.LookPath("kubectl"); err != nil {
-		return fail(errors.New("kubectl not found on PATH: the chart tests apply policies and validate manifests with it"))
+		return fail(errors.New("kubectl not found on PATH (make kubectl builds one into bin/): the chart tests apply policies and validate manifests with it"))
 	}
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		os.Setenv("KUBEBUILDER_ASSETS", filepath.Join(repoRoot, "bin", "k8s"))
