@@ -53,9 +53,10 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRDs into config/crd/bases and the 
 	$(MAKE) --no-print-directory helm-crds
 
 .PHONY: helm-crds
-helm-crds: ## Generate the chart's CRD templates and the operator's RBAC rules from config/ (run by manifests).
+helm-crds: ## Generate the chart's CRD templates and the operator's RBAC rules, and copy the alert rules, from config/ (run by manifests).
 	$(GO) run ./hack/chartgen crds -in config/crd/bases -out $(CHART)/templates
 	$(GO) run ./hack/chartgen rbac -in config/rbac/role.yaml -out $(CHART)/templates/_operator-rules.tpl
+	cp config/prometheus/alerts.yaml $(CHART)/files/prometheus-alerts.yaml
 
 .PHONY: helm-docs
 helm-docs: ## Generate charts/sluice/README.md from values.yaml, values.schema.json and README.md.gotmpl.

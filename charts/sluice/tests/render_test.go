@@ -14,9 +14,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers"
 )
 
 // ciValues are the non-default value sets that helm lint and helm template
@@ -50,6 +54,8 @@ func TestLint(t *testing.T) {
 func TestSchemaRejectsBadValues(t *testing.T) {
 	for i, tc := range []struct{ values, want string }{
 		{"operator:\n  replicas: \"two\"\n", "at '/operator/replicas': got string, want integer"},
+		{"prometheusRule:\n  enable: true\n", "at '/prometheusRule': additional properties 'enable' not allowed"},
+		{"limiter:\n  metrics:\n    podMonitor:\n      interval: 30\n", "at '/limiter/metrics/podMonitor/interval': got number, want string"},
 		{"operator:\n  replica: 2\n", "at '/operator': additional properties 'replica' not allowed"},
 		{"operator:\n  logLevel: verbose\n", "at '/operator/logLevel'"},
 		{"fleet:\n  redis:\n    mode: Memory\n", "at '/fleet/redis/mode'"},
@@ -144,7 +150,8 @@ func TestRenderedDefaults(t *testing.T) {
 			}
 		}
 	}
-	if len(find(objs, "LimiterFleet")) != 0 || len(find(objs, "ServiceMonitor")) != 0 || len(find(objs, "PodDisruptionBudget")) != 0 {
+	if len(find(objs, "LimiterFleet")) != 0 || len(find(objs, "ServiceMonitor")) != 0 || len(find(objs, "PodDisruptionBudget")) != 0 ||
+		len(find(objs, "PodMonitor")) != 0 || len(find(objs, "PrometheusRule")) != 0 {
 		t.Error("optional objects rendered by default")
 	}
 }
@@ -346,5 +353,59 @@ func TestLongNames(t *testing.T) {
 				t.Errorf("%s %s label %s=%q: %v", o.GetKind(), n, k, v, errs)
 			}
 		}
+	}
+}
+
+// TestMonitoringTemplates: the PrometheusRule carries exactly the rules of
+// config/prometheus/alerts.yaml, and the PodMonitor selects the pods the
+// operator builds for a fleet, on their metrics port, in the namespaces the
+// operator watches.
+func TestMonitoringTemplates(t *testing.T) {
+	objs := render(t, "sluice", "sluice-system", "--set", "limiter.metrics.podMonitor.enabled=true,prometheusRule.enabled=true")
+
+	rules := find(objs, "PrometheusRule")
+	if len(rules) != 1 {
+		t.Fatalf("%d PrometheusRules, want 1", len(rules))
+	}
+	data, err := os.ReadFile(filepath.Join(repoRoot, "config", "prometheus", "alerts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want map[string]any
+	if err := yaml.Unmarshal(data, &want); err != nil {
+		t.Fatal(err)
+	}
+	if got := rules[0].Object["spec"]; !reflect.DeepEqual(got, want) {
+		t.Errorf("PrometheusRule spec differs from config/prometheus/alerts.yaml (run make manifests):\n%v\nwant\n%v", got, want)
+	}
+	monitors := find(objs, "PodMonitor")
+	if len(monitors) != 1 {
+		t.Fatalf("%d PodMonitors, want 1", len(monitors))
+	}
+	pm := monitors[0].Object["spec"].(map[string]any)
+	fleet := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "team-a"}}
+	pod := controllers.BuildLimiterDeployment(fleet, "limiter:test", "memory").Spec.Template
+	sel := pm["selector"].(map[string]any)["matchLabels"].(map[string]any)
+	for k, v := range sel {
+		if pod.Labels[k] != v {
+			t.Errorf("PodMonitor selects %s=%v; the limiter pods have %s=%q", k, v, k, pod.Labels[k])
+		}
+	}
+	port := pm["podMetricsEndpoints"].([]any)[0].(map[string]any)["port"]
+	var found bool
+	for _, p := range pod.Spec.Containers[0].Ports {
+		found = found || p.Name == port
+	}
+	if !found {
+		t.Errorf("PodMonitor scrapes port %v; the limiter container has %+v", port, pod.Spec.Containers[0].Ports)
+	}
+	if ns := pm["namespaceSelector"]; !reflect.DeepEqual(ns, map[string]any{"any": true}) {
+		t.Errorf("cluster-wide namespaceSelector %v, want any", ns)
+	}
+
+	objs = render(t, "sluice", "sluice-system", "--set", "limiter.metrics.podMonitor.enabled=true,operator.watchNamespaces={team-a,team-b}")
+	ns := find(objs, "PodMonitor")[0].Object["spec"].(map[string]any)["namespaceSelector"]
+	if want := map[string]any{"matchNames": []any{"team-a", "team-b"}}; !reflect.DeepEqual(ns, want) {
+		t.Errorf("namespaced-mode namespaceSelector %v, want %v", ns, want)
 	}
 }

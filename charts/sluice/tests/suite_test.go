@@ -95,10 +95,14 @@ func runSuite(m *testing.M) int {
 	}
 
 	// The API server starts without Sluice's CRDs: the chart installs them.
-	// The Prometheus Operator's ServiceMonitor CRD is there to validate the
-	// chart's optional ServiceMonitor.
+	// The Prometheus Operator's CRDs are there to validate the chart's
+	// optional ServiceMonitor, PodMonitor and PrometheusRule.
 	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("testdata", "monitoring.coreos.com_servicemonitors.yaml")},
+		CRDDirectoryPaths: []string{
+			filepath.Join("testdata", "monitoring.coreos.com_servicemonitors.yaml"),
+			filepath.Join("testdata", "monitoring.coreos.com_podmonitors.yaml"),
+			filepath.Join("testdata", "monitoring.coreos.com_prometheusrules.yaml"),
+		},
 		ErrorIfCRDPathMissing: true,
 	}
 	cfg, err := testEnv.Start()
