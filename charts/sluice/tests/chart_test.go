@@ -214,6 +214,70 @@ func TestChart(t *testing.T) {
 			"-o", `jsonpath={range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\n"}{end}`))
 	})
 
+	step("a Redis Cluster fleet with auth: the operator says which Secret to grant, and the README's grant works", func(t *testing.T) {
+		createNamespace(t, "cache", nil)
+		mustKubectl(t, "create", "secret", "generic", "redis-auth", "-n", "cache", "--from-literal=password=s3cret")
+		if _, stderr, err := kubectl(adminConfig, `apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: LimiterFleet
+metadata:
+  name: counted
+  namespace: cache
+spec:
+  redis:
+    mode: Cluster
+    shards: 3
+    replicasPerShard: 1
+    auth:
+      secretName: redis-auth
+`, "apply", "-f", "-"); err != nil {
+			t.Fatalf("creating the fleet: %v\n%s", err, stderr)
+		}
+		redisReady := func(want func(*metav1.Condition) error) {
+			t.Helper()
+			eventually(t, 60*time.Second, func() error {
+				var f v1alpha1.LimiterFleet
+				if err := k8s.Get(ctx, client.ObjectKey{Namespace: "cache", Name: "counted"}, &f); err != nil {
+					return err
+				}
+				c := meta.FindStatusCondition(f.Status.Conditions, v1alpha1.FleetRedisReady)
+				if c == nil {
+					return fmt.Errorf("no RedisReady condition yet: %+v", f.Status.Conditions)
+				}
+				if err := want(c); err != nil {
+					return err
+				}
+				t.Logf("RedisReady=%s %s: %s", c.Status, c.Reason, c.Message)
+				return nil
+			})
+		}
+		// The chart's RBAC lets the operator run the Redis objects, but not
+		// read Secrets: it says what to grant.
+		redisReady(func(c *metav1.Condition) error {
+			if c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonAuthFailed ||
+				!strings.Contains(c.Message, "may not read Secret cache/redis-auth: grant its ServiceAccount get on that Secret") {
+				return fmt.Errorf("RedisReady %s %s: %s", c.Status, c.Reason, c.Message)
+			}
+			return nil
+		})
+		for _, kind := range []string{"StatefulSet", "PodDisruptionBudget"} {
+			if out := mustKubectl(t, "get", kind, "-n", "cache", "-o", "name"); strings.Count(out, "counted-redis-") != 3 {
+				t.Errorf("%ss of the fleet: %q, want 3", kind, out)
+			}
+		}
+		// The grant from the README.
+		mustKubectl(t, "create", "role", "sluice-redis-auth", "-n", "cache", "--verb=get", "--resource=secrets", "--resource-name=redis-auth")
+		mustKubectl(t, "create", "rolebinding", "sluice-redis-auth", "-n", "cache", "--role=sluice-redis-auth", "--serviceaccount=sluice-system:sluice-operator")
+		// Now the operator reads the password and waits for the Redis pods,
+		// which no kubelet starts here.
+		redisReady(func(c *metav1.Condition) error {
+			if c.Reason == v1alpha1.ReasonAuthFailed || strings.Contains(c.Message, "Secret") {
+				return fmt.Errorf("RedisReady %s %s: %s", c.Status, c.Reason, c.Message)
+			}
+			return nil
+		})
+		mustKubectl(t, "delete", "limiterfleet", "counted", "-n", "cache")
+	})
+
 	step("the aggregated edit role lets an app team manage policies in its namespace only", func(t *testing.T) {
 		aggregateClusterRoles(t)
 		mustKubectl(t, "create", "rolebinding", "alice-edit", "--clusterrole=edit", "--user=alice", "--namespace=payments")
