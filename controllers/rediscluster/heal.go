@@ -134,14 +134,30 @@ func (p *pass) attachReplicas(ctx context.Context) error {
 	return nil
 }
 
-// failover promotes, with CLUSTER FAILOVER FORCE, a replica of each master
-// that serves slots and has been failed for twice the node timeout: the
-// replicas did not elect one by themselves.
+// failover promotes a replica of each dead master that serves slots, once
+// the master has been dead for twice the node timeout: the replicas did not
+// elect one by themselves. A master is dead when the cluster agreed (fail),
+// or when it is only suspected (fail?) and the operator can't reach it
+// either: with most masters down no quorum is left to agree.
+//
+// FAILOVER FORCE still needs most masters to vote. When they can't (most
+// masters are dead), or FORCE has not promoted anyone by four node
+// timeouts, FAILOVER TAKEOVER promotes without a vote. The operator can't
+// reach the old master, so it won't keep serving the slots alongside.
 func (p *pass) failover(ctx context.Context) error {
 	now := p.o.now()
 	failed := map[string]bool{}
+	serving, dead := 0, 0
 	for _, n := range p.anchor.nodes {
-		if !n.Master() || !n.Failed() || n.SlotCount() == 0 {
+		if n.Master() && n.SlotCount() > 0 {
+			serving++
+			if p.dead(n) {
+				dead++
+			}
+		}
+	}
+	for _, n := range p.anchor.nodes {
+		if !n.Master() || n.SlotCount() == 0 || !p.dead(n) {
 			continue
 		}
 		failed[n.ID] = true
@@ -158,16 +174,39 @@ func (p *pass) failover(ctx context.Context) error {
 			p.watchClosely = true // look again soon: the deadline is about time
 			continue
 		}
-		for _, v := range p.answered() {
-			if me := v.self(); !me.Master() && me.MasterID == n.ID {
-				return p.act(ctx, v, "CLUSTER", "FAILOVER", "FORCE")
-			}
+		mode := "FORCE"
+		if 2*(serving-dead) <= serving || now.Sub(since) >= 4*p.spec.NodeTimeout {
+			mode = "TAKEOVER" // no majority can vote, or FORCE did not work
+		}
+		if v := p.promotable(n.ID); v != nil {
+			return p.act(ctx, v, "CLUSTER", "FAILOVER", mode)
 		}
 	}
 	if p.o.tracker != nil {
 		p.o.tracker.keepOnly(failed)
 	}
 	return nil
+}
+
+// dead reports whether master n is down: agreed failed by the cluster, or
+// suspected by the anchor and not answering the operator.
+func (p *pass) dead(n Node) bool {
+	return n.Failed() || (n.Has("fail?") && p.byID[n.ID] == nil)
+}
+
+// promotable is the answering replica of master id with the most
+// replicated data, or nil.
+func (p *pass) promotable(id string) *view {
+	var best *view
+	for _, v := range p.answered() {
+		if me := v.self(); me.Master() || me.MasterID != id {
+			continue
+		}
+		if best == nil || v.offset > best.offset {
+			best = v
+		}
+	}
+	return best
 }
 
 // gone lists the node IDs the members know that no member holds: pods

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -24,6 +25,9 @@ type view struct {
 	masterLink string
 	// masterAddr is the master_host:master_port a replica syncs from.
 	masterAddr string
+	// offset is a replica's slave_repl_offset: how much of its master's
+	// stream it holds.
+	offset int64
 }
 
 func (v *view) ok() bool { return v.err == nil }
@@ -133,5 +137,6 @@ func (v *view) load(ctx context.Context) error {
 	if h := repl["master_host"]; h != "" {
 		v.masterAddr = net.JoinHostPort(h, repl["master_port"])
 	}
+	v.offset, _ = strconv.ParseInt(repl["slave_repl_offset"], 10, 64) // absent on masters
 	return nil
 }
