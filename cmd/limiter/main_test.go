@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/limiter/app"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
 )
@@ -449,4 +450,31 @@ func TestSharedRedis(t *testing.T) {
 			strings.Contains(rd.Checks["store"].Detail, "degraded") &&
 			strings.Contains(rd.Checks["degraded"].Detail, "shop/per-user runs degraded")
 	})
+}
+
+// TestRedisOverTLS: two limiter processes share a TLS Redis that requires a
+// password, which they take from $SLUICE_REDIS_PASSWORD (as the operator
+// hands it over from a Secret), and count together.
+func TestRedisOverTLS(t *testing.T) {
+	const pw = "s3cret@with/odd%chars"
+	rs := redistest.StartTLS(t, "requirepass "+pw)
+	t.Setenv(app.RedisPasswordEnv, pw)
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	writeAtomic(t, path, policy(3))
+	args := []string{"--policies", path, "--store", "rediss://" + rs.TLSAddr, "--redis-ca-file", rs.CAFile, "--redis-timeout", "2s"}
+	a, b := startLimiter(t, args...), startLimiter(t, args...)
+	for _, p := range []*process{a, b} {
+		if code, rd := p.readyz(t); code != http.StatusOK || !rd.Checks["store"].OK {
+			t.Fatalf("/readyz: %d %+v, want ready with the store pinged", code, rd)
+		}
+	}
+	for i := 1; i <= 4; i++ {
+		code, _ := []*process{a, b}[i%2].check(t, "tls")
+		if want := map[bool]int{true: http.StatusOK, false: http.StatusTooManyRequests}[i <= 3]; code != want {
+			t.Fatalf("request %d: %d, want %d\n%s", i, code, want, a.log)
+		}
+	}
+	if strings.Contains(a.log.String(), pw) || strings.Contains(b.log.String(), pw) {
+		t.Error("a limiter logged the password")
+	}
 }

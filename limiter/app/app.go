@@ -6,9 +6,11 @@ package app
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -42,6 +44,13 @@ type Config struct {
 	GRPCAddr, HTTPAddr string
 	// RedisTimeout is the deadline of every Redis round trip.
 	RedisTimeout time.Duration
+	// RedisCAFile is a PEM file of the CA certificates that a rediss://
+	// store's server certificates are verified against; empty means the
+	// system's.
+	RedisCAFile string
+	// RedisTLSServerName, when set, is the name a rediss:// store's server
+	// certificates must carry, instead of each node's address.
+	RedisTLSServerName string
 	// MemoryMaxKeys bounds the memory store; 0 means its default.
 	MemoryMaxKeys int
 	// EnforcementDisabled is this pod's kill switch (--enforcement=disabled):
@@ -143,9 +152,15 @@ func openStore(cfg Config) (st store.Store, pinger server.Pinger, desc string, e
 	switch {
 	case cfg.Store == "" || cfg.Store == "memory":
 		return memory.New(memory.Options{MaxKeys: cfg.MemoryMaxKeys}), nil, "memory", nil
-	case strings.HasPrefix(cfg.Store, "redis://"), strings.HasPrefix(cfg.Store, "redis-cluster://"):
+	case isRedisURL(cfg.Store):
 		opts, err := redis.ParseURL(cfg.Store)
 		if err != nil {
+			return nil, nil, "", err
+		}
+		if opts.Username == "" && opts.Password == "" {
+			opts.Username, opts.Password = os.Getenv(RedisUsernameEnv), os.Getenv(RedisPasswordEnv)
+		}
+		if err := redisTLS(&opts, cfg); err != nil {
 			return nil, nil, "", err
 		}
 		opts.Timeout = cfg.RedisTimeout
@@ -157,14 +172,54 @@ func openStore(cfg Config) (st store.Store, pinger server.Pinger, desc string, e
 		if err != nil {
 			return nil, nil, "", err
 		}
-		kind := "redis"
-		if opts.Cluster {
-			kind = "redis-cluster"
-		}
-		return rs, rs, kind + "://" + strings.Join(opts.Addrs, ","), nil
+		scheme, _, _ := strings.Cut(cfg.Store, "://")
+		return rs, rs, scheme + "://" + strings.Join(opts.Addrs, ","), nil
 	default:
-		return nil, nil, "", fmt.Errorf("--store %q: want memory, redis://host:port or redis-cluster://host:port,...", redactURL(cfg.Store))
+		return nil, nil, "", fmt.Errorf("--store %q: want memory, redis://host:port or redis-cluster://host:port,... (rediss:// and rediss-cluster:// for TLS)", redactURL(cfg.Store))
 	}
+}
+
+// RedisUsernameEnv and RedisPasswordEnv name the environment variables a
+// Redis store takes its credentials from when its address carries none. On
+// Kubernetes they come from a Secret, so the password is in neither the pod
+// spec nor the process's arguments, and needs no URL escaping.
+const (
+	RedisUsernameEnv = "SLUICE_REDIS_USERNAME"
+	RedisPasswordEnv = "SLUICE_REDIS_PASSWORD"
+)
+
+func isRedisURL(s string) bool {
+	for _, scheme := range []string{"redis://", "rediss://", "redis-cluster://", "rediss-cluster://"} {
+		if strings.HasPrefix(s, scheme) {
+			return true
+		}
+	}
+	return false
+}
+
+// redisTLS applies --redis-ca-file and --redis-tls-server-name to a TLS
+// store's options.
+func redisTLS(opts *redis.Options, cfg Config) error {
+	if opts.TLS == nil {
+		if cfg.RedisCAFile != "" || cfg.RedisTLSServerName != "" {
+			return fmt.Errorf("--redis-ca-file and --redis-tls-server-name need a TLS store, rediss:// or rediss-cluster://, not %s", redactURL(cfg.Store))
+		}
+		return nil
+	}
+	opts.TLS.ServerName = cfg.RedisTLSServerName
+	if cfg.RedisCAFile == "" {
+		return nil
+	}
+	pem, err := os.ReadFile(cfg.RedisCAFile)
+	if err != nil {
+		return fmt.Errorf("--redis-ca-file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("--redis-ca-file %s: no PEM certificate in it", cfg.RedisCAFile)
+	}
+	opts.TLS.RootCAs = pool
+	return nil
 }
 
 // redactURL hides a password in a store address.

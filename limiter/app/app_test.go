@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
 )
 
 func TestOpenStoreErrors(t *testing.T) {
@@ -50,5 +52,69 @@ func TestRunFailsOnBadFileAndStopsOnCancel(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("Run did not return after cancel")
+	}
+}
+
+// A rediss:// store verifies the server against --redis-ca-file and takes
+// its password from $SLUICE_REDIS_PASSWORD, which needs no URL escaping.
+// Each wrong setting fails with an error that names it.
+func TestOpenRedisTLSWithPasswordFromEnv(t *testing.T) {
+	const pw = "p@ss/w%rd:#1"
+	s := redistest.StartTLS(t, "requirepass "+pw)
+	garbage := filepath.Join(t.TempDir(), "garbage.pem")
+	if err := os.WriteFile(garbage, []byte("not a certificate\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ping := func(cfg Config) error {
+		cfg.RedisTimeout = 5 * time.Second
+		st, pinger, _, err := openStore(cfg)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return pinger.Ping(ctx)
+	}
+	tlsStore := "rediss://" + s.TLSAddr
+
+	t.Setenv(RedisPasswordEnv, pw)
+	if err := ping(Config{Store: tlsStore, RedisCAFile: s.CAFile}); err != nil {
+		t.Fatalf("TLS with the CA and the password from the environment: %v", err)
+	}
+	if err := ping(Config{Store: tlsStore, RedisCAFile: s.CAFile, RedisTLSServerName: redistest.ServerName}); err != nil {
+		t.Fatalf("TLS with --redis-tls-server-name %s: %v", redistest.ServerName, err)
+	}
+	if err := ping(Config{Store: "rediss-cluster://" + s.TLSAddr, RedisCAFile: s.CAFile}); err == nil ||
+		!strings.Contains(err.Error(), "cluster support disabled") {
+		t.Errorf("rediss-cluster:// against a standalone server: %v, want Redis's own answer over TLS", err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no CA file: the system's CAs don't know the test CA", Config{Store: tlsStore}, "certificate signed by unknown authority"},
+		{"a name the certificate lacks", Config{Store: tlsStore, RedisCAFile: s.CAFile, RedisTLSServerName: "cache.example.com"}, "not cache.example.com"},
+		{"plain Redis protocol on the TLS port", Config{Store: "redis://" + s.TLSAddr}, "EOF"},
+		{"a CA file that does not exist", Config{Store: tlsStore, RedisCAFile: "/nonexistent/ca.crt"}, "--redis-ca-file: open /nonexistent/ca.crt"},
+		{"a CA file without a certificate", Config{Store: tlsStore, RedisCAFile: garbage}, "--redis-ca-file " + garbage + ": no PEM certificate in it"},
+		{"a CA file for a store without TLS", Config{Store: "redis://" + s.Addr, RedisCAFile: s.CAFile}, "need a TLS store, rediss:// or rediss-cluster://"},
+		{"a server name for a store without TLS", Config{Store: "redis://" + s.Addr, RedisTLSServerName: "x"}, "need a TLS store"},
+		{"a password in the URL wins over the environment", Config{Store: "rediss://:wrong@" + s.TLSAddr, RedisCAFile: s.CAFile}, "WRONGPASS"},
+	} {
+		if err := ping(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+
+	t.Setenv(RedisPasswordEnv, "wrong")
+	if err := ping(Config{Store: tlsStore, RedisCAFile: s.CAFile}); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+		t.Errorf("a wrong password from the environment: %v, want WRONGPASS", err)
+	}
+	t.Setenv(RedisPasswordEnv, "")
+	if err := ping(Config{Store: tlsStore, RedisCAFile: s.CAFile}); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
+		t.Errorf("no password: %v, want NOAUTH", err)
 	}
 }

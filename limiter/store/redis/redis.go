@@ -18,6 +18,7 @@ package redis
 
 import (
 	"context"
+	"crypto/tls"
 	_ "embed"
 	"encoding/base64"
 	"errors"
@@ -81,6 +82,9 @@ type Options struct {
 	Cluster bool
 	// Username and Password authenticate (AUTH), when set.
 	Username, Password string
+	// TLS, when set, connects over TLS with this configuration (the
+	// rediss:// and rediss-cluster:// schemes).
+	TLS *tls.Config
 	// DB selects a standalone database.
 	DB int
 	// Timeout is the deadline of every round trip, and bounds how long a
@@ -107,7 +111,9 @@ type Options struct {
 
 // ParseURL parses a store address: redis://[user:pass@]host:port[/db] for a
 // standalone server, or redis-cluster://[user:pass@]host:port,host:port,...
-// for a cluster.
+// for a cluster; rediss:// and rediss-cluster:// are the same over TLS,
+// verified against the system's CA certificates (set Options.TLS.RootCAs
+// for others).
 func ParseURL(raw string) (Options, error) {
 	var o Options
 	scheme, rest, ok := strings.Cut(raw, "://")
@@ -115,13 +121,17 @@ func ParseURL(raw string) (Options, error) {
 		return o, fmt.Errorf("store %q: want redis://host:port or redis-cluster://host:port,...", raw)
 	}
 	switch scheme {
-	case "redis":
-	case "redis-cluster":
+	case "redis", "rediss":
+	case "redis-cluster", "rediss-cluster":
 		o.Cluster = true
 	default:
-		return o, fmt.Errorf("store %q: unknown scheme %q, want redis or redis-cluster", raw, scheme)
+		return o, fmt.Errorf("store %q: unknown scheme %q, want redis, rediss, redis-cluster or rediss-cluster", raw, scheme)
 	}
-	if user, host, ok := strings.Cut(rest, "@"); ok {
+	if strings.HasPrefix(scheme, "rediss") {
+		o.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if at := strings.LastIndex(rest, "@"); at >= 0 { // a host has no @; a password may
+		user, host := rest[:at], rest[at+1:]
 		u, p, _ := strings.Cut(user, ":")
 		var err error
 		if o.Username, err = url.PathUnescape(u); err != nil {
@@ -262,6 +272,7 @@ func New(opts Options) (*Store, error) {
 			Addrs:                 opts.Addrs,
 			Username:              opts.Username,
 			Password:              opts.Password,
+			TLSConfig:             opts.TLS,
 			ContextTimeoutEnabled: true,
 			PoolSize:              opts.Workers + 4,
 			MaxRetries:            1,
@@ -282,6 +293,7 @@ func New(opts Options) (*Store, error) {
 			Addr:                  opts.Addrs[0],
 			Username:              opts.Username,
 			Password:              opts.Password,
+			TLSConfig:             opts.TLS,
 			DB:                    opts.DB,
 			ContextTimeoutEnabled: true,
 			PoolSize:              opts.Workers + 4,

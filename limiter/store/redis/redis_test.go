@@ -281,13 +281,16 @@ func TestParseURL(t *testing.T) {
 		in      string
 		addrs   []string
 		cluster bool
+		tls     bool
 		err     string
 	}{
+		{in: "rediss://cache.example.com:6380", addrs: []string{"cache.example.com:6380"}, tls: true},
+		{in: "rediss-cluster://a:1,b:2", addrs: []string{"a:1", "b:2"}, cluster: true, tls: true},
 		{in: "redis://127.0.0.1:6379", addrs: []string{"127.0.0.1:6379"}},
 		{in: "redis://u:p%40ss@127.0.0.1:6379/2", addrs: []string{"127.0.0.1:6379"}},
 		{in: "redis-cluster://a:1,b:2,c:3", addrs: []string{"a:1", "b:2", "c:3"}, cluster: true},
 		{in: "127.0.0.1:6379", err: "want redis://"},
-		{in: "rediss://x:1", err: "unknown scheme"},
+		{in: "redis+tls://x:1", err: `unknown scheme "redis+tls", want redis, rediss, redis-cluster or rediss-cluster`},
 		{in: "redis://host", err: "has no port"},
 		{in: "redis://a:1,b:2", err: "use redis-cluster://"},
 		{in: "redis://a:1/x", err: "bad database"},
@@ -300,7 +303,7 @@ func TestParseURL(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || fmt.Sprint(o.Addrs) != fmt.Sprint(tc.addrs) || o.Cluster != tc.cluster {
+		if err != nil || fmt.Sprint(o.Addrs) != fmt.Sprint(tc.addrs) || o.Cluster != tc.cluster || (o.TLS != nil) != tc.tls {
 			t.Errorf("%s: got %+v %v", tc.in, o, err)
 		}
 	}
