@@ -252,7 +252,45 @@ func LimiterArgs(fleet *v1alpha1.LimiterFleet, storeURL string) []string {
 	if len(fleet.Spec.TrustedProxies) > 0 {
 		args = append(args, "--trusted-proxies="+strings.Join(fleet.Spec.TrustedProxies, ","))
 	}
+	if key := fleet.Spec.EffectiveCAKey(); key != "" {
+		args = append(args, "--redis-ca-file="+redisCADir+"/"+key)
+	}
+	if t := fleet.Spec.Redis.TLS; t != nil && t.ServerName != nil {
+		args = append(args, "--redis-tls-server-name="+*t.ServerName)
+	}
 	return append(args, topDescriptorArgs(fleet.Spec.Stats)...)
+}
+
+// redisCADir is where redis.tls's CA Secret is mounted in limiter pods.
+const redisCADir = "/etc/sluice/redis-ca"
+
+// limiterEnv carries redis.auth's password, and its ACL user when there is
+// one, from their Secret into the limiter container, which reads them
+// instead of a password in its store URL.
+func limiterEnv(fleet *v1alpha1.LimiterFleet) []corev1.EnvVar {
+	env := redisPasswordEnv(fleet)
+	if auth := fleet.Spec.Redis.Auth; auth != nil && auth.UsernameKey != nil {
+		env = append(env, corev1.EnvVar{Name: RedisUsernameEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: auth.SecretName},
+			Key:                  *auth.UsernameKey,
+		}}})
+	}
+	return env
+}
+
+// limiterCAVolume mounts redis.tls's CA Secret, read-only, or nothing.
+func limiterCAVolume(fleet *v1alpha1.LimiterFleet) ([]corev1.Volume, []corev1.VolumeMount) {
+	key := fleet.Spec.EffectiveCAKey()
+	if key == "" {
+		return nil, nil
+	}
+	const name = "redis-ca"
+	return []corev1.Volume{{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName:  *fleet.Spec.Redis.TLS.CASecretName,
+			Items:       []corev1.KeyToPath{{Key: key, Path: key}},
+			DefaultMode: ptr.To[int32](0o444),
+		}}}},
+		[]corev1.VolumeMount{{Name: name, MountPath: redisCADir, ReadOnly: true}}
 }
 
 // topDescriptorArgs turn spec.stats into the limiter's --top-descriptor*
@@ -287,6 +325,7 @@ func BuildLimiterDeployment(fleet *v1alpha1.LimiterFleet, defaultImage string, s
 		resources = *fleet.Spec.Resources.DeepCopy()
 	}
 	selector := LimiterSelectorLabels(fleet)
+	volumes, mounts := limiterCAVolume(fleet)
 
 	container := corev1.Container{
 		Name:  LimiterContainerName,
@@ -296,8 +335,9 @@ func BuildLimiterDeployment(fleet *v1alpha1.LimiterFleet, defaultImage string, s
 			{Name: LimiterGRPCPortName, ContainerPort: LimiterGRPCPort, Protocol: corev1.ProtocolTCP},
 			{Name: LimiterHTTPPortName, ContainerPort: LimiterHTTPPort, Protocol: corev1.ProtocolTCP},
 		},
-		Env:       redisPasswordEnv(fleet),
-		Resources: resources,
+		Env:          limiterEnv(fleet),
+		VolumeMounts: mounts,
+		Resources:    resources,
 		ReadinessProbe: &corev1.Probe{
 			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 				Path: "/readyz", Port: intstr.FromString(LimiterHTTPPortName), Scheme: corev1.URISchemeHTTP,
@@ -356,6 +396,7 @@ func BuildLimiterDeployment(fleet *v1alpha1.LimiterFleet, defaultImage string, s
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 					},
 					Containers: []corev1.Container{container},
+					Volumes:    volumes,
 					// Prefer one pod per node, and spreading over zones; never
 					// leave a pod pending for it.
 					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{
@@ -382,9 +423,10 @@ func BuildLimiterDeployment(fleet *v1alpha1.LimiterFleet, defaultImage string, s
 // for None; for External, redis://host:port for one server, or
 // redis-cluster://host:port,... when redis.cluster is true or, unset, when
 // there are several addresses. Cluster mode gives
-// redis-cluster://[:$(SLUICE_REDIS_PASSWORD)@]seed,... with RedisSeeds: the
-// kubelet expands the password from the env var that carries it from its
-// Secret, so it is never in the Deployment.
+// redis-cluster://seed,... with RedisSeeds. With redis.tls the schemes are
+// rediss:// and rediss-cluster://. Credentials are never in the URL: the
+// limiter reads them from the env vars that carry them from their Secret
+// (LimiterEnv).
 func StoreURL(fleet *v1alpha1.LimiterFleet) (string, error) {
 	spec := &fleet.Spec
 	switch mode := spec.EffectiveRedisMode(); mode {
@@ -392,22 +434,22 @@ func StoreURL(fleet *v1alpha1.LimiterFleet) (string, error) {
 		return "memory", nil
 	case v1alpha1.RedisExternal:
 		addrs := spec.Redis.Addresses
+		scheme := "redis"
+		if spec.Redis.TLS != nil {
+			scheme = "rediss"
+		}
 		switch {
 		case len(addrs) == 0:
 			return "", errors.New("spec.redis.addresses is required when spec.redis.mode is External")
 		case spec.RedisIsCluster():
-			return "redis-cluster://" + strings.Join(addrs, ","), nil
+			return scheme + "-cluster://" + strings.Join(addrs, ","), nil
 		case len(addrs) > 1:
 			return "", errors.New("spec.redis.addresses must hold one address when spec.redis.cluster is false")
 		default:
-			return "redis://" + addrs[0], nil
+			return scheme + "://" + addrs[0], nil
 		}
 	case v1alpha1.RedisCluster:
-		auth := ""
-		if spec.Redis.Auth != nil {
-			auth = ":$(" + RedisPasswordEnv + ")@"
-		}
-		return "redis-cluster://" + auth + strings.Join(RedisSeeds(fleet), ","), nil
+		return "redis-cluster://" + strings.Join(RedisSeeds(fleet), ","), nil
 	default:
 		return "", fmt.Errorf("spec.redis.mode %q: want Cluster, External or None", mode)
 	}

@@ -43,6 +43,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/limiter/app"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/config/kube"
 	"github.com/sluice-dev/sluice/limiter/store/redis"
@@ -571,11 +572,27 @@ func TestStoreURL(t *testing.T) {
 			want: "redis-cluster://f-redis-0-0.f-redis.ns.svc:6379,f-redis-1-0.f-redis.ns.svc:6379,f-redis-2-0.f-redis.ns.svc:6379",
 		},
 		{
-			name: "Cluster with auth: the password from the environment",
+			name: "Cluster with auth: no password in the URL (the limiter reads it from its environment)",
 			mutate: func(f *v1alpha1.LimiterFleet) {
 				f.Spec.Redis.Mode, f.Spec.Redis.Auth = ptr.To(v1alpha1.RedisCluster), &v1alpha1.RedisAuth{SecretName: "pw"}
 			},
-			want: "redis-cluster://:$(SLUICE_REDIS_PASSWORD)@f-redis-0-0.f-redis.ns.svc:6379,f-redis-1-0.f-redis.ns.svc:6379,f-redis-2-0.f-redis.ns.svc:6379",
+			want: "redis-cluster://f-redis-0-0.f-redis.ns.svc:6379,f-redis-1-0.f-redis.ns.svc:6379,f-redis-2-0.f-redis.ns.svc:6379",
+		},
+		{
+			name: "External over TLS, one server",
+			mutate: func(f *v1alpha1.LimiterFleet) {
+				resExternal(nil, "redis.example.com:6380")(f)
+				f.Spec.Redis.TLS = &v1alpha1.RedisTLS{}
+			},
+			want: "rediss://redis.example.com:6380",
+		},
+		{
+			name: "External over TLS, a cluster",
+			mutate: func(f *v1alpha1.LimiterFleet) {
+				resExternal(nil, "r-0:6380", "r-1:6380")(f)
+				f.Spec.Redis.TLS = &v1alpha1.RedisTLS{}
+			},
+			want: "rediss-cluster://r-0:6380,r-1:6380",
 		},
 		{name: "unknown mode", mutate: func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.Mode = ptr.To(v1alpha1.RedisMode("Sentinel")) }, wantErr: `"Sentinel"`},
 	}
@@ -606,8 +623,11 @@ func TestStoreURL(t *testing.T) {
 			if f.Spec.EffectiveRedisMode() == v1alpha1.RedisCluster {
 				wantCluster, wantAddrs = true, controllers.RedisSeeds(f)
 			}
-			if f.Spec.Redis.Auth != nil && opts.Password != "$(SLUICE_REDIS_PASSWORD)" {
-				t.Errorf("the limiter reads the password as %q", opts.Password)
+			if opts.Password != "" || opts.Username != "" {
+				t.Errorf("credentials in --store=%s", got)
+			}
+			if (opts.TLS != nil) != (f.Spec.Redis.TLS != nil) {
+				t.Errorf("--store=%s: TLS %v, want %v", got, opts.TLS != nil, f.Spec.Redis.TLS != nil)
 			}
 			if opts.Cluster != wantCluster || !slices.Equal(opts.Addrs, wantAddrs) {
 				t.Errorf("the limiter reads --store=%s as cluster=%v addrs=%v", got, opts.Cluster, opts.Addrs)
@@ -666,5 +686,53 @@ func TestLimiterArgsTrustedProxies(t *testing.T) {
 	}
 	if got := controllers.LimiterArgs(resFleet("ns", "f"), "memory"); slices.ContainsFunc(got, func(a string) bool { return strings.HasPrefix(a, "--trusted-proxies") }) {
 		t.Errorf("args %q: --trusted-proxies without spec.trustedProxies", got)
+	}
+}
+
+// TestLimiterRedisCredentialsAndCA: redis.auth reaches the limiter as env
+// vars from the Secret (the user too, with usernameKey), redis.tls's CA as
+// a read-only Secret volume named in --redis-ca-file, and the server name
+// as --redis-tls-server-name; without them, none of it.
+func TestLimiterRedisCredentialsAndCA(t *testing.T) {
+	fleet := resFleet("ns", "f", func(f *v1alpha1.LimiterFleet) {
+		resExternal(nil, "redis.example.com:6380")(f)
+		f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "redis-creds", Key: "pw", UsernameKey: ptr.To("user")}
+		f.Spec.Redis.TLS = &v1alpha1.RedisTLS{CASecretName: ptr.To("redis-ca"), ServerName: ptr.To("redis.example.com")}
+	})
+	dep := controllers.BuildLimiterDeployment(fleet, "limiter:test", "rediss://redis.example.com:6380")
+	pod := dep.Spec.Template.Spec
+	c := pod.Containers[0]
+	want := []corev1.EnvVar{
+		{Name: controllers.RedisPasswordEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "redis-creds"}, Key: "pw"}}},
+		{Name: controllers.RedisUsernameEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "redis-creds"}, Key: "user"}}},
+	}
+	if diff := cmp.Diff(want, c.Env); diff != "" {
+		t.Errorf("env (-want +got):\n%s", diff)
+	}
+	if len(pod.Volumes) != 1 || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != "redis-ca" ||
+		!cmp.Equal(pod.Volumes[0].Secret.Items, []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}) {
+		t.Errorf("volumes %+v: want the ca.crt of Secret redis-ca", pod.Volumes)
+	}
+	if len(c.VolumeMounts) != 1 || !c.VolumeMounts[0].ReadOnly || c.VolumeMounts[0].Name != pod.Volumes[0].Name {
+		t.Errorf("mounts %+v: want the CA volume, read-only", c.VolumeMounts)
+	}
+	args := strings.Join(c.Args, " ")
+	for _, a := range []string{"--store=rediss://redis.example.com:6380", "--redis-ca-file=" + c.VolumeMounts[0].MountPath + "/ca.crt", "--redis-tls-server-name=redis.example.com"} {
+		if !strings.Contains(args, a) {
+			t.Errorf("args %q lack %s", args, a)
+		}
+	}
+
+	// The env var names are the ones the limiter reads.
+	if controllers.RedisPasswordEnv != app.RedisPasswordEnv || controllers.RedisUsernameEnv != app.RedisUsernameEnv {
+		t.Errorf("env %s/%s, the limiter reads %s/%s", controllers.RedisPasswordEnv, controllers.RedisUsernameEnv, app.RedisPasswordEnv, app.RedisUsernameEnv)
+	}
+
+	plain := controllers.BuildLimiterDeployment(resFleet("ns", "f", resExternal(nil, "r:6379")), "limiter:test", "redis://r:6379")
+	pc := plain.Spec.Template.Spec.Containers[0]
+	if len(pc.Env) != 0 || len(pc.VolumeMounts) != 0 || len(plain.Spec.Template.Spec.Volumes) != 0 || strings.Contains(strings.Join(pc.Args, " "), "--redis-") {
+		t.Errorf("without auth and tls: env %v, mounts %v, args %q", pc.Env, pc.VolumeMounts, pc.Args)
 	}
 }

@@ -63,8 +63,11 @@ const (
 	// RedisConfigKey is redis.conf's key in the ConfigMap.
 	RedisConfigKey = "redis.conf"
 	// RedisPasswordEnv holds the password in Redis and limiter containers
-	// when spec.redis.auth is set, from a secretKeyRef.
+	// when spec.redis.auth is set, from a secretKeyRef; RedisUsernameEnv
+	// holds redis.auth.usernameKey's user in limiter containers. They are
+	// the limiter's app.RedisPasswordEnv and app.RedisUsernameEnv.
 	RedisPasswordEnv = "SLUICE_REDIS_PASSWORD"
+	RedisUsernameEnv = "SLUICE_REDIS_USERNAME"
 
 	redisDataVolume   = "data"
 	redisConfigVolume = "config"

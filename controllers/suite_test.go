@@ -257,6 +257,7 @@ type limiterProc struct {
 	ip, podIP          string
 	httpAddr, grpcAddr string
 	args               []string
+	env                []string // added to the test's environment
 	cmd                *exec.Cmd
 	log                *bytes.Buffer
 	mu                 sync.Mutex
@@ -312,6 +313,13 @@ func fleetPodsWithStore(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store
 // renders.
 func fleetPodsWithArgs(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store string, extra ...string) []*limiterProc {
 	t.Helper()
+	return fleetPodsWithEnv(t, fleet, n, store, nil, extra...)
+}
+
+// fleetPodsWithEnv is fleetPodsWithArgs with env (NAME=value) added to
+// each limiter's environment.
+func fleetPodsWithEnv(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store string, env []string, extra ...string) []*limiterProc {
+	t.Helper()
 	for _, a := range controllers.LimiterArgs(fleet, store) {
 		if strings.HasPrefix(a, "--top-") {
 			extra = append(extra, a)
@@ -334,6 +342,7 @@ func fleetPodsWithArgs(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store 
 			podIP:    podNetwork.podIP(ip),
 			httpAddr: net.JoinHostPort(ip, strconv.Itoa(httpPort)),
 			grpcAddr: net.JoinHostPort(ip, strconv.Itoa(grpcPort)),
+			env:      env,
 		}
 		p.args = []string{"--snapshot-configmap", cm, "--kubeconfig", kubeconfig, "--store", store,
 			"--http-addr", p.httpAddr, "--grpc-addr", p.grpcAddr}
@@ -386,6 +395,7 @@ func (p *limiterProc) start(t testing.TB) {
 	defer p.mu.Unlock()
 	p.log = &bytes.Buffer{}
 	p.cmd = exec.Command(limiterBin, p.args...)
+	p.cmd.Env = append(os.Environ(), p.env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

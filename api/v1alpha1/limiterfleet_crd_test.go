@@ -462,13 +462,66 @@ var fleetBadCases = []fleetBadCase{
 		message: "spec.redis.nodeTimeout must be between 1s and 60s",
 	},
 	{
-		name: "auth with External",
+		name: "auth with None",
 		typed: func(f *v1alpha1.LimiterFleet) {
-			f.Spec.Redis = external("redis:6379")
-			f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "redis-auth"}
+			f.Spec.Redis = v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisNone), Auth: &v1alpha1.RedisAuth{SecretName: "redis-auth"}}
 		},
 		field:   "spec.redis.auth",
-		message: "spec.redis.auth applies only when spec.redis.mode is Cluster",
+		message: "spec.redis.auth applies only when spec.redis.mode is Cluster or External",
+	},
+	{
+		name: "auth usernameKey with Cluster",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "redis-auth", UsernameKey: ptr.To("user")}
+		},
+		field:   "spec.redis.auth.usernameKey",
+		message: "spec.redis.auth.usernameKey applies only when spec.redis.mode is External",
+	},
+	{
+		name: "auth usernameKey not a key",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = external("redis:6379")
+			f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "redis-auth", UsernameKey: ptr.To("user name")}
+		},
+		field:   "spec.redis.auth.usernameKey",
+		message: "spec.redis.auth.usernameKey must be a Secret key",
+	},
+	{
+		name: "tls with Cluster",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.TLS = &v1alpha1.RedisTLS{}
+		},
+		field:   "spec.redis.tls",
+		message: "spec.redis.tls applies only when spec.redis.mode is External",
+	},
+	{
+		name: "tls caSecretName not a name",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = external("redis:6379")
+			f.Spec.Redis.TLS = &v1alpha1.RedisTLS{CASecretName: ptr.To("Redis_CA")}
+		},
+		field:   "spec.redis.tls.caSecretName",
+		message: "spec.redis.tls.caSecretName must be a Secret name",
+	},
+	{
+		name: "tls caKey not a key",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = external("redis:6379")
+			f.Spec.Redis.TLS = &v1alpha1.RedisTLS{CASecretName: ptr.To("redis-ca"), CAKey: ptr.To("ca/crt")}
+		},
+		field:   "spec.redis.tls.caKey",
+		message: "spec.redis.tls.caKey must be a Secret key",
+	},
+	{
+		name: "tls serverName not a DNS name",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = external("redis:6379")
+			f.Spec.Redis.TLS = &v1alpha1.RedisTLS{ServerName: ptr.To("redis example com")}
+		},
+		field:   "spec.redis.tls.serverName",
+		message: "spec.redis.tls.serverName must be a DNS name",
 	},
 	{
 		name: "auth without secretName",
@@ -567,6 +620,21 @@ var fleetGoodCases = []fleetGoodCase{
 	{name: "zero replicas", typed: func(f *v1alpha1.LimiterFleet) { f.Spec.Replicas = ptr.To[int32](0) }},
 	{name: "100 replicas", typed: func(f *v1alpha1.LimiterFleet) { f.Spec.Replicas = ptr.To(v1alpha1.MaxFleetReplicas) }},
 	{name: "enforcement Disabled", typed: func(f *v1alpha1.LimiterFleet) { f.Spec.Enforcement = ptr.To(v1alpha1.EnforcementDisabled) }},
+	{
+		name: "External with auth, an ACL user and TLS",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = external("master.cache.example.com:6380")
+			f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "redis-auth", Key: "token", UsernameKey: ptr.To("user")}
+			f.Spec.Redis.TLS = &v1alpha1.RedisTLS{CASecretName: ptr.To("redis-ca"), CAKey: ptr.To("ca.pem"), ServerName: ptr.To("cache.example.com")}
+		},
+	},
+	{
+		name: "External with TLS and the image's CAs",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = external("a:6380", "b:6380")
+			f.Spec.Redis.TLS = &v1alpha1.RedisTLS{}
+		},
+	},
 	{name: "trusted proxies", typed: func(f *v1alpha1.LimiterFleet) {
 		f.Spec.TrustedProxies = []string{"10.0.0.0/8", "192.168.1.7", "fd00::/8"}
 	}},

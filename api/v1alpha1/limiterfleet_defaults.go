@@ -128,3 +128,18 @@ func (s *LimiterFleetSpec) EffectiveAuthKey() string {
 	}
 	return s.Redis.Auth.Key
 }
+
+// DefaultRedisCAKey is the key of redis.tls's CA certificates in their Secret.
+const DefaultRedisCAKey = "ca.crt"
+
+// EffectiveCAKey returns redis.tls.caKey, or "ca.crt" when unset; "" when
+// there is no CA Secret.
+func (s *LimiterFleetSpec) EffectiveCAKey() string {
+	switch {
+	case s.Redis.TLS == nil || s.Redis.TLS.CASecretName == nil:
+		return ""
+	case s.Redis.TLS.CAKey == nil:
+		return DefaultRedisCAKey
+	}
+	return *s.Redis.TLS.CAKey
+}

@@ -177,7 +177,9 @@ type FleetStats struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.replicasPerShard) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.replicasPerShard applies only when spec.redis.mode is Cluster",fieldPath=".replicasPerShard"
 // +kubebuilder:validation:XValidation:rule="!has(self.storage) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.storage applies only when spec.redis.mode is Cluster",fieldPath=".storage"
 // +kubebuilder:validation:XValidation:rule="!has(self.nodeTimeout) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.nodeTimeout applies only when spec.redis.mode is Cluster",fieldPath=".nodeTimeout"
-// +kubebuilder:validation:XValidation:rule="!has(self.auth) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.auth applies only when spec.redis.mode is Cluster",fieldPath=".auth"
+// +kubebuilder:validation:XValidation:rule="!has(self.auth) || (has(self.mode) && self.mode != 'None')",message="spec.redis.auth applies only when spec.redis.mode is Cluster or External",fieldPath=".auth"
+// +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.auth.usernameKey) || (has(self.mode) && self.mode == 'External')",message="spec.redis.auth.usernameKey applies only when spec.redis.mode is External: the operator's Redis Cluster has no users",fieldPath=".auth.usernameKey"
+// +kubebuilder:validation:XValidation:rule="!has(self.tls) || (has(self.mode) && self.mode == 'External')",message="spec.redis.tls applies only when spec.redis.mode is External",fieldPath=".tls"
 // +kubebuilder:validation:XValidation:rule="!has(self.resources) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.resources applies only when spec.redis.mode is Cluster",fieldPath=".resources"
 // +kubebuilder:validation:XValidation:rule="!has(self.image) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.image applies only when spec.redis.mode is Cluster",fieldPath=".image"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.mode) || oldSelf.mode != 'Cluster' || !has(self.mode) || self.mode != 'Cluster' || (has(self.shards) ? self.shards : 3) >= (has(oldSelf.shards) ? oldSelf.shards : 3)",message="spec.redis.shards cannot be lowered: removing shards (scale-in) is not supported, since it would drop the slots they serve; set it back to its previous value",fieldPath=".shards",reason=FieldValueForbidden
@@ -241,12 +243,19 @@ type RedisSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('1s') && duration(self) <= duration('60s'))",message="spec.redis.nodeTimeout must be between 1s and 60s"
 	NodeTimeout *metav1.Duration `json:"nodeTimeout,omitempty"`
 
-	// auth, when set, makes every Redis node require a password (requirepass
-	// and masterauth) read from a Secret in the fleet's namespace. The
-	// limiters get it from the same Secret; the operator reads that Secret
-	// alone, to AUTH when it forms and heals the cluster. Only for Cluster.
+	// auth is the Redis password, from a Secret in the fleet's namespace. The
+	// limiters get it from the Secret as an environment variable, never in
+	// their arguments. For Cluster, every Redis node requires it (requirepass
+	// and masterauth), and the operator reads that Secret alone, to AUTH when
+	// it forms and heals the cluster. For External, it is the password of
+	// your Redis, with an optional ACL user; the operator does not read it.
 	// +optional
 	Auth *RedisAuth `json:"auth,omitempty"`
+
+	// tls connects the limiters to an External Redis over TLS (rediss://),
+	// verifying its certificates. Only for External.
+	// +optional
+	TLS *RedisTLS `json:"tls,omitempty"`
 
 	// resources are the compute resources of each Redis container. Only for
 	// Cluster. Defaults to requests of 100m CPU and 128Mi memory and a 512Mi
@@ -272,15 +281,51 @@ type RedisAuth struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",message="spec.redis.auth.secretName must be a Secret name: lower-case letters, digits, '-' and '.'"
 	SecretName string `json:"secretName"`
 
-	// key is the key of the password in the Secret. The password must not
-	// contain '@', '/' or '%', since limiters carry it in their store URL.
-	// Defaults to "password".
+	// key is the key of the password in the Secret. Defaults to "password".
 	// +optional
 	// +kubebuilder:default=password
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[-._a-zA-Z0-9]+$')",message="spec.redis.auth.key must be a Secret key: letters, digits, '-', '_' and '.'"
 	Key string `json:"key,omitempty"`
+
+	// usernameKey is the key of a Redis ACL user name in the same Secret,
+	// for an External Redis that authenticates users (AUTH user password).
+	// Unset: the default user. Only for External.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-._a-zA-Z0-9]+$')",message="spec.redis.auth.usernameKey must be a Secret key: letters, digits, '-', '_' and '.'"
+	UsernameKey *string `json:"usernameKey,omitempty"`
+}
+
+// RedisTLS verifies an External Redis's certificates.
+type RedisTLS struct {
+	// caSecretName names a Secret in the fleet's namespace whose caKey holds
+	// the PEM CA certificates that sign the Redis servers' certificates.
+	// Unset: the CA certificates of the limiter image.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",message="spec.redis.tls.caSecretName must be a Secret name: lower-case letters, digits, '-' and '.'"
+	CASecretName *string `json:"caSecretName,omitempty"`
+
+	// caKey is the key of the CA certificates in that Secret. Defaults to
+	// "ca.crt", as cert-manager writes it.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-._a-zA-Z0-9]+$')",message="spec.redis.tls.caKey must be a Secret key: letters, digits, '-', '_' and '.'"
+	CAKey *string `json:"caKey,omitempty"`
+
+	// serverName is the name the servers' certificates must carry, when it
+	// is not the host of each address (a Redis Cluster redirects to node
+	// IPs, which certificates seldom name).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-zA-Z0-9]([-a-zA-Z0-9.]*[a-zA-Z0-9])?$')",message="spec.redis.tls.serverName must be a DNS name such as redis.example.com"
+	ServerName *string `json:"serverName,omitempty"`
 }
 
 // RedisStorage is the PersistentVolumeClaim template of each Redis node.
