@@ -37,6 +37,11 @@ type adminSnapshot struct {
 		Policy      string `json:"policy"`
 		FailureMode string `json:"failureMode"`
 	} `json:"degraded"`
+	// Store is absent for the memory store.
+	Store *struct {
+		OK     bool   `json:"ok"`
+		Detail string `json:"detail"`
+	} `json:"store"`
 }
 
 // AckTracker learns which snapshot each ready limiter pod has loaded, by
@@ -232,6 +237,10 @@ func (t *AckTracker) poll(ctx context.Context, fleet types.NamespacedName, addr 
 			for _, pol := range got.Policies {
 				next.Generations[pol.UID] = pol.Generation
 			}
+			next.StoreErr = ""
+			if got.Store != nil && !got.Store.OK {
+				next.StoreErr = got.Store.Detail
+			}
 			next.Degraded = nil
 			for _, d := range got.Degraded {
 				if next.Degraded == nil {
@@ -242,7 +251,8 @@ func (t *AckTracker) poll(ctx context.Context, fleet types.NamespacedName, addr 
 		}
 		p.ack = next
 		t.mu.Unlock()
-		if !prev.Answered || prev.Version != next.Version || prev.Err != next.Err || !maps.Equal(prev.Degraded, next.Degraded) {
+		if !prev.Answered || prev.Version != next.Version || prev.Err != next.Err || prev.StoreErr != next.StoreErr ||
+			!maps.Equal(prev.Degraded, next.Degraded) {
 			if err != nil {
 				log.V(1).Info("Limiter pod did not answer", "error", err)
 			}

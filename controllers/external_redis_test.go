@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,6 +27,8 @@ import (
 // would run the rendered container: its arguments, its env vars resolved
 // from their Secrets, its Secret volume written to disk. They count
 // together in that Redis, and the password is nowhere in the Deployment.
+// Limiters started with a wrong password make RedisReady False, naming
+// Redis's refusal.
 func TestExternalRedisTLSAndAuth(t *testing.T) {
 	ctx := context.Background()
 	const password = "p@ss/w%rd with spaces"
@@ -79,7 +82,33 @@ func TestExternalRedisTLSAndAuth(t *testing.T) {
 			redisArgs = append(redisArgs, a)
 		}
 	}
-	pods := fleetPodsWithEnv(t, fleet, 2, store, env, append(redisArgs, "--redis-timeout=2s")...)
+	// First with a wrong password, as after a rotated Secret: the fleet
+	// says its limiters can't use Redis, and why.
+	var wrongEnv []string
+	for _, e := range env {
+		if strings.HasPrefix(e, controllers.RedisPasswordEnv+"=") {
+			e = controllers.RedisPasswordEnv + "=wrong"
+		}
+		wrongEnv = append(wrongEnv, e)
+	}
+	pods := fleetPodsWithEnv(t, fleet, 2, store, wrongEnv, append(redisArgs, "--redis-timeout=2s")...)
+	rf := &redisFleet{fleet: fleet}
+	eventually(t, 30*time.Second, "RedisReady=False naming both pods and WRONGPASS", func() error {
+		c := condition(rf.get(t).Status.Conditions, v1alpha1.FleetRedisReady)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonStoreUnreachable ||
+			!strings.Contains(c.Message, "2/2 limiter pods can't use Redis") || !strings.Contains(c.Message, "WRONGPASS") {
+			return fmt.Errorf("RedisReady %+v", c)
+		}
+		t.Logf("RedisReady=False %s: %s", c.Reason, c.Message)
+		return nil
+	})
+	// The pods restart with the Secret's password.
+	for _, p := range pods {
+		p.stop()
+		p.env = env
+		p.start(t)
+	}
+	rf.waitRedisReady(t, 30*time.Second, metav1.ConditionTrue, v1alpha1.ReasonRedisExternal)
 
 	policy := statsPolicy(ns, "three", "tls", "tls-api", 3, false)
 	if err := k8s.Create(ctx, policy); err != nil {

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -50,6 +51,9 @@ func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileEr
 	}
 	if s.storeErr != nil {
 		redis.Status, redis.Message = metav1.ConditionFalse, s.storeErr.Error()
+	}
+	if msg := storeUnreachable(s.acks); msg != "" && redis.Status == metav1.ConditionTrue && fleet.Spec.EffectiveRedisMode() != v1alpha1.RedisNone {
+		redis.Status, redis.Reason, redis.Message = metav1.ConditionFalse, v1alpha1.ReasonStoreUnreachable, msg
 	}
 	meta.SetStatusCondition(&st.Conditions, redis)
 
@@ -117,4 +121,21 @@ func podErrors(acks []podAck) string {
 		return ""
 	}
 	return "; " + strings.Join(errs, "; ")
+}
+
+// storeUnreachable says which limiter pods report that their Redis does not
+// answer, with the first one's error, or "" when all that answered can use it.
+func storeUnreachable(acks []podAck) string {
+	var bad []podAck
+	for _, a := range acks {
+		if a.Answered && a.StoreErr != "" {
+			bad = append(bad, a)
+		}
+	}
+	if len(bad) == 0 {
+		return ""
+	}
+	slices.SortFunc(bad, func(a, b podAck) int { return strings.Compare(a.Addr, b.Addr) })
+	return fmt.Sprintf("%d/%d limiter pods can't use Redis, and answer by each policy's failureMode: %s: %s",
+		len(bad), len(acks), bad[0].Addr, bad[0].StoreErr)
 }

@@ -137,6 +137,9 @@ type podAck struct {
 	// Degraded maps "namespace/name" of the policies the pod answered by
 	// their failure mode recently (the store could not answer) to the mode.
 	Degraded map[string]string
+	// StoreErr is why the pod's counter store does not answer (its ping
+	// failed, or a breaker is open), or "".
+	StoreErr string
 }
 
 // fleetView is a fleet with what its ready pods have loaded.

@@ -416,8 +416,11 @@ func newRedisFleetExtra(t *testing.T, ns, name string, shards, replicas int32, e
 func requireReconciling(t *testing.T, rf *redisFleet) {
 	t.Helper()
 	f := rf.get(t)
+	orig := f.DeepCopy()
 	f.Spec.Enforcement = ptr.To(v1alpha1.EnforcementDisabled)
-	if err := k8s.Update(context.Background(), f); err != nil {
+	// A merge patch: the operator writes status meanwhile, and an Update
+	// would conflict on the resourceVersion.
+	if err := k8s.Patch(context.Background(), f, client.MergeFrom(orig)); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the fleet still reconciles", func() error {

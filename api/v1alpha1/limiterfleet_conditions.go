@@ -56,8 +56,12 @@ const (
 	// ReasonRedisNotManaged: redis.mode is None; each pod counts in memory.
 	ReasonRedisNotManaged = "RedisNotManaged"
 	// ReasonRedisExternal: redis.mode is External; the operator does not
-	// manage or probe it, and limiter readiness reports whether it answers.
+	// manage it, and every limiter pod that answered can use it.
 	ReasonRedisExternal = "RedisExternal"
+	// ReasonStoreUnreachable: limiter pods report that they can't use their
+	// Redis (a refused password, a TLS or network error, an open breaker);
+	// the message names a pod and its error.
+	ReasonStoreUnreachable = "StoreUnreachable"
 	// ReasonClusterOK: the operator's Redis Cluster reports cluster_state
 	// ok, every slot is served and every node follows the plan.
 	ReasonClusterOK = "ClusterOK"

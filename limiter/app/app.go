@@ -104,10 +104,12 @@ func Run(ctx context.Context, cfg Config) error {
 	rl := newReloader(src, svc, reg, log)
 	readiness := map[string]server.ReadinessChecker{"config": rl.check,
 		"degraded": degradedCheck(svc), "enforcement": enforcementCheck(svc)}
+	var storeStatus func(context.Context) (string, bool)
 	if rs, ok := pinger.(*redis.Store); ok {
 		reg.MustRegister(rs.Collectors()...)
 		redis.LogClientTo(log)
 		readiness["store"] = storeCheck(rs)
+		storeStatus = rs.Status
 	} else if pinger != nil {
 		readiness["store"] = server.PingCheck(pinger)
 	}
@@ -119,6 +121,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Logger:    log,
 
 		SnapshotSource: rl.status,
+		StoreStatus:    storeStatus,
 		TrustedProxies: cfg.TrustedProxies,
 	})
 	if err != nil {

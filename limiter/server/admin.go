@@ -44,7 +44,22 @@ type AdminSnapshot struct {
 	Degraded []AdminDegraded `json:"degraded,omitempty"`
 	// ReadyPods is the divisor of failureMode Local in force.
 	ReadyPods int `json:"readyPods,omitempty"`
+	// Store is whether the counter store answers now; absent for the
+	// in-process memory store.
+	Store *AdminStore `json:"store,omitempty"`
 }
+
+// AdminStore is the counter store's health, as the limiter sees it.
+type AdminStore struct {
+	// OK is true when the store answered a ping and no breaker is open.
+	OK bool `json:"ok"`
+	// Detail says what was checked, and the error when not OK, such as
+	// "ping failed: WRONGPASS ...".
+	Detail string `json:"detail"`
+}
+
+// storeCheckTimeout bounds the store check of one AdminSnapshot.
+const storeCheckTimeout = time.Second
 
 // AdminDegraded is one policy running degraded on this limiter.
 type AdminDegraded struct {
@@ -173,6 +188,12 @@ func (s *Server) AdminSnapshot() AdminSnapshot {
 	out := AdminSnapshot{Policies: []AdminPolicy{}}
 	if s.opts.SnapshotSource != nil {
 		out.Source, out.LastError = s.opts.SnapshotSource()
+	}
+	if s.opts.StoreStatus != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), storeCheckTimeout)
+		detail, ok := s.opts.StoreStatus(ctx)
+		cancel()
+		out.Store = &AdminStore{OK: ok, Detail: detail}
 	}
 	snap := s.svc.Snapshot()
 	if snap == nil {

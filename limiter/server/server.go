@@ -49,6 +49,9 @@ type Options struct {
 	// loading one ("" when none), for AdminSnapshotPath; nil leaves both
 	// empty.
 	SnapshotSource func() (source, lastError string)
+	// StoreStatus, when set, checks the counter store for the admin
+	// snapshot endpoint: a detail, and whether it answers.
+	StoreStatus func(context.Context) (detail string, ok bool)
 	// ReadinessTimeout bounds each readiness check; 0 means 1s.
 	ReadinessTimeout time.Duration
 	// Logger logs listener errors; nil means slog.Default().
