@@ -52,7 +52,10 @@ func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileEr
 	if s.storeErr != nil {
 		redis.Status, redis.Message = metav1.ConditionFalse, s.storeErr.Error()
 	}
-	if msg := storeUnreachable(s.acks); msg != "" && redis.Status == metav1.ConditionTrue && fleet.Spec.EffectiveRedisMode() != v1alpha1.RedisNone {
+	// The operator sees an External Redis only through the limiters. (Its
+	// own Cluster it observes itself; the limiters' failures show in each
+	// policy's Degraded condition.)
+	if msg := storeUnreachable(s.acks); msg != "" && fleet.Spec.EffectiveRedisMode() == v1alpha1.RedisExternal {
 		redis.Status, redis.Reason, redis.Message = metav1.ConditionFalse, v1alpha1.ReasonStoreUnreachable, msg
 	}
 	meta.SetStatusCondition(&st.Conditions, redis)

@@ -58,9 +58,9 @@ const (
 	// ReasonRedisExternal: redis.mode is External; the operator does not
 	// manage it, and every limiter pod that answered can use it.
 	ReasonRedisExternal = "RedisExternal"
-	// ReasonStoreUnreachable: limiter pods report that they can't use their
-	// Redis (a refused password, a TLS or network error, an open breaker);
-	// the message names a pod and its error.
+	// ReasonStoreUnreachable: limiter pods report that they can't use the
+	// External Redis (a refused password, a TLS or network error, an open
+	// breaker); the message names a pod and its error.
 	ReasonStoreUnreachable = "StoreUnreachable"
 	// ReasonClusterOK: the operator's Redis Cluster reports cluster_state
 	// ok, every slot is served and every node follows the plan.
