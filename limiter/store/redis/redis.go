@@ -2,10 +2,13 @@
 // run with EVALSHA (falling back to EVAL on NOSCRIPT) against a standalone
 // Redis or a Redis Cluster.
 //
-// Concurrent decisions are batched: a few workers drain a queue of pending
-// requests and send each batch as one pipelined round trip (split per node
-// by go-redis in cluster mode). Every round trip has a deadline of Timeout,
-// and no decision waits longer than Timeout for a worker either.
+// Concurrent decisions are batched, with no goroutines of the store's own:
+// a caller that finds fewer than Workers round trips in flight sends every
+// pending request as one pipelined round trip (split per node by go-redis
+// in cluster mode), and hands over to a waiting caller, who sends the next.
+// On a standalone server one script call decides a whole batch. Every round
+// trip has a deadline of Timeout, and no decision waits longer than Timeout
+// for its turn either.
 //
 // Every shard (the slots of one primary; a standalone server is one shard)
 // has a circuit breaker. Timeouts, connection errors, CLUSTERDOWN, TRYAGAIN,
@@ -18,13 +21,15 @@ package redis
 
 import (
 	"context"
+	"crypto/sha1"
 	_ "embed"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
-	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,20 +58,66 @@ var (
 	slidingLogLua string
 	//go:embed scripts/lease.lua
 	leaseLua string
+	//go:embed scripts/batch.lua
+	batchLua string
 )
 
 // leaseScript is two-tier mode's lease call, for every algorithm but
 // SlidingLog (see lease.go).
-var leaseScript = goredis.NewScript(leaseLua)
+var leaseScript = newScript(leaseLua)
 
-// scripts holds one script per algorithm, indexed by algo.Algorithm. Each
+// takeLua is every algorithm's script, indexed by algo.Algorithm. Each
 // starts with the idempotency helpers it calls.
-var scripts = [...]*goredis.Script{
-	algo.TokenBucket:   goredis.NewScript(idempotencyLua + tokenBucketLua),
-	algo.GCRA:          goredis.NewScript(idempotencyLua + gcraLua),
-	algo.SlidingWindow: goredis.NewScript(idempotencyLua + slidingWindowLua),
-	algo.FixedWindow:   goredis.NewScript(idempotencyLua + fixedWindowLua),
-	algo.SlidingLog:    goredis.NewScript(idempotencyLua + slidingLogLua),
+var takeLua = [...]string{
+	algo.TokenBucket:   idempotencyLua + tokenBucketLua,
+	algo.GCRA:          idempotencyLua + gcraLua,
+	algo.SlidingWindow: idempotencyLua + slidingWindowLua,
+	algo.FixedWindow:   idempotencyLua + fixedWindowLua,
+	algo.SlidingLog:    idempotencyLua + slidingLogLua,
+}
+
+// scripts holds one script per algorithm, indexed by algo.Algorithm.
+var scripts = func() (s [len(takeLua)]script) {
+	for a, src := range takeLua {
+		s[a] = newScript(src)
+	}
+	return s
+}()
+
+// batchScript runs a batch of decisions in one call (scripts/batch.lua).
+var batchScript = newScript(batchSource(takeLua[:]))
+
+// script is a Lua script, run with EVALSHA, or EVAL once a server answers
+// NOSCRIPT.
+type script struct{ src, sha string }
+
+func newScript(src string) script {
+	sum := sha1.Sum([]byte(src))
+	return script{src: src, sha: hex.EncodeToString(sum[:])}
+}
+
+// call starts the arguments of a run of the script with numKeys KEYS,
+// with room for n more arguments.
+func (sc script) call(eval bool, numKeys, n int) []any {
+	args := make([]any, 0, 3+n)
+	if eval {
+		return append(args, "eval", sc.src, numKeys)
+	}
+	return append(args, "evalsha", sc.sha, numKeys)
+}
+
+// batchSource is batch.lua after take[a] = function(KEYS, ARGV) <script of
+// a> end for every algorithm a.
+func batchSource(takes []string) string {
+	var b strings.Builder
+	b.WriteString("local take = {}\n")
+	for a, src := range takes {
+		if src != "" {
+			fmt.Fprintf(&b, "take[%d] = function(KEYS, ARGV)\n%s\nend\n", a, src)
+		}
+	}
+	b.WriteString(batchLua)
+	return b.String()
 }
 
 // keyEncoding is store.Key.String's encoding.
@@ -84,7 +135,7 @@ type Options struct {
 	// DB selects a standalone database.
 	DB int
 	// Timeout is the deadline of every round trip, and bounds how long a
-	// decision waits for a free worker; 0 means 20ms.
+	// decision waits for its round trip to start; 0 means 20ms.
 	Timeout time.Duration
 	// Breaker tunes the circuit breaker of every shard.
 	Breaker BreakerOptions
@@ -97,8 +148,13 @@ type Options struct {
 	KeyPrefix string
 	// MaxBatch bounds the requests sent in one pipeline; 0 means 256.
 	MaxBatch int
-	// Workers is the number of concurrent pipelines; 0 means 4×GOMAXPROCS.
+	// Workers bounds the round trips in flight at once; 0 means 2. More
+	// send smaller batches.
 	Workers int
+	// PerKeyScripts sends one script call per decision on a standalone
+	// server too, as on a cluster, instead of one call deciding the whole
+	// batch (scripts/batch.lua). For tests and comparisons.
+	PerKeyScripts bool
 	// PinnedClock, when set, replaces Redis TIME inside the scripts. It
 	// exists so that conformance tests can step a synthetic clock against a
 	// real server; production leaves it nil and time comes from Redis.
@@ -166,27 +222,53 @@ type Store struct {
 	opts    Options
 	log     *slog.Logger
 	metrics *storeMetrics
-	queue   chan *call
 	stop    chan struct{}
-	stopped chan struct{}
 	bg      sync.WaitGroup // the map loop and breaker probes
+
+	mu       sync.Mutex
+	pending  []*call        // asked, not yet sent
+	slots    int            // round trips in flight or about to be sent
+	closed   bool           // by Close: no more calls
+	flushers sync.WaitGroup // one per slot
 
 	shards    atomic.Pointer[shardMap]
 	mapMu     sync.Mutex          // guards breakers, and installs maps one at a time
 	breakers  map[string]*breaker // by shard name
 	mapLoaded atomic.Bool
 	refresh   chan struct{}
+	batched   bool // one batch script call decides a pipeline's Takes
 }
 
 // call is one pending decision.
 type call struct {
-	ctx  context.Context
-	req  store.Request
-	brk  *breaker
-	enq  time.Time // when it was asked
-	res  algo.Result
-	err  error
-	done chan struct{}
+	ctx context.Context
+	req store.Request
+	brk *breaker
+	enq time.Time // when it was asked
+	res algo.Result
+	err error
+
+	// wake tells the caller that its call is done (false), or that it is
+	// to send the next round trip (true; see handOff). It can hold both.
+	wake chan bool
+	// promoted and abandoned, guarded by Store.mu: the caller was told to
+	// send a round trip; it stopped waiting.
+	promoted, abandoned bool
+
+	// keys and argv are a Take's script KEYS and ARGV (see prepare); they
+	// are sent by pointer, which boxes them without copying.
+	keys  [2]string
+	nkeys int
+	argv  [6]int64
+	nargv int
+
+	// cmd carries the call's reply: all of it, or element at of a batch
+	// script's reply when at >= 0. reply and replyErr are that reply (see
+	// settle).
+	cmd      *goredis.Cmd
+	at       int
+	reply    any
+	replyErr error
 
 	// lease, when set, makes this a lease call (see Lease), answered in
 	// grant.
@@ -237,7 +319,7 @@ func New(opts Options) (*Store, error) {
 		opts.MaxBatch = 256
 	}
 	if opts.Workers <= 0 {
-		opts.Workers = 4 * runtime.GOMAXPROCS(0)
+		opts.Workers = 2
 	}
 	if opts.Breaker.Failures <= 0 {
 		opts.Breaker.Failures = 5
@@ -252,10 +334,9 @@ func New(opts Options) (*Store, error) {
 		opts:    opts,
 		log:     logger(opts.Logger),
 		metrics: newStoreMetrics(opts.Registerer),
-		queue:   make(chan *call, 4*opts.MaxBatch),
 		stop:    make(chan struct{}),
-		stopped: make(chan struct{}),
 		refresh: make(chan struct{}, 1),
+		batched: !opts.Cluster && !opts.PerKeyScripts,
 	}
 	if opts.Cluster {
 		s.client = goredis.NewClusterClient(&goredis.ClusterOptions{
@@ -294,19 +375,6 @@ func New(opts Options) (*Store, error) {
 		})
 		s.shards.Store(s.initialMap("standalone"))
 	}
-	workers := make(chan struct{}, opts.Workers)
-	for range opts.Workers {
-		go func() {
-			s.work()
-			workers <- struct{}{}
-		}()
-	}
-	go func() {
-		for range opts.Workers {
-			<-workers
-		}
-		close(s.stopped)
-	}()
 	return s, nil
 }
 
@@ -334,68 +402,109 @@ func (s *Store) Take(ctx context.Context, req store.Request) (algo.Result, error
 		return algo.Result{}, fmt.Errorf("redis store: unknown algorithm %v", req.Limit.Algorithm)
 	}
 	c := &call{ctx: ctx, req: req}
+	s.prepare(c)
 	if err := s.do(ctx, c); err != nil {
 		return algo.Result{}, err
 	}
 	return c.res, nil
 }
 
-// do queues c for a worker and waits for its reply (at most Timeout for a
-// worker, then Timeout for the round trip) or for ctx to end. While the
+// errClosed fails calls asked of a closed store.
+var errClosed = errors.New("redis store: closed")
+
+// do queues c and waits for its reply (at most Timeout for its round trip
+// to start, then Timeout for the round trip) or for ctx to end. While the
 // breaker of c's shard is open it fails at once.
+//
+// A caller that finds a slot free (fewer than Workers round trips in
+// flight) sends every pending call itself, its own among them, while the
+// others wait. Then it hands its slot to the first caller still waiting,
+// who sends the next round trip. So batches grow with the load, and no
+// goroutine of the store's stands between a caller and Redis.
 func (s *Store) do(ctx context.Context, c *call) error {
 	c.brk = s.breakerFor(c.req.Key)
 	if c.brk.State() != BreakerClosed {
 		return c.brk.errOpen
 	}
-	c.enq, c.done = time.Now(), make(chan struct{})
-	select {
-	case s.queue <- c:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-s.stop:
-		return errors.New("redis store: closed")
+	c.enq, c.wake = time.Now(), make(chan bool, 2)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errClosed
 	}
-	select {
-	case <-c.done:
-		return c.err
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-s.stopped: // enqueued as the workers stopped: nobody will run it
-		return errors.New("redis store: closed")
+	s.pending = append(s.pending, c)
+	lead := s.slots < s.opts.Workers
+	if lead {
+		s.slots++
+		s.flushers.Add(1)
 	}
+	s.mu.Unlock()
+	if lead {
+		s.flush()
+	}
+	return s.await(ctx, c)
 }
 
-// work drains the queue: it blocks for one call, takes whatever else is
-// already waiting (up to MaxBatch), and sends them as one pipeline.
-func (s *Store) work() {
-	batch := make([]*call, 0, s.opts.MaxBatch)
+// await waits for c's reply, sending round trips when told to (see
+// handOff), or for ctx to end.
+func (s *Store) await(ctx context.Context, c *call) error {
+	led := false
 	for {
 		select {
-		case <-s.stop:
-			return
-		case c := <-s.queue:
-			batch = append(batch[:0], c)
-		}
-	drain:
-		for len(batch) < s.opts.MaxBatch {
-			select {
-			case c := <-s.queue:
-				batch = append(batch, c)
-			default:
-				break drain
+		case promoted := <-c.wake:
+			if !promoted {
+				return c.err
 			}
-		}
-		s.run(batch)
-		for i := range batch {
-			batch[i] = nil
+			led = true
+			s.flush()
+		case <-ctx.Done():
+			s.mu.Lock()
+			c.abandoned = true
+			mustLead := c.promoted && !led
+			s.mu.Unlock()
+			if mustLead { // the slot was handed to us: pass it on
+				s.flush()
+			}
+			return ctx.Err()
 		}
 	}
 }
 
-// errQueued completes a call that waited Timeout for a worker: the store is
-// overloaded, which is no shard's fault.
-var errQueued = fmt.Errorf("redis store: no worker free within the deadline: %w", context.DeadlineExceeded)
+// flush sends one round trip of pending calls (at most MaxBatch), then
+// hands its slot over.
+func (s *Store) flush() {
+	s.mu.Lock()
+	n := min(len(s.pending), s.opts.MaxBatch)
+	batch := slices.Clone(s.pending[:n])
+	rest := copy(s.pending, s.pending[n:])
+	clear(s.pending[rest:])
+	s.pending = s.pending[:rest]
+	s.mu.Unlock()
+	if n > 0 {
+		s.run(batch)
+	}
+	s.mu.Lock()
+	s.handOff()
+	s.mu.Unlock()
+}
+
+// handOff gives a slot to the first pending caller still waiting and not
+// yet told, or frees it. s.mu must be held.
+func (s *Store) handOff() {
+	for _, c := range s.pending {
+		if !c.promoted && !c.abandoned {
+			c.promoted = true
+			c.wake <- true
+			return
+		}
+	}
+	s.slots--
+	s.flushers.Done()
+}
+
+// errQueued completes a call that waited Timeout for its round trip to
+// start: the store is overloaded, which is no shard's fault.
+var errQueued = fmt.Errorf("redis store: no round trip started within the deadline: %w", context.DeadlineExceeded)
 
 // run sends one batch with EVALSHA, retries NOSCRIPT replies with EVAL
 // (which also caches the script on that node) and TRYAGAIN replies (a slot
@@ -411,7 +520,7 @@ func (s *Store) run(batch []*call) {
 		}
 		if err != nil {
 			c.err = err
-			close(c.done)
+			c.wake <- false
 			continue
 		}
 		live = append(live, c)
@@ -422,9 +531,9 @@ func (s *Store) run(batch []*call) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
 
-	cmds := s.pipeline(ctx, live, false)
-	s.retry(ctx, live, cmds, isNoScript)
-	for wait := tryAgainBackoff; wait <= 8*tryAgainBackoff && anyErr(cmds, isTryAgain) && ctx.Err() == nil; wait *= 2 {
+	s.pipeline(ctx, live, false)
+	s.retry(ctx, live, isNoScript)
+	for wait := tryAgainBackoff; wait <= 8*tryAgainBackoff && anyErr(live, isTryAgain) && ctx.Err() == nil; wait *= 2 {
 		// A slot being migrated answers TRYAGAIN to a script over a key
 		// that is there and one that is not: the script did not run, and
 		// the slot closes within a few round trips.
@@ -434,22 +543,22 @@ func (s *Store) run(batch []*call) {
 		case <-t.C:
 		}
 		t.Stop()
-		s.retry(ctx, live, cmds, isTryAgain)
+		s.retry(ctx, live, isTryAgain)
 	}
 	var outcomes [8]outcome
 	seen := outcomes[:0]
-	for i, c := range live {
-		class := FailureClass(cmds[i].Err())
+	for _, c := range live {
+		class := FailureClass(c.replyErr)
 		if class != "" {
 			s.metrics.errors.WithLabelValues(class).Inc()
 		}
 		seen = noteOutcome(seen, c.brk, class != "")
 		if c.lease != nil {
-			c.grant, c.err = parseLease(cmds[i])
+			c.grant, c.err = parseLease(c.reply, c.replyErr)
 		} else {
-			c.res, c.err = parseResult(cmds[i])
+			c.res, c.err = parseResult(c.reply, c.replyErr)
 		}
-		close(c.done)
+		c.wake <- false
 	}
 	for _, o := range seen {
 		o.b.record(!o.failed)
@@ -472,45 +581,101 @@ func noteOutcome(seen []outcome, b *breaker, failed bool) []outcome {
 	return append(seen, outcome{b: b, failed: failed})
 }
 
-// pipeline sends one EVALSHA (or EVAL) per call in one round trip.
-func (s *Store) pipeline(ctx context.Context, calls []*call, eval bool) []*goredis.Cmd {
-	cmds := make([]*goredis.Cmd, len(calls))
+// pipeline sends calls in one round trip, with EVALSHA (or EVAL), and
+// settles their replies: on a standalone server, one batch script call
+// deciding every Take, else one script call per Take; one per lease.
+func (s *Store) pipeline(ctx context.Context, calls []*call, eval bool) {
 	_, _ = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		for i, c := range calls {
-			if c.lease != nil {
-				cmds[i] = s.leaseCmd(ctx, p, c.lease, eval)
-				continue
+		var takes []*call
+		for _, c := range calls {
+			switch {
+			case c.lease != nil:
+				c.cmd, c.at = s.leaseCmd(ctx, p, c.lease, eval), -1
+			case s.batched:
+				takes = append(takes, c)
+			default:
+				c.cmd, c.at = p.Do(ctx, takeArgs(eval, c)...), -1
 			}
-			script := scripts[c.req.Limit.Algorithm]
-			var keys []string
-			if c.req.HasIdempotency() {
-				keys = []string{s.RedisKey(c.req.Key), s.RecordKey(c.req.Key, c.req.Idempotency)}
-			} else {
-				keys = []string{s.RedisKey(c.req.Key)}
-			}
-			args := s.args(c.req)
-			if eval {
-				cmds[i] = script.Eval(ctx, p, keys, args...)
-			} else {
-				cmds[i] = script.EvalSha(ctx, p, keys, args...)
+		}
+		if len(takes) > 0 {
+			cmd := p.Do(ctx, batchArgs(eval, takes)...)
+			for i, c := range takes {
+				c.cmd, c.at = cmd, i
 			}
 		}
 		return nil
 	})
-	return cmds
+	for _, c := range calls {
+		c.reply, c.replyErr = settle(c.cmd, c.at)
+	}
 }
 
-// args are every script's ARGV: limit, period_us, burst, cost, now_us, and
-// with an idempotency record, its TTL in ms.
-func (s *Store) args(r store.Request) []any {
+// prepare fills c's script KEYS and ARGV: limit, period_us, burst, cost,
+// now_us, and with an idempotency record, its TTL in ms.
+func (s *Store) prepare(c *call) {
+	r := &c.req
 	var now int64
 	if s.opts.PinnedClock != nil {
 		now = s.opts.PinnedClock().UnixMicro()
 	}
+	c.keys[0], c.nkeys = s.RedisKey(r.Key), 1
+	c.argv, c.nargv = [6]int64{r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now}, 5
 	if r.HasIdempotency() {
-		return []any{r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now, max(1, r.EffectiveIdempotencyTTL().Milliseconds())}
+		c.keys[1], c.nkeys = s.RecordKey(r.Key, r.Idempotency), 2
+		c.argv[5], c.nargv = max(1, r.EffectiveIdempotencyTTL().Milliseconds()), 6
 	}
-	return []any{r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now}
+}
+
+// takeArgs are the arguments of one Take's script call.
+func takeArgs(eval bool, c *call) []any {
+	args := scripts[c.req.Limit.Algorithm].call(eval, c.nkeys, c.nkeys+c.nargv)
+	for i := range c.nkeys {
+		args = append(args, &c.keys[i])
+	}
+	for i := range c.nargv {
+		args = append(args, &c.argv[i])
+	}
+	return args
+}
+
+// batchArgs are the arguments of one batch script call deciding takes (see
+// scripts/batch.lua).
+func batchArgs(eval bool, takes []*call) []any {
+	nkeys, nargs := 0, 0
+	for _, c := range takes {
+		nkeys += c.nkeys
+		nargs += 2 + c.nargv
+	}
+	args := batchScript.call(eval, nkeys, nkeys+nargs)
+	for _, c := range takes {
+		for i := range c.nkeys {
+			args = append(args, &c.keys[i])
+		}
+	}
+	for _, c := range takes {
+		args = append(args, int64(c.req.Limit.Algorithm), int64(c.nkeys))
+		for i := range c.nargv {
+			args = append(args, &c.argv[i])
+		}
+	}
+	return args
+}
+
+// settle is one call's reply: cmd's, or element at of cmd's reply when at
+// is not negative. An element that is an error reply fails that call only.
+func settle(cmd *goredis.Cmd, at int) (any, error) {
+	val, err := cmd.Val(), cmd.Err()
+	if err != nil || at < 0 {
+		return val, err
+	}
+	replies, ok := val.([]any)
+	if !ok || at >= len(replies) {
+		return nil, fmt.Errorf("batch script returned %T of %d replies, want one per decision", val, len(replies))
+	}
+	if err, ok := replies[at].(error); ok {
+		return nil, err
+	}
+	return replies[at], nil
 }
 
 // tryAgainBackoff is the first wait before calls that got TRYAGAIN are
@@ -518,28 +683,23 @@ func (s *Store) args(r store.Request) []any {
 const tryAgainBackoff = 5 * time.Millisecond
 
 // retry sends again, with EVAL (which also caches the script on that node),
-// the calls whose command failed with an error that match picks, and
-// replaces their commands in cmds.
-func (s *Store) retry(ctx context.Context, live []*call, cmds []*goredis.Cmd, match func(error) bool) {
+// the calls whose reply is an error that match picks.
+func (s *Store) retry(ctx context.Context, live []*call, match func(error) bool) {
 	var again []*call
-	var at []int
-	for i, cmd := range cmds {
-		if match(cmd.Err()) {
-			again, at = append(again, live[i]), append(at, i)
+	for _, c := range live {
+		if match(c.replyErr) {
+			again = append(again, c)
 		}
 	}
-	if len(again) == 0 {
-		return
-	}
-	for j, cmd := range s.pipeline(ctx, again, true) {
-		cmds[at[j]] = cmd
+	if len(again) > 0 {
+		s.pipeline(ctx, again, true)
 	}
 }
 
-// anyErr reports whether a command failed with an error match picks.
-func anyErr(cmds []*goredis.Cmd, match func(error) bool) bool {
-	for _, c := range cmds {
-		if match(c.Err()) {
+// anyErr reports whether a call's reply is an error that match picks.
+func anyErr(calls []*call, match func(error) bool) bool {
+	for _, c := range calls {
+		if match(c.replyErr) {
 			return true
 		}
 	}
@@ -556,8 +716,9 @@ func isNoScript(err error) bool {
 
 // parseResult reads a script's reply {allowed, remaining, reset_us,
 // retry_us[, replayed]}.
-func parseResult(cmd *goredis.Cmd) (algo.Result, error) {
-	v, err := cmd.Int64Slice()
+func parseResult(reply any, err error) (algo.Result, error) {
+	var buf [5]int64
+	v, err := int64s(buf[:0], reply, err)
 	if err != nil {
 		return algo.Result{}, fmt.Errorf("redis store: %w", err)
 	}
@@ -577,6 +738,33 @@ func parseResult(cmd *goredis.Cmd) (algo.Result, error) {
 	return r, nil
 }
 
+// int64s appends to dst the integers of an array reply, as
+// goredis.Cmd.Int64Slice reads them.
+func int64s(dst []int64, reply any, err error) ([]int64, error) {
+	if err != nil {
+		return nil, err
+	}
+	vals, ok := reply.([]any)
+	if !ok {
+		return nil, fmt.Errorf("redis: unexpected type=%T for []int64", reply)
+	}
+	for _, v := range vals {
+		switch v := v.(type) {
+		case int64:
+			dst = append(dst, v)
+		case string:
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return nil, err
+			}
+			dst = append(dst, n)
+		default:
+			return nil, fmt.Errorf("redis: unexpected type=%T for Int64", v)
+		}
+	}
+	return dst, nil
+}
+
 // Ping checks that Redis answers (every node, for a cluster).
 func (s *Store) Ping(ctx context.Context) error {
 	if cc, ok := s.client.(*goredis.ClusterClient); ok {
@@ -587,26 +775,25 @@ func (s *Store) Ping(ctx context.Context) error {
 	return s.client.Ping(ctx).Err()
 }
 
-// Close stops the workers and closes the connections. Pending calls
-// complete with an error.
+// Close fails pending calls, waits for the round trips in flight, and
+// closes the connections.
 func (s *Store) Close() error {
-	select {
-	case <-s.stop:
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
 		return nil
-	default:
-		close(s.stop)
 	}
-	<-s.stopped
+	s.closed = true
+	for _, c := range s.pending {
+		c.err = errClosed
+		c.wake <- false
+	}
+	s.pending = nil
+	s.mu.Unlock()
+	s.flushers.Wait()
+	close(s.stop)
 	s.bg.Wait()
-	for {
-		select {
-		case c := <-s.queue:
-			c.err = errors.New("redis store: closed")
-			close(c.done)
-		default:
-			return s.client.Close()
-		}
-	}
+	return s.client.Close()
 }
 
 var _ store.Store = (*Store)(nil)
