@@ -18,65 +18,58 @@ import (
 )
 
 // BenchmarkTakeParallel is many concurrent decisions on distinct keys
-// against a real standalone redis-server, batched into pipelines: each
-// batch decided by one script call (batch), or by one call per decision
-// (per-key, as on a cluster). redis-µs/op is redis-server's CPU per
-// decision, go-µs/op this process's (the store and the benchmark's
-// goroutines), decisions/call the decisions per script call.
+// against a real standalone redis-server, batched into pipelines.
+// redis-µs/op is redis-server's CPU per decision, go-µs/op this process's
+// (the store and the benchmark's goroutines), decisions/read how many
+// decisions each socket read of Redis's carried (a pipeline takes one read
+// unless it is large).
 func BenchmarkTakeParallel(b *testing.B) {
-	for _, bc := range []struct {
-		name   string
-		perKey bool
-	}{{"batch", false}, {"per-key", true}} {
-		b.Run(bc.name, func(b *testing.B) {
-			addr := standaloneAddr(b)
-			s, err := redisstore.New(redisstore.Options{Addrs: []string{addr}, Timeout: time.Second, PerKeyScripts: bc.perKey})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 1 << 40, Period: time.Hour, Burst: 1 << 40}
-			var n atomic.Int64
-			b.SetParallelism(32)
-			b.ReportAllocs()
-			c := standalone.Client(b)
-			cpu0, self0, calls0 := cpuTime(b, standalone.Pid()), cpuTime(b, os.Getpid()), scriptCalls(b, c)
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				var kb store.KeyBuilder
-				for pb.Next() {
-					kb.Reset()
-					kb.Add(string(rune(n.Add(1) % 10000)))
-					if _, err := s.Take(context.Background(), store.Request{Key: kb.Key(), Limit: lim, Cost: 1}); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
-			b.StopTimer()
-			b.ReportMetric(float64((cpuTime(b, standalone.Pid())-cpu0).Microseconds())/float64(b.N), "redis-µs/op")
-			b.ReportMetric(float64((cpuTime(b, os.Getpid())-self0).Microseconds())/float64(b.N), "go-µs/op")
-			b.ReportMetric(float64(b.N)/float64(scriptCalls(b, c)-calls0), "decisions/call")
-		})
-	}
-}
-
-// scriptCalls is the number of EVALSHA and EVAL calls Redis has run.
-func scriptCalls(b *testing.B, c *goredis.Client) int64 {
-	info, err := c.Info(context.Background(), "commandstats").Result()
+	s, err := redisstore.New(redisstore.Options{Addrs: []string{standaloneAddr(b)}, Timeout: time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}
-	var n int64
+	defer s.Close()
+	c := standalone.Client(b)
+	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 1 << 40, Period: time.Hour, Burst: 1 << 40}
+	var n atomic.Int64
+	b.SetParallelism(32)
+	b.ReportAllocs()
+	redis0, self0, reads0 := cpuTime(b, standalone.Pid()), cpuTime(b, os.Getpid()), reads(b, c)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		var kb store.KeyBuilder
+		for pb.Next() {
+			kb.Reset()
+			kb.Add(string(rune(n.Add(1) % 10000)))
+			if _, err := s.Take(context.Background(), store.Request{Key: kb.Key(), Limit: lim, Cost: 1}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64((cpuTime(b, standalone.Pid())-redis0).Microseconds())/float64(b.N), "redis-µs/op")
+	b.ReportMetric(float64((cpuTime(b, os.Getpid())-self0).Microseconds())/float64(b.N), "go-µs/op")
+	b.ReportMetric(float64(b.N)/float64(reads(b, c)-reads0), "decisions/read")
+}
+
+// reads is the number of socket reads Redis has processed (INFO stats
+// total_reads_processed).
+func reads(b *testing.B, c *goredis.Client) int64 {
+	info, err := c.Info(context.Background(), "stats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, line := range strings.Split(info, "\r\n") {
-		if calls, ok := strings.CutPrefix(line, "cmdstat_evalsha:calls="); ok {
-			v, _ := strconv.ParseInt(calls[:strings.IndexByte(calls, ',')], 10, 64)
-			n += v
-		} else if calls, ok := strings.CutPrefix(line, "cmdstat_eval:calls="); ok {
-			v, _ := strconv.ParseInt(calls[:strings.IndexByte(calls, ',')], 10, 64)
-			n += v
+		if v, ok := strings.CutPrefix(line, "total_reads_processed:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
 		}
 	}
-	return n
+	b.Fatal("INFO stats has no total_reads_processed")
+	return 0
 }
 
 // cpuTime is the CPU time (user and system) process pid has used.

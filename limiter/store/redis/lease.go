@@ -43,9 +43,9 @@ func (s *Store) leaseCmd(ctx context.Context, p goredis.Pipeliner, r *store.Leas
 
 // parseLease reads lease.lua's reply {allowed, remaining, reset_us,
 // retry_us, granted, lifetime_us, window, pods}.
-func parseLease(reply any, err error) (store.Lease, error) {
+func parseLease(cmd *goredis.Cmd) (store.Lease, error) {
 	var buf [8]int64
-	v, err := int64s(buf[:0], reply, err)
+	v, err := int64s(buf[:0], cmd)
 	if err != nil {
 		return store.Lease{}, fmt.Errorf("redis store: %w", err)
 	}

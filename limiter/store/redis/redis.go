@@ -6,9 +6,8 @@
 // a caller that finds fewer than Workers round trips in flight sends every
 // pending request as one pipelined round trip (split per node by go-redis
 // in cluster mode), and hands over to a waiting caller, who sends the next.
-// On a standalone server one script call decides a whole batch. Every round
-// trip has a deadline of Timeout, and no decision waits longer than Timeout
-// for its turn either.
+// Every round trip has a deadline of Timeout, and no decision waits longer
+// than Timeout for its turn either.
 //
 // Every shard (the slots of one primary; a standalone server is one shard)
 // has a circuit breaker. Timeouts, connection errors, CLUSTERDOWN, TRYAGAIN,
@@ -58,34 +57,21 @@ var (
 	slidingLogLua string
 	//go:embed scripts/lease.lua
 	leaseLua string
-	//go:embed scripts/batch.lua
-	batchLua string
 )
 
 // leaseScript is two-tier mode's lease call, for every algorithm but
 // SlidingLog (see lease.go).
 var leaseScript = newScript(leaseLua)
 
-// takeLua is every algorithm's script, indexed by algo.Algorithm. Each
+// scripts holds one script per algorithm, indexed by algo.Algorithm. Each
 // starts with the idempotency helpers it calls.
-var takeLua = [...]string{
-	algo.TokenBucket:   idempotencyLua + tokenBucketLua,
-	algo.GCRA:          idempotencyLua + gcraLua,
-	algo.SlidingWindow: idempotencyLua + slidingWindowLua,
-	algo.FixedWindow:   idempotencyLua + fixedWindowLua,
-	algo.SlidingLog:    idempotencyLua + slidingLogLua,
+var scripts = [...]script{
+	algo.TokenBucket:   newScript(idempotencyLua + tokenBucketLua),
+	algo.GCRA:          newScript(idempotencyLua + gcraLua),
+	algo.SlidingWindow: newScript(idempotencyLua + slidingWindowLua),
+	algo.FixedWindow:   newScript(idempotencyLua + fixedWindowLua),
+	algo.SlidingLog:    newScript(idempotencyLua + slidingLogLua),
 }
-
-// scripts holds one script per algorithm, indexed by algo.Algorithm.
-var scripts = func() (s [len(takeLua)]script) {
-	for a, src := range takeLua {
-		s[a] = newScript(src)
-	}
-	return s
-}()
-
-// batchScript runs a batch of decisions in one call (scripts/batch.lua).
-var batchScript = newScript(batchSource(takeLua[:]))
 
 // script is a Lua script, run with EVALSHA, or EVAL once a server answers
 // NOSCRIPT.
@@ -104,20 +90,6 @@ func (sc script) call(eval bool, numKeys, n int) []any {
 		return append(args, "eval", sc.src, numKeys)
 	}
 	return append(args, "evalsha", sc.sha, numKeys)
-}
-
-// batchSource is batch.lua after take[a] = function(KEYS, ARGV) <script of
-// a> end for every algorithm a.
-func batchSource(takes []string) string {
-	var b strings.Builder
-	b.WriteString("local take = {}\n")
-	for a, src := range takes {
-		if src != "" {
-			fmt.Fprintf(&b, "take[%d] = function(KEYS, ARGV)\n%s\nend\n", a, src)
-		}
-	}
-	b.WriteString(batchLua)
-	return b.String()
 }
 
 // keyEncoding is store.Key.String's encoding.
@@ -151,10 +123,6 @@ type Options struct {
 	// Workers bounds the round trips in flight at once; 0 means 2. More
 	// send smaller batches.
 	Workers int
-	// PerKeyScripts sends one script call per decision on a standalone
-	// server too, as on a cluster, instead of one call deciding the whole
-	// batch (scripts/batch.lua). For tests and comparisons.
-	PerKeyScripts bool
 	// PinnedClock, when set, replaces Redis TIME inside the scripts. It
 	// exists so that conformance tests can step a synthetic clock against a
 	// real server; production leaves it nil and time comes from Redis.
@@ -236,7 +204,6 @@ type Store struct {
 	breakers  map[string]*breaker // by shard name
 	mapLoaded atomic.Bool
 	refresh   chan struct{}
-	batched   bool // one batch script call decides a pipeline's Takes
 }
 
 // call is one pending decision.
@@ -262,13 +229,8 @@ type call struct {
 	argv  [6]int64
 	nargv int
 
-	// cmd carries the call's reply: all of it, or element at of a batch
-	// script's reply when at >= 0. reply and replyErr are that reply (see
-	// settle).
-	cmd      *goredis.Cmd
-	at       int
-	reply    any
-	replyErr error
+	// cmd is the call's script run, in the last round trip.
+	cmd *goredis.Cmd
 
 	// lease, when set, makes this a lease call (see Lease), answered in
 	// grant.
@@ -336,7 +298,6 @@ func New(opts Options) (*Store, error) {
 		metrics: newStoreMetrics(opts.Registerer),
 		stop:    make(chan struct{}),
 		refresh: make(chan struct{}, 1),
-		batched: !opts.Cluster && !opts.PerKeyScripts,
 	}
 	if opts.Cluster {
 		s.client = goredis.NewClusterClient(&goredis.ClusterOptions{
@@ -393,8 +354,9 @@ func (s *Store) RecordKey(k, idempotency store.Key) string {
 	return s.RedisKey(k) + ":i:" + idempotency.String()
 }
 
-// Take implements store.Store. It waits for the batch holding req (at most
-// Timeout for a worker, then Timeout for the round trip) or for ctx to end.
+// Take implements store.Store. It waits for the round trip holding req (at
+// most Timeout for it to start, then Timeout for the round trip) or for ctx
+// to end.
 // While the breaker of req's shard is open it returns an error wrapping
 // store.ErrUnavailable at once.
 func (s *Store) Take(ctx context.Context, req store.Request) (algo.Result, error) {
@@ -548,15 +510,15 @@ func (s *Store) run(batch []*call) {
 	var outcomes [8]outcome
 	seen := outcomes[:0]
 	for _, c := range live {
-		class := FailureClass(c.replyErr)
+		class := FailureClass(c.cmd.Err())
 		if class != "" {
 			s.metrics.errors.WithLabelValues(class).Inc()
 		}
 		seen = noteOutcome(seen, c.brk, class != "")
 		if c.lease != nil {
-			c.grant, c.err = parseLease(c.reply, c.replyErr)
+			c.grant, c.err = parseLease(c.cmd)
 		} else {
-			c.res, c.err = parseResult(c.reply, c.replyErr)
+			c.res, c.err = parseResult(c.cmd)
 		}
 		c.wake <- false
 	}
@@ -581,33 +543,18 @@ func noteOutcome(seen []outcome, b *breaker, failed bool) []outcome {
 	return append(seen, outcome{b: b, failed: failed})
 }
 
-// pipeline sends calls in one round trip, with EVALSHA (or EVAL), and
-// settles their replies: on a standalone server, one batch script call
-// deciding every Take, else one script call per Take; one per lease.
+// pipeline sends one EVALSHA (or EVAL) per call in one round trip.
 func (s *Store) pipeline(ctx context.Context, calls []*call, eval bool) {
 	_, _ = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		var takes []*call
 		for _, c := range calls {
-			switch {
-			case c.lease != nil:
-				c.cmd, c.at = s.leaseCmd(ctx, p, c.lease, eval), -1
-			case s.batched:
-				takes = append(takes, c)
-			default:
-				c.cmd, c.at = p.Do(ctx, takeArgs(eval, c)...), -1
-			}
-		}
-		if len(takes) > 0 {
-			cmd := p.Do(ctx, batchArgs(eval, takes)...)
-			for i, c := range takes {
-				c.cmd, c.at = cmd, i
+			if c.lease != nil {
+				c.cmd = s.leaseCmd(ctx, p, c.lease, eval)
+			} else {
+				c.cmd = p.Do(ctx, takeArgs(eval, c)...)
 			}
 		}
 		return nil
 	})
-	for _, c := range calls {
-		c.reply, c.replyErr = settle(c.cmd, c.at)
-	}
 }
 
 // prepare fills c's script KEYS and ARGV: limit, period_us, burst, cost,
@@ -638,56 +585,16 @@ func takeArgs(eval bool, c *call) []any {
 	return args
 }
 
-// batchArgs are the arguments of one batch script call deciding takes (see
-// scripts/batch.lua).
-func batchArgs(eval bool, takes []*call) []any {
-	nkeys, nargs := 0, 0
-	for _, c := range takes {
-		nkeys += c.nkeys
-		nargs += 2 + c.nargv
-	}
-	args := batchScript.call(eval, nkeys, nkeys+nargs)
-	for _, c := range takes {
-		for i := range c.nkeys {
-			args = append(args, &c.keys[i])
-		}
-	}
-	for _, c := range takes {
-		args = append(args, int64(c.req.Limit.Algorithm), int64(c.nkeys))
-		for i := range c.nargv {
-			args = append(args, &c.argv[i])
-		}
-	}
-	return args
-}
-
-// settle is one call's reply: cmd's, or element at of cmd's reply when at
-// is not negative. An element that is an error reply fails that call only.
-func settle(cmd *goredis.Cmd, at int) (any, error) {
-	val, err := cmd.Val(), cmd.Err()
-	if err != nil || at < 0 {
-		return val, err
-	}
-	replies, ok := val.([]any)
-	if !ok || at >= len(replies) {
-		return nil, fmt.Errorf("batch script returned %T of %d replies, want one per decision", val, len(replies))
-	}
-	if err, ok := replies[at].(error); ok {
-		return nil, err
-	}
-	return replies[at], nil
-}
-
 // tryAgainBackoff is the first wait before calls that got TRYAGAIN are
 // sent again; it doubles, four sends at most, within the batch's deadline.
 const tryAgainBackoff = 5 * time.Millisecond
 
 // retry sends again, with EVAL (which also caches the script on that node),
-// the calls whose reply is an error that match picks.
+// the calls whose script run failed with an error that match picks.
 func (s *Store) retry(ctx context.Context, live []*call, match func(error) bool) {
 	var again []*call
 	for _, c := range live {
-		if match(c.replyErr) {
+		if match(c.cmd.Err()) {
 			again = append(again, c)
 		}
 	}
@@ -696,10 +603,11 @@ func (s *Store) retry(ctx context.Context, live []*call, match func(error) bool)
 	}
 }
 
-// anyErr reports whether a call's reply is an error that match picks.
+// anyErr reports whether a call's script run failed with an error that
+// match picks.
 func anyErr(calls []*call, match func(error) bool) bool {
 	for _, c := range calls {
-		if match(c.replyErr) {
+		if match(c.cmd.Err()) {
 			return true
 		}
 	}
@@ -716,9 +624,9 @@ func isNoScript(err error) bool {
 
 // parseResult reads a script's reply {allowed, remaining, reset_us,
 // retry_us[, replayed]}.
-func parseResult(reply any, err error) (algo.Result, error) {
+func parseResult(cmd *goredis.Cmd) (algo.Result, error) {
 	var buf [5]int64
-	v, err := int64s(buf[:0], reply, err)
+	v, err := int64s(buf[:0], cmd)
 	if err != nil {
 		return algo.Result{}, fmt.Errorf("redis store: %w", err)
 	}
@@ -738,9 +646,10 @@ func parseResult(reply any, err error) (algo.Result, error) {
 	return r, nil
 }
 
-// int64s appends to dst the integers of an array reply, as
-// goredis.Cmd.Int64Slice reads them.
-func int64s(dst []int64, reply any, err error) ([]int64, error) {
+// int64s appends to dst the integers of cmd's array reply, as
+// goredis.Cmd.Int64Slice reads them, without a slice of its own.
+func int64s(dst []int64, cmd *goredis.Cmd) ([]int64, error) {
+	reply, err := cmd.Result()
 	if err != nil {
 		return nil, err
 	}

@@ -87,29 +87,12 @@ func TestConformanceStandalone(t *testing.T) { storetest.Run(t, newStandalone) }
 
 func TestConformanceCluster(t *testing.T) { storetest.Run(t, newCluster) }
 
-// newStandalonePerKey sends one script call per decision, as on a cluster,
-// instead of one call per batch.
-func newStandalonePerKey(t *testing.T, clock store.Clock) store.Store {
-	s, err := redisstore.New(redisstore.Options{Addrs: []string{standaloneAddr(t)}, PinnedClock: clock, Timeout: 2 * time.Second, PerKeyScripts: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
-
-func TestConformanceStandalonePerKey(t *testing.T) { storetest.Run(t, newStandalonePerKey) }
-
 func TestIdempotencyStandalone(t *testing.T) { storetest.RunIdempotency(t, newStandalone) }
 
 func TestIdempotencyCluster(t *testing.T) { storetest.RunIdempotency(t, newCluster) }
 
 func TestMemoryAndStandaloneAgree(t *testing.T) {
 	storetest.RunDifferential(t, newMemory, newStandalone, 400)
-}
-
-func TestMemoryAndStandalonePerKeyAgree(t *testing.T) {
-	storetest.RunDifferential(t, newMemory, newStandalonePerKey, 200)
 }
 
 func TestMemoryAndClusterAgree(t *testing.T) {

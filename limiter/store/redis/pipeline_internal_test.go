@@ -16,8 +16,8 @@ import (
 	"github.com/sluice-dev/sluice/limiter/store/storetest"
 )
 
-func newInternal(t *testing.T, addr, prefix string, clock store.Clock, perKey bool) *Store {
-	s, err := New(Options{Addrs: []string{addr}, PinnedClock: clock, Timeout: 2 * time.Second, KeyPrefix: prefix, PerKeyScripts: perKey})
+func newInternal(t *testing.T, addr string, clock store.Clock) *Store {
+	s, err := New(Options{Addrs: []string{addr}, PinnedClock: clock, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,20 +43,17 @@ func runBatch(s *Store, reqs []store.Request) ([]algo.Result, []error) {
 	return res, errs
 }
 
-// One batch script call decides exactly as the per-key scripts and the
-// memory store, whatever the batch holds: several algorithms, the same
-// counter more than once, idempotency records, costs of 0 and more than
-// capacity, the clock going forwards and backwards between batches.
-func TestBatchScriptAgreesWithPerKeyAndMemory(t *testing.T) {
+// A round trip decides its calls in order, exactly as the memory store
+// decides them one after another, whatever it holds: several algorithms,
+// the same counter more than once, idempotency records, costs of 0 and
+// more than capacity, the clock going forwards and backwards between
+// round trips.
+func TestRoundTripAgreesWithMemory(t *testing.T) {
 	srv := redistest.Start(t)
 	clock := storetest.NewClock()
-	batched := newInternal(t, srv.Addr, "batch", clock.Now, false)
-	perKey := newInternal(t, srv.Addr, "perkey", clock.Now, true)
+	rs := newInternal(t, srv.Addr, clock.Now)
 	mem := memory.New(memory.Options{Clock: clock.Now, SweepInterval: -1})
 	t.Cleanup(func() { _ = mem.Close() })
-	if !batched.batched || perKey.batched {
-		t.Fatal("want one store sending batch script calls and one sending per-key calls")
-	}
 
 	const s, ms = time.Second, time.Millisecond
 	limits := []algo.Limit{
@@ -95,16 +92,15 @@ func TestBatchScriptAgreesWithPerKeyAndMemory(t *testing.T) {
 				reqs[i].Idempotency, reqs[i].IdempotencyTTL = idem[rng.IntN(len(idem))], 10*s
 			}
 		}
-		got, errs := runBatch(batched, reqs)
-		want, perKeyErrs := runBatch(perKey, reqs)
+		got, errs := runBatch(rs, reqs)
 		for i, r := range reqs {
 			m, err := mem.Take(context.Background(), r)
-			if errs[i] != nil || perKeyErrs[i] != nil || err != nil {
-				t.Fatalf("round %d, decision %d: errors %v / %v / %v", round, i, errs[i], perKeyErrs[i], err)
+			if errs[i] != nil || err != nil {
+				t.Fatalf("round %d, decision %d: errors %v / %v", round, i, errs[i], err)
 			}
-			if got[i] != want[i] || got[i] != m {
-				t.Fatalf("round %d, decision %d of %d (at %v, %v cost %d): stores disagree\n batch   %+v\n per-key %+v\n memory  %+v",
-					round, i, len(reqs), now.Sub(storetest.Base), r.Limit.Algorithm, r.Cost, got[i], want[i], m)
+			if got[i] != m {
+				t.Fatalf("round %d, decision %d of %d (at %v, %v cost %d): stores disagree\n redis  %+v\n memory %+v",
+					round, i, len(reqs), now.Sub(storetest.Base), r.Limit.Algorithm, r.Cost, got[i], m)
 			}
 			decisions++
 		}
@@ -112,12 +108,12 @@ func TestBatchScriptAgreesWithPerKeyAndMemory(t *testing.T) {
 	t.Logf("%d decisions agree", decisions)
 }
 
-// A decision that fails inside a batch script call (its counter holds the
-// wrong type) fails alone, with Redis's error; the others are decided, and
-// the shard's breaker does not count it.
-func TestBatchScriptFailsOneDecisionAlone(t *testing.T) {
+// A decision that fails in a round trip (its counter holds the wrong type)
+// fails alone, with Redis's error; the others are decided, and the shard's
+// breaker does not count it.
+func TestRoundTripFailsOneDecisionAlone(t *testing.T) {
 	srv := redistest.Start(t)
-	s := newInternal(t, srv.Addr, "", nil, false)
+	s := newInternal(t, srv.Addr, nil)
 	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 10, Period: time.Second, Burst: 10}
 	good1, bad, good2 := storetest.KeyFor(t, "good1"), storetest.KeyFor(t, "bad"), storetest.KeyFor(t, "good2")
 	if err := srv.Client(t).HSet(context.Background(), s.RedisKey(bad), "f", "v").Err(); err != nil {
@@ -142,26 +138,12 @@ func TestBatchScriptFailsOneDecisionAlone(t *testing.T) {
 	}
 }
 
-// The batch script is built from every algorithm's own script, unchanged.
-func TestBatchSourceWrapsEveryScript(t *testing.T) {
-	src := batchSource(takeLua[:])
-	for _, a := range algo.All {
-		head := fmt.Sprintf("take[%d] = function(KEYS, ARGV)\n%s\nend\n", int(a), takeLua[a])
-		if !strings.Contains(src, head) {
-			t.Errorf("batch script lacks %v's script as take[%d]", a, int(a))
-		}
-	}
-	if !strings.HasSuffix(src, batchLua) {
-		t.Error("batch script does not end with batch.lua")
-	}
-}
-
 // A caller handed a round trip slot just as its context ends still sends
 // that round trip (or passes the slot on): the pending calls are decided
 // and the slot is freed, whichever of the two its select picks.
 func TestPromotedCallerWhoGivesUpPassesTheSlotOn(t *testing.T) {
 	srv := redistest.Start(t)
-	s := newInternal(t, srv.Addr, "", nil, false)
+	s := newInternal(t, srv.Addr, nil)
 	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 1000, Period: time.Second, Burst: 1000}
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
