@@ -31,7 +31,7 @@ func main() {
 	fs.StringVar(&cfg.RedisTLSServerName, "redis-tls-server-name", "", "the `name` a rediss:// store's certificates must carry, instead of each node's address")
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", "127.0.0.1:8081", "Envoy RLS v3 and gRPC health listen `address`")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP API, /healthz, /readyz and /metrics listen `address`")
-	fs.DurationVar(&cfg.RedisTimeout, "redis-timeout", 20*time.Millisecond, "deadline of every Redis round trip (and of the wait for a free worker); then the policy's failureMode decides")
+	fs.DurationVar(&cfg.RedisTimeout, "redis-timeout", 20*time.Millisecond, "deadline of every Redis round trip (and of the wait for the round trip to start); then the policy's failureMode decides")
 	fs.IntVar(&cfg.MemoryMaxKeys, "memory-max-keys", 1_000_000, "most counters the memory store keeps")
 	enforcement := fs.String("enforcement", "enabled", "kill switch: disabled allows every request (decisions still counted, would-be denials as shadow_limited)")
 	fs.StringVar(&cfg.IdempotencyEntry, "idempotency-entry", "idempotency_key", "RLS descriptor entry `key` whose value is an idempotency key (left out of matching)")

@@ -36,19 +36,16 @@ func (s *Store) leaseCmd(ctx context.Context, p goredis.Pipeliner, r *store.Leas
 	if s.opts.PinnedClock != nil {
 		now = s.opts.PinnedClock().UnixMicro()
 	}
-	keys := []string{s.RedisKey(r.Key), s.PodsKey(r.Key)}
-	args := []any{int(r.Limit.Algorithm), r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now,
-		max(0, r.Want), max(0, r.Credit), r.CreditWindow, r.Pod, r.Bound, max(0, r.PodCap), max(1, r.TTL.Microseconds()), max(0, r.Horizon.Microseconds())}
-	if eval {
-		return leaseScript.Eval(ctx, p, keys, args...)
-	}
-	return leaseScript.EvalSha(ctx, p, keys, args...)
+	return p.Do(ctx, append(leaseScript.call(eval, 2, 16), s.RedisKey(r.Key), s.PodsKey(r.Key),
+		int(r.Limit.Algorithm), r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now,
+		max(0, r.Want), max(0, r.Credit), r.CreditWindow, r.Pod, r.Bound, max(0, r.PodCap), max(1, r.TTL.Microseconds()), max(0, r.Horizon.Microseconds()))...)
 }
 
 // parseLease reads lease.lua's reply {allowed, remaining, reset_us,
 // retry_us, granted, lifetime_us, window, pods}.
 func parseLease(cmd *goredis.Cmd) (store.Lease, error) {
-	v, err := cmd.Int64Slice()
+	var buf [8]int64
+	v, err := int64s(buf[:0], cmd)
 	if err != nil {
 		return store.Lease{}, fmt.Errorf("redis store: %w", err)
 	}

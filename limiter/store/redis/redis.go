@@ -2,10 +2,12 @@
 // run with EVALSHA (falling back to EVAL on NOSCRIPT) against a standalone
 // Redis or a Redis Cluster.
 //
-// Concurrent decisions are batched: a few workers drain a queue of pending
-// requests and send each batch as one pipelined round trip (split per node
-// by go-redis in cluster mode). Every round trip has a deadline of Timeout,
-// and no decision waits longer than Timeout for a worker either.
+// Concurrent decisions are batched, with no goroutines of the store's own:
+// a caller that finds fewer than Workers round trips in flight sends every
+// pending request as one pipelined round trip (split per node by go-redis
+// in cluster mode), and hands over to a waiting caller, who sends the next.
+// Every round trip has a deadline of Timeout, and no decision waits longer
+// than Timeout for its turn either.
 //
 // Every shard (the slots of one primary; a standalone server is one shard)
 // has a circuit breaker. Timeouts, connection errors, CLUSTERDOWN, TRYAGAIN,
@@ -18,14 +20,16 @@ package redis
 
 import (
 	"context"
+	"crypto/sha1"
 	"crypto/tls"
 	_ "embed"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
-	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,16 +62,35 @@ var (
 
 // leaseScript is two-tier mode's lease call, for every algorithm but
 // SlidingLog (see lease.go).
-var leaseScript = goredis.NewScript(leaseLua)
+var leaseScript = newScript(leaseLua)
 
 // scripts holds one script per algorithm, indexed by algo.Algorithm. Each
 // starts with the idempotency helpers it calls.
-var scripts = [...]*goredis.Script{
-	algo.TokenBucket:   goredis.NewScript(idempotencyLua + tokenBucketLua),
-	algo.GCRA:          goredis.NewScript(idempotencyLua + gcraLua),
-	algo.SlidingWindow: goredis.NewScript(idempotencyLua + slidingWindowLua),
-	algo.FixedWindow:   goredis.NewScript(idempotencyLua + fixedWindowLua),
-	algo.SlidingLog:    goredis.NewScript(idempotencyLua + slidingLogLua),
+var scripts = [...]script{
+	algo.TokenBucket:   newScript(idempotencyLua + tokenBucketLua),
+	algo.GCRA:          newScript(idempotencyLua + gcraLua),
+	algo.SlidingWindow: newScript(idempotencyLua + slidingWindowLua),
+	algo.FixedWindow:   newScript(idempotencyLua + fixedWindowLua),
+	algo.SlidingLog:    newScript(idempotencyLua + slidingLogLua),
+}
+
+// script is a Lua script, run with EVALSHA, or EVAL once a server answers
+// NOSCRIPT.
+type script struct{ src, sha string }
+
+func newScript(src string) script {
+	sum := sha1.Sum([]byte(src))
+	return script{src: src, sha: hex.EncodeToString(sum[:])}
+}
+
+// call starts the arguments of a run of the script with numKeys KEYS,
+// with room for n more arguments.
+func (sc script) call(eval bool, numKeys, n int) []any {
+	args := make([]any, 0, 3+n)
+	if eval {
+		return append(args, "eval", sc.src, numKeys)
+	}
+	return append(args, "evalsha", sc.sha, numKeys)
 }
 
 // keyEncoding is store.Key.String's encoding.
@@ -88,7 +111,7 @@ type Options struct {
 	// DB selects a standalone database.
 	DB int
 	// Timeout is the deadline of every round trip, and bounds how long a
-	// decision waits for a free worker; 0 means 20ms.
+	// decision waits for its round trip to start; 0 means 20ms.
 	Timeout time.Duration
 	// Breaker tunes the circuit breaker of every shard.
 	Breaker BreakerOptions
@@ -101,7 +124,8 @@ type Options struct {
 	KeyPrefix string
 	// MaxBatch bounds the requests sent in one pipeline; 0 means 256.
 	MaxBatch int
-	// Workers is the number of concurrent pipelines; 0 means 4×GOMAXPROCS.
+	// Workers bounds the round trips in flight at once; 0 means 2. More
+	// send smaller batches.
 	Workers int
 	// PinnedClock, when set, replaces Redis TIME inside the scripts. It
 	// exists so that conformance tests can step a synthetic clock against a
@@ -176,10 +200,14 @@ type Store struct {
 	opts    Options
 	log     *slog.Logger
 	metrics *storeMetrics
-	queue   chan *call
 	stop    chan struct{}
-	stopped chan struct{}
 	bg      sync.WaitGroup // the map loop and breaker probes
+
+	mu       sync.Mutex
+	pending  []*call        // asked, not yet sent
+	slots    int            // round trips in flight or about to be sent
+	closed   bool           // by Close: no more calls
+	flushers sync.WaitGroup // one per slot
 
 	shards    atomic.Pointer[shardMap]
 	mapMu     sync.Mutex          // guards breakers, and installs maps one at a time
@@ -190,13 +218,29 @@ type Store struct {
 
 // call is one pending decision.
 type call struct {
-	ctx  context.Context
-	req  store.Request
-	brk  *breaker
-	enq  time.Time // when it was asked
-	res  algo.Result
-	err  error
-	done chan struct{}
+	ctx context.Context
+	req store.Request
+	brk *breaker
+	enq time.Time // when it was asked
+	res algo.Result
+	err error
+
+	// wake tells the caller that its call is done (false), or that it is
+	// to send the next round trip (true; see handOff). It can hold both.
+	wake chan bool
+	// promoted and abandoned, guarded by Store.mu: the caller was told to
+	// send a round trip; it stopped waiting.
+	promoted, abandoned bool
+
+	// keys and argv are a Take's script KEYS and ARGV (see prepare); they
+	// are sent by pointer, which boxes them without copying.
+	keys  [2]string
+	nkeys int
+	argv  [6]int64
+	nargv int
+
+	// cmd is the call's script run, in the last round trip.
+	cmd *goredis.Cmd
 
 	// lease, when set, makes this a lease call (see Lease), answered in
 	// grant.
@@ -247,7 +291,7 @@ func New(opts Options) (*Store, error) {
 		opts.MaxBatch = 256
 	}
 	if opts.Workers <= 0 {
-		opts.Workers = 4 * runtime.GOMAXPROCS(0)
+		opts.Workers = 2
 	}
 	if opts.Breaker.Failures <= 0 {
 		opts.Breaker.Failures = 5
@@ -262,9 +306,7 @@ func New(opts Options) (*Store, error) {
 		opts:    opts,
 		log:     logger(opts.Logger),
 		metrics: newStoreMetrics(opts.Registerer),
-		queue:   make(chan *call, 4*opts.MaxBatch),
 		stop:    make(chan struct{}),
-		stopped: make(chan struct{}),
 		refresh: make(chan struct{}, 1),
 	}
 	if opts.Cluster {
@@ -306,19 +348,6 @@ func New(opts Options) (*Store, error) {
 		})
 		s.shards.Store(s.initialMap("standalone"))
 	}
-	workers := make(chan struct{}, opts.Workers)
-	for range opts.Workers {
-		go func() {
-			s.work()
-			workers <- struct{}{}
-		}()
-	}
-	go func() {
-		for range opts.Workers {
-			<-workers
-		}
-		close(s.stopped)
-	}()
 	return s, nil
 }
 
@@ -337,8 +366,9 @@ func (s *Store) RecordKey(k, idempotency store.Key) string {
 	return s.RedisKey(k) + ":i:" + idempotency.String()
 }
 
-// Take implements store.Store. It waits for the batch holding req (at most
-// Timeout for a worker, then Timeout for the round trip) or for ctx to end.
+// Take implements store.Store. It waits for the round trip holding req (at
+// most Timeout for it to start, then Timeout for the round trip) or for ctx
+// to end.
 // While the breaker of req's shard is open it returns an error wrapping
 // store.ErrUnavailable at once.
 func (s *Store) Take(ctx context.Context, req store.Request) (algo.Result, error) {
@@ -346,68 +376,109 @@ func (s *Store) Take(ctx context.Context, req store.Request) (algo.Result, error
 		return algo.Result{}, fmt.Errorf("redis store: unknown algorithm %v", req.Limit.Algorithm)
 	}
 	c := &call{ctx: ctx, req: req}
+	s.prepare(c)
 	if err := s.do(ctx, c); err != nil {
 		return algo.Result{}, err
 	}
 	return c.res, nil
 }
 
-// do queues c for a worker and waits for its reply (at most Timeout for a
-// worker, then Timeout for the round trip) or for ctx to end. While the
+// errClosed fails calls asked of a closed store.
+var errClosed = errors.New("redis store: closed")
+
+// do queues c and waits for its reply (at most Timeout for its round trip
+// to start, then Timeout for the round trip) or for ctx to end. While the
 // breaker of c's shard is open it fails at once.
+//
+// A caller that finds a slot free (fewer than Workers round trips in
+// flight) sends every pending call itself, its own among them, while the
+// others wait. Then it hands its slot to the first caller still waiting,
+// who sends the next round trip. So batches grow with the load, and no
+// goroutine of the store's stands between a caller and Redis.
 func (s *Store) do(ctx context.Context, c *call) error {
 	c.brk = s.breakerFor(c.req.Key)
 	if c.brk.State() != BreakerClosed {
 		return c.brk.errOpen
 	}
-	c.enq, c.done = time.Now(), make(chan struct{})
-	select {
-	case s.queue <- c:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-s.stop:
-		return errors.New("redis store: closed")
+	c.enq, c.wake = time.Now(), make(chan bool, 2)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errClosed
 	}
-	select {
-	case <-c.done:
-		return c.err
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-s.stopped: // enqueued as the workers stopped: nobody will run it
-		return errors.New("redis store: closed")
+	s.pending = append(s.pending, c)
+	lead := s.slots < s.opts.Workers
+	if lead {
+		s.slots++
+		s.flushers.Add(1)
 	}
+	s.mu.Unlock()
+	if lead {
+		s.flush()
+	}
+	return s.await(ctx, c)
 }
 
-// work drains the queue: it blocks for one call, takes whatever else is
-// already waiting (up to MaxBatch), and sends them as one pipeline.
-func (s *Store) work() {
-	batch := make([]*call, 0, s.opts.MaxBatch)
+// await waits for c's reply, sending round trips when told to (see
+// handOff), or for ctx to end.
+func (s *Store) await(ctx context.Context, c *call) error {
+	led := false
 	for {
 		select {
-		case <-s.stop:
-			return
-		case c := <-s.queue:
-			batch = append(batch[:0], c)
-		}
-	drain:
-		for len(batch) < s.opts.MaxBatch {
-			select {
-			case c := <-s.queue:
-				batch = append(batch, c)
-			default:
-				break drain
+		case promoted := <-c.wake:
+			if !promoted {
+				return c.err
 			}
-		}
-		s.run(batch)
-		for i := range batch {
-			batch[i] = nil
+			led = true
+			s.flush()
+		case <-ctx.Done():
+			s.mu.Lock()
+			c.abandoned = true
+			mustLead := c.promoted && !led
+			s.mu.Unlock()
+			if mustLead { // the slot was handed to us: pass it on
+				s.flush()
+			}
+			return ctx.Err()
 		}
 	}
 }
 
-// errQueued completes a call that waited Timeout for a worker: the store is
-// overloaded, which is no shard's fault.
-var errQueued = fmt.Errorf("redis store: no worker free within the deadline: %w", context.DeadlineExceeded)
+// flush sends one round trip of pending calls (at most MaxBatch), then
+// hands its slot over.
+func (s *Store) flush() {
+	s.mu.Lock()
+	n := min(len(s.pending), s.opts.MaxBatch)
+	batch := slices.Clone(s.pending[:n])
+	rest := copy(s.pending, s.pending[n:])
+	clear(s.pending[rest:])
+	s.pending = s.pending[:rest]
+	s.mu.Unlock()
+	if n > 0 {
+		s.run(batch)
+	}
+	s.mu.Lock()
+	s.handOff()
+	s.mu.Unlock()
+}
+
+// handOff gives a slot to the first pending caller still waiting and not
+// yet told, or frees it. s.mu must be held.
+func (s *Store) handOff() {
+	for _, c := range s.pending {
+		if !c.promoted && !c.abandoned {
+			c.promoted = true
+			c.wake <- true
+			return
+		}
+	}
+	s.slots--
+	s.flushers.Done()
+}
+
+// errQueued completes a call that waited Timeout for its round trip to
+// start: the store is overloaded, which is no shard's fault.
+var errQueued = fmt.Errorf("redis store: no round trip started within the deadline: %w", context.DeadlineExceeded)
 
 // run sends one batch with EVALSHA, retries NOSCRIPT replies with EVAL
 // (which also caches the script on that node) and TRYAGAIN replies (a slot
@@ -423,7 +494,7 @@ func (s *Store) run(batch []*call) {
 		}
 		if err != nil {
 			c.err = err
-			close(c.done)
+			c.wake <- false
 			continue
 		}
 		live = append(live, c)
@@ -434,9 +505,9 @@ func (s *Store) run(batch []*call) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
 
-	cmds := s.pipeline(ctx, live, false)
-	s.retry(ctx, live, cmds, isNoScript)
-	for wait := tryAgainBackoff; wait <= 8*tryAgainBackoff && anyErr(cmds, isTryAgain) && ctx.Err() == nil; wait *= 2 {
+	s.pipeline(ctx, live, false)
+	s.retry(ctx, live, isNoScript)
+	for wait := tryAgainBackoff; wait <= 8*tryAgainBackoff && anyErr(live, isTryAgain) && ctx.Err() == nil; wait *= 2 {
 		// A slot being migrated answers TRYAGAIN to a script over a key
 		// that is there and one that is not: the script did not run, and
 		// the slot closes within a few round trips.
@@ -446,22 +517,22 @@ func (s *Store) run(batch []*call) {
 		case <-t.C:
 		}
 		t.Stop()
-		s.retry(ctx, live, cmds, isTryAgain)
+		s.retry(ctx, live, isTryAgain)
 	}
 	var outcomes [8]outcome
 	seen := outcomes[:0]
-	for i, c := range live {
-		class := FailureClass(cmds[i].Err())
+	for _, c := range live {
+		class := FailureClass(c.cmd.Err())
 		if class != "" {
 			s.metrics.errors.WithLabelValues(class).Inc()
 		}
 		seen = noteOutcome(seen, c.brk, class != "")
 		if c.lease != nil {
-			c.grant, c.err = parseLease(cmds[i])
+			c.grant, c.err = parseLease(c.cmd)
 		} else {
-			c.res, c.err = parseResult(cmds[i])
+			c.res, c.err = parseResult(c.cmd)
 		}
-		close(c.done)
+		c.wake <- false
 	}
 	for _, o := range seen {
 		o.b.record(!o.failed)
@@ -485,44 +556,45 @@ func noteOutcome(seen []outcome, b *breaker, failed bool) []outcome {
 }
 
 // pipeline sends one EVALSHA (or EVAL) per call in one round trip.
-func (s *Store) pipeline(ctx context.Context, calls []*call, eval bool) []*goredis.Cmd {
-	cmds := make([]*goredis.Cmd, len(calls))
+func (s *Store) pipeline(ctx context.Context, calls []*call, eval bool) {
 	_, _ = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		for i, c := range calls {
+		for _, c := range calls {
 			if c.lease != nil {
-				cmds[i] = s.leaseCmd(ctx, p, c.lease, eval)
-				continue
-			}
-			script := scripts[c.req.Limit.Algorithm]
-			var keys []string
-			if c.req.HasIdempotency() {
-				keys = []string{s.RedisKey(c.req.Key), s.RecordKey(c.req.Key, c.req.Idempotency)}
+				c.cmd = s.leaseCmd(ctx, p, c.lease, eval)
 			} else {
-				keys = []string{s.RedisKey(c.req.Key)}
-			}
-			args := s.args(c.req)
-			if eval {
-				cmds[i] = script.Eval(ctx, p, keys, args...)
-			} else {
-				cmds[i] = script.EvalSha(ctx, p, keys, args...)
+				c.cmd = p.Do(ctx, takeArgs(eval, c)...)
 			}
 		}
 		return nil
 	})
-	return cmds
 }
 
-// args are every script's ARGV: limit, period_us, burst, cost, now_us, and
-// with an idempotency record, its TTL in ms.
-func (s *Store) args(r store.Request) []any {
+// prepare fills c's script KEYS and ARGV: limit, period_us, burst, cost,
+// now_us, and with an idempotency record, its TTL in ms.
+func (s *Store) prepare(c *call) {
+	r := &c.req
 	var now int64
 	if s.opts.PinnedClock != nil {
 		now = s.opts.PinnedClock().UnixMicro()
 	}
+	c.keys[0], c.nkeys = s.RedisKey(r.Key), 1
+	c.argv, c.nargv = [6]int64{r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now}, 5
 	if r.HasIdempotency() {
-		return []any{r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now, max(1, r.EffectiveIdempotencyTTL().Milliseconds())}
+		c.keys[1], c.nkeys = s.RecordKey(r.Key, r.Idempotency), 2
+		c.argv[5], c.nargv = max(1, r.EffectiveIdempotencyTTL().Milliseconds()), 6
 	}
-	return []any{r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now}
+}
+
+// takeArgs are the arguments of one Take's script call.
+func takeArgs(eval bool, c *call) []any {
+	args := scripts[c.req.Limit.Algorithm].call(eval, c.nkeys, c.nkeys+c.nargv)
+	for i := range c.nkeys {
+		args = append(args, &c.keys[i])
+	}
+	for i := range c.nargv {
+		args = append(args, &c.argv[i])
+	}
+	return args
 }
 
 // tryAgainBackoff is the first wait before calls that got TRYAGAIN are
@@ -530,28 +602,24 @@ func (s *Store) args(r store.Request) []any {
 const tryAgainBackoff = 5 * time.Millisecond
 
 // retry sends again, with EVAL (which also caches the script on that node),
-// the calls whose command failed with an error that match picks, and
-// replaces their commands in cmds.
-func (s *Store) retry(ctx context.Context, live []*call, cmds []*goredis.Cmd, match func(error) bool) {
+// the calls whose script run failed with an error that match picks.
+func (s *Store) retry(ctx context.Context, live []*call, match func(error) bool) {
 	var again []*call
-	var at []int
-	for i, cmd := range cmds {
-		if match(cmd.Err()) {
-			again, at = append(again, live[i]), append(at, i)
+	for _, c := range live {
+		if match(c.cmd.Err()) {
+			again = append(again, c)
 		}
 	}
-	if len(again) == 0 {
-		return
-	}
-	for j, cmd := range s.pipeline(ctx, again, true) {
-		cmds[at[j]] = cmd
+	if len(again) > 0 {
+		s.pipeline(ctx, again, true)
 	}
 }
 
-// anyErr reports whether a command failed with an error match picks.
-func anyErr(cmds []*goredis.Cmd, match func(error) bool) bool {
-	for _, c := range cmds {
-		if match(c.Err()) {
+// anyErr reports whether a call's script run failed with an error that
+// match picks.
+func anyErr(calls []*call, match func(error) bool) bool {
+	for _, c := range calls {
+		if match(c.cmd.Err()) {
 			return true
 		}
 	}
@@ -569,7 +637,8 @@ func isNoScript(err error) bool {
 // parseResult reads a script's reply {allowed, remaining, reset_us,
 // retry_us[, replayed]}.
 func parseResult(cmd *goredis.Cmd) (algo.Result, error) {
-	v, err := cmd.Int64Slice()
+	var buf [5]int64
+	v, err := int64s(buf[:0], cmd)
 	if err != nil {
 		return algo.Result{}, fmt.Errorf("redis store: %w", err)
 	}
@@ -589,6 +658,34 @@ func parseResult(cmd *goredis.Cmd) (algo.Result, error) {
 	return r, nil
 }
 
+// int64s appends to dst the integers of cmd's array reply, as
+// goredis.Cmd.Int64Slice reads them, without a slice of its own.
+func int64s(dst []int64, cmd *goredis.Cmd) ([]int64, error) {
+	reply, err := cmd.Result()
+	if err != nil {
+		return nil, err
+	}
+	vals, ok := reply.([]any)
+	if !ok {
+		return nil, fmt.Errorf("redis: unexpected type=%T for []int64", reply)
+	}
+	for _, v := range vals {
+		switch v := v.(type) {
+		case int64:
+			dst = append(dst, v)
+		case string:
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return nil, err
+			}
+			dst = append(dst, n)
+		default:
+			return nil, fmt.Errorf("redis: unexpected type=%T for Int64", v)
+		}
+	}
+	return dst, nil
+}
+
 // Ping checks that Redis answers (every node, for a cluster).
 func (s *Store) Ping(ctx context.Context) error {
 	if cc, ok := s.client.(*goredis.ClusterClient); ok {
@@ -599,26 +696,25 @@ func (s *Store) Ping(ctx context.Context) error {
 	return s.client.Ping(ctx).Err()
 }
 
-// Close stops the workers and closes the connections. Pending calls
-// complete with an error.
+// Close fails pending calls, waits for the round trips in flight, and
+// closes the connections.
 func (s *Store) Close() error {
-	select {
-	case <-s.stop:
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
 		return nil
-	default:
-		close(s.stop)
 	}
-	<-s.stopped
+	s.closed = true
+	for _, c := range s.pending {
+		c.err = errClosed
+		c.wake <- false
+	}
+	s.pending = nil
+	s.mu.Unlock()
+	s.flushers.Wait()
+	close(s.stop)
 	s.bg.Wait()
-	for {
-		select {
-		case c := <-s.queue:
-			c.err = errors.New("redis store: closed")
-			close(c.done)
-		default:
-			return s.client.Close()
-		}
-	}
+	return s.client.Close()
 }
 
 var _ store.Store = (*Store)(nil)
