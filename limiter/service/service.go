@@ -365,6 +365,7 @@ func (s *Service) decide(ctx context.Context, sc *scratch, p *config.Policy, c *
 		return Decision{Policy: p, Result: r}
 	}
 	s.metrics.storeErrors.Inc()
+	s.log.Debug("Store error: the policy's failureMode decides", "policy", p.ID(), "failureMode", p.FailureMode, "error", err)
 	c.noteFallback()
 	switch p.FailureMode {
 	case v1alpha1.FailClosed:

@@ -318,8 +318,12 @@ func New(opts Options) (*Store, error) {
 			ContextTimeoutEnabled: true,
 			PoolSize:              opts.Workers + 4,
 			MaxRetries:            1,
-			DialTimeout:           time.Second,
-			DialerRetries:         1, // a refused connection fails now: the breaker decides
+			// Follow MOVED and ASK at once: the reply names the node, and
+			// go-redis's default backoff (10ms, then 20ms) outlasts the
+			// whole deadline. The store backs off itself on TRYAGAIN.
+			MinRetryBackoff: -1,
+			DialTimeout:     time.Second,
+			DialerRetries:   1, // a refused connection fails now: the breaker decides
 			// No CLIENT SETINFO on connect: Redis before 7.2 answers it
 			// with an error, counted in its errorstats.
 			DisableIdentity: true,
@@ -507,10 +511,11 @@ func (s *Store) run(batch []*call) {
 
 	s.pipeline(ctx, live, false)
 	s.retry(ctx, live, isNoScript)
-	for wait := tryAgainBackoff; wait <= 8*tryAgainBackoff && anyErr(live, isTryAgain) && ctx.Err() == nil; wait *= 2 {
+	for wait := tryAgainBackoff; anyErr(live, isTryAgain) && ctx.Err() == nil; wait = min(2*wait, 8*tryAgainBackoff) {
 		// A slot being migrated answers TRYAGAIN to a script over a key
 		// that is there and one that is not: the script did not run, and
-		// the slot closes within a few round trips.
+		// the slot closes within a few round trips. Resend until the
+		// deadline, waiting 5, 10, 20, then 40ms.
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

@@ -409,3 +409,64 @@ func TestTryAgainDuringSlotMigrationIsRetried(t *testing.T) {
 		t.Fatalf("take during the migration: %+v, %v", r, err)
 	}
 }
+
+// A slot that moved to another node is followed at once, within the
+// production deadline (20ms): the store's map still routes the key to the
+// old node, which answers MOVED; the new node has never seen the script
+// (NOSCRIPT, then EVAL, routed stale again). go-redis's default backoff
+// between redirects (10 to 30ms) used to outlast the deadline, so every
+// limiter answered by failureMode right after each slot moved in a
+// scale-out.
+func TestMovedSlotIsFollowedWithinTheDeadline(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	s := realStore(t, redisstore.Options{Addrs: c.Addrs(), Cluster: true, Timeout: 20 * time.Millisecond})
+	ctx := context.Background()
+	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 100, Period: time.Minute, Burst: 100}
+	key := storetest.KeyFor(t, "moving")
+	eventuallyTake := func() {
+		// The first decisions may meet a cold connection on a busy machine.
+		for i := 0; ; i++ {
+			if _, err := s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1}); err == nil {
+				return
+			} else if i == 50 {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	eventuallyTake()
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.Addrs()})
+	defer cc.Close()
+	slot, err := cc.ClusterKeySlot(ctx, s.RedisKey(key)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := c.Nodes[c.ShardOf(int(slot))]
+	dst := c.Nodes[(c.ShardOf(int(slot))+1)%3]
+	srcC, dstC := src.Client(t), dst.Client(t)
+	srcID, _ := srcC.Do(ctx, "CLUSTER", "MYID").Text()
+	dstID, _ := dstC.Do(ctx, "CLUSTER", "MYID").Text()
+	host, port, _ := strings.Cut(dst.Addr, ":")
+	for _, step := range []struct {
+		c    *goredis.Client
+		args []any
+	}{
+		{dstC, []any{"CLUSTER", "SETSLOT", slot, "IMPORTING", srcID}},
+		{srcC, []any{"CLUSTER", "SETSLOT", slot, "MIGRATING", dstID}},
+		{srcC, []any{"MIGRATE", host, port, "", 0, 5000, "KEYS", s.RedisKey(key)}},
+		{dstC, []any{"CLUSTER", "SETSLOT", slot, "NODE", dstID}},
+		{srcC, []any{"CLUSTER", "SETSLOT", slot, "NODE", dstID}},
+		{c.Nodes[(c.ShardOf(int(slot))+2)%3].Client(t), []any{"CLUSTER", "SETSLOT", slot, "NODE", dstID}},
+	} {
+		if err := step.c.Do(ctx, step.args...).Err(); err != nil {
+			t.Fatalf("%v: %v", step.args, err)
+		}
+	}
+	if n, _ := dstC.Exists(ctx, s.RedisKey(key)).Result(); n != 1 {
+		t.Fatal("the counter did not move")
+	}
+	r, err := s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1})
+	if err != nil || !r.Allowed || r.Remaining != 98 {
+		t.Fatalf("the first decision after the slot moved: %+v, %v", r, err)
+	}
+}
