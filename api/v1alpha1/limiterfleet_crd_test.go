@@ -765,6 +765,7 @@ func TestFleetSampleAccepted(t *testing.T) {
 	}{
 		{"ratelimit_v1alpha1_limiterfleet.yaml", 3},
 		{filepath.Join("redis-cluster", "limiterfleet.yaml"), 3},
+		{filepath.Join("external-redis", "limiterfleet.yaml"), 3},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			path := filepath.Join("..", "..", "config", "samples", tc.file)
