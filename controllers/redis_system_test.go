@@ -552,13 +552,22 @@ func (l *limiterLoad) summary(t testing.TB) (string, float64) {
 	classes := map[string]float64{}
 	for _, p := range l.procs {
 		errs += p.metric(t, "sluice_store_errors_total")
-		for _, c := range []string{"timeout", "connection", "clusterdown", "tryagain", "masterdown", "loading"} {
+		for _, c := range []string{"timeout", "connection", "clusterdown", "tryagain", "masterdown", "loading", "redirect"} {
 			classes[c] += p.metric(t, "sluice_redis_errors_total", `class="`+c+`"`)
 		}
 		classes["breaker openings"] += p.metric(t, "sluice_redis_breaker_opened_total")
 	}
 	return fmt.Sprintf("answers {%s}, transport errors %d, store errors %.0f (each answered by the policy's failureMode: Closed, a 429), Redis errors by class %v",
 		strings.Join(parts, ", "), l.transportErrs.Load(), errs, classes), errs
+}
+
+// errorsOfClass sums the limiters' sluice_redis_errors_total of class.
+func (l *limiterLoad) errorsOfClass(t testing.TB, class string) float64 {
+	n := 0.0
+	for _, p := range l.procs {
+		n += p.metric(t, "sluice_redis_errors_total", `class="`+class+`"`)
+	}
+	return n
 }
 
 // pod returns the stand-in of the named pod.
@@ -812,6 +821,9 @@ func TestRedisClusterScaleOut(t *testing.T) {
 	summary, errsAfter := load.summary(t)
 	replies := rf.errorReplies(t)
 	t.Logf("limiters through the scale-out: %s (%.0f during it); error replies of the Redis nodes: %v", summary, errsAfter-errsBefore, replies)
+	if n := load.errorsOfClass(t, "redirect"); n != 0 {
+		t.Errorf("%.0f decisions got a MOVED or ASK the store did not follow: each slot move failed decisions", n)
+	}
 	for _, bad := range []string{"CROSSSLOT", "TRYAGAIN", "CLUSTERDOWN"} {
 		if replies[bad] != 0 {
 			t.Errorf("the Redis nodes answered %s %d times", bad, replies[bad])

@@ -73,6 +73,10 @@ const (
 	ClassTryAgain    = "tryagain"
 	ClassMasterDown  = "masterdown"
 	ClassLoading     = "loading"
+	// ClassRedirect counts MOVED and ASK replies that reached a decision:
+	// the slot moved and was not followed within the deadline. It is no
+	// shard failure, so it never opens a breaker.
+	ClassRedirect = "redirect"
 )
 
 // FailureClass says why err shows that a shard cannot answer, or returns ""

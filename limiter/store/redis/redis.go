@@ -266,7 +266,7 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 		}, []string{"shard"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_redis_errors_total",
-			Help: "Redis calls that failed because the shard could not answer, by class: timeout, connection, clusterdown, tryagain, masterdown, loading.",
+			Help: "Redis calls that failed because the shard could not answer, by class: timeout, connection, clusterdown, tryagain, masterdown, loading; and redirect, a MOVED or ASK not followed in time (no shard failure).",
 		}, []string{"class"}),
 	}
 	if reg != nil {
@@ -528,8 +528,11 @@ func (s *Store) run(batch []*call) {
 	seen := outcomes[:0]
 	for _, c := range live {
 		class := FailureClass(c.cmd.Err())
-		if class != "" {
+		switch {
+		case class != "":
 			s.metrics.errors.WithLabelValues(class).Inc()
+		case isRedirect(c.cmd.Err()):
+			s.metrics.errors.WithLabelValues(ClassRedirect).Inc()
 		}
 		seen = noteOutcome(seen, c.brk, class != "")
 		if c.lease != nil {
@@ -633,6 +636,12 @@ func anyErr(calls []*call, match func(error) bool) bool {
 
 func isTryAgain(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "TRYAGAIN")
+}
+
+// isRedirect reports a MOVED or ASK reply that go-redis did not follow
+// within the deadline: the script did not run.
+func isRedirect(err error) bool {
+	return err != nil && (strings.HasPrefix(err.Error(), "MOVED ") || strings.HasPrefix(err.Error(), "ASK "))
 }
 
 func isNoScript(err error) bool {
