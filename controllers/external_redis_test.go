@@ -68,7 +68,7 @@ func TestExternalRedisTLSAndAuth(t *testing.T) {
 	eventually(t, 30*time.Second, "the limiter Deployment", func() error {
 		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.LimiterName(fleet)}, dep)
 	})
-	if b, _ := yamlOf(dep); strings.Contains(b, password) {
+	if b, _ := yaml.Marshal(dep); strings.Contains(string(b), password) {
 		t.Fatalf("the Deployment holds the password:\n%s", b)
 	}
 	args, env := asKubelet(t, dep)
@@ -191,9 +191,4 @@ func argValue(args []string, name string) string {
 		}
 	}
 	return ""
-}
-
-func yamlOf(o any) (string, error) {
-	b, err := yaml.Marshal(o)
-	return string(b), err
 }

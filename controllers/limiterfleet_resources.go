@@ -270,10 +270,7 @@ const redisCADir = "/etc/sluice/redis-ca"
 func limiterEnv(fleet *v1alpha1.LimiterFleet) []corev1.EnvVar {
 	env := redisPasswordEnv(fleet)
 	if auth := fleet.Spec.Redis.Auth; auth != nil && auth.UsernameKey != nil {
-		env = append(env, corev1.EnvVar{Name: RedisUsernameEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: auth.SecretName},
-			Key:                  *auth.UsernameKey,
-		}}})
+		env = append(env, secretEnv(RedisUsernameEnv, auth.SecretName, *auth.UsernameKey))
 	}
 	return env
 }

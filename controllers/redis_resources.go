@@ -236,10 +236,15 @@ func redisPasswordEnv(fleet *v1alpha1.LimiterFleet) []corev1.EnvVar {
 	if auth == nil {
 		return nil
 	}
-	return []corev1.EnvVar{{Name: RedisPasswordEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-		LocalObjectReference: corev1.LocalObjectReference{Name: auth.SecretName},
-		Key:                  fleet.Spec.EffectiveAuthKey(),
-	}}}}
+	return []corev1.EnvVar{secretEnv(RedisPasswordEnv, auth.SecretName, fleet.Spec.EffectiveAuthKey())}
+}
+
+// secretEnv is the env var name, from key of Secret secret.
+func secretEnv(name, secret, key string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: secret},
+		Key:                  key,
+	}}}
 }
 
 // BuildRedisStatefulSet builds shard's StatefulSet: 1 + replicasPerShard

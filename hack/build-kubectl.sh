@@ -11,6 +11,8 @@ set -euo pipefail
 
 KUBECTL_VERSION="${KUBECTL_VERSION:-1.33.13}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=hack/lib/kube-version.sh
+source "$root/hack/lib/kube-version.sh"
 out="${1:-$root/bin/kubectl}"
 
 if [[ -x "$out" && "$("$out" version --client -o json 2>/dev/null | sed -n 's/.*"gitVersion": "\(.*\)".*/\1/p' | head -1)" == "v$KUBECTL_VERSION" ]]; then
@@ -44,14 +46,7 @@ func main() {
 	}
 }
 GO
-# What Kubernetes' hack/lib/version.sh stamps into release binaries.
-minor="${KUBECTL_VERSION#*.}"
-minor="${minor%%.*}"
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags+=" -X $pkg.gitVersion=v$KUBECTL_VERSION -X $pkg.gitMajor=${KUBECTL_VERSION%%.*} -X $pkg.gitMinor=$minor"
-  ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-done
+ldflags="$(kube_version_ldflags "$KUBECTL_VERSION")"
 mkdir -p "$(dirname "$out")"
 (
   cd "$work"

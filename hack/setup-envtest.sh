@@ -12,6 +12,8 @@ KUBE_VERSION="${KUBE_VERSION:-1.33.13}"
 ETCD_VERSION="${ETCD_VERSION:-3.5.21}"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=hack/lib/kube-version.sh
+source "$root/hack/lib/kube-version.sh"
 assets="${ENVTEST_ASSETS:-$root/bin/k8s}"
 stamp="$assets/.versions"
 # "stamped": kube-apiserver reports its version (/version, kubectl version,
@@ -76,13 +78,8 @@ func main() {
 	os.Exit(cli.Run(app.NewAPIServerCommand()))
 }
 GO
-  # What Kubernetes' hack/lib/version.sh stamps into release binaries.
-  local minor="${KUBE_VERSION#*.}" ldflags="-s -w"
-  minor="${minor%%.*}"
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ldflags+=" -X $pkg.gitVersion=v$KUBE_VERSION -X $pkg.gitMajor=${KUBE_VERSION%%.*} -X $pkg.gitMinor=$minor"
-    ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-  done
+  local ldflags
+  ldflags="$(kube_version_ldflags "$KUBE_VERSION")"
   (
     cd "$dir"
     go mod tidy >/dev/null

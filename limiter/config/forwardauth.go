@@ -73,11 +73,8 @@ func ValidateForwardAuth(mappings []v1alpha1.ForwardAuth, fld *field.Path) field
 }
 
 func validateForwardAuthDescriptors(ds []v1alpha1.ForwardAuthDescriptor, fld *field.Path) field.ErrorList {
-	switch {
-	case len(ds) == 0:
-		return field.ErrorList{field.Required(fld, fmt.Sprintf("must have 1 to %d entries", v1alpha1.MaxDescriptors))}
-	case len(ds) > v1alpha1.MaxDescriptors:
-		return field.ErrorList{field.TooMany(fld, len(ds), v1alpha1.MaxDescriptors)}
+	if errs := validateDescriptorCount(len(ds), fld); errs != nil {
+		return errs
 	}
 	var errs field.ErrorList
 	seen := map[string]bool{}

@@ -130,11 +130,8 @@ func validatePolicySpec(s *v1alpha1.RateLimitPolicySpec, fld *field.Path) field.
 }
 
 func validatePolicyDescriptors(ds []v1alpha1.Descriptor, fld *field.Path) field.ErrorList {
-	switch {
-	case len(ds) == 0:
-		return field.ErrorList{field.Required(fld, fmt.Sprintf("must have 1 to %d entries", v1alpha1.MaxDescriptors))}
-	case len(ds) > v1alpha1.MaxDescriptors:
-		return field.ErrorList{field.TooMany(fld, len(ds), v1alpha1.MaxDescriptors)}
+	if errs := validateDescriptorCount(len(ds), fld); errs != nil {
+		return errs
 	}
 	var errs field.ErrorList
 	seen := make(map[string]bool, len(ds))
@@ -213,6 +210,18 @@ func validatePolicyRange(v, minV, maxV int64, fld *field.Path) field.ErrorList {
 func validatePolicyDuration(d, minD, maxD time.Duration, msg string, fld *field.Path) field.ErrorList {
 	if d < minD || d > maxD {
 		return field.ErrorList{field.Invalid(fld, d.String(), msg)}
+	}
+	return nil
+}
+
+// validateDescriptorCount checks that a list of descriptors holds 1 to
+// MaxDescriptors entries.
+func validateDescriptorCount(n int, fld *field.Path) field.ErrorList {
+	switch {
+	case n == 0:
+		return field.ErrorList{field.Required(fld, fmt.Sprintf("must have 1 to %d entries", v1alpha1.MaxDescriptors))}
+	case n > v1alpha1.MaxDescriptors:
+		return field.ErrorList{field.TooMany(fld, n, v1alpha1.MaxDescriptors)}
 	}
 	return nil
 }

@@ -9,7 +9,6 @@ import (
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc/status"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/service"
@@ -89,17 +88,7 @@ func (s *Server) forwardAuth(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*rlv3.RateLimitDescriptor{{Entries: entries}}}
-	resp, err := s.svc.Decide(r.Context(), req, "")
-	if err != nil {
-		st := status.Convert(err)
-		writeError(w, httpStatus(st.Code()), st.Message())
-		return
-	}
-	code := http.StatusOK
-	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
-		code = int(*m.DenyStatus)
-	}
-	s.writeDecision(w, resp, code)
+	s.decide(w, r, req, "", int(*m.DenyStatus))
 }
 
 // answerMissing answers a call that lacks a value per the mapping's

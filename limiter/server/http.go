@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -46,7 +45,7 @@ var responseJSON = protojson.MarshalOptions{EmitDefaultValues: true}
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+CheckPath, s.check)
+	mux.HandleFunc("POST "+CheckPath, timed(s.metrics.http, s.check))
 	mux.HandleFunc(CheckPath, methodNotAllowed(http.MethodPost))
 	s.gatewayRoutes(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -74,9 +73,6 @@ func (s *Server) routes() http.Handler {
 // JSON RateLimitResponse as the body. Any Content-Type is taken as JSON, so
 // that `curl -d` works as is.
 func (s *Server) check(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	defer func() { s.metrics.http.Observe(time.Since(start).Seconds()) }()
-
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
 	if err != nil {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
@@ -96,6 +92,12 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	s.decide(w, r, req, idem, http.StatusTooManyRequests)
+}
+
+// decide makes the decision and answers 200, or denyStatus when over the
+// limit, with the decision's rate-limit headers and body.
+func (s *Server) decide(w http.ResponseWriter, r *http.Request, req *rlsv3.RateLimitRequest, idem string, denyStatus int) {
 	resp, err := s.svc.Decide(r.Context(), req, idem)
 	if err != nil {
 		st := status.Convert(err)
@@ -104,7 +106,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 	}
 	code := http.StatusOK
 	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
-		code = http.StatusTooManyRequests
+		code = denyStatus
 	}
 	s.writeDecision(w, resp, code)
 }
