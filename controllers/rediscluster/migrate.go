@@ -262,7 +262,7 @@ func (p *pass) migrateKeys(ctx context.Context, slot int, src, dst *view) (int, 
 	host, port := hostPort(dst.m.Addr)
 	moved := 0
 	for {
-		v, err := src.c.do(ctx, "CLUSTER", "GETKEYSINSLOT", slot, p.o.batch)
+		v, err := src.c.do(ctx, "CLUSTER", "GETKEYSINSLOT", slot, migrateBatch)
 		if err != nil {
 			return moved, fmt.Errorf("%s: CLUSTER GETKEYSINSLOT %d: %w", src.m.Pod, slot, err)
 		}
@@ -328,3 +328,6 @@ func serves(n Node, slot int) bool {
 	}
 	return false
 }
+
+// migrateBatch is how many keys one MIGRATE moves.
+const migrateBatch = 100

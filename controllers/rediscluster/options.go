@@ -13,13 +13,12 @@ type options struct {
 	dial       func(ctx context.Context, network, addr string) (net.Conn, error)
 	timeout    time.Duration
 	tracker    *Tracker
-	batch      int
 	migrateFor time.Duration
 	now        func() time.Time
 }
 
 func defaults() options {
-	return options{timeout: 2 * time.Second, batch: 100, migrateFor: 10 * time.Second, now: time.Now}
+	return options{timeout: 2 * time.Second, migrateFor: 10 * time.Second, now: time.Now}
 }
 
 // WithDialer sets how connections to nodes are opened (default: TCP).
@@ -41,15 +40,6 @@ func WithTimeout(d time.Duration) Option {
 // for the life of the controller. Without it, a pass uses the nodes' own
 // last-pong timestamps.
 func WithTracker(t *Tracker) Option { return func(o *options) { o.tracker = t } }
-
-// WithMigrateBatch sets how many keys one MIGRATE moves (default 100).
-func WithMigrateBatch(n int) Option {
-	return func(o *options) {
-		if n > 0 {
-			o.batch = n
-		}
-	}
-}
 
 // WithMigrationBudget bounds how long one pass moves slots (default 10s);
 // the rest of the plan is left in Result.Migration for the next pass.
