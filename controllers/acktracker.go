@@ -27,7 +27,8 @@ const adminSnapshotPath = "/v1/admin/snapshot"
 
 // adminSnapshot is the part of the admin endpoint's answer the operator reads.
 type adminSnapshot struct {
-	Version  string `json:"version"`
+	Version     string `json:"version"`
+	Enforcement string `json:"enforcement"`
 	Policies []struct {
 		UID        string `json:"uid"`
 		Generation int64  `json:"generation"`
@@ -232,7 +233,7 @@ func (t *AckTracker) poll(ctx context.Context, fleet types.NamespacedName, addr 
 			next.Err = err.Error()
 		} else {
 			next.Err = got.LastError
-			next.Version = got.Version
+			next.Version, next.Enforcement = got.Version, got.Enforcement
 			next.Generations = make(map[string]int64, len(got.Policies))
 			for _, pol := range got.Policies {
 				next.Generations[pol.UID] = pol.Generation
@@ -251,7 +252,7 @@ func (t *AckTracker) poll(ctx context.Context, fleet types.NamespacedName, addr 
 		}
 		p.ack = next
 		t.mu.Unlock()
-		if !prev.Answered || prev.Version != next.Version || prev.Err != next.Err || prev.StoreErr != next.StoreErr ||
+		if !prev.Answered || prev.Version != next.Version || prev.Enforcement != next.Enforcement || prev.Err != next.Err || prev.StoreErr != next.StoreErr ||
 			!maps.Equal(prev.Degraded, next.Degraded) {
 			if err != nil {
 				log.V(1).Info("Limiter pod did not answer", "error", err)

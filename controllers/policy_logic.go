@@ -130,6 +130,9 @@ type podAck struct {
 	Answered bool
 	// Version is the loaded snapshot version ("" before any).
 	Version string
+	// Enforcement is the loaded snapshot's kill switch, Enabled or
+	// Disabled ("" before any).
+	Enforcement string
 	// Generations maps policy UID to the generation the pod holds.
 	Generations map[string]int64
 	// Err is the pod's last load error, if any.
@@ -164,9 +167,11 @@ func enforcedCondition(p *v1alpha1.RateLimitPolicy, accepted bool, fleets []flee
 	}
 	var pending, disabled []string
 	for _, f := range fleets {
-		synced := 0
+		// A pod is synced when it holds this generation under the fleet's
+		// kill switch: the switch changes the snapshot, not the policy.
+		synced, enforcement := 0, string(f.Fleet.Spec.EffectiveEnforcement())
 		for _, pod := range f.Pods {
-			if pod.Generations[string(p.UID)] == p.Generation {
+			if pod.Generations[string(p.UID)] == p.Generation && pod.Enforcement == enforcement {
 				synced++
 			}
 		}

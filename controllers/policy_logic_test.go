@@ -121,7 +121,10 @@ func TestEnforcedCondition(t *testing.T) {
 		}
 		return f
 	}
-	has := func(gen int64) podAck { return podAck{Answered: true, Generations: map[string]int64{uid: gen}} }
+	has := func(gen int64) podAck {
+		return podAck{Answered: true, Generations: map[string]int64{uid: gen}, Enforcement: "Enabled"}
+	}
+	off := func(a podAck) podAck { a.Enforcement = "Disabled"; return a }
 	for _, tc := range []struct {
 		name     string
 		accepted bool
@@ -141,8 +144,12 @@ func TestEnforcedCondition(t *testing.T) {
 		{name: "second fleet lags", accepted: true, fleets: []fleetView{
 			{Fleet: fleet("f", false), Pods: []podAck{has(3)}}, {Fleet: fleet("g", false), Version: "v9", Pods: []podAck{has(3), {Answered: true}}}},
 			status: "False", reason: v1alpha1.SnapshotPendingReason, message: "fleet sys/g: 1/2"},
-		{name: "kill switch", accepted: true, fleets: []fleetView{{Fleet: fleet("f", true), Pods: []podAck{has(3)}}},
+		{name: "kill switch", accepted: true, fleets: []fleetView{{Fleet: fleet("f", true), Pods: []podAck{off(has(3))}}},
 			status: "False", reason: v1alpha1.EnforcementDisabledReason, message: "Disabled on fleet sys/f"},
+		{name: "kill switch not loaded yet", accepted: true, fleets: []fleetView{{Fleet: fleet("f", true), Version: "v3", Pods: []podAck{has(3), off(has(3))}}},
+			status: "False", reason: v1alpha1.SnapshotPendingReason, message: "fleet sys/f: 1/2 pods on snapshot v3"},
+		{name: "switched back on, a pod still off", accepted: true, fleets: []fleetView{{Fleet: fleet("f", false), Version: "v4", Pods: []podAck{has(3), off(has(3))}}},
+			status: "False", reason: v1alpha1.SnapshotPendingReason, message: "fleet sys/f: 1/2 pods on snapshot v4"},
 	} {
 		c := enforcedCondition(&p, tc.accepted, tc.fleets)
 		if c.Status != tc.status || c.Reason != tc.reason || !strings.Contains(c.Message, tc.message) || c.ObservedGeneration != 3 {
