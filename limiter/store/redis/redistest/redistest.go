@@ -62,6 +62,26 @@ func FreeAddr(t testing.TB, ip string) string {
 	return l.Addr().String()
 }
 
+// freeClusterAddr is FreeAddr for a cluster node on 127.0.0.1: its cluster
+// bus port, the port + 10000, is free too.
+func freeClusterAddr(t testing.TB) string {
+	t.Helper()
+	for range 100 {
+		addr := FreeAddr(t, "127.0.0.1")
+		_, port, _ := net.SplitHostPort(addr)
+		p, _ := strconv.Atoi(port)
+		if p+10000 > 65535 {
+			continue
+		}
+		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p+10000))); err == nil {
+			l.Close()
+			return addr
+		}
+	}
+	t.Fatal("no free port pair for a cluster node on 127.0.0.1")
+	return ""
+}
+
 // Start runs a standalone redis-server on a free loopback port, stopped
 // when the test ends. Extra config directives may be given as "name value".
 func Start(t testing.TB, extra ...string) *Server {
@@ -309,7 +329,7 @@ func StartClusterWith(t testing.TB, o ClusterOptions) *Cluster {
 		c.Ranges = append(c.Ranges, [2]int{i * 16384 / n, (i+1)*16384/n - 1})
 		extra := cfg
 		if slices.Contains(o.Proxied, i) {
-			addr := FreeAddr(t, "127.0.0.1")
+			addr := freeClusterAddr(t)
 			p := StartProxy(t, addr)
 			c.Proxies[i] = p
 			host, port, _ := net.SplitHostPort(p.Addr)
@@ -320,11 +340,11 @@ func StartClusterWith(t testing.TB, o ClusterOptions) *Cluster {
 			c.Nodes = append(c.Nodes, StartAt(t, addr, extra...))
 			continue
 		}
-		c.Nodes = append(c.Nodes, Start(t, extra...))
+		c.Nodes = append(c.Nodes, StartAt(t, freeClusterAddr(t), extra...))
 	}
 	for i := range n {
 		for range o.Replicas {
-			c.Replicas[i] = append(c.Replicas[i], Start(t, cfg...))
+			c.Replicas[i] = append(c.Replicas[i], StartAt(t, freeClusterAddr(t), cfg...))
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
