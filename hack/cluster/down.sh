@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# Stops the one-node cluster hack/cluster/up.sh started and puts the machine
+# back as up.sh found it: every process it started and every container
+# process, the mounts under the work dir, the pods' network namespaces,
+# the bridge, the iptables chains of kube-proxy, kubelet and the CNI
+# plugins, the pods' cgroups, and the sysctls that changed. Safe to run
+# twice, and after a run that failed half way.
+#
+#   hack/cluster/down.sh            # keeps $CLUSTER_DIR/logs for a post-mortem
+#   CLUSTER_KEEP_LOGS=0 hack/cluster/down.sh
+set -uo pipefail
+# shellcheck source=hack/cluster/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+[[ $(id -u) -eq 0 ]] || { clog "must run as root"; exit 1; }
+if [[ ! -d "$CLUSTER_DIR" ]]; then
+  [[ -f "$ACTIVE_MARKER" && "$(cat "$ACTIVE_MARKER")" == "$CLUSTER_DIR" ]] && rm -f "$ACTIVE_MARKER"
+  exit 0
+fi
+t0=$(date +%s%N)
+
+# stop NAME: SIGTERM, then SIGKILL after 10s, the process in run/NAME.pid.
+stop() {
+  local f="$run_dir/$1.pid" pid i
+  [[ -f "$f" ]] || return 0
+  pid="$(cat "$f")"
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null
+    for ((i = 0; i < 50; i++)); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.2
+    done
+    kill -KILL "$pid" 2>/dev/null
+  fi
+  rm -f "$f"
+}
+
+# kill_cgroup_tasks: SIGKILL every process in the pods' cgroups until
+# none is left (a container's processes may fork while we kill).
+kill_cgroup_tasks() {
+  local i pids
+  for ((i = 0; i < 50; i++)); do
+    pids="$(cgroup_dirs | while read -r d; do
+      [[ -d "$d" ]] && find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null
+    done | sort -u)"
+    [[ -z "$pids" ]] && return 0
+    # shellcheck disable=SC2086
+    kill -KILL $pids 2>/dev/null
+    sleep 0.1
+  done
+  clog "processes left in $CGROUP_ROOT: $pids"
+}
+
+# shim_pids prints the containerd shims of this cluster's containerd: those
+# whose command line names its socket.
+shim_pids() {
+  local p
+  for p in /proc/[0-9]*; do
+    [[ "$(readlink "$p/exe" 2>/dev/null)" == */containerd-shim* ]] || continue
+    tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "-address $containerd_sock " && echo "${p#/proc/}"
+  done
+}
+
+# 1. Nothing may restart containers: kubelet first, then every container
+#    process, then the rest of the node and the control plane.
+stop kubelet
+kill_cgroup_tasks
+stop kube-proxy
+stop kube-scheduler
+stop kube-controller-manager
+stop containerd
+for pid in $(shim_pids); do kill -KILL "$pid" 2>/dev/null; done
+stop kube-apiserver
+stop etcd
+
+# 2. Mounts under the work dir (overlay root file systems, volumes, shm),
+#    deepest first, and the network namespaces the pods had.
+for ((i = 0; i < 5; i++)); do
+  mapfile -t mounts < <(awk '{ print $2 }' /proc/mounts | sed 's/\\040/ /g' | grep -F -- "$CLUSTER_DIR/" | sort -r)
+  [[ ${#mounts[@]} -eq 0 ]] && break
+  for m in "${mounts[@]}"; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; done
+done
+if [[ -d /run/netns ]]; then
+  for ns in /run/netns/*; do
+    [[ -e "$ns" ]] || continue
+    grep -qxF "$(basename "$ns")" "$state_dir/netns.before" 2>/dev/null && continue
+    umount "$ns" 2>/dev/null || umount -l "$ns" 2>/dev/null
+    rm -f "$ns"
+  done
+fi
+
+# 3. Network: the bridge (the pods' veths went with their namespaces),
+#    the chains kube-proxy, kubelet and the CNI plugins added (KUBE-*,
+#    CNI-*) and the rules that jump to them, the pods' conntrack entries.
+ip link del "$BRIDGE" 2>/dev/null
+[[ -x "$CLUSTER_BIN/kube-proxy" ]] && "$CLUSTER_BIN/kube-proxy" --cleanup >"$log_dir/kube-proxy-cleanup.log" 2>&1
+for tool in iptables ip6tables; do
+  command -v "$tool-save" >/dev/null || continue
+  for table in filter nat mangle raw; do
+    before="$("$tool-save" -t "$table" 2>/dev/null)" || continue
+    grep -qE '(^:|-A |-j |-g )(KUBE-|CNI-)' <<<"$before" || continue
+    grep -vE '(^:|-A |-j |-g )(KUBE-|CNI-)' <<<"$before" | "$tool-restore" -T "$table" ||
+      clog "could not remove the cluster's chains from $tool table $table"
+  done
+done
+if command -v conntrack >/dev/null; then
+  conntrack -D -s "$POD_CIDR" >/dev/null 2>&1
+  conntrack -D -d "$POD_CIDR" >/dev/null 2>&1
+  conntrack -D -d "$SERVICE_CIDR" >/dev/null 2>&1
+fi
+
+# 4. The pods' cgroups, deepest first.
+cgroup_dirs | while read -r d; do
+  [[ -d "$d" ]] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+  [[ -d "$d" ]] && clog "could not remove cgroup $d"
+done
+
+# 5. Sysctls that changed while the cluster ran.
+if [[ -f "$state_dir/sysctl.before" ]]; then
+  while IFS='=' read -r name value; do
+    p="$(sysctl_path "$name")"
+    [[ -w "$p" ]] || continue
+    now="$(cat "$p")"
+    if [[ "$now" != "$value" ]]; then
+      echo "$value" >"$p" && clog "restored $name: $now -> $value"
+    fi
+  done <"$state_dir/sysctl.before"
+fi
+
+# 6. What the node left outside the work dir: CNI's result cache, the
+#    container log links, directories that did not exist before.
+rm -f /var/lib/cni/results/"$CLUSTER_NAME"-* 2>/dev/null
+if [[ -d /var/log/containers ]]; then
+  find /var/log/containers -maxdepth 1 -type l -lname "$CLUSTER_DIR/*" -delete 2>/dev/null
+fi
+if [[ -f "$state_dir/created-dirs" ]]; then
+  while read -r d; do
+    [[ -d "$d" ]] || continue
+    case "$d" in
+      /run/containerd) rm -rf "$d/s" "$d/runc" 2>/dev/null; rmdir "$d" 2>/dev/null ;;
+      *) find "$d" -depth -type d -empty -delete 2>/dev/null ;;
+    esac
+    [[ -e "$d" ]] && clog "left $d (not empty)"
+  done <"$state_dir/created-dirs"
+fi
+
+# 7. The work dir, but its logs; never through a mount that is left.
+if awk '{ print $2 }' /proc/mounts | grep -qF -- "$CLUSTER_DIR/"; then
+  clog "mounts are left under $CLUSTER_DIR; not deleting it:"
+  awk '{ print $2 }' /proc/mounts | grep -F -- "$CLUSTER_DIR/" >&2
+elif [[ "${CLUSTER_KEEP_LOGS:-1}" == 1 ]]; then
+  find "$CLUSTER_DIR" -mindepth 1 -maxdepth 1 ! -name logs -exec rm -rf --one-file-system {} + 2>/dev/null
+else
+  rm -rf --one-file-system "$CLUSTER_DIR"
+fi
+[[ -f "$ACTIVE_MARKER" && "$(cat "$ACTIVE_MARKER")" == "$CLUSTER_DIR" ]] && rm -f "$ACTIVE_MARKER"
+ms=$((($(date +%s%N) - t0) / 1000000))
+clog "down in $((ms / 1000)).$((ms % 1000 / 100))s"
+exit 0
