@@ -7,7 +7,8 @@
 //	e2eclient wait                                  # the client pod's process: waits for SIGTERM
 //	e2eclient app -addr :8000                       # an app: 200 and the request's headers as JSON
 //	e2eclient http -url URL [-method POST] [-data JSON] [-header 'K: V'] [-n 6] [-new-conn]
-//	e2eclient rls -addr HOST:8081 -domain D -descriptor 'k=v,k=v' [-n 6] [-new-conn]
+//	e2eclient rls -addr HOST:8081 -domain D -descriptor 'k=v,k=v' [-n 6] [-new-conn] [-keys K]
+//	e2eclient resolve NAME...                       # the addresses each name resolves to, as JSON
 //	e2eclient load -addr HOST:8081 -domain D -descriptor 'key=%d' [-keys 1000] [-rate 200] [-conns 4] [-interval 250ms]
 //
 // http and rls print one JSON array of the answers. load sends -rate calls
@@ -25,6 +26,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -60,6 +62,8 @@ func main() {
 		err = runRLS(args)
 	case "load":
 		err = runLoad(args)
+	case "resolve":
+		err = runResolve(args)
 	default:
 		usage()
 	}
@@ -70,8 +74,22 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: e2eclient wait|app|http|rls|load [flags]")
+	fmt.Fprintln(os.Stderr, "usage: e2eclient wait|app|http|rls|load|resolve [flags]")
 	os.Exit(2)
+}
+
+// runResolve prints the addresses each name resolves to, or its error.
+func runResolve(names []string) error {
+	out := map[string]any{}
+	for _, n := range names {
+		addrs, err := net.LookupHost(n)
+		if err != nil {
+			out[n] = err.Error()
+			continue
+		}
+		out[n] = addrs
+	}
+	return json.NewEncoder(os.Stdout).Encode(out)
 }
 
 // runApp answers every request with 200 and the request as JSON.
@@ -150,16 +168,30 @@ func runRLS(args []string) error {
 	addr := fs.String("addr", "", "RLS gRPC `host:port`")
 	domain := fs.String("domain", "", "rate limit `domain`")
 	desc := fs.String("descriptor", "", "`entries` k=v separated by ',', descriptors by ';'")
-	n := fs.Int("n", 1, "calls, one after the other")
+	n := fs.Int("n", 1, "calls, one after the other (for each key with -keys)")
 	newConn := fs.Bool("new-conn", false, "a new connection for each call")
+	keys := fs.Int("keys", 0, "send the calls for each key index 0..keys-1 in turn, substituted for %d in -descriptor")
 	_ = fs.Parse(args)
-	req, err := request(*domain, *desc, -1)
-	if err != nil {
+	if _, err := request(*domain, *desc, -1); err != nil {
 		return err
 	}
-	var cc *grpc.ClientConn
-	answers := make([]RLSAnswer, 0, *n)
-	for range *n {
+	var reqs []*rlsv3.RateLimitRequest
+	for k := range max(1, *keys) {
+		idx := -1
+		if *keys > 0 {
+			idx = k
+		}
+		req, _ := request(*domain, *desc, idx)
+		for range *n {
+			reqs = append(reqs, req)
+		}
+	}
+	var (
+		cc  *grpc.ClientConn
+		err error
+	)
+	answers := make([]RLSAnswer, 0, len(reqs))
+	for _, req := range reqs {
 		if cc == nil {
 			if cc, err = dial(*addr); err != nil {
 				return err
