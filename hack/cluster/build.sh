@@ -90,9 +90,17 @@ build_coredns() {
   log "building coredns v$COREDNS_VERSION (about 6 minutes on 2 cores)"
   # CoreDNS's go.mod has no replace directives: go install builds it as
   # its release does, with the plugins of its committed plugin.cfg.
-  GOBIN="$work/coredns" go install -trimpath \
-    -ldflags="-s -w -X github.com/coredns/coredns/coremain.GitCommit=v$COREDNS_VERSION" \
-    "github.com/coredns/coredns@v$COREDNS_VERSION"
+  # The module proxy sometimes answers 503: try again (what was fetched or
+  # compiled stays cached).
+  local try
+  for try in 1 2 3; do
+    GOBIN="$work/coredns" go install -trimpath \
+      -ldflags="-s -w -X github.com/coredns/coredns/coremain.GitCommit=v$COREDNS_VERSION" \
+      "github.com/coredns/coredns@v$COREDNS_VERSION" && break
+    [[ $try -lt 3 ]] || return 1
+    log "go install coredns failed; trying again"
+    sleep 10
+  done
   mv -f "$work/coredns/coredns" "$out/coredns"
   echo "$want" >"$out/.coredns-version"
 }

@@ -19,20 +19,30 @@ if [[ ! -d "$CLUSTER_DIR" ]]; then
 fi
 t0=$(date +%s%N)
 
-# stop NAME: SIGTERM, then SIGKILL after 10s, the process in run/NAME.pid.
+# stop NAME...: SIGKILL the processes in run/NAME.pid, and wait until they
+# are gone. Nothing of the cluster is worth a graceful stop: down removes
+# its state, and step 3 removes what kube-proxy and CNI left in iptables.
 stop() {
-  local f="$run_dir/$1.pid" pid i
-  [[ -f "$f" ]] || return 0
-  pid="$(cat "$f")"
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null
-    for ((i = 0; i < 50; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.2
-    done
-    kill -KILL "$pid" 2>/dev/null
-  fi
-  rm -f "$f"
+  local name f pid pids=() i
+  for name in "$@"; do
+    f="$run_dir/$name.pid"
+    [[ -f "$f" ]] || continue
+    pid="$(cat "$f")"
+    kill -KILL "$pid" 2>/dev/null && pids+=("$pid")
+    rm -f "$f"
+  done
+  for ((i = 0; i < 50; i++)); do
+    kill -0 "${pids[@]}" 2>/dev/null || return 0
+    sleep 0.1
+  done
+}
+
+phases=()
+phase() { # phase NAME: records the time since the last phase
+  local now
+  now=$(date +%s%N)
+  phases+=("$1 $((($now - ${phase_t:-$t0}) / 1000000))ms")
+  phase_t=$now
 }
 
 # kill_cgroup_tasks: SIGKILL every process in the pods' cgroups until
@@ -65,13 +75,10 @@ shim_pids() {
 #    process, then the rest of the node and the control plane.
 stop kubelet
 kill_cgroup_tasks
-stop kube-proxy
-stop kube-scheduler
-stop kube-controller-manager
-stop containerd
+stop kube-proxy kube-scheduler kube-controller-manager containerd
 for pid in $(shim_pids); do kill -KILL "$pid" 2>/dev/null; done
-stop kube-apiserver
-stop etcd
+stop kube-apiserver etcd
+phase processes
 
 # 2. Mounts under the work dir (overlay root file systems, volumes, shm),
 #    deepest first, and the network namespaces the pods had.
@@ -88,6 +95,7 @@ if [[ -d /run/netns ]]; then
     rm -f "$ns"
   done
 fi
+phase mounts
 
 # 3. Network: the bridge (the pods' veths went with their namespaces),
 #    the chains kube-proxy, kubelet and the CNI plugins added (KUBE-*,
@@ -108,6 +116,7 @@ if command -v conntrack >/dev/null; then
   conntrack -D -d "$POD_CIDR" >/dev/null 2>&1
   conntrack -D -d "$SERVICE_CIDR" >/dev/null 2>&1
 fi
+phase network
 
 # 4. The pods' cgroups, deepest first.
 cgroup_dirs | while read -r d; do
@@ -127,9 +136,19 @@ if [[ -f "$state_dir/sysctl.before" ]]; then
   done <"$state_dir/sysctl.before"
 fi
 
-# 6. What the node left outside the work dir: CNI's result cache, the
-#    container log links, directories that did not exist before.
-rm -f /var/lib/cni/results/"$CLUSTER_NAME"-* 2>/dev/null
+# 6. What the node left outside the work dir: CNI's result cache (files
+#    that were not there before), kubelet's device plugin socket (always
+#    under /var/lib/kubelet), the container log links, and directories that
+#    did not exist before.
+if [[ -d /var/lib/cni/results ]]; then
+  for f in /var/lib/cni/results/*; do
+    [[ -e "$f" ]] || continue
+    grep -qxF "$(basename "$f")" "$state_dir/cni-results.before" 2>/dev/null || rm -f "$f"
+  done
+fi
+if grep -qxF /var/lib/kubelet "$state_dir/created-dirs" 2>/dev/null; then
+  rm -f /var/lib/kubelet/device-plugins/kubelet.sock
+fi
 if [[ -d /var/log/containers ]]; then
   find /var/log/containers -maxdepth 1 -type l -lname "$CLUSTER_DIR/*" -delete 2>/dev/null
 fi
@@ -137,9 +156,9 @@ if [[ -f "$state_dir/created-dirs" ]]; then
   while read -r d; do
     [[ -d "$d" ]] || continue
     case "$d" in
-      /run/containerd) rm -rf "$d/s" "$d/runc" 2>/dev/null; rmdir "$d" 2>/dev/null ;;
-      *) find "$d" -depth -type d -empty -delete 2>/dev/null ;;
+      /run/containerd) rm -rf "$d/s" "$d/runc" 2>/dev/null ;;
     esac
+    find "$d" -depth -type d -empty -delete 2>/dev/null
     [[ -e "$d" ]] && clog "left $d (not empty)"
   done <"$state_dir/created-dirs"
 fi
@@ -154,6 +173,7 @@ else
   rm -rf --one-file-system "$CLUSTER_DIR"
 fi
 [[ -f "$ACTIVE_MARKER" && "$(cat "$ACTIVE_MARKER")" == "$CLUSTER_DIR" ]] && rm -f "$ACTIVE_MARKER"
+phase files
 ms=$((($(date +%s%N) - t0) / 1000000))
-clog "down in $((ms / 1000)).$((ms % 1000 / 100))s"
+clog "down in $((ms / 1000)).$((ms % 1000 / 100))s (${phases[*]})"
 exit 0

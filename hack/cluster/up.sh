@@ -70,7 +70,9 @@ for s in "${SYSCTLS[@]}"; do
   [[ -r "$p" ]] && echo "$s=$(cat "$p")" >>"$state_dir/sysctl.before"
 done
 ls -1 /run/netns 2>/dev/null >"$state_dir/netns.before" || true
-for d in /run/netns /var/lib/cni /var/log/containers /run/containerd; do
+ls -1 /var/lib/cni/results 2>/dev/null >"$state_dir/cni-results.before" || true
+: >"$state_dir/created-dirs"
+for d in /run/netns /var/lib/cni /var/lib/kubelet /var/log/containers /run/containerd /run/mount; do
   [[ -e "$d" ]] || echo "$d" >>"$state_dir/created-dirs"
 done
 echo "$HOST_IP" >"$state_dir/host-ip"
@@ -247,11 +249,20 @@ clog "containerd up, $(wc -l <"$CLUSTER_BIN/images/images.txt") images imported 
 
 # kubelet puts every pod under CGROUP_ROOT, which must exist in each
 # hierarchy (cpuset needs its CPUs and memory nodes set to hold tasks).
+# Its CPU weight is that of CLUSTER_CPU_SHARES/1024 busy processes, so that
+# the pods get the CPU they request when the machine's other processes keep
+# it busy, as on a node that runs only Kubernetes: the limiters' Redis
+# deadline is 20ms.
 cgroup_dirs | while read -r d; do
   mkdir -p "$d"
   if [[ -f "$(dirname "$d")/cpuset.cpus" ]]; then
     cat "$(dirname "$d")/cpuset.cpus" >"$d/cpuset.cpus"
     cat "$(dirname "$d")/cpuset.mems" >"$d/cpuset.mems"
+  fi
+  if [[ -f "$d/cpu.shares" ]]; then
+    echo "${CLUSTER_CPU_SHARES:-65536}" >"$d/cpu.shares"
+  elif [[ -f "$d/cpu.weight" ]]; then
+    echo $((${CLUSTER_CPU_SHARES:-65536} * 100 / 1024 > 10000 ? 10000 : ${CLUSTER_CPU_SHARES:-65536} * 100 / 1024)) >"$d/cpu.weight"
   fi
 done
 
@@ -298,7 +309,6 @@ clientConnection: {kubeconfig: $CLUSTER_DIR/kube-proxy.kubeconfig}
 hostnameOverride: $NODE_NAME
 mode: iptables
 clusterCIDR: $POD_CIDR
-bindAddress: 127.0.0.1
 metricsBindAddress: 127.0.0.1:10249
 healthzBindAddress: 127.0.0.1:10256
 # Leave the host's conntrack settings alone.

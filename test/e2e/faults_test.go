@@ -100,7 +100,7 @@ func (j *journey) faults(t *testing.T) {
 
 	t.Run("RedisPodDeleted", func(t *testing.T) {
 		l := c.startLoad(t, appNS, clientPod, loadArgs...)
-		l.waitClean(t, 3*time.Second, time.Minute)
+		n := l.measureNoise(t, 5*time.Second)
 		w := j.watch(t)
 		name := controllers.RedisShardName(f, 1) + "-0"
 		old, err := c.cs.CoreV1().Pods(f.Namespace).Get(context.Background(), name, metav1.GetOptions{})
@@ -120,15 +120,15 @@ func (j *journey) faults(t *testing.T) {
 		})
 		podReady := since(start)
 		j.waitRedisReadyAfter(t, w, start)
-		l.waitClean(t, 5*time.Second, 3*time.Minute)
-		rep := l.report(start)
+		l.waitQuiet(t, n, start, 5*time.Second, 3*time.Minute)
+		rep := l.report(n, start)
 		l.stop()
-		rr := w.trueSince(fleetCond(v1alpha1.FleetRedisReady), time.Now())
-		t.Logf("Redis pod %s deleted (IP %s -> %s): new pod ready %s after, RedisReady True %v after; %s",
-			name, old.Status.PodIP, newIP, podReady, rr.Sub(start).Round(100*time.Millisecond), rep.String(start))
-		j.mark("fault Redis pod deleted: %s; pod ready %s, RedisReady %v after", rep.String(start), podReady, rr.Sub(start).Round(100*time.Millisecond))
+		rr := w.readyNote(fleetCond(v1alpha1.FleetRedisReady), start)
+		t.Logf("Redis pod %s deleted (IP %s -> %s): new pod ready %s after, %s; %s",
+			name, old.Status.PodIP, newIP, podReady, rr, rep)
+		j.mark("fault Redis pod deleted: %s; pod ready %s, %s", rep, podReady, rr)
 		t.Logf("RedisReady: %s", w.timeline(fleetCond(v1alpha1.FleetRedisReady), start))
-		j.checkNoFailureWhileRedisReady(t, w, l, start)
+		j.checkNoFailureWhileRedisReady(t, w, l, n, start)
 		j.checkKeysKept(t, svc)
 		if dl := c.fleet(t, f.Namespace, f.Name).Status.Redis.DataLoss; dl != "" {
 			t.Errorf("status.redis.dataLoss after a pod replaced with its volume: %s", dl)
@@ -137,25 +137,27 @@ func (j *journey) faults(t *testing.T) {
 
 	t.Run("LimiterRolloutRestart", func(t *testing.T) {
 		l := c.startLoad(t, appNS, clientPod, loadArgs...)
-		l.waitClean(t, 3*time.Second, time.Minute)
+		n := l.measureNoise(t, 5*time.Second)
 		dep := "deployment/" + controllers.LimiterName(f)
 		start := time.Now()
 		c.kubectl(t, "rollout", "restart", "-n", f.Namespace, dep)
 		c.kubectl(t, "rollout", "status", "-n", f.Namespace, dep, "--timeout=5m")
 		rolled := since(start)
-		l.waitClean(t, 5*time.Second, 3*time.Minute)
-		rep := l.report(start)
+		l.waitQuiet(t, n, start, 5*time.Second, 3*time.Minute)
+		rep := l.report(n, start)
 		l.stop()
-		t.Logf("kubectl rollout restart %s: rolled out in %s; %s", dep, rolled, rep.String(start))
-		j.mark("fault limiter rollout restart: %s; rolled out in %s", rep.String(start), rolled)
-		if rep.Failed != 0 {
-			t.Errorf("a rolling restart of the limiters failed %d decisions, want 0: %s", rep.Failed, rep.String(start))
+		t.Logf("kubectl rollout restart %s: rolled out in %s; %s", dep, rolled, rep)
+		j.mark("fault limiter rollout restart: %s; rolled out in %s", rep, rolled)
+		// The target is zero failed decisions; a busy machine's timeouts
+		// are told apart (the noise), a connection refused never is.
+		if rep.RPCErrors != 0 || rep.Recovery != 0 {
+			t.Errorf("a rolling restart of the limiters failed decisions: %s", rep)
 		}
 	})
 
 	t.Run("OperatorPodDeleted", func(t *testing.T) {
 		l := c.startLoad(t, appNS, clientPod, loadArgs...)
-		l.waitClean(t, 3*time.Second, time.Minute)
+		n := l.measureNoise(t, 5*time.Second)
 		oldLease := &coordinationv1.Lease{}
 		if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: system, Name: leaseName}, oldLease); err != nil {
 			t.Fatal(err)
@@ -175,15 +177,15 @@ func (j *journey) faults(t *testing.T) {
 		leading := since(start)
 		// Several collector passes of the new operator.
 		time.Sleep(15 * time.Second)
-		rep := l.report(start)
+		rep := l.report(n, start)
 		l.stop()
-		t.Logf("operator pod deleted: a new one leads %s after; %s", leading, rep.String(start))
-		j.mark("fault operator pod deleted: %s; new leader %s after", rep.String(start), leading)
+		t.Logf("operator pod deleted: a new one leads %s after; %s", leading, rep)
+		j.mark("fault operator pod deleted: %s; new leader %s after", rep, leading)
 		if flaps := w.changes(); len(flaps) > 0 {
 			t.Errorf("conditions changed while the operator restarted:\n  %s", strings.Join(flaps, "\n  "))
 		}
-		if rep.Failed != 0 {
-			t.Errorf("%s while the operator restarted, want 0", rep.String(start))
+		if rep.RPCErrors != 0 || rep.Recovery != 0 {
+			t.Errorf("decisions failed while the operator restarted: %s", rep)
 		}
 		// A lease that is not released can only be taken once it expires:
 		// leaseDurationSeconds after the old leader's last renewal.
@@ -199,7 +201,7 @@ func (j *journey) faults(t *testing.T) {
 
 	t.Run("RedisContainersKilled", func(t *testing.T) {
 		l := c.startLoad(t, appNS, clientPod, loadArgs...)
-		l.waitClean(t, 3*time.Second, time.Minute)
+		n := l.measureNoise(t, 5*time.Second)
 		pods := redisPods()
 		restarts := map[string]int32{}
 		var ids []string
@@ -239,15 +241,15 @@ func (j *journey) faults(t *testing.T) {
 		})
 		restarted := since(start)
 		j.waitRedisReadyAfter(t, w, start)
-		l.waitClean(t, 5*time.Second, 3*time.Minute)
-		rep := l.report(start)
+		l.waitQuiet(t, n, start, 5*time.Second, 3*time.Minute)
+		rep := l.report(n, start)
 		l.stop()
-		rr := w.trueSince(fleetCond(v1alpha1.FleetRedisReady), time.Now())
-		t.Logf("%d Redis containers killed at once: restarted and ready %s after, RedisReady True %v after; %s",
-			len(ids), restarted, rr.Sub(start).Round(100*time.Millisecond), rep.String(start))
-		j.mark("fault every Redis container killed: %s; restarted %s, RedisReady %v after", rep.String(start), restarted, rr.Sub(start).Round(100*time.Millisecond))
+		rr := w.readyNote(fleetCond(v1alpha1.FleetRedisReady), start)
+		t.Logf("%d Redis containers killed at once: restarted and ready %s after, %s; %s",
+			len(ids), restarted, rr, rep)
+		j.mark("fault every Redis container killed: %s; restarted %s, %s", rep, restarted, rr)
 		t.Logf("RedisReady: %s", w.timeline(fleetCond(v1alpha1.FleetRedisReady), start))
-		j.checkNoFailureWhileRedisReady(t, w, l, start)
+		j.checkNoFailureWhileRedisReady(t, w, l, n, start)
 		j.checkKeysKept(t, svc)
 	})
 }
@@ -289,20 +291,23 @@ func (j *journey) waitRedisReadyAfter(t *testing.T, w *watcher, start time.Time)
 	})
 }
 
-// checkNoFailureWhileRedisReady fails the test for a decision that failed
-// when the fleet had said RedisReady=True for more than a second (what a
-// status poll and the load's 250ms intervals can blur): the condition must
-// not claim Redis is usable while the limiters can't use it.
-func (j *journey) checkNoFailureWhileRedisReady(t *testing.T, w *watcher, l *load, start time.Time) {
+// checkNoFailureWhileRedisReady fails the test for a second of load that
+// failed beyond the noise after the fleet had said RedisReady=True for
+// more than a second (what a status poll and the load's intervals can
+// blur): the condition must not claim Redis is usable while the limiters
+// can't use it.
+func (j *journey) checkNoFailureWhileRedisReady(t *testing.T, w *watcher, l *load, n noise, start time.Time) {
 	t.Helper()
 	key := fleetCond(v1alpha1.FleetRedisReady)
-	for _, iv := range l.intervals() {
-		if iv.Failed == 0 || !iv.end().After(start) {
+	for _, s := range l.seconds(start, time.Now()) {
+		end := s.start.Add(time.Second)
+		if s.failed <= n.threshold() {
 			continue
 		}
-		if since := w.trueSince(key, iv.end()); !since.IsZero() && iv.end().Sub(since) > time.Second {
-			t.Errorf("%d decisions failed in the 250ms to %s, %v after the fleet said RedisReady=True (issue 15: limiters must reach a replaced node once the operator healed the cluster, and RedisReady must not be True while they can't): %v",
-				iv.Failed, iv.end().Format("15:04:05.000"), iv.end().Sub(since).Round(10*time.Millisecond), iv.Errors)
+		if since := w.trueSince(key, s.start); !since.IsZero() && end.Sub(since) > 2*time.Second {
+			t.Errorf("%d of %d decisions failed in the second from %s, %v after the fleet said RedisReady=True "+
+				"(issue 15: limiters must reach a replaced node once the operator healed the cluster, and RedisReady must not be True while they can't)",
+				s.failed, s.answered, s.start.Format("15:04:05.000"), s.start.Sub(since).Round(10*time.Millisecond))
 			return
 		}
 	}
@@ -403,6 +408,16 @@ func (w *watcher) trueSince(key string, at time.Time) time.Time {
 		return time.Time{}
 	}
 	return since
+}
+
+// readyNote says when the condition turned True again after start, or
+// that it stayed True.
+func (w *watcher) readyNote(key string, start time.Time) string {
+	since := w.trueSince(key, time.Now())
+	if since.Before(start) {
+		return "RedisReady stayed True"
+	}
+	return fmt.Sprintf("RedisReady True again %v after", since.Sub(start).Round(100*time.Millisecond))
 }
 
 // timeline prints a condition's changes, in seconds after start.
