@@ -49,10 +49,9 @@ type goldenEnv struct {
 
 func startGolden(t *testing.T, st store.Store, snap *config.Snapshot) *goldenEnv {
 	t.Helper()
-	svc := service.New(st, service.Options{Registerer: prometheus.NewRegistry(), RetryAfterJitter: -1,
-		Logger: slog.New(slog.DiscardHandler)})
-	t.Cleanup(func() { _ = svc.Close() })
-	srv, err := server.New(svc, server.Options{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)})
+	svc := newService(t, st, service.Options{Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
+	srv, err := server.New(svc, server.Options{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler),
+		RetryAfterJitter: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
