@@ -52,10 +52,17 @@ type Policy struct {
 	// identity and whatever makes stored state incompatible (algorithm and
 	// period); a changed limit or burst keeps the counters.
 	counterID string
+	// id is ID(), built once: every decided request names its policy.
+	id string
 }
 
 // ID is "namespace/name".
-func (p *Policy) ID() string { return p.Namespace + "/" + p.Name }
+func (p *Policy) ID() string {
+	if p.id == "" {
+		return p.Namespace + "/" + p.Name
+	}
+	return p.id
+}
 
 // Domain holds one domain's policies, indexed by their first descriptor key.
 type Domain struct {
@@ -140,7 +147,8 @@ func compilePolicy(src *v1alpha1.RateLimitPolicy) *Policy {
 	if !a.UsesBurst() {
 		p.Limit.Burst = p.Limit.Limit
 	}
-	p.counterID = fmt.Sprintf("%s/%s|%s|%d", p.Namespace, p.Name, a, p.Limit.Period.Microseconds())
+	p.id = p.Namespace + "/" + p.Name
+	p.counterID = fmt.Sprintf("%s|%s|%d", p.id, a, p.Limit.Period.Microseconds())
 	return p
 }
 

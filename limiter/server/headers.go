@@ -47,38 +47,35 @@ func headers(resp *service.Response, jitter float64) []*corev3.HeaderValue {
 	limit := strconv.FormatInt(quota, 10)
 	remaining := strconv.FormatInt(min(r.Remaining, quota), 10)
 	reset := strconv.FormatInt(ceilSeconds(r.ResetAfter), 10)
+	values := [8]struct{ k, v string }{
+		{HeaderRateLimitPolicy, name + ";q=" + limit + ";w=" + strconv.FormatInt(ceilSeconds(p.Limit.Period), 10)},
+		{HeaderRateLimit, name + ";r=" + remaining + ";t=" + reset},
+		{HeaderLimit, limit},
+		{HeaderRemaining, remaining},
+		{HeaderReset, reset},
+	}
 	n := 5
-	retry := d.OverLimit && r.RetryAfter != algo.Never
-	reason := d.OverLimit && d.Reason != ""
-	for _, extra := range []bool{retry, reason, resp.Replayed} {
-		if extra {
-			n++
-		}
+	if d.OverLimit && r.RetryAfter != algo.Never {
+		values[n].k, values[n].v = HeaderRetryAfter, strconv.FormatInt(retryAfter(r.RetryAfter, jitter), 10)
+		n++
 	}
-	// One allocation for the values, one for the pointers: this runs for
-	// every decided request.
-	values := make([]corev3.HeaderValue, n)
-	h := make([]*corev3.HeaderValue, 0, n)
-	add := func(k, v string) {
-		hv := &values[len(h)]
-		hv.Key, hv.Value = k, v
-		h = append(h, hv)
-	}
-	add(HeaderRateLimitPolicy, name+";q="+limit+";w="+strconv.FormatInt(ceilSeconds(p.Limit.Period), 10))
-	add(HeaderRateLimit, name+";r="+remaining+";t="+reset)
-	add(HeaderLimit, limit)
-	add(HeaderRemaining, remaining)
-	add(HeaderReset, reset)
-	if retry {
-		add(HeaderRetryAfter, strconv.FormatInt(retryAfter(r.RetryAfter, jitter), 10))
-	}
-	if reason {
-		add(HeaderReason, d.Reason)
+	if d.OverLimit && d.Reason != "" {
+		values[n].k, values[n].v = HeaderReason, d.Reason
+		n++
 	}
 	if resp.Replayed {
-		add(HeaderReplayed, "true")
+		values[n].k, values[n].v = HeaderReplayed, "true"
+		n++
 	}
-	return h
+	// One allocation for the headers, one for the pointers: this runs for
+	// every decided request.
+	hs := make([]corev3.HeaderValue, n)
+	out := make([]*corev3.HeaderValue, n)
+	for i := range out {
+		hs[i].Key, hs[i].Value = values[i].k, values[i].v
+		out[i] = &hs[i]
+	}
+	return out
 }
 
 // retryAfter rounds up to whole seconds (at least 1) and adds jitter of up

@@ -79,26 +79,27 @@ var requests = sync.Pool{New: func() any { return &rlsRequest{} }}
 // has no entries, a nil entry an empty key. putRequest gives it back.
 func getRequest(req *rlsv3.RateLimitRequest) *rlsRequest {
 	sr := requests.Get().(*rlsRequest)
-	n := 0
-	for _, d := range req.GetDescriptors() {
-		n += len(d.GetEntries())
+	ds := req.GetDescriptors()
+	if cap(sr.descriptors) < len(ds) {
+		sr.descriptors = make([]service.Descriptor, len(ds))
 	}
-	sr.entries = append(sr.entries[:0], make([]config.Entry, n)...)
-	sr.descriptors = append(sr.descriptors[:0], make([]service.Descriptor, len(req.GetDescriptors()))...)
-	entries := sr.entries
-	for i, d := range req.GetDescriptors() {
-		sd := &sr.descriptors[i]
-		sd.Entries = entries[:len(d.GetEntries()):len(d.GetEntries())]
-		entries = entries[len(d.GetEntries()):]
-		for j, e := range d.GetEntries() {
-			sd.Entries[j] = config.Entry{Key: e.GetKey(), Value: e.GetValue()}
+	sr.descriptors = sr.descriptors[:len(ds)]
+	entries := sr.entries[:0]
+	for i, d := range ds {
+		start := len(entries)
+		for _, e := range d.GetEntries() {
+			entries = append(entries, config.Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
+		// Should entries grow, the earlier descriptors keep theirs in the
+		// old array, which stays as it was.
+		sd := &sr.descriptors[i]
+		*sd = service.Descriptor{Entries: entries[start:len(entries):len(entries)],
+			NegativeHits: d.GetIsNegativeHits(), LimitOverride: d.GetLimit() != nil}
 		if h := d.GetHitsAddend(); h != nil {
 			sd.HitsAddend, sd.HasHitsAddend = h.GetValue(), true
 		}
-		sd.NegativeHits = d.GetIsNegativeHits()
-		sd.LimitOverride = d.GetLimit() != nil
 	}
+	sr.entries = entries
 	sr.req = service.Request{Domain: req.GetDomain(), Descriptors: sr.descriptors, HitsAddend: uint64(req.GetHitsAddend())}
 	return sr
 }
