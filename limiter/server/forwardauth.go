@@ -87,7 +87,7 @@ func (s *Server) forwardAuth(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := &service.Request{Domain: domain, Descriptors: []service.Descriptor{{Entries: entries}}}
-	s.decide(w, r, req, int(*m.DenyStatus))
+	s.decide(w, r, req, &service.Response{}, int(*m.DenyStatus))
 }
 
 // answerMissing answers a call that lacks a value per the mapping's

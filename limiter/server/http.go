@@ -93,15 +93,14 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 	sr := getRequest(req)
 	defer putRequest(sr)
 	sr.req.IdempotencyKey = idem
-	s.decide(w, r, &sr.req, http.StatusTooManyRequests)
+	s.decide(w, r, &sr.req, &sr.resp, http.StatusTooManyRequests)
 }
 
 // decide makes the decision and answers 200, or denyStatus when over the
 // limit, with the decision's rate-limit headers and, as the body, the JSON
 // RateLimitResponse that RLS would answer.
-func (s *Server) decide(w http.ResponseWriter, r *http.Request, req *service.Request, denyStatus int) {
-	resp, err := s.svc.Decide(r.Context(), req)
-	if err != nil {
+func (s *Server) decide(w http.ResponseWriter, r *http.Request, req *service.Request, resp *service.Response, denyStatus int) {
+	if err := s.svc.DecideInto(r.Context(), req, resp); err != nil {
 		writeError(w, httpStatus(err), err.Error())
 		return
 	}
@@ -109,7 +108,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, req *service.Req
 	if resp.OverLimit {
 		code = denyStatus
 	}
-	s.writeDecision(w, toRLS(&resp, s.rls.jitter), code)
+	s.writeDecision(w, toRLS(resp, s.rls.jitter), code)
 }
 
 // writeDecision answers code with the decision's rate-limit headers and the

@@ -43,11 +43,10 @@ func NewRLS(svc *service.Service, jitter float64) *RLS {
 func (r *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	sr := getRequest(req)
 	defer putRequest(sr)
-	resp, err := r.svc.Decide(ctx, &sr.req)
-	if err != nil {
+	if err := r.svc.DecideInto(ctx, &sr.req, &sr.resp); err != nil {
 		return nil, grpcError(err)
 	}
-	return toRLS(&resp, r.jitter), nil
+	return toRLS(&sr.resp, r.jitter), nil
 }
 
 // validateRLS is what svc says of an RLS request (or of an HTTP check's).
@@ -66,11 +65,12 @@ func grpcError(err error) error {
 }
 
 // rlsRequest is a service.Request made from an RLS request, with the
-// memory its descriptors and entries take, pooled.
+// memory its descriptors and entries take, and its Response, pooled.
 type rlsRequest struct {
 	req         service.Request
 	descriptors []service.Descriptor
 	entries     []config.Entry
+	resp        service.Response
 }
 
 var requests = sync.Pool{New: func() any { return &rlsRequest{} }}
@@ -106,11 +106,13 @@ func getRequest(req *rlsv3.RateLimitRequest) *rlsRequest {
 
 func putRequest(sr *rlsRequest) {
 	sr.req = service.Request{}
-	if cap(sr.entries) > maxPooledEntries || cap(sr.descriptors) > service.MaxDescriptors {
+	if cap(sr.entries) > maxPooledEntries || cap(sr.descriptors) > service.MaxDescriptors || cap(sr.resp.Decisions) > service.MaxDescriptors {
 		return // an oversized request's memory is not kept
 	}
 	clear(sr.entries)
 	clear(sr.descriptors)
+	clear(sr.resp.Decisions)
+	sr.resp = service.Response{Decisions: sr.resp.Decisions[:0]}
 	requests.Put(sr)
 }
 

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"slices"
 
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/config"
@@ -18,25 +19,35 @@ import (
 // ErrInvalidArgument; store errors are resolved by each policy's failure
 // mode.
 func (s *Service) Decide(ctx context.Context, req *Request) (Response, error) {
+	var resp Response
+	err := s.DecideInto(ctx, req, &resp)
+	return resp, err
+}
+
+// DecideInto is Decide, answering into resp and reusing the memory of its
+// Decisions: an adapter that keeps its responses decides without
+// allocating.
+func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) error {
+	*resp = Response{Decisions: resp.Decisions[:0]}
 	if err := s.Validate(req); err != nil {
-		return Response{}, err
+		return err
 	}
 	if err := ValidateIdempotencyKey(req.IdempotencyKey); err != nil {
-		return Response{}, invalidf("Idempotency-Key: %s", err.Error())
+		return invalidf("Idempotency-Key: %s", err.Error())
 	}
-	resp := Response{Decisions: make([]Decision, len(req.Descriptors))}
+	resp.Decisions = slices.Grow(resp.Decisions, len(req.Descriptors))
 	l := s.loaded.Load()
 	for i := range req.Descriptors {
 		d := &req.Descriptors[i]
 		dec := s.check(ctx, l, req.Domain, d.Entries, descriptorCost(req, d), req.IdempotencyKey)
 		resp.Replayed = resp.Replayed || dec.Result.Replayed
-		resp.Decisions[i] = dec
+		resp.Decisions = append(resp.Decisions, dec)
 		resp.OverLimit = resp.OverLimit || dec.OverLimit
 		if moreRestrictive(dec, resp.Reported) || (dec.OverLimit && !resp.Reported.OverLimit) {
 			resp.Reported = dec
 		}
 	}
-	return resp, nil
+	return nil
 }
 
 // descriptorCost is the descriptor's own hits_addend when set (0 peeks),

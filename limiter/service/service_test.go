@@ -209,6 +209,32 @@ func TestReportedDecision(t *testing.T) {
 	}
 }
 
+// DecideInto reuses a response: nothing of the last answer stays, and an
+// error leaves it empty.
+func TestDecideIntoReusesTheResponse(t *testing.T) {
+	svc, _ := newService(t, nil)
+	ctx := context.Background()
+	var resp service.Response
+	two := &service.Request{Domain: "shop", Descriptors: []service.Descriptor{desc("user", "ivy", "path", "/checkout"), desc("user", "ivy")}, HitsAddend: 2}
+	if err := svc.DecideInto(ctx, two, &resp); err != nil || len(resp.Decisions) != 2 || resp.OverLimit {
+		t.Fatalf("two descriptors: %+v %v", resp, err)
+	}
+	if err := svc.DecideInto(ctx, two, &resp); err != nil || len(resp.Decisions) != 2 || !resp.OverLimit {
+		t.Fatalf("two descriptors again: %+v %v, want over limit", resp, err)
+	}
+	one := &service.Request{Domain: "shop", Descriptors: []service.Descriptor{desc("user", "jo")}}
+	if err := svc.DecideInto(ctx, one, &resp); err != nil || len(resp.Decisions) != 1 || resp.OverLimit || resp.Reported != resp.Decisions[0] {
+		t.Fatalf("one descriptor after two: %+v %v", resp, err)
+	}
+	if want, _ := svc.Decide(ctx, &service.Request{Domain: "shop", Descriptors: []service.Descriptor{desc("user", "kai")}}); want.Decisions[0].Result.Remaining != resp.Decisions[0].Result.Remaining || policyOf(want.Decisions[0]) != policyOf(resp.Decisions[0]) {
+		t.Fatalf("Decide %+v, DecideInto %+v: want the same for a fresh user", want.Decisions[0], resp.Decisions[0])
+	}
+	if err := svc.DecideInto(ctx, &service.Request{Domain: "shop"}, &resp); !errors.Is(err, service.ErrInvalidArgument) ||
+		len(resp.Decisions) != 0 || resp.Reported.Policy != nil || resp.OverLimit {
+		t.Fatalf("invalid request: %+v %v, want an empty response", resp, err)
+	}
+}
+
 func TestHitsAddend(t *testing.T) {
 	svc, _ := newService(t, nil)
 	if r := call(t, svc, "shop", 4, desc("user", "dee")); r.Decisions[0].Result.Remaining != 1 {
