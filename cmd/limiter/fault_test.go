@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/server"
 	"github.com/sluice-dev/sluice/limiter/service"
 	"github.com/sluice-dev/sluice/limiter/store"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
@@ -156,7 +157,7 @@ func (r *rig) user(key string, shard int) string {
 	for {
 		v := fmt.Sprintf("%s-%d-%d", key, shard, r.seq.Add(1))
 		var kb store.KeyBuilder
-		k := p.CounterKey(&kb, []*rlv3.RateLimitDescriptor_Entry{{Key: key, Value: v}})
+		k := p.CounterKey(&kb, []config.Entry{{Key: key, Value: v}})
 		if r.cluster.ShardOf(redisstore.Slot("sl:{"+k.String()+"}")) == shard {
 			return v
 		}
@@ -208,7 +209,7 @@ func (r *rig) allowedOf(key, value string, n int) (allowed int, reasons []string
 		if resp.OverallCode == rlsv3.RateLimitResponse_OK {
 			allowed++
 		} else {
-			reasons = append(reasons, rlsHeader(resp, service.HeaderReason))
+			reasons = append(reasons, rlsHeader(resp, server.HeaderReason))
 		}
 	}
 	return allowed, reasons
@@ -429,7 +430,7 @@ func runFault(t *testing.T, sc faultScenario) {
 	// dynamic metadata; Local enforces the pod's share; other shards are
 	// enforced exactly as before.
 	resp, _ := r.ask("closed", closedVictim)
-	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || rlsHeader(resp, service.HeaderReason) != service.ReasonFailedClosed ||
+	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || rlsHeader(resp, server.HeaderReason) != service.ReasonFailedClosed ||
 		resp.GetDynamicMetadata().AsMap()["reason"] != service.ReasonFailedClosed {
 		t.Errorf("Closed on the failed shard: %v, want OVER_LIMIT with reason %q", resp, service.ReasonFailedClosed)
 	}

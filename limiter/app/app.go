@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/limiter/server"
 	"github.com/sluice-dev/sluice/limiter/service"
 	"github.com/sluice-dev/sluice/limiter/store"
+	"github.com/sluice-dev/sluice/limiter/store/localtier"
 	"github.com/sluice-dev/sluice/limiter/store/memory"
 	"github.com/sluice-dev/sluice/limiter/store/redis"
 )
@@ -95,12 +96,30 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer st.Close()
 
+	// The local tier credits its leases back to the store when it closes,
+	// so it closes first.
+	tier := localtier.New(st, localtier.Options{Logger: log})
+	defer tier.Close()
+	fallback := memory.New(memory.Options{MaxKeys: localFallbackMaxKeys})
+	defer fallback.Close()
+	bg, stopBackground := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stopBackground()
+	var topClock func() time.Time
+	if cfg.Top.K > 0 {
+		clock := service.NewCoarseClock()
+		wg.Go(func() { clock.Run(bg) })
+		topClock = clock.Now
+	}
+
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		localtier.NewCollector(tier))
 	svc := service.New(st, service.Options{Registerer: reg, Logger: log,
 		IdempotencyEntry: cfg.IdempotencyEntry, IdempotencyTTL: cfg.IdempotencyTTL,
-		ReadyPods: cfg.LocalFallbackPods, EnforcementDisabled: cfg.EnforcementDisabled, Top: cfg.Top})
-	defer svc.Close()
+		ReadyPods: cfg.LocalFallbackPods, EnforcementDisabled: cfg.EnforcementDisabled,
+		Top: cfg.Top, TopClock: topClock, LocalTier: tier, Fallback: fallback})
 	rl := newReloader(src, svc, reg, log)
 	readiness := map[string]server.ReadinessChecker{"config": rl.check,
 		"degraded": degradedCheck(svc), "enforcement": enforcementCheck(svc)}
@@ -133,21 +152,20 @@ func Run(ctx context.Context, cfg Config) error {
 		rl.onLoad(snap)
 	}
 
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := src.watch(watchCtx, rl); err != nil {
+	wg.Go(func() {
+		if err := src.watch(bg, rl); err != nil {
 			rl.watchFailed(err)
 		}
-	}()
+	})
 	err = srv.Run(ctx)
-	stopWatch()
+	stopBackground()
 	wg.Wait()
 	log.Info("Stopped")
 	return err
 }
+
+// localFallbackMaxKeys bounds the counters of failureMode Local.
+const localFallbackMaxKeys = 100_000
 
 // openStore opens the store named by cfg.Store. pinger is the store when it
 // is remote (readiness pings it); desc describes it without credentials.

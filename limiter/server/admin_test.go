@@ -45,8 +45,7 @@ func startAdmin(t *testing.T, lastError string) (*server.Server, string) {
 	t.Helper()
 	st := memory.New(memory.Options{})
 	t.Cleanup(func() { _ = st.Close() })
-	svc := service.New(st, service.Options{Registerer: prometheus.NewRegistry()})
-	t.Cleanup(func() { _ = svc.Close() })
+	svc := newService(t, st, service.Options{Registerer: prometheus.NewRegistry()})
 	srv, err := server.New(svc, server.Options{
 		GRPCAddr: "127.0.0.1:0",
 		HTTPAddr: "127.0.0.1:0",
