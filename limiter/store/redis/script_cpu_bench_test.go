@@ -1,0 +1,128 @@
+package redis_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/store"
+	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
+	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
+	"github.com/sluice-dev/sluice/limiter/store/storetest"
+)
+
+// BenchmarkScriptCPU is the Redis CPU of one decision, per algorithm, on
+// the exact path (Take) and the leasing path (Lease), against a real
+// redis-server of its own: redis-µs/call is INFO commandstats' usec per
+// EVALSHA call, Redis's own time inside the script, not counting network
+// or parsing. "allow" decisions are all admitted and write the counter (a
+// limit too large to reach); "deny" decisions are all denied after the
+// first (one unit an hour) and write nothing but the lease's pod entry.
+// Run it with a fixed count, so that every variant sees the same load:
+//
+//	go test -run '^$' -bench BenchmarkScriptCPU -benchtime 20000x ./limiter/store/redis/
+func BenchmarkScriptCPU(b *testing.B) {
+	srv := redistest.Start(b)
+	s, err := redisstore.New(redisstore.Options{Addrs: []string{srv.Addr}, Timeout: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	c := srv.Client(b)
+	loads := []struct {
+		name  string
+		limit func(algo.Algorithm) algo.Limit
+	}{
+		{"allow", func(a algo.Algorithm) algo.Limit {
+			return algo.Limit{Algorithm: a, Limit: 1 << 40, Period: time.Hour, Burst: 1 << 40}
+		}},
+		{"deny", func(a algo.Algorithm) algo.Limit {
+			return algo.Limit{Algorithm: a, Limit: 1, Period: time.Hour, Burst: 1}
+		}},
+	}
+	for _, path := range []string{"exact", "lease"} {
+		for _, a := range algo.All {
+			if path == "lease" && a == algo.SlidingLog {
+				continue // not leased
+			}
+			for _, load := range loads {
+				lim := load.limit(a)
+				b.Run(path+"/"+a.String()+"/"+load.name, func(b *testing.B) {
+					keys := make([]store.Key, 256)
+					for i := range keys {
+						keys[i] = storetest.KeyFor(b, strconv.Itoa(i))
+					}
+					var n atomic.Int64
+					decide := func() {
+						i := n.Add(1)
+						k := keys[i%int64(len(keys))]
+						var err error
+						if path == "exact" {
+							_, err = s.Take(context.Background(), store.Request{Key: k, Limit: lim, Cost: 1})
+						} else {
+							_, err = s.Lease(context.Background(), store.LeaseRequest{Key: k, Limit: lim, Cost: 1,
+								Want: 10, Credit: 3, CreditWindow: time.Now().UnixMicro() / lim.PeriodMicros(),
+								Pod: "p" + strconv.Itoa(int(i%2)), Bound: -1, PodCap: 1000, TTL: time.Second})
+						}
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+					decide() // loads the script (NOSCRIPT, then EVAL)
+					resetStats(b, c)
+					b.SetParallelism(4)
+					b.ResetTimer()
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							decide()
+						}
+					})
+					b.StopTimer()
+					calls, usec := evalshaStats(b, c)
+					if calls < int64(b.N) {
+						b.Fatalf("%d EVALSHA calls for %d decisions", calls, b.N)
+					}
+					b.ReportMetric(float64(usec)/float64(calls), "redis-µs/call")
+				})
+			}
+		}
+	}
+}
+
+func resetStats(b *testing.B, c *goredis.Client) {
+	if err := c.ConfigResetStat(context.Background()).Err(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// evalshaStats reads INFO commandstats' calls and usec for EVALSHA.
+func evalshaStats(b *testing.B, c *goredis.Client) (calls, usec int64) {
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		fields, ok := strings.CutPrefix(line, "cmdstat_evalsha:")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Split(fields, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			switch k {
+			case "calls":
+				calls, _ = strconv.ParseInt(v, 10, 64)
+			case "usec":
+				usec, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		return calls, usec
+	}
+	b.Fatal("INFO commandstats has no cmdstat_evalsha")
+	return 0, 0
+}
