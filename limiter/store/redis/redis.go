@@ -20,11 +20,8 @@ package redis
 
 import (
 	"context"
-	"crypto/sha1"
 	"crypto/tls"
-	_ "embed"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,56 +39,6 @@ import (
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/store"
 )
-
-var (
-	//go:embed scripts/idempotency.lua
-	idempotencyLua string
-	//go:embed scripts/token_bucket.lua
-	tokenBucketLua string
-	//go:embed scripts/gcra.lua
-	gcraLua string
-	//go:embed scripts/sliding_window.lua
-	slidingWindowLua string
-	//go:embed scripts/fixed_window.lua
-	fixedWindowLua string
-	//go:embed scripts/sliding_log.lua
-	slidingLogLua string
-	//go:embed scripts/lease.lua
-	leaseLua string
-)
-
-// leaseScript is two-tier mode's lease call, for every algorithm but
-// SlidingLog (see lease.go).
-var leaseScript = newScript(leaseLua)
-
-// scripts holds one script per algorithm, indexed by algo.Algorithm. Each
-// starts with the idempotency helpers it calls.
-var scripts = [...]script{
-	algo.TokenBucket:   newScript(idempotencyLua + tokenBucketLua),
-	algo.GCRA:          newScript(idempotencyLua + gcraLua),
-	algo.SlidingWindow: newScript(idempotencyLua + slidingWindowLua),
-	algo.FixedWindow:   newScript(idempotencyLua + fixedWindowLua),
-	algo.SlidingLog:    newScript(idempotencyLua + slidingLogLua),
-}
-
-// script is a Lua script, run with EVALSHA, or EVAL once a server answers
-// NOSCRIPT.
-type script struct{ src, sha string }
-
-func newScript(src string) script {
-	sum := sha1.Sum([]byte(src))
-	return script{src: src, sha: hex.EncodeToString(sum[:])}
-}
-
-// call starts the arguments of a run of the script with numKeys KEYS,
-// with room for n more arguments.
-func (sc script) call(eval bool, numKeys, n int) []any {
-	args := make([]any, 0, 3+n)
-	if eval {
-		return append(args, "eval", sc.src, numKeys)
-	}
-	return append(args, "evalsha", sc.sha, numKeys)
-}
 
 // keyEncoding is store.Key.String's encoding.
 var keyEncoding = base64.RawURLEncoding
