@@ -22,8 +22,8 @@ func (s *Store) Lease(ctx context.Context, req store.LeaseRequest) (store.Lease,
 	if !slices.Contains(leasable, req.Limit.Algorithm) {
 		return store.Lease{}, fmt.Errorf("redis store: %v can't be leased", req.Limit.Algorithm)
 	}
-	c := &call{ctx: ctx, req: store.Request{Key: req.Key, Limit: req.Limit}, lease: &req}
-	if err := s.do(ctx, c); err != nil {
+	c := &call{req: store.Request{Key: req.Key, Limit: req.Limit}, lease: &req}
+	if err := s.decide(ctx, c); err != nil {
 		return store.Lease{}, err
 	}
 	return c.grant, nil

@@ -6,9 +6,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/store"
 	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
+	"github.com/sluice-dev/sluice/limiter/store/storetest"
 )
 
 // luaSources are the embedded scripts, by file.
@@ -86,6 +89,37 @@ func TestEachCoreOnce(t *testing.T) {
 			10, 1000000, 10, 1, 0, id, 0, 0, 0, "pod", -1, 10, 1000000, 0).Err()
 		if err == nil || !strings.Contains(err.Error(), "no core for algorithm "+strconv.Itoa(id)) {
 			t.Errorf("lease with algorithm %d: %v, want an error naming it", id, err)
+		}
+	}
+}
+
+// NOSCRIPT falls back to EVAL, for the exact and the lease scripts:
+// flushing the script cache before every decision loses none.
+func TestNoScriptFallback(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newInternal(t, srv.Addr, nil)
+	c := srv.Client(t)
+	ctx := context.Background()
+	lim := algo.Limit{Algorithm: algo.GCRA, Limit: 20, Period: time.Minute, Burst: 20}
+	key := storetest.KeyFor(t, "noscript")
+	for i := range 10 {
+		if err := c.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		var r algo.Result
+		var err error
+		if i%2 == 0 {
+			r, err = s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1})
+		} else {
+			var l store.Lease
+			l, err = s.Lease(ctx, store.LeaseRequest{Key: key, Limit: lim, Cost: 1, Pod: "p", Bound: -1, TTL: time.Second})
+			r = l.Result
+		}
+		if err != nil {
+			t.Fatalf("decision %d after SCRIPT FLUSH: %v", i, err)
+		}
+		if !r.Allowed || r.Remaining != int64(19-i) {
+			t.Fatalf("decision %d: %+v, want allowed with %d remaining", i, r, 19-i)
 		}
 	}
 }
