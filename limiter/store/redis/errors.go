@@ -80,4 +80,6 @@ func isRedirect(err error) bool {
 
 // isNoScript reports a NOSCRIPT reply: the server has not cached the
 // script (restarted, flushed, or a node new to the slot); EVAL sends it.
-func isNoScript(err error) bool { return goredis.HasErrorPrefix(err, "NOSCRIPT") }
+// It is asked of every call's reply: nil, the common case, must not reach
+// HasErrorPrefix, which allocates.
+func isNoScript(err error) bool { return err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") }
