@@ -30,6 +30,7 @@ import (
 // Limiters started with a wrong password make RedisReady False, naming
 // Redis's refusal.
 func TestExternalRedisTLSAndAuth(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	const password = "p@ss/w%rd with spaces"
 	srv := redistest.StartTLS(t, "requirepass "+password)

@@ -79,6 +79,7 @@ func TestFleetOf2000Policies(t *testing.T) {
 	if testing.Short() {
 		t.Skip("creates 2,000 objects")
 	}
+	needSuite(t)
 	ctx := context.Background()
 	fleet, pods := newFleet(t, "big", "big", 2)
 	t.Cleanup(func() {
@@ -122,6 +123,7 @@ func TestFleetOf2000Policies(t *testing.T) {
 // Run: make bench-operator (or go test -run '^$' -bench ApplyToEnforced -benchtime 1x ./controllers).
 func BenchmarkApplyToEnforced(b *testing.B) {
 	b.StopTimer()
+	needSuite(b)
 	ctx := context.Background()
 	_, pods := newFleet(b, "latency", "latency", 3)
 	for i := range 50 { // a realistic fleet: other policies in the snapshot

@@ -217,6 +217,7 @@ func (rf *redisFleet) mutatingCalls(t testing.TB) map[string]int {
 // status.redis and RedisReady, and a later reconcile sends no mutating
 // command.
 func TestRedisClusterBootstrap(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	start := time.Now()
 	rf := newRedisFleet(t, "redis-boot", "boot", 3, 1)
@@ -300,6 +301,7 @@ func TestRedisClusterBootstrap(t *testing.T) {
 // with the reason and the pod, and the rest of the fleet keeps being
 // reconciled.
 func TestRedisClusterBadNodes(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 
 	t.Run("garbage", func(t *testing.T) {
@@ -655,6 +657,7 @@ func (p *redisPod) shutdown(t *testing.T) {
 // and rejoins. Then every pod restarts on a new IP: the operator re-forms
 // the cluster by node ID with every key kept.
 func TestRedisClusterHeals(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	rf := newRedisFleet(t, "redis-heal", "heal", 3, 1)
 	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
@@ -766,6 +769,7 @@ func TestRedisClusterHeals(t *testing.T) {
 // and ASK; their store errors, timeouts of the 20ms store deadline, are
 // reported).
 func TestRedisClusterScaleOut(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	rf := newRedisFleet(t, "redis-scale", "scale", 3, 1)
 	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
@@ -856,6 +860,7 @@ func (rf *redisFleet) errorReplies(t testing.TB) map[string]int {
 // A fleet that leaves mode Cluster gets its Redis objects deleted; objects
 // it does not control are left alone.
 func TestRedisObjectsGoWithModeCluster(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	ns := namespace(t, "redis-leaves")
 	f := &v1alpha1.LimiterFleet{

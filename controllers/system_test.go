@@ -27,6 +27,7 @@ import (
 // limiter processes hot-loading the snapshot, and every behaviour the
 // operator issue lists, in order, on one fleet.
 func TestSystem(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	for _, ns := range []string{"payments", "identity"} {
 		namespace(t, ns)
@@ -304,6 +305,7 @@ func resourceVersions(t *testing.T) string {
 // A selector that matches nothing gives an empty snapshot, not an error,
 // and its limiters answer every request OK.
 func TestFleetSelectingNothing(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	fleet, pods := newFleet(t, "empty", "nothing-selected", 1)
 	eventually(t, 30*time.Second, "empty snapshot loaded", func() error {
@@ -328,6 +330,7 @@ func TestFleetSelectingNothing(t *testing.T) {
 // The fleet's rendered children carry the snapshot reference and owner
 // references, and Redis Cluster mode says plainly it is not built yet.
 func TestFleetRendersLimiters(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	namespace(t, "render")
 	f := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "render", Name: "edge"},
@@ -386,6 +389,7 @@ func TestFleetRendersLimiters(t *testing.T) {
 // pods answer by the failure mode, and clears once Redis is back. The
 // fleet also tells its pods how many share the limits (failureMode Local).
 func TestDegradedWhenRedisIsDown(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	srv := redistest.Start(t)
 	namespace(t, "degraded")
