@@ -17,36 +17,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
 
-// adminSnapshotPath is the limiter's admin endpoint reporting the loaded
-// snapshot; with ?waitForVersion=V&timeout=D it answers as soon as V is
-// loaded (a long poll).
-const adminSnapshotPath = "/v1/admin/snapshot"
-
-// adminSnapshot is the part of the admin endpoint's answer the operator reads.
-type adminSnapshot struct {
-	Version     string `json:"version"`
-	Enforcement string `json:"enforcement"`
-	Policies []struct {
-		UID        string `json:"uid"`
-		Generation int64  `json:"generation"`
-	} `json:"policies"`
-	LastError string `json:"lastError"`
-	Degraded  []struct {
-		Policy      string `json:"policy"`
-		FailureMode string `json:"failureMode"`
-	} `json:"degraded"`
-	// Store is absent for the memory store.
-	Store *struct {
-		OK     bool   `json:"ok"`
-		Detail string `json:"detail"`
-	} `json:"store"`
-}
-
 // AckTracker learns which snapshot each ready limiter pod has loaded, by
-// long-polling each pod's admin endpoint, and tells the controllers when
+// long-polling each pod's admin endpoint (limiterwire.SnapshotPath), and tells the controllers when
 // that changes. It keeps the last answer of a pod that stops answering, so
 // a dead pod lacks exactly the generations it never loaded.
 type AckTracker struct {
@@ -283,13 +259,13 @@ func (t *AckTracker) poll(ctx context.Context, fleet types.NamespacedName, addr 
 	}
 }
 
-func (t *AckTracker) ask(ctx context.Context, addr, want string) (*adminSnapshot, error) {
+func (t *AckTracker) ask(ctx context.Context, addr, want string) (*limiterwire.Snapshot, error) {
 	q := url.Values{}
 	if want != "" {
-		q.Set("waitForVersion", want)
-		q.Set("timeout", t.LongPoll.String())
+		q.Set(limiterwire.WaitForVersionParam, want)
+		q.Set(limiterwire.TimeoutParam, t.LongPoll.String())
 	}
-	u := url.URL{Scheme: "http", Host: addr, Path: adminSnapshotPath, RawQuery: q.Encode()}
+	u := url.URL{Scheme: "http", Host: addr, Path: limiterwire.SnapshotPath, RawQuery: q.Encode()}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, err
@@ -302,7 +278,7 @@ func (t *AckTracker) ask(ctx context.Context, addr, want string) (*adminSnapshot
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s answered %s", u.Path, resp.Status)
 	}
-	var out adminSnapshot
+	var out limiterwire.Snapshot
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&out); err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", u.Path, err)
 	}

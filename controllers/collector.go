@@ -22,12 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
-
-// adminStatsPath is the limiter's admin endpoint giving each policy's
-// decision counts since the process started, under a per-process boot ID.
-const adminStatsPath = "/v1/admin/stats"
 
 // Collector defaults.
 const (
@@ -44,29 +41,6 @@ const (
 	maxHottest                        = 20
 )
 
-// adminStats is the part of the stats endpoint's answer the collector reads.
-type adminStats struct {
-	BootID    string             `json:"bootID"`
-	StartedAt time.Time          `json:"startedAt"`
-	Policies  []adminPolicyStats `json:"policies"`
-}
-
-// adminPolicyStats is one policy's part of adminStats.
-type adminPolicyStats struct {
-	UID           types.UID `json:"uid"`
-	Allowed       int64     `json:"allowed"`
-	Limited       int64     `json:"limited"`
-	ShadowLimited int64     `json:"shadowLimited"`
-	FailedOpen    int64     `json:"failedOpen"`
-	// With the fleet's spec.stats.topDescriptors.
-	Hottest      []v1alpha1.HotDescriptor `json:"hottest"`
-	HottestSince *time.Time               `json:"hottestSince"`
-	// Set in two-tier mode.
-	LocalTier *struct {
-		OvershootBound int64 `json:"overshootBound"`
-	} `json:"localTier"`
-}
-
 // hotSum is one policy's hottest values of one interval, summed over the
 // pods read in a collection.
 type hotSum struct {
@@ -76,7 +50,7 @@ type hotSum struct {
 }
 
 // add merges one pod's list; a pod still on an older interval is left out.
-func (h *hotSum) add(since time.Time, vs []v1alpha1.HotDescriptor) {
+func (h *hotSum) add(since time.Time, vs []limiterwire.HotValue) {
 	switch {
 	case since.Before(h.since):
 		return
@@ -279,7 +253,7 @@ func (c *Collector) collect(ctx context.Context) error {
 	fleets := c.Acks.Endpoints()
 	type answer struct {
 		addr  string
-		stats *adminStats
+		stats *limiterwire.Stats
 	}
 	answers := make(chan answer, 64)
 	sem := make(chan struct{}, collectParallelism)
@@ -341,10 +315,10 @@ func (c *Collector) countFleetConditions(ctx context.Context) error {
 }
 
 // read asks one pod for its stats, within Timeout.
-func (c *Collector) read(ctx context.Context, addr string) (*adminStats, error) {
+func (c *Collector) read(ctx context.Context, addr string) (*limiterwire.Stats, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	u := url.URL{Scheme: "http", Host: addr, Path: adminStatsPath}
+	u := url.URL{Scheme: "http", Host: addr, Path: limiterwire.StatsPath}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, err
@@ -357,7 +331,7 @@ func (c *Collector) read(ctx context.Context, addr string) (*adminStats, error) 
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s answered %s", u.Path, resp.Status)
 	}
-	var out adminStats
+	var out limiterwire.Stats
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 32<<20)).Decode(&out); err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", u.Path, err)
 	}
@@ -369,7 +343,7 @@ func (c *Collector) read(ctx context.Context, addr string) (*adminStats, error) 
 
 // record turns one pod's reading into deltas, added to the policies'
 // windows at now.
-func (c *Collector) record(now time.Time, addr string, st *adminStats) {
+func (c *Collector) record(now time.Time, addr string, st *limiterwire.Stats) {
 	prev := c.pods[addr]
 	next := &podCounts{bootID: st.BootID, counts: make(map[types.UID]counts, len(st.Policies)), seen: now}
 	// A process seen for the first time: whatever it counted is new if it
@@ -382,41 +356,42 @@ func (c *Collector) record(now time.Time, addr string, st *adminStats) {
 	}
 	young := now.Sub(st.StartedAt) < c.Window
 	for _, p := range st.Policies {
+		uid := types.UID(p.UID)
 		cur := counts{p.Allowed, p.Limited, p.ShadowLimited, p.FailedOpen}
-		next.counts[p.UID] = cur
+		next.counts[uid] = cur
 		if p.LocalTier != nil {
-			if b, ok := c.bounds[p.UID]; !ok || p.LocalTier.OvershootBound > b {
-				c.bounds[p.UID] = p.LocalTier.OvershootBound
+			if b, ok := c.bounds[uid]; !ok || p.LocalTier.OvershootBound > b {
+				c.bounds[uid] = p.LocalTier.OvershootBound
 			}
 		}
 		if p.HottestSince != nil && len(p.Hottest) > 0 {
-			h := c.hot[p.UID]
+			h := c.hot[uid]
 			if h == nil {
 				h = &hotSum{}
-				c.hot[p.UID] = h
+				c.hot[uid] = h
 			}
 			h.add(*p.HottestSince, p.Hottest)
 		}
 		var d counts
 		switch {
 		case prev != nil:
-			d = cur.since(prev.counts[p.UID])
+			d = cur.since(prev.counts[uid])
 		case restarted:
 			d = cur
 		case young:
 			// updatedAt has whole seconds: the status was written
 			// within the second after it.
-			if at, ok := c.seedAt[p.UID]; !ok || !st.StartedAt.Before(at.Add(time.Second)) {
+			if at, ok := c.seedAt[uid]; !ok || !st.StartedAt.Before(at.Add(time.Second)) {
 				d = cur
 			}
 		}
 		if d == (counts{}) {
 			continue
 		}
-		w := c.policies[p.UID]
+		w := c.policies[uid]
 		if w == nil {
 			w = &policyWindow{}
-			c.policies[p.UID] = w
+			c.policies[uid] = w
 		}
 		if n := len(w.buckets); n > 0 && w.buckets[n-1].at.Equal(now) {
 			w.buckets[n-1].c = w.buckets[n-1].c.add(d)

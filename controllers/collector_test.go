@@ -13,13 +13,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
 
 // reading is one pod's stats answer with one policy, uid-1.
-func reading(boot string, started time.Time, allowed, limited int64) *adminStats {
-	st := &adminStats{BootID: boot, StartedAt: started}
-	st.Policies = append(st.Policies, adminPolicyStats{UID: "uid-1", Allowed: allowed, Limited: limited})
+func reading(boot string, started time.Time, allowed, limited int64) *limiterwire.Stats {
+	st := &limiterwire.Stats{BootID: boot, StartedAt: started}
+	st.Policies = append(st.Policies, limiterwire.PolicyStats{UID: "uid-1", Allowed: allowed, Limited: limited})
 	return st
 }
 
@@ -39,7 +40,7 @@ func TestCollectorWindow(t *testing.T) {
 	c.defaults()
 	c.unread = map[types.NamespacedName][]string{}
 	ctx := context.Background()
-	step := func(d time.Duration, readings map[string]*adminStats) *v1alpha1.EnforcementStatus {
+	step := func(d time.Duration, readings map[string]*limiterwire.Stats) *v1alpha1.EnforcementStatus {
 		t.Helper()
 		now = now.Add(d)
 		for addr, st := range readings {
@@ -62,16 +63,16 @@ func TestCollectorWindow(t *testing.T) {
 	}
 
 	// a started a minute ago: all new; b started an hour ago: a baseline.
-	e := step(0, map[string]*adminStats{"a": reading("a1", now.Add(-time.Minute), 10, 2), "b": reading("b1", now.Add(-time.Hour), 500, 7)})
+	e := step(0, map[string]*limiterwire.Stats{"a": reading("a1", now.Add(-time.Minute), 10, 2), "b": reading("b1", now.Add(-time.Hour), 500, 7)})
 	want(e, 10, 2)
 	// 5s later, both counted more: written only after MinWrite.
-	want(step(5*time.Second, map[string]*adminStats{"a": reading("a1", now, 15, 2), "b": reading("b1", now, 503, 7)}), 10, 2)
+	want(step(5*time.Second, map[string]*limiterwire.Stats{"a": reading("a1", now, 15, 2), "b": reading("b1", now, 503, 7)}), 10, 2)
 	want(step(5*time.Second, nil), 18, 2)
 	// a restarts: its new process counted 4; the totals only grow.
-	e = step(10*time.Second, map[string]*adminStats{"a": reading("a2", now.Add(10*time.Second), 4, 1)})
+	e = step(10*time.Second, map[string]*limiterwire.Stats{"a": reading("a2", now.Add(10*time.Second), 4, 1)})
 	want(e, 22, 3)
 	// Nothing new: no write.
-	if e2 := step(30*time.Second, map[string]*adminStats{"a": reading("a2", now, 4, 1), "b": reading("b1", now, 503, 7)}); !e2.UpdatedAt.Equal(e.UpdatedAt) {
+	if e2 := step(30*time.Second, map[string]*limiterwire.Stats{"a": reading("a2", now, 4, 1), "b": reading("b1", now, 503, 7)}); !e2.UpdatedAt.Equal(e.UpdatedAt) {
 		t.Fatalf("written again without a change: updatedAt %v, was %v", e2.UpdatedAt, e.UpdatedAt)
 	}
 	// At 12:05:05 the deltas of 12:00:00 and 12:00:05 have left the
@@ -82,7 +83,7 @@ func TestCollectorWindow(t *testing.T) {
 	// A new leader takes up the status it finds: the processes that
 	// started before it count on from their first reading, and a newer
 	// one counts in full.
-	want(step(time.Minute, map[string]*adminStats{"a": reading("a2", now, 9, 1)}), 5, 0)
+	want(step(time.Minute, map[string]*limiterwire.Stats{"a": reading("a2", now, 9, 1)}), 5, 0)
 	written := now
 	c = &Collector{Client: cl, Window: 5 * time.Minute, MinWrite: 10 * time.Second, now: func() time.Time { return now }}
 	c.defaults()
@@ -90,12 +91,12 @@ func TestCollectorWindow(t *testing.T) {
 	if err := c.seed(ctx, now); err != nil {
 		t.Fatal(err)
 	}
-	e = step(20*time.Second, map[string]*adminStats{"a": reading("a2", written.Add(-time.Hour), 9, 1), "b": reading("b1", written.Add(-2*time.Hour), 503, 7)})
+	e = step(20*time.Second, map[string]*limiterwire.Stats{"a": reading("a2", written.Add(-time.Hour), 9, 1), "b": reading("b1", written.Add(-2*time.Hour), 503, 7)})
 	want(e, 5, 0)
 	if !e.UpdatedAt.Time.Equal(written) {
 		t.Errorf("the new leader rewrote an unchanged status at %v", e.UpdatedAt)
 	}
-	want(step(20*time.Second, map[string]*adminStats{"a": reading("a2", now, 10, 1), "c": reading("c1", now.Add(-time.Second), 3, 0)}), 9, 0)
+	want(step(20*time.Second, map[string]*limiterwire.Stats{"a": reading("a2", now, 10, 1), "c": reading("c1", now.Add(-time.Second), 3, 0)}), 9, 0)
 }
 
 // Pods' hottest lists are summed per value when they cover the same
@@ -103,14 +104,17 @@ func TestCollectorWindow(t *testing.T) {
 // newest interval replaces older sums.
 func TestHotSum(t *testing.T) {
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	hv := func(v string, req, lim int64) limiterwire.HotValue {
+		return limiterwire.HotValue{Value: v, Requests: req, Limited: lim, Error: 1}
+	}
 	hd := func(v string, req, lim int64) v1alpha1.HotDescriptor {
 		return v1alpha1.HotDescriptor{Value: v, Requests: req, Limited: lim}
 	}
 	var h hotSum
-	h.add(t0, []v1alpha1.HotDescriptor{hd("user=a", 9, 1), hd("user=b", 4, 0)})
-	h.add(t0.Add(time.Minute), []v1alpha1.HotDescriptor{hd("user=a", 2, 0), hd("user=c", 5, 0)})
-	h.add(t0, []v1alpha1.HotDescriptor{hd("user=z", 100, 0)}) // behind: left out
-	h.add(t0.Add(time.Minute), []v1alpha1.HotDescriptor{hd("user=c", 1, 1), hd("user=a", 4, 2), hd("user=d", 1, 0)})
+	h.add(t0, []limiterwire.HotValue{hv("user=a", 9, 1), hv("user=b", 4, 0)})
+	h.add(t0.Add(time.Minute), []limiterwire.HotValue{hv("user=a", 2, 0), hv("user=c", 5, 0)})
+	h.add(t0, []limiterwire.HotValue{hv("user=z", 100, 0)}) // behind: left out
+	h.add(t0.Add(time.Minute), []limiterwire.HotValue{hv("user=c", 1, 1), hv("user=a", 4, 2), hv("user=d", 1, 0)})
 	want := []v1alpha1.HotDescriptor{hd("user=a", 6, 2), hd("user=c", 6, 1), hd("user=d", 1, 0)}
 	if got := h.top(); fmt.Sprint(got) != fmt.Sprint(want) || !h.since.Equal(t0.Add(time.Minute)) {
 		t.Fatalf("top %+v since %v, want %+v since %v", got, h.since, want, t0.Add(time.Minute))

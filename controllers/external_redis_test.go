@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
@@ -87,8 +88,8 @@ func TestExternalRedisTLSAndAuth(t *testing.T) {
 	// says its limiters can't use Redis, and why.
 	var wrongEnv []string
 	for _, e := range env {
-		if strings.HasPrefix(e, controllers.RedisPasswordEnv+"=") {
-			e = controllers.RedisPasswordEnv + "=wrong"
+		if strings.HasPrefix(e, limiterwire.RedisPasswordEnv+"=") {
+			e = limiterwire.RedisPasswordEnv + "=wrong"
 		}
 		wrongEnv = append(wrongEnv, e)
 	}

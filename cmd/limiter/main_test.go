@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/limiter/app"
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
 )
@@ -458,7 +458,7 @@ func TestSharedRedis(t *testing.T) {
 func TestRedisOverTLS(t *testing.T) {
 	const pw = "s3cret@with/odd%chars"
 	rs := redistest.StartTLS(t, "requirepass "+pw)
-	t.Setenv(app.RedisPasswordEnv, pw)
+	t.Setenv(limiterwire.RedisPasswordEnv, pw)
 	path := filepath.Join(t.TempDir(), "policies.yaml")
 	writeAtomic(t, path, policy(3))
 	args := []string{"--policies", path, "--store", "rediss://" + rs.TLSAddr, "--redis-ca-file", rs.CAFile, "--redis-timeout", "2s"}
