@@ -224,19 +224,24 @@ func (c *Collector) seed(ctx context.Context, now time.Time) error {
 	if err := c.Client.List(ctx, &list); err != nil {
 		return err
 	}
-	for i := range list.Items {
-		e := list.Items[i].Status.Enforcement
+	c.seedFrom(now, list.Items)
+	return nil
+}
+
+// seedFrom seeds the windows from the policies' statuses.
+func (c *Collector) seedFrom(now time.Time, items []v1alpha1.RateLimitPolicy) {
+	for i := range items {
+		e := items[i].Status.Enforcement
 		if e == nil || e.UpdatedAt == nil || now.Sub(e.UpdatedAt.Time) >= c.Window {
 			continue
 		}
 		d := func(p *int64) int64 { return ptr.Deref(p, 0) }
-		uid := list.Items[i].UID
+		uid := items[i].UID
 		c.seedAt[uid] = e.UpdatedAt.Time
 		c.policies[uid] = &policyWindow{buckets: []bucket{{at: e.UpdatedAt.Time,
 			c: counts{d(e.Allowed), d(e.Limited), d(e.ShadowLimited), d(e.FailedOpen)}}}}
 	}
 	c.started = true
-	return nil
 }
 
 // collect runs one collection: read every pod, then write the statuses.
@@ -402,7 +407,7 @@ func (c *Collector) record(now time.Time, addr string, st *limiterwire.Stats) {
 	c.pods[addr] = next
 }
 
-// write patches status.enforcement of the policies whose sums changed.
+// write applies status.enforcement of the policies whose sums changed.
 func (c *Collector) write(ctx context.Context, now time.Time) error {
 	var list v1alpha1.RateLimitPolicyList
 	// Read-only: no copy of every policy on every collection.
@@ -410,15 +415,24 @@ func (c *Collector) write(ctx context.Context, now time.Time) error {
 		return err
 	}
 	countConditions(list.Items)
+	return c.writeEach(ctx, now, list.Items, func(ctx context.Context, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
+		return applyEnforcement(ctx, c.Client, pol, e)
+	})
+}
+
+// writeEach computes each policy's status.enforcement at now and writes,
+// with apply, those that changed, within MinWrite and the write budget.
+func (c *Collector) writeEach(ctx context.Context, now time.Time, items []v1alpha1.RateLimitPolicy,
+	apply func(context.Context, *v1alpha1.RateLimitPolicy, *v1alpha1.EnforcementStatus) error) error {
 	type change struct {
 		pol  *v1alpha1.RateLimitPolicy
 		w    *policyWindow
 		next *v1alpha1.EnforcementStatus
 	}
 	var changes []change
-	seen := make(map[types.UID]bool, len(list.Items))
-	for i := range list.Items {
-		pol := &list.Items[i]
+	seen := make(map[types.UID]bool, len(items))
+	for i := range items {
+		pol := &items[i]
 		seen[pol.UID] = true
 		w := c.policies[pol.UID]
 		var sum counts
@@ -483,7 +497,7 @@ func (c *Collector) write(ctx context.Context, now time.Time) error {
 		}
 		c.tokens--
 		ch.next.UpdatedAt = &metav1.Time{Time: now}
-		if err := c.patch(ctx, ch.pol, ch.next); err != nil {
+		if err := apply(ctx, ch.pol, ch.next); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -510,35 +524,11 @@ func (c *Collector) unreadFor(pol *v1alpha1.RateLimitPolicy) []string {
 	return out
 }
 
-// patch writes status.enforcement alone, as a merge patch of the status
-// subresource: the policy controller's fields are left as they are.
-func (c *Collector) patch(ctx context.Context, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
-	enf := map[string]any{}
-	b, err := json.Marshal(e)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, &enf); err != nil {
-		return err
-	}
-	// A merge patch removes what is null.
-	if len(e.UnreadPods) == 0 {
-		enf["unreadPods"] = nil
-	}
-	if len(e.Hottest) == 0 {
-		enf["hottest"], enf["hottestSince"] = nil, nil
-	}
-	if e.OvershootBound == nil {
-		enf["overshootBound"] = nil
-	}
-	data, err := json.Marshal(map[string]any{"status": map[string]any{"enforcement": enf}})
-	if err != nil {
-		return err
-	}
-	// pol is the cache's own object (read without a copy): patch a stand-in
-	// that names it, which the answer may overwrite.
-	obj := &v1alpha1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: pol.Namespace, Name: pol.Name}}
-	return client.IgnoreNotFound(c.Client.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, data)))
+// applyEnforcement writes pol's status.enforcement as e, by server-side
+// apply under EnforcementFieldOwner: the fields e leaves out are removed,
+// and the policy controller's fields are left as they are.
+func applyEnforcement(ctx context.Context, c client.Client, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
+	return applyPolicyStatus(ctx, c, pol, EnforcementFieldOwner, &v1alpha1.RateLimitPolicyStatus{Enforcement: e})
 }
 
 // countConditions sets sluice_operator_policies from the policies' conditions.

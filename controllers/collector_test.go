@@ -7,11 +7,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
@@ -27,16 +24,12 @@ func reading(boot string, started time.Time, allowed, limited int64) *limiterwir
 // The collector turns monotonic counts into window sums: a new process
 // counts from zero, an old one seen first is a baseline, a restart adds
 // without subtracting, counts leave after the window, and a policy is
-// written at most once per MinWrite.
+// written at most once per MinWrite. (Writing through the API server is
+// TestStatusWritersOwnTheirFields'.)
 func TestCollectorWindow(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	pol := &v1alpha1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "uid-1"}}
-	cl := fake.NewClientBuilder().WithScheme(scheme).WithObjects(pol).WithStatusSubresource(pol).Build()
+	pols := []v1alpha1.RateLimitPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "uid-1"}}}
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	c := &Collector{Client: cl, Window: 5 * time.Minute, MinWrite: 10 * time.Second, now: func() time.Time { return now }}
+	c := &Collector{Window: 5 * time.Minute, MinWrite: 10 * time.Second, now: func() time.Time { return now }}
 	c.defaults()
 	c.unread = map[types.NamespacedName][]string{}
 	ctx := context.Background()
@@ -46,14 +39,14 @@ func TestCollectorWindow(t *testing.T) {
 		for addr, st := range readings {
 			c.record(now, addr, st)
 		}
-		if err := c.write(ctx, now); err != nil {
+		err := c.writeEach(ctx, now, pols, func(_ context.Context, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
+			pol.Status.Enforcement = e.DeepCopy()
+			return nil
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
-		got := &v1alpha1.RateLimitPolicy{}
-		if err := cl.Get(ctx, client.ObjectKeyFromObject(pol), got); err != nil {
-			t.Fatal(err)
-		}
-		return got.Status.Enforcement
+		return pols[0].Status.Enforcement.DeepCopy()
 	}
 	want := func(e *v1alpha1.EnforcementStatus, allowed, limited int64) {
 		t.Helper()
@@ -85,12 +78,10 @@ func TestCollectorWindow(t *testing.T) {
 	// one counts in full.
 	want(step(time.Minute, map[string]*limiterwire.Stats{"a": reading("a2", now, 9, 1)}), 5, 0)
 	written := now
-	c = &Collector{Client: cl, Window: 5 * time.Minute, MinWrite: 10 * time.Second, now: func() time.Time { return now }}
+	c = &Collector{Window: 5 * time.Minute, MinWrite: 10 * time.Second, now: func() time.Time { return now }}
 	c.defaults()
 	c.unread = map[types.NamespacedName][]string{}
-	if err := c.seed(ctx, now); err != nil {
-		t.Fatal(err)
-	}
+	c.seedFrom(now, pols)
 	e = step(20*time.Second, map[string]*limiterwire.Stats{"a": reading("a2", written.Add(-time.Hour), 9, 1), "b": reading("b1", written.Add(-2*time.Hour), 503, 7)})
 	want(e, 5, 0)
 	if !e.UpdatedAt.Time.Equal(written) {

@@ -84,7 +84,7 @@ func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return ctrl.Result{}, nil
 	}
 	logf.FromContext(ctx).V(1).Info("Updating status", "accepted", accepted.Status)
-	if err := r.Status().Patch(ctx, next, client.MergeFrom(policy)); err != nil {
+	if err := applyConditions(ctx, r.Client, policy, st); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.latency.wrote(policy, st.Conditions)
