@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -133,15 +135,13 @@ type Collector struct {
 	// MinWrite. 0 means DefaultEnforcementWritesPerSecond.
 	MaxWritesPerSecond float64
 
-	tokens     float64
-	lastRefill time.Time
-
+	writes   *rate.Limiter                     // the write budget, at collection times
 	pods     map[string]*podCounts             // by endpoint
 	policies map[types.UID]*policyWindow       // by policy UID
 	seedAt   map[types.UID]time.Time           // updatedAt of the status found at start, by policy
 	started  bool                              // the statuses found at start are seeded
 	now      func() time.Time                  // for tests of the window
-	mu       sync.Mutex                        // guards unread during a scrape
+	mu       sync.Mutex                        // guards unread and the answers during a scrape
 	unread   map[types.NamespacedName][]string // by fleet, this collection
 	hot      map[types.UID]*hotSum             // by policy, this collection
 	bounds   map[types.UID]int64               // the largest overshoot bound by policy, this collection
@@ -209,6 +209,7 @@ func (c *Collector) defaults() {
 	if c.now == nil {
 		c.now = time.Now
 	}
+	c.writes = rate.NewLimiter(rate.Limit(c.MaxWritesPerSecond), int(c.MaxWritesPerSecond*burstSeconds))
 	c.pods = map[string]*podCounts{}
 	c.policies = map[types.UID]*policyWindow{}
 	c.seedAt = map[types.UID]time.Time{}
@@ -255,37 +256,33 @@ func (c *Collector) collect(ctx context.Context) error {
 	c.unread = map[types.NamespacedName][]string{}
 	c.hot = map[types.UID]*hotSum{}
 	c.bounds = map[types.UID]int64{}
-	fleets := c.Acks.Endpoints()
 	type answer struct {
 		addr  string
 		stats *limiterwire.Stats
 	}
-	answers := make(chan answer, 64)
-	sem := make(chan struct{}, collectParallelism)
-	var wg sync.WaitGroup
-	for fleet, eps := range fleets {
+	var answers []answer
+	var scrapes errgroup.Group
+	scrapes.SetLimit(collectParallelism)
+	for fleet, eps := range c.Acks.Endpoints() {
 		for _, addr := range eps {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				sem <- struct{}{}
-				defer func() { <-sem }()
+			scrapes.Go(func() error {
 				st, err := c.read(ctx, addr)
 				collectorScrapes.Inc()
+				c.mu.Lock()
+				defer c.mu.Unlock()
 				if err != nil {
 					collectorErrors.WithLabelValues(fleet.Namespace + "/" + fleet.Name).Inc()
 					logf.FromContext(ctx).V(1).Info("Limiter pod stats unreadable", "fleet", fleet, "pod", addr, "error", err)
-					c.mu.Lock()
 					c.unread[fleet] = append(c.unread[fleet], addr+": "+truncate(err.Error(), 200))
-					c.mu.Unlock()
-					return
+					return nil // the pod is named in the policies' status
 				}
-				answers <- answer{addr, st}
-			}()
+				answers = append(answers, answer{addr, st})
+				return nil
+			})
 		}
 	}
-	go func() { wg.Wait(); close(answers) }()
-	for a := range answers {
+	_ = scrapes.Wait() // every scrape returns nil
+	for _, a := range answers {
 		c.record(now, a.addr, a.stats)
 	}
 	if ctx.Err() != nil {
@@ -484,18 +481,12 @@ func (c *Collector) writeEach(ctx context.Context, now time.Time, items []v1alph
 
 	// The write budget: the least recently written first, so that every
 	// policy is written in turn when more change than the budget allows.
-	c.tokens = min(c.tokens+c.MaxWritesPerSecond*now.Sub(c.lastRefill).Seconds(), c.MaxWritesPerSecond*burstSeconds)
-	if c.lastRefill.IsZero() {
-		c.tokens = c.MaxWritesPerSecond * burstSeconds
-	}
-	c.lastRefill = now
 	slices.SortStableFunc(changes, func(a, b change) int { return a.w.lastWrite.Compare(b.w.lastWrite) })
 	var errs []error
 	for _, ch := range changes {
-		if c.tokens < 1 {
+		if !c.writes.AllowN(now, 1) {
 			break
 		}
-		c.tokens--
 		ch.next.UpdatedAt = &metav1.Time{Time: now}
 		if err := apply(ctx, ch.pol, ch.next); err != nil {
 			errs = append(errs, err)

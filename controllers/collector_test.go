@@ -111,3 +111,57 @@ func TestHotSum(t *testing.T) {
 		t.Fatalf("top %+v since %v, want %+v since %v", got, h.since, want, t0.Add(time.Minute))
 	}
 }
+
+// The write budget is MaxWritesPerSecond with ten seconds of burst, spent
+// on the least recently written policies first, so that every policy is
+// written in turn when more change than the budget allows.
+func TestCollectorWriteBudget(t *testing.T) {
+	const n = 25
+	var pols []v1alpha1.RateLimitPolicy
+	for i := range n {
+		pols = append(pols, v1alpha1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint(i), UID: types.UID(fmt.Sprint(i))}})
+	}
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	c := &Collector{MaxWritesPerSecond: 1, MinWrite: time.Millisecond, now: func() time.Time { return now }}
+	c.defaults()
+	written := map[string]int{}
+	step := func(d time.Duration, allowed int64) []string {
+		t.Helper()
+		now = now.Add(d)
+		st := &limiterwire.Stats{BootID: "a", StartedAt: now.Add(-time.Second)}
+		for i := range n {
+			st.Policies = append(st.Policies, limiterwire.PolicyStats{UID: fmt.Sprint(i), Allowed: allowed})
+		}
+		c.record(now, "a", st)
+		var names []string
+		err := c.writeEach(context.Background(), now, pols, func(_ context.Context, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
+			pol.Status.Enforcement = e.DeepCopy()
+			names = append(names, pol.Name)
+			written[pol.Name]++
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	if got := step(0, 1); len(got) != 10 {
+		t.Fatalf("first collection wrote %d policies, want the burst of 10", len(got))
+	}
+	// One second later every policy changed again: one write, to a policy
+	// never written yet.
+	got := step(time.Second, 2)
+	if len(got) != 1 || written[got[0]] != 1 {
+		t.Fatalf("a second later: wrote %v (written before: %v), want one policy not written before", got, written)
+	}
+	// Fourteen seconds later the budget holds ten writes again, and the
+	// 14 never written come first.
+	if got := step(14*time.Second, 3); len(got) != 10 {
+		t.Fatalf("after refilling: wrote %d policies, want 10", len(got))
+	}
+	for name, w := range written {
+		if w != 1 {
+			t.Errorf("policy %s written %d times while others waited for their first write", name, w)
+		}
+	}
+}
