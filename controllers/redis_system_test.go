@@ -555,7 +555,7 @@ func (l *limiterLoad) summary(t testing.TB) (string, float64) {
 	for _, p := range l.procs {
 		errs += p.metric(t, "sluice_store_errors_total")
 		for _, c := range []string{"timeout", "connection", "clusterdown", "tryagain", "masterdown", "loading", "redirect"} {
-			classes[c] += p.metric(t, "sluice_redis_errors_total", `class="`+c+`"`)
+			classes[c] += p.metric(t, "sluice_redis_errors_total", "class", c)
 		}
 		classes["breaker openings"] += p.metric(t, "sluice_redis_breaker_opened_total")
 	}
@@ -567,7 +567,7 @@ func (l *limiterLoad) summary(t testing.TB) (string, float64) {
 func (l *limiterLoad) errorsOfClass(t testing.TB, class string) float64 {
 	n := 0.0
 	for _, p := range l.procs {
-		n += p.metric(t, "sluice_redis_errors_total", `class="`+class+`"`)
+		n += p.metric(t, "sluice_redis_errors_total", "class", class)
 	}
 	return n
 }

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
 )
@@ -463,8 +465,8 @@ func (p *limiterProc) check(t testing.TB, domain string, kv ...string) int {
 	return resp.StatusCode
 }
 
-// metric returns the sum of a metric's samples whose labels contain all of
-// the given label="value" pairs, from a limiter's /metrics.
+// metric returns the sum of a metric's samples that carry all the given
+// labels (name, value pairs), from a limiter's /metrics.
 func (p *limiterProc) metric(t testing.TB, name string, labels ...string) float64 {
 	t.Helper()
 	resp, err := http.Get("http://" + p.httpAddr + "/metrics")
@@ -472,34 +474,46 @@ func (p *limiterProc) metric(t testing.TB, name string, labels ...string) float6
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing /metrics of %s: %v", p.httpAddr, err)
+	}
 	sum := 0.0
-	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `(\{[^}]*\})? ([0-9.e+-]+)`)
-	for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+	for _, m := range mfs[name].GetMetric() {
+		have := map[string]string{}
+		for _, l := range m.GetLabel() {
+			have[l.GetName()] = l.GetValue()
+		}
 		ok := true
-		for _, l := range labels {
-			ok = ok && strings.Contains(m[1], l)
+		for i := 0; i+1 < len(labels); i += 2 {
+			ok = ok && have[labels[i]] == labels[i+1]
 		}
 		if ok {
-			v, _ := strconv.ParseFloat(m[2], 64)
-			sum += v
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
 		}
 	}
 	return sum
 }
 
+// admin returns what a limiter's admin snapshot endpoint answers.
+func (p *limiterProc) admin() (limiterwire.Snapshot, error) {
+	var v limiterwire.Snapshot
+	resp, err := http.Get("http://" + p.httpAddr + limiterwire.SnapshotPath)
+	if err != nil {
+		return v, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return v, fmt.Errorf("%s answered %s", limiterwire.SnapshotPath, resp.Status)
+	}
+	return v, json.NewDecoder(resp.Body).Decode(&v)
+}
+
 // loaded returns the snapshot version a limiter reports.
 func (p *limiterProc) loaded(t testing.TB) string {
 	t.Helper()
-	resp, err := http.Get("http://" + p.httpAddr + "/v1/admin/snapshot")
-	if err != nil {
-		return ""
-	}
-	defer resp.Body.Close()
-	var v struct {
-		Version string `json:"version"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&v)
+	v, _ := p.admin()
 	return v.Version
 }
 

@@ -2,7 +2,6 @@ package controllers_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -155,13 +154,13 @@ func TestSystem(t *testing.T) {
 		})
 		waitPolicy(t, "payments", "charges-per-user", v1alpha1.EnforcedCondition, metav1.ConditionFalse, v1alpha1.EnforcementDisabledReason)
 		for _, p := range pods {
-			before := p.metric(t, "sluice_decisions_total", `policy="payments/charges-per-user"`, `result="shadow_limited"`)
+			before := p.metric(t, "sluice_decisions_total", "policy", "payments/charges-per-user", "result", "shadow_limited")
 			for i := range 4 {
 				if code := charges(t, p, "noa"); code != http.StatusOK {
 					t.Fatalf("%s: request %d answered %d with enforcement disabled", p.httpAddr, i+1, code)
 				}
 			}
-			if after := p.metric(t, "sluice_decisions_total", `policy="payments/charges-per-user"`, `result="shadow_limited"`); after-before != 2 {
+			if after := p.metric(t, "sluice_decisions_total", "policy", "payments/charges-per-user", "result", "shadow_limited"); after-before != 2 {
 				t.Fatalf("%s: shadow_limited grew by %v, want the 2 would-be denials", p.httpAddr, after-before)
 			}
 		}
@@ -414,15 +413,10 @@ func TestDegradedWhenRedisIsDown(t *testing.T) {
 	waitPolicy(t, "degraded", "open", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
 	waitPolicy(t, "degraded", "open", v1alpha1.DegradedCondition, metav1.ConditionFalse, v1alpha1.StoreAvailableReason)
 	for _, lp := range pods {
-		var v struct {
-			ReadyPods int `json:"readyPods"`
-		}
-		resp, err := http.Get("http://" + lp.httpAddr + "/v1/admin/snapshot")
+		v, err := lp.admin()
 		if err != nil {
 			t.Fatal(err)
 		}
-		_ = json.NewDecoder(resp.Body).Decode(&v)
-		resp.Body.Close()
 		if v.ReadyPods != 2 {
 			t.Fatalf("%s shares limits among %d pods, want 2", lp.httpAddr, v.ReadyPods)
 		}
@@ -446,9 +440,9 @@ func TestDegradedWhenRedisIsDown(t *testing.T) {
 	srv.Restart(t)
 	for _, lp := range pods {
 		eventually(t, 20*time.Second, "decisions from Redis again", func() error {
-			before := lp.metric(t, "sluice_decisions_total", `policy="degraded/open"`, `result="allowed"`)
+			before := lp.metric(t, "sluice_decisions_total", "policy", "degraded/open", "result", "allowed")
 			lp.check(t, "bench-1", "tenant", "t", "route", "/v1/items/1")
-			if lp.metric(t, "sluice_decisions_total", `policy="degraded/open"`, `result="allowed"`) == before {
+			if lp.metric(t, "sluice_decisions_total", "policy", "degraded/open", "result", "allowed") == before {
 				return fmt.Errorf("%s still falls back", lp.httpAddr)
 			}
 			return nil

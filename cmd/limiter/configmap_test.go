@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -199,13 +200,12 @@ func (p *process) health(t *testing.T) healthpb.HealthCheckResponse_ServingStatu
 	return resp.Status
 }
 
-// metric is the value of one unlabelled sample on /metrics.
+// metric is the value of one unlabelled sample on /metrics, or "".
 func (p *process) metric(t *testing.T, name string) string {
 	t.Helper()
-	_, m := p.get(t, "/metrics")
-	for line := range strings.Lines(m) {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			return strings.TrimSpace(v)
+	for _, m := range p.metrics(t)[name].GetMetric() {
+		if len(m.GetLabel()) == 0 {
+			return strconv.FormatFloat(sampleValue(m), 'g', -1, 64)
 		}
 	}
 	return ""
