@@ -1,7 +1,7 @@
 // Package server wires the limiter's listeners around a service.Service:
 // Envoy RLS v3 and gRPC health on one port; the HTTP check API, /healthz,
 // /readyz and /metrics on another. It holds no limiting logic: both
-// protocols call the same Service.ShouldRateLimit.
+// protocols call the same Service.Decide.
 package server
 
 import (
