@@ -515,13 +515,6 @@ func (c *Collector) unreadFor(pol *v1alpha1.RateLimitPolicy) []string {
 	return out
 }
 
-// applyEnforcement writes pol's status.enforcement as e, by server-side
-// apply under EnforcementFieldOwner: the fields e leaves out are removed,
-// and the policy controller's fields are left as they are.
-func applyEnforcement(ctx context.Context, c client.Client, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
-	return applyPolicyStatus(ctx, c, pol, EnforcementFieldOwner, &v1alpha1.RateLimitPolicyStatus{Enforcement: e})
-}
-
 // countConditions sets sluice_operator_policies from the policies' conditions.
 func countConditions(items []v1alpha1.RateLimitPolicy) {
 	type key struct{ typ, status string }

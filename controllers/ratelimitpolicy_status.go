@@ -35,6 +35,13 @@ func applyConditions(ctx context.Context, c client.Client, pol *v1alpha1.RateLim
 	return applyPolicyStatus(ctx, c, pol, PolicyStatusFieldOwner, mine)
 }
 
+// applyEnforcement writes pol's status.enforcement as e, by server-side
+// apply under EnforcementFieldOwner: the fields e leaves out are removed,
+// and the policy controller's fields are left as they are.
+func applyEnforcement(ctx context.Context, c client.Client, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
+	return applyPolicyStatus(ctx, c, pol, EnforcementFieldOwner, &v1alpha1.RateLimitPolicyStatus{Enforcement: e})
+}
+
 // policyStatusApply is the body of a server-side apply to a policy's status:
 // the object's identity and the status fields of one writer, nothing else.
 type policyStatusApply struct {
