@@ -209,9 +209,11 @@ func indexPolicies(ctx context.Context, indexer client.FieldIndexer) error {
 	})
 }
 
+// policies lists the names of the policies opts select.
 func (r *RateLimitPolicyReconciler) policies(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
 	var list v1alpha1.RateLimitPolicyList
-	if err := r.List(ctx, &list, opts...); err != nil {
+	// Read-only: names alone, no copy of the policies.
+	if err := r.List(ctx, &list, append(opts, client.UnsafeDisableDeepCopy)...); err != nil {
 		logf.FromContext(ctx).Error(err, "Listing policies")
 		return nil
 	}
