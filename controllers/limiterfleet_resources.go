@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
@@ -270,7 +271,7 @@ const redisCADir = "/etc/sluice/redis-ca"
 func limiterEnv(fleet *v1alpha1.LimiterFleet) []corev1.EnvVar {
 	env := redisPasswordEnv(fleet)
 	if auth := fleet.Spec.Redis.Auth; auth != nil && auth.UsernameKey != nil {
-		env = append(env, secretEnv(RedisUsernameEnv, auth.SecretName, *auth.UsernameKey))
+		env = append(env, secretEnv(limiterwire.RedisUsernameEnv, auth.SecretName, *auth.UsernameKey))
 	}
 	return env
 }

@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
 
@@ -62,12 +63,6 @@ const (
 	RedisUser int64 = 999
 	// RedisConfigKey is redis.conf's key in the ConfigMap.
 	RedisConfigKey = "redis.conf"
-	// RedisPasswordEnv holds the password in Redis and limiter containers
-	// when spec.redis.auth is set, from a secretKeyRef; RedisUsernameEnv
-	// holds redis.auth.usernameKey's user in limiter containers. They are
-	// the limiter's app.RedisPasswordEnv and app.RedisUsernameEnv.
-	RedisPasswordEnv = "SLUICE_REDIS_PASSWORD"
-	RedisUsernameEnv = "SLUICE_REDIS_USERNAME"
 
 	redisDataVolume   = "data"
 	redisConfigVolume = "config"
@@ -223,7 +218,7 @@ func RedisArgs(fleet *v1alpha1.LimiterFleet) []string {
 		"--cluster-announce-hostname", fmt.Sprintf("$(POD_NAME).%s.%s.svc", RedisName(fleet), fleet.Namespace),
 	}
 	if fleet.Spec.Redis.Auth != nil {
-		pw := "$(" + RedisPasswordEnv + ")"
+		pw := "$(" + limiterwire.RedisPasswordEnv + ")"
 		args = append(args, "--requirepass", pw, "--masterauth", pw)
 	}
 	return args
@@ -236,7 +231,7 @@ func redisPasswordEnv(fleet *v1alpha1.LimiterFleet) []corev1.EnvVar {
 	if auth == nil {
 		return nil
 	}
-	return []corev1.EnvVar{secretEnv(RedisPasswordEnv, auth.SecretName, fleet.Spec.EffectiveAuthKey())}
+	return []corev1.EnvVar{secretEnv(limiterwire.RedisPasswordEnv, auth.SecretName, fleet.Spec.EffectiveAuthKey())}
 }
 
 // secretEnv is the env var name, from key of Secret secret.

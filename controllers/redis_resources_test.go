@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
 )
@@ -165,7 +166,7 @@ func TestRedisStatefulSet(t *testing.T) {
 	c := set.Spec.Template.Spec.Containers[0]
 	var ref *corev1.SecretKeySelector
 	for _, e := range c.Env {
-		if e.Name == controllers.RedisPasswordEnv {
+		if e.Name == limiterwire.RedisPasswordEnv {
 			ref = e.ValueFrom.SecretKeyRef
 		}
 		if e.Value != "" {
@@ -192,7 +193,7 @@ func TestRedisStatefulSet(t *testing.T) {
 		t.Errorf("default replicasPerShard: %d pods, want 2", *noStorage.Spec.Replicas)
 	}
 	for _, e := range noStorage.Spec.Template.Spec.Containers[0].Env {
-		if e.Name == controllers.RedisPasswordEnv {
+		if e.Name == limiterwire.RedisPasswordEnv {
 			t.Errorf("password env without auth")
 		}
 	}

@@ -160,7 +160,7 @@ func (rf *redisFleet) waitRedisReady(t testing.TB, within time.Duration, status 
 	var got *v1alpha1.LimiterFleet
 	eventually(t, within, fmt.Sprintf("RedisReady=%s %s", status, reason), func() error {
 		f := rf.get(t)
-		c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady)
+		c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
 		switch {
 		case c == nil:
 			return fmt.Errorf("no RedisReady yet")
@@ -217,10 +217,11 @@ func (rf *redisFleet) mutatingCalls(t testing.TB) map[string]int {
 // status.redis and RedisReady, and a later reconcile sends no mutating
 // command.
 func TestRedisClusterBootstrap(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	start := time.Now()
 	rf := newRedisFleet(t, "redis-boot", "boot", 3, 1)
-	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	t.Logf("bootstrap of 3 shards x 1 replica through the operator: RedisReady=True %v after the fleet was created (pods started before)", time.Since(start).Round(time.Millisecond))
 
 	st := f.Status.Redis
@@ -288,7 +289,7 @@ func TestRedisClusterBootstrap(t *testing.T) {
 		}
 		return nil
 	})
-	rf.waitRedisReady(t, 10*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	rf.waitRedisReady(t, 10*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	if after := rf.mutatingCalls(t); !maps.Equal(before, after) {
 		t.Errorf("mutating commands before %v, after another reconcile %v", before, after)
 	}
@@ -300,6 +301,7 @@ func TestRedisClusterBootstrap(t *testing.T) {
 // with the reason and the pod, and the rest of the fleet keeps being
 // reconciled.
 func TestRedisClusterBadNodes(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 
 	t.Run("garbage", func(t *testing.T) {
@@ -309,8 +311,8 @@ func TestRedisClusterBadNodes(t *testing.T) {
 		bad.srv.Stop()
 		garbage := startGarbageServer(t, nextRedisIP(t)+":6379")
 		setPodIP(t, rf.fleet.Namespace, bad.name, strings.TrimSuffix(garbage, ":6379"))
-		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ReasonInvalidReply)
-		c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady)
+		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.InvalidReplyReason)
+		c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
 		if !strings.Contains(c.Message, bad.name) {
 			t.Errorf("message does not name %s: %s", bad.name, c.Message)
 		}
@@ -328,8 +330,8 @@ func TestRedisClusterBadNodes(t *testing.T) {
 		rf := newRedisFleetExtra(t, "redis-auth", "auth", 3, 0, []string{"requirepass right-password", "masterauth right-password"}, func(f *v1alpha1.LimiterFleet) {
 			f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "redis-auth"}
 		})
-		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ReasonAuthFailed)
-		t.Logf("RedisReady=False %s: %s", v1alpha1.ReasonAuthFailed, condition(f.Status.Conditions, v1alpha1.FleetRedisReady).Message)
+		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.AuthFailedReason)
+		t.Logf("RedisReady=False %s: %s", v1alpha1.AuthFailedReason, condition(f.Status.Conditions, v1alpha1.RedisReadyCondition).Message)
 		requireReconciling(t, rf)
 
 		// The right password: the operator forms the cluster.
@@ -338,12 +340,12 @@ func TestRedisClusterBadNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The Secret is not watched; the failing pass requeues itself.
-		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	})
 
 	t.Run("shards lowered behind the CRD's back", func(t *testing.T) {
 		rf := newRedisFleet(t, "redis-scalein", "scalein", 3, 0)
-		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 		// The CRD refuses lowering shards; a fourth shard's StatefulSet left
 		// from elsewhere (an old CRD, a restore) is the same to the operator.
 		extra := controllers.BuildRedisStatefulSet(rf.fleet, 3)
@@ -357,8 +359,8 @@ func TestRedisClusterBadNodes(t *testing.T) {
 		if err := k8s.Update(ctx, f); err != nil {
 			t.Fatal(err)
 		}
-		f = rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ReasonScaleInRejected)
-		c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady)
+		f = rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ScaleInRejectedReason)
+		c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
 		if !strings.Contains(c.Message, "scale-in is not supported") {
 			t.Errorf("message %q", c.Message)
 		}
@@ -372,8 +374,8 @@ func TestRedisClusterBadNodes(t *testing.T) {
 		rf := newRedisFleet(t, "redis-nosecret", "nosecret", 3, 0, func(f *v1alpha1.LimiterFleet) {
 			f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "absent"}
 		})
-		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ReasonAuthFailed)
-		if c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady); !strings.Contains(c.Message, "Secret redis-nosecret/absent not found") {
+		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.AuthFailedReason)
+		if c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition); !strings.Contains(c.Message, "Secret redis-nosecret/absent not found") {
 			t.Errorf("message %q", c.Message)
 		}
 	})
@@ -553,7 +555,7 @@ func (l *limiterLoad) summary(t testing.TB) (string, float64) {
 	for _, p := range l.procs {
 		errs += p.metric(t, "sluice_store_errors_total")
 		for _, c := range []string{"timeout", "connection", "clusterdown", "tryagain", "masterdown", "loading", "redirect"} {
-			classes[c] += p.metric(t, "sluice_redis_errors_total", `class="`+c+`"`)
+			classes[c] += p.metric(t, "sluice_redis_errors_total", "class", c)
 		}
 		classes["breaker openings"] += p.metric(t, "sluice_redis_breaker_opened_total")
 	}
@@ -565,7 +567,7 @@ func (l *limiterLoad) summary(t testing.TB) (string, float64) {
 func (l *limiterLoad) errorsOfClass(t testing.TB, class string) float64 {
 	n := 0.0
 	for _, p := range l.procs {
-		n += p.metric(t, "sluice_redis_errors_total", `class="`+class+`"`)
+		n += p.metric(t, "sluice_redis_errors_total", "class", class)
 	}
 	return n
 }
@@ -655,9 +657,10 @@ func (p *redisPod) shutdown(t *testing.T) {
 // and rejoins. Then every pod restarts on a new IP: the operator re-forms
 // the cluster by node ID with every key kept.
 func TestRedisClusterHeals(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	rf := newRedisFleet(t, "redis-heal", "heal", 3, 1)
-	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	load := rf.startLimiters(t, 2)
 	cc := rf.clusterClient(t)
 
@@ -707,7 +710,7 @@ func TestRedisClusterHeals(t *testing.T) {
 	// The pod restarts (same IP, same volume) and rejoins as a replica.
 	rf.pod(t, victim.Pod).srv.Restart(t)
 	rejoin := time.Now()
-	f = rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	f = rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	eventually(t, 30*time.Second, "every node connected again", func() error {
 		f = rf.get(t)
 		st := f.Status.Redis
@@ -739,7 +742,7 @@ func TestRedisClusterHeals(t *testing.T) {
 	}
 	eventually(t, 90*time.Second, "the cluster re-formed on the new addresses", func() error {
 		f = rf.get(t)
-		if c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady); c == nil || c.Reason != v1alpha1.ReasonClusterOK {
+		if c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition); c == nil || c.Reason != v1alpha1.ClusterOKReason {
 			return fmt.Errorf("RedisReady %+v", c)
 		}
 		if n := len(f.Status.Redis.Primaries) + len(f.Status.Redis.Replicas); n != len(rf.pods) {
@@ -766,9 +769,10 @@ func TestRedisClusterHeals(t *testing.T) {
 // and ASK; their store errors, timeouts of the 20ms store deadline, are
 // reported).
 func TestRedisClusterScaleOut(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	rf := newRedisFleet(t, "redis-scale", "scale", 3, 1)
-	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	writeKeys(t, rf.clusterClient(t), "kept", 5000)
 	load := rf.startLimiters(t, 2)
 	_, errsBefore := load.summary(t)
@@ -795,7 +799,7 @@ func TestRedisClusterScaleOut(t *testing.T) {
 	if err := startOperator(); err != nil {
 		t.Fatalf("restarting the operator: %v", err) // the suite cannot go on without it
 	}
-	f = rf.waitRedisReady(t, 120*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	f = rf.waitRedisReady(t, 120*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	t.Logf("3 -> 4 shards: RedisReady=True %v after the spec change", time.Since(started).Round(time.Millisecond))
 	load.halt()
 
@@ -856,6 +860,7 @@ func (rf *redisFleet) errorReplies(t testing.TB) map[string]int {
 // A fleet that leaves mode Cluster gets its Redis objects deleted; objects
 // it does not control are left alone.
 func TestRedisObjectsGoWithModeCluster(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	ns := namespace(t, "redis-leaves")
 	f := &v1alpha1.LimiterFleet{

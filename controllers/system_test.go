@@ -2,7 +2,6 @@ package controllers_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -27,6 +26,7 @@ import (
 // limiter processes hot-loading the snapshot, and every behaviour the
 // operator issue lists, in order, on one fleet.
 func TestSystem(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	for _, ns := range []string{"payments", "identity"} {
 		namespace(t, ns)
@@ -64,7 +64,7 @@ func TestSystem(t *testing.T) {
 			if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {
 				return err
 			}
-			c := condition(f.Status.Conditions, v1alpha1.FleetSnapshotSynced)
+			c := condition(f.Status.Conditions, v1alpha1.SnapshotSyncedCondition)
 			if c == nil || c.Status != metav1.ConditionTrue || f.Status.Limiters == nil || f.Status.Limiters.Synced != 2 {
 				return fmt.Errorf("status %+v", f.Status)
 			}
@@ -154,13 +154,13 @@ func TestSystem(t *testing.T) {
 		})
 		waitPolicy(t, "payments", "charges-per-user", v1alpha1.EnforcedCondition, metav1.ConditionFalse, v1alpha1.EnforcementDisabledReason)
 		for _, p := range pods {
-			before := p.metric(t, "sluice_decisions_total", `policy="payments/charges-per-user"`, `result="shadow_limited"`)
+			before := p.metric(t, "sluice_decisions_total", "policy", "payments/charges-per-user", "result", "shadow_limited")
 			for i := range 4 {
 				if code := charges(t, p, "noa"); code != http.StatusOK {
 					t.Fatalf("%s: request %d answered %d with enforcement disabled", p.httpAddr, i+1, code)
 				}
 			}
-			if after := p.metric(t, "sluice_decisions_total", `policy="payments/charges-per-user"`, `result="shadow_limited"`); after-before != 2 {
+			if after := p.metric(t, "sluice_decisions_total", "policy", "payments/charges-per-user", "result", "shadow_limited"); after-before != 2 {
 				t.Fatalf("%s: shadow_limited grew by %v, want the 2 would-be denials", p.httpAddr, after-before)
 			}
 		}
@@ -268,7 +268,7 @@ func fleetSynced(ctx context.Context, fleet *v1alpha1.LimiterFleet, pods int32) 
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {
 		return err
 	}
-	c := condition(f.Status.Conditions, v1alpha1.FleetSnapshotSynced)
+	c := condition(f.Status.Conditions, v1alpha1.SnapshotSyncedCondition)
 	if c == nil || c.Status != metav1.ConditionTrue || f.Status.Limiters == nil || f.Status.Limiters.Synced != pods {
 		return fmt.Errorf("fleet status %+v", f.Status)
 	}
@@ -304,6 +304,7 @@ func resourceVersions(t *testing.T) string {
 // A selector that matches nothing gives an empty snapshot, not an error,
 // and its limiters answer every request OK.
 func TestFleetSelectingNothing(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	fleet, pods := newFleet(t, "empty", "nothing-selected", 1)
 	eventually(t, 30*time.Second, "empty snapshot loaded", func() error {
@@ -311,7 +312,7 @@ func TestFleetSelectingNothing(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {
 			return err
 		}
-		ready := condition(f.Status.Conditions, v1alpha1.FleetReady)
+		ready := condition(f.Status.Conditions, v1alpha1.ReadyCondition)
 		if f.Status.Snapshot == nil || f.Status.Snapshot.Policies != 0 || ready == nil || ready.Status != metav1.ConditionTrue {
 			return fmt.Errorf("status %+v", f.Status)
 		}
@@ -328,6 +329,7 @@ func TestFleetSelectingNothing(t *testing.T) {
 // The fleet's rendered children carry the snapshot reference and owner
 // references, and Redis Cluster mode says plainly it is not built yet.
 func TestFleetRendersLimiters(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	namespace(t, "render")
 	f := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "render", Name: "edge"},
@@ -374,7 +376,7 @@ func TestFleetRendersLimiters(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(f), f); err != nil {
 			return err
 		}
-		c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady)
+		c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
 		if c == nil || c.Status != metav1.ConditionFalse || c.ObservedGeneration != f.Generation {
 			return fmt.Errorf("RedisReady %+v", c)
 		}
@@ -386,6 +388,7 @@ func TestFleetRendersLimiters(t *testing.T) {
 // pods answer by the failure mode, and clears once Redis is back. The
 // fleet also tells its pods how many share the limits (failureMode Local).
 func TestDegradedWhenRedisIsDown(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	srv := redistest.Start(t)
 	namespace(t, "degraded")
@@ -410,15 +413,10 @@ func TestDegradedWhenRedisIsDown(t *testing.T) {
 	waitPolicy(t, "degraded", "open", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
 	waitPolicy(t, "degraded", "open", v1alpha1.DegradedCondition, metav1.ConditionFalse, v1alpha1.StoreAvailableReason)
 	for _, lp := range pods {
-		var v struct {
-			ReadyPods int `json:"readyPods"`
-		}
-		resp, err := http.Get("http://" + lp.httpAddr + "/v1/admin/snapshot")
+		v, err := lp.admin()
 		if err != nil {
 			t.Fatal(err)
 		}
-		_ = json.NewDecoder(resp.Body).Decode(&v)
-		resp.Body.Close()
 		if v.ReadyPods != 2 {
 			t.Fatalf("%s shares limits among %d pods, want 2", lp.httpAddr, v.ReadyPods)
 		}
@@ -442,9 +440,9 @@ func TestDegradedWhenRedisIsDown(t *testing.T) {
 	srv.Restart(t)
 	for _, lp := range pods {
 		eventually(t, 20*time.Second, "decisions from Redis again", func() error {
-			before := lp.metric(t, "sluice_decisions_total", `policy="degraded/open"`, `result="allowed"`)
+			before := lp.metric(t, "sluice_decisions_total", "policy", "degraded/open", "result", "allowed")
 			lp.check(t, "bench-1", "tenant", "t", "route", "/v1/items/1")
-			if lp.metric(t, "sluice_decisions_total", `policy="degraded/open"`, `result="allowed"`) == before {
+			if lp.metric(t, "sluice_decisions_total", "policy", "degraded/open", "result", "allowed") == before {
 				return fmt.Errorf("%s still falls back", lp.httpAddr)
 			}
 			return nil

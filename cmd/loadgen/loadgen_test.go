@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 func TestHistogramExactSmallValues(t *testing.T) {
@@ -148,10 +150,23 @@ func TestTemplate(t *testing.T) {
 	}
 }
 
+// testProc is a /proc with process 1234 and a /proc/stat.
+func testProc(t *testing.T) procfs.FS {
+	t.Helper()
+	fs, err := procfs.NewFS("testdata/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
 func TestParseProcStatAndMetrics(t *testing.T) {
-	comm, s, err := parseProcStat("1234 (my (odd) proc) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 8 0 100 0 0")
+	comm, s, err := readProcStat(testProc(t), 1234)
 	if err != nil || comm != "my (odd) proc" || s != 3.0 {
-		t.Fatalf("parseProcStat = %q %v %v", comm, s, err)
+		t.Fatalf("readProcStat = %q %v %v", comm, s, err)
+	}
+	if _, _, err := readProcStat(testProc(t), 999); err == nil {
+		t.Fatal("read a process that is not there")
 	}
 	text := "# HELP process_cpu_seconds_total x\n# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total_other 9\nprocess_cpu_seconds_total 12.5\n"
 	v, ok, err := parseCPUMetric(strings.NewReader(text))
@@ -248,13 +263,14 @@ func TestRunMaxRequestsAndReport(t *testing.T) {
 	}
 }
 
-func TestParseMachineBusy(t *testing.T) {
-	// user nice system idle iowait irq softirq steal guest guest_nice
-	busy, err := parseMachineBusy("cpu  100 20 30 1000 50 5 5 10 7 0\ncpu0 1 2 3 4 5 6 7 8 9 0\n")
-	if err != nil || busy != 1.7 {
-		t.Fatalf("parseMachineBusy = %v, %v; want 1.7", busy, err)
+func TestMachineBusy(t *testing.T) {
+	// testdata/proc/stat: cpu user nice system idle iowait irq softirq
+	// steal guest guest_nice = 100 20 30 1000 50 5 5 10 7 0 ticks.
+	busy, err := machineBusyIn(testProc(t))
+	if err != nil || math.Abs(busy-1.7) > 1e-9 {
+		t.Fatalf("machineBusyIn = %v, %v; want 1.7", busy, err)
 	}
-	if _, err := parseMachineBusy("intr 1 2 3"); err == nil {
-		t.Fatal("accepted a line that is not cpu")
+	if _, err := machineBusy(); err != nil {
+		t.Fatalf("this machine's /proc/stat: %v", err)
 	}
 }

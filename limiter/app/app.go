@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/server"
 	"github.com/sluice-dev/sluice/limiter/service"
@@ -179,7 +180,7 @@ func openStore(cfg Config) (st store.Store, pinger server.Pinger, desc string, e
 			return nil, nil, "", err
 		}
 		if opts.Username == "" && opts.Password == "" {
-			opts.Username, opts.Password = os.Getenv(RedisUsernameEnv), os.Getenv(RedisPasswordEnv)
+			opts.Username, opts.Password = os.Getenv(limiterwire.RedisUsernameEnv), os.Getenv(limiterwire.RedisPasswordEnv)
 		}
 		if err := redisTLS(&opts, cfg); err != nil {
 			return nil, nil, "", err
@@ -199,15 +200,6 @@ func openStore(cfg Config) (st store.Store, pinger server.Pinger, desc string, e
 		return nil, nil, "", fmt.Errorf("--store %q: want memory, redis://host:port or redis-cluster://host:port,... (rediss:// and rediss-cluster:// for TLS)", redactURL(cfg.Store))
 	}
 }
-
-// RedisUsernameEnv and RedisPasswordEnv name the environment variables a
-// Redis store takes its credentials from when its address carries none. On
-// Kubernetes they come from a Secret, so the password is in neither the pod
-// spec nor the process's arguments, and needs no URL escaping.
-const (
-	RedisUsernameEnv = "SLUICE_REDIS_USERNAME"
-	RedisPasswordEnv = "SLUICE_REDIS_PASSWORD"
-)
 
 func isRedisURL(s string) bool {
 	for _, scheme := range []string{"redis://", "rediss://", "redis-cluster://", "rediss-cluster://"} {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/limiter/service"
 )
 
@@ -53,10 +54,10 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/healthz", methodNotAllowed(http.MethodGet, http.MethodHead))
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("/readyz", methodNotAllowed(http.MethodGet, http.MethodHead))
-	mux.HandleFunc("GET "+AdminSnapshotPath, s.adminSnapshot)
-	mux.HandleFunc(AdminSnapshotPath, methodNotAllowed(http.MethodGet, http.MethodHead))
-	mux.HandleFunc("GET "+AdminStatsPath, s.adminStats)
-	mux.HandleFunc(AdminStatsPath, methodNotAllowed(http.MethodGet, http.MethodHead))
+	mux.HandleFunc("GET "+limiterwire.SnapshotPath, s.adminSnapshot)
+	mux.HandleFunc(limiterwire.SnapshotPath, methodNotAllowed(http.MethodGet, http.MethodHead))
+	mux.HandleFunc("GET "+limiterwire.StatsPath, s.adminStats)
+	mux.HandleFunc(limiterwire.StatsPath, methodNotAllowed(http.MethodGet, http.MethodHead))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Metrics, promhttp.HandlerOpts{
 		ErrorLog:          slogPrinter{s.log},
 		Registry:          s.opts.Metrics,

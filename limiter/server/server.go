@@ -49,7 +49,7 @@ type Options struct {
 	// loaded), by name: e.g. "store" pinging Redis.
 	Readiness map[string]ReadinessChecker
 	// SnapshotSource names where snapshots come from and the last error
-	// loading one ("" when none), for AdminSnapshotPath; nil leaves both
+	// loading one ("" when none), for limiterwire.SnapshotPath; nil leaves both
 	// empty.
 	SnapshotSource func() (source, lastError string)
 	// StoreStatus, when set, checks the counter store for the admin
