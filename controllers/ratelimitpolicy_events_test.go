@@ -52,6 +52,7 @@ func TestFleetEventsReachTheirPoliciesOnly(t *testing.T) {
 		if err := k8s.Create(ctx, f); err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { deleteFleet(t, f) })
 	}
 	policy := func(ns, name, team string, servedBy *v1alpha1.LimiterFleet) {
 		t.Helper()
@@ -66,6 +67,7 @@ func TestFleetEventsReachTheirPoliciesOnly(t *testing.T) {
 		if err := k8s.Create(ctx, p); err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = k8s.Delete(context.Background(), p) })
 		if servedBy != nil {
 			if err := controllers.ApplyConditions(ctx, k8s, p, &v1alpha1.RateLimitPolicyStatus{
 				Fleets: []v1alpha1.FleetStatus{{Namespace: servedBy.Namespace, Name: servedBy.Name}}}); err != nil {

@@ -41,6 +41,7 @@ func TestStatusWritersOwnTheirFields(t *testing.T) {
 	if err := k8s.Create(ctx, pol); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), pol) })
 	stale := pol.DeepCopy() // what a writer's cache may still hold: no status at all
 	get := func() *v1alpha1.RateLimitPolicy {
 		t.Helper()
