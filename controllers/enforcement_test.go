@@ -23,7 +23,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
+	"github.com/sluice-dev/sluice/internal/redistest"
 )
 
 // statsPolicy is a FixedWindow policy of limit per hour on domain, keyed

@@ -20,7 +20,7 @@ import (
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
+	"github.com/sluice-dev/sluice/internal/redistest"
 )
 
 // TestExternalRedisTLSAndAuth: a fleet on an External Redis that requires

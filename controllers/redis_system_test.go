@@ -42,7 +42,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
+	"github.com/sluice-dev/sluice/internal/redistest"
 )
 
 // Redis pods in these tests are real cluster-enabled redis-server processes

@@ -19,7 +19,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
+	"github.com/sluice-dev/sluice/internal/redistest"
 )
 
 // TestSystem drives the whole system: kubectl apply of the samples, real

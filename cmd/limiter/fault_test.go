@@ -25,12 +25,12 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/server"
 	"github.com/sluice-dev/sluice/limiter/service"
 	"github.com/sluice-dev/sluice/limiter/store"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
 )
 
 // faultPolicies: one policy per failure mode in domain faults, and a second

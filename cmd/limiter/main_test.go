@@ -24,8 +24,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
+	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/limiter/config"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
 )
 
 // limiterBin is the limiter built once for this test binary.

@@ -5,7 +5,7 @@
 // store, and as one Lua core per algorithm for Redis
 // (limiter/store/redis/scripts/*_core.lua), shared by the exact and the
 // leasing scripts. Go is the reference: the conformance table and the
-// randomized differential test in limiter/store/storetest hold the Lua to
+// randomized differential test in internal/storetest hold the Lua to
 // it. All arithmetic is done on microseconds; fractional quantities use
 // float64 with the same operation order as the Lua cores, so both give
 // bit-identical results.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
+	"github.com/sluice-dev/sluice/internal/redistest"
 )
 
 func TestOpenStoreErrors(t *testing.T) {

@@ -9,12 +9,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/service"
 	"github.com/sluice-dev/sluice/limiter/store"
 	"github.com/sluice-dev/sluice/limiter/store/memory"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
 )
 
 func load(t testing.TB) *config.Snapshot {

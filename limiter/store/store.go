@@ -3,7 +3,7 @@
 //
 // Implementations: store/memory (embedded, the default) and store/redis
 // (standalone or Redis Cluster, one Lua core per algorithm). Both run the
-// same conformance table in store/storetest.
+// same conformance table in internal/storetest.
 package store
 
 import (

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/internal/storetest"
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/store"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
-	"github.com/sluice-dev/sluice/limiter/store/storetest"
 )
 
 // A caller handed a round trip slot just as its context ends still sends

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/internal/storetest"
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/store"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
-	"github.com/sluice-dev/sluice/limiter/store/storetest"
 )
 
 // Concurrent decisions on one key from many goroutines admit exactly the

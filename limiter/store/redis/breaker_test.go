@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/internal/storetest"
 	"github.com/sluice-dev/sluice/limiter/store"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
-	"github.com/sluice-dev/sluice/limiter/store/storetest"
 )
 
 // A standalone server has one breaker: killed, it opens, and decisions fail

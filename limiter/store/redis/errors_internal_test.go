@@ -7,7 +7,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
+	"github.com/sluice-dev/sluice/internal/redistest"
 )
 
 // The predicates the round trip acts on read real replies: NOSCRIPT (sent

@@ -9,8 +9,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluice-dev/sluice/internal/redistest"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
 )
 
 // Failure classes, from errors that real servers and sockets produce: only

@@ -13,12 +13,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/internal/storetest"
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/store"
 	"github.com/sluice-dev/sluice/limiter/store/memory"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
-	"github.com/sluice-dev/sluice/limiter/store/storetest"
 )
 
 // Tests run against real redis-server processes, never a fake: one

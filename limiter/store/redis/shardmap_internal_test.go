@@ -8,8 +8,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
-	"github.com/sluice-dev/sluice/limiter/store/storetest"
+	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/internal/storetest"
 )
 
 // The shard map groups a real cluster's CLUSTER SLOTS by primary: a

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/limiter/store"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
 )
 
 // A cluster has a breaker per shard, named by its slots: a killed primary

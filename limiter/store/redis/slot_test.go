@@ -8,9 +8,9 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluice-dev/sluice/internal/storetest"
 	"github.com/sluice-dev/sluice/limiter/store"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
-	"github.com/sluice-dev/sluice/limiter/store/storetest"
 )
 
 // Slot agrees with CLUSTER KEYSLOT, hash tags included, and so does the
