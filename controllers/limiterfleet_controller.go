@@ -244,7 +244,7 @@ func namespaceLabels(ctx context.Context, c client.Reader) (map[string]map[strin
 }
 
 // reconcileLimiters applies the limiter ServiceAccount, Role, RoleBinding,
-// Service and Deployment, each owned by the fleet.
+// Services (ClusterIP and headless) and Deployment, each owned by the fleet.
 func (r *LimiterFleetReconciler) reconcileLimiters(ctx context.Context, s *fleetScope) error {
 	storeURL, err := StoreURL(s.fleet)
 	if err != nil {
@@ -256,6 +256,7 @@ func (r *LimiterFleetReconciler) reconcileLimiters(ctx context.Context, s *fleet
 		BuildLimiterRole(s.fleet),
 		BuildLimiterRoleBinding(s.fleet),
 		BuildLimiterService(s.fleet),
+		BuildLimiterHeadlessService(s.fleet),
 		BuildLimiterDeployment(s.fleet, r.DefaultImage, storeURL),
 	} {
 		if err := r.apply(ctx, s.fleet, obj); err != nil {

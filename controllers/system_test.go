@@ -361,6 +361,16 @@ func TestFleetRendersLimiters(t *testing.T) {
 			t.Errorf("%T %s owners %+v", obj, name, refs)
 		}
 	}
+	// The headless Service, for gateways that balance each call over the
+	// pods themselves (kube-proxy balances connections).
+	headless := &corev1.Service{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: controllers.LimiterHeadlessName(f)}, headless); err != nil {
+		t.Errorf("headless Service: %v", err)
+	} else if headless.Spec.ClusterIP != corev1.ClusterIPNone || headless.Spec.Selector[controllers.LabelInstance] != "edge" || len(headless.Spec.Ports) != 2 ||
+		len(headless.OwnerReferences) != 1 || headless.OwnerReferences[0].Name != "edge" {
+		t.Errorf("headless Service %s: clusterIP %q, selector %v, ports %v, owners %v: want clusterIP None over the fleet's limiter pods, owned by the fleet",
+			headless.Name, headless.Spec.ClusterIP, headless.Spec.Selector, headless.Spec.Ports, headless.OwnerReferences)
+	}
 
 	// Cluster mode with no Redis pod running yet: RedisReady says so.
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(f), f); err != nil {
