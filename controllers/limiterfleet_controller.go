@@ -51,6 +51,9 @@ type LimiterFleetReconciler struct {
 	Acks *AckTracker
 	// DefaultImage is the limiter image of fleets that name none.
 	DefaultImage string
+	// DefaultRedisImage is the Redis image of Cluster fleets that name
+	// none; empty means v1alpha1.DefaultRedisImage.
+	DefaultRedisImage string
 	// APIReader reads the Redis password Secret uncached; nil means Client.
 	APIReader client.Reader
 	// Recorder records Events for the commands sent to Redis; may be nil.

@@ -187,7 +187,7 @@ func (r *LimiterFleetReconciler) redisShards(ctx context.Context, fleet *v1alpha
 func (r *LimiterFleetReconciler) applyRedis(ctx context.Context, fleet *v1alpha1.LimiterFleet, shards int) error {
 	objs := []client.Object{BuildRedisConfigMap(fleet), BuildRedisService(fleet)}
 	for shard := range shards {
-		objs = append(objs, BuildRedisStatefulSet(fleet, shard), BuildRedisPDB(fleet, shard))
+		objs = append(objs, BuildRedisStatefulSet(fleet, shard, r.DefaultRedisImage), BuildRedisPDB(fleet, shard))
 	}
 	for _, obj := range objs {
 		if err := r.apply(ctx, fleet, obj); err != nil {

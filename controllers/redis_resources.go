@@ -250,9 +250,15 @@ func secretEnv(name, secret, key string) corev1.EnvVar {
 // BuildRedisStatefulSet builds shard's StatefulSet: 1 + replicasPerShard
 // pods, of which ordinal 0 becomes the primary at bootstrap. The pods of a
 // shard must run on different nodes (required anti-affinity): a primary and
-// its replica on one node would die together.
-func BuildRedisStatefulSet(fleet *v1alpha1.LimiterFleet, shard int) *appsv1.StatefulSet {
+// its replica on one node would die together. They run spec.redis.image, or
+// defaultImage (the operator's --redis-image) when unset, or
+// v1alpha1.DefaultRedisImage when both are empty.
+func BuildRedisStatefulSet(fleet *v1alpha1.LimiterFleet, shard int, defaultImage string) *appsv1.StatefulSet {
 	spec := &fleet.Spec
+	image := spec.EffectiveRedisImage()
+	if (spec.Redis.Image == nil || *spec.Redis.Image == "") && defaultImage != "" {
+		image = defaultImage
+	}
 	resources := DefaultRedisResources()
 	if spec.Redis.Resources != nil {
 		resources = *spec.Redis.Resources.DeepCopy()
@@ -277,7 +283,7 @@ func BuildRedisStatefulSet(fleet *v1alpha1.LimiterFleet, shard int) *appsv1.Stat
 	}
 	container := corev1.Container{
 		Name:    RedisContainerName,
-		Image:   spec.EffectiveRedisImage(),
+		Image:   image,
 		Command: []string{"redis-server"},
 		Args:    RedisArgs(fleet),
 		Env:     env,

@@ -265,7 +265,8 @@ type RedisSpec struct {
 
 	// image is the Redis container image, version 7.0 or later, such as
 	// "redis:7.2". Only for Cluster. Defaults to the operator's Redis image
-	// (redis:7.2). At most 512 characters.
+	// (its --redis-image, the chart's redis.image; redis:7.2 unless set).
+	// At most 512 characters.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
