@@ -58,6 +58,8 @@ type adminPolicyStats struct {
 	Limited       int64     `json:"limited"`
 	ShadowLimited int64     `json:"shadowLimited"`
 	FailedOpen    int64     `json:"failedOpen"`
+	FailedClosed  int64     `json:"failedClosed"`
+	LocalFallback int64     `json:"localFallback"`
 	// With the fleet's spec.stats.topDescriptors.
 	Hottest      []v1alpha1.HotDescriptor `json:"hottest"`
 	HottestSince *time.Time               `json:"hottestSince"`
@@ -110,10 +112,14 @@ func (h *hotSum) top() []v1alpha1.HotDescriptor {
 }
 
 // counts are the decision counts the collector sums.
-type counts struct{ allowed, limited, shadowLimited, failedOpen int64 }
+type counts struct {
+	allowed, limited, shadowLimited         int64
+	failedOpen, failedClosed, localFallback int64
+}
 
 func (c counts) add(o counts) counts {
-	return counts{c.allowed + o.allowed, c.limited + o.limited, c.shadowLimited + o.shadowLimited, c.failedOpen + o.failedOpen}
+	return counts{c.allowed + o.allowed, c.limited + o.limited, c.shadowLimited + o.shadowLimited,
+		c.failedOpen + o.failedOpen, c.failedClosed + o.failedClosed, c.localFallback + o.localFallback}
 }
 
 // since is c minus an earlier reading prev of the same process; a count
@@ -126,7 +132,8 @@ func (c counts) since(prev counts) counts {
 		}
 		return now - before
 	}
-	return counts{d(c.allowed, prev.allowed), d(c.limited, prev.limited), d(c.shadowLimited, prev.shadowLimited), d(c.failedOpen, prev.failedOpen)}
+	return counts{d(c.allowed, prev.allowed), d(c.limited, prev.limited), d(c.shadowLimited, prev.shadowLimited),
+		d(c.failedOpen, prev.failedOpen), d(c.failedClosed, prev.failedClosed), d(c.localFallback, prev.localFallback)}
 }
 
 // Collector sums the limiter pods' decision counts into each policy's
@@ -259,7 +266,7 @@ func (c *Collector) seed(ctx context.Context, now time.Time) error {
 		uid := list.Items[i].UID
 		c.seedAt[uid] = e.UpdatedAt.Time
 		c.policies[uid] = &policyWindow{buckets: []bucket{{at: e.UpdatedAt.Time,
-			c: counts{d(e.Allowed), d(e.Limited), d(e.ShadowLimited), d(e.FailedOpen)}}}}
+			c: counts{d(e.Allowed), d(e.Limited), d(e.ShadowLimited), d(e.FailedOpen), d(e.FailedClosed), d(e.LocalFallback)}}}}
 	}
 	c.started = true
 	return nil
@@ -382,7 +389,7 @@ func (c *Collector) record(now time.Time, addr string, st *adminStats) {
 	}
 	young := now.Sub(st.StartedAt) < c.Window
 	for _, p := range st.Policies {
-		cur := counts{p.Allowed, p.Limited, p.ShadowLimited, p.FailedOpen}
+		cur := counts{p.Allowed, p.Limited, p.ShadowLimited, p.FailedOpen, p.FailedClosed, p.LocalFallback}
 		next.counts[p.UID] = cur
 		if p.LocalTier != nil {
 			if b, ok := c.bounds[p.UID]; !ok || p.LocalTier.OvershootBound > b {
@@ -462,7 +469,8 @@ func (c *Collector) write(ctx context.Context, now time.Time) error {
 			continue // no decision yet: nothing to say, and no write
 		}
 		next := &v1alpha1.EnforcementStatus{
-			Allowed: &sum.allowed, Limited: &sum.limited, ShadowLimited: &sum.shadowLimited, FailedOpen: &sum.failedOpen,
+			Allowed: &sum.allowed, Limited: &sum.limited, ShadowLimited: &sum.shadowLimited,
+			FailedOpen: &sum.failedOpen, FailedClosed: &sum.failedClosed, LocalFallback: &sum.localFallback,
 			Window: &metav1.Duration{Duration: c.Window}, UnreadPods: unread,
 		}
 		if h := c.hot[pol.UID]; h != nil {
