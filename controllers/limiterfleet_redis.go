@@ -101,6 +101,9 @@ func (r *LimiterFleetReconciler) reconcileRedis(ctx context.Context, s *fleetSco
 	}
 	rs.result, rs.err = rediscluster.Reconcile(ctx, spec, r.redisOptions(fleet)...)
 	r.recordRedisActions(ctx, fleet, rs.result.Actions)
+	if rs.result.DataLoss != "" {
+		r.reportDataLoss(ctx, fleet, rs.result.DataLoss)
+	}
 	if want := int(fleet.Spec.EffectiveShards()); rs.err == nil && rs.shards > want {
 		rs.err, rs.reason = fmt.Errorf("spec.redis.shards is %d but the cluster has %d shards: scale-in is not supported, so every shard is kept; set spec.redis.shards back to %d",
 			want, rs.shards, rs.shards), v1alpha1.ReasonScaleInRejected
@@ -331,7 +334,8 @@ const maxRedisActions = 10
 // computeRedisStatus is status.redis and the RedisReady condition's
 // status, reason and message for a Cluster fleet, from one pass. prev is
 // the status before the pass: only its lastActions carry over (they are
-// history, not observation), and its migration when the pass did not run.
+// history, not observation), and its migration when the pass did not run;
+// recordDataLoss carries the data loss.
 func computeRedisStatus(prev *v1alpha1.RedisStatus, rs *redisScope) (*v1alpha1.RedisStatus, metav1.ConditionStatus, string, string) {
 	st := &v1alpha1.RedisStatus{}
 	if prev != nil {
@@ -348,7 +352,6 @@ func computeRedisStatus(prev *v1alpha1.RedisStatus, rs *redisScope) (*v1alpha1.R
 	st.Primaries = nodeStatuses(obs.Primaries)
 	st.Replicas = nodeStatuses(obs.Replicas)
 	st.Operation = obs.Operation
-	st.DataLoss = res.DataLoss
 	if rs.reason != v1alpha1.ReasonAuthFailed { // the engine ran
 		st.Migration = migrationToStatus(res.Migration)
 	}

@@ -43,7 +43,9 @@ func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileEr
 			redis = *prev // the Redis phase did not run: keep what it last observed
 			break
 		}
+		prevRedis := st.Redis
 		st.Redis, redis.Status, redis.Reason, redis.Message = computeRedisStatus(st.Redis, s.redis)
+		recordDataLoss(fleet, prevRedis, st.Redis, s.redis)
 	default:
 		redis.Status, redis.Reason = metav1.ConditionTrue, v1alpha1.ReasonRedisNotManaged
 		redis.Message = "redis mode None: each limiter pod counts in its own memory"
@@ -59,6 +61,7 @@ func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileEr
 		redis.Status, redis.Reason, redis.Message = metav1.ConditionFalse, v1alpha1.ReasonStoreUnreachable, msg
 	}
 	meta.SetStatusCondition(&st.Conditions, redis)
+	setDataLossCondition(fleet)
 
 	// SnapshotSynced, from the pods' acknowledgements.
 	synced := metav1.Condition{Type: v1alpha1.FleetSnapshotSynced, ObservedGeneration: gen}

@@ -911,3 +911,103 @@ func TestRedisObjectsGoWithModeCluster(t *testing.T) {
 		return nil
 	})
 }
+
+// TestRedisClusterDataLoss: a shard without replicas whose pod is replaced
+// by an empty node (an emptyDir, a new node ID, a new IP) loses its keys.
+// The operator heals the cluster and leaves a lasting trace: RedisDataLoss
+// stays True, naming the slots, through later passes, until the fleet is
+// annotated with the loss's time; a Warning Event and the
+// sluice_operator_redis_data_loss_total counter record it too.
+func TestRedisClusterDataLoss(t *testing.T) {
+	ctx := context.Background()
+	rf := newRedisFleet(t, "redis-loss", "loss", 3, 0)
+	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	if c := condition(f.Status.Conditions, v1alpha1.FleetRedisDataLoss); c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonNoDataLoss {
+		t.Fatalf("RedisDataLoss of a new cluster: %+v", c)
+	}
+	writeKeys(t, rf.clusterClient(t), "counted", 300)
+	key := rf.fleet.Namespace + "/" + rf.fleet.Name
+	countBefore := controllers.RedisDataLossCount(key)
+
+	// Pod 1-0 is deleted and comes back empty on a new IP.
+	victim := rf.pod(t, controllers.RedisShardName(rf.fleet, 1)+"-0")
+	victim.srv.Stop()
+	victim.dir = t.TempDir()
+	ip := nextRedisIP(t)
+	victim.srv = redistest.StartNode(t, ip+":6379", victim.dir, rf.fleet.Spec.EffectiveNodeTimeout(), renderedDirectives(rf.fleet)...)
+	setPodIP(t, rf.fleet.Namespace, victim.name, ip)
+	replaced := time.Now()
+	eventually(t, 90*time.Second, "the loss found", func() error {
+		if c := condition(rf.get(t).Status.Conditions, v1alpha1.FleetRedisDataLoss); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("RedisDataLoss %+v", c)
+		}
+		return nil
+	})
+	f = rf.waitRedisReady(t, 90*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	t.Logf("pod %s replaced by an empty node: RedisDataLoss=True and RedisReady=True %v later", victim.name, time.Since(replaced).Round(time.Millisecond))
+	lost := 0
+	for i := range 300 {
+		if err := rf.clusterClient(t).Get(ctx, fmt.Sprintf("counted-%d", i)).Err(); err != nil {
+			lost++
+		}
+	}
+	if lost == 0 {
+		t.Fatalf("no key lost: the test did not lose the shard")
+	}
+
+	check := func(what string) *v1alpha1.LimiterFleet {
+		t.Helper()
+		g := rf.get(t)
+		c := condition(g.Status.Conditions, v1alpha1.FleetRedisDataLoss)
+		st := g.Status.Redis
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonDataLost || c.ObservedGeneration != g.Generation ||
+			!strings.Contains(c.Message, "5461-10921") || st.DataLossTime == nil || !strings.Contains(st.DataLoss, "5461-10921") {
+			t.Fatalf("%s: RedisDataLoss %+v, dataLoss %q at %v: want True naming slots 5461-10921", what, c, st.DataLoss, st.DataLossTime)
+		}
+		return g
+	}
+	f = check("after the heal")
+	t.Logf("%d of 300 keys lost; RedisDataLoss=True %s: %s", lost, v1alpha1.ReasonDataLost, condition(f.Status.Conditions, v1alpha1.FleetRedisDataLoss).Message)
+	// Later passes find no loss and keep it: two spec changes, two full passes.
+	for _, e := range []v1alpha1.EnforcementMode{v1alpha1.EnforcementDisabled, v1alpha1.EnforcementEnabled} {
+		kubectl(t, "-n", f.Namespace, "patch", "lf", f.Name, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"enforcement":%q}}`, e))
+		eventually(t, 30*time.Second, "a pass at the new generation", func() error {
+			if g := rf.get(t); g.Status.ObservedGeneration != g.Generation {
+				return fmt.Errorf("observedGeneration %d, generation %d", g.Status.ObservedGeneration, g.Generation)
+			}
+			return nil
+		})
+		f = check("after another pass")
+	}
+	if out := kubectl(t, "-n", f.Namespace, "get", "lf", f.Name, "-o", "wide"); !regexpMatch(`(?m)^NAME\s.*\sDATA LOSS\s`, out) || !regexpMatch(`(?m)^loss\s.*\sTrue\s`, out) {
+		t.Errorf("kubectl get lf -o wide lacks Data Loss True:\n%s", out)
+	}
+
+	var events corev1.EventList
+	if err := k8s.List(ctx, &events, client.InNamespace(f.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	warned := false
+	for _, e := range events.Items {
+		if e.InvolvedObject.Name == f.Name && e.Reason == "RedisDataLoss" && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "5461-10921") {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Errorf("no Warning Event RedisDataLoss naming the slots")
+	}
+	if n := controllers.RedisDataLossCount(key); n <= countBefore {
+		t.Errorf("sluice_operator_redis_data_loss_total{fleet=%q} %v, was %v", key, n, countBefore)
+	}
+
+	// A person acknowledges it, with the time the status gives.
+	at := f.Status.Redis.DataLossTime.UTC().Format(time.RFC3339)
+	kubectl(t, "-n", f.Namespace, "annotate", "lf", f.Name, v1alpha1.AnnotationDataLossAcknowledged+"="+at, "--overwrite")
+	eventually(t, 30*time.Second, "RedisDataLoss acknowledged", func() error {
+		c := condition(rf.get(t).Status.Conditions, v1alpha1.FleetRedisDataLoss)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonDataLossAcknowledged || !strings.Contains(c.Message, "5461-10921") {
+			return fmt.Errorf("RedisDataLoss %+v", c)
+		}
+		return nil
+	})
+}

@@ -32,7 +32,22 @@ const (
 	// FleetSnapshotSynced is True when every ready limiter pod reports the
 	// version of the snapshot in status.snapshot.
 	FleetSnapshotSynced = "SnapshotSynced"
+
+	// FleetRedisDataLoss, for redis.mode Cluster, is True from the moment
+	// the operator finds slots whose keys are gone (a shard lost with every
+	// replica: the limiters' counters there start again from zero) until a
+	// person acknowledges it with AnnotationDataLossAcknowledged. It does not
+	// make the fleet less Ready: the cluster serves every slot again.
+	FleetRedisDataLoss = "RedisDataLoss"
 )
+
+// AnnotationDataLossAcknowledged on a LimiterFleet acknowledges its Redis
+// data losses up to a time: RedisDataLoss turns False when the value, an
+// RFC 3339 time, is at or after status.redis.dataLossTime. A later loss
+// makes it True again. For example:
+//
+//	kubectl annotate limiterfleet NAME ratelimit.sluice.dev/data-loss-acknowledged="$(kubectl get limiterfleet NAME -o jsonpath='{.status.redis.dataLossTime}')" --overwrite
+const AnnotationDataLossAcknowledged = "ratelimit.sluice.dev/data-loss-acknowledged"
 
 // Reasons of LimiterFleet conditions.
 const (
@@ -96,4 +111,12 @@ const (
 	// ReasonReconcileError: the operator failed to apply a child object; the
 	// message says which and why.
 	ReasonReconcileError = "ReconcileError"
+	// ReasonDataLost (RedisDataLoss True): slots lost their keys and nobody
+	// has acknowledged it yet; the message says which and when.
+	ReasonDataLost = "DataLost"
+	// ReasonDataLossAcknowledged (RedisDataLoss False): the last loss is
+	// acknowledged.
+	ReasonDataLossAcknowledged = "Acknowledged"
+	// ReasonNoDataLoss (RedisDataLoss False): no key has been lost.
+	ReasonNoDataLoss = "NoDataLoss"
 )
