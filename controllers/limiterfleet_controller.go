@@ -64,6 +64,7 @@ type LimiterFleetReconciler struct {
 	applied       sync.Map // object key -> appliedState
 	verdicts      verdictCache
 	redisTrackers sync.Map // fleet key -> *rediscluster.Tracker
+	redisHealth   sync.Map // fleet key -> redisHealth
 }
 
 // allDomains keys the verdicts of every policy in the fleet controller's
@@ -102,6 +103,7 @@ func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		if apierrors.IsNotFound(err) {
 			r.Acks.Forget(req.NamespacedName)
 			r.redisTrackers.Delete(req.NamespacedName)
+			r.redisHealth.Delete(req.NamespacedName)
 			forgetFleetMetrics(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}

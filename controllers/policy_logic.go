@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -146,6 +147,9 @@ type podAck struct {
 	// StoreErr is why the pod's counter store does not answer (its ping
 	// failed, or a breaker is open), or "".
 	StoreErr string
+	// CheckedAt is when the operator sent the request the pod last
+	// answered: its store check (StoreErr) ran after that.
+	CheckedAt time.Time
 }
 
 // fleetView is a fleet with what its ready pods have loaded.

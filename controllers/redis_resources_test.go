@@ -123,7 +123,7 @@ func TestRedisConfig(t *testing.T) {
 		"cluster-config-file /data/nodes.conf",
 		"cluster-require-full-coverage no",
 		"cluster-node-timeout 1500",
-		"cluster-preferred-endpoint-type hostname",
+		"cluster-preferred-endpoint-type ip",
 		"appendonly yes",
 	} {
 		if !strings.Contains(conf, line+"\n") {

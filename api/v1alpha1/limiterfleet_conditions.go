@@ -25,8 +25,9 @@ const (
 	FleetReady = "Ready"
 
 	// FleetRedisReady is True when the store the limiters count in is usable:
-	// always for None and External, which the operator does not manage; for
-	// Cluster, when every slot is served.
+	// always for None; for External, when every limiter pod that answers can
+	// use it; for Cluster, when every slot is served and every limiter pod
+	// that answers has reached the cluster since it last healed.
 	FleetRedisReady = "RedisReady"
 
 	// FleetSnapshotSynced is True when every ready limiter pod reports the
@@ -74,9 +75,15 @@ const (
 	// manage it, and every limiter pod that answered can use it.
 	ReasonRedisExternal = "RedisExternal"
 	// ReasonStoreUnreachable: limiter pods report that they can't use the
-	// External Redis (a refused password, a TLS or network error, an open
-	// breaker); the message names a pod and its error.
+	// External Redis or the operator's Redis Cluster (a refused password, a
+	// TLS or network error, an open breaker, a node they can't reach); the
+	// message names a pod and its error.
 	ReasonStoreUnreachable = "StoreUnreachable"
+	// ReasonWaitingForLimiters: the operator's Redis Cluster is ok again
+	// after it changed (a node replaced, healed, failed over), and some
+	// limiter pods have not reported reaching it since; the message names
+	// them.
+	ReasonWaitingForLimiters = "WaitingForLimiters"
 	// ReasonClusterOK: the operator's Redis Cluster reports cluster_state
 	// ok, every slot is served and every node follows the plan.
 	ReasonClusterOK = "ClusterOK"
