@@ -336,7 +336,7 @@ func (c *Collector) countFleetConditions(ctx context.Context) error {
 	fleetConditions.Reset()
 	for i := range fleets.Items {
 		f := &fleets.Items[i]
-		for _, typ := range []string{v1alpha1.FleetReady, v1alpha1.FleetRedisReady, v1alpha1.FleetSnapshotSynced, v1alpha1.FleetRedisDataLoss} {
+		for _, typ := range []string{v1alpha1.ReadyCondition, v1alpha1.RedisReadyCondition, v1alpha1.SnapshotSyncedCondition, v1alpha1.RedisDataLossCondition} {
 			v := 0.0
 			if meta.IsStatusConditionTrue(f.Status.Conditions, typ) {
 				v = 1

@@ -94,8 +94,8 @@ func TestExternalRedisTLSAndAuth(t *testing.T) {
 	pods := fleetPodsWithEnv(t, fleet, 2, store, wrongEnv, append(redisArgs, "--redis-timeout=2s")...)
 	rf := &redisFleet{fleet: fleet}
 	eventually(t, 30*time.Second, "RedisReady=False naming both pods and WRONGPASS", func() error {
-		c := condition(rf.get(t).Status.Conditions, v1alpha1.FleetRedisReady)
-		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonStoreUnreachable ||
+		c := condition(rf.get(t).Status.Conditions, v1alpha1.RedisReadyCondition)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.StoreUnreachableReason ||
 			!strings.Contains(c.Message, "2/2 limiter pods can't use Redis") || !strings.Contains(c.Message, "WRONGPASS") {
 			return fmt.Errorf("RedisReady %+v", c)
 		}
@@ -108,7 +108,7 @@ func TestExternalRedisTLSAndAuth(t *testing.T) {
 		p.env = env
 		p.start(t)
 	}
-	rf.waitRedisReady(t, 30*time.Second, metav1.ConditionTrue, v1alpha1.ReasonRedisExternal)
+	rf.waitRedisReady(t, 30*time.Second, metav1.ConditionTrue, v1alpha1.RedisExternalReason)
 
 	policy := statsPolicy(ns, "three", "tls", "tls-api", 3, false)
 	if err := k8s.Create(ctx, policy); err != nil {

@@ -70,21 +70,21 @@ func dataLossAck(fleet *v1alpha1.LimiterFleet) (time.Time, bool) {
 func setDataLossCondition(fleet *v1alpha1.LimiterFleet) {
 	st := &fleet.Status
 	if fleet.Spec.EffectiveRedisMode() != v1alpha1.RedisCluster {
-		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.FleetRedisDataLoss)
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.RedisDataLossCondition)
 		return
 	}
-	c := metav1.Condition{Type: v1alpha1.FleetRedisDataLoss, ObservedGeneration: fleet.Generation, Status: metav1.ConditionFalse,
-		Reason: v1alpha1.ReasonNoDataLoss, Message: "no slot of the Redis Cluster has lost its keys"}
+	c := metav1.Condition{Type: v1alpha1.RedisDataLossCondition, ObservedGeneration: fleet.Generation, Status: metav1.ConditionFalse,
+		Reason: v1alpha1.NoDataLossReason, Message: "no slot of the Redis Cluster has lost its keys"}
 	r := st.Redis
 	switch {
 	case r == nil || r.DataLoss == "" || r.DataLossTime == nil:
 	case dataLossAcknowledged(fleet, r):
-		c.Reason = v1alpha1.ReasonDataLossAcknowledged
+		c.Reason = v1alpha1.DataLossAcknowledgedReason
 		c.Message = fmt.Sprintf("acknowledged (%s=%s): at %s, %s", v1alpha1.AnnotationDataLossAcknowledged,
 			fleet.Annotations[v1alpha1.AnnotationDataLossAcknowledged], r.DataLossTime.UTC().Format(time.RFC3339), r.DataLoss)
 	default:
 		at := r.DataLossTime.UTC().Format(time.RFC3339)
-		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonDataLost
+		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.DataLostReason
 		c.Message = truncate(fmt.Sprintf("at %s, %s. The limiters' counters in those slots started again from zero. "+
 			"Acknowledge with: kubectl annotate limiterfleet -n %s %s %s=%s --overwrite",
 			at, r.DataLoss, fleet.Namespace, fleet.Name, v1alpha1.AnnotationDataLossAcknowledged, at), 32768)

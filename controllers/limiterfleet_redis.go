@@ -133,7 +133,7 @@ func (r *LimiterFleetReconciler) reconcileRedis(ctx context.Context, s *fleetSco
 		return err
 	}
 	if spec.Password, err = r.redisPassword(ctx, fleet); err != nil {
-		rs.err, rs.reason = err, v1alpha1.ReasonAuthFailed
+		rs.err, rs.reason = err, v1alpha1.AuthFailedReason
 		s.requeueAfter = redisRequeueFailing // the Secret is not watched
 		return nil
 	}
@@ -144,7 +144,7 @@ func (r *LimiterFleetReconciler) reconcileRedis(ctx context.Context, s *fleetSco
 	}
 	if want := int(fleet.Spec.EffectiveShards()); rs.err == nil && rs.shards > want {
 		rs.err, rs.reason = fmt.Errorf("spec.redis.shards is %d but the cluster has %d shards: scale-in is not supported, so every shard is kept; set spec.redis.shards back to %d",
-			want, rs.shards, rs.shards), v1alpha1.ReasonScaleInRejected
+			want, rs.shards, rs.shards), v1alpha1.ScaleInRejectedReason
 	}
 	rs.settledAt = r.settle(fleet, rs)
 	switch {
@@ -382,7 +382,7 @@ func computeRedisStatus(prev *v1alpha1.RedisStatus, rs *redisScope) (*v1alpha1.R
 		st.Migration = prev.Migration
 	}
 	if rs == nil {
-		return st, metav1.ConditionFalse, v1alpha1.ReasonWaitingForNodes, "the operator has not reached the Redis Cluster yet"
+		return st, metav1.ConditionFalse, v1alpha1.WaitingForNodesReason, "the operator has not reached the Redis Cluster yet"
 	}
 	res := rs.result
 	obs := res.Status
@@ -391,7 +391,7 @@ func computeRedisStatus(prev *v1alpha1.RedisStatus, rs *redisScope) (*v1alpha1.R
 	st.Primaries = nodeStatuses(obs.Primaries)
 	st.Replicas = nodeStatuses(obs.Replicas)
 	st.Operation = obs.Operation
-	if rs.reason != v1alpha1.ReasonAuthFailed { // the engine ran
+	if rs.reason != v1alpha1.AuthFailedReason { // the engine ran
 		st.Migration = migrationToStatus(res.Migration)
 	}
 	for _, a := range res.Actions {
@@ -411,17 +411,17 @@ func computeRedisStatus(prev *v1alpha1.RedisStatus, rs *redisScope) (*v1alpha1.R
 	}
 	switch {
 	case clusterOK(rs):
-		return st, metav1.ConditionTrue, v1alpha1.ReasonClusterOK, summary
+		return st, metav1.ConditionTrue, v1alpha1.ClusterOKReason, summary
 	case obs.Operation == rediscluster.OperationWaiting:
-		return st, metav1.ConditionFalse, v1alpha1.ReasonWaitingForNodes, summary
+		return st, metav1.ConditionFalse, v1alpha1.WaitingForNodesReason, summary
 	case obs.Operation == rediscluster.OperationBootstrap:
-		return st, metav1.ConditionFalse, v1alpha1.ReasonBootstrapping, summary
+		return st, metav1.ConditionFalse, v1alpha1.BootstrappingReason, summary
 	case obs.Operation == rediscluster.OperationHealing:
-		return st, metav1.ConditionFalse, v1alpha1.ReasonHealing, summary
+		return st, metav1.ConditionFalse, v1alpha1.HealingReason, summary
 	case obs.Operation == rediscluster.OperationMigrating:
-		return st, metav1.ConditionFalse, v1alpha1.ReasonMigratingSlots, summary
+		return st, metav1.ConditionFalse, v1alpha1.MigratingSlotsReason, summary
 	default:
-		return st, metav1.ConditionFalse, v1alpha1.ReasonDegraded, summary
+		return st, metav1.ConditionFalse, v1alpha1.DegradedReason, summary
 	}
 }
 
@@ -432,26 +432,26 @@ func redisErrorReason(rs *redisScope) string {
 	}
 	var scaleIn *rediscluster.ScaleInError
 	if errors.As(rs.err, &scaleIn) {
-		return v1alpha1.ReasonScaleInRejected
+		return v1alpha1.ScaleInRejectedReason
 	}
 	var nodeErr *rediscluster.NodeError
 	if errors.As(rs.err, &nodeErr) {
 		return nodeErrorReason(nodeErr)
 	}
-	return v1alpha1.ReasonDegraded
+	return v1alpha1.DegradedReason
 }
 
 // nodeErrorReason maps the engine's reason for a node to a condition reason.
 func nodeErrorReason(e *rediscluster.NodeError) string {
 	switch e.Reason {
-	case rediscluster.ReasonAuthFailed:
-		return v1alpha1.ReasonAuthFailed
+	case rediscluster.AuthFailedReason:
+		return v1alpha1.AuthFailedReason
 	case rediscluster.ReasonGarbage, rediscluster.ReasonNotClusterNode:
-		return v1alpha1.ReasonInvalidReply
+		return v1alpha1.InvalidReplyReason
 	case rediscluster.ReasonDuplicateID:
-		return v1alpha1.ReasonDuplicateNodeID
+		return v1alpha1.DuplicateNodeIDReason
 	default:
-		return v1alpha1.ReasonNodeUnreachable
+		return v1alpha1.NodeUnreachableReason
 	}
 }
 

@@ -226,7 +226,7 @@ func (rf *redisFleet) waitRedisReady(t testing.TB, within time.Duration, status 
 	var got *v1alpha1.LimiterFleet
 	eventually(t, within, fmt.Sprintf("RedisReady=%s %s", status, reason), func() error {
 		f := rf.get(t)
-		c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady)
+		c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
 		switch {
 		case c == nil:
 			return fmt.Errorf("no RedisReady yet")
@@ -286,7 +286,7 @@ func TestRedisClusterBootstrap(t *testing.T) {
 	ctx := context.Background()
 	start := time.Now()
 	rf := newRedisFleet(t, "redis-boot", "boot", 3, 1)
-	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	t.Logf("bootstrap of 3 shards x 1 replica through the operator: RedisReady=True %v after the fleet was created (pods started before)", time.Since(start).Round(time.Millisecond))
 
 	st := f.Status.Redis
@@ -354,7 +354,7 @@ func TestRedisClusterBootstrap(t *testing.T) {
 		}
 		return nil
 	})
-	rf.waitRedisReady(t, 10*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	rf.waitRedisReady(t, 10*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	if after := rf.mutatingCalls(t); !maps.Equal(before, after) {
 		t.Errorf("mutating commands before %v, after another reconcile %v", before, after)
 	}
@@ -375,8 +375,8 @@ func TestRedisClusterBadNodes(t *testing.T) {
 		bad.srv.Stop()
 		garbage := startGarbageServer(t, nextRedisIP(t)+":6379")
 		setPodIP(t, rf.fleet.Namespace, bad.name, strings.TrimSuffix(garbage, ":6379"))
-		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ReasonInvalidReply)
-		c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady)
+		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.InvalidReplyReason)
+		c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
 		if !strings.Contains(c.Message, bad.name) {
 			t.Errorf("message does not name %s: %s", bad.name, c.Message)
 		}
@@ -394,8 +394,8 @@ func TestRedisClusterBadNodes(t *testing.T) {
 		rf := newRedisFleetExtra(t, "redis-auth", "auth", 3, 0, []string{"requirepass right-password", "masterauth right-password"}, func(f *v1alpha1.LimiterFleet) {
 			f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "redis-auth"}
 		})
-		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ReasonAuthFailed)
-		t.Logf("RedisReady=False %s: %s", v1alpha1.ReasonAuthFailed, condition(f.Status.Conditions, v1alpha1.FleetRedisReady).Message)
+		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.AuthFailedReason)
+		t.Logf("RedisReady=False %s: %s", v1alpha1.AuthFailedReason, condition(f.Status.Conditions, v1alpha1.RedisReadyCondition).Message)
 		requireReconciling(t, rf)
 
 		// The right password: the operator forms the cluster.
@@ -404,12 +404,12 @@ func TestRedisClusterBadNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The Secret is not watched; the failing pass requeues itself.
-		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	})
 
 	t.Run("shards lowered behind the CRD's back", func(t *testing.T) {
 		rf := newRedisFleet(t, "redis-scalein", "scalein", 3, 0)
-		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 		// The CRD refuses lowering shards; a fourth shard's StatefulSet left
 		// from elsewhere (an old CRD, a restore) is the same to the operator.
 		extra := controllers.BuildRedisStatefulSet(rf.fleet, 3, "")
@@ -423,8 +423,8 @@ func TestRedisClusterBadNodes(t *testing.T) {
 		if err := k8s.Update(ctx, f); err != nil {
 			t.Fatal(err)
 		}
-		f = rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ReasonScaleInRejected)
-		c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady)
+		f = rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ScaleInRejectedReason)
+		c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
 		if !strings.Contains(c.Message, "scale-in is not supported") {
 			t.Errorf("message %q", c.Message)
 		}
@@ -438,8 +438,8 @@ func TestRedisClusterBadNodes(t *testing.T) {
 		rf := newRedisFleet(t, "redis-nosecret", "nosecret", 3, 0, func(f *v1alpha1.LimiterFleet) {
 			f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "absent"}
 		})
-		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ReasonAuthFailed)
-		if c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady); !strings.Contains(c.Message, "Secret redis-nosecret/absent not found") {
+		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.AuthFailedReason)
+		if c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition); !strings.Contains(c.Message, "Secret redis-nosecret/absent not found") {
 			t.Errorf("message %q", c.Message)
 		}
 	})
@@ -733,7 +733,7 @@ func (p *redisPod) shutdown(t *testing.T) {
 func TestRedisClusterHeals(t *testing.T) {
 	ctx := context.Background()
 	rf := newRedisFleet(t, "redis-heal", "heal", 3, 1)
-	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	load := rf.startLimiters(t, 2)
 	cc := rf.clusterClient(t)
 
@@ -783,7 +783,7 @@ func TestRedisClusterHeals(t *testing.T) {
 	// The pod restarts (same IP, same volume) and rejoins as a replica.
 	rf.pod(t, victim.Pod).srv.Restart(t)
 	rejoin := time.Now()
-	f = rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	f = rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	eventually(t, 30*time.Second, "every node connected again", func() error {
 		f = rf.get(t)
 		st := f.Status.Redis
@@ -815,7 +815,7 @@ func TestRedisClusterHeals(t *testing.T) {
 	}
 	eventually(t, 90*time.Second, "the cluster re-formed on the new addresses", func() error {
 		f = rf.get(t)
-		if c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady); c == nil || c.Reason != v1alpha1.ReasonClusterOK {
+		if c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition); c == nil || c.Reason != v1alpha1.ClusterOKReason {
 			return fmt.Errorf("RedisReady %+v", c)
 		}
 		if n := len(f.Status.Redis.Primaries) + len(f.Status.Redis.Replicas); n != len(rf.pods) {
@@ -844,7 +844,7 @@ func TestRedisClusterHeals(t *testing.T) {
 func TestRedisClusterScaleOut(t *testing.T) {
 	ctx := context.Background()
 	rf := newRedisFleet(t, "redis-scale", "scale", 3, 1)
-	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	writeKeys(t, rf.clusterClient(t), "kept", 5000)
 	load := rf.startLimiters(t, 2)
 	_, errsBefore := load.summary(t)
@@ -871,7 +871,7 @@ func TestRedisClusterScaleOut(t *testing.T) {
 	if err := startOperator(); err != nil {
 		t.Fatalf("restarting the operator: %v", err) // the suite cannot go on without it
 	}
-	f = rf.waitRedisReady(t, 120*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	f = rf.waitRedisReady(t, 120*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	t.Logf("3 -> 4 shards: RedisReady=True %v after the spec change", time.Since(started).Round(time.Millisecond))
 	load.halt()
 
@@ -997,8 +997,8 @@ func TestRedisObjectsGoWithModeCluster(t *testing.T) {
 func TestRedisClusterDataLoss(t *testing.T) {
 	ctx := context.Background()
 	rf := newRedisFleet(t, "redis-loss", "loss", 3, 0)
-	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
-	if c := condition(f.Status.Conditions, v1alpha1.FleetRedisDataLoss); c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonNoDataLoss {
+	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+	if c := condition(f.Status.Conditions, v1alpha1.RedisDataLossCondition); c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.NoDataLossReason {
 		t.Fatalf("RedisDataLoss of a new cluster: %+v", c)
 	}
 	writeKeys(t, rf.clusterClient(t), "counted", 300)
@@ -1014,12 +1014,12 @@ func TestRedisClusterDataLoss(t *testing.T) {
 	setPodIP(t, rf.fleet.Namespace, victim.name, ip)
 	replaced := time.Now()
 	eventually(t, 90*time.Second, "the loss found", func() error {
-		if c := condition(rf.get(t).Status.Conditions, v1alpha1.FleetRedisDataLoss); c == nil || c.Status != metav1.ConditionTrue {
+		if c := condition(rf.get(t).Status.Conditions, v1alpha1.RedisDataLossCondition); c == nil || c.Status != metav1.ConditionTrue {
 			return fmt.Errorf("RedisDataLoss %+v", c)
 		}
 		return nil
 	})
-	f = rf.waitRedisReady(t, 90*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	f = rf.waitRedisReady(t, 90*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	t.Logf("pod %s replaced by an empty node: RedisDataLoss=True and RedisReady=True %v later", victim.name, time.Since(replaced).Round(time.Millisecond))
 	lost := 0
 	for i := range 300 {
@@ -1034,16 +1034,16 @@ func TestRedisClusterDataLoss(t *testing.T) {
 	check := func(what string) *v1alpha1.LimiterFleet {
 		t.Helper()
 		g := rf.get(t)
-		c := condition(g.Status.Conditions, v1alpha1.FleetRedisDataLoss)
+		c := condition(g.Status.Conditions, v1alpha1.RedisDataLossCondition)
 		st := g.Status.Redis
-		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonDataLost || c.ObservedGeneration != g.Generation ||
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.DataLostReason || c.ObservedGeneration != g.Generation ||
 			!strings.Contains(c.Message, "5461-10921") || st.DataLossTime == nil || !strings.Contains(st.DataLoss, "5461-10921") {
 			t.Fatalf("%s: RedisDataLoss %+v, dataLoss %q at %v: want True naming slots 5461-10921", what, c, st.DataLoss, st.DataLossTime)
 		}
 		return g
 	}
 	f = check("after the heal")
-	t.Logf("%d of 300 keys lost; RedisDataLoss=True %s: %s", lost, v1alpha1.ReasonDataLost, condition(f.Status.Conditions, v1alpha1.FleetRedisDataLoss).Message)
+	t.Logf("%d of 300 keys lost; RedisDataLoss=True %s: %s", lost, v1alpha1.DataLostReason, condition(f.Status.Conditions, v1alpha1.RedisDataLossCondition).Message)
 	// Later passes find no loss and keep it: two spec changes, two full passes.
 	for _, e := range []v1alpha1.EnforcementMode{v1alpha1.EnforcementDisabled, v1alpha1.EnforcementEnabled} {
 		kubectl(t, "-n", f.Namespace, "patch", "lf", f.Name, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"enforcement":%q}}`, e))
@@ -1080,8 +1080,8 @@ func TestRedisClusterDataLoss(t *testing.T) {
 	at := f.Status.Redis.DataLossTime.UTC().Format(time.RFC3339)
 	kubectl(t, "-n", f.Namespace, "annotate", "lf", f.Name, v1alpha1.AnnotationDataLossAcknowledged+"="+at, "--overwrite")
 	eventually(t, 30*time.Second, "RedisDataLoss acknowledged", func() error {
-		c := condition(rf.get(t).Status.Conditions, v1alpha1.FleetRedisDataLoss)
-		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonDataLossAcknowledged || !strings.Contains(c.Message, "5461-10921") {
+		c := condition(rf.get(t).Status.Conditions, v1alpha1.RedisDataLossCondition)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.DataLossAcknowledgedReason || !strings.Contains(c.Message, "5461-10921") {
 			return fmt.Errorf("RedisDataLoss %+v", c)
 		}
 		return nil
@@ -1099,7 +1099,7 @@ func TestRedisClusterDataLoss(t *testing.T) {
 // those are timeouts, reported.)
 func TestRedisPodReplacedLimitersFollow(t *testing.T) {
 	rf := newRedisFleet(t, "redis-moved", "moved", 3, 0)
-	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	writeKeys(t, rf.clusterClient(t), "kept", 300)
 	load := rf.startLimiters(t, 2)
 	eventually(t, 30*time.Second, "decisions from Redis", func() error {
@@ -1132,7 +1132,7 @@ func TestRedisPodReplacedLimitersFollow(t *testing.T) {
 	var healed time.Duration
 	eventually(t, 60*time.Second, "RedisReady=True with the pod at its new address", func() error {
 		f := rf.get(t)
-		c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady)
+		c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
 		moved := false
 		for _, n := range f.Status.Redis.Primaries {
 			moved = moved || (n.Pod == victim.name && n.Address == victim.addr() && n.Link == "connected")
@@ -1172,14 +1172,14 @@ func TestRedisPodReplacedLimitersFollow(t *testing.T) {
 func TestRedisReadyNeedsTheLimiters(t *testing.T) {
 	rf := newRedisFleetExtra(t, "redis-unreachable", "unreachable", 3, 0,
 		[]string{"cluster-preferred-endpoint-type hostname", "cluster-announce-hostname 127.0.0.98"})
-	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	fleetPodsWithStore(t, rf.fleet, 2, "redis-cluster://"+startSeed(t, rf.fleet.Namespace, controllers.RedisShardName(rf.fleet, 0)+"-0"))
-	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionFalse, v1alpha1.ReasonStoreUnreachable)
-	c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady)
+	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionFalse, v1alpha1.StoreUnreachableReason)
+	c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
 	if !strings.Contains(c.Message, "2/2 limiter pods can't use Redis") || !strings.Contains(c.Message, "127.0.0.98") {
 		t.Errorf("RedisReady message %q: want both pods and the address they can't reach", c.Message)
 	}
-	if r := condition(f.Status.Conditions, v1alpha1.FleetReady); r == nil || r.Status != metav1.ConditionFalse {
+	if r := condition(f.Status.Conditions, v1alpha1.ReadyCondition); r == nil || r.Status != metav1.ConditionFalse {
 		t.Errorf("Ready %+v while the limiters can't use Redis", r)
 	}
 	t.Logf("RedisReady=False %s: %s", c.Reason, c.Message)

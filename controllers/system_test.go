@@ -66,7 +66,7 @@ func TestSystem(t *testing.T) {
 			if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {
 				return err
 			}
-			c := condition(f.Status.Conditions, v1alpha1.FleetSnapshotSynced)
+			c := condition(f.Status.Conditions, v1alpha1.SnapshotSyncedCondition)
 			if c == nil || c.Status != metav1.ConditionTrue || f.Status.Limiters == nil || f.Status.Limiters.Synced != 2 {
 				return fmt.Errorf("status %+v", f.Status)
 			}
@@ -270,7 +270,7 @@ func fleetSynced(ctx context.Context, fleet *v1alpha1.LimiterFleet, pods int32) 
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {
 		return err
 	}
-	c := condition(f.Status.Conditions, v1alpha1.FleetSnapshotSynced)
+	c := condition(f.Status.Conditions, v1alpha1.SnapshotSyncedCondition)
 	if c == nil || c.Status != metav1.ConditionTrue || f.Status.Limiters == nil || f.Status.Limiters.Synced != pods {
 		return fmt.Errorf("fleet status %+v", f.Status)
 	}
@@ -313,7 +313,7 @@ func TestFleetSelectingNothing(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {
 			return err
 		}
-		ready := condition(f.Status.Conditions, v1alpha1.FleetReady)
+		ready := condition(f.Status.Conditions, v1alpha1.ReadyCondition)
 		if f.Status.Snapshot == nil || f.Status.Snapshot.Policies != 0 || ready == nil || ready.Status != metav1.ConditionTrue {
 			return fmt.Errorf("status %+v", f.Status)
 		}
@@ -386,7 +386,7 @@ func TestFleetRendersLimiters(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(f), f); err != nil {
 			return err
 		}
-		c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady)
+		c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
 		if c == nil || c.Status != metav1.ConditionFalse || c.ObservedGeneration != f.Generation {
 			return fmt.Errorf("RedisReady %+v", c)
 		}

@@ -79,7 +79,7 @@ func reason(err error) string {
 		switch {
 		case strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "WRONGPASS"),
 			strings.Contains(msg, "AUTH") && strings.Contains(msg, "password"):
-			return ReasonAuthFailed
+			return AuthFailedReason
 		case strings.Contains(msg, "cluster support disabled"):
 			return ReasonNotClusterNode
 		}

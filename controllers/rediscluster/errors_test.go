@@ -105,7 +105,7 @@ func TestBadNodes(t *testing.T) {
 	got := nodeErrors(err)
 	for pod, reason := range map[string]string{
 		"junk": rediscluster.ReasonGarbage, "silent": rediscluster.ReasonUnreachable,
-		"wrongpass": rediscluster.ReasonAuthFailed, "nothing": rediscluster.ReasonUnreachable,
+		"wrongpass": rediscluster.AuthFailedReason, "nothing": rediscluster.ReasonUnreachable,
 		"standalone": rediscluster.ReasonNotClusterNode, "noip": rediscluster.ReasonUnreachable,
 		"pongs": rediscluster.ReasonGarbage,
 	} {
@@ -146,7 +146,7 @@ func TestBadNodes(t *testing.T) {
 	// No password at all against a node that wants one.
 	spec = rediscluster.Spec{Shards: 3, Members: []rediscluster.Member{{Pod: "noauth", Addr: "127.0.0.182:6379"}}}
 	_, err = rediscluster.Reconcile(context.Background(), spec)
-	if ne := nodeErrors(err)["noauth"]; ne == nil || ne.Reason != rediscluster.ReasonAuthFailed {
+	if ne := nodeErrors(err)["noauth"]; ne == nil || ne.Reason != rediscluster.AuthFailedReason {
 		t.Errorf("noauth: %v", err)
 	}
 }

@@ -139,8 +139,8 @@ type Result struct {
 const (
 	// ReasonUnreachable: no TCP connection, or no answer in time.
 	ReasonUnreachable = "Unreachable"
-	// ReasonAuthFailed: the node refused AUTH, or asked for it.
-	ReasonAuthFailed = "AuthFailed"
+	// AuthFailedReason: the node refused AUTH, or asked for it.
+	AuthFailedReason = "AuthFailed"
 	// ReasonGarbage: the node answered something that is not a Redis
 	// reply, or a reply that makes no sense.
 	ReasonGarbage = "Garbage"

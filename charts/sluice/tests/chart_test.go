@@ -265,7 +265,7 @@ spec:
 				if err := k8s.Get(ctx, client.ObjectKey{Namespace: "cache", Name: "counted"}, &f); err != nil {
 					return err
 				}
-				c := meta.FindStatusCondition(f.Status.Conditions, v1alpha1.FleetRedisReady)
+				c := meta.FindStatusCondition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
 				if c == nil {
 					return fmt.Errorf("no RedisReady condition yet: %+v", f.Status.Conditions)
 				}
@@ -279,7 +279,7 @@ spec:
 		// The chart's RBAC lets the operator run the Redis objects, but not
 		// read Secrets: it says what to grant.
 		redisReady(func(c *metav1.Condition) error {
-			if c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonAuthFailed ||
+			if c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.AuthFailedReason ||
 				!strings.Contains(c.Message, "may not read Secret cache/redis-auth: grant its ServiceAccount get on that Secret") {
 				return fmt.Errorf("RedisReady %s %s: %s", c.Status, c.Reason, c.Message)
 			}
@@ -304,7 +304,7 @@ spec:
 		// Now the operator reads the password and waits for the Redis pods,
 		// which no kubelet starts here.
 		redisReady(func(c *metav1.Condition) error {
-			if c.Reason == v1alpha1.ReasonAuthFailed || strings.Contains(c.Message, "Secret") {
+			if c.Reason == v1alpha1.AuthFailedReason || strings.Contains(c.Message, "Secret") {
 				return fmt.Errorf("RedisReady %s %s: %s", c.Status, c.Reason, c.Message)
 			}
 			return nil
