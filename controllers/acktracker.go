@@ -50,6 +50,9 @@ type AckTracker struct {
 type fleetTrack struct {
 	want string
 	pods map[string]*podTrack
+	// confirmAfter: a pod whose answer was asked after it reports at once
+	// (see Confirm).
+	confirmAfter time.Time
 }
 
 type podTrack struct {
@@ -172,6 +175,26 @@ func (t *AckTracker) Track(fleet types.NamespacedName, endpoints []string, want 
 	}
 }
 
+// Confirm asks every tracked pod of the fleet again now, and reports each
+// one's first answer to a request sent at or after after, even when it says
+// nothing new: the controllers wait for those answers (their CheckedAt) to
+// know the pods' stores work after a change the operator made.
+func (t *AckTracker) Confirm(fleet types.NamespacedName, after time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f := t.fleets[fleet]
+	if f == nil {
+		return
+	}
+	f.confirmAfter = after
+	for _, p := range f.pods {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // Forget stops tracking a fleet.
 func (t *AckTracker) Forget(fleet types.NamespacedName) {
 	t.Track(fleet, nil, "")
@@ -239,6 +262,7 @@ func (t *AckTracker) poll(ctx context.Context, fleet types.NamespacedName, addr 
 	backoff := pollBackoff
 	for ctx.Err() == nil {
 		want := t.want(fleet)
+		asked := time.Now()
 		got, err := t.ask(ctx, addr, want)
 		if ctx.Err() != nil {
 			return
@@ -247,9 +271,14 @@ func (t *AckTracker) poll(ctx context.Context, fleet types.NamespacedName, addr 
 		prev := p.ack
 		next := prev
 		next.Answered = true
+		confirmed := false
 		if err != nil {
 			next.Err = err.Error()
 		} else {
+			next.CheckedAt = asked
+			if f := t.fleets[fleet]; f != nil && !f.confirmAfter.IsZero() {
+				confirmed = prev.CheckedAt.Before(f.confirmAfter) && !asked.Before(f.confirmAfter)
+			}
 			next.Err = got.LastError
 			next.Version, next.Enforcement = got.Version, got.Enforcement
 			next.Generations = make(map[string]int64, len(got.Policies))
@@ -271,7 +300,7 @@ func (t *AckTracker) poll(ctx context.Context, fleet types.NamespacedName, addr 
 		p.ack = next
 		t.mu.Unlock()
 		if !prev.Answered || prev.Version != next.Version || prev.Enforcement != next.Enforcement || prev.Err != next.Err || prev.StoreErr != next.StoreErr ||
-			!maps.Equal(prev.Degraded, next.Degraded) {
+			!maps.Equal(prev.Degraded, next.Degraded) || confirmed {
 			if err != nil {
 				log.V(1).Info("Limiter pod did not answer", "error", err)
 			}

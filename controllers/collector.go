@@ -86,10 +86,14 @@ func (h *hotSum) top() []v1alpha1.HotDescriptor {
 }
 
 // counts are the decision counts the collector sums.
-type counts struct{ allowed, limited, shadowLimited, failedOpen int64 }
+type counts struct {
+	allowed, limited, shadowLimited         int64
+	failedOpen, failedClosed, localFallback int64
+}
 
 func (c counts) add(o counts) counts {
-	return counts{c.allowed + o.allowed, c.limited + o.limited, c.shadowLimited + o.shadowLimited, c.failedOpen + o.failedOpen}
+	return counts{c.allowed + o.allowed, c.limited + o.limited, c.shadowLimited + o.shadowLimited,
+		c.failedOpen + o.failedOpen, c.failedClosed + o.failedClosed, c.localFallback + o.localFallback}
 }
 
 // since is c minus an earlier reading prev of the same process; a count
@@ -102,7 +106,8 @@ func (c counts) since(prev counts) counts {
 		}
 		return now - before
 	}
-	return counts{d(c.allowed, prev.allowed), d(c.limited, prev.limited), d(c.shadowLimited, prev.shadowLimited), d(c.failedOpen, prev.failedOpen)}
+	return counts{d(c.allowed, prev.allowed), d(c.limited, prev.limited), d(c.shadowLimited, prev.shadowLimited),
+		d(c.failedOpen, prev.failedOpen), d(c.failedClosed, prev.failedClosed), d(c.localFallback, prev.localFallback)}
 }
 
 // Collector sums the limiter pods' decision counts into each policy's
@@ -240,7 +245,7 @@ func (c *Collector) seedFrom(now time.Time, items []v1alpha1.RateLimitPolicy) {
 		uid := items[i].UID
 		c.seedAt[uid] = e.UpdatedAt.Time
 		c.policies[uid] = &policyWindow{buckets: []bucket{{at: e.UpdatedAt.Time,
-			c: counts{d(e.Allowed), d(e.Limited), d(e.ShadowLimited), d(e.FailedOpen)}}}}
+			c: counts{d(e.Allowed), d(e.Limited), d(e.ShadowLimited), d(e.FailedOpen), d(e.FailedClosed), d(e.LocalFallback)}}}}
 	}
 	c.started = true
 }
@@ -305,7 +310,7 @@ func (c *Collector) countFleetConditions(ctx context.Context) error {
 	fleetConditions.Reset()
 	for i := range fleets.Items {
 		f := &fleets.Items[i]
-		for _, typ := range []string{v1alpha1.ReadyCondition, v1alpha1.RedisReadyCondition, v1alpha1.SnapshotSyncedCondition} {
+		for _, typ := range []string{v1alpha1.ReadyCondition, v1alpha1.RedisReadyCondition, v1alpha1.SnapshotSyncedCondition, v1alpha1.RedisDataLossCondition} {
 			v := 0.0
 			if meta.IsStatusConditionTrue(f.Status.Conditions, typ) {
 				v = 1
@@ -359,7 +364,7 @@ func (c *Collector) record(now time.Time, addr string, st *limiterwire.Stats) {
 	young := now.Sub(st.StartedAt) < c.Window
 	for _, p := range st.Policies {
 		uid := types.UID(p.UID)
-		cur := counts{p.Allowed, p.Limited, p.ShadowLimited, p.FailedOpen}
+		cur := counts{p.Allowed, p.Limited, p.ShadowLimited, p.FailedOpen, p.FailedClosed, p.LocalFallback}
 		next.counts[uid] = cur
 		if p.LocalTier != nil {
 			if b, ok := c.bounds[uid]; !ok || p.LocalTier.OvershootBound > b {
@@ -448,7 +453,8 @@ func (c *Collector) writeEach(ctx context.Context, now time.Time, items []v1alph
 			continue // no decision yet: nothing to say, and no write
 		}
 		next := &v1alpha1.EnforcementStatus{
-			Allowed: &sum.allowed, Limited: &sum.limited, ShadowLimited: &sum.shadowLimited, FailedOpen: &sum.failedOpen,
+			Allowed: &sum.allowed, Limited: &sum.limited, ShadowLimited: &sum.shadowLimited,
+			FailedOpen: &sum.failedOpen, FailedClosed: &sum.failedClosed, LocalFallback: &sum.localFallback,
 			Window: &metav1.Duration{Duration: c.Window}, UnreadPods: unread,
 		}
 		if h := c.hot[pol.UID]; h != nil {

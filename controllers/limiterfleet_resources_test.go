@@ -100,6 +100,7 @@ func resBuildAll(t *testing.T, fleet *v1alpha1.LimiterFleet, document []byte) []
 		controllers.BuildLimiterRoleBinding(fleet),
 		controllers.BuildLimiterService(fleet),
 		controllers.BuildLimiterDeployment(fleet, resDefaultImage, storeURL),
+		controllers.BuildLimiterHeadlessService(fleet),
 	}
 }
 
@@ -180,6 +181,9 @@ func TestResourceNamesAndLabels(t *testing.T) {
 			if errs := validation.IsDNS1035Label(limiter); len(errs) > 0 {
 				t.Errorf("limiter name %q: %v", limiter, errs)
 			}
+			if errs := validation.IsDNS1035Label(controllers.LimiterHeadlessName(fleet)); len(errs) > 0 {
+				t.Errorf("headless Service name %q: %v", controllers.LimiterHeadlessName(fleet), errs)
+			}
 			if n := len(fleet.Name + "-redis"); n > 52 {
 				t.Errorf("%q-redis is %d characters, more than a StatefulSet may have", fleet.Name, n)
 			}
@@ -205,6 +209,7 @@ func TestResourceNamesAndLabels(t *testing.T) {
 				{"rbac.authorization.k8s.io/v1", "RoleBinding", limiter},
 				{"v1", "Service", limiter},
 				{"apps/v1", "Deployment", limiter},
+				{"v1", "Service", limiter + "-headless"},
 			}
 			for i, obj := range resBuildAll(t, fleet, []byte(`{}`)) {
 				w := want[i]
@@ -424,7 +429,7 @@ func TestBuildLimiterRBAC(t *testing.T) {
 	}
 }
 
-// TestBuildLimiterService pins the Service ports and selector.
+// TestBuildLimiterService pins the Services' ports and selector.
 func TestBuildLimiterService(t *testing.T) {
 	fleet := resFleet("sluice-system", "default")
 	svc := controllers.BuildLimiterService(fleet)
@@ -438,6 +443,13 @@ func TestBuildLimiterService(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, svc.Spec); diff != "" {
 		t.Errorf("service spec (-want +got):\n%s", diff)
+	}
+	// The headless Service: the same pods and ports, no cluster IP, only
+	// ready pods in its DNS answers.
+	headless := controllers.BuildLimiterHeadlessService(fleet)
+	want.ClusterIP = corev1.ClusterIPNone
+	if diff := cmp.Diff(want, headless.Spec); diff != "" || headless.Name != "default-limiter-headless" {
+		t.Errorf("headless service %s spec (-want +got):\n%s", headless.Name, diff)
 	}
 	// The Service's target ports name the container's ports.
 	dep := controllers.BuildLimiterDeployment(fleet, resDefaultImage, "memory")

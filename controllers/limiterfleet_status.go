@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,7 +44,9 @@ func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileEr
 			redis = *prev // the Redis phase did not run: keep what it last observed
 			break
 		}
+		prevRedis := st.Redis
 		st.Redis, redis.Status, redis.Reason, redis.Message = computeRedisStatus(st.Redis, s.redis)
+		recordDataLoss(fleet, prevRedis, st.Redis, s.redis)
 	default:
 		redis.Status, redis.Reason = metav1.ConditionTrue, v1alpha1.RedisNotManagedReason
 		redis.Message = "redis mode None: each limiter pod counts in its own memory"
@@ -52,13 +55,22 @@ func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileEr
 	if s.storeErr != nil {
 		redis.Status, redis.Message = metav1.ConditionFalse, s.storeErr.Error()
 	}
-	// The operator sees an External Redis only through the limiters. (Its
-	// own Cluster it observes itself; the limiters' failures show in each
-	// policy's Degraded condition.)
-	if msg := storeUnreachable(s.acks); msg != "" && fleet.Spec.EffectiveRedisMode() == v1alpha1.RedisExternal {
-		redis.Status, redis.Reason, redis.Message = metav1.ConditionFalse, v1alpha1.StoreUnreachableReason, msg
+	// The operator sees an External Redis only through the limiters. Its
+	// own Cluster it observes itself, but the limiters reach it on their
+	// own too (a replaced node's new IP, a DNS cache): RedisReady is not
+	// True while one reports it can't, nor, after the cluster changed,
+	// until each has checked it since.
+	switch mode := fleet.Spec.EffectiveRedisMode(); {
+	case mode != v1alpha1.RedisExternal && (mode != v1alpha1.RedisCluster || redis.Status != metav1.ConditionTrue):
+	case storeUnreachable(s.acks) != "":
+		redis.Status, redis.Reason, redis.Message = metav1.ConditionFalse, v1alpha1.StoreUnreachableReason, storeUnreachable(s.acks)
+	case mode == v1alpha1.RedisCluster && s.redis != nil:
+		if msg := unconfirmed(s.acks, s.redis.settledAt); msg != "" {
+			redis.Status, redis.Reason, redis.Message = metav1.ConditionFalse, v1alpha1.WaitingForLimitersReason, msg
+		}
 	}
 	meta.SetStatusCondition(&st.Conditions, redis)
+	setDataLossCondition(fleet)
 
 	// SnapshotSynced, from the pods' acknowledgements.
 	synced := metav1.Condition{Type: v1alpha1.SnapshotSyncedCondition, ObservedGeneration: gen}
@@ -124,6 +136,27 @@ func podErrors(acks []podAck) string {
 		return ""
 	}
 	return "; " + strings.Join(errs, "; ")
+}
+
+// unconfirmed says which limiter pods have not checked their store since
+// the Redis Cluster settled at settledAt, or "" when all have (or settledAt
+// is zero: no change to confirm).
+func unconfirmed(acks []podAck, settledAt time.Time) string {
+	if settledAt.IsZero() {
+		return ""
+	}
+	var waiting []string
+	for _, a := range acks {
+		if a.CheckedAt.Before(settledAt) {
+			waiting = append(waiting, a.Addr)
+		}
+	}
+	if len(waiting) == 0 {
+		return ""
+	}
+	slices.Sort(waiting)
+	return fmt.Sprintf("the Redis Cluster is ok again since %s; %d/%d limiter pods have not reached it since: %s",
+		settledAt.UTC().Format(time.RFC3339), len(waiting), len(acks), strings.Join(waiting, ", "))
 }
 
 // storeUnreachable says which limiter pods report that their Redis does not

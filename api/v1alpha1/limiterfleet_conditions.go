@@ -20,20 +20,36 @@ package v1alpha1
 // observes on every pass. Types are named <Type>Condition and reasons
 // <Reason>Reason, as for RateLimitPolicy.
 const (
-	// ReadyCondition is True when the fleet enforces its snapshot: the
-	// snapshot is written, every ready limiter pod has loaded it, at least
-	// one pod is ready (or replicas is 0), and RedisReady is not False.
+	// ReadyCondition is True when the fleet enforces its snapshot: the snapshot
+	// is written, every ready limiter pod has loaded it, at least one pod is
+	// ready (or replicas is 0), and RedisReady is not False.
 	ReadyCondition = "Ready"
 
-	// RedisReadyCondition is True when the store the limiters count in is
-	// usable: always for None and External, which the operator does not
-	// manage; for Cluster, when every slot is served.
+	// RedisReadyCondition is True when the store the limiters count in is usable:
+	// always for None; for External, when every limiter pod that answers can
+	// use it; for Cluster, when every slot is served and every limiter pod
+	// that answers has reached the cluster since it last healed.
 	RedisReadyCondition = "RedisReady"
 
-	// SnapshotSyncedCondition is True when every ready limiter pod reports
-	// the version of the snapshot in status.snapshot.
+	// SnapshotSyncedCondition is True when every ready limiter pod reports the
+	// version of the snapshot in status.snapshot.
 	SnapshotSyncedCondition = "SnapshotSynced"
+
+	// RedisDataLossCondition, for redis.mode Cluster, is True from the moment
+	// the operator finds slots whose keys are gone (a shard lost with every
+	// replica: the limiters' counters there start again from zero) until a
+	// person acknowledges it with AnnotationDataLossAcknowledged. It does not
+	// make the fleet less Ready: the cluster serves every slot again.
+	RedisDataLossCondition = "RedisDataLoss"
 )
+
+// AnnotationDataLossAcknowledged on a LimiterFleet acknowledges its Redis
+// data losses up to a time: RedisDataLoss turns False when the value, an
+// RFC 3339 time, is at or after status.redis.dataLossTime. A later loss
+// makes it True again. For example:
+//
+//	kubectl annotate limiterfleet NAME ratelimit.sluice.dev/data-loss-acknowledged="$(kubectl get limiterfleet NAME -o jsonpath='{.status.redis.dataLossTime}')" --overwrite
+const AnnotationDataLossAcknowledged = "ratelimit.sluice.dev/data-loss-acknowledged"
 
 // Reasons of LimiterFleet conditions.
 const (
@@ -53,9 +69,15 @@ const (
 	// manage it, and every limiter pod that answered can use it.
 	RedisExternalReason = "RedisExternal"
 	// StoreUnreachableReason: limiter pods report that they can't use the
-	// External Redis (a refused password, a TLS or network error, an open
-	// breaker); the message names a pod and its error.
+	// External Redis or the operator's Redis Cluster (a refused password, a
+	// TLS or network error, an open breaker, a node they can't reach); the
+	// message names a pod and its error.
 	StoreUnreachableReason = "StoreUnreachable"
+	// WaitingForLimitersReason: the operator's Redis Cluster is ok again
+	// after it changed (a node replaced, healed, failed over), and some
+	// limiter pods have not reported reaching it since; the message names
+	// them.
+	WaitingForLimitersReason = "WaitingForLimiters"
 	// ClusterOKReason: the operator's Redis Cluster reports cluster_state
 	// ok, every slot is served and every node follows the plan.
 	ClusterOKReason = "ClusterOK"
@@ -90,4 +112,12 @@ const (
 	// ReconcileErrorReason: the operator failed to apply a child object; the
 	// message says which and why.
 	ReconcileErrorReason = "ReconcileError"
+	// DataLostReason (RedisDataLoss True): slots lost their keys and nobody
+	// has acknowledged it yet; the message says which and when.
+	DataLostReason = "DataLost"
+	// DataLossAcknowledgedReason (RedisDataLoss False): the last loss is
+	// acknowledged.
+	DataLossAcknowledgedReason = "Acknowledged"
+	// NoDataLossReason (RedisDataLoss False): no key has been lost.
+	NoDataLossReason = "NoDataLoss"
 )

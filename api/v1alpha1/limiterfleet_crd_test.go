@@ -763,7 +763,7 @@ func TestFleetSampleAccepted(t *testing.T) {
 		file     string
 		replicas int32
 	}{
-		{"ratelimit_v1alpha1_limiterfleet.yaml", 3},
+		{"ratelimit_v1alpha1_limiterfleet.yaml", 1},
 		{filepath.Join("redis-cluster", "limiterfleet.yaml"), 3},
 		{filepath.Join("external-redis", "limiterfleet.yaml"), 3},
 	} {

@@ -57,9 +57,9 @@ func readProcStat(fs procfs.FS, pid int) (string, float64, error) {
 }
 
 // metricsSource scrapes process_cpu_seconds_total from a Prometheus text
-// endpoint on a loopback address.
-func metricsSource(rawURL string) (cpuSource, error) {
-	u, err := loopbackURL("--metrics-url", rawURL)
+// endpoint on a loopback address, or anywhere with allowRemote.
+func metricsSource(rawURL string, allowRemote bool) (cpuSource, error) {
+	u, err := checkURL("--metrics-url", rawURL, allowRemote)
 	if err != nil {
 		return cpuSource{}, err
 	}
