@@ -58,6 +58,13 @@ var components = map[string]Component{
 		Ports:       []int{8080, 8081}, // HTTP, gRPC
 	},
 
+	// The load generator, to run in a pod against a fleet's Services
+	// (loadgen --allow-remote --addr dns:///<fleet>-limiter-headless...).
+	"loadgen": {
+		Package: "./cmd/loadgen", Image: "sluice-loadgen", Entrypoint: "/loadgen",
+		Description: "Sluice load generator: Envoy RLS v3 load and the decisions/s and latency it gets",
+	},
+
 	// The images of the one-node cluster of make e2e (hack/cluster),
 	// which pulls nothing: each is made here from a binary of ours, a
 	// binary built from the Go module proxy, or a Debian package.

@@ -123,11 +123,11 @@ func (j *journey) faults(t *testing.T) {
 		l.waitQuiet(t, n, start, 5*time.Second, 3*time.Minute)
 		rep := l.report(n, start)
 		l.stop()
-		rr := w.readyNote(fleetCond(v1alpha1.FleetRedisReady), start)
+		rr := w.readyNote(fleetCond(v1alpha1.RedisReadyCondition), start)
 		t.Logf("Redis pod %s deleted (IP %s -> %s): new pod ready %s after, %s; %s",
 			name, old.Status.PodIP, newIP, podReady, rr, rep)
 		j.mark("fault Redis pod deleted: %s; pod ready %s, %s", rep, podReady, rr)
-		t.Logf("RedisReady: %s", w.timeline(fleetCond(v1alpha1.FleetRedisReady), start))
+		t.Logf("RedisReady: %s", w.timeline(fleetCond(v1alpha1.RedisReadyCondition), start))
 		j.checkNoFailureWhileRedisReady(t, w, l, n, start)
 		j.checkKeysKept(t, svc)
 		if dl := c.fleet(t, f.Namespace, f.Name).Status.Redis.DataLoss; dl != "" {
@@ -244,11 +244,11 @@ func (j *journey) faults(t *testing.T) {
 		l.waitQuiet(t, n, start, 5*time.Second, 3*time.Minute)
 		rep := l.report(n, start)
 		l.stop()
-		rr := w.readyNote(fleetCond(v1alpha1.FleetRedisReady), start)
+		rr := w.readyNote(fleetCond(v1alpha1.RedisReadyCondition), start)
 		t.Logf("%d Redis containers killed at once: restarted and ready %s after, %s; %s",
 			len(ids), restarted, rr, rep)
 		j.mark("fault every Redis container killed: %s; restarted %s, %s", rep, restarted, rr)
-		t.Logf("RedisReady: %s", w.timeline(fleetCond(v1alpha1.FleetRedisReady), start))
+		t.Logf("RedisReady: %s", w.timeline(fleetCond(v1alpha1.RedisReadyCondition), start))
 		j.checkNoFailureWhileRedisReady(t, w, l, n, start)
 		j.checkKeysKept(t, svc)
 	})
@@ -286,7 +286,7 @@ func (j *journey) checkKeysKept(t *testing.T, svc string) {
 func (j *journey) waitRedisReadyAfter(t *testing.T, w *watcher, start time.Time) {
 	t.Helper()
 	waitFor(t, "RedisReady True again", 3*time.Minute, func() (bool, string) {
-		s, ok := w.current(fleetCond(v1alpha1.FleetRedisReady))
+		s, ok := w.current(fleetCond(v1alpha1.RedisReadyCondition))
 		return ok && s == "True" && time.Since(start) > time.Second, "RedisReady " + s
 	})
 }
@@ -298,7 +298,7 @@ func (j *journey) waitRedisReadyAfter(t *testing.T, w *watcher, start time.Time)
 // can't use it.
 func (j *journey) checkNoFailureWhileRedisReady(t *testing.T, w *watcher, l *load, n noise, start time.Time) {
 	t.Helper()
-	key := fleetCond(v1alpha1.FleetRedisReady)
+	key := fleetCond(v1alpha1.RedisReadyCondition)
 	for _, s := range l.seconds(start, time.Now()) {
 		end := s.start.Add(time.Second)
 		if s.failed <= n.threshold() {

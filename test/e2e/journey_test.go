@@ -189,11 +189,11 @@ func (j *journey) redisClusterFleet(t *testing.T) {
 	var redisReady, ready time.Duration
 	waitFor(t, "fleet "+f.Name+" Ready", 4*time.Minute, func() (bool, string) {
 		got := c.fleet(t, f.Namespace, f.Name)
-		rs, rmsg := condition(got.Status.Conditions, v1alpha1.FleetRedisReady)
+		rs, rmsg := condition(got.Status.Conditions, v1alpha1.RedisReadyCondition)
 		if rs == metav1.ConditionTrue && redisReady == 0 {
 			redisReady = time.Since(start)
 		}
-		s, msg := condition(got.Status.Conditions, v1alpha1.FleetReady)
+		s, msg := condition(got.Status.Conditions, v1alpha1.ReadyCondition)
 		if s == metav1.ConditionTrue && rs == metav1.ConditionTrue {
 			ready = time.Since(start)
 			return true, ""
@@ -439,7 +439,7 @@ func (j *journey) nginx(t *testing.T) {
 	start := time.Now()
 	c.apply(t, strings.Join(manifests, "---\n"))
 	waitFor(t, "gateway fleet Ready", 3*time.Minute, func() (bool, string) {
-		s, msg := condition(c.fleet(t, fleetKey.Namespace, fleetKey.Name).Status.Conditions, v1alpha1.FleetReady)
+		s, msg := condition(c.fleet(t, fleetKey.Namespace, fleetKey.Name).Status.Conditions, v1alpha1.ReadyCondition)
 		return s == metav1.ConditionTrue, msg
 	})
 	fleet := c.fleet(t, fleetKey.Namespace, fleetKey.Name)

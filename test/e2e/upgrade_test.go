@@ -34,7 +34,7 @@ func (j *journey) upgradeUninstall(t *testing.T) {
 		t.Errorf("after helm upgrade --set operator.logLevel=debug the operator runs with %q", args)
 	}
 	waitFor(t, "the fleet Ready under the upgraded operator", 2*time.Minute, func() (bool, string) {
-		s, msg := condition(c.fleet(t, f.Namespace, f.Name).Status.Conditions, v1alpha1.FleetReady)
+		s, msg := condition(c.fleet(t, f.Namespace, f.Name).Status.Conditions, v1alpha1.ReadyCondition)
 		return s == metav1.ConditionTrue, msg
 	})
 	j.mark("helm upgrade: operator rolled out and fleet Ready %s after", since(start))
