@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -80,6 +81,12 @@ const (
 	// LimiterUser is the non-root user and group the limiter runs as (the
 	// distroless "nonroot" user).
 	LimiterUser int64 = 65532
+	// LimiterShutdownDelay is how long a terminating limiter pod keeps
+	// serving, not ready, before it closes its ports (--shutdown-delay):
+	// time for the EndpointSlice controller, kube-proxy and the gateways'
+	// balancers to stop sending it new connections. With the limiter's 10s
+	// for calls in flight it fits in the default 30s grace period.
+	LimiterShutdownDelay = 5 * time.Second
 )
 
 // SnapshotConfigMapName is the name of the fleet's snapshot ConfigMap,
@@ -280,6 +287,7 @@ func LimiterArgs(fleet *v1alpha1.LimiterFleet, storeURL string) []string {
 		fmt.Sprintf("--grpc-addr=0.0.0.0:%d", LimiterGRPCPort),
 		fmt.Sprintf("--http-addr=0.0.0.0:%d", LimiterHTTPPort),
 		"--log-format=json",
+		"--shutdown-delay=" + LimiterShutdownDelay.String(),
 	}
 	if len(fleet.Spec.TrustedProxies) > 0 {
 		args = append(args, "--trusted-proxies="+strings.Join(fleet.Spec.TrustedProxies, ","))

@@ -33,6 +33,7 @@ func main() {
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", "127.0.0.1:8081", "Envoy RLS v3 and gRPC health listen `address`")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP API, /healthz, /readyz and /metrics listen `address`")
 	fs.DurationVar(&cfg.RedisTimeout, "redis-timeout", 20*time.Millisecond, "deadline of every Redis round trip (and of the wait for the round trip to start); then the policy's failureMode decides")
+	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay", 0, "after SIGTERM, keep serving this long, not ready (gRPC health NOT_SERVING, /readyz 503), before closing the listeners: time for a terminating pod to leave its Service's endpoints")
 	fs.IntVar(&cfg.MemoryMaxKeys, "memory-max-keys", 1_000_000, "most counters the memory store keeps")
 	enforcement := fs.String("enforcement", "enabled", "kill switch: disabled allows every request (decisions still counted, would-be denials as shadow_limited)")
 	fs.StringVar(&cfg.IdempotencyEntry, "idempotency-entry", "idempotency_key", "RLS descriptor entry `key` whose value is an idempotency key (left out of matching)")
@@ -61,6 +62,8 @@ func main() {
 		usage(fs, fmt.Sprintf("--log-format %q: want text or json", *format))
 	case cfg.RedisTimeout <= 0:
 		usage(fs, "--redis-timeout must be positive")
+	case cfg.ShutdownDelay < 0:
+		usage(fs, "--shutdown-delay must not be negative")
 	case cfg.MemoryMaxKeys < 1:
 		usage(fs, "--memory-max-keys must be at least 1")
 	case *enforcement != "enabled" && *enforcement != "disabled":
