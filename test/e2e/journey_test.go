@@ -97,11 +97,13 @@ func (j *journey) helmInstall(t *testing.T) {
 	c.restrictedNamespace(t, system)
 	opRepo, opTag := splitRef(t, c.image(t, "sluice-operator"))
 	limRepo, limTag := splitRef(t, c.image(t, "sluice-limiter"))
+	redisRepo, redisTag := splitRef(t, c.image(t, "redis"))
 	start := time.Now()
 	out, stderr := c.helm(t, "install", release, "charts/sluice", "--namespace", system, "--create-namespace",
 		"--set", "operator.image.repository="+opRepo, "--set", "operator.image.tag="+opTag,
 		"--set", "operator.image.pullPolicy=Never",
-		"--set", "limiter.image.repository="+limRepo, "--set", "limiter.image.tag="+limTag)
+		"--set", "limiter.image.repository="+limRepo, "--set", "limiter.image.tag="+limTag,
+		"--set", "redis.image.repository="+redisRepo, "--set", "redis.image.tag="+redisTag)
 	if strings.Contains(stderr, "PodSecurity") || strings.Contains(stderr, "would violate") {
 		t.Errorf("helm install printed Pod Security warnings:\n%s", stderr)
 	}
@@ -166,10 +168,10 @@ func splitRef(t *testing.T, ref string) (string, string) {
 
 // --- Step 2 ------------------------------------------------------------------
 
-// redisClusterFleet creates the Redis Cluster sample fleet, adapted to one
-// node: no replicas (a shard's pods must be on different nodes), a volume
-// per node (the cluster's hostPath PersistentVolumes, so that a deleted
-// pod's keys survive), and the Redis image made from Debian's package.
+// redisClusterFleet creates the Redis Cluster sample fleet (no replicas,
+// as one node allows) with a volume per node, as its comments say to do
+// with storage (here the cluster's hostPath PersistentVolumes), so that a
+// deleted pod's keys survive. Its Redis image is the chart's redis.image.
 func (j *journey) redisClusterFleet(t *testing.T) {
 	c := j.c
 	c.restrictedNamespace(t, appNS)
@@ -178,9 +180,10 @@ func (j *journey) redisClusterFleet(t *testing.T) {
 	f := &v1alpha1.LimiterFleet{}
 	readYAML(t, filepath.Join(c.root, "config/samples/redis-cluster/limiterfleet.yaml"), f)
 	c.restrictedNamespace(t, f.Namespace)
-	f.Spec.Redis.ReplicasPerShard = ptr.To[int32](0)
+	if r := ptr.Deref(f.Spec.Redis.ReplicasPerShard, -1); r != 0 {
+		t.Fatalf("the Redis Cluster sample asks for %d replicas per shard: a one-node cluster can only have 0", r)
+	}
 	f.Spec.Redis.Storage = &v1alpha1.RedisStorage{Size: resource.MustParse("1Gi")}
-	f.Spec.Redis.Image = ptr.To(c.image(t, "redis"))
 	start := time.Now()
 	if err := c.c.Create(context.Background(), f); err != nil {
 		t.Fatal(err)
@@ -219,6 +222,9 @@ func (j *journey) redisClusterFleet(t *testing.T) {
 		}
 		if sts.Status.ReadyReplicas != 1 {
 			t.Errorf("StatefulSet %s: %d ready, want 1", sts.Name, sts.Status.ReadyReplicas)
+		}
+		if img := sts.Spec.Template.Spec.Containers[0].Image; img != c.image(t, "redis") {
+			t.Errorf("StatefulSet %s runs %s, want the chart's redis.image %s", sts.Name, img, c.image(t, "redis"))
 		}
 	}
 

@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -87,12 +88,19 @@ func (j *journey) upgradeUninstall(t *testing.T) {
 		t.Errorf("the limiters after helm uninstall: %v, want %v", codes, want)
 	}
 
-	lease := &coordinationv1.Lease{}
-	if err := c.c.Get(ctx, client.ObjectKey{Namespace: system, Name: leaseName}, lease); err == nil {
-		holder := ""
-		if lease.Spec.HolderIdentity != nil {
-			holder = *lease.Spec.HolderIdentity
+	// The stopped operator released its leader Lease (the chart's notes
+	// say it stays, released): a reinstall takes it over at once.
+	waitFor(t, "the operator pods gone", 2*time.Minute, func() (bool, string) {
+		pods, err := c.cs.CoreV1().Pods(system).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=operator"})
+		if err != nil {
+			return false, err.Error()
 		}
-		t.Logf("note: the operator's leader Lease %s/%s is left after helm uninstall (holder %q)", system, leaseName, strings.TrimSpace(holder))
+		return len(pods.Items) == 0, fmt.Sprintf("%d operator pods", len(pods.Items))
+	})
+	lease := &coordinationv1.Lease{}
+	if err := c.c.Get(ctx, client.ObjectKey{Namespace: system, Name: leaseName}, lease); err != nil {
+		t.Errorf("the operator's leader Lease after helm uninstall: %v (the chart's notes say it stays)", err)
+	} else if holder := strings.TrimSpace(ptr.Deref(lease.Spec.HolderIdentity, "")); holder != "" {
+		t.Errorf("the operator's leader Lease %s/%s is still held by %q after the operator stopped: not released", system, leaseName, holder)
 	}
 }

@@ -399,11 +399,11 @@ func runLoad(args []string) error {
 	}
 }
 
-// countError counts msg among the interval's errors, its first 80
+// countError counts msg among the interval's errors, its first 200
 // characters.
 func (iv *Interval) countError(msg string) {
-	if len(msg) > 80 {
-		msg = msg[:80]
+	if len(msg) > 200 {
+		msg = msg[:200]
 	}
 	if iv.Errors == nil {
 		iv.Errors = map[string]int64{}
