@@ -13,8 +13,9 @@ set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 [[ $(id -u) -eq 0 ]] || { clog "must run as root"; exit 1; }
+cluster_lock || exit 1
 if [[ ! -d "$CLUSTER_DIR" ]]; then
-  [[ -f "$ACTIVE_MARKER" && "$(cat "$ACTIVE_MARKER")" == "$CLUSTER_DIR" ]] && rm -f "$ACTIVE_MARKER"
+  [[ -f "$ACTIVE_MARKER" && "$(<"$ACTIVE_MARKER")" == "$CLUSTER_DIR" ]] && rm -f "$ACTIVE_MARKER"
   exit 0
 fi
 t0=$(date +%s%N)
@@ -48,11 +49,11 @@ phase() { # phase NAME: records the time since the last phase
 # kill_cgroup_tasks: SIGKILL every process in the pods' cgroups until
 # none is left (a container's processes may fork while we kill).
 kill_cgroup_tasks() {
-  local i pids
+  local i pids dirs=()
+  mapfile -t dirs < <(cgroup_dirs | while read -r d; do [[ -d "$d" ]] && echo "$d"; done)
+  [[ ${#dirs[@]} -gt 0 ]] || return 0
   for ((i = 0; i < 50; i++)); do
-    pids="$(cgroup_dirs | while read -r d; do
-      [[ -d "$d" ]] && find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null
-    done | sort -u)"
+    pids="$(find "${dirs[@]}" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u)"
     [[ -z "$pids" ]] && return 0
     # shellcheck disable=SC2086
     kill -KILL $pids 2>/dev/null
@@ -61,14 +62,10 @@ kill_cgroup_tasks() {
   clog "processes left in $CGROUP_ROOT: $pids"
 }
 
-# shim_pids prints the containerd shims of this cluster's containerd: those
-# whose command line names its socket.
+# shim_pids prints the containerd shims of this cluster's containerd: the
+# processes with an argument that is its socket (-address SOCKET).
 shim_pids() {
-  local p
-  for p in /proc/[0-9]*; do
-    [[ "$(readlink "$p/exe" 2>/dev/null)" == */containerd-shim* ]] || continue
-    tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "-address $containerd_sock " && echo "${p#/proc/}"
-  done
+  grep -lzxF -- "$containerd_sock" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3
 }
 
 # 1. Nothing may restart containers: kubelet first, then every container
@@ -87,9 +84,9 @@ for ((i = 0; i < 5; i++)); do
   [[ ${#mounts[@]} -eq 0 ]] && break
   for m in "${mounts[@]}"; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; done
 done
-if [[ -d /run/netns ]]; then
+if [[ -d /run/netns && -f "$state_dir/netns.before" ]]; then
   for ns in /run/netns/*; do
-    [[ -e "$ns" ]] || continue
+    [[ -e "$ns" && "$(basename "$ns")" == cni-* ]] || continue
     grep -qxF "$(basename "$ns")" "$state_dir/netns.before" 2>/dev/null && continue
     umount "$ns" 2>/dev/null || umount -l "$ns" 2>/dev/null
     rm -f "$ns"
@@ -140,7 +137,7 @@ fi
 #    that were not there before), kubelet's device plugin socket (always
 #    under /var/lib/kubelet), the container log links, and directories that
 #    did not exist before.
-if [[ -d /var/lib/cni/results ]]; then
+if [[ -d /var/lib/cni/results && -f "$state_dir/cni-results.before" ]]; then
   for f in /var/lib/cni/results/*; do
     [[ -e "$f" ]] || continue
     grep -qxF "$(basename "$f")" "$state_dir/cni-results.before" 2>/dev/null || rm -f "$f"

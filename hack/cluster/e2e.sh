@@ -13,8 +13,12 @@ now() { date +%s%N; }
 secs() { local ms=$((($2 - $1) / 1000000)); printf '%d.%ds' $((ms / 1000)) $((ms % 1000 / 100)); }
 
 down() { CLUSTER_DIR="$CLUSTER_DIR" hack/cluster/down.sh; }
-# A cluster left by an interrupted run goes first: the journey starts clean.
-[[ -f "$ACTIVE_MARKER" && "$(cat "$ACTIVE_MARKER")" == "$CLUSTER_DIR" ]] && down
+# The machine's one cluster is ours until we exit: another clone's make e2e
+# waits. A cluster left by an interrupted run goes first (ours too: the
+# journey starts clean).
+cluster_lock || exit 1
+clear_stale_cluster || exit 1
+[[ -f "$ACTIVE_MARKER" ]] && down
 rm -rf "$CLUSTER_DIR/logs"
 
 t0=$(now)

@@ -24,8 +24,11 @@ ETCD_PEER_PORT="${ETCD_PEER_PORT:-23800}"
 # Every pod's cgroups go under this one, in each hierarchy (cgroup v1) or in
 # the unified one: down.sh removes it whole.
 CGROUP_ROOT=/sluice-e2e
-# Names the active cluster's work dir, so that a second cluster-up (from
-# another clone) refuses rather than fight over the bridge and the ports.
+# One cluster per machine, from whichever clone: CLUSTER_LOCK serialises
+# the scripts that start, test and stop it (make e2e holds it from up to
+# down, cluster-up and cluster-down while they run), and ACTIVE_MARKER
+# names the work dir of the cluster that is up.
+CLUSTER_LOCK=/run/sluice-e2e.lock
 ACTIVE_MARKER=/run/sluice-e2e.dir
 # Host settings kubelet, kube-proxy and the CNI bridge may change; up.sh
 # records them and down.sh restores what changed.
@@ -64,7 +67,43 @@ cgroup_dirs() {
   done
 }
 
-# pid_alive FILE: the process whose id is in FILE runs.
+# pid_alive DIR NAME: the process whose id is in DIR/run/NAME.pid runs,
+# and is that cluster's (its command line names DIR: not a process that
+# got the id after a reboot).
 pid_alive() {
-  [[ -f "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null
+  local f="$1/run/$2.pid" pid
+  [[ -f "$f" ]] || return 1
+  pid="$(<"$f")"
+  [[ -r "/proc/$pid/cmdline" ]] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$1/"
+}
+
+# cluster_lock takes the machine's cluster lock for this script and its
+# children, waiting up to CLUSTER_LOCK_WAIT seconds (default an hour) while
+# another clone's make e2e runs. Processes that outlive the script must not
+# inherit it: start_detached closes it.
+cluster_lock() {
+  [[ -n "${SLUICE_CLUSTER_LOCK_FD:-}" ]] && return 0
+  exec {SLUICE_CLUSTER_LOCK_FD}>>"$CLUSTER_LOCK"
+  if ! flock -n "$SLUICE_CLUSTER_LOCK_FD"; then
+    clog "waiting for the machine's one cluster: another make e2e, cluster-up or cluster-down runs ($(cat "$ACTIVE_MARKER" 2>/dev/null || echo starting))"
+    flock -w "${CLUSTER_LOCK_WAIT:-3600}" "$SLUICE_CLUSTER_LOCK_FD" || { clog "gave up waiting for $CLUSTER_LOCK"; return 1; }
+  fi
+  export SLUICE_CLUSTER_LOCK_FD
+}
+
+# clear_stale_cluster, under the lock: a cluster that a killed run left
+# (the marker names a work dir whose API server is gone) is torn down,
+# whichever clone it came from; a live one from another clone is left
+# alone and reported. Ours, live, is left to the caller.
+clear_stale_cluster() {
+  [[ -f "$ACTIVE_MARKER" ]] || return 0
+  local active
+  active="$(<"$ACTIVE_MARKER")"
+  if pid_alive "$active" kube-apiserver; then
+    [[ "$active" == "$CLUSTER_DIR" ]] && return 0
+    clog "a cluster from another clone is up in $active: CLUSTER_DIR=$active hack/cluster/down.sh (make cluster-down there) first"
+    return 1
+  fi
+  clog "tearing down the cluster a stopped run left in $active"
+  CLUSTER_DIR="$active" "$CLUSTER_ROOT/hack/cluster/down.sh"
 }

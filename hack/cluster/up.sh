@@ -24,22 +24,21 @@ done
 kubectl="${KUBECTL:-$CLUSTER_ROOT/bin/kubectl}"
 [[ -x "$kubectl" ]] || { clog "$kubectl is missing: make kubectl"; exit 1; }
 
-if [[ -f "$ACTIVE_MARKER" ]]; then
-  active="$(cat "$ACTIVE_MARKER")"
-  if [[ "$active" != "$CLUSTER_DIR" ]]; then
-    clog "another cluster is up, in $active: CLUSTER_DIR=$active hack/cluster/down.sh first"
-    exit 1
-  fi
-  if pid_alive "$run_dir/kubelet.pid" && pid_alive "$run_dir/kube-apiserver.pid"; then
-    clog "already up (KUBECONFIG=$admin_kubeconfig)"
-    exit 0
-  fi
-  clog "a previous cluster in $CLUSTER_DIR did not come down: tearing it down first"
-  "$(dirname "${BASH_SOURCE[0]}")/down.sh"
+cluster_lock
+if [[ -f "$ACTIVE_MARKER" && "$(<"$ACTIVE_MARKER")" == "$CLUSTER_DIR" ]] &&
+  pid_alive "$CLUSTER_DIR" kubelet && pid_alive "$CLUSTER_DIR" kube-apiserver; then
+  clog "already up (KUBECONFIG=$admin_kubeconfig)"
+  exit 0
 fi
+clear_stale_cluster
 if ip link show "$BRIDGE" >/dev/null 2>&1; then
   clog "the bridge $BRIDGE exists but no cluster says it owns it; remove it (ip link del $BRIDGE) or run down.sh with its CLUSTER_DIR"
   exit 1
+fi
+# What a cluster of this work dir left when the machine rebooted under it
+# (etcd's data, containerd's root): every run starts from nothing.
+if [[ -d "$CLUSTER_DIR" ]] && ! awk '{ print $2 }' /proc/mounts | grep -qF -- "$CLUSTER_DIR/"; then
+  find "$CLUSTER_DIR" -mindepth 1 -maxdepth 1 ! -name logs -exec rm -rf --one-file-system {} +
 fi
 
 HOST_IP="$(host_ip)"
@@ -126,10 +125,10 @@ openssl rsa -in "$pki_dir/sa.key" -pubout -out "$pki_dir/sa.pub" 2>/dev/null
 chmod 600 "$pki_dir"/*.key
 for n in admin kubelet kube-controller-manager kube-scheduler kube-proxy; do kubeconfig "$n"; done
 
-start() { # start NAME COMMAND...: in its own session, logging to logs/NAME.log
+start() { # start NAME COMMAND...: in its own session, logging to logs/NAME.log, without the cluster lock
   local name="$1"
   shift
-  setsid "$@" >"$log_dir/$name.log" 2>&1 </dev/null &
+  setsid "$@" >"$log_dir/$name.log" 2>&1 </dev/null {SLUICE_CLUSTER_LOCK_FD}>&- &
   echo $! >"$run_dir/$name.pid"
 }
 wait_for() { # wait_for WHAT SECONDS COMMAND...
