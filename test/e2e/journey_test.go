@@ -45,6 +45,7 @@ const (
 type journey struct {
 	c       *cluster
 	fleet   *v1alpha1.LimiterFleet // the Redis Cluster fleet of step 2
+	notes   string                 // what helm install printed
 	timings []string
 }
 
@@ -108,6 +109,7 @@ func (j *journey) helmInstall(t *testing.T) {
 		t.Errorf("helm install printed Pod Security warnings:\n%s", stderr)
 	}
 	t.Logf("helm install:\n%s%s", out, stderr)
+	j.notes = out
 
 	dep := j.operatorDeployment(t)
 	waitFor(t, "operator Deployment Available", 3*time.Minute, func() (bool, string) {
