@@ -140,7 +140,7 @@ helm-test: helm envtest kubectl ## Install, upgrade and uninstall the chart on t
 # Where the cluster lives: certificates, etcd, containerd's root and state,
 # kubelet's root, volumes, logs. One cluster per machine.
 CLUSTER_DIR ?= $(CURDIR)/.cluster
-# go test flags of the journey, e.g. make e2e E2E_FLAGS='-run TestJourney/5'
+# go test flags of the journey, e.g. make e2e E2E_FLAGS='-run TestJourney/[125]-'
 E2E_FLAGS ?=
 E2E_TIMEOUT ?= 45m
 
