@@ -901,8 +901,15 @@ func TestRedisClusterScaleOut(t *testing.T) {
 	summary, errsAfter := load.summary(t)
 	replies := rf.errorReplies(t)
 	t.Logf("limiters through the scale-out: %s (%.0f during it); error replies of the Redis nodes: %v", summary, errsAfter-errsBefore, replies)
-	if n := load.errorsOfClass(t, "redirect"); n != 0 {
-		t.Errorf("%.0f decisions got a MOVED or ASK the store did not follow: each slot move failed decisions", n)
+	// A redirect still unfollowed when the 20ms deadline passes fails its
+	// decision like a timeout does, and a busy machine makes a few. A store
+	// that did not follow redirects would fail one decision per MOVED or
+	// ASK; the store's own tests (TestMovedSlotIsFollowedWithinTheDeadline)
+	// hold the exact behaviour.
+	if n, moved := load.errorsOfClass(t, "redirect"), replies["MOVED"]+replies["ASK"]; n > 0.1*float64(moved) {
+		t.Errorf("%.0f decisions got a MOVED or ASK the store did not follow, of %d MOVED and ASK replies: slot moves fail decisions", n, moved)
+	} else if n > 0 {
+		t.Logf("%.0f decisions ran out of their deadline while following a redirect (of %d MOVED and ASK replies)", n, moved)
 	}
 	for _, bad := range []string{"CROSSSLOT", "TRYAGAIN", "CLUSTERDOWN"} {
 		if replies[bad] != 0 {
