@@ -18,9 +18,10 @@ type conn struct {
 	o *options
 }
 
-func dialMember(m Member, password string, o *options) *conn {
+func dialMember(m Member, username, password string, o *options) *conn {
 	return &conn{m: m, o: o, c: goredis.NewClient(&goredis.Options{
 		Addr:            m.Addr,
+		Username:        username,
 		Password:        password,
 		Protocol:        2,
 		DisableIdentity: true,
@@ -77,7 +78,7 @@ func reason(err error) string {
 	case errors.As(err, &rerr):
 		msg = rerr.Error()
 		switch {
-		case strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "WRONGPASS"),
+		case strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "WRONGPASS"), strings.HasPrefix(msg, "NOPERM"),
 			strings.Contains(msg, "AUTH") && strings.Contains(msg, "password"):
 			return ReasonAuthFailed
 		case strings.Contains(msg, "cluster support disabled"):

@@ -36,8 +36,11 @@ type Spec struct {
 	// how long a dead master may wait for its replica's own failover
 	// (about 2x) before CLUSTER FAILOVER FORCE. 0 means 15s.
 	NodeTimeout time.Duration
-	// Password is sent with AUTH on every connection when not empty.
-	Password string
+	// Username and Password authenticate every connection (AUTH [user]
+	// pass) when Password is not empty, and MIGRATE's connections from
+	// source to target nodes (AUTH2, or AUTH without a user). The user
+	// needs OperatorACLRules.
+	Username, Password string
 	// Migration is the progress of a slot migration from the last pass
 	// (Result.Migration, persisted in status), or nil.
 	Migration *Migration

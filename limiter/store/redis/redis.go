@@ -285,7 +285,7 @@ func New(opts Options) (*Store, error) {
 		opts.Timeout = 20 * time.Millisecond
 	}
 	if opts.KeyPrefix == "" {
-		opts.KeyPrefix = "sl"
+		opts.KeyPrefix = defaultKeyPrefix
 	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 256

@@ -1,0 +1,141 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/store"
+	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
+	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
+	"github.com/sluice-dev/sluice/limiter/store/storetest"
+)
+
+// aclNodes are the directives of a node whose only users are an admin for
+// the test's own hands and "store", with ACLRules and nothing more.
+func aclNodes(rules string) []string {
+	return []string{
+		"user default off resetpass -@all",
+		"user admin on >admin-pw ~* &* +@all",
+		"user store on >store-pw " + rules,
+	}
+}
+
+// aclDenials reads a node's ACL LOG: every command or key the server
+// refused since it started, as "reason object (username)".
+func aclDenials(t *testing.T, s *redistest.Server) []string {
+	t.Helper()
+	v, err := s.Client(t).Do(context.Background(), "ACL", "LOG").Slice()
+	if err != nil {
+		t.Fatalf("ACL LOG on %s: %v", s.Addr, err)
+	}
+	var out []string
+	for _, e := range v {
+		f := map[string]any{}
+		switch e := e.(type) {
+		case map[any]any: // RESP3
+			for k, v := range e {
+				f[fmt.Sprint(k)] = v
+			}
+		case []any: // RESP2: field, value, ...
+			for i := 0; i+1 < len(e); i += 2 {
+				f[fmt.Sprint(e[i])] = e[i+1]
+			}
+		}
+		out = append(out, fmt.Sprintf("%v %v (%v)", f["reason"], f["object"], f["username"]))
+	}
+	return out
+}
+
+// TestStoreRunsUnderItsACLUser: a store whose user has ACLRules and no
+// more passes the conformance table, idempotency and the lease script on a
+// standalone server and a cluster, and no server refused any of its
+// commands or keys. A command the store or a script starts to send
+// without its rule fails this test.
+func TestStoreRunsUnderItsACLUser(t *testing.T) {
+	rules := redisstore.ACLRules("")
+	admin := func(s *redistest.Server) { s.Username, s.Password = "admin", "admin-pw" }
+
+	single := redistest.Start(t, aclNodes(rules)...)
+	admin(single)
+	cluster := redistest.StartClusterWith(t, redistest.ClusterOptions{Primaries: 3, Extra: aclNodes(rules), Username: "admin", Password: "admin-pw"})
+
+	for _, tc := range []struct {
+		name    string
+		opts    redisstore.Options
+		servers []*redistest.Server
+	}{
+		{"standalone", redisstore.Options{Addrs: []string{single.Addr}}, []*redistest.Server{single}},
+		{"cluster", redisstore.Options{Addrs: cluster.Addrs(), Cluster: true}, cluster.All()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := func(c store.Clock) redisstore.Options {
+				o := tc.opts
+				o.Username, o.Password, o.Timeout, o.PinnedClock = "store", "store-pw", 2*time.Second, c
+				return o
+			}
+			newStore := func(t *testing.T, c store.Clock) store.Store {
+				s, err := redisstore.New(opts(c))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = s.Close() })
+				return s
+			}
+			t.Run("conformance", func(t *testing.T) { storetest.Run(t, newStore) })
+			t.Run("idempotency", func(t *testing.T) { storetest.RunIdempotency(t, newStore) })
+			t.Run("lease", func(t *testing.T) { storetest.Run(t, newExactLease(opts)) })
+			t.Run("time from Redis", func(t *testing.T) {
+				s := newStore(t, nil)
+				r, err := s.Take(context.Background(), store.Request{Key: storetest.KeyFor(t, "k"),
+					Limit: algo.Limit{Algorithm: algo.TokenBucket, Limit: 5, Period: time.Second, Burst: 5}, Cost: 1})
+				if err != nil || !r.Allowed || r.Remaining != 4 {
+					t.Fatalf("take %+v, %v", r, err)
+				}
+				if err := s.(*redisstore.Store).Ping(context.Background()); err != nil {
+					t.Fatalf("ping: %v", err)
+				}
+			})
+			for _, s := range tc.servers {
+				if d := aclDenials(t, s); len(d) > 0 {
+					t.Errorf("%s refused the store: %s", s.Addr, strings.Join(d, "; "))
+				}
+			}
+		})
+	}
+
+	// The user can run nothing else, on no other key.
+	c := goredis.NewClient(&goredis.Options{Addr: single.Addr, Username: "store", Password: "store-pw", MaxRetries: -1})
+	defer c.Close()
+	ctx := context.Background()
+	for _, cmd := range [][]any{{"FLUSHALL"}, {"CONFIG", "GET", "*"}, {"KEYS", "*"}, {"SHUTDOWN"}, {"CLUSTER", "RESET"}, {"GET", "other:key"}} {
+		if err := c.Do(ctx, cmd...).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOPERM") {
+			t.Errorf("%v as the store's user: %v, want NOPERM", cmd, err)
+		}
+	}
+}
+
+// TestScriptCommandsSeesEveryCall: every redis.call and redis.pcall in the
+// scripts names its command literally, so ACLCommands reads them all.
+func TestScriptCommandsSeesEveryCall(t *testing.T) {
+	src := "local x = redis.call('GET', KEYS[1])\nredis.pcall( 'ZADD', k, 1, 'a')\nreturn redis.call('TIME')"
+	if got := strings.Join(redisstore.ScriptCommands(src), ","); got != "get,zadd,time" {
+		t.Fatalf("ScriptCommands = %s", got)
+	}
+	cmds := strings.Join(redisstore.ACLCommands(), " ")
+	for _, want := range []string{"evalsha", "eval", "ping", "cluster|slots", "time", "get", "set", "pexpire", "zadd"} {
+		if !strings.Contains(" "+cmds+" ", " "+want+" ") {
+			t.Errorf("ACLCommands %s lacks %s", cmds, want)
+		}
+	}
+	for _, banned := range []string{"flushall", "flushdb", "config", "keys", "shutdown", "cluster|reset", "debug", "del"} {
+		if strings.Contains(" "+cmds+" ", " "+banned+" ") {
+			t.Errorf("ACLCommands allows %s", banned)
+		}
+	}
+}
