@@ -264,12 +264,13 @@ func LimiterArgs(fleet *v1alpha1.LimiterFleet, storeURL string) []string {
 // redisCADir is where redis.tls's CA Secret is mounted in limiter pods.
 const redisCADir = "/etc/sluice/redis-ca"
 
-// limiterEnv carries redis.auth's password, and its ACL user when there is
-// one, from their Secret into the limiter container, which reads them
-// instead of a password in its store URL.
+// limiterEnv carries the limiters' Redis password, and its ACL user when
+// there is one, into the limiter container, which reads them instead of a
+// password in its store URL: redis.auth's for External; for Cluster, the
+// user sluice-limiter with redis.auth's password or the generated one.
 func limiterEnv(fleet *v1alpha1.LimiterFleet) []corev1.EnvVar {
 	env := redisPasswordEnv(fleet)
-	if auth := fleet.Spec.Redis.Auth; auth != nil && auth.UsernameKey != nil {
+	if auth := fleet.Spec.Redis.Auth; auth != nil && auth.UsernameKey != nil && fleet.Spec.EffectiveRedisMode() == v1alpha1.RedisExternal {
 		env = append(env, secretEnv(RedisUsernameEnv, auth.SecretName, *auth.UsernameKey))
 	}
 	return env

@@ -42,11 +42,19 @@ var (
 		Name: "sluice_operator_enforcement_status_writes_total",
 		Help: "Status patches of RateLimitPolicy status.enforcement (at most one per policy per write interval).",
 	})
+	redisUsedMemory = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_operator_redis_used_memory_bytes",
+		Help: "used_memory of each node of a fleet's Redis Cluster (mode Cluster), as the operator's last pass read it.",
+	}, []string{"fleet", "pod"})
+	redisMaxMemory = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_operator_redis_maxmemory_bytes",
+		Help: "maxmemory of each node of a fleet's Redis Cluster (mode Cluster); no series for an unbounded node.",
+	}, []string{"fleet", "pod"})
 )
 
 func init() {
 	registerMetrics(policiesByCondition, fleetConditions, snapshotCompileSeconds, snapshotBytes,
-		collectorErrors, collectorScrapes, collectorCycleSeconds, enforcementWrites)
+		collectorErrors, collectorScrapes, collectorCycleSeconds, enforcementWrites, redisUsedMemory, redisMaxMemory)
 }
 
 func registerMetrics(cs ...prometheus.Collector) { metrics.Registry.MustRegister(cs...) }
@@ -57,4 +65,6 @@ func forgetFleetMetrics(fleet types.NamespacedName) {
 	snapshotCompileSeconds.DeleteLabelValues(l)
 	snapshotBytes.DeleteLabelValues(l)
 	collectorErrors.DeleteLabelValues(l)
+	redisUsedMemory.DeletePartialMatch(map[string]string{"fleet": l})
+	redisMaxMemory.DeletePartialMatch(map[string]string{"fleet": l})
 }

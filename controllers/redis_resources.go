@@ -120,8 +120,21 @@ func redisMeta(fleet *v1alpha1.LimiterFleet, name string) metav1.ObjectMeta {
 }
 
 // RedisConfig is the redis.conf every node of the fleet runs with. The
-// node's hostname (cluster-announce-hostname) and password are per pod or
-// secret, so they are command-line arguments, not here.
+// node's hostname (cluster-announce-hostname) is per pod, so it is a
+// command-line argument. Users and passwords are in the auth Secret's users
+// file, which it includes (see RedisUsersConf): the ConfigMap holds none.
+//
+//   - protected-mode yes, and the default user off in the users file: a
+//     client that does not authenticate can run nothing.
+//   - maxmemory (RedisMaxMemory) with maxmemory-policy volatile-ttl: at the
+//     bound, Redis evicts the key nearest to expiry rather than refuse
+//     writes. Every key the limiters write has a TTL, and the one nearest
+//     to expiry is the one whose loss changes least: a token bucket's TTL
+//     is its time to refill, so the shortest is the fullest bucket; a
+//     window's is what is left of the window. So a full node lets a few
+//     counters restart early instead of failing every decision on its
+//     shard to the policies' failureMode (noeviction), and is never
+//     OOM-killed, which would fail the shard over or lose it.
 //
 //   - nodes.conf and the append-only file live in /data, the PVC when
 //     spec.redis.storage is set: a restarted pod keeps its node ID and keys.
@@ -135,7 +148,7 @@ func RedisConfig(fleet *v1alpha1.LimiterFleet) string {
 	lines := []string{
 		fmt.Sprintf("port %d", RedisPort),
 		"bind * -::*",
-		"protected-mode no",
+		"protected-mode yes",
 		"dir " + redisDataDir,
 		"cluster-enabled yes",
 		"cluster-config-file " + redisDataDir + "/nodes.conf",
@@ -151,9 +164,34 @@ func RedisConfig(fleet *v1alpha1.LimiterFleet) string {
 		"appendonly yes",
 		"appendfsync everysec",
 		`save ""`,
-		"maxmemory-policy noeviction",
 	}
+	if max := RedisMaxMemory(fleet); max > 0 {
+		lines = append(lines, fmt.Sprintf("maxmemory %d", max))
+	}
+	lines = append(lines, "maxmemory-policy volatile-ttl", "include "+redisAuthDir+"/"+RedisUsersKey)
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// RedisMaxMemoryPercent is the share of the Redis container's memory limit
+// that maxmemory gets when spec.redis.maxMemory is unset.
+const RedisMaxMemoryPercent = 75
+
+// RedisMaxMemory is each node's maxmemory in bytes: spec.redis.maxMemory,
+// else RedisMaxMemoryPercent of the container's memory limit (of
+// spec.redis.resources, or DefaultRedisResources), else 0, unbounded.
+func RedisMaxMemory(fleet *v1alpha1.LimiterFleet) int64 {
+	if m := fleet.Spec.Redis.MaxMemory; m != nil {
+		return m.Value()
+	}
+	resources := DefaultRedisResources()
+	if r := fleet.Spec.Redis.Resources; r != nil {
+		resources = *r
+	}
+	limit, ok := resources.Limits[corev1.ResourceMemory]
+	if !ok || limit.Value() <= 0 {
+		return 0
+	}
+	return limit.Value() / 100 * RedisMaxMemoryPercent
 }
 
 // BuildRedisConfigMap builds the ConfigMap that holds redis.conf.
@@ -212,31 +250,30 @@ func DefaultRedisResources() corev1.ResourceRequirements {
 }
 
 // RedisArgs are the Redis container's arguments: the ConfigMap's
-// redis.conf, the pod's IP and hostname to announce (a restarted pod tells
-// the cluster its new IP at once) and, with auth, the password from the
-// environment (expanded by the kubelet, so it is never in the ConfigMap or
-// the pod spec).
+// redis.conf, and the pod's IP and hostname to announce (a restarted pod
+// tells the cluster its new IP at once). No password: those are in the
+// users file that redis.conf includes.
 func RedisArgs(fleet *v1alpha1.LimiterFleet) []string {
-	args := []string{
+	return []string{
 		redisConfigDir + "/" + RedisConfigKey,
 		"--cluster-announce-ip", "$(POD_IP)",
 		"--cluster-announce-hostname", fmt.Sprintf("$(POD_NAME).%s.%s.svc", RedisName(fleet), fleet.Namespace),
 	}
-	if fleet.Spec.Redis.Auth != nil {
-		pw := "$(" + RedisPasswordEnv + ")"
-		args = append(args, "--requirepass", pw, "--masterauth", pw)
-	}
-	return args
 }
 
-// redisPasswordEnv is the env var that carries the Redis password from its
-// Secret, or nil without auth.
+// redisPasswordEnv is the env var that carries the limiters' Redis
+// password from its Secret: for External, redis.auth's (or none); for
+// Cluster, redis.auth's or the auth Secret's, with the user's name.
 func redisPasswordEnv(fleet *v1alpha1.LimiterFleet) []corev1.EnvVar {
-	auth := fleet.Spec.Redis.Auth
-	if auth == nil {
+	switch auth := fleet.Spec.Redis.Auth; {
+	case fleet.Spec.EffectiveRedisMode() == v1alpha1.RedisCluster:
+		secret, key := redisLimiterPasswordRef(fleet)
+		return []corev1.EnvVar{{Name: RedisUsernameEnv, Value: RedisLimiterUser}, secretEnv(RedisPasswordEnv, secret, key)}
+	case auth == nil:
 		return nil
+	default:
+		return []corev1.EnvVar{secretEnv(RedisPasswordEnv, auth.SecretName, fleet.Spec.EffectiveAuthKey())}
 	}
-	return []corev1.EnvVar{secretEnv(RedisPasswordEnv, auth.SecretName, fleet.Spec.EffectiveAuthKey())}
 }
 
 // secretEnv is the env var name, from key of Secret secret.
@@ -250,8 +287,10 @@ func secretEnv(name, secret, key string) corev1.EnvVar {
 // BuildRedisStatefulSet builds shard's StatefulSet: 1 + replicasPerShard
 // pods, of which ordinal 0 becomes the primary at bootstrap. The pods of a
 // shard must run on different nodes (required anti-affinity): a primary and
-// its replica on one node would die together.
-func BuildRedisStatefulSet(fleet *v1alpha1.LimiterFleet, shard int) *appsv1.StatefulSet {
+// its replica on one node would die together. The pods mount the users
+// file of the auth Secret; authHash, its hash (redisAuthHash), is on the
+// pod template so that a new password rolls them.
+func BuildRedisStatefulSet(fleet *v1alpha1.LimiterFleet, shard int, authHash string) *appsv1.StatefulSet {
 	spec := &fleet.Spec
 	resources := DefaultRedisResources()
 	if spec.Redis.Resources != nil {
@@ -262,10 +301,10 @@ func BuildRedisStatefulSet(fleet *v1alpha1.LimiterFleet, shard int) *appsv1.Stat
 	labels := RedisLabels(fleet)
 	labels[LabelRedisShard] = strconv.Itoa(shard)
 
-	env := append([]corev1.EnvVar{
+	env := []corev1.EnvVar{
 		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
 		{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}},
-	}, redisPasswordEnv(fleet)...)
+	}
 	tcpProbe := func(period, failures int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler:     corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString(RedisPortName)}},
@@ -291,6 +330,7 @@ func BuildRedisStatefulSet(fleet *v1alpha1.LimiterFleet, shard int) *appsv1.Stat
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: redisDataVolume, MountPath: redisDataDir},
 			{Name: redisConfigVolume, MountPath: redisConfigDir, ReadOnly: true},
+			{Name: redisAuthVolume, MountPath: redisAuthDir, ReadOnly: true},
 		},
 		SecurityContext: &corev1.SecurityContext{
 			RunAsNonRoot:             ptr.To(true),
@@ -304,9 +344,17 @@ func BuildRedisStatefulSet(fleet *v1alpha1.LimiterFleet, shard int) *appsv1.Stat
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
 
-	volumes := []corev1.Volume{{Name: redisConfigVolume, VolumeSource: corev1.VolumeSource{
-		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: RedisConfigMapName(fleet)}},
-	}}}
+	volumes := []corev1.Volume{
+		{Name: redisConfigVolume, VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: RedisConfigMapName(fleet)}},
+		}},
+		// The users file alone, readable by the redis group (fsGroup).
+		{Name: redisAuthVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName:  RedisAuthSecretName(fleet),
+			Items:       []corev1.KeyToPath{{Key: RedisUsersKey, Path: RedisUsersKey}},
+			DefaultMode: ptr.To[int32](0o440),
+		}}},
+	}
 	var claims []corev1.PersistentVolumeClaim
 	if st := spec.Redis.Storage; st != nil {
 		claims = []corev1.PersistentVolumeClaim{{
@@ -336,7 +384,7 @@ func BuildRedisStatefulSet(fleet *v1alpha1.LimiterFleet, shard int) *appsv1.Stat
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
 					Labels:      labels,
-					Annotations: map[string]string{RedisConfigHashAnnotation: hex.EncodeToString(sum[:8])},
+					Annotations: map[string]string{RedisConfigHashAnnotation: hex.EncodeToString(sum[:8]), RedisAuthHashAnnotation: authHash},
 				},
 				Spec: corev1.PodSpec{
 					AutomountServiceAccountToken: ptr.To(false),

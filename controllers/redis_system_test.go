@@ -23,6 +23,8 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -84,21 +86,30 @@ type redisFleet struct {
 	extra []string // directives beyond the rendered redis.conf
 }
 
+// The test's own hands on the nodes, as `kubectl exec redis-cli` would
+// be: a user that the tests add to every node beside the rendered ones.
+// Neither the operator nor the limiters use it.
+const testAdmin, testAdminPW = "sluice-test", "test-admin-pw"
+
 // renderedDirectives are the operator's redis.conf as "name value"
 // directives, less what a pod's volume and DNS provide: the test has no
 // /data (each node gets a temp dir) and no DNS for the headless Service,
-// so nodes announce their IPs.
-func renderedDirectives(fleet *v1alpha1.LimiterFleet) []string {
+// so nodes announce their IPs. The users file that redis.conf includes is
+// usersFile, where the pod's copy of the auth Secret's is; the test's
+// admin user comes last.
+func renderedDirectives(fleet *v1alpha1.LimiterFleet, usersFile string) []string {
 	var out []string
 	for _, line := range strings.Split(strings.TrimSpace(controllers.RedisConfig(fleet)), "\n") {
 		name, _, _ := strings.Cut(line, " ")
 		switch name {
 		case "port", "bind", "dir", "cluster-config-file", "save", "cluster-preferred-endpoint-type":
 			continue
+		case "include":
+			line = "include " + usersFile
 		}
 		out = append(out, line)
 	}
-	return append(out, "cluster-preferred-endpoint-type ip")
+	return append(out, "cluster-preferred-endpoint-type ip", "user "+testAdmin+" on >"+testAdminPW+" ~* &* +@all")
 }
 
 // newRedisFleet creates a Cluster fleet with the given shape and starts its
@@ -108,6 +119,40 @@ func newRedisFleet(t *testing.T, ns, name string, shards, replicas int32, mutate
 	return newRedisFleetExtra(t, ns, name, shards, replicas, nil, mutate...)
 }
 
+// authSecret waits for the fleet's auth Secret, which the operator
+// generates, and returns it.
+func (rf *redisFleet) authSecret(t testing.TB) *corev1.Secret {
+	t.Helper()
+	s := &corev1.Secret{}
+	eventually(t, 30*time.Second, "the Redis auth Secret", func() error {
+		return k8s.Get(context.Background(), client.ObjectKey{Namespace: rf.fleet.Namespace, Name: controllers.RedisAuthSecretName(rf.fleet)}, s)
+	})
+	return s
+}
+
+// startNode starts p's process on ip as its pod's containers would start:
+// the users file of the auth Secret copied into the pod's directory (the
+// Secret volume), then redis-server with the rendered redis.conf.
+func (rf *redisFleet) startNode(t *testing.T, p *redisPod, ip string) {
+	t.Helper()
+	users := filepath.Join(p.dir, controllers.RedisUsersKey)
+	if err := os.WriteFile(users, rf.authSecret(t).Data[controllers.RedisUsersKey], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p.srv = redistest.StartNode(t, ip+":6379", p.dir, rf.fleet.Spec.EffectiveNodeTimeout(), append(renderedDirectives(rf.fleet, users), rf.extra...)...)
+	p.srv.Username, p.srv.Password = testAdmin, testAdminPW
+	srv := p.srv
+	t.Cleanup(func() {
+		if t.Failed() {
+			log := srv.Log()
+			if len(log) > 3000 {
+				log = log[len(log)-3000:]
+			}
+			t.Logf("DEBUG log of %s:\n%s", p.name, log)
+		}
+	})
+}
+
 // addPod starts the process of pod <shard>-<ordinal> on a new address and
 // creates its Pod object with that status.podIP.
 func (rf *redisFleet) addPod(t *testing.T, shard, ordinal int) *redisPod {
@@ -115,7 +160,7 @@ func (rf *redisFleet) addPod(t *testing.T, shard, ordinal int) *redisPod {
 	p := &redisPod{name: fmt.Sprintf("%s-%d", controllers.RedisShardName(rf.fleet, shard), ordinal), shard: shard, ordinal: ordinal, dir: t.TempDir()}
 	rf.pods = append(rf.pods, p)
 	ip := nextRedisIP(t)
-	p.srv = redistest.StartNode(t, ip+":6379", p.dir, rf.fleet.Spec.EffectiveNodeTimeout(), append(renderedDirectives(rf.fleet), rf.extra...)...)
+	rf.startNode(t, p, ip)
 	labels := controllers.RedisLabels(rf.fleet)
 	labels[controllers.LabelRedisShard] = strconv.Itoa(shard)
 	pod := &corev1.Pod{
@@ -179,7 +224,8 @@ func (rf *redisFleet) clusterClient(t testing.TB) *goredis.ClusterClient {
 	for _, p := range rf.pods {
 		addrs = append(addrs, p.addr())
 	}
-	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, MaxRedirects: 16, DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, Username: testAdmin, Password: testAdminPW,
+		MaxRedirects: 16, DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -319,26 +365,57 @@ func TestRedisClusterBadNodes(t *testing.T) {
 	})
 
 	t.Run("wrong password", func(t *testing.T) {
-		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "redis-auth", Name: "redis-auth"}, Data: map[string][]byte{"password": []byte("not-the-password")}}
-		namespace(t, "redis-auth")
-		if err := k8s.Create(ctx, secret); err != nil {
-			t.Fatal(err)
+		// The nodes run a users file with other passwords than the auth
+		// Secret's, as pods not restarted since the Secret changed do.
+		rf := newRedisFleet(t, "redis-auth", "auth", 3, 0)
+		stale := []byte(controllers.RedisUsersConf(controllers.RedisPasswords{
+			Limiter: "stale-limiter-password", Operator: "stale-operator-password", Replication: "stale-replication-password"}))
+		for _, p := range rf.pods {
+			if err := os.WriteFile(filepath.Join(p.dir, controllers.RedisUsersKey), stale, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			p.srv.Restart(t)
 		}
-		t.Cleanup(func() { _ = k8s.Delete(ctx, secret) })
-		rf := newRedisFleetExtra(t, "redis-auth", "auth", 3, 0, []string{"requirepass right-password", "masterauth right-password"}, func(f *v1alpha1.LimiterFleet) {
-			f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "redis-auth"}
-		})
 		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ReasonAuthFailed)
-		t.Logf("RedisReady=False %s: %s", v1alpha1.ReasonAuthFailed, condition(f.Status.Conditions, v1alpha1.FleetRedisReady).Message)
+		c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady)
+		if !strings.Contains(c.Message, "WRONGPASS") {
+			t.Errorf("message does not say the node refused the password: %s", c.Message)
+		}
+		t.Logf("RedisReady=False %s: %s", v1alpha1.ReasonAuthFailed, c.Message)
 		requireReconciling(t, rf)
 
-		// The right password: the operator forms the cluster.
-		secret.Data["password"] = []byte("right-password")
-		if err := k8s.Update(ctx, secret); err != nil {
+		// The pods restart with the Secret's users file: the operator
+		// forms the cluster.
+		for _, p := range rf.pods {
+			if err := os.WriteFile(filepath.Join(p.dir, controllers.RedisUsersKey), rf.authSecret(t).Data[controllers.RedisUsersKey], 0o600); err != nil {
+				t.Fatal(err)
+			}
+			p.srv.Restart(t)
+		}
+		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	})
+
+	t.Run("auth Secret in the way", func(t *testing.T) {
+		// A Secret with the auth Secret's name that the fleet does not
+		// control: the operator neither takes it over nor overwrites it.
+		ns := namespace(t, "redis-inway")
+		foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "inway-redis-auth"}, Data: map[string][]byte{"mine": []byte("keep")}}
+		if err := k8s.Create(ctx, foreign); err != nil {
 			t.Fatal(err)
 		}
-		// The Secret is not watched; the failing pass requeues itself.
-		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+		rf := createRedisFleet(t, ns, "inway", 3, 0, nil)
+		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ReasonSecretNotOwned)
+		if c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady); !strings.Contains(c.Message, "Secret redis-inway/inway-redis-auth exists and is not controlled by LimiterFleet inway") {
+			t.Errorf("message %q", c.Message)
+		}
+		got := &corev1.Secret{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(foreign), got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Data) != 1 || string(got.Data["mine"]) != "keep" || len(got.OwnerReferences) != 0 {
+			t.Errorf("the foreign Secret was changed: %v, owners %v", got.Data, got.OwnerReferences)
+		}
+		requireReconciling(t, rf)
 	})
 
 	t.Run("shards lowered behind the CRD's back", func(t *testing.T) {
@@ -346,7 +423,7 @@ func TestRedisClusterBadNodes(t *testing.T) {
 		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
 		// The CRD refuses lowering shards; a fourth shard's StatefulSet left
 		// from elsewhere (an old CRD, a restore) is the same to the operator.
-		extra := controllers.BuildRedisStatefulSet(rf.fleet, 3)
+		extra := controllers.BuildRedisStatefulSet(rf.fleet, 3, "")
 		extra.TypeMeta = metav1.TypeMeta{}
 		if err := k8s.Create(ctx, extra); err != nil {
 			t.Fatal(err)
@@ -369,7 +446,7 @@ func TestRedisClusterBadNodes(t *testing.T) {
 	})
 
 	t.Run("missing Secret", func(t *testing.T) {
-		rf := newRedisFleet(t, "redis-nosecret", "nosecret", 3, 0, func(f *v1alpha1.LimiterFleet) {
+		rf := createRedisFleet(t, "redis-nosecret", "nosecret", 3, 0, nil, func(f *v1alpha1.LimiterFleet) {
 			f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "absent"}
 		})
 		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ReasonAuthFailed)
@@ -381,6 +458,19 @@ func TestRedisClusterBadNodes(t *testing.T) {
 
 // newRedisFleetExtra is newRedisFleet with extra directives for every node.
 func newRedisFleetExtra(t *testing.T, ns, name string, shards, replicas int32, extra []string, mutate ...func(*v1alpha1.LimiterFleet)) *redisFleet {
+	t.Helper()
+	rf := createRedisFleet(t, ns, name, shards, replicas, extra, mutate...)
+	for s := range int(shards) {
+		for o := range int(replicas) + 1 {
+			rf.addPod(t, s, o)
+		}
+	}
+	return rf
+}
+
+// createRedisFleet creates the fleet, without pods: they start from the
+// auth Secret the operator generates for it (addPod).
+func createRedisFleet(t *testing.T, ns, name string, shards, replicas int32, extra []string, mutate ...func(*v1alpha1.LimiterFleet)) *redisFleet {
 	t.Helper()
 	namespace(t, ns)
 	f := &v1alpha1.LimiterFleet{
@@ -395,12 +485,6 @@ func newRedisFleetExtra(t *testing.T, ns, name string, shards, replicas int32, e
 	for _, m := range mutate {
 		m(f)
 	}
-	rf := &redisFleet{fleet: f, extra: extra}
-	for s := range int(shards) {
-		for o := range int(replicas) + 1 {
-			rf.addPod(t, s, o)
-		}
-	}
 	if err := k8s.Create(context.Background(), f); err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +492,7 @@ func newRedisFleetExtra(t *testing.T, ns, name string, shards, replicas int32, e
 		deleteFleet(t, f)
 		_ = k8s.DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(ns), client.MatchingLabels(controllers.RedisSelectorLabels(f)))
 	})
-	return rf
+	return &redisFleet{fleet: f, extra: extra}
 }
 
 // requireReconciling shows that a failing Redis pass stalls nothing: a spec
@@ -490,7 +574,14 @@ func (rf *redisFleet) startLimiters(t *testing.T, n int) *limiterLoad {
 	for _, p := range rf.pods {
 		addrs = append(addrs, p.addr())
 	}
-	procs := fleetPodsWithStore(t, rf.fleet, n, "redis-cluster://"+strings.Join(addrs, ","))
+	// The limiters authenticate as the kubelet would start them: the
+	// Deployment's env, resolved from the auth Secret.
+	dep := &appsv1.Deployment{}
+	eventually(t, 30*time.Second, "the limiter Deployment", func() error {
+		return k8s.Get(context.Background(), client.ObjectKey{Namespace: rf.fleet.Namespace, Name: controllers.LimiterName(rf.fleet)}, dep)
+	})
+	_, env := asKubelet(t, dep)
+	procs := fleetPodsWithEnv(t, rf.fleet, n, "redis-cluster://"+strings.Join(addrs, ","), env)
 	pol := benchPolicy(rf.fleet.Namespace, "load", rf.fleet.Name, 1)
 	pol.Spec.Rate.Limit = 1_000_000
 	pol.Spec.FailureMode = ptr.To(v1alpha1.FailClosed)
@@ -644,7 +735,7 @@ func checkKeys(t *testing.T, c *goredis.ClusterClient, prefix string, n int) {
 // append-only file, then the process exits.
 func (p *redisPod) shutdown(t *testing.T) {
 	t.Helper()
-	c := goredis.NewClient(&goredis.Options{Addr: p.addr(), MaxRetries: -1})
+	c := goredis.NewClient(&goredis.Options{Addr: p.addr(), Username: testAdmin, Password: testAdminPW, MaxRetries: -1})
 	_ = c.Shutdown(context.Background()).Err() // the connection closes as it exits
 	_ = c.Close()
 	p.srv.Stop()
@@ -734,7 +825,7 @@ func TestRedisClusterHeals(t *testing.T) {
 	restarted := time.Now()
 	for _, p := range rf.pods {
 		ip := nextRedisIP(t)
-		p.srv = redistest.StartNode(t, ip+":6379", p.dir, nodeTimeout, renderedDirectives(rf.fleet)...)
+		rf.startNode(t, p, ip)
 		setPodIP(t, rf.fleet.Namespace, p.name, ip)
 	}
 	eventually(t, 90*time.Second, "the cluster re-formed on the new addresses", func() error {
@@ -894,11 +985,14 @@ func TestRedisObjectsGoWithModeCluster(t *testing.T) {
 		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.RedisConfigMapName(f)}, &corev1.ConfigMap{}) == nil {
 			named++
 		}
+		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.RedisAuthSecretName(f)}, &corev1.Secret{}) == nil {
+			named++
+		}
 		return len(ss.Items), len(ps.Items), named
 	}
 	eventually(t, 30*time.Second, "the Redis objects applied", func() error {
-		if s, p, n := count(); s != 3 || p != 4 || n != 2 {
-			return fmt.Errorf("%d StatefulSets, %d PDBs, %d of the Service and ConfigMap", s, p, n)
+		if s, p, n := count(); s != 3 || p != 4 || n != 3 {
+			return fmt.Errorf("%d StatefulSets, %d PDBs, %d of the Service, ConfigMap and auth Secret", s, p, n)
 		}
 		return nil
 	})
@@ -906,7 +1000,7 @@ func TestRedisObjectsGoWithModeCluster(t *testing.T) {
 		`{"spec":{"redis":{"mode":"None","shards":null,"replicasPerShard":null}}}`)
 	eventually(t, 30*time.Second, "the Redis objects deleted", func() error {
 		if s, p, n := count(); s != 0 || p != 1 || n != 0 {
-			return fmt.Errorf("%d StatefulSets, %d PDBs (want only the foreign one), %d of the Service and ConfigMap", s, p, n)
+			return fmt.Errorf("%d StatefulSets, %d PDBs (want only the foreign one), %d of the Service, ConfigMap and auth Secret", s, p, n)
 		}
 		return nil
 	})

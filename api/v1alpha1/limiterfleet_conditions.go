@@ -26,7 +26,7 @@ const (
 
 	// FleetRedisReady is True when the store the limiters count in is usable:
 	// always for None and External, which the operator does not manage; for
-	// Cluster, when every slot is served.
+	// Cluster, when every slot is served and no node is near its maxmemory.
 	FleetRedisReady = "RedisReady"
 
 	// FleetSnapshotSynced is True when every ready limiter pod reports the
@@ -84,6 +84,14 @@ const (
 	// ReasonAuthFailed: a Redis node refused the password, or the password
 	// Secret is missing.
 	ReasonAuthFailed = "AuthFailed"
+	// ReasonSecretNotOwned: a Secret the operator would write for the
+	// fleet (such as <fleet>-redis-auth) exists and is not the fleet's; the
+	// operator leaves it alone and says which.
+	ReasonSecretNotOwned = "SecretNotOwned"
+	// ReasonMemoryNearLimit: a Redis node uses 90% or more of its
+	// maxmemory; beyond it, it evicts the counters nearest to expiry. The
+	// message names the pod and its usage.
+	ReasonMemoryNearLimit = "MemoryNearLimit"
 	// ReasonInvalidReply: a Redis node answered something that is not a
 	// Redis Cluster reply (or runs without cluster-enabled).
 	ReasonInvalidReply = "InvalidReply"

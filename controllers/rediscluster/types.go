@@ -114,6 +114,9 @@ type NodeStatus struct {
 	// MasterLink is a replica's master_link_status: "up" once it has
 	// synced from its master, "down" before.
 	MasterLink string
+	// UsedMemory and MaxMemory are the member's used_memory and maxmemory
+	// in bytes (INFO memory); MaxMemory 0 is unbounded.
+	UsedMemory, MaxMemory int64
 }
 
 // Result is the outcome of one pass.
