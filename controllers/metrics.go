@@ -14,7 +14,7 @@ var (
 	}, []string{"condition", "status"})
 	fleetConditions = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sluice_operator_fleet_condition",
-		Help: "1 when the LimiterFleet's condition (Ready, RedisReady, SnapshotSynced) is True, else 0, as the collector last saw it.",
+		Help: "1 when the LimiterFleet's condition (Ready, RedisReady, SnapshotSynced, RedisDataLoss) is True, else 0, as the collector last saw it.",
 	}, []string{"fleet", "condition"})
 	snapshotCompileSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "sluice_operator_snapshot_compile_seconds",
@@ -50,11 +50,16 @@ var (
 		Name: "sluice_operator_redis_maxmemory_bytes",
 		Help: "maxmemory of each node of a fleet's Redis Cluster (mode Cluster); no series for an unbounded node.",
 	}, []string{"fleet", "pod"})
+	redisDataLoss = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_operator_redis_data_loss_total",
+		Help: "Passes of the operator that found slots of a fleet's Redis Cluster whose keys are gone (a shard lost with every replica), by fleet.",
+	}, []string{"fleet"})
 )
 
 func init() {
 	registerMetrics(policiesByCondition, fleetConditions, snapshotCompileSeconds, snapshotBytes,
-		collectorErrors, collectorScrapes, collectorCycleSeconds, enforcementWrites, redisUsedMemory, redisMaxMemory)
+		collectorErrors, collectorScrapes, collectorCycleSeconds, enforcementWrites, redisDataLoss,
+		redisUsedMemory, redisMaxMemory)
 }
 
 func registerMetrics(cs ...prometheus.Collector) { metrics.Registry.MustRegister(cs...) }
@@ -67,4 +72,5 @@ func forgetFleetMetrics(fleet types.NamespacedName) {
 	collectorErrors.DeleteLabelValues(l)
 	redisUsedMemory.DeletePartialMatch(map[string]string{"fleet": l})
 	redisMaxMemory.DeletePartialMatch(map[string]string{"fleet": l})
+	redisDataLoss.DeleteLabelValues(l)
 }

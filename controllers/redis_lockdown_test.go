@@ -23,8 +23,8 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
 	dto "github.com/prometheus/client_model/go"
+	goredis "github.com/redis/go-redis/v9"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -33,10 +33,10 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/internal/storetest"
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/store"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
-	"github.com/sluice-dev/sluice/limiter/store/storetest"
 )
 
 // nodeClient is a client of one node as user (empty: no AUTH at all).
@@ -84,7 +84,7 @@ func aclLog(t testing.TB, p *redisPod) []string {
 func TestRedisClusterLockedDown(t *testing.T) {
 	ctx := context.Background()
 	rf := newRedisFleet(t, "redis-locked", "locked", 3, 1)
-	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	if n := len(f.Status.Redis.Replicas); n != 3 {
 		t.Fatalf("%d replicas in status, want 3 (replication as %s)", n, controllers.RedisReplicationUser)
 	}
@@ -173,7 +173,7 @@ func TestRedisMemoryBound(t *testing.T) {
 	rf := newRedisFleet(t, "redis-mem", "mem", 3, 0, func(f *v1alpha1.LimiterFleet) {
 		f.Spec.Redis.MaxMemory = ptr.To(resource.MustParse("8Mi"))
 	})
-	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	victim := rf.pod(t, f.Status.Redis.Primaries[0].Pod)
 	admin := victim.srv.Client(t)
 	for name, want := range map[string]string{"maxmemory": fmt.Sprint(maxMemory), "maxmemory-policy": "volatile-ttl"} {
@@ -236,8 +236,8 @@ func TestRedisMemoryBound(t *testing.T) {
 		}
 	}
 	kick()
-	f = rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ReasonMemoryNearLimit)
-	c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady)
+	f = rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.MemoryNearLimitReason)
+	c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
 	if !strings.Contains(c.Message, victim.name+" uses ") || !strings.Contains(c.Message, "of its maxmemory 8Mi") {
 		t.Errorf("RedisReady message %q does not name %s and its maxmemory", c.Message, victim.name)
 	}

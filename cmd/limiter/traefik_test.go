@@ -10,7 +10,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/sluice-dev/sluice/limiter/service"
+	"github.com/sluice-dev/sluice/limiter/server"
 )
 
 // traefikDynamic is the part of Traefik's dynamic configuration the sample
@@ -59,7 +59,7 @@ func TestTraefikSample(t *testing.T) {
 	if fa.TrustForwardHeader {
 		t.Error("trustForwardHeader is true: clients could choose their own X-Forwarded-For")
 	}
-	for _, h := range []string{service.HeaderRateLimit, service.HeaderRateLimitPolicy, service.HeaderLimit, service.HeaderRemaining, service.HeaderReset} {
+	for _, h := range []string{server.HeaderRateLimit, server.HeaderRateLimitPolicy, server.HeaderLimit, server.HeaderRemaining, server.HeaderReset} {
 		if !slices.Contains(fa.AuthResponseHeaders, h) {
 			t.Errorf("authResponseHeaders lack %s", h)
 		}
@@ -97,13 +97,13 @@ func TestTraefikSample(t *testing.T) {
 	}
 	for i := 1; i <= apiKeyLimit; i++ {
 		resp := call("traefik-key")
-		if resp.StatusCode != http.StatusOK || resp.Header.Get(service.HeaderRemaining) != strconv.Itoa(apiKeyLimit-i) {
-			t.Fatalf("call %d: %d, X-RateLimit-Remaining %q", i, resp.StatusCode, resp.Header.Get(service.HeaderRemaining))
+		if resp.StatusCode != http.StatusOK || resp.Header.Get(server.HeaderRemaining) != strconv.Itoa(apiKeyLimit-i) {
+			t.Fatalf("call %d: %d, X-RateLimit-Remaining %q", i, resp.StatusCode, resp.Header.Get(server.HeaderRemaining))
 		}
 	}
 	resp := call("traefik-key")
-	if resp.StatusCode != http.StatusForbidden || resp.Header.Get(service.HeaderRetryAfter) == "" ||
-		!strings.Contains(resp.Header.Get(service.HeaderRateLimit), `"default/requests-per-api-key";r=0`) {
+	if resp.StatusCode != http.StatusForbidden || resp.Header.Get(server.HeaderRetryAfter) == "" ||
+		!strings.Contains(resp.Header.Get(server.HeaderRateLimit), `"default/requests-per-api-key";r=0`) {
 		t.Fatalf("over the limit: %d %v, want the sample's denyStatus 403 with Retry-After and RateLimit", resp.StatusCode, resp.Header)
 	}
 }

@@ -18,10 +18,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/server"
 	"github.com/sluice-dev/sluice/limiter/service"
 	"github.com/sluice-dev/sluice/limiter/store"
+	"github.com/sluice-dev/sluice/limiter/store/localtier"
 	"github.com/sluice-dev/sluice/limiter/store/memory"
 	"github.com/sluice-dev/sluice/limiter/store/redis"
 )
@@ -95,12 +97,30 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer st.Close()
 
+	// The local tier credits its leases back to the store when it closes,
+	// so it closes first.
+	tier := localtier.New(st, localtier.Options{Logger: log})
+	defer tier.Close()
+	fallback := memory.New(memory.Options{MaxKeys: localFallbackMaxKeys})
+	defer fallback.Close()
+	bg, stopBackground := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stopBackground()
+	var topClock func() time.Time
+	if cfg.Top.K > 0 {
+		clock := service.NewCoarseClock()
+		wg.Go(func() { clock.Run(bg) })
+		topClock = clock.Now
+	}
+
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		localtier.NewCollector(tier))
 	svc := service.New(st, service.Options{Registerer: reg, Logger: log,
 		IdempotencyEntry: cfg.IdempotencyEntry, IdempotencyTTL: cfg.IdempotencyTTL,
-		ReadyPods: cfg.LocalFallbackPods, EnforcementDisabled: cfg.EnforcementDisabled, Top: cfg.Top})
-	defer svc.Close()
+		ReadyPods: cfg.LocalFallbackPods, EnforcementDisabled: cfg.EnforcementDisabled,
+		Top: cfg.Top, TopClock: topClock, LocalTier: tier, Fallback: fallback})
 	rl := newReloader(src, svc, reg, log)
 	readiness := map[string]server.ReadinessChecker{"config": rl.check,
 		"degraded": degradedCheck(svc), "enforcement": enforcementCheck(svc)}
@@ -133,21 +153,20 @@ func Run(ctx context.Context, cfg Config) error {
 		rl.onLoad(snap)
 	}
 
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := src.watch(watchCtx, rl); err != nil {
+	wg.Go(func() {
+		if err := src.watch(bg, rl); err != nil {
 			rl.watchFailed(err)
 		}
-	}()
+	})
 	err = srv.Run(ctx)
-	stopWatch()
+	stopBackground()
 	wg.Wait()
 	log.Info("Stopped")
 	return err
 }
+
+// localFallbackMaxKeys bounds the counters of failureMode Local.
+const localFallbackMaxKeys = 100_000
 
 // openStore opens the store named by cfg.Store. pinger is the store when it
 // is remote (readiness pings it); desc describes it without credentials.
@@ -161,7 +180,7 @@ func openStore(cfg Config) (st store.Store, pinger server.Pinger, desc string, e
 			return nil, nil, "", err
 		}
 		if opts.Username == "" && opts.Password == "" {
-			opts.Username, opts.Password = os.Getenv(RedisUsernameEnv), os.Getenv(RedisPasswordEnv)
+			opts.Username, opts.Password = os.Getenv(limiterwire.RedisUsernameEnv), os.Getenv(limiterwire.RedisPasswordEnv)
 		}
 		if err := redisTLS(&opts, cfg); err != nil {
 			return nil, nil, "", err
@@ -181,15 +200,6 @@ func openStore(cfg Config) (st store.Store, pinger server.Pinger, desc string, e
 		return nil, nil, "", fmt.Errorf("--store %q: want memory, redis://host:port or redis-cluster://host:port,... (rediss:// and rediss-cluster:// for TLS)", redactURL(cfg.Store))
 	}
 }
-
-// RedisUsernameEnv and RedisPasswordEnv name the environment variables a
-// Redis store takes its credentials from when its address carries none. On
-// Kubernetes they come from a Secret, so the password is in neither the pod
-// spec nor the process's arguments, and needs no URL escaping.
-const (
-	RedisUsernameEnv = "SLUICE_REDIS_USERNAME"
-	RedisPasswordEnv = "SLUICE_REDIS_PASSWORD"
-)
 
 func isRedisURL(s string) bool {
 	for _, scheme := range []string{"redis://", "rediss://", "redis-cluster://", "rediss-cluster://"} {

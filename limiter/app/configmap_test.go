@@ -50,7 +50,6 @@ current-context: x
 	defer st.Close()
 	reg := prometheus.NewRegistry()
 	svc := service.New(st, service.Options{Registerer: reg})
-	defer svc.Close()
 	rl := newReloader(src, svc, reg, slog.New(slog.DiscardHandler))
 	steps := []struct {
 		event      func()

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"testing"
 
-	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/store"
 )
@@ -32,15 +30,15 @@ metadata: {name: e, namespace: m}
 spec: {domain: d, descriptors: [{key: ip}, {key: user}], rate: {limit: 1, period: 1s}}
 `
 
-func entries(kv ...string) []*rlv3.RateLimitDescriptor_Entry {
-	var out []*rlv3.RateLimitDescriptor_Entry
+func entries(kv ...string) []config.Entry {
+	var out []config.Entry
 	for i := 0; i+1 < len(kv); i += 2 {
-		out = append(out, &rlv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+		out = append(out, config.Entry{Key: kv[i], Value: kv[i+1]})
 	}
 	return out
 }
 
-func matchIDs(d *config.Domain, es []*rlv3.RateLimitDescriptor_Entry) string {
+func matchIDs(d *config.Domain, es []config.Entry) string {
 	var ids []string
 	for _, p := range d.AppendMatches(nil, es) {
 		ids = append(ids, p.Name)
@@ -55,7 +53,7 @@ func TestMatching(t *testing.T) {
 	}
 	d := snap.Domain("d")
 	for _, tc := range []struct {
-		es   []*rlv3.RateLimitDescriptor_Entry
+		es   []config.Entry
 		want string
 	}{
 		{entries("user", "u"), "[a]"},

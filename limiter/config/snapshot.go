@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/store"
@@ -54,10 +52,17 @@ type Policy struct {
 	// identity and whatever makes stored state incompatible (algorithm and
 	// period); a changed limit or burst keeps the counters.
 	counterID string
+	// id is ID(), built once: every decided request names its policy.
+	id string
 }
 
 // ID is "namespace/name".
-func (p *Policy) ID() string { return p.Namespace + "/" + p.Name }
+func (p *Policy) ID() string {
+	if p.id == "" {
+		return p.Namespace + "/" + p.Name
+	}
+	return p.id
+}
 
 // Domain holds one domain's policies, indexed by their first descriptor key.
 type Domain struct {
@@ -142,7 +147,8 @@ func compilePolicy(src *v1alpha1.RateLimitPolicy) *Policy {
 	if !a.UsesBurst() {
 		p.Limit.Burst = p.Limit.Limit
 	}
-	p.counterID = fmt.Sprintf("%s/%s|%s|%d", p.Namespace, p.Name, a, p.Limit.Period.Microseconds())
+	p.id = p.Namespace + "/" + p.Name
+	p.counterID = fmt.Sprintf("%s|%s|%d", p.id, a, p.Limit.Period.Microseconds())
 	return p
 }
 
@@ -163,9 +169,16 @@ func Signature(spec *v1alpha1.RateLimitPolicySpec) string {
 	return fmt.Sprintf("%q|%s", spec.Domain, strings.Join(parts, ","))
 }
 
+// Entry is one key and value of a request's descriptor, whatever protocol
+// carried it (an Envoy RLS descriptor entry, an HTTP check, a forward-auth
+// mapping or a status query).
+type Entry struct {
+	Key, Value string
+}
+
 // Matches reports whether entries carry all of the policy's keys, with equal
 // values where the policy gives one. The first entry with a key counts.
-func (p *Policy) Matches(entries []*rlv3.RateLimitDescriptor_Entry) bool {
+func (p *Policy) Matches(entries []Entry) bool {
 	for i := range p.Descriptors {
 		d := &p.Descriptors[i]
 		v, ok := lookup(entries, d.Key)
@@ -179,7 +192,7 @@ func (p *Policy) Matches(entries []*rlv3.RateLimitDescriptor_Entry) bool {
 // VaryingEntries yields the request's key and value for each of the
 // policy's descriptors without a value: what tells one counter of the
 // policy from another.
-func (p *Policy) VaryingEntries(entries []*rlv3.RateLimitDescriptor_Entry) iter.Seq2[string, string] {
+func (p *Policy) VaryingEntries(entries []Entry) iter.Seq2[string, string] {
 	return func(yield func(string, string) bool) {
 		for i := range p.Descriptors {
 			if d := &p.Descriptors[i]; d.Value == nil {
@@ -192,10 +205,10 @@ func (p *Policy) VaryingEntries(entries []*rlv3.RateLimitDescriptor_Entry) iter.
 	}
 }
 
-func lookup(entries []*rlv3.RateLimitDescriptor_Entry, key string) (string, bool) {
-	for _, e := range entries {
-		if e.GetKey() == key {
-			return e.GetValue(), true
+func lookup(entries []Entry, key string) (string, bool) {
+	for i := range entries {
+		if entries[i].Key == key {
+			return entries[i].Value, true
 		}
 	}
 	return "", false
@@ -204,7 +217,7 @@ func lookup(entries []*rlv3.RateLimitDescriptor_Entry, key string) (string, bool
 // CounterKey derives the counter of this policy for a matching request: the
 // policy's identity plus the request's values for the policy's keys. kb is
 // scratch space, so a hot path allocates nothing.
-func (p *Policy) CounterKey(kb *store.KeyBuilder, entries []*rlv3.RateLimitDescriptor_Entry) store.Key {
+func (p *Policy) CounterKey(kb *store.KeyBuilder, entries []Entry) store.Key {
 	kb.Reset()
 	kb.Add(p.counterID)
 	for i := range p.Descriptors {
@@ -216,13 +229,13 @@ func (p *Policy) CounterKey(kb *store.KeyBuilder, entries []*rlv3.RateLimitDescr
 
 // AppendMatches appends the domain's policies that entries match, in the
 // snapshot's order of policies, to dst.
-func (d *Domain) AppendMatches(dst []*Policy, entries []*rlv3.RateLimitDescriptor_Entry) []*Policy {
+func (d *Domain) AppendMatches(dst []*Policy, entries []Entry) []*Policy {
 	if d == nil {
 		return dst
 	}
 	start := len(dst)
-	for i, e := range entries {
-		k := e.GetKey()
+	for i := range entries {
+		k := entries[i].Key
 		if isRepeat(entries[:i], k) {
 			continue
 		}
@@ -239,9 +252,9 @@ func (d *Domain) AppendMatches(dst []*Policy, entries []*rlv3.RateLimitDescripto
 	return dst
 }
 
-func isRepeat(earlier []*rlv3.RateLimitDescriptor_Entry, key string) bool {
-	for _, e := range earlier {
-		if e.GetKey() == key {
+func isRepeat(earlier []Entry, key string) bool {
+	for i := range earlier {
+		if earlier[i].Key == key {
 			return true
 		}
 	}

@@ -14,7 +14,6 @@ func TestWaitForVersionEndsAtShutdown(t *testing.T) {
 	st := memory.New(memory.Options{})
 	defer st.Close()
 	svc := service.New(st, service.Options{})
-	defer svc.Close()
 	s := &Server{svc: svc, loads: newLoads(nil)}
 
 	done := make(chan bool, 1)

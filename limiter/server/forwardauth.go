@@ -6,11 +6,10 @@ import (
 	"net/netip"
 	"strings"
 
-	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/service"
 )
 
@@ -87,15 +86,15 @@ func (s *Server) forwardAuth(w http.ResponseWriter, r *http.Request) {
 		s.answerMissing(w, m, missing)
 		return
 	}
-	req := &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*rlv3.RateLimitDescriptor{{Entries: entries}}}
-	s.decide(w, r, req, "", int(*m.DenyStatus))
+	req := &service.Request{Domain: domain, Descriptors: []service.Descriptor{{Entries: entries}}}
+	s.decide(w, r, req, &service.Response{}, int(*m.DenyStatus))
 }
 
 // answerMissing answers a call that lacks a value per the mapping's
 // onMissing, and counts it.
 func (s *Server) answerMissing(w http.ResponseWriter, m *v1alpha1.ForwardAuth, missing string) {
 	msg := "request lacks " + missing + ", which the forwardAuth mapping of domain " + m.Domain + " needs"
-	w.Header().Set(service.HeaderReason, msg)
+	w.Header().Set(HeaderReason, msg)
 	if *m.OnMissing == v1alpha1.OnMissingDeny {
 		s.gw.missing.WithLabelValues(m.Domain, missingDenied).Inc()
 		writeError(w, int(*m.DenyStatus), msg+" (onMissing Deny)")
@@ -109,8 +108,8 @@ func (s *Server) answerMissing(w http.ResponseWriter, m *v1alpha1.ForwardAuth, m
 // value m needs that r lacks is named in missing; a header value longer
 // than MaxForwardAuthHeader or an X-Forwarded-For that isn't a list of
 // addresses is an error.
-func forwardAuthEntries(r *http.Request, m *v1alpha1.ForwardAuth, trusted []netip.Prefix) (entries []*rlv3.RateLimitDescriptor_Entry, missing string, err error) {
-	entries = make([]*rlv3.RateLimitDescriptor_Entry, 0, len(m.Descriptors))
+func forwardAuthEntries(r *http.Request, m *v1alpha1.ForwardAuth, trusted []netip.Prefix) (entries []config.Entry, missing string, err error) {
+	entries = make([]config.Entry, 0, len(m.Descriptors))
 	for _, d := range m.Descriptors {
 		var v, want string
 		switch d.From {
@@ -133,7 +132,7 @@ func forwardAuthEntries(r *http.Request, m *v1alpha1.ForwardAuth, trusted []neti
 		if v == "" {
 			return nil, want, nil
 		}
-		entries = append(entries, &rlv3.RateLimitDescriptor_Entry{Key: d.Key, Value: v})
+		entries = append(entries, config.Entry{Key: d.Key, Value: v})
 	}
 	return entries, "", nil
 }

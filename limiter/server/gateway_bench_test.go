@@ -56,8 +56,7 @@ func BenchmarkGatewayHandlers(b *testing.B) {
 	}
 	st := memory.New(memory.Options{})
 	defer st.Close()
-	svc := service.New(st, service.Options{Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
-	defer svc.Close()
+	svc := newService(b, st, service.Options{Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
 	srv, err := server.New(svc, server.Options{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler),
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 	if err != nil {

@@ -46,13 +46,13 @@ func TestForwardAuthLimits(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("call %d: %d %s, want 200", i, resp.StatusCode, body)
 		}
-		if got, want := resp.Header.Get(service.HeaderRemaining), string(rune('0'+3-i)); got != want {
+		if got, want := resp.Header.Get(server.HeaderRemaining), string(rune('0'+3-i)); got != want {
 			t.Fatalf("call %d: X-RateLimit-Remaining %q, want %q", i, got, want)
 		}
 	}
 	resp, body := forwardAuth(t, e, http.MethodGet, "shop", traefik)
-	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get(service.HeaderRetryAfter) == "" ||
-		resp.Header.Get(service.HeaderLimit) != "3" || resp.Header.Get(service.HeaderRateLimit) == "" {
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get(server.HeaderRetryAfter) == "" ||
+		resp.Header.Get(server.HeaderLimit) != "3" || resp.Header.Get(server.HeaderRateLimit) == "" {
 		t.Fatalf("over the limit: %d %v %s, want 429 with Retry-After and the rate-limit headers", resp.StatusCode, resp.Header, body)
 	}
 	// Another key has its own counter.
@@ -161,7 +161,7 @@ func TestForwardAuthDenyStatus(t *testing.T) {
 		t.Fatalf("first: %d", resp.StatusCode)
 	}
 	resp, _ := forwardAuth(t, e, http.MethodGet, "shop-strict", h)
-	if resp.StatusCode != http.StatusForbidden || resp.Header.Get(service.HeaderRetryAfter) == "" || resp.Header.Get(service.HeaderRemaining) != "0" {
+	if resp.StatusCode != http.StatusForbidden || resp.Header.Get(server.HeaderRetryAfter) == "" || resp.Header.Get(server.HeaderRemaining) != "0" {
 		t.Fatalf("over the limit: %d %v, want 403 (denyStatus) with the rate-limit headers", resp.StatusCode, resp.Header)
 	}
 }
@@ -170,7 +170,7 @@ func TestForwardAuthMissingHeaderAllowed(t *testing.T) {
 	e := startForwardAuth(t)
 	for i := 0; i < 5; i++ { // more than per-key's limit: nothing is counted
 		resp, body := forwardAuth(t, e, http.MethodGet, "shop", map[string]string{"X-Forwarded-Uri": "/v1/items"})
-		if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get(service.HeaderReason), "header X-Api-Key") {
+		if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get(server.HeaderReason), "header X-Api-Key") {
 			t.Fatalf("call %d without X-Api-Key: %d %v %s, want 200 (onMissing Allow) naming the header", i, resp.StatusCode, resp.Header, body)
 		}
 	}
@@ -179,8 +179,8 @@ func TestForwardAuthMissingHeaderAllowed(t *testing.T) {
 	}
 	// Path is needed too: neither X-Forwarded-Uri nor X-Original-URI.
 	resp, _ := forwardAuth(t, e, http.MethodGet, "shop", map[string]string{"X-Api-Key": "k"})
-	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get(service.HeaderReason), "X-Forwarded-Uri or X-Original-URI") {
-		t.Fatalf("without a path: %d %q", resp.StatusCode, resp.Header.Get(service.HeaderReason))
+	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get(server.HeaderReason), "X-Forwarded-Uri or X-Original-URI") {
+		t.Fatalf("without a path: %d %q", resp.StatusCode, resp.Header.Get(server.HeaderReason))
 	}
 }
 

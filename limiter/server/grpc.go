@@ -10,8 +10,6 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
-
-	"github.com/sluice-dev/sluice/limiter/service"
 )
 
 // RLSServiceName is the gRPC service Envoy calls; gRPC health reports it,
@@ -19,7 +17,7 @@ import (
 const RLSServiceName = "envoy.service.ratelimit.v3.RateLimitService"
 
 // newGRPCServer registers the RLS service and gRPC health on a new server.
-func newGRPCServer(svc *service.Service, hs *health.Server, m *metrics, opts Options) *grpc.Server {
+func newGRPCServer(rls *RLS, hs *health.Server, m *metrics, opts Options) *grpc.Server {
 	gs := grpc.NewServer(
 		grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams),
 		grpc.MaxRecvMsgSize(int(opts.MaxBodyBytes)),
@@ -39,7 +37,7 @@ func newGRPCServer(svc *service.Service, hs *health.Server, m *metrics, opts Opt
 		}),
 		grpc.ChainUnaryInterceptor(observeUnary(m.grpc)),
 	)
-	rlsv3.RegisterRateLimitServiceServer(gs, svc)
+	rlsv3.RegisterRateLimitServiceServer(gs, rls)
 	healthpb.RegisterHealthServer(gs, hs)
 	return gs
 }

@@ -10,10 +10,9 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/limiter/service"
 )
 
@@ -55,10 +54,10 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/healthz", methodNotAllowed(http.MethodGet, http.MethodHead))
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("/readyz", methodNotAllowed(http.MethodGet, http.MethodHead))
-	mux.HandleFunc("GET "+AdminSnapshotPath, s.adminSnapshot)
-	mux.HandleFunc(AdminSnapshotPath, methodNotAllowed(http.MethodGet, http.MethodHead))
-	mux.HandleFunc("GET "+AdminStatsPath, s.adminStats)
-	mux.HandleFunc(AdminStatsPath, methodNotAllowed(http.MethodGet, http.MethodHead))
+	mux.HandleFunc("GET "+limiterwire.SnapshotPath, s.adminSnapshot)
+	mux.HandleFunc(limiterwire.SnapshotPath, methodNotAllowed(http.MethodGet, http.MethodHead))
+	mux.HandleFunc("GET "+limiterwire.StatsPath, s.adminStats)
+	mux.HandleFunc(limiterwire.StatsPath, methodNotAllowed(http.MethodGet, http.MethodHead))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Metrics, promhttp.HandlerOpts{
 		ErrorLog:          slogPrinter{s.log},
 		Registry:          s.opts.Metrics,
@@ -82,7 +81,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "reading request body: "+err.Error())
 		return
 	}
-	req, err := decodeCheckRequest(body, s.svc.Validate)
+	req, err := decodeCheckRequest(body, func(req *rlsv3.RateLimitRequest) error { return validateRLS(s.svc, req) })
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -92,23 +91,25 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	s.decide(w, r, req, idem, http.StatusTooManyRequests)
+	sr := getRequest(req)
+	defer putRequest(sr)
+	sr.req.IdempotencyKey = idem
+	s.decide(w, r, &sr.req, &sr.resp, http.StatusTooManyRequests)
 }
 
 // decide makes the decision and answers 200, or denyStatus when over the
-// limit, with the decision's rate-limit headers and body.
-func (s *Server) decide(w http.ResponseWriter, r *http.Request, req *rlsv3.RateLimitRequest, idem string, denyStatus int) {
-	resp, err := s.svc.Decide(r.Context(), req, idem)
-	if err != nil {
-		st := status.Convert(err)
-		writeError(w, httpStatus(st.Code()), st.Message())
+// limit, with the decision's rate-limit headers and, as the body, the JSON
+// RateLimitResponse that RLS would answer.
+func (s *Server) decide(w http.ResponseWriter, r *http.Request, req *service.Request, resp *service.Response, denyStatus int) {
+	if err := s.svc.DecideInto(r.Context(), req, resp); err != nil {
+		writeError(w, httpStatus(err), err.Error())
 		return
 	}
 	code := http.StatusOK
-	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+	if resp.OverLimit {
 		code = denyStatus
 	}
-	s.writeDecision(w, resp, code)
+	s.writeDecision(w, toRLS(resp, s.rls.jitter), code)
 }
 
 // writeDecision answers code with the decision's rate-limit headers and the
@@ -153,22 +154,12 @@ func idempotencyKey(h http.Header) (string, error) {
 	return vs[0], nil
 }
 
-// httpStatus maps a gRPC status code from the service to HTTP.
-func httpStatus(c codes.Code) int {
-	switch c {
-	case codes.InvalidArgument, codes.OutOfRange:
+// httpStatus maps an error of the service to HTTP.
+func httpStatus(err error) int {
+	if errors.Is(err, service.ErrInvalidArgument) {
 		return http.StatusBadRequest
-	case codes.ResourceExhausted:
-		return http.StatusTooManyRequests
-	case codes.Unavailable:
-		return http.StatusServiceUnavailable
-	case codes.DeadlineExceeded:
-		return http.StatusGatewayTimeout
-	case codes.Canceled:
-		return 499 // client closed the request; nobody reads it
-	default:
-		return http.StatusInternalServerError
 	}
+	return http.StatusInternalServerError
 }
 
 // readyz answers 200 when a snapshot is loaded and every readiness check

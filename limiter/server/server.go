@@ -1,7 +1,10 @@
-// Package server wires the limiter's listeners around a service.Service:
-// Envoy RLS v3 and gRPC health on one port; the HTTP check API, /healthz,
-// /readyz and /metrics on another. It holds no limiting logic: both
-// protocols call the same Service.ShouldRateLimit.
+// Package server holds the limiter's protocol adapters around a
+// service.Service, and wires their listeners: Envoy RLS v3 (rls.go) and
+// gRPC health on one port; the HTTP check, forward-auth, status peek,
+// admin endpoints, /healthz, /readyz and /metrics on another. It holds no
+// limiting logic: every adapter maps its request to a service.Request,
+// calls Service.Decide (or Peek), and maps the service.Response (rls.go,
+// headers.go) or error (ErrInvalidArgument: InvalidArgument, 400) back.
 package server
 
 import (
@@ -46,7 +49,7 @@ type Options struct {
 	// loaded), by name: e.g. "store" pinging Redis.
 	Readiness map[string]ReadinessChecker
 	// SnapshotSource names where snapshots come from and the last error
-	// loading one ("" when none), for AdminSnapshotPath; nil leaves both
+	// loading one ("" when none), for limiterwire.SnapshotPath; nil leaves both
 	// empty.
 	SnapshotSource func() (source, lastError string)
 	// StoreStatus, when set, checks the counter store for the admin
@@ -68,11 +71,16 @@ type Options struct {
 	// ShutdownTimeout bounds how long Run waits for calls in flight after
 	// its context ends before closing connections; 0 means 10s.
 	ShutdownTimeout time.Duration
+	// RetryAfterJitter adds up to this fraction of Retry-After, in whole
+	// seconds, so that denied clients don't come back in lockstep. 0 means
+	// 0.1; negative disables jitter.
+	RetryAfterJitter float64
 }
 
 // Server runs the gRPC and HTTP listeners of one limiter.
 type Server struct {
 	svc          *service.Service
+	rls          *RLS
 	opts         Options
 	log          *slog.Logger
 	metrics      *metrics
@@ -111,6 +119,7 @@ func New(svc *service.Service, opts Options) (*Server, error) {
 	}
 	s := &Server{
 		svc:     svc,
+		rls:     NewRLS(svc, opts.RetryAfterJitter),
 		opts:    opts,
 		log:     opts.Logger,
 		metrics: newMetrics(opts.Metrics),
@@ -121,7 +130,7 @@ func New(svc *service.Service, opts Options) (*Server, error) {
 	}
 	s.loads = newLoads(svc.Snapshot())
 	setServing(s.health, svc.Snapshot() != nil)
-	s.grpc = newGRPCServer(svc, s.health, s.metrics, opts)
+	s.grpc = newGRPCServer(s.rls, s.health, s.metrics, opts)
 	s.http = &http.Server{
 		Handler:           s.routes(),
 		ReadHeaderTimeout: 5 * time.Second,

@@ -26,13 +26,14 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/server"
 	"github.com/sluice-dev/sluice/limiter/service"
 	"github.com/sluice-dev/sluice/limiter/store"
+	"github.com/sluice-dev/sluice/limiter/store/localtier"
 	"github.com/sluice-dev/sluice/limiter/store/memory"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
 )
 
 const samplePolicies = "../../config/samples/policies.yaml"
@@ -85,6 +86,23 @@ type envOptions struct {
 	trusted   []netip.Prefix   // Options.TrustedProxies
 }
 
+// newService is a service on st as limiter/app wires it: with a local tier
+// and a memory store for failureMode Local, closed at the end of the test.
+func newService(tb testing.TB, st store.Store, opts service.Options) *service.Service {
+	tb.Helper()
+	tier := localtier.New(st, localtier.Options{})
+	fallback := memory.New(memory.Options{})
+	tb.Cleanup(func() {
+		_ = tier.Close()
+		_ = fallback.Close()
+	})
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(localtier.NewCollector(tier))
+	}
+	opts.LocalTier, opts.Fallback = tier, fallback
+	return service.New(st, opts)
+}
+
 func start(t *testing.T, o envOptions) *env {
 	t.Helper()
 	st := o.store
@@ -94,8 +112,7 @@ func start(t *testing.T, o envOptions) *env {
 		st = m
 	}
 	reg := prometheus.NewRegistry()
-	svc := service.New(st, service.Options{Registerer: reg})
-	t.Cleanup(func() { _ = svc.Close() })
+	svc := newService(t, st, service.Options{Registerer: reg})
 	srv, err := server.New(svc, server.Options{
 		GRPCAddr:  "127.0.0.1:0",
 		HTTPAddr:  "127.0.0.1:0",
@@ -644,7 +661,6 @@ func TestShutdown(t *testing.T) {
 	m := memory.New(memory.Options{})
 	defer m.Close()
 	svc := service.New(m, service.Options{})
-	defer svc.Close()
 	srv, err := server.New(svc, server.Options{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
@@ -695,7 +711,6 @@ func TestShutdownHealth(t *testing.T) {
 	m := memory.New(memory.Options{})
 	defer m.Close()
 	svc := service.New(m, service.Options{})
-	defer svc.Close()
 	srv, err := server.New(svc, server.Options{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/service"
 	"github.com/sluice-dev/sluice/limiter/store/memory"
@@ -36,7 +33,6 @@ func benchServiceWith(b *testing.B, algorithm string, opts service.Options) *ser
 	st := memory.New(memory.Options{})
 	b.Cleanup(func() { _ = st.Close() })
 	svc := service.New(st, opts)
-	b.Cleanup(func() { _ = svc.Close() })
 	svc.Swap(snap)
 	return svc
 }
@@ -47,7 +43,7 @@ func BenchmarkCheck(b *testing.B) {
 	for _, a := range []string{"TokenBucket", "GCRA", "SlidingWindow", "FixedWindow"} {
 		b.Run(a, func(b *testing.B) {
 			svc := benchService(b, a)
-			entries := []*rlv3.RateLimitDescriptor_Entry{{Key: "user_id", Value: "user-42"}, {Key: "path", Value: "/v1/charges"}}
+			entries := []config.Entry{{Key: "user_id", Value: "user-42"}, {Key: "path", Value: "/v1/charges"}}
 			ctx := context.Background()
 			svc.Check(ctx, "bench", entries, 1)
 			b.ReportAllocs()
@@ -64,19 +60,24 @@ func BenchmarkCheck(b *testing.B) {
 // BenchmarkCheckCounting is BenchmarkCheck (TokenBucket) with and without
 // the per-policy stats of the admin stats endpoint, in one run, so that
 // their ratio is what counting costs (the budget is 2%), and with the
-// hottest-descriptors sketch on (off by default) for what that costs.
+// hottest-descriptors sketch on (off by default) for what that costs, on
+// the coarse clock limiter/app gives it.
 func BenchmarkCheckCounting(b *testing.B) {
+	clock := service.NewCoarseClock()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go clock.Run(ctx)
 	for _, v := range []struct {
 		name string
 		opts service.Options
 	}{
 		{"stats=off", service.Options{DisablePolicyStats: true}},
 		{"stats=on", service.Options{}},
-		{"stats=on,top=10", service.Options{Top: service.TopOptions{K: 10}}},
+		{"stats=on,top=10", service.Options{Top: service.TopOptions{K: 10}, TopClock: clock.Now}},
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			svc := benchServiceWith(b, "TokenBucket", v.opts)
-			entries := []*rlv3.RateLimitDescriptor_Entry{{Key: "user_id", Value: "user-42"}, {Key: "path", Value: "/v1/charges"}}
+			entries := []config.Entry{{Key: "user_id", Value: "user-42"}, {Key: "path", Value: "/v1/charges"}}
 			ctx := context.Background()
 			svc.Check(ctx, "bench", entries, 1)
 			b.ReportAllocs()
@@ -90,16 +91,17 @@ func BenchmarkCheckCounting(b *testing.B) {
 	}
 }
 
-// BenchmarkShouldRateLimit adds request validation and the RLS response.
-func BenchmarkShouldRateLimit(b *testing.B) {
+// BenchmarkDecide adds request validation and the Response to Check;
+// limiter/server's BenchmarkShouldRateLimit adds the RLS mapping.
+func BenchmarkDecide(b *testing.B) {
 	svc := benchService(b, "TokenBucket")
-	req := &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{
+	req := &service.Request{Domain: "bench", Descriptors: []service.Descriptor{{Entries: []config.Entry{
 		{Key: "user_id", Value: "user-42"}, {Key: "path", Value: "/v1/charges"}}}}}
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := svc.ShouldRateLimit(ctx, req); err != nil {
+			if _, err := svc.Decide(ctx, req); err != nil {
 				b.Fatal(err)
 			}
 		}

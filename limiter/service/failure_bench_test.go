@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/service"
 )
@@ -30,10 +28,9 @@ spec:
 			if err != nil {
 				b.Fatal(err)
 			}
-			svc := service.New(st, service.Options{})
-			defer svc.Close()
+			svc := service.New(st, service.Options{Fallback: memoryStore(b)})
 			svc.Swap(snap)
-			entries := []*rlv3.RateLimitDescriptor_Entry{{Key: "user_id", Value: "user-42"}}
+			entries := []config.Entry{{Key: "user_id", Value: "user-42"}}
 			ctx := context.Background()
 			for range 100 { // trip the breaker
 				svc.Check(ctx, "bench", entries, 1)

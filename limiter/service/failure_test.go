@@ -7,13 +7,10 @@ import (
 	"testing"
 	"time"
 
-	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-
+	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/service"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
 )
 
 // downStore is a Redis store whose server has been killed.
@@ -61,10 +58,11 @@ func TestLocalEnforcesTheShareOfReadyPods(t *testing.T) {
 		allowed := 0
 		for range 30 {
 			r := call(t, svc, "modes", 0, desc("local", user))
-			if r.OverallCode == rlsv3.RateLimitResponse_OK {
+			if got := r.Reported.Reason; got != service.ReasonLocal {
+				t.Fatalf("local decision with reason %q", got)
+			}
+			if !r.OverLimit {
 				allowed++
-			} else if got := header(r, "X-Sluice-Reason"); got != service.ReasonLocal {
-				t.Fatalf("local denial with reason %q", got)
 			}
 		}
 		if allowed != tc.want {
@@ -83,19 +81,16 @@ func TestLocalEnforcesTheShareOfReadyPods(t *testing.T) {
 	}
 }
 
-// Closed says why it denied: in a header and in the RLS dynamic metadata.
+// Closed says why it denied, and which policy did (the adapters put both
+// in a header and in the RLS dynamic metadata).
 func TestClosedDenialCarriesTheReason(t *testing.T) {
 	svc, reg := newService(t, downStore(t))
 	r := call(t, svc, "modes", 0, desc("closed", "x"))
-	if r.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || r.Statuses[0].Code != rlsv3.RateLimitResponse_OVER_LIMIT {
-		t.Fatalf("Closed with Redis down: %v", r)
+	if !r.OverLimit || !r.Decisions[0].OverLimit || r.Reported != r.Decisions[0] {
+		t.Fatalf("Closed with Redis down: %+v", r)
 	}
-	if got := header(r, "X-Sluice-Reason"); got != service.ReasonFailedClosed {
-		t.Errorf("X-Sluice-Reason %q", got)
-	}
-	md := r.GetDynamicMetadata().AsMap()
-	if md["reason"] != service.ReasonFailedClosed || md["policy"] != "modes/closed" {
-		t.Errorf("dynamic metadata %v", md)
+	if r.Reported.Reason != service.ReasonFailedClosed || policyOf(r.Reported) != "modes/closed" {
+		t.Errorf("reported %+v", r.Reported)
 	}
 	if got := decisions(t, reg, "modes/closed", "failed_closed"); got != 1 {
 		t.Errorf("failed_closed = %v", got)
@@ -110,8 +105,8 @@ func TestKillSwitch(t *testing.T) {
 	for range 5 {
 		call(t, svc, "shop", 0, desc("user", "kim"))
 	}
-	if r := call(t, svc, "shop", 0, desc("user", "kim")); r.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
-		t.Fatalf("6th request with enforcement on: %v", r.OverallCode)
+	if r := call(t, svc, "shop", 0, desc("user", "kim")); !r.OverLimit {
+		t.Fatalf("6th request with enforcement on: %+v", r)
 	}
 	svc.SetEnforcement(false)
 	if svc.Enforcing() || !strings.Contains(svc.EnforcementDetail(), "--enforcement=disabled") {
@@ -119,16 +114,16 @@ func TestKillSwitch(t *testing.T) {
 	}
 	for i := range 3 {
 		r := call(t, svc, "shop", 0, desc("user", "kim"))
-		if r.OverallCode != rlsv3.RateLimitResponse_OK || len(r.ResponseHeadersToAdd) != 0 {
-			t.Fatalf("request %d with the kill switch: %v", i, r)
+		if r.OverLimit || r.Reported.Policy != nil {
+			t.Fatalf("request %d with the kill switch: %+v", i, r)
 		}
 	}
 	if got := decisions(t, reg, "shop/per-user", "shadow_limited"); got != 3 {
 		t.Errorf("shadow_limited = %v, want 3", got)
 	}
 	svc.SetEnforcement(true)
-	if r := call(t, svc, "shop", 0, desc("user", "kim")); r.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
-		t.Fatalf("enforcement back on: %v", r.OverallCode)
+	if r := call(t, svc, "shop", 0, desc("user", "kim")); !r.OverLimit {
+		t.Fatalf("enforcement back on: %+v", r)
 	}
 
 	// The fleet's switch, in the snapshot.
@@ -140,15 +135,15 @@ func TestKillSwitch(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc.Swap(off)
-	if r := call(t, svc, "shop", 0, desc("user", "kim")); r.OverallCode != rlsv3.RateLimitResponse_OK {
-		t.Fatalf("snapshot disables enforcement: %v", r.OverallCode)
+	if r := call(t, svc, "shop", 0, desc("user", "kim")); r.OverLimit {
+		t.Fatalf("snapshot disables enforcement: %+v", r)
 	}
 	if !strings.Contains(svc.EnforcementDetail(), "snapshot") {
 		t.Errorf("detail %q", svc.EnforcementDetail())
 	}
 	svc.Swap(load(t))
-	if r := call(t, svc, "shop", 0, desc("user", "kim")); r.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
-		t.Fatalf("snapshot enables enforcement again: %v", r.OverallCode)
+	if r := call(t, svc, "shop", 0, desc("user", "kim")); !r.OverLimit {
+		t.Fatalf("snapshot enables enforcement again: %+v", r)
 	}
 
 	// Switching under load is safe (-race) and takes effect at once.
@@ -163,7 +158,7 @@ func TestKillSwitch(t *testing.T) {
 				case <-stop:
 					return
 				default:
-					_, _ = svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "shop", Descriptors: []*rlv3.RateLimitDescriptor{desc("user", "kim")}})
+					_, _ = svc.Decide(context.Background(), &service.Request{Domain: "shop", Descriptors: []service.Descriptor{desc("user", "kim")}})
 				}
 			}
 		}()
@@ -174,7 +169,7 @@ func TestKillSwitch(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	svc.SetEnforcement(true)
-	if r := call(t, svc, "shop", 0, desc("user", "kim")); r.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
-		t.Fatalf("after toggling: %v", r.OverallCode)
+	if r := call(t, svc, "shop", 0, desc("user", "kim")); !r.OverLimit {
+		t.Fatalf("after toggling: %+v", r)
 	}
 }

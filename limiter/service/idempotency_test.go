@@ -2,22 +2,18 @@ package service_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
+	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/service"
 	"github.com/sluice-dev/sluice/limiter/store"
-	"github.com/sluice-dev/sluice/limiter/store/memory"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
 )
 
 // Two domains with the same descriptor key, for keys that must not collide
@@ -45,12 +41,9 @@ spec:
 func idemService(t *testing.T, st store.Store, ttl time.Duration) *service.Service {
 	t.Helper()
 	if st == nil {
-		m := memory.New(memory.Options{})
-		t.Cleanup(func() { _ = m.Close() })
-		st = m
+		st = memoryStore(t)
 	}
-	svc := service.New(st, service.Options{Registerer: prometheus.NewRegistry(), RetryAfterJitter: -1, IdempotencyTTL: ttl})
-	t.Cleanup(func() { _ = svc.Close() })
+	svc := service.New(st, service.Options{Registerer: prometheus.NewRegistry(), IdempotencyTTL: ttl})
 	snap, err := config.Parse("inline", []byte(twoDomains))
 	if err != nil {
 		t.Fatal(err)
@@ -59,16 +52,16 @@ func idemService(t *testing.T, st store.Store, ttl time.Duration) *service.Servi
 	return svc
 }
 
-func decideKey(t *testing.T, svc *service.Service, domain, user, key string) *rlsv3.RateLimitResponse {
+func decideKey(t *testing.T, svc *service.Service, domain, user, key string) service.Response {
 	t.Helper()
-	resp, err := svc.Decide(context.Background(), &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*rlv3.RateLimitDescriptor{desc("user", user)}}, key)
+	resp, err := svc.Decide(context.Background(), &service.Request{Domain: domain, Descriptors: []service.Descriptor{desc("user", user)}, IdempotencyKey: key})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return resp
 }
 
-func remaining(r *rlsv3.RateLimitResponse) uint32 { return r.Statuses[0].LimitRemaining }
+func remaining(r service.Response) int64 { return r.Decisions[0].Result.Remaining }
 
 // 1,000 retries of one key cost one unit, on the memory store and on real
 // Redis (where the record is kept by the decision's own script).
@@ -83,13 +76,13 @@ func TestThousandRetriesCostOneUnit(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			svc := idemService(t, st, 0)
 			first := decideKey(t, svc, "orders", "ann", "charge-1")
-			if first.OverallCode != rlsv3.RateLimitResponse_OK || remaining(first) != 4 || header(first, "Idempotent-Replayed") != "" {
-				t.Fatalf("first: %v", first)
+			if first.OverLimit || remaining(first) != 4 || first.Replayed {
+				t.Fatalf("first: %+v", first)
 			}
 			for i := range 1000 {
 				r := decideKey(t, svc, "orders", "ann", "charge-1")
-				if r.OverallCode != rlsv3.RateLimitResponse_OK || remaining(r) != 4 || header(r, "Idempotent-Replayed") != "true" {
-					t.Fatalf("retry %d: %v", i, r)
+				if r.OverLimit || remaining(r) != 4 || !r.Replayed {
+					t.Fatalf("retry %d: %+v", i, r)
 				}
 			}
 			if r := decideKey(t, svc, "orders", "ann", ""); remaining(r) != 3 {
@@ -100,8 +93,8 @@ func TestThousandRetriesCostOneUnit(t *testing.T) {
 			withEntry := desc("user", "ann", "idempotency_key", "charge-2")
 			for i := range 3 {
 				r := call(t, svc, "orders", 0, withEntry)
-				if r.OverallCode != rlsv3.RateLimitResponse_OK || remaining(r) != 2 || (i > 0) != (header(r, "Idempotent-Replayed") == "true") {
-					t.Fatalf("RLS entry, request %d: %v", i, r)
+				if r.OverLimit || remaining(r) != 2 || (i > 0) != r.Replayed {
+					t.Fatalf("RLS entry, request %d: %+v", i, r)
 				}
 			}
 		})
@@ -114,8 +107,8 @@ func TestIdempotencyKeysAreScoped(t *testing.T) {
 	svc := idemService(t, nil, 0)
 	for _, tc := range []struct{ domain, user string }{{"orders", "bo"}, {"refunds", "bo"}, {"orders", "cy"}} {
 		r := decideKey(t, svc, tc.domain, tc.user, "same-key")
-		if remaining(r) != 4 || header(r, "Idempotent-Replayed") != "" {
-			t.Errorf("%s/%s with a key used elsewhere: %v", tc.domain, tc.user, r)
+		if remaining(r) != 4 || r.Replayed {
+			t.Errorf("%s/%s with a key used elsewhere: %+v", tc.domain, tc.user, r)
 		}
 	}
 }
@@ -127,7 +120,7 @@ func TestIdempotencyRecordExpires(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		r := decideKey(t, svc, "orders", "di", "k")
-		if header(r, "Idempotent-Replayed") == "" {
+		if !r.Replayed {
 			if remaining(r) != 3 {
 				t.Fatalf("after expiry: %d remaining, want 3", remaining(r))
 			}
@@ -144,23 +137,26 @@ func TestIdempotencyRecordExpires(t *testing.T) {
 func TestBadIdempotencyKeys(t *testing.T) {
 	svc := idemService(t, nil, 0)
 	long := strings.Repeat("k", 257)
-	if _, err := svc.Decide(context.Background(), &rlsv3.RateLimitRequest{Domain: "orders", Descriptors: []*rlv3.RateLimitDescriptor{desc("user", "ed")}}, long); status.Code(err) != codes.InvalidArgument ||
+	withKey := func(k string) *service.Request {
+		return &service.Request{Domain: "orders", Descriptors: []service.Descriptor{desc("user", "ed")}, IdempotencyKey: k}
+	}
+	if _, err := svc.Decide(context.Background(), withKey(long)); !errors.Is(err, service.ErrInvalidArgument) ||
 		!strings.Contains(err.Error(), "Idempotency-Key: idempotency key is 257 bytes long, the maximum is 256") {
 		t.Errorf("257-byte key: %v", err)
 	}
-	if _, err := svc.Decide(context.Background(), &rlsv3.RateLimitRequest{Domain: "orders", Descriptors: []*rlv3.RateLimitDescriptor{desc("user", "ed")}}, long[:256]); err != nil {
+	if _, err := svc.Decide(context.Background(), withKey(long[:256])); err != nil {
 		t.Errorf("256-byte key: %v", err)
 	}
 	for _, tc := range []struct {
-		d    *rlv3.RateLimitDescriptor
+		d    service.Descriptor
 		want string
 	}{
 		{desc("user", "ed", "idempotency_key", long), "descriptors[0].entries[1] (idempotency_key): idempotency key is 257 bytes long, the maximum is 256"},
 		{desc("user", "ed", "idempotency_key", ""), "descriptors[0].entries[1] (idempotency_key) is empty"},
 		{desc("idempotency_key", "a", "user", "ed", "idempotency_key", "b"), "descriptors[0] has more than one idempotency_key entry"},
 	} {
-		_, err := svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "orders", Descriptors: []*rlv3.RateLimitDescriptor{tc.d}})
-		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
+		_, err := svc.Decide(context.Background(), &service.Request{Domain: "orders", Descriptors: []service.Descriptor{tc.d}})
+		if !errors.Is(err, service.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want InvalidArgument %q", tc.d, err, tc.want)
 		}
 	}

@@ -9,30 +9,50 @@ import (
 	"github.com/sluice-dev/sluice/limiter/store/localtier"
 )
 
-// take decides req in the store, through the local tier for a policy in
-// two-tier mode.
-func (s *Service) take(ctx context.Context, c *policyCounters, req store.Request) (algo.Result, error) {
-	if c.tier != nil {
-		return s.tier.Take(ctx, c.tier, req)
+// swapLocalTier installs the two-tier settings of snap's policies with
+// spec.localTier enabled in the local tier, and returns them by policy ID;
+// nil without a local tier.
+func (s *Service) swapLocalTier(snap *config.Snapshot) map[string]*localtier.Policy {
+	if s.tier == nil {
+		return nil
 	}
-	return s.store.Take(ctx, req)
-}
-
-// localTierConfigs are the two-tier settings of snap's policies with
-// spec.localTier enabled.
-func localTierConfigs(snap *config.Snapshot) []localtier.PolicyConfig {
-	var out []localtier.PolicyConfig
+	var cfgs []localtier.PolicyConfig
 	for _, p := range snap.Policies {
 		if p.Spec.LocalTierEnabled() {
-			out = append(out, localtier.PolicyConfig{ID: p.ID(), Limit: p.Limit, Tier: p.Spec.LocalTier})
+			cfgs = append(cfgs, localtier.PolicyConfig{ID: p.ID(), Limit: p.Limit, Tier: p.Spec.LocalTier})
 		}
 	}
-	return out
+	return s.tier.Swap(cfgs)
 }
 
+// policyStore is a policy's way to its counters: the local tier for a
+// policy in two-tier mode (tp set), else the store.
+func (s *Service) policyStore(tp *localtier.Policy) store.Store {
+	if tp == nil {
+		return s.store
+	}
+	return tierStore{tier: s.tier, policy: tp}
+}
+
+// tierStore is one policy's view of the local tier, as a store.
+type tierStore struct {
+	tier   *localtier.Tier
+	policy *localtier.Policy
+}
+
+func (t tierStore) Take(ctx context.Context, req store.Request) (algo.Result, error) {
+	return t.tier.Take(ctx, t.policy, req)
+}
+
+// Close does nothing: the tier is the service's caller's.
+func (t tierStore) Close() error { return nil }
+
 // LocalTierStats are the two-tier figures of the loaded policies in
-// two-tier mode, by policy ID (namespace/name).
+// two-tier mode, by policy ID (namespace/name); empty without a local tier.
 func (s *Service) LocalTierStats() map[string]localtier.Stats {
+	if s.tier == nil {
+		return map[string]localtier.Stats{}
+	}
 	st := s.tier.Stats()
 	out := make(map[string]localtier.Stats, len(st))
 	for _, p := range st {
@@ -40,6 +60,3 @@ func (s *Service) LocalTierStats() map[string]localtier.Stats {
 	}
 	return out
 }
-
-// LocalTier is the service's local tier.
-func (s *Service) LocalTier() *localtier.Tier { return s.tier }

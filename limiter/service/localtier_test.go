@@ -2,23 +2,24 @@ package service_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
-	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/internal/storetest"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/service"
+	"github.com/sluice-dev/sluice/limiter/store"
+	"github.com/sluice-dev/sluice/limiter/store/localtier"
 	"github.com/sluice-dev/sluice/limiter/store/memory"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
-	"github.com/sluice-dev/sluice/limiter/store/storetest"
 )
 
 // tierSnapshot compiles one policy per algorithm that can lease, on keys
@@ -45,8 +46,31 @@ func tierSnapshot(t testing.TB, period time.Duration, lt *v1alpha1.LocalTier) *c
 	return snap
 }
 
-func tierRequest(key string, hits uint32) *rlsv3.RateLimitRequest {
-	return &rlsv3.RateLimitRequest{Domain: "tier", Descriptors: []*rlv3.RateLimitDescriptor{desc(key, "u1")}, HitsAddend: hits}
+func tierRequest(key string, hits uint64) *service.Request {
+	return &service.Request{Domain: "tier", Descriptors: []service.Descriptor{desc(key, "u1")}, HitsAddend: hits}
+}
+
+// tierService is a service on st with a local tier in front of it, whose
+// metrics go to reg (nil: none).
+func tierService(t testing.TB, st store.Store, reg *prometheus.Registry) *service.Service {
+	t.Helper()
+	tier := localtier.New(st, localtier.Options{})
+	t.Cleanup(func() { _ = tier.Close() })
+	opts := service.Options{LocalTier: tier}
+	if reg != nil {
+		reg.MustRegister(localtier.NewCollector(tier))
+		opts.Registerer = reg
+	}
+	return service.New(st, opts)
+}
+
+// summary is what a response says, policy by name.
+func summary(r service.Response) string {
+	out := fmt.Sprintf("over %v replayed %v reported %s %+v", r.OverLimit, r.Replayed, policyOf(r.Reported), r.Reported.Result)
+	for _, d := range r.Decisions {
+		out += fmt.Sprintf("; %s %+v over %v reason %q", policyOf(d), d.Result, d.OverLimit, d.Reason)
+	}
+	return out
 }
 
 // On the memory store, which is exact, localTier changes nothing: the
@@ -56,8 +80,7 @@ func TestLocalTierOnMemoryIsExact(t *testing.T) {
 	newSvc := func(lt *v1alpha1.LocalTier) *service.Service {
 		m := memory.New(memory.Options{Clock: clock.Now, SweepInterval: -1})
 		t.Cleanup(func() { _ = m.Close() })
-		svc := service.New(m, service.Options{RetryAfterJitter: -1})
-		t.Cleanup(func() { _ = svc.Close() })
+		svc := tierService(t, m, nil)
 		svc.Swap(tierSnapshot(t, 10*time.Second, lt))
 		return svc
 	}
@@ -67,14 +90,14 @@ func TestLocalTierOnMemoryIsExact(t *testing.T) {
 	for i := range 300 {
 		now = now.Add(time.Duration(i%5) * 173 * time.Millisecond)
 		clock.Set(now)
-		req := tierRequest(string(rune('a'+i%4)), uint32(1+i%3))
-		want, err1 := exact.ShouldRateLimit(context.Background(), req)
-		got, err2 := tiered.ShouldRateLimit(context.Background(), req)
+		req := tierRequest(string(rune('a'+i%4)), uint64(1+i%3))
+		want, err1 := exact.Decide(context.Background(), req)
+		got, err2 := tiered.Decide(context.Background(), req)
 		if err1 != nil || err2 != nil {
 			t.Fatal(err1, err2)
 		}
-		if got.String() != want.String() {
-			t.Fatalf("step %d: with localTier\n%v\nwithout\n%v", i, got, want)
+		if summary(got) != summary(want) {
+			t.Fatalf("step %d: with localTier\n%v\nwithout\n%v", i, summary(got), summary(want))
 		}
 	}
 	for id, st := range tiered.LocalTierStats() {
@@ -94,18 +117,17 @@ func TestLocalTierOnRedis(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = rs.Close() })
 	reg := prometheus.NewRegistry()
-	svc := service.New(rs, service.Options{Registerer: reg, RetryAfterJitter: -1})
-	t.Cleanup(func() { _ = svc.Close() })
+	svc := tierService(t, rs, reg)
 	// An hour's period: refill while the test runs is a unit per 3 minutes.
 	snap := tierSnapshot(t, time.Hour, &v1alpha1.LocalTier{Enabled: ptr.To(true), MaxOvershoot: ptr.To(intstr.FromInt32(3))})
 	svc.Swap(snap)
 	allowed := 0
 	for range 30 {
-		resp, err := svc.ShouldRateLimit(context.Background(), tierRequest("a", 1))
+		resp, err := svc.Decide(context.Background(), tierRequest("a", 1))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp.OverallCode == rlsv3.RateLimitResponse_OK {
+		if !resp.OverLimit {
 			allowed++
 		}
 	}
@@ -124,9 +146,11 @@ func TestLocalTierOnRedis(t *testing.T) {
 		t.Fatalf("sluice_local_tier_overshoot_bound = %v, want 3", got)
 	}
 	// A peek goes to Redis exactly and consumes nothing.
-	resp, err := svc.ShouldRateLimit(context.Background(), tierRequest("a", 0))
-	if err != nil || resp.Statuses[0].LimitRemaining > 3 {
-		t.Fatalf("peek: %v %v", resp, err)
+	peek := tierRequest("a", 0)
+	peek.Descriptors[0].HasHitsAddend = true
+	resp, err := svc.Decide(context.Background(), peek)
+	if err != nil || resp.Decisions[0].Result.Remaining > 3 {
+		t.Fatalf("peek: %+v %v", resp, err)
 	}
 }
 

@@ -2,11 +2,8 @@ package service
 
 import (
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/sluice-dev/sluice/limiter/store/localtier"
 )
 
 // Decision results, the "result" label of sluice_decisions_total.
@@ -27,33 +24,6 @@ type metrics struct {
 	snapshotPolicies prometheus.Gauge
 	enforcement      prometheus.Gauge
 	readyPods        prometheus.Gauge
-}
-
-// policyCounters are one policy's resolved counters, so the request path
-// never looks labels up.
-type policyCounters struct {
-	// stats count the decisions, for sluice_decisions_total and the admin
-	// stats endpoint alike; nil with Options.DisablePolicyStats.
-	stats         *policyStats
-	lastShadowLog atomic.Int64
-	// The current degraded episode (Unix ns): its first and last fallback
-	// decisions and their count.
-	degradedSince, lastFallback, fallbacks atomic.Int64
-
-	// tier is the policy's two-tier settings, nil unless spec.localTier
-	// is enabled.
-	tier *localtier.Policy
-}
-
-// noteFallback records a decision made by the failure mode. An episode
-// starts when the last fallback is older than DegradedWindow.
-func (c *policyCounters) noteFallback() {
-	now := time.Now().UnixNano()
-	if last := c.lastFallback.Swap(now); now-last > int64(DegradedWindow) {
-		c.degradedSince.Store(now)
-		c.fallbacks.Store(0)
-	}
-	c.fallbacks.Add(1)
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -107,7 +77,7 @@ func (d decisionsCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, p := range l.snap.Policies {
-		st := l.counters[p].stats
+		st := l.policies[p].stats
 		if st == nil {
 			continue
 		}

@@ -5,8 +5,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/store"
@@ -104,7 +102,7 @@ func (st *policyStats) count(dec *Decision, l algo.Limit, shadow bool) {
 }
 
 // countTop adds one decision of the counter key to the hottest values.
-func (st *policyStats) countTop(now time.Time, key store.Key, p *config.Policy, entries []*rlv3.RateLimitDescriptor_Entry, dec *Decision) {
+func (st *policyStats) countTop(now time.Time, key store.Key, p *config.Policy, entries []config.Entry, dec *Decision) {
 	if st == nil || st.top == nil || dec.Reason != "" {
 		return
 	}

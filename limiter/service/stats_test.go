@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -68,7 +67,7 @@ func TestPolicyStatsSurviveSwaps(t *testing.T) {
 	t.Cleanup(func() { _ = st.Close() })
 	svc := service.New(st, service.Options{})
 	svc.Swap(statsSnapshot(t, 1))
-	entries := []*rlv3.RateLimitDescriptor_Entry{{Key: "user", Value: "kim"}}
+	entries := []config.Entry{{Key: "user", Value: "kim"}}
 	ctx := context.Background()
 	for range 8 {
 		svc.Check(ctx, "shop", entries, 1)
@@ -114,8 +113,8 @@ func TestPolicyStatsHottest(t *testing.T) {
 	st := memory.New(memory.Options{})
 	t.Cleanup(func() { _ = st.Close() })
 	ctx := context.Background()
-	kim := []*rlv3.RateLimitDescriptor_Entry{{Key: "user", Value: "kim"}}
-	lee := []*rlv3.RateLimitDescriptor_Entry{{Key: "user", Value: "lee"}}
+	kim := []config.Entry{{Key: "user", Value: "kim"}}
+	lee := []config.Entry{{Key: "user", Value: "lee"}}
 
 	off := service.New(st, service.Options{})
 	off.Swap(statsSnapshot(t, 1))
@@ -126,7 +125,6 @@ func TestPolicyStatsHottest(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	svc := service.New(st, service.Options{Registerer: reg, Top: service.TopOptions{K: 1}})
-	t.Cleanup(func() { _ = svc.Close() })
 	now := time.Date(2026, 11, 22, 10, 0, 30, 0, time.UTC)
 	service.SetClock(svc, func() time.Time { return now })
 	svc.Swap(statsSnapshot(t, 1))

@@ -2,9 +2,7 @@ package service
 
 import (
 	"context"
-
-	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"time"
 
 	"github.com/sluice-dev/sluice/limiter/config"
 )
@@ -34,10 +32,11 @@ type PolicyStatus struct {
 // Peek reports every policy of domain that entries match, in the
 // snapshot's order, without consuming anything: each is decided as a check
 // of cost 0 is. An unknown domain or an unmatched request gives an empty
-// list. Peeks are not counted as decisions. The error says what is wrong
-// with a request that Validate rejects.
-func (s *Service) Peek(ctx context.Context, domain string, entries []*rlv3.RateLimitDescriptor_Entry) ([]PolicyStatus, error) {
-	req := &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*rlv3.RateLimitDescriptor{{Entries: entries}}}
+// list. Peeks are not counted as decisions. The error, which matches
+// ErrInvalidArgument, says what is wrong with a request that Validate
+// refuses.
+func (s *Service) Peek(ctx context.Context, domain string, entries []config.Entry) ([]PolicyStatus, error) {
+	req := &Request{Domain: domain, Descriptors: []Descriptor{{Entries: entries}}}
 	if err := s.Validate(req); err != nil {
 		return nil, err
 	}
@@ -49,13 +48,10 @@ func (s *Service) Peek(ctx context.Context, domain string, entries []*rlv3.RateL
 	}
 	sc := s.scratch.Get().(*scratch)
 	defer s.release(sc)
-	if i := s.idempotencyEntry(entries); i >= 0 {
-		sc.entries = append(append(sc.entries[:0], entries[:i]...), entries[i+1:]...)
-		entries = sc.entries
-	}
+	entries, _ = s.splitIdempotency(sc, entries, "")
 	sc.matches = d.AppendMatches(sc.matches[:0], entries)
 	for _, p := range sc.matches {
-		dec := s.decide(ctx, sc, p, l.counters[p], domain, entries, 0, "")
+		dec := s.decide(ctx, sc, p, l.policies[p], domain, entries, 0, "")
 		out = append(out, policyStatus(p, dec))
 	}
 	return out, nil
@@ -75,10 +71,7 @@ func policyStatus(p *config.Policy, d Decision) PolicyStatus {
 	}
 }
 
-// release clears sc's references and returns it to the pool.
-func (s *Service) release(sc *scratch) {
-	clear(sc.matches)
-	clear(sc.entries)
-	sc.entries = sc.entries[:0]
-	s.scratch.Put(sc)
+// ceilSeconds is d in whole seconds, rounded up.
+func ceilSeconds(d time.Duration) int64 {
+	return int64((d + time.Second - 1) / time.Second)
 }

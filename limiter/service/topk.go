@@ -2,6 +2,7 @@ package service
 
 import (
 	"cmp"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -10,8 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/store"
@@ -121,7 +120,7 @@ func newTopSketch(o TopOptions) *topSketch {
 
 // add counts one request of the counter key, whose varying values are in
 // entries.
-func (t *topSketch) add(now time.Time, key store.Key, p *config.Policy, entries []*rlv3.RateLimitDescriptor_Entry, limited bool) {
+func (t *topSketch) add(now time.Time, key store.Key, p *config.Policy, entries []config.Entry, limited bool) {
 	var lim int64
 	if limited {
 		lim = 1
@@ -189,7 +188,7 @@ func SortHotValues(vs []HotValue) {
 }
 
 // format shows the policy's varying values as the options say.
-func (t *topSketch) format(p *config.Policy, entries []*rlv3.RateLimitDescriptor_Entry) string {
+func (t *topSketch) format(p *config.Policy, entries []config.Entry) string {
 	var b strings.Builder
 	for k, v := range p.VaryingEntries(entries) {
 		if b.Len() > 0 {
@@ -214,41 +213,36 @@ func (t *topSketch) format(p *config.Policy, entries []*rlv3.RateLimitDescriptor
 	return b.String()
 }
 
-// coarseClockTick is how often the sketches' clock advances: reading the
-// system clock on every decision costs as much as the rest of the sketch.
+// coarseClockTick is how often a CoarseClock advances: reading the system
+// clock on every decision costs as much as the rest of the sketch.
 const coarseClockTick = 20 * time.Millisecond
 
-// coarseClock is a clock read with one atomic load, a tick behind at most.
-type coarseClock struct {
-	now  atomic.Int64 // Unix ns
-	stop chan struct{}
-	done chan struct{}
+// CoarseClock is a clock read with one atomic load, for Options.TopClock:
+// while Run runs, it is a tick (20ms) behind the system clock at most.
+type CoarseClock struct {
+	now atomic.Int64 // Unix ns
 }
 
-func startCoarseClock() *coarseClock {
-	c := &coarseClock{stop: make(chan struct{}), done: make(chan struct{})}
+// NewCoarseClock returns a clock set to now; Run keeps it going.
+func NewCoarseClock() *CoarseClock {
+	c := &CoarseClock{}
 	c.now.Store(time.Now().UnixNano())
-	go func() {
-		defer close(c.done)
-		t := time.NewTicker(coarseClockTick)
-		defer t.Stop()
-		for {
-			select {
-			case <-c.stop:
-				return
-			case now := <-t.C:
-				c.now.Store(now.UnixNano())
-			}
-		}
-	}()
 	return c
 }
 
-func (c *coarseClock) Now() time.Time { return time.Unix(0, c.now.Load()) }
-
-func (c *coarseClock) Stop() {
-	if c != nil {
-		close(c.stop)
-		<-c.done
+// Run advances the clock every tick until ctx ends.
+func (c *CoarseClock) Run(ctx context.Context) {
+	t := time.NewTicker(coarseClockTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			c.now.Store(now.UnixNano())
+		}
 	}
 }
+
+// Now is the time of the last tick.
+func (c *CoarseClock) Now() time.Time { return time.Unix(0, c.now.Load()) }

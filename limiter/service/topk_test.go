@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/store"
 )
@@ -24,7 +22,7 @@ spec:
   rate: {limit: 10, period: 1h}
 `
 
-func topFixture(t *testing.T) (*config.Policy, func(user string) (store.Key, []*rlv3.RateLimitDescriptor_Entry)) {
+func topFixture(t *testing.T) (*config.Policy, func(user string) (store.Key, []config.Entry)) {
 	t.Helper()
 	snap, err := config.Parse("inline", []byte(topPolicy))
 	if err != nil {
@@ -32,8 +30,8 @@ func topFixture(t *testing.T) (*config.Policy, func(user string) (store.Key, []*
 	}
 	p := snap.Policies[0]
 	var kb store.KeyBuilder
-	return p, func(user string) (store.Key, []*rlv3.RateLimitDescriptor_Entry) {
-		e := []*rlv3.RateLimitDescriptor_Entry{{Key: "user", Value: user}, {Key: "path", Value: "/v1/charges"}}
+	return p, func(user string) (store.Key, []config.Entry) {
+		e := []config.Entry{{Key: "user", Value: user}, {Key: "path", Value: "/v1/charges"}}
 		return p.CounterKey(&kb, e), e
 	}
 }
@@ -134,7 +132,7 @@ func TestTopSketchShowsNoRawValues(t *testing.T) {
 	}
 	// Truncation never splits a UTF-8 character.
 	sk := newTopSketch(TopOptions{K: 1, Values: TopTruncate, TruncateTo: 1})
-	if got := sk.format(p, []*rlv3.RateLimitDescriptor_Entry{{Key: "user", Value: "é1"}}); got != "user=…" {
+	if got := sk.format(p, []config.Entry{{Key: "user", Value: "é1"}}); got != "user=…" {
 		t.Errorf("truncating %q to 1 byte: %q", "é1", got)
 	}
 }

@@ -1,0 +1,183 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/service"
+)
+
+// RLS is Envoy's RLS v3 RateLimitService (ShouldRateLimit) over a
+// service.Service: it maps an RLS request to a service.Request, and the
+// service's Response to per-descriptor statuses with current_limit,
+// limit_remaining and duration_until_reset, the rate-limit headers, and
+// dynamic metadata naming a failure mode's denial. An idempotency key
+// travels as a descriptor entry (service.Options.IdempotencyEntry).
+type RLS struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+	svc    *service.Service
+	jitter float64
+}
+
+// NewRLS returns the RLS service over svc, adding up to jitter of each
+// Retry-After (see Options.RetryAfterJitter: 0 means 0.1, negative none).
+func NewRLS(svc *service.Service, jitter float64) *RLS {
+	if jitter == 0 {
+		jitter = defaultJitter
+	}
+	return &RLS{svc: svc, jitter: jitter}
+}
+
+// ShouldRateLimit decides req. A request the service refuses is answered
+// InvalidArgument, with what is wrong with it.
+func (r *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	sr := getRequest(req)
+	defer putRequest(sr)
+	if err := r.svc.DecideInto(ctx, &sr.req, &sr.resp); err != nil {
+		return nil, grpcError(err)
+	}
+	return toRLS(&sr.resp, r.jitter), nil
+}
+
+// validateRLS is what svc says of an RLS request (or of an HTTP check's).
+func validateRLS(svc *service.Service, req *rlsv3.RateLimitRequest) error {
+	sr := getRequest(req)
+	defer putRequest(sr)
+	return svc.Validate(&sr.req)
+}
+
+// grpcError maps an error of the service to a gRPC status.
+func grpcError(err error) error {
+	if errors.Is(err, service.ErrInvalidArgument) {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+// rlsRequest is a service.Request made from an RLS request, with the
+// memory its descriptors and entries take, and its Response, pooled.
+type rlsRequest struct {
+	req         service.Request
+	descriptors []service.Descriptor
+	entries     []config.Entry
+	resp        service.Response
+}
+
+var requests = sync.Pool{New: func() any { return &rlsRequest{} }}
+
+// getRequest maps an RLS request to a service.Request: a nil descriptor
+// has no entries, a nil entry an empty key. putRequest gives it back.
+func getRequest(req *rlsv3.RateLimitRequest) *rlsRequest {
+	sr := requests.Get().(*rlsRequest)
+	ds := req.GetDescriptors()
+	if cap(sr.descriptors) < len(ds) {
+		sr.descriptors = make([]service.Descriptor, len(ds))
+	}
+	sr.descriptors = sr.descriptors[:len(ds)]
+	entries := sr.entries[:0]
+	for i, d := range ds {
+		start := len(entries)
+		for _, e := range d.GetEntries() {
+			entries = append(entries, config.Entry{Key: e.GetKey(), Value: e.GetValue()})
+		}
+		// Should entries grow, the earlier descriptors keep theirs in the
+		// old array, which stays as it was.
+		sd := &sr.descriptors[i]
+		*sd = service.Descriptor{Entries: entries[start:len(entries):len(entries)],
+			NegativeHits: d.GetIsNegativeHits(), LimitOverride: d.GetLimit() != nil}
+		if h := d.GetHitsAddend(); h != nil {
+			sd.HitsAddend, sd.HasHitsAddend = h.GetValue(), true
+		}
+	}
+	sr.entries = entries
+	sr.req = service.Request{Domain: req.GetDomain(), Descriptors: sr.descriptors, HitsAddend: uint64(req.GetHitsAddend())}
+	return sr
+}
+
+func putRequest(sr *rlsRequest) {
+	sr.req = service.Request{}
+	if cap(sr.entries) > maxPooledEntries || cap(sr.descriptors) > service.MaxDescriptors || cap(sr.resp.Decisions) > service.MaxDescriptors {
+		return // an oversized request's memory is not kept
+	}
+	clear(sr.entries)
+	clear(sr.descriptors)
+	clear(sr.resp.Decisions)
+	sr.resp = service.Response{Decisions: sr.resp.Decisions[:0]}
+	requests.Put(sr)
+}
+
+// maxPooledEntries bounds the entries of a pooled request: as many as a
+// valid request may carry.
+const maxPooledEntries = service.MaxDescriptors * service.MaxEntries
+
+// toRLS maps the service's answer to RLS.
+func toRLS(resp *service.Response, jitter float64) *rlsv3.RateLimitResponse {
+	out := &rlsv3.RateLimitResponse{
+		OverallCode: rlsv3.RateLimitResponse_OK,
+		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(resp.Decisions)),
+	}
+	if resp.OverLimit {
+		out.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	for i := range resp.Decisions {
+		out.Statuses[i] = descriptorStatus(&resp.Decisions[i])
+	}
+	out.ResponseHeadersToAdd = headers(resp, jitter)
+	if d := &resp.Reported; d.OverLimit && d.Reason != "" {
+		// Envoy logs and forwards the RLS dynamic metadata.
+		out.DynamicMetadata, _ = structpb.NewStruct(map[string]any{"reason": d.Reason, "policy": d.Policy.ID()})
+	}
+	return out
+}
+
+// descriptorStatus maps one decision to its RLS status. An unmatched
+// descriptor is OK with no limit.
+func descriptorStatus(d *service.Decision) *rlsv3.RateLimitResponse_DescriptorStatus {
+	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+	if d.OverLimit {
+		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	if d.Policy == nil {
+		return st
+	}
+	unit, mult := periodUnit(d.Policy.Limit.Period)
+	st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{
+		Name:            d.Policy.ID(),
+		RequestsPerUnit: uint32(d.Policy.Limit.Limit),
+		Unit:            unit,
+	}
+	if mult != 1 {
+		st.CurrentLimit.UnitMultiplier = wrapperspb.UInt32(mult)
+	}
+	st.LimitRemaining = uint32(min(d.Result.Remaining, int64(^uint32(0))))
+	st.DurationUntilReset = durationpb.New(d.Result.ResetAfter)
+	return st
+}
+
+// periodUnit expresses a period as the largest RLS unit that divides it,
+// with a multiplier: 1m is MINUTE×1, 90s is SECOND×90, 24h is DAY×1.
+func periodUnit(p time.Duration) (rlsv3.RateLimitResponse_RateLimit_Unit, uint32) {
+	for _, u := range []struct {
+		d    time.Duration
+		unit rlsv3.RateLimitResponse_RateLimit_Unit
+	}{
+		{24 * time.Hour, rlsv3.RateLimitResponse_RateLimit_DAY},
+		{time.Hour, rlsv3.RateLimitResponse_RateLimit_HOUR},
+		{time.Minute, rlsv3.RateLimitResponse_RateLimit_MINUTE},
+	} {
+		if p%u.d == 0 {
+			return u.unit, uint32(p / u.d)
+		}
+	}
+	return rlsv3.RateLimitResponse_RateLimit_SECOND, uint32(max(1, p/time.Second))
+}

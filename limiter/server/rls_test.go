@@ -1,0 +1,87 @@
+package server_test
+
+import (
+	"context"
+	"testing"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/server"
+	"github.com/sluice-dev/sluice/limiter/service"
+	"github.com/sluice-dev/sluice/limiter/store/memory"
+)
+
+// rlsOn is the RLS adapter, in process, over a service on a memory store
+// with policies, without Retry-After jitter.
+func rlsOn(tb testing.TB, policies string) *server.RLS {
+	tb.Helper()
+	snap, err := config.Parse("inline", []byte(policies))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	st := memory.New(memory.Options{})
+	tb.Cleanup(func() { _ = st.Close() })
+	svc := service.New(st, service.Options{})
+	svc.Swap(snap)
+	return server.NewRLS(svc, -1)
+}
+
+// With burst above rate.limit, the headers report the burst as the quota,
+// so remaining never exceeds the limit shown.
+func TestBurstAboveLimitInHeaders(t *testing.T) {
+	rls := rlsOn(t, `
+apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: bursty, namespace: shop}
+spec:
+  domain: shop
+  descriptors: [{key: key}]
+  algorithm: GCRA
+  rate: {limit: 10, period: 1s}
+  burst: 20
+`)
+	resp, err := rls.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "shop",
+		Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "key", Value: "k"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := header(resp, server.HeaderLimit)
+	r, _ := header(resp, server.HeaderRemaining)
+	if l != "20" || r != "19" {
+		t.Fatalf("limit %q remaining %q, want 20 and 19", l, r)
+	}
+	if got, _ := header(resp, server.HeaderRateLimitPolicy); got != `"shop/bursty";q=20;w=1` {
+		t.Fatalf("RateLimit-Policy %q", got)
+	}
+}
+
+const benchRLSPolicy = `
+apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: bench, namespace: default}
+spec:
+  domain: bench
+  descriptors: [{key: user_id}, {key: path, value: /v1/charges}]
+  algorithm: TokenBucket
+  rate: {limit: 1000000000, period: 1h}
+`
+
+// BenchmarkShouldRateLimit is one RLS call in process, without gRPC: the
+// mapping to a service.Request, the service's Decide (limiter/service's
+// BenchmarkDecide) on a memory store, and the RLS response with headers.
+func BenchmarkShouldRateLimit(b *testing.B) {
+	rls := rlsOn(b, benchRLSPolicy)
+	req := &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{
+		{Key: "user_id", Value: "user-42"}, {Key: "path", Value: "/v1/charges"}}}}}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := rls.ShouldRateLimit(ctx, req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

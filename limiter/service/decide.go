@@ -1,0 +1,147 @@
+package service
+
+import (
+	"context"
+	"slices"
+
+	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/store"
+)
+
+// Decide answers req: each descriptor is decided by every policy of the
+// domain that its entries match, each spending the descriptor's cost
+// (denials spend nothing). An unknown domain or an unmatched descriptor is
+// allowed. A retry with the same idempotency key within the TTL replays the
+// first admitted decision of each policy and consumes nothing.
+//
+// The only errors are those of a request Validate refuses, which match
+// ErrInvalidArgument; store errors are resolved by each policy's failure
+// mode.
+func (s *Service) Decide(ctx context.Context, req *Request) (Response, error) {
+	var resp Response
+	err := s.DecideInto(ctx, req, &resp)
+	return resp, err
+}
+
+// DecideInto is Decide, answering into resp and reusing the memory of its
+// Decisions: an adapter that keeps its responses decides without
+// allocating.
+func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) error {
+	*resp = Response{Decisions: resp.Decisions[:0]}
+	if err := s.Validate(req); err != nil {
+		return err
+	}
+	if err := ValidateIdempotencyKey(req.IdempotencyKey); err != nil {
+		return invalidf("Idempotency-Key: %s", err.Error())
+	}
+	resp.Decisions = slices.Grow(resp.Decisions, len(req.Descriptors))
+	l := s.loaded.Load()
+	for i := range req.Descriptors {
+		d := &req.Descriptors[i]
+		dec := s.check(ctx, l, req.Domain, d.Entries, descriptorCost(req, d), req.IdempotencyKey)
+		resp.Replayed = resp.Replayed || dec.Result.Replayed
+		resp.Decisions = append(resp.Decisions, dec)
+		resp.OverLimit = resp.OverLimit || dec.OverLimit
+		if moreRestrictive(dec, resp.Reported) || (dec.OverLimit && !resp.Reported.OverLimit) {
+			resp.Reported = dec
+		}
+	}
+	return nil
+}
+
+// descriptorCost is the descriptor's own hits_addend when set (0 peeks),
+// else the request's; a request hits_addend of 0 means 1, as in Envoy.
+func descriptorCost(req *Request, d *Descriptor) int64 {
+	if d.HasHitsAddend {
+		return int64(d.HitsAddend)
+	}
+	if req.HitsAddend == 0 {
+		return 1
+	}
+	return int64(req.HitsAddend)
+}
+
+// Check decides one descriptor: every policy of the domain that entries
+// match spends cost (denials spend nothing). It never fails: store errors
+// are resolved by each policy's failure mode.
+func (s *Service) Check(ctx context.Context, domain string, entries []config.Entry, cost int64) Decision {
+	return s.check(ctx, s.loaded.Load(), domain, entries, cost, "")
+}
+
+// check is Check with a request's idempotency key (empty for none). An
+// idempotency entry in entries (Options.IdempotencyEntry) wins over it, and
+// is left out of matching and counter keys.
+func (s *Service) check(ctx context.Context, l *loaded, domain string, entries []config.Entry, cost int64, idem string) Decision {
+	d := l.snap.Domain(domain)
+	if d == nil {
+		return Decision{}
+	}
+	sc := s.scratch.Get().(*scratch)
+	defer s.release(sc)
+	entries, idem = s.splitIdempotency(sc, entries, idem)
+	sc.matches = d.AppendMatches(sc.matches[:0], entries)
+	var out Decision
+	// The kill switch (this pod's or the fleet's) turns every policy into
+	// a shadow policy.
+	allShadow := !s.enforcing(l)
+	for _, p := range sc.matches {
+		ps := l.policies[p]
+		dec := s.decide(ctx, sc, p, ps, domain, entries, cost, idem)
+		shadow := p.Shadow || allShadow
+		ps.stats.count(&dec, p.Limit, shadow)
+		if s.opts.Top.K > 0 {
+			ps.stats.countTop(s.topClock(), sc.key, p, entries, &dec)
+		}
+		if shadow {
+			if !dec.Result.Allowed {
+				s.logShadow(ps, p, domain)
+			}
+			continue
+		}
+		dec.OverLimit = !dec.Result.Allowed
+		if moreRestrictive(dec, out) {
+			out = dec
+		}
+	}
+	// Shadow policies are invisible to clients: their decisions are only
+	// counted and logged, so that headers never make a client back off.
+	return out
+}
+
+// decide runs one policy against its store, whose failure mode answers
+// when the store can't.
+func (s *Service) decide(ctx context.Context, sc *scratch, p *config.Policy, ps *policyState, domain string, entries []config.Entry, cost int64, idem string) Decision {
+	req := store.Request{Key: p.CounterKey(&sc.kb, entries), Limit: p.Limit, Cost: cost}
+	sc.key = req.Key
+	if idem != "" {
+		req.Idempotency, req.IdempotencyTTL = idempotencyRecord(&sc.kb, domain, p, req.Key, idem), s.opts.IdempotencyTTL
+	}
+	r, reason := ps.store.decide(ctx, req)
+	return Decision{Policy: p, Result: r, Reason: reason}
+}
+
+// release clears sc's references and returns it to the pool.
+func (s *Service) release(sc *scratch) {
+	clear(sc.matches)
+	clear(sc.entries)
+	sc.entries = sc.entries[:0]
+	s.scratch.Put(sc)
+}
+
+// moreRestrictive orders decisions: a denial beats an allowance, a longer
+// retry beats a shorter one, and fewer remaining units beat more.
+func moreRestrictive(a, b Decision) bool {
+	switch {
+	case b.Policy == nil:
+		return a.Policy != nil
+	case a.Policy == nil:
+		return false
+	case a.Result.Allowed != b.Result.Allowed:
+		return !a.Result.Allowed
+	case !a.Result.Allowed && a.Result.RetryAfter != b.Result.RetryAfter:
+		return a.Result.RetryAfter == algo.Never || (b.Result.RetryAfter != algo.Never && a.Result.RetryAfter > b.Result.RetryAfter)
+	default:
+		return a.Result.Remaining < b.Result.Remaining
+	}
+}

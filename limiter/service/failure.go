@@ -1,0 +1,162 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/store"
+)
+
+// Reasons of decisions made by a failure mode, in X-Sluice-Reason.
+const (
+	ReasonFailedClosed = "store unavailable (failureMode Closed)"
+	ReasonLocal        = "store unavailable (failureMode Local)"
+	ReasonFailedOpen   = "store unavailable (failureMode Open)"
+)
+
+// failover is one policy's store with the policy's failure mode around it:
+// a store.Store whose Take never fails. While the store (or the local tier
+// in front of it) can't decide, Open allows, Closed denies for a second,
+// and Local decides against this pod's share of the limit (limit / ready
+// pods) in the fallback store. Every such decision is counted, and starts
+// or extends the policy's degraded episode.
+type failover struct {
+	next     store.Store
+	policy   string
+	mode     v1alpha1.FailureMode
+	fallback store.Store   // nil: Local allows, as Open does
+	pods     *atomic.Int64 // ready pods, the divisor of Local
+	stats    *policyStats  // nil with Options.DisablePolicyStats
+	errors   prometheus.Counter
+	log      *slog.Logger
+
+	// The current degraded episode (Unix ns): its first and last fallback
+	// decisions and their count.
+	degradedSince, lastFallback, fallbacks atomic.Int64
+}
+
+var _ store.Store = (*failover)(nil)
+
+// newFailover wraps next, policy p's way to its counters, in p's failure
+// mode.
+func (s *Service) newFailover(p *config.Policy, next store.Store, stats *policyStats) *failover {
+	return &failover{next: next, policy: p.ID(), mode: p.FailureMode, fallback: s.fallback, pods: &s.readyPods,
+		stats: stats, errors: s.metrics.storeErrors, log: s.log}
+}
+
+// Take decides req in the store, or by the failure mode when the store
+// can't. It never fails.
+func (f *failover) Take(ctx context.Context, req store.Request) (algo.Result, error) {
+	r, _ := f.decide(ctx, req)
+	return r, nil
+}
+
+// Close does nothing: the store is the caller's.
+func (f *failover) Close() error { return nil }
+
+// decide is Take, with the reason of a decision the failure mode made
+// (empty when the store decided).
+func (f *failover) decide(ctx context.Context, req store.Request) (algo.Result, string) {
+	r, err := f.next.Take(ctx, req)
+	if err == nil {
+		return r, ""
+	}
+	f.errors.Inc()
+	f.log.Debug("Store error: the policy's failureMode decides", "policy", f.policy, "failureMode", f.mode, "error", err)
+	f.noteFallback()
+	switch {
+	case f.mode == v1alpha1.FailClosed:
+		if f.stats != nil {
+			f.stats.failedClosed.Add(1)
+		}
+		return algo.Result{RetryAfter: time.Second}, ReasonFailedClosed
+	case f.mode == v1alpha1.FailLocal && f.fallback != nil:
+		if f.stats != nil {
+			f.stats.localFallback.Add(1)
+		}
+		req.Limit = localShare(req.Limit, f.pods.Load())
+		r, _ := f.fallback.Take(ctx, req) // a memory store never fails
+		return r, ReasonLocal
+	default:
+		if f.stats != nil {
+			f.stats.failedOpen.Add(1)
+		}
+		return algo.Result{Allowed: true, Remaining: req.Limit.Capacity()}, ReasonFailedOpen
+	}
+}
+
+// noteFallback records a decision made by the failure mode. An episode
+// starts when the last fallback is older than DegradedWindow.
+func (f *failover) noteFallback() {
+	now := time.Now().UnixNano()
+	if last := f.lastFallback.Swap(now); now-last > int64(DegradedWindow) {
+		f.degradedSince.Store(now)
+		f.fallbacks.Store(0)
+	}
+	f.fallbacks.Add(1)
+}
+
+// localShare is this pod's share of a limit among pods: limit and burst
+// divided by pods, rounded to the nearest unit, at least 1.
+func localShare(l algo.Limit, pods int64) algo.Limit {
+	if pods <= 1 {
+		return l
+	}
+	share := func(n int64) int64 { return max(1, (n+pods/2)/pods) }
+	l.Limit, l.Burst = share(l.Limit), share(l.Burst)
+	return l
+}
+
+// DegradedPolicy is a policy whose decisions come from its failure mode
+// because the store can't answer.
+type DegradedPolicy struct {
+	Policy      string
+	FailureMode v1alpha1.FailureMode
+	// Since is the first fallback decision of this episode; Fallbacks
+	// counts them since.
+	Since     time.Time
+	Fallbacks int64
+}
+
+// Degraded lists the policies with a fallback decision in the last
+// DegradedWindow, by policy.
+func (s *Service) Degraded() []DegradedPolicy {
+	l := s.loaded.Load()
+	if l.snap == nil {
+		return nil
+	}
+	now := time.Now().UnixNano()
+	var out []DegradedPolicy
+	for _, p := range l.snap.Policies {
+		f := l.policies[p].store
+		if last := f.lastFallback.Load(); last == 0 || now-last > int64(DegradedWindow) {
+			continue
+		}
+		out = append(out, DegradedPolicy{Policy: p.ID(), FailureMode: p.FailureMode,
+			Since: time.Unix(0, f.degradedSince.Load()), Fallbacks: f.fallbacks.Load()})
+	}
+	return out
+}
+
+// DegradedDetail describes Degraded for /readyz.
+func (s *Service) DegradedDetail() string {
+	ds := s.Degraded()
+	if len(ds) == 0 {
+		return "no policy degraded: the store decides"
+	}
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = fmt.Sprintf("%s runs degraded (store unavailable, failureMode %s, %d fallback decisions since %s)",
+			d.Policy, d.FailureMode, d.Fallbacks, d.Since.UTC().Format(time.RFC3339))
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,83 @@
+package service
+
+import (
+	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/store"
+)
+
+// MaxIdempotencyKeyLength bounds an idempotency key, from the
+// Idempotency-Key header or the descriptor entry.
+const MaxIdempotencyKeyLength = 256
+
+// ValidateIdempotencyKey refuses an idempotency key longer than
+// MaxIdempotencyKeyLength bytes. The empty key means none.
+func ValidateIdempotencyKey(k string) error {
+	if len(k) > MaxIdempotencyKeyLength {
+		return invalidf("idempotency key is %d bytes long, the maximum is %d", len(k), MaxIdempotencyKeyLength)
+	}
+	return nil
+}
+
+// validateIdempotencyEntry checks entries[j] of descriptors[i], the
+// idempotency entry: a key, valid, and the only one.
+func (s *Service) validateIdempotencyEntry(i, j int, entries []config.Entry) error {
+	e := &entries[j]
+	if e.Value == "" {
+		return invalidf("descriptors[%d].entries[%d] (%s) is empty: send an idempotency key, or leave the entry out", i, j, e.Key)
+	}
+	if err := ValidateIdempotencyKey(e.Value); err != nil {
+		return invalidf("descriptors[%d].entries[%d] (%s): %v", i, j, e.Key, err)
+	}
+	if s.idempotencyEntry(entries[j+1:]) >= 0 {
+		return invalidf("descriptors[%d] has more than one %s entry", i, e.Key)
+	}
+	return nil
+}
+
+// idempotencyEntry is the index of the idempotency entry, or -1.
+func (s *Service) idempotencyEntry(entries []config.Entry) int {
+	for i := range entries {
+		if entries[i].Key == s.opts.IdempotencyEntry {
+			return i
+		}
+	}
+	return -1
+}
+
+// splitIdempotency takes the idempotency entry out of entries, into sc:
+// the entry names the request, not what it asks for, so it is left out of
+// matching and counter keys. Its value wins over the request's key idem.
+func (s *Service) splitIdempotency(sc *scratch, entries []config.Entry, idem string) ([]config.Entry, string) {
+	i := s.idempotencyEntry(entries)
+	if i < 0 {
+		return entries, idem
+	}
+	sc.entries = append(append(sc.entries[:0], entries[:i]...), entries[i+1:]...)
+	return sc.entries, entries[i].Value
+}
+
+// idempotencyRecord names the record of a request's decision by policy p
+// on counter: scoped per domain, policy and counter, so that one caller
+// can't replay another's decision, nor a key of one policy another's.
+func idempotencyRecord(kb *store.KeyBuilder, domain string, p *config.Policy, counter store.Key, idem string) store.Key {
+	kb.Reset()
+	kb.Add("idempotency")
+	kb.Add(domain)
+	kb.Add(p.ID())
+	kb.Add(string(counter[:]))
+	kb.Add(idem)
+	return kb.Key()
+}
+
+// warnIdempotencyDescriptors warns of the policies of snap that match on
+// the idempotency entry, which never reaches matching.
+func (s *Service) warnIdempotencyDescriptors(snap *config.Snapshot) {
+	for _, p := range snap.Policies {
+		for _, d := range p.Descriptors {
+			if d.Key == s.opts.IdempotencyEntry {
+				s.log.Warn("Policy matches on the idempotency descriptor entry, which is left out of matching: it will never match",
+					"policy", p.ID(), "entry", d.Key)
+			}
+		}
+	}
+}

@@ -1,0 +1,63 @@
+package service
+
+import (
+	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/config"
+)
+
+// Request is one rate-limit request, whatever protocol carried it: Envoy
+// RLS, the HTTP check, forward-auth.
+type Request struct {
+	Domain      string
+	Descriptors []Descriptor
+	// HitsAddend is the cost of each descriptor that sets none of its own;
+	// 0 means 1, as in Envoy.
+	HitsAddend uint64
+	// IdempotencyKey, when not empty (the HTTP Idempotency-Key header),
+	// applies to every descriptor that does not carry its own idempotency
+	// entry (Options.IdempotencyEntry).
+	IdempotencyKey string
+}
+
+// Descriptor is one thing a request asks to spend: the entries that
+// policies match, and what it costs.
+type Descriptor struct {
+	Entries []config.Entry
+	// HitsAddend is this descriptor's own cost when HasHitsAddend is set;
+	// 0 peeks without consuming. Otherwise the request's applies.
+	HitsAddend    uint64
+	HasHitsAddend bool
+	// NegativeHits asks to give units back, and LimitOverride to be decided
+	// against a limit of the caller's: the service supports neither, and
+	// refuses a descriptor that asks.
+	NegativeHits, LimitOverride bool
+}
+
+// Response is the service's answer to a Request.
+type Response struct {
+	// Decisions are those of the request's descriptors, in order.
+	Decisions []Decision
+	// OverLimit is true when any descriptor is over limit.
+	OverLimit bool
+	// Reported is the decision a client is told about (in rate-limit
+	// headers): the most restrictive of Decisions, an over-limit one first.
+	// Its Policy is nil when no enforcing policy matched.
+	Reported Decision
+	// Replayed is true when an idempotency key replayed an earlier decision
+	// of any descriptor.
+	Replayed bool
+}
+
+// Decision is the outcome of one request descriptor.
+type Decision struct {
+	// Policy is the policy reported to the client: the most restrictive of
+	// the enforcing (non-shadow) policies that matched, or nil when none did.
+	Policy *config.Policy
+	// Result is that policy's decision.
+	Result algo.Result
+	// OverLimit is true when an enforcing (non-shadow) policy denied.
+	OverLimit bool
+	// Reason explains a decision that did not come from the store: the
+	// store could not answer, and the policy's failure mode decided.
+	Reason string
+}

@@ -1,0 +1,70 @@
+package service
+
+// Request bounds. Larger requests are refused with ErrInvalidArgument.
+const (
+	MaxDescriptors = 16
+	MaxEntries     = 16
+	MaxEntryLength = 1024
+)
+
+// Validate refuses the requests the service will not decide, with an
+// *InvalidArgumentError that names what is wrong, the first thing found in
+// the request's order. The names are those of the RLS request, which the
+// HTTP check takes as JSON too.
+func (s *Service) Validate(req *Request) error {
+	if req.Domain == "" {
+		return invalidf("domain is empty")
+	}
+	if len(req.Domain) > MaxEntryLength {
+		return invalidf("domain is %d bytes long, the maximum is %d", len(req.Domain), MaxEntryLength)
+	}
+	if len(req.Descriptors) == 0 {
+		return invalidf("descriptors are empty: send at least one")
+	}
+	if len(req.Descriptors) > MaxDescriptors {
+		return invalidf("%d descriptors, the maximum is %d", len(req.Descriptors), MaxDescriptors)
+	}
+	if req.HitsAddend > uint64(s.opts.MaxCost) {
+		return invalidf("hits_addend %d exceeds the maximum %d", req.HitsAddend, s.opts.MaxCost)
+	}
+	for i := range req.Descriptors {
+		if err := s.validateDescriptor(i, &req.Descriptors[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Service) validateDescriptor(i int, d *Descriptor) error {
+	if len(d.Entries) == 0 {
+		return invalidf("descriptors[%d] has no entries", i)
+	}
+	if len(d.Entries) > MaxEntries {
+		return invalidf("descriptors[%d] has %d entries, the maximum is %d", i, len(d.Entries), MaxEntries)
+	}
+	if d.HasHitsAddend && d.HitsAddend > uint64(s.opts.MaxCost) {
+		return invalidf("descriptors[%d].hits_addend %d exceeds the maximum %d", i, d.HitsAddend, s.opts.MaxCost)
+	}
+	if d.NegativeHits {
+		return invalidf("descriptors[%d].is_negative_hits is not supported", i)
+	}
+	if d.LimitOverride {
+		return invalidf("descriptors[%d].limit overrides are not supported: limits come from RateLimitPolicies", i)
+	}
+	for j := range d.Entries {
+		e := &d.Entries[j]
+		switch {
+		case e.Key == "":
+			return invalidf("descriptors[%d].entries[%d] has an empty key", i, j)
+		case len(e.Key) > MaxEntryLength:
+			return invalidf("descriptors[%d].entries[%d].key is %d bytes long, the maximum is %d", i, j, len(e.Key), MaxEntryLength)
+		case len(e.Value) > MaxEntryLength:
+			return invalidf("descriptors[%d].entries[%d].value is %d bytes long, the maximum is %d", i, j, len(e.Value), MaxEntryLength)
+		case e.Key == s.opts.IdempotencyEntry:
+			if err := s.validateIdempotencyEntry(i, j, d.Entries); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
