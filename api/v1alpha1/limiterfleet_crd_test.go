@@ -488,6 +488,31 @@ var fleetBadCases = []fleetBadCase{
 		message: "spec.redis.auth.usernameKey must be a Secret key",
 	},
 	{
+		name: "maxMemory with External",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = external("redis:6379")
+			f.Spec.Redis.MaxMemory = ptr.To(resource.MustParse("400Mi"))
+		},
+		field:   "spec.redis.maxMemory",
+		message: "spec.redis.maxMemory applies only when spec.redis.mode is Cluster",
+	},
+	{
+		name: "maxMemory under 1Mi",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.MaxMemory = ptr.To(resource.MustParse("1023Ki"))
+		},
+		field:   "spec.redis.maxMemory",
+		message: "spec.redis.maxMemory must be at least 1Mi",
+	},
+	{
+		name:    "maxMemory not a quantity",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Redis = clusterMode() },
+		raw:     func(obj map[string]any) { rawRedis(obj)["maxMemory"] = "lots" },
+		field:   "spec.redis.maxMemory",
+		message: "spec.redis.maxMemory",
+	},
+	{
 		name: "tls with Cluster",
 		typed: func(f *v1alpha1.LimiterFleet) {
 			f.Spec.Redis = clusterMode()
@@ -724,6 +749,7 @@ var fleetGoodCases = []fleetGoodCase{
 			f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "redis.auth-1", Key: "redis_password.v2"}
 			f.Spec.Redis.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
 			f.Spec.Redis.Image = ptr.To("registry.example.com/redis:7.2")
+			f.Spec.Redis.MaxMemory = ptr.To(resource.MustParse("1Mi"))
 		},
 	},
 	{
