@@ -19,6 +19,8 @@ import (
 // source and allowed too: no command is listed by hand twice. CLUSTER
 // SHARDS and CLUSTER NODES are the other topology reads of a cluster
 // client, and READONLY is allowed for a client that reads from replicas.
+// ASKING is what the cluster client sends before a command it follows to a
+// node that imports the key's slot (an ASK reply while slots move).
 // Every key the store writes starts with "<prefix>:{" (RedisKey, RecordKey,
 // PodsKey, and the breakers' probe keys).
 func ACLRules(keyPrefix string) string {
@@ -37,7 +39,7 @@ func ACLRules(keyPrefix string) string {
 func ACLCommands() []string {
 	cmds := []string{
 		"hello", "auth", "ping", "evalsha", "eval", "script|load",
-		"cluster|slots", "cluster|shards", "cluster|nodes", "readonly", "command",
+		"cluster|slots", "cluster|shards", "cluster|nodes", "readonly", "command", "asking",
 	}
 	all := append([]script{leaseScript}, scripts[:]...)
 	for _, sc := range all {

@@ -101,6 +101,9 @@ func TestStoreRunsUnderItsACLUser(t *testing.T) {
 					t.Fatalf("ping: %v", err)
 				}
 			})
+			if tc.opts.Cluster {
+				t.Run("slot in migration", func(t *testing.T) { takeDuringMigration(t, cluster, newStore(t, nil)) })
+			}
 			for _, s := range tc.servers {
 				if d := aclDenials(t, s); len(d) > 0 {
 					t.Errorf("%s refused the store: %s", s.Addr, strings.Join(d, "; "))
@@ -136,6 +139,49 @@ func TestScriptCommandsSeesEveryCall(t *testing.T) {
 	for _, banned := range []string{"flushall", "flushdb", "config", "keys", "shutdown", "cluster|reset", "debug", "del"} {
 		if strings.Contains(" "+cmds+" ", " "+banned+" ") {
 			t.Errorf("ACLCommands allows %s", banned)
+		}
+	}
+}
+
+// takeDuringMigration takes from a new counter whose slot is MIGRATING from
+// its shard to the next: the owner answers ASK, and the store's client
+// follows it with ASKING on the importing node, as while the operator
+// moves slots to new shards. The slot's migration is then finished.
+func takeDuringMigration(t *testing.T, cluster *redistest.Cluster, s store.Store) {
+	ctx := context.Background()
+	key := storetest.KeyFor(t, "migrating")
+	slot := int(redisstore.Slot(s.(*redisstore.Store).RedisKey(key)))
+	from := cluster.ShardOf(slot)
+	src, dst := cluster.Nodes[from].Client(t), cluster.Nodes[(from+1)%len(cluster.Nodes)].Client(t)
+	srcID, err := src.ClusterMyID(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dstID, err := dst.ClusterMyID(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		c    *goredis.Client
+		args []any
+	}{
+		{dst, []any{"CLUSTER", "SETSLOT", slot, "IMPORTING", srcID}},
+		{src, []any{"CLUSTER", "SETSLOT", slot, "MIGRATING", dstID}},
+	} {
+		if err := step.c.Do(ctx, step.args...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := s.Take(ctx, store.Request{Key: key, Limit: algo.Limit{Algorithm: algo.TokenBucket, Limit: 5, Period: time.Second, Burst: 5}, Cost: 1})
+	if err != nil || !r.Allowed {
+		t.Errorf("take from a counter whose slot %d is migrating: %+v, %v", slot, r, err)
+	}
+	if n, err := dst.ClusterCountKeysInSlot(ctx, int(slot)).Result(); err != nil || n != 1 {
+		t.Errorf("the importing node holds %d keys of slot %d (%v), want the new counter", n, slot, err)
+	}
+	for _, c := range []*goredis.Client{dst, src} {
+		if err := c.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", dstID).Err(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
