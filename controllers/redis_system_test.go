@@ -940,10 +940,11 @@ func TestRedisClusterHeals(t *testing.T) {
 
 // TestRedisClusterScaleOut: 3 -> 4 shards under limiter load, with the
 // operator stopped while the migration is under way and started again. No
-// key is lost, the slots end even, no slot is left open, and no Redis node
+// key is lost, the slots end even, no slot is left open, no Redis node
 // answered CROSSSLOT, TRYAGAIN or CLUSTERDOWN (the limiters follow MOVED
 // and ASK; their store errors, timeouts of the 20ms store deadline, are
-// reported).
+// reported), and no node refused the operator's, the replicas' or the
+// limiters' ACL user anything.
 func TestRedisClusterScaleOut(t *testing.T) {
 	needSuite(t)
 	ctx := context.Background()
@@ -1007,6 +1008,13 @@ func TestRedisClusterScaleOut(t *testing.T) {
 	for _, bad := range []string{"CROSSSLOT", "TRYAGAIN", "CLUSTERDOWN"} {
 		if replies[bad] != 0 {
 			t.Errorf("the Redis nodes answered %s %d times", bad, replies[bad])
+		}
+	}
+	// The users' rules cover what the operator (MIGRATE between nodes as
+	// its user), the replicas and the limiters send through a scale-out.
+	for _, p := range rf.pods {
+		if denied := aclLog(t, p); len(denied) > 0 {
+			t.Errorf("%s refused: %s", p.name, strings.Join(denied, "; "))
 		}
 	}
 }

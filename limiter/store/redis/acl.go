@@ -19,6 +19,7 @@ import (
 // source and allowed too: no command is listed by hand twice. CLUSTER
 // SHARDS and CLUSTER NODES are the other topology reads of a cluster
 // client, and READONLY is allowed for a client that reads from replicas.
+// EXISTS is the breakers' probe of a shard, on a key of the store's.
 // ASKING is what the cluster client sends before a command it follows to a
 // node that imports the key's slot (an ASK reply while slots move).
 // Every key the store writes starts with "<prefix>:{" (RedisKey, RecordKey,
@@ -40,6 +41,7 @@ func ACLCommands() []string {
 	cmds := []string{
 		"hello", "auth", "ping", "evalsha", "eval", "script|load",
 		"cluster|slots", "cluster|shards", "cluster|nodes", "readonly", "command", "asking",
+		"exists",
 	}
 	all := append([]script{leaseScript}, scripts[:]...)
 	for _, sc := range all {

@@ -101,6 +101,16 @@ func TestStoreRunsUnderItsACLUser(t *testing.T) {
 					t.Fatalf("ping: %v", err)
 				}
 			})
+			t.Run("breaker probe", func(t *testing.T) {
+				o := opts(nil)
+				o.Timeout, o.Breaker = 200*time.Millisecond, redisstore.BreakerOptions{Failures: 2, Span: time.Nanosecond, Cooldown: 50 * time.Millisecond}
+				s, err := redisstore.New(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				probeAfterStall(t, s, tc.servers)
+			})
 			if tc.opts.Cluster {
 				t.Run("slot in migration", func(t *testing.T) { takeDuringMigration(t, cluster, newStore(t, nil)) })
 			}
@@ -183,5 +193,44 @@ func takeDuringMigration(t *testing.T, cluster *redistest.Cluster, s store.Store
 		if err := c.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", dstID).Err(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// probeAfterStall stalls the servers (SIGSTOP) until a decision's breaker
+// opens, resumes them, and waits for the breaker's probe to close it: the
+// probe and the slot map reload run as the store's user too.
+func probeAfterStall(t *testing.T, s *redisstore.Store, servers []*redistest.Server) {
+	ctx := context.Background()
+	key := storetest.KeyFor(t, "stalled")
+	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 5, Period: time.Second, Burst: 5}
+	if _, err := s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1}); err != nil {
+		t.Fatal(err) // the slot map is loaded
+	}
+	open := func() bool {
+		for _, b := range s.Breakers() {
+			if b.State != redisstore.BreakerClosed {
+				return true
+			}
+		}
+		return false
+	}
+	for _, srv := range servers {
+		srv.Pause(t)
+	}
+	for i := 0; !open(); i++ {
+		if i == 20 {
+			t.Fatal("no breaker opened with the servers stalled")
+		}
+		_, _ = s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1})
+	}
+	for _, srv := range servers {
+		srv.Resume(t)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for open() {
+		if time.Now().After(deadline) {
+			t.Fatalf("breakers %+v still open 10s after the servers resumed", s.Breakers())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
