@@ -553,7 +553,8 @@ func StartNode(t testing.TB, addr, dir string, nodeTimeout time.Duration, extra 
 // configuration file in dir, redistest.conf: the address, dir and test
 // defaults, then the extra directives as lines, so that a later directive
 // overrides an earlier one and a directive of several arguments (user,
-// include) reads as it does in a redis.conf.
+// include) reads as it does in a redis.conf; a value with spaces is
+// quoted ("requirepass \"a b\"").
 func startIn(t testing.TB, addr, dir string, extra ...string) *Server {
 	t.Helper()
 	return startWithAuth(t, addr, dir, "", "", extra...)
