@@ -132,6 +132,10 @@ func (r *LimiterFleetReconciler) reconcileRedis(ctx context.Context, s *fleetSco
 		return err
 	}
 	secret, err := r.reconcileRedisAuth(ctx, fleet)
+	var tlsSecret *corev1.Secret
+	if err == nil {
+		tlsSecret, err = r.reconcileRedisTLS(ctx, fleet, rs.now)
+	}
 	var notOwned errSecretNotOwned
 	var authErr errRedisAuth
 	switch {
@@ -146,7 +150,7 @@ func (r *LimiterFleetReconciler) reconcileRedis(ctx context.Context, s *fleetSco
 	case err != nil:
 		return err
 	}
-	if err := r.applyRedis(ctx, fleet, rs.shards, RedisAuthHash(secret)); err != nil {
+	if err := r.applyRedis(ctx, fleet, rs.shards, RedisSecretHashes{Auth: RedisAuthHash(secret), TLS: RedisTLSHash(tlsSecret)}); err != nil {
 		return err
 	}
 	spec, err := r.redisSpec(ctx, fleet, rs.shards)
@@ -154,6 +158,11 @@ func (r *LimiterFleetReconciler) reconcileRedis(ctx context.Context, s *fleetSco
 		return err
 	}
 	spec.Username, spec.Password = RedisOperatorUser, string(secret.Data[RedisOperatorPasswordKey])
+	if tlsSecret != nil {
+		if spec.TLS, err = RedisClientTLS(fleet, tlsSecret); err != nil {
+			return err
+		}
+	}
 	rs.result, rs.err = rediscluster.Reconcile(ctx, spec, r.redisOptions(fleet)...)
 	recordRedisMemory(fleet, rs.result.Status)
 	r.recordRedisActions(ctx, fleet, rs.result.Actions)
@@ -212,11 +221,13 @@ func (r *LimiterFleetReconciler) deleteRedis(ctx context.Context, fleet *v1alpha
 			return err
 		}
 	}
-	secret := &corev1.Secret{}
-	if err := r.secretReader().Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: RedisAuthSecretName(fleet)}, secret); err == nil {
-		objs = append(objs, secret)
-	} else if !apierrors.IsNotFound(err) {
-		return err
+	for _, name := range []string{RedisAuthSecretName(fleet), RedisTLSSecretName(fleet), RedisCASecretName(fleet)} {
+		secret := &corev1.Secret{}
+		if err := r.secretReader().Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: name}, secret); err == nil {
+			objs = append(objs, secret)
+		} else if !apierrors.IsNotFound(err) {
+			return err
+		}
 	}
 	for _, obj := range objs {
 		if !metav1.IsControlledBy(obj, fleet) {
@@ -249,12 +260,12 @@ func (r *LimiterFleetReconciler) redisShards(ctx context.Context, fleet *v1alpha
 }
 
 // applyRedis applies the ConfigMap, headless Service, and per shard the
-// StatefulSet and PodDisruptionBudget. authHash is redisAuthHash of the
-// auth Secret the pods mount.
-func (r *LimiterFleetReconciler) applyRedis(ctx context.Context, fleet *v1alpha1.LimiterFleet, shards int, authHash string) error {
+// StatefulSet and PodDisruptionBudget. hashes are those of the Secrets
+// the pods mount.
+func (r *LimiterFleetReconciler) applyRedis(ctx context.Context, fleet *v1alpha1.LimiterFleet, shards int, hashes RedisSecretHashes) error {
 	objs := []client.Object{BuildRedisConfigMap(fleet), BuildRedisService(fleet)}
 	for shard := range shards {
-		objs = append(objs, BuildRedisStatefulSet(fleet, shard, r.DefaultRedisImage, authHash), BuildRedisPDB(fleet, shard))
+		objs = append(objs, BuildRedisStatefulSet(fleet, shard, r.DefaultRedisImage, hashes), BuildRedisPDB(fleet, shard))
 	}
 	for _, obj := range objs {
 		if err := r.apply(ctx, fleet, obj); err != nil {

@@ -150,9 +150,25 @@ func redisMeta(fleet *v1alpha1.LimiterFleet, name string) metav1.ObjectMeta {
 //
 //   - cluster-replica-validity-factor 0: a replica always may take over a
 //     dead primary; stale counters beat no counters for a rate limiter.
+//
+//   - With spec.redis.tls, no plain-text port: clients, replication and the
+//     cluster bus (tls-port + 10000) use TLS only, with the certificates of
+//     the TLS Secret (see RedisTLSEnabled).
 func RedisConfig(fleet *v1alpha1.LimiterFleet) string {
-	lines := []string{
-		fmt.Sprintf("port %d", RedisPort),
+	ports := []string{fmt.Sprintf("port %d", RedisPort)}
+	if RedisTLSEnabled(fleet) {
+		ports = []string{
+			"port 0",
+			fmt.Sprintf("tls-port %d", RedisPort),
+			"tls-cert-file " + redisTLSDir + "/" + RedisTLSCertKey,
+			"tls-key-file " + redisTLSDir + "/" + RedisTLSKeyKey,
+			"tls-ca-cert-file " + redisTLSDir + "/" + RedisTLSCAKey,
+			"tls-auth-clients optional",
+			"tls-replication yes",
+			"tls-cluster yes",
+		}
+	}
+	lines := append(ports,
 		"bind * -::*",
 		"protected-mode yes",
 		"dir " + redisDataDir,
@@ -170,7 +186,7 @@ func RedisConfig(fleet *v1alpha1.LimiterFleet) string {
 		"appendonly yes",
 		"appendfsync everysec",
 		`save ""`,
-	}
+	)
 	if max := RedisMaxMemory(fleet); max > 0 {
 		lines = append(lines, fmt.Sprintf("maxmemory %d", max))
 	}
@@ -291,15 +307,20 @@ func secretEnv(name, secret, key string) corev1.EnvVar {
 	}}}
 }
 
+// RedisSecretHashes are the hashes of the Secrets a Redis pod mounts:
+// RedisAuthHash and RedisTLSHash.
+type RedisSecretHashes struct{ Auth, TLS string }
+
 // BuildRedisStatefulSet builds shard's StatefulSet: 1 + replicasPerShard
 // pods, of which ordinal 0 becomes the primary at bootstrap. The pods of a
 // shard must run on different nodes (required anti-affinity): a primary and
 // its replica on one node would die together. They run spec.redis.image, or
 // defaultImage (the operator's --redis-image) when unset, or
 // v1alpha1.DefaultRedisImage when both are empty. The pods mount the users
-// file of the auth Secret; authHash, its hash (RedisAuthHash), is on the
-// pod template so that a new password rolls them.
-func BuildRedisStatefulSet(fleet *v1alpha1.LimiterFleet, shard int, defaultImage, authHash string) *appsv1.StatefulSet {
+// file of the auth Secret and, with TLS, the TLS Secret; the hashes of
+// what they mount are on the pod template, so that a new password or
+// certificate rolls them.
+func BuildRedisStatefulSet(fleet *v1alpha1.LimiterFleet, shard int, defaultImage string, hashes RedisSecretHashes) *appsv1.StatefulSet {
 	spec := &fleet.Spec
 	image := spec.EffectiveRedisImage()
 	if (spec.Redis.Image == nil || *spec.Redis.Image == "") && defaultImage != "" {
@@ -368,6 +389,16 @@ func BuildRedisStatefulSet(fleet *v1alpha1.LimiterFleet, shard int, defaultImage
 			DefaultMode: ptr.To[int32](0o440),
 		}}},
 	}
+	annotations := map[string]string{RedisConfigHashAnnotation: hex.EncodeToString(sum[:8]), RedisAuthHashAnnotation: hashes.Auth}
+	if RedisTLSEnabled(fleet) {
+		// The certificate, its key and the CA, readable by the redis group.
+		volumes = append(volumes, corev1.Volume{Name: redisTLSVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName:  RedisTLSSecretName(fleet),
+			DefaultMode: ptr.To[int32](0o440),
+		}}})
+		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: redisTLSVolume, MountPath: redisTLSDir, ReadOnly: true})
+		annotations[RedisTLSHashAnnotation] = hashes.TLS
+	}
 	var claims []corev1.PersistentVolumeClaim
 	if st := spec.Redis.Storage; st != nil {
 		claims = []corev1.PersistentVolumeClaim{{
@@ -397,7 +428,7 @@ func BuildRedisStatefulSet(fleet *v1alpha1.LimiterFleet, shard int, defaultImage
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
 					Labels:      labels,
-					Annotations: map[string]string{RedisConfigHashAnnotation: hex.EncodeToString(sum[:8]), RedisAuthHashAnnotation: authHash},
+					Annotations: annotations,
 				},
 				Spec: corev1.PodSpec{
 					AutomountServiceAccountToken: ptr.To(false),

@@ -68,7 +68,7 @@ func redisBuildAll(fleet *v1alpha1.LimiterFleet) []client.Object {
 	secret := controllers.BuildRedisAuthSecret(fleet, testPasswords)
 	objs := []client.Object{secret, controllers.BuildRedisConfigMap(fleet), controllers.BuildRedisService(fleet)}
 	for shard := range int(fleet.Spec.EffectiveShards()) {
-		objs = append(objs, controllers.BuildRedisStatefulSet(fleet, shard, "", controllers.RedisAuthHash(secret)), controllers.BuildRedisPDB(fleet, shard))
+		objs = append(objs, controllers.BuildRedisStatefulSet(fleet, shard, "", controllers.RedisSecretHashes{Auth: controllers.RedisAuthHash(secret)}), controllers.BuildRedisPDB(fleet, shard))
 	}
 	return objs
 }
@@ -282,7 +282,7 @@ func TestRedisStatefulSet(t *testing.T) {
 		f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "redis-auth"}
 		f.Spec.Redis.Storage = &v1alpha1.RedisStorage{Size: resource.MustParse("1Gi")}
 	}))
-	set := controllers.BuildRedisStatefulSet(withAuth, 2, "", "hash1")
+	set := controllers.BuildRedisStatefulSet(withAuth, 2, "", controllers.RedisSecretHashes{Auth: "hash1"})
 	if set.Name != "f-redis-2" || *set.Spec.Replicas != 3 || set.Spec.ServiceName != "f-redis" {
 		t.Errorf("name %s replicas %d service %s", set.Name, *set.Spec.Replicas, set.Spec.ServiceName)
 	}
@@ -337,7 +337,7 @@ func TestRedisStatefulSet(t *testing.T) {
 		t.Errorf("limiter env without redis.auth: %s", env)
 	}
 
-	noStorage := controllers.BuildRedisStatefulSet(generated, 0, "", "hash1")
+	noStorage := controllers.BuildRedisStatefulSet(generated, 0, "", controllers.RedisSecretHashes{Auth: "hash1"})
 	if len(noStorage.Spec.VolumeClaimTemplates) != 0 || noStorage.Spec.Template.Spec.Volumes[0].EmptyDir == nil {
 		t.Errorf("without storage: claims %v volumes %+v", noStorage.Spec.VolumeClaimTemplates, noStorage.Spec.Template.Spec.Volumes)
 	}
@@ -355,7 +355,7 @@ func TestRedisStatefulSet(t *testing.T) {
 		{resFleet("ns", "f", resCluster()), "mirror.example/redis:7.2", "mirror.example/redis:7.2"},
 		{mirrored, "mirror.example/redis:7.2", "own/redis:7.4"},
 	} {
-		if got := controllers.BuildRedisStatefulSet(tc.fleet, 0, tc.operator, "hash1").Spec.Template.Spec.Containers[0].Image; got != tc.want {
+		if got := controllers.BuildRedisStatefulSet(tc.fleet, 0, tc.operator, controllers.RedisSecretHashes{Auth: "hash1"}).Spec.Template.Spec.Containers[0].Image; got != tc.want {
 			t.Errorf("spec.redis.image %v, operator's %q: image %s, want %s", tc.fleet.Spec.Redis.Image, tc.operator, got, tc.want)
 		}
 	}
@@ -363,7 +363,7 @@ func TestRedisStatefulSet(t *testing.T) {
 	// A node timeout change rolls the pods: the config hash changes.
 	slow := controllers.BuildRedisStatefulSet(resFleet("ns", "f", resCluster(func(f *v1alpha1.LimiterFleet) {
 		f.Spec.Redis.NodeTimeout = &metav1.Duration{Duration: 10 * time.Second}
-	})), 0, "", "hash1")
+	})), 0, "", controllers.RedisSecretHashes{Auth: "hash1"})
 	if a, b := noStorage.Spec.Template.Annotations[controllers.RedisConfigHashAnnotation], slow.Spec.Template.Annotations[controllers.RedisConfigHashAnnotation]; a == b || a == "" {
 		t.Errorf("config hash %q and %q: want a change", a, b)
 	}

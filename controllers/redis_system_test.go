@@ -505,7 +505,7 @@ func TestRedisClusterBadNodes(t *testing.T) {
 		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 		// The CRD refuses lowering shards; a fourth shard's StatefulSet left
 		// from elsewhere (an old CRD, a restore) is the same to the operator.
-		extra := controllers.BuildRedisStatefulSet(rf.fleet, 3, "", "")
+		extra := controllers.BuildRedisStatefulSet(rf.fleet, 3, "", controllers.RedisSecretHashes{})
 		extra.TypeMeta = metav1.TypeMeta{}
 		if err := k8s.Create(ctx, extra); err != nil {
 			t.Fatal(err)

@@ -179,7 +179,9 @@ type FleetStats struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.nodeTimeout) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.nodeTimeout applies only when spec.redis.mode is Cluster",fieldPath=".nodeTimeout"
 // +kubebuilder:validation:XValidation:rule="!has(self.auth) || (has(self.mode) && self.mode != 'None')",message="spec.redis.auth applies only when spec.redis.mode is Cluster or External",fieldPath=".auth"
 // +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.auth.usernameKey) || (has(self.mode) && self.mode == 'External')",message="spec.redis.auth.usernameKey applies only when spec.redis.mode is External: in the operator's Redis Cluster the limiters' user is sluice-limiter",fieldPath=".auth.usernameKey"
-// +kubebuilder:validation:XValidation:rule="!has(self.tls) || (has(self.mode) && self.mode == 'External')",message="spec.redis.tls applies only when spec.redis.mode is External",fieldPath=".tls"
+// +kubebuilder:validation:XValidation:rule="!has(self.tls) || (has(self.mode) && self.mode != 'None')",message="spec.redis.tls applies only when spec.redis.mode is Cluster or External",fieldPath=".tls"
+// +kubebuilder:validation:XValidation:rule="!has(self.tls) || !has(self.tls.caKey) || (has(self.mode) && self.mode == 'External')",message="spec.redis.tls.caKey applies only when spec.redis.mode is External: in Cluster mode the CA Secret holds tls.crt and tls.key",fieldPath=".tls.caKey"
+// +kubebuilder:validation:XValidation:rule="!has(self.tls) || !has(self.tls.serverName) || (has(self.mode) && self.mode == 'External')",message="spec.redis.tls.serverName applies only when spec.redis.mode is External: in Cluster mode the operator names the certificates",fieldPath=".tls.serverName"
 // +kubebuilder:validation:XValidation:rule="!has(self.resources) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.resources applies only when spec.redis.mode is Cluster",fieldPath=".resources"
 // +kubebuilder:validation:XValidation:rule="!has(self.maxMemory) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.maxMemory applies only when spec.redis.mode is Cluster",fieldPath=".maxMemory"
 // +kubebuilder:validation:XValidation:rule="!has(self.image) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.image applies only when spec.redis.mode is Cluster",fieldPath=".image"
@@ -256,8 +258,13 @@ type RedisSpec struct {
 	// +optional
 	Auth *RedisAuth `json:"auth,omitempty"`
 
-	// tls connects the limiters to an External Redis over TLS (rediss://),
-	// verifying its certificates. Only for External.
+	// tls connects the limiters to Redis over TLS (rediss://), verifying its
+	// certificates. For External, it verifies your Redis's. For Cluster, the
+	// operator's Redis serves clients, replication and the cluster bus over
+	// TLS only, with a certificate the operator issues from a CA it creates
+	// (the Secret <fleet>-redis-ca) or from yours (caSecretName), keeps in the
+	// Secret <fleet>-redis-tls and renews 30 days before it expires; the
+	// limiters and the operator verify it.
 	// +optional
 	TLS *RedisTLS `json:"tls,omitempty"`
 
@@ -317,11 +324,15 @@ type RedisAuth struct {
 	UsernameKey *string `json:"usernameKey,omitempty"`
 }
 
-// RedisTLS verifies an External Redis's certificates.
+// RedisTLS is TLS to Redis: verifying an External Redis's certificates,
+// or the operator's Redis Cluster's, which it issues.
 type RedisTLS struct {
-	// caSecretName names a Secret in the fleet's namespace whose caKey holds
-	// the PEM CA certificates that sign the Redis servers' certificates.
-	// Unset: the CA certificates of the limiter image.
+	// caSecretName names a Secret in the fleet's namespace. For External,
+	// its caKey holds the PEM CA certificates that sign the Redis servers'
+	// certificates; unset, the CA certificates of the limiter image. For
+	// Cluster, it is the CA the operator signs the nodes' certificates with,
+	// as tls.crt and tls.key (a kubernetes.io/tls Secret, such as a
+	// cert-manager CA's); unset, the operator creates one, <fleet>-redis-ca.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
@@ -329,7 +340,7 @@ type RedisTLS struct {
 	CASecretName *string `json:"caSecretName,omitempty"`
 
 	// caKey is the key of the CA certificates in that Secret. Defaults to
-	// "ca.crt", as cert-manager writes it.
+	// "ca.crt", as cert-manager writes it. Only for External.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
@@ -338,7 +349,7 @@ type RedisTLS struct {
 
 	// serverName is the name the servers' certificates must carry, when it
 	// is not the host of each address (a Redis Cluster redirects to node
-	// IPs, which certificates seldom name).
+	// IPs, which certificates seldom name). Only for External.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253

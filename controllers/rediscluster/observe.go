@@ -77,7 +77,7 @@ func observe(ctx context.Context, spec Spec, o *options) []*view {
 			v.err = &NodeError{Pod: m.Pod, Reason: ReasonUnreachable, Err: fmt.Errorf("pod has no IP yet")}
 			continue
 		}
-		v.c = dialMember(m, spec.Username, spec.Password, o)
+		v.c = dialMember(m, &spec, o)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -1,6 +1,7 @@
 package rediscluster
 
 import (
+	"crypto/tls"
 	"fmt"
 	"time"
 )
@@ -41,6 +42,10 @@ type Spec struct {
 	// source to target nodes (AUTH2, or AUTH without a user). The user
 	// needs OperatorACLRules.
 	Username, Password string
+	// TLS, when not nil, is how every connection is made: the nodes serve
+	// TLS only (tls-port, port 0; and tls-cluster, so that MIGRATE between
+	// them uses TLS too).
+	TLS *tls.Config
 	// Migration is the progress of a slot migration from the last pass
 	// (Result.Migration, persisted in status), or nil.
 	Migration *Migration
