@@ -18,13 +18,19 @@ package controllers_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	goredis "github.com/redis/go-redis/v9"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -313,4 +319,144 @@ func label(m *dto.Metric, name string) string {
 		}
 	}
 	return ""
+}
+
+// TestRedisClusterTLS: a Cluster fleet with spec.redis.tls. Its nodes, real
+// redis-server processes with the rendered redis.conf and the operator's
+// certificate, serve TLS only on the pods' port, for clients, replication
+// and the cluster bus; the operator forms the cluster with replicas over
+// TLS, verifying the certificate against the CA it created, and limiters
+// started as the Deployment says (rediss-cluster://, the CA file, the
+// server name) decide against it. A plain-text client gets no Redis reply,
+// a client that trusts another CA fails the handshake, and one that trusts
+// the fleet's CA still must authenticate. A certificate near expiry is
+// replaced and rolls the pods.
+func TestRedisClusterTLS(t *testing.T) {
+	ctx := context.Background()
+	rf := newRedisFleet(t, "redis-tls-cluster", "tlsc", 3, 1, func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.TLS = &v1alpha1.RedisTLS{} })
+	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+	for _, n := range f.Status.Redis.Replicas {
+		if n.Link != "connected" {
+			t.Errorf("replica %+v", n)
+		}
+	}
+	if n := len(f.Status.Redis.Replicas); n != 3 {
+		t.Fatalf("%d replicas, want 3 (replication over TLS)", n)
+	}
+	for _, p := range rf.pods {
+		info, err := p.srv.Client(t).Info(ctx, "replication").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(info, "role:slave") && !strings.Contains(info, "master_link_status:up") {
+			t.Errorf("%s: replica not in sync:\n%s", p.name, info)
+		}
+	}
+	ca := rf.secret(t, controllers.RedisCASecretName(f))
+	tlsSecret := rf.secret(t, controllers.RedisTLSSecretName(f))
+	for _, s := range []*corev1.Secret{ca, tlsSecret} {
+		if !metav1.IsControlledBy(s, f) {
+			t.Errorf("Secret %s is not controlled by the fleet", s.Name)
+		}
+	}
+	conf, err := controllers.RedisClientTLS(f, tlsSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	podAddr := func(p *redisPod) string { h, _, _ := net.SplitHostPort(p.addr()); return h + ":6379" }
+	primary := rf.pod(t, f.Status.Redis.Primaries[0].Pod)
+
+	// The cluster bus (6379 + 10000) is TLS with the fleet's certificate.
+	bus, err := tls.Dial("tcp", strings.TrimSuffix(podAddr(primary), ":6379")+":16379", conf)
+	if err != nil {
+		t.Errorf("TLS handshake with the cluster bus of %s: %v", primary.name, err)
+	} else {
+		bus.Close()
+	}
+
+	// Clients: plain text, another CA, no AUTH, the limiters' user.
+	plain := goredis.NewClient(&goredis.Options{Addr: podAddr(primary), MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+	defer plain.Close()
+	if err := plain.Ping(ctx).Err(); err == nil || strings.HasPrefix(err.Error(), "NOAUTH") {
+		t.Errorf("a plain-text PING to the pod's port: %v, want no Redis reply", err)
+	}
+	otherCA, _, err := controllers.NewRedisCA(f, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherPool := x509.NewCertPool()
+	otherPool.AddCert(otherCA.Cert)
+	stranger := goredis.NewClient(&goredis.Options{Addr: podAddr(primary), MaxRetries: -1, DialTimeout: time.Second,
+		TLSConfig: &tls.Config{RootCAs: otherPool, ServerName: conf.ServerName}})
+	defer stranger.Close()
+	if err := stranger.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("a client that trusts another CA: %v, want a certificate error", err)
+	}
+	anon := goredis.NewClient(&goredis.Options{Addr: podAddr(primary), MaxRetries: -1, DialTimeout: time.Second, TLSConfig: conf})
+	defer anon.Close()
+	if err := anon.Ping(ctx).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOAUTH") {
+		t.Errorf("a TLS client without AUTH: %v, want NOAUTH", err)
+	}
+
+	// Limiters as the Deployment runs them decide against the cluster.
+	load := rf.startLimiters(t, 2)
+	allowed := func() int64 {
+		if v, ok := load.codes.Load(200); ok {
+			return v.(*atomic.Int64).Load()
+		}
+		return 0
+	}
+	eventually(t, 30*time.Second, "decisions from Redis over TLS", func() error {
+		if n := allowed(); n < 200 {
+			return fmt.Errorf("%d allowed so far (a store error answers 429, failureMode Closed)", n)
+		}
+		return nil
+	})
+	load.halt()
+	summary, _ := load.summary(t)
+	t.Logf("limiters over TLS: %s", summary)
+	if n := load.errorsOfClass(t, "connection"); n != 0 {
+		t.Errorf("%.0f calls of the limiters could not reach a node over TLS: %s", n, summary)
+	}
+	for _, p := range rf.pods {
+		if denied := aclLog(t, p); len(denied) > 0 {
+			t.Errorf("%s refused: %s", p.name, strings.Join(denied, "; "))
+		}
+	}
+
+	// A certificate 20 days from expiry, from the same CA: the operator
+	// issues the next, and the pods' template changes to roll them.
+	hashBefore := statefulSetAnnotation(t, f, controllers.RedisTLSHashAnnotation)
+	caCert, err := controllers.ParseRedisCA(ca.Data["tls.crt"], ca.Data["tls.key"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldPEM, oldKey, err := controllers.IssueRedisCert(f, caCert, time.Now().Add(-70*24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsSecret.Data["tls.crt"], tlsSecret.Data["tls.key"] = oldPEM, oldKey
+	if err := k8s.Update(ctx, tlsSecret); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "a new certificate", func() error {
+		s := rf.secret(t, controllers.RedisTLSSecretName(f))
+		if why := controllers.RedisCertCurrent(f, caCert, s.Data["tls.crt"], time.Now()); why != "" {
+			return fmt.Errorf("the certificate is not current: %s", why)
+		}
+		if h := statefulSetAnnotation(t, f, controllers.RedisTLSHashAnnotation); h == hashBefore || h == "" {
+			return fmt.Errorf("the pods' TLS hash is still %q", h)
+		}
+		return nil
+	})
+}
+
+// statefulSetAnnotation is an annotation of shard 0's pod template.
+func statefulSetAnnotation(t *testing.T, f *v1alpha1.LimiterFleet, name string) string {
+	t.Helper()
+	set := &appsv1.StatefulSet{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: controllers.RedisShardName(f, 0)}, set); err != nil {
+		t.Fatal(err)
+	}
+	return set.Spec.Template.Annotations[name]
 }

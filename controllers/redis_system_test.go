@@ -158,18 +158,20 @@ const testAdmin, testAdminPW = "sluice-test", "test-admin-pw"
 // renderedDirectives are the operator's redis.conf as "name value"
 // directives, less what a pod's volume provides: the test has no /data
 // (each node gets a temp dir). Nodes announce their IP (StartNode) and, in
-// startNode, a hostname (hostnameDirective). The users file that
-// redis.conf includes is usersFile, where the pod's copy of the auth
-// Secret's is; the test's admin user comes last.
-func renderedDirectives(fleet *v1alpha1.LimiterFleet, usersFile string) []string {
+// startNode, a hostname (hostnameDirective). The Secret volumes are
+// directories of the pod's copies (secretDirs: mount path -> directory);
+// the test's admin user comes last. The port is StartNode's: with TLS, a
+// plain-text one for the test's own hands only.
+func renderedDirectives(fleet *v1alpha1.LimiterFleet, secretDirs map[string]string) []string {
 	var out []string
 	for _, line := range strings.Split(strings.TrimSpace(controllers.RedisConfig(fleet)), "\n") {
 		name, _, _ := strings.Cut(line, " ")
 		switch name {
 		case "port", "bind", "dir", "cluster-config-file", "save":
 			continue
-		case "include":
-			line = "include " + usersFile
+		}
+		for mount, dir := range secretDirs {
+			line = strings.ReplaceAll(line, " "+mount+"/", " "+dir+"/")
 		}
 		out = append(out, line)
 	}
@@ -187,24 +189,46 @@ func newRedisFleet(t *testing.T, ns, name string, shards, replicas int32, mutate
 // generates, and returns it.
 func (rf *redisFleet) authSecret(t testing.TB) *corev1.Secret {
 	t.Helper()
+	return rf.secret(t, controllers.RedisAuthSecretName(rf.fleet))
+}
+
+// secret waits for a Secret of the fleet's namespace and returns it.
+func (rf *redisFleet) secret(t testing.TB, name string) *corev1.Secret {
+	t.Helper()
 	s := &corev1.Secret{}
-	eventually(t, 30*time.Second, "the Redis auth Secret", func() error {
-		return k8s.Get(context.Background(), client.ObjectKey{Namespace: rf.fleet.Namespace, Name: controllers.RedisAuthSecretName(rf.fleet)}, s)
+	eventually(t, 30*time.Second, "Secret "+name, func() error {
+		return k8s.Get(context.Background(), client.ObjectKey{Namespace: rf.fleet.Namespace, Name: name}, s)
 	})
 	return s
 }
 
 // startNode starts p's process on ip as its pod's containers would start:
-// the users file of the auth Secret copied into the pod's directory (the
-// Secret volume), then redis-server with the rendered redis.conf, p's
-// hostname (hostnameDirective) and the fleet's extra directives.
+// the Secret volumes (the auth Secret's users file and, with TLS, the TLS
+// Secret) copied into the pod's directory, then redis-server with the
+// rendered redis.conf, p's hostname (hostnameDirective) and the fleet's
+// extra directives. With TLS, the node serves TLS on ip:6379, the pod's
+// port, and plain text on ip:6380 for the test's own hands (p.srv.Addr).
 func (rf *redisFleet) startNode(t *testing.T, p *redisPod, ip string) {
 	t.Helper()
-	users := filepath.Join(p.dir, controllers.RedisUsersKey)
-	if err := os.WriteFile(users, rf.authSecret(t).Data[controllers.RedisUsersKey], 0o600); err != nil {
-		t.Fatal(err)
+	dirs := map[string]string{"/etc/redis-auth": filepath.Join(p.dir, "auth")}
+	files := map[string]*corev1.Secret{"/etc/redis-auth": rf.secret(t, controllers.RedisAuthSecretName(rf.fleet))}
+	addr := ip + ":6379"
+	if controllers.RedisTLSEnabled(rf.fleet) {
+		dirs["/etc/redis-tls"] = filepath.Join(p.dir, "tls")
+		files["/etc/redis-tls"] = rf.secret(t, controllers.RedisTLSSecretName(rf.fleet))
+		addr = ip + ":6380"
 	}
-	p.srv = redistest.StartNode(t, ip+":6379", p.dir, rf.fleet.Spec.EffectiveNodeTimeout(), append(append(renderedDirectives(rf.fleet, users), p.hostnameDirective()), rf.extra...)...)
+	for mount, s := range files {
+		if err := os.MkdirAll(dirs[mount], 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range s.Data {
+			if err := os.WriteFile(filepath.Join(dirs[mount], k), v, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	p.srv = redistest.StartNode(t, addr, p.dir, rf.fleet.Spec.EffectiveNodeTimeout(), append(append(renderedDirectives(rf.fleet, dirs), p.hostnameDirective()), rf.extra...)...)
 	p.srv.Username, p.srv.Password = testAdmin, testAdminPW
 	srv := p.srv
 	t.Cleanup(func() {
@@ -223,12 +247,19 @@ func (rf *redisFleet) startNode(t *testing.T, p *redisPod, ip string) {
 // For a Cluster fleet it holds the limiters' ACL user and password.
 func (rf *redisFleet) limiterEnv(t *testing.T) []string {
 	t.Helper()
+	_, env := rf.limiterPod(t)
+	return env
+}
+
+// limiterPod is the args and env of the fleet's limiter container as the
+// kubelet starts it (asKubelet).
+func (rf *redisFleet) limiterPod(t *testing.T) (args, env []string) {
+	t.Helper()
 	dep := &appsv1.Deployment{}
 	eventually(t, 30*time.Second, "the limiter Deployment", func() error {
 		return k8s.Get(context.Background(), client.ObjectKey{Namespace: rf.fleet.Namespace, Name: controllers.LimiterName(rf.fleet)}, dep)
 	})
-	_, env := asKubelet(t, dep)
-	return env
+	return asKubelet(t, dep)
 }
 
 // addPod starts the process of pod <shard>-<ordinal> on a new address and
@@ -453,7 +484,7 @@ func TestRedisClusterBadNodes(t *testing.T) {
 		stale := []byte(controllers.RedisUsersConf(controllers.RedisPasswords{
 			Limiter: "stale-limiter-password", Operator: "stale-operator-password", Replication: "stale-replication-password"}))
 		for _, p := range rf.pods {
-			if err := os.WriteFile(filepath.Join(p.dir, controllers.RedisUsersKey), stale, 0o600); err != nil {
+			if err := os.WriteFile(filepath.Join(p.dir, "auth", controllers.RedisUsersKey), stale, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			p.srv.Restart(t)
@@ -469,7 +500,7 @@ func TestRedisClusterBadNodes(t *testing.T) {
 		// The pods restart with the Secret's users file: the operator
 		// forms the cluster.
 		for _, p := range rf.pods {
-			if err := os.WriteFile(filepath.Join(p.dir, controllers.RedisUsersKey), rf.authSecret(t).Data[controllers.RedisUsersKey], 0o600); err != nil {
+			if err := os.WriteFile(filepath.Join(p.dir, "auth", controllers.RedisUsersKey), rf.authSecret(t).Data[controllers.RedisUsersKey], 0o600); err != nil {
 				t.Fatal(err)
 			}
 			p.srv.Restart(t)
@@ -657,8 +688,17 @@ func (rf *redisFleet) startLimiters(t *testing.T, n int) *limiterLoad {
 	for shard := range int(v1alpha1.MinShards) {
 		seeds = append(seeds, startSeed(t, rf.fleet.Namespace, fmt.Sprintf("%s-0", controllers.RedisShardName(rf.fleet, shard))))
 	}
-	// The limiters authenticate as the kubelet would start them.
-	procs := fleetPodsWithEnv(t, rf.fleet, n, "redis-cluster://"+strings.Join(seeds, ","), rf.limiterEnv(t))
+	// The limiters authenticate, and verify TLS, as the kubelet would start
+	// them: the Deployment's scheme, --redis-* flags and env.
+	args, env := rf.limiterPod(t)
+	scheme, _, _ := strings.Cut(argValue(args, "--store"), "://")
+	var redisArgs []string
+	for _, a := range args {
+		if strings.HasPrefix(a, "--redis-") {
+			redisArgs = append(redisArgs, a)
+		}
+	}
+	procs := fleetPodsWithEnv(t, rf.fleet, n, scheme+"://"+strings.Join(seeds, ","), env, redisArgs...)
 	pol := benchPolicy(rf.fleet.Namespace, "load", rf.fleet.Name, 1)
 	pol.Spec.Rate.Limit = 1_000_000
 	pol.Spec.FailureMode = ptr.To(v1alpha1.FailClosed)
