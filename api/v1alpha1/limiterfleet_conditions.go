@@ -98,8 +98,9 @@ const (
 	DegradedReason = "Degraded"
 	// NodeUnreachableReason: a Redis node does not answer.
 	NodeUnreachableReason = "NodeUnreachable"
-	// AuthFailedReason: a Redis node refused the password, or the password
-	// Secret is missing.
+	// AuthFailedReason: a Redis node refused the password, or a Secret the
+	// operator needs (redis.auth's, or redis.tls's CA) is missing or
+	// unusable.
 	AuthFailedReason = "AuthFailed"
 	// SecretNotOwnedReason: a Secret the operator would write for the
 	// fleet (such as <fleet>-redis-auth) exists and is not the fleet's; the
