@@ -460,3 +460,38 @@ func statefulSetAnnotation(t *testing.T, f *v1alpha1.LimiterFleet, name string) 
 	}
 	return set.Spec.Template.Annotations[name]
 }
+
+// TestRedisClusterTLSOwnCA: with spec.redis.tls.caSecretName, the operator
+// signs the nodes' certificate with that CA and creates none of its own;
+// until the Secret exists, RedisReady is False with reason AuthFailed,
+// naming it.
+func TestRedisClusterTLSOwnCA(t *testing.T) {
+	ctx := context.Background()
+	rf := createRedisFleet(t, "redis-own-ca", "ownca", 3, 0, nil, func(f *v1alpha1.LimiterFleet) {
+		f.Spec.Redis.TLS = &v1alpha1.RedisTLS{CASecretName: ptr.To("team-ca")}
+	})
+	f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.AuthFailedReason)
+	if c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition); !strings.Contains(c.Message, "Secret redis-own-ca/team-ca not found") {
+		t.Errorf("RedisReady message %q does not name the CA Secret", c.Message)
+	}
+	ca, keyPEM, err := controllers.NewRedisCA(f, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.Namespace, Name: "team-ca"}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{"tls.crt": ca.CertPEM, "tls.key": keyPEM}}
+	if err := k8s.Create(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.WaitingForNodesReason) // no pods: past the Secrets
+	s := rf.secret(t, controllers.RedisTLSSecretName(f))
+	if why := controllers.RedisCertCurrent(f, ca, s.Data["tls.crt"], time.Now()); why != "" {
+		t.Errorf("the node certificate: %s", why)
+	}
+	if string(s.Data["ca.crt"]) != string(ca.CertPEM) {
+		t.Errorf("ca.crt is not the team's CA")
+	}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: controllers.RedisCASecretName(f)}, &corev1.Secret{}); err == nil {
+		t.Errorf("the operator created a CA of its own")
+	}
+}
