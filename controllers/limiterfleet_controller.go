@@ -65,6 +65,9 @@ type LimiterFleetReconciler struct {
 	verdicts      verdictCache
 	redisTrackers sync.Map // fleet key -> *rediscluster.Tracker
 	redisHealth   sync.Map // fleet key -> redisHealth
+	// Fits shares each fleet's snapshot refusals with the policy
+	// controller; nil refuses nothing for want of room.
+	Fits *SnapshotFits
 }
 
 // allDomains keys the verdicts of every policy in the fleet controller's
@@ -87,6 +90,7 @@ type fleetScope struct {
 	version   string
 	policies  int
 	compiled  bool
+	refused   int // selected policies left out: the snapshot is full
 	storeErr  error
 	endpoints []string
 	acks      []podAck
@@ -104,6 +108,7 @@ func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			r.Acks.Forget(req.NamespacedName)
 			r.redisTrackers.Delete(req.NamespacedName)
 			r.redisHealth.Delete(req.NamespacedName)
+			r.Fits.forget(ctx, req.NamespacedName)
 			forgetFleetMetrics(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
@@ -141,25 +146,14 @@ func (r *LimiterFleetReconciler) reconcileSnapshot(ctx context.Context, s *fleet
 		enforcement = config.EnforcementDisabled
 	}
 	started := time.Now()
-	doc := config.DocumentFor(selected, enforcement)
-	doc.ForwardAuth = s.fleet.Spec.ForwardAuth
-	// The pods that share the limits while the store is down: the ready
-	// ones, or the desired count before any is ready.
-	doc.Pods = int32(len(s.endpoints))
-	if doc.Pods == 0 {
-		doc.Pods = s.fleet.Spec.EffectiveReplicas()
+	fit, err := r.fitSnapshot(ctx, s, selected, enforcement)
+	if err != nil {
+		return err
 	}
-	s.document, s.version = config.EncodeDocument(doc)
-	s.policies = len(selected)
-	// What the operator writes, the limiters must load: prove it first.
-	if _, err := config.ParseDocument(s.document); err != nil {
-		return fmt.Errorf("compiling the snapshot: %w", err)
-	}
-	s.compiled = true
 	fleetLabel := s.fleet.Namespace + "/" + s.fleet.Name
 	snapshotCompileSeconds.WithLabelValues(fleetLabel).Observe(time.Since(started).Seconds())
 	snapshotBytes.WithLabelValues(fleetLabel).Set(float64(len(s.document)))
-	desired := BuildSnapshotConfigMap(s.fleet, s.document, s.version)
+	desired := fit.cm
 	if err := controllerutil.SetControllerReference(s.fleet, desired, r.Scheme); err != nil {
 		return err
 	}

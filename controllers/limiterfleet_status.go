@@ -28,6 +28,7 @@ func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileEr
 			ConfigMapName: SnapshotConfigMapName(fleet),
 			Bytes:         int64(len(s.document)),
 			Compressed:    len(s.document) > config.MaxPlainDocument,
+			Refused:       int32(s.refused),
 		}
 	}
 
