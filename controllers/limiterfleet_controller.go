@@ -243,7 +243,8 @@ func namespaceLabels(ctx context.Context, c client.Reader) (map[string]map[strin
 }
 
 // reconcileLimiters applies the limiter ServiceAccount, Role, RoleBinding,
-// Services (ClusterIP and headless) and Deployment, each owned by the fleet.
+// Services (ClusterIP and headless), Deployment and PodDisruptionBudget,
+// each owned by the fleet.
 func (r *LimiterFleetReconciler) reconcileLimiters(ctx context.Context, s *fleetScope) error {
 	storeURL, err := StoreURL(s.fleet)
 	if err != nil {
@@ -257,6 +258,7 @@ func (r *LimiterFleetReconciler) reconcileLimiters(ctx context.Context, s *fleet
 		BuildLimiterService(s.fleet),
 		BuildLimiterHeadlessService(s.fleet),
 		BuildLimiterDeployment(s.fleet, r.DefaultImage, storeURL),
+		BuildLimiterPDB(s.fleet),
 	} {
 		if err := r.apply(ctx, s.fleet, obj); err != nil {
 			return fmt.Errorf("applying %T %s: %w", obj, obj.GetName(), err)

@@ -290,6 +290,7 @@ func LimiterArgs(fleet *v1alpha1.LimiterFleet, storeURL string) []string {
 	if t := fleet.Spec.Redis.TLS; t != nil && t.ServerName != nil {
 		args = append(args, "--redis-tls-server-name="+*t.ServerName)
 	}
+	args = append(args, "--drain-delay="+LimiterDrainDelay.String())
 	return append(args, topDescriptorArgs(fleet.Spec.Stats)...)
 }
 
@@ -426,6 +427,9 @@ func BuildLimiterDeployment(fleet *v1alpha1.LimiterFleet, defaultImage string, s
 					},
 					Containers: []corev1.Container{container},
 					Volumes:    volumes,
+					// Drain, then finish what is in flight, then give the
+					// local tier's leases back (see LimiterGracePeriod).
+					TerminationGracePeriodSeconds: ptr.To(int64(LimiterGracePeriod.Seconds())),
 					// Prefer one pod per node, and spreading over zones; never
 					// leave a pod pending for it.
 					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{

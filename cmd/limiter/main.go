@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/limiter/app"
+	"github.com/sluice-dev/sluice/limiter/server"
 	"github.com/sluice-dev/sluice/limiter/service"
 )
 
@@ -43,6 +44,7 @@ func main() {
 	fs.IntVar(&cfg.Top.TruncateTo, "top-descriptor-truncate", 8, "bytes of each value that --top-descriptor-values=truncate keeps, 1 to 64")
 	fs.DurationVar(&cfg.Top.Interval, "top-descriptor-interval", time.Minute, "what one --top-descriptors report covers, aligned to the clock, at least 1s")
 	trusted := fs.String("trusted-proxies", "", "comma-separated `CIDRs` (or addresses) of proxies whose X-Forwarded-For and X-Real-IP forward-auth believes, such as 10.0.0.0/8,127.0.0.1")
+	fs.DurationVar(&cfg.DrainDelay, "drain-delay", server.DefaultDrainDelay, "on SIGTERM, how long to keep answering while /readyz fails and gRPC health is NOT_SERVING, before the listeners close: longer than endpoints take to drop the pod; 0 closes them at once")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	format := fs.String("log-format", "text", "log format: text or json")
 	_ = fs.Parse(os.Args[1:])
@@ -69,6 +71,8 @@ func main() {
 		usage(fs, "--idempotency-entry must not be empty")
 	case cfg.IdempotencyTTL < time.Second:
 		usage(fs, "--idempotency-ttl must be at least 1s")
+	case cfg.DrainDelay < 0:
+		usage(fs, "--drain-delay must not be negative")
 	case cfg.LocalFallbackPods < 1:
 		usage(fs, "--local-fallback-pods must be at least 1")
 	case cfg.Top.K < 0 || cfg.Top.K > service.MaxTopK:

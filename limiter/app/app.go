@@ -73,6 +73,9 @@ type Config struct {
 	// TrustedProxies are the peers whose X-Forwarded-For forward-auth
 	// believes (--trusted-proxies).
 	TrustedProxies []netip.Prefix
+	// DrainDelay is how long the limiter keeps answering, unready, after
+	// it is told to stop and before its listeners close (--drain-delay).
+	DrainDelay time.Duration
 	// Logger receives every log; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -143,6 +146,7 @@ func Run(ctx context.Context, cfg Config) error {
 		SnapshotSource: rl.status,
 		StoreStatus:    storeStatus,
 		TrustedProxies: cfg.TrustedProxies,
+		DrainDelay:     cfg.DrainDelay,
 	})
 	if err != nil {
 		return err

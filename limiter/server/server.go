@@ -69,8 +69,13 @@ type Options struct {
 	// forward-auth believes when it reads a client's IP address.
 	TrustedProxies []netip.Prefix
 	// ShutdownTimeout bounds how long Run waits for calls in flight after
-	// its context ends before closing connections; 0 means 10s.
+	// its context ends (and DrainDelay) before closing connections; 0
+	// means 10s.
 	ShutdownTimeout time.Duration
+	// DrainDelay is how long Run keeps answering, unready, after its
+	// context ends and before its listeners close (see drain); 0 closes
+	// them at once.
+	DrainDelay time.Duration
 	// RetryAfterJitter adds up to this fraction of Retry-After, in whole
 	// seconds, so that denied clients don't come back in lockstep. 0 means
 	// 0.1; negative disables jitter.
@@ -92,8 +97,9 @@ type Server struct {
 	httpLis      net.Listener
 	shuttingDown atomic.Bool
 	loads        *loads
-	bootID       string    // random per process, in AdminStats
-	startedAt    time.Time // when counting started, in AdminStats
+	bootID       string      // random per process, in AdminStats
+	startedAt    time.Time   // when counting started, in AdminStats
+	draining     atomic.Bool // see drain
 }
 
 // New listens on both addresses, so that they are known (GRPCAddr,
@@ -169,8 +175,9 @@ func (s *Server) Swap(snap *config.Snapshot) {
 }
 
 // Run serves both listeners until ctx ends or one fails, then shuts both
-// down gracefully: health turns NOT_SERVING and /readyz 503, calls in flight
-// finish (up to ShutdownTimeout), and Run returns. The error is the first
+// down gracefully: health turns NOT_SERVING and /readyz 503, calls keep
+// being answered for DrainDelay (after ctx ended), then the listeners close,
+// calls in flight finish (up to ShutdownTimeout), and Run returns. The error is the first
 // listener failure, or nil after ctx ended.
 func (s *Server) Run(ctx context.Context) error {
 	errc := make(chan error, 2)
@@ -195,6 +202,7 @@ func (s *Server) Run(ctx context.Context) error {
 	pending := 2
 	select {
 	case <-ctx.Done():
+		s.drain()
 	case first = <-errc:
 		pending--
 	}
