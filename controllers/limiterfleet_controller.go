@@ -131,6 +131,10 @@ func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			break
 		}
 	}
+	if isObjectInTheWay(err) {
+		// Reported in Ready; retrying sooner would not move it.
+		return ctrl.Result{RequeueAfter: ObjectInTheWayRetry}, r.patchStatus(ctx, s, err)
+	}
 	return ctrl.Result{RequeueAfter: s.requeueAfter}, errors.Join(err, r.patchStatus(ctx, s, err))
 }
 
@@ -158,13 +162,13 @@ func (r *LimiterFleetReconciler) reconcileSnapshot(ctx context.Context, s *fleet
 		return err
 	}
 	existing := &corev1.ConfigMap{}
-	err = r.Get(ctx, client.ObjectKeyFromObject(desired), existing)
+	found, err := r.readOwned(ctx, s.fleet, desired, existing)
 	switch {
-	case apierrors.IsNotFound(err):
-		logf.FromContext(ctx).Info("Writing snapshot", "configMap", desired.Name, "version", s.version, "policies", s.policies)
-		return r.Create(ctx, desired)
 	case err != nil:
 		return err
+	case !found:
+		logf.FromContext(ctx).Info("Writing snapshot", "configMap", desired.Name, "version", s.version, "policies", s.policies)
+		return r.Create(ctx, desired)
 	}
 	if configMapMatches(existing, desired) {
 		return nil
@@ -282,10 +286,12 @@ func (r *LimiterFleetReconciler) apply(ctx context.Context, fleet *v1alpha1.Limi
 	sum := sha256.Sum256(body)
 	key := fmt.Sprintf("%T/%s/%s", obj, obj.GetNamespace(), obj.GetName())
 	existing := obj.DeepCopyObject().(client.Object)
-	if err := r.Get(ctx, client.ObjectKeyFromObject(obj), existing); err == nil {
-		if last, ok := r.applied.Load(key); ok && last.(appliedState) == (appliedState{existing.GetResourceVersion(), sum}) {
-			return nil
-		}
+	found, err := r.readOwned(ctx, fleet, obj, existing)
+	if err != nil {
+		return err
+	}
+	if last, ok := r.applied.Load(key); found && ok && last.(appliedState) == (appliedState{existing.GetResourceVersion(), sum}) {
+		return nil
 	}
 	if err := r.Patch(ctx, obj, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return err

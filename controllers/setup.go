@@ -66,8 +66,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 
 // CacheByObject restricts the manager's cache of Pods to the Redis pods of
 // fleets: the operator watches those for IP changes and reads no other Pod.
+// Of every other kind it renders, the cache holds only the objects labelled
+// as the operator's own (see ownership.go).
 func CacheByObject() map[client.Object]cache.ByObject {
-	return map[client.Object]cache.ByObject{
-		&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{LabelName: RedisAppName})},
-	}
+	byObject := managedByObject()
+	byObject[&corev1.Pod{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{LabelName: RedisAppName})}
+	return byObject
 }
