@@ -66,7 +66,7 @@ type LimiterFleetReconciler struct {
 	redisTrackers sync.Map // fleet key -> *rediscluster.Tracker
 	redisHealth   sync.Map // fleet key -> redisHealth
 	// Fits shares each fleet's snapshot refusals with the policy
-	// controller; nil refuses nothing for want of room.
+	// controller; nil keeps them to the fleet's status.
 	Fits *SnapshotFits
 }
 
