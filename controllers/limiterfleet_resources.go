@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -81,12 +80,6 @@ const (
 	// LimiterUser is the non-root user and group the limiter runs as (the
 	// distroless "nonroot" user).
 	LimiterUser int64 = 65532
-	// LimiterShutdownDelay is how long a terminating limiter pod keeps
-	// serving, not ready, before it closes its ports (--shutdown-delay):
-	// time for the EndpointSlice controller, kube-proxy and the gateways'
-	// balancers to stop sending it new connections. With the limiter's 10s
-	// for calls in flight it fits in the default 30s grace period.
-	LimiterShutdownDelay = 5 * time.Second
 )
 
 // SnapshotConfigMapName is the name of the fleet's snapshot ConfigMap,
@@ -287,7 +280,6 @@ func LimiterArgs(fleet *v1alpha1.LimiterFleet, storeURL string) []string {
 		fmt.Sprintf("--grpc-addr=0.0.0.0:%d", LimiterGRPCPort),
 		fmt.Sprintf("--http-addr=0.0.0.0:%d", LimiterHTTPPort),
 		"--log-format=json",
-		"--shutdown-delay=" + LimiterShutdownDelay.String(),
 	}
 	if len(fleet.Spec.TrustedProxies) > 0 {
 		args = append(args, "--trusted-proxies="+strings.Join(fleet.Spec.TrustedProxies, ","))
@@ -301,6 +293,7 @@ func LimiterArgs(fleet *v1alpha1.LimiterFleet, storeURL string) []string {
 	case t != nil && t.ServerName != nil:
 		args = append(args, "--redis-tls-server-name="+*t.ServerName)
 	}
+	args = append(args, "--drain-delay="+LimiterDrainDelay.String())
 	return append(args, topDescriptorArgs(fleet.Spec.Stats)...)
 }
 
@@ -454,6 +447,9 @@ func BuildLimiterDeployment(fleet *v1alpha1.LimiterFleet, defaultImage string, s
 					},
 					Containers: []corev1.Container{container},
 					Volumes:    volumes,
+					// Drain, then finish what is in flight, then give the
+					// local tier's leases back (see LimiterGracePeriod).
+					TerminationGracePeriodSeconds: ptr.To(int64(LimiterGracePeriod.Seconds())),
 					// Prefer one pod per node, and spreading over zones; never
 					// leave a pod pending for it.
 					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{

@@ -41,6 +41,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
@@ -534,10 +535,15 @@ func TestRedisClusterBadNodes(t *testing.T) {
 	t.Run("shards lowered behind the CRD's back", func(t *testing.T) {
 		rf := newRedisFleet(t, "redis-scalein", "scalein", 3, 0)
 		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
-		// The CRD refuses lowering shards; a fourth shard's StatefulSet left
-		// from elsewhere (an old CRD, a restore) is the same to the operator.
+		// The CRD refuses lowering shards; a fourth shard's StatefulSet that
+		// the fleet made before its shards were lowered (under an old CRD)
+		// is the same to the operator. (One the fleet does not control is
+		// in the way: the operator never takes it.)
 		extra := controllers.BuildRedisStatefulSet(rf.fleet, 3, "", controllers.RedisSecretHashes{})
 		extra.TypeMeta = metav1.TypeMeta{}
+		if err := controllerutil.SetControllerReference(rf.get(t), extra, scheme); err != nil {
+			t.Fatal(err)
+		}
 		if err := k8s.Create(ctx, extra); err != nil {
 			t.Fatal(err)
 		}

@@ -122,6 +122,11 @@ const (
 	// ReconcileErrorReason: the operator failed to apply a child object; the
 	// message says which and why.
 	ReconcileErrorReason = "ReconcileError"
+	// ObjectInTheWayReason: an object the fleet would own (its snapshot
+	// ConfigMap, a Service, the Deployment...) already exists and is not
+	// controlled by the fleet. The operator leaves it alone; the message
+	// names it.
+	ObjectInTheWayReason = "ObjectInTheWay"
 	// DataLostReason (RedisDataLoss True): slots lost their keys and nobody
 	// has acknowledged it yet; the message says which and when.
 	DataLostReason = "DataLost"

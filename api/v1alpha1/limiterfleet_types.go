@@ -432,6 +432,14 @@ type SnapshotStatus struct {
 	// it is too large to store as it is.
 	// +optional
 	Compressed bool `json:"compressed,omitempty"`
+
+	// refused is the number of accepted policies the fleet selects that the
+	// snapshot leaves out because its ConfigMap would pass the API server's
+	// 1 MiB limit: the newest ones, each with Accepted=False and reason
+	// SnapshotFull. 0 when every selected policy fits.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Refused int32 `json:"refused,omitempty"`
 }
 
 // LimitersStatus counts a fleet's limiter pods.
