@@ -346,7 +346,7 @@ func TestBuildLimiterDeployment(t *testing.T) {
 				"--grpc-addr=0.0.0.0:8081",
 				"--http-addr=0.0.0.0:8080",
 				"--log-format=json",
-				"--shutdown-delay=5s",
+				"--drain-delay=5s",
 			}
 			if diff := cmp.Diff(wantArgs, c.Args); diff != "" {
 				t.Errorf("args (-want +got):\n%s", diff)

@@ -276,6 +276,17 @@ var badCases = []badCase{
 		message: "spec.burst applies only to TokenBucket and GCRA",
 	},
 
+	{
+		name: "SlidingLog above its cap",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Algorithm = ptr.To(v1alpha1.SlidingLog)
+			p.Spec.Burst = nil
+			p.Spec.Rate.Limit = v1alpha1.MaxSlidingLogLimit + 1
+		},
+		field:   "spec.rate.limit",
+		message: "may be at most 10000 for SlidingLog, which keeps one entry per admitted unit",
+	},
+
 	// localTier
 	{
 		name: "localTier with SlidingLog",
@@ -379,6 +390,14 @@ var goodCases = []goodCase{
 		typed: func(p *v1alpha1.RateLimitPolicy) {
 			p.Spec.Algorithm = ptr.To(v1alpha1.FixedWindow)
 			p.Spec.Burst = nil
+		},
+	},
+	{
+		name: "SlidingLog at its cap",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Algorithm = ptr.To(v1alpha1.SlidingLog)
+			p.Spec.Burst = nil
+			p.Spec.Rate.Limit = v1alpha1.MaxSlidingLogLimit
 		},
 	},
 	{

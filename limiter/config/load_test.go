@@ -90,6 +90,7 @@ func TestLoadBad(t *testing.T) {
 		"no-descriptors.yaml":         {"shop/nodesc", "spec.descriptors"},
 		"unknown-failure-mode.yaml":   {"shop/mode", "spec.failureMode", `"open"`, `"Open", "Closed", "Local"`},
 		"local-tier-sliding-log.yaml": {"shop/log", "spec.localTier", "not supported with SlidingLog, which stays exact"},
+		"sliding-log-over-cap.yaml":   {"shop/huge-log", "spec.rate.limit", "at most 10000 for SlidingLog", "use SlidingWindow"},
 	}
 	files, _ := filepath.Glob("testdata/bad/*.yaml")
 	if len(files) != len(want) {

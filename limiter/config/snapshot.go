@@ -69,7 +69,14 @@ type Domain struct {
 	Name     string
 	Policies []*Policy
 	byKey    map[string][]*Policy
+	// minCapacity is the least capacity of the domain's policies.
+	minCapacity int64
 }
+
+// MinCapacity is the least capacity (Limit.Burst: the burst of a bucket,
+// the limit of a window) of the domain's policies: a cost up to it fits
+// every policy.
+func (d *Domain) MinCapacity() int64 { return d.minCapacity }
 
 // Domain returns the named domain, or nil when no policy uses it.
 func (s *Snapshot) Domain(name string) *Domain {
@@ -111,6 +118,9 @@ func Compile(policies []v1alpha1.RateLimitPolicy) (*Snapshot, error) {
 		if d == nil {
 			d = &Domain{Name: p.Domain, byKey: map[string][]*Policy{}}
 			snap.domains[p.Domain] = d
+		}
+		if len(d.Policies) == 0 || p.Limit.Burst < d.minCapacity {
+			d.minCapacity = p.Limit.Burst
 		}
 		d.Policies = append(d.Policies, p)
 		first := p.Descriptors[0].Key

@@ -15,7 +15,8 @@ import (
 // allowed. A retry with the same idempotency key within the TTL replays the
 // first admitted decision of each policy and consumes nothing.
 //
-// The only errors are those of a request Validate refuses, which match
+// The only errors are those of a request Validate refuses, or one whose
+// cost exceeds a policy's capacity (checkCapacity), which match
 // ErrInvalidArgument; store errors are resolved by each policy's failure
 // mode.
 func (s *Service) Decide(ctx context.Context, req *Request) (Response, error) {
@@ -35,8 +36,11 @@ func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) 
 	if err := ValidateIdempotencyKey(req.IdempotencyKey); err != nil {
 		return invalidf("Idempotency-Key: %s", err.Error())
 	}
-	resp.Decisions = slices.Grow(resp.Decisions, len(req.Descriptors))
 	l := s.loaded.Load()
+	if err := s.checkCapacity(l, req); err != nil {
+		return err
+	}
+	resp.Decisions = slices.Grow(resp.Decisions, len(req.Descriptors))
 	for i := range req.Descriptors {
 		d := &req.Descriptors[i]
 		dec := s.check(ctx, l, req.Domain, d.Entries, descriptorCost(req, d), req.IdempotencyKey)
