@@ -1074,3 +1074,54 @@ func TestFleetStorageImmutable(t *testing.T) {
 		t.Fatalf("another change with storage unchanged: %v", err)
 	}
 }
+
+// TestFleetTLSFixedInCluster: a Cluster fleet can't gain or lose
+// spec.redis.tls, since nodes with and without TLS can't form one cluster;
+// another CA Secret is a change it may make.
+func TestFleetTLSFixedInCluster(t *testing.T) {
+	ctx := t.Context()
+	ns := createNamespace(t, "fleet-crd-tls")
+	const msg = "spec.redis.tls cannot be added or removed while spec.redis.mode is Cluster"
+	for _, tc := range []struct {
+		name   string
+		before *v1alpha1.RedisTLS
+		change func(*v1alpha1.LimiterFleet)
+	}{
+		{"added", nil, func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.TLS = &v1alpha1.RedisTLS{} }},
+		{"removed", &v1alpha1.RedisTLS{}, func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.TLS = nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := baseFleet("tls-" + tc.name)
+			f.Namespace = ns
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.TLS = tc.before
+			if err := k8sClient.Create(ctx, f); err != nil {
+				t.Fatal(err)
+			}
+			deleteAtCleanup(t, f)
+			got := &v1alpha1.LimiterFleet{}
+			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(f), got); err != nil {
+				t.Fatal(err)
+			}
+			tc.change(got)
+			requireCause(t, k8sClient.Update(ctx, got), "spec.redis.tls", msg)
+		})
+	}
+	f := baseFleet("tls-ca")
+	f.Namespace = ns
+	f.Spec.Redis = clusterMode()
+	f.Spec.Redis.TLS = &v1alpha1.RedisTLS{}
+	if err := k8sClient.Create(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	deleteAtCleanup(t, f)
+	f.Spec.Redis.TLS.CASecretName = ptr.To("team-ca")
+	if err := k8sClient.Update(ctx, f); err != nil {
+		t.Errorf("another CA Secret: %v", err)
+	}
+	// Leaving mode Cluster drops TLS with it.
+	f.Spec.Redis = v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisNone)}
+	if err := k8sClient.Update(ctx, f); err != nil {
+		t.Errorf("mode None without tls: %v", err)
+	}
+}
