@@ -106,25 +106,21 @@ func fitSnapshot(selected []v1alpha1.RateLimitPolicy, limit, hint int, exact boo
 
 // largestFit returns the largest n in [0, total] for which fits holds,
 // given that it holds up to some n and not after; fits(0) is taken to hold
-// (an empty snapshot fits). guess, when in range, is tried first, and the
-// count after it.
+// (an empty snapshot fits). It asks fits(total) first, the common case;
+// then guess, when below total, and the count after it; then searches.
 func largestFit(total, guess int, fits func(int) bool) int {
-	lo, hi := 0, total+1 // fits(lo); !fits(hi) once hi <= total
-	if guess >= 0 && guess <= total {
+	if fits(total) {
+		return total
+	}
+	lo, hi := 0, total // fits(lo), !fits(hi)
+	if guess >= 0 && guess < total {
 		if !fits(guess) {
 			hi = guess
-		} else if lo = guess; guess < total {
-			if !fits(guess + 1) {
-				return guess
-			}
+		} else if guess+1 == total || !fits(guess+1) {
+			return guess
+		} else {
 			lo = guess + 1
 		}
-	}
-	if hi > total {
-		if lo == total || fits(total) {
-			return total
-		}
-		hi = total
 	}
 	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
