@@ -62,12 +62,34 @@ func (quietRedisLog) Printf(context.Context, string, ...any) {}
 
 // redisIP hands out 127.0.0.200-250 in turn. The tests run one at a time
 // and stop their nodes at the end, and none holds more than 51 addresses,
-// so an address comes round again only once it is free (-count=N).
+// so an address comes round again only once it is free (-count=N). An
+// address whose Redis ports another process holds (this package's tests
+// run from another checkout at the same time) is passed over: a node there
+// would be someone else's.
 var redisIP atomic.Int32
 
 func nextRedisIP(t testing.TB) string {
 	t.Helper()
-	return fmt.Sprintf("127.0.0.%d", 200+(redisIP.Add(1)-1)%51)
+	for range 51 {
+		ip := fmt.Sprintf("127.0.0.%d", 200+(redisIP.Add(1)-1)%51)
+		if portsFree(ip, 6379, 6380, 16379) {
+			return ip
+		}
+	}
+	t.Fatal("no address of 127.0.0.200-250 has its Redis ports free")
+	return ""
+}
+
+// portsFree reports whether nothing listens on ip's ports.
+func portsFree(ip string, ports ...int) bool {
+	for _, port := range ports {
+		l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+		if err != nil {
+			return false
+		}
+		l.Close()
+	}
+	return true
 }
 
 // redisPod is one Redis pod: its Pod object and the process behind it.
