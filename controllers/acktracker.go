@@ -29,7 +29,7 @@ const adminSnapshotPath = "/v1/admin/snapshot"
 type adminSnapshot struct {
 	Version     string `json:"version"`
 	Enforcement string `json:"enforcement"`
-	Policies []struct {
+	Policies    []struct {
 		UID        string `json:"uid"`
 		Generation int64  `json:"generation"`
 	} `json:"policies"`

@@ -18,9 +18,11 @@ package controllers
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -71,11 +73,23 @@ const (
 	LimiterContainerName = "limiter"
 	LimiterGRPCPortName  = "grpc"
 	LimiterHTTPPortName  = "http"
-	// LimiterGRPCPort serves Envoy RLS v3 and gRPC health.
+	LimiterAdminPortName = "admin"
+	// LimiterGRPCPort serves Envoy RLS v3 and gRPC health (data plane).
 	LimiterGRPCPort int32 = 8081
-	// LimiterHTTPPort serves the HTTP API, /healthz, /readyz, /metrics and
-	// the admin snapshot endpoint the operator polls.
+	// LimiterHTTPPort serves the HTTP API, /healthz and /readyz (data
+	// plane).
 	LimiterHTTPPort int32 = 8080
+	// LimiterAdminPort serves the admin endpoints the operator polls and
+	// /metrics (admin plane), to callers the API server authenticates and
+	// authorizes (--admin-auth=kubernetes).
+	LimiterAdminPort int32 = 8082
+	// LimiterAuthDelegatorBinding is the ClusterRoleBinding that lets every
+	// fleet's limiter ServiceAccount review the admin plane's callers:
+	// system:auth-delegator (create tokenreviews and subjectaccessreviews).
+	LimiterAuthDelegatorBinding = "sluice-limiter-auth-delegator"
+	// AuthDelegatorClusterRole is Kubernetes' built-in ClusterRole of
+	// delegated authentication and authorization.
+	AuthDelegatorClusterRole = "system:auth-delegator"
 	// LimiterUser is the non-root user and group the limiter runs as (the
 	// distroless "nonroot" user).
 	LimiterUser int64 = 65532
@@ -195,9 +209,37 @@ func BuildLimiterRoleBinding(fleet *v1alpha1.LimiterFleet) *rbacv1.RoleBinding {
 	}
 }
 
+// BuildLimiterAuthDelegation builds the one ClusterRoleBinding that grants
+// system:auth-delegator to the limiter ServiceAccount of each fleet, so
+// that limiters can ask the API server who calls their admin plane. A
+// cluster-scoped object can't be owned by a namespaced fleet: the operator
+// rebuilds it from the fleets that exist, so a deleted fleet's account
+// leaves it. Fleets being deleted are left out; subjects are sorted.
+func BuildLimiterAuthDelegation(fleets []v1alpha1.LimiterFleet) *rbacv1.ClusterRoleBinding {
+	subjects := []rbacv1.Subject{}
+	for i := range fleets {
+		f := &fleets[i]
+		if !f.DeletionTimestamp.IsZero() {
+			continue
+		}
+		subjects = append(subjects, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: f.Namespace, Name: LimiterName(f)})
+	}
+	slices.SortFunc(subjects, func(a, b rbacv1.Subject) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	return &rbacv1.ClusterRoleBinding{
+		TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: LimiterAuthDelegatorBinding, Labels: map[string]string{
+			LabelName: LimiterAppName, LabelComponent: LimiterComponent, LabelPartOf: PartOf, LabelManagedBy: ManagedBy}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: AuthDelegatorClusterRole},
+		Subjects: subjects,
+	}
+}
+
 // BuildLimiterService builds the Service in front of the limiter pods: gRPC
-// (Envoy RLS v3) on 8081 and HTTP on 8080. Its EndpointSlices tell the
-// operator which pods are ready.
+// (Envoy RLS v3) on 8081 and HTTP on 8080, the data plane; the admin plane
+// on 8082. Its EndpointSlices tell the operator which pods are ready and
+// where their admin plane is.
 func BuildLimiterService(fleet *v1alpha1.LimiterFleet) *corev1.Service {
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
@@ -219,6 +261,13 @@ func BuildLimiterService(fleet *v1alpha1.LimiterFleet) *corev1.Service {
 					AppProtocol: ptr.To("http"),
 					Port:        LimiterHTTPPort,
 					TargetPort:  intstr.FromString(LimiterHTTPPortName),
+				},
+				{
+					Name:        LimiterAdminPortName,
+					Protocol:    corev1.ProtocolTCP,
+					AppProtocol: ptr.To("http"),
+					Port:        LimiterAdminPort,
+					TargetPort:  intstr.FromString(LimiterAdminPortName),
 				},
 			},
 		},
@@ -247,6 +296,8 @@ func LimiterArgs(fleet *v1alpha1.LimiterFleet, storeURL string) []string {
 		"--store=" + storeURL,
 		fmt.Sprintf("--grpc-addr=0.0.0.0:%d", LimiterGRPCPort),
 		fmt.Sprintf("--http-addr=0.0.0.0:%d", LimiterHTTPPort),
+		fmt.Sprintf("--admin-addr=0.0.0.0:%d", LimiterAdminPort),
+		"--admin-auth=kubernetes",
 		"--log-format=json",
 	}
 	if len(fleet.Spec.TrustedProxies) > 0 {
@@ -331,6 +382,7 @@ func BuildLimiterDeployment(fleet *v1alpha1.LimiterFleet, defaultImage string, s
 		Ports: []corev1.ContainerPort{
 			{Name: LimiterGRPCPortName, ContainerPort: LimiterGRPCPort, Protocol: corev1.ProtocolTCP},
 			{Name: LimiterHTTPPortName, ContainerPort: LimiterHTTPPort, Protocol: corev1.ProtocolTCP},
+			{Name: LimiterAdminPortName, ContainerPort: LimiterAdminPort, Protocol: corev1.ProtocolTCP},
 		},
 		Env:          limiterEnv(fleet),
 		VolumeMounts: mounts,

@@ -51,7 +51,7 @@ func benchPolicy(ns, name, fleet string, i int) *v1alpha1.RateLimitPolicy {
 // podHas reports whether a limiter has loaded the given generation of a
 // policy, from its admin endpoint.
 func podHas(p *limiterProc, uid string, gen int64) bool {
-	resp, err := http.Get("http://" + p.httpAddr + "/v1/admin/snapshot")
+	resp, err := adminGet("http://" + p.adminAddr + "/v1/admin/snapshot")
 	if err != nil {
 		return false
 	}

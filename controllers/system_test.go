@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -362,6 +363,19 @@ func TestFleetRendersLimiters(t *testing.T) {
 		}
 	}
 
+	// The fleet's limiters may review their admin plane's callers.
+	eventually(t, 30*time.Second, "the fleet's limiters in the auth delegator binding", func() error {
+		var crb rbacv1.ClusterRoleBinding
+		if err := k8s.Get(ctx, client.ObjectKey{Name: controllers.LimiterAuthDelegatorBinding}, &crb); err != nil {
+			return err
+		}
+		if !slices.Contains(crb.Subjects, rbacv1.Subject{Kind: "ServiceAccount", Namespace: "render", Name: controllers.LimiterName(f)}) ||
+			crb.RoleRef.Name != "system:auth-delegator" {
+			return fmt.Errorf("binding %+v lacks the fleet's ServiceAccount", crb)
+		}
+		return nil
+	})
+
 	// Cluster mode with no Redis pod running yet: RedisReady says so.
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(f), f); err != nil {
 		t.Fatal(err)
@@ -413,7 +427,7 @@ func TestDegradedWhenRedisIsDown(t *testing.T) {
 		var v struct {
 			ReadyPods int `json:"readyPods"`
 		}
-		resp, err := http.Get("http://" + lp.httpAddr + "/v1/admin/snapshot")
+		resp, err := adminGet("http://" + lp.adminAddr + "/v1/admin/snapshot")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -167,7 +167,7 @@ func (p *process) admin(t *testing.T, version string) server.AdminSnapshot {
 		if version != "" {
 			path += "?waitForVersion=" + version + "&timeout=10s"
 		}
-		code, body := p.get(t, path)
+		code, body := p.adminGet(t, path)
 		var s server.AdminSnapshot
 		if err := json.Unmarshal([]byte(body), &s); code != http.StatusOK || err != nil {
 			t.Fatalf("%s: %d %s (%v)", path, code, body, err)
@@ -201,7 +201,7 @@ func (p *process) health(t *testing.T) healthpb.HealthCheckResponse_ServingStatu
 // metric is the value of one unlabelled sample on /metrics.
 func (p *process) metric(t *testing.T, name string) string {
 	t.Helper()
-	_, m := p.get(t, "/metrics")
+	_, m := p.adminGet(t, "/metrics")
 	for line := range strings.Lines(m) {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			return strings.TrimSpace(v)

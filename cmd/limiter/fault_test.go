@@ -130,7 +130,7 @@ var breakerLine = regexp.MustCompile(`(?m)^sluice_redis_breaker_state\{shard="([
 
 // breakers reads sluice_redis_breaker_state by shard from /metrics.
 func (r *rig) breakers() map[string]float64 {
-	_, m := r.lim.get(r.t, "/metrics")
+	_, m := r.lim.adminGet(r.t, "/metrics")
 	out := map[string]float64{}
 	for _, g := range breakerLine.FindAllStringSubmatch(m, -1) {
 		v, _ := strconv.ParseFloat(g[2], 64)
@@ -141,7 +141,7 @@ func (r *rig) breakers() map[string]float64 {
 
 // gauge reads an unlabelled metric of the limiter.
 func (r *rig) gauge(name string) float64 {
-	_, m := r.lim.get(r.t, "/metrics")
+	_, m := r.lim.adminGet(r.t, "/metrics")
 	g := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindStringSubmatch(m)
 	if g == nil {
 		r.t.Fatalf("metric %s not found", name)
@@ -572,7 +572,7 @@ func TestEnforcementDisabled(t *testing.T) {
 			t.Fatalf("request %d with enforcement disabled: %d", i, code)
 		}
 	}
-	_, m := p.get(t, "/metrics")
+	_, m := p.adminGet(t, "/metrics")
 	if !strings.Contains(m, `sluice_decisions_total{domain="shop",policy="shop/per-user",result="shadow_limited"} 3`) ||
 		!strings.Contains(m, "sluice_enforcement_enabled 0") {
 		t.Errorf("metrics with enforcement disabled:\n%s", m)

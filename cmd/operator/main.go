@@ -31,6 +31,7 @@ func main() {
 		limiterImage string
 		watchNS      string
 		window       time.Duration
+		tokenFile    string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics `address` (0 disables)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "/healthz and /readyz `address`")
@@ -39,6 +40,7 @@ func main() {
 	flag.StringVar(&limiterImage, "limiter-image", "ghcr.io/sluice-dev/sluice-limiter:latest", "limiter `image` of fleets that name none")
 	flag.StringVar(&watchNS, "watch-namespaces", "", "comma-separated `namespaces` whose policies and fleets the operator watches (default: all)")
 	flag.DurationVar(&window, "enforcement-window", controllers.DefaultEnforcementWindow, "`window` of the decision counts in each policy's status.enforcement")
+	flag.StringVar(&tokenFile, "limiter-token-file", "", "`file` of the bearer token sent to the limiter pods' admin plane (default: the pod's ServiceAccount token, "+inClusterTokenFile+", when there is one)")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -63,7 +65,12 @@ func main() {
 		os.Exit(1)
 	}
 	ctx := ctrl.SetupSignalHandler()
-	if err := controllers.Setup(ctx, mgr, controllers.Options{LimiterImage: limiterImage, EnforcementWindow: window}); err != nil {
+	if tokenFile == "" {
+		if _, err := os.Stat(inClusterTokenFile); err == nil {
+			tokenFile = inClusterTokenFile
+		}
+	}
+	if err := controllers.Setup(ctx, mgr, controllers.Options{LimiterImage: limiterImage, EnforcementWindow: window, AdminTokenFile: tokenFile}); err != nil {
 		log.Error(err, "Unable to set up the controllers")
 		os.Exit(1)
 	}
@@ -75,6 +82,10 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// inClusterTokenFile is where the kubelet mounts a pod's ServiceAccount
+// token.
+const inClusterTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 // watchNamespaces turns --watch-namespaces into the cache's namespaces: nil
 // (every namespace) when the flag is empty. Cluster-scoped objects, such as

@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"os"
 	"strings"
@@ -18,7 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/sluice-dev/sluice/limiter/adminauth"
 	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/config/kube"
 	"github.com/sluice-dev/sluice/limiter/server"
 	"github.com/sluice-dev/sluice/limiter/service"
 	"github.com/sluice-dev/sluice/limiter/store"
@@ -41,8 +44,15 @@ type Config struct {
 	// Store is "memory", redis://[user:pass@]host:port[/db] or
 	// redis-cluster://[user:pass@]host:port,host:port,...
 	Store string
-	// GRPCAddr and HTTPAddr are the listeners' addresses.
+	// GRPCAddr and HTTPAddr are the data plane listeners' addresses.
 	GRPCAddr, HTTPAddr string
+	// AdminAddr is the admin plane listener's address (/v1/admin/*,
+	// /metrics); empty means server.DefaultAdminAddr.
+	AdminAddr string
+	// AdminAuth guards the admin plane: AdminAuthNone (open, for a
+	// limiter on loopback) or AdminAuthKubernetes (a bearer token that the
+	// API server of Kubeconfig reviews). Empty means AdminAuthNone.
+	AdminAuth string
 	// RedisTimeout is the deadline of every Redis round trip.
 	RedisTimeout time.Duration
 	// RedisCAFile is a PEM file of the CA certificates that a rediss://
@@ -132,9 +142,15 @@ func Run(ctx context.Context, cfg Config) error {
 	} else if pinger != nil {
 		readiness["store"] = server.PingCheck(pinger)
 	}
+	adminAuth, err := openAdminAuth(cfg, reg, log)
+	if err != nil {
+		return err
+	}
 	srv, err := server.New(svc, server.Options{
 		GRPCAddr:  cfg.GRPCAddr,
 		HTTPAddr:  cfg.HTTPAddr,
+		AdminAddr: cfg.AdminAddr,
+		AdminAuth: adminAuth,
 		Metrics:   reg,
 		Readiness: readiness,
 		Logger:    log,
@@ -147,6 +163,10 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	rl.srv = srv
+	if adminAuth == nil && !isLoopback(srv.AdminAddr()) {
+		log.Warn("The admin plane is open to anyone who can reach it: use --admin-auth=kubernetes, or an --admin-addr on loopback",
+			"admin", srv.AdminAddr())
+	}
 	log.Info("Starting limiter", "source", src.String(), "store", desc)
 	if snap != nil {
 		rl.onLoad(snap)
@@ -162,6 +182,39 @@ func Run(ctx context.Context, cfg Config) error {
 	wg.Wait()
 	log.Info("Stopped")
 	return err
+}
+
+// Values of Config.AdminAuth.
+const (
+	AdminAuthNone       = "none"
+	AdminAuthKubernetes = "kubernetes"
+)
+
+// openAdminAuth returns the admin plane's guard that cfg.AdminAuth names,
+// nil for none.
+func openAdminAuth(cfg Config, reg prometheus.Registerer, log *slog.Logger) (func(http.Handler) http.Handler, error) {
+	switch cfg.AdminAuth {
+	case "", AdminAuthNone:
+		return nil, nil
+	case AdminAuthKubernetes:
+		rc, err := kube.RESTConfig(cfg.Kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("--admin-auth=kubernetes: %w", err)
+		}
+		a, err := adminauth.New(rc, adminauth.Options{Registerer: reg, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("--admin-auth=kubernetes: %w", err)
+		}
+		return a.Wrap, nil
+	default:
+		return nil, fmt.Errorf("--admin-auth %q: want %s or %s", cfg.AdminAuth, AdminAuthNone, AdminAuthKubernetes)
+	}
+}
+
+// isLoopback reports whether the listener address addr is on loopback only.
+func isLoopback(addr string) bool {
+	ap, err := netip.ParseAddrPort(addr)
+	return err == nil && ap.Addr().IsLoopback()
 }
 
 // localFallbackMaxKeys bounds the counters of failureMode Local.

@@ -71,7 +71,7 @@ func startAdmin(t *testing.T, lastError string) (*server.Server, string) {
 			t.Errorf("Run did not return after cancel")
 		}
 	})
-	return srv, "http://" + srv.HTTPAddr() + server.AdminSnapshotPath
+	return srv, "http://" + srv.AdminAddr() + server.AdminSnapshotPath
 }
 
 func adminGet(t *testing.T, url string) server.AdminSnapshot {
@@ -207,7 +207,7 @@ func TestAdminStats(t *testing.T) {
 		t.Fatalf("before a snapshot: %+v", before)
 	}
 	srv.Swap(snapshotOf(t, 5, config.EnforcementEnabled))
-	checkURL := strings.TrimSuffix(snapURL, server.AdminSnapshotPath) + server.CheckPath
+	checkURL := "http://" + srv.HTTPAddr() + server.CheckPath
 	for range 7 {
 		resp, err := http.Post(checkURL, "application/json", strings.NewReader(`{"domain":"shop","descriptors":[{"entries":[{"key":"user","value":"kim"}]}]}`))
 		if err != nil {

@@ -53,16 +53,35 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/healthz", methodNotAllowed(http.MethodGet, http.MethodHead))
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("/readyz", methodNotAllowed(http.MethodGet, http.MethodHead))
+	// The admin plane is not here: its paths are answered 404, as any
+	// unknown path, with a pointer for whoever looks.
+	for _, p := range []string{AdminPathPrefix, MetricsPath} {
+		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusNotFound, r.URL.Path+" is served on the admin listener (--admin-addr), not on the data plane")
+		})
+	}
+	return mux
+}
+
+// AdminPathPrefix starts the path of every admin endpoint.
+const AdminPathPrefix = "/v1/admin/"
+
+// MetricsPath is where the admin plane serves Prometheus metrics.
+const MetricsPath = "/metrics"
+
+// adminRoutes are the admin plane: what the operator and Prometheus read.
+func (s *Server) adminRoutes() http.Handler {
+	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+AdminSnapshotPath, s.adminSnapshot)
 	mux.HandleFunc(AdminSnapshotPath, methodNotAllowed(http.MethodGet, http.MethodHead))
 	mux.HandleFunc("GET "+AdminStatsPath, s.adminStats)
 	mux.HandleFunc(AdminStatsPath, methodNotAllowed(http.MethodGet, http.MethodHead))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Metrics, promhttp.HandlerOpts{
+	mux.Handle("GET "+MetricsPath, promhttp.HandlerFor(s.opts.Metrics, promhttp.HandlerOpts{
 		ErrorLog:          slogPrinter{s.log},
 		Registry:          s.opts.Metrics,
 		EnableOpenMetrics: true,
 	}))
-	mux.HandleFunc("/metrics", methodNotAllowed(http.MethodGet, http.MethodHead))
+	mux.HandleFunc(MetricsPath, methodNotAllowed(http.MethodGet, http.MethodHead))
 	return mux
 }
 

@@ -1,0 +1,195 @@
+package main_test
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sluice-dev/sluice/limiter/server"
+)
+
+// Attack (issue 16, 2): any pod that reaches a limiter's HTTP port reads
+// every policy's counts and hottest values on /v1/admin/stats, and
+// /metrics. Those are the admin plane now, on their own listener: the data
+// port answers 404 there.
+func TestAttackReadAdminStatsOnTheDataPort(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	writeAtomic(t, path, policy(5))
+	p := startLimiter(t, "--policies", path, "--top-descriptors", "3")
+	p.expectLimit(t, "alice", 5)
+	for _, path := range []string{server.AdminStatsPath, server.AdminSnapshotPath, "/metrics", "/v1/admin/anything"} {
+		if code, body := p.get(t, path); code != http.StatusNotFound || strings.Contains(body, "alice") || strings.Contains(body, "per-user") {
+			t.Errorf("data port GET %s: %d %s, want 404 and nothing of the admin plane", path, code, body)
+		}
+	}
+	for _, path := range []string{server.AdminStatsPath, server.AdminSnapshotPath, "/metrics"} {
+		if code, body := p.adminGet(t, path); code != http.StatusOK || !strings.Contains(body, "per-user") {
+			t.Errorf("admin port GET %s: %d %s, want 200 naming the policy", path, code, body)
+		}
+	}
+	// The data plane is all there.
+	if code, _ := p.get(t, "/v1/ratelimit/status?domain=shop&user=alice"); code != http.StatusOK && code != http.StatusTooManyRequests {
+		t.Errorf("status peek on the data port: %d", code)
+	}
+}
+
+// Attack (issue 16, 2): on Kubernetes, anyone who reaches the admin port
+// reads it. With --admin-auth=kubernetes, the limiter asks the API server
+// about each caller: no token is 401, a ServiceAccount without the
+// permission (an app team's, with edit in its namespace) is 403, the
+// operator's ServiceAccount, with the generated ClusterRole of
+// config/rbac/role.yaml, is 200, and a metrics reader gets /metrics only.
+// The limiter itself runs as a ServiceAccount bound to
+// system:auth-delegator, as the operator binds every fleet's.
+func TestAttackReadAdminPlaneWithoutPermission(t *testing.T) {
+	c, _ := apiServer(t)
+	ctx := t.Context()
+	ns := createNamespace(t, c, "admin-auth")
+	cs, err := kubernetes.NewForConfig(api.env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// tokenOf creates ServiceAccount name and returns a token of it.
+	tokenOf := func(name string) string {
+		t.Helper()
+		if err := c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authnv1.TokenRequest{
+			Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	bind := func(name, role string, sa string) {
+		t.Helper()
+		crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa}}}
+		if err := c.Create(ctx, crb); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Delete(ctx, crb) })
+	}
+
+	// The operator's ClusterRole, as controller-gen generates it.
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var operatorRole rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict(data, &operatorRole); err != nil {
+		t.Fatal(err)
+	}
+	operatorRole.Name = ns + "-operator"
+	metricsRole := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ns + "-metrics-reader"},
+		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
+	for _, r := range []*rbacv1.ClusterRole{&operatorRole, metricsRole} {
+		if err := c.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Delete(ctx, r) })
+	}
+
+	limiterToken := tokenOf("limiter")
+	bind("limiter", "system:auth-delegator", "limiter")
+	operator := tokenOf("sluice-operator")
+	bind("operator", operatorRole.Name, "sluice-operator")
+	prometheus := tokenOf("prometheus")
+	bind("prometheus", metricsRole.Name, "prometheus")
+	tenant := tokenOf("tenant")
+	if err := c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-edit"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "tenant"}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	writeAtomic(t, path, policy(5))
+	p := startLimiter(t, "--policies", path, "--admin-auth", "kubernetes",
+		"--kubeconfig", tokenKubeconfig(t, limiterToken))
+	p.expectLimit(t, "alice", 5)
+
+	call := func(token, path string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.adminURL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(b)
+	}
+	for _, tc := range []struct {
+		who, token, path string
+		want             int
+	}{
+		{"nobody", "", server.AdminStatsPath, http.StatusUnauthorized},
+		{"nobody", "", "/metrics", http.StatusUnauthorized},
+		{"a made-up token", "not-a-token", server.AdminStatsPath, http.StatusUnauthorized},
+		{"an app team's ServiceAccount", tenant, server.AdminStatsPath, http.StatusForbidden},
+		{"an app team's ServiceAccount", tenant, server.AdminSnapshotPath, http.StatusForbidden},
+		{"an app team's ServiceAccount", tenant, "/metrics", http.StatusForbidden},
+		{"the metrics reader", prometheus, server.AdminStatsPath, http.StatusForbidden},
+		{"the metrics reader", prometheus, "/metrics", http.StatusOK},
+		{"the operator", operator, server.AdminStatsPath, http.StatusOK},
+		{"the operator", operator, server.AdminSnapshotPath, http.StatusOK},
+	} {
+		code, body := call(tc.token, tc.path)
+		if code != tc.want || (code != http.StatusOK && strings.Contains(body, "per-user")) {
+			t.Errorf("%s GET %s: %d %q, want %d", tc.who, tc.path, code, body, tc.want)
+		}
+		if code == http.StatusOK && !strings.Contains(body, "per-user") {
+			t.Errorf("%s GET %s: %s, want the policy in it", tc.who, tc.path, body)
+		}
+	}
+	// The operator's answers come from the cache now; the counts show every
+	// kind of call.
+	code, m := call(prometheus, "/metrics")
+	for _, want := range []string{`sluice_admin_requests_total{result="unauthenticated"} 3`, `sluice_admin_requests_total{result="forbidden"} 4`} {
+		if code != http.StatusOK || !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// tokenKubeconfig writes a kubeconfig for the envtest API server that
+// authenticates with token only.
+func tokenKubeconfig(t *testing.T, token string) string {
+	t.Helper()
+	cfg := api.env.Config
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: token}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "sa"}
+	kc.CurrentContext = "envtest"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
