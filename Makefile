@@ -85,9 +85,9 @@ build: ## Build bin/limiter, bin/operator and bin/loadgen.
 	$(GO) build -o $(BIN)/loadgen ./cmd/loadgen
 
 .PHONY: images
-images: ## Build OCI image archives of the operator and the limiter into dist/images, without a Docker daemon.
+images: ## Build OCI image archives of the operator, the limiter and the load generator into dist/images, without a Docker daemon.
 	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) $(GO) run ./hack/imagebuild -out dist/images \
-		-registry $(IMAGE_REGISTRY) -version $(VERSION) -revision "$$(git rev-parse HEAD 2>/dev/null)" -arch $(IMAGE_ARCH) operator limiter
+		-registry $(IMAGE_REGISTRY) -version $(VERSION) -revision "$$(git rev-parse HEAD 2>/dev/null)" -arch $(IMAGE_ARCH) operator limiter loadgen
 
 .PHONY: run
 run: build ## Run the limiter on the memory store with the sample policies.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -14,41 +15,22 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
 
-// adminSnapshotPath is the limiter's admin endpoint reporting the loaded
-// snapshot; with ?waitForVersion=V&timeout=D it answers as soon as V is
-// loaded (a long poll).
-const adminSnapshotPath = "/v1/admin/snapshot"
-
-// adminSnapshot is the part of the admin endpoint's answer the operator reads.
-type adminSnapshot struct {
-	Version     string `json:"version"`
-	Enforcement string `json:"enforcement"`
-	Policies    []struct {
-		UID        string `json:"uid"`
-		Generation int64  `json:"generation"`
-	} `json:"policies"`
-	LastError string `json:"lastError"`
-	Degraded  []struct {
-		Policy      string `json:"policy"`
-		FailureMode string `json:"failureMode"`
-	} `json:"degraded"`
-	// Store is absent for the memory store.
-	Store *struct {
-		OK     bool   `json:"ok"`
-		Detail string `json:"detail"`
-	} `json:"store"`
-}
-
 // AckTracker learns which snapshot each ready limiter pod has loaded, by
-// long-polling each pod's admin endpoint, and tells the controllers when
-// that changes. It keeps the last answer of a pod that stops answering, so
-// a dead pod lacks exactly the generations it never loaded.
+// long-polling each pod's admin endpoint (limiterwire.SnapshotPath), and
+// tells the controllers when that changes. It keeps the last answer of a pod
+// that stops answering, so a dead pod lacks exactly the generations it never
+// loaded.
+//
+// Track and Forget say which pods to poll; Start runs the pollers, one per
+// pod, and returns once every one of them has stopped.
 type AckTracker struct {
 	// Client makes the admin calls; nil means a client with sane timeouts.
 	Client *http.Client
@@ -57,8 +39,10 @@ type AckTracker struct {
 	// Recheck is how often a pod that has the wanted version is asked again.
 	Recheck time.Duration
 
+	// changed wakes Start when Track added pods that need a poller.
+	changed chan struct{}
+
 	mu     sync.Mutex
-	ctx    context.Context
 	fleets map[types.NamespacedName]*fleetTrack
 	subs   []chan event.GenericEvent
 }
@@ -66,11 +50,15 @@ type AckTracker struct {
 type fleetTrack struct {
 	want string
 	pods map[string]*podTrack
+	// confirmAfter: a pod whose answer was asked after it reports at once
+	// (see Confirm).
+	confirmAfter time.Time
 }
 
 type podTrack struct {
-	ack    podAck
-	wake   chan struct{} // the wanted version changed
+	ack  podAck
+	wake chan struct{} // the wanted version changed
+	// cancel stops the pod's poller; nil until Start runs one.
 	cancel context.CancelFunc
 }
 
@@ -79,6 +67,7 @@ func NewAckTracker() *AckTracker {
 	return &AckTracker{
 		LongPoll: 5 * time.Second,
 		Recheck:  2 * time.Second,
+		changed:  make(chan struct{}, 1),
 		fleets:   map[types.NamespacedName]*fleetTrack{},
 	}
 }
@@ -93,24 +82,48 @@ func (t *AckTracker) Subscribe() <-chan event.GenericEvent {
 	return ch
 }
 
-// Start runs until ctx ends; pollers start as fleets are tracked.
+// Start runs a poller for every tracked pod until ctx ends, then stops them
+// all and returns when they have returned.
 func (t *AckTracker) Start(ctx context.Context) error {
-	t.mu.Lock()
-	t.ctx = ctx
 	if t.Client == nil {
 		t.Client = &http.Client{Timeout: t.LongPoll + 3*time.Second}
 	}
-	t.mu.Unlock()
-	<-ctx.Done()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, f := range t.fleets {
-		for _, p := range f.pods {
-			p.cancel()
+	var pollers sync.WaitGroup
+	defer pollers.Wait()
+	for {
+		t.startPollers(ctx, &pollers)
+		select {
+		case <-ctx.Done():
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			for _, f := range t.fleets {
+				for _, p := range f.pods {
+					if p.cancel != nil {
+						p.cancel()
+					}
+				}
+			}
+			t.fleets = map[types.NamespacedName]*fleetTrack{}
+			return nil
+		case <-t.changed:
 		}
 	}
-	t.fleets = map[types.NamespacedName]*fleetTrack{}
-	return nil
+}
+
+// startPollers starts a poller, under ctx, for each tracked pod without one.
+func (t *AckTracker) startPollers(ctx context.Context, pollers *sync.WaitGroup) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for fleet, f := range t.fleets {
+		for addr, p := range f.pods {
+			if p.cancel != nil {
+				continue
+			}
+			pctx, cancel := context.WithCancel(ctx)
+			p.cancel = cancel
+			pollers.Go(func() { t.poll(pctx, fleet, addr, p) })
+		}
+	}
 }
 
 // NeedLeaderElection: only the leader's controllers read acknowledgements.
@@ -118,13 +131,10 @@ func (t *AckTracker) NeedLeaderElection() bool { return true }
 
 // Track sets a fleet's ready pod endpoints (host:port of their HTTP
 // listener) and the snapshot version the operator wrote. Pollers start for
-// new endpoints and stop for gone ones.
+// new endpoints (once Start runs) and stop for gone ones.
 func (t *AckTracker) Track(fleet types.NamespacedName, endpoints []string, want string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.ctx == nil {
-		return // not started yet: the controllers will call again
-	}
 	f := t.fleets[fleet]
 	if f == nil {
 		f = &fleetTrack{pods: map[string]*podTrack{}}
@@ -133,14 +143,13 @@ func (t *AckTracker) Track(fleet types.NamespacedName, endpoints []string, want 
 	wantChanged := f.want != want
 	f.want = want
 	keep := map[string]bool{}
+	added := false
 	for _, ep := range endpoints {
 		keep[ep] = true
 		p := f.pods[ep]
 		if p == nil {
-			ctx, cancel := context.WithCancel(t.ctx)
-			p = &podTrack{ack: podAck{Addr: ep}, wake: make(chan struct{}, 1), cancel: cancel}
-			f.pods[ep] = p
-			go t.poll(ctx, fleet, ep, p)
+			f.pods[ep] = &podTrack{ack: podAck{Addr: ep}, wake: make(chan struct{}, 1)}
+			added = true
 			continue
 		}
 		if wantChanged {
@@ -152,8 +161,36 @@ func (t *AckTracker) Track(fleet types.NamespacedName, endpoints []string, want 
 	}
 	for ep, p := range f.pods {
 		if !keep[ep] {
-			p.cancel()
+			if p.cancel != nil {
+				p.cancel()
+			}
 			delete(f.pods, ep)
+		}
+	}
+	if added {
+		select {
+		case t.changed <- struct{}{}:
+		default: // Start is already due to look
+		}
+	}
+}
+
+// Confirm asks every tracked pod of the fleet again now, and reports each
+// one's first answer to a request sent at or after after, even when it says
+// nothing new: the controllers wait for those answers (their CheckedAt) to
+// know the pods' stores work after a change the operator made.
+func (t *AckTracker) Confirm(fleet types.NamespacedName, after time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f := t.fleets[fleet]
+	if f == nil {
+		return
+	}
+	f.confirmAfter = after
+	for _, p := range f.pods {
+		select {
+		case p.wake <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -214,13 +251,18 @@ func (t *AckTracker) want(fleet types.NamespacedName) string {
 	return ""
 }
 
+// pollBackoff spaces the calls to a pod that does not answer: 100ms,
+// doubling up to 2s; an answer starts it again.
+var pollBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Cap: 2 * time.Second, Steps: math.MaxInt32}
+
 // poll asks one pod what it has loaded until ctx ends: a long poll while
 // it lacks the wanted version, an occasional recheck once it has it.
 func (t *AckTracker) poll(ctx context.Context, fleet types.NamespacedName, addr string, p *podTrack) {
 	log := logf.FromContext(ctx).WithValues("fleet", fleet, "pod", addr)
-	backoff := 100 * time.Millisecond
+	backoff := pollBackoff
 	for ctx.Err() == nil {
 		want := t.want(fleet)
+		asked := time.Now()
 		got, err := t.ask(ctx, addr, want)
 		if ctx.Err() != nil {
 			return
@@ -229,9 +271,14 @@ func (t *AckTracker) poll(ctx context.Context, fleet types.NamespacedName, addr 
 		prev := p.ack
 		next := prev
 		next.Answered = true
+		confirmed := false
 		if err != nil {
 			next.Err = err.Error()
 		} else {
+			next.CheckedAt = asked
+			if f := t.fleets[fleet]; f != nil && !f.confirmAfter.IsZero() {
+				confirmed = prev.CheckedAt.Before(f.confirmAfter) && !asked.Before(f.confirmAfter)
+			}
 			next.Err = got.LastError
 			next.Version, next.Enforcement = got.Version, got.Enforcement
 			next.Generations = make(map[string]int64, len(got.Policies))
@@ -253,24 +300,24 @@ func (t *AckTracker) poll(ctx context.Context, fleet types.NamespacedName, addr 
 		p.ack = next
 		t.mu.Unlock()
 		if !prev.Answered || prev.Version != next.Version || prev.Enforcement != next.Enforcement || prev.Err != next.Err || prev.StoreErr != next.StoreErr ||
-			!maps.Equal(prev.Degraded, next.Degraded) {
+			!maps.Equal(prev.Degraded, next.Degraded) || confirmed {
 			if err != nil {
 				log.V(1).Info("Limiter pod did not answer", "error", err)
 			}
 			t.notify(ctx, fleet)
 		}
 
-		var wait time.Duration
+		var pause time.Duration
 		switch {
 		case err != nil:
-			wait, backoff = backoff, min(2*backoff, 2*time.Second)
+			pause = backoff.Step()
 		case want == "" || next.Version == want:
-			wait, backoff = t.Recheck, 100*time.Millisecond
+			pause, backoff = t.Recheck, pollBackoff
 		default:
-			backoff = 100 * time.Millisecond // the long poll timed out: ask again now
+			backoff = pollBackoff // the long poll timed out: ask again now
 		}
-		if wait > 0 {
-			timer := time.NewTimer(wait)
+		if pause > 0 {
+			timer := time.NewTimer(pause)
 			select {
 			case <-ctx.Done():
 				timer.Stop()
@@ -283,13 +330,13 @@ func (t *AckTracker) poll(ctx context.Context, fleet types.NamespacedName, addr 
 	}
 }
 
-func (t *AckTracker) ask(ctx context.Context, addr, want string) (*adminSnapshot, error) {
+func (t *AckTracker) ask(ctx context.Context, addr, want string) (*limiterwire.Snapshot, error) {
 	q := url.Values{}
 	if want != "" {
-		q.Set("waitForVersion", want)
-		q.Set("timeout", t.LongPoll.String())
+		q.Set(limiterwire.WaitForVersionParam, want)
+		q.Set(limiterwire.TimeoutParam, t.LongPoll.String())
 	}
-	u := url.URL{Scheme: "http", Host: addr, Path: adminSnapshotPath, RawQuery: q.Encode()}
+	u := url.URL{Scheme: "http", Host: addr, Path: limiterwire.SnapshotPath, RawQuery: q.Encode()}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, err
@@ -302,7 +349,7 @@ func (t *AckTracker) ask(ctx context.Context, addr, want string) (*adminSnapshot
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s answered %s", u.Path, resp.Status)
 	}
-	var out adminSnapshot
+	var out limiterwire.Snapshot
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&out); err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", u.Path, err)
 	}

@@ -33,7 +33,7 @@ func TestAlertRules(t *testing.T) {
 	descs := make(chan *prometheus.Desc, 64)
 	go func() {
 		for _, c := range []prometheus.Collector{policiesByCondition, fleetConditions, snapshotCompileSeconds, snapshotBytes,
-			collectorErrors, collectorScrapes, collectorCycleSeconds, enforcementWrites} {
+			collectorErrors, collectorScrapes, collectorCycleSeconds, enforcementWrites, redisDataLoss} {
 			c.Describe(descs)
 		}
 		close(descs)
@@ -42,7 +42,7 @@ func TestAlertRules(t *testing.T) {
 	for d := range descs {
 		known[name.FindStringSubmatch(d.String())[1]] = true
 	}
-	want := map[string]bool{"SluicePolicyNotEnforced": true, "SluicePolicyDegraded": true, "SluiceRedisBreakerOpen": true, "SluiceRedisNotReady": true}
+	want := map[string]bool{"SluicePolicyNotEnforced": true, "SluicePolicyDegraded": true, "SluiceRedisBreakerOpen": true, "SluiceRedisNotReady": true, "SluiceRedisDataLoss": true}
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
 			delete(want, r.Alert)

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,12 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
-
-// adminStatsPath is the limiter's admin endpoint giving each policy's
-// decision counts since the process started, under a per-process boot ID.
-const adminStatsPath = "/v1/admin/stats"
 
 // Collector defaults.
 const (
@@ -44,29 +43,6 @@ const (
 	maxHottest                        = 20
 )
 
-// adminStats is the part of the stats endpoint's answer the collector reads.
-type adminStats struct {
-	BootID    string             `json:"bootID"`
-	StartedAt time.Time          `json:"startedAt"`
-	Policies  []adminPolicyStats `json:"policies"`
-}
-
-// adminPolicyStats is one policy's part of adminStats.
-type adminPolicyStats struct {
-	UID           types.UID `json:"uid"`
-	Allowed       int64     `json:"allowed"`
-	Limited       int64     `json:"limited"`
-	ShadowLimited int64     `json:"shadowLimited"`
-	FailedOpen    int64     `json:"failedOpen"`
-	// With the fleet's spec.stats.topDescriptors.
-	Hottest      []v1alpha1.HotDescriptor `json:"hottest"`
-	HottestSince *time.Time               `json:"hottestSince"`
-	// Set in two-tier mode.
-	LocalTier *struct {
-		OvershootBound int64 `json:"overshootBound"`
-	} `json:"localTier"`
-}
-
 // hotSum is one policy's hottest values of one interval, summed over the
 // pods read in a collection.
 type hotSum struct {
@@ -76,7 +52,7 @@ type hotSum struct {
 }
 
 // add merges one pod's list; a pod still on an older interval is left out.
-func (h *hotSum) add(since time.Time, vs []v1alpha1.HotDescriptor) {
+func (h *hotSum) add(since time.Time, vs []limiterwire.HotValue) {
 	switch {
 	case since.Before(h.since):
 		return
@@ -110,10 +86,14 @@ func (h *hotSum) top() []v1alpha1.HotDescriptor {
 }
 
 // counts are the decision counts the collector sums.
-type counts struct{ allowed, limited, shadowLimited, failedOpen int64 }
+type counts struct {
+	allowed, limited, shadowLimited         int64
+	failedOpen, failedClosed, localFallback int64
+}
 
 func (c counts) add(o counts) counts {
-	return counts{c.allowed + o.allowed, c.limited + o.limited, c.shadowLimited + o.shadowLimited, c.failedOpen + o.failedOpen}
+	return counts{c.allowed + o.allowed, c.limited + o.limited, c.shadowLimited + o.shadowLimited,
+		c.failedOpen + o.failedOpen, c.failedClosed + o.failedClosed, c.localFallback + o.localFallback}
 }
 
 // since is c minus an earlier reading prev of the same process; a count
@@ -126,7 +106,8 @@ func (c counts) since(prev counts) counts {
 		}
 		return now - before
 	}
-	return counts{d(c.allowed, prev.allowed), d(c.limited, prev.limited), d(c.shadowLimited, prev.shadowLimited), d(c.failedOpen, prev.failedOpen)}
+	return counts{d(c.allowed, prev.allowed), d(c.limited, prev.limited), d(c.shadowLimited, prev.shadowLimited),
+		d(c.failedOpen, prev.failedOpen), d(c.failedClosed, prev.failedClosed), d(c.localFallback, prev.localFallback)}
 }
 
 // Collector sums the limiter pods' decision counts into each policy's
@@ -159,15 +140,13 @@ type Collector struct {
 	// MinWrite. 0 means DefaultEnforcementWritesPerSecond.
 	MaxWritesPerSecond float64
 
-	tokens     float64
-	lastRefill time.Time
-
+	writes   *rate.Limiter                     // the write budget, at collection times
 	pods     map[string]*podCounts             // by endpoint
 	policies map[types.UID]*policyWindow       // by policy UID
 	seedAt   map[types.UID]time.Time           // updatedAt of the status found at start, by policy
 	started  bool                              // the statuses found at start are seeded
 	now      func() time.Time                  // for tests of the window
-	mu       sync.Mutex                        // guards unread during a scrape
+	mu       sync.Mutex                        // guards unread and the answers during a scrape
 	unread   map[types.NamespacedName][]string // by fleet, this collection
 	hot      map[types.UID]*hotSum             // by policy, this collection
 	bounds   map[types.UID]int64               // the largest overshoot bound by policy, this collection
@@ -235,6 +214,7 @@ func (c *Collector) defaults() {
 	if c.now == nil {
 		c.now = time.Now
 	}
+	c.writes = rate.NewLimiter(rate.Limit(c.MaxWritesPerSecond), int(c.MaxWritesPerSecond*burstSeconds))
 	c.pods = map[string]*podCounts{}
 	c.policies = map[types.UID]*policyWindow{}
 	c.seedAt = map[types.UID]time.Time{}
@@ -250,19 +230,24 @@ func (c *Collector) seed(ctx context.Context, now time.Time) error {
 	if err := c.Client.List(ctx, &list); err != nil {
 		return err
 	}
-	for i := range list.Items {
-		e := list.Items[i].Status.Enforcement
+	c.seedFrom(now, list.Items)
+	return nil
+}
+
+// seedFrom seeds the windows from the policies' statuses.
+func (c *Collector) seedFrom(now time.Time, items []v1alpha1.RateLimitPolicy) {
+	for i := range items {
+		e := items[i].Status.Enforcement
 		if e == nil || e.UpdatedAt == nil || now.Sub(e.UpdatedAt.Time) >= c.Window {
 			continue
 		}
 		d := func(p *int64) int64 { return ptr.Deref(p, 0) }
-		uid := list.Items[i].UID
+		uid := items[i].UID
 		c.seedAt[uid] = e.UpdatedAt.Time
 		c.policies[uid] = &policyWindow{buckets: []bucket{{at: e.UpdatedAt.Time,
-			c: counts{d(e.Allowed), d(e.Limited), d(e.ShadowLimited), d(e.FailedOpen)}}}}
+			c: counts{d(e.Allowed), d(e.Limited), d(e.ShadowLimited), d(e.FailedOpen), d(e.FailedClosed), d(e.LocalFallback)}}}}
 	}
 	c.started = true
-	return nil
 }
 
 // collect runs one collection: read every pod, then write the statuses.
@@ -276,37 +261,33 @@ func (c *Collector) collect(ctx context.Context) error {
 	c.unread = map[types.NamespacedName][]string{}
 	c.hot = map[types.UID]*hotSum{}
 	c.bounds = map[types.UID]int64{}
-	fleets := c.Acks.Endpoints()
 	type answer struct {
 		addr  string
-		stats *adminStats
+		stats *limiterwire.Stats
 	}
-	answers := make(chan answer, 64)
-	sem := make(chan struct{}, collectParallelism)
-	var wg sync.WaitGroup
-	for fleet, eps := range fleets {
+	var answers []answer
+	var scrapes errgroup.Group
+	scrapes.SetLimit(collectParallelism)
+	for fleet, eps := range c.Acks.Endpoints() {
 		for _, addr := range eps {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				sem <- struct{}{}
-				defer func() { <-sem }()
+			scrapes.Go(func() error {
 				st, err := c.read(ctx, addr)
 				collectorScrapes.Inc()
+				c.mu.Lock()
+				defer c.mu.Unlock()
 				if err != nil {
 					collectorErrors.WithLabelValues(fleet.Namespace + "/" + fleet.Name).Inc()
 					logf.FromContext(ctx).V(1).Info("Limiter pod stats unreadable", "fleet", fleet, "pod", addr, "error", err)
-					c.mu.Lock()
 					c.unread[fleet] = append(c.unread[fleet], addr+": "+truncate(err.Error(), 200))
-					c.mu.Unlock()
-					return
+					return nil // the pod is named in the policies' status
 				}
-				answers <- answer{addr, st}
-			}()
+				answers = append(answers, answer{addr, st})
+				return nil
+			})
 		}
 	}
-	go func() { wg.Wait(); close(answers) }()
-	for a := range answers {
+	_ = scrapes.Wait() // every scrape returns nil
+	for _, a := range answers {
 		c.record(now, a.addr, a.stats)
 	}
 	if ctx.Err() != nil {
@@ -329,7 +310,7 @@ func (c *Collector) countFleetConditions(ctx context.Context) error {
 	fleetConditions.Reset()
 	for i := range fleets.Items {
 		f := &fleets.Items[i]
-		for _, typ := range []string{v1alpha1.FleetReady, v1alpha1.FleetRedisReady, v1alpha1.FleetSnapshotSynced} {
+		for _, typ := range []string{v1alpha1.ReadyCondition, v1alpha1.RedisReadyCondition, v1alpha1.SnapshotSyncedCondition, v1alpha1.RedisDataLossCondition} {
 			v := 0.0
 			if meta.IsStatusConditionTrue(f.Status.Conditions, typ) {
 				v = 1
@@ -341,10 +322,10 @@ func (c *Collector) countFleetConditions(ctx context.Context) error {
 }
 
 // read asks one pod for its stats, within Timeout.
-func (c *Collector) read(ctx context.Context, addr string) (*adminStats, error) {
+func (c *Collector) read(ctx context.Context, addr string) (*limiterwire.Stats, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	u := url.URL{Scheme: "http", Host: addr, Path: adminStatsPath}
+	u := url.URL{Scheme: "http", Host: addr, Path: limiterwire.StatsPath}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, err
@@ -357,7 +338,7 @@ func (c *Collector) read(ctx context.Context, addr string) (*adminStats, error) 
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s answered %s", u.Path, resp.Status)
 	}
-	var out adminStats
+	var out limiterwire.Stats
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 32<<20)).Decode(&out); err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", u.Path, err)
 	}
@@ -369,7 +350,7 @@ func (c *Collector) read(ctx context.Context, addr string) (*adminStats, error) 
 
 // record turns one pod's reading into deltas, added to the policies'
 // windows at now.
-func (c *Collector) record(now time.Time, addr string, st *adminStats) {
+func (c *Collector) record(now time.Time, addr string, st *limiterwire.Stats) {
 	prev := c.pods[addr]
 	next := &podCounts{bootID: st.BootID, counts: make(map[types.UID]counts, len(st.Policies)), seen: now}
 	// A process seen for the first time: whatever it counted is new if it
@@ -382,41 +363,42 @@ func (c *Collector) record(now time.Time, addr string, st *adminStats) {
 	}
 	young := now.Sub(st.StartedAt) < c.Window
 	for _, p := range st.Policies {
-		cur := counts{p.Allowed, p.Limited, p.ShadowLimited, p.FailedOpen}
-		next.counts[p.UID] = cur
+		uid := types.UID(p.UID)
+		cur := counts{p.Allowed, p.Limited, p.ShadowLimited, p.FailedOpen, p.FailedClosed, p.LocalFallback}
+		next.counts[uid] = cur
 		if p.LocalTier != nil {
-			if b, ok := c.bounds[p.UID]; !ok || p.LocalTier.OvershootBound > b {
-				c.bounds[p.UID] = p.LocalTier.OvershootBound
+			if b, ok := c.bounds[uid]; !ok || p.LocalTier.OvershootBound > b {
+				c.bounds[uid] = p.LocalTier.OvershootBound
 			}
 		}
 		if p.HottestSince != nil && len(p.Hottest) > 0 {
-			h := c.hot[p.UID]
+			h := c.hot[uid]
 			if h == nil {
 				h = &hotSum{}
-				c.hot[p.UID] = h
+				c.hot[uid] = h
 			}
 			h.add(*p.HottestSince, p.Hottest)
 		}
 		var d counts
 		switch {
 		case prev != nil:
-			d = cur.since(prev.counts[p.UID])
+			d = cur.since(prev.counts[uid])
 		case restarted:
 			d = cur
 		case young:
 			// updatedAt has whole seconds: the status was written
 			// within the second after it.
-			if at, ok := c.seedAt[p.UID]; !ok || !st.StartedAt.Before(at.Add(time.Second)) {
+			if at, ok := c.seedAt[uid]; !ok || !st.StartedAt.Before(at.Add(time.Second)) {
 				d = cur
 			}
 		}
 		if d == (counts{}) {
 			continue
 		}
-		w := c.policies[p.UID]
+		w := c.policies[uid]
 		if w == nil {
 			w = &policyWindow{}
-			c.policies[p.UID] = w
+			c.policies[uid] = w
 		}
 		if n := len(w.buckets); n > 0 && w.buckets[n-1].at.Equal(now) {
 			w.buckets[n-1].c = w.buckets[n-1].c.add(d)
@@ -427,7 +409,7 @@ func (c *Collector) record(now time.Time, addr string, st *adminStats) {
 	c.pods[addr] = next
 }
 
-// write patches status.enforcement of the policies whose sums changed.
+// write applies status.enforcement of the policies whose sums changed.
 func (c *Collector) write(ctx context.Context, now time.Time) error {
 	var list v1alpha1.RateLimitPolicyList
 	// Read-only: no copy of every policy on every collection.
@@ -435,15 +417,24 @@ func (c *Collector) write(ctx context.Context, now time.Time) error {
 		return err
 	}
 	countConditions(list.Items)
+	return c.writeEach(ctx, now, list.Items, func(ctx context.Context, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
+		return applyEnforcement(ctx, c.Client, pol, e)
+	})
+}
+
+// writeEach computes each policy's status.enforcement at now and writes,
+// with apply, those that changed, within MinWrite and the write budget.
+func (c *Collector) writeEach(ctx context.Context, now time.Time, items []v1alpha1.RateLimitPolicy,
+	apply func(context.Context, *v1alpha1.RateLimitPolicy, *v1alpha1.EnforcementStatus) error) error {
 	type change struct {
 		pol  *v1alpha1.RateLimitPolicy
 		w    *policyWindow
 		next *v1alpha1.EnforcementStatus
 	}
 	var changes []change
-	seen := make(map[types.UID]bool, len(list.Items))
-	for i := range list.Items {
-		pol := &list.Items[i]
+	seen := make(map[types.UID]bool, len(items))
+	for i := range items {
+		pol := &items[i]
 		seen[pol.UID] = true
 		w := c.policies[pol.UID]
 		var sum counts
@@ -462,7 +453,8 @@ func (c *Collector) write(ctx context.Context, now time.Time) error {
 			continue // no decision yet: nothing to say, and no write
 		}
 		next := &v1alpha1.EnforcementStatus{
-			Allowed: &sum.allowed, Limited: &sum.limited, ShadowLimited: &sum.shadowLimited, FailedOpen: &sum.failedOpen,
+			Allowed: &sum.allowed, Limited: &sum.limited, ShadowLimited: &sum.shadowLimited,
+			FailedOpen: &sum.failedOpen, FailedClosed: &sum.failedClosed, LocalFallback: &sum.localFallback,
 			Window: &metav1.Duration{Duration: c.Window}, UnreadPods: unread,
 		}
 		if h := c.hot[pol.UID]; h != nil {
@@ -495,20 +487,14 @@ func (c *Collector) write(ctx context.Context, now time.Time) error {
 
 	// The write budget: the least recently written first, so that every
 	// policy is written in turn when more change than the budget allows.
-	c.tokens = min(c.tokens+c.MaxWritesPerSecond*now.Sub(c.lastRefill).Seconds(), c.MaxWritesPerSecond*burstSeconds)
-	if c.lastRefill.IsZero() {
-		c.tokens = c.MaxWritesPerSecond * burstSeconds
-	}
-	c.lastRefill = now
 	slices.SortStableFunc(changes, func(a, b change) int { return a.w.lastWrite.Compare(b.w.lastWrite) })
 	var errs []error
 	for _, ch := range changes {
-		if c.tokens < 1 {
+		if !c.writes.AllowN(now, 1) {
 			break
 		}
-		c.tokens--
 		ch.next.UpdatedAt = &metav1.Time{Time: now}
-		if err := c.patch(ctx, ch.pol, ch.next); err != nil {
+		if err := apply(ctx, ch.pol, ch.next); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -533,37 +519,6 @@ func (c *Collector) unreadFor(pol *v1alpha1.RateLimitPolicy) []string {
 		out = out[:maxUnreadPods]
 	}
 	return out
-}
-
-// patch writes status.enforcement alone, as a merge patch of the status
-// subresource: the policy controller's fields are left as they are.
-func (c *Collector) patch(ctx context.Context, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
-	enf := map[string]any{}
-	b, err := json.Marshal(e)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, &enf); err != nil {
-		return err
-	}
-	// A merge patch removes what is null.
-	if len(e.UnreadPods) == 0 {
-		enf["unreadPods"] = nil
-	}
-	if len(e.Hottest) == 0 {
-		enf["hottest"], enf["hottestSince"] = nil, nil
-	}
-	if e.OvershootBound == nil {
-		enf["overshootBound"] = nil
-	}
-	data, err := json.Marshal(map[string]any{"status": map[string]any{"enforcement": enf}})
-	if err != nil {
-		return err
-	}
-	// pol is the cache's own object (read without a copy): patch a stand-in
-	// that names it, which the answer may overwrite.
-	obj := &v1alpha1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: pol.Namespace, Name: pol.Name}}
-	return client.IgnoreNotFound(c.Client.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, data)))
 }
 
 // countConditions sets sluice_operator_policies from the policies' conditions.

@@ -38,6 +38,7 @@ func TestCollectorScale(t *testing.T) {
 	if os.Getenv("SLUICE_SCALE") == "" {
 		t.Skip("set SLUICE_SCALE=1 (make bench-collector) to measure the collector at 500 policies x 20 pods")
 	}
+	needSuite(t)
 	const policies, standIns = 500, 17
 	phase := envDuration(t, "SLUICE_SCALE_PHASE", time.Minute)
 	ctx := context.Background()

@@ -7,52 +7,46 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
 
 // reading is one pod's stats answer with one policy, uid-1.
-func reading(boot string, started time.Time, allowed, limited int64) *adminStats {
-	st := &adminStats{BootID: boot, StartedAt: started}
-	st.Policies = append(st.Policies, adminPolicyStats{UID: "uid-1", Allowed: allowed, Limited: limited})
+func reading(boot string, started time.Time, allowed, limited int64) *limiterwire.Stats {
+	st := &limiterwire.Stats{BootID: boot, StartedAt: started}
+	st.Policies = append(st.Policies, limiterwire.PolicyStats{UID: "uid-1", Allowed: allowed, Limited: limited})
 	return st
 }
 
 // The collector turns monotonic counts into window sums: a new process
 // counts from zero, an old one seen first is a baseline, a restart adds
 // without subtracting, counts leave after the window, and a policy is
-// written at most once per MinWrite.
+// written at most once per MinWrite. (Writing through the API server is
+// TestStatusWritersOwnTheirFields'.)
 func TestCollectorWindow(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	pol := &v1alpha1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "uid-1"}}
-	cl := fake.NewClientBuilder().WithScheme(scheme).WithObjects(pol).WithStatusSubresource(pol).Build()
+	pols := []v1alpha1.RateLimitPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "uid-1"}}}
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	c := &Collector{Client: cl, Window: 5 * time.Minute, MinWrite: 10 * time.Second, now: func() time.Time { return now }}
+	c := &Collector{Window: 5 * time.Minute, MinWrite: 10 * time.Second, now: func() time.Time { return now }}
 	c.defaults()
 	c.unread = map[types.NamespacedName][]string{}
 	ctx := context.Background()
-	step := func(d time.Duration, readings map[string]*adminStats) *v1alpha1.EnforcementStatus {
+	step := func(d time.Duration, readings map[string]*limiterwire.Stats) *v1alpha1.EnforcementStatus {
 		t.Helper()
 		now = now.Add(d)
 		for addr, st := range readings {
 			c.record(now, addr, st)
 		}
-		if err := c.write(ctx, now); err != nil {
+		err := c.writeEach(ctx, now, pols, func(_ context.Context, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
+			pol.Status.Enforcement = e.DeepCopy()
+			return nil
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
-		got := &v1alpha1.RateLimitPolicy{}
-		if err := cl.Get(ctx, client.ObjectKeyFromObject(pol), got); err != nil {
-			t.Fatal(err)
-		}
-		return got.Status.Enforcement
+		return pols[0].Status.Enforcement.DeepCopy()
 	}
 	want := func(e *v1alpha1.EnforcementStatus, allowed, limited int64) {
 		t.Helper()
@@ -62,16 +56,16 @@ func TestCollectorWindow(t *testing.T) {
 	}
 
 	// a started a minute ago: all new; b started an hour ago: a baseline.
-	e := step(0, map[string]*adminStats{"a": reading("a1", now.Add(-time.Minute), 10, 2), "b": reading("b1", now.Add(-time.Hour), 500, 7)})
+	e := step(0, map[string]*limiterwire.Stats{"a": reading("a1", now.Add(-time.Minute), 10, 2), "b": reading("b1", now.Add(-time.Hour), 500, 7)})
 	want(e, 10, 2)
 	// 5s later, both counted more: written only after MinWrite.
-	want(step(5*time.Second, map[string]*adminStats{"a": reading("a1", now, 15, 2), "b": reading("b1", now, 503, 7)}), 10, 2)
+	want(step(5*time.Second, map[string]*limiterwire.Stats{"a": reading("a1", now, 15, 2), "b": reading("b1", now, 503, 7)}), 10, 2)
 	want(step(5*time.Second, nil), 18, 2)
 	// a restarts: its new process counted 4; the totals only grow.
-	e = step(10*time.Second, map[string]*adminStats{"a": reading("a2", now.Add(10*time.Second), 4, 1)})
+	e = step(10*time.Second, map[string]*limiterwire.Stats{"a": reading("a2", now.Add(10*time.Second), 4, 1)})
 	want(e, 22, 3)
 	// Nothing new: no write.
-	if e2 := step(30*time.Second, map[string]*adminStats{"a": reading("a2", now, 4, 1), "b": reading("b1", now, 503, 7)}); !e2.UpdatedAt.Equal(e.UpdatedAt) {
+	if e2 := step(30*time.Second, map[string]*limiterwire.Stats{"a": reading("a2", now, 4, 1), "b": reading("b1", now, 503, 7)}); !e2.UpdatedAt.Equal(e.UpdatedAt) {
 		t.Fatalf("written again without a change: updatedAt %v, was %v", e2.UpdatedAt, e.UpdatedAt)
 	}
 	// At 12:05:05 the deltas of 12:00:00 and 12:00:05 have left the
@@ -82,20 +76,18 @@ func TestCollectorWindow(t *testing.T) {
 	// A new leader takes up the status it finds: the processes that
 	// started before it count on from their first reading, and a newer
 	// one counts in full.
-	want(step(time.Minute, map[string]*adminStats{"a": reading("a2", now, 9, 1)}), 5, 0)
+	want(step(time.Minute, map[string]*limiterwire.Stats{"a": reading("a2", now, 9, 1)}), 5, 0)
 	written := now
-	c = &Collector{Client: cl, Window: 5 * time.Minute, MinWrite: 10 * time.Second, now: func() time.Time { return now }}
+	c = &Collector{Window: 5 * time.Minute, MinWrite: 10 * time.Second, now: func() time.Time { return now }}
 	c.defaults()
 	c.unread = map[types.NamespacedName][]string{}
-	if err := c.seed(ctx, now); err != nil {
-		t.Fatal(err)
-	}
-	e = step(20*time.Second, map[string]*adminStats{"a": reading("a2", written.Add(-time.Hour), 9, 1), "b": reading("b1", written.Add(-2*time.Hour), 503, 7)})
+	c.seedFrom(now, pols)
+	e = step(20*time.Second, map[string]*limiterwire.Stats{"a": reading("a2", written.Add(-time.Hour), 9, 1), "b": reading("b1", written.Add(-2*time.Hour), 503, 7)})
 	want(e, 5, 0)
 	if !e.UpdatedAt.Time.Equal(written) {
 		t.Errorf("the new leader rewrote an unchanged status at %v", e.UpdatedAt)
 	}
-	want(step(20*time.Second, map[string]*adminStats{"a": reading("a2", now, 10, 1), "c": reading("c1", now.Add(-time.Second), 3, 0)}), 9, 0)
+	want(step(20*time.Second, map[string]*limiterwire.Stats{"a": reading("a2", now, 10, 1), "c": reading("c1", now.Add(-time.Second), 3, 0)}), 9, 0)
 }
 
 // Pods' hottest lists are summed per value when they cover the same
@@ -103,16 +95,73 @@ func TestCollectorWindow(t *testing.T) {
 // newest interval replaces older sums.
 func TestHotSum(t *testing.T) {
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	hv := func(v string, req, lim int64) limiterwire.HotValue {
+		return limiterwire.HotValue{Value: v, Requests: req, Limited: lim, Error: 1}
+	}
 	hd := func(v string, req, lim int64) v1alpha1.HotDescriptor {
 		return v1alpha1.HotDescriptor{Value: v, Requests: req, Limited: lim}
 	}
 	var h hotSum
-	h.add(t0, []v1alpha1.HotDescriptor{hd("user=a", 9, 1), hd("user=b", 4, 0)})
-	h.add(t0.Add(time.Minute), []v1alpha1.HotDescriptor{hd("user=a", 2, 0), hd("user=c", 5, 0)})
-	h.add(t0, []v1alpha1.HotDescriptor{hd("user=z", 100, 0)}) // behind: left out
-	h.add(t0.Add(time.Minute), []v1alpha1.HotDescriptor{hd("user=c", 1, 1), hd("user=a", 4, 2), hd("user=d", 1, 0)})
+	h.add(t0, []limiterwire.HotValue{hv("user=a", 9, 1), hv("user=b", 4, 0)})
+	h.add(t0.Add(time.Minute), []limiterwire.HotValue{hv("user=a", 2, 0), hv("user=c", 5, 0)})
+	h.add(t0, []limiterwire.HotValue{hv("user=z", 100, 0)}) // behind: left out
+	h.add(t0.Add(time.Minute), []limiterwire.HotValue{hv("user=c", 1, 1), hv("user=a", 4, 2), hv("user=d", 1, 0)})
 	want := []v1alpha1.HotDescriptor{hd("user=a", 6, 2), hd("user=c", 6, 1), hd("user=d", 1, 0)}
 	if got := h.top(); fmt.Sprint(got) != fmt.Sprint(want) || !h.since.Equal(t0.Add(time.Minute)) {
 		t.Fatalf("top %+v since %v, want %+v since %v", got, h.since, want, t0.Add(time.Minute))
+	}
+}
+
+// The write budget is MaxWritesPerSecond with ten seconds of burst, spent
+// on the least recently written policies first, so that every policy is
+// written in turn when more change than the budget allows.
+func TestCollectorWriteBudget(t *testing.T) {
+	const n = 25
+	var pols []v1alpha1.RateLimitPolicy
+	for i := range n {
+		pols = append(pols, v1alpha1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint(i), UID: types.UID(fmt.Sprint(i))}})
+	}
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	c := &Collector{MaxWritesPerSecond: 1, MinWrite: time.Millisecond, now: func() time.Time { return now }}
+	c.defaults()
+	written := map[string]int{}
+	step := func(d time.Duration, allowed int64) []string {
+		t.Helper()
+		now = now.Add(d)
+		st := &limiterwire.Stats{BootID: "a", StartedAt: now.Add(-time.Second)}
+		for i := range n {
+			st.Policies = append(st.Policies, limiterwire.PolicyStats{UID: fmt.Sprint(i), Allowed: allowed})
+		}
+		c.record(now, "a", st)
+		var names []string
+		err := c.writeEach(context.Background(), now, pols, func(_ context.Context, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
+			pol.Status.Enforcement = e.DeepCopy()
+			names = append(names, pol.Name)
+			written[pol.Name]++
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	if got := step(0, 1); len(got) != 10 {
+		t.Fatalf("first collection wrote %d policies, want the burst of 10", len(got))
+	}
+	// One second later every policy changed again: one write, to a policy
+	// never written yet.
+	got := step(time.Second, 2)
+	if len(got) != 1 || written[got[0]] != 1 {
+		t.Fatalf("a second later: wrote %v (written before: %v), want one policy not written before", got, written)
+	}
+	// Fourteen seconds later the budget holds ten writes again, and the
+	// 14 never written come first.
+	if got := step(14*time.Second, 3); len(got) != 10 {
+		t.Fatalf("after refilling: wrote %d policies, want 10", len(got))
+	}
+	for name, w := range written {
+		if w != 1 {
+			t.Errorf("policy %s written %d times while others waited for their first write", name, w)
+		}
 	}
 }

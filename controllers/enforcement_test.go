@@ -23,7 +23,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
+	"github.com/sluice-dev/sluice/internal/redistest"
 )
 
 // statsPolicy is a FixedWindow policy of limit per hour on domain, keyed
@@ -93,6 +93,7 @@ func awayFromTheHour(t testing.TB, need time.Duration) {
 // denials show as shadowLimited and never limit; a limiter restarted
 // during the window neither lowers nor doubles the totals.
 func TestEnforcementStats(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	ns, pods := externalRedisFleet(t, "stats", "stats", 3, nil)
 	for _, p := range []*v1alpha1.RateLimitPolicy{
@@ -161,6 +162,7 @@ func regexpMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(
 // answers, are skipped and counted as errors; status.enforcement names
 // them; the readable limiter's counts still arrive.
 func TestCollectorSkipsUnreadablePods(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	fleet, pods := newFleet(t, "stats-unread", "unread", 1)
 	ns := fleet.Namespace
@@ -285,6 +287,7 @@ func collectorErrorCount(t *testing.T, fleet string) float64 {
 // arguments its Deployment renders) report each policy's hottest values,
 // and the collector sums them over the pods into status.enforcement.hottest.
 func TestEnforcementHottest(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	const interval = 5 * time.Second
 	ns, pods := externalRedisFleet(t, "hottest", "hot", 3, func(s *v1alpha1.LimiterFleetSpec) {
@@ -329,6 +332,7 @@ func TestEnforcementHottest(t *testing.T) {
 
 // A policy in two-tier mode shows the overshoot bound its limiters report.
 func TestEnforcementOvershootBound(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	ns, pods := externalRedisFleet(t, "overshoot", "tier", 2, nil)
 	bucket := statsPolicy(ns, "bucket", "tier", "tier-bucket", 1000, false)

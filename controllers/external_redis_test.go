@@ -17,9 +17,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
+	"github.com/sluice-dev/sluice/internal/redistest"
 )
 
 // TestExternalRedisTLSAndAuth: a fleet on an External Redis that requires
@@ -30,6 +31,7 @@ import (
 // Limiters started with a wrong password make RedisReady False, naming
 // Redis's refusal.
 func TestExternalRedisTLSAndAuth(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	const password = "p@ss/w%rd with spaces"
 	srv := redistest.StartTLS(t, "requirepass "+password)
@@ -86,16 +88,16 @@ func TestExternalRedisTLSAndAuth(t *testing.T) {
 	// says its limiters can't use Redis, and why.
 	var wrongEnv []string
 	for _, e := range env {
-		if strings.HasPrefix(e, controllers.RedisPasswordEnv+"=") {
-			e = controllers.RedisPasswordEnv + "=wrong"
+		if strings.HasPrefix(e, limiterwire.RedisPasswordEnv+"=") {
+			e = limiterwire.RedisPasswordEnv + "=wrong"
 		}
 		wrongEnv = append(wrongEnv, e)
 	}
 	pods := fleetPodsWithEnv(t, fleet, 2, store, wrongEnv, append(redisArgs, "--redis-timeout=2s")...)
 	rf := &redisFleet{fleet: fleet}
 	eventually(t, 30*time.Second, "RedisReady=False naming both pods and WRONGPASS", func() error {
-		c := condition(rf.get(t).Status.Conditions, v1alpha1.FleetRedisReady)
-		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonStoreUnreachable ||
+		c := condition(rf.get(t).Status.Conditions, v1alpha1.RedisReadyCondition)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.StoreUnreachableReason ||
 			!strings.Contains(c.Message, "2/2 limiter pods can't use Redis") || !strings.Contains(c.Message, "WRONGPASS") {
 			return fmt.Errorf("RedisReady %+v", c)
 		}
@@ -108,7 +110,7 @@ func TestExternalRedisTLSAndAuth(t *testing.T) {
 		p.env = env
 		p.start(t)
 	}
-	rf.waitRedisReady(t, 30*time.Second, metav1.ConditionTrue, v1alpha1.ReasonRedisExternal)
+	rf.waitRedisReady(t, 30*time.Second, metav1.ConditionTrue, v1alpha1.RedisExternalReason)
 
 	policy := statsPolicy(ns, "three", "tls", "tls-api", 3, false)
 	if err := k8s.Create(ctx, policy); err != nil {

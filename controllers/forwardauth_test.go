@@ -18,6 +18,7 @@ import (
 // the pod serves the mapping, and a change to it is served without a
 // restart.
 func TestFleetForwardAuth(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	fleet, pods := newFleet(t, "forward-auth", "edge", 1)
 	p := &v1alpha1.RateLimitPolicy{

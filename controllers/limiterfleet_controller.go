@@ -51,6 +51,9 @@ type LimiterFleetReconciler struct {
 	Acks *AckTracker
 	// DefaultImage is the limiter image of fleets that name none.
 	DefaultImage string
+	// DefaultRedisImage is the Redis image of Cluster fleets that name
+	// none; empty means v1alpha1.DefaultRedisImage.
+	DefaultRedisImage string
 	// APIReader reads the Redis password Secret uncached; nil means Client.
 	APIReader client.Reader
 	// Recorder records Events for the commands sent to Redis; may be nil.
@@ -65,6 +68,7 @@ type LimiterFleetReconciler struct {
 	delegation    [32]byte
 	verdicts      verdictCache
 	redisTrackers sync.Map // fleet key -> *rediscluster.Tracker
+	redisHealth   sync.Map // fleet key -> redisHealth
 }
 
 // allDomains keys the verdicts of every policy in the fleet controller's
@@ -114,6 +118,7 @@ func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		if apierrors.IsNotFound(err) {
 			r.Acks.Forget(req.NamespacedName)
 			r.redisTrackers.Delete(req.NamespacedName)
+			r.redisHealth.Delete(req.NamespacedName)
 			forgetFleetMetrics(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
@@ -259,7 +264,7 @@ func namespaceLabels(ctx context.Context, c client.Reader) (map[string]map[strin
 }
 
 // reconcileLimiters applies the limiter ServiceAccount, Role, RoleBinding,
-// Service and Deployment, each owned by the fleet.
+// Services (ClusterIP and headless) and Deployment, each owned by the fleet.
 func (r *LimiterFleetReconciler) reconcileLimiters(ctx context.Context, s *fleetScope) error {
 	storeURL, err := StoreURL(s.fleet)
 	if err != nil {
@@ -271,6 +276,7 @@ func (r *LimiterFleetReconciler) reconcileLimiters(ctx context.Context, s *fleet
 		BuildLimiterRole(s.fleet),
 		BuildLimiterRoleBinding(s.fleet),
 		BuildLimiterService(s.fleet),
+		BuildLimiterHeadlessService(s.fleet),
 		BuildLimiterDeployment(s.fleet, r.DefaultImage, storeURL),
 	} {
 		if err := r.apply(ctx, s.fleet, obj); err != nil {
@@ -408,7 +414,7 @@ func (r *LimiterFleetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return r.allFleets(ctx)
 	})
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.LimiterFleet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&v1alpha1.LimiterFleet{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, dataLossAckChanged))).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ServiceAccount{}).

@@ -58,6 +58,44 @@ type redisScope struct {
 	// or more when shards was lowered.
 	shards int
 	now    time.Time
+	// settledAt is when this operator last saw the cluster become ok after
+	// a pass that found it not ok (zero when it has been ok all along):
+	// the limiters must have reached it since for RedisReady.
+	settledAt time.Time
+}
+
+// redisHealth is what the operator last saw of a fleet's cluster.
+type redisHealth struct {
+	ok        bool
+	settledAt time.Time
+}
+
+// clusterOK reports whether a pass found the cluster converged and ok with
+// every slot served.
+func clusterOK(rs *redisScope) bool {
+	obs := rs.result.Status
+	return rs.err == nil && rs.result.Converged && obs.ClusterState == "ok" && obs.SlotsAssigned == rediscluster.SlotCount
+}
+
+// settle records whether this pass found the cluster ok, and returns since
+// when it has been: on a change from not ok, now, and the limiter pods are
+// asked at once whether they reach it. An operator that starts on an ok
+// cluster has seen no change: zero.
+func (r *LimiterFleetReconciler) settle(fleet *v1alpha1.LimiterFleet, rs *redisScope) time.Time {
+	key := client.ObjectKeyFromObject(fleet)
+	h := redisHealth{ok: clusterOK(rs)}
+	if v, seen := r.redisHealth.Load(key); seen {
+		prev := v.(redisHealth)
+		switch {
+		case h.ok && !prev.ok:
+			h.settledAt = rs.now
+			r.Acks.Confirm(key, rs.now)
+		case h.ok:
+			h.settledAt = prev.settledAt
+		}
+	}
+	r.redisHealth.Store(key, h)
+	return h.settledAt
 }
 
 // Requeue delays while the cluster converges.
@@ -95,16 +133,20 @@ func (r *LimiterFleetReconciler) reconcileRedis(ctx context.Context, s *fleetSco
 		return err
 	}
 	if spec.Password, err = r.redisPassword(ctx, fleet); err != nil {
-		rs.err, rs.reason = err, v1alpha1.ReasonAuthFailed
+		rs.err, rs.reason = err, v1alpha1.AuthFailedReason
 		s.requeueAfter = redisRequeueFailing // the Secret is not watched
 		return nil
 	}
 	rs.result, rs.err = rediscluster.Reconcile(ctx, spec, r.redisOptions(fleet)...)
 	r.recordRedisActions(ctx, fleet, rs.result.Actions)
+	if rs.result.DataLoss != "" {
+		r.reportDataLoss(ctx, fleet, rs.result.DataLoss)
+	}
 	if want := int(fleet.Spec.EffectiveShards()); rs.err == nil && rs.shards > want {
 		rs.err, rs.reason = fmt.Errorf("spec.redis.shards is %d but the cluster has %d shards: scale-in is not supported, so every shard is kept; set spec.redis.shards back to %d",
-			want, rs.shards, rs.shards), v1alpha1.ReasonScaleInRejected
+			want, rs.shards, rs.shards), v1alpha1.ScaleInRejectedReason
 	}
+	rs.settledAt = r.settle(fleet, rs)
 	switch {
 	case rs.err != nil:
 		logf.FromContext(ctx).Info("Redis Cluster not converged", "fleet", client.ObjectKeyFromObject(fleet), "error", rs.err.Error())
@@ -187,7 +229,7 @@ func (r *LimiterFleetReconciler) redisShards(ctx context.Context, fleet *v1alpha
 func (r *LimiterFleetReconciler) applyRedis(ctx context.Context, fleet *v1alpha1.LimiterFleet, shards int) error {
 	objs := []client.Object{BuildRedisConfigMap(fleet), BuildRedisService(fleet)}
 	for shard := range shards {
-		objs = append(objs, BuildRedisStatefulSet(fleet, shard), BuildRedisPDB(fleet, shard))
+		objs = append(objs, BuildRedisStatefulSet(fleet, shard, r.DefaultRedisImage), BuildRedisPDB(fleet, shard))
 	}
 	for _, obj := range objs {
 		if err := r.apply(ctx, fleet, obj); err != nil {
@@ -331,7 +373,8 @@ const maxRedisActions = 10
 // computeRedisStatus is status.redis and the RedisReady condition's
 // status, reason and message for a Cluster fleet, from one pass. prev is
 // the status before the pass: only its lastActions carry over (they are
-// history, not observation), and its migration when the pass did not run.
+// history, not observation), and its migration when the pass did not run;
+// recordDataLoss carries the data loss.
 func computeRedisStatus(prev *v1alpha1.RedisStatus, rs *redisScope) (*v1alpha1.RedisStatus, metav1.ConditionStatus, string, string) {
 	st := &v1alpha1.RedisStatus{}
 	if prev != nil {
@@ -339,7 +382,7 @@ func computeRedisStatus(prev *v1alpha1.RedisStatus, rs *redisScope) (*v1alpha1.R
 		st.Migration = prev.Migration
 	}
 	if rs == nil {
-		return st, metav1.ConditionFalse, v1alpha1.ReasonWaitingForNodes, "the operator has not reached the Redis Cluster yet"
+		return st, metav1.ConditionFalse, v1alpha1.WaitingForNodesReason, "the operator has not reached the Redis Cluster yet"
 	}
 	res := rs.result
 	obs := res.Status
@@ -348,8 +391,7 @@ func computeRedisStatus(prev *v1alpha1.RedisStatus, rs *redisScope) (*v1alpha1.R
 	st.Primaries = nodeStatuses(obs.Primaries)
 	st.Replicas = nodeStatuses(obs.Replicas)
 	st.Operation = obs.Operation
-	st.DataLoss = res.DataLoss
-	if rs.reason != v1alpha1.ReasonAuthFailed { // the engine ran
+	if rs.reason != v1alpha1.AuthFailedReason { // the engine ran
 		st.Migration = migrationToStatus(res.Migration)
 	}
 	for _, a := range res.Actions {
@@ -367,20 +409,19 @@ func computeRedisStatus(prev *v1alpha1.RedisStatus, rs *redisScope) (*v1alpha1.R
 	if rs.err != nil {
 		return st, metav1.ConditionFalse, redisErrorReason(rs), truncate(rs.err.Error()+"; "+summary, 32768)
 	}
-	ok := res.Converged && obs.ClusterState == "ok" && obs.SlotsAssigned == rediscluster.SlotCount
 	switch {
-	case ok:
-		return st, metav1.ConditionTrue, v1alpha1.ReasonClusterOK, summary
+	case clusterOK(rs):
+		return st, metav1.ConditionTrue, v1alpha1.ClusterOKReason, summary
 	case obs.Operation == rediscluster.OperationWaiting:
-		return st, metav1.ConditionFalse, v1alpha1.ReasonWaitingForNodes, summary
+		return st, metav1.ConditionFalse, v1alpha1.WaitingForNodesReason, summary
 	case obs.Operation == rediscluster.OperationBootstrap:
-		return st, metav1.ConditionFalse, v1alpha1.ReasonBootstrapping, summary
+		return st, metav1.ConditionFalse, v1alpha1.BootstrappingReason, summary
 	case obs.Operation == rediscluster.OperationHealing:
-		return st, metav1.ConditionFalse, v1alpha1.ReasonHealing, summary
+		return st, metav1.ConditionFalse, v1alpha1.HealingReason, summary
 	case obs.Operation == rediscluster.OperationMigrating:
-		return st, metav1.ConditionFalse, v1alpha1.ReasonMigratingSlots, summary
+		return st, metav1.ConditionFalse, v1alpha1.MigratingSlotsReason, summary
 	default:
-		return st, metav1.ConditionFalse, v1alpha1.ReasonDegraded, summary
+		return st, metav1.ConditionFalse, v1alpha1.DegradedReason, summary
 	}
 }
 
@@ -391,26 +432,26 @@ func redisErrorReason(rs *redisScope) string {
 	}
 	var scaleIn *rediscluster.ScaleInError
 	if errors.As(rs.err, &scaleIn) {
-		return v1alpha1.ReasonScaleInRejected
+		return v1alpha1.ScaleInRejectedReason
 	}
 	var nodeErr *rediscluster.NodeError
 	if errors.As(rs.err, &nodeErr) {
 		return nodeErrorReason(nodeErr)
 	}
-	return v1alpha1.ReasonDegraded
+	return v1alpha1.DegradedReason
 }
 
 // nodeErrorReason maps the engine's reason for a node to a condition reason.
 func nodeErrorReason(e *rediscluster.NodeError) string {
 	switch e.Reason {
 	case rediscluster.ReasonAuthFailed:
-		return v1alpha1.ReasonAuthFailed
+		return v1alpha1.AuthFailedReason
 	case rediscluster.ReasonGarbage, rediscluster.ReasonNotClusterNode:
-		return v1alpha1.ReasonInvalidReply
+		return v1alpha1.InvalidReplyReason
 	case rediscluster.ReasonDuplicateID:
-		return v1alpha1.ReasonDuplicateNodeID
+		return v1alpha1.DuplicateNodeIDReason
 	default:
-		return v1alpha1.ReasonNodeUnreachable
+		return v1alpha1.NodeUnreachableReason
 	}
 }
 

@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
@@ -247,29 +248,60 @@ func BuildLimiterService(fleet *v1alpha1.LimiterFleet) *corev1.Service {
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
 			Selector: LimiterSelectorLabels(fleet),
-			Ports: []corev1.ServicePort{
-				{
-					Name:        LimiterGRPCPortName,
-					Protocol:    corev1.ProtocolTCP,
-					AppProtocol: ptr.To("grpc"),
-					Port:        LimiterGRPCPort,
-					TargetPort:  intstr.FromString(LimiterGRPCPortName),
-				},
-				{
-					Name:        LimiterHTTPPortName,
-					Protocol:    corev1.ProtocolTCP,
-					AppProtocol: ptr.To("http"),
-					Port:        LimiterHTTPPort,
-					TargetPort:  intstr.FromString(LimiterHTTPPortName),
-				},
-				{
-					Name:        LimiterAdminPortName,
-					Protocol:    corev1.ProtocolTCP,
-					AppProtocol: ptr.To("http"),
-					Port:        LimiterAdminPort,
-					TargetPort:  intstr.FromString(LimiterAdminPortName),
-				},
-			},
+			Ports:    limiterServicePorts(),
+		},
+	}
+}
+
+// LimiterHeadlessName is the name of the headless Service over the limiter
+// pods, "<fleet>-limiter-headless" (at most 63 characters: fleet names have
+// at most 46).
+func LimiterHeadlessName(fleet *v1alpha1.LimiterFleet) string {
+	return LimiterName(fleet) + "-headless"
+}
+
+// BuildLimiterHeadlessService builds a headless Service over the same pods
+// and ports: its DNS name answers the IP of every ready limiter pod, for
+// gateways that balance each call themselves (Envoy's STRICT_DNS cluster,
+// gRPC's round_robin over dns:///). Through the ClusterIP Service, kube-proxy
+// balances connections, not calls, and a gateway holds a few long-lived
+// HTTP/2 connections: some pods get most calls and others none.
+func BuildLimiterHeadlessService(fleet *v1alpha1.LimiterFleet) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: limiterMeta(fleet, LimiterHeadlessName(fleet)),
+		Spec: corev1.ServiceSpec{
+			Type:      corev1.ServiceTypeClusterIP,
+			ClusterIP: corev1.ClusterIPNone,
+			Selector:  LimiterSelectorLabels(fleet),
+			Ports:     limiterServicePorts(),
+		},
+	}
+}
+
+// limiterServicePorts are the ports of both limiter Services.
+func limiterServicePorts() []corev1.ServicePort {
+	return []corev1.ServicePort{
+		{
+			Name:        LimiterGRPCPortName,
+			Protocol:    corev1.ProtocolTCP,
+			AppProtocol: ptr.To("grpc"),
+			Port:        LimiterGRPCPort,
+			TargetPort:  intstr.FromString(LimiterGRPCPortName),
+		},
+		{
+			Name:        LimiterHTTPPortName,
+			Protocol:    corev1.ProtocolTCP,
+			AppProtocol: ptr.To("http"),
+			Port:        LimiterHTTPPort,
+			TargetPort:  intstr.FromString(LimiterHTTPPortName),
+		},
+		{
+			Name:        LimiterAdminPortName,
+			Protocol:    corev1.ProtocolTCP,
+			AppProtocol: ptr.To("http"),
+			Port:        LimiterAdminPort,
+			TargetPort:  intstr.FromString(LimiterAdminPortName),
 		},
 	}
 }
@@ -321,7 +353,7 @@ const redisCADir = "/etc/sluice/redis-ca"
 func limiterEnv(fleet *v1alpha1.LimiterFleet) []corev1.EnvVar {
 	env := redisPasswordEnv(fleet)
 	if auth := fleet.Spec.Redis.Auth; auth != nil && auth.UsernameKey != nil {
-		env = append(env, secretEnv(RedisUsernameEnv, auth.SecretName, *auth.UsernameKey))
+		env = append(env, secretEnv(limiterwire.RedisUsernameEnv, auth.SecretName, *auth.UsernameKey))
 	}
 	return env
 }

@@ -41,9 +41,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
-	"github.com/sluice-dev/sluice/limiter/app"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/config/kube"
 	"github.com/sluice-dev/sluice/limiter/store/redis"
@@ -100,6 +100,7 @@ func resBuildAll(t *testing.T, fleet *v1alpha1.LimiterFleet, document []byte) []
 		controllers.BuildLimiterRoleBinding(fleet),
 		controllers.BuildLimiterService(fleet),
 		controllers.BuildLimiterDeployment(fleet, resDefaultImage, storeURL),
+		controllers.BuildLimiterHeadlessService(fleet),
 	}
 }
 
@@ -180,6 +181,9 @@ func TestResourceNamesAndLabels(t *testing.T) {
 			if errs := validation.IsDNS1035Label(limiter); len(errs) > 0 {
 				t.Errorf("limiter name %q: %v", limiter, errs)
 			}
+			if errs := validation.IsDNS1035Label(controllers.LimiterHeadlessName(fleet)); len(errs) > 0 {
+				t.Errorf("headless Service name %q: %v", controllers.LimiterHeadlessName(fleet), errs)
+			}
 			if n := len(fleet.Name + "-redis"); n > 52 {
 				t.Errorf("%q-redis is %d characters, more than a StatefulSet may have", fleet.Name, n)
 			}
@@ -205,6 +209,7 @@ func TestResourceNamesAndLabels(t *testing.T) {
 				{"rbac.authorization.k8s.io/v1", "RoleBinding", limiter},
 				{"v1", "Service", limiter},
 				{"apps/v1", "Deployment", limiter},
+				{"v1", "Service", limiter + "-headless"},
 			}
 			for i, obj := range resBuildAll(t, fleet, []byte(`{}`)) {
 				w := want[i]
@@ -452,7 +457,7 @@ func TestBuildLimiterAuthDelegation(t *testing.T) {
 	}
 }
 
-// TestBuildLimiterService pins the Service ports and selector.
+// TestBuildLimiterService pins the Services' ports and selector.
 func TestBuildLimiterService(t *testing.T) {
 	fleet := resFleet("sluice-system", "default")
 	svc := controllers.BuildLimiterService(fleet)
@@ -467,6 +472,13 @@ func TestBuildLimiterService(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, svc.Spec); diff != "" {
 		t.Errorf("service spec (-want +got):\n%s", diff)
+	}
+	// The headless Service: the same pods and ports, no cluster IP, only
+	// ready pods in its DNS answers.
+	headless := controllers.BuildLimiterHeadlessService(fleet)
+	want.ClusterIP = corev1.ClusterIPNone
+	if diff := cmp.Diff(want, headless.Spec); diff != "" || headless.Name != "default-limiter-headless" {
+		t.Errorf("headless service %s spec (-want +got):\n%s", headless.Name, diff)
 	}
 	// The Service's target ports name the container's ports.
 	dep := controllers.BuildLimiterDeployment(fleet, resDefaultImage, "memory")
@@ -732,9 +744,9 @@ func TestLimiterRedisCredentialsAndCA(t *testing.T) {
 	pod := dep.Spec.Template.Spec
 	c := pod.Containers[0]
 	want := []corev1.EnvVar{
-		{Name: controllers.RedisPasswordEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		{Name: limiterwire.RedisPasswordEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: "redis-creds"}, Key: "pw"}}},
-		{Name: controllers.RedisUsernameEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		{Name: limiterwire.RedisUsernameEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: "redis-creds"}, Key: "user"}}},
 	}
 	if diff := cmp.Diff(want, c.Env); diff != "" {
@@ -752,11 +764,6 @@ func TestLimiterRedisCredentialsAndCA(t *testing.T) {
 		if !strings.Contains(args, a) {
 			t.Errorf("args %q lack %s", args, a)
 		}
-	}
-
-	// The env var names are the ones the limiter reads.
-	if controllers.RedisPasswordEnv != app.RedisPasswordEnv || controllers.RedisUsernameEnv != app.RedisUsernameEnv {
-		t.Errorf("env %s/%s, the limiter reads %s/%s", controllers.RedisPasswordEnv, controllers.RedisUsernameEnv, app.RedisPasswordEnv, app.RedisUsernameEnv)
 	}
 
 	plain := controllers.BuildLimiterDeployment(resFleet("ns", "f", resExternal(nil, "r:6379")), "limiter:test", "redis://r:6379")

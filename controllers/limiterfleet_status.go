@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,37 +32,48 @@ func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileEr
 	}
 
 	// RedisReady
-	redis := metav1.Condition{Type: v1alpha1.FleetRedisReady, ObservedGeneration: gen}
+	redis := metav1.Condition{Type: v1alpha1.RedisReadyCondition, ObservedGeneration: gen}
 	switch fleet.Spec.EffectiveRedisMode() {
 	case v1alpha1.RedisExternal:
-		redis.Status, redis.Reason = metav1.ConditionTrue, v1alpha1.ReasonRedisExternal
+		redis.Status, redis.Reason = metav1.ConditionTrue, v1alpha1.RedisExternalReason
 		redis.Message = "limiters count in the external Redis at " + strings.Join(fleet.Spec.Redis.Addresses, ",")
 		st.Redis = &v1alpha1.RedisStatus{ClusterState: "external"}
 	case v1alpha1.RedisCluster:
-		prev := meta.FindStatusCondition(st.Conditions, v1alpha1.FleetRedisReady)
-		if s.redis == nil && prev != nil && prev.Reason != v1alpha1.ReasonRedisNotManaged && prev.Reason != v1alpha1.ReasonRedisExternal {
+		prev := meta.FindStatusCondition(st.Conditions, v1alpha1.RedisReadyCondition)
+		if s.redis == nil && prev != nil && prev.Reason != v1alpha1.RedisNotManagedReason && prev.Reason != v1alpha1.RedisExternalReason {
 			redis = *prev // the Redis phase did not run: keep what it last observed
 			break
 		}
+		prevRedis := st.Redis
 		st.Redis, redis.Status, redis.Reason, redis.Message = computeRedisStatus(st.Redis, s.redis)
+		recordDataLoss(fleet, prevRedis, st.Redis, s.redis)
 	default:
-		redis.Status, redis.Reason = metav1.ConditionTrue, v1alpha1.ReasonRedisNotManaged
+		redis.Status, redis.Reason = metav1.ConditionTrue, v1alpha1.RedisNotManagedReason
 		redis.Message = "redis mode None: each limiter pod counts in its own memory"
 		st.Redis = &v1alpha1.RedisStatus{ClusterState: "none"}
 	}
 	if s.storeErr != nil {
 		redis.Status, redis.Message = metav1.ConditionFalse, s.storeErr.Error()
 	}
-	// The operator sees an External Redis only through the limiters. (Its
-	// own Cluster it observes itself; the limiters' failures show in each
-	// policy's Degraded condition.)
-	if msg := storeUnreachable(s.acks); msg != "" && fleet.Spec.EffectiveRedisMode() == v1alpha1.RedisExternal {
-		redis.Status, redis.Reason, redis.Message = metav1.ConditionFalse, v1alpha1.ReasonStoreUnreachable, msg
+	// The operator sees an External Redis only through the limiters. Its
+	// own Cluster it observes itself, but the limiters reach it on their
+	// own too (a replaced node's new IP, a DNS cache): RedisReady is not
+	// True while one reports it can't, nor, after the cluster changed,
+	// until each has checked it since.
+	switch mode := fleet.Spec.EffectiveRedisMode(); {
+	case mode != v1alpha1.RedisExternal && (mode != v1alpha1.RedisCluster || redis.Status != metav1.ConditionTrue):
+	case storeUnreachable(s.acks) != "":
+		redis.Status, redis.Reason, redis.Message = metav1.ConditionFalse, v1alpha1.StoreUnreachableReason, storeUnreachable(s.acks)
+	case mode == v1alpha1.RedisCluster && s.redis != nil:
+		if msg := unconfirmed(s.acks, s.redis.settledAt); msg != "" {
+			redis.Status, redis.Reason, redis.Message = metav1.ConditionFalse, v1alpha1.WaitingForLimitersReason, msg
+		}
 	}
 	meta.SetStatusCondition(&st.Conditions, redis)
+	setDataLossCondition(fleet)
 
 	// SnapshotSynced, from the pods' acknowledgements.
-	synced := metav1.Condition{Type: v1alpha1.FleetSnapshotSynced, ObservedGeneration: gen}
+	synced := metav1.Condition{Type: v1alpha1.SnapshotSyncedCondition, ObservedGeneration: gen}
 	var acked int32
 	for _, a := range s.acks {
 		if a.Version == s.version {
@@ -74,37 +86,37 @@ func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileEr
 		st.Limiters = &v1alpha1.LimitersStatus{Ready: ready, Synced: acked}
 		switch {
 		case fleet.Spec.EffectiveReplicas() == 0:
-			synced.Status, synced.Reason, synced.Message = metav1.ConditionFalse, v1alpha1.ReasonScaledToZero, "the fleet has 0 replicas"
+			synced.Status, synced.Reason, synced.Message = metav1.ConditionFalse, v1alpha1.ScaledToZeroReason, "the fleet has 0 replicas"
 		case ready == 0:
-			synced.Status, synced.Reason, synced.Message = metav1.ConditionFalse, v1alpha1.ReasonNoReadyPods, "no ready limiter pods"
+			synced.Status, synced.Reason, synced.Message = metav1.ConditionFalse, v1alpha1.NoReadyPodsReason, "no ready limiter pods"
 		case acked < ready:
-			synced.Status, synced.Reason = metav1.ConditionFalse, v1alpha1.ReasonPodsNotSynced
+			synced.Status, synced.Reason = metav1.ConditionFalse, v1alpha1.PodsNotSyncedReason
 			synced.Message = fmt.Sprintf("%d/%d pods on snapshot %s%s", acked, ready, s.version, podErrors(s.acks))
 		default:
-			synced.Status, synced.Reason = metav1.ConditionTrue, v1alpha1.ReasonPodsSynced
+			synced.Status, synced.Reason = metav1.ConditionTrue, v1alpha1.PodsSyncedReason
 			synced.Message = fmt.Sprintf("%d/%d pods on snapshot %s", acked, ready, s.version)
 		}
 		meta.SetStatusCondition(&st.Conditions, synced)
 	}
 
 	// Ready
-	readyCond := metav1.Condition{Type: v1alpha1.FleetReady, ObservedGeneration: gen}
-	cur := meta.FindStatusCondition(st.Conditions, v1alpha1.FleetSnapshotSynced)
+	readyCond := metav1.Condition{Type: v1alpha1.ReadyCondition, ObservedGeneration: gen}
+	cur := meta.FindStatusCondition(st.Conditions, v1alpha1.SnapshotSyncedCondition)
 	switch {
 	case reconcileErr != nil:
-		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionFalse, v1alpha1.ReasonReconcileError, reconcileErr.Error()
+		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionFalse, v1alpha1.ReconcileErrorReason, reconcileErr.Error()
 	case redis.Status != metav1.ConditionTrue:
 		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionFalse, redis.Reason, redis.Message
 	case cur == nil || cur.Status != metav1.ConditionTrue:
 		readyCond.Status = metav1.ConditionFalse
-		readyCond.Reason, readyCond.Message = v1alpha1.ReasonPodsNotSynced, "waiting for limiter pods to load the snapshot"
+		readyCond.Reason, readyCond.Message = v1alpha1.PodsNotSyncedReason, "waiting for limiter pods to load the snapshot"
 		if cur != nil {
 			readyCond.Reason, readyCond.Message = cur.Reason, cur.Message
 		}
 	default:
-		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionTrue, v1alpha1.ReasonPodsSynced, cur.Message
+		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionTrue, v1alpha1.PodsSyncedReason, cur.Message
 	}
-	if observed || reconcileErr != nil || meta.FindStatusCondition(st.Conditions, v1alpha1.FleetReady) == nil {
+	if observed || reconcileErr != nil || meta.FindStatusCondition(st.Conditions, v1alpha1.ReadyCondition) == nil {
 		meta.SetStatusCondition(&st.Conditions, readyCond)
 	}
 	if reconcileErr == nil {
@@ -124,6 +136,27 @@ func podErrors(acks []podAck) string {
 		return ""
 	}
 	return "; " + strings.Join(errs, "; ")
+}
+
+// unconfirmed says which limiter pods have not checked their store since
+// the Redis Cluster settled at settledAt, or "" when all have (or settledAt
+// is zero: no change to confirm).
+func unconfirmed(acks []podAck, settledAt time.Time) string {
+	if settledAt.IsZero() {
+		return ""
+	}
+	var waiting []string
+	for _, a := range acks {
+		if a.CheckedAt.Before(settledAt) {
+			waiting = append(waiting, a.Addr)
+		}
+	}
+	if len(waiting) == 0 {
+		return ""
+	}
+	slices.Sort(waiting)
+	return fmt.Sprintf("the Redis Cluster is ok again since %s; %d/%d limiter pods have not reached it since: %s",
+		settledAt.UTC().Format(time.RFC3339), len(waiting), len(acks), strings.Join(waiting, ", "))
 }
 
 // storeUnreachable says which limiter pods report that their Redis does not

@@ -14,7 +14,7 @@ var (
 	}, []string{"condition", "status"})
 	fleetConditions = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sluice_operator_fleet_condition",
-		Help: "1 when the LimiterFleet's condition (Ready, RedisReady, SnapshotSynced) is True, else 0, as the collector last saw it.",
+		Help: "1 when the LimiterFleet's condition (Ready, RedisReady, SnapshotSynced, RedisDataLoss) is True, else 0, as the collector last saw it.",
 	}, []string{"fleet", "condition"})
 	snapshotCompileSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "sluice_operator_snapshot_compile_seconds",
@@ -42,11 +42,15 @@ var (
 		Name: "sluice_operator_enforcement_status_writes_total",
 		Help: "Status patches of RateLimitPolicy status.enforcement (at most one per policy per write interval).",
 	})
+	redisDataLoss = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_operator_redis_data_loss_total",
+		Help: "Passes of the operator that found slots of a fleet's Redis Cluster whose keys are gone (a shard lost with every replica), by fleet.",
+	}, []string{"fleet"})
 )
 
 func init() {
 	registerMetrics(policiesByCondition, fleetConditions, snapshotCompileSeconds, snapshotBytes,
-		collectorErrors, collectorScrapes, collectorCycleSeconds, enforcementWrites)
+		collectorErrors, collectorScrapes, collectorCycleSeconds, enforcementWrites, redisDataLoss)
 }
 
 func registerMetrics(cs ...prometheus.Collector) { metrics.Registry.MustRegister(cs...) }
@@ -57,4 +61,5 @@ func forgetFleetMetrics(fleet types.NamespacedName) {
 	snapshotCompileSeconds.DeleteLabelValues(l)
 	snapshotBytes.DeleteLabelValues(l)
 	collectorErrors.DeleteLabelValues(l)
+	redisDataLoss.DeleteLabelValues(l)
 }

@@ -2,7 +2,6 @@ package controllers_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -51,18 +50,8 @@ func benchPolicy(ns, name, fleet string, i int) *v1alpha1.RateLimitPolicy {
 // podHas reports whether a limiter has loaded the given generation of a
 // policy, from its admin endpoint.
 func podHas(p *limiterProc, uid string, gen int64) bool {
-	resp, err := adminGet("http://" + p.adminAddr + "/v1/admin/snapshot")
+	v, err := p.admin()
 	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	var v struct {
-		Policies []struct {
-			UID        string `json:"uid"`
-			Generation int64  `json:"generation"`
-		} `json:"policies"`
-	}
-	if json.NewDecoder(resp.Body).Decode(&v) != nil {
 		return false
 	}
 	for _, pol := range v.Policies {
@@ -79,6 +68,7 @@ func TestFleetOf2000Policies(t *testing.T) {
 	if testing.Short() {
 		t.Skip("creates 2,000 objects")
 	}
+	needSuite(t)
 	ctx := context.Background()
 	fleet, pods := newFleet(t, "big", "big", 2)
 	t.Cleanup(func() {
@@ -122,6 +112,7 @@ func TestFleetOf2000Policies(t *testing.T) {
 // Run: make bench-operator (or go test -run '^$' -bench ApplyToEnforced -benchtime 1x ./controllers).
 func BenchmarkApplyToEnforced(b *testing.B) {
 	b.StopTimer()
+	needSuite(b)
 	ctx := context.Background()
 	_, pods := newFleet(b, "latency", "latency", 3)
 	for i := range 50 { // a realistic fleet: other policies in the snapshot

@@ -6,10 +6,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/config"
@@ -143,6 +147,9 @@ type podAck struct {
 	// StoreErr is why the pod's counter store does not answer (its ping
 	// failed, or a breaker is open), or "".
 	StoreErr string
+	// CheckedAt is when the operator sent the request the pod last
+	// answered: its store check (StoreErr) ran after that.
+	CheckedAt time.Time
 }
 
 // fleetView is a fleet with what its ready pods have loaded.
@@ -197,10 +204,13 @@ func enforcedCondition(p *v1alpha1.RateLimitPolicy, accepted bool, fleets []flee
 
 // degradedCondition computes a policy's Degraded condition: true when some
 // ready limiter pod recently answered for it by its failure mode, because
-// the store could not answer.
+// the store could not answer, or when the decisions of the enforcement
+// window that the collector wrote into status.enforcement hold such
+// answers: a single failed-open decision shows for the whole window.
 func degradedCondition(p *v1alpha1.RateLimitPolicy, fleets []fleetView) metav1.Condition {
 	c := metav1.Condition{Type: v1alpha1.DegradedCondition, Status: metav1.ConditionFalse, ObservedGeneration: p.Generation,
 		Reason: v1alpha1.StoreAvailableReason, Message: "every limiter pod decides against the store"}
+	recent := fallbackSummary(p.Status.Enforcement)
 	id := p.Namespace + "/" + p.Name
 	var parts []string
 	for _, f := range fleets {
@@ -215,10 +225,48 @@ func degradedCondition(p *v1alpha1.RateLimitPolicy, fleets []fleetView) metav1.C
 				f.Fleet.Namespace, f.Fleet.Name, n, len(f.Pods), mode))
 		}
 	}
-	if len(parts) > 0 {
+	switch {
+	case len(parts) > 0:
+		if recent != "" {
+			parts = append(parts, recent)
+		}
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1alpha1.StoreUnavailableReason, strings.Join(parts, "; ")
+	case recent != "":
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1alpha1.FallbackDecisionsReason, recent+"; every limiter pod decides against the store again"
 	}
 	return c
+}
+
+// fallbackSummary says how many decisions of the enforcement window were
+// answered by the failure mode, or "" when none were.
+func fallbackSummary(e *v1alpha1.EnforcementStatus) string {
+	if e == nil {
+		return ""
+	}
+	open, closed, local := ptr.Deref(e.FailedOpen, 0), ptr.Deref(e.FailedClosed, 0), ptr.Deref(e.LocalFallback, 0)
+	if open+closed+local == 0 {
+		return ""
+	}
+	window := "the enforcement window"
+	if e.Window != nil {
+		window = "the last " + e.Window.Duration.String()
+	}
+	return fmt.Sprintf("in %s the store could not answer %d decisions: %d failed open (allowed uncounted), %d failed closed (denied), %d decided by the pod's local share",
+		window, open+closed+local, open, closed, local)
+}
+
+// fallbacksChanged passes the updates of a policy whose window counts of
+// failure-mode decisions changed (the collector writes them), for its
+// Degraded condition.
+var fallbacksChanged = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, okO := e.ObjectOld.(*v1alpha1.RateLimitPolicy)
+		n, okN := e.ObjectNew.(*v1alpha1.RateLimitPolicy)
+		return okO && okN && fallbackSummary(o.Status.Enforcement) != fallbackSummary(n.Status.Enforcement)
+	},
 }
 
 func shortVersion(v string) string {

@@ -158,6 +158,46 @@ func TestEnforcedCondition(t *testing.T) {
 	}
 }
 
+// TestDegradedCondition: Degraded is True while pods report fallbacks
+// (StoreUnavailable), and stays True (FallbackDecisions) while the
+// enforcement window counts decisions answered by the failure mode.
+func TestDegradedCondition(t *testing.T) {
+	p := pol("ns", "p", 0, "d", "k")
+	fleet := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "f"}}
+	down := []fleetView{{Fleet: fleet, Pods: []podAck{{Answered: true, Degraded: map[string]string{"ns/p": "Open"}}, {Answered: true}}}}
+	up := []fleetView{{Fleet: fleet, Pods: []podAck{{Answered: true}, {Answered: true}}}}
+	window := func(open, closed, local int64) *v1alpha1.EnforcementStatus {
+		return &v1alpha1.EnforcementStatus{Allowed: ptr.To[int64](9), FailedOpen: ptr.To(open), FailedClosed: ptr.To(closed), LocalFallback: ptr.To(local),
+			Window: &metav1.Duration{Duration: 5 * time.Minute}}
+	}
+	for _, tc := range []struct {
+		name     string
+		fleets   []fleetView
+		enf      *v1alpha1.EnforcementStatus
+		status   metav1.ConditionStatus
+		reason   string
+		messages []string
+	}{
+		{"no status yet", up, nil, "False", v1alpha1.StoreAvailableReason, nil},
+		{"no fallback in the window", up, window(0, 0, 0), "False", v1alpha1.StoreAvailableReason, nil},
+		{"a pod falls back", down, window(0, 0, 0), "True", v1alpha1.StoreUnavailableReason, []string{"fleet sys/f: 1/2 pods answer by failureMode Open"}},
+		{"one failed open in the window", up, window(1, 0, 0), "True", v1alpha1.FallbackDecisionsReason,
+			[]string{"in the last 5m0s the store could not answer 1 decisions: 1 failed open (allowed uncounted), 0 failed closed", "decides against the store again"}},
+		{"closed and local", up, window(0, 2, 3), "True", v1alpha1.FallbackDecisionsReason, []string{"5 decisions", "2 failed closed (denied), 3 decided by the pod's local share"}},
+		{"both", down, window(4, 0, 0), "True", v1alpha1.StoreUnavailableReason, []string{"1/2 pods answer by failureMode Open", "4 failed open"}},
+	} {
+		p.Status.Enforcement = tc.enf
+		c := degradedCondition(&p, tc.fleets)
+		ok := c.Status == tc.status && c.Reason == tc.reason
+		for _, m := range tc.messages {
+			ok = ok && strings.Contains(c.Message, m)
+		}
+		if !ok {
+			t.Errorf("%s: %+v", tc.name, c)
+		}
+	}
+}
+
 func TestReadyEndpoints(t *testing.T) {
 	slice := func(port *int32, eps ...discoveryv1.Endpoint) discoveryv1.EndpointSlice {
 		s := discoveryv1.EndpointSlice{Endpoints: eps}

@@ -2,12 +2,16 @@ package controllers
 
 import (
 	"context"
+	"slices"
+	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -21,9 +25,16 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
 
-// domainIndex indexes RateLimitPolicies by spec.domain: conflicts only
-// happen within a domain.
-const domainIndex = "spec.domain"
+// Indexes of RateLimitPolicies in the manager's cache.
+const (
+	// domainIndex indexes policies by spec.domain: conflicts only happen
+	// within a domain.
+	domainIndex = "spec.domain"
+	// servedByIndex indexes policies by the fleets their status.fleets
+	// names ("namespace/name"): the fleets that served them at the last
+	// write.
+	servedByIndex = "status.fleets"
+)
 
 // RateLimitPolicyReconciler writes each policy's Accepted and Enforced
 // conditions and the fleets that serve it.
@@ -39,6 +50,7 @@ type RateLimitPolicyReconciler struct {
 // +kubebuilder:rbac:groups=ratelimit.sluice.dev,resources=ratelimitpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=ratelimit.sluice.dev,resources=ratelimitpolicies/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=ratelimit.sluice.dev,resources=limiterfleets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 
 // Reconcile recomputes the policy's status from what it observes.
 func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -84,7 +96,7 @@ func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return ctrl.Result{}, nil
 	}
 	logf.FromContext(ctx).V(1).Info("Updating status", "accepted", accepted.Status)
-	if err := r.Status().Patch(ctx, next, client.MergeFrom(policy)); err != nil {
+	if err := applyConditions(ctx, r.Client, policy, st); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.latency.wrote(policy, st.Conditions)
@@ -97,19 +109,20 @@ func (r *RateLimitPolicyReconciler) fleetViews(ctx context.Context, p *v1alpha1.
 	if !accepted {
 		return nil, true, nil
 	}
+	// Every fleet: each has its own selectors, and there are few.
 	var fleets v1alpha1.LimiterFleetList
 	if err := r.List(ctx, &fleets); err != nil {
 		return nil, false, err
 	}
-	nsLabels, err := namespaceLabels(ctx, r.Client)
-	if err != nil {
+	ns := &corev1.Namespace{}
+	if err := r.Get(ctx, client.ObjectKey{Name: p.Namespace}, ns); client.IgnoreNotFound(err) != nil {
 		return nil, false, err
 	}
 	complete := true
 	var out []fleetView
 	for i := range fleets.Items {
 		f := &fleets.Items[i]
-		if ok, err := fleetSelects(f, p, nsLabels[p.Namespace]); err != nil || !ok {
+		if ok, err := fleetSelects(f, p, ns.Labels); err != nil || !ok {
 			continue // a bad selector is reported on the fleet
 		}
 		acks, done := r.Acks.Acks(client.ObjectKeyFromObject(f))
@@ -162,31 +175,45 @@ func fleetStatuses(p *v1alpha1.RateLimitPolicy, fleets []fleetView) []v1alpha1.F
 	return out
 }
 
-// SetupWithManager registers the controller, the domain index, and what it
+// SetupWithManager registers the controller, its indexes, and what it
 // watches: policies of the same domain (a deletion can clear a conflict),
-// fleets, and pod acknowledgements.
+// fleets and pod acknowledgements, each mapped to the policies the fleet
+// selects or served.
 func (r *RateLimitPolicyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.RateLimitPolicy{}, domainIndex, func(o client.Object) []string {
-		return []string{o.(*v1alpha1.RateLimitPolicy).Spec.Domain}
-	}); err != nil {
+	if err := indexPolicies(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	allPolicies := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-		return r.policies(ctx)
-	})
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.RateLimitPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&v1alpha1.RateLimitPolicy{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, fallbacksChanged))).
 		Watches(&v1alpha1.RateLimitPolicy{}, handler.EnqueueRequestsFromMapFunc(r.sameDomain),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&v1alpha1.LimiterFleet{}, allPolicies).
-		WatchesRawSource(source.Channel(r.Acks.Subscribe(), allPolicies)).
+		Watches(&v1alpha1.LimiterFleet{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfFleet)).
+		WatchesRawSource(source.Channel(r.Acks.Subscribe(), handler.EnqueueRequestsFromMapFunc(r.policiesOfAckedFleet))).
 		Named("ratelimitpolicy").
 		Complete(r)
 }
 
+// indexPolicies adds the policy indexes to a cache.
+func indexPolicies(ctx context.Context, indexer client.FieldIndexer) error {
+	if err := indexer.IndexField(ctx, &v1alpha1.RateLimitPolicy{}, domainIndex, func(o client.Object) []string {
+		return []string{o.(*v1alpha1.RateLimitPolicy).Spec.Domain}
+	}); err != nil {
+		return err
+	}
+	return indexer.IndexField(ctx, &v1alpha1.RateLimitPolicy{}, servedByIndex, func(o client.Object) []string {
+		var out []string
+		for _, f := range o.(*v1alpha1.RateLimitPolicy).Status.Fleets {
+			out = append(out, types.NamespacedName{Namespace: f.Namespace, Name: f.Name}.String())
+		}
+		return out
+	})
+}
+
+// policies lists the names of the policies opts select.
 func (r *RateLimitPolicyReconciler) policies(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
 	var list v1alpha1.RateLimitPolicyList
-	if err := r.List(ctx, &list, opts...); err != nil {
+	// Read-only: names alone, no copy of the policies.
+	if err := r.List(ctx, &list, append(opts, client.UnsafeDisableDeepCopy)...); err != nil {
 		logf.FromContext(ctx).Error(err, "Listing policies")
 		return nil
 	}
@@ -199,4 +226,80 @@ func (r *RateLimitPolicyReconciler) policies(ctx context.Context, opts ...client
 
 func (r *RateLimitPolicyReconciler) sameDomain(ctx context.Context, obj client.Object) []reconcile.Request {
 	return r.policies(ctx, client.MatchingFields{domainIndex: obj.(*v1alpha1.RateLimitPolicy).Spec.Domain})
+}
+
+// policiesOfFleet maps a fleet event to the policies whose status the
+// fleet decides: those it selects, and those whose status.fleets names it
+// (it served them, and may no longer: a selector, a namespace's labels or
+// a policy's labels changed, or the fleet is gone). An update maps both
+// the old and the new fleet.
+func (r *RateLimitPolicyReconciler) policiesOfFleet(ctx context.Context, obj client.Object) []reconcile.Request {
+	fleet := obj.(*v1alpha1.LimiterFleet)
+	served := r.servedBy(ctx, client.ObjectKeyFromObject(fleet))
+	selected, err := r.selectedBy(ctx, fleet)
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "Listing the policies a fleet selects", "fleet", client.ObjectKeyFromObject(fleet))
+	}
+	out := slices.Concat(served, selected)
+	slices.SortFunc(out, func(a, b reconcile.Request) int { return strings.Compare(a.String(), b.String()) })
+	return slices.Compact(out)
+}
+
+// policiesOfAckedFleet maps a pod acknowledgement, which names its fleet
+// alone, to the policies of that fleet.
+func (r *RateLimitPolicyReconciler) policiesOfAckedFleet(ctx context.Context, obj client.Object) []reconcile.Request {
+	key := client.ObjectKeyFromObject(obj)
+	fleet := &v1alpha1.LimiterFleet{}
+	if err := r.Get(ctx, key, fleet); err != nil {
+		if !apierrors.IsNotFound(err) {
+			logf.FromContext(ctx).Error(err, "Reading an acknowledged fleet", "fleet", key)
+		}
+		return r.servedBy(ctx, key) // gone: the policies it served
+	}
+	return r.policiesOfFleet(ctx, fleet)
+}
+
+// servedBy lists the policies whose status.fleets names the fleet.
+func (r *RateLimitPolicyReconciler) servedBy(ctx context.Context, fleet types.NamespacedName) []reconcile.Request {
+	return r.policies(ctx, client.MatchingFields{servedByIndex: fleet.String()})
+}
+
+// selectedBy lists the policies a fleet selects, as fleetSelects decides.
+// A bad selector selects nothing (the fleet's status reports it).
+func (r *RateLimitPolicyReconciler) selectedBy(ctx context.Context, fleet *v1alpha1.LimiterFleet) ([]reconcile.Request, error) {
+	opts := []client.ListOption{}
+	if sel := fleet.Spec.PolicySelector; sel != nil {
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		if err != nil {
+			return nil, nil
+		}
+		opts = append(opts, client.MatchingLabelsSelector{Selector: s})
+	}
+	var namespaces map[string]bool // nil: every namespace
+	if sel := fleet.Spec.NamespaceSelector; sel != nil {
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		if err != nil {
+			return nil, nil
+		}
+		var list corev1.NamespaceList
+		if err := r.List(ctx, &list, client.MatchingLabelsSelector{Selector: s}); err != nil {
+			return nil, err
+		}
+		namespaces = make(map[string]bool, len(list.Items))
+		for _, ns := range list.Items {
+			namespaces[ns.Name] = true
+		}
+	}
+	var list v1alpha1.RateLimitPolicyList
+	// Read-only: names alone, no copy of the policies.
+	if err := r.List(ctx, &list, append(opts, client.UnsafeDisableDeepCopy)...); err != nil {
+		return nil, err
+	}
+	var out []reconcile.Request
+	for _, p := range list.Items {
+		if namespaces == nil || namespaces[p.Namespace] {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+		}
+	}
+	return out, nil
 }

@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
 
@@ -62,12 +63,6 @@ const (
 	RedisUser int64 = 999
 	// RedisConfigKey is redis.conf's key in the ConfigMap.
 	RedisConfigKey = "redis.conf"
-	// RedisPasswordEnv holds the password in Redis and limiter containers
-	// when spec.redis.auth is set, from a secretKeyRef; RedisUsernameEnv
-	// holds redis.auth.usernameKey's user in limiter containers. They are
-	// the limiter's app.RedisPasswordEnv and app.RedisUsernameEnv.
-	RedisPasswordEnv = "SLUICE_REDIS_PASSWORD"
-	RedisUsernameEnv = "SLUICE_REDIS_USERNAME"
 
 	redisDataVolume   = "data"
 	redisConfigVolume = "config"
@@ -125,8 +120,15 @@ func redisMeta(fleet *v1alpha1.LimiterFleet, name string) metav1.ObjectMeta {
 //
 //   - nodes.conf and the append-only file live in /data, the PVC when
 //     spec.redis.storage is set: a restarted pod keeps its node ID and keys.
-//   - cluster-preferred-endpoint-type hostname: nodes and clients reach
-//     each other by the pod's DNS name, which survives an IP change.
+//   - cluster-preferred-endpoint-type ip: CLUSTER SLOTS, CLUSTER SHARDS
+//     and MOVED give clients each node's announced pod IP, which the
+//     operator re-MEETs as soon as a replaced pod has a new one. Clients
+//     that followed DNS names instead (hostname) kept dialling a replaced
+//     pod's old IP for as long as the cluster DNS cached it (CoreDNS: up
+//     to 30s): the limiters failed open on that shard well after the
+//     cluster had healed. DNS names serve only as the limiters' seeds
+//     (RedisSeeds), which survive every IP change; the pods still announce
+//     their hostname, for people reading CLUSTER SHARDS.
 //   - cluster-require-full-coverage no: the shards that are up keep
 //     counting while one is down.
 //   - cluster-replica-validity-factor 0: a replica always may take over a
@@ -144,7 +146,7 @@ func RedisConfig(fleet *v1alpha1.LimiterFleet) string {
 		"cluster-allow-reads-when-down no",
 		"cluster-replica-validity-factor 0",
 		"cluster-migration-barrier 1",
-		"cluster-preferred-endpoint-type hostname",
+		"cluster-preferred-endpoint-type ip",
 		// Replicas sync at once rather than after the default 5s.
 		"repl-diskless-sync yes",
 		"repl-diskless-sync-delay 0",
@@ -213,7 +215,8 @@ func DefaultRedisResources() corev1.ResourceRequirements {
 
 // RedisArgs are the Redis container's arguments: the ConfigMap's
 // redis.conf, the pod's IP and hostname to announce (a restarted pod tells
-// the cluster its new IP at once) and, with auth, the password from the
+// the cluster its new IP at once; clients are given the IP, the hostname is
+// for people) and, with auth, the password from the
 // environment (expanded by the kubelet, so it is never in the ConfigMap or
 // the pod spec).
 func RedisArgs(fleet *v1alpha1.LimiterFleet) []string {
@@ -223,7 +226,7 @@ func RedisArgs(fleet *v1alpha1.LimiterFleet) []string {
 		"--cluster-announce-hostname", fmt.Sprintf("$(POD_NAME).%s.%s.svc", RedisName(fleet), fleet.Namespace),
 	}
 	if fleet.Spec.Redis.Auth != nil {
-		pw := "$(" + RedisPasswordEnv + ")"
+		pw := "$(" + limiterwire.RedisPasswordEnv + ")"
 		args = append(args, "--requirepass", pw, "--masterauth", pw)
 	}
 	return args
@@ -236,7 +239,7 @@ func redisPasswordEnv(fleet *v1alpha1.LimiterFleet) []corev1.EnvVar {
 	if auth == nil {
 		return nil
 	}
-	return []corev1.EnvVar{secretEnv(RedisPasswordEnv, auth.SecretName, fleet.Spec.EffectiveAuthKey())}
+	return []corev1.EnvVar{secretEnv(limiterwire.RedisPasswordEnv, auth.SecretName, fleet.Spec.EffectiveAuthKey())}
 }
 
 // secretEnv is the env var name, from key of Secret secret.
@@ -250,9 +253,15 @@ func secretEnv(name, secret, key string) corev1.EnvVar {
 // BuildRedisStatefulSet builds shard's StatefulSet: 1 + replicasPerShard
 // pods, of which ordinal 0 becomes the primary at bootstrap. The pods of a
 // shard must run on different nodes (required anti-affinity): a primary and
-// its replica on one node would die together.
-func BuildRedisStatefulSet(fleet *v1alpha1.LimiterFleet, shard int) *appsv1.StatefulSet {
+// its replica on one node would die together. They run spec.redis.image, or
+// defaultImage (the operator's --redis-image) when unset, or
+// v1alpha1.DefaultRedisImage when both are empty.
+func BuildRedisStatefulSet(fleet *v1alpha1.LimiterFleet, shard int, defaultImage string) *appsv1.StatefulSet {
 	spec := &fleet.Spec
+	image := spec.EffectiveRedisImage()
+	if (spec.Redis.Image == nil || *spec.Redis.Image == "") && defaultImage != "" {
+		image = defaultImage
+	}
 	resources := DefaultRedisResources()
 	if spec.Redis.Resources != nil {
 		resources = *spec.Redis.Resources.DeepCopy()
@@ -277,7 +286,7 @@ func BuildRedisStatefulSet(fleet *v1alpha1.LimiterFleet, shard int) *appsv1.Stat
 	}
 	container := corev1.Container{
 		Name:    RedisContainerName,
-		Image:   spec.EffectiveRedisImage(),
+		Image:   image,
 		Command: []string{"redis-server"},
 		Args:    RedisArgs(fleet),
 		Env:     env,

@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
 )
@@ -53,7 +54,7 @@ func resCluster(mutate ...func(*v1alpha1.LimiterFleet)) func(*v1alpha1.LimiterFl
 func redisBuildAll(fleet *v1alpha1.LimiterFleet) []client.Object {
 	objs := []client.Object{controllers.BuildRedisConfigMap(fleet), controllers.BuildRedisService(fleet)}
 	for shard := range int(fleet.Spec.EffectiveShards()) {
-		objs = append(objs, controllers.BuildRedisStatefulSet(fleet, shard), controllers.BuildRedisPDB(fleet, shard))
+		objs = append(objs, controllers.BuildRedisStatefulSet(fleet, shard, ""), controllers.BuildRedisPDB(fleet, shard))
 	}
 	return objs
 }
@@ -123,7 +124,7 @@ func TestRedisConfig(t *testing.T) {
 		"cluster-config-file /data/nodes.conf",
 		"cluster-require-full-coverage no",
 		"cluster-node-timeout 1500",
-		"cluster-preferred-endpoint-type hostname",
+		"cluster-preferred-endpoint-type ip",
 		"appendonly yes",
 	} {
 		if !strings.Contains(conf, line+"\n") {
@@ -147,7 +148,7 @@ func TestRedisStatefulSet(t *testing.T) {
 		f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "redis-auth"}
 		f.Spec.Redis.Storage = &v1alpha1.RedisStorage{Size: resource.MustParse("1Gi")}
 	}))
-	set := controllers.BuildRedisStatefulSet(withAuth, 2)
+	set := controllers.BuildRedisStatefulSet(withAuth, 2, "")
 	if set.Name != "f-redis-2" || *set.Spec.Replicas != 3 || set.Spec.ServiceName != "f-redis" {
 		t.Errorf("name %s replicas %d service %s", set.Name, *set.Spec.Replicas, set.Spec.ServiceName)
 	}
@@ -165,7 +166,7 @@ func TestRedisStatefulSet(t *testing.T) {
 	c := set.Spec.Template.Spec.Containers[0]
 	var ref *corev1.SecretKeySelector
 	for _, e := range c.Env {
-		if e.Name == controllers.RedisPasswordEnv {
+		if e.Name == limiterwire.RedisPasswordEnv {
 			ref = e.ValueFrom.SecretKeyRef
 		}
 		if e.Value != "" {
@@ -184,7 +185,7 @@ func TestRedisStatefulSet(t *testing.T) {
 		t.Errorf("limiter env %+v: want the password from the Secret", env)
 	}
 
-	noStorage := controllers.BuildRedisStatefulSet(resFleet("ns", "f", resCluster()), 0)
+	noStorage := controllers.BuildRedisStatefulSet(resFleet("ns", "f", resCluster()), 0, "")
 	if len(noStorage.Spec.VolumeClaimTemplates) != 0 || noStorage.Spec.Template.Spec.Volumes[0].EmptyDir == nil {
 		t.Errorf("without storage: claims %v volumes %+v", noStorage.Spec.VolumeClaimTemplates, noStorage.Spec.Template.Spec.Volumes)
 	}
@@ -192,15 +193,30 @@ func TestRedisStatefulSet(t *testing.T) {
 		t.Errorf("default replicasPerShard: %d pods, want 2", *noStorage.Spec.Replicas)
 	}
 	for _, e := range noStorage.Spec.Template.Spec.Containers[0].Env {
-		if e.Name == controllers.RedisPasswordEnv {
+		if e.Name == limiterwire.RedisPasswordEnv {
 			t.Errorf("password env without auth")
+		}
+	}
+
+	// The image: the fleet's, else the operator's --redis-image, else redis:7.2.
+	mirrored := resFleet("ns", "f", resCluster(func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.Image = ptr.To("own/redis:7.4") }))
+	for _, tc := range []struct {
+		fleet          *v1alpha1.LimiterFleet
+		operator, want string
+	}{
+		{resFleet("ns", "f", resCluster()), "", v1alpha1.DefaultRedisImage},
+		{resFleet("ns", "f", resCluster()), "mirror.example/redis:7.2", "mirror.example/redis:7.2"},
+		{mirrored, "mirror.example/redis:7.2", "own/redis:7.4"},
+	} {
+		if got := controllers.BuildRedisStatefulSet(tc.fleet, 0, tc.operator).Spec.Template.Spec.Containers[0].Image; got != tc.want {
+			t.Errorf("spec.redis.image %v, operator's %q: image %s, want %s", tc.fleet.Spec.Redis.Image, tc.operator, got, tc.want)
 		}
 	}
 
 	// A node timeout change rolls the pods: the config hash changes.
 	slow := controllers.BuildRedisStatefulSet(resFleet("ns", "f", resCluster(func(f *v1alpha1.LimiterFleet) {
 		f.Spec.Redis.NodeTimeout = &metav1.Duration{Duration: 10 * time.Second}
-	})), 0)
+	})), 0, "")
 	if a, b := noStorage.Spec.Template.Annotations[controllers.RedisConfigHashAnnotation], slow.Spec.Template.Annotations[controllers.RedisConfigHashAnnotation]; a == b || a == "" {
 		t.Errorf("config hash %q and %q: want a change", a, b)
 	}

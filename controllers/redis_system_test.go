@@ -42,7 +42,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
+	"github.com/sluice-dev/sluice/internal/redistest"
 )
 
 // Redis pods in these tests are real cluster-enabled redis-server processes
@@ -73,6 +73,70 @@ type redisPod struct {
 	shard, ordinal int
 	dir            string
 	srv            *redistest.Server
+	// firstIP is the pod's IP when it first started: what a DNS cache that
+	// never expires answers for its name (see hostnameDirective).
+	firstIP string
+}
+
+// hostnameDirective is the hostname the pod's node announces, as the
+// operator renders it ($(POD_NAME).<fleet>-redis.<ns>.svc), for a client
+// whose cluster DNS kept the pod's first answer: its first IP. Clients that
+// follow announced hostnames (cluster-preferred-endpoint-type hostname) dial
+// that address after the pod moved; clients given IPs never look at it.
+func (p *redisPod) hostnameDirective() string { return "cluster-announce-hostname " + p.firstIP }
+
+// clusterDNS plays the cluster DNS for the tests' Redis pods once their
+// records have followed them: "namespace/pod" resolves to the status.podIP
+// setPodIP last wrote.
+var clusterDNS sync.Map
+
+// startSeed stands for the DNS name of a Redis pod, as the operator gives
+// the limiters for seeds (RedisSeeds): a loopback address that forwards each
+// connection to the pod's current IP (clusterDNS). It stops when the test
+// ends.
+func startSeed(t *testing.T, ns, pod string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		wg    sync.WaitGroup
+	)
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			ip, _ := clusterDNS.Load(ns + "/" + pod)
+			s, err := net.DialTimeout("tcp", net.JoinHostPort(fmt.Sprint(ip), "6379"), time.Second)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, s)
+			mu.Unlock()
+			wg.Add(2)
+			go func() { defer wg.Done(); _, _ = io.Copy(s, c); s.Close() }()
+			go func() { defer wg.Done(); _, _ = io.Copy(c, s); c.Close() }()
+		}
+	}()
+	return l.Addr().String()
 }
 
 func (p *redisPod) addr() string { return p.srv.Addr }
@@ -85,20 +149,20 @@ type redisFleet struct {
 }
 
 // renderedDirectives are the operator's redis.conf as "name value"
-// directives, less what a pod's volume and DNS provide: the test has no
-// /data (each node gets a temp dir) and no DNS for the headless Service,
-// so nodes announce their IPs.
+// directives, less what a pod's volume provides: the test has no /data
+// (each node gets a temp dir). Nodes announce their IP (StartNode) and, in
+// addPod, a hostname (hostnameDirective).
 func renderedDirectives(fleet *v1alpha1.LimiterFleet) []string {
 	var out []string
 	for _, line := range strings.Split(strings.TrimSpace(controllers.RedisConfig(fleet)), "\n") {
 		name, _, _ := strings.Cut(line, " ")
 		switch name {
-		case "port", "bind", "dir", "cluster-config-file", "save", "cluster-preferred-endpoint-type":
+		case "port", "bind", "dir", "cluster-config-file", "save":
 			continue
 		}
 		out = append(out, line)
 	}
-	return append(out, "cluster-preferred-endpoint-type ip")
+	return out
 }
 
 // newRedisFleet creates a Cluster fleet with the given shape and starts its
@@ -115,7 +179,8 @@ func (rf *redisFleet) addPod(t *testing.T, shard, ordinal int) *redisPod {
 	p := &redisPod{name: fmt.Sprintf("%s-%d", controllers.RedisShardName(rf.fleet, shard), ordinal), shard: shard, ordinal: ordinal, dir: t.TempDir()}
 	rf.pods = append(rf.pods, p)
 	ip := nextRedisIP(t)
-	p.srv = redistest.StartNode(t, ip+":6379", p.dir, rf.fleet.Spec.EffectiveNodeTimeout(), append(renderedDirectives(rf.fleet), rf.extra...)...)
+	p.firstIP = ip
+	p.srv = redistest.StartNode(t, ip+":6379", p.dir, rf.fleet.Spec.EffectiveNodeTimeout(), append(append(renderedDirectives(rf.fleet), p.hostnameDirective()), rf.extra...)...)
 	labels := controllers.RedisLabels(rf.fleet)
 	labels[controllers.LabelRedisShard] = strconv.Itoa(shard)
 	pod := &corev1.Pod{
@@ -141,6 +206,7 @@ func setPodIP(t *testing.T, ns, name, ip string) {
 	if err := k8s.Status().Update(context.Background(), pod); err != nil {
 		t.Fatalf("pod %s status.podIP %s: %v", name, ip, err)
 	}
+	clusterDNS.Store(ns+"/"+name, ip)
 }
 
 // get reads the fleet.
@@ -160,7 +226,7 @@ func (rf *redisFleet) waitRedisReady(t testing.TB, within time.Duration, status 
 	var got *v1alpha1.LimiterFleet
 	eventually(t, within, fmt.Sprintf("RedisReady=%s %s", status, reason), func() error {
 		f := rf.get(t)
-		c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady)
+		c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
 		switch {
 		case c == nil:
 			return fmt.Errorf("no RedisReady yet")
@@ -217,10 +283,11 @@ func (rf *redisFleet) mutatingCalls(t testing.TB) map[string]int {
 // status.redis and RedisReady, and a later reconcile sends no mutating
 // command.
 func TestRedisClusterBootstrap(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	start := time.Now()
 	rf := newRedisFleet(t, "redis-boot", "boot", 3, 1)
-	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	t.Logf("bootstrap of 3 shards x 1 replica through the operator: RedisReady=True %v after the fleet was created (pods started before)", time.Since(start).Round(time.Millisecond))
 
 	st := f.Status.Redis
@@ -288,7 +355,7 @@ func TestRedisClusterBootstrap(t *testing.T) {
 		}
 		return nil
 	})
-	rf.waitRedisReady(t, 10*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	rf.waitRedisReady(t, 10*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	if after := rf.mutatingCalls(t); !maps.Equal(before, after) {
 		t.Errorf("mutating commands before %v, after another reconcile %v", before, after)
 	}
@@ -300,6 +367,7 @@ func TestRedisClusterBootstrap(t *testing.T) {
 // with the reason and the pod, and the rest of the fleet keeps being
 // reconciled.
 func TestRedisClusterBadNodes(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 
 	t.Run("garbage", func(t *testing.T) {
@@ -309,8 +377,8 @@ func TestRedisClusterBadNodes(t *testing.T) {
 		bad.srv.Stop()
 		garbage := startGarbageServer(t, nextRedisIP(t)+":6379")
 		setPodIP(t, rf.fleet.Namespace, bad.name, strings.TrimSuffix(garbage, ":6379"))
-		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ReasonInvalidReply)
-		c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady)
+		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.InvalidReplyReason)
+		c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
 		if !strings.Contains(c.Message, bad.name) {
 			t.Errorf("message does not name %s: %s", bad.name, c.Message)
 		}
@@ -328,8 +396,8 @@ func TestRedisClusterBadNodes(t *testing.T) {
 		rf := newRedisFleetExtra(t, "redis-auth", "auth", 3, 0, []string{"requirepass right-password", "masterauth right-password"}, func(f *v1alpha1.LimiterFleet) {
 			f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "redis-auth"}
 		})
-		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ReasonAuthFailed)
-		t.Logf("RedisReady=False %s: %s", v1alpha1.ReasonAuthFailed, condition(f.Status.Conditions, v1alpha1.FleetRedisReady).Message)
+		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.AuthFailedReason)
+		t.Logf("RedisReady=False %s: %s", v1alpha1.AuthFailedReason, condition(f.Status.Conditions, v1alpha1.RedisReadyCondition).Message)
 		requireReconciling(t, rf)
 
 		// The right password: the operator forms the cluster.
@@ -338,15 +406,15 @@ func TestRedisClusterBadNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The Secret is not watched; the failing pass requeues itself.
-		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	})
 
 	t.Run("shards lowered behind the CRD's back", func(t *testing.T) {
 		rf := newRedisFleet(t, "redis-scalein", "scalein", 3, 0)
-		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 		// The CRD refuses lowering shards; a fourth shard's StatefulSet left
 		// from elsewhere (an old CRD, a restore) is the same to the operator.
-		extra := controllers.BuildRedisStatefulSet(rf.fleet, 3)
+		extra := controllers.BuildRedisStatefulSet(rf.fleet, 3, "")
 		extra.TypeMeta = metav1.TypeMeta{}
 		if err := k8s.Create(ctx, extra); err != nil {
 			t.Fatal(err)
@@ -357,8 +425,8 @@ func TestRedisClusterBadNodes(t *testing.T) {
 		if err := k8s.Update(ctx, f); err != nil {
 			t.Fatal(err)
 		}
-		f = rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ReasonScaleInRejected)
-		c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady)
+		f = rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ScaleInRejectedReason)
+		c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
 		if !strings.Contains(c.Message, "scale-in is not supported") {
 			t.Errorf("message %q", c.Message)
 		}
@@ -372,8 +440,8 @@ func TestRedisClusterBadNodes(t *testing.T) {
 		rf := newRedisFleet(t, "redis-nosecret", "nosecret", 3, 0, func(f *v1alpha1.LimiterFleet) {
 			f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "absent"}
 		})
-		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ReasonAuthFailed)
-		if c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady); !strings.Contains(c.Message, "Secret redis-nosecret/absent not found") {
+		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.AuthFailedReason)
+		if c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition); !strings.Contains(c.Message, "Secret redis-nosecret/absent not found") {
 			t.Errorf("message %q", c.Message)
 		}
 	})
@@ -481,16 +549,16 @@ type limiterLoad struct {
 }
 
 // startLimiters starts n limiter processes with --store redis-cluster:// on
-// the pods' addresses (the test has no DNS for the seeds the operator
-// renders), a policy they enforce, and traffic over 500 counters spread
-// across the slots.
+// the seeds the operator renders, pod 0 of shards 0-2 by DNS name
+// (startSeed stands for those names), a policy they enforce, and traffic
+// over 500 counters spread across the slots.
 func (rf *redisFleet) startLimiters(t *testing.T, n int) *limiterLoad {
 	t.Helper()
-	var addrs []string
-	for _, p := range rf.pods {
-		addrs = append(addrs, p.addr())
+	var seeds []string
+	for shard := range int(v1alpha1.MinShards) {
+		seeds = append(seeds, startSeed(t, rf.fleet.Namespace, fmt.Sprintf("%s-0", controllers.RedisShardName(rf.fleet, shard))))
 	}
-	procs := fleetPodsWithStore(t, rf.fleet, n, "redis-cluster://"+strings.Join(addrs, ","))
+	procs := fleetPodsWithStore(t, rf.fleet, n, "redis-cluster://"+strings.Join(seeds, ","))
 	pol := benchPolicy(rf.fleet.Namespace, "load", rf.fleet.Name, 1)
 	pol.Spec.Rate.Limit = 1_000_000
 	pol.Spec.FailureMode = ptr.To(v1alpha1.FailClosed)
@@ -531,6 +599,16 @@ func (l *limiterLoad) run(worker int) {
 	}
 }
 
+// answers is the number of answered requests so far.
+func (l *limiterLoad) answers() int64 {
+	var n int64
+	l.codes.Range(func(_, v any) bool {
+		n += v.(*atomic.Int64).Load()
+		return true
+	})
+	return n
+}
+
 func (l *limiterLoad) halt() {
 	select {
 	case <-l.stop:
@@ -553,7 +631,7 @@ func (l *limiterLoad) summary(t testing.TB) (string, float64) {
 	for _, p := range l.procs {
 		errs += p.metric(t, "sluice_store_errors_total")
 		for _, c := range []string{"timeout", "connection", "clusterdown", "tryagain", "masterdown", "loading", "redirect"} {
-			classes[c] += p.metric(t, "sluice_redis_errors_total", `class="`+c+`"`)
+			classes[c] += p.metric(t, "sluice_redis_errors_total", "class", c)
 		}
 		classes["breaker openings"] += p.metric(t, "sluice_redis_breaker_opened_total")
 	}
@@ -565,7 +643,7 @@ func (l *limiterLoad) summary(t testing.TB) (string, float64) {
 func (l *limiterLoad) errorsOfClass(t testing.TB, class string) float64 {
 	n := 0.0
 	for _, p := range l.procs {
-		n += p.metric(t, "sluice_redis_errors_total", `class="`+class+`"`)
+		n += p.metric(t, "sluice_redis_errors_total", "class", class)
 	}
 	return n
 }
@@ -655,9 +733,10 @@ func (p *redisPod) shutdown(t *testing.T) {
 // and rejoins. Then every pod restarts on a new IP: the operator re-forms
 // the cluster by node ID with every key kept.
 func TestRedisClusterHeals(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	rf := newRedisFleet(t, "redis-heal", "heal", 3, 1)
-	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	load := rf.startLimiters(t, 2)
 	cc := rf.clusterClient(t)
 
@@ -707,7 +786,7 @@ func TestRedisClusterHeals(t *testing.T) {
 	// The pod restarts (same IP, same volume) and rejoins as a replica.
 	rf.pod(t, victim.Pod).srv.Restart(t)
 	rejoin := time.Now()
-	f = rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	f = rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	eventually(t, 30*time.Second, "every node connected again", func() error {
 		f = rf.get(t)
 		st := f.Status.Redis
@@ -739,7 +818,7 @@ func TestRedisClusterHeals(t *testing.T) {
 	}
 	eventually(t, 90*time.Second, "the cluster re-formed on the new addresses", func() error {
 		f = rf.get(t)
-		if c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady); c == nil || c.Reason != v1alpha1.ReasonClusterOK {
+		if c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition); c == nil || c.Reason != v1alpha1.ClusterOKReason {
 			return fmt.Errorf("RedisReady %+v", c)
 		}
 		if n := len(f.Status.Redis.Primaries) + len(f.Status.Redis.Replicas); n != len(rf.pods) {
@@ -766,9 +845,10 @@ func TestRedisClusterHeals(t *testing.T) {
 // and ASK; their store errors, timeouts of the 20ms store deadline, are
 // reported).
 func TestRedisClusterScaleOut(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	rf := newRedisFleet(t, "redis-scale", "scale", 3, 1)
-	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	writeKeys(t, rf.clusterClient(t), "kept", 5000)
 	load := rf.startLimiters(t, 2)
 	_, errsBefore := load.summary(t)
@@ -795,7 +875,7 @@ func TestRedisClusterScaleOut(t *testing.T) {
 	if err := startOperator(); err != nil {
 		t.Fatalf("restarting the operator: %v", err) // the suite cannot go on without it
 	}
-	f = rf.waitRedisReady(t, 120*time.Second, metav1.ConditionTrue, v1alpha1.ReasonClusterOK)
+	f = rf.waitRedisReady(t, 120*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	t.Logf("3 -> 4 shards: RedisReady=True %v after the spec change", time.Since(started).Round(time.Millisecond))
 	load.halt()
 
@@ -856,6 +936,7 @@ func (rf *redisFleet) errorReplies(t testing.TB) map[string]int {
 // A fleet that leaves mode Cluster gets its Redis objects deleted; objects
 // it does not control are left alone.
 func TestRedisObjectsGoWithModeCluster(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	ns := namespace(t, "redis-leaves")
 	f := &v1alpha1.LimiterFleet{
@@ -910,4 +991,201 @@ func TestRedisObjectsGoWithModeCluster(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestRedisClusterDataLoss: a shard without replicas whose pod is replaced
+// by an empty node (an emptyDir, a new node ID, a new IP) loses its keys.
+// The operator heals the cluster and leaves a lasting trace: RedisDataLoss
+// stays True, naming the slots, through later passes, until the fleet is
+// annotated with the loss's time; a Warning Event and the
+// sluice_operator_redis_data_loss_total counter record it too.
+func TestRedisClusterDataLoss(t *testing.T) {
+	ctx := context.Background()
+	rf := newRedisFleet(t, "redis-loss", "loss", 3, 0)
+	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+	if c := condition(f.Status.Conditions, v1alpha1.RedisDataLossCondition); c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.NoDataLossReason {
+		t.Fatalf("RedisDataLoss of a new cluster: %+v", c)
+	}
+	writeKeys(t, rf.clusterClient(t), "counted", 300)
+	key := rf.fleet.Namespace + "/" + rf.fleet.Name
+	countBefore := controllers.RedisDataLossCount(key)
+
+	// Pod 1-0 is deleted and comes back empty on a new IP.
+	victim := rf.pod(t, controllers.RedisShardName(rf.fleet, 1)+"-0")
+	victim.srv.Stop()
+	victim.dir = t.TempDir()
+	ip := nextRedisIP(t)
+	victim.srv = redistest.StartNode(t, ip+":6379", victim.dir, rf.fleet.Spec.EffectiveNodeTimeout(), renderedDirectives(rf.fleet)...)
+	setPodIP(t, rf.fleet.Namespace, victim.name, ip)
+	replaced := time.Now()
+	eventually(t, 90*time.Second, "the loss found", func() error {
+		if c := condition(rf.get(t).Status.Conditions, v1alpha1.RedisDataLossCondition); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("RedisDataLoss %+v", c)
+		}
+		return nil
+	})
+	f = rf.waitRedisReady(t, 90*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+	t.Logf("pod %s replaced by an empty node: RedisDataLoss=True and RedisReady=True %v later", victim.name, time.Since(replaced).Round(time.Millisecond))
+	lost := 0
+	for i := range 300 {
+		if err := rf.clusterClient(t).Get(ctx, fmt.Sprintf("counted-%d", i)).Err(); err != nil {
+			lost++
+		}
+	}
+	if lost == 0 {
+		t.Fatalf("no key lost: the test did not lose the shard")
+	}
+
+	check := func(what string) *v1alpha1.LimiterFleet {
+		t.Helper()
+		g := rf.get(t)
+		c := condition(g.Status.Conditions, v1alpha1.RedisDataLossCondition)
+		st := g.Status.Redis
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.DataLostReason || c.ObservedGeneration != g.Generation ||
+			!strings.Contains(c.Message, "5461-10921") || st.DataLossTime == nil || !strings.Contains(st.DataLoss, "5461-10921") {
+			t.Fatalf("%s: RedisDataLoss %+v, dataLoss %q at %v: want True naming slots 5461-10921", what, c, st.DataLoss, st.DataLossTime)
+		}
+		return g
+	}
+	f = check("after the heal")
+	t.Logf("%d of 300 keys lost; RedisDataLoss=True %s: %s", lost, v1alpha1.DataLostReason, condition(f.Status.Conditions, v1alpha1.RedisDataLossCondition).Message)
+	// Later passes find no loss and keep it: two spec changes, two full passes.
+	for _, e := range []v1alpha1.EnforcementMode{v1alpha1.EnforcementDisabled, v1alpha1.EnforcementEnabled} {
+		kubectl(t, "-n", f.Namespace, "patch", "lf", f.Name, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"enforcement":%q}}`, e))
+		eventually(t, 30*time.Second, "a pass at the new generation", func() error {
+			if g := rf.get(t); g.Status.ObservedGeneration != g.Generation {
+				return fmt.Errorf("observedGeneration %d, generation %d", g.Status.ObservedGeneration, g.Generation)
+			}
+			return nil
+		})
+		f = check("after another pass")
+	}
+	if out := kubectl(t, "-n", f.Namespace, "get", "lf", f.Name, "-o", "wide"); !regexpMatch(`(?m)^NAME\s.*\sDATA LOSS\s`, out) || !regexpMatch(`(?m)^loss\s.*\sTrue\s`, out) {
+		t.Errorf("kubectl get lf -o wide lacks Data Loss True:\n%s", out)
+	}
+
+	var events corev1.EventList
+	if err := k8s.List(ctx, &events, client.InNamespace(f.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	warned := false
+	for _, e := range events.Items {
+		if e.InvolvedObject.Name == f.Name && e.Reason == "RedisDataLoss" && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "5461-10921") {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Errorf("no Warning Event RedisDataLoss naming the slots")
+	}
+	if n := controllers.RedisDataLossCount(key); n <= countBefore {
+		t.Errorf("sluice_operator_redis_data_loss_total{fleet=%q} %v, was %v", key, n, countBefore)
+	}
+
+	// A person acknowledges it, with the time the status gives.
+	at := f.Status.Redis.DataLossTime.UTC().Format(time.RFC3339)
+	kubectl(t, "-n", f.Namespace, "annotate", "lf", f.Name, v1alpha1.AnnotationDataLossAcknowledged+"="+at, "--overwrite")
+	eventually(t, 30*time.Second, "RedisDataLoss acknowledged", func() error {
+		c := condition(rf.get(t).Status.Conditions, v1alpha1.RedisDataLossCondition)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.DataLossAcknowledgedReason || !strings.Contains(c.Message, "5461-10921") {
+			return fmt.Errorf("RedisDataLoss %+v", c)
+		}
+		return nil
+	})
+}
+
+// TestRedisPodReplacedLimitersFollow: under limiter load, a Redis pod is
+// replaced and comes back (its volume kept: node ID and keys) on a new IP,
+// while the cluster DNS keeps answering its old one, as CoreDNS's cache did
+// for 26s on a real cluster. The limiters are told node IPs, not names, so
+// they reach it as soon as the operator has re-MEET it; RedisReady is True
+// only once every limiter pod has reached the healed cluster, and from then
+// on no decision fails to reach a node and no breaker opens. (A decision may
+// still miss the 20ms deadline on this busy machine, as before any fault:
+// those are timeouts, reported.)
+func TestRedisPodReplacedLimitersFollow(t *testing.T) {
+	rf := newRedisFleet(t, "redis-moved", "moved", 3, 0)
+	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+	writeKeys(t, rf.clusterClient(t), "kept", 300)
+	load := rf.startLimiters(t, 2)
+	eventually(t, 30*time.Second, "decisions from Redis", func() error {
+		if n := load.answers(); n < 200 {
+			return fmt.Errorf("%d answers so far", n)
+		}
+		return nil
+	})
+	// unreached counts the calls that could not reach a node, the breaker
+	// openings, and the breakers open now, over the limiters.
+	unreached := func() (conn, opened, open float64) {
+		for _, p := range load.procs {
+			opened += p.metric(t, "sluice_redis_breaker_opened_total")
+			open += p.metric(t, "sluice_redis_breaker_state")
+		}
+		return load.errorsOfClass(t, "connection"), opened, open
+	}
+
+	victim := rf.pod(t, controllers.RedisShardName(rf.fleet, 1)+"-0")
+	oldAddr := victim.addr()
+	_, errsBefore := load.summary(t)
+	victim.shutdown(t)
+	replaced := time.Now()
+	ip := nextRedisIP(t)
+	victim.srv = redistest.StartNode(t, ip+":6379", victim.dir, rf.fleet.Spec.EffectiveNodeTimeout(),
+		append(renderedDirectives(rf.fleet), victim.hostnameDirective())...)
+	setPodIP(t, rf.fleet.Namespace, victim.name, ip)
+
+	// RedisReady=True for the healed cluster: the pod at its new address.
+	var healed time.Duration
+	eventually(t, 60*time.Second, "RedisReady=True with the pod at its new address", func() error {
+		f := rf.get(t)
+		c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
+		moved := false
+		for _, n := range f.Status.Redis.Primaries {
+			moved = moved || (n.Pod == victim.name && n.Address == victim.addr() && n.Link == "connected")
+		}
+		if c == nil || c.Status != metav1.ConditionTrue || !moved {
+			return fmt.Errorf("RedisReady %+v, primaries %+v", c, f.Status.Redis.Primaries)
+		}
+		healed = time.Since(replaced)
+		return nil
+	})
+	_, errsAtReady := load.summary(t)
+	connAtReady, openedAtReady, _ := unreached()
+	answered := load.answers()
+	// From here on, every decision is made against Redis.
+	eventually(t, 30*time.Second, "1000 more decisions", func() error {
+		if n := load.answers() - answered; n < 1000 {
+			return fmt.Errorf("%d decisions since RedisReady=True", n)
+		}
+		return nil
+	})
+	summary, errsAfter := load.summary(t)
+	connAfter, openedAfter, openAfter := unreached()
+	t.Logf("pod %s replaced (%s -> %s, its old IP still in DNS): RedisReady=True %v later; decisions answered by failureMode meanwhile: %.0f; after RedisReady=True: %.0f; %s",
+		victim.name, oldAddr, victim.addr(), healed.Round(time.Millisecond), errsAtReady-errsBefore, errsAfter-errsAtReady, summary)
+	if connAfter != connAtReady || openedAfter != openedAtReady || openAfter != 0 {
+		t.Errorf("after RedisReady=True, %.0f calls could not reach a node, %.0f breakers opened and the breaker states sum to %.0f (0: all closed): the limiters could not use Redis while the fleet said it was ready",
+			connAfter-connAtReady, openedAfter-openedAtReady, openAfter)
+	}
+	checkKeys(t, rf.clusterClient(t), "kept", 300)
+}
+
+// TestRedisReadyNeedsTheLimiters: the operator reaches every node and finds
+// the cluster ok, but the limiters can't use it (here its nodes give clients
+// a hostname nobody answers at, 127.0.0.98, outside the addresses the
+// tests' nodes use): RedisReady is False, StoreUnreachable,
+// naming a limiter pod and its error, and Ready with it.
+func TestRedisReadyNeedsTheLimiters(t *testing.T) {
+	rf := newRedisFleetExtra(t, "redis-unreachable", "unreachable", 3, 0,
+		[]string{"cluster-preferred-endpoint-type hostname", "cluster-announce-hostname 127.0.0.98"})
+	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+	fleetPodsWithStore(t, rf.fleet, 2, "redis-cluster://"+startSeed(t, rf.fleet.Namespace, controllers.RedisShardName(rf.fleet, 0)+"-0"))
+	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionFalse, v1alpha1.StoreUnreachableReason)
+	c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
+	if !strings.Contains(c.Message, "2/2 limiter pods can't use Redis") || !strings.Contains(c.Message, "127.0.0.98") {
+		t.Errorf("RedisReady message %q: want both pods and the address they can't reach", c.Message)
+	}
+	if r := condition(f.Status.Conditions, v1alpha1.ReadyCondition); r == nil || r.Status != metav1.ConditionFalse {
+		t.Errorf("Ready %+v while the limiters can't use Redis", r)
+	}
+	t.Logf("RedisReady=False %s: %s", c.Reason, c.Message)
 }

@@ -19,6 +19,9 @@ import (
 type Options struct {
 	// LimiterImage is the image of fleets that name none.
 	LimiterImage string
+	// RedisImage is the Redis image of Cluster fleets that name none
+	// (spec.redis.image); empty means v1alpha1.DefaultRedisImage.
+	RedisImage string
 	// AckClient, when set, makes the calls to limiter pods' admin endpoint.
 	AckClient *http.Client
 	// AdminTokenFile, when set, is a file of the bearer token that the
@@ -70,7 +73,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := mgr.Add(collector); err != nil {
 		return err
 	}
-	fleets := &LimiterFleetReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Acks: acks, DefaultImage: opts.LimiterImage,
+	fleets := &LimiterFleetReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Acks: acks, DefaultImage: opts.LimiterImage, DefaultRedisImage: opts.RedisImage,
 		APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("sluice-operator"), RedisDialer: opts.RedisDialer}
 	if err := fleets.SetupWithManager(mgr); err != nil {
 		return err

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -39,18 +40,22 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
 )
 
-// The suite runs a real kube-apiserver and etcd (envtest), the operator's
+// The envtest suite is a real kube-apiserver and etcd, the operator's
 // controllers in-process, and real limiter processes on loopback addresses
-// behind Pod and EndpointSlice objects, as DESIGN.md "Testing" describes.
+// behind Pod and EndpointSlice objects (fleetPods). It starts on first use:
+// a test that needs it calls needSuite first, and the pure tests (builders,
+// status and window logic) run without it, in seconds, e.g.
+// `go test -run TestBuild ./controllers/`. TestMain stops it.
 var (
 	testEnv    *envtest.Environment
 	cfg        *rest.Config
 	k8s        client.Client
-	scheme     = runtime.NewScheme()
+	scheme     = newScheme()
 	kubeconfig string // for limiter processes and kubectl
 	limiterBin string
 	workDir    string
@@ -64,36 +69,57 @@ var (
 	// as the chart grants Prometheus.
 	metricsToken string
 
+	suiteOnce sync.Once
+	suiteErr  error
+
 	operatorMu     sync.Mutex
 	operatorCancel context.CancelFunc
 	operatorDone   chan struct{}
 )
 
-func TestMain(m *testing.M) {
-	os.Exit(runSuite(m))
+func newScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(v1alpha1.AddToScheme(s))
+	return s
 }
 
-func runSuite(m *testing.M) int {
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+func TestMain(m *testing.M) {
 	logf.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	code := m.Run()
+	stopSuite()
+	os.Exit(code)
+}
+
+// needSuite starts the envtest suite the first time a test asks for it, and
+// fails the test if it could not start.
+func needSuite(t testing.TB) {
+	t.Helper()
+	suiteOnce.Do(func() {
+		if suiteErr = startSuite(); suiteErr != nil {
+			stopSuite()
+		}
+	})
+	if suiteErr != nil {
+		t.Fatalf("starting the envtest suite: %v", suiteErr)
+	}
+}
+
+// startSuite builds the limiter, starts the API server and the operator.
+func startSuite() error {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		abs, _ := filepath.Abs("../bin/k8s")
 		os.Setenv("KUBEBUILDER_ASSETS", abs)
 	}
 	var err error
 	if workDir, err = os.MkdirTemp("", "sluice-suite-"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
-	defer os.RemoveAll(workDir)
-
 	limiterBin = filepath.Join(workDir, "limiter")
 	build := exec.Command("go", "build", "-o", limiterBin, "../cmd/limiter")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building the limiter:", err)
-		return 1
+		return fmt.Errorf("building the limiter: %w", err)
 	}
 
 	testEnv = &envtest.Environment{
@@ -101,44 +127,45 @@ func runSuite(m *testing.M) int {
 		ErrorIfCRDPathMissing: true,
 	}
 	if cfg, err = testEnv.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, "starting envtest:", err)
-		_ = testEnv.Stop() // a failed start may leave the control plane running
-		return 1
+		return fmt.Errorf("starting envtest: %w", err)
 	}
-	defer func() { _ = testEnv.Stop() }()
 	// The test's own client is not throttled (client-go's default is 5/s);
 	// the operator runs with cmd/operator's settings, as in production.
 	testCfg := rest.CopyConfig(cfg)
 	testCfg.QPS = -1
 	if k8s, err = client.New(testCfg, client.Options{Scheme: scheme}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	admin, err := testEnv.AddUser(envtest.User{Name: "suite-admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	kc, err := admin.KubeConfig()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	kubeconfig = filepath.Join(workDir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	if err := operatorIdentity(); err != nil {
-		fmt.Fprintln(os.Stderr, "the operator's ServiceAccount:", err)
-		return 1
+		return fmt.Errorf("the operator's ServiceAccount: %w", err)
 	}
 	if err := startOperator(); err != nil {
-		fmt.Fprintln(os.Stderr, "starting the operator:", err)
-		return 1
+		return fmt.Errorf("starting the operator: %w", err)
 	}
-	defer stopOperator()
-	return m.Run()
+	return nil
+}
+
+// stopSuite stops whatever startSuite started.
+func stopSuite() {
+	stopOperator()
+	if testEnv != nil {
+		_ = testEnv.Stop() // a failed start may leave the control plane running
+	}
+	if workDir != "" {
+		_ = os.RemoveAll(workDir)
+	}
 }
 
 // operatorIdentity creates the operator's ServiceAccount with the generated
@@ -515,8 +542,8 @@ func (p *limiterProc) check(t testing.TB, domain string, kv ...string) int {
 	return resp.StatusCode
 }
 
-// metric returns the sum of a metric's samples whose labels contain all of
-// the given label="value" pairs, from a limiter's /metrics.
+// metric returns the sum of a metric's samples that carry all the given
+// labels (name, value pairs), from a limiter's /metrics.
 func (p *limiterProc) metric(t testing.TB, name string, labels ...string) float64 {
 	t.Helper()
 	resp, err := getWithToken("http://"+p.adminAddr+"/metrics", metricsToken)
@@ -527,34 +554,46 @@ func (p *limiterProc) metric(t testing.TB, name string, labels ...string) float6
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("%s/metrics: %s", p.adminAddr, resp.Status)
 	}
-	b, _ := io.ReadAll(resp.Body)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing /metrics of %s: %v", p.adminAddr, err)
+	}
 	sum := 0.0
-	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `(\{[^}]*\})? ([0-9.e+-]+)`)
-	for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+	for _, m := range mfs[name].GetMetric() {
+		have := map[string]string{}
+		for _, l := range m.GetLabel() {
+			have[l.GetName()] = l.GetValue()
+		}
 		ok := true
-		for _, l := range labels {
-			ok = ok && strings.Contains(m[1], l)
+		for i := 0; i+1 < len(labels); i += 2 {
+			ok = ok && have[labels[i]] == labels[i+1]
 		}
 		if ok {
-			v, _ := strconv.ParseFloat(m[2], 64)
-			sum += v
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
 		}
 	}
 	return sum
 }
 
+// admin returns what a limiter's admin snapshot endpoint answers.
+func (p *limiterProc) admin() (limiterwire.Snapshot, error) {
+	var v limiterwire.Snapshot
+	resp, err := adminGet("http://" + p.adminAddr + limiterwire.SnapshotPath)
+	if err != nil {
+		return v, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return v, fmt.Errorf("%s answered %s", limiterwire.SnapshotPath, resp.Status)
+	}
+	return v, json.NewDecoder(resp.Body).Decode(&v)
+}
+
 // loaded returns the snapshot version a limiter reports.
 func (p *limiterProc) loaded(t testing.TB) string {
 	t.Helper()
-	resp, err := adminGet("http://" + p.adminAddr + "/v1/admin/snapshot")
-	if err != nil {
-		return ""
-	}
-	defer resp.Body.Close()
-	var v struct {
-		Version string `json:"version"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&v)
+	v, _ := p.admin()
 	return v.Version
 }
 

@@ -2,10 +2,10 @@ package controllers_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,18 +16,20 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
+	"github.com/sluice-dev/sluice/internal/redistest"
 )
 
 // TestSystem drives the whole system: kubectl apply of the samples, real
 // limiter processes hot-loading the snapshot, and every behaviour the
 // operator issue lists, in order, on one fleet.
 func TestSystem(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	for _, ns := range []string{"payments", "identity"} {
 		namespace(t, ns)
@@ -65,7 +67,7 @@ func TestSystem(t *testing.T) {
 			if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {
 				return err
 			}
-			c := condition(f.Status.Conditions, v1alpha1.FleetSnapshotSynced)
+			c := condition(f.Status.Conditions, v1alpha1.SnapshotSyncedCondition)
 			if c == nil || c.Status != metav1.ConditionTrue || f.Status.Limiters == nil || f.Status.Limiters.Synced != 2 {
 				return fmt.Errorf("status %+v", f.Status)
 			}
@@ -155,13 +157,13 @@ func TestSystem(t *testing.T) {
 		})
 		waitPolicy(t, "payments", "charges-per-user", v1alpha1.EnforcedCondition, metav1.ConditionFalse, v1alpha1.EnforcementDisabledReason)
 		for _, p := range pods {
-			before := p.metric(t, "sluice_decisions_total", `policy="payments/charges-per-user"`, `result="shadow_limited"`)
+			before := p.metric(t, "sluice_decisions_total", "policy", "payments/charges-per-user", "result", "shadow_limited")
 			for i := range 4 {
 				if code := charges(t, p, "noa"); code != http.StatusOK {
 					t.Fatalf("%s: request %d answered %d with enforcement disabled", p.httpAddr, i+1, code)
 				}
 			}
-			if after := p.metric(t, "sluice_decisions_total", `policy="payments/charges-per-user"`, `result="shadow_limited"`); after-before != 2 {
+			if after := p.metric(t, "sluice_decisions_total", "policy", "payments/charges-per-user", "result", "shadow_limited"); after-before != 2 {
 				t.Fatalf("%s: shadow_limited grew by %v, want the 2 would-be denials", p.httpAddr, after-before)
 			}
 		}
@@ -269,7 +271,7 @@ func fleetSynced(ctx context.Context, fleet *v1alpha1.LimiterFleet, pods int32) 
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {
 		return err
 	}
-	c := condition(f.Status.Conditions, v1alpha1.FleetSnapshotSynced)
+	c := condition(f.Status.Conditions, v1alpha1.SnapshotSyncedCondition)
 	if c == nil || c.Status != metav1.ConditionTrue || f.Status.Limiters == nil || f.Status.Limiters.Synced != pods {
 		return fmt.Errorf("fleet status %+v", f.Status)
 	}
@@ -305,6 +307,7 @@ func resourceVersions(t *testing.T) string {
 // A selector that matches nothing gives an empty snapshot, not an error,
 // and its limiters answer every request OK.
 func TestFleetSelectingNothing(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	fleet, pods := newFleet(t, "empty", "nothing-selected", 1)
 	eventually(t, 30*time.Second, "empty snapshot loaded", func() error {
@@ -312,7 +315,7 @@ func TestFleetSelectingNothing(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {
 			return err
 		}
-		ready := condition(f.Status.Conditions, v1alpha1.FleetReady)
+		ready := condition(f.Status.Conditions, v1alpha1.ReadyCondition)
 		if f.Status.Snapshot == nil || f.Status.Snapshot.Policies != 0 || ready == nil || ready.Status != metav1.ConditionTrue {
 			return fmt.Errorf("status %+v", f.Status)
 		}
@@ -329,6 +332,7 @@ func TestFleetSelectingNothing(t *testing.T) {
 // The fleet's rendered children carry the snapshot reference and owner
 // references, and Redis Cluster mode says plainly it is not built yet.
 func TestFleetRendersLimiters(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	namespace(t, "render")
 	f := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "render", Name: "edge"},
@@ -362,6 +366,16 @@ func TestFleetRendersLimiters(t *testing.T) {
 			t.Errorf("%T %s owners %+v", obj, name, refs)
 		}
 	}
+	// The headless Service, for gateways that balance each call over the
+	// pods themselves (kube-proxy balances connections).
+	headless := &corev1.Service{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: controllers.LimiterHeadlessName(f)}, headless); err != nil {
+		t.Errorf("headless Service: %v", err)
+	} else if headless.Spec.ClusterIP != corev1.ClusterIPNone || headless.Spec.Selector[controllers.LabelInstance] != "edge" || len(headless.Spec.Ports) != 2 ||
+		len(headless.OwnerReferences) != 1 || headless.OwnerReferences[0].Name != "edge" {
+		t.Errorf("headless Service %s: clusterIP %q, selector %v, ports %v, owners %v: want clusterIP None over the fleet's limiter pods, owned by the fleet",
+			headless.Name, headless.Spec.ClusterIP, headless.Spec.Selector, headless.Spec.Ports, headless.OwnerReferences)
+	}
 
 	// The fleet's limiters may review their admin plane's callers.
 	eventually(t, 30*time.Second, "the fleet's limiters in the auth delegator binding", func() error {
@@ -388,7 +402,7 @@ func TestFleetRendersLimiters(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(f), f); err != nil {
 			return err
 		}
-		c := condition(f.Status.Conditions, v1alpha1.FleetRedisReady)
+		c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
 		if c == nil || c.Status != metav1.ConditionFalse || c.ObservedGeneration != f.Generation {
 			return fmt.Errorf("RedisReady %+v", c)
 		}
@@ -400,6 +414,7 @@ func TestFleetRendersLimiters(t *testing.T) {
 // pods answer by the failure mode, and clears once Redis is back. The
 // fleet also tells its pods how many share the limits (failureMode Local).
 func TestDegradedWhenRedisIsDown(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	srv := redistest.Start(t)
 	namespace(t, "degraded")
@@ -424,15 +439,10 @@ func TestDegradedWhenRedisIsDown(t *testing.T) {
 	waitPolicy(t, "degraded", "open", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
 	waitPolicy(t, "degraded", "open", v1alpha1.DegradedCondition, metav1.ConditionFalse, v1alpha1.StoreAvailableReason)
 	for _, lp := range pods {
-		var v struct {
-			ReadyPods int `json:"readyPods"`
-		}
-		resp, err := adminGet("http://" + lp.adminAddr + "/v1/admin/snapshot")
+		v, err := lp.admin()
 		if err != nil {
 			t.Fatal(err)
 		}
-		_ = json.NewDecoder(resp.Body).Decode(&v)
-		resp.Body.Close()
 		if v.ReadyPods != 2 {
 			t.Fatalf("%s shares limits among %d pods, want 2", lp.httpAddr, v.ReadyPods)
 		}
@@ -456,20 +466,132 @@ func TestDegradedWhenRedisIsDown(t *testing.T) {
 	srv.Restart(t)
 	for _, lp := range pods {
 		eventually(t, 20*time.Second, "decisions from Redis again", func() error {
-			before := lp.metric(t, "sluice_decisions_total", `policy="degraded/open"`, `result="allowed"`)
+			before := lp.metric(t, "sluice_decisions_total", "policy", "degraded/open", "result", "allowed")
 			lp.check(t, "bench-1", "tenant", "t", "route", "/v1/items/1")
-			if lp.metric(t, "sluice_decisions_total", `policy="degraded/open"`, `result="allowed"`) == before {
+			if lp.metric(t, "sluice_decisions_total", "policy", "degraded/open", "result", "allowed") == before {
 				return fmt.Errorf("%s still falls back", lp.httpAddr)
 			}
 			return nil
 		})
 	}
-	// The condition clears once no pod has fallen back for a while (10s).
-	eventually(t, 40*time.Second, "Degraded false again", func() error {
+	// Once no pod has fallen back for a while (10s), the condition stays
+	// True for the enforcement window (5m here), counting what failed open;
+	// TestFailingOpenIsVisible sees it clear.
+	eventually(t, 40*time.Second, "Degraded by the window's fallbacks", func() error {
 		c, _ := policyCondition(t, "degraded", "open", v1alpha1.DegradedCondition)
-		if c == nil || c.Status != metav1.ConditionFalse {
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.FallbackDecisionsReason || !strings.Contains(c.Message, "2 failed open") {
 			return fmt.Errorf("Degraded %+v", c)
 		}
 		return nil
 	})
+}
+
+// TestFailingOpenIsVisible: one decision that fails open (Redis stalls past
+// the 20ms deadline once, as on a busy node) and one that fails closed show
+// where users look, for the whole enforcement window: Degraded=True with
+// reason FallbackDecisions after the pods stop reporting the store down, and
+// the FailedOpen and Degraded columns of kubectl get rlp (FailedClosed in
+// -o wide). Once the window has passed, Degraded is False again.
+func TestFailingOpenIsVisible(t *testing.T) {
+	ctx := context.Background()
+	const window = 20 * time.Second
+	stopOperator()
+	if err := startOperatorWith(func(o *controllers.Options, _ *rest.Config) { o.EnforcementWindow = window }); err != nil {
+		t.Fatalf("restarting the operator with a %v window: %v", window, err)
+	}
+	t.Cleanup(func() {
+		stopOperator()
+		if err := startOperator(); err != nil {
+			panic(err) // the suite cannot go on without it
+		}
+	})
+	srv := redistest.Start(t)
+	ns := namespace(t, "failing-open")
+	fleet := &v1alpha1.LimiterFleet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "redis"},
+		Spec: v1alpha1.LimiterFleetSpec{
+			Replicas:       ptr.To(int32(1)),
+			PolicySelector: &metav1.LabelSelector{MatchLabels: map[string]string{"fleet": "redis"}},
+			Redis:          v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisExternal), Addresses: []string{srv.Addr}},
+		},
+	}
+	if err := k8s.Create(ctx, fleet); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteFleet(t, fleet) })
+	// The limiter's default store deadline, 20ms.
+	pod := fleetPodsWithStore(t, fleet, 1, "redis://"+srv.Addr)[0]
+	open, closed := benchPolicy(ns, "open", "redis", 1), benchPolicy(ns, "closed", "redis", 2)
+	open.Spec.FailureMode, closed.Spec.FailureMode = ptr.To(v1alpha1.FailOpen), ptr.To(v1alpha1.FailClosed)
+	// Domains of their own: another test's policy with the same domain and
+	// descriptors would be the older one, and these would conflict.
+	open.Spec.Domain, closed.Spec.Domain = "failing-open", "failing-closed"
+	for _, p := range []*v1alpha1.RateLimitPolicy{open, closed} {
+		if err := k8s.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		waitPolicy(t, ns, p.Name, v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+		waitPolicy(t, ns, p.Name, v1alpha1.DegradedCondition, metav1.ConditionFalse, v1alpha1.StoreAvailableReason)
+	}
+	for i, p := range []*v1alpha1.RateLimitPolicy{open, closed} {
+		if code := pod.check(t, p.Spec.Domain, "tenant", "t", "route", "/v1/items/"+strconv.Itoa(i+1)); code != http.StatusOK {
+			t.Fatalf("%s with Redis up answered %d", p.Name, code)
+		}
+	}
+
+	// Redis stalls for one decision of each policy.
+	srv.Pause(t)
+	codeOpen := pod.check(t, open.Spec.Domain, "tenant", "t", "route", "/v1/items/1")
+	codeClosed := pod.check(t, closed.Spec.Domain, "tenant", "t", "route", "/v1/items/2")
+	srv.Resume(t)
+	if codeOpen != http.StatusOK || codeClosed != http.StatusTooManyRequests {
+		t.Fatalf("with Redis stalled: failureMode Open answered %d, Closed %d; want 200 and 429", codeOpen, codeClosed)
+	}
+	failed := time.Now()
+	for _, tc := range []struct {
+		name, want string
+		count      func(*v1alpha1.EnforcementStatus) int64
+	}{
+		{"open", "1 failed open", func(e *v1alpha1.EnforcementStatus) int64 { return ptr.Deref(e.FailedOpen, 0) }},
+		{"closed", "1 failed closed", func(e *v1alpha1.EnforcementStatus) int64 { return ptr.Deref(e.FailedClosed, 0) }},
+	} {
+		waitEnforcement(t, ns, tc.name, func(e *v1alpha1.EnforcementStatus) error {
+			if tc.count(e) != 1 {
+				return fmt.Errorf("want 1 fallback decision")
+			}
+			return nil
+		})
+		// The pods report the store down for 10s after a fallback; then
+		// the window's counts keep the policy Degraded.
+		eventually(t, 40*time.Second, tc.name+" Degraded by the window's fallbacks", func() error {
+			c, _ := policyCondition(t, ns, tc.name, v1alpha1.DegradedCondition)
+			if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.FallbackDecisionsReason || !strings.Contains(c.Message, tc.want) {
+				return fmt.Errorf("Degraded %+v", c)
+			}
+			return nil
+		})
+	}
+	out := kubectl(t, "get", "rlp", "-n", ns)
+	if !regexpMatch(`(?m)^NAME\s.*\sFAILEDOPEN\s+DEGRADED\s`, out) || !regexpMatch(`(?m)^open\s.*\s1\s+True\s`, out) || !regexpMatch(`(?m)^closed\s.*\s0\s+True\s`, out) {
+		t.Errorf("kubectl get rlp lacks FailedOpen 1 and Degraded True:\n%s", out)
+	}
+	wide := kubectl(t, "get", "rlp", "-n", ns, "-o", "wide")
+	if !regexpMatch(`(?m)^NAME\s.*\sFAILEDCLOSED\s+LOCALFALLBACK\s`, wide) || !regexpMatch(`(?m)^closed\s.*\s0\s+1\s+0\s+True\s`, wide) {
+		t.Errorf("kubectl get rlp -o wide lacks FailedClosed 1:\n%s", wide)
+	}
+	t.Logf("$ kubectl get rlp -n %s\n%s$ kubectl get rlp -n %s -o wide\n%s", ns, out, ns, wide)
+
+	// Past the window, no fallback is left: Degraded is False again.
+	eventually(t, window+30*time.Second, "Degraded false once the window has passed", func() error {
+		for _, name := range []string{"open", "closed"} {
+			c, _ := policyCondition(t, ns, name, v1alpha1.DegradedCondition)
+			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.StoreAvailableReason {
+				return fmt.Errorf("%s: Degraded %+v", name, c)
+			}
+		}
+		return nil
+	})
+	if since := time.Since(failed); since < window {
+		t.Errorf("Degraded cleared %v after the fallbacks, before the %v window passed", since.Round(time.Second), window)
+	}
 }

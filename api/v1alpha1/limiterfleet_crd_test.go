@@ -763,7 +763,7 @@ func TestFleetSampleAccepted(t *testing.T) {
 		file     string
 		replicas int32
 	}{
-		{"ratelimit_v1alpha1_limiterfleet.yaml", 3},
+		{"ratelimit_v1alpha1_limiterfleet.yaml", 1},
 		{filepath.Join("redis-cluster", "limiterfleet.yaml"), 3},
 		{filepath.Join("external-redis", "limiterfleet.yaml"), 3},
 	} {
@@ -906,9 +906,9 @@ func TestFleetStatusSubresource(t *testing.T) {
 	f.Status = v1alpha1.LimiterFleetStatus{
 		ObservedGeneration: f.Generation,
 		Conditions: []metav1.Condition{
-			{Type: v1alpha1.FleetReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonPodsSynced, ObservedGeneration: f.Generation, LastTransitionTime: now},
-			{Type: v1alpha1.FleetSnapshotSynced, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonPodsSynced, Message: "3/3 pods on snapshot 0123abcd", ObservedGeneration: f.Generation, LastTransitionTime: now},
-			{Type: v1alpha1.FleetRedisReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRedisNotManaged, ObservedGeneration: f.Generation, LastTransitionTime: now},
+			{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.PodsSyncedReason, ObservedGeneration: f.Generation, LastTransitionTime: now},
+			{Type: v1alpha1.SnapshotSyncedCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.PodsSyncedReason, Message: "3/3 pods on snapshot 0123abcd", ObservedGeneration: f.Generation, LastTransitionTime: now},
+			{Type: v1alpha1.RedisReadyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.RedisNotManagedReason, ObservedGeneration: f.Generation, LastTransitionTime: now},
 		},
 		Snapshot: &v1alpha1.SnapshotStatus{
 			Version: "0123456789abcdef", Policies: 12, ConfigMapName: "with-status-snapshot", Bytes: 700_000, Compressed: true,
@@ -934,7 +934,7 @@ func TestFleetStatusSubresource(t *testing.T) {
 	if diff := cmp.Diff(*want, got.Status); diff != "" {
 		t.Errorf("status after round trip (-want +got):\n%s", diff)
 	}
-	if !meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.FleetReady) {
+	if !meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ReadyCondition) {
 		t.Errorf("Ready condition lost: %+v", got.Status.Conditions)
 	}
 

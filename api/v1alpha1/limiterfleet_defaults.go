@@ -108,8 +108,9 @@ func (s *LimiterFleetSpec) EffectiveNodeTimeout() time.Duration {
 	return s.Redis.NodeTimeout.Duration
 }
 
-// EffectiveRedisImage returns redis.image, or redis:7.2 when unset. Only
-// Cluster mode uses it.
+// EffectiveRedisImage returns redis.image, or redis:7.2 when unset (the
+// operator's default when it has no --redis-image). Only Cluster mode uses
+// it.
 func (s *LimiterFleetSpec) EffectiveRedisImage() string {
 	if s.Redis.Image == nil || *s.Redis.Image == "" {
 		return DefaultRedisImage

@@ -265,7 +265,8 @@ type RedisSpec struct {
 
 	// image is the Redis container image, version 7.0 or later, such as
 	// "redis:7.2". Only for Cluster. Defaults to the operator's Redis image
-	// (redis:7.2). At most 512 characters.
+	// (its --redis-image, the chart's redis.image; redis:7.2 unless set).
+	// At most 512 characters.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
@@ -465,11 +466,19 @@ type RedisStatus struct {
 	// +kubebuilder:validation:MaxItems=10
 	LastActions []RedisAction `json:"lastActions,omitempty"`
 
-	// dataLoss, when set, says which slots the operator assigned afresh
-	// because no node of their shard survived: their keys are gone.
+	// dataLoss, when set, says which slots lost their keys, newest first:
+	// slots the operator assigned afresh because no node of their shard
+	// survived. It is kept after the cluster heals, until the next loss
+	// replaces it; the RedisDataLoss condition is True until the loss is
+	// acknowledged (the ratelimit.sluice.dev/data-loss-acknowledged
+	// annotation).
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	DataLoss string `json:"dataLoss,omitempty"`
+
+	// dataLossTime is when the operator last found keys lost (dataLoss).
+	// +optional
+	DataLossTime *metav1.Time `json:"dataLossTime,omitempty"`
 }
 
 // RedisNodeStatus is one Redis node's place in the cluster.
@@ -568,6 +577,7 @@ type RedisAction struct {
 // +kubebuilder:printcolumn:name="Redis",type=string,JSONPath=`.spec.redis.mode`
 // +kubebuilder:printcolumn:name="Redis Ready",type=string,JSONPath=`.status.conditions[?(@.type=="RedisReady")].status`,priority=1
 // +kubebuilder:printcolumn:name="Cluster State",type=string,JSONPath=`.status.redis.clusterState`,priority=1
+// +kubebuilder:printcolumn:name="Data Loss",type=string,JSONPath=`.status.conditions[?(@.type=="RedisDataLoss")].status`,priority=1
 // +kubebuilder:printcolumn:name="Enforcement",type=string,JSONPath=`.spec.enforcement`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 

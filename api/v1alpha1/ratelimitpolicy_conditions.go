@@ -27,7 +27,10 @@ const (
 	EnforcedCondition = "Enforced"
 
 	// DegradedCondition is True when limiters answer for this policy by its
-	// failureMode because they cannot reach the store.
+	// failureMode because they cannot reach the store, or did within the
+	// enforcement window (status.enforcement counts failedOpen, failedClosed
+	// or localFallback): one failed-open decision keeps it True for the
+	// window.
 	DegradedCondition = "Degraded"
 )
 
@@ -57,8 +60,13 @@ const (
 
 // Reasons for DegradedCondition.
 const (
-	// StoreAvailableReason: every limiter reaches the store.
+	// StoreAvailableReason: every limiter reaches the store, and no decision
+	// of the enforcement window fell back to the failure mode.
 	StoreAvailableReason = "StoreAvailable"
 	// StoreUnavailableReason: some limiters fall back to the failure mode.
 	StoreUnavailableReason = "StoreUnavailable"
+	// FallbackDecisionsReason: every limiter reaches the store now, but
+	// some decisions of the enforcement window were answered by the failure
+	// mode; the message counts them.
+	FallbackDecisionsReason = "FallbackDecisions"
 )

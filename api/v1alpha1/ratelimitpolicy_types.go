@@ -228,10 +228,23 @@ type EnforcementStatus struct {
 	ShadowLimited *int64 `json:"shadowLimited,omitempty"`
 
 	// failedOpen is the number of requests allowed in the window because the
-	// store could not be reached.
+	// store could not be reached (failureMode Open): admitted uncounted.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	FailedOpen *int64 `json:"failedOpen,omitempty"`
+
+	// failedClosed is the number of requests denied in the window because
+	// the store could not be reached (failureMode Closed).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	FailedClosed *int64 `json:"failedClosed,omitempty"`
+
+	// localFallback is the number of requests decided in the window by each
+	// pod's share of the limit in memory, because the store could not be
+	// reached (failureMode Local).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	LocalFallback *int64 `json:"localFallback,omitempty"`
 
 	// window is the length of time the counts cover, such as "5m".
 	// +optional
@@ -343,6 +356,10 @@ type FleetStatus struct {
 // +kubebuilder:printcolumn:name="Allowed",type=integer,JSONPath=`.status.enforcement.allowed`
 // +kubebuilder:printcolumn:name="Limited",type=integer,JSONPath=`.status.enforcement.limited`
 // +kubebuilder:printcolumn:name="Shadow",type=integer,JSONPath=`.status.enforcement.shadowLimited`
+// +kubebuilder:printcolumn:name="FailedOpen",type=integer,JSONPath=`.status.enforcement.failedOpen`
+// +kubebuilder:printcolumn:name="FailedClosed",type=integer,JSONPath=`.status.enforcement.failedClosed`,priority=1
+// +kubebuilder:printcolumn:name="LocalFallback",type=integer,JSONPath=`.status.enforcement.localFallback`,priority=1
+// +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // RateLimitPolicy is one rate limit: the requests of a domain that carry some

@@ -70,6 +70,16 @@ func (in *EnforcementStatus) DeepCopyInto(out *EnforcementStatus) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.FailedClosed != nil {
+		in, out := &in.FailedClosed, &out.FailedClosed
+		*out = new(int64)
+		**out = **in
+	}
+	if in.LocalFallback != nil {
+		in, out := &in.LocalFallback, &out.LocalFallback
+		*out = new(int64)
+		**out = **in
+	}
 	if in.Window != nil {
 		in, out := &in.Window, &out.Window
 		*out = new(v1.Duration)
@@ -773,6 +783,10 @@ func (in *RedisStatus) DeepCopyInto(out *RedisStatus) {
 		for i := range *in {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
+	}
+	if in.DataLossTime != nil {
+		in, out := &in.DataLossTime, &out.DataLossTime
+		*out = (*in).DeepCopy()
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/server"
@@ -159,16 +161,16 @@ func setDocument(t *testing.T, cm *corev1.ConfigMap, doc []byte, version string,
 
 // admin reads the limiter's admin endpoint; with a version, it long-polls
 // until that version is loaded (or fails the test after 30s).
-func (p *process) admin(t *testing.T, version string) server.AdminSnapshot {
+func (p *process) admin(t *testing.T, version string) limiterwire.Snapshot {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		path := server.AdminSnapshotPath
+		path := limiterwire.SnapshotPath
 		if version != "" {
 			path += "?waitForVersion=" + version + "&timeout=10s"
 		}
 		code, body := p.adminGet(t, path)
-		var s server.AdminSnapshot
+		var s limiterwire.Snapshot
 		if err := json.Unmarshal([]byte(body), &s); code != http.StatusOK || err != nil {
 			t.Fatalf("%s: %d %s (%v)", path, code, body, err)
 		}
@@ -198,13 +200,12 @@ func (p *process) health(t *testing.T) healthpb.HealthCheckResponse_ServingStatu
 	return resp.Status
 }
 
-// metric is the value of one unlabelled sample on /metrics.
+// metric is the value of one unlabelled sample on /metrics, or "".
 func (p *process) metric(t *testing.T, name string) string {
 	t.Helper()
-	_, m := p.adminGet(t, "/metrics")
-	for line := range strings.Lines(m) {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			return strings.TrimSpace(v)
+	for _, m := range p.metrics(t)[name].GetMetric() {
+		if len(m.GetLabel()) == 0 {
+			return strconv.FormatFloat(sampleValue(m), 'g', -1, 64)
 		}
 	}
 	return ""
@@ -252,8 +253,8 @@ func TestSnapshotConfigMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := p.admin(t, v5)
-	if got.LoadedAt.IsZero() || got.Enforcement != config.EnforcementEnabled || got.LastError != "" ||
-		!slices.Equal(got.Policies, []server.AdminPolicy{
+	if got.LoadedAt.IsZero() || got.Enforcement != string(config.EnforcementEnabled) || got.LastError != "" ||
+		!slices.Equal(got.Policies, []limiterwire.Policy{
 			{Namespace: "shop", Name: "per-ip", UID: "uid-per-ip", Generation: 1000},
 			{Namespace: "shop", Name: "per-user", UID: "uid-per-user", Generation: 5},
 		}) {

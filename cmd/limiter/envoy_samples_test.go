@@ -18,7 +18,7 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3" // resolves the router's typed_config
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3" // resolves typed_extension_protocol_options
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
@@ -36,7 +36,10 @@ const (
 	// limiterService is the gateways fleet's Service in the samples; 8081
 	// is the limiter's gRPC port (controllers.LimiterGRPCPort).
 	limiterService = "gateways-limiter.sluice-system.svc.cluster.local"
-	limiterGRPC    = 8081
+	// limiterHeadless is its headless Service (controllers.
+	// LimiterHeadlessName), which Envoy clusters resolve to every pod.
+	limiterHeadless = "gateways-limiter-headless.sluice-system.svc.cluster.local"
+	limiterGRPC     = 8081
 )
 
 // envoyRateLimits is what an Envoy-family sample tells Envoy about Sluice:
@@ -145,14 +148,29 @@ func loadEnvoyBootstrap(data []byte) (envoyRateLimits, error) {
 }
 
 // checkLimiterCluster checks that c reaches the limiter's gRPC port over
-// HTTP/2.
+// HTTP/2, balancing each call over every ready pod: STRICT_DNS on the
+// headless Service, round robin, pods that stop answering skipped by a gRPC
+// health check, and keepalives that find dead connections.
 func checkLimiterCluster(c *clusterv3.Cluster) error {
 	addr := c.GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress()
-	if addr.GetAddress() != limiterService || addr.GetPortValue() != limiterGRPC {
-		return fmt.Errorf("cluster %s points at %s:%d, want the limiter's gRPC port %s:%d", c.GetName(), addr.GetAddress(), addr.GetPortValue(), limiterService, limiterGRPC)
+	if addr.GetAddress() != limiterHeadless || addr.GetPortValue() != limiterGRPC {
+		return fmt.Errorf("cluster %s points at %s:%d, want the limiter's gRPC port on the headless Service %s:%d (a ClusterIP Service balances connections, not calls)",
+			c.GetName(), addr.GetAddress(), addr.GetPortValue(), limiterHeadless, limiterGRPC)
 	}
-	if _, ok := c.GetTypedExtensionProtocolOptions()["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]; !ok {
+	if c.GetType() != clusterv3.Cluster_STRICT_DNS || c.GetLbPolicy() != clusterv3.Cluster_ROUND_ROBIN || !c.GetRespectDnsTtl() {
+		return fmt.Errorf("cluster %s: type %s, lb_policy %s, respect_dns_ttl %t: want STRICT_DNS, ROUND_ROBIN and the DNS TTL respected, so that every pod gets calls",
+			c.GetName(), c.GetType(), c.GetLbPolicy(), c.GetRespectDnsTtl())
+	}
+	if hc := c.GetHealthChecks(); len(hc) == 0 || hc[0].GetGrpcHealthCheck() == nil {
+		return fmt.Errorf("cluster %s has no gRPC health check: a limiter that stops answering keeps getting calls until DNS forgets it", c.GetName())
+	}
+	opts := &httpv3.HttpProtocolOptions{}
+	raw, ok := c.GetTypedExtensionProtocolOptions()["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]
+	if !ok || raw.UnmarshalTo(opts) != nil || opts.GetExplicitHttpConfig().GetHttp2ProtocolOptions() == nil {
 		return fmt.Errorf("cluster %s does not speak HTTP/2, which gRPC needs", c.GetName())
+	}
+	if opts.GetExplicitHttpConfig().GetHttp2ProtocolOptions().GetConnectionKeepalive() == nil {
+		return fmt.Errorf("cluster %s: no HTTP/2 connection_keepalive: a connection to a vanished pod lives until the kernel's TCP timeout", c.GetName())
 	}
 	return nil
 }

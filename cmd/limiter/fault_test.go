@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,12 +25,12 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/server"
 	"github.com/sluice-dev/sluice/limiter/service"
 	"github.com/sluice-dev/sluice/limiter/store"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
 )
 
 // faultPolicies: one policy per failure mode in domain faults, and a second
@@ -126,28 +125,28 @@ func maps(m map[string]float64) []float64 {
 	return out
 }
 
-var breakerLine = regexp.MustCompile(`(?m)^sluice_redis_breaker_state\{shard="([^"]+)"\} (\S+)$`)
-
 // breakers reads sluice_redis_breaker_state by shard from /metrics.
 func (r *rig) breakers() map[string]float64 {
-	_, m := r.lim.adminGet(r.t, "/metrics")
 	out := map[string]float64{}
-	for _, g := range breakerLine.FindAllStringSubmatch(m, -1) {
-		v, _ := strconv.ParseFloat(g[2], 64)
-		out[g[1]] = v
+	for _, m := range r.lim.metrics(r.t)["sluice_redis_breaker_state"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "shard" {
+				out[l.GetValue()] = m.GetGauge().GetValue()
+			}
+		}
 	}
 	return out
 }
 
 // gauge reads an unlabelled metric of the limiter.
 func (r *rig) gauge(name string) float64 {
-	_, m := r.lim.adminGet(r.t, "/metrics")
-	g := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindStringSubmatch(m)
-	if g == nil {
-		r.t.Fatalf("metric %s not found", name)
+	for _, m := range r.lim.metrics(r.t)[name].GetMetric() {
+		if len(m.GetLabel()) == 0 {
+			return sampleValue(m)
+		}
 	}
-	v, _ := strconv.ParseFloat(g[1], 64)
-	return v
+	r.t.Fatalf("metric %s not found", name)
+	return 0
 }
 
 // user returns a fresh value of descriptor key whose counter lives on

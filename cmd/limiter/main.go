@@ -16,6 +16,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/limiter/app"
 	"github.com/sluice-dev/sluice/limiter/service"
 )
@@ -26,13 +27,13 @@ func main() {
 	fs.StringVar(&cfg.Policies, "policies", "", "RateLimitPolicy YAML `file` to enforce, reloaded on change (this or --snapshot-configmap)")
 	fs.StringVar(&cfg.SnapshotConfigMap, "snapshot-configmap", "", "snapshot ConfigMap `NAMESPACE/NAME` to enforce, watched through the API server (this or --policies)")
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig `file` for --snapshot-configmap and --admin-auth=kubernetes (default: $KUBECONFIG, the in-cluster config, ~/.kube/config)")
-	fs.StringVar(&cfg.Store, "store", "memory", "counter store: memory, redis://[user:pass@]host:port[/db] or redis-cluster://host:port,host:port,...; rediss:// and rediss-cluster:// over TLS. Without user:pass@, the credentials come from $"+app.RedisUsernameEnv+" and $"+app.RedisPasswordEnv)
+	fs.StringVar(&cfg.Store, "store", "memory", "counter store: memory, redis://[user:pass@]host:port[/db] or redis-cluster://host:port,host:port,...; rediss:// and rediss-cluster:// over TLS. Without user:pass@, the credentials come from $"+limiterwire.RedisUsernameEnv+" and $"+limiterwire.RedisPasswordEnv)
 	fs.StringVar(&cfg.RedisCAFile, "redis-ca-file", "", "PEM `file` of the CA certificates that verify a rediss:// store (default: the system's)")
 	fs.StringVar(&cfg.RedisTLSServerName, "redis-tls-server-name", "", "the `name` a rediss:// store's certificates must carry, instead of each node's address")
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", "127.0.0.1:8081", "Envoy RLS v3 and gRPC health listen `address`")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP data plane (check, forward-auth, status peek), /healthz and /readyz listen `address`")
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", "127.0.0.1:8082", "admin plane (/v1/admin/*, /metrics) listen `address`; keep it on loopback unless --admin-auth=kubernetes")
-	fs.StringVar(&cfg.AdminAuth, "admin-auth", app.AdminAuthNone, "how the admin plane checks its callers: none (open) or kubernetes (a bearer token, reviewed by the API server with TokenReview and SubjectAccessReview on the non-resource URL)")
+	fs.StringVar(&cfg.AdminAuth, "admin-auth", limiterwire.AdminAuthNone, "how the admin plane checks its callers: none (open) or kubernetes (a bearer token, reviewed by the API server with TokenReview and SubjectAccessReview on the non-resource URL)")
 	fs.DurationVar(&cfg.RedisTimeout, "redis-timeout", 20*time.Millisecond, "deadline of every Redis round trip (and of the wait for the round trip to start); then the policy's failureMode decides")
 	fs.IntVar(&cfg.MemoryMaxKeys, "memory-max-keys", 1_000_000, "most counters the memory store keeps")
 	enforcement := fs.String("enforcement", "enabled", "kill switch: disabled allows every request (decisions still counted, would-be denials as shadow_limited)")
@@ -52,10 +53,10 @@ func main() {
 	switch {
 	case (cfg.Policies == "") == (cfg.SnapshotConfigMap == ""):
 		usage(fs, "give exactly one of --policies and --snapshot-configmap")
-	case cfg.Kubeconfig != "" && cfg.SnapshotConfigMap == "" && cfg.AdminAuth != app.AdminAuthKubernetes:
+	case cfg.Kubeconfig != "" && cfg.SnapshotConfigMap == "" && cfg.AdminAuth != limiterwire.AdminAuthKubernetes:
 		usage(fs, "--kubeconfig needs --snapshot-configmap or --admin-auth=kubernetes")
-	case cfg.AdminAuth != app.AdminAuthNone && cfg.AdminAuth != app.AdminAuthKubernetes:
-		usage(fs, fmt.Sprintf("--admin-auth %q: want %s or %s", cfg.AdminAuth, app.AdminAuthNone, app.AdminAuthKubernetes))
+	case cfg.AdminAuth != limiterwire.AdminAuthNone && cfg.AdminAuth != limiterwire.AdminAuthKubernetes:
+		usage(fs, fmt.Sprintf("--admin-auth %q: want %s or %s", cfg.AdminAuth, limiterwire.AdminAuthNone, limiterwire.AdminAuthKubernetes))
 	case fs.NArg() > 0:
 		usage(fs, fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
 	case lvl.UnmarshalText([]byte(*level)) != nil:

@@ -19,9 +19,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/limiter/app"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/sluice-dev/sluice/api/limiterwire"
+	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/limiter/config"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
 )
 
 // limiterBin is the limiter built once for this test binary.
@@ -225,6 +229,23 @@ func getURL(t *testing.T, url string) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(b)
+}
+
+// metrics parses the limiter's /metrics.
+func (p *process) metrics(t *testing.T) map[string]*dto.MetricFamily {
+	t.Helper()
+	_, text := p.adminGet(t, "/metrics")
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := parser.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	return mfs
+}
+
+// sampleValue is the value of a counter, gauge or untyped sample.
+func sampleValue(m *dto.Metric) float64 {
+	return m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
 }
 
 type readiness struct {
@@ -471,7 +492,7 @@ func TestSharedRedis(t *testing.T) {
 func TestRedisOverTLS(t *testing.T) {
 	const pw = "s3cret@with/odd%chars"
 	rs := redistest.StartTLS(t, "requirepass "+pw)
-	t.Setenv(app.RedisPasswordEnv, pw)
+	t.Setenv(limiterwire.RedisPasswordEnv, pw)
 	path := filepath.Join(t.TempDir(), "policies.yaml")
 	writeAtomic(t, path, policy(3))
 	args := []string{"--policies", path, "--store", "rediss://" + rs.TLSAddr, "--redis-ca-file", rs.CAFile, "--redis-timeout", "2s"}

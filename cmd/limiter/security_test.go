@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sluice-dev/sluice/limiter/server"
+	"github.com/sluice-dev/sluice/api/limiterwire"
 )
 
 // Attack (issue 16, 2): any pod that reaches a limiter's HTTP port reads
@@ -30,12 +30,12 @@ func TestAttackReadAdminStatsOnTheDataPort(t *testing.T) {
 	writeAtomic(t, path, policy(5))
 	p := startLimiter(t, "--policies", path, "--top-descriptors", "3")
 	p.expectLimit(t, "alice", 5)
-	for _, path := range []string{server.AdminStatsPath, server.AdminSnapshotPath, "/metrics", "/v1/admin/anything"} {
+	for _, path := range []string{limiterwire.StatsPath, limiterwire.SnapshotPath, "/metrics", "/v1/admin/anything"} {
 		if code, body := p.get(t, path); code != http.StatusNotFound || strings.Contains(body, "alice") || strings.Contains(body, "per-user") {
 			t.Errorf("data port GET %s: %d %s, want 404 and nothing of the admin plane", path, code, body)
 		}
 	}
-	for _, path := range []string{server.AdminStatsPath, server.AdminSnapshotPath, "/metrics"} {
+	for _, path := range []string{limiterwire.StatsPath, limiterwire.SnapshotPath, "/metrics"} {
 		if code, body := p.adminGet(t, path); code != http.StatusOK || !strings.Contains(body, "per-user") {
 			t.Errorf("admin port GET %s: %d %s, want 200 naming the policy", path, code, body)
 		}
@@ -148,16 +148,16 @@ func TestAttackReadAdminPlaneWithoutPermission(t *testing.T) {
 		who, token, path string
 		want             int
 	}{
-		{"nobody", "", server.AdminStatsPath, http.StatusUnauthorized},
+		{"nobody", "", limiterwire.StatsPath, http.StatusUnauthorized},
 		{"nobody", "", "/metrics", http.StatusUnauthorized},
-		{"a made-up token", "not-a-token", server.AdminStatsPath, http.StatusUnauthorized},
-		{"an app team's ServiceAccount", tenant, server.AdminStatsPath, http.StatusForbidden},
-		{"an app team's ServiceAccount", tenant, server.AdminSnapshotPath, http.StatusForbidden},
+		{"a made-up token", "not-a-token", limiterwire.StatsPath, http.StatusUnauthorized},
+		{"an app team's ServiceAccount", tenant, limiterwire.StatsPath, http.StatusForbidden},
+		{"an app team's ServiceAccount", tenant, limiterwire.SnapshotPath, http.StatusForbidden},
 		{"an app team's ServiceAccount", tenant, "/metrics", http.StatusForbidden},
-		{"the metrics reader", prometheus, server.AdminStatsPath, http.StatusForbidden},
+		{"the metrics reader", prometheus, limiterwire.StatsPath, http.StatusForbidden},
 		{"the metrics reader", prometheus, "/metrics", http.StatusOK},
-		{"the operator", operator, server.AdminStatsPath, http.StatusOK},
-		{"the operator", operator, server.AdminSnapshotPath, http.StatusOK},
+		{"the operator", operator, limiterwire.StatsPath, http.StatusOK},
+		{"the operator", operator, limiterwire.SnapshotPath, http.StatusOK},
 	} {
 		code, body := call(tc.token, tc.path)
 		if code != tc.want || (code != http.StatusOK && strings.Contains(body, "per-user")) {

@@ -1,22 +1,17 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
-)
 
-// userHZ is the kernel's clock tick (sysconf(_SC_CLK_TCK)) that
-// /proc/PID/stat counts in. It is 100 on every Linux architecture Go
-// supports; the Prometheus process collector assumes the same.
-const userHZ = 100
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/procfs"
+)
 
 // cpuSource reads one process's cumulative CPU time (user + system) in
 // seconds.
@@ -30,52 +25,41 @@ func pidSource(pid int) (cpuSource, error) {
 	if pid <= 0 {
 		return cpuSource{}, fmt.Errorf("--server-pid %d: not a process id", pid)
 	}
-	comm, _, err := readProcStat(pid)
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return cpuSource{}, err
+	}
+	comm, _, err := readProcStat(fs, pid)
 	if err != nil {
 		return cpuSource{}, fmt.Errorf("--server-pid %d: %w", pid, err)
 	}
 	return cpuSource{
 		Name: fmt.Sprintf("%s[%d]", comm, pid),
 		read: func(context.Context) (float64, error) {
-			_, s, err := readProcStat(pid)
+			_, s, err := readProcStat(fs, pid)
 			return s, err
 		},
 	}, nil
 }
 
-// readProcStat returns the command name and utime+stime in seconds.
-func readProcStat(pid int) (string, float64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+// readProcStat returns a process's command name and utime+stime in
+// seconds.
+func readProcStat(fs procfs.FS, pid int) (string, float64, error) {
+	p, err := fs.Proc(pid)
 	if err != nil {
 		return "", 0, err
 	}
-	return parseProcStat(string(data))
-}
-
-func parseProcStat(s string) (string, float64, error) {
-	// "pid (comm) state ppid ...": comm may hold spaces and parentheses, so
-	// split after the last ')'. utime and stime are fields 14 and 15.
-	open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if open < 0 || closing < open {
-		return "", 0, fmt.Errorf("malformed /proc stat line")
+	st, err := p.Stat()
+	if err != nil {
+		return "", 0, err
 	}
-	comm := s[open+1 : closing]
-	f := strings.Fields(s[closing+1:])
-	if len(f) < 13 {
-		return "", 0, fmt.Errorf("malformed /proc stat line: %d fields", len(f))
-	}
-	ut, err1 := strconv.ParseUint(f[11], 10, 64)
-	st, err2 := strconv.ParseUint(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return "", 0, fmt.Errorf("malformed /proc stat utime/stime %q %q", f[11], f[12])
-	}
-	return comm, float64(ut+st) / userHZ, nil
+	return st.Comm, st.CPUTime(), nil
 }
 
 // metricsSource scrapes process_cpu_seconds_total from a Prometheus text
-// endpoint on a loopback address.
-func metricsSource(rawURL string) (cpuSource, error) {
-	u, err := loopbackURL("--metrics-url", rawURL)
+// endpoint on a loopback address, or anywhere with allowRemote.
+func metricsSource(rawURL string, allowRemote bool) (cpuSource, error) {
+	u, err := checkURL("--metrics-url", rawURL, allowRemote)
 	if err != nil {
 		return cpuSource{}, err
 	}
@@ -119,35 +103,23 @@ func scrapeCPU(ctx context.Context, client *http.Client, u string) (float64, err
 
 // parseCPUMetric finds process_cpu_seconds_total in Prometheus text format.
 func parseCPUMetric(r io.Reader) (float64, bool, error) {
-	const name = "process_cpu_seconds_total"
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name) {
-			continue
-		}
-		rest := line[len(name):]
-		if strings.HasPrefix(rest, "{") {
-			end := strings.IndexByte(rest, '}')
-			if end < 0 {
-				continue
-			}
-			rest = rest[end+1:]
-		} else if rest == "" || (rest[0] != ' ' && rest[0] != '\t') {
-			continue // another metric whose name starts the same
-		}
-		f := strings.Fields(rest)
-		if len(f) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[0], 64)
-		if err != nil {
-			return 0, false, fmt.Errorf("process_cpu_seconds_total: %w", err)
-		}
-		return v, true, nil
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return 0, false, err
 	}
-	return 0, false, sc.Err()
+	mf := mfs["process_cpu_seconds_total"]
+	if mf == nil || len(mf.GetMetric()) == 0 {
+		return 0, false, nil
+	}
+	m := mf.GetMetric()[0]
+	switch {
+	case m.Counter != nil:
+		return m.GetCounter().GetValue(), true, nil
+	case m.Untyped != nil:
+		return m.GetUntyped().GetValue(), true, nil
+	}
+	return 0, false, fmt.Errorf("process_cpu_seconds_total is a %s, not a counter", mf.GetType())
 }
 
 // selfCPU is this process's own CPU time in seconds.
@@ -163,31 +135,20 @@ func selfCPU() float64 {
 // machineBusy is the CPU time, in seconds, that all cores of this machine
 // spent on anything but idle and iowait, from the first line of /proc/stat.
 func machineBusy() (float64, error) {
-	data, err := os.ReadFile("/proc/stat")
+	fs, err := procfs.NewDefaultFS()
 	if err != nil {
 		return 0, err
 	}
-	return parseMachineBusy(string(data))
+	return machineBusyIn(fs)
 }
 
-func parseMachineBusy(s string) (float64, error) {
-	line, _, _ := strings.Cut(s, "\n")
-	f := strings.Fields(line)
-	if len(f) < 5 || f[0] != "cpu" {
-		return 0, fmt.Errorf("malformed /proc/stat")
+// machineBusyIn is machineBusy from the /proc at fs.
+func machineBusyIn(fs procfs.FS) (float64, error) {
+	st, err := fs.Stat()
+	if err != nil {
+		return 0, err
 	}
-	var busy uint64
-	// user nice system idle iowait irq softirq steal [guest guest_nice]:
-	// guest time is already counted in user, so stop at steal.
-	for i := 1; i < len(f) && i <= 8; i++ {
-		v, err := strconv.ParseUint(f[i], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("malformed /proc/stat: %q", f[i])
-		}
-		if i == 4 || i == 5 { // idle, iowait
-			continue
-		}
-		busy += v
-	}
-	return float64(busy) / userHZ, nil
+	c := st.CPUTotal
+	// Guest time is already counted in user.
+	return c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ + c.Steal, nil
 }

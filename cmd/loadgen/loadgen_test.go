@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 func TestHistogramExactSmallValues(t *testing.T) {
@@ -116,6 +118,13 @@ func TestLoopbackOnly(t *testing.T) {
 			t.Errorf("%s accepted", bad)
 		}
 	}
+	// Without --allow-remote, neither a list nor a DNS name may leave the
+	// machine.
+	for _, bad := range []string{"127.0.0.1:8081,10.0.0.1:8081", "dns:///localhost:8081", "dns:///limiter.default.svc:8081"} {
+		if _, err := parseTarget(bad, false); err == nil {
+			t.Errorf("%s accepted without --allow-remote", bad)
+		}
+	}
 	if _, err := loopbackURL("--metrics-url", "http://10.1.2.3:8080/metrics"); err == nil {
 		t.Error("non-loopback metrics URL accepted")
 	}
@@ -123,8 +132,95 @@ func TestLoopbackOnly(t *testing.T) {
 		t.Errorf("localhost URL: %q, %v", u, err)
 	}
 	var out, errb bytes.Buffer
-	if code := run([]string{"--addr", "10.0.0.1:8081", "--duration", "1s"}, &out, &errb); code == 0 || !strings.Contains(errb.String(), "loopback") {
-		t.Errorf("non-loopback target: exit %d, stderr %q", code, errb.String())
+	if code := run([]string{"--addr", "10.0.0.1:8081", "--duration", "1s"}, &out, &errb); code == 0 || !strings.Contains(errb.String(), "loopback") ||
+		!strings.Contains(errb.String(), "--allow-remote") {
+		t.Errorf("non-loopback target: exit %d, stderr %q: want a refusal that names --allow-remote", code, errb.String())
+	}
+}
+
+// TestAllowRemoteTargets: --allow-remote takes any host, a list and a
+// dns:/// name (a Service from a pod), and still refuses what is no
+// server's address.
+func TestAllowRemoteTargets(t *testing.T) {
+	for _, tc := range []struct {
+		addr, name string
+		balanced   bool
+	}{
+		{"10.0.0.1:8081", "10.0.0.1:8081", false},
+		{"shared-limiter.default.svc:8081", "shared-limiter.default.svc:8081", false},
+		{"10.0.0.1:8081,10.0.0.2:8081", "10.0.0.1:8081,10.0.0.2:8081", true},
+		{"dns:///shared-limiter-headless.default.svc:8081", "dns:///shared-limiter-headless.default.svc:8081", true},
+	} {
+		got, err := parseTarget(tc.addr, true)
+		if err != nil || got.name != tc.name || got.balanced != tc.balanced {
+			t.Errorf("%s: target %+v, %v; want name %s, balanced %t", tc.addr, got, err, tc.name, tc.balanced)
+		}
+	}
+	for _, bad := range []string{"0.0.0.0:8081", "[::]:8081", ":8081", "10.0.0.1", "dns:///limiter", "10.0.0.1:8081,", "10.0.0.1:0"} {
+		if _, err := parseTarget(bad, true); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+	if u, err := checkURL("--metrics-url", "http://shared-limiter.default.svc:8080/metrics", true); err != nil || u != "http://shared-limiter.default.svc:8080/metrics" {
+		t.Errorf("remote metrics URL: %q, %v", u, err)
+	}
+}
+
+// TestBalancedTarget sends load to a list of two real RLS servers (on two
+// loopback addresses, as a headless Service's DNS answer lists two pods)
+// over 2 connections: round robin gives each server about half the calls,
+// where one connection per server (kube-proxy's balancing) can leave one
+// idle. The result counts answers per server. A dns:/// target resolves
+// through gRPC's DNS resolver.
+func TestBalancedTarget(t *testing.T) {
+	var servers []*noopServer
+	for _, ip := range []string{"127.0.0.2", "127.0.0.3"} {
+		s, err := startNoop(ip+":0", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Stop()
+		servers = append(servers, s)
+	}
+	var out, errb bytes.Buffer
+	list := servers[0].GRPCAddr() + "," + servers[1].GRPCAddr()
+	// Loopback addresses need no --allow-remote, even in a list.
+	code := run([]string{"--addr", list, "--conns", "2", "--concurrency", "8", "--duration", "300ms", "--warmup", "0s",
+		"--max-requests", "4000", "--domain", "bench", "--descriptor", "user_id=%d", "--json"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var res Result
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Backends) != 2 {
+		t.Fatalf("answers by server %v: want both servers", res.Backends)
+	}
+	var sum uint64
+	for _, s := range servers {
+		n := res.Backends[s.GRPCAddr()]
+		if n < res.Decisions/4 {
+			t.Errorf("server %s answered %d of %d decisions: round robin gives each about half", s.GRPCAddr(), n, res.Decisions)
+		}
+		sum += n
+	}
+	if sum != res.Decisions {
+		t.Errorf("answers by server sum to %d, decisions %d", sum, res.Decisions)
+	}
+	t.Logf("round robin over %s: %v of %d decisions", list, res.Backends, res.Decisions)
+
+	// dns:/// needs --allow-remote; localhost resolves through the
+	// system's resolver to the first server.
+	_, port, _ := strings.Cut(servers[0].GRPCAddr(), ":")
+	local, err := startNoop("127.0.0.1:"+port, "")
+	if err != nil {
+		t.Fatalf("a server on 127.0.0.1:%s for dns:///localhost: %v", port, err)
+	}
+	defer local.Stop()
+	out.Reset()
+	if code := run([]string{"--addr", "dns:///localhost:" + port, "--allow-remote", "--probe"}, &out, &errb); code != 0 {
+		t.Fatalf("dns:///localhost:%s: exit %d: %s", port, code, errb.String())
 	}
 }
 
@@ -148,10 +244,23 @@ func TestTemplate(t *testing.T) {
 	}
 }
 
+// testProc is a /proc with process 1234 and a /proc/stat.
+func testProc(t *testing.T) procfs.FS {
+	t.Helper()
+	fs, err := procfs.NewFS("testdata/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
 func TestParseProcStatAndMetrics(t *testing.T) {
-	comm, s, err := parseProcStat("1234 (my (odd) proc) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 8 0 100 0 0")
+	comm, s, err := readProcStat(testProc(t), 1234)
 	if err != nil || comm != "my (odd) proc" || s != 3.0 {
-		t.Fatalf("parseProcStat = %q %v %v", comm, s, err)
+		t.Fatalf("readProcStat = %q %v %v", comm, s, err)
+	}
+	if _, _, err := readProcStat(testProc(t), 999); err == nil {
+		t.Fatal("read a process that is not there")
 	}
 	text := "# HELP process_cpu_seconds_total x\n# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total_other 9\nprocess_cpu_seconds_total 12.5\n"
 	v, ok, err := parseCPUMetric(strings.NewReader(text))
@@ -172,7 +281,7 @@ func TestRunAgainstNoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Stop()
-	cpu, err := metricsSource("http://" + s.MetricsAddr() + "/metrics")
+	cpu, err := metricsSource("http://"+s.MetricsAddr()+"/metrics", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,13 +357,14 @@ func TestRunMaxRequestsAndReport(t *testing.T) {
 	}
 }
 
-func TestParseMachineBusy(t *testing.T) {
-	// user nice system idle iowait irq softirq steal guest guest_nice
-	busy, err := parseMachineBusy("cpu  100 20 30 1000 50 5 5 10 7 0\ncpu0 1 2 3 4 5 6 7 8 9 0\n")
-	if err != nil || busy != 1.7 {
-		t.Fatalf("parseMachineBusy = %v, %v; want 1.7", busy, err)
+func TestMachineBusy(t *testing.T) {
+	// testdata/proc/stat: cpu user nice system idle iowait irq softirq
+	// steal guest guest_nice = 100 20 30 1000 50 5 5 10 7 0 ticks.
+	busy, err := machineBusyIn(testProc(t))
+	if err != nil || math.Abs(busy-1.7) > 1e-9 {
+		t.Fatalf("machineBusyIn = %v, %v; want 1.7", busy, err)
 	}
-	if _, err := parseMachineBusy("intr 1 2 3"); err == nil {
-		t.Fatal("accepted a line that is not cpu")
+	if _, err := machineBusy(); err != nil {
+		t.Fatalf("this machine's /proc/stat: %v", err)
 	}
 }

@@ -10,7 +10,12 @@
 //	loadgen --probe --addr 127.0.0.1:8081  # one call; exit 0 when answered
 //	loadgen report noop=a.json memory=b.json redis=c.json
 //
-// Targets must be loopback addresses: load is never sent off this machine.
+// Targets must be loopback addresses unless --allow-remote is given: by
+// default load is never sent off this machine. With it, --addr may name any
+// host, a list of servers (host:port,host:port: round robin over them) or
+// dns:///name:port, such as a fleet's headless Service
+// (<fleet>-limiter-headless.<namespace>.svc:8081) from a pod, whose every
+// ready limiter gets its share; results then count answers per server.
 // A run stops by itself after --warmup + --duration, or after --max-requests
 // calls, whichever comes first.
 package main
@@ -58,7 +63,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		noopMetrics string
 		serveFor    time.Duration
 	)
-	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8081", "RLS gRPC `address` of the server under test (loopback only)")
+	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8081", "RLS gRPC `target`: host:port, host:port,host:port (round robin), or dns:///name:port (round robin over its addresses); loopback only without --allow-remote")
+	fs.BoolVar(&cfg.AllowRemote, "allow-remote", false, "let --addr and --metrics-url be off this machine (a Service, from a pod); without it they must be loopback addresses")
 	fs.IntVar(&cfg.Conns, "conns", 4, "gRPC connections; the concurrent calls are spread across them")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 64, "concurrent in-flight ShouldRateLimit calls")
 	fs.IntVar(&cfg.Keys, "keys", 10000, "distinct key indexes substituted for %d in --descriptor")
@@ -71,7 +77,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.UintVar(&hits, "hits", 1, "hits_addend of each call (0 leaves it unset)")
 	fs.Int64Var(&cfg.MaxRequests, "max-requests", 100_000_000, "stop after sending this many calls, warm-up included")
 	fs.DurationVar(&cfg.Timeout, "timeout", 5*time.Second, "time to wait for the server to answer the first call, and for calls in flight at the end")
-	fs.StringVar(&metricsURL, "metrics-url", "", "server's Prometheus `URL`, to read process_cpu_seconds_total before and after (loopback only)")
+	fs.StringVar(&metricsURL, "metrics-url", "", "server's Prometheus `URL`, to read process_cpu_seconds_total before and after (loopback only without --allow-remote)")
 	fs.StringVar(&serverPIDs, "server-pid", "", "server process `id`s, comma-separated, whose CPU (utime+stime in /proc/PID/stat) is measured; the first is the server, the rest (such as redis-server) are reported beside it")
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON instead of text")
 	fs.StringVar(&jsonFile, "json-file", "", "also write the result as JSON to this `file`")
@@ -129,7 +135,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return fail(fmt.Errorf("--metrics-url and --server-pid both measure the server's CPU: pass one"))
 	}
 	if metricsURL != "" {
-		src, err := metricsSource(metricsURL)
+		src, err := metricsSource(metricsURL, cfg.AllowRemote)
 		if err != nil {
 			return fail(err)
 		}
@@ -212,16 +218,16 @@ func runProbe(ctx context.Context, cfg Config, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "loadgen:", err)
 		return 2
 	}
-	conns, target, err := dial(cfg.Addr, 1)
+	conns, tgt, err := dial(cfg.Addr, cfg.AllowRemote, 1)
 	if err != nil {
 		fmt.Fprintln(stderr, "loadgen:", err)
 		return 2
 	}
 	defer closeAll(conns)
-	if err := preflight(ctx, conns, target, newRequestBuilder(tmpl, cfg.Domain, cfg.Hits).build(0), cfg.Timeout); err != nil {
+	if err := preflight(ctx, conns, tgt.name, newRequestBuilder(tmpl, cfg.Domain, cfg.Hits).build(0), cfg.Timeout); err != nil {
 		fmt.Fprintln(stderr, "loadgen:", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s answered\n", target)
+	fmt.Fprintf(stdout, "%s answered\n", tgt.name)
 	return 0
 }

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -59,6 +61,13 @@ func printResult(w io.Writer, label string, r *Result) {
 	fmt.Fprintf(tw, "measured\t%.2fs after %.3gs warm-up, stopped by %s; %s calls sent in all\n",
 		r.MeasuredSeconds, r.WarmupSeconds, r.StoppedBy, group(uint64(r.Sent)))
 	fmt.Fprintf(tw, "decisions/s\t%s\n", groupf(r.DecisionsPerSec))
+	if len(r.Backends) > 0 {
+		var parts []string
+		for _, b := range slices.Sorted(maps.Keys(r.Backends)) {
+			parts = append(parts, fmt.Sprintf("%s %s", b, group(r.Backends[b])))
+		}
+		fmt.Fprintf(tw, "by server\t%s\n", strings.Join(parts, ", "))
+	}
 	fmt.Fprintf(tw, "decisions\t%s (OK %s, OVER_LIMIT %s, UNKNOWN %s)\n",
 		group(r.Decisions), group(r.OK), group(r.OverLimit), group(r.Unknown))
 	errs := group(r.Errors)

@@ -13,6 +13,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -26,7 +27,8 @@ const (
 
 // Config is one load run.
 type Config struct {
-	Addr        string        // RLS gRPC address; loopback only
+	Addr        string        // RLS gRPC target, see parseTarget
+	AllowRemote bool          // Addr and the metrics URL may be off this machine
 	Conns       int           // gRPC connections; streams are spread across them
 	Concurrency int           // concurrent in-flight ShouldRateLimit calls
 	Keys        int           // distinct key indexes substituted for %d
@@ -95,6 +97,9 @@ type Result struct {
 	// Both are -1 when /proc/stat cannot be read.
 	MachineCores float64 `json:"machine_busy_cores"`
 	OtherCores   float64 `json:"other_busy_cores"`
+	// Backends counts the measured answers by the server that gave them,
+	// when several may answer (a list or a dns:/// target).
+	Backends map[string]uint64 `json:"backends,omitempty"`
 }
 
 // Latency summarises answered calls in the measured interval, in µs.
@@ -138,32 +143,34 @@ type workerStats struct {
 	unknown  uint64
 	errors   uint64
 	byCode   map[string]uint64
+	backends map[string]uint64 // answers by server, for a balanced target
 	firstErr string
 	_padding [64]byte
 }
 
-// dial opens cfg.Conns connections to the loopback target.
-func dial(addr string, conns int) ([]*grpc.ClientConn, string, error) {
-	target, err := loopbackHostPort("--addr", addr)
+// dial opens conns connections to the target addr names (see
+// parseTarget).
+func dial(addr string, allowRemote bool, conns int) ([]*grpc.ClientConn, target, error) {
+	t, err := parseTarget(addr, allowRemote)
 	if err != nil {
-		return nil, "", err
+		return nil, t, err
 	}
 	var cs []*grpc.ClientConn
 	for i := 0; i < conns; i++ {
-		// passthrough: the address is a literal loopback IP, no resolver.
+		grpcTarget, extra := t.dialOptions()
 		// WithNoProxy: never route through a proxy from the environment.
-		cc, err := grpc.NewClient("passthrough:///"+target,
+		cc, err := grpc.NewClient(grpcTarget, append([]grpc.DialOption{
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithNoProxy(),
 			grpc.WithUserAgent("sluice-loadgen"),
-		)
+		}, extra...)...)
 		if err != nil {
 			closeAll(cs)
-			return nil, "", err
+			return nil, t, err
 		}
 		cs = append(cs, cc)
 	}
-	return cs, target, nil
+	return cs, t, nil
 }
 
 func closeAll(cs []*grpc.ClientConn) {
@@ -198,12 +205,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	conns, target, err := dial(cfg.Addr, cfg.Conns)
+	conns, tgt, err := dial(cfg.Addr, cfg.AllowRemote, cfg.Conns)
 	if err != nil {
 		return nil, err
 	}
 	defer closeAll(conns)
-	if err := preflight(ctx, conns, target, newRequestBuilder(tmpl, cfg.Domain, cfg.Hits).build(0), cfg.Timeout); err != nil {
+	if err := preflight(ctx, conns, tgt.name, newRequestBuilder(tmpl, cfg.Domain, cfg.Hits).build(0), cfg.Timeout); err != nil {
 		return nil, err
 	}
 
@@ -229,6 +236,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	var wg sync.WaitGroup
 	for w := 0; w < cfg.Concurrency; w++ {
 		st := &workerStats{hist: NewHistogram(), byCode: map[string]uint64{}}
+		var opts []grpc.CallOption
+		var from peer.Peer
+		if tgt.balanced {
+			st.backends = map[string]uint64{}
+			opts = append(opts, grpc.Peer(&from))
+		}
 		stats[w] = st
 		client := rlsv3.NewRateLimitServiceClient(conns[w%len(conns)])
 		b := newRequestBuilder(tmpl, cfg.Domain, cfg.Hits)
@@ -253,7 +266,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				req := b.build(k)
 				inflight.Add(1)
 				start := time.Now()
-				resp, err := client.ShouldRateLimit(runCtx, req)
+				resp, err := client.ShouldRateLimit(runCtx, req, opts...)
 				elapsed := time.Since(start)
 				inflight.Add(-1)
 				switch phase.Load() {
@@ -277,6 +290,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 					continue
 				}
 				st.hist.Record(elapsed)
+				if st.backends != nil && from.Addr != nil {
+					st.backends[from.Addr.String()]++
+				}
 				switch resp.GetOverallCode() {
 				case rlsv3.RateLimitResponse_OK:
 					st.ok++
@@ -337,7 +353,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	<-done
 
 	res := &Result{
-		Target:          target,
+		Target:          tgt.name,
 		Domain:          cfg.Domain,
 		Descriptor:      cfg.Descriptor,
 		Conns:           cfg.Conns,
@@ -364,6 +380,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.Errors += st.errors
 		for c, n := range st.byCode {
 			res.ErrorsByCode[c] += n
+		}
+		for b, n := range st.backends {
+			if res.Backends == nil {
+				res.Backends = map[string]uint64{}
+			}
+			res.Backends[b] += n
 		}
 		if res.FirstError == "" {
 			res.FirstError = st.firstErr

@@ -29,6 +29,7 @@ func main() {
 		leaderElect  bool
 		leaderNS     string
 		limiterImage string
+		redisImage   string
 		watchNS      string
 		window       time.Duration
 		tokenFile    string
@@ -38,6 +39,7 @@ func main() {
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so that only one replica reconciles")
 	flag.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's)")
 	flag.StringVar(&limiterImage, "limiter-image", "ghcr.io/sluice-dev/sluice-limiter:latest", "limiter `image` of fleets that name none")
+	flag.StringVar(&redisImage, "redis-image", v1alpha1.DefaultRedisImage, "Redis `image` of the Redis Cluster of fleets that name none (spec.redis.image)")
 	flag.StringVar(&watchNS, "watch-namespaces", "", "comma-separated `namespaces` whose policies and fleets the operator watches (default: all)")
 	flag.DurationVar(&window, "enforcement-window", controllers.DefaultEnforcementWindow, "`window` of the decision counts in each policy's status.enforcement")
 	flag.StringVar(&tokenFile, "limiter-token-file", "", "`file` of the bearer token sent to the limiter pods' admin plane (default: the pod's ServiceAccount token, "+inClusterTokenFile+", when there is one)")
@@ -58,7 +60,10 @@ func main() {
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "operator.ratelimit.sluice.dev",
 		LeaderElectionNamespace: leaderNS,
-		Cache:                   cache.Options{DefaultNamespaces: watchNamespaces(watchNS), ByObject: controllers.CacheByObject()},
+		// Hand the Lease over on SIGTERM rather than let the next leader
+		// wait out its 15s: main exits as soon as the manager returns.
+		LeaderElectionReleaseOnCancel: true,
+		Cache:                         cache.Options{DefaultNamespaces: watchNamespaces(watchNS), ByObject: controllers.CacheByObject()},
 	})
 	if err != nil {
 		log.Error(err, "Unable to create the manager")
@@ -70,7 +75,7 @@ func main() {
 			tokenFile = inClusterTokenFile
 		}
 	}
-	if err := controllers.Setup(ctx, mgr, controllers.Options{LimiterImage: limiterImage, EnforcementWindow: window, AdminTokenFile: tokenFile}); err != nil {
+	if err := controllers.Setup(ctx, mgr, controllers.Options{LimiterImage: limiterImage, RedisImage: redisImage, EnforcementWindow: window, AdminTokenFile: tokenFile}); err != nil {
 		log.Error(err, "Unable to set up the controllers")
 		os.Exit(1)
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
+	"github.com/sluice-dev/sluice/internal/redistest"
 )
 
 // listen serves addr with handle for every connection until the test ends.

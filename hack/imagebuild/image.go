@@ -50,6 +50,12 @@ var components = map[string]Component{
 		Description: "Sluice limiter: Envoy RLS v3 and HTTP rate limit service",
 		Ports:       []int{8080, 8081, 8082}, // HTTP, gRPC, admin
 	},
+	// The load generator, to run in a pod against a fleet's Services
+	// (loadgen --allow-remote --addr dns:///<fleet>-limiter-headless...).
+	"loadgen": {
+		Package: "./cmd/loadgen", Image: "sluice-loadgen", Entrypoint: "/loadgen",
+		Description: "Sluice load generator: Envoy RLS v3 load and the decisions/s and latency it gets",
+	},
 }
 
 func componentNames() string {

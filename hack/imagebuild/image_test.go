@@ -30,7 +30,7 @@ func TestImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	created := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	for _, c := range []string{"operator", "limiter"} {
+	for _, c := range []string{"operator", "limiter", "loadgen"} {
 		t.Run(c, func(t *testing.T) {
 			t.Parallel()
 			comp := components[c]

@@ -2,11 +2,13 @@
 // stored state, cost and the current time.
 //
 // The same semantics run in two places: here in Go, for the embedded memory
-// store, and as one Lua script per algorithm for Redis (limiter/store/redis).
-// The conformance table in limiter/store/storetest runs the same steps
-// against both so that they cannot drift. All arithmetic is done on
-// microseconds; fractional quantities use float64 with the same operation
-// order as the Lua scripts, so both give bit-identical results.
+// store, and as one Lua core per algorithm for Redis
+// (limiter/store/redis/scripts/*_core.lua), shared by the exact and the
+// leasing scripts. Go is the reference: the conformance table and the
+// randomized differential test in internal/storetest hold the Lua to
+// it. All arithmetic is done on microseconds; fractional quantities use
+// float64 with the same operation order as the Lua cores, so both give
+// bit-identical results.
 package algo
 
 import (
@@ -15,7 +17,9 @@ import (
 	"time"
 )
 
-// Algorithm names one rate-limiting algorithm.
+// Algorithm names one rate-limiting algorithm. The Redis scripts name
+// algorithms by String and get these values in their place, so the order
+// of the constants is free.
 type Algorithm uint8
 
 const (
@@ -118,7 +122,7 @@ type Result struct {
 }
 
 // eps absorbs floating-point noise when token counts are compared or
-// floored, so that 2.9999999999999996 tokens count as 3. The Lua scripts use
+// floored, so that 2.9999999999999996 tokens count as 3. The Lua cores use
 // the same value.
 const eps = 1e-9
 

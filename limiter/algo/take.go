@@ -46,7 +46,7 @@ func (l Limit) Take(s *State, present bool, now time.Time, cost int64) (r Result
 	panic("algo: Take on " + l.Algorithm.String())
 }
 
-// tokenBucket mirrors token_bucket.lua. The bucket is stored as one number:
+// tokenBucket is mirrored by token_bucket_core.lua. The bucket is stored as one number:
 // the virtual time z at which it was (or would have been) empty, so that
 // tokens(now) = min(burst, (now-z)·limit/period). z is kept as an integer
 // count of eighths of a microsecond since bucketEpoch: Redis stores such a
@@ -89,7 +89,7 @@ func (l Limit) tokenBucket(s *State, present bool, n, cost int64) (Result, bool,
 // bucket times.
 const bucketEpoch = 1577836800_000000
 
-// gcra mirrors gcra.lua. Timestamps near 1.7e15µs carry only a quarter
+// gcra is mirrored by gcra_core.lua. Timestamps near 1.7e15µs carry only a quarter
 // microsecond of precision as float64, so the arithmetic works on offsets
 // from now, and sub-microsecond differences count as zero (halfMicro).
 func (l Limit) gcra(s *State, present bool, n, cost int64) (Result, bool, time.Duration) {
@@ -132,7 +132,7 @@ func window(n, period int64) (idx, into int64) {
 	return idx, n - idx*period
 }
 
-// fixedWindow mirrors fixed_window.lua.
+// fixedWindow is mirrored by fixed_window_core.lua.
 func (l Limit) fixedWindow(s *State, present bool, n, cost int64) (Result, bool, time.Duration) {
 	period := l.PeriodMicros()
 	w, into := window(n, period)
@@ -158,7 +158,7 @@ func (l Limit) fixedWindow(s *State, present bool, n, cost int64) (Result, bool,
 	return r, write, r.ResetAfter
 }
 
-// slidingWindow mirrors sliding_window.lua.
+// slidingWindow is mirrored by sliding_window_core.lua.
 func (l Limit) slidingWindow(s *State, present bool, n, cost int64) (Result, bool, time.Duration) {
 	period := l.PeriodMicros()
 	w, into := window(n, period)
@@ -204,7 +204,7 @@ func (l Limit) slidingWindow(s *State, present bool, n, cost int64) (Result, boo
 	return r, write, time.Duration(2*period-into) * time.Microsecond
 }
 
-// slidingLog mirrors sliding_log.lua.
+// slidingLog is mirrored by sliding_log_core.lua.
 func (l Limit) slidingLog(s *State, present bool, n, cost int64) (Result, bool, time.Duration) {
 	period := l.PeriodMicros()
 	var log []int64

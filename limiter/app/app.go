@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/limiter/adminauth"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/config/kube"
@@ -49,9 +50,10 @@ type Config struct {
 	// AdminAddr is the admin plane listener's address (/v1/admin/*,
 	// /metrics); empty means server.DefaultAdminAddr.
 	AdminAddr string
-	// AdminAuth guards the admin plane: AdminAuthNone (open, for a
-	// limiter on loopback) or AdminAuthKubernetes (a bearer token that the
-	// API server of Kubeconfig reviews). Empty means AdminAuthNone.
+	// AdminAuth guards the admin plane: limiterwire.AdminAuthNone (open,
+	// for a limiter on loopback) or limiterwire.AdminAuthKubernetes (a
+	// bearer token that the API server of Kubeconfig reviews). Empty means
+	// none.
 	AdminAuth string
 	// RedisTimeout is the deadline of every Redis round trip.
 	RedisTimeout time.Duration
@@ -184,19 +186,13 @@ func Run(ctx context.Context, cfg Config) error {
 	return err
 }
 
-// Values of Config.AdminAuth.
-const (
-	AdminAuthNone       = "none"
-	AdminAuthKubernetes = "kubernetes"
-)
-
 // openAdminAuth returns the admin plane's guard that cfg.AdminAuth names,
 // nil for none.
 func openAdminAuth(cfg Config, reg prometheus.Registerer, log *slog.Logger) (func(http.Handler) http.Handler, error) {
 	switch cfg.AdminAuth {
-	case "", AdminAuthNone:
+	case "", limiterwire.AdminAuthNone:
 		return nil, nil
-	case AdminAuthKubernetes:
+	case limiterwire.AdminAuthKubernetes:
 		rc, err := kube.RESTConfig(cfg.Kubeconfig)
 		if err != nil {
 			return nil, fmt.Errorf("--admin-auth=kubernetes: %w", err)
@@ -207,7 +203,7 @@ func openAdminAuth(cfg Config, reg prometheus.Registerer, log *slog.Logger) (fun
 		}
 		return a.Wrap, nil
 	default:
-		return nil, fmt.Errorf("--admin-auth %q: want %s or %s", cfg.AdminAuth, AdminAuthNone, AdminAuthKubernetes)
+		return nil, fmt.Errorf("--admin-auth %q: want %s or %s", cfg.AdminAuth, limiterwire.AdminAuthNone, limiterwire.AdminAuthKubernetes)
 	}
 }
 
@@ -232,7 +228,7 @@ func openStore(cfg Config) (st store.Store, pinger server.Pinger, desc string, e
 			return nil, nil, "", err
 		}
 		if opts.Username == "" && opts.Password == "" {
-			opts.Username, opts.Password = os.Getenv(RedisUsernameEnv), os.Getenv(RedisPasswordEnv)
+			opts.Username, opts.Password = os.Getenv(limiterwire.RedisUsernameEnv), os.Getenv(limiterwire.RedisPasswordEnv)
 		}
 		if err := redisTLS(&opts, cfg); err != nil {
 			return nil, nil, "", err
@@ -252,15 +248,6 @@ func openStore(cfg Config) (st store.Store, pinger server.Pinger, desc string, e
 		return nil, nil, "", fmt.Errorf("--store %q: want memory, redis://host:port or redis-cluster://host:port,... (rediss:// and rediss-cluster:// for TLS)", redactURL(cfg.Store))
 	}
 }
-
-// RedisUsernameEnv and RedisPasswordEnv name the environment variables a
-// Redis store takes its credentials from when its address carries none. On
-// Kubernetes they come from a Secret, so the password is in neither the pod
-// spec nor the process's arguments, and needs no URL escaping.
-const (
-	RedisUsernameEnv = "SLUICE_REDIS_USERNAME"
-	RedisPasswordEnv = "SLUICE_REDIS_PASSWORD"
-)
 
 func isRedisURL(s string) bool {
 	for _, scheme := range []string{"redis://", "rediss://", "redis-cluster://", "rediss-cluster://"} {

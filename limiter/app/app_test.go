@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
+	"github.com/sluice-dev/sluice/api/limiterwire"
+	"github.com/sluice-dev/sluice/internal/redistest"
 )
 
 func TestOpenStoreErrors(t *testing.T) {
@@ -78,7 +79,7 @@ func TestOpenRedisTLSWithPasswordFromEnv(t *testing.T) {
 	}
 	tlsStore := "rediss://" + s.TLSAddr
 
-	t.Setenv(RedisPasswordEnv, pw)
+	t.Setenv(limiterwire.RedisPasswordEnv, pw)
 	if err := ping(Config{Store: tlsStore, RedisCAFile: s.CAFile}); err != nil {
 		t.Fatalf("TLS with the CA and the password from the environment: %v", err)
 	}
@@ -109,11 +110,11 @@ func TestOpenRedisTLSWithPasswordFromEnv(t *testing.T) {
 		}
 	}
 
-	t.Setenv(RedisPasswordEnv, "wrong")
+	t.Setenv(limiterwire.RedisPasswordEnv, "wrong")
 	if err := ping(Config{Store: tlsStore, RedisCAFile: s.CAFile}); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
 		t.Errorf("a wrong password from the environment: %v, want WRONGPASS", err)
 	}
-	t.Setenv(RedisPasswordEnv, "")
+	t.Setenv(limiterwire.RedisPasswordEnv, "")
 	if err := ping(Config{Store: tlsStore, RedisCAFile: s.CAFile}); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
 		t.Errorf("no password: %v, want NOAUTH", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/server"
@@ -71,16 +72,16 @@ func startAdmin(t *testing.T, lastError string) (*server.Server, string) {
 			t.Errorf("Run did not return after cancel")
 		}
 	})
-	return srv, "http://" + srv.AdminAddr() + server.AdminSnapshotPath
+	return srv, "http://" + srv.AdminAddr() + limiterwire.SnapshotPath
 }
 
-func adminGet(t *testing.T, url string) server.AdminSnapshot {
+func adminGet(t *testing.T, url string) limiterwire.Snapshot {
 	t.Helper()
 	resp, body := get(t, url)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, body)
 	}
-	var out server.AdminSnapshot
+	var out limiterwire.Snapshot
 	if err := json.Unmarshal(body, &out); err != nil {
 		t.Fatalf("GET %s: %q: %v", url, body, err)
 	}
@@ -100,10 +101,10 @@ func TestAdminSnapshot(t *testing.T) {
 	snap := snapshotOf(t, 5, config.EnforcementDisabled)
 	srv.Swap(snap)
 	got := adminGet(t, url)
-	want := server.AdminSnapshot{
+	want := limiterwire.Snapshot{
 		Version:     snap.Version,
-		Enforcement: config.EnforcementDisabled,
-		Policies:    []server.AdminPolicy{{Namespace: "shop", Name: "per-user", UID: "uid-1", Generation: 5}},
+		Enforcement: string(config.EnforcementDisabled),
+		Policies:    []limiterwire.Policy{{Namespace: "shop", Name: "per-user", UID: "uid-1", Generation: 5}},
 		Source:      "configmap fleet/snap",
 		LastError:   "not found",
 		ReadyPods:   1,
@@ -159,7 +160,7 @@ func TestAdminSnapshotLongPoll(t *testing.T) {
 
 	// Another version: answered when it is swapped in. A Swap of some
 	// other version does not end the wait.
-	answer := make(chan server.AdminSnapshot, 1)
+	answer := make(chan limiterwire.Snapshot, 1)
 	go func() {
 		answer <- adminGet(t, url+"?waitForVersion="+v7.Version+"&timeout=10s")
 	}()
@@ -192,11 +193,11 @@ func TestAdminSnapshotLongPoll(t *testing.T) {
 // started, under a boot ID that is random per process.
 func TestAdminStats(t *testing.T) {
 	srv, snapURL := startAdmin(t, "")
-	url := strings.TrimSuffix(snapURL, server.AdminSnapshotPath) + server.AdminStatsPath
-	stats := func() server.AdminStats {
+	url := strings.TrimSuffix(snapURL, limiterwire.SnapshotPath) + limiterwire.StatsPath
+	stats := func() limiterwire.Stats {
 		t.Helper()
 		resp, body := get(t, url)
-		var out server.AdminStats
+		var out limiterwire.Stats
 		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &out) != nil {
 			t.Fatalf("GET %s: %d %s", url, resp.StatusCode, body)
 		}
@@ -216,13 +217,13 @@ func TestAdminStats(t *testing.T) {
 		resp.Body.Close()
 	}
 	got := stats()
-	want := []server.AdminPolicyStats{{Namespace: "shop", Name: "per-user", UID: "uid-1", Generation: 5, Allowed: 5, Limited: 2, NearLimit: 1}}
+	want := []limiterwire.PolicyStats{{Namespace: "shop", Name: "per-user", UID: "uid-1", Generation: 5, Allowed: 5, Limited: 2, NearLimit: 1}}
 	if got.BootID != before.BootID || mustJSON(t, got.Policies) != mustJSON(t, want) {
 		t.Errorf("after 7 requests against 5:\n got %s %s\nwant %s %s", got.BootID, mustJSON(t, got.Policies), before.BootID, mustJSON(t, want))
 	}
 	if _, other := startAdmin(t, ""); other == snapURL {
 		t.Fatal("same address")
-	} else if resp, body := get(t, strings.TrimSuffix(other, server.AdminSnapshotPath)+server.AdminStatsPath); resp.StatusCode != http.StatusOK || strings.Contains(string(body), got.BootID) {
+	} else if resp, body := get(t, strings.TrimSuffix(other, limiterwire.SnapshotPath)+limiterwire.StatsPath); resp.StatusCode != http.StatusOK || strings.Contains(string(body), got.BootID) {
 		t.Errorf("another process has the same boot ID: %s", body)
 	}
 }

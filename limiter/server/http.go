@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/limiter/service"
 )
 
@@ -55,7 +56,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/readyz", methodNotAllowed(http.MethodGet, http.MethodHead))
 	// The admin plane is not here: its paths are answered 404, as any
 	// unknown path, with a pointer for whoever looks.
-	for _, p := range []string{AdminPathPrefix, MetricsPath} {
+	for _, p := range []string{limiterwire.AdminPathPrefix, limiterwire.MetricsPath} {
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusNotFound, r.URL.Path+" is served on the admin listener (--admin-addr), not on the data plane")
 		})
@@ -63,25 +64,19 @@ func (s *Server) routes() http.Handler {
 	return mux
 }
 
-// AdminPathPrefix starts the path of every admin endpoint.
-const AdminPathPrefix = "/v1/admin/"
-
-// MetricsPath is where the admin plane serves Prometheus metrics.
-const MetricsPath = "/metrics"
-
 // adminRoutes are the admin plane: what the operator and Prometheus read.
 func (s *Server) adminRoutes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+AdminSnapshotPath, s.adminSnapshot)
-	mux.HandleFunc(AdminSnapshotPath, methodNotAllowed(http.MethodGet, http.MethodHead))
-	mux.HandleFunc("GET "+AdminStatsPath, s.adminStats)
-	mux.HandleFunc(AdminStatsPath, methodNotAllowed(http.MethodGet, http.MethodHead))
-	mux.Handle("GET "+MetricsPath, promhttp.HandlerFor(s.opts.Metrics, promhttp.HandlerOpts{
+	mux.HandleFunc("GET "+limiterwire.SnapshotPath, s.adminSnapshot)
+	mux.HandleFunc(limiterwire.SnapshotPath, methodNotAllowed(http.MethodGet, http.MethodHead))
+	mux.HandleFunc("GET "+limiterwire.StatsPath, s.adminStats)
+	mux.HandleFunc(limiterwire.StatsPath, methodNotAllowed(http.MethodGet, http.MethodHead))
+	mux.Handle("GET "+limiterwire.MetricsPath, promhttp.HandlerFor(s.opts.Metrics, promhttp.HandlerOpts{
 		ErrorLog:          slogPrinter{s.log},
 		Registry:          s.opts.Metrics,
 		EnableOpenMetrics: true,
 	}))
-	mux.HandleFunc(MetricsPath, methodNotAllowed(http.MethodGet, http.MethodHead))
+	mux.HandleFunc(limiterwire.MetricsPath, methodNotAllowed(http.MethodGet, http.MethodHead))
 	return mux
 }
 

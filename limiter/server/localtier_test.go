@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/server"
@@ -20,7 +21,7 @@ import (
 // paths, and nothing of the kind for the others.
 func TestAdminStatsLocalTier(t *testing.T) {
 	srv, snapURL := startAdmin(t, "")
-	base := strings.TrimSuffix(snapURL, server.AdminSnapshotPath)
+	base := strings.TrimSuffix(snapURL, limiterwire.SnapshotPath)
 	policy := func(name, key string, lt *v1alpha1.LocalTier) v1alpha1.RateLimitPolicy {
 		return v1alpha1.RateLimitPolicy{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name},
@@ -42,18 +43,18 @@ func TestAdminStatsLocalTier(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	resp, body := get(t, base+server.AdminStatsPath)
-	var st server.AdminStats
+	resp, body := get(t, base+limiterwire.StatsPath)
+	var st limiterwire.Stats
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &st) != nil || len(st.Policies) != 2 {
 		t.Fatalf("GET stats: %d %s", resp.StatusCode, body)
 	}
-	byName := map[string]server.AdminPolicyStats{}
+	byName := map[string]limiterwire.PolicyStats{}
 	for _, p := range st.Policies {
 		byName[p.Name] = p
 	}
 	// The memory store is exact: the decision passed through the tier, and
 	// the bound is 0.
-	want := server.AdminLocalTier{OvershootBound: 0, Pods: 1, Exact: 1}
+	want := limiterwire.LocalTier{OvershootBound: 0, Pods: 1, Exact: 1}
 	if lt := byName["tiered"].LocalTier; lt == nil || *lt != want {
 		t.Errorf("tiered: localTier %+v, want %+v (%s)", lt, want, body)
 	}

@@ -49,8 +49,8 @@ type Options struct {
 	// HTTPAddr is where the HTTP data plane (check, forward-auth, status
 	// peek) and the probes listen.
 	HTTPAddr string
-	// AdminAddr is where the admin plane listens: AdminSnapshotPath,
-	// AdminStatsPath and /metrics. Empty means DefaultAdminAddr, on
+	// AdminAddr is where the admin plane listens: limiterwire.SnapshotPath,
+	// StatsPath and /metrics. Empty means DefaultAdminAddr, on
 	// loopback with a port picked by the system.
 	AdminAddr string
 	// AdminAuth, when set, wraps every admin plane handler: it
@@ -65,7 +65,7 @@ type Options struct {
 	// loaded), by name: e.g. "store" pinging Redis.
 	Readiness map[string]ReadinessChecker
 	// SnapshotSource names where snapshots come from and the last error
-	// loading one ("" when none), for AdminSnapshotPath; nil leaves both
+	// loading one ("" when none), for limiterwire.SnapshotPath; nil leaves both
 	// empty.
 	SnapshotSource func() (source, lastError string)
 	// StoreStatus, when set, checks the counter store for the admin

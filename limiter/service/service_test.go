@@ -9,12 +9,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/service"
 	"github.com/sluice-dev/sluice/limiter/store"
 	"github.com/sluice-dev/sluice/limiter/store/memory"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
 )
 
 func load(t testing.TB) *config.Snapshot {
@@ -339,8 +339,18 @@ func TestFailureModesWhenRedisIsDown(t *testing.T) {
 	}
 	defer st.Close()
 	svc, reg := newService(t, st)
-	if r := call(t, svc, "modes", 0, desc("closed", "x")); r.OverLimit || r.Reported.Reason != "" {
-		t.Fatalf("with Redis up: %+v", r)
+	// With Redis up the store answers. The first dial and script load race
+	// the 100ms deadline on a loaded machine, so allow a few tries.
+	warmup := 0 // decisions that missed the deadline with Redis up
+	for ; ; warmup++ {
+		r := call(t, svc, "modes", 0, desc("closed", "x"))
+		if !r.OverLimit && r.Reported.Reason == "" {
+			break
+		}
+		if warmup == 20 {
+			t.Fatalf("with Redis up: %+v", r)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	srv.Stop()
 
@@ -359,14 +369,14 @@ func TestFailureModesWhenRedisIsDown(t *testing.T) {
 			t.Fatalf("Local, request %d: %+v, want over limit %v", i, r, want)
 		}
 	}
-	for policy, want := range map[string]float64{"modes/open": 3, "modes/closed": 1, "modes/local": 3} {
+	for policy, want := range map[string]float64{"modes/open": 3, "modes/closed": float64(1 + warmup), "modes/local": 3} {
 		result := map[string]string{"modes/open": "failed_open", "modes/closed": "failed_closed", "modes/local": "local_fallback"}[policy]
 		if got := decisions(t, reg, policy, result); got != want {
 			t.Errorf("%s %s = %v, want %v", policy, result, got, want)
 		}
 	}
-	if got := counterValue(t, reg, "sluice_store_errors_total"); got != 7 {
-		t.Errorf("store errors = %v, want 7", got)
+	if got := counterValue(t, reg, "sluice_store_errors_total"); got != float64(7+warmup) {
+		t.Errorf("store errors = %v, want %d", got, 7+warmup)
 	}
 }
 

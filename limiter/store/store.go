@@ -2,8 +2,8 @@
 // the key that names one counter.
 //
 // Implementations: store/memory (embedded, the default) and store/redis
-// (standalone or Redis Cluster, one Lua script per algorithm). Both run the
-// same conformance table in store/storetest.
+// (standalone or Redis Cluster, one Lua core per algorithm). Both run the
+// same conformance table in internal/storetest.
 package store
 
 import (

@@ -50,6 +50,7 @@ func TestChart(t *testing.T) {
 	}
 	var crdUIDs map[string]types.UID
 	var operator *operatorProcess
+	var operatorKubeconfig string
 
 	step("helm install with default values", func(t *testing.T) {
 		// Pod Security admission checks the operator's pod template against
@@ -68,6 +69,13 @@ func TestChart(t *testing.T) {
 			t.Errorf("the operator's pod template breaks the restricted Pod Security profile:\n%s", stderr)
 		}
 		t.Logf("helm install:\n%s", out)
+		// The notes say what an uninstall leaves behind.
+		for _, want := range []string{"LimiterFleets you made outside the chart are not removed with it",
+			"kubectl -n sluice-system delete lease operator.ratelimit.sluice.dev"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the chart's notes lack %q", want)
+			}
+		}
 	})
 
 	step("the CRDs are established", func(t *testing.T) {
@@ -139,11 +147,10 @@ func TestChart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		kc, err := addUser(operatorSA, saGroups...)
-		if err != nil {
+		if operatorKubeconfig, err = addUser(operatorSA, saGroups...); err != nil {
 			t.Fatal(err)
 		}
-		if operator, err = startOperator(whole, kc, operatorArgs(t, objs)); err != nil {
+		if operator, err = startOperator(whole, operatorKubeconfig, operatorArgs(t, objs)); err != nil {
 			t.Fatal(err)
 		}
 		// Leader election in the release namespace, with the Lease Role.
@@ -161,7 +168,7 @@ func TestChart(t *testing.T) {
 		}
 		mustHelm(t, "upgrade", release, chartDir, "--namespace", namespace, "--reuse-values",
 			"--set", "operator.replicas=2", "--set", "operator.logLevel=debug", "--set", "operator.podDisruptionBudget.enabled=true",
-			"--set", "fleet.enabled=true")
+			"--set", "fleet.enabled=true", "--set", "redis.image.repository=mirror.example.com/library/redis")
 		var after appsv1.Deployment
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "sluice-operator"}, &after); err != nil {
 			t.Fatal(err)
@@ -174,6 +181,25 @@ func TestChart(t *testing.T) {
 			t.Errorf("no PodDisruptionBudget after the upgrade: %v", err)
 		}
 		checkCRDsKept(t, crdUIDs)
+
+		// The operator's pod rolls to the new arguments: the old one stops
+		// (SIGTERM) and hands its Lease over, so that the new one leads at
+		// once rather than after leaseDurationSeconds.
+		operator.stop(whole)
+		lease := unstructuredOf("coordination.k8s.io/v1", "Lease")
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "operator.ratelimit.sluice.dev"}, lease); err != nil {
+			t.Fatal(err)
+		}
+		if holder, _, _ := unstructured.NestedString(lease.Object, "spec", "holderIdentity"); holder != "" {
+			t.Errorf("the stopped operator still holds its Lease (holderIdentity %q): the next leader waits for it to expire", holder)
+		}
+		objs, err := decode(mustHelm(t, "get", "manifest", release, "--namespace", namespace))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if operator, err = startOperator(whole, operatorKubeconfig, operatorArgs(t, objs)); err != nil {
+			t.Fatal(err)
+		}
 	})
 
 	step("the operator renders the chart's fleet with the chart's limiter image", func(t *testing.T) {
@@ -260,7 +286,7 @@ spec:
 				if err := k8s.Get(ctx, client.ObjectKey{Namespace: "cache", Name: "counted"}, &f); err != nil {
 					return err
 				}
-				c := meta.FindStatusCondition(f.Status.Conditions, v1alpha1.FleetRedisReady)
+				c := meta.FindStatusCondition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
 				if c == nil {
 					return fmt.Errorf("no RedisReady condition yet: %+v", f.Status.Conditions)
 				}
@@ -274,7 +300,7 @@ spec:
 		// The chart's RBAC lets the operator run the Redis objects, but not
 		// read Secrets: it says what to grant.
 		redisReady(func(c *metav1.Condition) error {
-			if c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonAuthFailed ||
+			if c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.AuthFailedReason ||
 				!strings.Contains(c.Message, "may not read Secret cache/redis-auth: grant its ServiceAccount get on that Secret") {
 				return fmt.Errorf("RedisReady %s %s: %s", c.Status, c.Reason, c.Message)
 			}
@@ -285,13 +311,21 @@ spec:
 				t.Errorf("%ss of the fleet: %q, want 3", kind, out)
 			}
 		}
+		// The fleet names no image: its Redis runs the chart's redis.image.
+		var set appsv1.StatefulSet
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "cache", Name: "counted-redis-0"}, &set); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := set.Spec.Template.Spec.Containers[0].Image, "mirror.example.com/library/redis:7.2"; got != want {
+			t.Errorf("Redis image %s, want %s (the chart's redis.image, the operator's --redis-image)", got, want)
+		}
 		// The grant from the README.
 		mustKubectl(t, "create", "role", "sluice-redis-auth", "-n", "cache", "--verb=get", "--resource=secrets", "--resource-name=redis-auth")
 		mustKubectl(t, "create", "rolebinding", "sluice-redis-auth", "-n", "cache", "--role=sluice-redis-auth", "--serviceaccount=sluice-system:sluice-operator")
 		// Now the operator reads the password and waits for the Redis pods,
 		// which no kubelet starts here.
 		redisReady(func(c *metav1.Condition) error {
-			if c.Reason == v1alpha1.ReasonAuthFailed || strings.Contains(c.Message, "Secret") {
+			if c.Reason == v1alpha1.AuthFailedReason || strings.Contains(c.Message, "Secret") {
 				return fmt.Errorf("RedisReady %s %s: %s", c.Status, c.Reason, c.Message)
 			}
 			return nil
@@ -397,6 +431,13 @@ spec:
 		var rlps v1alpha1.RateLimitPolicyList
 		if err := k8s.List(ctx, &rlps, client.InNamespace("payments")); err != nil || len(rlps.Items) == 0 {
 			t.Errorf("policies gone after helm uninstall: %v", err)
+		}
+		// As the notes say: the Lease stays, released.
+		lease := unstructuredOf("coordination.k8s.io/v1", "Lease")
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "operator.ratelimit.sluice.dev"}, lease); err != nil {
+			t.Errorf("the Lease the notes say helm uninstall leaves: %v", err)
+		} else if holder, _, _ := unstructured.NestedString(lease.Object, "spec", "holderIdentity"); holder != "" {
+			t.Errorf("the Lease is still held by %q after the operator stopped", holder)
 		}
 		for _, o := range []client.Object{&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "sluice-operator"}},
 			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "sluice-operator"}},

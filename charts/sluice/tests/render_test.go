@@ -136,7 +136,7 @@ func TestRenderedDefaults(t *testing.T) {
 	if want := "ghcr.io/sluice-dev/sluice-operator:" + v; c.Image != want {
 		t.Errorf("image %s, want %s", c.Image, want)
 	}
-	for _, want := range []string{"--leader-elect", "--leader-election-namespace=sluice-system", "--limiter-image=ghcr.io/sluice-dev/sluice-limiter:" + v} {
+	for _, want := range []string{"--leader-elect", "--leader-election-namespace=sluice-system", "--limiter-image=ghcr.io/sluice-dev/sluice-limiter:" + v, "--redis-image=redis:7.2"} {
 		if !hasArg(c.Args, want) {
 			t.Errorf("args %q lack %s", c.Args, want)
 		}

@@ -10,10 +10,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/storetest"
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/store"
 	"github.com/sluice-dev/sluice/limiter/store/localtier"
-	"github.com/sluice-dev/sluice/limiter/store/storetest"
 )
 
 // BenchmarkLocalFastPath is a decision spent from a lease: no store call.

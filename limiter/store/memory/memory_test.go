@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/storetest"
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/store"
 	"github.com/sluice-dev/sluice/limiter/store/memory"
-	"github.com/sluice-dev/sluice/limiter/store/storetest"
 )
 
 func newStore(t *testing.T, clock store.Clock) store.Store {

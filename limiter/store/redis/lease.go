@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -15,16 +16,14 @@ import (
 // mode): the counter's key, and so its slot, then ":p".
 func (s *Store) PodsKey(k store.Key) string { return s.RedisKey(k) + ":p" }
 
-// Lease implements store.Leaser with one run of scripts/lease.lua, batched
-// and guarded by the shard's breaker like Take.
+// Lease implements store.Leaser with one run of the lease script
+// (scripts/lease.lua), batched and guarded by the shard's breaker like Take.
 func (s *Store) Lease(ctx context.Context, req store.LeaseRequest) (store.Lease, error) {
-	switch req.Limit.Algorithm {
-	case algo.TokenBucket, algo.GCRA, algo.SlidingWindow, algo.FixedWindow:
-	default:
+	if !slices.Contains(leasable, req.Limit.Algorithm) {
 		return store.Lease{}, fmt.Errorf("redis store: %v can't be leased", req.Limit.Algorithm)
 	}
-	c := &call{ctx: ctx, req: store.Request{Key: req.Key, Limit: req.Limit}, lease: &req}
-	if err := s.do(ctx, c); err != nil {
+	c := &call{req: store.Request{Key: req.Key, Limit: req.Limit}, lease: &req}
+	if err := s.decide(ctx, c); err != nil {
 		return store.Lease{}, err
 	}
 	return c.grant, nil
@@ -37,7 +36,7 @@ func (s *Store) leaseCmd(ctx context.Context, p goredis.Pipeliner, r *store.Leas
 		now = s.opts.PinnedClock().UnixMicro()
 	}
 	return p.Do(ctx, append(leaseScript.call(eval, 2, 16), s.RedisKey(r.Key), s.PodsKey(r.Key),
-		int(r.Limit.Algorithm), r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now,
+		r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now, int(r.Limit.Algorithm),
 		max(0, r.Want), max(0, r.Credit), r.CreditWindow, r.Pod, r.Bound, max(0, r.PodCap), max(1, r.TTL.Microseconds()), max(0, r.Horizon.Microseconds()))...)
 }
 

@@ -9,10 +9,10 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluice-dev/sluice/internal/storetest"
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/store"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
-	"github.com/sluice-dev/sluice/limiter/store/storetest"
 )
 
 // exactLease is a store.Store whose Take is a lease that asks for nothing

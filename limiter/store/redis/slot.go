@@ -1,6 +1,15 @@
 package redis
 
-import "strings"
+// Slots: Redis Cluster's hash of keys to slots, computed here so that a
+// decision finds its shard's breaker without asking the client. Invariant:
+// Slot agrees with CLUSTER KEYSLOT, hash tags included.
+
+import (
+	"encoding/base64"
+	"strings"
+
+	"github.com/sluice-dev/sluice/limiter/store"
+)
 
 // Slots is the number of Redis Cluster hash slots.
 const Slots = 16384
@@ -41,4 +50,15 @@ func Slot(key string) int {
 		}
 	}
 	return int(crc16([]byte(key)) % Slots)
+}
+
+// keyEncoding is store.Key.String's encoding.
+var keyEncoding = base64.RawURLEncoding
+
+// keySlot is the hash slot of RedisKey(k): the CRC of the key's hash tag,
+// its base64 form, computed without allocating.
+func keySlot(k store.Key) int {
+	var tag [22]byte
+	keyEncoding.Encode(tag[:], k[:])
+	return int(crc16(tag[:]) % Slots)
 }

@@ -2,46 +2,18 @@ package redis
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/internal/storetest"
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/store"
 	"github.com/sluice-dev/sluice/limiter/store/memory"
-	"github.com/sluice-dev/sluice/limiter/store/redis/redistest"
-	"github.com/sluice-dev/sluice/limiter/store/storetest"
 )
-
-func newInternal(t *testing.T, addr string, clock store.Clock) *Store {
-	s, err := New(Options{Addrs: []string{addr}, PinnedClock: clock, Timeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
-
-// runBatch sends reqs as one round trip, in order, as concurrent callers'
-// calls would be, and returns each one's result and error.
-func runBatch(s *Store, reqs []store.Request) ([]algo.Result, []error) {
-	calls := make([]*call, len(reqs))
-	for i, r := range reqs {
-		c := &call{ctx: context.Background(), req: r, enq: time.Now(), wake: make(chan bool, 2)}
-		c.brk = s.breakerFor(r.Key)
-		s.prepare(c)
-		calls[i] = c
-	}
-	s.run(calls)
-	res, errs := make([]algo.Result, len(calls)), make([]error, len(calls))
-	for i, c := range calls {
-		res[i], errs[i] = c.res, c.err
-	}
-	return res, errs
-}
 
 // A round trip decides its calls in order, exactly as the memory store
 // decides them one after another, whatever it holds: several algorithms,
@@ -133,43 +105,7 @@ func TestRoundTripFailsOneDecisionAlone(t *testing.T) {
 	if errs[2] != nil || !res[2].Allowed || res[2].Remaining != 7 {
 		t.Errorf("third decision: %+v %v, want allowed with 7 remaining", res[2], errs[2])
 	}
-	if st := s.breakerFor(bad).State(); st != BreakerClosed {
+	if st := s.shards.breakerFor(bad).State(); st != BreakerClosed {
 		t.Errorf("breaker %v after a WRONGTYPE reply, want closed", st)
-	}
-}
-
-// A caller handed a round trip slot just as its context ends still sends
-// that round trip (or passes the slot on): the pending calls are decided
-// and the slot is freed, whichever of the two its select picks.
-func TestPromotedCallerWhoGivesUpPassesTheSlotOn(t *testing.T) {
-	srv := redistest.Start(t)
-	s := newInternal(t, srv.Addr, nil)
-	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 1000, Period: time.Second, Burst: 1000}
-	gone, cancel := context.WithCancel(context.Background())
-	cancel()
-	for i := range 50 { // each run's select picks one of two ready cases at random
-		c := &call{ctx: gone, req: store.Request{Key: storetest.KeyFor(t, "k"), Limit: lim, Cost: 1}, enq: time.Now(), wake: make(chan bool, 2)}
-		c.brk = s.breakerFor(c.req.Key)
-		s.prepare(c)
-		other := &call{ctx: context.Background(), req: c.req, enq: time.Now(), wake: make(chan bool, 2), brk: c.brk}
-		s.prepare(other)
-		s.mu.Lock()
-		s.slots++ // as a caller that sent a round trip and now hands its slot over
-		s.flushers.Add(1)
-		s.pending = append(s.pending, c, other)
-		s.handOff()
-		s.mu.Unlock()
-		if err := s.await(gone, c); err != nil && !errors.Is(err, context.Canceled) {
-			t.Fatalf("run %d: %v", i, err)
-		}
-		if promoted := <-other.wake; promoted || other.err != nil || !other.res.Allowed {
-			t.Fatalf("run %d: the call behind the promoted one: promoted=%v %+v %v, want decided", i, promoted, other.res, other.err)
-		}
-		s.mu.Lock()
-		slots, pending := s.slots, len(s.pending)
-		s.mu.Unlock()
-		if slots != 0 || pending != 0 {
-			t.Fatalf("run %d: %d slots in use and %d calls pending, want none", i, slots, pending)
-		}
 	}
 }

@@ -1,0 +1,210 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package limiterwire is the contract between a limiter pod and the operator,
+// declared once for both sides: the admin endpoints the operator polls on each
+// limiter pod, their query parameters and JSON bodies, and the environment
+// variables the operator sets in limiter pods. limiter/server and limiter/app
+// serve and read it; controllers/ calls and sets it. It imports the standard
+// library only.
+//
+// Adding a field is compatible in both directions: JSON decoding ignores
+// unknown fields and leaves missing ones zero. Renaming or removing one is not:
+// an operator and limiters of different releases run side by side during an
+// upgrade.
+package limiterwire
+
+import "time"
+
+// The admin plane: the endpoints below and MetricsPath, served on the
+// limiter's admin listener (--admin-addr, the container port AdminPortName)
+// and never on its data plane, which answers 404 there. On Kubernetes
+// (--admin-auth=kubernetes) every call needs a bearer token that the API
+// server authenticates (TokenReview) and authorizes (SubjectAccessReview of
+// verb "get" on the non-resource URL path): the operator's ServiceAccount
+// token for AdminPathPrefix, a metrics reader's for MetricsPath.
+const (
+	// AdminPathPrefix starts the path of every admin endpoint.
+	AdminPathPrefix = "/v1/admin/"
+	// MetricsPath is where the admin plane serves Prometheus metrics.
+	MetricsPath = "/metrics"
+	// AdminPortName names the limiter container's admin port.
+	AdminPortName = "admin"
+	// AdminPort is the admin port of a limiter pod.
+	AdminPort = 8082
+	// AdminAuthFlag is the limiter flag that turns the checks on, with the
+	// value AdminAuthKubernetes; its default, AdminAuthNone, leaves the
+	// admin plane open, for a standalone limiter on loopback.
+	AdminAuthFlag       = "--admin-auth"
+	AdminAuthNone       = "none"
+	AdminAuthKubernetes = "kubernetes"
+)
+
+// SnapshotPath tells which snapshot a limiter has loaded: GET it for a
+// Snapshot. With ?waitForVersion=V the answer waits (a long poll) until
+// version V is loaded, or until ?timeout= (a Go duration, default and at most
+// MaxSnapshotWait) has passed, and then gives whatever is loaded. The operator
+// uses it to learn what each limiter pod enforces.
+const SnapshotPath = "/v1/admin/snapshot"
+
+// Query parameters of SnapshotPath.
+const (
+	// WaitForVersionParam names the snapshot version to wait for.
+	WaitForVersionParam = "waitForVersion"
+	// TimeoutParam bounds the wait, as a Go duration such as "5s".
+	TimeoutParam = "timeout"
+)
+
+// MaxSnapshotWait caps the timeout of a long poll on SnapshotPath.
+const MaxSnapshotWait = 10 * time.Second
+
+// Snapshot is the JSON body of SnapshotPath. Before a snapshot is loaded,
+// Version and Enforcement are empty, Policies is [] and LoadedAt is absent.
+type Snapshot struct {
+	// Version is the loaded snapshot's version, its content hash.
+	Version string `json:"version"`
+	// Enforcement is the loaded snapshot's kill switch: Enabled or Disabled.
+	Enforcement string `json:"enforcement"`
+	// LoadedAt is when this limiter installed the snapshot (RFC 3339 with
+	// nanoseconds).
+	LoadedAt time.Time `json:"loadedAt,omitzero"`
+	// Policies are the snapshot's policies, sorted by namespace and name.
+	Policies []Policy `json:"policies"`
+	// Source is where snapshots come from: "configmap NAMESPACE/NAME" or
+	// "file PATH".
+	Source string `json:"source"`
+	// LastError is why the source gives no new snapshot (invalid, missing
+	// or unreachable), or empty. The loaded snapshot stays in force.
+	LastError string `json:"lastError"`
+	// Degraded lists the policies this limiter answered by their failure
+	// mode recently, because the store could not answer.
+	Degraded []Degraded `json:"degraded,omitempty"`
+	// ReadyPods is the divisor of failureMode Local in force.
+	ReadyPods int `json:"readyPods,omitempty"`
+	// Store is whether the counter store answers now; absent for the
+	// in-process memory store.
+	Store *Store `json:"store,omitempty"`
+}
+
+// Policy identifies one policy of a loaded snapshot: the object and, when
+// the snapshot came from the API server, its UID and generation.
+type Policy struct {
+	Namespace  string `json:"namespace"`
+	Name       string `json:"name"`
+	UID        string `json:"uid,omitempty"`
+	Generation int64  `json:"generation,omitempty"`
+}
+
+// Degraded is one policy running degraded on a limiter.
+type Degraded struct {
+	// Policy is "namespace/name".
+	Policy string `json:"policy"`
+	// FailureMode is the policy's spec.failureMode: Open, Closed or Local.
+	FailureMode string `json:"failureMode"`
+	// Since is the first fallback decision of this episode.
+	Since time.Time `json:"since"`
+	// Fallbacks counts the decisions made by FailureMode in this episode.
+	Fallbacks int64 `json:"fallbacks"`
+}
+
+// Store is the counter store's health, as the limiter sees it.
+type Store struct {
+	// OK is true when the store answered a ping and no breaker is open.
+	OK bool `json:"ok"`
+	// Detail says what was checked, and the error when not OK, such as
+	// "ping failed: WRONGPASS ...".
+	Detail string `json:"detail"`
+}
+
+// StatsPath gives each policy's decision counts since the limiter process
+// started: GET it for a Stats. The counts only grow while the process runs;
+// BootID changes when it restarts, so that a reader (the operator's
+// collector) can turn them into deltas without counting a restart as a reset
+// or twice.
+const StatsPath = "/v1/admin/stats"
+
+// Stats is the JSON body of StatsPath.
+type Stats struct {
+	// BootID is random, chosen when the process started.
+	BootID string `json:"bootID"`
+	// StartedAt is when the process started counting (RFC 3339).
+	StartedAt time.Time `json:"startedAt"`
+	// Policies are the loaded snapshot's policies, sorted by namespace and
+	// name. A policy's counts carry over new snapshots while its UID stays.
+	Policies []PolicyStats `json:"policies"`
+}
+
+// PolicyStats are one policy's decision counts since Stats.StartedAt.
+type PolicyStats struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid,omitempty"`
+	// Generation is the generation of the policy loaded now.
+	Generation    int64 `json:"generation,omitempty"`
+	Allowed       int64 `json:"allowed"`
+	Limited       int64 `json:"limited"`
+	ShadowLimited int64 `json:"shadowLimited"`
+	FailedOpen    int64 `json:"failedOpen"`
+	FailedClosed  int64 `json:"failedClosed"`
+	LocalFallback int64 `json:"localFallback"`
+	// NearLimit counts allowed decisions that left under 20% of the limit.
+	NearLimit int64 `json:"nearLimit"`
+	// Hottest are the policy's hottest descriptor values in the complete
+	// interval that started at HottestSince, values hashed or truncated;
+	// only when the limiter runs with --top-descriptors.
+	Hottest      []HotValue `json:"hottest,omitempty"`
+	HottestSince *time.Time `json:"hottestSince,omitempty"`
+	// LocalTier is set for a policy in two-tier mode (spec.localTier).
+	LocalTier *LocalTier `json:"localTier,omitempty"`
+}
+
+// LocalTier are a two-tier policy's figures on one limiter.
+type LocalTier struct {
+	// OvershootBound is the most units the fleet may admit above the
+	// exact algorithm over any interval: 0 for window algorithms, else
+	// maxOvershoot, or pods × the per-pod cap without it.
+	OvershootBound int64 `json:"overshootBound"`
+	// Pods is the most pods seen leasing one of the policy's keys lately.
+	Pods int64 `json:"pods"`
+	// Decisions by path: spent from a lease, one store call, the
+	// over-limit cache, passed through exactly.
+	Local         int64 `json:"local"`
+	Leases        int64 `json:"leases"`
+	CachedDenials int64 `json:"cachedDenials"`
+	Exact         int64 `json:"exact"`
+}
+
+// HotValue is one of a policy's hottest descriptor values. Requests and
+// Limited are upper bounds, at most Error over the true counts.
+type HotValue struct {
+	Value    string `json:"value"`
+	Requests int64  `json:"requests"`
+	Limited  int64  `json:"limited"`
+	Error    int64  `json:"error,omitempty"`
+}
+
+// Environment variables the operator sets in limiter pods. On Kubernetes
+// they come from a Secret, so the Redis password is in neither the pod spec
+// nor the process's arguments, and needs no URL escaping.
+const (
+	// RedisUsernameEnv holds the Redis ACL user a Redis store logs in as
+	// when its address carries no credentials.
+	RedisUsernameEnv = "SLUICE_REDIS_USERNAME"
+	// RedisPasswordEnv holds the Redis password a Redis store uses when its
+	// address carries no credentials. The operator's own Redis nodes read
+	// it too (requirepass).
+	RedisPasswordEnv = "SLUICE_REDIS_PASSWORD"
+)

@@ -1,0 +1,77 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+// A RateLimitPolicy's status has two writers, each the only writer of its
+// fields. Each server-side applies its fields alone to the status
+// subresource under its own field manager, so neither can erase the other's:
+// the API server removes a field only when the manager that owns it leaves it
+// out of its next apply.
+const (
+	// PolicyStatusFieldOwner is the policy controller: it owns
+	// status.observedGeneration, status.conditions and status.fleets.
+	PolicyStatusFieldOwner = "sluice-operator-policy"
+	// EnforcementFieldOwner is the enforcement stats collector: it owns
+	// status.enforcement.
+	EnforcementFieldOwner = "sluice-operator-collector"
+)
+
+// applyConditions writes the policy controller's part of st to pol's
+// status: observedGeneration, conditions and fleets, by server-side apply
+// under PolicyStatusFieldOwner. st.Enforcement is the collector's and is
+// left out (see applyEnforcement).
+func applyConditions(ctx context.Context, c client.Client, pol *v1alpha1.RateLimitPolicy, st *v1alpha1.RateLimitPolicyStatus) error {
+	mine := st.DeepCopy()
+	mine.Enforcement = nil
+	return applyPolicyStatus(ctx, c, pol, PolicyStatusFieldOwner, mine)
+}
+
+// applyEnforcement writes pol's status.enforcement as e, by server-side
+// apply under EnforcementFieldOwner: the fields e leaves out are removed,
+// and the policy controller's fields are left as they are.
+func applyEnforcement(ctx context.Context, c client.Client, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
+	return applyPolicyStatus(ctx, c, pol, EnforcementFieldOwner, &v1alpha1.RateLimitPolicyStatus{Enforcement: e})
+}
+
+// policyStatusApply is the body of a server-side apply to a policy's status:
+// the object's identity and the status fields of one writer, nothing else.
+type policyStatusApply struct {
+	metav1.TypeMeta `json:",inline"`
+	Metadata        policyStatusApplyMeta           `json:"metadata"`
+	Status          *v1alpha1.RateLimitPolicyStatus `json:"status"`
+}
+
+type policyStatusApplyMeta struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+// applyPolicyStatus server-side applies st, as all the status owner writes,
+// to pol's status subresource. Every field of RateLimitPolicyStatus is
+// omitted when empty, so st carries exactly the fields the owner set. The
+// owner forces ownership: it is its fields' only writer, and takes over
+// those an earlier release wrote by update.
+func applyPolicyStatus(ctx context.Context, c client.Client, pol *v1alpha1.RateLimitPolicy, owner string, st *v1alpha1.RateLimitPolicyStatus) error {
+	body, err := json.Marshal(policyStatusApply{
+		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "RateLimitPolicy"},
+		Metadata: policyStatusApplyMeta{Namespace: pol.Namespace, Name: pol.Name},
+		Status:   st,
+	})
+	if err != nil {
+		return err
+	}
+	// pol may be the cache's own object (read without a copy): patch a
+	// stand-in that names it, which the answer may overwrite.
+	obj := &v1alpha1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: pol.Namespace, Name: pol.Name}}
+	return client.IgnoreNotFound(c.Status().Patch(ctx, obj, client.RawPatch(types.ApplyPatchType, body),
+		client.FieldOwner(owner), client.ForceOwnership))
+}

@@ -1,0 +1,179 @@
+package redis
+
+// Batcher: concurrent decisions share round trips, with no goroutine of
+// the store's own. Invariants:
+//   - At most workers round trips are in flight or about to be sent: each
+//     holds one of workers slots. A caller that finds a slot free takes it
+//     and sends the pending calls itself (at most maxBatch, its own among
+//     them); then it hands the slot to the first caller still waiting and
+//     not yet handed one, who sends the next round trip, or frees it when
+//     none waits. So batches grow with the load, and nothing stands between
+//     a caller and Redis.
+//   - Every slot taken is given back exactly once (flushers counts them,
+//     and close waits for them). A caller whose context ends stops
+//     waiting, but a slot handed to it is passed on, never dropped.
+//   - Every call is completed exactly once, by one of: its round trip
+//     (send), flush (its context ended, or it waited timeout for a round
+//     trip to start: the store is overloaded), or close.
+//   - mu guards pending, slots, closed, and every call's promoted and
+//     abandoned flags.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// turn is what the batcher keeps of a call.
+type turn struct {
+	ctx context.Context
+	enq time.Time // when it was queued
+	err error
+	// wake tells the caller that its call is done (false), or that it is
+	// to send the next round trip (true; see handOff). It can hold both.
+	wake chan bool
+	// promoted: the caller was told to send a round trip; abandoned: it
+	// stopped waiting. Guarded by batcher.mu.
+	promoted, abandoned bool
+}
+
+// finish completes the call with err (nil: its result is set).
+func (t *turn) finish(err error) {
+	t.err = err
+	t.wake <- false
+}
+
+// errClosed fails calls asked of a closed store.
+var errClosed = errors.New("redis store: closed")
+
+// errQueued completes a call that waited Timeout for its round trip to
+// start: the store is overloaded, which is no shard's fault.
+var errQueued = fmt.Errorf("redis store: no round trip started within the deadline: %w", context.DeadlineExceeded)
+
+type batcher struct {
+	workers  int
+	maxBatch int
+	timeout  time.Duration
+	// send makes one round trip of batch and finishes every call in it.
+	send func(batch []*call)
+
+	mu       sync.Mutex
+	pending  []*call // queued, not yet sent
+	slots    int     // round trips in flight or about to be sent
+	closed   bool
+	flushers sync.WaitGroup // one per slot taken
+}
+
+// do queues c and waits for it to finish, sending round trips when its
+// turn comes, or for ctx to end.
+func (b *batcher) do(ctx context.Context, c *call) error {
+	c.ctx, c.enq, c.wake = ctx, time.Now(), make(chan bool, 2)
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return errClosed
+	}
+	b.pending = append(b.pending, c)
+	lead := b.slots < b.workers
+	if lead {
+		b.slots++
+		b.flushers.Add(1)
+	}
+	b.mu.Unlock()
+	if lead {
+		b.flush()
+	}
+	return b.await(ctx, c)
+}
+
+// await waits for c to finish, sending round trips when told to (see
+// handOff), or for ctx to end.
+func (b *batcher) await(ctx context.Context, c *call) error {
+	led := false
+	for {
+		select {
+		case promoted := <-c.wake:
+			if !promoted {
+				return c.err
+			}
+			led = true
+			b.flush()
+		case <-ctx.Done():
+			b.mu.Lock()
+			c.abandoned = true
+			mustLead := c.promoted && !led
+			b.mu.Unlock()
+			if mustLead { // the slot was handed to us: pass it on
+				b.flush()
+			}
+			return ctx.Err()
+		}
+	}
+}
+
+// flush sends one round trip of pending calls (at most maxBatch), after
+// finishing those whose caller gave up or that waited too long, then hands
+// its slot over.
+func (b *batcher) flush() {
+	b.mu.Lock()
+	n := min(len(b.pending), b.maxBatch)
+	batch := slices.Clone(b.pending[:n])
+	rest := copy(b.pending, b.pending[n:])
+	clear(b.pending[rest:])
+	b.pending = b.pending[:rest]
+	b.mu.Unlock()
+	now := time.Now()
+	live := batch[:0]
+	for _, c := range batch {
+		err := c.ctx.Err()
+		if err == nil && now.Sub(c.enq) >= b.timeout {
+			err = errQueued
+		}
+		if err != nil {
+			c.finish(err)
+			continue
+		}
+		live = append(live, c)
+	}
+	if len(live) > 0 {
+		b.send(live)
+	}
+	b.mu.Lock()
+	b.handOff()
+	b.mu.Unlock()
+}
+
+// handOff gives a slot to the first pending caller still waiting and not
+// yet told, or frees it. b.mu must be held.
+func (b *batcher) handOff() {
+	for _, c := range b.pending {
+		if !c.promoted && !c.abandoned {
+			c.promoted = true
+			c.wake <- true
+			return
+		}
+	}
+	b.slots--
+	b.flushers.Done()
+}
+
+// close fails the pending calls and every later one, and waits for the
+// round trips in flight. It reports false when it had closed already.
+func (b *batcher) close() bool {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return false
+	}
+	b.closed = true
+	for _, c := range b.pending {
+		c.finish(errClosed)
+	}
+	b.pending = nil
+	b.mu.Unlock()
+	b.flushers.Wait()
+	return true
+}

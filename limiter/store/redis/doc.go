@@ -1,0 +1,29 @@
+// Package redis is the shared counter store: the Lua cores of
+// limiter/algo's algorithms, run with EVALSHA (falling back to EVAL on
+// NOSCRIPT) against a standalone Redis or a Redis Cluster.
+//
+// A decision (Take, or Lease in two-tier mode) goes through four parts,
+// one file each, with its invariants at the top:
+//
+//   - shardmap.go: the breaker of the key's shard (a shard is the slots of
+//     one primary; a standalone server is one shard). While it is open the
+//     decision fails in microseconds with store.ErrUnavailable, without
+//     touching Redis, and the caller's failure mode decides.
+//   - batcher.go: concurrent decisions are batched with no goroutine of the
+//     store's own. A caller that finds fewer than Workers round trips in
+//     flight sends every pending decision as one pipelined round trip, and
+//     hands over to a waiting caller, who sends the next. No decision waits
+//     longer than Timeout for its turn.
+//   - roundtrip.go: one pipeline of script runs with a deadline of Timeout
+//     (split per node by go-redis in cluster mode), NOSCRIPT and TRYAGAIN
+//     sent again, each shard's outcome told to its breaker.
+//   - scripts.go and scripts/: the scripts, one core per algorithm shared by
+//     the exact and the leasing entry points.
+//
+// breaker.go is the breaker itself: timeouts, connection errors,
+// CLUSTERDOWN, TRYAGAIN, MASTERDOWN and LOADING (errors.go) open it;
+// opening reloads the cluster's slot map, so a promoted replica is found
+// at once, and a probe closes it as soon as the shard answers. store.go
+// wires the parts; options.go parses store addresses; slot.go hashes keys
+// to slots; lease.go is two-tier mode's call.
+package redis

@@ -1,0 +1,199 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/internal/storetest"
+	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/store"
+	"github.com/sluice-dev/sluice/limiter/store/memory"
+	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
+)
+
+// Tests run against real redis-server processes, never a fake: one
+// standalone server and one 3-primary cluster shared by this package.
+var (
+	standaloneOnce sync.Once
+	standalone     *redistest.Server
+	clusterOnce    sync.Once
+	cluster        *redistest.Cluster
+)
+
+func standaloneAddr(t testing.TB) string {
+	standaloneOnce.Do(func() { standalone = redistest.Start(redistest.Shared(t)) })
+	if standalone == nil {
+		t.Fatal("standalone redis did not start")
+	}
+	return standalone.Addr
+}
+
+func clusterAddrs(t *testing.T) []string {
+	clusterOnce.Do(func() { cluster = redistest.StartCluster(redistest.Shared(t), 3) })
+	if cluster == nil {
+		t.Fatal("redis cluster did not start")
+	}
+	return cluster.Addrs()
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	servers := []*redistest.Server{standalone}
+	if cluster != nil {
+		servers = append(servers, cluster.Nodes...)
+	}
+	for _, s := range servers {
+		if s != nil {
+			s.Stop()
+			_ = os.RemoveAll(s.Dir)
+		}
+	}
+	os.Exit(code)
+}
+
+func newStandalone(t *testing.T, clock store.Clock) store.Store {
+	s, err := redisstore.New(redisstore.Options{Addrs: []string{standaloneAddr(t)}, PinnedClock: clock, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func newCluster(t *testing.T, clock store.Clock) store.Store {
+	s, err := redisstore.New(redisstore.Options{Addrs: clusterAddrs(t), Cluster: true, PinnedClock: clock, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func newMemory(t *testing.T, clock store.Clock) store.Store {
+	s := memory.New(memory.Options{Clock: clock, SweepInterval: -1})
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// realStore uses Redis TIME, as in production.
+func realStore(t *testing.T, opts redisstore.Options) *redisstore.Store {
+	if opts.Timeout == 0 {
+		opts.Timeout = 2 * time.Second
+	}
+	s, err := redisstore.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// breakerOptions trip fast and probe often; the deadline is generous so
+// that -race on a busy machine does not time out a healthy shard.
+func faultStore(t *testing.T, addrs []string, cluster bool, timeout time.Duration) (*redisstore.Store, *prometheus.Registry) {
+	reg := prometheus.NewRegistry()
+	s := realStore(t, redisstore.Options{Addrs: addrs, Cluster: cluster, Timeout: timeout, Registerer: reg,
+		Breaker: redisstore.BreakerOptions{Failures: 3, Cooldown: 100 * time.Millisecond}})
+	return s, reg
+}
+
+var faultLimit = algo.Limit{Algorithm: algo.TokenBucket, Limit: 1 << 40, Period: time.Second, Burst: 1 << 40}
+
+func take(s *redisstore.Store, k store.Key) (algo.Result, error, time.Duration) {
+	start := time.Now()
+	r, err := s.Take(context.Background(), store.Request{Key: k, Limit: faultLimit, Cost: 1})
+	return r, err, time.Since(start)
+}
+
+// waitFor calls f until it is true, failing after within.
+func waitFor(t *testing.T, within time.Duration, what string, f func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !f() {
+		if time.Since(start) > within {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(5 * time.Millisecond) // polling the store under test
+	}
+	return time.Since(start)
+}
+
+func gauge(t *testing.T, reg *prometheus.Registry, name, shard string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.Metric {
+			for _, l := range m.Label {
+				if l.GetName() == "shard" && l.GetValue() == shard {
+					if m.Gauge != nil {
+						return m.GetGauge().GetValue()
+					}
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// p99 of durations.
+func p99(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)*99/100]
+}
+
+// openLatency takes n decisions against an open breaker and returns their
+// p99, checking that each failed with store.ErrUnavailable.
+func openLatency(t *testing.T, s *redisstore.Store, k store.Key, n int) time.Duration {
+	t.Helper()
+	ds := make([]time.Duration, n)
+	for i := range ds {
+		_, err, d := take(s, k)
+		if !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("decision %d with the breaker open: %v, want store.ErrUnavailable", i, err)
+		}
+		ds[i] = d
+	}
+	return p99(ds)
+}
+
+// keysOn returns n keys whose counters live on shard i.
+func keysOn(t *testing.T, s *redisstore.Store, c *redistest.Cluster, i, n int) []store.Key {
+	var out []store.Key
+	for j := 0; len(out) < n; j++ {
+		k := storetest.KeyFor(t, fmt.Sprintf("shard %d key %d", i, j))
+		if c.ShardOf(redisstore.Slot(s.RedisKey(k))) == i {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// goroutines polls until the goroutine count is at most want, and returns
+// the last count.
+func settledGoroutines(want int, within time.Duration) int {
+	deadline := time.Now().Add(within)
+	for {
+		n := runtime.NumGoroutine()
+		if n <= want || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(20 * time.Millisecond) // goroutines exit asynchronously
+	}
+}

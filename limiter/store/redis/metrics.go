@@ -1,0 +1,39 @@
+package redis
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type storeMetrics struct {
+	state  *prometheus.GaugeVec
+	opened *prometheus.CounterVec
+	errors *prometheus.CounterVec
+}
+
+func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
+	m := &storeMetrics{
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_redis_breaker_state",
+			Help: "Circuit breaker of each Redis shard (named by its slot ranges, or standalone): 0 closed, 1 open, 2 half-open (probing).",
+		}, []string{"shard"}),
+		opened: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_redis_breaker_opened_total",
+			Help: "Times the circuit breaker of each Redis shard opened.",
+		}, []string{"shard"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_redis_errors_total",
+			Help: "Redis calls that failed because the shard could not answer, by class: timeout, connection, clusterdown, tryagain, masterdown, loading; and redirect, a MOVED or ASK not followed in time (no shard failure).",
+		}, []string{"class"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.state, m.opened, m.errors)
+	}
+	return m
+}
+
+// New connects to Redis. It does not wait for the server to answer: the
+// first decisions will report any connection error.
+
+// Collectors are the store's metrics, for a registry that did not exist
+// when the store was made (Options.Registerer registers them at once).
+func (s *Store) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{s.metrics.state, s.metrics.opened, s.metrics.errors}
+}

@@ -1,0 +1,234 @@
+package redis
+
+// Round trip: one pipeline of script runs, and what each call gets back.
+// Invariants:
+//   - A round trip has one deadline, Timeout, for all its sends.
+//   - A call whose script did not run because the server had not cached it
+//     (NOSCRIPT) is sent again with EVAL; one that met a slot in migration
+//     (TRYAGAIN) is sent again after 5, 10, 20, then 40ms, within the
+//     deadline. Other replies are final: a call that fails, fails alone.
+//   - Every call in the batch is finished, and every shard the round trip
+//     touched tells its breaker once: failed if any of its calls failed in
+//     a way FailureClass names.
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/store"
+)
+
+// call is one decision, Take's or Lease's, on its way through the batcher
+// and a round trip.
+type call struct {
+	turn
+	req store.Request
+	brk *breaker // of req.Key's shard
+	res algo.Result
+
+	// keys and argv are a Take's script KEYS and ARGV (see prepare); they
+	// are sent by pointer, which boxes them without copying.
+	keys  [2]string
+	nkeys int
+	argv  [6]int64
+	nargv int
+
+	// cmd is the call's script run, in the last send.
+	cmd *goredis.Cmd
+
+	// lease, when set, makes this a lease call (see Lease), answered in
+	// grant.
+	lease *store.LeaseRequest
+	grant store.Lease
+}
+
+// tryAgainBackoff is the first wait before calls that got TRYAGAIN are
+// sent again; it doubles, four sends at most, within the batch's deadline.
+const tryAgainBackoff = 5 * time.Millisecond
+
+// send makes one round trip of batch: EVALSHA for each call, EVAL again
+// for NOSCRIPT replies (which also caches the script on that node),
+// TRYAGAIN replies (a slot in migration) again after a short backoff. It
+// finishes every call, and tells each shard's breaker how its round trip
+// went.
+func (s *Store) send(batch []*call) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+	defer cancel()
+
+	s.pipeline(ctx, batch, false)
+	s.resend(ctx, batch, isNoScript)
+	for wait := tryAgainBackoff; anyErr(batch, goredis.IsTryAgainError) && ctx.Err() == nil; wait = min(2*wait, 8*tryAgainBackoff) {
+		// A slot being migrated answers TRYAGAIN to a script over a key
+		// that is there and one that is not: the script did not run, and
+		// the slot closes within a few round trips.
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		s.resend(ctx, batch, goredis.IsTryAgainError)
+	}
+	var outcomes [8]outcome
+	seen := outcomes[:0]
+	for _, c := range batch {
+		class := FailureClass(c.cmd.Err())
+		switch {
+		case class != "":
+			s.metrics.errors.WithLabelValues(class).Inc()
+		case isRedirect(c.cmd.Err()):
+			s.metrics.errors.WithLabelValues(ClassRedirect).Inc()
+		}
+		seen = noteOutcome(seen, c.brk, class != "")
+		var err error
+		if c.lease != nil {
+			c.grant, err = parseLease(c.cmd)
+		} else {
+			c.res, err = parseResult(c.cmd)
+		}
+		c.finish(err)
+	}
+	for _, o := range seen {
+		o.b.record(!o.failed)
+	}
+}
+
+// outcome is how one round trip went for one shard.
+type outcome struct {
+	b      *breaker
+	failed bool
+}
+
+func noteOutcome(seen []outcome, b *breaker, failed bool) []outcome {
+	for i := range seen {
+		if seen[i].b == b {
+			seen[i].failed = seen[i].failed || failed
+			return seen
+		}
+	}
+	return append(seen, outcome{b: b, failed: failed})
+}
+
+// pipeline sends one EVALSHA (or EVAL) per call in one round trip.
+func (s *Store) pipeline(ctx context.Context, calls []*call, eval bool) {
+	_, _ = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for _, c := range calls {
+			if c.lease != nil {
+				c.cmd = s.leaseCmd(ctx, p, c.lease, eval)
+			} else {
+				c.cmd = p.Do(ctx, takeArgs(eval, c)...)
+			}
+		}
+		return nil
+	})
+}
+
+// resend sends again, with EVAL, the calls whose script run failed with
+// an error that match picks.
+func (s *Store) resend(ctx context.Context, calls []*call, match func(error) bool) {
+	var again []*call
+	for _, c := range calls {
+		if match(c.cmd.Err()) {
+			again = append(again, c)
+		}
+	}
+	if len(again) > 0 {
+		s.pipeline(ctx, again, true)
+	}
+}
+
+// anyErr reports whether a call's script run failed with an error that
+// match picks.
+func anyErr(calls []*call, match func(error) bool) bool {
+	for _, c := range calls {
+		if match(c.cmd.Err()) {
+			return true
+		}
+	}
+	return false
+}
+
+// prepare fills c's script KEYS and ARGV: limit, period_us, burst, cost,
+// now_us, and with an idempotency record, its TTL in ms.
+func (s *Store) prepare(c *call) {
+	r := &c.req
+	var now int64
+	if s.opts.PinnedClock != nil {
+		now = s.opts.PinnedClock().UnixMicro()
+	}
+	c.keys[0], c.nkeys = s.RedisKey(r.Key), 1
+	c.argv, c.nargv = [6]int64{r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now}, 5
+	if r.HasIdempotency() {
+		c.keys[1], c.nkeys = s.RecordKey(r.Key, r.Idempotency), 2
+		c.argv[5], c.nargv = max(1, r.EffectiveIdempotencyTTL().Milliseconds()), 6
+	}
+}
+
+// takeArgs are the arguments of one Take's script call.
+func takeArgs(eval bool, c *call) []any {
+	args := scripts[c.req.Limit.Algorithm].call(eval, c.nkeys, c.nkeys+c.nargv)
+	for i := range c.nkeys {
+		args = append(args, &c.keys[i])
+	}
+	for i := range c.nargv {
+		args = append(args, &c.argv[i])
+	}
+	return args
+}
+
+// parseResult reads an exact script's reply {allowed, remaining, reset_us,
+// retry_us[, replayed]}.
+func parseResult(cmd *goredis.Cmd) (algo.Result, error) {
+	var buf [5]int64
+	v, err := int64s(buf[:0], cmd)
+	if err != nil {
+		return algo.Result{}, fmt.Errorf("redis store: %w", err)
+	}
+	if len(v) != 4 && len(v) != 5 {
+		return algo.Result{}, fmt.Errorf("redis store: script returned %d values, want 4 or 5", len(v))
+	}
+	r := algo.Result{
+		Allowed:    v[0] == 1,
+		Remaining:  v[1],
+		ResetAfter: time.Duration(v[2]) * time.Microsecond,
+		RetryAfter: time.Duration(v[3]) * time.Microsecond,
+		Replayed:   len(v) == 5 && v[4] == 1,
+	}
+	if v[3] < 0 {
+		r.RetryAfter = algo.Never
+	}
+	return r, nil
+}
+
+// int64s appends to dst the integers of cmd's array reply, as
+// goredis.Cmd.Int64Slice reads them, without a slice of its own.
+func int64s(dst []int64, cmd *goredis.Cmd) ([]int64, error) {
+	reply, err := cmd.Result()
+	if err != nil {
+		return nil, err
+	}
+	vals, ok := reply.([]any)
+	if !ok {
+		return nil, fmt.Errorf("redis: unexpected type=%T for []int64", reply)
+	}
+	for _, v := range vals {
+		switch v := v.(type) {
+		case int64:
+			dst = append(dst, v)
+		case string:
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return nil, err
+			}
+			dst = append(dst, n)
+		default:
+			return nil, fmt.Errorf("redis: unexpected type=%T for Int64", v)
+		}
+	}
+	return dst, nil
+}

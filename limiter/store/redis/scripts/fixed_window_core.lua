@@ -1,0 +1,30 @@
+-- Fixed window: at most limit units per window of period, aligned to the
+-- Unix epoch. Mirrors limiter/algo.(Limit).fixedWindow.
+--
+-- The key holds the window, a string "window_index count". Units credited
+-- back come off the count if they were leased in this window; a credit to
+-- a window that has passed is dropped.
+local w, into = window_at(now, period)
+local count = 0
+local state = redis.call('GET', key)
+if state then
+  local a, b = string.match(state, '^(%S+) (%S+)$')
+  if tonumber(a) == w then count = tonumber(b) end
+end
+local changed = false
+if credit > 0 and credit_window == w then
+  count = math.max(0, count - credit)
+  changed = true
+end
+allowed = count + cost <= limit
+if allowed then
+  if cap > 0 then granted = math.min(cap, limit - count - cost) end
+  count = count + cost + granted
+  changed = changed or cost + granted > 0
+end
+reset = period - into
+if changed then redis.call('SET', key, string.format('%d %d', w, count), 'PX', slack + math.max(1, math.ceil(reset / 1000))) end
+if not allowed then
+  if cost > limit then retry = -1 else retry = reset end
+end
+remaining = math.max(0, limit - count)

@@ -1,0 +1,125 @@
+package redis
+
+import (
+	"context"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/internal/storetest"
+	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/store"
+)
+
+// luaSources are the embedded scripts, by file.
+func luaSources() map[string]string {
+	src := map[string]string{"prelude.lua": preludeLua, "exact.lua": exactLua, "lease.lua": leaseLua}
+	for _, a := range algo.All {
+		src[a.String()+" core"] = cores[a]
+	}
+	return src
+}
+
+// The scripts name algorithms only as ALG.<Name>, by names limiter/algo
+// defines, and the scripts Redis runs carry Go's ID in each one's place: a
+// renamed, added or reordered Go algorithm fails here, not in a decision.
+func TestAlgorithmIDsAreGos(t *testing.T) {
+	named := regexp.MustCompile(`ALG\.(\w+)`)
+	bare := regexp.MustCompile(`algorithm\s*[=~]=\s*\d`)
+	for file, src := range luaSources() {
+		for _, m := range named.FindAllStringSubmatch(src, -1) {
+			if _, err := algo.Parse(m[1]); err != nil {
+				t.Errorf("%s names ALG.%s, which limiter/algo does not define", file, m[1])
+			}
+		}
+		if bare.MatchString(src) {
+			t.Errorf("%s compares an algorithm with a bare number: %q", file, bare.FindString(src))
+		}
+	}
+	all := []script{leaseScript}
+	for _, a := range algo.All {
+		all = append(all, scripts[a])
+	}
+	for _, sc := range all {
+		if m := named.FindString(sc.src); m != "" {
+			t.Errorf("a built script still names %s", m)
+		}
+	}
+
+	// Redis reads each ALG.<Name> as Go's value.
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	for _, a := range algo.All {
+		got, err := c.Eval(context.Background(), newScript("return ALG."+a.String()).src, nil).Int()
+		if err != nil || got != int(a) {
+			t.Errorf("ALG.%v is %d in Redis (%v), Go's is %d", a, got, err, int(a))
+		}
+	}
+}
+
+// Each algorithm has exactly one core, in the exact script of that
+// algorithm and, when it is leasable, in the lease script's branch of its
+// ID; the lease script refuses an ID that has no core there. The
+// conformance table run through Lease (TestLeaseOfNothingIsExact) shows
+// that each branch decides as its algorithm.
+func TestEachCoreOnce(t *testing.T) {
+	for _, a := range algo.All {
+		if n := strings.Count(scripts[a].src, cores[a]); n != 1 {
+			t.Errorf("the exact script of %v holds its core %d times", a, n)
+		}
+		for _, other := range algo.All {
+			if other != a && strings.Contains(scripts[a].src, cores[other]) {
+				t.Errorf("the exact script of %v holds the core of %v", a, other)
+			}
+		}
+		branch := "if algorithm == " + strconv.Itoa(int(a)) + " then\n" + cores[a]
+		leased := strings.Count(leaseScript.src, branch) == 1
+		if want := a != algo.SlidingLog; leased != want {
+			t.Errorf("the lease script has a branch for %v: %v, want %v", a, leased, want)
+		}
+	}
+
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	for _, id := range []int{0, int(algo.SlidingLog), 99} {
+		err := c.Eval(context.Background(), leaseScript.src, []string{"k", "k:p"},
+			10, 1000000, 10, 1, 0, id, 0, 0, 0, "pod", -1, 10, 1000000, 0).Err()
+		if err == nil || !strings.Contains(err.Error(), "no core for algorithm "+strconv.Itoa(id)) {
+			t.Errorf("lease with algorithm %d: %v, want an error naming it", id, err)
+		}
+	}
+}
+
+// NOSCRIPT falls back to EVAL, for the exact and the lease scripts:
+// flushing the script cache before every decision loses none.
+func TestNoScriptFallback(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newInternal(t, srv.Addr, nil)
+	c := srv.Client(t)
+	ctx := context.Background()
+	lim := algo.Limit{Algorithm: algo.GCRA, Limit: 20, Period: time.Minute, Burst: 20}
+	key := storetest.KeyFor(t, "noscript")
+	for i := range 10 {
+		if err := c.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		var r algo.Result
+		var err error
+		if i%2 == 0 {
+			r, err = s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1})
+		} else {
+			var l store.Lease
+			l, err = s.Lease(ctx, store.LeaseRequest{Key: key, Limit: lim, Cost: 1, Pod: "p", Bound: -1, TTL: time.Second})
+			r = l.Result
+		}
+		if err != nil {
+			t.Fatalf("decision %d after SCRIPT FLUSH: %v", i, err)
+		}
+		if !r.Allowed || r.Remaining != int64(19-i) {
+			t.Fatalf("decision %d: %+v, want allowed with %d remaining", i, r, 19-i)
+		}
+	}
+}

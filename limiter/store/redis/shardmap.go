@@ -1,0 +1,231 @@
+package redis
+
+// Shard map: which breaker guards each hash slot. Invariants:
+//   - A shard is the set of slots one primary owns (unassigned slots form
+//     one more); its breaker is named by its slot ranges ("0-5460"), or
+//     "standalone", and a map that keeps a shard's ranges keeps its breaker
+//     (a failover moves no slot, so it keeps every breaker).
+//   - The map is read without locks (an atomic pointer) and replaced whole;
+//     installs are serialized. A breaker whose shard left the map is
+//     retired, and its metrics removed.
+//   - Until a cluster's map is loaded, and always for a standalone server,
+//     one breaker guards every slot.
+//   - A cluster's map is loaded at start, every mapRefreshEvery (slots move
+//     when shards are added), and at once when a breaker asks (reload); a
+//     failed load keeps the last map and retries every mapRetryEvery.
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluice-dev/sluice/limiter/store"
+)
+
+const (
+	mapRefreshEvery = 10 * time.Second
+	mapRetryEvery   = time.Second
+	mapLoadTimeout  = time.Second
+)
+
+// shardMap maps every hash slot to its shard's breaker.
+type shardMap struct {
+	index    [Slots]uint16
+	breakers []*breaker
+}
+
+// shards holds the current shardMap and the breakers it uses.
+type shards struct {
+	env    *breakerEnv
+	prefix string // of probe keys: the store's KeyPrefix
+	log    *slog.Logger
+
+	current atomic.Pointer[shardMap]
+	loaded  atomic.Bool   // a cluster's map was installed once
+	refresh chan struct{} // asks the map loop to reload now
+
+	mu     sync.Mutex          // installs maps one at a time
+	byName map[string]*breaker // the breakers of the current map
+}
+
+// newShards starts with one breaker, name, for every slot.
+func newShards(env *breakerEnv, prefix, name string, log *slog.Logger) *shards {
+	b := newBreaker(env, name, prefix+":{probe}")
+	sh := &shards{env: env, prefix: prefix, log: log, refresh: make(chan struct{}, 1), byName: map[string]*breaker{name: b}}
+	sh.current.Store(&shardMap{breakers: []*breaker{b}})
+	return sh
+}
+
+// breakerFor returns the breaker of k's shard.
+func (sh *shards) breakerFor(k store.Key) *breaker {
+	m := sh.current.Load()
+	if len(m.breakers) == 1 {
+		return m.breakers[0]
+	}
+	return m.breakers[m.index[keySlot(k)]]
+}
+
+// reload asks the map loop to load the map now, without waiting.
+func (sh *shards) reload() {
+	select {
+	case sh.refresh <- struct{}{}:
+	default:
+	}
+}
+
+// loop keeps the cluster's map until stop is closed.
+func (sh *shards) loop(cc *goredis.ClusterClient, stop <-chan struct{}) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		case <-sh.refresh:
+			if !t.Stop() {
+				select {
+				case <-t.C:
+				default:
+				}
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), mapLoadTimeout)
+		slots, err := cc.ClusterSlots(ctx).Result()
+		cancel()
+		next := mapRefreshEvery
+		if err != nil || len(slots) == 0 {
+			if sh.loaded.Load() {
+				sh.log.Debug("Could not reload the Redis Cluster slot map; keeping the last one", "error", err)
+			}
+			next = mapRetryEvery
+		} else {
+			sh.install(slots)
+		}
+		t.Reset(next)
+	}
+}
+
+// install groups slots by the primary that owns them (unassigned slots
+// form a group of their own) and installs a breaker per group, keeping the
+// breakers of groups whose slots did not change.
+func (sh *shards) install(slots []goredis.ClusterSlot) {
+	owner := make([]string, Slots) // "" is unassigned
+	for _, r := range slots {
+		if len(r.Nodes) == 0 || r.Start < 0 || r.End >= Slots || r.Start > r.End {
+			continue
+		}
+		id := r.Nodes[0].ID
+		if id == "" {
+			id = r.Nodes[0].Addr
+		}
+		for i := r.Start; i <= r.End; i++ {
+			owner[i] = "node:" + id
+		}
+	}
+	// Ranges per owner, in slot order.
+	ranges := map[string][]string{}
+	var order []string
+	for i := 0; i < Slots; {
+		j := i
+		for j+1 < Slots && owner[j+1] == owner[i] {
+			j++
+		}
+		o := owner[i]
+		if _, ok := ranges[o]; !ok {
+			order = append(order, o)
+		}
+		if i == j {
+			ranges[o] = append(ranges[o], strconv.Itoa(i))
+		} else {
+			ranges[o] = append(ranges[o], strconv.Itoa(i)+"-"+strconv.Itoa(j))
+		}
+		i = j + 1
+	}
+	m := &shardMap{}
+	idx := map[string]uint16{}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	byName := map[string]*breaker{}
+	for _, o := range order {
+		name := strings.Join(ranges[o], ",")
+		idx[o] = uint16(len(m.breakers))
+		b := sh.byName[name]
+		if b == nil {
+			b = newBreaker(sh.env, name, "")
+		}
+		byName[name] = b
+		m.breakers = append(m.breakers, b)
+	}
+	for i := range m.index {
+		m.index[i] = idx[owner[i]]
+	}
+	for _, b := range m.breakers {
+		if b.probeKey == "" {
+			b.probeKey = sh.probeKey(m, b)
+		}
+	}
+	for name, b := range sh.byName {
+		if byName[name] == nil {
+			b.retire()
+		}
+	}
+	sh.byName = byName
+	prev := sh.current.Swap(m)
+	sh.loaded.Store(true)
+	if len(prev.breakers) != len(m.breakers) || !slices.Equal(prev.index[:], m.index[:]) {
+		names := make([]string, len(m.breakers))
+		for i, b := range m.breakers {
+			names[i] = b.name
+		}
+		sh.log.Info("Redis Cluster shards", "shards", names)
+	}
+}
+
+// probeKey finds a key in b's slots, for its probes.
+func (sh *shards) probeKey(m *shardMap, b *breaker) string {
+	for i := 0; ; i++ {
+		tag := "probe-" + strconv.Itoa(i)
+		slot := int(crc16([]byte(tag)) % Slots)
+		if m.breakers[m.index[slot]] == b {
+			return sh.prefix + ":{" + tag + "}"
+		}
+	}
+}
+
+// BreakerStatus is one shard's breaker, for readiness detail and tests.
+type BreakerStatus struct {
+	// Shard names the shard by its slot ranges ("0-5460"), or "standalone".
+	Shard string
+	State BreakerState
+	// Since is when the breaker entered State.
+	Since time.Time
+}
+
+// Breakers lists the breakers of the shards the store knows, by shard.
+func (s *Store) Breakers() []BreakerStatus {
+	m := s.shards.current.Load()
+	out := make([]BreakerStatus, len(m.breakers))
+	for i, b := range m.breakers {
+		out[i] = BreakerStatus{Shard: b.name, State: b.State(), Since: time.Unix(0, b.since.Load())}
+	}
+	slices.SortFunc(out, func(a, b BreakerStatus) int { return firstSlot(a.Shard) - firstSlot(b.Shard) })
+	return out
+}
+
+// firstSlot is the first slot of a shard name such as "5461-10921", or 0.
+func firstSlot(name string) int {
+	end := strings.IndexAny(name, "-,")
+	if end < 0 {
+		end = len(name)
+	}
+	n, _ := strconv.Atoi(name[:end])
+	return n
+}

@@ -1,0 +1,211 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/store"
+)
+
+// Store is a Redis-backed store.Store. It is safe for concurrent use.
+type Store struct {
+	client  goredis.UniversalClient
+	opts    Options
+	log     *slog.Logger
+	metrics *storeMetrics
+	stop    chan struct{}  // closed by Close: the map loop and probes end
+	bg      sync.WaitGroup // the map loop and breaker probes
+	batch   *batcher
+	shards  *shards
+}
+
+// New connects to Redis. It does not wait for the server to answer: the
+// first decisions will report any connection error.
+func New(opts Options) (*Store, error) {
+	if len(opts.Addrs) == 0 {
+		return nil, errors.New("redis store: no address")
+	}
+	opts.setDefaults()
+	s := &Store{
+		opts:    opts,
+		log:     logger(opts.Logger),
+		metrics: newStoreMetrics(opts.Registerer),
+		stop:    make(chan struct{}),
+	}
+	s.batch = &batcher{workers: opts.Workers, maxBatch: opts.MaxBatch, timeout: opts.Timeout, send: s.send}
+	env := &breakerEnv{opts: opts.Breaker, metrics: s.metrics, log: s.log, probe: s.probeCommand,
+		reload: s.reloadCluster, stop: s.stop, bg: &s.bg}
+	if opts.Cluster {
+		cc := goredis.NewClusterClient(&goredis.ClusterOptions{
+			Addrs:                 opts.Addrs,
+			Username:              opts.Username,
+			Password:              opts.Password,
+			TLSConfig:             opts.TLS,
+			ContextTimeoutEnabled: true,
+			PoolSize:              opts.Workers + 4,
+			MaxRetries:            1,
+			// Follow MOVED and ASK at once: the reply names the node, and
+			// go-redis's default backoff (10ms, then 20ms) outlasts the
+			// whole deadline. The store backs off itself on TRYAGAIN.
+			MinRetryBackoff: -1,
+			DialTimeout:     time.Second,
+			DialerRetries:   1, // a refused connection fails now: the breaker decides
+			// No CLIENT SETINFO on connect: Redis before 7.2 answers it
+			// with an error, counted in its errorstats.
+			DisableIdentity: true,
+		})
+		s.client = cc
+		s.shards = newShards(env, opts.KeyPrefix, "0-"+strconv.Itoa(Slots-1), s.log)
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			s.shards.loop(cc, s.stop)
+		}()
+	} else {
+		s.client = goredis.NewClient(&goredis.Options{
+			Addr:                  opts.Addrs[0],
+			Username:              opts.Username,
+			Password:              opts.Password,
+			TLSConfig:             opts.TLS,
+			DB:                    opts.DB,
+			ContextTimeoutEnabled: true,
+			PoolSize:              opts.Workers + 4,
+			MaxRetries:            1,
+			DialTimeout:           time.Second,
+			DialerRetries:         1, // a refused connection fails now: the breaker decides
+			// No CLIENT SETINFO on connect: Redis before 7.2 answers it
+			// with an error, counted in its errorstats.
+			DisableIdentity: true,
+		})
+		s.shards = newShards(env, opts.KeyPrefix, "standalone", s.log)
+	}
+	return s, nil
+}
+
+// Client is the underlying go-redis client.
+func (s *Store) Client() goredis.UniversalClient { return s.client }
+
+// RedisKey is the Redis key of a counter: the prefix, then the hashed key as
+// the hash tag, so all of one counter's data lives in one slot.
+func (s *Store) RedisKey(k store.Key) string {
+	return s.opts.KeyPrefix + ":{" + k.String() + "}"
+}
+
+// RecordKey is the Redis key of an idempotency record of counter k: the
+// counter's key (and so its slot), then the record's hashed name.
+func (s *Store) RecordKey(k, idempotency store.Key) string {
+	return s.RedisKey(k) + ":i:" + idempotency.String()
+}
+
+// Take implements store.Store. It waits for the round trip holding req (at
+// most Timeout for it to start, then Timeout for the round trip) or for ctx
+// to end.
+// While the breaker of req's shard is open it returns an error wrapping
+// store.ErrUnavailable at once.
+func (s *Store) Take(ctx context.Context, req store.Request) (algo.Result, error) {
+	if req.Limit.Algorithm < algo.TokenBucket || req.Limit.Algorithm > algo.SlidingLog {
+		return algo.Result{}, fmt.Errorf("redis store: unknown algorithm %v", req.Limit.Algorithm)
+	}
+	c := &call{req: req}
+	s.prepare(c)
+	if err := s.decide(ctx, c); err != nil {
+		return algo.Result{}, err
+	}
+	return c.res, nil
+}
+
+// decide sends c through its shard's breaker and the batcher.
+func (s *Store) decide(ctx context.Context, c *call) error {
+	c.brk = s.shards.breakerFor(c.req.Key)
+	if c.brk.State() != BreakerClosed {
+		return c.brk.errOpen
+	}
+	return s.batch.do(ctx, c)
+}
+
+// reloadCluster asks the cluster client to reload its slot map, and the
+// store to reload its map of shards: a replica promoted after a failover
+// is then found at once.
+func (s *Store) reloadCluster() {
+	cc, ok := s.client.(*goredis.ClusterClient)
+	if !ok {
+		return
+	}
+	cc.ReloadState(context.Background()) // asynchronous
+	s.shards.reload()
+}
+
+// Ping checks that Redis answers (every node, for a cluster).
+func (s *Store) Ping(ctx context.Context) error {
+	if cc, ok := s.client.(*goredis.ClusterClient); ok {
+		return cc.ForEachShard(ctx, func(ctx context.Context, c *goredis.Client) error {
+			return c.Ping(ctx).Err()
+		})
+	}
+	return s.client.Ping(ctx).Err()
+}
+
+// Status describes the store for readiness detail: whether every shard
+// answers a ping within ctx, and each breaker that is not closed.
+func (s *Store) Status(ctx context.Context) (detail string, ok bool) {
+	var parts []string
+	ok = true
+	if err := s.Ping(ctx); err != nil {
+		ok = false
+		parts = append(parts, "ping failed: "+err.Error())
+	} else {
+		parts = append(parts, "ping ok")
+	}
+	open := 0
+	for _, b := range s.Breakers() {
+		if b.State != BreakerClosed {
+			open++
+			parts = append(parts, fmt.Sprintf("shard %s breaker %s since %s", b.Shard, b.State, b.Since.UTC().Format(time.RFC3339)))
+		}
+	}
+	if open == 0 {
+		parts = append(parts, fmt.Sprintf("%d breakers closed", len(s.Breakers())))
+	}
+	return strings.Join(parts, "; "), ok && open == 0
+}
+
+// Close fails pending calls, waits for the round trips in flight, and
+// closes the connections.
+func (s *Store) Close() error {
+	if !s.batch.close() {
+		return nil // closed already
+	}
+	close(s.stop)
+	s.bg.Wait()
+	return s.client.Close()
+}
+
+// logger returns l, or a logger that discards.
+func logger(l *slog.Logger) *slog.Logger {
+	if l != nil {
+		return l
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// LogClientTo sends go-redis's own log lines (a failed dial, one line per
+// attempt) to l at debug level: the store logs what matters, once per
+// breaker change. go-redis's logger is process-wide.
+func LogClientTo(l *slog.Logger) { goredis.SetLogger(clientLogger{l}) }
+
+type clientLogger struct{ l *slog.Logger }
+
+func (c clientLogger) Printf(ctx context.Context, format string, v ...any) {
+	c.l.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
+}
+
+var _ store.Store = (*Store)(nil)

@@ -1,0 +1,83 @@
+package redis_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluice-dev/sluice/internal/storetest"
+	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/store"
+	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
+)
+
+func TestConformanceStandalone(t *testing.T) { storetest.Run(t, newStandalone) }
+
+func TestConformanceCluster(t *testing.T) { storetest.Run(t, newCluster) }
+
+func TestIdempotencyStandalone(t *testing.T) { storetest.RunIdempotency(t, newStandalone) }
+
+func TestIdempotencyCluster(t *testing.T) { storetest.RunIdempotency(t, newCluster) }
+
+func TestMemoryAndStandaloneAgree(t *testing.T) {
+	storetest.RunDifferential(t, newMemory, newStandalone, 400)
+}
+
+func TestMemoryAndClusterAgree(t *testing.T) {
+	storetest.RunDifferential(t, newMemory, newCluster, 150)
+}
+
+// Every key a script writes has a TTL, with time from Redis TIME.
+func TestEveryKeyHasTTL(t *testing.T) {
+	s := realStore(t, redisstore.Options{Addrs: []string{standaloneAddr(t)}, KeyPrefix: "ttltest"})
+	c := goredis.NewClient(&goredis.Options{Addr: standaloneAddr(t)})
+	defer c.Close()
+	ctx := context.Background()
+	for _, a := range algo.All {
+		lim := algo.Limit{Algorithm: a, Limit: 5, Period: time.Minute, Burst: 5}
+		key := storetest.KeyFor(t, a.String())
+		for range 3 {
+			if r, err := s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1}); err != nil || !r.Allowed {
+				t.Fatalf("%v: %+v %v", a, r, err)
+			}
+		}
+	}
+	keys, err := c.Keys(ctx, "ttltest:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != len(algo.All) {
+		t.Fatalf("want one key per algorithm, got %v", keys)
+	}
+	for _, k := range keys {
+		ttl, err := c.PTTL(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl <= 0 || ttl > 2*time.Minute {
+			t.Errorf("key %s has TTL %v, want within (0, 2m]", k, ttl)
+		}
+	}
+}
+
+// The real clock: a fixed window admits exactly its limit, then denies
+// with a retry inside the window.
+func TestRedisTimeDrivesDecisions(t *testing.T) {
+	s := realStore(t, redisstore.Options{Addrs: []string{standaloneAddr(t)}})
+	lim := algo.Limit{Algorithm: algo.FixedWindow, Limit: 3, Period: time.Hour}
+	key := storetest.KeyFor(t, "fw")
+	for i := range 4 {
+		r, err := s.Take(context.Background(), store.Request{Key: key, Limit: lim, Cost: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Allowed != (i < 3) {
+			t.Fatalf("take %d: allowed=%v", i, r.Allowed)
+		}
+		if r.ResetAfter <= 0 || r.ResetAfter > time.Hour {
+			t.Fatalf("take %d: reset %v outside (0, 1h]", i, r.ResetAfter)
+		}
+	}
+}
