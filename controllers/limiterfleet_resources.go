@@ -74,7 +74,7 @@ const (
 	LimiterContainerName = "limiter"
 	LimiterGRPCPortName  = "grpc"
 	LimiterHTTPPortName  = "http"
-	LimiterAdminPortName = "admin"
+	LimiterAdminPortName = limiterwire.AdminPortName
 	// LimiterGRPCPort serves Envoy RLS v3 and gRPC health (data plane).
 	LimiterGRPCPort int32 = 8081
 	// LimiterHTTPPort serves the HTTP API, /healthz and /readyz (data
@@ -83,7 +83,7 @@ const (
 	// LimiterAdminPort serves the admin endpoints the operator polls and
 	// /metrics (admin plane), to callers the API server authenticates and
 	// authorizes (--admin-auth=kubernetes).
-	LimiterAdminPort int32 = 8082
+	LimiterAdminPort int32 = limiterwire.AdminPort
 	// LimiterAuthDelegatorBinding is the ClusterRoleBinding that lets every
 	// fleet's limiter ServiceAccount review the admin plane's callers:
 	// system:auth-delegator (create tokenreviews and subjectaccessreviews).
@@ -248,7 +248,7 @@ func BuildLimiterService(fleet *v1alpha1.LimiterFleet) *corev1.Service {
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
 			Selector: LimiterSelectorLabels(fleet),
-			Ports:    limiterServicePorts(),
+			Ports:    append(limiterDataPorts(), limiterAdminServicePort()),
 		},
 	}
 }
@@ -261,7 +261,8 @@ func LimiterHeadlessName(fleet *v1alpha1.LimiterFleet) string {
 }
 
 // BuildLimiterHeadlessService builds a headless Service over the same pods
-// and ports: its DNS name answers the IP of every ready limiter pod, for
+// and their data plane ports (the admin port is the operator's, which finds
+// it through the other Service's EndpointSlices): its DNS name answers the IP of every ready limiter pod, for
 // gateways that balance each call themselves (Envoy's STRICT_DNS cluster,
 // gRPC's round_robin over dns:///). Through the ClusterIP Service, kube-proxy
 // balances connections, not calls, and a gateway holds a few long-lived
@@ -274,13 +275,13 @@ func BuildLimiterHeadlessService(fleet *v1alpha1.LimiterFleet) *corev1.Service {
 			Type:      corev1.ServiceTypeClusterIP,
 			ClusterIP: corev1.ClusterIPNone,
 			Selector:  LimiterSelectorLabels(fleet),
-			Ports:     limiterServicePorts(),
+			Ports:     limiterDataPorts(),
 		},
 	}
 }
 
-// limiterServicePorts are the ports of both limiter Services.
-func limiterServicePorts() []corev1.ServicePort {
+// limiterDataPorts are the data plane ports of both limiter Services.
+func limiterDataPorts() []corev1.ServicePort {
 	return []corev1.ServicePort{
 		{
 			Name:        LimiterGRPCPortName,
@@ -296,13 +297,18 @@ func limiterServicePorts() []corev1.ServicePort {
 			Port:        LimiterHTTPPort,
 			TargetPort:  intstr.FromString(LimiterHTTPPortName),
 		},
-		{
-			Name:        LimiterAdminPortName,
-			Protocol:    corev1.ProtocolTCP,
-			AppProtocol: ptr.To("http"),
-			Port:        LimiterAdminPort,
-			TargetPort:  intstr.FromString(LimiterAdminPortName),
-		},
+	}
+}
+
+// limiterAdminServicePort is the admin plane's port of the ClusterIP
+// Service.
+func limiterAdminServicePort() corev1.ServicePort {
+	return corev1.ServicePort{
+		Name:        LimiterAdminPortName,
+		Protocol:    corev1.ProtocolTCP,
+		AppProtocol: ptr.To("http"),
+		Port:        LimiterAdminPort,
+		TargetPort:  intstr.FromString(LimiterAdminPortName),
 	}
 }
 
@@ -329,7 +335,7 @@ func LimiterArgs(fleet *v1alpha1.LimiterFleet, storeURL string) []string {
 		fmt.Sprintf("--grpc-addr=0.0.0.0:%d", LimiterGRPCPort),
 		fmt.Sprintf("--http-addr=0.0.0.0:%d", LimiterHTTPPort),
 		fmt.Sprintf("--admin-addr=0.0.0.0:%d", LimiterAdminPort),
-		"--admin-auth=kubernetes",
+		limiterwire.AdminAuthFlag + "=" + limiterwire.AdminAuthKubernetes,
 		"--log-format=json",
 	}
 	if len(fleet.Spec.TrustedProxies) > 0 {

@@ -473,10 +473,12 @@ func TestBuildLimiterService(t *testing.T) {
 	if diff := cmp.Diff(want, svc.Spec); diff != "" {
 		t.Errorf("service spec (-want +got):\n%s", diff)
 	}
-	// The headless Service: the same pods and ports, no cluster IP, only
-	// ready pods in its DNS answers.
+	// The headless Service: the same pods and data plane ports (gateways
+	// have no business on the admin port), no cluster IP, only ready pods
+	// in its DNS answers.
 	headless := controllers.BuildLimiterHeadlessService(fleet)
 	want.ClusterIP = corev1.ClusterIPNone
+	want.Ports = want.Ports[:2]
 	if diff := cmp.Diff(want, headless.Spec); diff != "" || headless.Name != "default-limiter-headless" {
 		t.Errorf("headless service %s spec (-want +got):\n%s", headless.Name, diff)
 	}
