@@ -158,6 +158,9 @@ func TestAttackReadAdminPlaneWithoutPermission(t *testing.T) {
 		{"the metrics reader", prometheus, "/metrics", http.StatusOK},
 		{"the operator", operator, limiterwire.StatsPath, http.StatusOK},
 		{"the operator", operator, limiterwire.SnapshotPath, http.StatusOK},
+		// A path reviewed as the operator's but routed to /metrics.
+		{"the operator", operator, "/v1/admin/../../metrics", http.StatusNotFound},
+		{"the operator", operator, "/v1/admin//stats", http.StatusNotFound},
 	} {
 		code, body := call(tc.token, tc.path)
 		if code != tc.want || (code != http.StatusOK && strings.Contains(body, "per-user")) {
@@ -170,7 +173,7 @@ func TestAttackReadAdminPlaneWithoutPermission(t *testing.T) {
 	// The operator's answers come from the cache now; the counts show every
 	// kind of call.
 	code, m := call(prometheus, "/metrics")
-	for _, want := range []string{`sluice_admin_requests_total{result="unauthenticated"} 3`, `sluice_admin_requests_total{result="forbidden"} 4`} {
+	for _, want := range []string{`sluice_admin_requests_total{result="unauthenticated"} 3`, `sluice_admin_requests_total{result="forbidden"} 6`} {
 		if code != http.StatusOK || !strings.Contains(m, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -160,6 +161,13 @@ func New(cfg *rest.Config, opts Options) (*Authorizer, error) {
 // their path.
 func (a *Authorizer) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The review is of the path as sent; one with dot segments or
+		// repeated slashes would be reviewed under one name and routed
+		// (after a redirect) under another. No admin path has them.
+		if r.URL.Path != path.Clean(r.URL.Path) || r.URL.RawPath != "" {
+			a.refuse(w, http.StatusNotFound, resultForbidden, "Not found: the admin plane serves clean paths only")
+			return
+		}
 		token, ok := bearerToken(r)
 		if !ok {
 			a.refuse(w, http.StatusUnauthorized, resultUnauthenticated, "Unauthorized: send a ServiceAccount token as Authorization: Bearer")
@@ -237,10 +245,10 @@ func (a *Authorizer) authenticate(ctx context.Context, token string) (authnv1.Us
 	return tr.Status.User, true, nil
 }
 
-// authorize says whether user may verb the non-resource URL path, from the
+// authorize says whether user may verb the non-resource URL urlPath, from the
 // cache or a SubjectAccessReview.
-func (a *Authorizer) authorize(ctx context.Context, user authnv1.UserInfo, path, verb string) (bool, error) {
-	key := accessKey(user, path, verb)
+func (a *Authorizer) authorize(ctx context.Context, user authnv1.UserInfo, urlPath, verb string) (bool, error) {
+	key := accessKey(user, urlPath, verb)
 	if ok, found := lookup(a, a.allowed, key); found {
 		return ok, nil
 	}
@@ -256,7 +264,7 @@ func (a *Authorizer) authorize(ctx context.Context, user authnv1.UserInfo, path,
 	defer cancel()
 	sar, err := a.sars.Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
 		User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
-		NonResourceAttributes: &authzv1.NonResourceAttributes{Path: path, Verb: verb},
+		NonResourceAttributes: &authzv1.NonResourceAttributes{Path: urlPath, Verb: verb},
 	}}, metav1.CreateOptions{})
 	if err != nil {
 		return false, err
@@ -271,12 +279,12 @@ func (a *Authorizer) authorize(ctx context.Context, user authnv1.UserInfo, path,
 }
 
 // accessKey hashes everything a SubjectAccessReview is asked.
-func accessKey(user authnv1.UserInfo, path, verb string) [32]byte {
+func accessKey(user authnv1.UserInfo, urlPath, verb string) [32]byte {
 	h := sha256.New()
 	add := func(s string) { _, _ = fmt.Fprintf(h, "%d:%s", len(s), s) }
 	add(user.Username)
 	add(user.UID)
-	add(path)
+	add(urlPath)
 	add(verb)
 	groups := slices.Clone(user.Groups)
 	slices.Sort(groups)
