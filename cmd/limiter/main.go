@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/limiter/app"
 	"github.com/sluice-dev/sluice/limiter/service"
+	"github.com/sluice-dev/sluice/limiter/store"
 )
 
 func main() {
@@ -39,6 +40,7 @@ func main() {
 	enforcement := fs.String("enforcement", "enabled", "kill switch: disabled allows every request (decisions still counted, would-be denials as shadow_limited)")
 	fs.StringVar(&cfg.IdempotencyEntry, "idempotency-entry", "idempotency_key", "RLS descriptor entry `key` whose value is an idempotency key (left out of matching)")
 	fs.DurationVar(&cfg.IdempotencyTTL, "idempotency-ttl", 24*time.Hour, "how long a first decision is replayed to retries with the same idempotency key")
+	fs.Int64Var(&cfg.IdempotencyMaxReplays, "idempotency-max-replays", store.DefaultIdempotencyMaxReplays, "how many retries of one request (same domain, descriptor, cost and idempotency key) a first decision is replayed to; later retries are decided afresh")
 	fs.IntVar(&cfg.LocalFallbackPods, "local-fallback-pods", 1, "limiter pods sharing each limit: failureMode Local enforces limit/N while Redis can't answer")
 	fs.IntVar(&cfg.Top.K, "top-descriptors", 0, "report each policy's `K` hottest descriptor values per interval on /v1/admin/stats and /metrics, 0 (off, the default) to 20; values may be personal data")
 	topValues := fs.String("top-descriptor-values", "hash", "how --top-descriptors shows values: hash (12 hex digits of SHA-256) or truncate")
@@ -73,6 +75,8 @@ func main() {
 		usage(fs, "--idempotency-entry must not be empty")
 	case cfg.IdempotencyTTL < time.Second:
 		usage(fs, "--idempotency-ttl must be at least 1s")
+	case cfg.IdempotencyMaxReplays < 1:
+		usage(fs, "--idempotency-max-replays must be at least 1")
 	case cfg.LocalFallbackPods < 1:
 		usage(fs, "--local-fallback-pods must be at least 1")
 	case cfg.Top.K < 0 || cfg.Top.K > service.MaxTopK:

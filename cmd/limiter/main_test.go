@@ -512,3 +512,26 @@ func TestRedisOverTLS(t *testing.T) {
 		t.Error("a limiter logged the password")
 	}
 }
+
+// post POSTs body to path on the data plane with the headers given as
+// name, value pairs, returning the status, the headers and the body.
+func (p *process) post(t *testing.T, path, body string, headers ...string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, p.http+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, string(b)
+}

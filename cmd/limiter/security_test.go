@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
+	"github.com/sluice-dev/sluice/internal/redistest"
 )
 
 // Attack (issue 16, 2): any pod that reaches a limiter's HTTP port reads
@@ -195,4 +196,57 @@ func tokenKubeconfig(t *testing.T, token string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// Attack (issue 16, 4): a client that reuses one Idempotency-Key gets
+// unlimited requests for 24 hours, whatever it sends. Against a real
+// limiter on the memory store and on a real redis-server: one key sent 50
+// times against a limit of 5 is admitted 5 times plus the bounded replays
+// of its first request, and a different request (another cost) with a used
+// key is decided afresh.
+func TestAttackIdempotencyKeyReplaysWithoutEnd(t *testing.T) {
+	rs := redistest.Start(t)
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	// An hour's window: no refill while the test runs, however slowly.
+	writeAtomic(t, path, strings.Replace(strings.Replace(policy(5), "TokenBucket", "FixedWindow", 1), "period: 1m", "period: 1h", 1))
+	for _, st := range []string{"memory", "redis://" + rs.Addr} {
+		t.Run(strings.Split(st, ":")[0], func(t *testing.T) {
+			p := startLimiter(t, "--policies", path, "--store", st, "--redis-timeout", "2s", "--idempotency-max-replays", "3")
+			check := func(user, cost string) (int, bool) {
+				t.Helper()
+				body := `{"domain":"shop","hits_addend":` + cost + `,"descriptors":[{"entries":[{"key":"user","value":"` + user + `"}]}]}`
+				code, h, b := p.post(t, "/v1/ratelimit/check", body, "Idempotency-Key", "same-key")
+				if code != http.StatusOK && code != http.StatusTooManyRequests {
+					t.Fatalf("check: %d %s", code, b)
+				}
+				return code, h.Get("Idempotent-Replayed") == "true"
+			}
+			admitted, replayed := 0, 0
+			for range 50 {
+				code, r := check("eve", "1")
+				if code == http.StatusOK {
+					admitted++
+				}
+				if r {
+					replayed++
+				}
+			}
+			if admitted != 5+3 || replayed != 3 {
+				t.Errorf("one key sent 50 times against 5 a minute: %d admitted, %d replayed; want 8 and 3", admitted, replayed)
+			}
+			// Another request with a used key is its own request.
+			if code, r := check("fay", "1"); code != http.StatusOK || r {
+				t.Fatalf("fay's first request: %d replayed=%v", code, r)
+			}
+			if code, r := check("fay", "4"); code != http.StatusOK || r {
+				t.Errorf("fay's key with another cost: %d replayed=%v, want decided afresh", code, r)
+			}
+			if code, r := check("fay", "1"); code != http.StatusOK || !r {
+				t.Errorf("fay's first request again: %d replayed=%v, want its decision replayed", code, r)
+			}
+			if code, _ := p.check(t, "fay"); code != http.StatusTooManyRequests {
+				t.Errorf("fay after spending 1 + 4 units of 5: %d, want 429", code)
+			}
+		})
+	}
 }

@@ -75,6 +75,9 @@ type Config struct {
 	// IdempotencyTTL is how long a first decision is replayed to retries;
 	// 0 means 24h.
 	IdempotencyTTL time.Duration
+	// IdempotencyMaxReplays is how many times a first decision is replayed
+	// to retries; 0 means store.DefaultIdempotencyMaxReplays.
+	IdempotencyMaxReplays int64
 	// LocalFallbackPods is the number of limiter pods sharing each limit
 	// (failureMode Local enforces limit/LocalFallbackPods); 0 means 1.
 	LocalFallbackPods int
@@ -129,7 +132,7 @@ func Run(ctx context.Context, cfg Config) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		localtier.NewCollector(tier))
 	svc := service.New(st, service.Options{Registerer: reg, Logger: log,
-		IdempotencyEntry: cfg.IdempotencyEntry, IdempotencyTTL: cfg.IdempotencyTTL,
+		IdempotencyEntry: cfg.IdempotencyEntry, IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyMaxReplays: cfg.IdempotencyMaxReplays,
 		ReadyPods: cfg.LocalFallbackPods, EnforcementDisabled: cfg.EnforcementDisabled,
 		Top: cfg.Top, TopClock: topClock, LocalTier: tier, Fallback: fallback})
 	rl := newReloader(src, svc, reg, log)

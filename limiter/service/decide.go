@@ -115,7 +115,8 @@ func (s *Service) decide(ctx context.Context, sc *scratch, p *config.Policy, ps 
 	req := store.Request{Key: p.CounterKey(&sc.kb, entries), Limit: p.Limit, Cost: cost}
 	sc.key = req.Key
 	if idem != "" {
-		req.Idempotency, req.IdempotencyTTL = idempotencyRecord(&sc.kb, domain, p, req.Key, idem), s.opts.IdempotencyTTL
+		req.Idempotency = idempotencyRecord(&sc.kb, domain, p, req.Key, entries, cost, idem)
+		req.IdempotencyTTL, req.IdempotencyMaxReplays = s.opts.IdempotencyTTL, s.opts.IdempotencyMaxReplays
 	}
 	r, reason := ps.store.decide(ctx, req)
 	return Decision{Policy: p, Result: r, Reason: reason}

@@ -1,6 +1,8 @@
 package service
 
 import (
+	"strconv"
+
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/store"
 )
@@ -58,14 +60,23 @@ func (s *Service) splitIdempotency(sc *scratch, entries []config.Entry, idem str
 
 // idempotencyRecord names the record of a request's decision by policy p
 // on counter: scoped per domain, policy and counter, so that one caller
-// can't replay another's decision, nor a key of one policy another's.
-func idempotencyRecord(kb *store.KeyBuilder, domain string, p *config.Policy, counter store.Key, idem string) store.Key {
+// can't replay another's decision, nor a key of one policy another's; and
+// named after the whole request, every entry of its descriptor (the
+// idempotency entry taken out) and its cost, so that a key replays only
+// the request it was first sent with. A different request with a used key
+// names another record: it is decided afresh.
+func idempotencyRecord(kb *store.KeyBuilder, domain string, p *config.Policy, counter store.Key, entries []config.Entry, cost int64, idem string) store.Key {
 	kb.Reset()
 	kb.Add("idempotency")
 	kb.Add(domain)
 	kb.Add(p.ID())
 	kb.Add(string(counter[:]))
 	kb.Add(idem)
+	kb.Add(strconv.FormatInt(cost, 10))
+	for i := range entries {
+		kb.Add(entries[i].Key)
+		kb.Add(entries[i].Value)
+	}
 	return kb.Key()
 }
 
