@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -8,6 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -248,5 +255,75 @@ func TestAttackIdempotencyKeyReplaysWithoutEnd(t *testing.T) {
 				t.Errorf("fay after spending 1 + 4 units of 5: %d, want 429", code)
 			}
 		})
+	}
+}
+
+// Attack (issue 16, 2): any caller of the data plane locks a user out by
+// sending one check with hits_addend equal to what remains (up to 1e6).
+// A policy's maxCost caps what one request may spend: above it, the check
+// is refused, HTTP 400 and gRPC InvalidArgument naming the policy and the
+// cap, and spends nothing. Without maxCost the cap is the capacity.
+func TestAttackLockOutWithHitsAddend(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	writeAtomic(t, path, `apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: per-user, namespace: shop}
+spec:
+  domain: shop
+  descriptors: [{key: user}]
+  algorithm: FixedWindow
+  rate: {limit: 5, period: 1h}
+  maxCost: 1
+---
+apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: per-tenant, namespace: shop}
+spec:
+  domain: shop
+  descriptors: [{key: tenant}]
+  algorithm: TokenBucket
+  rate: {limit: 5, period: 1h}
+  burst: 10
+`)
+	p := startLimiter(t, "--policies", path)
+	attack := func(key, value string, cost int) (int, string) {
+		t.Helper()
+		body := fmt.Sprintf(`{"domain":"shop","hits_addend":%d,"descriptors":[{"entries":[{"key":%q,"value":%q}]}]}`, cost, key, value)
+		code, _, b := p.post(t, "/v1/ratelimit/check", body)
+		return code, b
+	}
+	for _, tc := range []struct {
+		key, value string
+		cost       int
+		want       string
+	}{
+		{"user", "alice", 5, "descriptors[0] costs 5, above the maximum cost of 1 of policy shop/per-user (spec.maxCost)"},
+		{"user", "alice", 1_000_000, "descriptors[0] costs 1000000, above the maximum cost of 1 of policy shop/per-user"},
+		// No maxCost: the capacity, burst 10, caps it.
+		{"tenant", "acme", 11, "descriptors[0] costs 11, above the maximum cost of 10 of policy shop/per-tenant"},
+	} {
+		if code, body := attack(tc.key, tc.value, tc.cost); code != http.StatusBadRequest || !strings.Contains(body, tc.want) {
+			t.Errorf("%s=%s with hits_addend %d: %d %s, want 400 %q", tc.key, tc.value, tc.cost, code, body, tc.want)
+		}
+	}
+	// Over gRPC, the same.
+	conn, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, err = rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(t.Context(), &rlsv3.RateLimitRequest{Domain: "shop", HitsAddend: 5,
+		Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "user", Value: "alice"}}}}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "maximum cost of 1 of policy shop/per-user") {
+		t.Errorf("RLS hits_addend 5 for alice: %v, want InvalidArgument naming the cap", err)
+	}
+	// Nothing was spent: alice has her 5, acme its 10.
+	for i := range 5 {
+		if code, body := attack("user", "alice", 1); code != http.StatusOK {
+			t.Fatalf("alice's request %d after the attacks: %d %s", i+1, code, body)
+		}
+	}
+	if code, body := attack("tenant", "acme", 10); code != http.StatusOK {
+		t.Errorf("acme's 10 after the attacks: %d %s", code, body)
 	}
 }

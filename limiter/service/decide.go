@@ -35,8 +35,11 @@ func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) 
 	if err := ValidateIdempotencyKey(req.IdempotencyKey); err != nil {
 		return invalidf("Idempotency-Key: %s", err.Error())
 	}
-	resp.Decisions = slices.Grow(resp.Decisions, len(req.Descriptors))
 	l := s.loaded.Load()
+	if err := s.checkCosts(l, req); err != nil {
+		return err
+	}
+	resp.Decisions = slices.Grow(resp.Decisions, len(req.Descriptors))
 	for i := range req.Descriptors {
 		d := &req.Descriptors[i]
 		dec := s.check(ctx, l, req.Domain, d.Entries, descriptorCost(req, d), req.IdempotencyKey)
@@ -45,6 +48,53 @@ func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) 
 		resp.OverLimit = resp.OverLimit || dec.OverLimit
 		if moreRestrictive(dec, resp.Reported) || (dec.OverLimit && !resp.Reported.OverLimit) {
 			resp.Reported = dec
+		}
+	}
+	return nil
+}
+
+// checkCosts refuses a request that would spend, on one descriptor, more
+// than the maxCost of an enforcing policy that the descriptor matches,
+// naming the first such descriptor, its cost, the policy and its cap. It
+// runs before any decision, so that a refused request spends nothing.
+// Costs within every policy's cap of the domain, such as the usual 1, need
+// no matching. Shadow policies, and all while enforcement is off, refuse
+// nothing: they never change an answer.
+func (s *Service) checkCosts(l *loaded, req *Request) error {
+	// Every cap is at least 1: most requests need no look-up.
+	most := int64(0)
+	for i := range req.Descriptors {
+		most = max(most, descriptorCost(req, &req.Descriptors[i]))
+	}
+	if most <= 1 {
+		return nil
+	}
+	d := l.snap.Domain(req.Domain)
+	if d == nil || !s.enforcing(l) {
+		return nil
+	}
+	for i := range req.Descriptors {
+		desc := &req.Descriptors[i]
+		cost := descriptorCost(req, desc)
+		if cost <= d.MinMaxCost() {
+			continue
+		}
+		if err := s.checkCost(d, i, desc.Entries, cost); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkCost is checkCosts for descriptors[i], of entries and cost.
+func (s *Service) checkCost(d *config.Domain, i int, entries []config.Entry, cost int64) error {
+	sc := s.scratch.Get().(*scratch)
+	defer s.release(sc)
+	entries, _ = s.splitIdempotency(sc, entries, "")
+	sc.matches = d.AppendMatches(sc.matches[:0], entries)
+	for _, p := range sc.matches {
+		if !p.Shadow && cost > p.MaxCost {
+			return invalidf("descriptors[%d] costs %d, above the maximum cost of %d of policy %s (spec.maxCost)", i, cost, p.MaxCost, p.ID())
 		}
 	}
 	return nil
