@@ -327,3 +327,74 @@ spec:
 		t.Errorf("acme's 10 after the attacks: %d %s", code, body)
 	}
 }
+
+// forwardAuthCall calls a limiter's forward-auth endpoint of domain with
+// headers, as nginx or Traefik do, and returns the status.
+func forwardAuthCall(t *testing.T, p *process, domain string, headers ...string) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, p.http+"/v1/forward-auth/"+domain, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// Attack (issue 16, 5): forward-auth matched the raw path, so /%6cogin,
+// //login and /login/ dodged a policy on path /login and made fresh
+// counters. Forward-auth normalizes the path first (NormalizePath): each
+// spelling spends the /login counter of its client.
+func TestAttackForwardAuthPathBypass(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	writeAtomic(t, path, `apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: LimiterFleet
+metadata: {name: edge, namespace: web}
+spec:
+  forwardAuth:
+    - domain: web
+      descriptors:
+        - {key: path, from: Path}
+        - {key: remote_address, from: ClientIP}
+---
+apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: logins-per-client, namespace: web}
+spec:
+  domain: web
+  descriptors: [{key: path, value: /login}, {key: remote_address}]
+  algorithm: FixedWindow
+  rate: {limit: 3, period: 1h}
+`)
+	p := startLimiter(t, "--policies", path, "--trusted-proxies", "127.0.0.1")
+	for i, bypass := range []string{"/%6cogin", "//login", "/login/", "/static/../login", "/%2E%2E/login?next=/"} {
+		t.Run(bypass, func(t *testing.T) {
+			client := fmt.Sprintf("198.51.100.%d", i+1)
+			for n := range 3 {
+				if code := forwardAuthCall(t, p, "web", "X-Forwarded-Uri", "/login", "X-Forwarded-For", client); code != http.StatusOK {
+					t.Fatalf("login %d of 3: %d", n+1, code)
+				}
+			}
+			if code := forwardAuthCall(t, p, "web", "X-Forwarded-Uri", bypass, "X-Forwarded-For", client); code != http.StatusTooManyRequests {
+				t.Errorf("%s after 3 logins of 3: %d, want 429 (the /login counter)", bypass, code)
+			}
+		})
+	}
+	// The other way round: the bypass spellings spend /login's units.
+	client := "198.51.100.99"
+	for _, bypass := range []string{"/%6cogin", "//login", "/login/"} {
+		if code := forwardAuthCall(t, p, "web", "X-Forwarded-Uri", bypass, "X-Forwarded-For", client); code != http.StatusOK {
+			t.Fatalf("%s: %d", bypass, code)
+		}
+	}
+	if code := forwardAuthCall(t, p, "web", "X-Forwarded-Uri", "/login", "X-Forwarded-For", client); code != http.StatusTooManyRequests {
+		t.Errorf("/login after three spellings of it: %d, want 429", code)
+	}
+}

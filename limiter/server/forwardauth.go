@@ -104,7 +104,8 @@ func (s *Server) answerMissing(w http.ResponseWriter, m *v1alpha1.ForwardAuth, m
 	writeJSON(w, http.StatusOK, map[string]string{"allowed": "true", "reason": msg + " (onMissing Allow)"})
 }
 
-// forwardAuthEntries builds the descriptor entries of mapping m from r. A
+// forwardAuthEntries builds the descriptor entries of mapping m from r, a
+// path normalized by NormalizePath. A
 // value m needs that r lacks is named in missing; a header value longer
 // than MaxForwardAuthHeader or an X-Forwarded-For that isn't a list of
 // addresses is an error.
@@ -117,7 +118,9 @@ func forwardAuthEntries(r *http.Request, m *v1alpha1.ForwardAuth, trusted []neti
 			v, want, err = firstHeader(r.Header, methodHeaders, r.Method)
 		case v1alpha1.FromPath:
 			v, want, err = firstHeader(r.Header, uriHeaders, "")
-			v, _, _ = strings.Cut(v, "?")
+			if v != "" {
+				v = NormalizePath(v)
+			}
 		case v1alpha1.FromHost:
 			v, want, err = firstHeader(r.Header, hostHeaders, r.Host)
 		case v1alpha1.FromClientIP:
