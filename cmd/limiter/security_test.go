@@ -398,3 +398,31 @@ spec:
 		t.Errorf("/login after three spellings of it: %d, want 429", code)
 	}
 }
+
+// Attack (issue 16, 5): with onMissing Allow, a request that left out one
+// entry's value skipped the whole descriptor: in the shipped gateway
+// sample, leaving out X-Api-Key also skipped the per-client limit. Now
+// onMissing applies per entry: the missing api_key is left out, and the
+// per-client limit (GCRA, burst 100) still applies.
+func TestAttackForwardAuthMissingHeaderSkipsOtherLimits(t *testing.T) {
+	p := startLimiter(t, "--policies", gatewayPolicies, "--trusted-proxies", "127.0.0.1")
+	denied := 0
+	for range 150 {
+		code := forwardAuthCall(t, p, "gateway", "X-Original-URI", "/orders", "X-Forwarded-For", "203.0.113.50")
+		switch code {
+		case http.StatusOK:
+		case http.StatusForbidden: // the sample's denyStatus
+			denied++
+		default:
+			t.Fatalf("forward-auth without X-Api-Key: %d", code)
+		}
+	}
+	if denied == 0 {
+		t.Errorf("150 calls without X-Api-Key from one client: none denied; requests-per-client (burst 100) must still apply")
+	}
+	// The missing header is still counted, as allowed.
+	want := `sluice_forward_auth_missing_total{domain="gateway",result="allowed"}`
+	if _, m := p.adminGet(t, "/metrics"); !strings.Contains(m, want) {
+		t.Errorf("metrics lack %s", want)
+	}
+}
