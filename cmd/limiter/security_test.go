@@ -426,3 +426,38 @@ func TestAttackForwardAuthMissingHeaderSkipsOtherLimits(t *testing.T) {
 		t.Errorf("metrics lack %s", want)
 	}
 }
+
+// A forward-auth mapping that builds the limiter's idempotency entry would
+// let callers pick their own idempotency key with a header (issue 16, 4):
+// forward-auth refuses the mapping's calls.
+func TestAttackForwardAuthIdempotencyKeyFromHeader(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	writeAtomic(t, path, `apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: LimiterFleet
+metadata: {name: edge, namespace: web}
+spec:
+  forwardAuth:
+    - domain: web
+      descriptors:
+        - {key: user, from: Header, header: X-User}
+        - {key: idempotency_key, from: Header, header: X-Request-Id}
+---
+apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: per-user, namespace: web}
+spec:
+  domain: web
+  descriptors: [{key: user}]
+  algorithm: FixedWindow
+  rate: {limit: 1, period: 1h}
+`)
+	p := startLimiter(t, "--policies", path)
+	for range 3 {
+		if code := forwardAuthCall(t, p, "web", "X-User", "mallory", "X-Request-Id", "same"); code != http.StatusInternalServerError {
+			t.Fatalf("a mapping that builds idempotency_key: %d, want 500 (refused)", code)
+		}
+	}
+	if !strings.Contains(p.log.String(), "builds the idempotency descriptor entry") {
+		t.Errorf("no error logged for the mapping:\n%s", p.log)
+	}
+}

@@ -77,6 +77,11 @@ func (s *Server) forwardAuth(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no forwardAuth mapping for domain %q: add one to spec.forwardAuth of the LimiterFleet (or of the policy file's LimiterFleet)", domain))
 		return
 	}
+	if key := s.idempotencyCollision(m); key != "" {
+		writeError(w, http.StatusInternalServerError, fmt.Sprintf("the forwardAuth mapping of domain %q builds the entry %q, the limiter's idempotency entry (--idempotency-entry): "+
+			"a caller would choose its own idempotency key; rename the entry", domain, key))
+		return
+	}
 	entries, missing, err := forwardAuthEntries(r, m, s.opts.TrustedProxies)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -100,6 +105,19 @@ func (s *Server) forwardAuth(w http.ResponseWriter, r *http.Request) {
 	}
 	req := &service.Request{Domain: domain, Descriptors: []service.Descriptor{{Entries: entries}}}
 	s.decide(w, r, req, &service.Response{}, int(*m.DenyStatus))
+}
+
+// idempotencyCollision is the key of m's descriptors that is the service's
+// idempotency entry, or "". Such an entry would be taken out of matching
+// and used as the request's idempotency key: a caller who sets the header
+// it comes from would choose its own key. Forward-auth refuses the mapping.
+func (s *Server) idempotencyCollision(m *v1alpha1.ForwardAuth) string {
+	for _, d := range m.Descriptors {
+		if d.Key == s.svc.IdempotencyEntry() {
+			return d.Key
+		}
+	}
+	return ""
 }
 
 // forwardAuthEntries builds the descriptor entries of mapping m from r, a

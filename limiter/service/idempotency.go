@@ -36,6 +36,10 @@ func (s *Service) validateIdempotencyEntry(i, j int, entries []config.Entry) err
 	return nil
 }
 
+// IdempotencyEntry is the descriptor entry key that carries an idempotency
+// key (Options.IdempotencyEntry).
+func (s *Service) IdempotencyEntry() string { return s.opts.IdempotencyEntry }
+
 // idempotencyEntry is the index of the idempotency entry, or -1.
 func (s *Service) idempotencyEntry(entries []config.Entry) int {
 	for i := range entries {
@@ -81,8 +85,17 @@ func idempotencyRecord(kb *store.KeyBuilder, domain string, p *config.Policy, co
 }
 
 // warnIdempotencyDescriptors warns of the policies of snap that match on
-// the idempotency entry, which never reaches matching.
+// the idempotency entry, which never reaches matching, and of the
+// forward-auth mappings that build it, which forward-auth refuses.
 func (s *Service) warnIdempotencyDescriptors(snap *config.Snapshot) {
+	for _, m := range snap.ForwardAuth {
+		for _, d := range m.Descriptors {
+			if d.Key == s.opts.IdempotencyEntry {
+				s.log.Error("A forwardAuth mapping builds the idempotency descriptor entry, which would let callers choose their idempotency key: forward-auth refuses its calls (500) until the entry is renamed",
+					"domain", m.Domain, "entry", d.Key)
+			}
+		}
+	}
 	for _, p := range snap.Policies {
 		for _, d := range p.Descriptors {
 			if d.Key == s.opts.IdempotencyEntry {
