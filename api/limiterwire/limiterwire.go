@@ -207,4 +207,11 @@ const (
 	// address carries no credentials. The operator's own Redis nodes read
 	// it too (requirepass).
 	RedisPasswordEnv = "SLUICE_REDIS_PASSWORD"
+	// TopKeyFileEnv names the file of the key with which a limiter hashes
+	// the hottest descriptor values it reports (HotValue.Value): an
+	// HMAC-SHA-256 key of at least 16 bytes, the same for every pod of a
+	// fleet, so that the operator can add their reports up. The operator
+	// mounts it from a Secret it generates per fleet. Without it a limiter
+	// uses a random key of its own.
+	TopKeyFileEnv = "SLUICE_TOPK_KEY_FILE"
 )

@@ -1,10 +1,15 @@
 package main_test
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -459,5 +464,96 @@ spec:
 	}
 	if !strings.Contains(p.log.String(), "builds the idempotency descriptor entry") {
 		t.Errorf("no error logged for the mapping:\n%s", p.log)
+	}
+}
+
+// Attack (issue 16, 6): the hottest values were an unsalted 48-bit SHA-256,
+// so anyone who read them recovered every IPv4 address by hashing all of
+// them; truncation kept up to 64 bytes, whole API keys. Now a value shows
+// as 64 bits of its HMAC-SHA-256 under the fleet's key (the file of
+// $SLUICE_TOPK_KEY_FILE): pods with one key show one value alike, and
+// without the key the digits match no hash of the value. Truncation stops
+// at 16 bytes.
+func TestAttackRecoverHottestValues(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	writeAtomic(t, path, `apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: per-ip, namespace: shop}
+spec:
+  domain: shop
+  descriptors: [{key: remote_address}]
+  algorithm: FixedWindow
+  rate: {limit: 100, period: 1h}
+`)
+	dir := t.TempDir()
+	fleetKey, otherKey := filepath.Join(dir, "fleet"), filepath.Join(dir, "other")
+	for f, key := range map[string]string{fleetKey: "0123456789abcdef0123456789abcdef", otherKey: "another fleet's key, 32 bytes..."} {
+		if err := os.WriteFile(f, []byte(key), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const ip = "10.1.2.3"
+	// hottest sends traffic for ip to a limiter and returns the value its
+	// stats show for it, once an interval (1s) has completed.
+	hottest := func(p *process) string {
+		t.Helper()
+		var value string
+		eventually(t, "a complete interval of hottest values", func() bool {
+			body := `{"domain":"shop","descriptors":[{"entries":[{"key":"remote_address","value":"` + ip + `"}]}]}`
+			if code, _, b := p.post(t, "/v1/ratelimit/check", body); code != http.StatusOK {
+				t.Fatalf("check: %d %s", code, b)
+			}
+			_, stats := p.adminGet(t, limiterwire.StatsPath)
+			var s limiterwire.Stats
+			if err := json.Unmarshal([]byte(stats), &s); err != nil {
+				t.Fatal(err)
+			}
+			if len(s.Policies) == 1 && len(s.Policies[0].Hottest) == 1 {
+				value = s.Policies[0].Hottest[0].Value
+				return true
+			}
+			return false
+		})
+		return value
+	}
+	top := []string{"--policies", path, "--top-descriptors", "1", "--top-descriptor-interval", "1s"}
+
+	t.Setenv(limiterwire.TopKeyFileEnv, fleetKey)
+	a, b := hottest(startLimiter(t, top...)), hottest(startLimiter(t, top...))
+	t.Setenv(limiterwire.TopKeyFileEnv, otherKey)
+	other := hottest(startLimiter(t, top...))
+
+	mac := hmac.New(sha256.New, []byte("0123456789abcdef0123456789abcdef"))
+	mac.Write([]byte(ip))
+	if want := "remote_address=" + hex.EncodeToString(mac.Sum(nil)[:8]); a != want || b != want {
+		t.Errorf("two pods of one fleet show %q and %q, want both %q: 64 bits of the keyed hash", a, b, want)
+	}
+	if other == a {
+		t.Errorf("another key shows the same digits %q", other)
+	}
+	// What an attacker computes: hashes of candidate values, unkeyed.
+	sum := sha256.Sum256([]byte(ip))
+	for _, unkeyed := range []string{hex.EncodeToString(sum[:6]), hex.EncodeToString(sum[:8])} {
+		if strings.Contains(a, unkeyed) {
+			t.Errorf("%q shows the unkeyed SHA-256 of the value", a)
+		}
+	}
+
+	// Truncation is capped at 16 bytes: more is refused at start.
+	for _, n := range []string{"17", "64"} {
+		cmd := exec.Command(limiterBin, append(top, "--top-descriptor-values", "truncate", "--top-descriptor-truncate", n)...)
+		if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "want 1 to 16 bytes") {
+			t.Errorf("--top-descriptor-truncate %s: %v %s, want refused", n, err, out)
+		}
+	}
+	// A key file shorter than 16 bytes is refused too.
+	short := filepath.Join(dir, "short")
+	if err := os.WriteFile(short, []byte("too short"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(limiterBin, top...)
+	cmd.Env = append(os.Environ(), limiterwire.TopKeyFileEnv+"="+short)
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "holds 9 bytes, want at least 16") {
+		t.Errorf("a 9-byte key file: %v %s, want refused", err, out)
 	}
 }

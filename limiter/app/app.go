@@ -6,6 +6,7 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/x509"
 	"fmt"
 	"log/slog"
@@ -100,6 +101,10 @@ func Run(ctx context.Context, cfg Config) error {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
+	}
+	var err error
+	if cfg.Top, err = topKey(cfg.Top, log); err != nil {
+		return err
 	}
 	src, snap, err := openSource(cfg)
 	if err != nil {
@@ -208,6 +213,32 @@ func openAdminAuth(cfg Config, reg prometheus.Registerer, log *slog.Logger) (fun
 	default:
 		return nil, fmt.Errorf("--admin-auth %q: want %s or %s", cfg.AdminAuth, limiterwire.AdminAuthNone, limiterwire.AdminAuthKubernetes)
 	}
+}
+
+// topKey sets the key of top's hashed values: the file that
+// $SLUICE_TOPK_KEY_FILE names (on Kubernetes, the fleet's Secret, so that
+// every pod of the fleet shows a value alike), else a random key of this
+// process. It is needed only for hashed hottest values.
+func topKey(top service.TopOptions, log *slog.Logger) (service.TopOptions, error) {
+	if top.K == 0 || top.Values == service.TopTruncate || len(top.Key) > 0 {
+		return top, top.Validate()
+	}
+	if file := os.Getenv(limiterwire.TopKeyFileEnv); file != "" {
+		key, err := os.ReadFile(file)
+		if err != nil {
+			return top, fmt.Errorf("$%s: %w", limiterwire.TopKeyFileEnv, err)
+		}
+		if len(key) < service.MinTopKeyBytes {
+			return top, fmt.Errorf("$%s: %s holds %d bytes, want at least %d", limiterwire.TopKeyFileEnv, file, len(key), service.MinTopKeyBytes)
+		}
+		top.Key = key
+		return top, top.Validate()
+	}
+	top.Key = make([]byte, 32)
+	_, _ = rand.Read(top.Key) // never fails
+	log.Info("Hottest descriptor values are hashed with a key of this process: other processes show other digits for one value; set $"+limiterwire.TopKeyFileEnv+" to share one",
+		"topDescriptors", top.K)
+	return top, top.Validate()
 }
 
 // isLoopback reports whether the listener address addr is on loopback only.
