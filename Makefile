@@ -112,8 +112,9 @@ kubectl: ## Build kubectl $(KUBECTL_VERSION) into bin/ from the Go module proxy 
 	KUBECTL_VERSION=$(KUBECTL_VERSION) hack/build-kubectl.sh $(BIN)/kubectl
 
 .PHONY: test
-test: deps envtest kubectl helm-lint helm-template helm-test ## Run every test with -race, against real Redis and a real API server.
-	KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -race -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $$($(GO) list ./... | grep -v /charts/)
+test: deps envtest kubectl helm-lint helm-template helm-test ## Run every test with -race, against real Redis and a real API server, then make e2e.
+	KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -race -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $$($(GO) list ./... | grep -v -e /charts/ -e /test/e2e$$)
+	$(MAKE) --no-print-directory e2e
 
 .PHONY: helm
 helm: ## Build helm $(HELM_VERSION) into bin/ from the Go module proxy (cached; about 2 minutes the first time).
@@ -134,6 +135,35 @@ helm-template: helm ## Render the chart with its default values and each ci/*-va
 .PHONY: helm-test
 helm-test: helm envtest kubectl ## Install, upgrade and uninstall the chart on the envtest API server; RBAC, schema and rendering checks.
 	KUBEBUILDER_ASSETS=$(BIN)/k8s HELM=$(HELM) $(GO) test -race -timeout $(TEST_TIMEOUT) -count=1 ./charts/sluice/tests/
+
+##@ A real cluster (as root: a one-node Kubernetes on this machine)
+
+# Where the cluster lives: certificates, etcd, containerd's root and state,
+# kubelet's root, volumes, logs. One cluster per machine.
+CLUSTER_DIR ?= $(CURDIR)/.cluster
+# go test flags of the journey, e.g. make e2e E2E_FLAGS='-run TestJourney/[125]-'
+E2E_FLAGS ?=
+E2E_TIMEOUT ?= 45m
+
+.PHONY: cluster-deps
+cluster-deps: ## Install containerd, runc, the CNI plugins, iptables, conntrack and openssl from Debian's packages.
+	hack/install-deps.sh --cluster
+
+.PHONY: cluster-build
+cluster-build: cluster-deps envtest kubectl helm ## Build kubelet, kube-controller-manager, kube-scheduler, kube-proxy, CoreDNS and every image into bin/cluster (cached; about 15 minutes the first time).
+	hack/cluster/build.sh
+
+.PHONY: cluster-up
+cluster-up: cluster-build ## Start a one-node Kubernetes in $(CLUSTER_DIR) (then: . $(CLUSTER_DIR)/env; kubectl get pods -A).
+	CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster/up.sh
+
+.PHONY: cluster-down
+cluster-down: ## Stop the cluster and put the machine back as cluster-up found it.
+	CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster/down.sh
+
+.PHONY: e2e
+e2e: cluster-build ## cluster-up, the user's journey on it (test/e2e: helm install, a Redis Cluster fleet, samples, nginx, faults, upgrade), cluster-down.
+	CLUSTER_DIR=$(CLUSTER_DIR) E2E_TIMEOUT=$(E2E_TIMEOUT) hack/cluster/e2e.sh $(E2E_FLAGS)
 
 .PHONY: bench
 bench: deps build bench-operator bench-collector ## Load-test the limiter (gRPC RLS) on memory and Redis, Go benchmarks, and the operator's apply-to-enforced latency.

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -94,6 +95,12 @@ const (
 	// LimiterUser is the non-root user and group the limiter runs as (the
 	// distroless "nonroot" user).
 	LimiterUser int64 = 65532
+	// LimiterShutdownDelay is how long a terminating limiter pod keeps
+	// serving, not ready, before it closes its ports (--shutdown-delay):
+	// time for the EndpointSlice controller, kube-proxy and the gateways'
+	// balancers to stop sending it new connections. With the limiter's 10s
+	// for calls in flight it fits in the default 30s grace period.
+	LimiterShutdownDelay = 5 * time.Second
 )
 
 // SnapshotConfigMapName is the name of the fleet's snapshot ConfigMap,
@@ -337,6 +344,7 @@ func LimiterArgs(fleet *v1alpha1.LimiterFleet, storeURL string) []string {
 		fmt.Sprintf("--admin-addr=0.0.0.0:%d", LimiterAdminPort),
 		limiterwire.AdminAuthFlag + "=" + limiterwire.AdminAuthKubernetes,
 		"--log-format=json",
+		"--shutdown-delay=" + LimiterShutdownDelay.String(),
 	}
 	if len(fleet.Spec.TrustedProxies) > 0 {
 		args = append(args, "--trusted-proxies="+strings.Join(fleet.Spec.TrustedProxies, ","))

@@ -36,6 +36,7 @@ func main() {
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", "127.0.0.1:8082", "admin plane (/v1/admin/*, /metrics) listen `address`; keep it on loopback unless --admin-auth=kubernetes")
 	fs.StringVar(&cfg.AdminAuth, "admin-auth", limiterwire.AdminAuthNone, "how the admin plane checks its callers: none (open) or kubernetes (a bearer token, reviewed by the API server with TokenReview and SubjectAccessReview on the non-resource URL)")
 	fs.DurationVar(&cfg.RedisTimeout, "redis-timeout", 20*time.Millisecond, "deadline of every Redis round trip (and of the wait for the round trip to start); then the policy's failureMode decides")
+	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay", 0, "after SIGTERM, keep serving this long, not ready (gRPC health NOT_SERVING, /readyz 503), before closing the listeners: time for a terminating pod to leave its Service's endpoints")
 	fs.IntVar(&cfg.MemoryMaxKeys, "memory-max-keys", 1_000_000, "most counters the memory store keeps")
 	enforcement := fs.String("enforcement", "enabled", "kill switch: disabled allows every request (decisions still counted, would-be denials as shadow_limited)")
 	fs.StringVar(&cfg.IdempotencyEntry, "idempotency-entry", "idempotency_key", "RLS descriptor entry `key` whose value is an idempotency key (left out of matching)")
@@ -67,6 +68,8 @@ func main() {
 		usage(fs, fmt.Sprintf("--log-format %q: want text or json", *format))
 	case cfg.RedisTimeout <= 0:
 		usage(fs, "--redis-timeout must be positive")
+	case cfg.ShutdownDelay < 0:
+		usage(fs, "--shutdown-delay must not be negative")
 	case cfg.MemoryMaxKeys < 1:
 		usage(fs, "--memory-max-keys must be at least 1")
 	case *enforcement != "enabled" && *enforcement != "disabled":

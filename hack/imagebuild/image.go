@@ -25,10 +25,17 @@ import (
 // NonRoot is the user and group the images run as, distroless's "nonroot".
 const NonRoot = 65532
 
-// Component is one binary of the project and the image that holds it.
+// Component is one binary and the image that holds it: a static Go binary
+// (one of the project's, or one built elsewhere and given with -binary), or
+// executables of this machine with the shared libraries ldd lists.
 type Component struct {
-	// Package is the main package, relative to the module root.
+	// Package is the main package, relative to the module root; empty for a
+	// prebuilt binary (-binary) or host executables.
 	Package string
+	// HostExecutables are dynamically linked executables of this machine,
+	// put in the image at the same paths with every library ldd lists for
+	// them (and the dynamic loader), instead of a Go binary.
+	HostExecutables []string
 	// Image is the image name under the registry, and the archive's name.
 	Image string
 	// Entrypoint is the binary's path in the image.
@@ -50,11 +57,40 @@ var components = map[string]Component{
 		Description: "Sluice limiter: Envoy RLS v3 and HTTP rate limit service",
 		Ports:       []int{8080, 8081, 8082}, // HTTP, gRPC, admin
 	},
+
 	// The load generator, to run in a pod against a fleet's Services
 	// (loadgen --allow-remote --addr dns:///<fleet>-limiter-headless...).
 	"loadgen": {
 		Package: "./cmd/loadgen", Image: "sluice-loadgen", Entrypoint: "/loadgen",
 		Description: "Sluice load generator: Envoy RLS v3 load and the decisions/s and latency it gets",
+	},
+
+	// The images of the one-node cluster of make e2e (hack/cluster),
+	// which pulls nothing: each is made here from a binary of ours, a
+	// binary built from the Go module proxy, or a Debian package.
+	"pause": {
+		Package: "./hack/cluster/pause", Image: "pause", Entrypoint: "/pause",
+		Description: "The pod sandbox's process: waits for a signal (hack/cluster)",
+	},
+	"e2e-client": {
+		Package: "./test/e2e/e2eclient", Image: "e2e-client", Entrypoint: "/e2eclient",
+		Description: "Client, load generator and test app of the end-to-end tests (test/e2e)",
+		Ports:       []int{8000},
+	},
+	"coredns": {
+		Image: "coredns", Entrypoint: "/coredns",
+		Description: "CoreDNS, built from the Go module proxy (-binary coredns=PATH)",
+		Ports:       []int{53},
+	},
+	"redis": {
+		HostExecutables: []string{"/usr/bin/redis-server"}, Image: "redis", Entrypoint: "/usr/bin/redis-server",
+		Description: "Debian's redis-server and the libraries it links",
+		Ports:       []int{6379},
+	},
+	"nginx": {
+		HostExecutables: []string{"/usr/sbin/nginx"}, Image: "nginx", Entrypoint: "/usr/sbin/nginx",
+		Description: "Debian's nginx and the libraries it links",
+		Ports:       []int{8080},
 	},
 }
 
@@ -80,7 +116,8 @@ type Options struct {
 	Arch string
 	// Created is the time of every file, layer and the image.
 	Created time.Time
-	// BinaryFile is the static binary to put at Entrypoint.
+	// BinaryFile is the static binary to put at Entrypoint; unused with
+	// HostExecutables.
 	BinaryFile string
 	// CACerts is a CA bundle for /etc/ssl/certs/ca-certificates.crt; none
 	// when empty.
@@ -118,6 +155,13 @@ func Build(opts Options) (v1.Image, name.Tag, error) {
 	if err != nil {
 		return nil, ref, err
 	}
+	createdBy := fmt.Sprintf("imagebuild: %s (CGO_ENABLED=0 go build %s)", opts.Entrypoint, opts.Package)
+	switch {
+	case len(opts.HostExecutables) > 0:
+		createdBy = fmt.Sprintf("imagebuild: %s and the libraries ldd lists", strings.Join(opts.HostExecutables, ", "))
+	case opts.Package == "":
+		createdBy = fmt.Sprintf("imagebuild: %s (a prebuilt static binary)", opts.Entrypoint)
+	}
 	created := v1.Time{Time: opts.Created.UTC()}
 	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	img, err = mutate.Append(img,
@@ -125,7 +169,7 @@ func Build(opts Options) (v1.Image, name.Tag, error) {
 			Created: created, CreatedBy: "imagebuild: base (nonroot user 65532, /tmp, CA certificates)",
 		}},
 		mutate.Addendum{Layer: binLayer, MediaType: types.OCILayer, History: v1.History{
-			Created: created, CreatedBy: fmt.Sprintf("imagebuild: %s (CGO_ENABLED=0 go build %s)", opts.Entrypoint, opts.Package),
+			Created: created, CreatedBy: createdBy,
 		}},
 	)
 	if err != nil {
@@ -196,7 +240,87 @@ func baseLayer(opts Options) (v1.Layer, error) {
 }
 
 func binaryLayer(opts Options) (v1.Layer, error) {
+	if len(opts.HostExecutables) > 0 {
+		entries, err := hostEntries(opts.HostExecutables)
+		if err != nil {
+			return nil, err
+		}
+		return layer(entries, opts.Created)
+	}
 	return layer([]tarEntry{{path: strings.TrimPrefix(opts.Entrypoint, "/"), mode: 0o755, fromFile: opts.BinaryFile}}, opts.Created)
+}
+
+// hostEntries are the executables and every shared library ldd lists for
+// them, each at its path on this machine (symbolic links followed: the
+// file's content is stored under the name the program or the loader asks
+// for), with their parent directories, sorted and without duplicates.
+func hostEntries(executables []string) ([]tarEntry, error) {
+	files := map[string]bool{}
+	for _, exe := range executables {
+		files[exe] = true
+		libs, err := lddLibraries(exe)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range libs {
+			files[l] = true
+		}
+	}
+	dirs := map[string]bool{}
+	for f := range files {
+		for d := filepath.Dir(f); d != "/"; d = filepath.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	var entries []tarEntry
+	for d := range dirs {
+		entries = append(entries, tarEntry{path: strings.TrimPrefix(d, "/") + "/", mode: 0o755})
+	}
+	for f := range files {
+		fi, err := os.Stat(f)
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, tarEntry{path: strings.TrimPrefix(f, "/"), mode: int64(fi.Mode().Perm()), fromFile: f})
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].path < entries[j].path })
+	return entries, nil
+}
+
+// lddLibraries runs ldd on exe and returns the absolute paths it lists:
+// each library and the dynamic loader (not the vDSO, which has none).
+func lddLibraries(exe string) ([]string, error) {
+	out, err := exec.Command("ldd", exe).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("ldd %s: %v\n%s", exe, err, out)
+	}
+	return parseLdd(string(out))
+}
+
+// parseLdd reads ldd's output: "libssl.so.3 => /lib/.../libssl.so.3 (0x...)",
+// "/lib64/ld-linux-x86-64.so.2 (0x...)" or "linux-vdso.so.1 (0x...)".
+func parseLdd(out string) ([]string, error) {
+	var paths []string
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if strings.Contains(line, "not found") {
+			return nil, fmt.Errorf("ldd: %s", line)
+		}
+		if _, after, ok := strings.Cut(line, "=>"); ok {
+			line = strings.TrimSpace(after)
+		}
+		path, _, _ := strings.Cut(line, " ")
+		if strings.HasPrefix(path, "/") {
+			paths = append(paths, path)
+		}
+	}
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("ldd listed no library: %q", out)
+	}
+	return paths, nil
 }
 
 // layer builds a tar of entries, every one owned by root unless it says

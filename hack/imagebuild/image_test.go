@@ -20,7 +20,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
-// TestImages builds both images from the real binaries, writes their
+// TestImages builds the Go images from the real binaries, writes their
 // archives, reads each back as a docker save archive and as an OCI layout,
 // and checks what a runtime would run: the entrypoint, the user, the labels,
 // and that the binary layer holds a static executable.
@@ -30,7 +30,7 @@ func TestImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	created := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	for _, c := range []string{"operator", "limiter", "loadgen"} {
+	for _, c := range []string{"operator", "limiter", "loadgen", "pause"} {
 		t.Run(c, func(t *testing.T) {
 			t.Parallel()
 			comp := components[c]
@@ -54,7 +54,7 @@ func TestImages(t *testing.T) {
 			}
 
 			// docker load's view: manifest.json.
-			tag, _ := name.NewTag("ghcr.io/sluice-dev/sluice-" + c + ":1.2.3")
+			tag, _ := name.NewTag("ghcr.io/sluice-dev/" + comp.Image + ":1.2.3")
 			loaded, err := tarball.ImageFromPath(archive, &tag)
 			if err != nil {
 				t.Fatalf("reading %s as a docker archive: %v", archive, err)

@@ -8,6 +8,14 @@
 //
 // `make images` runs it. The same inputs give the same image digest:
 // timestamps come from SOURCE_DATE_EPOCH (0 when unset).
+//
+// It also makes the images of the one-node cluster that make e2e runs
+// (hack/cluster/build.sh), none of which is pulled: the pod sandbox's
+// pause and the tests' client (Go binaries of this module), CoreDNS (a
+// binary built elsewhere: -binary coredns=PATH), and Debian's redis-server
+// and nginx with the shared libraries ldd lists:
+//
+//	go run ./hack/imagebuild -out bin/cluster/images -registry e2e.sluice.local -version 7.0.15 redis
 package main
 
 import (
@@ -17,6 +25,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -28,7 +37,9 @@ func main() {
 		revision = flag.String("revision", "", "source `commit`, for org.opencontainers.image.revision")
 		arch     = flag.String("arch", runtime.GOARCH, "target `GOARCH` (the OS is linux)")
 		caCerts  = flag.String("ca-certs", "/etc/ssl/certs/ca-certificates.crt", "CA bundle `file` to put in the base layer (empty: none)")
+		binaries = binaryFlag{}
 	)
+	flag.Var(binaries, "binary", "`component=path` of a prebuilt static binary, for a component that is not built here (coredns); repeatable")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: imagebuild [flags] component...   (components: %s)\n", componentNames())
 		flag.PrintDefaults()
@@ -64,9 +75,20 @@ func main() {
 		if !ok {
 			fatal(fmt.Errorf("unknown component %q (want one of %s)", name, componentNames()))
 		}
-		bin := filepath.Join(work, name)
-		if err := buildBinary(root, c.Package, *arch, bin); err != nil {
-			fatal(err)
+		bin := binaries[name]
+		switch {
+		case len(c.HostExecutables) > 0:
+			if *arch != runtime.GOARCH {
+				fatal(fmt.Errorf("%s: made of this machine's executables, which are %s, not %s", name, runtime.GOARCH, *arch))
+			}
+		case bin != "":
+		case c.Package == "":
+			fatal(fmt.Errorf("%s is not built here: give its binary with -binary %s=PATH", name, name))
+		default:
+			bin = filepath.Join(work, name)
+			if err := buildBinary(root, c.Package, *arch, bin); err != nil {
+				fatal(err)
+			}
 		}
 		opts := Options{
 			Component: c, Registry: *registry, Version: *version, Revision: *revision,
@@ -86,6 +108,20 @@ func main() {
 		}
 		fmt.Printf("%s  %s  %s\n", path, ref, digest)
 	}
+}
+
+// binaryFlag maps components to prebuilt binaries: -binary name=path.
+type binaryFlag map[string]string
+
+func (b binaryFlag) String() string { return fmt.Sprint(map[string]string(b)) }
+
+func (b binaryFlag) Set(v string) error {
+	name, path, ok := strings.Cut(v, "=")
+	if !ok || name == "" || path == "" {
+		return fmt.Errorf("want component=path, got %q", v)
+	}
+	b[name] = path
+	return nil
 }
 
 func fatal(err error) {

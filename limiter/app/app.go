@@ -58,6 +58,9 @@ type Config struct {
 	AdminAuth string
 	// RedisTimeout is the deadline of every Redis round trip.
 	RedisTimeout time.Duration
+	// ShutdownDelay is how long the limiter keeps serving after SIGTERM, not
+	// ready, before it closes its listeners (server.Options.ShutdownDelay).
+	ShutdownDelay time.Duration
 	// RedisCAFile is a PEM file of the CA certificates that a rediss://
 	// store's server certificates are verified against; empty means the
 	// system's.
@@ -168,6 +171,7 @@ func Run(ctx context.Context, cfg Config) error {
 		SnapshotSource: rl.status,
 		StoreStatus:    storeStatus,
 		TrustedProxies: cfg.TrustedProxies,
+		ShutdownDelay:  cfg.ShutdownDelay,
 	})
 	if err != nil {
 		return err

@@ -84,8 +84,15 @@ type Options struct {
 	// TrustedProxies are the peers whose X-Forwarded-For and X-Real-IP
 	// forward-auth believes when it reads a client's IP address.
 	TrustedProxies []netip.Prefix
+	// ShutdownDelay is how long Run keeps serving, new connections included,
+	// after its context ends and before it closes its listeners, while
+	// gRPC health says NOT_SERVING and /readyz 503: the time a pod needs to
+	// leave its Service's endpoints (kube-proxy's rules, the gateways'
+	// balancers) once it is terminating, so that no client is sent to a
+	// closed port. 0 closes them at once.
+	ShutdownDelay time.Duration
 	// ShutdownTimeout bounds how long Run waits for calls in flight after
-	// its context ends before closing connections; 0 means 10s.
+	// the drain delay before closing connections; 0 means 10s.
 	ShutdownTimeout time.Duration
 	// RetryAfterJitter adds up to this fraction of Retry-After, in whole
 	// seconds, so that denied clients don't come back in lockstep. 0 means
@@ -211,8 +218,9 @@ func (s *Server) Swap(snap *config.Snapshot) {
 }
 
 // Run serves the three listeners until ctx ends or one fails, then shuts
-// them down gracefully: health turns NOT_SERVING and /readyz 503, calls in flight
-// finish (up to ShutdownTimeout), and Run returns. The error is the first
+// them down gracefully: health turns NOT_SERVING and /readyz 503, the
+// listeners keep serving for ShutdownDelay (not when one failed), calls in
+// flight finish (up to ShutdownTimeout), and Run returns. The error is the first
 // listener failure, or nil after ctx ended.
 func (s *Server) Run(ctx context.Context) error {
 	errc := make(chan error, 3)
@@ -241,12 +249,14 @@ func (s *Server) Run(ctx context.Context) error {
 
 	var first error
 	pending := 3
+	drain := s.opts.ShutdownDelay
 	select {
 	case <-ctx.Done():
 	case first = <-errc:
 		pending--
+		drain = 0
 	}
-	s.shutdown(context.WithoutCancel(ctx))
+	s.shutdown(context.WithoutCancel(ctx), drain)
 	for ; pending > 0; pending-- {
 		if err := <-errc; first == nil {
 			first = err
@@ -255,10 +265,14 @@ func (s *Server) Run(ctx context.Context) error {
 	return first
 }
 
-func (s *Server) shutdown(ctx context.Context) {
+func (s *Server) shutdown(ctx context.Context, drain time.Duration) {
 	s.shuttingDown.Store(true)
 	s.loads.stop()
 	s.health.Shutdown() // NOT_SERVING, and no later change
+	if drain > 0 {
+		s.log.Info("Draining: serving until the pod leaves its Service's endpoints", "delay", drain)
+		time.Sleep(drain)
+	}
 	s.log.Info("Shutting down", "timeout", s.opts.ShutdownTimeout)
 
 	ctx, cancel := context.WithTimeout(ctx, s.opts.ShutdownTimeout)

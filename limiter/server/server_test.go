@@ -705,6 +705,86 @@ func TestShutdown(t *testing.T) {
 	}
 }
 
+// TestShutdownDelay checks that, with a ShutdownDelay, a server whose
+// context ended says it is not ready but still answers calls on new
+// connections, HTTP and gRPC, until the delay is over; then it closes.
+func TestShutdownDelay(t *testing.T) {
+	m := memory.New(memory.Options{})
+	defer m.Close()
+	svc := service.New(m, service.Options{})
+	srv, err := server.New(svc, server.Options{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
+		ShutdownDelay: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Swap(loadSample(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	// Every call on a connection of its own, as a client that kube-proxy
+	// sends to this pod after it began to terminate.
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	getStatus := func(path string) (int, error) {
+		resp, err := fresh.Get("http://" + srv.HTTPAddr() + path)
+		if err != nil {
+			return 0, err
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if code, err := getStatus("/readyz"); err != nil || code != http.StatusOK {
+		t.Fatalf("/readyz before shutdown: %d %v", code, err)
+	}
+
+	cancel()
+	for {
+		code, err := getStatus("/readyz")
+		if err != nil {
+			t.Fatalf("/readyz while draining: %v", err)
+		}
+		if code == http.StatusServiceUnavailable {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	resp, err := fresh.Post("http://"+srv.HTTPAddr()+server.CheckPath, "application/json", strings.NewReader(chargeBody("hana")))
+	if err != nil {
+		t.Fatalf("a check on a new connection while draining: %v", err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a check while draining: %d, want 200", resp.StatusCode)
+	}
+	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer rcancel()
+	rlsResp, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(rctx, chargeRequest("hana", 0))
+	if err != nil || rlsResp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("an RLS call on a new connection while draining: %v %v, want OK", rlsResp, err)
+	}
+	h, err := healthpb.NewHealthClient(conn).Check(rctx, &healthpb.HealthCheckRequest{Service: server.RLSServiceName})
+	if err != nil || h.Status != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("gRPC health while draining: %v %v, want NOT_SERVING", h, err)
+	}
+
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after the delay")
+	}
+	if _, err := getStatus("/readyz"); err == nil {
+		t.Fatal("HTTP listener still answers after the delay")
+	}
+}
+
 // TestShutdownHealth checks that a health watcher hears NOT_SERVING as soon
 // as shutdown starts, while calls in flight may still finish.
 func TestShutdownHealth(t *testing.T) {

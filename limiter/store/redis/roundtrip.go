@@ -5,8 +5,11 @@ package redis
 //   - A round trip has one deadline, Timeout, for all its sends.
 //   - A call whose script did not run because the server had not cached it
 //     (NOSCRIPT) is sent again with EVAL; one that met a slot in migration
-//     (TRYAGAIN) is sent again after 5, 10, 20, then 40ms, within the
-//     deadline. Other replies are final: a call that fails, fails alone.
+//     (TRYAGAIN), or a redirect go-redis gave up following (MOVED or ASK
+//     after its own retries, as when ASK leads to TRYAGAIN and back), is
+//     sent again after 5, 10, 20, then 40ms, within the deadline. None of
+//     these ran the script. Other replies are final: a call that fails,
+//     fails alone.
 //   - Every call in the batch is finished, and every shard the round trip
 //     touched tells its breaker once: failed if any of its calls failed in
 //     a way FailureClass names.
@@ -53,7 +56,7 @@ const tryAgainBackoff = 5 * time.Millisecond
 
 // send makes one round trip of batch: EVALSHA for each call, EVAL again
 // for NOSCRIPT replies (which also caches the script on that node),
-// TRYAGAIN replies (a slot in migration) again after a short backoff. It
+// TRYAGAIN and redirect replies (a slot in migration) again after a short backoff. It
 // finishes every call, and tells each shard's breaker how its round trip
 // went.
 func (s *Store) send(batch []*call) {
@@ -62,17 +65,18 @@ func (s *Store) send(batch []*call) {
 
 	s.pipeline(ctx, batch, false)
 	s.resend(ctx, batch, isNoScript)
-	for wait := tryAgainBackoff; anyErr(batch, goredis.IsTryAgainError) && ctx.Err() == nil; wait = min(2*wait, 8*tryAgainBackoff) {
+	for wait := tryAgainBackoff; anyErr(batch, notRunYet) && ctx.Err() == nil; wait = min(2*wait, 8*tryAgainBackoff) {
 		// A slot being migrated answers TRYAGAIN to a script over a key
-		// that is there and one that is not: the script did not run, and
-		// the slot closes within a few round trips.
+		// that is there and one that is not, and ASK or MOVED for one
+		// that has gone: the script did not run, and the slot closes
+		// within a few round trips.
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 		case <-t.C:
 		}
 		t.Stop()
-		s.resend(ctx, batch, goredis.IsTryAgainError)
+		s.resend(ctx, batch, notRunYet)
 	}
 	var outcomes [8]outcome
 	seen := outcomes[:0]
@@ -126,6 +130,12 @@ func (s *Store) pipeline(ctx context.Context, calls []*call, eval bool) {
 		}
 		return nil
 	})
+}
+
+// notRunYet reports a reply that a slot in migration gives instead of
+// running the script: TRYAGAIN, or a redirect go-redis stopped following.
+func notRunYet(err error) bool {
+	return err != nil && (goredis.IsTryAgainError(err) || isRedirect(err))
 }
 
 // resend sends again, with EVAL, the calls whose script run failed with

@@ -83,6 +83,59 @@ func TestTryAgainDuringSlotMigrationIsRetried(t *testing.T) {
 	}
 }
 
+// While a slot's owner changes, the nodes can disagree for a moment: the
+// source has handed the slot over (SETSLOT NODE) before the target has
+// taken it, so each answers MOVED to the other. go-redis follows a few
+// redirects and gives up with MOVED. The script never ran, so the store
+// sends it again until the nodes agree, instead of failing the decision.
+func TestRedirectLoopDuringSlotHandOverIsRetried(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	s := realStore(t, redisstore.Options{Addrs: c.Addrs(), Cluster: true})
+	ctx := context.Background()
+	lim := algo.Limit{Algorithm: algo.GCRA, Limit: 100, Period: time.Minute, Burst: 100}
+	key := storetest.KeyFor(t, "handed-over")
+	if _, err := s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1}); err != nil {
+		t.Fatal(err)
+	}
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.Addrs()})
+	defer cc.Close()
+	slot, err := cc.ClusterKeySlot(ctx, s.RedisKey(key)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := c.Nodes[c.ShardOf(int(slot))]
+	dst := c.Nodes[(c.ShardOf(int(slot))+1)%3]
+	srcC, dstC := src.Client(t), dst.Client(t)
+	srcID, _ := srcC.Do(ctx, "CLUSTER", "MYID").Text()
+	dstID, _ := dstC.Do(ctx, "CLUSTER", "MYID").Text()
+	host, port, _ := strings.Cut(dst.Addr, ":")
+	for _, args := range [][]any{
+		{dstC, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID},
+		{srcC, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID},
+		{srcC, "MIGRATE", host, port, "", 0, 5000, "KEYS", s.RedisKey(key)},
+		{srcC, "CLUSTER", "SETSLOT", slot, "NODE", dstID},
+	} {
+		if err := args[0].(*goredis.Client).Do(ctx, args[1:]...).Err(); err != nil {
+			t.Fatalf("%v: %v", args[1:], err)
+		}
+	}
+	// Without the store's retry, this is what a limiter would get.
+	direct := cc.Eval(ctx, "return redis.call('GET', KEYS[1]) or 0", []string{s.RedisKey(key)})
+	if _, moved := goredis.IsMovedError(direct.Err()); !moved {
+		t.Fatalf("a script over the handed-over slot got %v, want MOVED", direct.Err())
+	}
+	go func() {
+		time.Sleep(250 * time.Millisecond) // the target takes the slot while the store waits
+		for _, n := range c.Nodes {
+			_ = n.Client(t).Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", dstID).Err()
+		}
+	}()
+	r, err := s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1})
+	if err != nil || !r.Allowed || r.Remaining != 98 {
+		t.Fatalf("take during the hand-over: %+v, %v", r, err)
+	}
+}
+
 // A slot that moved to another node is followed at once, within the
 // production deadline (20ms): the store's map still routes the key to the
 // old node, which answers MOVED; the new node has never seen the script

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Builds, and caches in bin/, everything the one-node cluster of make e2e
+# runs, from the Go module proxy and this machine's Debian packages; nothing
+# is pulled from a registry.
+#
+#   hack/cluster/build.sh       # about 15 minutes on 2 cores the first time, seconds after
+#
+#   bin/k8s/         kube-apiserver, etcd       hack/setup-envtest.sh (shared with envtest)
+#   bin/cluster/     kubelet, kube-controller-manager, kube-scheduler, kube-proxy
+#                    (k8s.io/kubernetes v$KUBE_VERSION, built as kube-apiserver is),
+#                    coredns (github.com/coredns/coredns v$COREDNS_VERSION)
+#   bin/cluster/images/*.tar   OCI archives (hack/imagebuild): pause, coredns,
+#                    redis and nginx (Debian's, with the libraries ldd lists),
+#                    the tests' client, and Sluice's operator and limiter
+#                    (rebuilt every time: they are the code under test)
+#
+# Each binary is rebuilt only when it is missing or its pinned version
+# changes; bin/cluster/images/images.txt lists the image references.
+set -euo pipefail
+
+KUBE_VERSION="${KUBE_VERSION:-1.33.13}"
+COREDNS_VERSION="${COREDNS_VERSION:-1.12.4}"
+E2E_REGISTRY="${E2E_REGISTRY:-e2e.sluice.local}"
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=hack/lib/kube-version.sh
+source "$root/hack/lib/kube-version.sh"
+out="${CLUSTER_BIN:-$root/bin/cluster}"
+images="$out/images"
+mkdir -p "$out" "$images"
+export GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0
+
+log() { echo "cluster-build: $*" >&2; }
+stamp_is() { [[ -f "$1" && "$(cat "$1")" == "$2" ]]; }
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+# kube-apiserver and etcd: the envtest build, cached in bin/k8s.
+KUBE_VERSION="$KUBE_VERSION" "$root/hack/setup-envtest.sh" >/dev/null
+
+# The node's binaries, built as hack/setup-envtest.sh builds kube-apiserver:
+# one module that requires k8s.io/kubernetes with every staging module
+# pinned to its published v0.x release, and each command's own main.go.
+build_kube() {
+  local want="kubelet kube-controller-manager kube-scheduler kube-proxy=$KUBE_VERSION stamped"
+  local c ok=true
+  for c in kubelet kube-controller-manager kube-scheduler kube-proxy; do [[ -x "$out/$c" ]] || ok=false; done
+  if $ok && stamp_is "$out/.kube-versions" "$want"; then return; fi
+  log "building kubelet, kube-controller-manager, kube-scheduler and kube-proxy v$KUBE_VERSION (about 9 minutes on 2 cores after kube-apiserver)"
+  local dir="$work/kube" staging="0.${KUBE_VERSION#1.}" gomod srcdir
+  mkdir -p "$dir"
+  gomod="$(go mod download -json "k8s.io/kubernetes@v$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
+  srcdir="$(go mod download -json "k8s.io/kubernetes@v$KUBE_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
+  {
+    echo "module sluice.local/cluster-kube"
+    echo
+    echo "go 1.24"
+    echo
+    echo "require k8s.io/kubernetes v$KUBE_VERSION"
+    echo
+    echo "replace ("
+    sed -n 's#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/src/.*#\1#p' "$gomod" |
+      while read -r m; do echo "	$m => $m v$staging"; done
+    echo ")"
+  } >"$dir/go.mod"
+  for c in kubelet kube-controller-manager kube-scheduler kube-proxy; do
+    mkdir -p "$dir/$c"
+    # Each command's main is cli.Run(app.NewXCommand()) plus the log and
+    # metrics registrations; take it as Kubernetes ships it.
+    find "$srcdir/cmd/$c" -maxdepth 1 -name '*.go' ! -name '*_test.go' -exec cp {} "$dir/$c/" \;
+    chmod u+w "$dir/$c"/*.go
+  done
+  local ldflags
+  ldflags="$(kube_version_ldflags "$KUBE_VERSION")"
+  (
+    cd "$dir"
+    go mod tidy >/dev/null
+    mkdir -p "$dir/out"
+    go build -trimpath -ldflags="$ldflags" -o "$dir/out/" ./kubelet ./kube-controller-manager ./kube-scheduler ./kube-proxy
+  )
+  for c in kubelet kube-controller-manager kube-scheduler kube-proxy; do
+    mv -f "$dir/out/$c" "$out/$c"
+  done
+  echo "$want" >"$out/.kube-versions"
+}
+
+build_coredns() {
+  local want="coredns=$COREDNS_VERSION"
+  if [[ -x "$out/coredns" ]] && stamp_is "$out/.coredns-version" "$want"; then return; fi
+  log "building coredns v$COREDNS_VERSION (about 6 minutes on 2 cores)"
+  # CoreDNS's go.mod has no replace directives: go install builds it as
+  # its release does, with the plugins of its committed plugin.cfg.
+  # The module proxy sometimes answers 503: try again (what was fetched or
+  # compiled stays cached).
+  local try
+  for try in 1 2 3; do
+    GOBIN="$work/coredns" go install -trimpath \
+      -ldflags="-s -w -X github.com/coredns/coredns/coremain.GitCommit=v$COREDNS_VERSION" \
+      "github.com/coredns/coredns@v$COREDNS_VERSION" && break
+    [[ $try -lt 3 ]] || return 1
+    log "go install coredns failed; trying again"
+    sleep 10
+  done
+  mv -f "$work/coredns/coredns" "$out/coredns"
+  echo "$want" >"$out/.coredns-version"
+}
+
+# debian_version PKG prints the package's upstream version (7.0.15 for
+# 5:7.0.15-1~deb12u10): the tag of the image made from it.
+debian_version() {
+  local v
+  v="$(dpkg-query -W -f '${Version}' "$1")"
+  v="${v#*:}"
+  echo "${v%%-*}"
+}
+
+build_images() {
+  "$root/hack/install-deps.sh" # redis-server and nginx
+  (cd "$root" && go build -o "$out/imagebuild" ./hack/imagebuild)
+  local ib="$out/imagebuild" epoch revision list="$images/images.txt.tmp"
+  epoch="$(cd "$root" && git log -1 --format=%ct 2>/dev/null || echo 0)"
+  revision="$(cd "$root" && git rev-parse HEAD 2>/dev/null || true)"
+  : >"$list"
+  # image COMPONENT IMAGE VERSION [imagebuild flags]: builds the component's
+  # image unless its archive was built for this version (the tests' and
+  # Sluice's images, version dev, always are).
+  image() {
+    local component="$1" name="$2" version="$3" archive stamp
+    shift 3
+    archive="$images/$name.tar"
+    stamp="$images/.$name.version"
+    if [[ "$version" == dev || ! -f "$archive" ]] || ! stamp_is "$stamp" "$version"; then
+      SOURCE_DATE_EPOCH="$epoch" "$ib" -out "$images" -registry "$E2E_REGISTRY" -version "$version" \
+        -revision "$revision" "$@" "$component" >/dev/null
+      echo "$version" >"$stamp"
+    fi
+    echo "$E2E_REGISTRY/$name:$version" >>"$list"
+  }
+  image pause pause 1
+  image coredns coredns "$COREDNS_VERSION" -binary "coredns=$out/coredns"
+  image redis redis "$(debian_version redis-server)"
+  image nginx nginx "$(debian_version nginx)"
+  image e2e-client e2e-client dev
+  # Sluice's own images, as make images builds them, under the test registry:
+  # the chart is installed with only these image settings changed.
+  image operator sluice-operator dev
+  image limiter sluice-limiter dev
+  mv -f "$list" "$images/images.txt"
+}
+
+build_kube
+build_coredns
+build_images
+log "done: $out"

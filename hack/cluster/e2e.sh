@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# make e2e: a fresh one-node cluster, the user's journey on it (the Go tests
+# in test/e2e, with client-go and the real helm and kubectl), and the
+# cluster down again, whatever the tests did. Prints how long each took.
+#
+#   hack/cluster/e2e.sh [go test flags]    # after hack/cluster/build.sh
+set -uo pipefail
+# shellcheck source=hack/cluster/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$CLUSTER_ROOT"
+
+now() { date +%s%N; }
+secs() { local ms=$((($2 - $1) / 1000000)); printf '%d.%ds' $((ms / 1000)) $((ms % 1000 / 100)); }
+
+down() { CLUSTER_DIR="$CLUSTER_DIR" hack/cluster/down.sh; }
+# The machine's one cluster is ours until we exit: another clone's make e2e
+# waits. A cluster left by an interrupted run goes first (ours too: the
+# journey starts clean).
+cluster_lock || exit 1
+clear_stale_cluster || exit 1
+[[ -f "$ACTIVE_MARKER" ]] && down
+rm -rf "$CLUSTER_DIR/logs"
+
+t0=$(now)
+CLUSTER_DIR="$CLUSTER_DIR" hack/cluster/up.sh || exit 1
+t1=$(now)
+trap 'down; exit 130' INT TERM
+# shellcheck disable=SC1091
+source "$CLUSTER_DIR/env"
+SLUICE_E2E_REQUIRED=1 go test -count=1 -v -timeout "${E2E_TIMEOUT:-45m}" "$@" ./test/e2e/
+rc=$?
+t2=$(now)
+if [[ $rc -ne 0 ]]; then
+  # Keep what the operator and the pods said for the post-mortem.
+  "$CLUSTER_ROOT/bin/kubectl" get pods,lf,rlp -A -o wide >"$log_dir/final-state.txt" 2>&1
+  "$CLUSTER_ROOT/bin/kubectl" get events -A --sort-by=.lastTimestamp >"$log_dir/events.txt" 2>&1
+  cp -r "$log_dir/pods" "$log_dir/pods-final" 2>/dev/null
+fi
+down
+t3=$(now)
+echo "e2e: cluster up $(secs "$t0" "$t1"), journey $(secs "$t1" "$t2"), cluster down $(secs "$t2" "$t3"); logs in $log_dir"
+exit $rc

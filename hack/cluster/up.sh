@@ -1,0 +1,360 @@
+#!/usr/bin/env bash
+# Starts a one-node Kubernetes on this machine, in a work dir of its own
+# ($CLUSTER_DIR, default .cluster): etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, containerd (its own root, state
+# and socket), kubelet, kube-proxy (iptables), a CNI bridge, CoreDNS, and a
+# few hostPath PersistentVolumes. Images come from bin/cluster/images
+# (hack/cluster/build.sh builds them); nothing is pulled.
+#
+#   hack/cluster/up.sh      # as root; prints how to reach the cluster
+#   hack/cluster/down.sh    # stops it and puts the machine back as it was
+#
+# A run that fails on the way up tears down what it started. Then:
+#   export KUBECONFIG=$CLUSTER_DIR/admin.kubeconfig
+set -euo pipefail
+# shellcheck source=hack/cluster/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+[[ $(id -u) -eq 0 ]] || { clog "must run as root (it starts kubelet and containerd)"; exit 1; }
+for b in "$CLUSTER_K8S_BIN/etcd" "$CLUSTER_K8S_BIN/kube-apiserver" "$CLUSTER_BIN/kubelet" \
+  "$CLUSTER_BIN/kube-controller-manager" "$CLUSTER_BIN/kube-scheduler" "$CLUSTER_BIN/kube-proxy" \
+  "$CLUSTER_BIN/images/images.txt"; do
+  [[ -e "$b" ]] || { clog "$b is missing: run hack/cluster/build.sh (make cluster-build)"; exit 1; }
+done
+kubectl="${KUBECTL:-$CLUSTER_ROOT/bin/kubectl}"
+[[ -x "$kubectl" ]] || { clog "$kubectl is missing: make kubectl"; exit 1; }
+
+cluster_lock
+if [[ -f "$ACTIVE_MARKER" && "$(<"$ACTIVE_MARKER")" == "$CLUSTER_DIR" ]] &&
+  pid_alive "$CLUSTER_DIR" kubelet && pid_alive "$CLUSTER_DIR" kube-apiserver; then
+  clog "already up (KUBECONFIG=$admin_kubeconfig)"
+  exit 0
+fi
+clear_stale_cluster
+if ip link show "$BRIDGE" >/dev/null 2>&1; then
+  clog "the bridge $BRIDGE exists but no cluster says it owns it; remove it (ip link del $BRIDGE) or run down.sh with its CLUSTER_DIR"
+  exit 1
+fi
+# What a cluster of this work dir left when the machine rebooted under it
+# (etcd's data, containerd's root): every run starts from nothing.
+if [[ -d "$CLUSTER_DIR" ]] && ! awk '{ print $2 }' /proc/mounts | grep -qF -- "$CLUSTER_DIR/"; then
+  find "$CLUSTER_DIR" -mindepth 1 -maxdepth 1 ! -name logs -exec rm -rf --one-file-system {} +
+fi
+
+HOST_IP="$(host_ip)"
+[[ -n "$HOST_IP" ]] || { clog "no IPv4 address on a default route: the API server needs one the pods can reach"; exit 1; }
+t0=$(date +%s%N)
+elapsed() { local ms=$((($(date +%s%N) - t0) / 1000000)); printf '%d.%ds' $((ms / 1000)) $((ms % 1000 / 100)); }
+
+mkdir -p "$run_dir" "$log_dir" "$state_dir" "$pki_dir"
+echo "$CLUSTER_DIR" >"$ACTIVE_MARKER"
+
+failed() {
+  local rc=$?
+  clog "bring-up failed (exit $rc); the last lines of each log:"
+  for f in "$log_dir"/*.log; do
+    [[ -f "$f" ]] || continue
+    echo "----- $f" >&2
+    tail -n 15 "$f" >&2
+  done
+  "$(dirname "${BASH_SOURCE[0]}")/down.sh" || true
+  exit "$rc"
+}
+trap failed ERR
+
+# --- What the machine looks like before: down.sh puts it back. ---------
+: >"$state_dir/sysctl.before"
+for s in "${SYSCTLS[@]}"; do
+  p="$(sysctl_path "$s")"
+  [[ -r "$p" ]] && echo "$s=$(cat "$p")" >>"$state_dir/sysctl.before"
+done
+ls -1 /run/netns 2>/dev/null >"$state_dir/netns.before" || true
+ls -1 /var/lib/cni/results 2>/dev/null >"$state_dir/cni-results.before" || true
+: >"$state_dir/created-dirs"
+for d in /run/netns /var/lib/cni /var/lib/kubelet /var/log/containers /run/containerd /run/mount; do
+  [[ -e "$d" ]] || echo "$d" >>"$state_dir/created-dirs"
+done
+echo "$HOST_IP" >"$state_dir/host-ip"
+
+# --- Certificates and kubeconfigs. ----------------------------------------
+cert() { # cert NAME SUBJECT EXTENSIONS
+  local name="$1" subj="$2" ext="$3"
+  openssl ecparam -name prime256v1 -genkey -noout -out "$pki_dir/$name.key" 2>/dev/null
+  openssl req -new -key "$pki_dir/$name.key" -subj "$subj" -out "$pki_dir/$name.csr" 2>/dev/null
+  printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n%s\n' "$ext" >"$pki_dir/$name.ext"
+  openssl x509 -req -in "$pki_dir/$name.csr" -CA "$pki_dir/ca.crt" -CAkey "$pki_dir/ca.key" -CAcreateserial \
+    -days 30 -sha256 -extfile "$pki_dir/$name.ext" -out "$pki_dir/$name.crt" 2>/dev/null
+  rm -f "$pki_dir/$name.csr" "$pki_dir/$name.ext"
+}
+kubeconfig() { # kubeconfig NAME: from pki/NAME.crt
+  local name="$1"
+  cat >"$CLUSTER_DIR/$name.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: $CLUSTER_NAME
+  cluster:
+    server: https://$HOST_IP:$APISERVER_PORT
+    certificate-authority-data: $(base64 -w0 "$pki_dir/ca.crt")
+users:
+- name: $name
+  user:
+    client-certificate-data: $(base64 -w0 "$pki_dir/$name.crt")
+    client-key-data: $(base64 -w0 "$pki_dir/$name.key")
+contexts:
+- name: $CLUSTER_NAME
+  context: {cluster: $CLUSTER_NAME, user: $name}
+current-context: $CLUSTER_NAME
+EOF
+}
+openssl ecparam -name prime256v1 -genkey -noout -out "$pki_dir/ca.key" 2>/dev/null
+openssl req -x509 -new -key "$pki_dir/ca.key" -subj "/CN=$CLUSTER_NAME-ca" -days 30 -sha256 -out "$pki_dir/ca.crt" \
+  -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
+cert apiserver "/CN=kube-apiserver" "extendedKeyUsage=serverAuth
+subjectAltName=IP:$HOST_IP,IP:$KUBERNETES_SERVICE_IP,IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+cert kubelet-serving "/CN=$NODE_NAME" "extendedKeyUsage=serverAuth
+subjectAltName=IP:$HOST_IP,DNS:$NODE_NAME"
+cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "extendedKeyUsage=clientAuth"
+cert admin "/O=system:masters/CN=$CLUSTER_NAME-admin" "extendedKeyUsage=clientAuth"
+cert kubelet "/O=system:nodes/CN=system:node:$NODE_NAME" "extendedKeyUsage=clientAuth"
+cert kube-controller-manager "/CN=system:kube-controller-manager" "extendedKeyUsage=clientAuth"
+cert kube-scheduler "/CN=system:kube-scheduler" "extendedKeyUsage=clientAuth"
+cert kube-proxy "/CN=system:kube-proxy" "extendedKeyUsage=clientAuth"
+openssl genrsa -out "$pki_dir/sa.key" 2048 2>/dev/null
+openssl rsa -in "$pki_dir/sa.key" -pubout -out "$pki_dir/sa.pub" 2>/dev/null
+chmod 600 "$pki_dir"/*.key
+for n in admin kubelet kube-controller-manager kube-scheduler kube-proxy; do kubeconfig "$n"; done
+
+start() { # start NAME COMMAND...: in its own session, logging to logs/NAME.log, without the cluster lock
+  local name="$1"
+  shift
+  setsid "$@" >"$log_dir/$name.log" 2>&1 </dev/null {SLUICE_CLUSTER_LOCK_FD}>&- &
+  echo $! >"$run_dir/$name.pid"
+}
+wait_for() { # wait_for WHAT SECONDS COMMAND...
+  local what="$1" secs="$2" i
+  shift 2
+  for ((i = 0; i < secs * 5; i++)); do
+    "$@" >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  clog "$what not ready after ${secs}s"
+  return 1
+}
+k() { "$kubectl" --kubeconfig "$admin_kubeconfig" "$@"; }
+
+# --- Control plane. -------------------------------------------------------
+start etcd "$CLUSTER_K8S_BIN/etcd" --name "$CLUSTER_NAME" --data-dir "$CLUSTER_DIR/etcd" \
+  --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+  --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+  --initial-cluster "$CLUSTER_NAME=http://127.0.0.1:$ETCD_PEER_PORT" --unsafe-no-fsync --quota-backend-bytes 2147483648
+wait_for etcd 30 curl -sf "http://127.0.0.1:$ETCD_PORT/health"
+
+start kube-apiserver "$CLUSTER_K8S_BIN/kube-apiserver" \
+  --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+  --bind-address "$HOST_IP" --advertise-address "$HOST_IP" --secure-port "$APISERVER_PORT" \
+  --tls-cert-file "$pki_dir/apiserver.crt" --tls-private-key-file "$pki_dir/apiserver.key" \
+  --client-ca-file "$pki_dir/ca.crt" \
+  --kubelet-client-certificate "$pki_dir/apiserver-kubelet-client.crt" \
+  --kubelet-client-key "$pki_dir/apiserver-kubelet-client.key" \
+  --kubelet-certificate-authority "$pki_dir/ca.crt" \
+  --kubelet-preferred-address-types InternalIP \
+  --service-account-issuer https://kubernetes.default.svc.cluster.local \
+  --service-account-key-file "$pki_dir/sa.pub" --service-account-signing-key-file "$pki_dir/sa.key" \
+  --service-cluster-ip-range "$SERVICE_CIDR" \
+  --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+  --allow-privileged=true --profiling=false --cert-dir "$pki_dir"
+wait_for kube-apiserver 60 k get --raw /readyz
+clog "control plane up ($(elapsed))"
+
+start kube-controller-manager "$CLUSTER_BIN/kube-controller-manager" \
+  --kubeconfig "$CLUSTER_DIR/kube-controller-manager.kubeconfig" \
+  --authentication-kubeconfig "$CLUSTER_DIR/kube-controller-manager.kubeconfig" \
+  --authorization-kubeconfig "$CLUSTER_DIR/kube-controller-manager.kubeconfig" \
+  --bind-address 127.0.0.1 --secure-port 10257 --leader-elect=false \
+  --root-ca-file "$pki_dir/ca.crt" --service-account-private-key-file "$pki_dir/sa.key" \
+  --use-service-account-credentials=true --cluster-name "$CLUSTER_NAME" \
+  --cluster-signing-cert-file "$pki_dir/ca.crt" --cluster-signing-key-file "$pki_dir/ca.key"
+start kube-scheduler "$CLUSTER_BIN/kube-scheduler" \
+  --kubeconfig "$CLUSTER_DIR/kube-scheduler.kubeconfig" \
+  --authentication-kubeconfig "$CLUSTER_DIR/kube-scheduler.kubeconfig" \
+  --authorization-kubeconfig "$CLUSTER_DIR/kube-scheduler.kubeconfig" \
+  --bind-address 127.0.0.1 --secure-port 10259 --leader-elect=false
+
+# --- The node: containerd, CNI, kubelet, kube-proxy. ----------------------
+mkdir -p "$CLUSTER_DIR/cni/net.d" "$CLUSTER_DIR/cni/ipam" "$CLUSTER_DIR/containerd" "$CLUSTER_DIR/kubelet" "$log_dir/pods"
+pause_image="$(grep '/pause:' "$CLUSTER_BIN/images/images.txt")"
+cat >"$CLUSTER_DIR/containerd/config.toml" <<EOF
+version = 2
+root = "$CLUSTER_DIR/containerd/root"
+state = "$run_dir/containerd"
+[grpc]
+  address = "$containerd_sock"
+[ttrpc]
+  address = "$containerd_sock.ttrpc"
+[debug]
+  address = ""
+[metrics]
+  address = ""
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$CLUSTER_DIR/containerd/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$pause_image"
+  # These machines lack CAP_SYS_RESOURCE: without this every sandbox fails
+  # with "runc create failed: ... can't get final child's PID from pipe".
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = "$run_dir/runc"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$CLUSTER_DIR/cni/net.d"
+EOF
+cat >"$CLUSTER_DIR/cni/net.d/10-$CLUSTER_NAME.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "$CLUSTER_NAME",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$BRIDGE",
+      "isGateway": true,
+      "ipMasq": true,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{"subnet": "$POD_CIDR"}]],
+        "routes": [{"dst": "0.0.0.0/0"}],
+        "dataDir": "$CLUSTER_DIR/cni/ipam"
+      }
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+EOF
+start containerd env PATH="/usr/sbin:/usr/bin:/sbin:/bin" containerd --config "$CLUSTER_DIR/containerd/config.toml"
+wait_for containerd 30 ctr --address "$containerd_sock" version
+while read -r ref; do
+  name="${ref##*/}"
+  name="${name%%:*}"
+  ctr --address "$containerd_sock" -n k8s.io images import "$CLUSTER_BIN/images/$name.tar" >/dev/null
+done <"$CLUSTER_BIN/images/images.txt"
+clog "containerd up, $(wc -l <"$CLUSTER_BIN/images/images.txt") images imported ($(elapsed))"
+
+# kubelet puts every pod under CGROUP_ROOT, which must exist in each
+# hierarchy (cpuset needs its CPUs and memory nodes set to hold tasks).
+# Its CPU weight is that of CLUSTER_CPU_SHARES/1024 busy processes, so that
+# the pods get the CPU they request when the machine's other processes keep
+# it busy, as on a node that runs only Kubernetes: the limiters' Redis
+# deadline is 20ms.
+cgroup_dirs | while read -r d; do
+  mkdir -p "$d"
+  if [[ -f "$(dirname "$d")/cpuset.cpus" ]]; then
+    cat "$(dirname "$d")/cpuset.cpus" >"$d/cpuset.cpus"
+    cat "$(dirname "$d")/cpuset.mems" >"$d/cpuset.mems"
+  fi
+  if [[ -f "$d/cpu.shares" ]]; then
+    echo "${CLUSTER_CPU_SHARES:-65536}" >"$d/cpu.shares"
+  elif [[ -f "$d/cpu.weight" ]]; then
+    echo $((${CLUSTER_CPU_SHARES:-65536} * 100 / 1024 > 10000 ? 10000 : ${CLUSTER_CPU_SHARES:-65536} * 100 / 1024)) >"$d/cpu.weight"
+  fi
+done
+
+cat >"$CLUSTER_DIR/kubelet/config.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: $HOST_IP
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+tlsCertFile: $pki_dir/kubelet-serving.crt
+tlsPrivateKeyFile: $pki_dir/kubelet-serving.key
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $pki_dir/ca.crt}
+authorization: {mode: Webhook}
+containerRuntimeEndpoint: unix://$containerd_sock
+cgroupDriver: cgroupfs
+cgroupRoot: $CGROUP_ROOT
+# The machines run cgroup v1 and may have swap.
+failCgroupV1: false
+failSwapOn: false
+clusterDNS: [$DNS_SERVICE_IP]
+clusterDomain: cluster.local
+resolvConf: /etc/resolv.conf
+podLogsDir: $log_dir/pods
+# A shared machine: evict only when it is really out of room, never
+# garbage-collect the imported images (nothing can pull them again).
+evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+serializeImagePulls: false
+EOF
+start kubelet "$CLUSTER_BIN/kubelet" --config "$CLUSTER_DIR/kubelet/config.yaml" \
+  --kubeconfig "$CLUSTER_DIR/kubelet.kubeconfig" --root-dir "$CLUSTER_DIR/kubelet" \
+  --cert-dir "$pki_dir" --hostname-override "$NODE_NAME" --node-ip "$HOST_IP"
+
+cat >"$CLUSTER_DIR/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $CLUSTER_DIR/kube-proxy.kubeconfig}
+hostnameOverride: $NODE_NAME
+mode: iptables
+clusterCIDR: $POD_CIDR
+metricsBindAddress: 127.0.0.1:10249
+healthzBindAddress: 127.0.0.1:10256
+# Leave the host's conntrack settings alone.
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s, udpTimeout: 0s, udpStreamTimeout: 0s}
+# No NodePort on 127.0.0.1 (which would set route_localnet) or on other
+# addresses than the node's.
+iptables: {localhostNodePorts: false}
+nodePortAddresses: [primary]
+EOF
+start kube-proxy "$CLUSTER_BIN/kube-proxy" --config "$CLUSTER_DIR/kube-proxy.yaml"
+
+wait_for "node $NODE_NAME" 90 k wait --for=condition=Ready "node/$NODE_NAME" --timeout=1s
+clog "node Ready ($(elapsed))"
+
+# --- Add-ons: CoreDNS and volumes. ----------------------------------------
+coredns_image="$(grep '/coredns:' "$CLUSTER_BIN/images/images.txt")"
+sed -e "s#__COREDNS_IMAGE__#$coredns_image#g" -e "s#__DNS_SERVICE_IP__#$DNS_SERVICE_IP#g" \
+  "$(dirname "${BASH_SOURCE[0]}")/manifests/coredns.yaml" | k apply -f - >/dev/null
+# No storage provisioner: hostPath PersistentVolumes without a class, which
+# claims without a class bind to (a StatefulSet's volumeClaimTemplates).
+for i in $(seq 0 "$((${CLUSTER_PVS:-8} - 1))"); do
+  mkdir -p "$CLUSTER_DIR/volumes/pv-$i"
+  chmod 1777 "$CLUSTER_DIR/volumes/pv-$i"
+  cat <<EOF
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: $CLUSTER_NAME-pv-$i
+  labels: {sluice.dev/e2e: "true"}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: ""
+  hostPath: {path: $CLUSTER_DIR/volumes/pv-$i, type: Directory}
+EOF
+done | k apply -f - >/dev/null
+k -n kube-system rollout status deployment/coredns --timeout=120s >/dev/null
+clog "CoreDNS Ready ($(elapsed))"
+
+cat >"$CLUSTER_DIR/env" <<EOF
+export KUBECONFIG=$admin_kubeconfig
+export CONTAINERD_ADDRESS=$containerd_sock
+export CONTAINERD_NAMESPACE=k8s.io
+export SLUICE_E2E_CLUSTER_DIR=$CLUSTER_DIR
+export SLUICE_E2E_IMAGES=$CLUSTER_BIN/images/images.txt
+EOF
+trap - ERR
+clog "up in $(elapsed): . $CLUSTER_DIR/env   (then kubectl get pods -A; ctr containers ls)"

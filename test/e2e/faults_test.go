@@ -1,0 +1,483 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers"
+)
+
+const (
+	// keptKeys are counters exhausted before the faults, spread over every
+	// shard: after each fault they must still deny (their keys were kept).
+	keptKeys = 30
+	// The operator's leader election Lease (cmd/operator).
+	leaseName = "operator.ratelimit.sluice.dev"
+)
+
+// faults runs each fault under steady load from a client pod through the
+// Redis Cluster fleet's Service and prints the decisions that failed (RLS
+// errors, and decisions failureMode Closed made because Redis could not)
+// and when they stopped.
+func (j *journey) faults(t *testing.T) {
+	c, f := j.c, j.fleet
+	sel := map[string]string{}
+	if f.Spec.PolicySelector != nil {
+		sel = f.Spec.PolicySelector.MatchLabels
+	}
+	closed := v1alpha1.FailClosed
+	tokenBucket := v1alpha1.TokenBucket
+	for _, p := range []*v1alpha1.RateLimitPolicy{
+		{ // the load: never over its limit, so every denial is a failure
+			ObjectMeta: metav1.ObjectMeta{Name: "e2e-load", Namespace: appNS, Labels: sel},
+			Spec: v1alpha1.RateLimitPolicySpec{
+				Domain: loadDomain, Descriptors: []v1alpha1.Descriptor{{Key: "client"}},
+				Algorithm: &tokenBucket, Rate: v1alpha1.Rate{Limit: 100000, Period: metav1.Duration{Duration: time.Second}},
+				FailureMode: &closed,
+			},
+		},
+		{ // counters that must outlive the faults
+			ObjectMeta: metav1.ObjectMeta{Name: "e2e-keep", Namespace: appNS, Labels: sel},
+			Spec: v1alpha1.RateLimitPolicySpec{
+				Domain: loadDomain, Descriptors: []v1alpha1.Descriptor{{Key: "keep"}},
+				Algorithm: &tokenBucket, Rate: v1alpha1.Rate{Limit: 3, Period: metav1.Duration{Duration: time.Hour}},
+				Burst: ptr.To[int64](3), FailureMode: &closed,
+			},
+		},
+	} {
+		if err := c.c.Create(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the fault policies Enforced", 2*time.Minute, func() (bool, string) {
+		for _, n := range []string{"e2e-load", "e2e-keep"} {
+			if s, msg := condition(c.policy(t, appNS, n).Status.Conditions, v1alpha1.EnforcedCondition); s != metav1.ConditionTrue {
+				return false, n + ": " + msg
+			}
+		}
+		return true, ""
+	})
+	svc := fmt.Sprintf("%s.%s.svc:8081", controllers.LimiterName(f), f.Namespace)
+
+	// Exhaust the kept counters: 3 allowed, the 4th denied, for each key.
+	var answers []rlsAnswer
+	c.execJSON(t, &answers, appNS, clientPod, "/e2eclient", "rls", "-addr", svc, "-domain", loadDomain,
+		"-descriptor", "keep=k%d", "-keys", fmt.Sprint(keptKeys), "-n", "4")
+	for k := range keptKeys {
+		var got []string
+		for _, a := range answers[4*k : 4*k+4] {
+			got = append(got, a.Code+a.Error+a.Reason)
+		}
+		if want := []string{"OK", "OK", "OK", "OVER_LIMIT"}; !slices.Equal(got, want) {
+			t.Fatalf("key k%d: %v, want %v", k, got, want)
+		}
+	}
+	// AOF is written every second: let it reach the disk.
+	time.Sleep(2 * time.Second)
+
+	loadArgs := []string{"-addr", svc, "-domain", loadDomain, "-descriptor", "client=%d", "-keys", "1000",
+		"-rate", "200", "-conns", "4", "-interval", "250ms"}
+	redisPods := func() []corev1.Pod {
+		pods := &corev1.PodList{}
+		if err := c.c.List(context.Background(), pods, client.InNamespace(f.Namespace), client.MatchingLabels(controllers.RedisSelectorLabels(f))); err != nil {
+			t.Fatal(err)
+		}
+		return pods.Items
+	}
+
+	t.Run("RedisPodDeleted", func(t *testing.T) {
+		l := c.startLoad(t, appNS, clientPod, loadArgs...)
+		n := l.measureNoise(t, 5*time.Second)
+		w := j.watch(t)
+		name := controllers.RedisShardName(f, 1) + "-0"
+		old, err := c.cs.CoreV1().Pods(f.Namespace).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		c.kubectl(t, "delete", "pod", "-n", f.Namespace, name, "--wait=false")
+		var newIP string
+		waitFor(t, "the replaced Redis pod ready", 3*time.Minute, func() (bool, string) {
+			p, err := c.cs.CoreV1().Pods(f.Namespace).Get(context.Background(), name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			newIP = p.Status.PodIP
+			return p.UID != old.UID && isReady(p), podState(p)
+		})
+		podReady := since(start)
+		j.waitRedisReadyAfter(t, w, start)
+		l.waitQuiet(t, n, start, 5*time.Second, 3*time.Minute)
+		rep := l.report(n, start)
+		l.stop()
+		rr := w.readyNote(fleetCond(v1alpha1.RedisReadyCondition), start)
+		t.Logf("Redis pod %s deleted (IP %s -> %s): new pod ready %s after, %s; %s",
+			name, old.Status.PodIP, newIP, podReady, rr, rep)
+		j.mark("fault Redis pod deleted: %s; pod ready %s, %s", rep, podReady, rr)
+		t.Logf("RedisReady: %s", w.timeline(fleetCond(v1alpha1.RedisReadyCondition), start))
+		j.checkNoFailureWhileRedisReady(t, w, l, n, start)
+		j.checkKeysKept(t, svc)
+		j.checkNoDataLoss(t, w)
+	})
+
+	t.Run("LimiterRolloutRestart", func(t *testing.T) {
+		l := c.startLoad(t, appNS, clientPod, loadArgs...)
+		n := l.measureNoise(t, 5*time.Second)
+		dep := "deployment/" + controllers.LimiterName(f)
+		start := time.Now()
+		c.kubectl(t, "rollout", "restart", "-n", f.Namespace, dep)
+		c.kubectl(t, "rollout", "status", "-n", f.Namespace, dep, "--timeout=5m")
+		rolled := since(start)
+		l.waitQuiet(t, n, start, 5*time.Second, 3*time.Minute)
+		rep := l.report(n, start)
+		l.stop()
+		t.Logf("kubectl rollout restart %s: rolled out in %s; %s", dep, rolled, rep)
+		j.mark("fault limiter rollout restart: %s; rolled out in %s", rep, rolled)
+		// The target is zero failed decisions; a busy machine's timeouts
+		// are told apart (the noise), a connection refused never is.
+		if rep.RPCErrors != 0 || rep.Recovery != 0 {
+			t.Errorf("a rolling restart of the limiters failed decisions: %s", rep)
+		}
+	})
+
+	t.Run("OperatorPodDeleted", func(t *testing.T) {
+		l := c.startLoad(t, appNS, clientPod, loadArgs...)
+		n := l.measureNoise(t, 5*time.Second)
+		oldLease := &coordinationv1.Lease{}
+		if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: system, Name: leaseName}, oldLease); err != nil {
+			t.Fatal(err)
+		}
+		oldHolder := ptr.Deref(oldLease.Spec.HolderIdentity, "")
+		w := j.watch(t)
+		start := time.Now()
+		c.kubectl(t, "delete", "pod", "-n", system, "-l", "app.kubernetes.io/component=operator", "--wait=false")
+		var lease coordinationv1.Lease
+		waitFor(t, "a new operator pod leading", 2*time.Minute, func() (bool, string) {
+			if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: system, Name: leaseName}, &lease); err != nil {
+				return false, err.Error()
+			}
+			h := ptr.Deref(lease.Spec.HolderIdentity, "")
+			return h != "" && h != oldHolder, "holder " + h
+		})
+		leading := since(start)
+		// Several collector passes of the new operator.
+		time.Sleep(15 * time.Second)
+		rep := l.report(n, start)
+		l.stop()
+		t.Logf("operator pod deleted: a new one leads %s after; %s", leading, rep)
+		j.mark("fault operator pod deleted: %s; new leader %s after", rep, leading)
+		if flaps := w.changes(); len(flaps) > 0 {
+			t.Errorf("conditions changed while the operator restarted:\n  %s", strings.Join(flaps, "\n  "))
+		}
+		if rep.RPCErrors != 0 || rep.Recovery != 0 {
+			t.Errorf("decisions failed while the operator restarted: %s", rep)
+		}
+		// A lease that is not released can only be taken once it expires:
+		// leaseDurationSeconds after the old leader's last renewal.
+		if oldLease.Spec.RenewTime != nil && oldLease.Spec.LeaseDurationSeconds != nil && lease.Spec.AcquireTime != nil {
+			expiry := oldLease.Spec.RenewTime.Add(time.Duration(*oldLease.Spec.LeaseDurationSeconds) * time.Second)
+			if !lease.Spec.AcquireTime.Time.Before(expiry) {
+				t.Errorf("the deleted operator did not release its leader lease: the new leader acquired it at %s, when it expired (last renewed %s, %ds) "+
+					"(issue 15: leader lease release on shutdown)", lease.Spec.AcquireTime.Format("15:04:05.000"),
+					oldLease.Spec.RenewTime.Format("15:04:05.000"), *oldLease.Spec.LeaseDurationSeconds)
+			}
+		}
+	})
+
+	t.Run("RedisContainersKilled", func(t *testing.T) {
+		l := c.startLoad(t, appNS, clientPod, loadArgs...)
+		n := l.measureNoise(t, 5*time.Second)
+		pods := redisPods()
+		restarts := map[string]int32{}
+		var ids []string
+		for _, p := range pods {
+			for _, cs := range p.Status.ContainerStatuses {
+				restarts[p.Name] = cs.RestartCount
+				ids = append(ids, strings.TrimPrefix(cs.ContainerID, "containerd://"))
+			}
+		}
+		w := j.watch(t)
+		start := time.Now()
+		var wg sync.WaitGroup
+		errs := make([]error, len(ids))
+		for i, id := range ids {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if out, err := exec.Command("ctr", "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", id).CombinedOutput(); err != nil {
+					errs[i] = fmt.Errorf("ctr tasks kill %s: %v: %s", id, err, out)
+				}
+			}()
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitFor(t, "every Redis container restarted and ready", 3*time.Minute, func() (bool, string) {
+			var waiting []string
+			for _, p := range redisPods() {
+				if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].RestartCount <= restarts[p.Name] || !isReady(&p) {
+					waiting = append(waiting, p.Name+": "+podState(&p))
+				}
+			}
+			return len(waiting) == 0, strings.Join(waiting, "; ")
+		})
+		restarted := since(start)
+		j.waitRedisReadyAfter(t, w, start)
+		l.waitQuiet(t, n, start, 5*time.Second, 3*time.Minute)
+		rep := l.report(n, start)
+		l.stop()
+		rr := w.readyNote(fleetCond(v1alpha1.RedisReadyCondition), start)
+		t.Logf("%d Redis containers killed at once: restarted and ready %s after, %s; %s",
+			len(ids), restarted, rr, rep)
+		j.mark("fault every Redis container killed: %s; restarted %s, %s", rep, restarted, rr)
+		t.Logf("RedisReady: %s", w.timeline(fleetCond(v1alpha1.RedisReadyCondition), start))
+		j.checkNoFailureWhileRedisReady(t, w, l, n, start)
+		j.checkKeysKept(t, svc)
+		j.checkNoDataLoss(t, w)
+	})
+}
+
+// checkNoDataLoss fails the test if the fleet reported a Redis data loss
+// during the fault, or reports one now: every node kept its volume.
+func (j *journey) checkNoDataLoss(t *testing.T, w *watcher) {
+	t.Helper()
+	key := fleetCond(v1alpha1.RedisDataLossCondition)
+	if w.ever(key, "True") {
+		t.Errorf("the fleet reported a Redis data loss though every node kept its volume: %s", w.timeline(key, time.Now()))
+	}
+	if dl := j.c.fleet(t, j.fleet.Namespace, j.fleet.Name).Status.Redis.DataLoss; dl != "" {
+		t.Errorf("status.redis.dataLoss: %s", dl)
+	}
+}
+
+func isReady(p *corev1.Pod) bool {
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// checkKeysKept asks for each exhausted counter once more: every one must
+// still deny, as the limiters' store decides (not a failure mode).
+func (j *journey) checkKeysKept(t *testing.T, svc string) {
+	t.Helper()
+	var answers []rlsAnswer
+	j.c.execJSON(t, &answers, appNS, clientPod, "/e2eclient", "rls", "-addr", svc, "-domain", loadDomain,
+		"-descriptor", "keep=k%d", "-keys", fmt.Sprint(keptKeys), "-n", "1")
+	var lost []string
+	for k, a := range answers {
+		if a.Code != "OVER_LIMIT" || a.Reason != "" || a.Error != "" {
+			lost = append(lost, fmt.Sprintf("k%d: %s%s%s", k, a.Code, a.Error, a.Reason))
+		}
+	}
+	if len(lost) > 0 {
+		t.Errorf("%d of %d exhausted counters no longer deny (keys lost?): %v", len(lost), keptKeys, lost)
+	}
+}
+
+// waitRedisReadyAfter waits until the fleet's RedisReady is True on a
+// read made after start plus a second (the operator's pass on the change).
+func (j *journey) waitRedisReadyAfter(t *testing.T, w *watcher, start time.Time) {
+	t.Helper()
+	waitFor(t, "RedisReady True again", 3*time.Minute, func() (bool, string) {
+		s, ok := w.current(fleetCond(v1alpha1.RedisReadyCondition))
+		return ok && s == "True" && time.Since(start) > time.Second, "RedisReady " + s
+	})
+}
+
+// checkNoFailureWhileRedisReady fails the test for a second of load that
+// failed beyond the noise after the fleet had said RedisReady=True for
+// more than 2s (what a status poll and the load's intervals can blur): the
+// condition must not claim Redis is usable while the limiters can't use
+// it. A RedisReady=True from before the fault is the operator's word
+// before it saw the fault: it has detectGrace to see it.
+func (j *journey) checkNoFailureWhileRedisReady(t *testing.T, w *watcher, l *load, n noise, start time.Time) {
+	t.Helper()
+	const detectGrace = 3 * time.Second
+	key := fleetCond(v1alpha1.RedisReadyCondition)
+	for _, s := range l.seconds(start, time.Now()) {
+		end := s.start.Add(time.Second)
+		if s.failed <= n.threshold() {
+			continue
+		}
+		since := w.trueSince(key, s.start)
+		if since.IsZero() {
+			continue
+		}
+		said := fmt.Sprintf("since +%v", since.Sub(start).Round(10*time.Millisecond))
+		if since.Before(start) {
+			since = start.Add(detectGrace)
+			said = fmt.Sprintf("since before the fault, not seen %v after it", detectGrace)
+		}
+		if end.Sub(since) > 2*time.Second {
+			t.Errorf("%d of %d decisions failed in the second from +%v after the fault, while the fleet said RedisReady=True (%s) "+
+				"(issue 15: limiters must reach a replaced node once the operator healed the cluster, and RedisReady must not be True while they can't)",
+				s.failed, s.answered, s.start.Sub(start).Round(10*time.Millisecond), said)
+			return
+		}
+	}
+}
+
+// --- Watching conditions -------------------------------------------------------
+
+// watcher polls the Redis Cluster fleet's and the policies' conditions
+// every 200ms and records each change with the time it saw it.
+type watcher struct {
+	mu    sync.Mutex
+	first map[string]string
+	last  map[string]string
+	log   []change
+}
+
+type change struct {
+	at       time.Time
+	key      string
+	from, to string
+	reason   string
+}
+
+func fleetCond(typ string) string { return "fleet " + typ }
+
+func (j *journey) watch(t *testing.T) *watcher {
+	w := &watcher{first: map[string]string{}, last: map[string]string{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	f := j.fleet
+	poll := func() {
+		now := time.Now()
+		seen := map[string][2]string{}
+		fl := &v1alpha1.LimiterFleet{}
+		if err := j.c.c.Get(ctx, client.ObjectKeyFromObject(f), fl); err == nil {
+			for _, cond := range fl.Status.Conditions {
+				seen[fleetCond(cond.Type)] = [2]string{string(cond.Status), cond.Reason + ": " + cond.Message}
+			}
+		}
+		pols := &v1alpha1.RateLimitPolicyList{}
+		if err := j.c.c.List(ctx, pols); err == nil {
+			for _, p := range pols.Items {
+				for _, cond := range p.Status.Conditions {
+					seen[fmt.Sprintf("policy %s/%s %s", p.Namespace, p.Name, cond.Type)] = [2]string{string(cond.Status), cond.Reason + ": " + cond.Message}
+				}
+			}
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for k, v := range seen {
+			prev, ok := w.last[k]
+			if !ok {
+				w.first[k] = v[0]
+			} else if prev != v[0] {
+				w.log = append(w.log, change{at: now, key: k, from: prev, to: v[0], reason: v[1]})
+			}
+			w.last[k] = v[0]
+		}
+	}
+	poll()
+	go func() {
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				poll()
+			}
+		}
+	}()
+	return w
+}
+
+// ever says whether the condition had the status at any time of the watch.
+func (w *watcher) ever(key, status string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.first[key] == status {
+		return true
+	}
+	for _, ch := range w.log {
+		if ch.key == key && ch.to == status {
+			return true
+		}
+	}
+	return false
+}
+
+// current is a condition's last status.
+func (w *watcher) current(key string) (string, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s, ok := w.last[key]
+	return s, ok
+}
+
+// trueSince is when the condition last turned True at or before at, or
+// zero if it was not True then. A condition True from the start of the
+// watch counts from the zero time plus one (long before).
+func (w *watcher) trueSince(key string, at time.Time) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	status, since := w.first[key], time.Unix(0, 0)
+	for _, ch := range w.log {
+		if ch.key != key || ch.at.After(at) {
+			continue
+		}
+		status, since = ch.to, ch.at
+	}
+	if status != "True" {
+		return time.Time{}
+	}
+	return since
+}
+
+// readyNote says when the condition turned True again after start, or
+// that it stayed True.
+func (w *watcher) readyNote(key string, start time.Time) string {
+	since := w.trueSince(key, time.Now())
+	if since.Before(start) {
+		return "RedisReady stayed True"
+	}
+	return fmt.Sprintf("RedisReady True again %v after", since.Sub(start).Round(100*time.Millisecond))
+}
+
+// timeline prints a condition's changes, in seconds after start.
+func (w *watcher) timeline(key string, start time.Time) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := []string{w.first[key] + " at the fault"}
+	for _, ch := range w.log {
+		if ch.key == key {
+			s = append(s, fmt.Sprintf("%s at +%v (%s)", ch.to, ch.at.Sub(start).Round(100*time.Millisecond), ch.reason))
+		}
+	}
+	return strings.Join(s, ", ")
+}
+
+// changes lists every change seen.
+func (w *watcher) changes() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var s []string
+	for _, ch := range w.log {
+		s = append(s, fmt.Sprintf("%s %s: %s -> %s (%s)", ch.at.Format("15:04:05.000"), ch.key, ch.from, ch.to, ch.reason))
+	}
+	return s
+}
