@@ -284,7 +284,7 @@ var IdempotencySteps = []IdemStep{
 	{At: 30 * s, Idem: "A", Cost: 1, Allowed: true, Remain: 0, Reset: 30 * s}, // expired: decided afresh
 	{At: 31 * s, Idem: "A", Cost: 1, Allowed: true, Remain: 0, Reset: 29 * s, Replayed: true},
 	{At: 32 * s, Idem: "A", Cost: 1, Allowed: true, Remain: 0, Reset: 28 * s, Replayed: true},
-	{At: 33 * s, Idem: "A", Cost: 1, Allowed: true, Remain: 0, Reset: 27 * s, Replayed: true},   // the last replay
+	{At: 33 * s, Idem: "A", Cost: 1, Allowed: true, Remain: 0, Reset: 27 * s, Replayed: true}, // the last replay
 	{At: 34 * s, Idem: "A", Cost: 1, Allowed: false, Remain: 0, Reset: 26 * s, Retry: 26 * s}, // replays spent: decided afresh
 	{At: 35 * s, Idem: "A", Cost: 1, Allowed: false, Remain: 0, Reset: 25 * s, Retry: 25 * s},
 	{At: 35 * s, Counter: 1, Idem: "B", Cost: 1, Allowed: true, Remain: 1, Reset: 25 * s},
