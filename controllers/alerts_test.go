@@ -3,6 +3,7 @@ package controllers
 import (
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -33,7 +34,7 @@ func TestAlertRules(t *testing.T) {
 	descs := make(chan *prometheus.Desc, 64)
 	go func() {
 		for _, c := range []prometheus.Collector{policiesByCondition, fleetConditions, snapshotCompileSeconds, snapshotBytes,
-			collectorErrors, collectorScrapes, collectorCycleSeconds, enforcementWrites, redisDataLoss} {
+			collectorErrors, collectorScrapes, collectorCycleSeconds, enforcementWrites, redisDataLoss, redisUsedMemory, redisMaxMemory} {
 			c.Describe(descs)
 		}
 		close(descs)
@@ -42,7 +43,8 @@ func TestAlertRules(t *testing.T) {
 	for d := range descs {
 		known[name.FindStringSubmatch(d.String())[1]] = true
 	}
-	want := map[string]bool{"SluicePolicyNotEnforced": true, "SluicePolicyDegraded": true, "SluiceRedisBreakerOpen": true, "SluiceRedisNotReady": true, "SluiceRedisDataLoss": true}
+	want := map[string]bool{"SluicePolicyNotEnforced": true, "SluicePolicyDegraded": true, "SluiceRedisBreakerOpen": true, "SluiceRedisNotReady": true, "SluiceRedisDataLoss": true,
+		"SluiceRedisMemoryNearLimit": true}
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
 			delete(want, r.Alert)
@@ -53,6 +55,9 @@ func TestAlertRules(t *testing.T) {
 				if !known[m] {
 					t.Errorf("alert %s uses %s, which the operator does not export", r.Alert, m)
 				}
+			}
+			if r.Alert == "SluiceRedisMemoryNearLimit" && !strings.HasSuffix(r.Expr, " >= "+strconv.FormatFloat(MemoryNearLimitRatio, 'g', -1, 64)) {
+				t.Errorf("alert %s: %q does not fire at MemoryNearLimitRatio (%v), where RedisReady turns False", r.Alert, r.Expr, MemoryNearLimitRatio)
 			}
 			if strings.Contains(r.Expr, "sluice_redis_breaker_state") && !strings.Contains(r.Expr, "== 1") {
 				t.Errorf("alert %s: the breaker is open at 1", r.Alert)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ func TestExternalRedisTLSAndAuth(t *testing.T) {
 	needSuite(t)
 	ctx := context.Background()
 	const password = "p@ss/w%rd with spaces"
-	srv := redistest.StartTLS(t, "requirepass "+password)
+	srv := redistest.StartTLS(t, "requirepass "+strconv.Quote(password)) // a redis.conf line: quoted, for the spaces
 	ns := namespace(t, "redis-tls")
 	caPEM, err := os.ReadFile(srv.CAFile)
 	if err != nil {

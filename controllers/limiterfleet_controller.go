@@ -69,6 +69,9 @@ type LimiterFleetReconciler struct {
 	verdicts      verdictCache
 	redisTrackers sync.Map // fleet key -> *rediscluster.Tracker
 	redisHealth   sync.Map // fleet key -> redisHealth
+	// Fits shares each fleet's snapshot refusals with the policy
+	// controller; nil keeps them to the fleet's status.
+	Fits *SnapshotFits
 }
 
 // allDomains keys the verdicts of every policy in the fleet controller's
@@ -97,6 +100,7 @@ type fleetScope struct {
 	version   string
 	policies  int
 	compiled  bool
+	refused   int // selected policies left out: the snapshot is full
 	storeErr  error
 	endpoints []string
 	acks      []podAck
@@ -119,6 +123,7 @@ func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			r.Acks.Forget(req.NamespacedName)
 			r.redisTrackers.Delete(req.NamespacedName)
 			r.redisHealth.Delete(req.NamespacedName)
+			r.Fits.forget(ctx, req.NamespacedName)
 			forgetFleetMetrics(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
@@ -141,6 +146,10 @@ func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			break
 		}
 	}
+	if isObjectInTheWay(err) {
+		// Reported in Ready; retrying sooner would not move it.
+		return ctrl.Result{RequeueAfter: ObjectInTheWayRetry}, r.patchStatus(ctx, s, err)
+	}
 	return ctrl.Result{RequeueAfter: s.requeueAfter}, errors.Join(err, r.patchStatus(ctx, s, err))
 }
 
@@ -156,36 +165,25 @@ func (r *LimiterFleetReconciler) reconcileSnapshot(ctx context.Context, s *fleet
 		enforcement = config.EnforcementDisabled
 	}
 	started := time.Now()
-	doc := config.DocumentFor(selected, enforcement)
-	doc.ForwardAuth = s.fleet.Spec.ForwardAuth
-	// The pods that share the limits while the store is down: the ready
-	// ones, or the desired count before any is ready.
-	doc.Pods = int32(len(s.endpoints))
-	if doc.Pods == 0 {
-		doc.Pods = s.fleet.Spec.EffectiveReplicas()
+	fit, err := r.fitSnapshot(ctx, s, selected, enforcement)
+	if err != nil {
+		return err
 	}
-	s.document, s.version = config.EncodeDocument(doc)
-	s.policies = len(selected)
-	// What the operator writes, the limiters must load: prove it first.
-	if _, err := config.ParseDocument(s.document); err != nil {
-		return fmt.Errorf("compiling the snapshot: %w", err)
-	}
-	s.compiled = true
 	fleetLabel := s.fleet.Namespace + "/" + s.fleet.Name
 	snapshotCompileSeconds.WithLabelValues(fleetLabel).Observe(time.Since(started).Seconds())
 	snapshotBytes.WithLabelValues(fleetLabel).Set(float64(len(s.document)))
-	desired := BuildSnapshotConfigMap(s.fleet, s.document, s.version)
+	desired := fit.cm
 	if err := controllerutil.SetControllerReference(s.fleet, desired, r.Scheme); err != nil {
 		return err
 	}
 	existing := &corev1.ConfigMap{}
-	err = r.Get(ctx, client.ObjectKeyFromObject(desired), existing)
+	found, err := r.readOwned(ctx, s.fleet, desired, existing)
 	switch {
-	case apierrors.IsNotFound(err):
-		logf.FromContext(ctx).Info("Writing snapshot", "configMap", desired.Name, "version", s.version, "policies", s.policies)
-		return r.Create(ctx, desired)
 	case err != nil:
 		return err
+	case !found:
+		logf.FromContext(ctx).Info("Writing snapshot", "configMap", desired.Name, "version", s.version, "policies", s.policies)
+		return r.Create(ctx, desired)
 	}
 	if configMapMatches(existing, desired) {
 		return nil
@@ -264,7 +262,8 @@ func namespaceLabels(ctx context.Context, c client.Reader) (map[string]map[strin
 }
 
 // reconcileLimiters applies the limiter ServiceAccount, Role, RoleBinding,
-// Services (ClusterIP and headless) and Deployment, each owned by the fleet.
+// Services (ClusterIP and headless), Deployment and PodDisruptionBudget,
+// each owned by the fleet.
 func (r *LimiterFleetReconciler) reconcileLimiters(ctx context.Context, s *fleetScope) error {
 	storeURL, err := StoreURL(s.fleet)
 	if err != nil {
@@ -278,6 +277,7 @@ func (r *LimiterFleetReconciler) reconcileLimiters(ctx context.Context, s *fleet
 		BuildLimiterService(s.fleet),
 		BuildLimiterHeadlessService(s.fleet),
 		BuildLimiterDeployment(s.fleet, r.DefaultImage, storeURL),
+		BuildLimiterPDB(s.fleet),
 	} {
 		if err := r.apply(ctx, s.fleet, obj); err != nil {
 			return fmt.Errorf("applying %T %s: %w", obj, obj.GetName(), err)
@@ -301,10 +301,12 @@ func (r *LimiterFleetReconciler) apply(ctx context.Context, fleet *v1alpha1.Limi
 	sum := sha256.Sum256(body)
 	key := fmt.Sprintf("%T/%s/%s", obj, obj.GetNamespace(), obj.GetName())
 	existing := obj.DeepCopyObject().(client.Object)
-	if err := r.Get(ctx, client.ObjectKeyFromObject(obj), existing); err == nil {
-		if last, ok := r.applied.Load(key); ok && last.(appliedState) == (appliedState{existing.GetResourceVersion(), sum}) {
-			return nil
-		}
+	found, err := r.readOwned(ctx, fleet, obj, existing)
+	if err != nil {
+		return err
+	}
+	if last, ok := r.applied.Load(key); found && ok && last.(appliedState) == (appliedState{existing.GetResourceVersion(), sum}) {
+		return nil
 	}
 	if err := r.Patch(ctx, obj, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return err

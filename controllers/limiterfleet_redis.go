@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,6 +45,7 @@ import (
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update;delete
 
 // redisScope is what the Redis phase observed, for the status.
 type redisScope struct {
@@ -57,7 +59,10 @@ type redisScope struct {
 	// shards is the number of shard StatefulSets kept: spec.redis.shards,
 	// or more when shards was lowered.
 	shards int
-	now    time.Time
+	// skipped is true when the engine did not run (its Secrets were not
+	// ready).
+	skipped bool
+	now     time.Time
 	// settledAt is when this operator last saw the cluster become ok after
 	// a pass that found it not ok (zero when it has been ok all along):
 	// the limiters must have reached it since for RedisReady.
@@ -116,6 +121,7 @@ const (
 // keeps being reconciled.
 func (r *LimiterFleetReconciler) reconcileRedis(ctx context.Context, s *fleetScope) error {
 	if s.fleet.Spec.EffectiveRedisMode() != v1alpha1.RedisCluster {
+		recordRedisMemory(s.fleet, rediscluster.Status{})
 		return r.deleteRedis(ctx, s.fleet)
 	}
 	rs := &redisScope{now: time.Now()}
@@ -125,19 +131,40 @@ func (r *LimiterFleetReconciler) reconcileRedis(ctx context.Context, s *fleetSco
 	if rs.shards, err = r.redisShards(ctx, fleet); err != nil {
 		return err
 	}
-	if err := r.applyRedis(ctx, fleet, rs.shards); err != nil {
+	secret, err := r.reconcileRedisAuth(ctx, fleet)
+	var tlsSecret *corev1.Secret
+	if err == nil {
+		tlsSecret, err = r.reconcileRedisTLS(ctx, fleet, rs.now)
+	}
+	var notOwned errSecretNotOwned
+	var authErr errRedisAuth
+	switch {
+	case errors.As(err, &notOwned):
+		rs.err, rs.reason, rs.skipped = err, v1alpha1.SecretNotOwnedReason, true
+		s.requeueAfter = redisRequeueFailing // Secrets are not watched
+		return nil
+	case errors.As(err, &authErr):
+		rs.err, rs.reason, rs.skipped = err, v1alpha1.AuthFailedReason, true
+		s.requeueAfter = redisRequeueFailing
+		return nil
+	case err != nil:
+		return err
+	}
+	if err := r.applyRedis(ctx, fleet, rs.shards, RedisSecretHashes{Auth: RedisAuthHash(secret), TLS: RedisTLSHash(tlsSecret)}); err != nil {
 		return err
 	}
 	spec, err := r.redisSpec(ctx, fleet, rs.shards)
 	if err != nil {
 		return err
 	}
-	if spec.Password, err = r.redisPassword(ctx, fleet); err != nil {
-		rs.err, rs.reason = err, v1alpha1.AuthFailedReason
-		s.requeueAfter = redisRequeueFailing // the Secret is not watched
-		return nil
+	spec.Username, spec.Password = RedisOperatorUser, string(secret.Data[RedisOperatorPasswordKey])
+	if tlsSecret != nil {
+		if spec.TLS, err = RedisClientTLS(fleet, tlsSecret); err != nil {
+			return err
+		}
 	}
 	rs.result, rs.err = rediscluster.Reconcile(ctx, spec, r.redisOptions(fleet)...)
+	recordRedisMemory(fleet, rs.result.Status)
 	r.recordRedisActions(ctx, fleet, rs.result.Actions)
 	if rs.result.DataLoss != "" {
 		r.reportDataLoss(ctx, fleet, rs.result.DataLoss)
@@ -194,6 +221,14 @@ func (r *LimiterFleetReconciler) deleteRedis(ctx context.Context, fleet *v1alpha
 			return err
 		}
 	}
+	for _, name := range []string{RedisAuthSecretName(fleet), RedisTLSSecretName(fleet), RedisCASecretName(fleet)} {
+		secret := &corev1.Secret{}
+		if err := r.secretReader().Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: name}, secret); err == nil {
+			objs = append(objs, secret)
+		} else if !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
 	for _, obj := range objs {
 		if !metav1.IsControlledBy(obj, fleet) {
 			continue // not ours: leave it
@@ -225,11 +260,12 @@ func (r *LimiterFleetReconciler) redisShards(ctx context.Context, fleet *v1alpha
 }
 
 // applyRedis applies the ConfigMap, headless Service, and per shard the
-// StatefulSet and PodDisruptionBudget.
-func (r *LimiterFleetReconciler) applyRedis(ctx context.Context, fleet *v1alpha1.LimiterFleet, shards int) error {
+// StatefulSet and PodDisruptionBudget. hashes are those of the Secrets
+// the pods mount.
+func (r *LimiterFleetReconciler) applyRedis(ctx context.Context, fleet *v1alpha1.LimiterFleet, shards int, hashes RedisSecretHashes) error {
 	objs := []client.Object{BuildRedisConfigMap(fleet), BuildRedisService(fleet)}
 	for shard := range shards {
-		objs = append(objs, BuildRedisStatefulSet(fleet, shard, r.DefaultRedisImage), BuildRedisPDB(fleet, shard))
+		objs = append(objs, BuildRedisStatefulSet(fleet, shard, r.DefaultRedisImage, hashes), BuildRedisPDB(fleet, shard))
 	}
 	for _, obj := range objs {
 		if err := r.apply(ctx, fleet, obj); err != nil {
@@ -281,10 +317,9 @@ func redisMembers(fleet *v1alpha1.LimiterFleet, pods []corev1.Pod, shards int) [
 	return out
 }
 
-// redisPassword reads the password from spec.redis.auth's Secret, through
-// the API reader: the operator reads this one Secret and caches none. Its
-// own RBAC grants no Secret: whoever sets auth grants it get on that one
-// Secret (a Role with resourceNames), and until then RedisReady says so.
+// redisPassword reads the limiters' password from spec.redis.auth's
+// Secret, through the API reader: the operator reads Secrets by name and
+// caches none. Its errors are errRedisAuth.
 func (r *LimiterFleetReconciler) redisPassword(ctx context.Context, fleet *v1alpha1.LimiterFleet) (string, error) {
 	auth := fleet.Spec.Redis.Auth
 	if auth == nil {
@@ -294,19 +329,24 @@ func (r *LimiterFleetReconciler) redisPassword(ctx context.Context, fleet *v1alp
 	err := r.secretReader().Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: auth.SecretName}, secret)
 	switch {
 	case apierrors.IsNotFound(err):
-		return "", fmt.Errorf("spec.redis.auth: Secret %s/%s not found", fleet.Namespace, auth.SecretName)
+		return "", errRedisAuth{fmt.Errorf("spec.redis.auth: Secret %s/%s not found", fleet.Namespace, auth.SecretName)}
 	case apierrors.IsForbidden(err):
-		return "", fmt.Errorf("spec.redis.auth: the operator may not read Secret %s/%s: grant its ServiceAccount get on that Secret (a Role with resourceNames: [%s])",
-			fleet.Namespace, auth.SecretName, auth.SecretName)
+		return "", errRedisAuth{fmt.Errorf("spec.redis.auth: the operator may not read Secret %s/%s: grant its ServiceAccount get on that Secret",
+			fleet.Namespace, auth.SecretName)}
 	case err != nil:
-		return "", fmt.Errorf("spec.redis.auth: reading Secret %s/%s: %w", fleet.Namespace, auth.SecretName, err)
+		return "", errRedisAuth{fmt.Errorf("spec.redis.auth: reading Secret %s/%s: %w", fleet.Namespace, auth.SecretName, err)}
 	}
 	pw, ok := secret.Data[fleet.Spec.EffectiveAuthKey()]
 	if !ok || len(pw) == 0 {
-		return "", fmt.Errorf("spec.redis.auth: Secret %s/%s has no key %q", fleet.Namespace, auth.SecretName, fleet.Spec.EffectiveAuthKey())
+		return "", errRedisAuth{fmt.Errorf("spec.redis.auth: Secret %s/%s has no key %q", fleet.Namespace, auth.SecretName, fleet.Spec.EffectiveAuthKey())}
 	}
 	return string(pw), nil
 }
+
+// errRedisAuth is a spec.redis.auth Secret the operator can't use.
+type errRedisAuth struct{ error }
+
+func (e errRedisAuth) Unwrap() error { return e.error }
 
 func (r *LimiterFleetReconciler) secretReader() client.Reader {
 	if r.APIReader != nil {
@@ -391,7 +431,7 @@ func computeRedisStatus(prev *v1alpha1.RedisStatus, rs *redisScope) (*v1alpha1.R
 	st.Primaries = nodeStatuses(obs.Primaries)
 	st.Replicas = nodeStatuses(obs.Replicas)
 	st.Operation = obs.Operation
-	if rs.reason != v1alpha1.AuthFailedReason { // the engine ran
+	if !rs.skipped {
 		st.Migration = migrationToStatus(res.Migration)
 	}
 	for _, a := range res.Actions {
@@ -410,6 +450,8 @@ func computeRedisStatus(prev *v1alpha1.RedisStatus, rs *redisScope) (*v1alpha1.R
 		return st, metav1.ConditionFalse, redisErrorReason(rs), truncate(rs.err.Error()+"; "+summary, 32768)
 	}
 	switch {
+	case clusterOK(rs) && memoryNearLimit(obs) != "":
+		return st, metav1.ConditionFalse, v1alpha1.MemoryNearLimitReason, memoryNearLimit(obs) + "; " + summary
 	case clusterOK(rs):
 		return st, metav1.ConditionTrue, v1alpha1.ClusterOKReason, summary
 	case obs.Operation == rediscluster.OperationWaiting:
@@ -460,9 +502,58 @@ func nodeStatuses(in []rediscluster.NodeStatus) []v1alpha1.RedisNodeStatus {
 	for _, n := range in {
 		out = append(out, v1alpha1.RedisNodeStatus{
 			Pod: n.Pod, Shard: int32(n.Shard), NodeID: n.NodeID, Address: n.Addr, Link: n.Link, Slots: int32(n.Slots),
+			UsedMemoryBytes: n.UsedMemory, MaxMemoryBytes: n.MaxMemory,
 		})
 	}
 	return out
+}
+
+// MemoryNearLimitRatio is the share of maxmemory a node may use before
+// RedisReady turns False with reason MemoryNearLimit; the alert
+// SluiceRedisMemoryNearLimit fires at the same ratio.
+const MemoryNearLimitRatio = 0.9
+
+// memoryNearLimit names the nodes that use MemoryNearLimitRatio or more of
+// their maxmemory, or "" when none does.
+func memoryNearLimit(obs rediscluster.Status) string {
+	var near []string
+	for _, n := range append(slices.Clone(obs.Primaries), obs.Replicas...) {
+		if n.MaxMemory > 0 && float64(n.UsedMemory) >= MemoryNearLimitRatio*float64(n.MaxMemory) {
+			near = append(near, fmt.Sprintf("%s uses %s of its maxmemory %s (%d%%)", n.Pod,
+				binaryBytes(n.UsedMemory), binaryBytes(n.MaxMemory), 100*n.UsedMemory/n.MaxMemory))
+		}
+	}
+	if len(near) == 0 {
+		return ""
+	}
+	return strings.Join(near, ", ") + ": at maxmemory a node evicts the counters nearest to expiry (volatile-ttl), so their limits restart early; " +
+		"raise spec.redis.resources.limits.memory (or spec.redis.maxMemory) or spec.redis.shards"
+}
+
+// binaryBytes writes n bytes in Ki, Mi or Gi with one decimal, as "7.5Mi".
+func binaryBytes(n int64) string {
+	for _, u := range []struct {
+		unit  string
+		shift uint
+	}{{"Gi", 30}, {"Mi", 20}, {"Ki", 10}} {
+		if n >= 1<<u.shift {
+			return strings.TrimSuffix(strconv.FormatFloat(float64(n)/float64(int64(1)<<u.shift), 'f', 1, 64), ".0") + u.unit
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// recordRedisMemory exports each node's used memory and maxmemory.
+func recordRedisMemory(fleet *v1alpha1.LimiterFleet, obs rediscluster.Status) {
+	l := fleet.Namespace + "/" + fleet.Name
+	redisUsedMemory.DeletePartialMatch(map[string]string{"fleet": l})
+	redisMaxMemory.DeletePartialMatch(map[string]string{"fleet": l})
+	for _, n := range append(slices.Clone(obs.Primaries), obs.Replicas...) {
+		redisUsedMemory.WithLabelValues(l, n.Pod).Set(float64(n.UsedMemory))
+		if n.MaxMemory > 0 {
+			redisMaxMemory.WithLabelValues(l, n.Pod).Set(float64(n.MaxMemory))
+		}
+	}
 }
 
 func orDash(s string) string {

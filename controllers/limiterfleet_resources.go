@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -95,12 +94,6 @@ const (
 	// LimiterUser is the non-root user and group the limiter runs as (the
 	// distroless "nonroot" user).
 	LimiterUser int64 = 65532
-	// LimiterShutdownDelay is how long a terminating limiter pod keeps
-	// serving, not ready, before it closes its ports (--shutdown-delay):
-	// time for the EndpointSlice controller, kube-proxy and the gateways'
-	// balancers to stop sending it new connections. With the limiter's 10s
-	// for calls in flight it fits in the default 30s grace period.
-	LimiterShutdownDelay = 5 * time.Second
 )
 
 // SnapshotConfigMapName is the name of the fleet's snapshot ConfigMap,
@@ -344,43 +337,63 @@ func LimiterArgs(fleet *v1alpha1.LimiterFleet, storeURL string) []string {
 		fmt.Sprintf("--admin-addr=0.0.0.0:%d", LimiterAdminPort),
 		limiterwire.AdminAuthFlag + "=" + limiterwire.AdminAuthKubernetes,
 		"--log-format=json",
-		"--shutdown-delay=" + LimiterShutdownDelay.String(),
 	}
 	if len(fleet.Spec.TrustedProxies) > 0 {
 		args = append(args, "--trusted-proxies="+strings.Join(fleet.Spec.TrustedProxies, ","))
 	}
-	if key := fleet.Spec.EffectiveCAKey(); key != "" {
+	if _, key := limiterCA(fleet); key != "" {
 		args = append(args, "--redis-ca-file="+redisCADir+"/"+key)
 	}
-	if t := fleet.Spec.Redis.TLS; t != nil && t.ServerName != nil {
+	switch t := fleet.Spec.Redis.TLS; {
+	case RedisTLSEnabled(fleet):
+		args = append(args, "--redis-tls-server-name="+RedisTLSServerName(fleet))
+	case t != nil && t.ServerName != nil:
 		args = append(args, "--redis-tls-server-name="+*t.ServerName)
 	}
+	args = append(args, "--drain-delay="+LimiterDrainDelay.String())
 	return append(args, topDescriptorArgs(fleet.Spec.Stats)...)
 }
 
 // redisCADir is where redis.tls's CA Secret is mounted in limiter pods.
 const redisCADir = "/etc/sluice/redis-ca"
 
-// limiterEnv carries redis.auth's password, and its ACL user when there is
-// one, from their Secret into the limiter container, which reads them
-// instead of a password in its store URL.
+// limiterEnv carries the limiters' Redis password, and its ACL user when
+// there is one, into the limiter container, which reads them instead of a
+// password in its store URL: redis.auth's for External; for Cluster, the
+// user sluice-limiter with redis.auth's password or the generated one.
 func limiterEnv(fleet *v1alpha1.LimiterFleet) []corev1.EnvVar {
 	env := redisPasswordEnv(fleet)
-	if auth := fleet.Spec.Redis.Auth; auth != nil && auth.UsernameKey != nil {
+	if auth := fleet.Spec.Redis.Auth; auth != nil && auth.UsernameKey != nil && fleet.Spec.EffectiveRedisMode() == v1alpha1.RedisExternal {
 		env = append(env, secretEnv(limiterwire.RedisUsernameEnv, auth.SecretName, *auth.UsernameKey))
 	}
 	return env
 }
 
-// limiterCAVolume mounts redis.tls's CA Secret, read-only, or nothing.
+// limiterCA is the Secret and key of the CA certificates the limiters
+// verify Redis with: redis.tls's for External, the TLS Secret's ca.crt for
+// the operator's cluster with TLS; "" for the image's CAs or no TLS.
+func limiterCA(fleet *v1alpha1.LimiterFleet) (secret, key string) {
+	switch {
+	case RedisTLSEnabled(fleet):
+		return RedisTLSSecretName(fleet), RedisTLSCAKey
+	case fleet.Spec.EffectiveRedisMode() != v1alpha1.RedisExternal:
+		return "", ""
+	case fleet.Spec.EffectiveCAKey() != "":
+		return *fleet.Spec.Redis.TLS.CASecretName, fleet.Spec.EffectiveCAKey()
+	}
+	return "", ""
+}
+
+// limiterCAVolume mounts the CA certificates of limiterCA alone (never the
+// key beside them), read-only, or nothing.
 func limiterCAVolume(fleet *v1alpha1.LimiterFleet) ([]corev1.Volume, []corev1.VolumeMount) {
-	key := fleet.Spec.EffectiveCAKey()
+	secret, key := limiterCA(fleet)
 	if key == "" {
 		return nil, nil
 	}
 	const name = "redis-ca"
 	return []corev1.Volume{{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName:  *fleet.Spec.Redis.TLS.CASecretName,
+			SecretName:  secret,
 			Items:       []corev1.KeyToPath{{Key: key, Path: key}},
 			DefaultMode: ptr.To[int32](0o444),
 		}}}},
@@ -492,6 +505,9 @@ func BuildLimiterDeployment(fleet *v1alpha1.LimiterFleet, defaultImage string, s
 					},
 					Containers: []corev1.Container{container},
 					Volumes:    volumes,
+					// Drain, then finish what is in flight, then give the
+					// local tier's leases back (see LimiterGracePeriod).
+					TerminationGracePeriodSeconds: ptr.To(int64(LimiterGracePeriod.Seconds())),
 					// Prefer one pod per node, and spreading over zones; never
 					// leave a pod pending for it.
 					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{
@@ -544,7 +560,11 @@ func StoreURL(fleet *v1alpha1.LimiterFleet) (string, error) {
 			return scheme + "://" + addrs[0], nil
 		}
 	case v1alpha1.RedisCluster:
-		return "redis-cluster://" + strings.Join(RedisSeeds(fleet), ","), nil
+		scheme := "redis-cluster"
+		if RedisTLSEnabled(fleet) {
+			scheme = "rediss-cluster"
+		}
+		return scheme + "://" + strings.Join(RedisSeeds(fleet), ","), nil
 	default:
 		return "", fmt.Errorf("spec.redis.mode %q: want Cluster, External or None", mode)
 	}

@@ -348,7 +348,7 @@ func TestBuildLimiterDeployment(t *testing.T) {
 				"--admin-addr=0.0.0.0:8082",
 				"--admin-auth=kubernetes",
 				"--log-format=json",
-				"--shutdown-delay=5s",
+				"--drain-delay=5s",
 			}
 			if diff := cmp.Diff(wantArgs, c.Args); diff != "" {
 				t.Errorf("args (-want +got):\n%s", diff)

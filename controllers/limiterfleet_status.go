@@ -28,6 +28,7 @@ func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileEr
 			ConfigMapName: SnapshotConfigMapName(fleet),
 			Bytes:         int64(len(s.document)),
 			Compressed:    len(s.document) > config.MaxPlainDocument,
+			Refused:       int32(s.refused),
 		}
 	}
 
@@ -103,6 +104,8 @@ func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileEr
 	readyCond := metav1.Condition{Type: v1alpha1.ReadyCondition, ObservedGeneration: gen}
 	cur := meta.FindStatusCondition(st.Conditions, v1alpha1.SnapshotSyncedCondition)
 	switch {
+	case isObjectInTheWay(reconcileErr):
+		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionFalse, v1alpha1.ObjectInTheWayReason, reconcileErr.Error()
 	case reconcileErr != nil:
 		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionFalse, v1alpha1.ReconcileErrorReason, reconcileErr.Error()
 	case redis.Status != metav1.ConditionTrue:

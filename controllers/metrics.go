@@ -42,6 +42,14 @@ var (
 		Name: "sluice_operator_enforcement_status_writes_total",
 		Help: "Status patches of RateLimitPolicy status.enforcement (at most one per policy per write interval).",
 	})
+	redisUsedMemory = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_operator_redis_used_memory_bytes",
+		Help: "used_memory of each node of a fleet's Redis Cluster (mode Cluster), as the operator's last pass read it.",
+	}, []string{"fleet", "pod"})
+	redisMaxMemory = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_operator_redis_maxmemory_bytes",
+		Help: "maxmemory of each node of a fleet's Redis Cluster (mode Cluster); no series for an unbounded node.",
+	}, []string{"fleet", "pod"})
 	redisDataLoss = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_operator_redis_data_loss_total",
 		Help: "Passes of the operator that found slots of a fleet's Redis Cluster whose keys are gone (a shard lost with every replica), by fleet.",
@@ -50,7 +58,8 @@ var (
 
 func init() {
 	registerMetrics(policiesByCondition, fleetConditions, snapshotCompileSeconds, snapshotBytes,
-		collectorErrors, collectorScrapes, collectorCycleSeconds, enforcementWrites, redisDataLoss)
+		collectorErrors, collectorScrapes, collectorCycleSeconds, enforcementWrites, redisDataLoss,
+		redisUsedMemory, redisMaxMemory)
 }
 
 func registerMetrics(cs ...prometheus.Collector) { metrics.Registry.MustRegister(cs...) }
@@ -61,5 +70,7 @@ func forgetFleetMetrics(fleet types.NamespacedName) {
 	snapshotCompileSeconds.DeleteLabelValues(l)
 	snapshotBytes.DeleteLabelValues(l)
 	collectorErrors.DeleteLabelValues(l)
+	redisUsedMemory.DeletePartialMatch(map[string]string{"fleet": l})
+	redisMaxMemory.DeletePartialMatch(map[string]string{"fleet": l})
 	redisDataLoss.DeleteLabelValues(l)
 }

@@ -42,6 +42,9 @@ type RateLimitPolicyReconciler struct {
 	client.Client
 	Scheme *runtime.Scheme
 	Acks   *AckTracker
+	// Fits tells which fleets refused the policy for want of room in
+	// their snapshot; nil refuses none.
+	Fits *SnapshotFits
 
 	verdicts verdictCache
 	latency  applyLatency
@@ -71,9 +74,13 @@ func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	v := r.verdicts.get(policy.Spec.Domain, sameDomain.Items)[req.NamespacedName]
 
-	fleets, complete, err := r.fleetViews(ctx, policy, v.Accepted)
+	fleets, full, complete, err := r.fleetViews(ctx, policy, v.Accepted)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if len(full) > 0 {
+		slices.Sort(full)
+		v = verdict{Reason: v1alpha1.SnapshotFullReason, Message: strings.Join(full, "; ")}
 	}
 
 	next := policy.DeepCopy()
@@ -105,25 +112,31 @@ func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 
 // fleetViews lists the fleets that select the policy with what their ready
 // pods have loaded; complete is false while some pod has not answered yet.
-func (r *RateLimitPolicyReconciler) fleetViews(ctx context.Context, p *v1alpha1.RateLimitPolicy, accepted bool) ([]fleetView, bool, error) {
+// full says why each fleet whose snapshot has no room for the policy
+// refused it.
+func (r *RateLimitPolicyReconciler) fleetViews(ctx context.Context, p *v1alpha1.RateLimitPolicy, accepted bool) (views []fleetView, full []string, complete bool, err error) {
 	if !accepted {
-		return nil, true, nil
+		return nil, nil, true, nil
 	}
 	// Every fleet: each has its own selectors, and there are few.
 	var fleets v1alpha1.LimiterFleetList
 	if err := r.List(ctx, &fleets); err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	ns := &corev1.Namespace{}
 	if err := r.Get(ctx, client.ObjectKey{Name: p.Namespace}, ns); client.IgnoreNotFound(err) != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
-	complete := true
+	complete = true
 	var out []fleetView
 	for i := range fleets.Items {
 		f := &fleets.Items[i]
 		if ok, err := fleetSelects(f, p, ns.Labels); err != nil || !ok {
 			continue // a bad selector is reported on the fleet
+		}
+		if msg, refused := r.Fits.refusal(client.ObjectKeyFromObject(f), client.ObjectKeyFromObject(p), p.Generation); refused {
+			full = append(full, msg)
+			continue
 		}
 		acks, done := r.Acks.Acks(client.ObjectKeyFromObject(f))
 		ready := f.Status.Limiters != nil && f.Status.Limiters.Ready > 0
@@ -136,7 +149,7 @@ func (r *RateLimitPolicyReconciler) fleetViews(ctx context.Context, p *v1alpha1.
 		}
 		out = append(out, view)
 	}
-	return out, complete, nil
+	return out, full, complete, nil
 }
 
 // statusChanged compares statuses, ignoring a change of the fleets'
@@ -189,6 +202,7 @@ func (r *RateLimitPolicyReconciler) SetupWithManager(ctx context.Context, mgr ct
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.LimiterFleet{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfFleet)).
 		WatchesRawSource(source.Channel(r.Acks.Subscribe(), handler.EnqueueRequestsFromMapFunc(r.policiesOfAckedFleet))).
+		WatchesRawSource(source.Channel(r.Fits.Subscribe(), &handler.EnqueueRequestForObject{})).
 		Named("ratelimitpolicy").
 		Complete(r)
 }

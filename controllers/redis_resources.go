@@ -115,11 +115,26 @@ func redisMeta(fleet *v1alpha1.LimiterFleet, name string) metav1.ObjectMeta {
 }
 
 // RedisConfig is the redis.conf every node of the fleet runs with. The
-// node's hostname (cluster-announce-hostname) and password are per pod or
-// secret, so they are command-line arguments, not here.
+// node's hostname (cluster-announce-hostname) is per pod, so it is a
+// command-line argument. Users and passwords are in the auth Secret's users
+// file, which it includes (see RedisUsersConf): the ConfigMap holds none.
+//
+//   - protected-mode yes, and the default user off in the users file: a
+//     client that does not authenticate can run nothing.
+//
+//   - maxmemory (RedisMaxMemory) with maxmemory-policy volatile-ttl: at the
+//     bound, Redis evicts the key nearest to expiry rather than refuse
+//     writes. Every key the limiters write has a TTL, and the one nearest
+//     to expiry is the one whose loss changes least: a token bucket's TTL
+//     is its time to refill, so the shortest is the fullest bucket; a
+//     window's is what is left of the window. So a full node lets a few
+//     counters restart early instead of failing every decision on its
+//     shard to the policies' failureMode (noeviction), and is never
+//     OOM-killed, which would fail the shard over or lose it.
 //
 //   - nodes.conf and the append-only file live in /data, the PVC when
 //     spec.redis.storage is set: a restarted pod keeps its node ID and keys.
+//
 //   - cluster-preferred-endpoint-type ip: CLUSTER SLOTS, CLUSTER SHARDS
 //     and MOVED give clients each node's announced pod IP, which the
 //     operator re-MEETs as soon as a replaced pod has a new one. Clients
@@ -129,18 +144,36 @@ func redisMeta(fleet *v1alpha1.LimiterFleet, name string) metav1.ObjectMeta {
 //     cluster had healed. DNS names serve only as the limiters' seeds
 //     (RedisSeeds), which survive every IP change; the pods still announce
 //     their hostname, for people reading CLUSTER SHARDS.
+//
 //   - cluster-require-full-coverage no: the shards that are up keep
 //     counting while one is down.
+//
 //   - cluster-replica-validity-factor 0: a replica always may take over a
 //     dead primary; stale counters beat no counters for a rate limiter.
+//
+//   - With spec.redis.tls, no plain-text port: clients, replication and the
+//     cluster bus (tls-port + 10000) use TLS only, with the certificates of
+//     the TLS Secret (see RedisTLSEnabled).
 func RedisConfig(fleet *v1alpha1.LimiterFleet) string {
-	lines := []string{
-		fmt.Sprintf("port %d", RedisPort),
+	ports := []string{fmt.Sprintf("port %d", RedisPort)}
+	if RedisTLSEnabled(fleet) {
+		ports = []string{
+			"port 0",
+			fmt.Sprintf("tls-port %d", RedisPort),
+			"tls-cert-file " + redisTLSDir + "/" + RedisTLSCertKey,
+			"tls-key-file " + redisTLSDir + "/" + RedisTLSKeyKey,
+			"tls-ca-cert-file " + redisTLSDir + "/" + RedisTLSCAKey,
+			"tls-auth-clients optional",
+			"tls-replication yes",
+			"tls-cluster yes",
+		}
+	}
+	lines := append(ports,
 		"bind * -::*",
-		"protected-mode no",
-		"dir " + redisDataDir,
+		"protected-mode yes",
+		"dir "+redisDataDir,
 		"cluster-enabled yes",
-		"cluster-config-file " + redisDataDir + "/nodes.conf",
+		"cluster-config-file "+redisDataDir+"/nodes.conf",
 		fmt.Sprintf("cluster-node-timeout %d", fleet.Spec.EffectiveNodeTimeout().Milliseconds()),
 		"cluster-require-full-coverage no",
 		"cluster-allow-reads-when-down no",
@@ -153,9 +186,34 @@ func RedisConfig(fleet *v1alpha1.LimiterFleet) string {
 		"appendonly yes",
 		"appendfsync everysec",
 		`save ""`,
-		"maxmemory-policy noeviction",
+	)
+	if max := RedisMaxMemory(fleet); max > 0 {
+		lines = append(lines, fmt.Sprintf("maxmemory %d", max))
 	}
+	lines = append(lines, "maxmemory-policy volatile-ttl", "include "+redisAuthDir+"/"+RedisUsersKey)
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// RedisMaxMemoryPercent is the share of the Redis container's memory limit
+// that maxmemory gets when spec.redis.maxMemory is unset.
+const RedisMaxMemoryPercent = 75
+
+// RedisMaxMemory is each node's maxmemory in bytes: spec.redis.maxMemory,
+// else RedisMaxMemoryPercent of the container's memory limit (of
+// spec.redis.resources, or DefaultRedisResources), else 0, unbounded.
+func RedisMaxMemory(fleet *v1alpha1.LimiterFleet) int64 {
+	if m := fleet.Spec.Redis.MaxMemory; m != nil {
+		return m.Value()
+	}
+	resources := DefaultRedisResources()
+	if r := fleet.Spec.Redis.Resources; r != nil {
+		resources = *r
+	}
+	limit, ok := resources.Limits[corev1.ResourceMemory]
+	if !ok || limit.Value() <= 0 {
+		return 0
+	}
+	return limit.Value() / 100 * RedisMaxMemoryPercent
 }
 
 // BuildRedisConfigMap builds the ConfigMap that holds redis.conf.
@@ -216,30 +274,29 @@ func DefaultRedisResources() corev1.ResourceRequirements {
 // RedisArgs are the Redis container's arguments: the ConfigMap's
 // redis.conf, the pod's IP and hostname to announce (a restarted pod tells
 // the cluster its new IP at once; clients are given the IP, the hostname is
-// for people) and, with auth, the password from the
-// environment (expanded by the kubelet, so it is never in the ConfigMap or
-// the pod spec).
+// for people). No password: those are in the users file that redis.conf
+// includes.
 func RedisArgs(fleet *v1alpha1.LimiterFleet) []string {
-	args := []string{
+	return []string{
 		redisConfigDir + "/" + RedisConfigKey,
 		"--cluster-announce-ip", "$(POD_IP)",
 		"--cluster-announce-hostname", fmt.Sprintf("$(POD_NAME).%s.%s.svc", RedisName(fleet), fleet.Namespace),
 	}
-	if fleet.Spec.Redis.Auth != nil {
-		pw := "$(" + limiterwire.RedisPasswordEnv + ")"
-		args = append(args, "--requirepass", pw, "--masterauth", pw)
-	}
-	return args
 }
 
-// redisPasswordEnv is the env var that carries the Redis password from its
-// Secret, or nil without auth.
+// redisPasswordEnv is the env var that carries the limiters' Redis
+// password from its Secret: for External, redis.auth's (or none); for
+// Cluster, redis.auth's or the auth Secret's, with the user's name.
 func redisPasswordEnv(fleet *v1alpha1.LimiterFleet) []corev1.EnvVar {
-	auth := fleet.Spec.Redis.Auth
-	if auth == nil {
+	switch auth := fleet.Spec.Redis.Auth; {
+	case fleet.Spec.EffectiveRedisMode() == v1alpha1.RedisCluster:
+		secret, key := redisLimiterPasswordRef(fleet)
+		return []corev1.EnvVar{{Name: limiterwire.RedisUsernameEnv, Value: RedisLimiterUser}, secretEnv(limiterwire.RedisPasswordEnv, secret, key)}
+	case auth == nil:
 		return nil
+	default:
+		return []corev1.EnvVar{secretEnv(limiterwire.RedisPasswordEnv, auth.SecretName, fleet.Spec.EffectiveAuthKey())}
 	}
-	return []corev1.EnvVar{secretEnv(limiterwire.RedisPasswordEnv, auth.SecretName, fleet.Spec.EffectiveAuthKey())}
 }
 
 // secretEnv is the env var name, from key of Secret secret.
@@ -250,13 +307,20 @@ func secretEnv(name, secret, key string) corev1.EnvVar {
 	}}}
 }
 
+// RedisSecretHashes are the hashes of the Secrets a Redis pod mounts:
+// RedisAuthHash and RedisTLSHash.
+type RedisSecretHashes struct{ Auth, TLS string }
+
 // BuildRedisStatefulSet builds shard's StatefulSet: 1 + replicasPerShard
 // pods, of which ordinal 0 becomes the primary at bootstrap. The pods of a
 // shard must run on different nodes (required anti-affinity): a primary and
 // its replica on one node would die together. They run spec.redis.image, or
 // defaultImage (the operator's --redis-image) when unset, or
-// v1alpha1.DefaultRedisImage when both are empty.
-func BuildRedisStatefulSet(fleet *v1alpha1.LimiterFleet, shard int, defaultImage string) *appsv1.StatefulSet {
+// v1alpha1.DefaultRedisImage when both are empty. The pods mount the users
+// file of the auth Secret and, with TLS, the TLS Secret; the hashes of
+// what they mount are on the pod template, so that a new password or
+// certificate rolls them.
+func BuildRedisStatefulSet(fleet *v1alpha1.LimiterFleet, shard int, defaultImage string, hashes RedisSecretHashes) *appsv1.StatefulSet {
 	spec := &fleet.Spec
 	image := spec.EffectiveRedisImage()
 	if (spec.Redis.Image == nil || *spec.Redis.Image == "") && defaultImage != "" {
@@ -271,10 +335,10 @@ func BuildRedisStatefulSet(fleet *v1alpha1.LimiterFleet, shard int, defaultImage
 	labels := RedisLabels(fleet)
 	labels[LabelRedisShard] = strconv.Itoa(shard)
 
-	env := append([]corev1.EnvVar{
+	env := []corev1.EnvVar{
 		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
 		{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}},
-	}, redisPasswordEnv(fleet)...)
+	}
 	tcpProbe := func(period, failures int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler:     corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString(RedisPortName)}},
@@ -300,6 +364,7 @@ func BuildRedisStatefulSet(fleet *v1alpha1.LimiterFleet, shard int, defaultImage
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: redisDataVolume, MountPath: redisDataDir},
 			{Name: redisConfigVolume, MountPath: redisConfigDir, ReadOnly: true},
+			{Name: redisAuthVolume, MountPath: redisAuthDir, ReadOnly: true},
 		},
 		SecurityContext: &corev1.SecurityContext{
 			RunAsNonRoot:             ptr.To(true),
@@ -313,9 +378,27 @@ func BuildRedisStatefulSet(fleet *v1alpha1.LimiterFleet, shard int, defaultImage
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
 
-	volumes := []corev1.Volume{{Name: redisConfigVolume, VolumeSource: corev1.VolumeSource{
-		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: RedisConfigMapName(fleet)}},
-	}}}
+	volumes := []corev1.Volume{
+		{Name: redisConfigVolume, VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: RedisConfigMapName(fleet)}},
+		}},
+		// The users file alone, readable by the redis group (fsGroup).
+		{Name: redisAuthVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName:  RedisAuthSecretName(fleet),
+			Items:       []corev1.KeyToPath{{Key: RedisUsersKey, Path: RedisUsersKey}},
+			DefaultMode: ptr.To[int32](0o440),
+		}}},
+	}
+	annotations := map[string]string{RedisConfigHashAnnotation: hex.EncodeToString(sum[:8]), RedisAuthHashAnnotation: hashes.Auth}
+	if RedisTLSEnabled(fleet) {
+		// The certificate, its key and the CA, readable by the redis group.
+		volumes = append(volumes, corev1.Volume{Name: redisTLSVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName:  RedisTLSSecretName(fleet),
+			DefaultMode: ptr.To[int32](0o440),
+		}}})
+		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: redisTLSVolume, MountPath: redisTLSDir, ReadOnly: true})
+		annotations[RedisTLSHashAnnotation] = hashes.TLS
+	}
 	var claims []corev1.PersistentVolumeClaim
 	if st := spec.Redis.Storage; st != nil {
 		claims = []corev1.PersistentVolumeClaim{{
@@ -345,7 +428,7 @@ func BuildRedisStatefulSet(fleet *v1alpha1.LimiterFleet, shard int, defaultImage
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
 					Labels:      labels,
-					Annotations: map[string]string{RedisConfigHashAnnotation: hex.EncodeToString(sum[:8])},
+					Annotations: annotations,
 				},
 				Spec: corev1.PodSpec{
 					AutomountServiceAccountToken: ptr.To(false),

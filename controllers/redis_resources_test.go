@@ -18,14 +18,20 @@ package controllers_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"flag"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,9 +40,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/rediscluster"
+	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -50,11 +57,18 @@ func resCluster(mutate ...func(*v1alpha1.LimiterFleet)) func(*v1alpha1.LimiterFl
 	}
 }
 
-// redisBuildAll builds every Redis object of a Cluster fleet.
+// testPasswords stand in for generated ones, which are random.
+var testPasswords = controllers.RedisPasswords{
+	Limiter: "limiter-pw-0123456789abcdef0123456789abcdef", Operator: "operator-pw-0123456789abcdef0123456789abcd",
+	Replication: "replication-pw-0123456789abcdef0123456789a"}
+
+// redisBuildAll builds every Redis object of a Cluster fleet, its auth
+// Secret with testPasswords first.
 func redisBuildAll(fleet *v1alpha1.LimiterFleet) []client.Object {
-	objs := []client.Object{controllers.BuildRedisConfigMap(fleet), controllers.BuildRedisService(fleet)}
+	secret := controllers.BuildRedisAuthSecret(fleet, testPasswords)
+	objs := []client.Object{secret, controllers.BuildRedisConfigMap(fleet), controllers.BuildRedisService(fleet)}
 	for shard := range int(fleet.Spec.EffectiveShards()) {
-		objs = append(objs, controllers.BuildRedisStatefulSet(fleet, shard, ""), controllers.BuildRedisPDB(fleet, shard))
+		objs = append(objs, controllers.BuildRedisStatefulSet(fleet, shard, "", controllers.RedisSecretHashes{Auth: controllers.RedisAuthHash(secret)}), controllers.BuildRedisPDB(fleet, shard))
 	}
 	return objs
 }
@@ -134,21 +148,141 @@ func TestRedisConfig(t *testing.T) {
 	if def := controllers.RedisConfig(resFleet("ns", "f", resCluster())); !strings.Contains(def, "cluster-node-timeout 5000\n") {
 		t.Errorf("default node timeout is not 5s:\n%s", def)
 	}
-	if strings.Contains(conf, "requirepass") || strings.Contains(conf, "masterauth") {
-		t.Errorf("redis.conf carries a password directive:\n%s", conf)
+	for _, line := range []string{
+		"protected-mode yes",
+		"maxmemory 402653175", // 75% of the default 512Mi limit
+		"maxmemory-policy volatile-ttl",
+		"include /etc/redis-auth/users.conf",
+	} {
+		if !strings.Contains(conf, line+"\n") {
+			t.Errorf("redis.conf lacks %q:\n%s", line, conf)
+		}
+	}
+	for _, word := range []string{"requirepass", "masterauth", "masteruser", "user ", "protected-mode no", "noeviction"} {
+		if strings.Contains(conf, word) {
+			t.Errorf("redis.conf has %q:\n%s", word, conf)
+		}
+	}
+}
+
+// TestRedisMaxMemory: maxmemory is spec.redis.maxMemory, or 75% of the
+// Redis container's memory limit, or unbounded without either.
+func TestRedisMaxMemory(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		redis func(*v1alpha1.RedisSpec)
+		want  int64
+	}{
+		{"default 512Mi limit", func(*v1alpha1.RedisSpec) {}, 512 << 20 / 100 * 75},
+		{"2Gi limit", func(r *v1alpha1.RedisSpec) {
+			r.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")}}
+		}, 2 << 30 / 100 * 75},
+		{"maxMemory", func(r *v1alpha1.RedisSpec) {
+			r.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")}}
+			r.MaxMemory = ptr.To(resource.MustParse("1900Mi"))
+		}, 1900 << 20},
+		{"no limit", func(r *v1alpha1.RedisSpec) {
+			r.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := resFleet("ns", "f", resCluster(func(f *v1alpha1.LimiterFleet) { tc.redis(&f.Spec.Redis) }))
+			if got := controllers.RedisMaxMemory(f); got != tc.want {
+				t.Errorf("RedisMaxMemory = %d, want %d", got, tc.want)
+			}
+			conf := controllers.RedisConfig(f)
+			if has := strings.Contains(conf, fmt.Sprintf("maxmemory %d\n", tc.want)); has != (tc.want > 0) || (tc.want == 0 && strings.Contains(conf, "maxmemory ")) {
+				t.Errorf("redis.conf for maxmemory %d:\n%s", tc.want, conf)
+			}
+		})
+	}
+}
+
+// TestNoPasswordOutsideSecrets renders every object of Cluster fleets, with
+// and without redis.auth, and of an External fleet with auth, and finds no
+// password anywhere but the auth Secret: not in a ConfigMap, not in a
+// literal env var (kubectl describe shows those), and not in a container's
+// arguments, where neither a literal nor a $(VAR) that the kubelet expands
+// from a Secret may stand (the process's argv is readable in /proc).
+func TestNoPasswordOutsideSecrets(t *testing.T) {
+	for _, fleet := range []*v1alpha1.LimiterFleet{
+		resFleet("ns", "gen", resCluster()),
+		resFleet("ns", "byo", resCluster(func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "redis-auth"}
+		})),
+		resFleet("ns", "ext", func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisExternal), Addresses: []string{"cache:6379"},
+				Auth: &v1alpha1.RedisAuth{SecretName: "redis-auth", UsernameKey: ptr.To("user")}}
+		}),
+	} {
+		t.Run(fleet.Name, func(t *testing.T) {
+			url, err := controllers.StoreURL(fleet)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs := []client.Object{controllers.BuildLimiterDeployment(fleet, "limiter:test", url)}
+			if fleet.Spec.EffectiveRedisMode() == v1alpha1.RedisCluster {
+				objs = append(objs, redisBuildAll(fleet)...)
+			}
+			for _, o := range objs {
+				if sec, ok := o.(*corev1.Secret); ok {
+					if !strings.Contains(string(sec.Data[controllers.RedisUsersKey]), "user default off") {
+						t.Errorf("users file without the default user off:\n%s", sec.Data[controllers.RedisUsersKey])
+					}
+					continue
+				}
+				doc := string(renderYAML(t, []client.Object{o}))
+				for _, pw := range []string{testPasswords.Limiter, testPasswords.Operator, testPasswords.Replication} {
+					if strings.Contains(doc, pw) {
+						t.Errorf("%T %s holds a password", o, o.GetName())
+					}
+				}
+				var pod *corev1.PodTemplateSpec
+				if d, ok := o.(*appsv1.Deployment); ok {
+					pod = &d.Spec.Template
+				}
+				if s, ok := o.(*appsv1.StatefulSet); ok {
+					pod = &s.Spec.Template
+				}
+				if pod == nil {
+					continue
+				}
+				for _, c := range pod.Spec.Containers {
+					fromSecret := map[string]bool{}
+					for _, e := range c.Env {
+						if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+							fromSecret[e.Name] = true
+						}
+						if strings.Contains(strings.ToLower(e.Name), "password") && e.Value != "" {
+							t.Errorf("%s container %s: env %s has a literal value", o.GetName(), c.Name, e.Name)
+						}
+					}
+					for _, a := range append(slices.Clone(c.Command), c.Args...) {
+						for name := range fromSecret {
+							if strings.Contains(a, "$("+name+")") {
+								t.Errorf("%s container %s: argument %q expands Secret env var %s into the process's argv", o.GetName(), c.Name, a, name)
+							}
+						}
+						if strings.Contains(a, "requirepass") || strings.Contains(a, "masterauth") {
+							t.Errorf("%s container %s: argument %q", o.GetName(), c.Name, a)
+						}
+					}
+				}
+			}
+		})
 	}
 }
 
 // TestRedisStatefulSet checks per shard: names, selector, pod count,
-// anti-affinity, the data volume (PVC or emptyDir), and that the password
-// only ever comes from the Secret.
+// anti-affinity, the data volume (PVC or emptyDir), the users file mounted
+// from the auth Secret, and the limiters' password from its Secret.
 func TestRedisStatefulSet(t *testing.T) {
 	withAuth := resFleet("ns", "f", resCluster(func(f *v1alpha1.LimiterFleet) {
 		f.Spec.Redis.ReplicasPerShard = ptr.To[int32](2)
 		f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "redis-auth"}
 		f.Spec.Redis.Storage = &v1alpha1.RedisStorage{Size: resource.MustParse("1Gi")}
 	}))
-	set := controllers.BuildRedisStatefulSet(withAuth, 2, "")
+	set := controllers.BuildRedisStatefulSet(withAuth, 2, "", controllers.RedisSecretHashes{Auth: "hash1"})
 	if set.Name != "f-redis-2" || *set.Spec.Replicas != 3 || set.Spec.ServiceName != "f-redis" {
 		t.Errorf("name %s replicas %d service %s", set.Name, *set.Spec.Replicas, set.Spec.ServiceName)
 	}
@@ -164,38 +298,51 @@ func TestRedisStatefulSet(t *testing.T) {
 		t.Errorf("claims %+v", set.Spec.VolumeClaimTemplates)
 	}
 	c := set.Spec.Template.Spec.Containers[0]
-	var ref *corev1.SecretKeySelector
 	for _, e := range c.Env {
-		if e.Name == limiterwire.RedisPasswordEnv {
-			ref = e.ValueFrom.SecretKeyRef
-		}
-		if e.Value != "" {
-			t.Errorf("env %s has a literal value", e.Name)
+		if e.ValueFrom == nil || e.ValueFrom.FieldRef == nil {
+			t.Errorf("Redis env %s is not the pod's name or IP", e.Name)
 		}
 	}
-	if ref == nil || ref.Name != "redis-auth" || ref.Key != "password" {
-		t.Errorf("password env from %+v, want Secret redis-auth key password", ref)
-	}
-	if args := strings.Join(c.Args, " "); !strings.Contains(args, "--requirepass $(SLUICE_REDIS_PASSWORD) --masterauth $(SLUICE_REDIS_PASSWORD)") ||
-		!strings.Contains(args, "--cluster-announce-hostname $(POD_NAME).f-redis.ns.svc") {
+	if args := strings.Join(c.Args, " "); args != "/etc/redis/redis.conf --cluster-announce-ip $(POD_IP) --cluster-announce-hostname $(POD_NAME).f-redis.ns.svc" {
 		t.Errorf("args %q", args)
 	}
-	dep := controllers.BuildLimiterDeployment(withAuth, "limiter:test", "x")
-	if env := dep.Spec.Template.Spec.Containers[0].Env; len(env) != 1 || env[0].ValueFrom.SecretKeyRef.Name != "redis-auth" {
-		t.Errorf("limiter env %+v: want the password from the Secret", env)
+	var auth *corev1.SecretVolumeSource
+	for _, v := range set.Spec.Template.Spec.Volumes {
+		if v.Secret != nil {
+			auth = v.Secret
+		}
+	}
+	if auth == nil || auth.SecretName != "f-redis-auth" || len(auth.Items) != 1 || auth.Items[0].Key != controllers.RedisUsersKey || *auth.DefaultMode != 0o440 {
+		t.Errorf("auth volume %+v: want f-redis-auth's users.conf alone, mode 0440", auth)
+	}
+	if h := set.Spec.Template.Annotations[controllers.RedisAuthHashAnnotation]; h != "hash1" {
+		t.Errorf("auth hash annotation %q", h)
+	}
+	limiterEnv := func(f *v1alpha1.LimiterFleet) string {
+		var out []string
+		for _, e := range controllers.BuildLimiterDeployment(f, "limiter:test", "x").Spec.Template.Spec.Containers[0].Env {
+			if e.ValueFrom != nil {
+				out = append(out, e.Name+"<-"+e.ValueFrom.SecretKeyRef.Name+"/"+e.ValueFrom.SecretKeyRef.Key)
+			} else {
+				out = append(out, e.Name+"="+e.Value)
+			}
+		}
+		return strings.Join(out, " ")
+	}
+	if env := limiterEnv(withAuth); env != "SLUICE_REDIS_USERNAME=sluice-limiter SLUICE_REDIS_PASSWORD<-redis-auth/password" {
+		t.Errorf("limiter env with redis.auth: %s", env)
+	}
+	generated := resFleet("ns", "f", resCluster())
+	if env := limiterEnv(generated); env != "SLUICE_REDIS_USERNAME=sluice-limiter SLUICE_REDIS_PASSWORD<-f-redis-auth/limiter-password" {
+		t.Errorf("limiter env without redis.auth: %s", env)
 	}
 
-	noStorage := controllers.BuildRedisStatefulSet(resFleet("ns", "f", resCluster()), 0, "")
+	noStorage := controllers.BuildRedisStatefulSet(generated, 0, "", controllers.RedisSecretHashes{Auth: "hash1"})
 	if len(noStorage.Spec.VolumeClaimTemplates) != 0 || noStorage.Spec.Template.Spec.Volumes[0].EmptyDir == nil {
 		t.Errorf("without storage: claims %v volumes %+v", noStorage.Spec.VolumeClaimTemplates, noStorage.Spec.Template.Spec.Volumes)
 	}
 	if *noStorage.Spec.Replicas != 2 {
 		t.Errorf("default replicasPerShard: %d pods, want 2", *noStorage.Spec.Replicas)
-	}
-	for _, e := range noStorage.Spec.Template.Spec.Containers[0].Env {
-		if e.Name == limiterwire.RedisPasswordEnv {
-			t.Errorf("password env without auth")
-		}
 	}
 
 	// The image: the fleet's, else the operator's --redis-image, else redis:7.2.
@@ -208,7 +355,7 @@ func TestRedisStatefulSet(t *testing.T) {
 		{resFleet("ns", "f", resCluster()), "mirror.example/redis:7.2", "mirror.example/redis:7.2"},
 		{mirrored, "mirror.example/redis:7.2", "own/redis:7.4"},
 	} {
-		if got := controllers.BuildRedisStatefulSet(tc.fleet, 0, tc.operator).Spec.Template.Spec.Containers[0].Image; got != tc.want {
+		if got := controllers.BuildRedisStatefulSet(tc.fleet, 0, tc.operator, controllers.RedisSecretHashes{Auth: "hash1"}).Spec.Template.Spec.Containers[0].Image; got != tc.want {
 			t.Errorf("spec.redis.image %v, operator's %q: image %s, want %s", tc.fleet.Spec.Redis.Image, tc.operator, got, tc.want)
 		}
 	}
@@ -216,9 +363,45 @@ func TestRedisStatefulSet(t *testing.T) {
 	// A node timeout change rolls the pods: the config hash changes.
 	slow := controllers.BuildRedisStatefulSet(resFleet("ns", "f", resCluster(func(f *v1alpha1.LimiterFleet) {
 		f.Spec.Redis.NodeTimeout = &metav1.Duration{Duration: 10 * time.Second}
-	})), 0, "")
+	})), 0, "", controllers.RedisSecretHashes{Auth: "hash1"})
 	if a, b := noStorage.Spec.Template.Annotations[controllers.RedisConfigHashAnnotation], slow.Spec.Template.Annotations[controllers.RedisConfigHashAnnotation]; a == b || a == "" {
 		t.Errorf("config hash %q and %q: want a change", a, b)
+	}
+}
+
+// TestRedisUsersConf: the users file turns the default user off, gives
+// each user its rules and the SHA-256 of its password (never the password
+// itself), and makes replicas authenticate as the replication user.
+func TestRedisUsersConf(t *testing.T) {
+	conf := controllers.RedisUsersConf(testPasswords)
+	for _, pw := range []string{testPasswords.Limiter, testPasswords.Operator} {
+		if strings.Contains(conf, pw) {
+			t.Errorf("users file holds a password in clear:\n%s", conf)
+		}
+	}
+	hash := func(pw string) string { s := sha256.Sum256([]byte(pw)); return "#" + hex.EncodeToString(s[:]) }
+	for _, want := range []string{
+		"user default off resetpass resetkeys resetchannels -@all\n",
+		"user sluice-limiter on resetpass " + hash(testPasswords.Limiter) + " " + redisstore.ACLRules("") + "\n",
+		"user sluice-operator on resetpass " + hash(testPasswords.Operator) + " " + rediscluster.OperatorACLRules() + "\n",
+		"user sluice-replication on resetpass " + hash(testPasswords.Replication) + " " + rediscluster.ReplicaACLRules() + "\n",
+		"masteruser sluice-replication\n",
+		"masterauth " + testPasswords.Replication + "\n",
+	} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("users file lacks %q:\n%s", want, conf)
+		}
+	}
+	// The limiters' password is in the Secret only when generated.
+	gen := controllers.BuildRedisAuthSecret(resFleet("ns", "f", resCluster()), testPasswords)
+	byo := controllers.BuildRedisAuthSecret(resFleet("ns", "f", resCluster(func(f *v1alpha1.LimiterFleet) {
+		f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "mine"}
+	})), testPasswords)
+	if _, ok := gen.Data[controllers.RedisLimiterPasswordKey]; !ok || gen.Name != "f-redis-auth" {
+		t.Errorf("generated: %s keys %v", gen.Name, slices.Collect(maps.Keys(gen.Data)))
+	}
+	if _, ok := byo.Data[controllers.RedisLimiterPasswordKey]; ok {
+		t.Errorf("with redis.auth the limiters' password is the user's Secret's, not copied")
 	}
 }
 

@@ -23,6 +23,8 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,6 +41,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
@@ -148,11 +151,19 @@ type redisFleet struct {
 	extra []string // directives beyond the rendered redis.conf
 }
 
+// The test's own hands on the nodes, as `kubectl exec redis-cli` would
+// be: a user that the tests add to every node beside the rendered ones.
+// Neither the operator nor the limiters use it.
+const testAdmin, testAdminPW = "sluice-test", "test-admin-pw"
+
 // renderedDirectives are the operator's redis.conf as "name value"
 // directives, less what a pod's volume provides: the test has no /data
 // (each node gets a temp dir). Nodes announce their IP (StartNode) and, in
-// addPod, a hostname (hostnameDirective).
-func renderedDirectives(fleet *v1alpha1.LimiterFleet) []string {
+// startNode, a hostname (hostnameDirective). The Secret volumes are
+// directories of the pod's copies (secretDirs: mount path -> directory);
+// the test's admin user comes last. The port is StartNode's: with TLS, a
+// plain-text one for the test's own hands only.
+func renderedDirectives(fleet *v1alpha1.LimiterFleet, secretDirs map[string]string) []string {
 	var out []string
 	for _, line := range strings.Split(strings.TrimSpace(controllers.RedisConfig(fleet)), "\n") {
 		name, _, _ := strings.Cut(line, " ")
@@ -160,9 +171,12 @@ func renderedDirectives(fleet *v1alpha1.LimiterFleet) []string {
 		case "port", "bind", "dir", "cluster-config-file", "save":
 			continue
 		}
+		for mount, dir := range secretDirs {
+			line = strings.ReplaceAll(line, " "+mount+"/", " "+dir+"/")
+		}
 		out = append(out, line)
 	}
-	return out
+	return append(out, "user "+testAdmin+" on >"+testAdminPW+" ~* &* +@all")
 }
 
 // newRedisFleet creates a Cluster fleet with the given shape and starts its
@@ -170,6 +184,83 @@ func renderedDirectives(fleet *v1alpha1.LimiterFleet) []string {
 func newRedisFleet(t *testing.T, ns, name string, shards, replicas int32, mutate ...func(*v1alpha1.LimiterFleet)) *redisFleet {
 	t.Helper()
 	return newRedisFleetExtra(t, ns, name, shards, replicas, nil, mutate...)
+}
+
+// authSecret waits for the fleet's auth Secret, which the operator
+// generates, and returns it.
+func (rf *redisFleet) authSecret(t testing.TB) *corev1.Secret {
+	t.Helper()
+	return rf.secret(t, controllers.RedisAuthSecretName(rf.fleet))
+}
+
+// secret waits for a Secret of the fleet's namespace and returns it.
+func (rf *redisFleet) secret(t testing.TB, name string) *corev1.Secret {
+	t.Helper()
+	s := &corev1.Secret{}
+	eventually(t, 30*time.Second, "Secret "+name, func() error {
+		return k8s.Get(context.Background(), client.ObjectKey{Namespace: rf.fleet.Namespace, Name: name}, s)
+	})
+	return s
+}
+
+// startNode starts p's process on ip as its pod's containers would start:
+// the Secret volumes (the auth Secret's users file and, with TLS, the TLS
+// Secret) copied into the pod's directory, then redis-server with the
+// rendered redis.conf, p's hostname (hostnameDirective) and the fleet's
+// extra directives. With TLS, the node serves TLS on ip:6379, the pod's
+// port, and plain text on ip:6380 for the test's own hands (p.srv.Addr).
+func (rf *redisFleet) startNode(t *testing.T, p *redisPod, ip string) {
+	t.Helper()
+	dirs := map[string]string{"/etc/redis-auth": filepath.Join(p.dir, "auth")}
+	files := map[string]*corev1.Secret{"/etc/redis-auth": rf.secret(t, controllers.RedisAuthSecretName(rf.fleet))}
+	addr := ip + ":6379"
+	if controllers.RedisTLSEnabled(rf.fleet) {
+		dirs["/etc/redis-tls"] = filepath.Join(p.dir, "tls")
+		files["/etc/redis-tls"] = rf.secret(t, controllers.RedisTLSSecretName(rf.fleet))
+		addr = ip + ":6380"
+	}
+	for mount, s := range files {
+		if err := os.MkdirAll(dirs[mount], 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range s.Data {
+			if err := os.WriteFile(filepath.Join(dirs[mount], k), v, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	p.srv = redistest.StartNode(t, addr, p.dir, rf.fleet.Spec.EffectiveNodeTimeout(), append(append(renderedDirectives(rf.fleet, dirs), p.hostnameDirective()), rf.extra...)...)
+	p.srv.Username, p.srv.Password = testAdmin, testAdminPW
+	srv := p.srv
+	t.Cleanup(func() {
+		if t.Failed() {
+			log := srv.Log()
+			if len(log) > 3000 {
+				log = log[len(log)-3000:]
+			}
+			t.Logf("the end of %s's log:\n%s", p.name, log)
+		}
+	})
+}
+
+// limiterEnv is the env (NAME=value) of the fleet's limiter container as
+// the kubelet starts it: the Deployment's, with secretKeyRefs resolved.
+// For a Cluster fleet it holds the limiters' ACL user and password.
+func (rf *redisFleet) limiterEnv(t *testing.T) []string {
+	t.Helper()
+	_, env := rf.limiterPod(t)
+	return env
+}
+
+// limiterPod is the args and env of the fleet's limiter container as the
+// kubelet starts it (asKubelet).
+func (rf *redisFleet) limiterPod(t *testing.T) (args, env []string) {
+	t.Helper()
+	dep := &appsv1.Deployment{}
+	eventually(t, 30*time.Second, "the limiter Deployment", func() error {
+		return k8s.Get(context.Background(), client.ObjectKey{Namespace: rf.fleet.Namespace, Name: controllers.LimiterName(rf.fleet)}, dep)
+	})
+	return asKubelet(t, dep)
 }
 
 // addPod starts the process of pod <shard>-<ordinal> on a new address and
@@ -180,7 +271,7 @@ func (rf *redisFleet) addPod(t *testing.T, shard, ordinal int) *redisPod {
 	rf.pods = append(rf.pods, p)
 	ip := nextRedisIP(t)
 	p.firstIP = ip
-	p.srv = redistest.StartNode(t, ip+":6379", p.dir, rf.fleet.Spec.EffectiveNodeTimeout(), append(append(renderedDirectives(rf.fleet), p.hostnameDirective()), rf.extra...)...)
+	rf.startNode(t, p, ip)
 	labels := controllers.RedisLabels(rf.fleet)
 	labels[controllers.LabelRedisShard] = strconv.Itoa(shard)
 	pod := &corev1.Pod{
@@ -245,7 +336,8 @@ func (rf *redisFleet) clusterClient(t testing.TB) *goredis.ClusterClient {
 	for _, p := range rf.pods {
 		addrs = append(addrs, p.addr())
 	}
-	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, MaxRedirects: 16, DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, Username: testAdmin, Password: testAdminPW,
+		MaxRedirects: 16, DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -387,35 +479,71 @@ func TestRedisClusterBadNodes(t *testing.T) {
 	})
 
 	t.Run("wrong password", func(t *testing.T) {
-		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "redis-auth", Name: "redis-auth"}, Data: map[string][]byte{"password": []byte("not-the-password")}}
-		namespace(t, "redis-auth")
-		if err := k8s.Create(ctx, secret); err != nil {
-			t.Fatal(err)
+		// The nodes run a users file with other passwords than the auth
+		// Secret's, as pods not restarted since the Secret changed do.
+		rf := newRedisFleet(t, "redis-auth", "auth", 3, 0)
+		stale := []byte(controllers.RedisUsersConf(controllers.RedisPasswords{
+			Limiter: "stale-limiter-password", Operator: "stale-operator-password", Replication: "stale-replication-password"}))
+		for _, p := range rf.pods {
+			if err := os.WriteFile(filepath.Join(p.dir, "auth", controllers.RedisUsersKey), stale, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			p.srv.Restart(t)
 		}
-		t.Cleanup(func() { _ = k8s.Delete(ctx, secret) })
-		rf := newRedisFleetExtra(t, "redis-auth", "auth", 3, 0, []string{"requirepass right-password", "masterauth right-password"}, func(f *v1alpha1.LimiterFleet) {
-			f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "redis-auth"}
-		})
 		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.AuthFailedReason)
-		t.Logf("RedisReady=False %s: %s", v1alpha1.AuthFailedReason, condition(f.Status.Conditions, v1alpha1.RedisReadyCondition).Message)
+		c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
+		if !strings.Contains(c.Message, "WRONGPASS") {
+			t.Errorf("message does not say the node refused the password: %s", c.Message)
+		}
+		t.Logf("RedisReady=False %s: %s", v1alpha1.AuthFailedReason, c.Message)
 		requireReconciling(t, rf)
 
-		// The right password: the operator forms the cluster.
-		secret.Data["password"] = []byte("right-password")
-		if err := k8s.Update(ctx, secret); err != nil {
+		// The pods restart with the Secret's users file: the operator
+		// forms the cluster.
+		for _, p := range rf.pods {
+			if err := os.WriteFile(filepath.Join(p.dir, "auth", controllers.RedisUsersKey), rf.authSecret(t).Data[controllers.RedisUsersKey], 0o600); err != nil {
+				t.Fatal(err)
+			}
+			p.srv.Restart(t)
+		}
+		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+	})
+
+	t.Run("auth Secret in the way", func(t *testing.T) {
+		// A Secret with the auth Secret's name that the fleet does not
+		// control: the operator neither takes it over nor overwrites it.
+		ns := namespace(t, "redis-inway")
+		foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "inway-redis-auth"}, Data: map[string][]byte{"mine": []byte("keep")}}
+		if err := k8s.Create(ctx, foreign); err != nil {
 			t.Fatal(err)
 		}
-		// The Secret is not watched; the failing pass requeues itself.
-		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+		rf := createRedisFleet(t, ns, "inway", 3, 0, nil)
+		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.SecretNotOwnedReason)
+		if c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition); !strings.Contains(c.Message, "Secret redis-inway/inway-redis-auth exists and is not controlled by LimiterFleet inway") {
+			t.Errorf("message %q", c.Message)
+		}
+		got := &corev1.Secret{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(foreign), got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Data) != 1 || string(got.Data["mine"]) != "keep" || len(got.OwnerReferences) != 0 {
+			t.Errorf("the foreign Secret was changed: %v, owners %v", got.Data, got.OwnerReferences)
+		}
+		requireReconciling(t, rf)
 	})
 
 	t.Run("shards lowered behind the CRD's back", func(t *testing.T) {
 		rf := newRedisFleet(t, "redis-scalein", "scalein", 3, 0)
 		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
-		// The CRD refuses lowering shards; a fourth shard's StatefulSet left
-		// from elsewhere (an old CRD, a restore) is the same to the operator.
-		extra := controllers.BuildRedisStatefulSet(rf.fleet, 3, "")
+		// The CRD refuses lowering shards; a fourth shard's StatefulSet that
+		// the fleet made before its shards were lowered (under an old CRD)
+		// is the same to the operator. (One the fleet does not control is
+		// in the way: the operator never takes it.)
+		extra := controllers.BuildRedisStatefulSet(rf.fleet, 3, "", controllers.RedisSecretHashes{})
 		extra.TypeMeta = metav1.TypeMeta{}
+		if err := controllerutil.SetControllerReference(rf.get(t), extra, scheme); err != nil {
+			t.Fatal(err)
+		}
 		if err := k8s.Create(ctx, extra); err != nil {
 			t.Fatal(err)
 		}
@@ -437,7 +565,7 @@ func TestRedisClusterBadNodes(t *testing.T) {
 	})
 
 	t.Run("missing Secret", func(t *testing.T) {
-		rf := newRedisFleet(t, "redis-nosecret", "nosecret", 3, 0, func(f *v1alpha1.LimiterFleet) {
+		rf := createRedisFleet(t, "redis-nosecret", "nosecret", 3, 0, nil, func(f *v1alpha1.LimiterFleet) {
 			f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "absent"}
 		})
 		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.AuthFailedReason)
@@ -450,6 +578,20 @@ func TestRedisClusterBadNodes(t *testing.T) {
 // newRedisFleetExtra is newRedisFleet with extra directives for every node.
 func newRedisFleetExtra(t *testing.T, ns, name string, shards, replicas int32, extra []string, mutate ...func(*v1alpha1.LimiterFleet)) *redisFleet {
 	t.Helper()
+	rf := createRedisFleet(t, ns, name, shards, replicas, extra, mutate...)
+	for s := range int(shards) {
+		for o := range int(replicas) + 1 {
+			rf.addPod(t, s, o)
+		}
+	}
+	return rf
+}
+
+// createRedisFleet creates the fleet, without pods: they start from the
+// auth Secret the operator generates for it (addPod).
+func createRedisFleet(t *testing.T, ns, name string, shards, replicas int32, extra []string, mutate ...func(*v1alpha1.LimiterFleet)) *redisFleet {
+	t.Helper()
+	needSuite(t)
 	namespace(t, ns)
 	f := &v1alpha1.LimiterFleet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -463,12 +605,6 @@ func newRedisFleetExtra(t *testing.T, ns, name string, shards, replicas int32, e
 	for _, m := range mutate {
 		m(f)
 	}
-	rf := &redisFleet{fleet: f, extra: extra}
-	for s := range int(shards) {
-		for o := range int(replicas) + 1 {
-			rf.addPod(t, s, o)
-		}
-	}
 	if err := k8s.Create(context.Background(), f); err != nil {
 		t.Fatal(err)
 	}
@@ -476,7 +612,7 @@ func newRedisFleetExtra(t *testing.T, ns, name string, shards, replicas int32, e
 		deleteFleet(t, f)
 		_ = k8s.DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(ns), client.MatchingLabels(controllers.RedisSelectorLabels(f)))
 	})
-	return rf
+	return &redisFleet{fleet: f, extra: extra}
 }
 
 // requireReconciling shows that a failing Redis pass stalls nothing: a spec
@@ -558,7 +694,17 @@ func (rf *redisFleet) startLimiters(t *testing.T, n int) *limiterLoad {
 	for shard := range int(v1alpha1.MinShards) {
 		seeds = append(seeds, startSeed(t, rf.fleet.Namespace, fmt.Sprintf("%s-0", controllers.RedisShardName(rf.fleet, shard))))
 	}
-	procs := fleetPodsWithStore(t, rf.fleet, n, "redis-cluster://"+strings.Join(seeds, ","))
+	// The limiters authenticate, and verify TLS, as the kubelet would start
+	// them: the Deployment's scheme, --redis-* flags and env.
+	args, env := rf.limiterPod(t)
+	scheme, _, _ := strings.Cut(argValue(args, "--store"), "://")
+	var redisArgs []string
+	for _, a := range args {
+		if strings.HasPrefix(a, "--redis-") {
+			redisArgs = append(redisArgs, a)
+		}
+	}
+	procs := fleetPodsWithEnv(t, rf.fleet, n, scheme+"://"+strings.Join(seeds, ","), env, redisArgs...)
 	pol := benchPolicy(rf.fleet.Namespace, "load", rf.fleet.Name, 1)
 	pol.Spec.Rate.Limit = 1_000_000
 	pol.Spec.FailureMode = ptr.To(v1alpha1.FailClosed)
@@ -722,7 +868,7 @@ func checkKeys(t *testing.T, c *goredis.ClusterClient, prefix string, n int) {
 // append-only file, then the process exits.
 func (p *redisPod) shutdown(t *testing.T) {
 	t.Helper()
-	c := goredis.NewClient(&goredis.Options{Addr: p.addr(), MaxRetries: -1})
+	c := goredis.NewClient(&goredis.Options{Addr: p.addr(), Username: testAdmin, Password: testAdminPW, MaxRetries: -1})
 	_ = c.Shutdown(context.Background()).Err() // the connection closes as it exits
 	_ = c.Close()
 	p.srv.Stop()
@@ -813,7 +959,7 @@ func TestRedisClusterHeals(t *testing.T) {
 	restarted := time.Now()
 	for _, p := range rf.pods {
 		ip := nextRedisIP(t)
-		p.srv = redistest.StartNode(t, ip+":6379", p.dir, nodeTimeout, renderedDirectives(rf.fleet)...)
+		rf.startNode(t, p, ip)
 		setPodIP(t, rf.fleet.Namespace, p.name, ip)
 	}
 	eventually(t, 90*time.Second, "the cluster re-formed on the new addresses", func() error {
@@ -840,10 +986,11 @@ func TestRedisClusterHeals(t *testing.T) {
 
 // TestRedisClusterScaleOut: 3 -> 4 shards under limiter load, with the
 // operator stopped while the migration is under way and started again. No
-// key is lost, the slots end even, no slot is left open, and no Redis node
+// key is lost, the slots end even, no slot is left open, no Redis node
 // answered CROSSSLOT, TRYAGAIN or CLUSTERDOWN (the limiters follow MOVED
 // and ASK; their store errors, timeouts of the 20ms store deadline, are
-// reported).
+// reported), and no node refused the operator's, the replicas' or the
+// limiters' ACL user anything.
 func TestRedisClusterScaleOut(t *testing.T) {
 	needSuite(t)
 	ctx := context.Background()
@@ -856,9 +1003,10 @@ func TestRedisClusterScaleOut(t *testing.T) {
 	rf.addPod(t, 3, 0)
 	rf.addPod(t, 3, 1)
 	f := rf.get(t)
+	orig := f.DeepCopy()
 	f.Spec.Redis.Shards = ptr.To[int32](4)
 	started := time.Now()
-	if err := k8s.Update(ctx, f); err != nil {
+	if err := k8s.Patch(ctx, f, client.MergeFrom(orig)); err != nil { // not Update: the status moves on meanwhile
 		t.Fatal(err)
 	}
 	// Stop the operator once it has saved some progress, then start it
@@ -907,6 +1055,13 @@ func TestRedisClusterScaleOut(t *testing.T) {
 	for _, bad := range []string{"CROSSSLOT", "TRYAGAIN", "CLUSTERDOWN"} {
 		if replies[bad] != 0 {
 			t.Errorf("the Redis nodes answered %s %d times", bad, replies[bad])
+		}
+	}
+	// The users' rules cover what the operator (MIGRATE between nodes as
+	// its user), the replicas and the limiters send through a scale-out.
+	for _, p := range rf.pods {
+		if denied := aclLog(t, p); len(denied) > 0 {
+			t.Errorf("%s refused: %s", p.name, strings.Join(denied, "; "))
 		}
 	}
 }
@@ -975,11 +1130,14 @@ func TestRedisObjectsGoWithModeCluster(t *testing.T) {
 		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.RedisConfigMapName(f)}, &corev1.ConfigMap{}) == nil {
 			named++
 		}
+		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.RedisAuthSecretName(f)}, &corev1.Secret{}) == nil {
+			named++
+		}
 		return len(ss.Items), len(ps.Items), named
 	}
 	eventually(t, 30*time.Second, "the Redis objects applied", func() error {
-		if s, p, n := count(); s != 3 || p != 4 || n != 2 {
-			return fmt.Errorf("%d StatefulSets, %d PDBs, %d of the Service and ConfigMap", s, p, n)
+		if s, p, n := count(); s != 3 || p != 4 || n != 3 {
+			return fmt.Errorf("%d StatefulSets, %d PDBs, %d of the Service, ConfigMap and auth Secret", s, p, n)
 		}
 		return nil
 	})
@@ -987,7 +1145,7 @@ func TestRedisObjectsGoWithModeCluster(t *testing.T) {
 		`{"spec":{"redis":{"mode":"None","shards":null,"replicasPerShard":null}}}`)
 	eventually(t, 30*time.Second, "the Redis objects deleted", func() error {
 		if s, p, n := count(); s != 0 || p != 1 || n != 0 {
-			return fmt.Errorf("%d StatefulSets, %d PDBs (want only the foreign one), %d of the Service and ConfigMap", s, p, n)
+			return fmt.Errorf("%d StatefulSets, %d PDBs (want only the foreign one), %d of the Service, ConfigMap and auth Secret", s, p, n)
 		}
 		return nil
 	})
@@ -1015,7 +1173,7 @@ func TestRedisClusterDataLoss(t *testing.T) {
 	victim.srv.Stop()
 	victim.dir = t.TempDir()
 	ip := nextRedisIP(t)
-	victim.srv = redistest.StartNode(t, ip+":6379", victim.dir, rf.fleet.Spec.EffectiveNodeTimeout(), renderedDirectives(rf.fleet)...)
+	rf.startNode(t, victim, ip)
 	setPodIP(t, rf.fleet.Namespace, victim.name, ip)
 	replaced := time.Now()
 	eventually(t, 90*time.Second, "the loss found", func() error {
@@ -1129,8 +1287,7 @@ func TestRedisPodReplacedLimitersFollow(t *testing.T) {
 	victim.shutdown(t)
 	replaced := time.Now()
 	ip := nextRedisIP(t)
-	victim.srv = redistest.StartNode(t, ip+":6379", victim.dir, rf.fleet.Spec.EffectiveNodeTimeout(),
-		append(renderedDirectives(rf.fleet), victim.hostnameDirective())...)
+	rf.startNode(t, victim, ip)
 	setPodIP(t, rf.fleet.Namespace, victim.name, ip)
 
 	// RedisReady=True for the healed cluster: the pod at its new address.
@@ -1178,7 +1335,7 @@ func TestRedisReadyNeedsTheLimiters(t *testing.T) {
 	rf := newRedisFleetExtra(t, "redis-unreachable", "unreachable", 3, 0,
 		[]string{"cluster-preferred-endpoint-type hostname", "cluster-announce-hostname 127.0.0.98"})
 	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
-	fleetPodsWithStore(t, rf.fleet, 2, "redis-cluster://"+startSeed(t, rf.fleet.Namespace, controllers.RedisShardName(rf.fleet, 0)+"-0"))
+	fleetPodsWithEnv(t, rf.fleet, 2, "redis-cluster://"+startSeed(t, rf.fleet.Namespace, controllers.RedisShardName(rf.fleet, 0)+"-0"), rf.limiterEnv(t))
 	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionFalse, v1alpha1.StoreUnreachableReason)
 	c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
 	if !strings.Contains(c.Message, "2/2 limiter pods can't use Redis") || !strings.Contains(c.Message, "127.0.0.98") {

@@ -73,12 +73,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := mgr.Add(collector); err != nil {
 		return err
 	}
-	fleets := &LimiterFleetReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Acks: acks, DefaultImage: opts.LimiterImage, DefaultRedisImage: opts.RedisImage,
+	fits := NewSnapshotFits()
+	fleets := &LimiterFleetReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Acks: acks, Fits: fits, DefaultImage: opts.LimiterImage, DefaultRedisImage: opts.RedisImage,
 		APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("sluice-operator"), RedisDialer: opts.RedisDialer}
 	if err := fleets.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return (&RateLimitPolicyReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Acks: acks}).SetupWithManager(ctx, mgr)
+	return (&RateLimitPolicyReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Acks: acks, Fits: fits}).SetupWithManager(ctx, mgr)
 }
 
 // withBearerTokenFile is c (nil: a client with a 10s timeout) with the
@@ -102,8 +103,10 @@ func withBearerTokenFile(c *http.Client, file string) (*http.Client, error) {
 
 // CacheByObject restricts the manager's cache of Pods to the Redis pods of
 // fleets: the operator watches those for IP changes and reads no other Pod.
+// Of every other kind it renders, the cache holds only the objects labelled
+// as the operator's own (see ownership.go).
 func CacheByObject() map[client.Object]cache.ByObject {
-	return map[client.Object]cache.ByObject{
-		&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{LabelName: RedisAppName})},
-	}
+	byObject := managedByObject()
+	byObject[&corev1.Pod{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{LabelName: RedisAppName})}
+	return byObject
 }

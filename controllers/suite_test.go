@@ -479,7 +479,7 @@ func fleetPodsWithEnv(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store s
 	}
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Namespace: fleet.Namespace, Name: controllers.LimiterName(fleet) + "-abcde",
-			Labels: map[string]string{discoveryv1.LabelServiceName: controllers.LimiterName(fleet)}},
+			Labels: endpointSliceLabels(fleet)},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints:   eps,
 		Ports: []discoveryv1.EndpointPort{
@@ -492,6 +492,14 @@ func fleetPodsWithEnv(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store s
 		t.Fatal(err)
 	}
 	return procs
+}
+
+// endpointSliceLabels are the labels the endpoint controller gives the
+// slices of the fleet's limiter Service: the Service's own, and its name.
+func endpointSliceLabels(fleet *v1alpha1.LimiterFleet) map[string]string {
+	l := controllers.LimiterLabels(fleet)
+	l[discoveryv1.LabelServiceName] = controllers.LimiterName(fleet)
+	return l
 }
 
 func (p *limiterProc) start(t testing.TB) {

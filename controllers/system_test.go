@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -355,7 +356,12 @@ func TestFleetRendersLimiters(t *testing.T) {
 	if *dep.Spec.Replicas != 3 || len(dep.OwnerReferences) != 1 || dep.OwnerReferences[0].Name != "edge" {
 		t.Errorf("deployment replicas %d owners %+v", *dep.Spec.Replicas, dep.OwnerReferences)
 	}
-	for _, obj := range []client.Object{&corev1.Service{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &corev1.ConfigMap{}} {
+	// Zero-loss rolling: the grace period covers the limiter's drain.
+	if grace := dep.Spec.Template.Spec.TerminationGracePeriodSeconds; grace == nil || *grace < int64((controllers.LimiterDrainDelay+10*time.Second).Seconds()) ||
+		!strings.Contains(args, "--drain-delay="+controllers.LimiterDrainDelay.String()) {
+		t.Errorf("terminationGracePeriodSeconds %v, args %q: want a grace period past --drain-delay=%v and the 10s shutdown", grace, args, controllers.LimiterDrainDelay)
+	}
+	for _, obj := range []client.Object{&corev1.Service{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &corev1.ConfigMap{}, &policyv1.PodDisruptionBudget{}} {
 		name := controllers.LimiterName(f)
 		if _, ok := obj.(*corev1.ConfigMap); ok {
 			name = controllers.SnapshotConfigMapName(f)
@@ -365,6 +371,13 @@ func TestFleetRendersLimiters(t *testing.T) {
 		} else if refs := obj.GetOwnerReferences(); len(refs) != 1 || refs[0].Name != "edge" || refs[0].Controller == nil || !*refs[0].Controller {
 			t.Errorf("%T %s owners %+v", obj, name, refs)
 		}
+	}
+	// The limiter pods' PodDisruptionBudget: one eviction at a time.
+	pdb := &policyv1.PodDisruptionBudget{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: controllers.LimiterName(f)}, pdb); err == nil &&
+		(pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.Selector == nil ||
+			pdb.Spec.Selector.MatchLabels[controllers.LabelInstance] != "edge") {
+		t.Errorf("limiter PodDisruptionBudget %+v: want maxUnavailable 1 over the fleet's limiter pods", pdb.Spec)
 	}
 	// The headless Service, for gateways that balance each call over the
 	// pods themselves (kube-proxy balances connections).

@@ -299,6 +299,16 @@ var badCases = []badCase{
 		field:   "spec.maxCost",
 		message: "spec.maxCost must not exceed the policy's capacity: spec.burst, or spec.rate.limit without it",
 	},
+	{
+		name: "SlidingLog above its cap",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Algorithm = ptr.To(v1alpha1.SlidingLog)
+			p.Spec.Burst = nil
+			p.Spec.Rate.Limit = v1alpha1.MaxSlidingLogLimit + 1
+		},
+		field:   "spec.rate.limit",
+		message: "may be at most 10000 for SlidingLog, which keeps one entry per admitted unit",
+	},
 
 	// localTier
 	{
@@ -403,6 +413,14 @@ var goodCases = []goodCase{
 		typed: func(p *v1alpha1.RateLimitPolicy) {
 			p.Spec.Algorithm = ptr.To(v1alpha1.FixedWindow)
 			p.Spec.Burst = nil
+		},
+	},
+	{
+		name: "SlidingLog at its cap",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Algorithm = ptr.To(v1alpha1.SlidingLog)
+			p.Spec.Burst = nil
+			p.Spec.Rate.Limit = v1alpha1.MaxSlidingLogLimit
 		},
 	},
 	{

@@ -28,7 +28,8 @@ const (
 	// RedisReadyCondition is True when the store the limiters count in is usable:
 	// always for None; for External, when every limiter pod that answers can
 	// use it; for Cluster, when every slot is served and every limiter pod
-	// that answers has reached the cluster since it last healed.
+	// that answers has reached the cluster since it last healed, and no node is
+	// near its maxmemory.
 	RedisReadyCondition = "RedisReady"
 
 	// SnapshotSyncedCondition is True when every ready limiter pod reports the
@@ -97,9 +98,18 @@ const (
 	DegradedReason = "Degraded"
 	// NodeUnreachableReason: a Redis node does not answer.
 	NodeUnreachableReason = "NodeUnreachable"
-	// AuthFailedReason: a Redis node refused the password, or the password
-	// Secret is missing.
+	// AuthFailedReason: a Redis node refused the password, or a Secret the
+	// operator needs (redis.auth's, or redis.tls's CA) is missing or
+	// unusable.
 	AuthFailedReason = "AuthFailed"
+	// SecretNotOwnedReason: a Secret the operator would write for the
+	// fleet (such as <fleet>-redis-auth) exists and is not the fleet's; the
+	// operator leaves it alone and says which.
+	SecretNotOwnedReason = "SecretNotOwned"
+	// MemoryNearLimitReason: a Redis node uses 90% or more of its
+	// maxmemory; beyond it, it evicts the counters nearest to expiry. The
+	// message names the pod and its usage.
+	MemoryNearLimitReason = "MemoryNearLimit"
 	// InvalidReplyReason: a Redis node answered something that is not a
 	// Redis Cluster reply (or runs without cluster-enabled).
 	InvalidReplyReason = "InvalidReply"
@@ -112,6 +122,11 @@ const (
 	// ReconcileErrorReason: the operator failed to apply a child object; the
 	// message says which and why.
 	ReconcileErrorReason = "ReconcileError"
+	// ObjectInTheWayReason: an object the fleet would own (its snapshot
+	// ConfigMap, a Service, the Deployment...) already exists and is not
+	// controlled by the fleet. The operator leaves it alone; the message
+	// names it.
+	ObjectInTheWayReason = "ObjectInTheWay"
 	// DataLostReason (RedisDataLoss True): slots lost their keys and nobody
 	// has acknowledged it yet; the message says which and when.
 	DataLostReason = "DataLost"

@@ -497,13 +497,55 @@ var fleetBadCases = []fleetBadCase{
 		message: "spec.redis.auth.usernameKey must be a Secret key",
 	},
 	{
-		name: "tls with Cluster",
+		name: "maxMemory with External",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = external("redis:6379")
+			f.Spec.Redis.MaxMemory = ptr.To(resource.MustParse("400Mi"))
+		},
+		field:   "spec.redis.maxMemory",
+		message: "spec.redis.maxMemory applies only when spec.redis.mode is Cluster",
+	},
+	{
+		name: "maxMemory under 1Mi",
 		typed: func(f *v1alpha1.LimiterFleet) {
 			f.Spec.Redis = clusterMode()
-			f.Spec.Redis.TLS = &v1alpha1.RedisTLS{}
+			f.Spec.Redis.MaxMemory = ptr.To(resource.MustParse("1023Ki"))
+		},
+		field:   "spec.redis.maxMemory",
+		message: "spec.redis.maxMemory must be at least 1Mi",
+	},
+	{
+		name:    "maxMemory not a quantity",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Redis = clusterMode() },
+		raw:     func(obj map[string]any) { rawRedis(obj)["maxMemory"] = "lots" },
+		field:   "spec.redis.maxMemory",
+		message: "spec.redis.maxMemory",
+	},
+	{
+		name: "tls with None",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisNone), TLS: &v1alpha1.RedisTLS{}}
 		},
 		field:   "spec.redis.tls",
-		message: "spec.redis.tls applies only when spec.redis.mode is External",
+		message: "spec.redis.tls applies only when spec.redis.mode is Cluster or External",
+	},
+	{
+		name: "tls caKey with Cluster",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.TLS = &v1alpha1.RedisTLS{CASecretName: ptr.To("redis-ca"), CAKey: ptr.To("ca.crt")}
+		},
+		field:   "spec.redis.tls.caKey",
+		message: "spec.redis.tls.caKey applies only when spec.redis.mode is External",
+	},
+	{
+		name: "tls serverName with Cluster",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.TLS = &v1alpha1.RedisTLS{ServerName: ptr.To("redis.example.com")}
+		},
+		field:   "spec.redis.tls.serverName",
+		message: "spec.redis.tls.serverName applies only when spec.redis.mode is External",
 	},
 	{
 		name: "tls caSecretName not a name",
@@ -733,6 +775,21 @@ var fleetGoodCases = []fleetGoodCase{
 			f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "redis.auth-1", Key: "redis_password.v2"}
 			f.Spec.Redis.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
 			f.Spec.Redis.Image = ptr.To("registry.example.com/redis:7.2")
+			f.Spec.Redis.MaxMemory = ptr.To(resource.MustParse("1Mi"))
+		},
+	},
+	{
+		name: "Cluster with TLS, the operator's CA or yours",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.TLS = &v1alpha1.RedisTLS{}
+		},
+	},
+	{
+		name: "Cluster with TLS from a CA Secret",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Redis = clusterMode()
+			f.Spec.Redis.TLS = &v1alpha1.RedisTLS{CASecretName: ptr.To("redis-ca")}
 		},
 	},
 	{

@@ -134,7 +134,8 @@ func (s *LimiterFleetSpec) EffectiveAuthKey() string {
 const DefaultRedisCAKey = "ca.crt"
 
 // EffectiveCAKey returns redis.tls.caKey, or "ca.crt" when unset; "" when
-// there is no CA Secret.
+// there is no CA Secret. It is the key External fleets verify Redis with;
+// a Cluster fleet's CA Secret holds tls.crt and tls.key instead.
 func (s *LimiterFleetSpec) EffectiveCAKey() string {
 	switch {
 	case s.Redis.TLS == nil || s.Redis.TLS.CASecretName == nil:

@@ -179,9 +179,12 @@ type FleetStats struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.storage) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.storage applies only when spec.redis.mode is Cluster",fieldPath=".storage"
 // +kubebuilder:validation:XValidation:rule="!has(self.nodeTimeout) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.nodeTimeout applies only when spec.redis.mode is Cluster",fieldPath=".nodeTimeout"
 // +kubebuilder:validation:XValidation:rule="!has(self.auth) || (has(self.mode) && self.mode != 'None')",message="spec.redis.auth applies only when spec.redis.mode is Cluster or External",fieldPath=".auth"
-// +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.auth.usernameKey) || (has(self.mode) && self.mode == 'External')",message="spec.redis.auth.usernameKey applies only when spec.redis.mode is External: the operator's Redis Cluster has no users",fieldPath=".auth.usernameKey"
-// +kubebuilder:validation:XValidation:rule="!has(self.tls) || (has(self.mode) && self.mode == 'External')",message="spec.redis.tls applies only when spec.redis.mode is External",fieldPath=".tls"
+// +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.auth.usernameKey) || (has(self.mode) && self.mode == 'External')",message="spec.redis.auth.usernameKey applies only when spec.redis.mode is External: in the operator's Redis Cluster the limiters' user is sluice-limiter",fieldPath=".auth.usernameKey"
+// +kubebuilder:validation:XValidation:rule="!has(self.tls) || (has(self.mode) && self.mode != 'None')",message="spec.redis.tls applies only when spec.redis.mode is Cluster or External",fieldPath=".tls"
+// +kubebuilder:validation:XValidation:rule="!has(self.tls) || !has(self.tls.caKey) || (has(self.mode) && self.mode == 'External')",message="spec.redis.tls.caKey applies only when spec.redis.mode is External: in Cluster mode the CA Secret holds tls.crt and tls.key",fieldPath=".tls.caKey"
+// +kubebuilder:validation:XValidation:rule="!has(self.tls) || !has(self.tls.serverName) || (has(self.mode) && self.mode == 'External')",message="spec.redis.tls.serverName applies only when spec.redis.mode is External: in Cluster mode the operator names the certificates",fieldPath=".tls.serverName"
 // +kubebuilder:validation:XValidation:rule="!has(self.resources) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.resources applies only when spec.redis.mode is Cluster",fieldPath=".resources"
+// +kubebuilder:validation:XValidation:rule="!has(self.maxMemory) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.maxMemory applies only when spec.redis.mode is Cluster",fieldPath=".maxMemory"
 // +kubebuilder:validation:XValidation:rule="!has(self.image) || (has(self.mode) && self.mode == 'Cluster')",message="spec.redis.image applies only when spec.redis.mode is Cluster",fieldPath=".image"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.mode) || oldSelf.mode != 'Cluster' || !has(self.mode) || self.mode != 'Cluster' || (has(self.shards) ? self.shards : 3) >= (has(oldSelf.shards) ? oldSelf.shards : 3)",message="spec.redis.shards cannot be lowered: removing shards (scale-in) is not supported, since it would drop the slots they serve; set it back to its previous value",fieldPath=".shards",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.mode) || oldSelf.mode != 'Cluster' || !has(self.mode) || self.mode != 'Cluster' || (has(self.storage) == has(oldSelf.storage) && (!has(self.storage) || self.storage == oldSelf.storage))",message="spec.redis.storage cannot change while spec.redis.mode is Cluster: the StatefulSets' volume claims are immutable",fieldPath=".storage",reason=FieldValueForbidden
@@ -244,17 +247,25 @@ type RedisSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('1s') && duration(self) <= duration('60s'))",message="spec.redis.nodeTimeout must be between 1s and 60s"
 	NodeTimeout *metav1.Duration `json:"nodeTimeout,omitempty"`
 
-	// auth is the Redis password, from a Secret in the fleet's namespace. The
+	// auth is a Redis password, from a Secret in the fleet's namespace. The
 	// limiters get it from the Secret as an environment variable, never in
-	// their arguments. For Cluster, every Redis node requires it (requirepass
-	// and masterauth), and the operator reads that Secret alone, to AUTH when
-	// it forms and heals the cluster. For External, it is the password of
-	// your Redis, with an optional ACL user; the operator does not read it.
+	// their arguments. For External, it is the password of your Redis, with
+	// an optional ACL user; the operator does not read it. For Cluster, it is
+	// the password of the limiters' ACL user, sluice-limiter: the operator
+	// reads it to render the nodes' users. Cluster nodes always require
+	// passwords: without auth, the operator generates the limiters' password
+	// too, into the Secret <fleet>-redis-auth that it owns and that also
+	// holds the passwords of its own user and the replicas'.
 	// +optional
 	Auth *RedisAuth `json:"auth,omitempty"`
 
-	// tls connects the limiters to an External Redis over TLS (rediss://),
-	// verifying its certificates. Only for External.
+	// tls connects the limiters to Redis over TLS (rediss://), verifying its
+	// certificates. For External, it verifies your Redis's. For Cluster, the
+	// operator's Redis serves clients, replication and the cluster bus over
+	// TLS only, with a certificate the operator issues from a CA it creates
+	// (the Secret <fleet>-redis-ca) or from yours (caSecretName), keeps in the
+	// Secret <fleet>-redis-tls and renews 30 days before it expires; the
+	// limiters and the operator verify it.
 	// +optional
 	TLS *RedisTLS `json:"tls,omitempty"`
 
@@ -263,6 +274,19 @@ type RedisSpec struct {
 	// memory limit.
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// maxMemory is the maxmemory of each Redis node of the operator's
+	// cluster, such as "400Mi": the data it may hold before it evicts the
+	// counters nearest to expiry (maxmemory-policy volatile-ttl). Only for
+	// Cluster. Defaults to 75% of the Redis container's memory limit, which
+	// leaves room for what maxmemory does not count (replication and client
+	// buffers, the copy-on-write pages of an append-only file rewrite); with
+	// no memory limit and no maxMemory, a node is unbounded. Keep it well
+	// below the memory limit, or the kernel kills Redis before it evicts.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self))",message="spec.redis.maxMemory must be a quantity such as 400Mi"
+	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || quantity(string(self)).compareTo(quantity('1Mi')) >= 0",message="spec.redis.maxMemory must be at least 1Mi"
+	MaxMemory *resource.Quantity `json:"maxMemory,omitempty"`
 
 	// image is the Redis container image, version 7.0 or later, such as
 	// "redis:7.2". Only for Cluster. Defaults to the operator's Redis image
@@ -301,11 +325,15 @@ type RedisAuth struct {
 	UsernameKey *string `json:"usernameKey,omitempty"`
 }
 
-// RedisTLS verifies an External Redis's certificates.
+// RedisTLS is TLS to Redis: verifying an External Redis's certificates,
+// or the operator's Redis Cluster's, which it issues.
 type RedisTLS struct {
-	// caSecretName names a Secret in the fleet's namespace whose caKey holds
-	// the PEM CA certificates that sign the Redis servers' certificates.
-	// Unset: the CA certificates of the limiter image.
+	// caSecretName names a Secret in the fleet's namespace. For External,
+	// its caKey holds the PEM CA certificates that sign the Redis servers'
+	// certificates; unset, the CA certificates of the limiter image. For
+	// Cluster, it is the CA the operator signs the nodes' certificates with,
+	// as tls.crt and tls.key (a kubernetes.io/tls Secret, such as a
+	// cert-manager CA's); unset, the operator creates one, <fleet>-redis-ca.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
@@ -313,7 +341,7 @@ type RedisTLS struct {
 	CASecretName *string `json:"caSecretName,omitempty"`
 
 	// caKey is the key of the CA certificates in that Secret. Defaults to
-	// "ca.crt", as cert-manager writes it.
+	// "ca.crt", as cert-manager writes it. Only for External.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
@@ -322,7 +350,7 @@ type RedisTLS struct {
 
 	// serverName is the name the servers' certificates must carry, when it
 	// is not the host of each address (a Redis Cluster redirects to node
-	// IPs, which certificates seldom name).
+	// IPs, which certificates seldom name). Only for External.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
@@ -405,6 +433,14 @@ type SnapshotStatus struct {
 	// it is too large to store as it is.
 	// +optional
 	Compressed bool `json:"compressed,omitempty"`
+
+	// refused is the number of accepted policies the fleet selects that the
+	// snapshot leaves out because its ConfigMap would pass the API server's
+	// 1 MiB limit: the newest ones, each with Accepted=False and reason
+	// SnapshotFull. 0 when every selected policy fits.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Refused int32 `json:"refused,omitempty"`
 }
 
 // LimitersStatus counts a fleet's limiter pods.
@@ -515,6 +551,17 @@ type RedisNodeStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=16384
 	Slots int32 `json:"slots,omitempty"`
+
+	// usedMemoryBytes is the node's used_memory, in bytes, as it last
+	// answered INFO memory.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	UsedMemoryBytes int64 `json:"usedMemoryBytes,omitempty"`
+
+	// maxMemoryBytes is the node's maxmemory, in bytes; 0 means unbounded.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxMemoryBytes int64 `json:"maxMemoryBytes,omitempty"`
 }
 
 // RedisMigration is the progress of a scale-out: the slot ranges still to

@@ -18,8 +18,9 @@ package v1alpha1
 
 // Condition types of a RateLimitPolicy.
 const (
-	// AcceptedCondition is True when the spec is valid and does not conflict
-	// with an older policy, so fleets may load it.
+	// AcceptedCondition is True when the spec is valid, does not conflict
+	// with an older policy, and fits in the snapshot of every fleet that
+	// selects it, so fleets load it.
 	AcceptedCondition = "Accepted"
 
 	// EnforcedCondition is True when every ready limiter pod of every selecting
@@ -42,6 +43,10 @@ const (
 	InvalidSpecReason = "InvalidSpec"
 	// ConflictReason: an older policy has the same domain and descriptors.
 	ConflictReason = "Conflict"
+	// SnapshotFullReason: a selecting fleet's snapshot would pass the
+	// ConfigMap size limit with this policy; the fleet keeps its older
+	// policies and refuses the newest that don't fit.
+	SnapshotFullReason = "SnapshotFull"
 )
 
 // Reasons for EnforcedCondition.

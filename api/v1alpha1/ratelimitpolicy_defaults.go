@@ -34,13 +34,17 @@ const (
 	MaxDescriptorKeyLength   = 253
 	MaxDescriptorValueLength = 1024
 	MaxLimit                 = 1_000_000_000
-	MaxBurst                 = 1_000_000_000
-	MaxMaxCost               = 1_000_000_000
-	MinPeriod                = time.Second
-	MaxPeriod                = 720 * time.Hour
-	MinLocalTierTTL          = 100 * time.Millisecond
-	MaxLocalTierTTL          = time.Minute
-	MaxOvershootCount        = 1_000_000_000
+	// MaxSlidingLogLimit bounds rate.limit for SlidingLog, which keeps one
+	// entry per admitted unit: a request's work and a counter's memory
+	// grow with it.
+	MaxSlidingLogLimit = 10_000
+	MaxBurst           = 1_000_000_000
+	MaxMaxCost         = 1_000_000_000
+	MinPeriod          = time.Second
+	MaxPeriod          = 720 * time.Hour
+	MinLocalTierTTL    = 100 * time.Millisecond
+	MaxLocalTierTTL    = time.Minute
+	MaxOvershootCount  = 1_000_000_000
 )
 
 // The helpers below apply the defaults to fields that are nil. The API server

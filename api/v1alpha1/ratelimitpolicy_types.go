@@ -34,7 +34,8 @@ const (
 	SlidingWindow Algorithm = "SlidingWindow"
 	// FixedWindow counts requests in windows of rate.period aligned to the epoch.
 	FixedWindow Algorithm = "FixedWindow"
-	// SlidingLog keeps one entry per request over the last rate.period; it is exact.
+	// SlidingLog keeps one entry per request over the last rate.period; it is
+	// exact. Its rate.limit is at most 10000 (MaxSlidingLogLimit).
 	SlidingLog Algorithm = "SlidingLog"
 )
 
@@ -61,6 +62,7 @@ var FailureModes = []FailureMode{FailOpen, FailClosed, FailLocal}
 // +kubebuilder:validation:XValidation:rule="!has(self.burst) || !has(self.algorithm) || self.algorithm == 'TokenBucket' || self.algorithm == 'GCRA'",message="spec.burst applies only to TokenBucket and GCRA",fieldPath=".burst"
 // +kubebuilder:validation:XValidation:rule="!has(self.localTier) || !has(self.localTier.enabled) || !self.localTier.enabled || !has(self.algorithm) || self.algorithm != 'SlidingLog'",message="spec.localTier is not supported with SlidingLog, which stays exact",fieldPath=".localTier"
 // +kubebuilder:validation:XValidation:rule="!has(self.maxCost) || self.maxCost <= (has(self.burst) ? self.burst : self.rate.limit)",message="spec.maxCost must not exceed the policy's capacity: spec.burst, or spec.rate.limit without it",fieldPath=".maxCost"
+// +kubebuilder:validation:XValidation:rule="!has(self.algorithm) || self.algorithm != 'SlidingLog' || self.rate.limit <= 10000",message="spec.rate.limit may be at most 10000 for SlidingLog, which keeps one entry per admitted unit, so a request's work and a counter's memory grow with the limit: use SlidingWindow (constant memory, close to exact) or TokenBucket/GCRA for larger limits",fieldPath=".rate.limit"
 type RateLimitPolicySpec struct {
 	// domain is the Envoy rate limit service domain this limit answers, such as
 	// "payments-api". Requests for other domains never match it.

@@ -747,6 +747,11 @@ func (in *RedisSpec) DeepCopyInto(out *RedisSpec) {
 		*out = new(corev1.ResourceRequirements)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.MaxMemory != nil {
+		in, out := &in.MaxMemory, &out.MaxMemory
+		x := (*in).DeepCopy()
+		*out = &x
+	}
 	if in.Image != nil {
 		in, out := &in.Image, &out.Image
 		*out = new(string)

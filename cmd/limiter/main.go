@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/limiter/app"
+	"github.com/sluice-dev/sluice/limiter/server"
 	"github.com/sluice-dev/sluice/limiter/service"
 	"github.com/sluice-dev/sluice/limiter/store"
 )
@@ -36,7 +37,6 @@ func main() {
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", "127.0.0.1:8082", "admin plane (/v1/admin/*, /metrics) listen `address`; keep it on loopback unless --admin-auth=kubernetes")
 	fs.StringVar(&cfg.AdminAuth, "admin-auth", limiterwire.AdminAuthNone, "how the admin plane checks its callers: none (open) or kubernetes (a bearer token, reviewed by the API server with TokenReview and SubjectAccessReview on the non-resource URL)")
 	fs.DurationVar(&cfg.RedisTimeout, "redis-timeout", 20*time.Millisecond, "deadline of every Redis round trip (and of the wait for the round trip to start); then the policy's failureMode decides")
-	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay", 0, "after SIGTERM, keep serving this long, not ready (gRPC health NOT_SERVING, /readyz 503), before closing the listeners: time for a terminating pod to leave its Service's endpoints")
 	fs.IntVar(&cfg.MemoryMaxKeys, "memory-max-keys", 1_000_000, "most counters the memory store keeps")
 	enforcement := fs.String("enforcement", "enabled", "kill switch: disabled allows every request (decisions still counted, would-be denials as shadow_limited)")
 	fs.StringVar(&cfg.IdempotencyEntry, "idempotency-entry", "idempotency_key", "RLS descriptor entry `key` whose value is an idempotency key (left out of matching)")
@@ -48,6 +48,7 @@ func main() {
 	fs.IntVar(&cfg.Top.TruncateTo, "top-descriptor-truncate", 8, "bytes of each value that --top-descriptor-values=truncate keeps, 1 to 16")
 	fs.DurationVar(&cfg.Top.Interval, "top-descriptor-interval", time.Minute, "what one --top-descriptors report covers, aligned to the clock, at least 1s")
 	trusted := fs.String("trusted-proxies", "", "comma-separated `CIDRs` (or addresses) of proxies whose X-Forwarded-For and X-Real-IP forward-auth believes, such as 10.0.0.0/8,127.0.0.1")
+	fs.DurationVar(&cfg.DrainDelay, "drain-delay", server.DefaultDrainDelay, "on SIGTERM, how long to keep answering while /readyz fails and gRPC health is NOT_SERVING, before the listeners close: longer than endpoints take to drop the pod; 0 closes them at once")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	format := fs.String("log-format", "text", "log format: text or json")
 	_ = fs.Parse(os.Args[1:])
@@ -68,8 +69,6 @@ func main() {
 		usage(fs, fmt.Sprintf("--log-format %q: want text or json", *format))
 	case cfg.RedisTimeout <= 0:
 		usage(fs, "--redis-timeout must be positive")
-	case cfg.ShutdownDelay < 0:
-		usage(fs, "--shutdown-delay must not be negative")
 	case cfg.MemoryMaxKeys < 1:
 		usage(fs, "--memory-max-keys must be at least 1")
 	case *enforcement != "enabled" && *enforcement != "disabled":
@@ -80,6 +79,8 @@ func main() {
 		usage(fs, "--idempotency-ttl must be at least 1s")
 	case cfg.IdempotencyMaxReplays < 1:
 		usage(fs, "--idempotency-max-replays must be at least 1")
+	case cfg.DrainDelay < 0:
+		usage(fs, "--drain-delay must not be negative")
 	case cfg.LocalFallbackPods < 1:
 		usage(fs, "--local-fallback-pods must be at least 1")
 	case cfg.Top.K < 0 || cfg.Top.K > service.MaxTopK:

@@ -123,7 +123,8 @@ type process struct {
 // ends, expecting a clean exit.
 func startLimiter(t *testing.T, args ...string) *process {
 	t.Helper()
-	args = append([]string{"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json"}, args...)
+	// No drain delay unless the test asks: nothing routes by readiness here.
+	args = append([]string{"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json", "--drain-delay", "0s"}, args...)
 	p := &process{
 		cmd:    exec.Command(limiterBin, args...),
 		log:    &logBuffer{serving: make(chan [3]string, 1)},

@@ -2,6 +2,7 @@ package rediscluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -18,13 +19,15 @@ type conn struct {
 	o *options
 }
 
-func dialMember(m Member, password string, o *options) *conn {
+func dialMember(m Member, spec *Spec, o *options) *conn {
 	return &conn{m: m, o: o, c: goredis.NewClient(&goredis.Options{
 		Addr:            m.Addr,
-		Password:        password,
+		Username:        spec.Username,
+		Password:        spec.Password,
+		TLSConfig:       spec.TLS,
 		Protocol:        2,
 		DisableIdentity: true,
-		Dialer:          o.dial,
+		Dialer:          tlsDialer(o.dial, spec.TLS),
 		DialTimeout:     o.timeout,
 		ReadTimeout:     o.timeout,
 		WriteTimeout:    o.timeout,
@@ -32,6 +35,26 @@ func dialMember(m Member, password string, o *options) *conn {
 		PoolSize:        2,
 		PoolTimeout:     o.timeout,
 	})}
+}
+
+// tlsDialer is dial with TLS on top: go-redis applies TLSConfig only in
+// its own dialer. nil stays nil (go-redis's dialer).
+func tlsDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error), conf *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if dial == nil || conf == nil {
+		return dial
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		raw, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		c := tls.Client(raw, conf.Clone())
+		if err := c.HandshakeContext(ctx); err != nil {
+			_ = raw.Close()
+			return nil, err
+		}
+		return c, nil
+	}
 }
 
 func (c *conn) close() { _ = c.c.Close() }
@@ -77,7 +100,7 @@ func reason(err error) string {
 	case errors.As(err, &rerr):
 		msg = rerr.Error()
 		switch {
-		case strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "WRONGPASS"),
+		case strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "WRONGPASS"), strings.HasPrefix(msg, "NOPERM"),
 			strings.Contains(msg, "AUTH") && strings.Contains(msg, "password"):
 			return ReasonAuthFailed
 		case strings.Contains(msg, "cluster support disabled"):

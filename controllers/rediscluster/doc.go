@@ -57,7 +57,9 @@
 // The nodes are expected to run with cluster-enabled yes, their
 // cluster-config-file and append-only file on the pod's volume,
 // cluster-announce-ip set to the pod IP, and cluster-require-full-coverage
-// no; masterauth as well as requirepass when a password is set. With
+// no; with a password, the user Spec.Username with OperatorACLRules (or
+// requirepass for the default user) and, for replicas, masteruser and
+// masterauth of a user with ReplicaACLRules. With
 // repl-diskless-sync-delay 0 replicas sync at once instead of after 5s,
 // which is most of a bootstrap's time.
 package rediscluster

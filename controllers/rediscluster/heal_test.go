@@ -76,9 +76,10 @@ func TestMasterKilled(t *testing.T) {
 // TestFailoverForce: replicas that never fail over by themselves
 // (cluster-replica-no-failover) are promoted by the passes with CLUSTER
 // FAILOVER FORCE about twice the node timeout after their master died; the
-// old master restarted with its disk rejoins as a replica.
+// old master restarted with its disk rejoins as a replica. The nodes have
+// ACL users as the operator renders them, and none refused anything.
 func TestFailoverForce(t *testing.T) {
-	f := newFleet(t, 120, 3, 1, "cluster-replica-no-failover yes")
+	f := newACLFleet(t, 120, 3, 1, "cluster-replica-no-failover yes")
 	f.reconcileUntil(30*time.Second, converged)
 	f.writeKeys("force", 2000)
 
@@ -98,6 +99,7 @@ func TestFailoverForce(t *testing.T) {
 		t.Fatalf("redis-0-1 should stay the master of shard 0: %+v", res.Status.Primaries)
 	}
 	f.checkKeys("force", 2000)
+	f.requireNoDenials()
 }
 
 // TestMajorityOfMastersLost kills -9 two of three masters at once, as the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
 	"github.com/sluice-dev/sluice/internal/redistest"
+	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
 )
 
 // nodeTimeout is the cluster-node-timeout of the test clusters.
@@ -26,14 +27,55 @@ type fleet struct {
 	dirs    map[string]string
 	extra   []string
 	tracker *rediscluster.Tracker
+	// admin, when set, is the user the test's own clients authenticate as
+	// (user, password): nodes with ACL users have no default user.
+	admin [2]string
+}
+
+// ACL users of newACLFleet's nodes.
+const (
+	aclOperator, aclOperatorPW = "operator", "operator-pw"
+	aclAdmin, aclAdminPW       = "admin", "admin-pw"
+	aclLimiter, aclLimiterPW   = "limiter", "limiter-pw"
+)
+
+// newACLFleet is newFleet with the default user off and four users: the
+// operator's, with OperatorACLRules, which the passes authenticate as;
+// replication, with ReplicaACLRules, which replicas authenticate to their
+// primary as; the limiters', with the store's ACLRules; and an admin for
+// the test's own clients.
+func newACLFleet(t *testing.T, ip, shards, replicas int, extra ...string) *fleet {
+	t.Helper()
+	acl := []string{
+		"user default off resetpass -@all",
+		"user " + aclOperator + " on >" + aclOperatorPW + " " + rediscluster.OperatorACLRules(),
+		"user replication on >replication-pw " + rediscluster.ReplicaACLRules(),
+		"user " + aclAdmin + " on >" + aclAdminPW + " ~* &* +@all",
+		"user " + aclLimiter + " on >" + aclLimiterPW + " " + redisstore.ACLRules(""),
+		"masteruser replication", "masterauth replication-pw",
+	}
+	return newFleetWith(t, ip, shards, replicas, func(f *fleet) {
+		f.spec.Username, f.spec.Password = aclOperator, aclOperatorPW
+		f.admin = [2]string{aclAdmin, aclAdminPW}
+	}, append(acl, extra...)...)
 }
 
 // newFleet starts shards x (1+replicas) nodes on 127.0.0.<ip>, <ip+1>, ...
 func newFleet(t *testing.T, ip, shards, replicas int, extra ...string) *fleet {
 	t.Helper()
+	return newFleetWith(t, ip, shards, replicas, nil, extra...)
+}
+
+// newFleetWith is newFleet with setup run on the fleet before any node
+// starts.
+func newFleetWith(t *testing.T, ip, shards, replicas int, setup func(*fleet), extra ...string) *fleet {
+	t.Helper()
 	f := &fleet{t: t, servers: map[string]*redistest.Server{}, dirs: map[string]string{}, extra: extra,
 		tracker: rediscluster.NewTracker(),
 		spec:    rediscluster.Spec{Shards: shards, ReplicasPerShard: replicas, NodeTimeout: nodeTimeout}}
+	if setup != nil {
+		setup(f)
+	}
 	for s := range shards {
 		for o := range 1 + replicas {
 			f.add(s, o, ip)
@@ -55,6 +97,7 @@ func (f *fleet) add(shard, ordinal, ip int) {
 func (f *fleet) start(pod string, ip int) {
 	addr := fmt.Sprintf("127.0.0.%d:6379", ip)
 	f.servers[pod] = redistest.StartNode(f.t, addr, f.dirs[pod], nodeTimeout, f.extra...)
+	f.servers[pod].Username, f.servers[pod].Password = f.admin[0], f.admin[1]
 	for i := range f.spec.Members {
 		if f.spec.Members[i].Pod == pod {
 			f.spec.Members[i].Addr = addr
@@ -100,15 +143,20 @@ func (f *fleet) reconcileUntil(within time.Duration, done func(rediscluster.Resu
 func converged(res rediscluster.Result, err error) bool { return err == nil && res.Converged }
 
 // client is a cluster client seeded with the fleet's current addresses of
-// running nodes.
+// running nodes, authenticated as the admin when the fleet has one, else
+// with password.
 func (f *fleet) client(password string) *goredis.ClusterClient {
+	username := ""
+	if f.admin[0] != "" {
+		username, password = f.admin[0], f.admin[1]
+	}
 	var addrs []string
 	for _, m := range f.spec.Members {
 		if f.servers[m.Pod].Running() {
 			addrs = append(addrs, m.Addr)
 		}
 	}
-	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, Password: password, MaxRedirects: 16,
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, Username: username, Password: password, MaxRedirects: 16,
 		DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
 	f.t.Cleanup(func() { _ = c.Close() })
 	return c
@@ -169,4 +217,24 @@ func slotsPerPrimary(res rediscluster.Result) map[string]int {
 		m[p.Pod] = p.Slots
 	}
 	return m
+}
+
+// requireNoDenials fails the test if a running node refused any user a
+// command or key since it started (ACL LOG): the users' rules cover what
+// the operator, replicas and limiters send.
+func (f *fleet) requireNoDenials() {
+	t := f.t
+	t.Helper()
+	for pod, srv := range f.servers {
+		if !srv.Running() {
+			continue
+		}
+		v, err := srv.Client(t).Do(context.Background(), "ACL", "LOG").Slice()
+		if err != nil {
+			t.Fatalf("ACL LOG on %s: %v", pod, err)
+		}
+		for _, e := range v {
+			t.Errorf("%s refused: %v", pod, e)
+		}
+	}
 }

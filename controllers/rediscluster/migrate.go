@@ -271,7 +271,11 @@ func (p *pass) migrateKeys(ctx context.Context, slot int, src, dst *view) (int, 
 			return moved, nil
 		}
 		args := []any{"MIGRATE", host, port, "", 0, strconv.Itoa(int(p.o.timeout.Milliseconds())), "REPLACE"}
-		if p.spec.Password != "" {
+		switch {
+		case p.spec.Password == "":
+		case p.spec.Username != "":
+			args = append(args, "AUTH2", p.spec.Username, p.spec.Password)
+		default:
 			args = append(args, "AUTH", p.spec.Password)
 		}
 		args = append(append(args, "KEYS"), keys...)

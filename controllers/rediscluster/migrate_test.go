@@ -96,7 +96,11 @@ func startLimiterLoad(t *testing.T, f *fleet) *load {
 	for _, m := range f.spec.Members {
 		addrs = append(addrs, m.Addr)
 	}
-	s, err := redisstore.New(redisstore.Options{Addrs: addrs, Cluster: true, Password: f.spec.Password, Timeout: 2 * time.Second})
+	opts := redisstore.Options{Addrs: addrs, Cluster: true, Password: f.spec.Password, Timeout: 2 * time.Second}
+	if f.admin[0] != "" { // ACL users: the limiters' own
+		opts.Username, opts.Password = aclLimiter, aclLimiterPW
+	}
+	s, err := redisstore.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,12 +129,14 @@ func startLimiterLoad(t *testing.T, f *fleet) *load {
 	return l
 }
 
-// TestScaleOut raises 3 shards (with AUTH) to 4 under reads and writes: the
-// slots spread evenly, no key is lost, and the clients get no error
-// (neither CROSSSLOT nor any other). Lowering shards again is rejected.
+// TestScaleOut raises 3 shards to 4 under reads and writes, on nodes with
+// ACL users as the operator renders them: the slots spread evenly, no key
+// is lost, the clients get no error (neither CROSSSLOT nor any other), and
+// no node refused the operator (MIGRATE between nodes as its user),
+// replication or the limiters' store anything. Lowering shards again is
+// rejected.
 func TestScaleOut(t *testing.T) {
-	f := newFleet(t, 150, 3, 1, "requirepass s3cret", "masterauth s3cret")
-	f.spec.Password = "s3cret"
+	f := newACLFleet(t, 150, 3, 1)
 	f.reconcileUntil(30*time.Second, converged)
 	const n = 20000
 	f.writeKeys("pre", n)
@@ -157,6 +163,7 @@ func TestScaleOut(t *testing.T) {
 	}
 	f.checkKeys("pre", n)
 	f.checkKeys("live", int(l.written.Load()))
+	f.requireNoDenials()
 
 	f.spec.Shards = 3
 	_, err := f.reconcile(context.Background())
@@ -171,7 +178,7 @@ func openSlots(t *testing.T, f *fleet) []string {
 	t.Helper()
 	var open []string
 	for _, m := range f.spec.Members {
-		c := goredis.NewClient(&goredis.Options{Addr: m.Addr, Password: f.spec.Password})
+		c := goredis.NewClient(&goredis.Options{Addr: m.Addr, Username: f.spec.Username, Password: f.spec.Password})
 		s, err := c.ClusterNodes(context.Background()).Result()
 		_ = c.Close()
 		if err != nil {

@@ -28,6 +28,9 @@ type view struct {
 	// offset is a replica's slave_repl_offset: how much of its master's
 	// stream it holds.
 	offset int64
+	// usedMemory and maxMemory are used_memory and maxmemory from INFO
+	// memory, in bytes.
+	usedMemory, maxMemory int64
 }
 
 func (v *view) ok() bool { return v.err == nil }
@@ -74,7 +77,7 @@ func observe(ctx context.Context, spec Spec, o *options) []*view {
 			v.err = &NodeError{Pod: m.Pod, Reason: ReasonUnreachable, Err: fmt.Errorf("pod has no IP yet")}
 			continue
 		}
-		v.c = dialMember(m, spec.Password, o)
+		v.c = dialMember(m, &spec, o)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -126,13 +129,15 @@ func (v *view) load(ctx context.Context) error {
 		return garbage(fmt.Errorf("DBSIZE answered %v", k))
 	}
 	v.keys = n
-	if s, err = v.c.text(ctx, "INFO", "replication"); err != nil {
-		return fmt.Errorf("INFO replication: %w", err)
+	if s, err = v.c.text(ctx, "INFO", "replication", "memory"); err != nil {
+		return fmt.Errorf("INFO replication memory: %w", err)
 	}
 	repl, err := ParseInfo(s)
 	if err != nil {
 		return garbage(err)
 	}
+	v.usedMemory, _ = strconv.ParseInt(repl["used_memory"], 10, 64)
+	v.maxMemory, _ = strconv.ParseInt(repl["maxmemory"], 10, 64)
 	v.masterLink = repl["master_link_status"]
 	if h := repl["master_host"]; h != "" {
 		v.masterAddr = net.JoinHostPort(h, repl["master_port"])

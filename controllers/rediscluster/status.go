@@ -24,7 +24,7 @@ func (p *pass) status() {
 	for _, v := range p.answered() {
 		me := v.self()
 		ns := NodeStatus{Pod: v.m.Pod, NodeID: v.id, Addr: v.m.Addr, Shard: v.m.Shard, Slots: me.SlotCount(),
-			Link: p.link(v)}
+			Link: p.link(v), UsedMemory: v.usedMemory, MaxMemory: v.maxMemory}
 		if me.Master() {
 			ns.Role = "master"
 			st.Primaries = append(st.Primaries, ns)

@@ -1,6 +1,7 @@
 package rediscluster
 
 import (
+	"crypto/tls"
 	"fmt"
 	"time"
 )
@@ -36,8 +37,15 @@ type Spec struct {
 	// how long a dead master may wait for its replica's own failover
 	// (about 2x) before CLUSTER FAILOVER FORCE. 0 means 15s.
 	NodeTimeout time.Duration
-	// Password is sent with AUTH on every connection when not empty.
-	Password string
+	// Username and Password authenticate every connection (AUTH [user]
+	// pass) when Password is not empty, and MIGRATE's connections from
+	// source to target nodes (AUTH2, or AUTH without a user). The user
+	// needs OperatorACLRules.
+	Username, Password string
+	// TLS, when not nil, is how every connection is made: the nodes serve
+	// TLS only (tls-port, port 0; and tls-cluster, so that MIGRATE between
+	// them uses TLS too).
+	TLS *tls.Config
 	// Migration is the progress of a slot migration from the last pass
 	// (Result.Migration, persisted in status), or nil.
 	Migration *Migration
@@ -111,6 +119,9 @@ type NodeStatus struct {
 	// MasterLink is a replica's master_link_status: "up" once it has
 	// synced from its master, "down" before.
 	MasterLink string
+	// UsedMemory and MaxMemory are the member's used_memory and maxmemory
+	// in bytes (INFO memory); MaxMemory 0 is unbounded.
+	UsedMemory, MaxMemory int64
 }
 
 // Result is the outcome of one pass.

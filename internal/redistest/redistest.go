@@ -31,9 +31,13 @@ import (
 type Server struct {
 	Addr string
 	Dir  string
-	cmd  *exec.Cmd
-	args []string
-	mu   sync.Mutex
+	// Username and Password, when set, authenticate the helpers' own
+	// clients (Client, and the checks of a Cluster): set them on a server
+	// whose configuration turns the default user off.
+	Username, Password string
+	cmd                *exec.Cmd
+	conf               string // the configuration file it runs with
+	mu                 sync.Mutex
 	// paused is true between Pause and Resume.
 	paused bool
 }
@@ -98,7 +102,7 @@ func StartAt(t testing.TB, addr string, extra ...string) *Server {
 func (s *Server) start(t testing.TB) {
 	t.Helper()
 	s.mu.Lock()
-	s.cmd = exec.Command(Binary(t), s.args...)
+	s.cmd = exec.Command(Binary(t), s.conf)
 	if err := s.cmd.Start(); err != nil {
 		s.mu.Unlock()
 		t.Fatalf("start redis-server: %v", err)
@@ -174,16 +178,19 @@ func (s *Server) Restart(t testing.TB) {
 	s.start(t)
 }
 
-// Client returns a client for this server, closed when the test ends.
+// Client returns a client for this server, closed when the test ends. It
+// authenticates as Username and Password when they are set.
 func (s *Server) Client(t testing.TB) *goredis.Client {
-	c := goredis.NewClient(&goredis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr, Username: s.Username, Password: s.Password,
+		MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
 // do runs one command on s with a deadline, on a connection of its own.
 func (s *Server) do(args ...any) (any, error) {
-	c := goredis.NewClient(&goredis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second, PoolSize: 1})
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr, Username: s.Username, Password: s.Password,
+		MaxRetries: -1, DialTimeout: time.Second, PoolSize: 1})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -262,6 +269,11 @@ type ClusterOptions struct {
 	// Proxied lists the shards whose primary clients reach through a Proxy
 	// (see Cluster.Proxies).
 	Proxied []int
+	// Extra are more config directives for every node, "name value".
+	Extra []string
+	// Username and Password authenticate the helpers' clients, for Extra
+	// that turns the default user off (see Server.Username).
+	Username, Password string
 }
 
 // Addrs lists the primaries' addresses at start, as seeds for a client (the
@@ -322,8 +334,11 @@ func StartClusterWith(t testing.TB, o ClusterOptions) *Cluster {
 		o.NodeTimeout = 15 * time.Second
 	}
 	n := o.Primaries
-	cfg := []string{"cluster-enabled yes", fmt.Sprintf("cluster-node-timeout %d", o.NodeTimeout.Milliseconds()),
-		"cluster-config-file nodes.conf", "cluster-require-full-coverage no"}
+	cfg := append([]string{"cluster-enabled yes", fmt.Sprintf("cluster-node-timeout %d", o.NodeTimeout.Milliseconds()),
+		"cluster-config-file nodes.conf", "cluster-require-full-coverage no"}, o.Extra...)
+	start := func(addr string, extra ...string) *Server {
+		return startWithAuth(t, addr, t.TempDir(), o.Username, o.Password, extra...)
+	}
 	c := &Cluster{Proxies: map[int]*Proxy{}, Replicas: make([][]*Server, n)}
 	for i := range n {
 		c.Ranges = append(c.Ranges, [2]int{i * 16384 / n, (i+1)*16384/n - 1})
@@ -337,14 +352,14 @@ func StartClusterWith(t testing.TB, o ClusterOptions) *Cluster {
 			rp, _ := strconv.Atoi(realPort)
 			extra = append(slices.Clone(cfg), "cluster-announce-ip "+host, "cluster-announce-port "+port,
 				fmt.Sprintf("cluster-announce-bus-port %d", rp+10000))
-			c.Nodes = append(c.Nodes, StartAt(t, addr, extra...))
+			c.Nodes = append(c.Nodes, start(addr, extra...))
 			continue
 		}
-		c.Nodes = append(c.Nodes, StartAt(t, freeClusterAddr(t), extra...))
+		c.Nodes = append(c.Nodes, start(freeClusterAddr(t), extra...))
 	}
 	for i := range n {
 		for range o.Replicas {
-			c.Replicas[i] = append(c.Replicas[i], StartAt(t, freeClusterAddr(t), cfg...))
+			c.Replicas[i] = append(c.Replicas[i], start(freeClusterAddr(t), cfg...))
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -534,22 +549,33 @@ func StartNode(t testing.TB, addr, dir string, nodeTimeout time.Duration, extra 
 	return startIn(t, addr, dir, append(cfg, extra...)...)
 }
 
-// startIn is StartAt with a given data directory.
+// startIn is StartAt with a given data directory. The server runs with a
+// configuration file in dir, redistest.conf: the address, dir and test
+// defaults, then the extra directives as lines, so that a later directive
+// overrides an earlier one and a directive of several arguments (user,
+// include) reads as it does in a redis.conf; a value with spaces is
+// quoted ("requirepass \"a b\"").
 func startIn(t testing.TB, addr, dir string, extra ...string) *Server {
+	t.Helper()
+	return startWithAuth(t, addr, dir, "", "", extra...)
+}
+
+// startWithAuth is startIn for a server whose helpers authenticate as
+// username and password from the start.
+func startWithAuth(t testing.TB, addr, dir, username, password string, extra ...string) *Server {
 	t.Helper()
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		t.Fatalf("bad address %q: %v", addr, err)
 	}
-	s := &Server{Addr: addr, Dir: dir}
-	s.args = []string{
-		"--bind", host, "--port", port, "--dir", s.Dir,
-		"--save", "", "--appendonly", "no", "--protected-mode", "no",
-		"--daemonize", "no", "--logfile", filepath.Join(s.Dir, "redis.log"),
-	}
-	for _, e := range extra {
-		name, value, _ := strings.Cut(e, " ")
-		s.args = append(s.args, "--"+name, value)
+	s := &Server{Addr: addr, Dir: dir, Username: username, Password: password, conf: filepath.Join(dir, "redistest.conf")}
+	lines := append([]string{
+		"bind " + host, "port " + port, "dir " + s.Dir,
+		`save ""`, "appendonly no", "protected-mode no",
+		"daemonize no", "logfile " + filepath.Join(s.Dir, "redis.log"),
+	}, extra...)
+	if err := os.WriteFile(s.conf, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatalf("redis config: %v", err)
 	}
 	s.start(t)
 	t.Cleanup(s.Stop)

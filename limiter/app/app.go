@@ -58,9 +58,6 @@ type Config struct {
 	AdminAuth string
 	// RedisTimeout is the deadline of every Redis round trip.
 	RedisTimeout time.Duration
-	// ShutdownDelay is how long the limiter keeps serving after SIGTERM, not
-	// ready, before it closes its listeners (server.Options.ShutdownDelay).
-	ShutdownDelay time.Duration
 	// RedisCAFile is a PEM file of the CA certificates that a rediss://
 	// store's server certificates are verified against; empty means the
 	// system's.
@@ -91,6 +88,9 @@ type Config struct {
 	// TrustedProxies are the peers whose X-Forwarded-For forward-auth
 	// believes (--trusted-proxies).
 	TrustedProxies []netip.Prefix
+	// DrainDelay is how long the limiter keeps answering, unready, after
+	// it is told to stop and before its listeners close (--drain-delay).
+	DrainDelay time.Duration
 	// Logger receives every log; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -171,7 +171,7 @@ func Run(ctx context.Context, cfg Config) error {
 		SnapshotSource: rl.status,
 		StoreStatus:    storeStatus,
 		TrustedProxies: cfg.TrustedProxies,
-		ShutdownDelay:  cfg.ShutdownDelay,
+		DrainDelay:     cfg.DrainDelay,
 	})
 	if err != nil {
 		return err

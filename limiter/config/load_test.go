@@ -91,6 +91,7 @@ func TestLoadBad(t *testing.T) {
 		"unknown-failure-mode.yaml":    {"shop/mode", "spec.failureMode", `"open"`, `"Open", "Closed", "Local"`},
 		"local-tier-sliding-log.yaml":  {"shop/log", "spec.localTier", "not supported with SlidingLog, which stays exact"},
 		"max-cost-above-capacity.yaml": {"shop/capped", "spec.maxCost", "must not exceed the policy's capacity"},
+		"sliding-log-over-cap.yaml":    {"shop/huge-log", "spec.rate.limit", "at most 10000 for SlidingLog", "use SlidingWindow"},
 	}
 	files, _ := filepath.Glob("testdata/bad/*.yaml")
 	if len(files) != len(want) {

@@ -41,6 +41,7 @@ const (
 	policyTTLRangeMsg     = "ttl must be between 100ms and 1m"
 	policyMaxOvershootMsg = "maxOvershoot must be a count from 0 to 1000000000 or a percentage from 0% to 100%"
 	policyMaxCostMsg      = "spec.maxCost must not exceed the policy's capacity: spec.burst, or spec.rate.limit without it"
+	policySlidingLogMsg   = "spec.rate.limit may be at most 10000 for SlidingLog, which keeps one entry per admitted unit, so a request's work and a counter's memory grow with the limit: use SlidingWindow (constant memory, close to exact) or TokenBucket/GCRA for larger limits"
 )
 
 var policyPercentRE = regexp.MustCompile(`^(100|[1-9]?[0-9])%$`)
@@ -113,6 +114,9 @@ func validatePolicySpec(s *v1alpha1.RateLimitPolicySpec, fld *field.Path) field.
 	}
 
 	errs = append(errs, validatePolicyRate(s.Rate, fld.Child("rate"))...)
+	if algo == v1alpha1.SlidingLog && s.Rate.Limit > v1alpha1.MaxSlidingLogLimit {
+		errs = append(errs, field.Invalid(fld.Child("rate", "limit"), s.Rate.Limit, policySlidingLogMsg))
+	}
 
 	if s.Burst != nil {
 		errs = append(errs, validatePolicyRange(*s.Burst, 1, v1alpha1.MaxBurst, fld.Child("burst"))...)

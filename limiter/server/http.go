@@ -43,10 +43,10 @@ type Check struct {
 var responseJSON = protojson.MarshalOptions{EmitDefaultValues: true}
 
 func (s *Server) routes() http.Handler {
-	mux := http.NewServeMux()
+	mux := s.newDrainingMux()
 	mux.HandleFunc("POST "+CheckPath, timed(s.metrics.http, s.check))
 	mux.HandleFunc(CheckPath, methodNotAllowed(http.MethodPost))
-	s.gatewayRoutes(mux)
+	s.gatewayRoutes(mux.ServeMux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")

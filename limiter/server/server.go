@@ -84,16 +84,14 @@ type Options struct {
 	// TrustedProxies are the peers whose X-Forwarded-For and X-Real-IP
 	// forward-auth believes when it reads a client's IP address.
 	TrustedProxies []netip.Prefix
-	// ShutdownDelay is how long Run keeps serving, new connections included,
-	// after its context ends and before it closes its listeners, while
-	// gRPC health says NOT_SERVING and /readyz 503: the time a pod needs to
-	// leave its Service's endpoints (kube-proxy's rules, the gateways'
-	// balancers) once it is terminating, so that no client is sent to a
-	// closed port. 0 closes them at once.
-	ShutdownDelay time.Duration
 	// ShutdownTimeout bounds how long Run waits for calls in flight after
-	// the drain delay before closing connections; 0 means 10s.
+	// its context ends (and DrainDelay) before closing connections; 0
+	// means 10s.
 	ShutdownTimeout time.Duration
+	// DrainDelay is how long Run keeps answering, unready, after its
+	// context ends and before its listeners close (see drain); 0 closes
+	// them at once.
+	DrainDelay time.Duration
 	// RetryAfterJitter adds up to this fraction of Retry-After, in whole
 	// seconds, so that denied clients don't come back in lockstep. 0 means
 	// 0.1; negative disables jitter.
@@ -117,8 +115,9 @@ type Server struct {
 	adminLis     net.Listener
 	shuttingDown atomic.Bool
 	loads        *loads
-	bootID       string    // random per process, in AdminStats
-	startedAt    time.Time // when counting started, in AdminStats
+	bootID       string      // random per process, in AdminStats
+	startedAt    time.Time   // when counting started, in AdminStats
+	draining     atomic.Bool // see drain
 }
 
 // New listens on both addresses, so that they are known (GRPCAddr,
@@ -218,9 +217,9 @@ func (s *Server) Swap(snap *config.Snapshot) {
 }
 
 // Run serves the three listeners until ctx ends or one fails, then shuts
-// them down gracefully: health turns NOT_SERVING and /readyz 503, the
-// listeners keep serving for ShutdownDelay (not when one failed), calls in
-// flight finish (up to ShutdownTimeout), and Run returns. The error is the first
+// them down gracefully: health turns NOT_SERVING and /readyz 503, calls keep
+// being answered for DrainDelay (after ctx ended), then the listeners close,
+// calls in flight finish (up to ShutdownTimeout), and Run returns. The error is the first
 // listener failure, or nil after ctx ended.
 func (s *Server) Run(ctx context.Context) error {
 	errc := make(chan error, 3)
@@ -249,14 +248,13 @@ func (s *Server) Run(ctx context.Context) error {
 
 	var first error
 	pending := 3
-	drain := s.opts.ShutdownDelay
 	select {
 	case <-ctx.Done():
+		s.drain()
 	case first = <-errc:
 		pending--
-		drain = 0
 	}
-	s.shutdown(context.WithoutCancel(ctx), drain)
+	s.shutdown(context.WithoutCancel(ctx))
 	for ; pending > 0; pending-- {
 		if err := <-errc; first == nil {
 			first = err
@@ -265,14 +263,10 @@ func (s *Server) Run(ctx context.Context) error {
 	return first
 }
 
-func (s *Server) shutdown(ctx context.Context, drain time.Duration) {
+func (s *Server) shutdown(ctx context.Context) {
 	s.shuttingDown.Store(true)
 	s.loads.stop()
 	s.health.Shutdown() // NOT_SERVING, and no later change
-	if drain > 0 {
-		s.log.Info("Draining: serving until the pod leaves its Service's endpoints", "delay", drain)
-		time.Sleep(drain)
-	}
 	s.log.Info("Shutting down", "timeout", s.opts.ShutdownTimeout)
 
 	ctx, cancel := context.WithTimeout(ctx, s.opts.ShutdownTimeout)

@@ -705,15 +705,15 @@ func TestShutdown(t *testing.T) {
 	}
 }
 
-// TestShutdownDelay checks that, with a ShutdownDelay, a server whose
+// TestDrainAnswersNewConnections checks that, with a DrainDelay, a server whose
 // context ended says it is not ready but still answers calls on new
 // connections, HTTP and gRPC, until the delay is over; then it closes.
-func TestShutdownDelay(t *testing.T) {
+func TestDrainAnswersNewConnections(t *testing.T) {
 	m := memory.New(memory.Options{})
 	defer m.Close()
 	svc := service.New(m, service.Options{})
 	srv, err := server.New(svc, server.Options{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
-		ShutdownDelay: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+		DrainDelay: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

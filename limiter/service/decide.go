@@ -15,7 +15,8 @@ import (
 // allowed. A retry with the same idempotency key within the TTL replays the
 // first admitted decision of each policy and consumes nothing.
 //
-// The only errors are those of a request Validate refuses, which match
+// The only errors are those of a request Validate refuses, or one whose
+// cost exceeds a policy's maxCost (checkCosts), which match
 // ErrInvalidArgument; store errors are resolved by each policy's failure
 // mode.
 func (s *Service) Decide(ctx context.Context, req *Request) (Response, error) {
@@ -94,10 +95,25 @@ func (s *Service) checkCost(d *config.Domain, i int, entries []config.Entry, cos
 	sc.matches = d.AppendMatches(sc.matches[:0], entries)
 	for _, p := range sc.matches {
 		if !p.Shadow && cost > p.MaxCost {
-			return invalidf("descriptors[%d] costs %d, above the maximum cost of %d of policy %s (spec.maxCost)", i, cost, p.MaxCost, p.ID())
+			return invalidf("descriptors[%d] costs %d, above the maximum cost of %d of policy %s (%s)", i, cost, p.MaxCost, p.ID(), maxCostSource(p))
 		}
 	}
 	return nil
+}
+
+// maxCostSource says where p's MaxCost comes from: spec.maxCost, or the
+// capacity by default, which no cost above could ever be allowed by.
+func maxCostSource(p *config.Policy) string {
+	switch {
+	case p.Spec.MaxCost != nil:
+		return "spec.maxCost"
+	case p.Limit.Algorithm == algo.SlidingLog:
+		return "spec.maxCost, by default the capacity, its rate.limit: a SlidingLog logs one entry per unit"
+	case p.Limit.Algorithm.UsesBurst():
+		return "spec.maxCost, by default the capacity, its burst"
+	default:
+		return "spec.maxCost, by default the capacity, its rate.limit"
+	}
 }
 
 // descriptorCost is the descriptor's own hits_addend when set (0 peeks),

@@ -71,6 +71,15 @@ controllers' +kubebuilder:rbac markers). DO NOT EDIT: run make manifests. */ -}}
   - list
   - watch
 - apiGroups:
+  - ""
+  resources:
+  - secrets
+  verbs:
+  - create
+  - delete
+  - get
+  - update
+- apiGroups:
   - apps
   resources:
   - deployments

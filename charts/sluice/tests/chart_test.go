@@ -1,6 +1,8 @@
 package tests
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -23,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers"
 )
 
 const (
@@ -261,7 +264,7 @@ func TestChart(t *testing.T) {
 			"-o", `jsonpath={range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\n"}{end}`))
 	})
 
-	step("a Redis Cluster fleet with auth: the operator says which Secret to grant, and the README's grant works", func(t *testing.T) {
+	step("a Redis Cluster fleet with auth: under the chart's RBAC the operator reads that Secret and writes the fleet's auth Secret", func(t *testing.T) {
 		createNamespace(t, "cache", nil)
 		mustKubectl(t, "create", "secret", "generic", "redis-auth", "-n", "cache", "--from-literal=password=s3cret")
 		if _, stderr, err := kubectl(adminConfig, `apiVersion: ratelimit.sluice.dev/v1alpha1
@@ -279,30 +282,40 @@ spec:
 `, "apply", "-f", "-"); err != nil {
 			t.Fatalf("creating the fleet: %v\n%s", err, stderr)
 		}
-		redisReady := func(want func(*metav1.Condition) error) {
+		// The auth Secret, created by the operator (the chart's RBAC lets it
+		// get, create and update Secrets by name), holds the users file with
+		// the hash of redis.auth's password for the limiters' user, and not
+		// that password.
+		authSecret := func(password string) *corev1.Secret {
 			t.Helper()
+			want := "user " + controllers.RedisLimiterUser + " on resetpass #" + sha256Hex(password) + " "
+			var secret corev1.Secret
 			eventually(t, 60*time.Second, func() error {
-				var f v1alpha1.LimiterFleet
-				if err := k8s.Get(ctx, client.ObjectKey{Namespace: "cache", Name: "counted"}, &f); err != nil {
+				if err := k8s.Get(ctx, client.ObjectKey{Namespace: "cache", Name: "counted-redis-auth"}, &secret); err != nil {
 					return err
 				}
-				c := meta.FindStatusCondition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
-				if c == nil {
-					return fmt.Errorf("no RedisReady condition yet: %+v", f.Status.Conditions)
+				if users := string(secret.Data[controllers.RedisUsersKey]); !strings.Contains(users, want) {
+					return fmt.Errorf("users file has no %q", want)
 				}
-				if err := want(c); err != nil {
-					return err
-				}
-				t.Logf("RedisReady=%s %s: %s", c.Status, c.Reason, c.Message)
 				return nil
 			})
+			if _, ok := secret.Data[controllers.RedisLimiterPasswordKey]; ok {
+				t.Errorf("the auth Secret holds the limiters' password, which redis.auth's Secret has")
+			}
+			if owner := metav1.GetControllerOf(&secret); owner == nil || owner.Kind != "LimiterFleet" || owner.Name != "counted" {
+				t.Errorf("auth Secret controlled by %+v, want the fleet", owner)
+			}
+			return &secret
 		}
-		// The chart's RBAC lets the operator run the Redis objects, but not
-		// read Secrets: it says what to grant.
-		redisReady(func(c *metav1.Condition) error {
-			if c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.AuthFailedReason ||
-				!strings.Contains(c.Message, "may not read Secret cache/redis-auth: grant its ServiceAccount get on that Secret") {
-				return fmt.Errorf("RedisReady %s %s: %s", c.Status, c.Reason, c.Message)
+		authSecret("s3cret")
+		var f v1alpha1.LimiterFleet
+		eventually(t, 60*time.Second, func() error {
+			if err := k8s.Get(ctx, client.ObjectKey{Namespace: "cache", Name: "counted"}, &f); err != nil {
+				return err
+			}
+			c := meta.FindStatusCondition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
+			if c == nil || c.Reason != v1alpha1.WaitingForNodesReason {
+				return fmt.Errorf("RedisReady %+v, want WaitingForNodes: no kubelet starts the pods here", c)
 			}
 			return nil
 		})
@@ -319,17 +332,16 @@ spec:
 		if got, want := set.Spec.Template.Spec.Containers[0].Image, "mirror.example.com/library/redis:7.2"; got != want {
 			t.Errorf("Redis image %s, want %s (the chart's redis.image, the operator's --redis-image)", got, want)
 		}
-		// The grant from the README.
-		mustKubectl(t, "create", "role", "sluice-redis-auth", "-n", "cache", "--verb=get", "--resource=secrets", "--resource-name=redis-auth")
-		mustKubectl(t, "create", "rolebinding", "sluice-redis-auth", "-n", "cache", "--role=sluice-redis-auth", "--serviceaccount=sluice-system:sluice-operator")
-		// Now the operator reads the password and waits for the Redis pods,
-		// which no kubelet starts here.
-		redisReady(func(c *metav1.Condition) error {
-			if c.Reason == v1alpha1.AuthFailedReason || strings.Contains(c.Message, "Secret") {
-				return fmt.Errorf("RedisReady %s %s: %s", c.Status, c.Reason, c.Message)
-			}
-			return nil
-		})
+		// A new password in redis.auth's Secret reaches the users file.
+		var userSecret corev1.Secret
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "cache", Name: "redis-auth"}, &userSecret); err != nil {
+			t.Fatal(err)
+		}
+		userSecret.Data["password"] = []byte("s3cret-2")
+		if err := k8s.Update(ctx, &userSecret); err != nil {
+			t.Fatal(err)
+		}
+		authSecret("s3cret-2")
 		mustKubectl(t, "delete", "limiterfleet", "counted", "-n", "cache")
 	})
 
@@ -465,6 +477,9 @@ spec:
 		}
 		if allowed(t, sa2, groups2, authorizationv1.ResourceAttributes{Verb: "list", Group: v1alpha1.GroupVersion.Group, Resource: "ratelimitpolicies"}) {
 			t.Error("the namespaced operator can list policies cluster-wide")
+		}
+		if allowed(t, sa2, groups2, authorizationv1.ResourceAttributes{Namespace: "payments", Verb: "get", Resource: "secrets"}) {
+			t.Error("the namespaced operator can read Secrets in payments, which it doesn't watch")
 		}
 
 		objs, err := decode(mustHelm(t, "get", "manifest", "tenants", "--namespace", ns2))
@@ -634,10 +649,11 @@ func checkOperatorAccess(t *testing.T, user string, groups []string, watched, le
 		}
 	}
 	denied := []authorizationv1.ResourceAttributes{
-		{Verb: "get", Resource: "secrets"},
 		{Verb: "list", Resource: "secrets"},
 		{Verb: "watch", Resource: "secrets"},
-		{Verb: "get", Resource: "secrets", Namespace: watched},
+		{Verb: "list", Resource: "secrets", Namespace: watched},
+		{Verb: "watch", Resource: "secrets", Namespace: watched},
+		{Verb: "patch", Resource: "secrets", Namespace: watched},
 		{Verb: "list", Resource: "secrets", Namespace: leaderNS},
 		{Verb: "create", Resource: "pods", Namespace: watched},
 		{Verb: "create", Resource: "pods", Subresource: "exec", Namespace: watched},
@@ -710,4 +726,9 @@ func containsRule(rules []rbacv1.PolicyRule, r rbacv1.PolicyRule) bool {
 		}
 	}
 	return false
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }

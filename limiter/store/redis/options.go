@@ -118,7 +118,7 @@ func (o *Options) setDefaults() {
 		o.Timeout = 20 * time.Millisecond
 	}
 	if o.KeyPrefix == "" {
-		o.KeyPrefix = "sl"
+		o.KeyPrefix = defaultKeyPrefix
 	}
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 256

@@ -1,0 +1,33 @@
+package controllers_test
+
+import (
+	"testing"
+	"time"
+
+	policyv1 "k8s.io/api/policy/v1"
+
+	"github.com/sluice-dev/sluice/controllers"
+)
+
+// A limiter pod's grace period covers its drain, the shutdown of what is
+// in flight and the return of its leases; its PodDisruptionBudget lets one
+// pod go at a time, even unready.
+func TestLimiterDisruption(t *testing.T) {
+	f := resFleet("ns", "f")
+	d := controllers.BuildLimiterDeployment(f, resDefaultImage, "memory")
+	grace := d.Spec.Template.Spec.TerminationGracePeriodSeconds
+	if grace == nil || time.Duration(*grace)*time.Second != controllers.LimiterGracePeriod ||
+		controllers.LimiterGracePeriod < controllers.LimiterDrainDelay+10*time.Second {
+		t.Fatalf("terminationGracePeriodSeconds %v, grace period %v, drain delay %v", grace, controllers.LimiterGracePeriod, controllers.LimiterDrainDelay)
+	}
+	pdb := controllers.BuildLimiterPDB(f)
+	if pdb.Name != controllers.LimiterName(f) || pdb.Namespace != "ns" || pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 ||
+		pdb.Spec.MinAvailable != nil || pdb.Spec.UnhealthyPodEvictionPolicy == nil || *pdb.Spec.UnhealthyPodEvictionPolicy != policyv1.AlwaysAllow {
+		t.Fatalf("PDB %s/%s spec %+v", pdb.Namespace, pdb.Name, pdb.Spec)
+	}
+	for k, v := range controllers.LimiterSelectorLabels(f) {
+		if pdb.Spec.Selector.MatchLabels[k] != v {
+			t.Fatalf("PDB selector %v lacks %s=%s", pdb.Spec.Selector.MatchLabels, k, v)
+		}
+	}
+}
