@@ -60,5 +60,5 @@ LABEL org.opencontainers.image.title="sluice-limiter" \
       org.opencontainers.image.revision="${REVISION}"
 COPY --from=build /out/limiter /limiter
 USER 65532:65532
-EXPOSE 8080 8081
+EXPOSE 8080 8081 8082
 ENTRYPOINT ["/limiter"]

@@ -11,6 +11,7 @@ CONTROLLER_GEN ?= $(BIN)/controller-gen
 POLICIES ?= config/samples/policies.yaml
 HTTP_ADDR ?= 127.0.0.1:8080
 GRPC_ADDR ?= 127.0.0.1:8081
+ADMIN_ADDR ?= 127.0.0.1:8082
 # go test flags; e.g. make test TESTFLAGS='-run TestConformance -v'
 TESTFLAGS ?=
 TEST_TIMEOUT ?= 30m
@@ -90,11 +91,11 @@ images: ## Build OCI image archives of the operator, the limiter and the load ge
 
 .PHONY: run
 run: build ## Run the limiter on the memory store with the sample policies.
-	@echo "Sluice limiter: HTTP on $(HTTP_ADDR), Envoy RLS gRPC on $(GRPC_ADDR), policies from $(POLICIES)"
+	@echo "Sluice limiter: HTTP on $(HTTP_ADDR), Envoy RLS gRPC on $(GRPC_ADDR), admin and /metrics on $(ADMIN_ADDR), policies from $(POLICIES)"
 	@echo "Try it (the 6th request within a minute gets 429):"
 	@echo "  curl -i -X POST http://$(HTTP_ADDR)/v1/ratelimit/check -d '{\"domain\":\"payments-api\",\"descriptors\":[{\"entries\":[{\"key\":\"user_id\",\"value\":\"alice\"},{\"key\":\"path\",\"value\":\"/v1/charges\"}]}]}'"
 	@echo ""
-	$(BIN)/limiter --policies $(POLICIES) --store memory --http-addr $(HTTP_ADDR) --grpc-addr $(GRPC_ADDR)
+	$(BIN)/limiter --policies $(POLICIES) --store memory --http-addr $(HTTP_ADDR) --grpc-addr $(GRPC_ADDR) --admin-addr $(ADMIN_ADDR)
 
 ##@ Test
 

@@ -56,7 +56,7 @@ func TestCollectorScale(t *testing.T) {
 	})
 
 	// Stand-ins: the first limiter's snapshot answers, stats of their own.
-	real, _ := url.Parse("http://" + pods[0].httpAddr)
+	real, _ := url.Parse("http://" + pods[0].adminAddr)
 	proxy := httputil.NewSingleHostReverseProxy(real)
 	var addrs []string
 	for i := range standIns {

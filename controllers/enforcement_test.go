@@ -175,7 +175,7 @@ func TestCollectorSkipsUnreadablePods(t *testing.T) {
 	// Two stand-in pods: both answer the snapshot endpoint as the real
 	// limiter does (so the policy is enforced on every ready pod); one
 	// answers its stats with garbage, the other never answers them.
-	real, _ := url.Parse("http://" + pods[0].httpAddr)
+	real, _ := url.Parse("http://" + pods[0].adminAddr)
 	proxy := httputil.NewSingleHostReverseProxy(real)
 	hang := make(chan struct{})
 	garbage := standIn(t, pods[0], 9, func(w http.ResponseWriter, r *http.Request) {
@@ -222,10 +222,10 @@ func TestCollectorSkipsUnreadablePods(t *testing.T) {
 }
 
 // standIn serves h on the loopback address .host of the limiter's block and
-// the limiter's HTTP port, and returns its pod address (host:port).
+// the limiter's admin port, and returns its pod address (host:port).
 func standIn(t *testing.T, like *limiterProc, host int, h http.HandlerFunc) string {
 	t.Helper()
-	ip, port, _ := net.SplitHostPort(like.httpAddr)
+	ip, port, _ := net.SplitHostPort(like.adminAddr)
 	lo := ip[:strings.LastIndex(ip, ".")+1] + strconv.Itoa(host)
 	l, err := net.Listen("tcp", net.JoinHostPort(lo, port))
 	if err != nil {

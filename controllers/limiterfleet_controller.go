@@ -61,7 +61,11 @@ type LimiterFleetReconciler struct {
 	// RedisDialer, when set, opens connections to Redis pods.
 	RedisDialer func(ctx context.Context, network, addr string) (net.Conn, error)
 
-	applied       sync.Map // object key -> appliedState
+	applied sync.Map // object key -> appliedState
+	// delegation is the content of the last LimiterAuthDelegatorBinding
+	// applied, so that it is applied only when the fleets change.
+	delegationMu  sync.Mutex
+	delegation    [32]byte
 	verdicts      verdictCache
 	redisTrackers sync.Map // fleet key -> *rediscluster.Tracker
 	redisHealth   sync.Map // fleet key -> redisHealth
@@ -82,6 +86,12 @@ const allDomains = "\x00all"
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
+// Server-side apply creates the binding with create, and updates it with
+// patch, of that one name; the API server lets the operator bind no
+// ClusterRole but system:auth-delegator (and its own permissions).
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=create
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=patch,resourceNames=sluice-limiter-auth-delegator
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames="system:auth-delegator"
 
 // fleetScope carries one reconcile pass's observations to the status.
 type fleetScope struct {
@@ -102,6 +112,11 @@ type fleetScope struct {
 
 // Reconcile runs the phases in order and always ends with one status patch.
 func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	// Every fleet's limiters may review their admin plane's callers; a
+	// deleted fleet's may no longer.
+	if err := r.reconcileAuthDelegation(ctx); err != nil {
+		return ctrl.Result{}, fmt.Errorf("applying ClusterRoleBinding %s: %w", LimiterAuthDelegatorBinding, err)
+	}
 	fleet := &v1alpha1.LimiterFleet{}
 	if err := r.Get(ctx, req.NamespacedName, fleet); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -300,6 +315,33 @@ func (r *LimiterFleetReconciler) apply(ctx context.Context, fleet *v1alpha1.Limi
 	return nil
 }
 
+// reconcileAuthDelegation applies BuildLimiterAuthDelegation of the fleets
+// that exist, when they changed since the last time. It is not read back
+// (that would cache every ClusterRoleBinding of the cluster): an operator
+// restart applies it again.
+func (r *LimiterFleetReconciler) reconcileAuthDelegation(ctx context.Context) error {
+	var fleets v1alpha1.LimiterFleetList
+	if err := r.List(ctx, &fleets); err != nil {
+		return err
+	}
+	desired := BuildLimiterAuthDelegation(fleets.Items)
+	body, err := json.Marshal(desired)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(body)
+	r.delegationMu.Lock()
+	defer r.delegationMu.Unlock()
+	if r.delegation == sum {
+		return nil
+	}
+	if err := r.Patch(ctx, desired, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return err
+	}
+	r.delegation = sum
+	return nil
+}
+
 // appliedState is what the operator last applied to one object.
 type appliedState struct {
 	resourceVersion string
@@ -314,7 +356,7 @@ func (r *LimiterFleetReconciler) observeEndpoints(ctx context.Context, s *fleetS
 		client.MatchingLabels{discoveryv1.LabelServiceName: LimiterName(s.fleet)}); err != nil {
 		return err
 	}
-	s.endpoints = readyEndpoints(slices.Items, "http")
+	s.endpoints = readyEndpoints(slices.Items, LimiterAdminPortName)
 	return nil
 }
 

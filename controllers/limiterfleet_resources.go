@@ -18,9 +18,11 @@ package controllers
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -72,11 +74,23 @@ const (
 	LimiterContainerName = "limiter"
 	LimiterGRPCPortName  = "grpc"
 	LimiterHTTPPortName  = "http"
-	// LimiterGRPCPort serves Envoy RLS v3 and gRPC health.
+	LimiterAdminPortName = limiterwire.AdminPortName
+	// LimiterGRPCPort serves Envoy RLS v3 and gRPC health (data plane).
 	LimiterGRPCPort int32 = 8081
-	// LimiterHTTPPort serves the HTTP API, /healthz, /readyz, /metrics and
-	// the admin snapshot endpoint the operator polls.
+	// LimiterHTTPPort serves the HTTP API, /healthz and /readyz (data
+	// plane).
 	LimiterHTTPPort int32 = 8080
+	// LimiterAdminPort serves the admin endpoints the operator polls and
+	// /metrics (admin plane), to callers the API server authenticates and
+	// authorizes (--admin-auth=kubernetes).
+	LimiterAdminPort int32 = limiterwire.AdminPort
+	// LimiterAuthDelegatorBinding is the ClusterRoleBinding that lets every
+	// fleet's limiter ServiceAccount review the admin plane's callers:
+	// system:auth-delegator (create tokenreviews and subjectaccessreviews).
+	LimiterAuthDelegatorBinding = "sluice-limiter-auth-delegator"
+	// AuthDelegatorClusterRole is Kubernetes' built-in ClusterRole of
+	// delegated authentication and authorization.
+	AuthDelegatorClusterRole = "system:auth-delegator"
 	// LimiterUser is the non-root user and group the limiter runs as (the
 	// distroless "nonroot" user).
 	LimiterUser int64 = 65532
@@ -196,9 +210,37 @@ func BuildLimiterRoleBinding(fleet *v1alpha1.LimiterFleet) *rbacv1.RoleBinding {
 	}
 }
 
+// BuildLimiterAuthDelegation builds the one ClusterRoleBinding that grants
+// system:auth-delegator to the limiter ServiceAccount of each fleet, so
+// that limiters can ask the API server who calls their admin plane. A
+// cluster-scoped object can't be owned by a namespaced fleet: the operator
+// rebuilds it from the fleets that exist, so a deleted fleet's account
+// leaves it. Fleets being deleted are left out; subjects are sorted.
+func BuildLimiterAuthDelegation(fleets []v1alpha1.LimiterFleet) *rbacv1.ClusterRoleBinding {
+	subjects := []rbacv1.Subject{}
+	for i := range fleets {
+		f := &fleets[i]
+		if !f.DeletionTimestamp.IsZero() {
+			continue
+		}
+		subjects = append(subjects, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: f.Namespace, Name: LimiterName(f)})
+	}
+	slices.SortFunc(subjects, func(a, b rbacv1.Subject) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	return &rbacv1.ClusterRoleBinding{
+		TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: LimiterAuthDelegatorBinding, Labels: map[string]string{
+			LabelName: LimiterAppName, LabelComponent: LimiterComponent, LabelPartOf: PartOf, LabelManagedBy: ManagedBy}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: AuthDelegatorClusterRole},
+		Subjects: subjects,
+	}
+}
+
 // BuildLimiterService builds the Service in front of the limiter pods: gRPC
-// (Envoy RLS v3) on 8081 and HTTP on 8080. Its EndpointSlices tell the
-// operator which pods are ready.
+// (Envoy RLS v3) on 8081 and HTTP on 8080, the data plane; the admin plane
+// on 8082. Its EndpointSlices tell the operator which pods are ready and
+// where their admin plane is.
 func BuildLimiterService(fleet *v1alpha1.LimiterFleet) *corev1.Service {
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
@@ -206,7 +248,7 @@ func BuildLimiterService(fleet *v1alpha1.LimiterFleet) *corev1.Service {
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
 			Selector: LimiterSelectorLabels(fleet),
-			Ports:    limiterServicePorts(),
+			Ports:    append(limiterDataPorts(), limiterAdminServicePort()),
 		},
 	}
 }
@@ -219,7 +261,8 @@ func LimiterHeadlessName(fleet *v1alpha1.LimiterFleet) string {
 }
 
 // BuildLimiterHeadlessService builds a headless Service over the same pods
-// and ports: its DNS name answers the IP of every ready limiter pod, for
+// and their data plane ports (the admin port is the operator's, which finds
+// it through the other Service's EndpointSlices): its DNS name answers the IP of every ready limiter pod, for
 // gateways that balance each call themselves (Envoy's STRICT_DNS cluster,
 // gRPC's round_robin over dns:///). Through the ClusterIP Service, kube-proxy
 // balances connections, not calls, and a gateway holds a few long-lived
@@ -232,13 +275,13 @@ func BuildLimiterHeadlessService(fleet *v1alpha1.LimiterFleet) *corev1.Service {
 			Type:      corev1.ServiceTypeClusterIP,
 			ClusterIP: corev1.ClusterIPNone,
 			Selector:  LimiterSelectorLabels(fleet),
-			Ports:     limiterServicePorts(),
+			Ports:     limiterDataPorts(),
 		},
 	}
 }
 
-// limiterServicePorts are the ports of both limiter Services.
-func limiterServicePorts() []corev1.ServicePort {
+// limiterDataPorts are the data plane ports of both limiter Services.
+func limiterDataPorts() []corev1.ServicePort {
 	return []corev1.ServicePort{
 		{
 			Name:        LimiterGRPCPortName,
@@ -254,6 +297,18 @@ func limiterServicePorts() []corev1.ServicePort {
 			Port:        LimiterHTTPPort,
 			TargetPort:  intstr.FromString(LimiterHTTPPortName),
 		},
+	}
+}
+
+// limiterAdminServicePort is the admin plane's port of the ClusterIP
+// Service.
+func limiterAdminServicePort() corev1.ServicePort {
+	return corev1.ServicePort{
+		Name:        LimiterAdminPortName,
+		Protocol:    corev1.ProtocolTCP,
+		AppProtocol: ptr.To("http"),
+		Port:        LimiterAdminPort,
+		TargetPort:  intstr.FromString(LimiterAdminPortName),
 	}
 }
 
@@ -279,6 +334,8 @@ func LimiterArgs(fleet *v1alpha1.LimiterFleet, storeURL string) []string {
 		"--store=" + storeURL,
 		fmt.Sprintf("--grpc-addr=0.0.0.0:%d", LimiterGRPCPort),
 		fmt.Sprintf("--http-addr=0.0.0.0:%d", LimiterHTTPPort),
+		fmt.Sprintf("--admin-addr=0.0.0.0:%d", LimiterAdminPort),
+		limiterwire.AdminAuthFlag + "=" + limiterwire.AdminAuthKubernetes,
 		"--log-format=json",
 	}
 	if len(fleet.Spec.TrustedProxies) > 0 {
@@ -384,6 +441,7 @@ func BuildLimiterDeployment(fleet *v1alpha1.LimiterFleet, defaultImage string, s
 		Ports: []corev1.ContainerPort{
 			{Name: LimiterGRPCPortName, ContainerPort: LimiterGRPCPort, Protocol: corev1.ProtocolTCP},
 			{Name: LimiterHTTPPortName, ContainerPort: LimiterHTTPPort, Protocol: corev1.ProtocolTCP},
+			{Name: LimiterAdminPortName, ContainerPort: LimiterAdminPort, Protocol: corev1.ProtocolTCP},
 		},
 		Env:          limiterEnv(fleet),
 		VolumeMounts: mounts,

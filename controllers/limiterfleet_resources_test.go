@@ -345,6 +345,8 @@ func TestBuildLimiterDeployment(t *testing.T) {
 				"--store=" + tc.storeURL,
 				"--grpc-addr=0.0.0.0:8081",
 				"--http-addr=0.0.0.0:8080",
+				"--admin-addr=0.0.0.0:8082",
+				"--admin-auth=kubernetes",
 				"--log-format=json",
 				"--drain-delay=5s",
 			}
@@ -357,6 +359,7 @@ func TestBuildLimiterDeployment(t *testing.T) {
 			wantPorts := []corev1.ContainerPort{
 				{Name: "grpc", ContainerPort: 8081, Protocol: corev1.ProtocolTCP},
 				{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP},
+				{Name: "admin", ContainerPort: 8082, Protocol: corev1.ProtocolTCP},
 			}
 			if diff := cmp.Diff(wantPorts, c.Ports); diff != "" {
 				t.Errorf("ports (-want +got):\n%s", diff)
@@ -430,6 +433,31 @@ func TestBuildLimiterRBAC(t *testing.T) {
 	}
 }
 
+// TestBuildLimiterAuthDelegation: one ClusterRoleBinding grants
+// system:auth-delegator (TokenReview and SubjectAccessReview, for the admin
+// plane's --admin-auth=kubernetes) to every fleet's limiter ServiceAccount,
+// sorted, and to no fleet being deleted.
+func TestBuildLimiterAuthDelegation(t *testing.T) {
+	gone := resFleet("a", "gone")
+	gone.DeletionTimestamp = ptr.To(metav1.Now())
+	crb := controllers.BuildLimiterAuthDelegation([]v1alpha1.LimiterFleet{
+		*resFleet("shop", "edge"), *gone, *resFleet("payments", "default"), *resFleet("payments", "batch")})
+	want := []rbacv1.Subject{
+		{Kind: "ServiceAccount", Namespace: "payments", Name: "batch-limiter"},
+		{Kind: "ServiceAccount", Namespace: "payments", Name: "default-limiter"},
+		{Kind: "ServiceAccount", Namespace: "shop", Name: "edge-limiter"},
+	}
+	if diff := cmp.Diff(want, crb.Subjects); diff != "" {
+		t.Errorf("subjects (-want +got):\n%s", diff)
+	}
+	if crb.Name != "sluice-limiter-auth-delegator" || crb.RoleRef != (rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:auth-delegator"}) {
+		t.Errorf("ClusterRoleBinding %s to %+v", crb.Name, crb.RoleRef)
+	}
+	if got := controllers.BuildLimiterAuthDelegation(nil); got.Subjects == nil || len(got.Subjects) != 0 {
+		t.Errorf("no fleets: subjects %#v, want [] (the binding stays, granting nothing)", got.Subjects)
+	}
+}
+
 // TestBuildLimiterService pins the Services' ports and selector.
 func TestBuildLimiterService(t *testing.T) {
 	fleet := resFleet("sluice-system", "default")
@@ -440,15 +468,18 @@ func TestBuildLimiterService(t *testing.T) {
 		Ports: []corev1.ServicePort{
 			{Name: "grpc", Protocol: corev1.ProtocolTCP, AppProtocol: ptr.To("grpc"), Port: 8081, TargetPort: intstr.FromString("grpc")},
 			{Name: "http", Protocol: corev1.ProtocolTCP, AppProtocol: ptr.To("http"), Port: 8080, TargetPort: intstr.FromString("http")},
+			{Name: "admin", Protocol: corev1.ProtocolTCP, AppProtocol: ptr.To("http"), Port: 8082, TargetPort: intstr.FromString("admin")},
 		},
 	}
 	if diff := cmp.Diff(want, svc.Spec); diff != "" {
 		t.Errorf("service spec (-want +got):\n%s", diff)
 	}
-	// The headless Service: the same pods and ports, no cluster IP, only
-	// ready pods in its DNS answers.
+	// The headless Service: the same pods and data plane ports (gateways
+	// have no business on the admin port), no cluster IP, only ready pods
+	// in its DNS answers.
 	headless := controllers.BuildLimiterHeadlessService(fleet)
 	want.ClusterIP = corev1.ClusterIPNone
+	want.Ports = want.Ports[:2]
 	if diff := cmp.Diff(want, headless.Spec); diff != "" || headless.Name != "default-limiter-headless" {
 		t.Errorf("headless service %s spec (-want +got):\n%s", headless.Name, diff)
 	}

@@ -2,12 +2,14 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/transport"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,6 +24,11 @@ type Options struct {
 	RedisImage string
 	// AckClient, when set, makes the calls to limiter pods' admin endpoint.
 	AckClient *http.Client
+	// AdminTokenFile, when set, is a file of the bearer token that the
+	// operator sends to the limiter pods' admin plane: its ServiceAccount
+	// token, which the limiters review with the API server. It is read
+	// again as the kubelet rotates it.
+	AdminTokenFile string
 	// EnforcementWindow is the window of status.enforcement; 0 means
 	// DefaultEnforcementWindow (5m).
 	EnforcementWindow time.Duration
@@ -42,15 +49,26 @@ type Options struct {
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
+// The limiter pods' admin plane (--admin-auth=kubernetes authorizes the
+// operator's token for these non-resource URLs).
+// +kubebuilder:rbac:urls=/v1/admin/*,verbs=get
+
 // Setup adds the acknowledgement tracker, the enforcement stats collector
 // and both controllers to mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	adminClient := opts.AckClient
+	if opts.AdminTokenFile != "" {
+		var err error
+		if adminClient, err = withBearerTokenFile(adminClient, opts.AdminTokenFile); err != nil {
+			return err
+		}
+	}
 	acks := NewAckTracker()
-	acks.Client = opts.AckClient
+	acks.Client = adminClient
 	if err := mgr.Add(acks); err != nil {
 		return err
 	}
-	collector := &Collector{Client: mgr.GetClient(), Acks: acks, HTTP: opts.AckClient, Interval: opts.CollectInterval,
+	collector := &Collector{Client: mgr.GetClient(), Acks: acks, HTTP: adminClient, Interval: opts.CollectInterval,
 		Window: opts.EnforcementWindow, MinWrite: opts.EnforcementMinWrite, Timeout: opts.CollectTimeout}
 	if err := mgr.Add(collector); err != nil {
 		return err
@@ -62,6 +80,25 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	return (&RateLimitPolicyReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Acks: acks, Fits: fits}).SetupWithManager(ctx, mgr)
+}
+
+// withBearerTokenFile is c (nil: a client with a 10s timeout) with the
+// token in file sent as "Authorization: Bearer", read again each minute
+// (client-go's cached file token source). An unreadable file fails Setup.
+func withBearerTokenFile(c *http.Client, file string) (*http.Client, error) {
+	if c == nil {
+		c = &http.Client{Timeout: 10 * time.Second} // above AckTracker.LongPoll
+	}
+	out := *c
+	rt := out.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	var err error
+	if out.Transport, err = transport.NewBearerAuthWithRefreshRoundTripper("", file, rt); err != nil {
+		return nil, fmt.Errorf("admin token file: %w", err)
+	}
+	return &out, nil
 }
 
 // CacheByObject restricts the manager's cache of Pods to the Redis pods of

@@ -20,8 +20,10 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -36,6 +38,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
@@ -56,6 +59,15 @@ var (
 	kubeconfig string // for limiter processes and kubectl
 	limiterBin string
 	workDir    string
+	// operatorTokenFile holds a token of the operator's ServiceAccount,
+	// bound to the generated ClusterRole (config/rbac/role.yaml): the
+	// operator sends it to the limiters' admin plane, which reviews it
+	// (--admin-auth=kubernetes), as in production.
+	operatorTokenFile string
+	operatorToken     string
+	// metricsToken is a token of a ServiceAccount that may get /metrics,
+	// as the chart grants Prometheus.
+	metricsToken string
 
 	suiteOnce sync.Once
 	suiteErr  error
@@ -136,6 +148,9 @@ func startSuite() error {
 	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
 		return err
 	}
+	if err := operatorIdentity(); err != nil {
+		return fmt.Errorf("the operator's ServiceAccount: %w", err)
+	}
 	if err := startOperator(); err != nil {
 		return fmt.Errorf("starting the operator: %w", err)
 	}
@@ -153,6 +168,63 @@ func stopSuite() {
 	}
 }
 
+// operatorIdentity creates the operator's ServiceAccount with the generated
+// ClusterRole, and writes a token of it to operatorTokenFile.
+func operatorIdentity() error {
+	ctx := context.Background()
+	data, err := os.ReadFile(filepath.Join("..", "config", "rbac", "role.yaml"))
+	if err != nil {
+		return err
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.UnmarshalStrict(data, role); err != nil {
+		return err
+	}
+	const ns = "sluice-identities"
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return err
+	}
+	metrics := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "sluice-metrics-reader"},
+		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
+	tokenOf := func(role *rbacv1.ClusterRole, name string) (string, error) {
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		for _, obj := range []client.Object{sa, role,
+			&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}}},
+		} {
+			if err := k8s.Create(ctx, obj); err != nil {
+				return "", err
+			}
+		}
+		tr := &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(24 * 3600))}}
+		if err := k8s.SubResource("token").Create(ctx, sa, tr); err != nil {
+			return "", err
+		}
+		return tr.Status.Token, nil
+	}
+	if metricsToken, err = tokenOf(metrics, "prometheus"); err != nil {
+		return err
+	}
+	if operatorToken, err = tokenOf(role, "sluice-operator"); err != nil {
+		return err
+	}
+	operatorTokenFile = filepath.Join(workDir, "operator-token")
+	return os.WriteFile(operatorTokenFile, []byte(operatorToken), 0o600)
+}
+
+// adminGet GETs url on a limiter's admin plane with the operator's token.
+func adminGet(url string) (*http.Response, error) { return getWithToken(url, operatorToken) }
+
+func getWithToken(url, token string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	return http.DefaultClient.Do(req)
+}
+
 // startOperator runs the operator's manager in-process, as cmd/operator does.
 func startOperator() error { return startOperatorWith(nil) }
 
@@ -163,7 +235,7 @@ func startOperatorWith(mod func(*controllers.Options, *rest.Config)) error {
 	defer operatorMu.Unlock()
 	opCfg := rest.CopyConfig(cfg)
 	opCfg.QPS, opCfg.Burst = 20, 30 // what ctrl.GetConfig gives cmd/operator
-	opts := controllers.Options{LimiterImage: "sluice-limiter:test", AckClient: podNetwork.client(),
+	opts := controllers.Options{LimiterImage: "sluice-limiter:test", AckClient: podNetwork.client(), AdminTokenFile: operatorTokenFile,
 		// Fast collections, so that status.enforcement follows traffic
 		// within a second.
 		CollectInterval: 200 * time.Millisecond, EnforcementMinWrite: 500 * time.Millisecond, CollectTimeout: 500 * time.Millisecond}
@@ -282,13 +354,13 @@ func (n *fakeNetwork) client() *http.Client {
 
 // limiterProc is one real limiter process standing in for a pod.
 type limiterProc struct {
-	ip, podIP          string
-	httpAddr, grpcAddr string
-	args               []string
-	env                []string // added to the test's environment
-	cmd                *exec.Cmd
-	log                *bytes.Buffer
-	mu                 sync.Mutex
+	ip, podIP                     string
+	httpAddr, grpcAddr, adminAddr string
+	args                          []string
+	env                           []string // added to the test's environment
+	cmd                           *exec.Cmd
+	log                           *bytes.Buffer
+	mu                            sync.Mutex
 }
 
 // freePort finds a port free on every address given.
@@ -358,22 +430,26 @@ func fleetPodsWithEnv(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store s
 	for i := range n {
 		ips = append(ips, fmt.Sprintf("127.0.%d.%d", block, i+1))
 	}
-	httpPort, grpcPort := freePort(t, ips...), 0
+	httpPort, grpcPort, adminPort := freePort(t, ips...), 0, 0
 	for grpcPort == 0 || grpcPort == httpPort {
 		grpcPort = freePort(t, ips...)
+	}
+	for adminPort == 0 || adminPort == httpPort || adminPort == grpcPort {
+		adminPort = freePort(t, ips...)
 	}
 	cm := fleet.Namespace + "/" + controllers.SnapshotConfigMapName(fleet)
 	var procs []*limiterProc
 	for _, ip := range ips {
 		p := &limiterProc{
-			ip:       ip,
-			podIP:    podNetwork.podIP(ip),
-			httpAddr: net.JoinHostPort(ip, strconv.Itoa(httpPort)),
-			grpcAddr: net.JoinHostPort(ip, strconv.Itoa(grpcPort)),
-			env:      env,
+			ip:        ip,
+			podIP:     podNetwork.podIP(ip),
+			httpAddr:  net.JoinHostPort(ip, strconv.Itoa(httpPort)),
+			grpcAddr:  net.JoinHostPort(ip, strconv.Itoa(grpcPort)),
+			adminAddr: net.JoinHostPort(ip, strconv.Itoa(adminPort)),
+			env:       env,
 		}
 		p.args = []string{"--snapshot-configmap", cm, "--kubeconfig", kubeconfig, "--store", store,
-			"--http-addr", p.httpAddr, "--grpc-addr", p.grpcAddr}
+			"--http-addr", p.httpAddr, "--grpc-addr", p.grpcAddr, "--admin-addr", p.adminAddr, "--admin-auth", "kubernetes"}
 		p.args = append(p.args, extra...)
 		p.start(t)
 		t.Cleanup(p.stop)
@@ -409,6 +485,7 @@ func fleetPodsWithEnv(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store s
 		Ports: []discoveryv1.EndpointPort{
 			{Name: ptr.To("http"), Port: ptr.To(int32(httpPort)), Protocol: ptr.To(corev1.ProtocolTCP)},
 			{Name: ptr.To("grpc"), Port: ptr.To(int32(grpcPort)), Protocol: ptr.To(corev1.ProtocolTCP)},
+			{Name: ptr.To("admin"), Port: ptr.To(int32(adminPort)), Protocol: ptr.To(corev1.ProtocolTCP)},
 		},
 	}
 	if err := k8s.Create(ctx, slice); err != nil {
@@ -477,15 +554,18 @@ func (p *limiterProc) check(t testing.TB, domain string, kv ...string) int {
 // labels (name, value pairs), from a limiter's /metrics.
 func (p *limiterProc) metric(t testing.TB, name string, labels ...string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + p.httpAddr + "/metrics")
+	resp, err := getWithToken("http://"+p.adminAddr+"/metrics", metricsToken)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s/metrics: %s", p.adminAddr, resp.Status)
+	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	mfs, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		t.Fatalf("parsing /metrics of %s: %v", p.httpAddr, err)
+		t.Fatalf("parsing /metrics of %s: %v", p.adminAddr, err)
 	}
 	sum := 0.0
 	for _, m := range mfs[name].GetMetric() {
@@ -507,7 +587,7 @@ func (p *limiterProc) metric(t testing.TB, name string, labels ...string) float6
 // admin returns what a limiter's admin snapshot endpoint answers.
 func (p *limiterProc) admin() (limiterwire.Snapshot, error) {
 	var v limiterwire.Snapshot
-	resp, err := http.Get("http://" + p.httpAddr + limiterwire.SnapshotPath)
+	resp, err := adminGet("http://" + p.adminAddr + limiterwire.SnapshotPath)
 	if err != nil {
 		return v, err
 	}

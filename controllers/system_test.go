@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -388,6 +389,19 @@ func TestFleetRendersLimiters(t *testing.T) {
 		t.Errorf("headless Service %s: clusterIP %q, selector %v, ports %v, owners %v: want clusterIP None over the fleet's limiter pods, owned by the fleet",
 			headless.Name, headless.Spec.ClusterIP, headless.Spec.Selector, headless.Spec.Ports, headless.OwnerReferences)
 	}
+
+	// The fleet's limiters may review their admin plane's callers.
+	eventually(t, 30*time.Second, "the fleet's limiters in the auth delegator binding", func() error {
+		var crb rbacv1.ClusterRoleBinding
+		if err := k8s.Get(ctx, client.ObjectKey{Name: controllers.LimiterAuthDelegatorBinding}, &crb); err != nil {
+			return err
+		}
+		if !slices.Contains(crb.Subjects, rbacv1.Subject{Kind: "ServiceAccount", Namespace: "render", Name: controllers.LimiterName(f)}) ||
+			crb.RoleRef.Name != "system:auth-delegator" {
+			return fmt.Errorf("binding %+v lacks the fleet's ServiceAccount", crb)
+		}
+		return nil
+	})
 
 	// Cluster mode with no Redis pod running yet: RedisReady says so.
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(f), f); err != nil {

@@ -227,9 +227,10 @@ spec:
 EOF
 free_port GRPC_PORT
 free_port HTTP_PORT
+free_port ADMIN_PORT
 cluster_url="redis-cluster://$(IFS=,; echo "${addrs[*]}")"
 bin/limiter --policies "$POLICY" --store "$cluster_url" --redis-timeout "$REDIS_TIMEOUT" \
-	--grpc-addr "$HOST:$GRPC_PORT" --http-addr "$HOST:$HTTP_PORT" >"$WORK/limiter.log" 2>&1 &
+	--grpc-addr "$HOST:$GRPC_PORT" --http-addr "$HOST:$HTTP_PORT" --admin-addr "$HOST:$ADMIN_PORT" >"$WORK/limiter.log" 2>&1 &
 LIMITER_PID=$!
 PIDS+=("$LIMITER_PID")
 limiter_ready() {
@@ -237,7 +238,7 @@ limiter_ready() {
 	[[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://$HOST:$HTTP_PORT/readyz") == 200 ]] &&
 		[[ $(metrics | grep -c '^sluice_redis_breaker_state{shard="[0-9-]*"} 0') == 3 ]]
 }
-metrics() { curl -fsS --max-time 5 "http://$HOST:$HTTP_PORT/metrics" 2>/dev/null; }
+metrics() { curl -fsS --max-time 5 "http://$HOST:$ADMIN_PORT/metrics" 2>/dev/null; }
 poll 30 "limiter ready with 3 shards" limiter_ready
 echo "limiter on $HOST:$GRPC_PORT (pid $LIMITER_PID), store $cluster_url"
 

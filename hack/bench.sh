@@ -148,10 +148,11 @@ free_port() {
 	die "no free loopback port found"
 }
 
-# wait_ready NAME PID GRPC_PORT HTTP_PORT LOG: poll until the server answers an
-# RLS call (and, when curl is here, serves /metrics with its policies loaded).
+# wait_ready NAME PID GRPC_PORT HTTP_PORT ADMIN_PORT LOG: poll until the server
+# answers an RLS call (and, when curl is here, serves /metrics on its admin
+# port with its policies loaded).
 wait_ready() {
-	local name=$1 pid=$2 grpc=$3 http=$4 log=$5 i metrics code
+	local name=$1 pid=$2 grpc=$3 http=$4 admin=$5 log=$6 i metrics code
 	for ((i = 0; i < 150; i++)); do
 		if ! kill -0 "$pid" 2>/dev/null; then
 			echo "--- last lines of $name's log:" >&2
@@ -165,7 +166,7 @@ wait_ready() {
 			# /readyz when the server has one (the limiter does; 404 means none).
 			code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://$HOST:$http/readyz" 2>/dev/null) || code=000
 			if [[ $code == 200 || $code == 404 ]] &&
-				metrics=$(curl -fsS --max-time 2 "http://$HOST:$http/metrics" 2>/dev/null); then
+				metrics=$(curl -fsS --max-time 2 "http://$HOST:$admin/metrics" 2>/dev/null); then
 				# The limiter answers OK to everything until its snapshot is
 				# installed: wait for it when it reports the gauge.
 				if ! grep -q '^sluice_snapshot_policies ' <<<"$metrics" ||
@@ -195,11 +196,12 @@ load() {
 	fi
 }
 
-# new_ports: picks GRPC_PORT and HTTP_PORT for the next server.
-GRPC_PORT='' HTTP_PORT=''
+# new_ports: picks GRPC_PORT, HTTP_PORT and ADMIN_PORT for the next server.
+GRPC_PORT='' HTTP_PORT='' ADMIN_PORT=''
 new_ports() {
 	free_port GRPC_PORT
 	free_port HTTP_PORT
+	free_port ADMIN_PORT
 }
 
 # server_counters NAME: prints the limiter's own decision and store-error
@@ -209,8 +211,8 @@ STORE_NOTES=()
 server_counters() {
 	local name=$1 metrics decided failed errors
 	command -v curl >/dev/null || return 0
-	metrics=$(curl -fsS --max-time 5 "http://$HOST:$HTTP_PORT/metrics" 2>/dev/null) || {
-		warn "could not read http://$HOST:$HTTP_PORT/metrics"
+	metrics=$(curl -fsS --max-time 5 "http://$HOST:$ADMIN_PORT/metrics" 2>/dev/null) || {
+		warn "could not read http://$HOST:$ADMIN_PORT/metrics"
 		return 0
 	}
 	echo "limiter's /metrics (non-zero sluice_decisions_total series, sluice_store_errors_total):"
@@ -322,8 +324,8 @@ rinfo() { redis-cli -h "$HOST" -p "$REDIS_PORT" INFO memory | tr -d '\r' | sed -
 # ------------------------------------------------------------------ runs
 if ((want_noop)); then
 	new_ports
-	start_server noop bin/loadgen --serve-noop "$HOST:$GRPC_PORT" --noop-metrics-addr "$HOST:$HTTP_PORT" --serve-for 1h
-	wait_ready noop "$SERVER_PID" "$GRPC_PORT" "$HTTP_PORT" "$WORK/noop.log"
+	start_server noop bin/loadgen --serve-noop "$HOST:$GRPC_PORT" --noop-metrics-addr "$HOST:$ADMIN_PORT" --serve-for 1h
+	wait_ready noop "$SERVER_PID" "$GRPC_PORT" "$ADMIN_PORT" "$ADMIN_PORT" "$WORK/noop.log"
 	load "noop baseline (gRPC + RLS protocol, no decision)" noop "$SERVER_PID"
 	stop_pid "$SERVER_PID"
 	forget_pid "$SERVER_PID"
@@ -332,8 +334,8 @@ fi
 if ((want_memory)); then
 	new_ports
 	start_server memory bin/limiter --policies "$POLICY" --store memory \
-		--grpc-addr "$HOST:$GRPC_PORT" --http-addr "$HOST:$HTTP_PORT"
-	wait_ready "limiter (memory store)" "$SERVER_PID" "$GRPC_PORT" "$HTTP_PORT" "$WORK/memory.log"
+		--grpc-addr "$HOST:$GRPC_PORT" --http-addr "$HOST:$HTTP_PORT" --admin-addr "$HOST:$ADMIN_PORT"
+	wait_ready "limiter (memory store)" "$SERVER_PID" "$GRPC_PORT" "$HTTP_PORT" "$ADMIN_PORT" "$WORK/memory.log"
 	load "limiter, memory store, $ALGORITHM" memory "$SERVER_PID"
 	server_counters memory
 	stop_pid "$SERVER_PID"
@@ -395,8 +397,8 @@ if ((want_redis)); then
 	rcli FLUSHALL >/dev/null
 	new_ports
 	start_server redis bin/limiter --policies "$POLICY" --store "redis://$HOST:$REDIS_PORT" \
-		--grpc-addr "$HOST:$GRPC_PORT" --http-addr "$HOST:$HTTP_PORT"
-	wait_ready "limiter (redis store)" "$SERVER_PID" "$GRPC_PORT" "$HTTP_PORT" "$WORK/redis.log"
+		--grpc-addr "$HOST:$GRPC_PORT" --http-addr "$HOST:$HTTP_PORT" --admin-addr "$HOST:$ADMIN_PORT"
+	wait_ready "limiter (redis store)" "$SERVER_PID" "$GRPC_PORT" "$HTTP_PORT" "$ADMIN_PORT" "$WORK/redis.log"
 	load "limiter, redis store, $ALGORITHM$TIER_NOTE (server CPU = limiter + redis-server)" redis "$SERVER_PID,$REDIS_PID"
 	server_counters redis
 	if ((LOCAL_TIER)); then

@@ -29,6 +29,30 @@ package limiterwire
 
 import "time"
 
+// The admin plane: the endpoints below and MetricsPath, served on the
+// limiter's admin listener (--admin-addr, the container port AdminPortName)
+// and never on its data plane, which answers 404 there. On Kubernetes
+// (--admin-auth=kubernetes) every call needs a bearer token that the API
+// server authenticates (TokenReview) and authorizes (SubjectAccessReview of
+// verb "get" on the non-resource URL path): the operator's ServiceAccount
+// token for AdminPathPrefix, a metrics reader's for MetricsPath.
+const (
+	// AdminPathPrefix starts the path of every admin endpoint.
+	AdminPathPrefix = "/v1/admin/"
+	// MetricsPath is where the admin plane serves Prometheus metrics.
+	MetricsPath = "/metrics"
+	// AdminPortName names the limiter container's admin port.
+	AdminPortName = "admin"
+	// AdminPort is the admin port of a limiter pod.
+	AdminPort = 8082
+	// AdminAuthFlag is the limiter flag that turns the checks on, with the
+	// value AdminAuthKubernetes; its default, AdminAuthNone, leaves the
+	// admin plane open, for a standalone limiter on loopback.
+	AdminAuthFlag       = "--admin-auth"
+	AdminAuthNone       = "none"
+	AdminAuthKubernetes = "kubernetes"
+)
+
 // SnapshotPath tells which snapshot a limiter has loaded: GET it for a
 // Snapshot. With ?waitForVersion=V the answer waits (a long poll) until
 // version V is loaded, or until ?timeout= (a Go duration, default and at most
@@ -183,4 +207,11 @@ const (
 	// address carries no credentials. The operator's own Redis nodes read
 	// it too (requirepass).
 	RedisPasswordEnv = "SLUICE_REDIS_PASSWORD"
+	// TopKeyFileEnv names the file of the key with which a limiter hashes
+	// the hottest descriptor values it reports (HotValue.Value): an
+	// HMAC-SHA-256 key of at least 16 bytes, the same for every pod of a
+	// fleet, so that the operator can add their reports up. The operator
+	// mounts it from a Secret it generates per fleet. Without it a limiter
+	// uses a random key of its own.
+	TopKeyFileEnv = "SLUICE_TOPK_KEY_FILE"
 )

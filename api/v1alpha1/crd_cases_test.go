@@ -276,6 +276,29 @@ var badCases = []badCase{
 		message: "spec.burst applies only to TokenBucket and GCRA",
 	},
 
+	// maxCost
+	{
+		name:    "maxCost below 1",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.MaxCost = ptr.To[int64](0) },
+		field:   "spec.maxCost",
+		message: "should be greater than or equal to 1",
+	},
+	{
+		name:    "maxCost above burst",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.MaxCost = ptr.To[int64](6) },
+		field:   "spec.maxCost",
+		message: "spec.maxCost must not exceed the policy's capacity: spec.burst, or spec.rate.limit without it",
+	},
+	{
+		name: "maxCost above rate.limit without burst",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Algorithm = ptr.To(v1alpha1.SlidingWindow)
+			p.Spec.Burst = nil
+			p.Spec.MaxCost = ptr.To[int64](6)
+		},
+		field:   "spec.maxCost",
+		message: "spec.maxCost must not exceed the policy's capacity: spec.burst, or spec.rate.limit without it",
+	},
 	{
 		name: "SlidingLog above its cap",
 		typed: func(p *v1alpha1.RateLimitPolicy) {
@@ -422,6 +445,23 @@ var goodCases = []goodCase{
 	{name: "maxOvershoot 100%", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.LocalTier = localTierOvershoot(intstr.FromString("100%")) }},
 	{name: "failureMode Local", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.FailureMode = ptr.To(v1alpha1.FailLocal) }},
 	{name: "shadow", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Shadow = ptr.To(true) }},
+	{name: "maxCost 1", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.MaxCost = ptr.To[int64](1) }},
+	{name: "maxCost equal to burst", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.MaxCost = ptr.To[int64](5) }},
+	{
+		name: "maxCost above rate.limit, within burst",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Burst = ptr.To[int64](50)
+			p.Spec.MaxCost = ptr.To[int64](50)
+		},
+	},
+	{
+		name: "maxCost equal to rate.limit without burst",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Algorithm = ptr.To(v1alpha1.FixedWindow)
+			p.Spec.Burst = nil
+			p.Spec.MaxCost = ptr.To[int64](5)
+		},
+	},
 }
 
 func localTierTTL(d time.Duration) *v1alpha1.LocalTier {

@@ -26,7 +26,9 @@ const (
 	// (Traefik), X-Original-Method (nginx), else the method of the call.
 	FromMethod ForwardAuthSource = "Method"
 	// FromPath is the original request's path, without its query:
-	// X-Forwarded-Uri (Traefik) or X-Original-URI (nginx).
+	// X-Forwarded-Uri (Traefik) or X-Original-URI (nginx), normalized:
+	// percent-encoded unreserved characters decoded, repeated slashes and
+	// dot segments removed, and no trailing slash but for "/".
 	FromPath ForwardAuthSource = "Path"
 	// FromHost is the original request's host: X-Forwarded-Host
 	// (Traefik), X-Original-Host, else the Host of the call.
@@ -95,9 +97,10 @@ type ForwardAuth struct {
 	// +kubebuilder:validation:MaxItems=8
 	Descriptors []ForwardAuthDescriptor `json:"descriptors"`
 
-	// onMissing is what to answer when a request lacks a value that a
-	// descriptor needs (a missing or empty header): Allow lets it through,
-	// Deny answers denyStatus. Either way it is counted in
+	// onMissing is what to do when a request lacks the value of an entry
+	// (a missing or empty header): Allow leaves that entry out and checks
+	// the others (and lets the request through when none is left), Deny
+	// answers denyStatus. Either way it is counted in
 	// sluice_forward_auth_missing_total. Defaults to Allow.
 	// +optional
 	// +kubebuilder:default=Allow

@@ -341,6 +341,15 @@ var fleetBadCases = []fleetBadCase{
 		message: "should be less than or equal to 20",
 	},
 	{
+		name: "stats.truncateTo above 16",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Stats = &v1alpha1.FleetStats{TopDescriptors: ptr.To[int32](5),
+				DescriptorValues: ptr.To(v1alpha1.DescriptorValuesTruncate), TruncateTo: ptr.To[int32](17)}
+		},
+		field:   "spec.stats.truncateTo",
+		message: "should be less than or equal to 16",
+	},
+	{
 		name: "stats.truncateTo without Truncate",
 		typed: func(f *v1alpha1.LimiterFleet) {
 			f.Spec.Stats = &v1alpha1.FleetStats{TopDescriptors: ptr.To[int32](5), TruncateTo: ptr.To[int32](4)}
@@ -684,7 +693,7 @@ var fleetGoodCases = []fleetGoodCase{
 		name: "stats with truncated values",
 		typed: func(f *v1alpha1.LimiterFleet) {
 			f.Spec.Stats = &v1alpha1.FleetStats{TopDescriptors: ptr.To[int32](20),
-				DescriptorValues: ptr.To(v1alpha1.DescriptorValuesTruncate), TruncateTo: ptr.To[int32](64)}
+				DescriptorValues: ptr.To(v1alpha1.DescriptorValuesTruncate), TruncateTo: ptr.To[int32](16)}
 		},
 	},
 	{

@@ -154,17 +154,18 @@ type FleetStats struct {
 	// +kubebuilder:validation:Maximum=20
 	TopDescriptors *int32 `json:"topDescriptors,omitempty"`
 
-	// descriptorValues is how reported values are shown: Hash (the default)
-	// or Truncate. A hash of a value from a small space, such as an IPv4
-	// address, can be reversed by trying them all.
+	// descriptorValues is how reported values are shown: Hash (the default),
+	// 16 hex digits of each value's HMAC-SHA-256 under a key the operator
+	// keeps in a Secret of the fleet, which nobody can reverse without the
+	// key; or Truncate, the value's first truncateTo bytes.
 	// +optional
 	DescriptorValues *DescriptorValues `json:"descriptorValues,omitempty"`
 
-	// truncateTo is the bytes of each value that Truncate keeps, from 1 to 64.
-	// Defaults to 8.
+	// truncateTo is the bytes of each value that Truncate keeps, from 1 to 16,
+	// so that whole API keys are never shown. Defaults to 8.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=64
+	// +kubebuilder:validation:Maximum=16
 	TruncateTo *int32 `json:"truncateTo,omitempty"`
 }
 

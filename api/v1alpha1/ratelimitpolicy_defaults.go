@@ -39,6 +39,7 @@ const (
 	// grow with it.
 	MaxSlidingLogLimit = 10_000
 	MaxBurst           = 1_000_000_000
+	MaxMaxCost         = 1_000_000_000
 	MinPeriod          = time.Second
 	MaxPeriod          = 720 * time.Hour
 	MinLocalTierTTL    = 100 * time.Millisecond
@@ -73,6 +74,23 @@ func (s *RateLimitPolicySpec) EffectiveBurst() int64 {
 		return s.Rate.Limit
 	}
 	return *s.Burst
+}
+
+// Capacity is the most units one counter admits at once: burst for
+// TokenBucket and GCRA, else rate.limit.
+func (s *RateLimitPolicySpec) Capacity() int64 {
+	if a := s.EffectiveAlgorithm(); a == TokenBucket || a == GCRA {
+		return s.EffectiveBurst()
+	}
+	return s.Rate.Limit
+}
+
+// EffectiveMaxCost returns maxCost, or the capacity when unset.
+func (s *RateLimitPolicySpec) EffectiveMaxCost() int64 {
+	if s.MaxCost == nil {
+		return s.Capacity()
+	}
+	return *s.MaxCost
 }
 
 // IsShadow reports whether the policy only counts and logs, never denies.

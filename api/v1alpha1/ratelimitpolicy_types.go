@@ -61,6 +61,7 @@ var FailureModes = []FailureMode{FailOpen, FailClosed, FailLocal}
 // RateLimitPolicySpec is one limit: which requests it counts and how many it allows.
 // +kubebuilder:validation:XValidation:rule="!has(self.burst) || !has(self.algorithm) || self.algorithm == 'TokenBucket' || self.algorithm == 'GCRA'",message="spec.burst applies only to TokenBucket and GCRA",fieldPath=".burst"
 // +kubebuilder:validation:XValidation:rule="!has(self.localTier) || !has(self.localTier.enabled) || !self.localTier.enabled || !has(self.algorithm) || self.algorithm != 'SlidingLog'",message="spec.localTier is not supported with SlidingLog, which stays exact",fieldPath=".localTier"
+// +kubebuilder:validation:XValidation:rule="!has(self.maxCost) || self.maxCost <= (has(self.burst) ? self.burst : self.rate.limit)",message="spec.maxCost must not exceed the policy's capacity: spec.burst, or spec.rate.limit without it",fieldPath=".maxCost"
 // +kubebuilder:validation:XValidation:rule="!has(self.algorithm) || self.algorithm != 'SlidingLog' || self.rate.limit <= 10000",message="spec.rate.limit may be at most 10000 for SlidingLog, which keeps one entry per admitted unit, so a request's work and a counter's memory grow with the limit: use SlidingWindow (constant memory, close to exact) or TokenBucket/GCRA for larger limits",fieldPath=".rate.limit"
 type RateLimitPolicySpec struct {
 	// domain is the Envoy rate limit service domain this limit answers, such as
@@ -96,6 +97,18 @@ type RateLimitPolicySpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000000000
 	Burst *int64 `json:"burst,omitempty"`
+
+	// maxCost is the most units one request may spend on this limit: a
+	// request whose descriptor cost (hits_addend) is above it is refused
+	// with InvalidArgument (HTTP 400) naming the policy and the cap, and
+	// spends nothing, so that one caller can't empty a counter in one
+	// request. From 1 to the policy's capacity (burst, or rate.limit without
+	// it); defaults to the capacity. Shadow policies, and every policy while
+	// enforcement is disabled, refuse nothing.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000000
+	MaxCost *int64 `json:"maxCost,omitempty"`
 
 	// shadow, when true, evaluates and counts the limit and logs would-be denials,
 	// but never denies a request. Defaults to false.

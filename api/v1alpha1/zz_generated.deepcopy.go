@@ -542,6 +542,11 @@ func (in *RateLimitPolicySpec) DeepCopyInto(out *RateLimitPolicySpec) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.MaxCost != nil {
+		in, out := &in.MaxCost, &out.MaxCost
+		*out = new(int64)
+		**out = **in
+	}
 	if in.Shadow != nil {
 		in, out := &in.Shadow, &out.Shadow
 		*out = new(bool)

@@ -107,7 +107,7 @@ func startRedis(dir, bin string) (*proc, *goredis.Client, error) {
 // limiter is one limiter process: a pod.
 type limiter struct {
 	*proc
-	grpc, http string
+	grpc, http, admin string
 }
 
 // startLimiters runs n limiters on policies against redisAddr and waits
@@ -123,12 +123,16 @@ func startLimiters(dir, bin, policies, redisAddr string, n int) ([]*limiter, err
 		if err != nil {
 			return out, err
 		}
-		p, err := start(dir, fmt.Sprintf("limiter-%d-of-%d", i+1, n), bin, "--policies", policies,
-			"--store", "redis://"+redisAddr, "--grpc-addr", g, "--http-addr", h, "--log-level", "warn")
+		a, err := freeAddr()
 		if err != nil {
 			return out, err
 		}
-		out = append(out, &limiter{proc: p, grpc: g, http: h})
+		p, err := start(dir, fmt.Sprintf("limiter-%d-of-%d", i+1, n), bin, "--policies", policies,
+			"--store", "redis://"+redisAddr, "--grpc-addr", g, "--http-addr", h, "--admin-addr", a, "--log-level", "warn")
+		if err != nil {
+			return out, err
+		}
+		out = append(out, &limiter{proc: p, grpc: g, http: h, admin: a})
 	}
 	for _, l := range out {
 		if err := poll(30*time.Second, func() error { return ready(l.http) }); err != nil {
@@ -159,9 +163,9 @@ type tierStats struct {
 }
 
 // readTier reads a limiter's two-tier figures for policy on
-// /v1/admin/stats; ok is false when it reports none.
-func readTier(httpAddr, namespace, name string) (st tierStats, ok bool) {
-	resp, err := http.Get("http://" + httpAddr + "/v1/admin/stats")
+// /v1/admin/stats on its admin address; ok is false when it reports none.
+func readTier(adminAddr, namespace, name string) (st tierStats, ok bool) {
+	resp, err := http.Get("http://" + adminAddr + "/v1/admin/stats")
 	if err != nil {
 		return st, false
 	}
@@ -188,7 +192,7 @@ func readTier(httpAddr, namespace, name string) (st tierStats, ok bool) {
 func fleetTier(ls []*limiter) tierStats {
 	sum := tierStats{OvershootBound: -1}
 	for _, l := range ls {
-		st, ok := readTier(l.http, "bench", "fleet")
+		st, ok := readTier(l.admin, "bench", "fleet")
 		if !ok {
 			continue
 		}

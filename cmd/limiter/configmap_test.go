@@ -169,7 +169,7 @@ func (p *process) admin(t *testing.T, version string) limiterwire.Snapshot {
 		if version != "" {
 			path += "?waitForVersion=" + version + "&timeout=10s"
 		}
-		code, body := p.get(t, path)
+		code, body := p.adminGet(t, path)
 		var s limiterwire.Snapshot
 		if err := json.Unmarshal([]byte(body), &s); code != http.StatusOK || err != nil {
 			t.Fatalf("%s: %d %s (%v)", path, code, body, err)

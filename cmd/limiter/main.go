@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-dev/sluice/limiter/app"
 	"github.com/sluice-dev/sluice/limiter/server"
 	"github.com/sluice-dev/sluice/limiter/service"
+	"github.com/sluice-dev/sluice/limiter/store"
 )
 
 func main() {
@@ -27,21 +28,24 @@ func main() {
 	var cfg app.Config
 	fs.StringVar(&cfg.Policies, "policies", "", "RateLimitPolicy YAML `file` to enforce, reloaded on change (this or --snapshot-configmap)")
 	fs.StringVar(&cfg.SnapshotConfigMap, "snapshot-configmap", "", "snapshot ConfigMap `NAMESPACE/NAME` to enforce, watched through the API server (this or --policies)")
-	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig `file` for --snapshot-configmap (default: $KUBECONFIG, the in-cluster config, ~/.kube/config)")
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig `file` for --snapshot-configmap and --admin-auth=kubernetes (default: $KUBECONFIG, the in-cluster config, ~/.kube/config)")
 	fs.StringVar(&cfg.Store, "store", "memory", "counter store: memory, redis://[user:pass@]host:port[/db] or redis-cluster://host:port,host:port,...; rediss:// and rediss-cluster:// over TLS. Without user:pass@, the credentials come from $"+limiterwire.RedisUsernameEnv+" and $"+limiterwire.RedisPasswordEnv)
 	fs.StringVar(&cfg.RedisCAFile, "redis-ca-file", "", "PEM `file` of the CA certificates that verify a rediss:// store (default: the system's)")
 	fs.StringVar(&cfg.RedisTLSServerName, "redis-tls-server-name", "", "the `name` a rediss:// store's certificates must carry, instead of each node's address")
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", "127.0.0.1:8081", "Envoy RLS v3 and gRPC health listen `address`")
-	fs.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP API, /healthz, /readyz and /metrics listen `address`")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP data plane (check, forward-auth, status peek), /healthz and /readyz listen `address`")
+	fs.StringVar(&cfg.AdminAddr, "admin-addr", "127.0.0.1:8082", "admin plane (/v1/admin/*, /metrics) listen `address`; keep it on loopback unless --admin-auth=kubernetes")
+	fs.StringVar(&cfg.AdminAuth, "admin-auth", limiterwire.AdminAuthNone, "how the admin plane checks its callers: none (open) or kubernetes (a bearer token, reviewed by the API server with TokenReview and SubjectAccessReview on the non-resource URL)")
 	fs.DurationVar(&cfg.RedisTimeout, "redis-timeout", 20*time.Millisecond, "deadline of every Redis round trip (and of the wait for the round trip to start); then the policy's failureMode decides")
 	fs.IntVar(&cfg.MemoryMaxKeys, "memory-max-keys", 1_000_000, "most counters the memory store keeps")
 	enforcement := fs.String("enforcement", "enabled", "kill switch: disabled allows every request (decisions still counted, would-be denials as shadow_limited)")
 	fs.StringVar(&cfg.IdempotencyEntry, "idempotency-entry", "idempotency_key", "RLS descriptor entry `key` whose value is an idempotency key (left out of matching)")
 	fs.DurationVar(&cfg.IdempotencyTTL, "idempotency-ttl", 24*time.Hour, "how long a first decision is replayed to retries with the same idempotency key")
+	fs.Int64Var(&cfg.IdempotencyMaxReplays, "idempotency-max-replays", store.DefaultIdempotencyMaxReplays, "how many retries of one request (same domain, descriptor, cost and idempotency key) a first decision is replayed to; later retries are decided afresh")
 	fs.IntVar(&cfg.LocalFallbackPods, "local-fallback-pods", 1, "limiter pods sharing each limit: failureMode Local enforces limit/N while Redis can't answer")
 	fs.IntVar(&cfg.Top.K, "top-descriptors", 0, "report each policy's `K` hottest descriptor values per interval on /v1/admin/stats and /metrics, 0 (off, the default) to 20; values may be personal data")
-	topValues := fs.String("top-descriptor-values", "hash", "how --top-descriptors shows values: hash (12 hex digits of SHA-256) or truncate")
-	fs.IntVar(&cfg.Top.TruncateTo, "top-descriptor-truncate", 8, "bytes of each value that --top-descriptor-values=truncate keeps, 1 to 64")
+	topValues := fs.String("top-descriptor-values", "hash", "how --top-descriptors shows values: hash (16 hex digits of an HMAC-SHA-256 keyed by the file $"+limiterwire.TopKeyFileEnv+" names, else by a random key of this process) or truncate")
+	fs.IntVar(&cfg.Top.TruncateTo, "top-descriptor-truncate", 8, "bytes of each value that --top-descriptor-values=truncate keeps, 1 to 16")
 	fs.DurationVar(&cfg.Top.Interval, "top-descriptor-interval", time.Minute, "what one --top-descriptors report covers, aligned to the clock, at least 1s")
 	trusted := fs.String("trusted-proxies", "", "comma-separated `CIDRs` (or addresses) of proxies whose X-Forwarded-For and X-Real-IP forward-auth believes, such as 10.0.0.0/8,127.0.0.1")
 	fs.DurationVar(&cfg.DrainDelay, "drain-delay", server.DefaultDrainDelay, "on SIGTERM, how long to keep answering while /readyz fails and gRPC health is NOT_SERVING, before the listeners close: longer than endpoints take to drop the pod; 0 closes them at once")
@@ -53,8 +57,10 @@ func main() {
 	switch {
 	case (cfg.Policies == "") == (cfg.SnapshotConfigMap == ""):
 		usage(fs, "give exactly one of --policies and --snapshot-configmap")
-	case cfg.Kubeconfig != "" && cfg.SnapshotConfigMap == "":
-		usage(fs, "--kubeconfig needs --snapshot-configmap")
+	case cfg.Kubeconfig != "" && cfg.SnapshotConfigMap == "" && cfg.AdminAuth != limiterwire.AdminAuthKubernetes:
+		usage(fs, "--kubeconfig needs --snapshot-configmap or --admin-auth=kubernetes")
+	case cfg.AdminAuth != limiterwire.AdminAuthNone && cfg.AdminAuth != limiterwire.AdminAuthKubernetes:
+		usage(fs, fmt.Sprintf("--admin-auth %q: want %s or %s", cfg.AdminAuth, limiterwire.AdminAuthNone, limiterwire.AdminAuthKubernetes))
 	case fs.NArg() > 0:
 		usage(fs, fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
 	case lvl.UnmarshalText([]byte(*level)) != nil:
@@ -71,6 +77,8 @@ func main() {
 		usage(fs, "--idempotency-entry must not be empty")
 	case cfg.IdempotencyTTL < time.Second:
 		usage(fs, "--idempotency-ttl must be at least 1s")
+	case cfg.IdempotencyMaxReplays < 1:
+		usage(fs, "--idempotency-max-replays must be at least 1")
 	case cfg.DrainDelay < 0:
 		usage(fs, "--drain-delay must not be negative")
 	case cfg.LocalFallbackPods < 1:

@@ -83,7 +83,7 @@ func writeAtomic(t *testing.T, path, data string) {
 type logBuffer struct {
 	mu      sync.Mutex
 	buf     bytes.Buffer
-	serving chan [2]string // grpc, http
+	serving chan [3]string // grpc, http, admin
 }
 
 func (l *logBuffer) consume(r io.Reader) {
@@ -95,9 +95,9 @@ func (l *logBuffer) consume(r io.Reader) {
 		l.buf.Write(line)
 		l.buf.WriteByte('\n')
 		l.mu.Unlock()
-		var rec struct{ Msg, GRPC, HTTP string }
+		var rec struct{ Msg, GRPC, HTTP, Admin string }
 		if json.Unmarshal(line, &rec) == nil && rec.Msg == "Serving" {
-			l.serving <- [2]string{rec.GRPC, rec.HTTP}
+			l.serving <- [3]string{rec.GRPC, rec.HTTP, rec.Admin}
 		}
 	}
 }
@@ -110,11 +110,12 @@ func (l *logBuffer) String() string {
 
 // process is a running limiter.
 type process struct {
-	cmd    *exec.Cmd
-	log    *logBuffer
-	http   string // base URL
-	grpc   string // host:port
-	exited chan error
+	cmd      *exec.Cmd
+	log      *logBuffer
+	http     string // base URL of the data plane
+	adminURL string // base URL of the admin plane
+	grpc     string // host:port
+	exited   chan error
 }
 
 // startLimiter runs the limiter on free loopback ports (port 0; the
@@ -123,10 +124,10 @@ type process struct {
 func startLimiter(t *testing.T, args ...string) *process {
 	t.Helper()
 	// No drain delay unless the test asks: nothing routes by readiness here.
-	args = append([]string{"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-format", "json", "--drain-delay", "0s"}, args...)
+	args = append([]string{"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json", "--drain-delay", "0s"}, args...)
 	p := &process{
 		cmd:    exec.Command(limiterBin, args...),
-		log:    &logBuffer{serving: make(chan [2]string, 1)},
+		log:    &logBuffer{serving: make(chan [3]string, 1)},
 		exited: make(chan error, 1),
 	}
 	stderr, err := p.cmd.StderrPipe()
@@ -148,7 +149,7 @@ func startLimiter(t *testing.T, args ...string) *process {
 	t.Cleanup(func() { p.stop(t) })
 	select {
 	case addrs := <-p.log.serving:
-		p.grpc, p.http = addrs[0], "http://"+addrs[1]
+		p.grpc, p.http, p.adminURL = addrs[0], "http://"+addrs[1], "http://"+addrs[2]
 	case err := <-p.exited:
 		p.exited <- err
 		t.Fatalf("limiter exited before serving: %v\n%s", err, p.log)
@@ -205,9 +206,21 @@ func (p *process) expectLimit(t *testing.T, user string, limit int) {
 	}
 }
 
+// get GETs path on the data plane.
 func (p *process) get(t *testing.T, path string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(p.http + path)
+	return getURL(t, p.http+path)
+}
+
+// adminGet GETs path on the admin plane.
+func (p *process) adminGet(t *testing.T, path string) (int, string) {
+	t.Helper()
+	return getURL(t, p.adminURL+path)
+}
+
+func getURL(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +235,7 @@ func (p *process) get(t *testing.T, path string) (int, string) {
 // metrics parses the limiter's /metrics.
 func (p *process) metrics(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
-	_, text := p.get(t, "/metrics")
+	_, text := p.adminGet(t, "/metrics")
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	mfs, err := parser.TextToMetricFamilies(strings.NewReader(text))
 	if err != nil {
@@ -367,7 +380,7 @@ func TestHotReload(t *testing.T) {
 	if code, _ := p.check(t, "ann"); code != http.StatusTooManyRequests {
 		t.Errorf("ann after the reload: %d, want still limited", code)
 	}
-	_, metrics := p.get(t, "/metrics")
+	_, metrics := p.adminGet(t, "/metrics")
 	for _, want := range []string{
 		`sluice_config_info{version="` + v2 + `"} 1`,
 		"sluice_config_reload_errors_total 0",
@@ -391,7 +404,7 @@ func TestHotReload(t *testing.T) {
 	// A broken file is reported and ignored: the limit of 2 stays.
 	writeAtomic(t, path, policy(0))
 	eventually(t, "reload error counted", func() bool {
-		_, m := p.get(t, "/metrics")
+		_, m := p.adminGet(t, "/metrics")
 		return strings.Contains(m, "sluice_config_reload_errors_total 1\n")
 	})
 	p.expectLimit(t, "cid", 2)
@@ -399,7 +412,7 @@ func TestHotReload(t *testing.T) {
 	if code != http.StatusOK || rd.SnapshotVersion != v2 || !strings.Contains(rd.Checks["config"].Detail, "spec.rate.limit") {
 		t.Errorf("/readyz after a bad reload: %d %+v, want ready on %s with the error in config's detail", code, rd, v2)
 	}
-	_, metrics = p.get(t, "/metrics")
+	_, metrics = p.adminGet(t, "/metrics")
 	for _, want := range []string{
 		"sluice_config_reload_errors_total 1\n",
 		"sluice_config_last_reload_successful 0",
@@ -454,7 +467,7 @@ func TestSharedRedis(t *testing.T) {
 		t.Fatalf("the other limiter: %d, want 429", code)
 	}
 	for _, p := range []*process{a, b} {
-		_, m := p.get(t, "/metrics")
+		_, m := p.adminGet(t, "/metrics")
 		if strings.Contains(m, `result="failed_open"} 1`) || strings.Contains(m, "sluice_store_errors_total 1") {
 			t.Errorf("a decision failed open; Redis should have answered all:\n%s", m)
 		}
@@ -499,4 +512,27 @@ func TestRedisOverTLS(t *testing.T) {
 	if strings.Contains(a.log.String(), pw) || strings.Contains(b.log.String(), pw) {
 		t.Error("a limiter logged the password")
 	}
+}
+
+// post POSTs body to path on the data plane with the headers given as
+// name, value pairs, returning the status, the headers and the body.
+func (p *process) post(t *testing.T, path, body string, headers ...string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, p.http+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, string(b)
 }

@@ -224,7 +224,7 @@ func TestNginxForwardAuth(t *testing.T) {
 			t.Fatal("the app did not serve the request")
 		}
 		want := `sluice_forward_auth_missing_total{domain="gateway",result="allowed"} 1`
-		if _, m := lim.get(t, "/metrics"); !strings.Contains(m, want) {
+		if _, m := lim.adminGet(t, "/metrics"); !strings.Contains(m, want) {
 			t.Fatalf("metrics lack %q:\n%s", want, m)
 		}
 	})

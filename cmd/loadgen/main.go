@@ -5,7 +5,7 @@
 //
 //	loadgen --addr 127.0.0.1:8081 --concurrency 64 --keys 10000 --duration 10s \
 //	        --domain payments-api --descriptor 'user_id=%d,path=/v1/charges' \
-//	        --server-pid 1234              # or --metrics-url http://127.0.0.1:8080/metrics
+//	        --server-pid 1234              # or --metrics-url http://127.0.0.1:8082/metrics
 //	loadgen --serve-noop 127.0.0.1:8081 --noop-metrics-addr 127.0.0.1:8080
 //	loadgen --probe --addr 127.0.0.1:8081  # one call; exit 0 when answered
 //	loadgen report noop=a.json memory=b.json redis=c.json

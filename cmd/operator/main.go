@@ -32,6 +32,7 @@ func main() {
 		redisImage   string
 		watchNS      string
 		window       time.Duration
+		tokenFile    string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics `address` (0 disables)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "/healthz and /readyz `address`")
@@ -41,6 +42,7 @@ func main() {
 	flag.StringVar(&redisImage, "redis-image", v1alpha1.DefaultRedisImage, "Redis `image` of the Redis Cluster of fleets that name none (spec.redis.image)")
 	flag.StringVar(&watchNS, "watch-namespaces", "", "comma-separated `namespaces` whose policies and fleets the operator watches (default: all)")
 	flag.DurationVar(&window, "enforcement-window", controllers.DefaultEnforcementWindow, "`window` of the decision counts in each policy's status.enforcement")
+	flag.StringVar(&tokenFile, "limiter-token-file", "", "`file` of the bearer token sent to the limiter pods' admin plane (default: the pod's ServiceAccount token, "+inClusterTokenFile+", when there is one)")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -68,7 +70,12 @@ func main() {
 		os.Exit(1)
 	}
 	ctx := ctrl.SetupSignalHandler()
-	if err := controllers.Setup(ctx, mgr, controllers.Options{LimiterImage: limiterImage, RedisImage: redisImage, EnforcementWindow: window}); err != nil {
+	if tokenFile == "" {
+		if _, err := os.Stat(inClusterTokenFile); err == nil {
+			tokenFile = inClusterTokenFile
+		}
+	}
+	if err := controllers.Setup(ctx, mgr, controllers.Options{LimiterImage: limiterImage, RedisImage: redisImage, EnforcementWindow: window, AdminTokenFile: tokenFile}); err != nil {
 		log.Error(err, "Unable to set up the controllers")
 		os.Exit(1)
 	}
@@ -80,6 +87,10 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// inClusterTokenFile is where the kubelet mounts a pod's ServiceAccount
+// token.
+const inClusterTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 // watchNamespaces turns --watch-namespaces into the cache's namespaces: nil
 // (every namespace) when the flag is empty. Cluster-scoped objects, such as

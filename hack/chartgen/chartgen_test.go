@@ -17,12 +17,15 @@ func TestSplitRules(t *testing.T) {
 		rule("", []string{"events"}, "create"),
 		rule("coordination.k8s.io", []string{"leases"}, "get", "update"),
 		rule("ratelimit.sluice.dev", []string{"ratelimitpolicies", "ratelimitpolicies/status"}, "get"),
+		{NonResourceURLs: []string{"/v1/admin/*"}, Verbs: []string{"get"}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := ruleSets{
-		Cluster: []rbacv1.PolicyRule{rule("", []string{"namespaces"}, "get", "list")},
+		// Non-resource URLs (the limiters' admin plane) are cluster-wide.
+		Cluster: []rbacv1.PolicyRule{rule("", []string{"namespaces"}, "get", "list"),
+			{NonResourceURLs: []string{"/v1/admin/*"}, Verbs: []string{"get"}}},
 		Namespaced: []rbacv1.PolicyRule{
 			rule("", []string{"configmaps"}, "get", "list"),
 			rule("", []string{"events"}, "create"),
@@ -41,7 +44,9 @@ func TestSplitRules(t *testing.T) {
 		rule("", []string{"*"}, "get"),
 		rule("apps", []string{"deployments"}, "*"),
 		rule("*", []string{"deployments"}, "get"),
-		{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}},
+		{NonResourceURLs: []string{"*"}, Verbs: []string{"get"}},
+		{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"*"}},
+		{NonResourceURLs: []string{"/metrics"}, Resources: []string{"pods"}, Verbs: []string{"get"}},
 	} {
 		if _, err := splitRules([]rbacv1.PolicyRule{bad}); err == nil {
 			t.Errorf("splitRules accepted %+v", bad)

@@ -27,7 +27,8 @@ var clusterScoped = map[string]bool{
 // ruleSets are the operator's rules from config/rbac/role.yaml, split by
 // where they are granted.
 type ruleSets struct {
-	// Cluster: rules on cluster-scoped resources; always a ClusterRole.
+	// Cluster: rules on cluster-scoped resources and non-resource URLs;
+	// always a ClusterRole.
 	Cluster []rbacv1.PolicyRule
 	// Namespaced: rules on namespaced resources; a ClusterRole, or a Role in
 	// each watched namespace in namespaced mode.
@@ -45,7 +46,13 @@ func splitRules(rules []rbacv1.PolicyRule) (ruleSets, error) {
 	var s ruleSets
 	for _, r := range rules {
 		if len(r.NonResourceURLs) > 0 {
-			return s, fmt.Errorf("non-resource URLs %v: not supported", r.NonResourceURLs)
+			// Non-resource URLs (the limiters' admin plane) are granted
+			// cluster-wide only.
+			if len(r.APIGroups) > 0 || len(r.Resources) > 0 || slices.Contains(r.NonResourceURLs, "*") || slices.Contains(r.Verbs, "*") {
+				return s, fmt.Errorf("rule %v: a non-resource URL rule names URLs and verbs only, without wildcards", r)
+			}
+			s.Cluster = append(s.Cluster, *r.DeepCopy())
+			continue
 		}
 		if len(r.APIGroups) != 1 {
 			return s, fmt.Errorf("rule %v: want exactly one API group per rule, as controller-gen writes them", r)

@@ -55,7 +55,7 @@ var components = map[string]Component{
 	"limiter": {
 		Package: "./cmd/limiter", Image: "sluice-limiter", Entrypoint: "/limiter",
 		Description: "Sluice limiter: Envoy RLS v3 and HTTP rate limit service",
-		Ports:       []int{8080, 8081}, // HTTP, gRPC
+		Ports:       []int{8080, 8081, 8082}, // HTTP, gRPC, admin
 	},
 
 	// The load generator, to run in a pod against a fleet's Services

@@ -264,9 +264,15 @@ const IdempotencyTTL = 30 * s
 // IdempotencyLimit is the idempotency table's limit: FixedWindow 3/min.
 var IdempotencyLimit = limit(algo.FixedWindow, 3, time.Minute, 0)
 
+// IdempotencyMaxReplays is the most replays of a record in the
+// idempotency table.
+const IdempotencyMaxReplays = 3
+
 // IdempotencySteps is the idempotency table. A record replays the first
-// admitted decision, with its reset counting down, until IdempotencyTTL;
-// denials and peeks are not recorded; records are per counter.
+// admitted decision, with its reset counting down, until IdempotencyTTL,
+// at most IdempotencyMaxReplays times; then its retries are decided afresh
+// and recorded nowhere until the record expires; denials and peeks are not
+// recorded; records are per counter.
 var IdempotencySteps = []IdemStep{
 	{At: 0, Idem: "A", Cost: 1, Allowed: true, Remain: 2, Reset: 60 * s},
 	{At: 10 * s, Idem: "A", Cost: 1, Allowed: true, Remain: 2, Reset: 50 * s, Replayed: true},
@@ -277,6 +283,16 @@ var IdempotencySteps = []IdemStep{
 	{At: 29 * s, Idem: "A", Cost: 1, Allowed: true, Remain: 2, Reset: 31 * s, Replayed: true},
 	{At: 30 * s, Idem: "A", Cost: 1, Allowed: true, Remain: 0, Reset: 30 * s}, // expired: decided afresh
 	{At: 31 * s, Idem: "A", Cost: 1, Allowed: true, Remain: 0, Reset: 29 * s, Replayed: true},
+	{At: 32 * s, Idem: "A", Cost: 1, Allowed: true, Remain: 0, Reset: 28 * s, Replayed: true},
+	{At: 33 * s, Idem: "A", Cost: 1, Allowed: true, Remain: 0, Reset: 27 * s, Replayed: true}, // the last replay
+	{At: 34 * s, Idem: "A", Cost: 1, Allowed: false, Remain: 0, Reset: 26 * s, Retry: 26 * s}, // replays spent: decided afresh
+	{At: 35 * s, Idem: "A", Cost: 1, Allowed: false, Remain: 0, Reset: 25 * s, Retry: 25 * s},
+	{At: 35 * s, Counter: 1, Idem: "B", Cost: 1, Allowed: true, Remain: 1, Reset: 25 * s},
+	{At: 36 * s, Counter: 1, Idem: "B", Cost: 1, Allowed: true, Remain: 1, Reset: 24 * s, Replayed: true},
+	{At: 37 * s, Counter: 1, Idem: "B", Cost: 1, Allowed: true, Remain: 1, Reset: 23 * s, Replayed: true},
+	{At: 38 * s, Counter: 1, Idem: "B", Cost: 1, Allowed: true, Remain: 1, Reset: 22 * s, Replayed: true},
+	{At: 39 * s, Counter: 1, Idem: "B", Cost: 1, Allowed: true, Remain: 0, Reset: 21 * s}, // spent: admitted afresh, not recorded
+	{At: 39 * s, Counter: 1, Idem: "B", Cost: 1, Allowed: false, Remain: 0, Reset: 21 * s, Retry: 21 * s},
 	{At: 60 * s, Idem: "C", Cost: 2, Allowed: true, Remain: 1, Reset: 60 * s}, // its denial was not recorded
 	{At: 61 * s, Idem: "C", Cost: 2, Allowed: true, Remain: 1, Reset: 59 * s, Replayed: true},
 	{At: 61 * s, Idem: "D", Cost: 0, Allowed: true, Remain: 1, Reset: 59 * s}, // a peek is not recorded
@@ -303,7 +319,8 @@ func RunIdempotency(t *testing.T, newStore NewStore) {
 		counters := []store.Key{KeyFor(t, "counter 0"), KeyFor(t, "counter 1")}
 		for i, step := range IdempotencySteps {
 			clock.Set(Base.Add(step.At))
-			req := store.Request{Key: counters[step.Counter], Limit: IdempotencyLimit, Cost: step.Cost, IdempotencyTTL: IdempotencyTTL}
+			req := store.Request{Key: counters[step.Counter], Limit: IdempotencyLimit, Cost: step.Cost,
+				IdempotencyTTL: IdempotencyTTL, IdempotencyMaxReplays: IdempotencyMaxReplays}
 			if step.Idem != "" {
 				req.Idempotency = IdemKey(t, step.Idem)
 			}
@@ -327,7 +344,7 @@ func RunIdempotency(t *testing.T, newStore NewStore) {
 			if err != nil || !first.Allowed || first.Replayed {
 				t.Fatalf("first: %+v %v", first, err)
 			}
-			for i := range 20 {
+			for i := range store.DefaultIdempotencyMaxReplays {
 				r, err := st.Take(context.Background(), store.Request{Key: key, Limit: lim, Cost: 2, Idempotency: idem})
 				want := first
 				want.Replayed = true
@@ -337,7 +354,12 @@ func RunIdempotency(t *testing.T, newStore NewStore) {
 			}
 			peek, err := st.Take(context.Background(), store.Request{Key: key, Limit: lim})
 			if err != nil || peek.Remaining != 3 {
-				t.Fatalf("after 20 retries: %+v %v, want 3 remaining (one cost of 2 spent)", peek, err)
+				t.Fatalf("after %d retries: %+v %v, want 3 remaining (one cost of 2 spent)", store.DefaultIdempotencyMaxReplays, peek, err)
+			}
+			// One retry more is decided afresh and spends its cost.
+			again, err := st.Take(context.Background(), store.Request{Key: key, Limit: lim, Cost: 2, Idempotency: idem})
+			if err != nil || !again.Allowed || again.Replayed || again.Remaining != 1 {
+				t.Fatalf("a retry past the replays: %+v %v, want admitted afresh with 1 remaining", again, err)
 			}
 		})
 	}

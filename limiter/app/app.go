@@ -6,9 +6,11 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/x509"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"os"
 	"strings"
@@ -19,7 +21,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
+	"github.com/sluice-dev/sluice/limiter/adminauth"
 	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/config/kube"
 	"github.com/sluice-dev/sluice/limiter/server"
 	"github.com/sluice-dev/sluice/limiter/service"
 	"github.com/sluice-dev/sluice/limiter/store"
@@ -42,8 +46,16 @@ type Config struct {
 	// Store is "memory", redis://[user:pass@]host:port[/db] or
 	// redis-cluster://[user:pass@]host:port,host:port,...
 	Store string
-	// GRPCAddr and HTTPAddr are the listeners' addresses.
+	// GRPCAddr and HTTPAddr are the data plane listeners' addresses.
 	GRPCAddr, HTTPAddr string
+	// AdminAddr is the admin plane listener's address (/v1/admin/*,
+	// /metrics); empty means server.DefaultAdminAddr.
+	AdminAddr string
+	// AdminAuth guards the admin plane: limiterwire.AdminAuthNone (open,
+	// for a limiter on loopback) or limiterwire.AdminAuthKubernetes (a
+	// bearer token that the API server of Kubeconfig reviews). Empty means
+	// none.
+	AdminAuth string
 	// RedisTimeout is the deadline of every Redis round trip.
 	RedisTimeout time.Duration
 	// RedisCAFile is a PEM file of the CA certificates that a rediss://
@@ -64,6 +76,9 @@ type Config struct {
 	// IdempotencyTTL is how long a first decision is replayed to retries;
 	// 0 means 24h.
 	IdempotencyTTL time.Duration
+	// IdempotencyMaxReplays is how many times a first decision is replayed
+	// to retries; 0 means store.DefaultIdempotencyMaxReplays.
+	IdempotencyMaxReplays int64
 	// LocalFallbackPods is the number of limiter pods sharing each limit
 	// (failureMode Local enforces limit/LocalFallbackPods); 0 means 1.
 	LocalFallbackPods int
@@ -89,6 +104,10 @@ func Run(ctx context.Context, cfg Config) error {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
+	}
+	var err error
+	if cfg.Top, err = topKey(cfg.Top, log); err != nil {
+		return err
 	}
 	src, snap, err := openSource(cfg)
 	if err != nil {
@@ -121,7 +140,7 @@ func Run(ctx context.Context, cfg Config) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		localtier.NewCollector(tier))
 	svc := service.New(st, service.Options{Registerer: reg, Logger: log,
-		IdempotencyEntry: cfg.IdempotencyEntry, IdempotencyTTL: cfg.IdempotencyTTL,
+		IdempotencyEntry: cfg.IdempotencyEntry, IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyMaxReplays: cfg.IdempotencyMaxReplays,
 		ReadyPods: cfg.LocalFallbackPods, EnforcementDisabled: cfg.EnforcementDisabled,
 		Top: cfg.Top, TopClock: topClock, LocalTier: tier, Fallback: fallback})
 	rl := newReloader(src, svc, reg, log)
@@ -136,9 +155,15 @@ func Run(ctx context.Context, cfg Config) error {
 	} else if pinger != nil {
 		readiness["store"] = server.PingCheck(pinger)
 	}
+	adminAuth, err := openAdminAuth(cfg, reg, log)
+	if err != nil {
+		return err
+	}
 	srv, err := server.New(svc, server.Options{
 		GRPCAddr:  cfg.GRPCAddr,
 		HTTPAddr:  cfg.HTTPAddr,
+		AdminAddr: cfg.AdminAddr,
+		AdminAuth: adminAuth,
 		Metrics:   reg,
 		Readiness: readiness,
 		Logger:    log,
@@ -152,6 +177,10 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	rl.srv = srv
+	if adminAuth == nil && !isLoopback(srv.AdminAddr()) {
+		log.Warn("The admin plane is open to anyone who can reach it: use --admin-auth=kubernetes, or an --admin-addr on loopback",
+			"admin", srv.AdminAddr())
+	}
 	log.Info("Starting limiter", "source", src.String(), "store", desc)
 	if snap != nil {
 		rl.onLoad(snap)
@@ -167,6 +196,59 @@ func Run(ctx context.Context, cfg Config) error {
 	wg.Wait()
 	log.Info("Stopped")
 	return err
+}
+
+// openAdminAuth returns the admin plane's guard that cfg.AdminAuth names,
+// nil for none.
+func openAdminAuth(cfg Config, reg prometheus.Registerer, log *slog.Logger) (func(http.Handler) http.Handler, error) {
+	switch cfg.AdminAuth {
+	case "", limiterwire.AdminAuthNone:
+		return nil, nil
+	case limiterwire.AdminAuthKubernetes:
+		rc, err := kube.RESTConfig(cfg.Kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("--admin-auth=kubernetes: %w", err)
+		}
+		a, err := adminauth.New(rc, adminauth.Options{Registerer: reg, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("--admin-auth=kubernetes: %w", err)
+		}
+		return a.Wrap, nil
+	default:
+		return nil, fmt.Errorf("--admin-auth %q: want %s or %s", cfg.AdminAuth, limiterwire.AdminAuthNone, limiterwire.AdminAuthKubernetes)
+	}
+}
+
+// topKey sets the key of top's hashed values: the file that
+// $SLUICE_TOPK_KEY_FILE names (on Kubernetes, the fleet's Secret, so that
+// every pod of the fleet shows a value alike), else a random key of this
+// process. It is needed only for hashed hottest values.
+func topKey(top service.TopOptions, log *slog.Logger) (service.TopOptions, error) {
+	if top.K == 0 || top.Values == service.TopTruncate || len(top.Key) > 0 {
+		return top, top.Validate()
+	}
+	if file := os.Getenv(limiterwire.TopKeyFileEnv); file != "" {
+		key, err := os.ReadFile(file)
+		if err != nil {
+			return top, fmt.Errorf("$%s: %w", limiterwire.TopKeyFileEnv, err)
+		}
+		if len(key) < service.MinTopKeyBytes {
+			return top, fmt.Errorf("$%s: %s holds %d bytes, want at least %d", limiterwire.TopKeyFileEnv, file, len(key), service.MinTopKeyBytes)
+		}
+		top.Key = key
+		return top, top.Validate()
+	}
+	top.Key = make([]byte, 32)
+	_, _ = rand.Read(top.Key) // never fails
+	log.Info("Hottest descriptor values are hashed with a key of this process: other processes show other digits for one value; set $"+limiterwire.TopKeyFileEnv+" to share one",
+		"topDescriptors", top.K)
+	return top, top.Validate()
+}
+
+// isLoopback reports whether the listener address addr is on loopback only.
+func isLoopback(addr string) bool {
+	ap, err := netip.ParseAddrPort(addr)
+	return err == nil && ap.Addr().IsLoopback()
 }
 
 // localFallbackMaxKeys bounds the counters of failureMode Local.

@@ -76,21 +76,22 @@ func TestLoadSamples(t *testing.T) {
 // and what is wrong.
 func TestLoadBad(t *testing.T) {
 	want := map[string][]string{
-		"rate-limit-zero.yaml":        {"document 1", "shop/zero", "spec.rate.limit"},
-		"unknown-field.yaml":          {"document 1", `unknown field "spec.brust"`},
-		"wrong-kind.yaml":             {"document 1", `kind "ConfigMap"`, `want apiVersion "ratelimit.sluice.dev/v1alpha1"`},
-		"wrong-version.yaml":          {"document 1", `apiVersion "ratelimit.sluice.dev/v1"`},
-		"not-yaml.yaml":               {"document 1"},
-		"no-name.yaml":                {"document 1", "metadata.name"},
-		"period-too-short.yaml":       {"shop/slow", "spec.rate.period", "between 1s and 720h"},
-		"burst-on-window.yaml":        {"shop/fw", "spec.burst", "applies only to TokenBucket and GCRA"},
-		"unknown-algorithm.yaml":      {"shop/algo", "spec.algorithm", "LeakyBucket"},
-		"conflict.yaml":               {"shop/second conflicts with shop/first", `domain "d"`},
-		"duplicate-name.yaml":         {"shop/same: defined twice"},
-		"no-descriptors.yaml":         {"shop/nodesc", "spec.descriptors"},
-		"unknown-failure-mode.yaml":   {"shop/mode", "spec.failureMode", `"open"`, `"Open", "Closed", "Local"`},
-		"local-tier-sliding-log.yaml": {"shop/log", "spec.localTier", "not supported with SlidingLog, which stays exact"},
-		"sliding-log-over-cap.yaml":   {"shop/huge-log", "spec.rate.limit", "at most 10000 for SlidingLog", "use SlidingWindow"},
+		"rate-limit-zero.yaml":         {"document 1", "shop/zero", "spec.rate.limit"},
+		"unknown-field.yaml":           {"document 1", `unknown field "spec.brust"`},
+		"wrong-kind.yaml":              {"document 1", `kind "ConfigMap"`, `want apiVersion "ratelimit.sluice.dev/v1alpha1"`},
+		"wrong-version.yaml":           {"document 1", `apiVersion "ratelimit.sluice.dev/v1"`},
+		"not-yaml.yaml":                {"document 1"},
+		"no-name.yaml":                 {"document 1", "metadata.name"},
+		"period-too-short.yaml":        {"shop/slow", "spec.rate.period", "between 1s and 720h"},
+		"burst-on-window.yaml":         {"shop/fw", "spec.burst", "applies only to TokenBucket and GCRA"},
+		"unknown-algorithm.yaml":       {"shop/algo", "spec.algorithm", "LeakyBucket"},
+		"conflict.yaml":                {"shop/second conflicts with shop/first", `domain "d"`},
+		"duplicate-name.yaml":          {"shop/same: defined twice"},
+		"no-descriptors.yaml":          {"shop/nodesc", "spec.descriptors"},
+		"unknown-failure-mode.yaml":    {"shop/mode", "spec.failureMode", `"open"`, `"Open", "Closed", "Local"`},
+		"local-tier-sliding-log.yaml":  {"shop/log", "spec.localTier", "not supported with SlidingLog, which stays exact"},
+		"max-cost-above-capacity.yaml": {"shop/capped", "spec.maxCost", "must not exceed the policy's capacity"},
+		"sliding-log-over-cap.yaml":    {"shop/huge-log", "spec.rate.limit", "at most 10000 for SlidingLog", "use SlidingWindow"},
 	}
 	files, _ := filepath.Glob("testdata/bad/*.yaml")
 	if len(files) != len(want) {

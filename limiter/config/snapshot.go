@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"iter"
+	"math"
 	"slices"
 	"strings"
 
@@ -42,6 +43,9 @@ type Policy struct {
 	// Descriptors are the entries a request must carry, in the policy's order.
 	Descriptors []v1alpha1.Descriptor
 	Limit       algo.Limit
+	// MaxCost is the most units one request may spend (spec.maxCost, or
+	// the capacity).
+	MaxCost     int64
 	Shadow      bool
 	FailureMode v1alpha1.FailureMode
 	// Spec is the defaulted source, kept for status and debugging.
@@ -69,14 +73,15 @@ type Domain struct {
 	Name     string
 	Policies []*Policy
 	byKey    map[string][]*Policy
-	// minCapacity is the least capacity of the domain's policies.
-	minCapacity int64
+	// minMaxCost is the least MaxCost of the domain's enforcing (not
+	// shadow) policies, math.MaxInt64 without any.
+	minMaxCost int64
 }
 
-// MinCapacity is the least capacity (Limit.Burst: the burst of a bucket,
-// the limit of a window) of the domain's policies: a cost up to it fits
-// every policy.
-func (d *Domain) MinCapacity() int64 { return d.minCapacity }
+// MinMaxCost is the least MaxCost of the domain's enforcing (not shadow)
+// policies: a cost up to it is within every policy's cap, and needs no
+// matching to know it. math.MaxInt64 when every policy is shadow.
+func (d *Domain) MinMaxCost() int64 { return d.minMaxCost }
 
 // Domain returns the named domain, or nil when no policy uses it.
 func (s *Snapshot) Domain(name string) *Domain {
@@ -116,13 +121,13 @@ func Compile(policies []v1alpha1.RateLimitPolicy) (*Snapshot, error) {
 		p.order = i
 		d := snap.domains[p.Domain]
 		if d == nil {
-			d = &Domain{Name: p.Domain, byKey: map[string][]*Policy{}}
+			d = &Domain{Name: p.Domain, byKey: map[string][]*Policy{}, minMaxCost: math.MaxInt64}
 			snap.domains[p.Domain] = d
 		}
-		if len(d.Policies) == 0 || p.Limit.Burst < d.minCapacity {
-			d.minCapacity = p.Limit.Burst
-		}
 		d.Policies = append(d.Policies, p)
+		if !p.Shadow {
+			d.minMaxCost = min(d.minMaxCost, p.MaxCost)
+		}
 		first := p.Descriptors[0].Key
 		d.byKey[first] = append(d.byKey[first], p)
 	}
@@ -150,6 +155,7 @@ func compilePolicy(src *v1alpha1.RateLimitPolicy) *Policy {
 			Period:    s.Rate.Period.Duration,
 			Burst:     s.EffectiveBurst(),
 		},
+		MaxCost:     s.EffectiveMaxCost(),
 		Shadow:      s.IsShadow(),
 		FailureMode: s.EffectiveFailureMode(),
 		Spec:        s,

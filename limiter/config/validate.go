@@ -40,6 +40,7 @@ const (
 	policyPeriodRangeMsg  = "period must be between 1s and 720h"
 	policyTTLRangeMsg     = "ttl must be between 100ms and 1m"
 	policyMaxOvershootMsg = "maxOvershoot must be a count from 0 to 1000000000 or a percentage from 0% to 100%"
+	policyMaxCostMsg      = "spec.maxCost must not exceed the policy's capacity: spec.burst, or spec.rate.limit without it"
 	policySlidingLogMsg   = "spec.rate.limit may be at most 10000 for SlidingLog, which keeps one entry per admitted unit, so a request's work and a counter's memory grow with the limit: use SlidingWindow (constant memory, close to exact) or TokenBucket/GCRA for larger limits"
 )
 
@@ -121,6 +122,14 @@ func validatePolicySpec(s *v1alpha1.RateLimitPolicySpec, fld *field.Path) field.
 		errs = append(errs, validatePolicyRange(*s.Burst, 1, v1alpha1.MaxBurst, fld.Child("burst"))...)
 		if algo != v1alpha1.TokenBucket && algo != v1alpha1.GCRA {
 			errs = append(errs, field.Forbidden(fld.Child("burst"), policyBurstMsg))
+		}
+	}
+
+	if s.MaxCost != nil {
+		errs = append(errs, validatePolicyRange(*s.MaxCost, 1, v1alpha1.MaxMaxCost, fld.Child("maxCost"))...)
+		// As the CEL rule reads it: burst when set, whatever the algorithm.
+		if capacity := s.EffectiveBurst(); *s.MaxCost > capacity {
+			errs = append(errs, field.Invalid(fld.Child("maxCost"), *s.MaxCost, policyMaxCostMsg))
 		}
 	}
 

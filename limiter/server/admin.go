@@ -86,7 +86,7 @@ func (s *Server) adminSnapshot(w http.ResponseWriter, r *http.Request) {
 	if want != "" && wait > 0 {
 		// The server's WriteTimeout runs from the request's arrival; a
 		// long-poll needs its wait on top.
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + s.http.WriteTimeout))
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + s.admin.WriteTimeout))
 		if !s.waitForVersion(r.Context(), want, wait) {
 			return // the client left
 		}

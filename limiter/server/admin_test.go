@@ -72,7 +72,7 @@ func startAdmin(t *testing.T, lastError string) (*server.Server, string) {
 			t.Errorf("Run did not return after cancel")
 		}
 	})
-	return srv, "http://" + srv.HTTPAddr() + limiterwire.SnapshotPath
+	return srv, "http://" + srv.AdminAddr() + limiterwire.SnapshotPath
 }
 
 func adminGet(t *testing.T, url string) limiterwire.Snapshot {
@@ -208,7 +208,7 @@ func TestAdminStats(t *testing.T) {
 		t.Fatalf("before a snapshot: %+v", before)
 	}
 	srv.Swap(snapshotOf(t, 5, config.EnforcementEnabled))
-	checkURL := strings.TrimSuffix(snapURL, limiterwire.SnapshotPath) + server.CheckPath
+	checkURL := "http://" + srv.HTTPAddr() + server.CheckPath
 	for range 7 {
 		resp, err := http.Post(checkURL, "application/json", strings.NewReader(`{"domain":"shop","descriptors":[{"entries":[{"key":"user","value":"kim"}]}]}`))
 		if err != nil {

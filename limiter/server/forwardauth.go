@@ -77,37 +77,54 @@ func (s *Server) forwardAuth(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no forwardAuth mapping for domain %q: add one to spec.forwardAuth of the LimiterFleet (or of the policy file's LimiterFleet)", domain))
 		return
 	}
+	if key := s.idempotencyCollision(m); key != "" {
+		writeError(w, http.StatusInternalServerError, fmt.Sprintf("the forwardAuth mapping of domain %q builds the entry %q, the limiter's idempotency entry (--idempotency-entry): "+
+			"a caller would choose its own idempotency key; rename the entry", domain, key))
+		return
+	}
 	entries, missing, err := forwardAuthEntries(r, m, s.opts.TrustedProxies)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if missing != "" {
-		s.answerMissing(w, m, missing)
-		return
+		msg := "request lacks " + missing + ", which the forwardAuth mapping of domain " + m.Domain + " needs"
+		w.Header().Set(HeaderReason, msg)
+		if *m.OnMissing == v1alpha1.OnMissingDeny {
+			s.gw.missing.WithLabelValues(m.Domain, missingDenied).Inc()
+			writeError(w, int(*m.DenyStatus), msg+" (onMissing Deny)")
+			return
+		}
+		s.gw.missing.WithLabelValues(m.Domain, missingAllowed).Inc()
+		if len(entries) == 0 {
+			writeJSON(w, http.StatusOK, map[string]string{"allowed": "true", "reason": msg + " (onMissing Allow)"})
+			return
+		}
+		// onMissing Allow drops the missing entries, not the descriptor:
+		// the policies on the entries present still apply.
 	}
 	req := &service.Request{Domain: domain, Descriptors: []service.Descriptor{{Entries: entries}}}
 	s.decide(w, r, req, &service.Response{}, int(*m.DenyStatus))
 }
 
-// answerMissing answers a call that lacks a value per the mapping's
-// onMissing, and counts it.
-func (s *Server) answerMissing(w http.ResponseWriter, m *v1alpha1.ForwardAuth, missing string) {
-	msg := "request lacks " + missing + ", which the forwardAuth mapping of domain " + m.Domain + " needs"
-	w.Header().Set(HeaderReason, msg)
-	if *m.OnMissing == v1alpha1.OnMissingDeny {
-		s.gw.missing.WithLabelValues(m.Domain, missingDenied).Inc()
-		writeError(w, int(*m.DenyStatus), msg+" (onMissing Deny)")
-		return
+// idempotencyCollision is the key of m's descriptors that is the service's
+// idempotency entry, or "". Such an entry would be taken out of matching
+// and used as the request's idempotency key: a caller who sets the header
+// it comes from would choose its own key. Forward-auth refuses the mapping.
+func (s *Server) idempotencyCollision(m *v1alpha1.ForwardAuth) string {
+	for _, d := range m.Descriptors {
+		if d.Key == s.svc.IdempotencyEntry() {
+			return d.Key
+		}
 	}
-	s.gw.missing.WithLabelValues(m.Domain, missingAllowed).Inc()
-	writeJSON(w, http.StatusOK, map[string]string{"allowed": "true", "reason": msg + " (onMissing Allow)"})
+	return ""
 }
 
-// forwardAuthEntries builds the descriptor entries of mapping m from r. A
-// value m needs that r lacks is named in missing; a header value longer
-// than MaxForwardAuthHeader or an X-Forwarded-For that isn't a list of
-// addresses is an error.
+// forwardAuthEntries builds the descriptor entries of mapping m from r, a
+// path normalized by NormalizePath. The values m needs that r lacks are
+// left out of entries and named in missing; a header value longer than
+// MaxForwardAuthHeader or an X-Forwarded-For that isn't a list of addresses
+// is an error.
 func forwardAuthEntries(r *http.Request, m *v1alpha1.ForwardAuth, trusted []netip.Prefix) (entries []config.Entry, missing string, err error) {
 	entries = make([]config.Entry, 0, len(m.Descriptors))
 	for _, d := range m.Descriptors {
@@ -117,7 +134,9 @@ func forwardAuthEntries(r *http.Request, m *v1alpha1.ForwardAuth, trusted []neti
 			v, want, err = firstHeader(r.Header, methodHeaders, r.Method)
 		case v1alpha1.FromPath:
 			v, want, err = firstHeader(r.Header, uriHeaders, "")
-			v, _, _ = strings.Cut(v, "?")
+			if v != "" {
+				v = NormalizePath(v)
+			}
 		case v1alpha1.FromHost:
 			v, want, err = firstHeader(r.Header, hostHeaders, r.Host)
 		case v1alpha1.FromClientIP:
@@ -130,11 +149,15 @@ func forwardAuthEntries(r *http.Request, m *v1alpha1.ForwardAuth, trusted []neti
 			return nil, "", err
 		}
 		if v == "" {
-			return nil, want, nil
+			if missing != "" {
+				missing += " and "
+			}
+			missing += want
+			continue
 		}
 		entries = append(entries, config.Entry{Key: d.Key, Value: v})
 	}
-	return entries, "", nil
+	return entries, missing, nil
 }
 
 // firstHeader is the value of the first of names that r carries, else

@@ -184,6 +184,24 @@ func TestForwardAuthMissingHeaderAllowed(t *testing.T) {
 	}
 }
 
+// onMissing Allow leaves out the missing entry, not the descriptor: the
+// policies on the entries present still apply.
+func TestForwardAuthMissingEntryOnly(t *testing.T) {
+	e := startForwardAuth(t)
+	post := map[string]string{"X-Forwarded-Method": "POST", "X-Forwarded-Uri": "/v1//orders/", "X-Forwarded-Host": "b.example"}
+	resp, body := forwardAuth(t, e, http.MethodGet, "shop", post)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get(server.HeaderReason), "header X-Api-Key") ||
+		resp.Header.Get(server.HeaderLimit) != "1" {
+		t.Fatalf("POST /v1/orders without X-Api-Key: %d %v %s, want 200 from orders-posts-per-host, the missing header named", resp.StatusCode, resp.Header, body)
+	}
+	if resp, body := forwardAuth(t, e, http.MethodGet, "shop", post); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("the second POST /v1/orders on b.example without X-Api-Key: %d %s, want 429", resp.StatusCode, body)
+	}
+	if got := missingCount(t, e, "shop", "allowed"); got != 2 {
+		t.Fatalf("sluice_forward_auth_missing_total{shop,allowed} = %v, want 2", got)
+	}
+}
+
 func TestForwardAuthMissingHeaderDenied(t *testing.T) {
 	e := startForwardAuth(t)
 	resp, body := forwardAuth(t, e, http.MethodGet, "shop-strict", map[string]string{"X-Api-Key": "  "})

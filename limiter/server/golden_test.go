@@ -148,7 +148,7 @@ func goldenSteps() []goldenStep {
 		{name: "rls failure mode Open", down: true, rls: rlsReq("modes", 0, rlsDesc("open", "x"))},
 		{name: "rls failure mode Closed", down: true, rls: rlsReq("modes", 0, rlsDesc("closed", "x"))},
 		{name: "rls failure mode Local", down: true, rls: rlsReq("modes", 0, rlsDesc("local", "x"))},
-		{name: "rls failure mode Local beyond capacity", down: true, rls: rlsReq("modes", 3, rlsDesc("local", "y"))},
+		{name: "rls cost beyond the capacity, the default maxCost", down: true, rls: rlsReq("modes", 3, rlsDesc("local", "y"))},
 		{name: "rls failure modes together", down: true, rls: rlsReq("modes", 0, rlsDesc("open", "x"), rlsDesc("closed", "x"))},
 		named("http failure mode Closed", goldenStep{down: true, method: "POST", path: server.CheckPath,
 			body: `{"domain":"modes","descriptors":[{"entries":[{"key":"closed","value":"y"}]}]}`}),

@@ -54,16 +54,29 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/healthz", methodNotAllowed(http.MethodGet, http.MethodHead))
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("/readyz", methodNotAllowed(http.MethodGet, http.MethodHead))
+	// The admin plane is not here: its paths are answered 404, as any
+	// unknown path, with a pointer for whoever looks.
+	for _, p := range []string{limiterwire.AdminPathPrefix, limiterwire.MetricsPath} {
+		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusNotFound, r.URL.Path+" is served on the admin listener (--admin-addr), not on the data plane")
+		})
+	}
+	return mux
+}
+
+// adminRoutes are the admin plane: what the operator and Prometheus read.
+func (s *Server) adminRoutes() http.Handler {
+	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+limiterwire.SnapshotPath, s.adminSnapshot)
 	mux.HandleFunc(limiterwire.SnapshotPath, methodNotAllowed(http.MethodGet, http.MethodHead))
 	mux.HandleFunc("GET "+limiterwire.StatsPath, s.adminStats)
 	mux.HandleFunc(limiterwire.StatsPath, methodNotAllowed(http.MethodGet, http.MethodHead))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Metrics, promhttp.HandlerOpts{
+	mux.Handle("GET "+limiterwire.MetricsPath, promhttp.HandlerFor(s.opts.Metrics, promhttp.HandlerOpts{
 		ErrorLog:          slogPrinter{s.log},
 		Registry:          s.opts.Metrics,
 		EnableOpenMetrics: true,
 	}))
-	mux.HandleFunc("/metrics", methodNotAllowed(http.MethodGet, http.MethodHead))
+	mux.HandleFunc(limiterwire.MetricsPath, methodNotAllowed(http.MethodGet, http.MethodHead))
 	return mux
 }
 

@@ -37,7 +37,7 @@ func TestAdminStatsLocalTier(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Swap(snap)
-	resp, err := http.Post(base+server.CheckPath, "application/json",
+	resp, err := http.Post("http://"+srv.HTTPAddr()+server.CheckPath, "application/json",
 		strings.NewReader(`{"domain":"shop","descriptors":[{"entries":[{"key":"user","value":"kim"},{"key":"ip","value":"10.0.0.1"}]}]}`))
 	if err != nil {
 		t.Fatal(err)

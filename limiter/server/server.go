@@ -1,7 +1,11 @@
 // Package server holds the limiter's protocol adapters around a
-// service.Service, and wires their listeners: Envoy RLS v3 (rls.go) and
-// gRPC health on one port; the HTTP check, forward-auth, status peek,
-// admin endpoints, /healthz, /readyz and /metrics on another. It holds no
+// service.Service, and wires their listeners on two planes. The data plane
+// is what clients call: Envoy RLS v3 (rls.go) and gRPC health on one port;
+// the HTTP check, forward-auth, status peek, /healthz and /readyz on
+// another. The admin plane is what the operator and Prometheus call: the
+// admin endpoints and /metrics, on a third port, behind Options.AdminAuth
+// (on Kubernetes, TokenReview and SubjectAccessReview; see
+// limiter/adminauth). The data port answers 404 there. It holds no
 // limiting logic: every adapter maps its request to a service.Request,
 // calls Service.Decide (or Peek), and maps the service.Response (rls.go,
 // headers.go) or error (ErrInvalidArgument: InvalidArgument, 400) back.
@@ -33,6 +37,8 @@ const (
 	DefaultMaxConcurrentStreams = 1024
 	DefaultShutdownTimeout      = 10 * time.Second
 	DefaultReadinessTimeout     = time.Second
+	// DefaultAdminAddr is Options.AdminAddr's default: loopback only.
+	DefaultAdminAddr = "127.0.0.1:0"
 )
 
 // Options configure a Server.
@@ -40,8 +46,18 @@ type Options struct {
 	// GRPCAddr is where Envoy RLS v3 and gRPC health listen (host:port;
 	// port 0 picks one).
 	GRPCAddr string
-	// HTTPAddr is where the HTTP API, probes and metrics listen.
+	// HTTPAddr is where the HTTP data plane (check, forward-auth, status
+	// peek) and the probes listen.
 	HTTPAddr string
+	// AdminAddr is where the admin plane listens: limiterwire.SnapshotPath,
+	// StatsPath and /metrics. Empty means DefaultAdminAddr, on
+	// loopback with a port picked by the system.
+	AdminAddr string
+	// AdminAuth, when set, wraps every admin plane handler: it
+	// authenticates and authorizes each call (see limiter/adminauth). nil
+	// leaves the admin plane open, as a standalone limiter on loopback has
+	// it.
+	AdminAuth func(http.Handler) http.Handler
 	// Metrics receives the server's metrics and is what /metrics serves;
 	// register the service's metrics on it too. nil means a new registry.
 	Metrics *prometheus.Registry
@@ -93,8 +109,10 @@ type Server struct {
 	health       *health.Server
 	grpc         *grpc.Server
 	http         *http.Server
+	admin        *http.Server
 	grpcLis      net.Listener
 	httpLis      net.Listener
+	adminLis     net.Listener
 	shuttingDown atomic.Bool
 	loads        *loads
 	bootID       string      // random per process, in AdminStats
@@ -123,6 +141,9 @@ func New(svc *service.Service, opts Options) (*Server, error) {
 	if opts.ReadinessTimeout <= 0 {
 		opts.ReadinessTimeout = DefaultReadinessTimeout
 	}
+	if opts.AdminAddr == "" {
+		opts.AdminAddr = DefaultAdminAddr
+	}
 	s := &Server{
 		svc:     svc,
 		rls:     NewRLS(svc, opts.RetryAfterJitter),
@@ -137,15 +158,12 @@ func New(svc *service.Service, opts Options) (*Server, error) {
 	s.loads = newLoads(svc.Snapshot())
 	setServing(s.health, svc.Snapshot() != nil)
 	s.grpc = newGRPCServer(s.rls, s.health, s.metrics, opts)
-	s.http = &http.Server{
-		Handler:           s.routes(),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
+	s.http = s.newHTTPServer(s.routes())
+	admin := s.adminRoutes()
+	if opts.AdminAuth != nil {
+		admin = opts.AdminAuth(admin)
 	}
+	s.admin = s.newHTTPServer(admin)
 	var err error
 	if s.grpcLis, err = net.Listen("tcp", opts.GRPCAddr); err != nil {
 		return nil, fmt.Errorf("gRPC listener: %w", err)
@@ -154,7 +172,24 @@ func New(svc *service.Service, opts Options) (*Server, error) {
 		_ = s.grpcLis.Close()
 		return nil, fmt.Errorf("HTTP listener: %w", err)
 	}
+	if s.adminLis, err = net.Listen("tcp", opts.AdminAddr); err != nil {
+		_ = s.grpcLis.Close()
+		_ = s.httpLis.Close()
+		return nil, fmt.Errorf("admin listener: %w", err)
+	}
 	return s, nil
+}
+
+func (s *Server) newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.opts.Logger.Handler(), slog.LevelWarn),
+	}
 }
 
 // GRPCAddr is the gRPC listener's address.
@@ -163,8 +198,15 @@ func (s *Server) GRPCAddr() string { return s.grpcLis.Addr().String() }
 // HTTPAddr is the HTTP listener's address.
 func (s *Server) HTTPAddr() string { return s.httpLis.Addr().String() }
 
-// Handler is the HTTP API, for tests and embedding.
+// AdminAddr is the admin listener's address.
+func (s *Server) AdminAddr() string { return s.adminLis.Addr().String() }
+
+// Handler is the HTTP data plane, for tests and embedding.
 func (s *Server) Handler() http.Handler { return s.http.Handler }
+
+// AdminHandler is the admin plane, behind Options.AdminAuth, for tests and
+// embedding.
+func (s *Server) AdminHandler() http.Handler { return s.admin.Handler }
 
 // Swap installs snap in the service, reports gRPC health SERVING and
 // answers the long-polls waiting for its version.
@@ -174,13 +216,13 @@ func (s *Server) Swap(snap *config.Snapshot) {
 	setServing(s.health, true) // ignored once shutting down
 }
 
-// Run serves both listeners until ctx ends or one fails, then shuts both
-// down gracefully: health turns NOT_SERVING and /readyz 503, calls keep
+// Run serves the three listeners until ctx ends or one fails, then shuts
+// them down gracefully: health turns NOT_SERVING and /readyz 503, calls keep
 // being answered for DrainDelay (after ctx ended), then the listeners close,
 // calls in flight finish (up to ShutdownTimeout), and Run returns. The error is the first
 // listener failure, or nil after ctx ended.
 func (s *Server) Run(ctx context.Context) error {
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() {
 		// ErrServerStopped: the context ended before Serve began.
 		if err := s.grpc.Serve(s.grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
@@ -189,17 +231,23 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 		errc <- nil
 	}()
-	go func() {
-		if err := s.http.Serve(s.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errc <- fmt.Errorf("HTTP server: %w", err)
-			return
+	for name, hs := range map[string]*http.Server{"HTTP": s.http, "admin": s.admin} {
+		lis := s.httpLis
+		if hs == s.admin {
+			lis = s.adminLis
 		}
-		errc <- nil
-	}()
-	s.log.Info("Serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr())
+		go func() {
+			if err := hs.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("%s server: %w", name, err)
+				return
+			}
+			errc <- nil
+		}()
+	}
+	s.log.Info("Serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr(), "admin", s.AdminAddr(), "adminAuth", s.opts.AdminAuth != nil)
 
 	var first error
-	pending := 2
+	pending := 3
 	select {
 	case <-ctx.Done():
 		s.drain()
@@ -224,14 +272,15 @@ func (s *Server) shutdown(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.ShutdownTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		if err := s.http.Shutdown(ctx); err != nil {
-			s.log.Warn("HTTP calls still running at the shutdown deadline; closing", "error", err)
-			_ = s.http.Close()
-		}
-	}()
+	for _, hs := range []*http.Server{s.http, s.admin} {
+		wg.Go(func() {
+			if err := hs.Shutdown(ctx); err != nil {
+				s.log.Warn("HTTP calls still running at the shutdown deadline; closing", "error", err)
+				_ = hs.Close()
+			}
+		})
+	}
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		stopped := make(chan struct{})

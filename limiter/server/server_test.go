@@ -564,7 +564,7 @@ func TestMetrics(t *testing.T) {
 	if _, err := healthpb.NewHealthClient(e.conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	resp, body := get(t, e.http+"/metrics")
+	resp, body := get(t, "http://"+e.srv.AdminAddr()+"/metrics")
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("/metrics: %d", resp.StatusCode)
 	}

@@ -38,9 +38,9 @@ func scriptCalls(t *testing.T, srv *redistest.Server) int64 {
 	return n
 }
 
-// A cost above a policy's capacity can never be allowed: it is refused
-// with InvalidArgument, naming the policy and its capacity, before any
-// script runs in Redis. On main it ran the script (a SlidingLog's work
+// A cost above a policy's capacity can never be allowed: the default
+// maxCost refuses it with InvalidArgument, naming the policy and its
+// capacity, before any script runs in Redis. On main it ran the script (a SlidingLog's work
 // grows with the cost) and answered a denial that never ends.
 func TestCostAboveCapacityRefusedBeforeRedis(t *testing.T) {
 	srv := redistest.Start(t)
@@ -77,8 +77,8 @@ func TestCostAboveCapacityRefusedBeforeRedis(t *testing.T) {
 		entry string
 		want  string
 	}{
-		{101, "user", "cost 101 exceeds the capacity 100 of policy shop/log (its rate.limit: a SlidingLog logs one entry per unit)"},
-		{51, "tenant", "cost 51 exceeds the capacity 50 of policy shop/bucket (its burst)"},
+		{101, "user", "costs 101, above the maximum cost of 100 of policy shop/log (spec.maxCost, by default the capacity, its rate.limit: a SlidingLog logs one entry per unit)"},
+		{51, "tenant", "costs 51, above the maximum cost of 50 of policy shop/bucket (spec.maxCost, by default the capacity, its burst)"},
 	} {
 		_, err := decide(tc.cost, tc.entry, "x")
 		if !errors.Is(err, service.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {

@@ -16,7 +16,7 @@ import (
 // first admitted decision of each policy and consumes nothing.
 //
 // The only errors are those of a request Validate refuses, or one whose
-// cost exceeds a policy's capacity (checkCapacity), which match
+// cost exceeds a policy's maxCost (checkCosts), which match
 // ErrInvalidArgument; store errors are resolved by each policy's failure
 // mode.
 func (s *Service) Decide(ctx context.Context, req *Request) (Response, error) {
@@ -37,7 +37,7 @@ func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) 
 		return invalidf("Idempotency-Key: %s", err.Error())
 	}
 	l := s.loaded.Load()
-	if err := s.checkCapacity(l, req); err != nil {
+	if err := s.checkCosts(l, req); err != nil {
 		return err
 	}
 	resp.Decisions = slices.Grow(resp.Decisions, len(req.Descriptors))
@@ -52,6 +52,68 @@ func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) 
 		}
 	}
 	return nil
+}
+
+// checkCosts refuses a request that would spend, on one descriptor, more
+// than the maxCost of an enforcing policy that the descriptor matches,
+// naming the first such descriptor, its cost, the policy and its cap. It
+// runs before any decision, so that a refused request spends nothing.
+// Costs within every policy's cap of the domain, such as the usual 1, need
+// no matching. Shadow policies, and all while enforcement is off, refuse
+// nothing: they never change an answer.
+func (s *Service) checkCosts(l *loaded, req *Request) error {
+	// Every cap is at least 1: most requests need no look-up.
+	most := int64(0)
+	for i := range req.Descriptors {
+		most = max(most, descriptorCost(req, &req.Descriptors[i]))
+	}
+	if most <= 1 {
+		return nil
+	}
+	d := l.snap.Domain(req.Domain)
+	if d == nil || !s.enforcing(l) {
+		return nil
+	}
+	for i := range req.Descriptors {
+		desc := &req.Descriptors[i]
+		cost := descriptorCost(req, desc)
+		if cost <= d.MinMaxCost() {
+			continue
+		}
+		if err := s.checkCost(d, i, desc.Entries, cost); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkCost is checkCosts for descriptors[i], of entries and cost.
+func (s *Service) checkCost(d *config.Domain, i int, entries []config.Entry, cost int64) error {
+	sc := s.scratch.Get().(*scratch)
+	defer s.release(sc)
+	entries, _ = s.splitIdempotency(sc, entries, "")
+	sc.matches = d.AppendMatches(sc.matches[:0], entries)
+	for _, p := range sc.matches {
+		if !p.Shadow && cost > p.MaxCost {
+			return invalidf("descriptors[%d] costs %d, above the maximum cost of %d of policy %s (%s)", i, cost, p.MaxCost, p.ID(), maxCostSource(p))
+		}
+	}
+	return nil
+}
+
+// maxCostSource says where p's MaxCost comes from: spec.maxCost, or the
+// capacity by default, which no cost above could ever be allowed by.
+func maxCostSource(p *config.Policy) string {
+	switch {
+	case p.Spec.MaxCost != nil:
+		return "spec.maxCost"
+	case p.Limit.Algorithm == algo.SlidingLog:
+		return "spec.maxCost, by default the capacity, its rate.limit: a SlidingLog logs one entry per unit"
+	case p.Limit.Algorithm.UsesBurst():
+		return "spec.maxCost, by default the capacity, its burst"
+	default:
+		return "spec.maxCost, by default the capacity, its rate.limit"
+	}
 }
 
 // descriptorCost is the descriptor's own hits_addend when set (0 peeks),
@@ -119,7 +181,8 @@ func (s *Service) decide(ctx context.Context, sc *scratch, p *config.Policy, ps 
 	req := store.Request{Key: p.CounterKey(&sc.kb, entries), Limit: p.Limit, Cost: cost}
 	sc.key = req.Key
 	if idem != "" {
-		req.Idempotency, req.IdempotencyTTL = idempotencyRecord(&sc.kb, domain, p, req.Key, idem), s.opts.IdempotencyTTL
+		req.Idempotency = idempotencyRecord(&sc.kb, domain, p, req.Key, entries, cost, idem)
+		req.IdempotencyTTL, req.IdempotencyMaxReplays = s.opts.IdempotencyTTL, s.opts.IdempotencyMaxReplays
 	}
 	r, reason := ps.store.decide(ctx, req)
 	return Decision{Policy: p, Result: r, Reason: reason}

@@ -1,6 +1,8 @@
 package service
 
 import (
+	"strconv"
+
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/store"
 )
@@ -34,6 +36,10 @@ func (s *Service) validateIdempotencyEntry(i, j int, entries []config.Entry) err
 	return nil
 }
 
+// IdempotencyEntry is the descriptor entry key that carries an idempotency
+// key (Options.IdempotencyEntry).
+func (s *Service) IdempotencyEntry() string { return s.opts.IdempotencyEntry }
+
 // idempotencyEntry is the index of the idempotency entry, or -1.
 func (s *Service) idempotencyEntry(entries []config.Entry) int {
 	for i := range entries {
@@ -58,20 +64,38 @@ func (s *Service) splitIdempotency(sc *scratch, entries []config.Entry, idem str
 
 // idempotencyRecord names the record of a request's decision by policy p
 // on counter: scoped per domain, policy and counter, so that one caller
-// can't replay another's decision, nor a key of one policy another's.
-func idempotencyRecord(kb *store.KeyBuilder, domain string, p *config.Policy, counter store.Key, idem string) store.Key {
+// can't replay another's decision, nor a key of one policy another's; and
+// named after the whole request, every entry of its descriptor (the
+// idempotency entry taken out) and its cost, so that a key replays only
+// the request it was first sent with. A different request with a used key
+// names another record: it is decided afresh.
+func idempotencyRecord(kb *store.KeyBuilder, domain string, p *config.Policy, counter store.Key, entries []config.Entry, cost int64, idem string) store.Key {
 	kb.Reset()
 	kb.Add("idempotency")
 	kb.Add(domain)
 	kb.Add(p.ID())
 	kb.Add(string(counter[:]))
 	kb.Add(idem)
+	kb.Add(strconv.FormatInt(cost, 10))
+	for i := range entries {
+		kb.Add(entries[i].Key)
+		kb.Add(entries[i].Value)
+	}
 	return kb.Key()
 }
 
 // warnIdempotencyDescriptors warns of the policies of snap that match on
-// the idempotency entry, which never reaches matching.
+// the idempotency entry, which never reaches matching, and of the
+// forward-auth mappings that build it, which forward-auth refuses.
 func (s *Service) warnIdempotencyDescriptors(snap *config.Snapshot) {
+	for _, m := range snap.ForwardAuth {
+		for _, d := range m.Descriptors {
+			if d.Key == s.opts.IdempotencyEntry {
+				s.log.Error("A forwardAuth mapping builds the idempotency descriptor entry, which would let callers choose their idempotency key: forward-auth refuses its calls (500) until the entry is renamed",
+					"domain", m.Domain, "entry", d.Key)
+			}
+		}
+	}
 	for _, p := range snap.Policies {
 		for _, d := range p.Descriptors {
 			if d.Key == s.opts.IdempotencyEntry {

@@ -63,9 +63,10 @@ func decideKey(t *testing.T, svc *service.Service, domain, user, key string) ser
 
 func remaining(r service.Response) int64 { return r.Decisions[0].Result.Remaining }
 
-// 1,000 retries of one key cost one unit, on the memory store and on real
-// Redis (where the record is kept by the decision's own script).
-func TestThousandRetriesCostOneUnit(t *testing.T) {
+// Retries of one request cost one unit, up to the bound of replays, on the
+// memory store and on real Redis (where the record is kept by the
+// decision's own script); past the bound each is decided afresh.
+func TestRetriesCostOneUnitUpToTheBound(t *testing.T) {
 	srv := redistest.Start(t)
 	rs, err := redisstore.New(redisstore.Options{Addrs: []string{srv.Addr}, Timeout: 2 * time.Second})
 	if err != nil {
@@ -79,14 +80,14 @@ func TestThousandRetriesCostOneUnit(t *testing.T) {
 			if first.OverLimit || remaining(first) != 4 || first.Replayed {
 				t.Fatalf("first: %+v", first)
 			}
-			for i := range 1000 {
+			for i := range store.DefaultIdempotencyMaxReplays {
 				r := decideKey(t, svc, "orders", "ann", "charge-1")
 				if r.OverLimit || remaining(r) != 4 || !r.Replayed {
 					t.Fatalf("retry %d: %+v", i, r)
 				}
 			}
-			if r := decideKey(t, svc, "orders", "ann", ""); remaining(r) != 3 {
-				t.Fatalf("a new request after 1,000 retries: %d remaining, want 3", remaining(r))
+			if r := decideKey(t, svc, "orders", "ann", "charge-1"); r.Replayed || remaining(r) != 3 {
+				t.Fatalf("a retry past %d replays: %+v, want decided afresh with 3 remaining", store.DefaultIdempotencyMaxReplays, r)
 			}
 			// Over RLS the key is a descriptor entry, left out of matching
 			// and of the counter: it spends ann's units.
@@ -96,6 +97,59 @@ func TestThousandRetriesCostOneUnit(t *testing.T) {
 				if r.OverLimit || remaining(r) != 2 || (i > 0) != r.Replayed {
 					t.Fatalf("RLS entry, request %d: %+v", i, r)
 				}
+			}
+		})
+	}
+}
+
+// Attack (issue 16, 4): a client that reuses one Idempotency-Key gets
+// unlimited requests for 24 hours, whatever it sends. Now a key replays
+// only the request it was first sent with (domain, descriptor entries,
+// cost), at most IdempotencyMaxReplays times: a different request with
+// the key, or one replay too many, is decided afresh and spends units.
+func TestAttackIdempotencyKeyReplaysWithoutEnd(t *testing.T) {
+	srv := redistest.Start(t)
+	rs, err := redisstore.New(redisstore.Options{Addrs: []string{srv.Addr}, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rs.Close() })
+	for name, st := range map[string]store.Store{"memory": nil, "redis": rs} {
+		t.Run(name, func(t *testing.T) {
+			svc := idemService(t, st, 0)
+			// One key, sent 100 times against a limit of 5 an hour.
+			admitted := 0
+			for range 100 {
+				if r := decideKey(t, svc, "orders", "eve", "same-key"); !r.OverLimit {
+					admitted++
+				}
+			}
+			if want := 5 + store.DefaultIdempotencyMaxReplays; admitted != want {
+				t.Errorf("one key sent 100 times: %d admitted, want %d (5 units and the first one's %d replays)",
+					admitted, want, store.DefaultIdempotencyMaxReplays)
+			}
+			// A key replays only its own request: another cost, another
+			// entry, another user are decided afresh.
+			fresh := func(what string, req *service.Request) {
+				t.Helper()
+				r, err := svc.Decide(context.Background(), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Replayed {
+					t.Errorf("%s with a used key: replayed %+v, want decided afresh", what, r)
+				}
+			}
+			decideKey(t, svc, "orders", "fay", "k")
+			fresh("a higher cost", &service.Request{Domain: "orders", HitsAddend: 3,
+				Descriptors: []service.Descriptor{desc("user", "fay")}, IdempotencyKey: "k"})
+			fresh("another entry", &service.Request{Domain: "orders",
+				Descriptors: []service.Descriptor{desc("user", "fay", "path", "/refund")}, IdempotencyKey: "k"})
+			if r := decideKey(t, svc, "orders", "fay", "k"); !r.Replayed || remaining(r) != 4 {
+				t.Errorf("the first request again: %+v, want its decision replayed", r)
+			}
+			if r := decideKey(t, svc, "orders", "fay", ""); remaining(r) != 0 {
+				t.Errorf("fay after three different requests: %d remaining, want 0 (1 + 3 + 1 spent)", remaining(r))
 			}
 		})
 	}

@@ -63,6 +63,10 @@ type Options struct {
 	// IdempotencyTTL is how long a request's first decision is replayed to
 	// retries with its idempotency key; 0 means store.DefaultIdempotencyTTL.
 	IdempotencyTTL time.Duration
+	// IdempotencyMaxReplays is how many times a first decision is replayed
+	// to retries with its idempotency key; 0 means
+	// store.DefaultIdempotencyMaxReplays.
+	IdempotencyMaxReplays int64
 	// ReadyPods is the number of ready limiter pods that share every
 	// limit; failureMode Local enforces limit/ReadyPods in this pod's memory
 	// while the store can't answer. 0 means 1. SetReadyPods changes it.
@@ -151,6 +155,9 @@ func New(st store.Store, opts Options) *Service {
 	}
 	if opts.IdempotencyTTL <= 0 {
 		opts.IdempotencyTTL = store.DefaultIdempotencyTTL
+	}
+	if opts.IdempotencyMaxReplays <= 0 {
+		opts.IdempotencyMaxReplays = store.DefaultIdempotencyMaxReplays
 	}
 	s := &Service{
 		store:    st,

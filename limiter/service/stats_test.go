@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -124,7 +125,8 @@ func TestPolicyStatsHottest(t *testing.T) {
 	}
 
 	reg := prometheus.NewRegistry()
-	svc := service.New(st, service.Options{Registerer: reg, Top: service.TopOptions{K: 1}})
+	key := []byte("the fleet's key: 32 bytes, test.")
+	svc := service.New(st, service.Options{Registerer: reg, Top: service.TopOptions{K: 1, Key: key}})
 	now := time.Date(2026, 11, 22, 10, 0, 30, 0, time.UTC)
 	service.SetClock(svc, func() time.Time { return now })
 	svc.Swap(statsSnapshot(t, 1))
@@ -134,7 +136,7 @@ func TestPolicyStatsHottest(t *testing.T) {
 	svc.Check(ctx, "shop", kim, 1)
 	now = now.Add(time.Minute)
 	s := statsOf(t, svc, "enforced")
-	want := []service.HotValue{{Value: "user=" + sha12(t, "lee"), Requests: 12, Limited: 2}}
+	want := []service.HotValue{{Value: "user=" + hmac16(key, "lee"), Requests: 12, Limited: 2}}
 	if !reflect.DeepEqual(s.Hottest, want) || !s.HottestSince.Equal(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)) {
 		t.Fatalf("hottest %+v since %v, want %+v since 10:00", s.Hottest, s.HottestSince, want)
 	}
@@ -149,8 +151,9 @@ func TestPolicyStatsHottest(t *testing.T) {
 	}
 }
 
-func sha12(t *testing.T, v string) string {
-	t.Helper()
-	sum := sha256.Sum256([]byte(v))
-	return hex.EncodeToString(sum[:6])
+// hmac16 is the first 64 bits of v's HMAC-SHA-256 under key, in hex.
+func hmac16(key []byte, v string) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(v))
+	return hex.EncodeToString(mac.Sum(nil)[:8])
 }

@@ -3,6 +3,8 @@ package service
 import (
 	"cmp"
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -22,9 +24,12 @@ import (
 type TopValues string
 
 const (
-	// TopHash shows the first 12 hex digits of each value's SHA-256. The
-	// same value gives the same digits on every pod. A hash of a value from
-	// a small space (an IP address) can be reversed by trying them all.
+	// TopHash shows the first TopHashBytes of each value's HMAC-SHA-256
+	// under TopOptions.Key, in hex. Pods that share the key (a fleet's,
+	// from the Secret the operator keeps) show one value alike, so that
+	// their reports add up; without the key, the digits can't be turned
+	// back into values, not even those of a small space such as IPv4
+	// addresses, by trying them all.
 	TopHash TopValues = "hash"
 	// TopTruncate shows the first TruncateTo bytes of each value.
 	TopTruncate TopValues = "truncate"
@@ -34,8 +39,15 @@ const (
 const (
 	MaxTopK              = 20
 	DefaultTopTruncateTo = 8
-	MaxTopTruncateTo     = 64
-	DefaultTopInterval   = time.Minute
+	// MaxTopTruncateTo caps truncation, so that whole API keys and tokens
+	// are never shown.
+	MaxTopTruncateTo   = 16
+	DefaultTopInterval = time.Minute
+	// TopHashBytes is how much of each HMAC TopHash shows: 64 bits, 16 hex
+	// digits, so that values don't collide in a report.
+	TopHashBytes = 8
+	// MinTopKeyBytes is the shortest TopOptions.Key.
+	MinTopKeyBytes = 16
 )
 
 // TopOptions turns on a bounded sketch of each policy's hottest descriptor
@@ -46,6 +58,10 @@ type TopOptions struct {
 	K int
 	// Values is TopHash (the default) or TopTruncate.
 	Values TopValues
+	// Key is TopHash's HMAC-SHA-256 key, at least MinTopKeyBytes long
+	// (Validate requires it when K > 0 and Values is TopHash). A Service
+	// given none hashes with a random key of its own: never without one.
+	Key []byte
 	// TruncateTo is the bytes of each value TopTruncate keeps, 1 to
 	// MaxTopTruncateTo; 0 means DefaultTopTruncateTo.
 	TruncateTo int
@@ -63,6 +79,8 @@ func (o TopOptions) Validate() error {
 		return fmt.Errorf("top descriptor values %q: want %q or %q", o.Values, TopHash, TopTruncate)
 	case o.TruncateTo < 0 || o.TruncateTo > MaxTopTruncateTo:
 		return fmt.Errorf("top descriptor truncation %d: want 1 to %d bytes", o.TruncateTo, MaxTopTruncateTo)
+	case o.K > 0 && o.Values != TopTruncate && len(o.Key) < MinTopKeyBytes:
+		return fmt.Errorf("top descriptor hash key of %d bytes: want at least %d", len(o.Key), MinTopKeyBytes)
 	case o.Interval < 0 || (o.Interval > 0 && o.Interval < time.Second):
 		return fmt.Errorf("top descriptor interval %v: want at least 1s", o.Interval)
 	}
@@ -78,6 +96,10 @@ func (o TopOptions) withDefaults() TopOptions {
 	}
 	if o.Interval == 0 {
 		o.Interval = DefaultTopInterval
+	}
+	if len(o.Key) == 0 {
+		o.Key = make([]byte, 32)
+		_, _ = rand.Read(o.Key) // never fails
 	}
 	return o
 }
@@ -203,8 +225,9 @@ func (t *topSketch) format(p *config.Policy, entries []config.Entry) string {
 			}
 			b.WriteString(v)
 		default:
-			sum := sha256.Sum256([]byte(v))
-			b.WriteString(hex.EncodeToString(sum[:6]))
+			mac := hmac.New(sha256.New, t.opts.Key)
+			_, _ = mac.Write([]byte(v))
+			b.WriteString(hex.EncodeToString(mac.Sum(nil)[:TopHashBytes]))
 		}
 	}
 	if b.Len() == 0 {

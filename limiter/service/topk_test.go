@@ -1,6 +1,7 @@
 package service
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -38,7 +39,7 @@ func topFixture(t *testing.T) (*config.Policy, func(user string) (store.Key, []c
 
 func TestTopSketchFindsHeavyHitters(t *testing.T) {
 	p, req := topFixture(t)
-	sk := newTopSketch(TopOptions{K: 3, Values: TopTruncate, TruncateTo: 64})
+	sk := newTopSketch(TopOptions{K: 3, Values: TopTruncate, TruncateTo: 16})
 	t0 := time.Date(2026, 11, 22, 10, 0, 5, 0, time.UTC)
 	add := func(user string, n int, limited bool) {
 		k, e := req(user)
@@ -115,7 +116,7 @@ func TestTopSketchShowsNoRawValues(t *testing.T) {
 		opts TopOptions
 		want string
 	}{
-		{TopOptions{K: 1}, "user=" + sha12(secret)},
+		{TopOptions{K: 1, Key: []byte(testTopKey)}, "user=" + hmac16(testTopKey, secret)},
 		{TopOptions{K: 1, Values: TopTruncate}, "user=sk_live_…"},
 		{TopOptions{K: 1, Values: TopTruncate, TruncateTo: 3}, "user=sk_…"},
 	} {
@@ -145,20 +146,31 @@ func TestTopOptionsValidate(t *testing.T) {
 		{TopOptions{K: 21}, "top descriptors 21: want 0 (off) to 20"},
 		{TopOptions{K: -1}, "top descriptors -1: want 0 (off) to 20"},
 		{TopOptions{K: 5, Values: "plain"}, `top descriptor values "plain": want "hash" or "truncate"`},
-		{TopOptions{K: 5, TruncateTo: 65}, "top descriptor truncation 65: want 1 to 64 bytes"},
-		{TopOptions{K: 5, Interval: time.Millisecond}, "top descriptor interval 1ms: want at least 1s"},
+		{TopOptions{K: 5, TruncateTo: 17}, "top descriptor truncation 17: want 1 to 16 bytes"},
+		{TopOptions{K: 5}, "top descriptor hash key of 0 bytes: want at least 16"},
+		{TopOptions{K: 5, Key: []byte("fifteen bytes..")}, "top descriptor hash key of 15 bytes: want at least 16"},
+		{TopOptions{K: 5, Values: TopTruncate, Interval: time.Millisecond}, "top descriptor interval 1ms: want at least 1s"},
 	} {
 		err := tc.opts.Validate()
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("%+v: %v, want %q", tc.opts, err, tc.want)
 		}
 	}
-	if err := (TopOptions{K: 20, Values: TopTruncate, TruncateTo: 64, Interval: time.Second}).Validate(); err != nil {
-		t.Errorf("valid options: %v", err)
+	for _, o := range []TopOptions{
+		{K: 20, Values: TopTruncate, TruncateTo: 16, Interval: time.Second},
+		{K: 20, Key: []byte(testTopKey)},
+		{K: 0},
+	} {
+		if err := o.Validate(); err != nil {
+			t.Errorf("valid options %+v: %v", o, err)
+		}
 	}
 }
 
-func sha12(v string) string {
-	sum := sha256.Sum256([]byte(v))
-	return hex.EncodeToString(sum[:])[:12]
+const testTopKey = "a fleet's key of 32 bytes, test."
+
+func hmac16(key, v string) string {
+	mac := hmac.New(sha256.New, []byte(key))
+	mac.Write([]byte(v))
+	return hex.EncodeToString(mac.Sum(nil))[:16]
 }

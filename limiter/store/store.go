@@ -37,21 +37,44 @@ type Request struct {
 	// Cost is the number of units to spend. 0 peeks without consuming.
 	Cost int64
 	// Idempotency names the record of a retried request: when it is set (not
-	// the zero Key) and a record of it exists, the store returns the
-	// recorded decision with Result.Replayed and consumes nothing. Otherwise
-	// it decides, and records an admitted decision that consumed units, in
-	// the same atomic step. Denials and peeks are not recorded: they consumed
-	// nothing, so a retry is decided afresh. The caller derives it from
-	// everything that scopes a replay (domain, policy, counter, client key).
+	// the zero Key) and a live record of it has replayed fewer than
+	// IdempotencyMaxReplays times, the store counts one more replay and
+	// returns the recorded decision with Result.Replayed, consuming nothing.
+	// Otherwise it decides, and when no live record exists records an
+	// admitted decision that consumed units, in the same atomic step. So a
+	// record replays a bounded number of times, and a record whose replays
+	// are spent stays until its TTL: its retries are decided afresh, each
+	// spending units, and never start a new record. Denials and peeks are
+	// not recorded: they consumed nothing, so a retry is decided afresh. The
+	// caller derives it from everything that scopes a replay and everything
+	// that makes two requests the same one (domain, policy, counter, the
+	// descriptor's entries, cost, client key).
 	Idempotency Key
 	// IdempotencyTTL is how long a record lives; 0 means
 	// DefaultIdempotencyTTL.
 	IdempotencyTTL time.Duration
+	// IdempotencyMaxReplays is how many times a record replays; 0 means
+	// DefaultIdempotencyMaxReplays.
+	IdempotencyMaxReplays int64
 }
 
 // DefaultIdempotencyTTL is how long an idempotency record lives unless a
 // request says otherwise.
 const DefaultIdempotencyTTL = 24 * time.Hour
+
+// DefaultIdempotencyMaxReplays is how many times an idempotency record
+// replays unless a request says otherwise: enough for a client's retries
+// of one request, few enough that reusing a key buys little.
+const DefaultIdempotencyMaxReplays = 5
+
+// EffectiveIdempotencyMaxReplays is IdempotencyMaxReplays, or the default
+// when unset.
+func (r *Request) EffectiveIdempotencyMaxReplays() int64 {
+	if r.IdempotencyMaxReplays <= 0 {
+		return DefaultIdempotencyMaxReplays
+	}
+	return r.IdempotencyMaxReplays
+}
 
 // HasIdempotency reports whether the request carries an idempotency key.
 func (r *Request) HasIdempotency() bool { return r.Idempotency != Key{} }

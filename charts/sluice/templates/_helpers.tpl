@@ -124,3 +124,12 @@ sluice.validate: checks across values that the schema can't state clearly.
 {{- fail (printf "fleet's namespace %q must be one of operator.watchNamespaces %v, or the operator won't see the fleet" (include "sluice.fleetNamespace" .) .Values.operator.watchNamespaces) }}
 {{- end }}
 {{- end }}
+
+{{/*
+The limiter metrics reader: the ClusterRole that may get the limiter pods'
+/metrics on their admin port, and the ServiceAccount whose token the
+PodMonitor sends.
+*/}}
+{{- define "sluice.limiterMetricsReader" -}}
+{{- printf "%s-limiter-metrics-reader" (include "sluice.fullname" . | trunc 38 | trimSuffix "-") }}
+{{- end }}

@@ -3,6 +3,10 @@ controllers' +kubebuilder:rbac markers). DO NOT EDIT: run make manifests. */ -}}
 
 {{/* sluice.operator.clusterRules: the operator's rules on cluster-scoped resources. */}}
 {{- define "sluice.operator.clusterRules" -}}
+- nonResourceURLs:
+  - /v1/admin/*
+  verbs:
+  - get
 - apiGroups:
   - ""
   resources:
@@ -11,6 +15,28 @@ controllers' +kubebuilder:rbac markers). DO NOT EDIT: run make manifests. */ -}}
   - get
   - list
   - watch
+- apiGroups:
+  - rbac.authorization.k8s.io
+  resources:
+  - clusterrolebindings
+  verbs:
+  - create
+- apiGroups:
+  - rbac.authorization.k8s.io
+  resourceNames:
+  - sluice-limiter-auth-delegator
+  resources:
+  - clusterrolebindings
+  verbs:
+  - patch
+- apiGroups:
+  - rbac.authorization.k8s.io
+  resourceNames:
+  - system:auth-delegator
+  resources:
+  - clusterroles
+  verbs:
+  - bind
 {{- end }}
 
 {{/* sluice.operator.namespacedRules: the operator's rules on namespaced resources. */}}

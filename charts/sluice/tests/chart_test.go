@@ -221,6 +221,27 @@ func TestChart(t *testing.T) {
 		eventually(t, 30*time.Second, func() error {
 			return k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "default-limiter"}, &d)
 		})
+		// The fleet's limiters may review their admin plane's callers: the
+		// operator binds system:auth-delegator to their ServiceAccount.
+		eventually(t, 30*time.Second, func() error {
+			var crb rbacv1.ClusterRoleBinding
+			if err := k8s.Get(ctx, client.ObjectKey{Name: "sluice-limiter-auth-delegator"}, &crb); err != nil {
+				return err
+			}
+			want := rbacv1.Subject{Kind: "ServiceAccount", Namespace: namespace, Name: "default-limiter"}
+			if len(crb.Subjects) != 1 || crb.Subjects[0] != want || crb.RoleRef.Name != "system:auth-delegator" {
+				return fmt.Errorf("auth delegator binding %+v, want %+v bound to system:auth-delegator", crb, want)
+			}
+			return nil
+		})
+		limiterSA := "system:serviceaccount:" + namespace + ":default-limiter"
+		limiterGroups := []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}
+		for _, res := range []string{"tokenreviews", "subjectaccessreviews"} {
+			group := map[string]string{"tokenreviews": "authentication.k8s.io", "subjectaccessreviews": "authorization.k8s.io"}[res]
+			if !allowed(t, limiterSA, limiterGroups, authorizationv1.ResourceAttributes{Verb: "create", Group: group, Resource: res}) {
+				t.Errorf("the fleet's limiters can't create %s: --admin-auth=kubernetes needs it", res)
+			}
+		}
 		want := "ghcr.io/sluice-dev/sluice-limiter:" + appVersion(t)
 		if got := d.Spec.Template.Spec.Containers[0].Image; got != want {
 			t.Errorf("limiter image %s, want %s (the chart's --limiter-image)", got, want)
@@ -366,6 +387,49 @@ spec:
 		}
 		if _, stderr, err := kubectl(bob, policy("payments"), "apply", "-f", "-"); err == nil || !strings.Contains(stderr, "forbidden") {
 			t.Errorf("bob (view) created a policy: %v %s", err, stderr)
+		}
+		// Neither reads a limiter's admin plane nor its metrics.
+		for _, user := range []string{"alice", "bob"} {
+			for _, path := range []string{"/v1/admin/stats", "/v1/admin/snapshot", "/metrics"} {
+				if allowedURL(t, user, nil, "get", path) {
+					t.Errorf("%s may get %s on the limiters' admin plane", user, path)
+				}
+			}
+		}
+	})
+
+	step("Prometheus may scrape the limiters' /metrics and nothing else of their admin plane", func(t *testing.T) {
+		mustHelm(t, "upgrade", release, chartDir, "--namespace", namespace, "--reuse-values",
+			"--set", "limiter.metrics.podMonitor.enabled=true", "--set", "limiter.metrics.readers[0].kind=ServiceAccount",
+			"--set", "limiter.metrics.readers[0].name=prometheus", "--set", "limiter.metrics.readers[0].namespace=monitoring")
+		for _, sa := range []string{"sluice-limiter-metrics-reader", "prometheus"} {
+			ns := namespace
+			if sa == "prometheus" {
+				ns = "monitoring"
+			}
+			user := "system:serviceaccount:" + ns + ":" + sa
+			groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
+			if !allowedURL(t, user, groups, "get", "/metrics") {
+				t.Errorf("%s may not get /metrics", user)
+			}
+			for _, path := range []string{"/v1/admin/stats", "/v1/admin/snapshot"} {
+				if allowedURL(t, user, groups, "get", path) {
+					t.Errorf("%s may get %s", user, path)
+				}
+			}
+		}
+		var pm unstructured.Unstructured
+		pm.SetAPIVersion("monitoring.coreos.com/v1")
+		pm.SetKind("PodMonitor")
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "sluice-limiter"}, &pm); err != nil {
+			t.Fatal(err)
+		}
+		ep, _, _ := unstructured.NestedSlice(pm.Object, "spec", "podMetricsEndpoints")
+		secret, _, _ := unstructured.NestedString(ep[0].(map[string]any), "authorization", "credentials", "name")
+		var sec corev1.Secret
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: secret}, &sec); err != nil ||
+			sec.Type != corev1.SecretTypeServiceAccountToken || sec.Annotations[corev1.ServiceAccountNameKey] != "sluice-limiter-metrics-reader" {
+			t.Errorf("the PodMonitor's token Secret %q: %v %+v", secret, err, sec.ObjectMeta)
 		}
 	})
 
@@ -529,9 +593,20 @@ func waitForCondition(t *testing.T, ns, name, condition string, status metav1.Co
 // allowed asks the API server's authorizer, as kubectl auth can-i does.
 func allowed(t *testing.T, user string, groups []string, attrs authorizationv1.ResourceAttributes) bool {
 	t.Helper()
-	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User: user, Groups: groups, ResourceAttributes: &attrs,
-	}}
+	return review(t, authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups, ResourceAttributes: &attrs})
+}
+
+// allowedURL reports whether user may verb the non-resource URL path, such
+// as a limiter's admin plane.
+func allowedURL(t *testing.T, user string, groups []string, verb, path string) bool {
+	t.Helper()
+	return review(t, authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups,
+		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Verb: verb, Path: path}})
+}
+
+func review(t *testing.T, spec authorizationv1.SubjectAccessReviewSpec) bool {
+	t.Helper()
+	sar := &authorizationv1.SubjectAccessReview{Spec: spec}
 	if err := k8s.Create(ctx, sar); err != nil {
 		t.Fatal(err)
 	}
@@ -544,12 +619,22 @@ func allowed(t *testing.T, user string, groups []string, attrs authorizationv1.R
 // nothing the operator has no business doing.
 func checkOperatorAccess(t *testing.T, user string, groups []string, watched, leaderNS string) {
 	t.Helper()
-	clusterScoped := map[string]bool{"namespaces": true}
+	clusterScoped := map[string]bool{"namespaces": true, "clusterrolebindings": true, "clusterroles": true}
 	for _, r := range generatedRules(t) {
+		for _, u := range r.NonResourceURLs {
+			for _, verb := range r.Verbs {
+				if path := strings.TrimSuffix(u, "*") + "snapshot"; !allowedURL(t, user, groups, verb, path) {
+					t.Errorf("%s can't %s %s; the controllers' markers need it", user, verb, path)
+				}
+			}
+		}
 		for _, res := range r.Resources {
 			resource, sub, _ := strings.Cut(res, "/")
 			for _, verb := range r.Verbs {
 				a := authorizationv1.ResourceAttributes{Verb: verb, Group: r.APIGroups[0], Resource: resource, Subresource: sub}
+				if len(r.ResourceNames) > 0 {
+					a.Name = r.ResourceNames[0]
+				}
 				switch {
 				case clusterScoped[resource]:
 				case resource == "leases":
@@ -575,7 +660,8 @@ func checkOperatorAccess(t *testing.T, user string, groups []string, watched, le
 		{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: "kube-system"},
 		{Verb: "escalate", Group: "rbac.authorization.k8s.io", Resource: "roles", Namespace: watched},
 		{Verb: "bind", Group: "rbac.authorization.k8s.io", Resource: "clusterroles"},
-		{Verb: "create", Group: "rbac.authorization.k8s.io", Resource: "clusterrolebindings"},
+		{Verb: "bind", Group: "rbac.authorization.k8s.io", Resource: "clusterroles", Name: "cluster-admin"},
+		{Verb: "patch", Group: "rbac.authorization.k8s.io", Resource: "clusterrolebindings", Name: "cluster-admin"},
 		{Verb: "impersonate", Resource: "users"},
 		{Verb: "delete", Group: v1alpha1.GroupVersion.Group, Resource: "ratelimitpolicies", Namespace: watched},
 		{Verb: "update", Group: v1alpha1.GroupVersion.Group, Resource: "ratelimitpolicies", Namespace: watched},
@@ -583,8 +669,13 @@ func checkOperatorAccess(t *testing.T, user string, groups []string, watched, le
 	}
 	for _, a := range denied {
 		if allowed(t, user, groups, a) {
-			t.Errorf("%s may %s %s/%s in %q", user, a.Verb, a.Resource, a.Subresource, a.Namespace)
+			t.Errorf("%s may %s %s/%s %s in %q", user, a.Verb, a.Resource, a.Subresource, a.Name, a.Namespace)
 		}
+	}
+	// The limiters' admin plane, but not their metrics: that is
+	// Prometheus's.
+	if allowedURL(t, user, groups, "get", "/metrics") {
+		t.Errorf("%s may get the limiters' /metrics", user)
 	}
 }
 

@@ -204,15 +204,25 @@ func TestCRDTemplates(t *testing.T) {
 }
 
 // grant is one verb on one resource of one API group.
-type grant struct{ group, resource, verb string }
+// grant is one verb on a resource (of a group, limited to names when set),
+// or on a non-resource URL (group nonResourceURL).
+type grant struct{ group, resource, names, verb string }
+
+const nonResourceURL = "nonResourceURL"
 
 func grants(rules []rbacv1.PolicyRule) map[grant]bool {
 	g := map[grant]bool{}
 	for _, r := range rules {
+		for _, u := range r.NonResourceURLs {
+			for _, v := range r.Verbs {
+				g[grant{nonResourceURL, u, "", v}] = true
+			}
+		}
+		names := strings.Join(r.ResourceNames, ",")
 		for _, group := range r.APIGroups {
 			for _, res := range r.Resources {
 				for _, v := range r.Verbs {
-					g[grant{group, res, v}] = true
+					g[grant{group, res, names, v}] = true
 				}
 			}
 		}
@@ -220,10 +230,19 @@ func grants(rules []rbacv1.PolicyRule) map[grant]bool {
 	return g
 }
 
+// clusterOnly reports whether g can only be granted by a ClusterRole.
+func (g grant) clusterOnly() bool {
+	return g.group == nonResourceURL || g.resource == "namespaces" || g.resource == "clusterroles" || g.resource == "clusterrolebindings"
+}
+
 func sortedGrants(g map[grant]bool) []string {
 	var s []string
 	for k := range g {
-		s = append(s, fmt.Sprintf("%s/%s:%s", k.group, k.resource, k.verb))
+		name := ""
+		if k.names != "" {
+			name = "[" + k.names + "]"
+		}
+		s = append(s, fmt.Sprintf("%s/%s%s:%s", k.group, k.resource, name, k.verb))
 	}
 	sort.Strings(s)
 	return s
@@ -286,7 +305,13 @@ func TestRBACTemplates(t *testing.T) {
 				cr = sortedGrants(grants(convert[rbacv1.ClusterRole](t, o).Rules))
 			}
 		}
-		if want := []string{"/namespaces:get", "/namespaces:list", "/namespaces:watch"}; !reflect.DeepEqual(cr, want) {
+		clusterOnly := map[grant]bool{}
+		for g := range want {
+			if g.clusterOnly() {
+				clusterOnly[g] = true
+			}
+		}
+		if want := sortedGrants(clusterOnly); !reflect.DeepEqual(cr, want) {
 			t.Errorf("namespaced mode ClusterRole grants %v, want only %v", cr, want)
 		}
 		perNS := map[string]map[grant]bool{}
@@ -299,7 +324,7 @@ func TestRBACTemplates(t *testing.T) {
 			t.Fatalf("operator Roles in %v, want team-a and team-b", perNS)
 		}
 		for g := range want {
-			if g.resource != "namespaces" && g.resource != "leases" && !perNS["team-a"][g] {
+			if !g.clusterOnly() && g.resource != "leases" && !perNS["team-a"][g] {
 				t.Errorf("the team-a Role lacks %v", g)
 			}
 		}
@@ -323,7 +348,8 @@ func checkNoWildcardsOrSecrets(t *testing.T, objs []*unstructured.Unstructured) 
 			if g.group == "*" || g.resource == "*" || g.verb == "*" || (g.resource == "secrets" && !secretVerbs[g.verb]) {
 				t.Errorf("%s %s grants %v", o.GetKind(), o.GetName(), g)
 			}
-			if g.verb == "escalate" || g.verb == "bind" || g.verb == "impersonate" {
+			// bind only system:auth-delegator, to the fleets' limiters.
+			if g.verb == "escalate" || (g.verb == "bind" && g.names != "system:auth-delegator") || g.verb == "impersonate" {
 				t.Errorf("%s %s grants %v", o.GetKind(), o.GetName(), g)
 			}
 		}
@@ -404,6 +430,27 @@ func TestMonitoringTemplates(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("PodMonitor scrapes port %v; the limiter container has %+v", port, pod.Spec.Containers[0].Ports)
+	}
+	// The admin port answers only callers the API server authorizes for
+	// /metrics: the PodMonitor sends the token of the metrics reader.
+	auth := pm["podMetricsEndpoints"].([]any)[0].(map[string]any)["authorization"]
+	wantAuth := map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "sluice-limiter-metrics-reader-token", "key": "token"}}
+	if port != "admin" || !reflect.DeepEqual(auth, wantAuth) {
+		t.Errorf("PodMonitor scrapes port %v with authorization %v, want admin with %v", port, auth, wantAuth)
+	}
+	var secretFound bool
+	for _, o := range find(objs, "Secret") {
+		secretFound = secretFound || (o.GetName() == "sluice-limiter-metrics-reader-token" &&
+			o.GetAnnotations()["kubernetes.io/service-account.name"] == "sluice-limiter-metrics-reader")
+	}
+	var roleOK bool
+	for _, o := range find(objs, "ClusterRole") {
+		if o.GetName() == "sluice-limiter-metrics-reader" {
+			roleOK = reflect.DeepEqual(o.Object["rules"], []any{map[string]any{"nonResourceURLs": []any{"/metrics"}, "verbs": []any{"get"}}})
+		}
+	}
+	if !secretFound || !roleOK {
+		t.Errorf("metrics reader: token Secret rendered %v, ClusterRole granting get /metrics only %v", secretFound, roleOK)
 	}
 	if ns := pm["namespaceSelector"]; !reflect.DeepEqual(ns, map[string]any{"any": true}) {
 		t.Errorf("cluster-wide namespaceSelector %v, want any", ns)

@@ -61,6 +61,7 @@ type record struct {
 	remaining int64
 	resetAt   int64
 	expiresAt int64
+	replays   int64 // replays answered so far
 }
 
 type entry struct {
@@ -111,9 +112,15 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 	defer sh.mu.Unlock()
 	idem := req.HasIdempotency()
 	rk := recordKey{req.Key, req.Idempotency}
+	live := false // a live record, whose replays may be spent
 	if idem {
 		if rec, ok := sh.records[rk]; ok && rec.expiresAt > n {
-			return algo.Result{Allowed: true, Remaining: rec.remaining, ResetAfter: time.Duration(max(0, rec.resetAt-n)) * time.Microsecond, Replayed: true}, nil
+			if rec.replays < req.EffectiveIdempotencyMaxReplays() {
+				rec.replays++
+				sh.records[rk] = rec
+				return algo.Result{Allowed: true, Remaining: rec.remaining, ResetAfter: time.Duration(max(0, rec.resetAt-n)) * time.Microsecond, Replayed: true}, nil
+			}
+			live = true
 		}
 	}
 	e, ok := sh.entries[req.Key]
@@ -137,7 +144,7 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 		s.makeRoom(sh, n)
 		sh.entries[req.Key] = &entry{state: st, expiresAt: n + ttl.Microseconds()}
 	}
-	if idem && r.Allowed && req.Cost > 0 {
+	if idem && !live && r.Allowed && req.Cost > 0 {
 		if _, ok := sh.records[rk]; !ok {
 			s.makeRecordRoom(sh, n)
 		}

@@ -38,7 +38,7 @@ type call struct {
 	// are sent by pointer, which boxes them without copying.
 	keys  [2]string
 	nkeys int
-	argv  [6]int64
+	argv  [7]int64
 	nargv int
 
 	// cmd is the call's script run, in the last send.
@@ -164,7 +164,7 @@ func anyErr(calls []*call, match func(error) bool) bool {
 }
 
 // prepare fills c's script KEYS and ARGV: limit, period_us, burst, cost,
-// now_us, and with an idempotency record, its TTL in ms.
+// now_us, and with an idempotency record, its TTL in ms and most replays.
 func (s *Store) prepare(c *call) {
 	r := &c.req
 	var now int64
@@ -172,10 +172,10 @@ func (s *Store) prepare(c *call) {
 		now = s.opts.PinnedClock().UnixMicro()
 	}
 	c.keys[0], c.nkeys = s.RedisKey(r.Key), 1
-	c.argv, c.nargv = [6]int64{r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now}, 5
+	c.argv, c.nargv = [7]int64{r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now}, 5
 	if r.HasIdempotency() {
 		c.keys[1], c.nkeys = s.RecordKey(r.Key, r.Idempotency), 2
-		c.argv[5], c.nargv = max(1, r.EffectiveIdempotencyTTL().Milliseconds()), 6
+		c.argv[5], c.argv[6], c.nargv = max(1, r.EffectiveIdempotencyTTL().Milliseconds()), r.EffectiveIdempotencyMaxReplays(), 7
 	}
 }
 
