@@ -208,24 +208,25 @@ func mergeStrings(dst, src map[string]string) map[string]string {
 	return dst
 }
 
-// selectPolicies returns the accepted policies the fleet selects, sorted.
+// selectPolicies returns the accepted policies the fleet serves (allows
+// and selects), sorted.
 func (r *LimiterFleetReconciler) selectPolicies(ctx context.Context, fleet *v1alpha1.LimiterFleet) ([]v1alpha1.RateLimitPolicy, error) {
 	var list v1alpha1.RateLimitPolicyList
 	if err := r.List(ctx, &list); err != nil {
 		return nil, err
 	}
-	nsLabels, err := namespaceLabels(ctx, r.Client)
+	tn, err := readTenancy(ctx, r.Client)
 	if err != nil {
 		return nil, err
 	}
-	verdicts := r.verdicts.get(allDomains, list.Items)
+	verdicts := r.verdicts.get(allDomains, list.Items, tn)
 	var out []v1alpha1.RateLimitPolicy
 	for i := range list.Items {
 		p := &list.Items[i]
 		if !verdicts[client.ObjectKeyFromObject(p)].Accepted {
 			continue
 		}
-		ok, err := fleetSelects(fleet, p, nsLabels[p.Namespace])
+		ok, err := fleetServes(fleet, p, tn.nsLabels[p.Namespace])
 		if err != nil {
 			return nil, fmt.Errorf("fleet selectors: %w", err)
 		}
@@ -383,6 +384,9 @@ func (r *LimiterFleetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(fleetOfRedisPod), builder.WithPredicates(redisPodChanged)).
 		Watches(&v1alpha1.RateLimitPolicy{}, allFleets).
+		// Any fleet's domains decide which policies are allowed, and so
+		// which conflict: every fleet's snapshot may change.
+		Watches(&v1alpha1.LimiterFleet{}, allFleets, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Namespace{}, allFleets, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.fleetOfSlice)).
 		WatchesRawSource(source.Channel(r.Acks.Subscribe(), &handler.EnqueueRequestForObject{})).
