@@ -79,6 +79,7 @@ const allDomains = "\x00all"
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch
 
 // fleetScope carries one reconcile pass's observations to the status.
 type fleetScope struct {
@@ -94,6 +95,12 @@ type fleetScope struct {
 	// redis is the Redis Cluster pass, for mode Cluster.
 	redis        *redisScope
 	requeueAfter time.Duration
+	// served maps the UID of each policy the fleet serves to its
+	// "namespace/name": the only policies its pods may report on.
+	served map[string]string
+	// untrusted are the ready endpoints that are not the fleet's own
+	// pods, with why: the operator neither polls nor counts them.
+	untrusted []string
 }
 
 // Reconcile runs the phases in order and always ends with one status patch.
@@ -136,6 +143,7 @@ func (r *LimiterFleetReconciler) reconcileSnapshot(ctx context.Context, s *fleet
 	if err != nil {
 		return err
 	}
+	s.served = servedPolicies(selected)
 	enforcement := config.EnforcementEnabled
 	if s.fleet.Spec.EffectiveEnforcement() == v1alpha1.EnforcementDisabled {
 		enforcement = config.EnforcementDisabled
@@ -314,12 +322,15 @@ func (r *LimiterFleetReconciler) observeEndpoints(ctx context.Context, s *fleetS
 		return err
 	}
 	s.endpoints = readyEndpoints(slices.Items, "http")
-	return nil
+	var err error
+	s.endpoints, s.untrusted, err = r.trustedEndpoints(ctx, s.fleet, slices.Items, s.endpoints)
+	return err
 }
 
 // observeAcks reads what each ready pod has loaded.
 func (r *LimiterFleetReconciler) observeAcks(_ context.Context, s *fleetScope) error {
 	key := client.ObjectKeyFromObject(s.fleet)
+	r.Acks.Serve(key, s.served)
 	r.Acks.Track(key, s.endpoints, s.version)
 	s.acks, s.complete = r.Acks.Acks(key)
 	return nil
@@ -389,6 +400,9 @@ func (r *LimiterFleetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.LimiterFleet{}, allFleets, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Namespace{}, allFleets, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.fleetOfSlice)).
+		// The owners of the pods behind the endpoints decide which count.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(fleetOfLimiterObject), builder.WithPredicates(limiterOwnerChanged)).
+		Watches(&appsv1.ReplicaSet{}, handler.EnqueueRequestsFromMapFunc(fleetOfLimiterObject), builder.WithPredicates(limiterOwnerChanged)).
 		WatchesRawSource(source.Channel(r.Acks.Subscribe(), &handler.EnqueueRequestForObject{})).
 		Named("limiterfleet").
 		Complete(r)

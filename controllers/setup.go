@@ -6,8 +6,10 @@ import (
 	"net/http"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -63,10 +65,22 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	return (&RateLimitPolicyReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Acks: acks}).SetupWithManager(ctx, mgr)
 }
 
-// CacheByObject restricts the manager's cache of Pods to the Redis pods of
-// fleets: the operator watches those for IP changes and reads no other Pod.
+// CacheByObject restricts the manager's cache of Pods to the Redis and
+// limiter pods of fleets, and of ReplicaSets to the limiters': the operator
+// watches Redis pods for IP changes, checks that limiter pods are the
+// fleet's own (trustedEndpoints), and reads no other Pod or ReplicaSet.
 func CacheByObject() map[client.Object]cache.ByObject {
 	return map[client.Object]cache.ByObject{
-		&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{LabelName: RedisAppName})},
+		&corev1.Pod{}:        {Label: fleetPods},
+		&appsv1.ReplicaSet{}: {Label: labels.SelectorFromSet(labels.Set{LabelName: LimiterAppName})},
 	}
 }
+
+// fleetPods selects the Redis and limiter pods of every fleet.
+var fleetPods = func() labels.Selector {
+	req, err := labels.NewRequirement(LabelName, selection.In, []string{RedisAppName, LimiterAppName})
+	if err != nil {
+		panic(err)
+	}
+	return labels.NewSelector().Add(*req)
+}()
