@@ -16,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -60,6 +61,10 @@ type LimiterFleetReconciler struct {
 	Recorder record.EventRecorder
 	// RedisDialer, when set, opens connections to Redis pods.
 	RedisDialer func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// NetworkPolicies say who the operator is, for the fleets'
+	// NetworkPolicies; none are rendered when it is empty.
+	NetworkPolicies NetworkPolicyOptions
 
 	applied       sync.Map // object key -> appliedState
 	verdicts      verdictCache
@@ -127,6 +132,7 @@ func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		r.reconcileSnapshot,
 		r.reconcileRedis,
 		r.reconcileLimiters,
+		r.reconcileNetworkPolicies,
 		r.observeAcks,
 	} {
 		if err = phase(ctx, s); err != nil {
@@ -393,6 +399,7 @@ func (r *LimiterFleetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&appsv1.Deployment{}).
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(fleetOfRedisPod), builder.WithPredicates(redisPodChanged)).
 		Watches(&v1alpha1.RateLimitPolicy{}, allFleets).
 		// Any fleet's domains decide which policies are allowed, and so

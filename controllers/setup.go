@@ -38,6 +38,10 @@ type Options struct {
 	// RedisDialer, when set, opens the operator's connections to Redis pods
 	// (tests route pod IPs with it); nil dials TCP.
 	RedisDialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	// NetworkPolicies say who the operator is and which namespace scrapes
+	// the limiters, for the NetworkPolicies it renders for each fleet; with
+	// no OperatorNamespace, it renders none.
+	NetworkPolicies NetworkPolicyOptions
 }
 
 // Leader election and events.
@@ -59,6 +63,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	fleets := &LimiterFleetReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Acks: acks, DefaultImage: opts.LimiterImage, DefaultRedisImage: opts.RedisImage,
 		APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("sluice-operator"), RedisDialer: opts.RedisDialer}
+	fleets.NetworkPolicies = opts.NetworkPolicies
 	if err := fleets.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -169,6 +169,7 @@ func startOperatorWith(mod func(*controllers.Options, *rest.Config)) error {
 		// Fast collections, so that status.enforcement follows traffic
 		// within a second.
 		CollectInterval: 200 * time.Millisecond, EnforcementMinWrite: 500 * time.Millisecond, CollectTimeout: 500 * time.Millisecond}
+	opts.NetworkPolicies = npOptions
 	if mod != nil {
 		mod(&opts, opCfg)
 	}

@@ -86,3 +86,23 @@ func (a *AllowedNamespaces) EffectiveFrom() FromNamespaces {
 	}
 	return *a.From
 }
+
+// FleetClient selects pods that may call a fleet's limiters on their data
+// ports, as a NetworkPolicy peer does: namespaceSelector alone admits every
+// pod of the namespaces it selects, podSelector alone the pods it selects
+// in the fleet's namespace, and both the pods podSelector selects in the
+// namespaces namespaceSelector selects.
+// +kubebuilder:validation:XValidation:rule="has(self.namespaceSelector) || has(self.podSelector)",message="a client needs a namespaceSelector, a podSelector or both"
+type FleetClient struct {
+	// namespaceSelector selects namespaces by their labels, such as
+	// {matchLabels: {kubernetes.io/metadata.name: ingress}}; {} selects
+	// every namespace. Unset: the fleet's namespace.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// podSelector selects pods by their labels, such as the gateway's
+	// {matchLabels: {app: envoy}}. Unset: every pod of the selected
+	// namespaces.
+	// +optional
+	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
+}

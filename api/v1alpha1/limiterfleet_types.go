@@ -142,6 +142,15 @@ type LimiterFleetSpec struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=64
 	Domains []FleetDomain `json:"domains,omitempty"`
+
+	// clients are the pods that may call the limiters on their data ports
+	// (Envoy RLS gRPC, the HTTP check, forward-auth and the status peek):
+	// the operator renders a NetworkPolicy that admits them alone. Unset or
+	// empty: the pods of the fleet's namespace. At most 16.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Clients []FleetClient `json:"clients,omitempty"`
 }
 
 // DescriptorValues says how reported descriptor values are shown.

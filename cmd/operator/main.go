@@ -41,6 +41,7 @@ func main() {
 	flag.StringVar(&redisImage, "redis-image", v1alpha1.DefaultRedisImage, "Redis `image` of the Redis Cluster of fleets that name none (spec.redis.image)")
 	flag.StringVar(&watchNS, "watch-namespaces", "", "comma-separated `namespaces` whose policies and fleets the operator watches (default: all)")
 	flag.DurationVar(&window, "enforcement-window", controllers.DefaultEnforcementWindow, "`window` of the decision counts in each policy's status.enforcement")
+	netpol := networkPolicyFlags(flag.CommandLine)
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -68,7 +69,12 @@ func main() {
 		os.Exit(1)
 	}
 	ctx := ctrl.SetupSignalHandler()
-	if err := controllers.Setup(ctx, mgr, controllers.Options{LimiterImage: limiterImage, RedisImage: redisImage, EnforcementWindow: window}); err != nil {
+	np, err := netpol()
+	if err != nil {
+		log.Error(err, "Bad flags")
+		os.Exit(2)
+	}
+	if err := controllers.Setup(ctx, mgr, controllers.Options{LimiterImage: limiterImage, RedisImage: redisImage, EnforcementWindow: window, NetworkPolicies: np}); err != nil {
 		log.Error(err, "Unable to set up the controllers")
 		os.Exit(1)
 	}
