@@ -67,6 +67,7 @@ type LimiterFleetReconciler struct {
 	NetworkPolicies NetworkPolicyOptions
 
 	applied       sync.Map // object key -> appliedState
+	topKKeys      sync.Map // fleet UID -> true: its hottest-values key Secret exists
 	verdicts      verdictCache
 	redisTrackers sync.Map // fleet key -> *rediscluster.Tracker
 	redisHealth   sync.Map // fleet key -> redisHealth
@@ -131,6 +132,7 @@ func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		r.observeEndpoints,
 		r.reconcileSnapshot,
 		r.reconcileRedis,
+		r.reconcileTopKKey,
 		r.reconcileLimiters,
 		r.reconcileNetworkPolicies,
 		r.observeAcks,
