@@ -329,7 +329,7 @@ func (t *AckTracker) poll(ctx context.Context, fleet types.NamespacedName, addr 
 		p.ack = next
 		t.mu.Unlock()
 		if !prev.Answered || prev.Version != next.Version || prev.Enforcement != next.Enforcement || prev.Err != next.Err || prev.StoreErr != next.StoreErr ||
-			!maps.Equal(prev.Degraded, next.Degraded) || confirmed {
+			!maps.Equal(prev.Degraded, next.Degraded) || !maps.Equal(prev.Generations, next.Generations) || confirmed {
 			if err != nil {
 				log.V(1).Info("Limiter pod did not answer", "error", err)
 			}

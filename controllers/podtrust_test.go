@@ -255,3 +255,38 @@ func TestBoundMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestAckTrackerNotifiesWhenServedPoliciesArrive: a pod's answer read
+// before the fleet served a policy lacks it; once the fleet serves it,
+// the pod's next answer holds it and the controllers hear of it, though
+// the pod's version did not change.
+func TestAckTrackerNotifiesWhenServedPoliciesArrive(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(limiterwire.Snapshot{Version: "v2", Enforcement: "Enabled",
+			Policies: []limiterwire.Policy{{Namespace: "ns", Name: "p", UID: "uid-p", Generation: 3}}})
+	}))
+	defer srv.Close()
+	tr := NewAckTracker()
+	tr.Recheck = 20 * time.Millisecond
+	events := tr.Subscribe()
+	fleet := types.NamespacedName{Namespace: "ns", Name: "f"}
+	tr.Serve(fleet, map[string]string{})
+	tr.Track(fleet, []string{strings.TrimPrefix(srv.URL, "http://")}, "v2")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tr.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+	<-events // the first answer
+	if acks, _ := tr.Acks(fleet); len(acks) != 1 || len(acks[0].Generations) != 0 {
+		t.Fatalf("before the fleet serves p: %+v", acks)
+	}
+	tr.Serve(fleet, map[string]string{"uid-p": "ns/p"})
+	select {
+	case <-events:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event once the pod's answer holds a served policy")
+	}
+	if acks, _ := tr.Acks(fleet); len(acks) != 1 || acks[0].Generations["uid-p"] != 3 {
+		t.Fatalf("after: %+v", acks)
+	}
+}
