@@ -2,9 +2,7 @@ package controllers
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"math"
 	"net/http"
@@ -49,7 +47,10 @@ type AckTracker struct {
 
 type fleetTrack struct {
 	want string
-	pods map[string]*podTrack
+	// served maps the UID of each policy the fleet serves to its
+	// "namespace/name": pods are believed about these alone.
+	served map[string]string
+	pods   map[string]*podTrack
 	// confirmAfter: a pod whose answer was asked after it reports at once
 	// (see Confirm).
 	confirmAfter time.Time
@@ -88,6 +89,7 @@ func (t *AckTracker) Start(ctx context.Context) error {
 	if t.Client == nil {
 		t.Client = &http.Client{Timeout: t.LongPoll + 3*time.Second}
 	}
+	t.Client = noRedirects(t.Client)
 	var pollers sync.WaitGroup
 	defer pollers.Wait()
 	for {
@@ -173,6 +175,32 @@ func (t *AckTracker) Track(fleet types.NamespacedName, endpoints []string, want 
 		default: // Start is already due to look
 		}
 	}
+}
+
+// Serve sets the policies a fleet serves, by UID, with their
+// "namespace/name": what its pods report about other policies is dropped.
+// The policy controller and the collector read them with the pods'
+// answers.
+func (t *AckTracker) Serve(fleet types.NamespacedName, served map[string]string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f := t.fleets[fleet]
+	if f == nil {
+		f = &fleetTrack{pods: map[string]*podTrack{}}
+		t.fleets[fleet] = f
+	}
+	f.served = served
+}
+
+// Served returns the UIDs of the policies a fleet serves, as Serve set
+// them; nil for an untracked fleet.
+func (t *AckTracker) Served(fleet types.NamespacedName) map[string]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if f := t.fleets[fleet]; f != nil {
+		return f.served
+	}
+	return nil
 }
 
 // Confirm asks every tracked pod of the fleet again now, and reports each
@@ -272,35 +300,36 @@ func (t *AckTracker) poll(ctx context.Context, fleet types.NamespacedName, addr 
 		next := prev
 		next.Answered = true
 		confirmed := false
+		var served map[string]string
+		if f := t.fleets[fleet]; f != nil {
+			served = f.served
+		}
 		if err != nil {
-			next.Err = err.Error()
+			next.Err = boundMessage(err.Error(), maxPodMessage)
 		} else {
 			next.CheckedAt = asked
 			if f := t.fleets[fleet]; f != nil && !f.confirmAfter.IsZero() {
 				confirmed = prev.CheckedAt.Before(f.confirmAfter) && !asked.Before(f.confirmAfter)
 			}
-			next.Err = got.LastError
-			next.Version, next.Enforcement = got.Version, got.Enforcement
-			next.Generations = make(map[string]int64, len(got.Policies))
+			next.Err = boundMessage(got.LastError, maxPodMessage)
+			next.Version, next.Enforcement = boundMessage(got.Version, maxPodMessage), boundMessage(got.Enforcement, maxPodMessage)
+			// Only what the pod says of the policies the fleet serves.
+			next.Generations = make(map[string]int64, len(served))
 			for _, pol := range got.Policies {
-				next.Generations[pol.UID] = pol.Generation
+				if _, ok := served[pol.UID]; ok {
+					next.Generations[pol.UID] = pol.Generation
+				}
 			}
 			next.StoreErr = ""
 			if got.Store != nil && !got.Store.OK {
-				next.StoreErr = got.Store.Detail
+				next.StoreErr = boundMessage(got.Store.Detail, maxPodMessage)
 			}
-			next.Degraded = nil
-			for _, d := range got.Degraded {
-				if next.Degraded == nil {
-					next.Degraded = map[string]string{}
-				}
-				next.Degraded[d.Policy] = d.FailureMode
-			}
+			next.Degraded = degradedOf(got.Degraded, served)
 		}
 		p.ack = next
 		t.mu.Unlock()
 		if !prev.Answered || prev.Version != next.Version || prev.Enforcement != next.Enforcement || prev.Err != next.Err || prev.StoreErr != next.StoreErr ||
-			!maps.Equal(prev.Degraded, next.Degraded) || confirmed {
+			!maps.Equal(prev.Degraded, next.Degraded) || !maps.Equal(prev.Generations, next.Generations) || confirmed {
 			if err != nil {
 				log.V(1).Info("Limiter pod did not answer", "error", err)
 			}
@@ -350,7 +379,7 @@ func (t *AckTracker) ask(ctx context.Context, addr, want string) (*limiterwire.S
 		return nil, fmt.Errorf("%s answered %s", u.Path, resp.Status)
 	}
 	var out limiterwire.Snapshot
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&out); err != nil {
+	if err := readAnswer(resp.Body, &out); err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", u.Path, err)
 	}
 	return &out, nil
@@ -368,4 +397,28 @@ func (t *AckTracker) notify(ctx context.Context, fleet types.NamespacedName) {
 			return
 		}
 	}
+}
+
+// degradedOf keeps, of a pod's degraded policies, those the fleet serves
+// (served maps UID to "namespace/name"), at most maxDegradedPolicies, with
+// bounded failure modes; nil when none.
+func degradedOf(ds []limiterwire.Degraded, served map[string]string) map[string]string {
+	if len(ds) == 0 {
+		return nil
+	}
+	names := make(map[string]bool, len(served))
+	for _, n := range served {
+		names[n] = true
+	}
+	var out map[string]string
+	for _, d := range ds {
+		if !names[d.Policy] || len(out) >= maxDegradedPolicies {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[d.Policy] = boundMessage(d.FailureMode, maxFailureMode)
+	}
+	return out
 }

@@ -3,10 +3,8 @@ package controllers
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -59,8 +57,9 @@ func (h *hotSum) add(since time.Time, vs []limiterwire.HotValue) {
 	case since.After(h.since):
 		*h = hotSum{since: since, values: map[string]*v1alpha1.HotDescriptor{}}
 	}
-	h.k = max(h.k, len(vs))
-	for _, v := range vs {
+	h.k = max(h.k, min(len(vs), maxHottest))
+	for _, v := range vs[:min(len(vs), maxHottest)] {
+		v.Value = boundMessage(v.Value, maxHotValue)
 		if cur := h.values[v.Value]; cur != nil {
 			cur.Requests += v.Requests
 			cur.Limited += v.Limited
@@ -193,9 +192,7 @@ func (c *Collector) Start(ctx context.Context) error {
 }
 
 func (c *Collector) defaults() {
-	if c.HTTP == nil {
-		c.HTTP = &http.Client{}
-	}
+	c.HTTP = noRedirects(c.HTTP)
 	if c.Interval <= 0 {
 		c.Interval = DefaultCollectInterval
 	}
@@ -262,13 +259,15 @@ func (c *Collector) collect(ctx context.Context) error {
 	c.hot = map[types.UID]*hotSum{}
 	c.bounds = map[types.UID]int64{}
 	type answer struct {
-		addr  string
-		stats *limiterwire.Stats
+		addr   string
+		stats  *limiterwire.Stats
+		served map[string]string
 	}
 	var answers []answer
 	var scrapes errgroup.Group
 	scrapes.SetLimit(collectParallelism)
 	for fleet, eps := range c.Acks.Endpoints() {
+		served := c.Acks.Served(fleet)
 		for _, addr := range eps {
 			scrapes.Go(func() error {
 				st, err := c.read(ctx, addr)
@@ -281,14 +280,14 @@ func (c *Collector) collect(ctx context.Context) error {
 					c.unread[fleet] = append(c.unread[fleet], addr+": "+truncate(err.Error(), 200))
 					return nil // the pod is named in the policies' status
 				}
-				answers = append(answers, answer{addr, st})
+				answers = append(answers, answer{addr, st, served})
 				return nil
 			})
 		}
 	}
 	_ = scrapes.Wait() // every scrape returns nil
 	for _, a := range answers {
-		c.record(now, a.addr, a.stats)
+		c.record(now, a.addr, a.stats, a.served)
 	}
 	if ctx.Err() != nil {
 		return nil
@@ -339,7 +338,7 @@ func (c *Collector) read(ctx context.Context, addr string) (*limiterwire.Stats, 
 		return nil, fmt.Errorf("%s answered %s", u.Path, resp.Status)
 	}
 	var out limiterwire.Stats
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 32<<20)).Decode(&out); err != nil {
+	if err := readAnswer(resp.Body, &out); err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", u.Path, err)
 	}
 	if out.BootID == "" {
@@ -349,8 +348,10 @@ func (c *Collector) read(ctx context.Context, addr string) (*limiterwire.Stats, 
 }
 
 // record turns one pod's reading into deltas, added to the policies'
-// windows at now.
-func (c *Collector) record(now time.Time, addr string, st *limiterwire.Stats) {
+// windows at now. Only the policies the pod's fleet serves count (served,
+// by UID): a pod can't write into the status of a policy its fleet does
+// not serve.
+func (c *Collector) record(now time.Time, addr string, st *limiterwire.Stats, served map[string]string) {
 	prev := c.pods[addr]
 	next := &podCounts{bootID: st.BootID, counts: make(map[types.UID]counts, len(st.Policies)), seen: now}
 	// A process seen for the first time: whatever it counted is new if it
@@ -363,6 +364,9 @@ func (c *Collector) record(now time.Time, addr string, st *limiterwire.Stats) {
 	}
 	young := now.Sub(st.StartedAt) < c.Window
 	for _, p := range st.Policies {
+		if _, ok := served[p.UID]; !ok {
+			continue
+		}
 		uid := types.UID(p.UID)
 		cur := counts{p.Allowed, p.Limited, p.ShadowLimited, p.FailedOpen, p.FailedClosed, p.LocalFallback}
 		next.counts[uid] = cur

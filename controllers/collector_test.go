@@ -37,7 +37,7 @@ func TestCollectorWindow(t *testing.T) {
 		t.Helper()
 		now = now.Add(d)
 		for addr, st := range readings {
-			c.record(now, addr, st)
+			c.record(now, addr, st, map[string]string{"uid-1": "ns/p"})
 		}
 		err := c.writeEach(ctx, now, pols, func(_ context.Context, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
 			pol.Status.Enforcement = e.DeepCopy()
@@ -132,7 +132,11 @@ func TestCollectorWriteBudget(t *testing.T) {
 		for i := range n {
 			st.Policies = append(st.Policies, limiterwire.PolicyStats{UID: fmt.Sprint(i), Allowed: allowed})
 		}
-		c.record(now, "a", st)
+		served := map[string]string{}
+		for i := range n {
+			served[fmt.Sprint(i)] = "ns/" + fmt.Sprint(i)
+		}
+		c.record(now, "a", st, served)
 		var names []string
 		err := c.writeEach(context.Background(), now, pols, func(_ context.Context, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
 			pol.Status.Enforcement = e.DeepCopy()

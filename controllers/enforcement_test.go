@@ -247,12 +247,14 @@ func addStandIns(t *testing.T, fleet *v1alpha1.LimiterFleet, addrs ...string) {
 	if err := k8s.Get(ctx, key, slice); err != nil {
 		t.Fatal(err)
 	}
+	owners := fleetReplicaSet(t, fleet) // stand-ins for the fleet's own pods
 	for i, a := range addrs {
 		ip, _, _ := net.SplitHostPort(a)
+		pod := limiterPod(t, fleet, fmt.Sprintf("stand-in-%d", i), ip, owners)
 		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
 			Addresses:  []string{ip},
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
-			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: fleet.Namespace, Name: fmt.Sprintf("stand-in-%d", i)},
+			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: fleet.Namespace, Name: pod.Name, UID: pod.UID},
 		})
 	}
 	if err := k8s.Update(ctx, slice); err != nil {

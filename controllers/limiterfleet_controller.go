@@ -16,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -61,11 +62,16 @@ type LimiterFleetReconciler struct {
 	// RedisDialer, when set, opens connections to Redis pods.
 	RedisDialer func(ctx context.Context, network, addr string) (net.Conn, error)
 
+	// NetworkPolicies say who the operator is, for the fleets'
+	// NetworkPolicies; none are rendered when it is empty.
+	NetworkPolicies NetworkPolicyOptions
+
 	applied sync.Map // object key -> appliedState
 	// delegation is the content of the last LimiterAuthDelegatorBinding
 	// applied, so that it is applied only when the fleets change.
 	delegationMu  sync.Mutex
 	delegation    [32]byte
+	topKKeys      sync.Map // fleet UID -> true: its hottest-values key Secret exists
 	verdicts      verdictCache
 	redisTrackers sync.Map // fleet key -> *rediscluster.Tracker
 	redisHealth   sync.Map // fleet key -> redisHealth
@@ -92,6 +98,7 @@ const allDomains = "\x00all"
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=create
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=patch,resourceNames=sluice-limiter-auth-delegator
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames="system:auth-delegator"
+// +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch
 
 // fleetScope carries one reconcile pass's observations to the status.
 type fleetScope struct {
@@ -108,6 +115,12 @@ type fleetScope struct {
 	// redis is the Redis Cluster pass, for mode Cluster.
 	redis        *redisScope
 	requeueAfter time.Duration
+	// served maps the UID of each policy the fleet serves to its
+	// "namespace/name": the only policies its pods may report on.
+	served map[string]string
+	// untrusted are the ready endpoints that are not the fleet's own
+	// pods, with why: the operator neither polls nor counts them.
+	untrusted []string
 }
 
 // Reconcile runs the phases in order and always ends with one status patch.
@@ -139,7 +152,9 @@ func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		r.observeEndpoints,
 		r.reconcileSnapshot,
 		r.reconcileRedis,
+		r.reconcileTopKKey,
 		r.reconcileLimiters,
+		r.reconcileNetworkPolicies,
 		r.observeAcks,
 	} {
 		if err = phase(ctx, s); err != nil {
@@ -160,6 +175,7 @@ func (r *LimiterFleetReconciler) reconcileSnapshot(ctx context.Context, s *fleet
 	if err != nil {
 		return err
 	}
+	s.served = servedPolicies(selected)
 	enforcement := config.EnforcementEnabled
 	if s.fleet.Spec.EffectiveEnforcement() == v1alpha1.EnforcementDisabled {
 		enforcement = config.EnforcementDisabled
@@ -221,24 +237,25 @@ func mergeStrings(dst, src map[string]string) map[string]string {
 	return dst
 }
 
-// selectPolicies returns the accepted policies the fleet selects, sorted.
+// selectPolicies returns the accepted policies the fleet serves (allows
+// and selects), sorted.
 func (r *LimiterFleetReconciler) selectPolicies(ctx context.Context, fleet *v1alpha1.LimiterFleet) ([]v1alpha1.RateLimitPolicy, error) {
 	var list v1alpha1.RateLimitPolicyList
 	if err := r.List(ctx, &list); err != nil {
 		return nil, err
 	}
-	nsLabels, err := namespaceLabels(ctx, r.Client)
+	tn, err := readTenancy(ctx, r.Client)
 	if err != nil {
 		return nil, err
 	}
-	verdicts := r.verdicts.get(allDomains, list.Items)
+	verdicts := r.verdicts.get(allDomains, list.Items, tn)
 	var out []v1alpha1.RateLimitPolicy
 	for i := range list.Items {
 		p := &list.Items[i]
 		if !verdicts[client.ObjectKeyFromObject(p)].Accepted {
 			continue
 		}
-		ok, err := fleetSelects(fleet, p, nsLabels[p.Namespace])
+		ok, err := fleetServes(fleet, p, tn.nsLabels[p.Namespace])
 		if err != nil {
 			return nil, fmt.Errorf("fleet selectors: %w", err)
 		}
@@ -357,12 +374,15 @@ func (r *LimiterFleetReconciler) observeEndpoints(ctx context.Context, s *fleetS
 		return err
 	}
 	s.endpoints = readyEndpoints(slices.Items, LimiterAdminPortName)
-	return nil
+	var err error
+	s.endpoints, s.untrusted, err = r.trustedEndpoints(ctx, s.fleet, slices.Items, s.endpoints)
+	return err
 }
 
 // observeAcks reads what each ready pod has loaded.
 func (r *LimiterFleetReconciler) observeAcks(_ context.Context, s *fleetScope) error {
 	key := client.ObjectKeyFromObject(s.fleet)
+	r.Acks.Serve(key, s.served)
 	r.Acks.Track(key, s.endpoints, s.version)
 	s.acks, s.complete = r.Acks.Acks(key)
 	return nil
@@ -425,10 +445,17 @@ func (r *LimiterFleetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&appsv1.Deployment{}).
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(fleetOfRedisPod), builder.WithPredicates(redisPodChanged)).
 		Watches(&v1alpha1.RateLimitPolicy{}, allFleets).
+		// Any fleet's domains decide which policies are allowed, and so
+		// which conflict: every fleet's snapshot may change.
+		Watches(&v1alpha1.LimiterFleet{}, allFleets, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Namespace{}, allFleets, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.fleetOfSlice)).
+		// The owners of the pods behind the endpoints decide which count.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(fleetOfLimiterObject), builder.WithPredicates(limiterOwnerChanged)).
+		Watches(&appsv1.ReplicaSet{}, handler.EnqueueRequestsFromMapFunc(fleetOfLimiterObject), builder.WithPredicates(limiterOwnerChanged)).
 		WatchesRawSource(source.Channel(r.Acks.Subscribe(), &handler.EnqueueRequestForObject{})).
 		Named("limiterfleet").
 		Complete(r)

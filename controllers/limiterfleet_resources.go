@@ -433,6 +433,8 @@ func BuildLimiterDeployment(fleet *v1alpha1.LimiterFleet, defaultImage string, s
 	}
 	selector := LimiterSelectorLabels(fleet)
 	volumes, mounts := limiterCAVolume(fleet)
+	keyVolumes, keyMounts, keyEnv := limiterTopKKey(fleet)
+	volumes, mounts = append(volumes, keyVolumes...), append(mounts, keyMounts...)
 
 	container := corev1.Container{
 		Name:  LimiterContainerName,
@@ -443,7 +445,7 @@ func BuildLimiterDeployment(fleet *v1alpha1.LimiterFleet, defaultImage string, s
 			{Name: LimiterHTTPPortName, ContainerPort: LimiterHTTPPort, Protocol: corev1.ProtocolTCP},
 			{Name: LimiterAdminPortName, ContainerPort: LimiterAdminPort, Protocol: corev1.ProtocolTCP},
 		},
-		Env:          limiterEnv(fleet),
+		Env:          append(limiterEnv(fleet), keyEnv...),
 		VolumeMounts: mounts,
 		Resources:    resources,
 		ReadinessProbe: &corev1.Probe{

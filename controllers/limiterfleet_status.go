@@ -97,6 +97,7 @@ func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileEr
 			synced.Status, synced.Reason = metav1.ConditionTrue, v1alpha1.PodsSyncedReason
 			synced.Message = fmt.Sprintf("%d/%d pods on snapshot %s", acked, ready, s.version)
 		}
+		synced.Message += untrustedNote(s.untrusted)
 		meta.SetStatusCondition(&st.Conditions, synced)
 	}
 
@@ -127,7 +128,8 @@ func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileEr
 	}
 }
 
-// podErrors summarises pods' load errors for a condition message.
+// podErrors summarises pods' load errors for a condition message: the
+// first maxListedPods.
 func podErrors(acks []podAck) string {
 	var errs []string
 	for _, a := range acks {
@@ -138,7 +140,28 @@ func podErrors(acks []podAck) string {
 	if len(errs) == 0 {
 		return ""
 	}
-	return "; " + strings.Join(errs, "; ")
+	return "; " + listSome(errs)
+}
+
+// maxListedPods bounds the pods a condition message names.
+const maxListedPods = 5
+
+// listSome joins the first maxListedPods items, and counts the rest.
+func listSome(items []string) string {
+	out := strings.Join(items[:min(len(items), maxListedPods)], "; ")
+	if len(items) > maxListedPods {
+		out += fmt.Sprintf("; and %d more", len(items)-maxListedPods)
+	}
+	return out
+}
+
+// untrustedNote says which ready endpoints the operator ignores because
+// they are not the fleet's own pods, or "" when none.
+func untrustedNote(untrusted []string) string {
+	if len(untrusted) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; ignoring %d endpoints that are not the fleet's own pods: %s", len(untrusted), listSome(untrusted))
 }
 
 // unconfirmed says which limiter pods have not checked their store since

@@ -27,11 +27,13 @@ type verdict struct {
 }
 
 // decideAcceptance judges every policy: it is accepted when the limiter's
-// validation passes and no older policy has the same domain and
-// descriptors. Older means created earlier, then by namespace/name, so the
-// outcome does not depend on list order. Policies being deleted take no
-// part. Pure, so both controllers agree without reading each other's status.
-func decideAcceptance(all []v1alpha1.RateLimitPolicy) map[types.NamespacedName]verdict {
+// validation passes, some fleet of tn allows its namespace to use its
+// domain (fleetAllows), and no older policy that one of those fleets also
+// allows has the same domain and descriptors. Older means created earlier,
+// then by namespace/name, so the outcome does not depend on list order.
+// Policies being deleted take no part. Pure, so both controllers agree
+// without reading each other's status.
+func decideAcceptance(all []v1alpha1.RateLimitPolicy, tn tenancy) map[types.NamespacedName]verdict {
 	live := make([]*v1alpha1.RateLimitPolicy, 0, len(all))
 	for i := range all {
 		if all[i].DeletionTimestamp == nil {
@@ -45,7 +47,10 @@ func decideAcceptance(all []v1alpha1.RateLimitPolicy) map[types.NamespacedName]v
 		return cmp.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
 	out := make(map[types.NamespacedName]verdict, len(live))
+	// owner: the accepted policy of each signature, in each fleet that
+	// allows it; allowed: the fleets of each namespace and domain.
 	owner := map[string]*v1alpha1.RateLimitPolicy{}
+	allowed := map[[2]string][]string{}
 	for _, p := range live {
 		key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
 		check := p.DeepCopy()
@@ -54,21 +59,40 @@ func decideAcceptance(all []v1alpha1.RateLimitPolicy) map[types.NamespacedName]v
 			out[key] = verdict{Reason: v1alpha1.InvalidSpecReason, Message: errs.ToAggregate().Error()}
 			continue
 		}
+		nd := [2]string{p.Namespace, p.Spec.Domain}
+		fleets, ok := allowed[nd]
+		if !ok {
+			fleets = tn.allowedBy(p.Spec.Domain, p.Namespace)
+			allowed[nd] = fleets
+		}
+		if len(fleets) == 0 {
+			out[key] = verdict{Reason: v1alpha1.DomainNotAllowedReason, Message: tn.notAllowedMessage(p.Spec.Domain, p.Namespace)}
+			continue
+		}
 		sig := config.Signature(&check.Spec)
-		if first, ok := owner[sig]; ok {
+		var first *v1alpha1.RateLimitPolicy
+		for _, f := range fleets {
+			if first = owner[f+"\x00"+sig]; first != nil {
+				break
+			}
+		}
+		if first != nil {
 			out[key] = verdict{Reason: v1alpha1.ConflictReason, Message: fmt.Sprintf(
 				"conflicts with the older policy %s/%s: same domain %q and descriptors", first.Namespace, first.Name, p.Spec.Domain)}
 			continue
 		}
-		owner[sig] = p
-		out[key] = verdict{Accepted: true, Reason: v1alpha1.AcceptedReason, Message: "the policy is valid and has no conflict"}
+		for _, f := range fleets {
+			owner[f+"\x00"+sig] = p
+		}
+		out[key] = verdict{Accepted: true, Reason: v1alpha1.AcceptedReason, Message: "the policy is valid, its domain is allowed for its namespace, and it has no conflict"}
 	}
 	return out
 }
 
 // verdictCache remembers each domain's verdicts for one set of policy
-// versions, so that reconciling every policy of a large domain (as a fleet
-// event does) validates each policy once, not once per reconcile.
+// versions and one tenancy, so that reconciling every policy of a large
+// domain (as a fleet event does) validates each policy once, not once per
+// reconcile.
 type verdictCache struct {
 	mu      sync.Mutex
 	domains map[string]cachedVerdicts
@@ -79,25 +103,28 @@ type cachedVerdicts struct {
 	verdicts    map[types.NamespacedName]verdict
 }
 
-func (c *verdictCache) get(domain string, policies []v1alpha1.RateLimitPolicy) map[types.NamespacedName]verdict {
+func (c *verdictCache) get(domain string, policies []v1alpha1.RateLimitPolicy, tn tenancy) map[types.NamespacedName]verdict {
 	var b strings.Builder
 	keys := make([]string, len(policies))
+	namespaces := make([]string, len(policies))
 	for i := range policies {
 		p := &policies[i]
 		keys[i] = fmt.Sprintf("%s/%s/%s/%d/%t", p.Namespace, p.Name, p.UID, p.Generation, p.DeletionTimestamp != nil)
+		namespaces[i] = p.Namespace
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
 		b.WriteString(k)
 		b.WriteByte(';')
 	}
+	b.WriteString(tn.fingerprint(namespaces))
 	fp := b.String()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cached, ok := c.domains[domain]; ok && cached.fingerprint == fp {
 		return cached.verdicts
 	}
-	v := decideAcceptance(policies)
+	v := decideAcceptance(policies, tn)
 	if c.domains == nil {
 		c.domains = map[string]cachedVerdicts{}
 	}

@@ -46,7 +46,14 @@ func TestDecideAcceptance(t *testing.T) {
 		deleting,
 		pol("z", "after-deleting", 60, "d", "user"),
 	}
-	got := decideAcceptance(all)
+	// One fleet allows every namespace to use both domains: conflicts are
+	// decided among all of them.
+	open := tenancy{fleets: []v1alpha1.LimiterFleet{{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "all"},
+		Spec: v1alpha1.LimiterFleetSpec{Domains: []v1alpha1.FleetDomain{
+			{Name: "d", AllowedNamespaces: &v1alpha1.AllowedNamespaces{From: ptr.To(v1alpha1.NamespacesFromAll)}},
+			{Name: "e", AllowedNamespaces: &v1alpha1.AllowedNamespaces{From: ptr.To(v1alpha1.NamespacesFromAll)}},
+		}}}}}
+	got := decideAcceptance(all, open)
 	want := map[string]string{
 		"b/newer":          "Conflict:a/older",
 		"a/older":          "Accepted",
@@ -73,7 +80,7 @@ func TestDecideAcceptance(t *testing.T) {
 	for i := range all {
 		rev[len(all)-1-i] = all[i]
 	}
-	if again := decideAcceptance(rev); len(again) != len(got) || again[types.NamespacedName{Namespace: "b", Name: "newer"}] != got[types.NamespacedName{Namespace: "b", Name: "newer"}] {
+	if again := decideAcceptance(rev, open); len(again) != len(got) || again[types.NamespacedName{Namespace: "b", Name: "newer"}] != got[types.NamespacedName{Namespace: "b", Name: "newer"}] {
 		t.Fatal("list order changed the verdicts")
 	}
 }

@@ -68,11 +68,15 @@ func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return ctrl.Result{}, nil
 	}
 	r.latency.saw(policy)
+	tn, err := readTenancy(ctx, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	var sameDomain v1alpha1.RateLimitPolicyList
 	if err := r.List(ctx, &sameDomain, client.MatchingFields{domainIndex: policy.Spec.Domain}); err != nil {
 		return ctrl.Result{}, err
 	}
-	v := r.verdicts.get(policy.Spec.Domain, sameDomain.Items)[req.NamespacedName]
+	v := r.verdicts.get(policy.Spec.Domain, sameDomain.Items, tn)[req.NamespacedName]
 
 	fleets, full, complete, err := r.fleetViews(ctx, policy, v.Accepted)
 	if err != nil {
@@ -131,7 +135,7 @@ func (r *RateLimitPolicyReconciler) fleetViews(ctx context.Context, p *v1alpha1.
 	var out []fleetView
 	for i := range fleets.Items {
 		f := &fleets.Items[i]
-		if ok, err := fleetSelects(f, p, ns.Labels); err != nil || !ok {
+		if ok, err := fleetServes(f, p, ns.Labels); err != nil || !ok {
 			continue // a bad selector is reported on the fleet
 		}
 		if msg, refused := r.Fits.refusal(client.ObjectKeyFromObject(f), client.ObjectKeyFromObject(p), p.Generation); refused {
@@ -201,6 +205,12 @@ func (r *RateLimitPolicyReconciler) SetupWithManager(ctx context.Context, mgr ct
 		Watches(&v1alpha1.RateLimitPolicy{}, handler.EnqueueRequestsFromMapFunc(r.sameDomain),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.LimiterFleet{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfFleet)).
+		// Domain ownership: a fleet's spec and namespaces' labels decide
+		// which policies are allowed, and so which conflict.
+		Watches(&v1alpha1.LimiterFleet{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfFleetDomains),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfNamespace),
+			builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.Acks.Subscribe(), handler.EnqueueRequestsFromMapFunc(r.policiesOfAckedFleet))).
 		WatchesRawSource(source.Channel(r.Fits.Subscribe(), &handler.EnqueueRequestForObject{})).
 		Named("ratelimitpolicy").

@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/transport"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -43,6 +45,10 @@ type Options struct {
 	// RedisDialer, when set, opens the operator's connections to Redis pods
 	// (tests route pod IPs with it); nil dials TCP.
 	RedisDialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	// NetworkPolicies say who the operator is and which namespace scrapes
+	// the limiters, for the NetworkPolicies it renders for each fleet; with
+	// no OperatorNamespace, it renders none.
+	NetworkPolicies NetworkPolicyOptions
 }
 
 // Leader election and events.
@@ -76,6 +82,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	fits := NewSnapshotFits()
 	fleets := &LimiterFleetReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Acks: acks, Fits: fits, DefaultImage: opts.LimiterImage, DefaultRedisImage: opts.RedisImage,
 		APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("sluice-operator"), RedisDialer: opts.RedisDialer}
+	fleets.NetworkPolicies = opts.NetworkPolicies
 	if err := fleets.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -101,12 +108,24 @@ func withBearerTokenFile(c *http.Client, file string) (*http.Client, error) {
 	return &out, nil
 }
 
-// CacheByObject restricts the manager's cache of Pods to the Redis pods of
-// fleets: the operator watches those for IP changes and reads no other Pod.
-// Of every other kind it renders, the cache holds only the objects labelled
-// as the operator's own (see ownership.go).
+// CacheByObject restricts the manager's cache of Pods to the Redis and
+// limiter pods of fleets, and of ReplicaSets to the limiters': the operator
+// watches Redis pods for IP changes, checks that limiter pods are the
+// fleet's own (trustedEndpoints), and reads no other Pod or ReplicaSet. Of
+// every other kind it renders, the cache holds only the objects labelled as
+// the operator's own (see ownership.go).
 func CacheByObject() map[client.Object]cache.ByObject {
 	byObject := managedByObject()
-	byObject[&corev1.Pod{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{LabelName: RedisAppName})}
+	byObject[&corev1.Pod{}] = cache.ByObject{Label: fleetPods}
+	byObject[&appsv1.ReplicaSet{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{LabelName: LimiterAppName})}
 	return byObject
 }
+
+// fleetPods selects the Redis and limiter pods of every fleet.
+var fleetPods = func() labels.Selector {
+	req, err := labels.NewRequirement(LabelName, selection.In, []string{RedisAppName, LimiterAppName})
+	if err != nil {
+		panic(err)
+	}
+	return labels.NewSelector().Add(*req)
+}()

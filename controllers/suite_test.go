@@ -20,10 +20,12 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	appsv1 "k8s.io/api/apps/v1"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -239,6 +241,7 @@ func startOperatorWith(mod func(*controllers.Options, *rest.Config)) error {
 		// Fast collections, so that status.enforcement follows traffic
 		// within a second.
 		CollectInterval: 200 * time.Millisecond, EnforcementMinWrite: 500 * time.Millisecond, CollectTimeout: 500 * time.Millisecond}
+	opts.NetworkPolicies = npOptions
 	if mod != nil {
 		mod(&opts, opCfg)
 	}
@@ -458,19 +461,8 @@ func fleetPodsWithEnv(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store s
 	ctx := context.Background()
 	var eps []discoveryv1.Endpoint
 	for i, p := range procs {
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: fleet.Namespace, Name: fmt.Sprintf("%s-%d", controllers.LimiterName(fleet), i),
-				Labels: controllers.LimiterSelectorLabels(fleet)},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "limiter", Image: "sluice-limiter:test"}}},
-		}
-		if err := k8s.Create(ctx, pod); err != nil {
-			t.Fatal(err)
-		}
-		pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: p.podIP, PodIPs: []corev1.PodIP{{IP: p.podIP}},
-			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
-		if err := k8s.Status().Update(ctx, pod); err != nil {
-			t.Fatal(err)
-		}
+		// The fleet's own pod, as its Deployment's ReplicaSet makes it.
+		pod := limiterPod(t, fleet, fmt.Sprintf("%s-%d", controllers.LimiterName(fleet), i), p.podIP, fleetReplicaSet(t, fleet))
 		eps = append(eps, discoveryv1.Endpoint{
 			Addresses:  []string{p.podIP},
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
@@ -652,4 +644,54 @@ func kubectl(t testing.TB, args ...string) string {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// fleetReplicaSet returns the controller reference to a ReplicaSet of the
+// fleet's limiter Deployment, as the Deployment controller (which envtest
+// doesn't run) would make it: it waits for the operator to render the
+// Deployment, and creates the ReplicaSet once.
+func fleetReplicaSet(t testing.TB, fleet *v1alpha1.LimiterFleet) []metav1.OwnerReference {
+	t.Helper()
+	ctx := context.Background()
+	dep := &appsv1.Deployment{}
+	eventually(t, 30*time.Second, "the fleet's limiter Deployment", func() error {
+		return k8s.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: controllers.LimiterName(fleet)}, dep)
+	})
+	rs := &appsv1.ReplicaSet{}
+	key := client.ObjectKey{Namespace: fleet.Namespace, Name: controllers.LimiterName(fleet) + "-test"}
+	if err := k8s.Get(ctx, key, rs); apierrors.IsNotFound(err) {
+		rs = &appsv1.ReplicaSet{
+			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: dep.Spec.Template.Labels,
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(dep, appsv1.SchemeGroupVersion.WithKind("Deployment"))}},
+			Spec: appsv1.ReplicaSetSpec{Replicas: dep.Spec.Replicas, Selector: dep.Spec.Selector, Template: dep.Spec.Template},
+		}
+		if err := k8s.Create(ctx, rs); err != nil {
+			t.Fatal(err)
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return []metav1.OwnerReference{*metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))}
+}
+
+// limiterPod creates a ready Pod with the fleet's limiter labels at podIP,
+// with the given owner references (fleetReplicaSet's for one of the
+// fleet's own pods, none for a rogue one).
+func limiterPod(t testing.TB, fleet *v1alpha1.LimiterFleet, name, podIP string, owners []metav1.OwnerReference) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: fleet.Namespace, Name: name,
+			Labels: controllers.LimiterSelectorLabels(fleet), OwnerReferences: owners},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "limiter", Image: "sluice-limiter:test"}}},
+	}
+	if err := k8s.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: podIP, PodIPs: []corev1.PodIP{{IP: podIP}},
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	if err := k8s.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	return pod
 }

@@ -206,6 +206,9 @@ func TestSystem(t *testing.T) {
 				return err
 			}
 			for _, p := range pols.Items {
+				if !slices.Contains([]string{"payments", "identity", "default"}, p.Namespace) {
+					continue // another test's, which the sample fleet does not serve (its spec.domains)
+				}
 				c := condition(p.Status.Conditions, v1alpha1.EnforcedCondition)
 				if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != p.Generation ||
 					len(p.Status.Fleets) != 1 || *p.Status.Fleets[0].PodsSynced != 2 || *p.Status.Fleets[0].PodsReady != 2 {

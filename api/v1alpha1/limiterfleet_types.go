@@ -129,6 +129,28 @@ type LimiterFleetSpec struct {
 	// +kubebuilder:validation:items:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.all(p, isCIDR(p) || isIP(p))",message="each trusted proxy must be a CIDR such as 10.0.0.0/8 or an IP address"
 	TrustedProxies []string `json:"trustedProxies,omitempty"`
+
+	// domains are the rate limit domains the fleet serves, each with the
+	// namespaces whose RateLimitPolicies may use it: a policy is served only
+	// when its domain is listed here and its namespace is allowed for it.
+	// When empty, the fleet serves the policies of its own namespace only,
+	// in any domain. Tenants who may write policies can't write fleets, so
+	// this is where a platform team says which team owns which domain. At
+	// most 64, with unique names.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Domains []FleetDomain `json:"domains,omitempty"`
+
+	// clients are the pods that may call the limiters on their data ports
+	// (Envoy RLS gRPC, the HTTP check, forward-auth and the status peek):
+	// the operator renders a NetworkPolicy that admits them alone. Unset or
+	// empty: the pods of the fleet's namespace. At most 16.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Clients []FleetClient `json:"clients,omitempty"`
 }
 
 // DescriptorValues says how reported descriptor values are shown.

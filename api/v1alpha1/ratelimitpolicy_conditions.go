@@ -75,3 +75,12 @@ const (
 	// mode; the message counts them.
 	FallbackDecisionsReason = "FallbackDecisions"
 )
+
+// Reasons for AcceptedCondition given by domain ownership (a LimiterFleet's
+// spec.domains).
+const (
+	// DomainNotAllowedReason: no LimiterFleet allows the policy's namespace
+	// to use its domain, so no fleet serves it; the message names the
+	// domain and what would allow it.
+	DomainNotAllowedReason = "DomainNotAllowed"
+)

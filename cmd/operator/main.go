@@ -43,6 +43,7 @@ func main() {
 	flag.StringVar(&watchNS, "watch-namespaces", "", "comma-separated `namespaces` whose policies and fleets the operator watches (default: all)")
 	flag.DurationVar(&window, "enforcement-window", controllers.DefaultEnforcementWindow, "`window` of the decision counts in each policy's status.enforcement")
 	flag.StringVar(&tokenFile, "limiter-token-file", "", "`file` of the bearer token sent to the limiter pods' admin plane (default: the pod's ServiceAccount token, "+inClusterTokenFile+", when there is one)")
+	netpol := networkPolicyFlags(flag.CommandLine)
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -75,7 +76,12 @@ func main() {
 			tokenFile = inClusterTokenFile
 		}
 	}
-	if err := controllers.Setup(ctx, mgr, controllers.Options{LimiterImage: limiterImage, RedisImage: redisImage, EnforcementWindow: window, AdminTokenFile: tokenFile}); err != nil {
+	np, err := netpol()
+	if err != nil {
+		log.Error(err, "Bad flags")
+		os.Exit(2)
+	}
+	if err := controllers.Setup(ctx, mgr, controllers.Options{LimiterImage: limiterImage, RedisImage: redisImage, EnforcementWindow: window, AdminTokenFile: tokenFile, NetworkPolicies: np}); err != nil {
 		log.Error(err, "Unable to set up the controllers")
 		os.Exit(1)
 	}

@@ -109,7 +109,8 @@ func TestChart(t *testing.T) {
 	})
 
 	step("rendered manifests pass the API server's validation", func(t *testing.T) {
-		sets := [][]string{nil, {"--set", "fleet.enabled=true,crds.enabled=false,rbac.create=false"}}
+		sets := [][]string{nil, {"--set", "fleet.enabled=true,crds.enabled=false,rbac.create=false"},
+			{"--set", "fleet.enabled=true,crds.enabled=false,rbac.create=false", "-f", filepath.Join(repoRoot, "config", "samples", "helm", "values.yaml")}}
 		for _, f := range ciValues(t) {
 			sets = append(sets, []string{"-f", f})
 		}
@@ -160,8 +161,16 @@ func TestChart(t *testing.T) {
 		eventually(t, 60*time.Second, func() error {
 			return k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "operator.ratelimit.sluice.dev"}, unstructuredOf("coordination.k8s.io/v1", "Lease"))
 		})
-		// Policies get a status; none is enforced yet, as there's no fleet.
-		waitForCondition(t, "payments", "charges-per-user", v1alpha1.AcceptedCondition, metav1.ConditionTrue)
+		// Policies get a status; none is accepted yet, as no fleet allows
+		// their domain.
+		waitForCondition(t, "payments", "charges-per-user", v1alpha1.AcceptedCondition, metav1.ConditionFalse)
+		var p v1alpha1.RateLimitPolicy
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "payments", Name: "charges-per-user"}, &p); err != nil {
+			t.Fatal(err)
+		}
+		if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.AcceptedCondition); c.Reason != v1alpha1.DomainNotAllowedReason {
+			t.Errorf("Accepted %s %s: %s, want reason %s", c.Status, c.Reason, c.Message, v1alpha1.DomainNotAllowedReason)
+		}
 	})
 
 	step("helm upgrade with changed values updates the operator and keeps the CRDs", func(t *testing.T) {
@@ -171,7 +180,9 @@ func TestChart(t *testing.T) {
 		}
 		mustHelm(t, "upgrade", release, chartDir, "--namespace", namespace, "--reuse-values",
 			"--set", "operator.replicas=2", "--set", "operator.logLevel=debug", "--set", "operator.podDisruptionBudget.enabled=true",
-			"--set", "fleet.enabled=true", "--set", "redis.image.repository=mirror.example.com/library/redis")
+			"--set", "fleet.enabled=true", "--set", "redis.image.repository=mirror.example.com/library/redis",
+			// The README's values: the fleet allows the sample policies' domains.
+			"-f", filepath.Join(repoRoot, "config", "samples", "helm", "values.yaml"))
 		var after appsv1.Deployment
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "sluice-operator"}, &after); err != nil {
 			t.Fatal(err)

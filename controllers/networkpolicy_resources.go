@@ -1,0 +1,135 @@
+package controllers
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+// The NetworkPolicies a fleet owns, built by pure functions like the rest
+// of its objects (see limiterfleet_resources.go): the same fleet and
+// options give the same objects. Each admits ingress to the fleet's pods
+// from named peers only:
+//
+//   - limiter pods: the data ports (gRPC and HTTP) from spec.clients (the
+//     fleet's namespace by default); the admin port from the operator and
+//     from the monitoring namespace, whose Prometheus scrapes /metrics
+//     there (the limiter authorizes each caller's token as well);
+//   - Redis pods (mode Cluster): the client port from the fleet's limiters,
+//     the operator and the other Redis pods (replication); the cluster bus
+//     from the other Redis pods.
+//
+// Ports are named, as the pods' containers name them, so that a renumbered
+// port needs no new policy.
+
+// NetworkPolicyOptions say who the operator is, for the rules that admit
+// it; the operator renders no NetworkPolicy when OperatorNamespace is
+// empty (it could not reach its own limiters).
+type NetworkPolicyOptions struct {
+	// OperatorNamespace is the namespace of the operator's pods.
+	OperatorNamespace string
+	// OperatorPodLabels select the operator's pods in OperatorNamespace;
+	// empty selects every pod there.
+	OperatorPodLabels map[string]string
+	// MonitoringNamespace is the namespace whose pods may scrape /metrics
+	// on the limiters' admin port; empty admits none.
+	MonitoringNamespace string
+}
+
+// Enabled reports whether the operator renders NetworkPolicies.
+func (o NetworkPolicyOptions) Enabled() bool { return o.OperatorNamespace != "" }
+
+// LimiterNetworkPolicyName and RedisNetworkPolicyName name a fleet's
+// NetworkPolicies.
+func LimiterNetworkPolicyName(fleet *v1alpha1.LimiterFleet) string { return LimiterName(fleet) }
+
+// RedisNetworkPolicyName names the NetworkPolicy of the fleet's Redis pods.
+func RedisNetworkPolicyName(fleet *v1alpha1.LimiterFleet) string { return fleet.Name + "-redis" }
+
+// namespacePeer selects every pod of one namespace, by the label the API
+// server gives every namespace.
+func namespacePeer(ns string) networkingv1.NetworkPolicyPeer {
+	return networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{
+		MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}}
+}
+
+// operatorPeer selects the operator's pods.
+func (o NetworkPolicyOptions) operatorPeer() networkingv1.NetworkPolicyPeer {
+	p := namespacePeer(o.OperatorNamespace)
+	p.PodSelector = &metav1.LabelSelector{MatchLabels: copyLabels(o.OperatorPodLabels)}
+	return p
+}
+
+func copyLabels(l map[string]string) map[string]string {
+	if len(l) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(l))
+	for k, v := range l {
+		out[k] = v
+	}
+	return out
+}
+
+// clientPeers are the peers of spec.clients, or the fleet's namespace.
+func clientPeers(fleet *v1alpha1.LimiterFleet) []networkingv1.NetworkPolicyPeer {
+	if len(fleet.Spec.Clients) == 0 {
+		return []networkingv1.NetworkPolicyPeer{namespacePeer(fleet.Namespace)}
+	}
+	out := make([]networkingv1.NetworkPolicyPeer, len(fleet.Spec.Clients))
+	for i, c := range fleet.Spec.Clients {
+		out[i] = networkingv1.NetworkPolicyPeer{NamespaceSelector: c.NamespaceSelector.DeepCopy(), PodSelector: c.PodSelector.DeepCopy()}
+	}
+	return out
+}
+
+func tcpPort(name string) networkingv1.NetworkPolicyPort {
+	return networkingv1.NetworkPolicyPort{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromString(name))}
+}
+
+// BuildLimiterNetworkPolicy builds the NetworkPolicy of the fleet's
+// limiter pods: the data ports from the fleet's clients, the admin port
+// from the operator and the monitoring namespace.
+func BuildLimiterNetworkPolicy(fleet *v1alpha1.LimiterFleet, o NetworkPolicyOptions) *networkingv1.NetworkPolicy {
+	admin := []networkingv1.NetworkPolicyPeer{o.operatorPeer()}
+	if o.MonitoringNamespace != "" {
+		admin = append(admin, namespacePeer(o.MonitoringNamespace))
+	}
+	return &networkingv1.NetworkPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: networkingv1.SchemeGroupVersion.String(), Kind: "NetworkPolicy"},
+		ObjectMeta: limiterMeta(fleet, LimiterNetworkPolicyName(fleet)),
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: LimiterSelectorLabels(fleet)},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{
+				{Ports: []networkingv1.NetworkPolicyPort{tcpPort(LimiterGRPCPortName), tcpPort(LimiterHTTPPortName)}, From: clientPeers(fleet)},
+				{Ports: []networkingv1.NetworkPolicyPort{tcpPort(LimiterAdminPortName)}, From: admin},
+			},
+		},
+	}
+}
+
+// BuildRedisNetworkPolicy builds the NetworkPolicy of the fleet's Redis
+// pods (mode Cluster): the client port from the fleet's limiters, the
+// operator and the fleet's Redis pods; the cluster bus from the fleet's
+// Redis pods.
+func BuildRedisNetworkPolicy(fleet *v1alpha1.LimiterFleet, o NetworkPolicyOptions) *networkingv1.NetworkPolicy {
+	redis := networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: RedisSelectorLabels(fleet)}}
+	limiters := networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: LimiterSelectorLabels(fleet)}}
+	return &networkingv1.NetworkPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: networkingv1.SchemeGroupVersion.String(), Kind: "NetworkPolicy"},
+		ObjectMeta: redisMeta(fleet, RedisNetworkPolicyName(fleet)),
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: RedisSelectorLabels(fleet)},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{
+				{Ports: []networkingv1.NetworkPolicyPort{tcpPort(RedisPortName)}, From: []networkingv1.NetworkPolicyPeer{limiters, o.operatorPeer(), redis}},
+				{Ports: []networkingv1.NetworkPolicyPort{tcpPort(RedisBusPortName)}, From: []networkingv1.NetworkPolicyPeer{redis}},
+			},
+		},
+	}
+}
