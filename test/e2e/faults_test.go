@@ -99,6 +99,7 @@ func (j *journey) faults(t *testing.T) {
 	}
 
 	t.Run("RedisPodDeleted", func(t *testing.T) {
+		j.dumpOnFailure(t)
 		l := c.startLoad(t, appNS, clientPod, loadArgs...)
 		n := l.measureNoise(t, 5*time.Second)
 		w := j.watch(t)
@@ -148,6 +149,7 @@ func (j *journey) faults(t *testing.T) {
 		j.mark("fault limiter rollout restart: %s; rolled out in %s", rep, rolled)
 		// The target is zero failed decisions; a busy machine's timeouts
 		// are told apart (the noise), a connection refused never is.
+		t.Logf("the new limiter pods' failed decisions and Redis errors:\n%s", j.limiterFailures(t))
 		if rep.RPCErrors != 0 || rep.Recovery != 0 {
 			t.Errorf("a rolling restart of the limiters failed decisions: %s", rep)
 		}
@@ -198,6 +200,7 @@ func (j *journey) faults(t *testing.T) {
 	})
 
 	t.Run("RedisContainersKilled", func(t *testing.T) {
+		j.dumpOnFailure(t)
 		l := c.startLoad(t, appNS, clientPod, loadArgs...)
 		n := l.measureNoise(t, 5*time.Second)
 		pods := redisPods()
@@ -264,6 +267,59 @@ func (j *journey) checkNoDataLoss(t *testing.T, w *watcher) {
 	if dl := j.c.fleet(t, j.fleet.Namespace, j.fleet.Name).Status.Redis.DataLoss; dl != "" {
 		t.Errorf("status.redis.dataLoss: %s", dl)
 	}
+}
+
+// dumpOnFailure logs, if t fails, the Redis Cluster fleet's status and the
+// last lines of the operator's and the Redis pods' logs: a replaced pod's
+// log goes with it, so the post-mortem is taken now.
+func (j *journey) dumpOnFailure(t *testing.T) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		f := j.fleet
+		out, _, err := j.c.cmd("", j.c.kubectlBin, "get", "limiterfleet", "-n", f.Namespace, f.Name, "-o", "jsonpath={.status}")
+		t.Logf("post-mortem: fleet status (%v):\n%s", err, out)
+		out, _, err = j.c.cmd("", j.c.kubectlBin, "get", "events", "-n", f.Namespace, "--field-selector", "involvedObject.name="+f.Name, "--sort-by=.lastTimestamp")
+		t.Logf("post-mortem: fleet events (%v):\n%s", err, out)
+		out, _, err = j.c.cmd("", j.c.kubectlBin, "logs", "-n", system, "-l", "app.kubernetes.io/component=operator", "--tail=400")
+		t.Logf("post-mortem: operator log (%v):\n%s", err, out)
+		sel := []string{}
+		for k, v := range controllers.RedisSelectorLabels(f) {
+			sel = append(sel, k+"="+v)
+		}
+		out, _, err = j.c.cmd("", j.c.kubectlBin, "logs", "-n", f.Namespace, "-l", strings.Join(sel, ","), "--prefix", "--tail=60")
+		t.Logf("post-mortem: Redis logs (%v):\n%s", err, out)
+	})
+}
+
+// limiterFailures lists, for each limiter pod of the Redis Cluster fleet,
+// its failed decisions and Redis errors from its /metrics, read from the
+// client pod.
+func (j *journey) limiterFailures(t *testing.T) string {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := j.c.c.List(context.Background(), pods, client.InNamespace(j.fleet.Namespace), client.MatchingLabels(controllers.LimiterSelectorLabels(j.fleet))); err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, p := range pods.Items {
+		var answers []struct {
+			Status int
+			Body   string
+		}
+		j.c.execJSON(t, &answers, appNS, clientPod, "/e2eclient", "http", "-url", fmt.Sprintf("http://%s:8080/metrics", p.Status.PodIP))
+		var lines []string
+		for _, a := range answers {
+			for _, l := range strings.Split(a.Body, "\n") {
+				if strings.HasPrefix(l, "sluice_redis_errors_total") || (strings.HasPrefix(l, "sluice_decisions_total") && strings.Contains(l, `result="failed`)) {
+					lines = append(lines, l)
+				}
+			}
+		}
+		out = append(out, fmt.Sprintf("  %s (started %s): %s", p.Name, p.CreationTimestamp.Format("15:04:05"), strings.Join(lines, "; ")))
+	}
+	return strings.Join(out, "\n")
 }
 
 func isReady(p *corev1.Pod) bool {
