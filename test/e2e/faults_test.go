@@ -413,7 +413,7 @@ func (j *journey) waitRedisReadyAfter(t *testing.T, w *watcher, start time.Time)
 // before it saw the fault: it has detectGrace to see it.
 func (j *journey) checkNoFailureWhileRedisReady(t *testing.T, w *watcher, l *load, n noise, start time.Time) {
 	t.Helper()
-	const detectGrace = 3 * time.Second
+	const detectGrace = 10 * time.Second
 	key := fleetCond(v1alpha1.RedisReadyCondition)
 	for _, s := range l.seconds(start, time.Now()) {
 		end := s.start.Add(time.Second)
