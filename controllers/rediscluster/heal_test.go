@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
 )
@@ -207,4 +209,83 @@ func (f *fleet) otherShardsServe(shard int, prefix string, n int) error {
 	}
 	f.t.Logf("shard %d down: the %d keys of the other shards all read back", shard, read)
 	return nil
+}
+
+// TestPodAbsentKeepsShard: a shard without replicas whose only pod is
+// deleted keeps its node ID and slots while no pod stands in its place,
+// however long the cluster has marked the node failed (the StatefulSet has
+// not made the new pod yet, or it has no address); the pod comes back on a
+// new IP with its volume, and every key is there. Found on a real cluster
+// (make e2e, step 5): the operator forgot the node and gave its slots to
+// another shard while the replacement pod was being created.
+func TestPodAbsentKeepsShard(t *testing.T) {
+	f := newFleet(t, 200, 3, 0)
+	f.reconcileUntil(30*time.Second, converged)
+	f.writeKeys("absent", 3000)
+	res, _ := f.reconcile(context.Background())
+	id := ""
+	for _, p := range res.Status.Primaries {
+		if p.Pod == "redis-1-0" {
+			id = p.NodeID
+		}
+	}
+
+	// The pod is deleted: it is not a member any more until it is back.
+	f.servers["redis-1-0"].Stop()
+	var absent rediscluster.Member
+	kept := f.spec.Members[:0:0]
+	for _, m := range f.spec.Members {
+		if m.Pod == "redis-1-0" {
+			absent = m
+			continue
+		}
+		kept = append(kept, m)
+	}
+	f.spec.Members = kept
+	survivor := goredis.NewClient(&goredis.Options{Addr: f.spec.Members[0].Addr})
+	defer survivor.Close()
+	var actions []string
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for passes := 0; ; passes++ {
+		res, _ := f.reconcile(ctx)
+		actions = append(actions, res.Actions...)
+		if res.DataLoss != "" {
+			t.Fatalf("data loss reported while the pod is away: %s; actions %v", res.DataLoss, actions)
+		}
+		nodes, err := survivor.ClusterNodes(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		failed := false
+		for _, l := range strings.Split(nodes, "\n") {
+			if strings.HasPrefix(l, id+" ") && strings.Contains(l, "master,fail ") {
+				failed = true
+			}
+		}
+		// Several passes after the cluster agreed the node failed.
+		if failed && passes >= 5 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the cluster never marked %s failed: %s", id, nodes)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if hasAction(actions, "FORGET") || hasAction(actions, "ADDSLOTS") {
+		t.Fatalf("the passes gave up on the absent pod's node: %v", actions)
+	}
+
+	// The new pod, on another IP, with the same volume.
+	f.spec.Members = append(f.spec.Members, absent)
+	f.start("redis-1-0", 205)
+	res, actions = f.reconcileUntil(60*time.Second, converged)
+	if res.DataLoss != "" || hasAction(actions, "FORGET") || hasAction(actions, "ADDSLOTS") {
+		t.Fatalf("DataLoss %q, actions %v", res.DataLoss, actions)
+	}
+	if got := slotsPerPrimary(res)["redis-1-0"]; got != 5461 {
+		t.Fatalf("redis-1-0 serves %d slots, want its 5461", got)
+	}
+	f.checkKeys("absent", 3000)
 }

@@ -221,12 +221,24 @@ func (p *pass) answered() []*view {
 	return out
 }
 
-// complete reports whether every member has an address and answered: only
-// then is a node ID that no member holds provably gone.
+// complete reports whether every member has an address and answered, and
+// every pod the spec calls for (ordinals 0..ReplicasPerShard of each shard)
+// is a member: only then is a node ID that no member holds provably gone.
+// A pod that was deleted and not yet made again is not a member, and its
+// node, with its volume, comes back with it.
 func (p *pass) complete() bool {
+	present := map[[2]int]bool{}
 	for _, v := range p.views {
 		if !v.ok() {
 			return false
+		}
+		present[[2]int{v.m.Shard, v.m.Ordinal}] = true
+	}
+	for shard := range p.spec.Shards {
+		for ordinal := range 1 + p.spec.ReplicasPerShard {
+			if !present[[2]int{shard, ordinal}] {
+				return false
+			}
 		}
 	}
 	return true

@@ -31,7 +31,9 @@ type Spec struct {
 	// ReplicasPerShard is the number of replicas of each master.
 	ReplicasPerShard int
 	// Members are the pods, any order. A member without an address is
-	// waited for.
+	// waited for, and so is a pod the shards and replicas call for that is
+	// not a member (deleted, not yet made again): no node is given up for
+	// gone until every one of them answers.
 	Members []Member
 	// NodeTimeout is the cluster-node-timeout the nodes run with; it sets
 	// how long a dead master may wait for its replica's own failover

@@ -165,7 +165,7 @@ if awk '{ print $2 }' /proc/mounts | grep -qF -- "$CLUSTER_DIR/"; then
   clog "mounts are left under $CLUSTER_DIR; not deleting it:"
   awk '{ print $2 }' /proc/mounts | grep -F -- "$CLUSTER_DIR/" >&2
 elif [[ "${CLUSTER_KEEP_LOGS:-1}" == 1 ]]; then
-  find "$CLUSTER_DIR" -mindepth 1 -maxdepth 1 ! -name logs -exec rm -rf --one-file-system {} + 2>/dev/null
+  find "$CLUSTER_DIR" -mindepth 1 -maxdepth 1 ! -name logs ! -name logs.prev -exec rm -rf --one-file-system {} + 2>/dev/null
 else
   rm -rf --one-file-system "$CLUSTER_DIR"
 fi

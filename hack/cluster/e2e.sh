@@ -19,7 +19,11 @@ down() { CLUSTER_DIR="$CLUSTER_DIR" hack/cluster/down.sh; }
 cluster_lock || exit 1
 clear_stale_cluster || exit 1
 [[ -f "$ACTIVE_MARKER" ]] && down
-rm -rf "$CLUSTER_DIR/logs"
+# The last run's logs stay beside this one's, for a post-mortem.
+if [[ -d "$CLUSTER_DIR/logs" ]]; then
+  rm -rf "$CLUSTER_DIR/logs.prev"
+  mv "$CLUSTER_DIR/logs" "$CLUSTER_DIR/logs.prev"
+fi
 
 t0=$(now)
 CLUSTER_DIR="$CLUSTER_DIR" hack/cluster/up.sh || exit 1

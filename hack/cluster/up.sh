@@ -38,7 +38,7 @@ fi
 # What a cluster of this work dir left when the machine rebooted under it
 # (etcd's data, containerd's root): every run starts from nothing.
 if [[ -d "$CLUSTER_DIR" ]] && ! awk '{ print $2 }' /proc/mounts | grep -qF -- "$CLUSTER_DIR/"; then
-  find "$CLUSTER_DIR" -mindepth 1 -maxdepth 1 ! -name logs -exec rm -rf --one-file-system {} +
+  find "$CLUSTER_DIR" -mindepth 1 -maxdepth 1 ! -name logs ! -name logs.prev -exec rm -rf --one-file-system {} +
 fi
 
 HOST_IP="$(host_ip)"

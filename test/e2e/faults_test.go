@@ -73,17 +73,38 @@ func (j *journey) faults(t *testing.T) {
 	svc := fmt.Sprintf("%s.%s.svc:8081", controllers.LimiterName(f), f.Namespace)
 
 	// Exhaust the kept counters: 3 allowed, the 4th denied, for each key.
-	var answers []rlsAnswer
-	c.execJSON(t, &answers, appNS, clientPod, "/e2eclient", "rls", "-addr", svc, "-domain", loadDomain,
-		"-descriptor", "keep=k%d", "-keys", fmt.Sprint(keptKeys), "-n", "4")
-	for k := range keptKeys {
-		var got []string
-		for _, a := range answers[4*k : 4*k+4] {
-			got = append(got, a.Code+a.Error+a.Reason)
+	// A decision a failure mode made (a busy machine's missed deadline
+	// just after the fleet formed) spoils a key's sequence: then the keys
+	// are exhausted afresh under another name, at most 3 times.
+	keep := ""
+	for attempt := 1; keep == "" && attempt <= 3; attempt++ {
+		pattern := fmt.Sprintf("keep=a%d-k%%d", attempt)
+		var answers []rlsAnswer
+		c.execJSON(t, &answers, appNS, clientPod, "/e2eclient", "rls", "-addr", svc, "-domain", loadDomain,
+			"-descriptor", pattern, "-keys", fmt.Sprint(keptKeys), "-n", "4")
+		spoiled := ""
+		for k := range keptKeys {
+			var got []string
+			byStore := true
+			for _, a := range answers[4*k : 4*k+4] {
+				got = append(got, a.Code+a.Error+a.Reason)
+				byStore = byStore && a.Error == "" && a.Reason == ""
+			}
+			if want := []string{"OK", "OK", "OK", "OVER_LIMIT"}; !slices.Equal(got, want) {
+				if byStore {
+					t.Fatalf("key %d: %v, want %v", k, got, want)
+				}
+				spoiled = fmt.Sprintf("key %d: %v", k, got)
+			}
 		}
-		if want := []string{"OK", "OK", "OK", "OVER_LIMIT"}; !slices.Equal(got, want) {
-			t.Fatalf("key k%d: %v, want %v", k, got, want)
+		if spoiled != "" {
+			t.Logf("exhausting the kept counters, attempt %d: %s; again", attempt, spoiled)
+			continue
 		}
+		keep = pattern
+	}
+	if keep == "" {
+		t.Fatal("could not exhaust the kept counters without a failure mode deciding")
 	}
 	// AOF is written every second: let it reach the disk.
 	time.Sleep(2 * time.Second)
@@ -99,6 +120,7 @@ func (j *journey) faults(t *testing.T) {
 	}
 
 	t.Run("RedisPodDeleted", func(t *testing.T) {
+		j.dumpOnFailure(t)
 		l := c.startLoad(t, appNS, clientPod, loadArgs...)
 		n := l.measureNoise(t, 5*time.Second)
 		w := j.watch(t)
@@ -129,7 +151,7 @@ func (j *journey) faults(t *testing.T) {
 		j.mark("fault Redis pod deleted: %s; pod ready %s, %s", rep, podReady, rr)
 		t.Logf("RedisReady: %s", w.timeline(fleetCond(v1alpha1.RedisReadyCondition), start))
 		j.checkNoFailureWhileRedisReady(t, w, l, n, start)
-		j.checkKeysKept(t, svc)
+		j.checkKeysKept(t, svc, keep)
 		j.checkNoDataLoss(t, w)
 	})
 
@@ -146,9 +168,11 @@ func (j *journey) faults(t *testing.T) {
 		l.stop()
 		t.Logf("kubectl rollout restart %s: rolled out in %s; %s", dep, rolled, rep)
 		j.mark("fault limiter rollout restart: %s; rolled out in %s", rep, rolled)
-		// The target is zero failed decisions; a busy machine's timeouts
-		// are told apart (the noise), a connection refused never is.
-		if rep.RPCErrors != 0 || rep.Recovery != 0 {
+		// The target is zero failed decisions. A connection refused or
+		// reset (an RPC error) never passes; a busy machine's missed 20ms
+		// Redis deadlines do, up to busyTolerance.
+		t.Logf("the new limiter pods' failed decisions and Redis errors:\n%s", j.limiterFailures(t))
+		if !rep.clean() {
 			t.Errorf("a rolling restart of the limiters failed decisions: %s", rep)
 		}
 	})
@@ -164,12 +188,21 @@ func (j *journey) faults(t *testing.T) {
 		w := j.watch(t)
 		start := time.Now()
 		c.kubectl(t, "delete", "pod", "-n", system, "-l", "app.kubernetes.io/component=operator", "--wait=false")
+		// The Lease as it changes: released (no holder) once the old
+		// operator stopped, then taken by the new one.
 		var lease coordinationv1.Lease
+		released, lastRenew := false, oldLease.Spec.RenewTime
 		waitFor(t, "a new operator pod leading", 2*time.Minute, func() (bool, string) {
 			if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: system, Name: leaseName}, &lease); err != nil {
 				return false, err.Error()
 			}
 			h := ptr.Deref(lease.Spec.HolderIdentity, "")
+			switch {
+			case h == "":
+				released = true
+			case h == oldHolder && lease.Spec.RenewTime != nil:
+				lastRenew = lease.Spec.RenewTime
+			}
 			return h != "" && h != oldHolder, "holder " + h
 		})
 		leading := since(start)
@@ -177,27 +210,28 @@ func (j *journey) faults(t *testing.T) {
 		time.Sleep(15 * time.Second)
 		rep := l.report(n, start)
 		l.stop()
-		t.Logf("operator pod deleted: a new one leads %s after; %s", leading, rep)
+		t.Logf("operator pod deleted: a new one leads %s after (the Lease seen released: %v); %s", leading, released, rep)
 		j.mark("fault operator pod deleted: %s; new leader %s after", rep, leading)
 		if flaps := w.changes(); len(flaps) > 0 {
 			t.Errorf("conditions changed while the operator restarted:\n  %s", strings.Join(flaps, "\n  "))
 		}
-		if rep.RPCErrors != 0 || rep.Recovery != 0 {
+		if !rep.clean() {
 			t.Errorf("decisions failed while the operator restarted: %s", rep)
 		}
 		// A lease that is not released can only be taken once it expires:
 		// leaseDurationSeconds after the old leader's last renewal.
-		if oldLease.Spec.RenewTime != nil && oldLease.Spec.LeaseDurationSeconds != nil && lease.Spec.AcquireTime != nil {
-			expiry := oldLease.Spec.RenewTime.Add(time.Duration(*oldLease.Spec.LeaseDurationSeconds) * time.Second)
+		if !released && lastRenew != nil && oldLease.Spec.LeaseDurationSeconds != nil && lease.Spec.AcquireTime != nil {
+			expiry := lastRenew.Add(time.Duration(*oldLease.Spec.LeaseDurationSeconds) * time.Second)
 			if !lease.Spec.AcquireTime.Time.Before(expiry) {
-				t.Errorf("the deleted operator did not release its leader lease: the new leader acquired it at %s, when it expired (last renewed %s, %ds) "+
+				t.Errorf("the deleted operator did not release its leader lease: never seen without a holder, and the new leader acquired it at %s, when it expired (last renewed %s, %ds) "+
 					"(issue 15: leader lease release on shutdown)", lease.Spec.AcquireTime.Format("15:04:05.000"),
-					oldLease.Spec.RenewTime.Format("15:04:05.000"), *oldLease.Spec.LeaseDurationSeconds)
+					lastRenew.Format("15:04:05.000"), *oldLease.Spec.LeaseDurationSeconds)
 			}
 		}
 	})
 
 	t.Run("RedisContainersKilled", func(t *testing.T) {
+		j.dumpOnFailure(t)
 		l := c.startLoad(t, appNS, clientPod, loadArgs...)
 		n := l.measureNoise(t, 5*time.Second)
 		pods := redisPods()
@@ -248,7 +282,7 @@ func (j *journey) faults(t *testing.T) {
 		j.mark("fault every Redis container killed: %s; restarted %s, %s", rep, restarted, rr)
 		t.Logf("RedisReady: %s", w.timeline(fleetCond(v1alpha1.RedisReadyCondition), start))
 		j.checkNoFailureWhileRedisReady(t, w, l, n, start)
-		j.checkKeysKept(t, svc)
+		j.checkKeysKept(t, svc, keep)
 		j.checkNoDataLoss(t, w)
 	})
 }
@@ -266,6 +300,59 @@ func (j *journey) checkNoDataLoss(t *testing.T, w *watcher) {
 	}
 }
 
+// dumpOnFailure logs, if t fails, the Redis Cluster fleet's status and the
+// last lines of the operator's and the Redis pods' logs: a replaced pod's
+// log goes with it, so the post-mortem is taken now.
+func (j *journey) dumpOnFailure(t *testing.T) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		f := j.fleet
+		out, _, err := j.c.cmd("", j.c.kubectlBin, "get", "limiterfleet", "-n", f.Namespace, f.Name, "-o", "jsonpath={.status}")
+		t.Logf("post-mortem: fleet status (%v):\n%s", err, out)
+		out, _, err = j.c.cmd("", j.c.kubectlBin, "get", "events", "-n", f.Namespace, "--field-selector", "involvedObject.name="+f.Name, "--sort-by=.lastTimestamp")
+		t.Logf("post-mortem: fleet events (%v):\n%s", err, out)
+		out, _, err = j.c.cmd("", j.c.kubectlBin, "logs", "-n", system, "-l", "app.kubernetes.io/component=operator", "--tail=400")
+		t.Logf("post-mortem: operator log (%v):\n%s", err, out)
+		sel := []string{}
+		for k, v := range controllers.RedisSelectorLabels(f) {
+			sel = append(sel, k+"="+v)
+		}
+		out, _, err = j.c.cmd("", j.c.kubectlBin, "logs", "-n", f.Namespace, "-l", strings.Join(sel, ","), "--prefix", "--tail=60")
+		t.Logf("post-mortem: Redis logs (%v):\n%s", err, out)
+	})
+}
+
+// limiterFailures lists, for each limiter pod of the Redis Cluster fleet,
+// its failed decisions and Redis errors from its /metrics, read from the
+// client pod.
+func (j *journey) limiterFailures(t *testing.T) string {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := j.c.c.List(context.Background(), pods, client.InNamespace(j.fleet.Namespace), client.MatchingLabels(controllers.LimiterSelectorLabels(j.fleet))); err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, p := range pods.Items {
+		var answers []struct {
+			Status int
+			Body   string
+		}
+		j.c.execJSON(t, &answers, appNS, clientPod, "/e2eclient", "http", "-url", fmt.Sprintf("http://%s:8080/metrics", p.Status.PodIP))
+		var lines []string
+		for _, a := range answers {
+			for _, l := range strings.Split(a.Body, "\n") {
+				if strings.HasPrefix(l, "sluice_redis_errors_total") || (strings.HasPrefix(l, "sluice_decisions_total") && strings.Contains(l, `result="failed`)) {
+					lines = append(lines, l)
+				}
+			}
+		}
+		out = append(out, fmt.Sprintf("  %s (started %s): %s", p.Name, p.CreationTimestamp.Format("15:04:05"), strings.Join(lines, "; ")))
+	}
+	return strings.Join(out, "\n")
+}
+
 func isReady(p *corev1.Pod) bool {
 	for _, cond := range p.Status.Conditions {
 		if cond.Type == corev1.PodReady {
@@ -276,20 +363,35 @@ func isReady(p *corev1.Pod) bool {
 }
 
 // checkKeysKept asks for each exhausted counter once more: every one must
-// still deny, as the limiters' store decides (not a failure mode).
-func (j *journey) checkKeysKept(t *testing.T, svc string) {
+// still deny, as the limiters' store decides. An answer a failure mode made
+// says nothing either way (and an exhausted counter stays exhausted): those
+// keys are asked again, up to 3 times.
+func (j *journey) checkKeysKept(t *testing.T, svc, keep string) {
 	t.Helper()
-	var answers []rlsAnswer
-	j.c.execJSON(t, &answers, appNS, clientPod, "/e2eclient", "rls", "-addr", svc, "-domain", loadDomain,
-		"-descriptor", "keep=k%d", "-keys", fmt.Sprint(keptKeys), "-n", "1")
 	var lost []string
-	for k, a := range answers {
-		if a.Code != "OVER_LIMIT" || a.Reason != "" || a.Error != "" {
-			lost = append(lost, fmt.Sprintf("k%d: %s%s%s", k, a.Code, a.Error, a.Reason))
+	undecided := map[int]string{}
+	for attempt := 1; attempt <= 3 && (attempt == 1 || len(undecided) > 0); attempt++ {
+		var answers []rlsAnswer
+		j.c.execJSON(t, &answers, appNS, clientPod, "/e2eclient", "rls", "-addr", svc, "-domain", loadDomain,
+			"-descriptor", keep, "-keys", fmt.Sprint(keptKeys), "-n", "1")
+		for k, a := range answers {
+			if _, asked := undecided[k]; attempt > 1 && !asked {
+				continue
+			}
+			delete(undecided, k)
+			switch {
+			case a.Reason != "" || a.Error != "":
+				undecided[k] = a.Code + a.Error + a.Reason
+			case a.Code != "OVER_LIMIT":
+				lost = append(lost, fmt.Sprintf("key %d: %s", k, a.Code))
+			}
 		}
 	}
 	if len(lost) > 0 {
 		t.Errorf("%d of %d exhausted counters no longer deny (keys lost?): %v", len(lost), keptKeys, lost)
+	}
+	if len(undecided) > 0 {
+		t.Errorf("%d of %d exhausted counters answered by a failure mode 3 times: %v", len(undecided), keptKeys, undecided)
 	}
 }
 
@@ -311,7 +413,7 @@ func (j *journey) waitRedisReadyAfter(t *testing.T, w *watcher, start time.Time)
 // before it saw the fault: it has detectGrace to see it.
 func (j *journey) checkNoFailureWhileRedisReady(t *testing.T, w *watcher, l *load, n noise, start time.Time) {
 	t.Helper()
-	const detectGrace = 3 * time.Second
+	const detectGrace = 10 * time.Second
 	key := fleetCond(v1alpha1.RedisReadyCondition)
 	for _, s := range l.seconds(start, time.Now()) {
 		end := s.start.Add(time.Second)

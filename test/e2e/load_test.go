@@ -251,6 +251,24 @@ func (l *load) report(n noise, start time.Time) faultReport {
 	return r
 }
 
+// busyTolerance is the share of decisions a fault that should fail none
+// may still lose to the limiters' 20ms Redis deadline on this shared
+// 2-core machine, beyond the noise measured before it: the fault itself
+// (pods starting, a rollout) adds load the measurement did not see. Seen
+// here: 0 to 9 of about 4000 (0.25%) at load averages of 15 to 25. A
+// limiter that lost its store while draining would fail hundreds.
+const busyTolerance = 0.005
+
+// clean says whether a fault that should fail no decision failed none: no
+// RPC error at all, and no second beyond the noise, or only store decisions
+// within busyTolerance.
+func (r faultReport) clean() bool {
+	if r.RPCErrors > 0 {
+		return false
+	}
+	return r.Recovery == 0 || float64(r.Failed) <= busyTolerance*float64(r.Answered)
+}
+
 func (r faultReport) String() string {
 	type kv struct {
 		k string
@@ -267,6 +285,9 @@ func (r faultReport) String() string {
 	rec := "no second failed beyond the noise"
 	if r.Recovery > 0 {
 		rec = fmt.Sprintf("failing beyond the noise until %v after the fault", r.Recovery)
+		if r.RPCErrors == 0 && float64(r.Failed) <= busyTolerance*float64(r.Answered) {
+			rec += fmt.Sprintf(" (%.2f%% of the decisions: within the busy machine's %.1f%%)", 100*float64(r.Failed)/float64(r.Answered), 100*busyTolerance)
+		}
 	}
 	return fmt.Sprintf("%d failed decisions of %d (%d RPC errors), %s; noise: %s %v",
 		r.Failed, r.Answered, r.RPCErrors, rec, r.Noise, errs)
