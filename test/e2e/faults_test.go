@@ -15,6 +15,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -41,6 +42,7 @@ func (j *journey) faults(t *testing.T) {
 	if f.Spec.PolicySelector != nil {
 		sel = f.Spec.PolicySelector.MatchLabels
 	}
+	j.allowDomain(t, loadDomain, appNS)
 	closed := v1alpha1.FailClosed
 	tokenBucket := v1alpha1.TokenBucket
 	for _, p := range []*v1alpha1.RateLimitPolicy{
@@ -325,6 +327,26 @@ func (j *journey) dumpOnFailure(t *testing.T) {
 		out, _, err = j.c.cmd("", j.c.kubectlBin, "logs", "-n", f.Namespace, "-l", strings.Join(sel, ","), "--prefix", "--tail=60")
 		t.Logf("post-mortem: Redis logs (%v):\n%s", err, out)
 	})
+}
+
+// allowDomain lets the fleet serve domain to the policies of ns, as its
+// platform team would: the fleet's spec.domains, which tenants can't write.
+func (j *journey) allowDomain(t *testing.T, domain, ns string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		f := &v1alpha1.LimiterFleet{}
+		if err := j.c.c.Get(context.Background(), client.ObjectKeyFromObject(j.fleet), f); err != nil {
+			return err
+		}
+		from := v1alpha1.NamespacesFromSelector
+		f.Spec.Domains = append(f.Spec.Domains, v1alpha1.FleetDomain{Name: domain, AllowedNamespaces: &v1alpha1.AllowedNamespaces{
+			From: &from, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
+		}})
+		return j.c.c.Update(context.Background(), f)
+	})
+	if err != nil {
+		t.Fatalf("allowing domain %s to namespace %s on fleet %s: %v", domain, ns, j.fleet.Name, err)
+	}
 }
 
 // limiterFailures lists, for each limiter pod of the Redis Cluster fleet,
