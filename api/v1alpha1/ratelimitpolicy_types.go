@@ -128,6 +128,15 @@ type RateLimitPolicySpec struct {
 	// calls. Off when omitted. Not supported with SlidingLog.
 	// +optional
 	LocalTier *LocalTier `json:"localTier,omitempty"`
+
+	// What clients are told (ratelimitpolicy_response_types.go).
+
+	// problem shapes the problem details (RFC 9457) that HTTP clients
+	// accepting application/problem+json get when this policy denies them:
+	// the problem type of draft-ietf-httpapi-ratelimit-headers and a detail.
+	// Without it, the type is QuotaExceeded and there is no detail.
+	// +optional
+	Problem *Problem `json:"problem,omitempty"`
 }
 
 // Descriptor is one entry of an Envoy rate limit descriptor.

@@ -154,6 +154,13 @@ func goldenSteps() []goldenStep {
 			body: `{"domain":"modes","descriptors":[{"entries":[{"key":"closed","value":"y"}]}]}`}),
 		named("http failure mode Open", goldenStep{down: true, method: "POST", path: server.CheckPath,
 			body: `{"domain":"modes","descriptors":[{"entries":[{"key":"open","value":"y"}]}]}`}),
+
+		// What clients are told: problem details.
+		named("http over limit, problem details", check(`{"domain":"pay","descriptors":[{"entries":[{"key":"user_id","value":"dee"}]}]}`,
+			"Accept", "application/json, application/problem+json")),
+		{name: "rls over limit, problem details", rls: rlsReq("pay", 0, rlsDesc("user_id", "ann", "accept", "application/problem+json"))},
+		{name: "http forward-auth denied, problem details", method: "GET", path: server.ForwardAuthPath + "pay",
+			header: []string{"X-User", "fay", "Accept", "application/problem+json"}},
 	}
 }
 

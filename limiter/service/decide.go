@@ -29,7 +29,7 @@ func (s *Service) Decide(ctx context.Context, req *Request) (Response, error) {
 // Decisions: an adapter that keeps its responses decides without
 // allocating.
 func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) error {
-	*resp = Response{Decisions: resp.Decisions[:0]}
+	*resp = Response{Decisions: resp.Decisions[:0], Violated: resp.Violated[:0]}
 	if err := s.Validate(req); err != nil {
 		return err
 	}
@@ -43,7 +43,7 @@ func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) 
 	resp.Decisions = slices.Grow(resp.Decisions, len(req.Descriptors))
 	for i := range req.Descriptors {
 		d := &req.Descriptors[i]
-		dec := s.check(ctx, l, req.Domain, d.Entries, descriptorCost(req, d), req.IdempotencyKey)
+		dec := s.check(ctx, l, req.Domain, d.Entries, descriptorCost(req, d), req.IdempotencyKey, resp)
 		resp.Replayed = resp.Replayed || dec.Result.Replayed
 		resp.Decisions = append(resp.Decisions, dec)
 		resp.OverLimit = resp.OverLimit || dec.OverLimit
@@ -132,13 +132,14 @@ func descriptorCost(req *Request, d *Descriptor) int64 {
 // match spends cost (denials spend nothing). It never fails: store errors
 // are resolved by each policy's failure mode.
 func (s *Service) Check(ctx context.Context, domain string, entries []config.Entry, cost int64) Decision {
-	return s.check(ctx, s.loaded.Load(), domain, entries, cost, "")
+	return s.check(ctx, s.loaded.Load(), domain, entries, cost, "", nil)
 }
 
 // check is Check with a request's idempotency key (empty for none). An
 // idempotency entry in entries (Options.IdempotencyEntry) wins over it, and
-// is left out of matching and counter keys.
-func (s *Service) check(ctx context.Context, l *loaded, domain string, entries []config.Entry, cost int64, idem string) Decision {
+// is left out of matching and counter keys. The enforcing policies that
+// deny are added to resp.Violated, unless resp is nil.
+func (s *Service) check(ctx context.Context, l *loaded, domain string, entries []config.Entry, cost int64, idem string, resp *Response) Decision {
 	d := l.snap.Domain(domain)
 	if d == nil {
 		return Decision{}
@@ -166,6 +167,9 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 			continue
 		}
 		dec.OverLimit = !dec.Result.Allowed
+		if dec.OverLimit && resp != nil && !slices.Contains(resp.Violated, p) {
+			resp.Violated = append(resp.Violated, p)
+		}
 		if moreRestrictive(dec, out) {
 			out = dec
 		}

@@ -46,6 +46,10 @@ type Response struct {
 	// Replayed is true when an idempotency key replayed an earlier decision
 	// of any descriptor.
 	Replayed bool
+	// Violated are the enforcing policies that denied, each once, in the
+	// order of the descriptors and then of the snapshot: the
+	// "violated-policies" of a problem details answer.
+	Violated []*config.Policy
 }
 
 // Decision is the outcome of one request descriptor.

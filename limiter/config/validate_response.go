@@ -1,0 +1,37 @@
+package config
+
+import (
+	"regexp"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+// Messages of the CEL rules on what clients are told of a policy
+// (ratelimitpolicy_response_types.go), repeated word for word.
+const (
+	policyProblemDetailMsg = "detail must be one line of printable text: no control characters"
+)
+
+var controlCharRE = regexp.MustCompile(`[\x00-\x1f\x7f]`)
+
+// validatePolicyResponse checks the fields that shape what clients are
+// told: spec.problem.
+func validatePolicyResponse(s *v1alpha1.RateLimitPolicySpec, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if pr := s.Problem; pr != nil {
+		pfld := fld.Child("problem")
+		if pr.Type != nil && !slices.Contains(v1alpha1.ProblemTypes, *pr.Type) {
+			errs = append(errs, field.NotSupported(pfld.Child("type"), *pr.Type, v1alpha1.ProblemTypes))
+		}
+		if d := pr.Detail; d != nil {
+			errs = append(errs, validatePolicyString(*d, false, v1alpha1.MaxProblemDetailLength, pfld.Child("detail"))...)
+			if controlCharRE.MatchString(*d) {
+				errs = append(errs, field.Invalid(pfld.Child("detail"), *d, policyProblemDetailMsg))
+			}
+		}
+	}
+	return errs
+}
