@@ -17,7 +17,31 @@ limitations under the License.
 package v1alpha1
 
 // This file holds the fields of a RateLimitPolicySpec that shape what
-// clients are told about a policy: the problem details of its denials.
+// clients are told about a policy: the problem details of its denials, and
+// whether they see its numbers at all.
+
+// Visibility says whether clients are told a policy's numbers.
+// +kubebuilder:validation:Enum=Visible;Hidden
+type Visibility string
+
+const (
+	// Visible policies are reported to clients: their limit, remaining
+	// quota and reset in the rate-limit headers, RLS statuses and the
+	// status peek, and their name in problem details.
+	Visible Visibility = "Visible"
+	// Hidden policies deny, but tell clients nothing of themselves but
+	// when to come back (Retry-After), so that their threshold can't be
+	// read from an answer.
+	Hidden Visibility = "Hidden"
+)
+
+// Visibilities lists every Visibility, in the order of the CRD enum.
+var Visibilities = []Visibility{Visible, Hidden}
+
+// IsHidden reports whether visibility is Hidden.
+func (s *RateLimitPolicySpec) IsHidden() bool {
+	return s.Visibility != nil && *s.Visibility == Hidden
+}
 
 // ProblemType names one problem type of draft-ietf-httpapi-ratelimit-headers
 // (section "Problem Types"), sent to HTTP clients that accept

@@ -131,6 +131,18 @@ type RateLimitPolicySpec struct {
 
 	// What clients are told (ratelimitpolicy_response_types.go).
 
+	// visibility says whether clients are told this policy's numbers.
+	// Visible: its limit, remaining quota and reset show in RateLimit,
+	// RateLimit-Policy and X-RateLimit-* (when it is the most restrictive
+	// visible policy), in RLS descriptor statuses and in the status peek,
+	// and its name in problem details. Hidden: none of these, over RLS and
+	// HTTP alike, so that a security limit does not tell an attacker its
+	// threshold; it still denies, and its denial carries Retry-After, the
+	// time until its counter is back to its full quota (not until the next
+	// unit frees, which would tell its rate). Defaults to Visible.
+	// +optional
+	Visibility *Visibility `json:"visibility,omitempty"`
+
 	// problem shapes the problem details (RFC 9457) that HTTP clients
 	// accepting application/problem+json get when this policy denies them:
 	// the problem type of draft-ietf-httpapi-ratelimit-headers and a detail.

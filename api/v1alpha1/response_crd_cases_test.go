@@ -47,6 +47,12 @@ func problem(t v1alpha1.ProblemType, detail string) *v1alpha1.Problem {
 
 var responseBadCases = []badCase{
 	{
+		name:    "unknown visibility",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Visibility = ptr.To(v1alpha1.Visibility("Secret")) },
+		field:   "spec.visibility",
+		message: `Unsupported value: "Secret": supported values: "Visible", "Hidden"`,
+	},
+	{
 		name:    "unknown problem type",
 		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Problem = problem("quota-exceeded", "") },
 		field:   "spec.problem.type",
@@ -79,6 +85,15 @@ var responseBadCases = []badCase{
 }
 
 var responseGoodCases = []goodCase{
+	{name: "visible", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Visibility = ptr.To(v1alpha1.Visible) }},
+	{name: "hidden", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Visibility = ptr.To(v1alpha1.Hidden) }},
+	{
+		name: "hidden shadow with problem details",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Visibility, p.Spec.Shadow = ptr.To(v1alpha1.Hidden), ptr.To(true)
+			p.Spec.Problem = problem(v1alpha1.AbnormalUsageDetected, "Blocked.")
+		},
+	},
 	{name: "empty problem", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Problem = &v1alpha1.Problem{} }},
 	{
 		name: "abnormal usage",

@@ -671,6 +671,11 @@ func (in *RateLimitPolicySpec) DeepCopyInto(out *RateLimitPolicySpec) {
 		*out = new(LocalTier)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.Visibility != nil {
+		in, out := &in.Visibility, &out.Visibility
+		*out = new(Visibility)
+		**out = **in
+	}
 	if in.Problem != nil {
 		in, out := &in.Problem, &out.Problem
 		*out = new(Problem)

@@ -16,6 +16,7 @@ func TestLoadBadClientView(t *testing.T) {
 	want := map[string][]string{
 		"unknown-problem-type.yaml":     {"shop/typo", "spec.problem.type", `"quota-exceeded"`, `"QuotaExceeded", "TemporaryReducedCapacity", "AbnormalUsageDetected"`},
 		"problem-detail-two-lines.yaml": {"shop/chatty", "spec.problem.detail", "one line of printable text"},
+		"unknown-visibility.yaml":       {"shop/secret", "spec.visibility", `"hidden"`, `"Visible", "Hidden"`},
 	}
 	files, _ := filepath.Glob("testdata/bad-client-view/*.yaml")
 	if len(files) != len(want) {

@@ -18,9 +18,12 @@ const (
 var controlCharRE = regexp.MustCompile(`[\x00-\x1f\x7f]`)
 
 // validatePolicyResponse checks the fields that shape what clients are
-// told: spec.problem.
+// told: spec.visibility and spec.problem.
 func validatePolicyResponse(s *v1alpha1.RateLimitPolicySpec, fld *field.Path) field.ErrorList {
 	var errs field.ErrorList
+	if v := s.Visibility; v != nil && !slices.Contains(v1alpha1.Visibilities, *v) {
+		errs = append(errs, field.NotSupported(fld.Child("visibility"), *v, v1alpha1.Visibilities))
+	}
 	if pr := s.Problem; pr != nil {
 		pfld := fld.Child("problem")
 		if pr.Type != nil && !slices.Contains(v1alpha1.ProblemTypes, *pr.Type) {

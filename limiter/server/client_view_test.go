@@ -2,14 +2,19 @@ package server_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/internal/storetest"
 	"github.com/sluice-dev/sluice/limiter/config"
@@ -270,4 +275,268 @@ func mapsEqual(a, b map[string][]string) bool {
 		}
 	}
 	return true
+}
+
+// TestHiddenLimits: a hidden policy denies, and its denial carries
+// Retry-After (until its counter is full again), but no answer names it
+// or shows its numbers: not the rate-limit headers, RLS statuses, problem
+// details, the status peek, nor a refused cost. Beside a visible policy,
+// the visible one is reported.
+func TestHiddenLimits(t *testing.T) {
+	for _, vs := range viewStores(t) {
+		t.Run(vs.name, func(t *testing.T) {
+			e := startView(t, vs, viewPolicies)
+			noTrace := func(what string, h http.Header, body []byte) {
+				t.Helper()
+				for _, s := range append([]string{string(body)}, flatten(h)...) {
+					if strings.Contains(s, "per-ip-hidden") || strings.Contains(s, "export-guard") {
+						t.Errorf("%s: %q names a hidden policy", what, s)
+					}
+				}
+			}
+
+			// Only a hidden policy matches: no rate-limit headers at all.
+			ip := checkBody("ip", "10.0.0.1")
+			for i := 1; i <= 2; i++ {
+				resp, body := viewPost(t, e, ip)
+				if resp.StatusCode != http.StatusOK || len(limitHeaders(resp.Header)) != 0 || strings.Contains(string(body), "currentLimit") {
+					t.Fatalf("request %d: %d %v %s, want 200 without rate-limit headers or a current limit", i, resp.StatusCode, resp.Header, body)
+				}
+				noTrace("allowed", resp.Header, body)
+			}
+			resp, body := viewPost(t, e, ip, "Accept", acceptProblem)
+			// A token bucket of 2 a minute frees a token in 30s; the
+			// hidden policy says when it is full again: 60s.
+			if g, w := limitHeaders(resp.Header), map[string][]string{server.HeaderRetryAfter: {"60"}}; resp.StatusCode != http.StatusTooManyRequests || !mapsEqual(g, w) {
+				t.Fatalf("denied: %d %v, want 429 with only Retry-After: 60", resp.StatusCode, g)
+			}
+			noTrace("denied", resp.Header, body)
+			if p := decodeProblem(t, resp, body); p.Type != quotaExceeded || len(p.ViolatedPolicies) != 0 || !strings.Contains(string(body), `"violated-policies":[]`) {
+				t.Fatalf("problem details %s, want quota-exceeded naming no policy", body)
+			}
+			resp, body = viewPost(t, e, ip)
+			if resp.StatusCode != http.StatusTooManyRequests || strings.Contains(string(body), "currentLimit") {
+				t.Fatalf("denied, JSON: %d %s", resp.StatusCode, body)
+			}
+			noTrace("denied, JSON", resp.Header, body)
+			out, err := e.rls.ShouldRateLimit(ctxT(t), rlsReq("api", 0, rlsDesc("ip", "10.0.0.2")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st := out.Statuses[0]; out.OverallCode != rlsv3.RateLimitResponse_OK || len(out.ResponseHeadersToAdd) != 0 ||
+				st.CurrentLimit != nil || st.LimitRemaining != 0 || st.DurationUntilReset != nil {
+				t.Fatalf("RLS allowed: %v, want OK with no headers and a bare status", out)
+			}
+			// The status peek leaves it out.
+			resp, body = viewGet(t, e, server.StatusPath+"?domain=api&ip=10.0.0.1")
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"policies":[]`) {
+				t.Fatalf("status peek: %d %s, want no policy", resp.StatusCode, body)
+			}
+			// A cost above its maxCost is refused without the cap or the name.
+			resp, body = viewPost(t, e, `{"domain":"api","hitsAddend":3,"descriptors":[{"entries":[{"key":"ip","value":"10.0.0.3"}]}]}`)
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "above the maximum cost of a hidden policy") || strings.Contains(string(body), " 2") {
+				t.Fatalf("cost 3: %d %s, want 400 saying no cap", resp.StatusCode, body)
+			}
+			noTrace("cost refused", resp.Header, body)
+
+			// Beside a visible policy: the visible one is reported, the
+			// hidden one denies with its own Retry-After.
+			dan := checkBody("user_id", "dan", "path", "/v1/export")
+			resp, body = viewPost(t, e, dan)
+			if resp.StatusCode != http.StatusOK || resp.Header.Get(server.HeaderRateLimit) != `"api/per-user";r=1;t=60` {
+				t.Fatalf("first export: %d %v", resp.StatusCode, resp.Header)
+			}
+			noTrace("first export", resp.Header, body)
+			resp, body = viewPost(t, e, dan, "Accept", acceptProblem)
+			if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get(server.HeaderRateLimit) != `"api/per-user";r=0;t=60` ||
+				resp.Header.Get(server.HeaderRetryAfter) != "60" {
+				t.Fatalf("second export: %d %v, want 429 reporting api/per-user, with Retry-After 60", resp.StatusCode, resp.Header)
+			}
+			if p := decodeProblem(t, resp, body); p.Type != abnormalUsage || len(p.ViolatedPolicies) != 0 {
+				t.Fatalf("second export: problem %s, want the hidden policy's type and no name", body)
+			}
+			noTrace("second export", resp.Header, body)
+			resp, body = viewPost(t, e, dan, "Accept", acceptProblem)
+			if p := decodeProblem(t, resp, body); !slices.Equal(p.ViolatedPolicies, []string{perUserPolicy}) {
+				t.Fatalf("third export: problem %s, want only %s named", body, perUserPolicy)
+			}
+			noTrace("third export", resp.Header, body)
+			out, err = e.rls.ShouldRateLimit(ctxT(t), rlsReq("api", 0, rlsDesc("user_id", "dan", "path", "/v1/export")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || out.Statuses[0].GetCurrentLimit().GetName() != perUserPolicy {
+				t.Fatalf("RLS export: %v, want OVER_LIMIT reporting %s", out, perUserPolicy)
+			}
+		})
+	}
+}
+
+// flatten lists a header as "Name: value" lines.
+func flatten(h http.Header) []string {
+	var out []string
+	for k, vs := range h {
+		for _, v := range vs {
+			out = append(out, k+": "+v)
+		}
+	}
+	return out
+}
+
+// hiddenPolicies writes a policy file for domain sec: a hidden policy of
+// algorithm a allowing limit a minute per user, a visible one of 10 a
+// minute on the free tier, and a forward-auth mapping of X-User.
+func hiddenPolicies(t *testing.T, a v1alpha1.Algorithm, limit int) string {
+	t.Helper()
+	doc := fmt.Sprintf(`apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: LimiterFleet
+metadata: {name: edge, namespace: sluice-system}
+spec:
+  forwardAuth:
+    - domain: sec
+      descriptors: [{key: user_id, from: Header, header: X-User}]
+---
+apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: guard, namespace: sec}
+spec:
+  domain: sec
+  descriptors: [{key: user_id}]
+  algorithm: %s
+  rate: {limit: %d, period: 1m}
+  visibility: Hidden
+---
+apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: free-tier, namespace: sec}
+spec:
+  domain: sec
+  descriptors: [{key: user_id}, {key: tier, value: free}]
+  algorithm: FixedWindow
+  rate: {limit: 10, period: 1m}
+`, a, limit)
+	path := filepath.Join(t.TempDir(), "hidden.yaml")
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// answer is what a client saw of one call: the kind of decision, and the
+// whole answer as text.
+type answer struct {
+	step, kind, text string
+}
+
+// probeHidden sends e every call a client can make about the users of
+// prefix: each sequence goes past both thresholds of
+// TestAttackReadHiddenThreshold.
+func probeHidden(t *testing.T, e *goldenEnv, prefix string) []answer {
+	t.Helper()
+	var out []answer
+	httpAnswer := func(step string, resp *http.Response, body []byte) {
+		kind := map[int]string{http.StatusOK: "allowed", http.StatusTooManyRequests: "denied", http.StatusForbidden: "denied",
+			http.StatusBadRequest: "refused"}[resp.StatusCode]
+		h := resp.Header.Clone()
+		h.Del("Date")
+		h.Del("Content-Length")
+		text := resp.Status + "\n" + strings.Join(sorted(flatten(h)), "\n") + "\n" + string(body)
+		if snap := e.svc.Snapshot(); snap != nil {
+			// /readyz shows the version of the whole snapshot, a 64-bit
+			// hash of every policy of the fleet: not a figure one can
+			// read a threshold from.
+			text = strings.ReplaceAll(text, snap.Version, "VERSION")
+		}
+		out = append(out, answer{step, kind, text})
+	}
+	rlsAnswer := func(step string, req *rlsv3.RateLimitRequest) {
+		resp, err := e.rls.ShouldRateLimit(ctxT(t), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := protojson.Marshal(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kind := map[rlsv3.RateLimitResponse_Code]string{rlsv3.RateLimitResponse_OK: "allowed", rlsv3.RateLimitResponse_OVER_LIMIT: "denied"}[resp.OverallCode]
+		out = append(out, answer{step, kind, compactJSON(t, js)})
+	}
+	for i := range 7 {
+		n := fmt.Sprint(i + 1)
+		resp, body := viewPost(t, e, `{"domain":"sec","descriptors":[{"entries":[{"key":"user_id","value":"`+prefix+`-json"}]}]}`)
+		httpAnswer("check "+n, resp, body)
+		resp, body = viewPost(t, e, `{"domain":"sec","descriptors":[{"entries":[{"key":"user_id","value":"`+prefix+`-problem"}]}]}`, "Accept", acceptProblem)
+		httpAnswer("check, problem details "+n, resp, body)
+		rlsAnswer("rls "+n, rlsReq("sec", 0, rlsDesc("user_id", prefix+"-rls", server.AcceptEntry, acceptProblem)))
+		resp, body = viewGet(t, e, server.ForwardAuthPath+"sec", "X-User", prefix+"-fa", "Accept", acceptProblem)
+		httpAnswer("forward-auth "+n, resp, body)
+		resp, body = viewPost(t, e, `{"domain":"sec","descriptors":[{"entries":[{"key":"user_id","value":"`+prefix+`-free"},{"key":"tier","value":"free"}]}]}`)
+		httpAnswer("check, free tier "+n, resp, body)
+		rlsAnswer("rls, free tier "+n, rlsReq("sec", 0, rlsDesc("user_id", prefix+"-rls-free", "tier", "free")))
+		resp, body = viewGet(t, e, server.StatusPath+"?domain=sec&user_id="+prefix+"-json")
+		httpAnswer("status peek "+n, resp, body)
+		resp, body = viewGet(t, e, server.StatusPath+"?domain=sec&tier=free&user_id="+prefix+"-free")
+		httpAnswer("status peek, free tier "+n, resp, body)
+	}
+	for _, cost := range []string{"2", "4", "6"} {
+		resp, body := viewPost(t, e, `{"domain":"sec","hitsAddend":`+cost+`,"descriptors":[{"entries":[{"key":"user_id","value":"`+prefix+`-cost`+cost+`"}]}]}`)
+		httpAnswer("cost "+cost, resp, body)
+	}
+	for _, path := range []string{"/readyz", "/healthz"} {
+		resp, body := viewGet(t, e, path)
+		httpAnswer(path, resp, body)
+	}
+	return out
+}
+
+func sorted(s []string) []string {
+	slices.Sort(s)
+	return s
+}
+
+// TestAttackReadHiddenThreshold: a client probes a hidden limit through
+// every answer of the data plane (the check as JSON and as problem
+// details, RLS, forward-auth, the status peek, /readyz and /healthz), on
+// two limiters whose hidden policy differs only in its threshold: 3 or 5 a
+// minute. Wherever both decide alike, their answers are the same byte for
+// byte, and a client can't tell the thresholds apart from them; only the
+// decisions differ (the 4th and 5th request, and a cost of 4, refused
+// above one's maxCost). For every algorithm, on every store. Answers that
+// differ fail the test with both.
+func TestAttackReadHiddenThreshold(t *testing.T) {
+	stores := viewStores(t)
+	for _, a := range v1alpha1.Algorithms {
+		for _, vs := range stores {
+			t.Run(string(a)+"/"+vs.name, func(t *testing.T) {
+				// The users differ: on Redis, every limiter of the test
+				// shares one server, and the free tier's counters the
+				// same keys.
+				three := probeHidden(t, startView(t, vs, hiddenPolicies(t, a, 3)), string(a)+"-three")
+				five := probeHidden(t, startView(t, vs, hiddenPolicies(t, a, 5)), string(a)+"-five")
+				if len(three) != len(five) {
+					t.Fatalf("%d answers and %d", len(three), len(five))
+				}
+				compared, differ := 0, 0
+				for i := range three {
+					x, y := three[i], five[i]
+					if x.kind == "" || y.kind == "" {
+						t.Fatalf("%s: an unexpected answer:\n%s\n%s", x.step, x.text, y.text)
+					}
+					if x.kind != y.kind {
+						differ++
+						continue
+					}
+					compared++
+					if x.text != y.text {
+						t.Errorf("%s: the answers of thresholds 3 and 5 differ:\n%s\n---\n%s", x.step, x.text, y.text)
+					}
+				}
+				// Requests 4 and 5 of six sequences, and the cost of 4.
+				if differ != 6*2+1 {
+					t.Errorf("%d calls decided differently, want 13", differ)
+				}
+				t.Logf("%d answers alike, %d decided differently", compared, differ)
+			})
+		}
+	}
 }

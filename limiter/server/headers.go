@@ -31,32 +31,33 @@ const defaultJitter = 0.1
 
 // headers describe the reported decision for the client:
 // draft-ietf-httpapi-ratelimit-headers (RateLimit-Policy: "name";q=100;w=60
-// and RateLimit: "name";r=42;t=17), the X-RateLimit-* trio, and Retry-After
-// with up to jitter of it added when over limit. Durations are whole
-// seconds, rounded up. None without a reported policy.
+// and RateLimit: "name";r=42;t=17) and the X-RateLimit-* trio, of the
+// most restrictive visible policy; and when over limit, Retry-After (the
+// longest wait of the denials, hidden ones too) with up to jitter of it
+// added. Durations are whole seconds, rounded up. None when nothing is to
+// be said.
 func headers(resp *service.Response, jitter float64) []*corev3.HeaderValue {
 	d := &resp.Reported
-	if d.Policy == nil {
-		return nil
+	var values [8]struct{ k, v string }
+	n := 0
+	if p := d.Policy; p != nil {
+		r := d.Result
+		name := strconv.Quote(p.ID())
+		// A bucket whose burst exceeds its rate can hold more than rate.limit:
+		// report the larger, so remaining never exceeds the limit shown.
+		quota := max(p.Limit.Limit, p.Limit.Capacity())
+		limit := strconv.FormatInt(quota, 10)
+		remaining := strconv.FormatInt(min(r.Remaining, quota), 10)
+		reset := strconv.FormatInt(ceilSeconds(r.ResetAfter), 10)
+		values[0].k, values[0].v = HeaderRateLimitPolicy, name+";q="+limit+";w="+strconv.FormatInt(ceilSeconds(p.Limit.Period), 10)
+		values[1].k, values[1].v = HeaderRateLimit, name+";r="+remaining+";t="+reset
+		values[2].k, values[2].v = HeaderLimit, limit
+		values[3].k, values[3].v = HeaderRemaining, remaining
+		values[4].k, values[4].v = HeaderReset, reset
+		n = 5
 	}
-	p, r := d.Policy, d.Result
-	name := strconv.Quote(p.ID())
-	// A bucket whose burst exceeds its rate can hold more than rate.limit:
-	// report the larger, so remaining never exceeds the limit shown.
-	quota := max(p.Limit.Limit, p.Limit.Capacity())
-	limit := strconv.FormatInt(quota, 10)
-	remaining := strconv.FormatInt(min(r.Remaining, quota), 10)
-	reset := strconv.FormatInt(ceilSeconds(r.ResetAfter), 10)
-	values := [8]struct{ k, v string }{
-		{HeaderRateLimitPolicy, name + ";q=" + limit + ";w=" + strconv.FormatInt(ceilSeconds(p.Limit.Period), 10)},
-		{HeaderRateLimit, name + ";r=" + remaining + ";t=" + reset},
-		{HeaderLimit, limit},
-		{HeaderRemaining, remaining},
-		{HeaderReset, reset},
-	}
-	n := 5
-	if d.OverLimit && r.RetryAfter != algo.Never {
-		values[n].k, values[n].v = HeaderRetryAfter, strconv.FormatInt(retryAfter(r.RetryAfter, jitter), 10)
+	if d.OverLimit && d.RetryAfter != algo.Never {
+		values[n].k, values[n].v = HeaderRetryAfter, strconv.FormatInt(retryAfter(d.RetryAfter, jitter), 10)
 		n++
 	}
 	if d.OverLimit && d.Reason != "" {
@@ -66,6 +67,9 @@ func headers(resp *service.Response, jitter float64) []*corev3.HeaderValue {
 	if resp.Replayed {
 		values[n].k, values[n].v = HeaderReplayed, "true"
 		n++
+	}
+	if n == 0 {
+		return nil
 	}
 	// One allocation for the headers, one for the pointers: this runs for
 	// every decided request.

@@ -41,17 +41,19 @@ type Problem struct {
 	Title  string `json:"title"`
 	Status int    `json:"status"`
 	Detail string `json:"detail,omitempty"`
-	// ViolatedPolicies names the policies that denied, as RateLimit-Policy
-	// names them; empty, never null, when none may be named.
+	// ViolatedPolicies names the visible policies that denied, as
+	// RateLimit-Policy names them; empty, never null, when only hidden
+	// ones did.
 	ViolatedPolicies []string `json:"violated-policies"`
 }
 
 // problemFor is the problem details of resp, a denial answered with
-// status: the type and detail of the reported (most restrictive) policy,
-// and every violated policy.
+// status: the type and detail of the denying policy with the longest wait
+// (a hidden one's too: they are not its numbers), and every violated
+// visible policy.
 func problemFor(resp *service.Response, status int) Problem {
 	pt, detail := v1alpha1.QuotaExceeded, ""
-	if p := resp.Reported.Policy; p != nil {
+	if p := resp.Reported.Denied; p != nil {
 		pt, detail = p.Spec.EffectiveProblemType(), p.Spec.ProblemDetail()
 	}
 	t := problemTypes[pt]

@@ -170,8 +170,13 @@ func toRLS(resp *service.Response, jitter float64) *rlsv3.RateLimitResponse {
 	}
 	out.ResponseHeadersToAdd = headers(resp, jitter)
 	if d := &resp.Reported; d.OverLimit && d.Reason != "" {
-		// Envoy logs and forwards the RLS dynamic metadata.
-		out.DynamicMetadata, _ = structpb.NewStruct(map[string]any{"reason": d.Reason, "policy": d.Policy.ID()})
+		// Envoy logs and forwards the RLS dynamic metadata. A hidden
+		// policy's name stays out: the HTTP check's body carries it too.
+		md := map[string]any{"reason": d.Reason}
+		if !d.Denied.Hidden() {
+			md["policy"] = d.Denied.ID()
+		}
+		out.DynamicMetadata, _ = structpb.NewStruct(md)
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/config"
@@ -47,11 +48,48 @@ func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) 
 		resp.Replayed = resp.Replayed || dec.Result.Replayed
 		resp.Decisions = append(resp.Decisions, dec)
 		resp.OverLimit = resp.OverLimit || dec.OverLimit
-		if moreRestrictive(dec, resp.Reported) || (dec.OverLimit && !resp.Reported.OverLimit) {
-			resp.Reported = dec
-		}
+		resp.Reported.merge(&dec)
 	}
 	return nil
+}
+
+// merge adds dec, another descriptor's decision, to d, the decision
+// reported to the client: the most restrictive visible policy's figures,
+// and the longest wait of any denial.
+func (d *Decision) merge(dec *Decision) {
+	if moreRestrictive(*dec, *d) {
+		d.Policy, d.Result = dec.Policy, dec.Result
+		if !d.OverLimit && !dec.OverLimit {
+			d.Reason = dec.Reason
+		}
+	}
+	if dec.OverLimit && (!d.OverLimit || longerWait(dec.RetryAfter, d.RetryAfter)) {
+		d.OverLimit, d.RetryAfter, d.Denied, d.Reason = true, dec.RetryAfter, dec.Denied, dec.Reason
+	}
+}
+
+// deny records in d the denial of p, whose result was r: the client must
+// wait r's RetryAfter, or for a hidden policy its ResetAfter (until the
+// counter is back to its full quota: the time until the next unit frees
+// would tell the policy's rate). The longest wait wins.
+func (d *Decision) deny(p *config.Policy, r algo.Result, reason string) {
+	wait := r.RetryAfter
+	if p.Hidden() {
+		wait = r.ResetAfter
+		if r.RetryAfter != algo.Never {
+			wait = max(wait, r.RetryAfter)
+		}
+	}
+	if !d.OverLimit || longerWait(wait, d.RetryAfter) {
+		d.RetryAfter, d.Denied, d.Reason = wait, p, reason
+	}
+	d.OverLimit = true
+}
+
+// longerWait reports whether a client told to wait a must wait longer than
+// one told b: algo.Never is longest.
+func longerWait(a, b time.Duration) bool {
+	return a != b && (a == algo.Never || (b != algo.Never && a > b))
 }
 
 // checkCosts refuses a request that would spend, on one descriptor, more
@@ -95,6 +133,10 @@ func (s *Service) checkCost(d *config.Domain, i int, entries []config.Entry, cos
 	sc.matches = d.AppendMatches(sc.matches[:0], entries)
 	for _, p := range sc.matches {
 		if !p.Shadow && cost > p.MaxCost {
+			if p.Hidden() {
+				// Neither the cap (by default the capacity) nor the name.
+				return invalidf("descriptors[%d] costs %d, above the maximum cost of a hidden policy", i, cost)
+			}
 			return invalidf("descriptors[%d] costs %d, above the maximum cost of %d of policy %s (%s)", i, cost, p.MaxCost, p.ID(), maxCostSource(p))
 		}
 	}
@@ -148,7 +190,7 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 	defer s.release(sc)
 	entries, idem = s.splitIdempotency(sc, entries, idem)
 	sc.matches = d.AppendMatches(sc.matches[:0], entries)
-	var out Decision
+	var out, visible Decision
 	// The kill switch (this pod's or the fleet's) turns every policy into
 	// a shadow policy.
 	allShadow := !s.enforcing(l)
@@ -166,16 +208,23 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 			}
 			continue
 		}
-		dec.OverLimit = !dec.Result.Allowed
-		if dec.OverLimit && resp != nil && !slices.Contains(resp.Violated, p) {
-			resp.Violated = append(resp.Violated, p)
+		if !dec.Result.Allowed {
+			out.deny(p, dec.Result, dec.Reason)
+			if resp != nil && !p.Hidden() && !slices.Contains(resp.Violated, p) {
+				resp.Violated = append(resp.Violated, p)
+			}
 		}
-		if moreRestrictive(dec, out) {
-			out = dec
+		if !p.Hidden() && moreRestrictive(dec, visible) {
+			visible = dec
 		}
 	}
 	// Shadow policies are invisible to clients: their decisions are only
 	// counted and logged, so that headers never make a client back off.
+	// Hidden policies only deny, and say when to come back.
+	out.Policy, out.Result = visible.Policy, visible.Result
+	if !out.OverLimit {
+		out.Reason = visible.Reason
+	}
 	return out
 }
 
@@ -200,8 +249,9 @@ func (s *Service) release(sc *scratch) {
 	s.scratch.Put(sc)
 }
 
-// moreRestrictive orders decisions: a denial beats an allowance, a longer
-// retry beats a shorter one, and fewer remaining units beat more.
+// moreRestrictive orders the reported policies' decisions: a denial beats
+// an allowance, a longer retry beats a shorter one, and fewer remaining
+// units beat more.
 func moreRestrictive(a, b Decision) bool {
 	switch {
 	case b.Policy == nil:
@@ -211,7 +261,7 @@ func moreRestrictive(a, b Decision) bool {
 	case a.Result.Allowed != b.Result.Allowed:
 		return !a.Result.Allowed
 	case !a.Result.Allowed && a.Result.RetryAfter != b.Result.RetryAfter:
-		return a.Result.RetryAfter == algo.Never || (b.Result.RetryAfter != algo.Never && a.Result.RetryAfter > b.Result.RetryAfter)
+		return longerWait(a.Result.RetryAfter, b.Result.RetryAfter)
 	default:
 		return a.Result.Remaining < b.Result.Remaining
 	}

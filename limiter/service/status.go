@@ -29,9 +29,9 @@ type PolicyStatus struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// Peek reports every policy of domain that entries match, in the
+// Peek reports every visible policy of domain that entries match, in the
 // snapshot's order, without consuming anything: each is decided as a check
-// of cost 0 is. An unknown domain or an unmatched request gives an empty
+// of cost 0 is. Hidden policies are left out. An unknown domain or an unmatched request gives an empty
 // list. Peeks are not counted as decisions. The error, which matches
 // ErrInvalidArgument, says what is wrong with a request that Validate
 // refuses.
@@ -51,6 +51,9 @@ func (s *Service) Peek(ctx context.Context, domain string, entries []config.Entr
 	entries, _ = s.splitIdempotency(sc, entries, "")
 	sc.matches = d.AppendMatches(sc.matches[:0], entries)
 	for _, p := range sc.matches {
+		if p.Hidden() {
+			continue // a hidden policy tells its caller nothing
+		}
 		dec := s.decide(ctx, sc, p, l.policies[p], domain, entries, 0, "")
 		out = append(out, policyStatus(p, dec))
 	}
