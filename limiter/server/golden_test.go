@@ -161,6 +161,15 @@ func goldenSteps() []goldenStep {
 		{name: "rls over limit, problem details", rls: rlsReq("pay", 0, rlsDesc("user_id", "ann", "accept", "application/problem+json"))},
 		{name: "http forward-auth denied, problem details", method: "GET", path: server.ForwardAuthPath + "pay",
 			header: []string{"X-User", "fay", "Accept", "application/problem+json"}},
+
+		// Hidden limits.
+		{name: "rls hidden allowed", rls: rlsReq("pay", 0, rlsDesc("session", "s1"))},
+		{name: "rls hidden denied", rls: rlsReq("pay", 0, rlsDesc("session", "s1"))},
+		named("http hidden denied, problem details", check(`{"domain":"pay","descriptors":[{"entries":[{"key":"session","value":"s1"}]}]}`,
+			"Accept", "application/problem+json")),
+		{name: "rls hidden denied beside an allowed visible policy", rls: rlsReq("pay", 0, rlsDesc("session", "s1", "key", "k3"))},
+		{name: "http status peek, hidden", method: "GET", path: server.StatusPath + "?domain=pay&session=s1"},
+		{name: "rls failure mode Closed, hidden", down: true, rls: rlsReq("modes", 0, rlsDesc("closed_hidden", "x"))},
 	}
 }
 
