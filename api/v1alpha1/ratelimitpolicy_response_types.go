@@ -17,8 +17,9 @@ limitations under the License.
 package v1alpha1
 
 // This file holds the fields of a RateLimitPolicySpec that shape what
-// clients are told about a policy: the problem details of its denials, and
-// whether they see its numbers at all.
+// clients are told about a policy: the problem details of its denials,
+// whether they see its numbers at all, and soft limits, which mark
+// requests instead of denying them.
 
 // Visibility says whether clients are told a policy's numbers.
 // +kubebuilder:validation:Enum=Visible;Hidden
@@ -37,6 +38,12 @@ const (
 
 // Visibilities lists every Visibility, in the order of the CRD enum.
 var Visibilities = []Visibility{Visible, Hidden}
+
+// IsSoft reports whether the policy is a soft limit: it marks the requests
+// over it, and never denies.
+func (s *RateLimitPolicySpec) IsSoft() bool {
+	return s.Soft != nil && *s.Soft
+}
 
 // IsHidden reports whether visibility is Hidden.
 func (s *RateLimitPolicySpec) IsHidden() bool {

@@ -90,6 +90,11 @@ func (in *EnforcementStatus) DeepCopyInto(out *EnforcementStatus) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.SoftLimited != nil {
+		in, out := &in.SoftLimited, &out.SoftLimited
+		*out = new(int64)
+		**out = **in
+	}
 	if in.FailedOpen != nil {
 		in, out := &in.FailedOpen, &out.FailedOpen
 		*out = new(int64)
@@ -674,6 +679,11 @@ func (in *RateLimitPolicySpec) DeepCopyInto(out *RateLimitPolicySpec) {
 	if in.Visibility != nil {
 		in, out := &in.Visibility, &out.Visibility
 		*out = new(Visibility)
+		**out = **in
+	}
+	if in.Soft != nil {
+		in, out := &in.Soft, &out.Soft
+		*out = new(bool)
 		**out = **in
 	}
 	if in.Problem != nil {

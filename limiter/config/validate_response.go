@@ -13,16 +13,24 @@ import (
 // (ratelimitpolicy_response_types.go), repeated word for word.
 const (
 	policyProblemDetailMsg = "detail must be one line of printable text: no control characters"
+	policySoftShadowMsg    = "spec.soft and spec.shadow are exclusive: a soft policy marks the requests over it, a shadow one tells no client anything"
+	policySoftHiddenMsg    = "spec.soft is not supported with spec.visibility Hidden: the mark on the requests over a soft limit would show its threshold; use spec.shadow for a limit that only operators see"
 )
 
 var controlCharRE = regexp.MustCompile(`[\x00-\x1f\x7f]`)
 
 // validatePolicyResponse checks the fields that shape what clients are
-// told: spec.visibility and spec.problem.
+// told: spec.visibility, spec.soft and spec.problem.
 func validatePolicyResponse(s *v1alpha1.RateLimitPolicySpec, fld *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if v := s.Visibility; v != nil && !slices.Contains(v1alpha1.Visibilities, *v) {
 		errs = append(errs, field.NotSupported(fld.Child("visibility"), *v, v1alpha1.Visibilities))
+	}
+	if s.IsSoft() && s.IsShadow() {
+		errs = append(errs, field.Forbidden(fld.Child("soft"), policySoftShadowMsg))
+	}
+	if s.IsSoft() && s.IsHidden() {
+		errs = append(errs, field.Forbidden(fld.Child("soft"), policySoftHiddenMsg))
 	}
 	if pr := s.Problem; pr != nil {
 		pfld := fld.Child("problem")

@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/storetest"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/server"
+	"github.com/sluice-dev/sluice/limiter/service"
 	"github.com/sluice-dev/sluice/limiter/store"
 	"github.com/sluice-dev/sluice/limiter/store/memory"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
@@ -539,4 +540,197 @@ func TestAttackReadHiddenThreshold(t *testing.T) {
 			})
 		}
 	}
+}
+
+// softPolicies writes a policy file for domain api: a soft policy of
+// algorithm a at 2 a minute per user and the hard limit of the same
+// requests at 4, with the same descriptors.
+func softPolicies(t *testing.T, a v1alpha1.Algorithm) string {
+	t.Helper()
+	doc := fmt.Sprintf(`apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: warn, namespace: api}
+spec:
+  domain: api
+  descriptors: [{key: user_id}]
+  algorithm: %s
+  rate: {limit: 2, period: 1m}
+  soft: true
+---
+apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: hard, namespace: api}
+spec:
+  domain: api
+  descriptors: [{key: user_id}]
+  algorithm: %[1]s
+  rate: {limit: 4, period: 1m}
+`, a)
+	path := filepath.Join(t.TempDir(), "soft.yaml")
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// softMark is what an answer says of soft limits: the response header,
+// and over RLS the request header and the dynamic metadata.
+type softMark struct {
+	response, request string
+	metadata          []string
+}
+
+func rlsSoftMark(out *rlsv3.RateLimitResponse) softMark {
+	var m softMark
+	m.response, _ = header(out, server.HeaderSoftLimit)
+	for _, h := range out.RequestHeadersToAdd {
+		if h.Key == server.HeaderSoftLimit {
+			m.request = h.Value
+		}
+	}
+	for _, v := range out.GetDynamicMetadata().GetFields()["softLimits"].GetListValue().GetValues() {
+		m.metadata = append(m.metadata, v.GetStringValue())
+	}
+	return m
+}
+
+// TestSoftLimits: over a soft policy, requests are allowed and marked (a
+// response header; over RLS also a request header for the upstream and
+// the dynamic metadata) and counted; the hard limit of the same requests
+// still denies, and is what the rate-limit headers report. For every
+// algorithm, on every store, over HTTP and RLS.
+func TestSoftLimits(t *testing.T) {
+	stores := viewStores(t)
+	for _, a := range v1alpha1.Algorithms {
+		for _, vs := range stores {
+			t.Run(string(a)+"/"+vs.name, func(t *testing.T) {
+				snap, err := config.LoadFile(softPolicies(t, a))
+				if err != nil {
+					t.Fatal(err)
+				}
+				clock := storetest.NewClock()
+				e := start(t, envOptions{store: vs.new(t, clock.Now), snapshot: snap})
+				user := string(a) // on Redis, every subtest shares the server
+				const mark = `"api/warn"`
+				check := func(i int, user string, hits int) (code int, m softMark, rateLimit string) {
+					t.Helper()
+					if i%2 == 1 {
+						resp, body := softPost(t, e, fmt.Sprintf(`{"domain":"api","hitsAddend":%d,"descriptors":[{"entries":[{"key":"user_id","value":%q}]}]}`, hits, user))
+						var out rlsv3.RateLimitResponse
+						if err := protojson.Unmarshal(body, &out); err != nil && resp.StatusCode != http.StatusBadRequest {
+							t.Fatalf("request %d: %s: %v", i, body, err)
+						}
+						m = rlsSoftMark(&out)
+						if got := resp.Header.Get(server.HeaderSoftLimit); got != m.response {
+							t.Errorf("request %d: header %q, body's %q", i, got, m.response)
+						}
+						return resp.StatusCode, m, resp.Header.Get(server.HeaderRateLimit)
+					}
+					out, err := e.rls.ShouldRateLimit(ctxT(t), rlsReq("api", uint32(hits), rlsDesc("user_id", user)))
+					if err != nil {
+						t.Fatal(err)
+					}
+					code = http.StatusOK
+					if out.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+						code = http.StatusTooManyRequests
+					}
+					rl, _ := header(out, server.HeaderRateLimit)
+					return code, rlsSoftMark(out), rl
+				}
+				for i, want := range []struct {
+					code   int
+					marked bool
+				}{
+					{http.StatusOK, false}, {http.StatusOK, false},
+					{http.StatusOK, true}, {http.StatusOK, true},
+					{http.StatusTooManyRequests, true},
+				} {
+					code, m, rl := check(i+1, user, 1)
+					wantMark := softMark{}
+					if want.marked {
+						wantMark = softMark{mark, "", []string{"api/warn"}}
+						if code == http.StatusOK && i%2 == 1 {
+							wantMark.request = mark // Envoy forwards it upstream
+						}
+						if i%2 == 0 {
+							wantMark.request = mark // in the HTTP check's body too
+						}
+					}
+					if code != want.code || m.response != wantMark.response || m.request != wantMark.request || !slices.Equal(m.metadata, wantMark.metadata) {
+						t.Fatalf("request %d: %d %+v, want %d %+v", i+1, code, m, want.code, wantMark)
+					}
+					if !strings.HasPrefix(rl, `"api/hard";`) {
+						t.Fatalf("request %d: RateLimit %q, want the hard limit's", i+1, rl)
+					}
+				}
+				// A soft policy refuses no cost: 3 is above its capacity.
+				if code, m, _ := check(2, user+"-cost", 3); code != http.StatusOK || m.response != mark {
+					t.Fatalf("cost 3: %d %+v, want allowed and marked", code, m)
+				}
+				stats := map[string]service.PolicyStats{}
+				for _, p := range e.svc.PolicyStats() {
+					stats[p.Namespace+"/"+p.Name] = p
+				}
+				if w, h := stats["api/warn"], stats["api/hard"]; w.Allowed != 2 || w.SoftLimited != 4 || w.Limited != 0 ||
+					h.Allowed != 5 || h.Limited != 1 || h.SoftLimited != 0 {
+					t.Errorf("counts: warn %+v, hard %+v; want warn allowed 2, softLimited 4; hard allowed 5, limited 1", w, h)
+				}
+				if n := decisionsOf(t, e, "api/warn", service.ResultSoftLimited); n != 4 {
+					t.Errorf(`sluice_decisions_total{policy="api/warn",result="soft_limited"} = %v, want 4`, n)
+				}
+				// The status peek says which policy is soft.
+				_, body := softGet(t, e, server.StatusPath+"?domain=api&user_id="+user)
+				if !strings.Contains(string(body), `"policy":"api/warn"`) || !strings.Contains(string(body), `"soft":true`) {
+					t.Errorf("status peek %s: want api/warn marked soft", body)
+				}
+				// The kill switch makes a soft policy a shadow one: no mark.
+				e.svc.SetEnforcement(false)
+				if code, m, _ := check(1, user, 1); code != http.StatusOK || m.response != "" || len(m.metadata) != 0 {
+					t.Errorf("kill switch: %d %+v, want allowed, unmarked", code, m)
+				}
+			})
+		}
+	}
+}
+
+func softPost(t *testing.T, e *env, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, e.http+server.CheckPath, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return do(t, req)
+}
+
+func softGet(t *testing.T, e *env, path string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctxT(t), http.MethodGet, e.http+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return do(t, req)
+}
+
+// decisionsOf is sluice_decisions_total of policy and result.
+func decisionsOf(t *testing.T, e *env, policy, result string) float64 {
+	t.Helper()
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "sluice_decisions_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["policy"] == policy && labels["result"] == result {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -24,6 +25,10 @@ const (
 	// HeaderReplayed is "true" on the answer to a retried request whose
 	// idempotency key replayed an earlier decision (as Stripe names it).
 	HeaderReplayed = "Idempotent-Replayed"
+	// HeaderSoftLimit marks a request over soft limits: a list of their
+	// names as quoted strings ("ns/a", "ns/b"), as RateLimit-Policy names
+	// them. Over RLS it is on the request Envoy forwards upstream too.
+	HeaderSoftLimit = "X-Sluice-Soft-Limit"
 )
 
 // defaultJitter is Options.RetryAfterJitter's default.
@@ -34,11 +39,11 @@ const defaultJitter = 0.1
 // and RateLimit: "name";r=42;t=17) and the X-RateLimit-* trio, of the
 // most restrictive visible policy; and when over limit, Retry-After (the
 // longest wait of the denials, hidden ones too) with up to jitter of it
-// added. Durations are whole seconds, rounded up. None when nothing is to
-// be said.
+// added; and the soft limits the request is over. Durations are whole
+// seconds, rounded up. None when nothing is to be said.
 func headers(resp *service.Response, jitter float64) []*corev3.HeaderValue {
 	d := &resp.Reported
-	var values [8]struct{ k, v string }
+	var values [9]struct{ k, v string }
 	n := 0
 	if p := d.Policy; p != nil {
 		r := d.Result
@@ -68,6 +73,10 @@ func headers(resp *service.Response, jitter float64) []*corev3.HeaderValue {
 		values[n].k, values[n].v = HeaderReplayed, "true"
 		n++
 	}
+	if len(resp.SoftLimited) > 0 {
+		values[n].k, values[n].v = HeaderSoftLimit, softLimitValue(resp)
+		n++
+	}
 	if n == 0 {
 		return nil
 	}
@@ -80,6 +89,19 @@ func headers(resp *service.Response, jitter float64) []*corev3.HeaderValue {
 		out[i] = &hs[i]
 	}
 	return out
+}
+
+// softLimitValue is HeaderSoftLimit's value for resp: the names of the
+// soft policies over their threshold, as a list of quoted strings.
+func softLimitValue(resp *service.Response) string {
+	var b strings.Builder
+	for i, p := range resp.SoftLimited {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Quote(p.ID()))
+	}
+	return b.String()
 }
 
 // retryAfter rounds up to whole seconds (at least 1) and adds jitter of up

@@ -137,14 +137,15 @@ func getRequest(req *rlsv3.RateLimitRequest) *rlsRequest {
 func putRequest(sr *rlsRequest) {
 	sr.req = service.Request{}
 	if cap(sr.entries) > maxPooledEntries || cap(sr.descriptors) > service.MaxDescriptors || cap(sr.resp.Decisions) > service.MaxDescriptors ||
-		cap(sr.resp.Violated) > maxPooledViolated {
+		cap(sr.resp.Violated) > maxPooledViolated || cap(sr.resp.SoftLimited) > maxPooledViolated {
 		return // an oversized request's memory is not kept
 	}
 	clear(sr.entries)
 	clear(sr.descriptors)
 	clear(sr.resp.Decisions)
 	clear(sr.resp.Violated)
-	sr.resp = service.Response{Decisions: sr.resp.Decisions[:0], Violated: sr.resp.Violated[:0]}
+	clear(sr.resp.SoftLimited)
+	sr.resp = service.Response{Decisions: sr.resp.Decisions[:0], Violated: sr.resp.Violated[:0], SoftLimited: sr.resp.SoftLimited[:0]}
 	requests.Put(sr)
 }
 
@@ -152,8 +153,8 @@ func putRequest(sr *rlsRequest) {
 // valid request may carry.
 const maxPooledEntries = service.MaxDescriptors * service.MaxEntries
 
-// maxPooledViolated bounds the violated policies a pooled response keeps
-// room for.
+// maxPooledViolated bounds the violated (and the soft-limited) policies a
+// pooled response keeps room for.
 const maxPooledViolated = 64
 
 // toRLS maps the service's answer to RLS.
@@ -169,13 +170,30 @@ func toRLS(resp *service.Response, jitter float64) *rlsv3.RateLimitResponse {
 		out.Statuses[i] = descriptorStatus(&resp.Decisions[i])
 	}
 	out.ResponseHeadersToAdd = headers(resp, jitter)
+	var md map[string]any
 	if d := &resp.Reported; d.OverLimit && d.Reason != "" {
 		// Envoy logs and forwards the RLS dynamic metadata. A hidden
 		// policy's name stays out: the HTTP check's body carries it too.
-		md := map[string]any{"reason": d.Reason}
+		md = map[string]any{"reason": d.Reason}
 		if !d.Denied.Hidden() {
 			md["policy"] = d.Denied.ID()
 		}
+	}
+	if len(resp.SoftLimited) > 0 {
+		// The upstream app sees the mark on the request, and Envoy (and
+		// filters after it, such as a router choosing a backend) in the
+		// dynamic metadata.
+		out.RequestHeadersToAdd = []*corev3.HeaderValue{{Key: HeaderSoftLimit, Value: softLimitValue(resp)}}
+		names := make([]any, len(resp.SoftLimited))
+		for i, p := range resp.SoftLimited {
+			names[i] = p.ID()
+		}
+		if md == nil {
+			md = map[string]any{}
+		}
+		md["softLimits"] = names
+	}
+	if md != nil {
 		out.DynamicMetadata, _ = structpb.NewStruct(md)
 	}
 	return out

@@ -30,7 +30,7 @@ func (s *Service) Decide(ctx context.Context, req *Request) (Response, error) {
 // Decisions: an adapter that keeps its responses decides without
 // allocating.
 func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) error {
-	*resp = Response{Decisions: resp.Decisions[:0], Violated: resp.Violated[:0]}
+	*resp = Response{Decisions: resp.Decisions[:0], Violated: resp.Violated[:0], SoftLimited: resp.SoftLimited[:0]}
 	if err := s.Validate(req); err != nil {
 		return err
 	}
@@ -132,7 +132,7 @@ func (s *Service) checkCost(d *config.Domain, i int, entries []config.Entry, cos
 	entries, _ = s.splitIdempotency(sc, entries, "")
 	sc.matches = d.AppendMatches(sc.matches[:0], entries)
 	for _, p := range sc.matches {
-		if !p.Shadow && cost > p.MaxCost {
+		if !p.Shadow && !p.Soft() && cost > p.MaxCost {
 			if p.Hidden() {
 				// Neither the cap (by default the capacity) nor the name.
 				return invalidf("descriptors[%d] costs %d, above the maximum cost of a hidden policy", i, cost)
@@ -179,8 +179,9 @@ func (s *Service) Check(ctx context.Context, domain string, entries []config.Ent
 
 // check is Check with a request's idempotency key (empty for none). An
 // idempotency entry in entries (Options.IdempotencyEntry) wins over it, and
-// is left out of matching and counter keys. The enforcing policies that
-// deny are added to resp.Violated, unless resp is nil.
+// is left out of matching and counter keys. The enforcing visible
+// policies that deny are added to resp.Violated, and the soft ones over
+// their threshold to resp.SoftLimited, unless resp is nil.
 func (s *Service) check(ctx context.Context, l *loaded, domain string, entries []config.Entry, cost int64, idem string, resp *Response) Decision {
 	d := l.snap.Domain(domain)
 	if d == nil {
@@ -198,13 +199,23 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 		ps := l.policies[p]
 		dec := s.decide(ctx, sc, p, ps, domain, entries, cost, idem)
 		shadow := p.Shadow || allShadow
-		ps.stats.count(&dec, p.Limit, shadow)
+		ps.stats.count(&dec, p.Limit, shadow, p.Soft())
 		if s.opts.Top.K > 0 {
 			ps.stats.countTop(s.topClock(), sc.key, p, entries, &dec)
 		}
 		if shadow {
 			if !dec.Result.Allowed {
 				s.logShadow(ps, p, domain)
+			}
+			continue
+		}
+		if p.Soft() {
+			// Over a soft limit: allowed, and marked.
+			if !dec.Result.Allowed {
+				out.SoftLimited = true
+				if resp != nil && !slices.Contains(resp.SoftLimited, p) {
+					resp.SoftLimited = append(resp.SoftLimited, p)
+				}
 			}
 			continue
 		}

@@ -53,6 +53,9 @@ type Response struct {
 	// order of the descriptors and then of the snapshot: the
 	// "violated-policies" of a problem details answer.
 	Violated []*config.Policy
+	// SoftLimited are the soft policies over their threshold, each once,
+	// in the same order: the request is marked with them.
+	SoftLimited []*config.Policy
 }
 
 // Decision is the outcome of one request descriptor.
@@ -73,6 +76,9 @@ type Decision struct {
 	// Denied is the denying policy that set RetryAfter, visible or hidden;
 	// nil unless OverLimit.
 	Denied *config.Policy
+	// SoftLimited is true when a soft policy is over its threshold: the
+	// request is allowed (unless an enforcing policy denies) and marked.
+	SoftLimited bool
 	// Reason explains a decision that did not come from the store: the
 	// store could not answer, and the policy's failure mode decided. It is
 	// that of the denial that set RetryAfter when OverLimit, else that of

@@ -24,6 +24,9 @@ type PolicyStatus struct {
 	ResetSeconds int64 `json:"resetSeconds"`
 	// Shadow is true for a shadow policy, which never denies.
 	Shadow bool `json:"shadow"`
+	// Soft is true for a soft policy, which marks the requests over it
+	// and never denies.
+	Soft bool `json:"soft,omitempty"`
 	// Reason is set when the store could not answer and the policy's
 	// failure mode made up the figures.
 	Reason string `json:"reason,omitempty"`
@@ -70,6 +73,7 @@ func policyStatus(p *config.Policy, d Decision) PolicyStatus {
 		Remaining:     d.Result.Remaining,
 		ResetSeconds:  ceilSeconds(max(0, d.Result.ResetAfter)),
 		Shadow:        p.Shadow,
+		Soft:          p.Soft(),
 		Reason:        d.Reason,
 	}
 }
