@@ -47,6 +47,26 @@ func problem(t v1alpha1.ProblemType, detail string) *v1alpha1.Problem {
 
 var responseBadCases = []badCase{
 	{
+		name:    "soft and shadow",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Soft, p.Spec.Shadow = ptr.To(true), ptr.To(true) },
+		field:   "spec.soft",
+		message: "spec.soft and spec.shadow are exclusive: a soft policy marks the requests over it, a shadow one tells no client anything",
+	},
+	{
+		name: "soft and hidden",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Soft, p.Spec.Visibility = ptr.To(true), ptr.To(v1alpha1.Hidden)
+		},
+		field:   "spec.soft",
+		message: "spec.soft is not supported with spec.visibility Hidden: the mark on the requests over a soft limit would show its threshold",
+	},
+	{
+		name:    "soft not a boolean",
+		raw:     func(s map[string]any) { s["soft"] = "yes" },
+		field:   "spec.soft",
+		message: `spec.soft in body must be of type boolean: "string"`,
+	},
+	{
 		name:    "unknown visibility",
 		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Visibility = ptr.To(v1alpha1.Visibility("Secret")) },
 		field:   "spec.visibility",
@@ -85,6 +105,19 @@ var responseBadCases = []badCase{
 }
 
 var responseGoodCases = []goodCase{
+	{name: "soft", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Soft = ptr.To(true) }},
+	{
+		name: "soft, visible, not shadow",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Soft, p.Spec.Shadow, p.Spec.Visibility = ptr.To(true), ptr.To(false), ptr.To(v1alpha1.Visible)
+		},
+	},
+	{
+		name: "not soft, hidden, shadow",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Soft, p.Spec.Shadow, p.Spec.Visibility = ptr.To(false), ptr.To(true), ptr.To(v1alpha1.Hidden)
+		},
+	},
 	{name: "visible", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Visibility = ptr.To(v1alpha1.Visible) }},
 	{name: "hidden", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Visibility = ptr.To(v1alpha1.Hidden) }},
 	{

@@ -17,6 +17,9 @@ func TestLoadBadClientView(t *testing.T) {
 		"unknown-problem-type.yaml":     {"shop/typo", "spec.problem.type", `"quota-exceeded"`, `"QuotaExceeded", "TemporaryReducedCapacity", "AbnormalUsageDetected"`},
 		"problem-detail-two-lines.yaml": {"shop/chatty", "spec.problem.detail", "one line of printable text"},
 		"unknown-visibility.yaml":       {"shop/secret", "spec.visibility", `"hidden"`, `"Visible", "Hidden"`},
+		"soft-shadow.yaml":              {"shop/both", "spec.soft", "spec.soft and spec.shadow are exclusive"},
+		"soft-hidden.yaml":              {"shop/quiet-warning", "spec.soft", "not supported with spec.visibility Hidden"},
+		"soft-conflict.yaml":            {"shop/warn-b conflicts with shop/warn-a", `domain "d"`},
 	}
 	files, _ := filepath.Glob("testdata/bad-client-view/*.yaml")
 	if len(files) != len(want) {
@@ -58,5 +61,35 @@ func TestLoadClientViewSamples(t *testing.T) {
 	}
 	if _, err := config.LoadFile(path); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLoadSoftBesideHard: a soft limit may have the same domain and
+// descriptors as one enforcing policy, its hard limit; they keep their
+// own counters.
+func TestLoadSoftBesideHard(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "soft.yaml")
+	doc := `apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: warn, namespace: shop}
+spec: {domain: d, descriptors: [{key: k}], rate: {limit: 8, period: 1m}, soft: true}
+---
+apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: hard, namespace: shop}
+spec: {domain: d, descriptors: [{key: k}], rate: {limit: 10, period: 1m}}
+`
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := config.LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Policies) != 2 || snap.Policies[0].Soft() || !snap.Policies[1].Soft() {
+		t.Fatalf("policies %v, want shop/hard and the soft shop/warn", snap.Policies)
+	}
+	if got := snap.Domain("d").MinMaxCost(); got != 10 {
+		t.Errorf("MinMaxCost %d, want 10: a soft policy caps no cost", got)
 	}
 }

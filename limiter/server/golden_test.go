@@ -170,6 +170,13 @@ func goldenSteps() []goldenStep {
 		{name: "rls hidden denied beside an allowed visible policy", rls: rlsReq("pay", 0, rlsDesc("session", "s1", "key", "k3"))},
 		{name: "http status peek, hidden", method: "GET", path: server.StatusPath + "?domain=pay&session=s1"},
 		{name: "rls failure mode Closed, hidden", down: true, rls: rlsReq("modes", 0, rlsDesc("closed_hidden", "x"))},
+
+		// Soft limits.
+		{name: "rls under a soft limit", rls: rlsReq("pay", 0, rlsDesc("tenant", "t1"))},
+		{name: "rls over a soft limit", rls: rlsReq("pay", 0, rlsDesc("tenant", "t1"))},
+		named("http over a soft limit", check(`{"domain":"pay","descriptors":[{"entries":[{"key":"tenant","value":"t1"}]}]}`)),
+		named("http over a soft limit and the hard one", check(`{"domain":"pay","descriptors":[{"entries":[{"key":"tenant","value":"t1"}]}]}`)),
+		{name: "http status peek, soft", method: "GET", path: server.StatusPath + "?domain=pay&tenant=t1"},
 	}
 }
 
