@@ -162,6 +162,9 @@ type PolicyStats struct {
 	LocalFallback int64 `json:"localFallback"`
 	// NearLimit counts allowed decisions that left under 20% of the limit.
 	NearLimit int64 `json:"nearLimit"`
+	// SoftLimited counts the decisions of a soft policy over its
+	// threshold: allowed, and marked.
+	SoftLimited int64 `json:"softLimited"`
 	// Hottest are the policy's hottest descriptor values in the complete
 	// interval that started at HottestSince, values hashed or truncated;
 	// only when the limiter runs with --top-descriptors.

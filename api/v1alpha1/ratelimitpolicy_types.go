@@ -62,6 +62,8 @@ var FailureModes = []FailureMode{FailOpen, FailClosed, FailLocal}
 // +kubebuilder:validation:XValidation:rule="!has(self.burst) || !has(self.algorithm) || self.algorithm == 'TokenBucket' || self.algorithm == 'GCRA'",message="spec.burst applies only to TokenBucket and GCRA",fieldPath=".burst"
 // +kubebuilder:validation:XValidation:rule="!has(self.localTier) || !has(self.localTier.enabled) || !self.localTier.enabled || !has(self.algorithm) || self.algorithm != 'SlidingLog'",message="spec.localTier is not supported with SlidingLog, which stays exact",fieldPath=".localTier"
 // +kubebuilder:validation:XValidation:rule="!has(self.maxCost) || self.maxCost <= (has(self.burst) ? self.burst : self.rate.limit)",message="spec.maxCost must not exceed the policy's capacity: spec.burst, or spec.rate.limit without it",fieldPath=".maxCost"
+// +kubebuilder:validation:XValidation:rule="!has(self.soft) || !self.soft || !has(self.shadow) || !self.shadow",message="spec.soft and spec.shadow are exclusive: a soft policy marks the requests over it, a shadow one tells no client anything",fieldPath=".soft"
+// +kubebuilder:validation:XValidation:rule="!has(self.soft) || !self.soft || !has(self.visibility) || self.visibility != 'Hidden'",message="spec.soft is not supported with spec.visibility Hidden: the mark on the requests over a soft limit would show its threshold; use spec.shadow for a limit that only operators see",fieldPath=".soft"
 // +kubebuilder:validation:XValidation:rule="!has(self.algorithm) || self.algorithm != 'SlidingLog' || self.rate.limit <= 10000",message="spec.rate.limit may be at most 10000 for SlidingLog, which keeps one entry per admitted unit, so a request's work and a counter's memory grow with the limit: use SlidingWindow (constant memory, close to exact) or TokenBucket/GCRA for larger limits",fieldPath=".rate.limit"
 type RateLimitPolicySpec struct {
 	// domain is the Envoy rate limit service domain this limit answers, such as
@@ -128,6 +130,40 @@ type RateLimitPolicySpec struct {
 	// calls. Off when omitted. Not supported with SlidingLog.
 	// +optional
 	LocalTier *LocalTier `json:"localTier,omitempty"`
+
+	// What clients are told (ratelimitpolicy_response_types.go).
+
+	// visibility says whether clients are told this policy's numbers.
+	// Visible: its limit, remaining quota and reset show in RateLimit,
+	// RateLimit-Policy and X-RateLimit-* (when it is the most restrictive
+	// visible policy), in RLS descriptor statuses and in the status peek,
+	// and its name in problem details. Hidden: none of these, over RLS and
+	// HTTP alike, so that a security limit does not tell an attacker its
+	// threshold; it still denies, and its denial carries Retry-After, the
+	// time until its counter is back to its full quota (not until the next
+	// unit frees, which would tell its rate). Defaults to Visible.
+	// +optional
+	Visibility *Visibility `json:"visibility,omitempty"`
+
+	// soft, when true, makes the policy a warning threshold: over it,
+	// requests are allowed but marked (the X-Sluice-Soft-Limit header,
+	// naming the policy, on the answer and, over RLS, on the request Envoy
+	// forwards upstream; "softLimits" in the RLS dynamic metadata) and
+	// counted (status.enforcement.softLimited, and sluice_decisions_total
+	// with result soft_limited), so that an application can degrade before
+	// a hard limit denies. A soft policy never denies, refuses no cost, and
+	// is never reported in the rate-limit headers. It may have the same
+	// domain and descriptors as one enforcing policy, its hard limit. Not
+	// with shadow, nor with visibility Hidden. Defaults to false.
+	// +optional
+	Soft *bool `json:"soft,omitempty"`
+
+	// problem shapes the problem details (RFC 9457) that HTTP clients
+	// accepting application/problem+json get when this policy denies them:
+	// the problem type of draft-ietf-httpapi-ratelimit-headers and a detail.
+	// Without it, the type is QuotaExceeded and there is no detail.
+	// +optional
+	Problem *Problem `json:"problem,omitempty"`
 }
 
 // Descriptor is one entry of an Envoy rate limit descriptor.
@@ -241,6 +277,12 @@ type EnforcementStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	ShadowLimited *int64 `json:"shadowLimited,omitempty"`
+
+	// softLimited is the number of requests over a soft policy's threshold
+	// in the window: allowed, and marked.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	SoftLimited *int64 `json:"softLimited,omitempty"`
 
 	// failedOpen is the number of requests allowed in the window because the
 	// store could not be reached (failureMode Open): admitted uncounted.
@@ -371,6 +413,7 @@ type FleetStatus struct {
 // +kubebuilder:printcolumn:name="Allowed",type=integer,JSONPath=`.status.enforcement.allowed`
 // +kubebuilder:printcolumn:name="Limited",type=integer,JSONPath=`.status.enforcement.limited`
 // +kubebuilder:printcolumn:name="Shadow",type=integer,JSONPath=`.status.enforcement.shadowLimited`
+// +kubebuilder:printcolumn:name="SoftLimited",type=integer,JSONPath=`.status.enforcement.softLimited`,priority=1
 // +kubebuilder:printcolumn:name="FailedOpen",type=integer,JSONPath=`.status.enforcement.failedOpen`
 // +kubebuilder:printcolumn:name="FailedClosed",type=integer,JSONPath=`.status.enforcement.failedClosed`,priority=1
 // +kubebuilder:printcolumn:name="LocalFallback",type=integer,JSONPath=`.status.enforcement.localFallback`,priority=1

@@ -73,14 +73,14 @@ type Domain struct {
 	Name     string
 	Policies []*Policy
 	byKey    map[string][]*Policy
-	// minMaxCost is the least MaxCost of the domain's enforcing (not
-	// shadow) policies, math.MaxInt64 without any.
+	// minMaxCost is the least MaxCost of the domain's enforcing (neither
+	// shadow nor soft) policies, math.MaxInt64 without any.
 	minMaxCost int64
 }
 
-// MinMaxCost is the least MaxCost of the domain's enforcing (not shadow)
-// policies: a cost up to it is within every policy's cap, and needs no
-// matching to know it. math.MaxInt64 when every policy is shadow.
+// MinMaxCost is the least MaxCost of the domain's enforcing (neither
+// shadow nor soft) policies: a cost up to it is within every policy's cap,
+// and needs no matching to know it. math.MaxInt64 when none enforces.
 func (d *Domain) MinMaxCost() int64 { return d.minMaxCost }
 
 // Domain returns the named domain, or nil when no policy uses it.
@@ -125,7 +125,7 @@ func Compile(policies []v1alpha1.RateLimitPolicy) (*Snapshot, error) {
 			snap.domains[p.Domain] = d
 		}
 		d.Policies = append(d.Policies, p)
-		if !p.Shadow {
+		if p.enforcing() {
 			d.minMaxCost = min(d.minMaxCost, p.MaxCost)
 		}
 		first := p.Descriptors[0].Key
@@ -172,7 +172,9 @@ func compilePolicy(src *v1alpha1.RateLimitPolicy) *Policy {
 func (p *Policy) signature() string { return Signature(&p.Spec) }
 
 // Signature identifies what a policy matches: its domain and its sorted
-// descriptor keys and values. Two policies with equal signatures conflict.
+// descriptor keys and values, and whether it is a soft limit, which may
+// sit beside the hard limit of the same requests. Two policies with equal
+// signatures conflict.
 func Signature(spec *v1alpha1.RateLimitPolicySpec) string {
 	parts := make([]string, len(spec.Descriptors))
 	for i, d := range spec.Descriptors {
@@ -182,7 +184,11 @@ func Signature(spec *v1alpha1.RateLimitPolicySpec) string {
 		}
 	}
 	slices.Sort(parts)
-	return fmt.Sprintf("%q|%s", spec.Domain, strings.Join(parts, ","))
+	sig := fmt.Sprintf("%q|%s", spec.Domain, strings.Join(parts, ","))
+	if spec.IsSoft() {
+		sig += "|soft"
+	}
+	return sig
 }
 
 // Entry is one key and value of a request's descriptor, whatever protocol

@@ -139,7 +139,7 @@ func validatePolicySpec(s *v1alpha1.RateLimitPolicySpec, fld *field.Path) field.
 			errs = append(errs, field.Forbidden(fld.Child("localTier"), policyLocalTierMsg))
 		}
 	}
-	return errs
+	return append(errs, validatePolicyResponse(s, fld)...)
 }
 
 func validatePolicyDescriptors(ds []v1alpha1.Descriptor, fld *field.Path) field.ErrorList {

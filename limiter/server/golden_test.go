@@ -154,6 +154,29 @@ func goldenSteps() []goldenStep {
 			body: `{"domain":"modes","descriptors":[{"entries":[{"key":"closed","value":"y"}]}]}`}),
 		named("http failure mode Open", goldenStep{down: true, method: "POST", path: server.CheckPath,
 			body: `{"domain":"modes","descriptors":[{"entries":[{"key":"open","value":"y"}]}]}`}),
+
+		// What clients are told: problem details.
+		named("http over limit, problem details", check(`{"domain":"pay","descriptors":[{"entries":[{"key":"user_id","value":"dee"}]}]}`,
+			"Accept", "application/json, application/problem+json")),
+		{name: "rls over limit, problem details", rls: rlsReq("pay", 0, rlsDesc("user_id", "ann", "accept", "application/problem+json"))},
+		{name: "http forward-auth denied, problem details", method: "GET", path: server.ForwardAuthPath + "pay",
+			header: []string{"X-User", "fay", "Accept", "application/problem+json"}},
+
+		// Hidden limits.
+		{name: "rls hidden allowed", rls: rlsReq("pay", 0, rlsDesc("session", "s1"))},
+		{name: "rls hidden denied", rls: rlsReq("pay", 0, rlsDesc("session", "s1"))},
+		named("http hidden denied, problem details", check(`{"domain":"pay","descriptors":[{"entries":[{"key":"session","value":"s1"}]}]}`,
+			"Accept", "application/problem+json")),
+		{name: "rls hidden denied beside an allowed visible policy", rls: rlsReq("pay", 0, rlsDesc("session", "s1", "key", "k3"))},
+		{name: "http status peek, hidden", method: "GET", path: server.StatusPath + "?domain=pay&session=s1"},
+		{name: "rls failure mode Closed, hidden", down: true, rls: rlsReq("modes", 0, rlsDesc("closed_hidden", "x"))},
+
+		// Soft limits.
+		{name: "rls under a soft limit", rls: rlsReq("pay", 0, rlsDesc("tenant", "t1"))},
+		{name: "rls over a soft limit", rls: rlsReq("pay", 0, rlsDesc("tenant", "t1"))},
+		named("http over a soft limit", check(`{"domain":"pay","descriptors":[{"entries":[{"key":"tenant","value":"t1"}]}]}`)),
+		named("http over a soft limit and the hard one", check(`{"domain":"pay","descriptors":[{"entries":[{"key":"tenant","value":"t1"}]}]}`)),
+		{name: "http status peek, soft", method: "GET", path: server.StatusPath + "?domain=pay&tenant=t1"},
 	}
 }
 

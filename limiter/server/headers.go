@@ -3,6 +3,7 @@ package server
 import (
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -24,6 +25,10 @@ const (
 	// HeaderReplayed is "true" on the answer to a retried request whose
 	// idempotency key replayed an earlier decision (as Stripe names it).
 	HeaderReplayed = "Idempotent-Replayed"
+	// HeaderSoftLimit marks a request over soft limits: a list of their
+	// names as quoted strings ("ns/a", "ns/b"), as RateLimit-Policy names
+	// them. Over RLS it is on the request Envoy forwards upstream too.
+	HeaderSoftLimit = "X-Sluice-Soft-Limit"
 )
 
 // defaultJitter is Options.RetryAfterJitter's default.
@@ -31,32 +36,33 @@ const defaultJitter = 0.1
 
 // headers describe the reported decision for the client:
 // draft-ietf-httpapi-ratelimit-headers (RateLimit-Policy: "name";q=100;w=60
-// and RateLimit: "name";r=42;t=17), the X-RateLimit-* trio, and Retry-After
-// with up to jitter of it added when over limit. Durations are whole
-// seconds, rounded up. None without a reported policy.
+// and RateLimit: "name";r=42;t=17) and the X-RateLimit-* trio, of the
+// most restrictive visible policy; and when over limit, Retry-After (the
+// longest wait of the denials, hidden ones too) with up to jitter of it
+// added; and the soft limits the request is over. Durations are whole
+// seconds, rounded up. None when nothing is to be said.
 func headers(resp *service.Response, jitter float64) []*corev3.HeaderValue {
 	d := &resp.Reported
-	if d.Policy == nil {
-		return nil
+	var values [9]struct{ k, v string }
+	n := 0
+	if p := d.Policy; p != nil {
+		r := d.Result
+		name := strconv.Quote(p.ID())
+		// A bucket whose burst exceeds its rate can hold more than rate.limit:
+		// report the larger, so remaining never exceeds the limit shown.
+		quota := max(p.Limit.Limit, p.Limit.Capacity())
+		limit := strconv.FormatInt(quota, 10)
+		remaining := strconv.FormatInt(min(r.Remaining, quota), 10)
+		reset := strconv.FormatInt(ceilSeconds(r.ResetAfter), 10)
+		values[0].k, values[0].v = HeaderRateLimitPolicy, name+";q="+limit+";w="+strconv.FormatInt(ceilSeconds(p.Limit.Period), 10)
+		values[1].k, values[1].v = HeaderRateLimit, name+";r="+remaining+";t="+reset
+		values[2].k, values[2].v = HeaderLimit, limit
+		values[3].k, values[3].v = HeaderRemaining, remaining
+		values[4].k, values[4].v = HeaderReset, reset
+		n = 5
 	}
-	p, r := d.Policy, d.Result
-	name := strconv.Quote(p.ID())
-	// A bucket whose burst exceeds its rate can hold more than rate.limit:
-	// report the larger, so remaining never exceeds the limit shown.
-	quota := max(p.Limit.Limit, p.Limit.Capacity())
-	limit := strconv.FormatInt(quota, 10)
-	remaining := strconv.FormatInt(min(r.Remaining, quota), 10)
-	reset := strconv.FormatInt(ceilSeconds(r.ResetAfter), 10)
-	values := [8]struct{ k, v string }{
-		{HeaderRateLimitPolicy, name + ";q=" + limit + ";w=" + strconv.FormatInt(ceilSeconds(p.Limit.Period), 10)},
-		{HeaderRateLimit, name + ";r=" + remaining + ";t=" + reset},
-		{HeaderLimit, limit},
-		{HeaderRemaining, remaining},
-		{HeaderReset, reset},
-	}
-	n := 5
-	if d.OverLimit && r.RetryAfter != algo.Never {
-		values[n].k, values[n].v = HeaderRetryAfter, strconv.FormatInt(retryAfter(r.RetryAfter, jitter), 10)
+	if d.OverLimit && d.RetryAfter != algo.Never {
+		values[n].k, values[n].v = HeaderRetryAfter, strconv.FormatInt(retryAfter(d.RetryAfter, jitter), 10)
 		n++
 	}
 	if d.OverLimit && d.Reason != "" {
@@ -67,6 +73,13 @@ func headers(resp *service.Response, jitter float64) []*corev3.HeaderValue {
 		values[n].k, values[n].v = HeaderReplayed, "true"
 		n++
 	}
+	if len(resp.SoftLimited) > 0 {
+		values[n].k, values[n].v = HeaderSoftLimit, softLimitValue(resp)
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
 	// One allocation for the headers, one for the pointers: this runs for
 	// every decided request.
 	hs := make([]corev3.HeaderValue, n)
@@ -76,6 +89,19 @@ func headers(resp *service.Response, jitter float64) []*corev3.HeaderValue {
 		out[i] = &hs[i]
 	}
 	return out
+}
+
+// softLimitValue is HeaderSoftLimit's value for resp: the names of the
+// soft policies over their threshold, as a list of quoted strings.
+func softLimitValue(resp *service.Response) string {
+	var b strings.Builder
+	for i, p := range resp.SoftLimited {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Quote(p.ID()))
+	}
+	return b.String()
 }
 
 // retryAfter rounds up to whole seconds (at least 1) and adds jitter of up

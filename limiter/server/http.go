@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -112,7 +113,8 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 
 // decide makes the decision and answers 200, or denyStatus when over the
 // limit, with the decision's rate-limit headers and, as the body, the JSON
-// RateLimitResponse that RLS would answer.
+// RateLimitResponse that RLS would answer; or, for a denial that the
+// client's Accept header asks problem details of, those (problem.go).
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, req *service.Request, resp *service.Response, denyStatus int) {
 	if err := s.svc.DecideInto(r.Context(), req, resp); err != nil {
 		writeError(w, httpStatus(err), err.Error())
@@ -121,6 +123,10 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, req *service.Req
 	code := http.StatusOK
 	if resp.OverLimit {
 		code = denyStatus
+		if acceptsProblem(strings.Join(r.Header.Values("Accept"), ",")) {
+			writeProblem(w, resp, headers(resp, s.rls.jitter), code)
+			return
+		}
 	}
 	s.writeDecision(w, toRLS(resp, s.rls.jitter), code)
 }

@@ -2,10 +2,13 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"sync"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -46,7 +49,34 @@ func (r *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 	if err := r.svc.DecideInto(ctx, &sr.req, &sr.resp); err != nil {
 		return nil, grpcError(err)
 	}
-	return toRLS(&sr.resp, r.jitter), nil
+	out := toRLS(&sr.resp, r.jitter)
+	if sr.resp.OverLimit {
+		addProblem(out, &sr.resp, sr.req.Descriptors)
+	}
+	return out, nil
+}
+
+// addProblem makes out, a denial, carry problem details as the body Envoy
+// sends, when a descriptor's AcceptEntry (the client's Accept header) asks
+// for them. The status in the body is 429, Envoy's default for a denial.
+func addProblem(out *rlsv3.RateLimitResponse, resp *service.Response, ds []service.Descriptor) {
+	accept := ""
+	for i := range ds {
+		for _, e := range ds[i].Entries {
+			if e.Key == AcceptEntry {
+				accept = e.Value
+			}
+		}
+	}
+	if accept == "" || !acceptsProblem(accept) {
+		return
+	}
+	body, err := json.Marshal(problemFor(resp, http.StatusTooManyRequests))
+	if err != nil {
+		return // the plain denial stands
+	}
+	out.RawBody = body
+	out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd, &corev3.HeaderValue{Key: "Content-Type", Value: ProblemContentType})
 }
 
 // validateRLS is what svc says of an RLS request (or of an HTTP check's).
@@ -106,19 +136,26 @@ func getRequest(req *rlsv3.RateLimitRequest) *rlsRequest {
 
 func putRequest(sr *rlsRequest) {
 	sr.req = service.Request{}
-	if cap(sr.entries) > maxPooledEntries || cap(sr.descriptors) > service.MaxDescriptors || cap(sr.resp.Decisions) > service.MaxDescriptors {
+	if cap(sr.entries) > maxPooledEntries || cap(sr.descriptors) > service.MaxDescriptors || cap(sr.resp.Decisions) > service.MaxDescriptors ||
+		cap(sr.resp.Violated) > maxPooledViolated || cap(sr.resp.SoftLimited) > maxPooledViolated {
 		return // an oversized request's memory is not kept
 	}
 	clear(sr.entries)
 	clear(sr.descriptors)
 	clear(sr.resp.Decisions)
-	sr.resp = service.Response{Decisions: sr.resp.Decisions[:0]}
+	clear(sr.resp.Violated)
+	clear(sr.resp.SoftLimited)
+	sr.resp = service.Response{Decisions: sr.resp.Decisions[:0], Violated: sr.resp.Violated[:0], SoftLimited: sr.resp.SoftLimited[:0]}
 	requests.Put(sr)
 }
 
 // maxPooledEntries bounds the entries of a pooled request: as many as a
 // valid request may carry.
 const maxPooledEntries = service.MaxDescriptors * service.MaxEntries
+
+// maxPooledViolated bounds the violated (and the soft-limited) policies a
+// pooled response keeps room for.
+const maxPooledViolated = 64
 
 // toRLS maps the service's answer to RLS.
 func toRLS(resp *service.Response, jitter float64) *rlsv3.RateLimitResponse {
@@ -133,9 +170,31 @@ func toRLS(resp *service.Response, jitter float64) *rlsv3.RateLimitResponse {
 		out.Statuses[i] = descriptorStatus(&resp.Decisions[i])
 	}
 	out.ResponseHeadersToAdd = headers(resp, jitter)
+	var md map[string]any
 	if d := &resp.Reported; d.OverLimit && d.Reason != "" {
-		// Envoy logs and forwards the RLS dynamic metadata.
-		out.DynamicMetadata, _ = structpb.NewStruct(map[string]any{"reason": d.Reason, "policy": d.Policy.ID()})
+		// Envoy logs and forwards the RLS dynamic metadata. A hidden
+		// policy's name stays out: the HTTP check's body carries it too.
+		md = map[string]any{"reason": d.Reason}
+		if !d.Denied.Hidden() {
+			md["policy"] = d.Denied.ID()
+		}
+	}
+	if len(resp.SoftLimited) > 0 {
+		// The upstream app sees the mark on the request, and Envoy (and
+		// filters after it, such as a router choosing a backend) in the
+		// dynamic metadata.
+		out.RequestHeadersToAdd = []*corev3.HeaderValue{{Key: HeaderSoftLimit, Value: softLimitValue(resp)}}
+		names := make([]any, len(resp.SoftLimited))
+		for i, p := range resp.SoftLimited {
+			names[i] = p.ID()
+		}
+		if md == nil {
+			md = map[string]any{}
+		}
+		md["softLimits"] = names
+	}
+	if md != nil {
+		out.DynamicMetadata, _ = structpb.NewStruct(md)
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/config"
@@ -29,7 +30,7 @@ func (s *Service) Decide(ctx context.Context, req *Request) (Response, error) {
 // Decisions: an adapter that keeps its responses decides without
 // allocating.
 func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) error {
-	*resp = Response{Decisions: resp.Decisions[:0]}
+	*resp = Response{Decisions: resp.Decisions[:0], Violated: resp.Violated[:0], SoftLimited: resp.SoftLimited[:0]}
 	if err := s.Validate(req); err != nil {
 		return err
 	}
@@ -43,15 +44,52 @@ func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) 
 	resp.Decisions = slices.Grow(resp.Decisions, len(req.Descriptors))
 	for i := range req.Descriptors {
 		d := &req.Descriptors[i]
-		dec := s.check(ctx, l, req.Domain, d.Entries, descriptorCost(req, d), req.IdempotencyKey)
+		dec := s.check(ctx, l, req.Domain, d.Entries, descriptorCost(req, d), req.IdempotencyKey, resp)
 		resp.Replayed = resp.Replayed || dec.Result.Replayed
 		resp.Decisions = append(resp.Decisions, dec)
 		resp.OverLimit = resp.OverLimit || dec.OverLimit
-		if moreRestrictive(dec, resp.Reported) || (dec.OverLimit && !resp.Reported.OverLimit) {
-			resp.Reported = dec
-		}
+		resp.Reported.merge(&dec)
 	}
 	return nil
+}
+
+// merge adds dec, another descriptor's decision, to d, the decision
+// reported to the client: the most restrictive visible policy's figures,
+// and the longest wait of any denial.
+func (d *Decision) merge(dec *Decision) {
+	if moreRestrictive(*dec, *d) {
+		d.Policy, d.Result = dec.Policy, dec.Result
+		if !d.OverLimit && !dec.OverLimit {
+			d.Reason = dec.Reason
+		}
+	}
+	if dec.OverLimit && (!d.OverLimit || longerWait(dec.RetryAfter, d.RetryAfter)) {
+		d.OverLimit, d.RetryAfter, d.Denied, d.Reason = true, dec.RetryAfter, dec.Denied, dec.Reason
+	}
+}
+
+// deny records in d the denial of p, whose result was r: the client must
+// wait r's RetryAfter, or for a hidden policy its ResetAfter (until the
+// counter is back to its full quota: the time until the next unit frees
+// would tell the policy's rate). The longest wait wins.
+func (d *Decision) deny(p *config.Policy, r algo.Result, reason string) {
+	wait := r.RetryAfter
+	if p.Hidden() {
+		wait = r.ResetAfter
+		if r.RetryAfter != algo.Never {
+			wait = max(wait, r.RetryAfter)
+		}
+	}
+	if !d.OverLimit || longerWait(wait, d.RetryAfter) {
+		d.RetryAfter, d.Denied, d.Reason = wait, p, reason
+	}
+	d.OverLimit = true
+}
+
+// longerWait reports whether a client told to wait a must wait longer than
+// one told b: algo.Never is longest.
+func longerWait(a, b time.Duration) bool {
+	return a != b && (a == algo.Never || (b != algo.Never && a > b))
 }
 
 // checkCosts refuses a request that would spend, on one descriptor, more
@@ -94,7 +132,11 @@ func (s *Service) checkCost(d *config.Domain, i int, entries []config.Entry, cos
 	entries, _ = s.splitIdempotency(sc, entries, "")
 	sc.matches = d.AppendMatches(sc.matches[:0], entries)
 	for _, p := range sc.matches {
-		if !p.Shadow && cost > p.MaxCost {
+		if !p.Shadow && !p.Soft() && cost > p.MaxCost {
+			if p.Hidden() {
+				// Neither the cap (by default the capacity) nor the name.
+				return invalidf("descriptors[%d] costs %d, above the maximum cost of a hidden policy", i, cost)
+			}
 			return invalidf("descriptors[%d] costs %d, above the maximum cost of %d of policy %s (%s)", i, cost, p.MaxCost, p.ID(), maxCostSource(p))
 		}
 	}
@@ -132,13 +174,15 @@ func descriptorCost(req *Request, d *Descriptor) int64 {
 // match spends cost (denials spend nothing). It never fails: store errors
 // are resolved by each policy's failure mode.
 func (s *Service) Check(ctx context.Context, domain string, entries []config.Entry, cost int64) Decision {
-	return s.check(ctx, s.loaded.Load(), domain, entries, cost, "")
+	return s.check(ctx, s.loaded.Load(), domain, entries, cost, "", nil)
 }
 
 // check is Check with a request's idempotency key (empty for none). An
 // idempotency entry in entries (Options.IdempotencyEntry) wins over it, and
-// is left out of matching and counter keys.
-func (s *Service) check(ctx context.Context, l *loaded, domain string, entries []config.Entry, cost int64, idem string) Decision {
+// is left out of matching and counter keys. The enforcing visible
+// policies that deny are added to resp.Violated, and the soft ones over
+// their threshold to resp.SoftLimited, unless resp is nil.
+func (s *Service) check(ctx context.Context, l *loaded, domain string, entries []config.Entry, cost int64, idem string, resp *Response) Decision {
 	d := l.snap.Domain(domain)
 	if d == nil {
 		return Decision{}
@@ -147,7 +191,7 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 	defer s.release(sc)
 	entries, idem = s.splitIdempotency(sc, entries, idem)
 	sc.matches = d.AppendMatches(sc.matches[:0], entries)
-	var out Decision
+	var out, visible Decision
 	// The kill switch (this pod's or the fleet's) turns every policy into
 	// a shadow policy.
 	allShadow := !s.enforcing(l)
@@ -155,7 +199,7 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 		ps := l.policies[p]
 		dec := s.decide(ctx, sc, p, ps, domain, entries, cost, idem)
 		shadow := p.Shadow || allShadow
-		ps.stats.count(&dec, p.Limit, shadow)
+		ps.stats.count(&dec, p.Limit, shadow, p.Soft())
 		if s.opts.Top.K > 0 {
 			ps.stats.countTop(s.topClock(), sc.key, p, entries, &dec)
 		}
@@ -165,13 +209,33 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 			}
 			continue
 		}
-		dec.OverLimit = !dec.Result.Allowed
-		if moreRestrictive(dec, out) {
-			out = dec
+		if p.Soft() {
+			// Over a soft limit: allowed, and marked.
+			if !dec.Result.Allowed {
+				out.SoftLimited = true
+				if resp != nil && !slices.Contains(resp.SoftLimited, p) {
+					resp.SoftLimited = append(resp.SoftLimited, p)
+				}
+			}
+			continue
+		}
+		if !dec.Result.Allowed {
+			out.deny(p, dec.Result, dec.Reason)
+			if resp != nil && !p.Hidden() && !slices.Contains(resp.Violated, p) {
+				resp.Violated = append(resp.Violated, p)
+			}
+		}
+		if !p.Hidden() && moreRestrictive(dec, visible) {
+			visible = dec
 		}
 	}
 	// Shadow policies are invisible to clients: their decisions are only
 	// counted and logged, so that headers never make a client back off.
+	// Hidden policies only deny, and say when to come back.
+	out.Policy, out.Result = visible.Policy, visible.Result
+	if !out.OverLimit {
+		out.Reason = visible.Reason
+	}
 	return out
 }
 
@@ -196,8 +260,9 @@ func (s *Service) release(sc *scratch) {
 	s.scratch.Put(sc)
 }
 
-// moreRestrictive orders decisions: a denial beats an allowance, a longer
-// retry beats a shorter one, and fewer remaining units beat more.
+// moreRestrictive orders the reported policies' decisions: a denial beats
+// an allowance, a longer retry beats a shorter one, and fewer remaining
+// units beat more.
 func moreRestrictive(a, b Decision) bool {
 	switch {
 	case b.Policy == nil:
@@ -207,7 +272,7 @@ func moreRestrictive(a, b Decision) bool {
 	case a.Result.Allowed != b.Result.Allowed:
 		return !a.Result.Allowed
 	case !a.Result.Allowed && a.Result.RetryAfter != b.Result.RetryAfter:
-		return a.Result.RetryAfter == algo.Never || (b.Result.RetryAfter != algo.Never && a.Result.RetryAfter > b.Result.RetryAfter)
+		return longerWait(a.Result.RetryAfter, b.Result.RetryAfter)
 	default:
 		return a.Result.Remaining < b.Result.Remaining
 	}

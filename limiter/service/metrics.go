@@ -14,6 +14,9 @@ const (
 	ResultFailedOpen    = "failed_open"
 	ResultFailedClosed  = "failed_closed"
 	ResultLocalFallback = "local_fallback"
+	// ResultSoftLimited: over a soft policy's threshold, allowed and
+	// marked.
+	ResultSoftLimited = "soft_limited"
 )
 
 type metrics struct {
@@ -29,7 +32,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		decisions: prometheus.NewDesc("sluice_decisions_total",
-			"Decisions by policy (namespace/name), domain and result: allowed, limited, shadow_limited, failed_open, failed_closed, local_fallback.",
+			"Decisions by policy (namespace/name), domain and result: allowed, limited, shadow_limited, failed_open, failed_closed, local_fallback, soft_limited.",
 			[]string{"domain", "policy", "result"}, nil),
 		hotRequests: prometheus.NewDesc("sluice_hottest_descriptor_requests",
 			"Requests of each policy's hottest descriptor values (hashed or truncated) in the last complete interval; only with --top-descriptors.",
@@ -87,6 +90,7 @@ func (d decisionsCollector) Collect(ch chan<- prometheus.Metric) {
 		}{
 			{ResultAllowed, &st.allowed}, {ResultLimited, &st.limited}, {ResultShadowLimited, &st.shadowLimited},
 			{ResultFailedOpen, &st.failedOpen}, {ResultFailedClosed, &st.failedClosed}, {ResultLocalFallback, &st.localFallback},
+			{ResultSoftLimited, &st.softLimited},
 		} {
 			ch <- prometheus.MustNewConstMetric(d.s.metrics.decisions, prometheus.CounterValue, float64(v.n.Load()), p.Domain, p.ID(), v.result)
 		}

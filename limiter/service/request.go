@@ -1,6 +1,8 @@
 package service
 
 import (
+	"time"
+
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
@@ -40,24 +42,46 @@ type Response struct {
 	// OverLimit is true when any descriptor is over limit.
 	OverLimit bool
 	// Reported is the decision a client is told about (in rate-limit
-	// headers): the most restrictive of Decisions, an over-limit one first.
-	// Its Policy is nil when no enforcing policy matched.
+	// headers): the most restrictive visible policy of all Decisions, and
+	// the longest wait of their denials. Its Policy is nil when no
+	// enforcing visible policy matched.
 	Reported Decision
 	// Replayed is true when an idempotency key replayed an earlier decision
 	// of any descriptor.
 	Replayed bool
+	// Violated are the enforcing policies that denied, each once, in the
+	// order of the descriptors and then of the snapshot: the
+	// "violated-policies" of a problem details answer.
+	Violated []*config.Policy
+	// SoftLimited are the soft policies over their threshold, each once,
+	// in the same order: the request is marked with them.
+	SoftLimited []*config.Policy
 }
 
 // Decision is the outcome of one request descriptor.
 type Decision struct {
 	// Policy is the policy reported to the client: the most restrictive of
-	// the enforcing (non-shadow) policies that matched, or nil when none did.
+	// the enforcing (non-shadow) visible policies that matched, or nil
+	// when none did. A hidden policy is never reported.
 	Policy *config.Policy
 	// Result is that policy's decision.
 	Result algo.Result
-	// OverLimit is true when an enforcing (non-shadow) policy denied.
+	// OverLimit is true when an enforcing (non-shadow) policy denied,
+	// visible or hidden.
 	OverLimit bool
+	// RetryAfter is, when OverLimit, how long the client must wait: the
+	// longest wait of the denying policies (a hidden one's is until its
+	// counter is back to its full quota), or algo.Never.
+	RetryAfter time.Duration
+	// Denied is the denying policy that set RetryAfter, visible or hidden;
+	// nil unless OverLimit.
+	Denied *config.Policy
+	// SoftLimited is true when a soft policy is over its threshold: the
+	// request is allowed (unless an enforcing policy denies) and marked.
+	SoftLimited bool
 	// Reason explains a decision that did not come from the store: the
-	// store could not answer, and the policy's failure mode decided.
+	// store could not answer, and the policy's failure mode decided. It is
+	// that of the denial that set RetryAfter when OverLimit, else that of
+	// Policy's decision.
 	Reason string
 }

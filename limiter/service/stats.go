@@ -26,6 +26,7 @@ type policyStats struct {
 	allowed, limited, shadowLimited         atomic.Int64
 	failedOpen, failedClosed, localFallback atomic.Int64
 	nearLimit                               atomic.Int64
+	softLimited                             atomic.Int64
 
 	// top is the hottest-descriptors sketch; nil when Options.Top is off.
 	top *topSketch
@@ -48,6 +49,9 @@ type PolicyStats struct {
 	// NearLimit counts the allowed decisions (from the store) that left
 	// less than 20% of the limit's capacity.
 	NearLimit int64
+	// SoftLimited counts the decisions of a soft policy over its
+	// threshold: allowed, and marked.
+	SoftLimited int64
 
 	// Hottest are the policy's hottest descriptor values in the interval
 	// that started at HottestSince (Options.Top); HottestSince is zero when
@@ -81,8 +85,8 @@ func (s *Service) statsFor(prev map[string]*policyStats, p *config.Policy) *poli
 }
 
 // count records one decision of a policy. shadow is true for a shadow
-// policy or under the kill switch.
-func (st *policyStats) count(dec *Decision, l algo.Limit, shadow bool) {
+// policy or under the kill switch, soft for a soft policy.
+func (st *policyStats) count(dec *Decision, l algo.Limit, shadow, soft bool) {
 	if st == nil {
 		return
 	}
@@ -91,6 +95,8 @@ func (st *policyStats) count(dec *Decision, l algo.Limit, shadow bool) {
 		return // counted by the failure mode
 	case !dec.Result.Allowed && shadow:
 		st.shadowLimited.Add(1)
+	case !dec.Result.Allowed && soft:
+		st.softLimited.Add(1)
 	case !dec.Result.Allowed:
 		st.limited.Add(1)
 	default:
@@ -126,7 +132,7 @@ func (s *Service) PolicyStats() []PolicyStats {
 			UID: st.uid, Namespace: st.namespace, Name: st.name, Generation: st.generation.Load(),
 			Allowed: st.allowed.Load(), Limited: st.limited.Load(), ShadowLimited: st.shadowLimited.Load(),
 			FailedOpen: st.failedOpen.Load(), FailedClosed: st.failedClosed.Load(), LocalFallback: st.localFallback.Load(),
-			NearLimit: st.nearLimit.Load(),
+			NearLimit: st.nearLimit.Load(), SoftLimited: st.softLimited.Load(),
 		})
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -24,14 +24,17 @@ type PolicyStatus struct {
 	ResetSeconds int64 `json:"resetSeconds"`
 	// Shadow is true for a shadow policy, which never denies.
 	Shadow bool `json:"shadow"`
+	// Soft is true for a soft policy, which marks the requests over it
+	// and never denies.
+	Soft bool `json:"soft,omitempty"`
 	// Reason is set when the store could not answer and the policy's
 	// failure mode made up the figures.
 	Reason string `json:"reason,omitempty"`
 }
 
-// Peek reports every policy of domain that entries match, in the
+// Peek reports every visible policy of domain that entries match, in the
 // snapshot's order, without consuming anything: each is decided as a check
-// of cost 0 is. An unknown domain or an unmatched request gives an empty
+// of cost 0 is. Hidden policies are left out. An unknown domain or an unmatched request gives an empty
 // list. Peeks are not counted as decisions. The error, which matches
 // ErrInvalidArgument, says what is wrong with a request that Validate
 // refuses.
@@ -51,6 +54,9 @@ func (s *Service) Peek(ctx context.Context, domain string, entries []config.Entr
 	entries, _ = s.splitIdempotency(sc, entries, "")
 	sc.matches = d.AppendMatches(sc.matches[:0], entries)
 	for _, p := range sc.matches {
+		if p.Hidden() {
+			continue // a hidden policy tells its caller nothing
+		}
 		dec := s.decide(ctx, sc, p, l.policies[p], domain, entries, 0, "")
 		out = append(out, policyStatus(p, dec))
 	}
@@ -67,6 +73,7 @@ func policyStatus(p *config.Policy, d Decision) PolicyStatus {
 		Remaining:     d.Result.Remaining,
 		ResetSeconds:  ceilSeconds(max(0, d.Result.ResetAfter)),
 		Shadow:        p.Shadow,
+		Soft:          p.Soft(),
 		Reason:        d.Reason,
 	}
 }
