@@ -112,7 +112,8 @@ func putRequest(sr *rlsRequest) {
 	clear(sr.entries)
 	clear(sr.descriptors)
 	clear(sr.resp.Decisions)
-	sr.resp = service.Response{Decisions: sr.resp.Decisions[:0]}
+	clear(sr.resp.Endings)
+	sr.resp = service.Response{Decisions: sr.resp.Decisions[:0], Endings: sr.resp.Endings[:0]}
 	requests.Put(sr)
 }
 

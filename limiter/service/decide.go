@@ -29,7 +29,7 @@ func (s *Service) Decide(ctx context.Context, req *Request) (Response, error) {
 // Decisions: an adapter that keeps its responses decides without
 // allocating.
 func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) error {
-	*resp = Response{Decisions: resp.Decisions[:0]}
+	*resp = Response{Decisions: resp.Decisions[:0], Endings: resp.Endings[:0]}
 	if err := s.Validate(req); err != nil {
 		return err
 	}
@@ -37,18 +37,35 @@ func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) 
 		return invalidf("Idempotency-Key: %s", err.Error())
 	}
 	l := s.loaded.Load()
+	dom := l.snap.Domain(req.Domain)
+	if err := validateLeaseEntries(dom, req); err != nil {
+		return err
+	}
 	if err := s.checkCosts(l, req); err != nil {
 		return err
 	}
 	resp.Decisions = slices.Grow(resp.Decisions, len(req.Descriptors))
+	var lt *lifetime // the request's lease, once a policy holds
 	for i := range req.Descriptors {
 		d := &req.Descriptors[i]
-		dec := s.check(ctx, l, req.Domain, d.Entries, descriptorCost(req, d), req.IdempotencyKey)
+		if _, _, ok := leaseEntry(dom, d.Entries); ok {
+			// The end of a request: it ends holdings, spends nothing.
+			resp.Decisions = append(resp.Decisions, s.endDescriptor(ctx, l, dom, i, d.Entries, descriptorCost(req, d), resp))
+			continue
+		}
+		dec := s.check(ctx, l, req.Domain, d.Entries, descriptorCost(req, d), req.IdempotencyKey, &lt)
 		resp.Replayed = resp.Replayed || dec.Result.Replayed
 		resp.Decisions = append(resp.Decisions, dec)
 		resp.OverLimit = resp.OverLimit || dec.OverLimit
 		if moreRestrictive(dec, resp.Reported) || (dec.OverLimit && !resp.Reported.OverLimit) {
 			resp.Reported = dec
+		}
+	}
+	if lt != nil && len(lt.held) > 0 {
+		if resp.OverLimit {
+			s.giveBack(ctx, lt)
+		} else {
+			resp.Lease = lt.lease.String()
 		}
 	}
 	return nil
@@ -93,7 +110,11 @@ func (s *Service) checkCost(d *config.Domain, i int, entries []config.Entry, cos
 	defer s.release(sc)
 	entries, _ = s.splitIdempotency(sc, entries, "")
 	sc.matches = d.AppendMatches(sc.matches[:0], entries)
+	_, _, ends := leaseEntry(d, entries)
 	for _, p := range sc.matches {
+		if ends && !p.Holds() {
+			continue // the end of a request spends nothing on it
+		}
 		if !p.Shadow && cost > p.MaxCost {
 			return invalidf("descriptors[%d] costs %d, above the maximum cost of %d of policy %s (%s)", i, cost, p.MaxCost, p.ID(), maxCostSource(p))
 		}
@@ -130,15 +151,18 @@ func descriptorCost(req *Request, d *Descriptor) int64 {
 
 // Check decides one descriptor: every policy of the domain that entries
 // match spends cost (denials spend nothing). It never fails: store errors
-// are resolved by each policy's failure mode.
+// are resolved by each policy's failure mode. Policies that hold (see
+// lifetime.go) are peeked at: Check answers no lease to end them with.
 func (s *Service) Check(ctx context.Context, domain string, entries []config.Entry, cost int64) Decision {
-	return s.check(ctx, s.loaded.Load(), domain, entries, cost, "")
+	return s.check(ctx, s.loaded.Load(), domain, entries, cost, "", nil)
 }
 
 // check is Check with a request's idempotency key (empty for none). An
 // idempotency entry in entries (Options.IdempotencyEntry) wins over it, and
-// is left out of matching and counter keys.
-func (s *Service) check(ctx context.Context, l *loaded, domain string, entries []config.Entry, cost int64, idem string) Decision {
+// is left out of matching and counter keys. Policies that hold take their
+// holdings under *lt, which check makes when it first needs it; with lt
+// nil, they are peeked at.
+func (s *Service) check(ctx context.Context, l *loaded, domain string, entries []config.Entry, cost int64, idem string, lt **lifetime) Decision {
 	d := l.snap.Domain(domain)
 	if d == nil {
 		return Decision{}
@@ -153,7 +177,18 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 	allShadow := !s.enforcing(l)
 	for _, p := range sc.matches {
 		ps := l.policies[p]
-		dec := s.decide(ctx, sc, p, ps, domain, entries, cost, idem)
+		var dec Decision
+		switch {
+		case !p.Holds():
+			dec = s.decide(ctx, sc, p, ps, domain, entries, cost, idem)
+		case lt == nil:
+			dec = s.decide(ctx, sc, p, ps, domain, entries, 0, "")
+		default:
+			if *lt == nil {
+				*lt = &lifetime{lease: newLease()}
+			}
+			dec = s.takeHolding(ctx, sc, p, ps, entries, cost, *lt)
+		}
 		shadow := p.Shadow || allShadow
 		ps.stats.count(&dec, p.Limit, shadow)
 		if s.opts.Top.K > 0 {

@@ -46,6 +46,13 @@ type Response struct {
 	// Replayed is true when an idempotency key replayed an earlier decision
 	// of any descriptor.
 	Replayed bool
+	// Lease is the ID of what the request holds (Concurrency slots,
+	// reservations; see lifetime.go), to end them with when it ends; empty
+	// when it holds nothing, as when it is over limit.
+	Lease string
+	// Endings are what the request's descriptors that carry a lease entry
+	// ended, one per holding policy each matched.
+	Endings []Ending
 }
 
 // Decision is the outcome of one request descriptor.
