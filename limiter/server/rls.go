@@ -134,9 +134,15 @@ func toRLS(resp *service.Response, jitter float64) *rlsv3.RateLimitResponse {
 		out.Statuses[i] = descriptorStatus(&resp.Decisions[i])
 	}
 	out.ResponseHeadersToAdd = headers(resp, jitter)
-	if d := &resp.Reported; d.OverLimit && d.Reason != "" {
+	switch d := &resp.Reported; {
+	case d.OverLimit && d.Reason != "":
 		// Envoy logs and forwards the RLS dynamic metadata.
 		out.DynamicMetadata, _ = structpb.NewStruct(map[string]any{"reason": d.Reason, "policy": d.Policy.ID()})
+	case resp.Lease != "":
+		// Envoy keeps it for the stream-done call, which sends it back in
+		// the policy's lease entry (see LeaseMetadataKey). Never in a
+		// header: the client must not end its own request early.
+		out.DynamicMetadata, _ = structpb.NewStruct(map[string]any{LeaseMetadataKey: resp.Lease})
 	}
 	return out
 }

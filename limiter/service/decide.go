@@ -53,7 +53,11 @@ func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) 
 			resp.Decisions = append(resp.Decisions, s.endDescriptor(ctx, l, dom, i, d.Entries, descriptorCost(req, d), resp))
 			continue
 		}
-		dec := s.check(ctx, l, req.Domain, d.Entries, descriptorCost(req, d), req.IdempotencyKey, &lt)
+		ltp := &lt
+		if req.NoEnd {
+			ltp = nil
+		}
+		dec := s.check(ctx, l, req.Domain, d.Entries, descriptorCost(req, d), req.IdempotencyKey, ltp)
 		resp.Replayed = resp.Replayed || dec.Result.Replayed
 		resp.Decisions = append(resp.Decisions, dec)
 		resp.OverLimit = resp.OverLimit || dec.OverLimit

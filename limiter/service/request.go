@@ -17,6 +17,10 @@ type Request struct {
 	// applies to every descriptor that does not carry its own idempotency
 	// entry (Options.IdempotencyEntry).
 	IdempotencyKey string
+	// NoEnd says the protocol has no call at the request's end
+	// (forward-auth): policies that hold are peeked at, never taken, so
+	// that no slot waits for an end that never comes.
+	NoEnd bool
 }
 
 // Descriptor is one thing a request asks to spend: the entries that
