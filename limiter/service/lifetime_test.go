@@ -58,14 +58,23 @@ func lifetimeService(t *testing.T, st store.Store, yaml string) *service.Service
 	return svc
 }
 
-// stores are the stores the lifetime tests run on: memory, and a real
-// Redis.
+// stores are the stores the lifetime tests run on: memory, a real Redis
+// and a real Redis Cluster.
 func stores(t *testing.T) map[string]func(t *testing.T) store.Store {
 	return map[string]func(t *testing.T) store.Store{
 		"memory": func(t *testing.T) store.Store { return memoryStore(t) },
 		"redis": func(t *testing.T) store.Store {
 			srv := redistest.Start(t)
 			st, err := redisstore.New(redisstore.Options{Addrs: []string{srv.Addr}, Timeout: 2 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			return st
+		},
+		"redis-cluster": func(t *testing.T) store.Store {
+			c := redistest.StartCluster(t, 3)
+			st, err := redisstore.New(redisstore.Options{Addrs: c.Addrs(), Cluster: true, Timeout: 2 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
