@@ -3,8 +3,8 @@ package main_test
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"fmt"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
