@@ -55,21 +55,23 @@ type Store struct {
 type shard struct {
 	mu      sync.Mutex
 	entries map[store.Key]*entry
-	// records are the idempotency records of this shard's counters, so that
-	// one lock covers a decision and its record.
-	records map[recordKey]record
+	// records are the idempotency records of this shard's counters, by
+	// counter then by the request's Idempotency, as in Redis, so that one
+	// lock covers a decision and its record; nrecords counts them.
+	records  map[store.Key]map[store.Key]record
+	nrecords int
 	// holds are the reservations of this shard's counters.
-	holds map[recordKey]hold
+	holds map[holdKey]hold
 }
+
+// holdKey names a reservation: per counter.
+type holdKey struct{ counter, hold store.Key }
 
 // hold is a live reservation (times in Unix µs).
 type hold struct {
 	units, window int64
 	expiresAt     int64
 }
-
-// recordKey names an idempotency record: per counter, as in Redis.
-type recordKey struct{ counter, idempotency store.Key }
 
 // record is a recorded admitted decision (times in Unix µs).
 type record struct {
@@ -111,8 +113,8 @@ func New(opts Options) *Store {
 	}
 	for i := range s.shards {
 		s.shards[i].entries = make(map[store.Key]*entry)
-		s.shards[i].records = make(map[recordKey]record)
-		s.shards[i].holds = make(map[recordKey]hold)
+		s.shards[i].records = make(map[store.Key]map[store.Key]record)
+		s.shards[i].holds = make(map[holdKey]hold)
 	}
 	if opts.SweepInterval > 0 {
 		go s.sweepLoop(opts.SweepInterval)
@@ -134,13 +136,12 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 		return s.takeHold(sh, now, req)
 	}
 	idem := req.HasIdempotency()
-	rk := recordKey{req.Key, req.Idempotency}
 	live := false // a live record, whose replays may be spent
 	if idem {
-		if rec, ok := sh.records[rk]; ok && rec.expiresAt > n {
+		if rec, ok := sh.records[req.Key][req.Idempotency]; ok && rec.expiresAt > n {
 			if rec.replays < req.EffectiveIdempotencyMaxReplays() {
 				rec.replays++
-				sh.records[rk] = rec
+				sh.records[req.Key][req.Idempotency] = rec
 				return algo.Result{Allowed: true, Remaining: rec.remaining, ResetAfter: time.Duration(max(0, rec.resetAt-n)) * time.Microsecond, Replayed: true}, nil
 			}
 			live = true
@@ -168,14 +169,25 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 		sh.entries[req.Key] = &entry{state: st, expiresAt: n + ttl.Microseconds()}
 	}
 	if idem && !live && r.Allowed && req.Cost > 0 {
-		if _, ok := sh.records[rk]; !ok {
-			s.makeRecordRoom(sh, n)
+		recs := sh.records[req.Key]
+		if recs == nil {
+			recs = make(map[store.Key]record)
 		}
-		sh.records[rk] = record{
+		if _, ok := recs[req.Idempotency]; !ok {
+			// One more record: within the counter's bound, as in Redis,
+			// then within the shard's.
+			for int64(len(recs)) >= req.EffectiveIdempotencyMaxRecords() {
+				sh.dropRecord(req.Key, recs, n)
+			}
+			s.makeRecordRoom(sh, n)
+			sh.nrecords++
+		}
+		recs[req.Idempotency] = record{
 			remaining: r.Remaining,
 			resetAt:   n + r.ResetAfter.Microseconds(),
 			expiresAt: n + req.EffectiveIdempotencyTTL().Microseconds(),
 		}
+		sh.records[req.Key] = recs // again: dropping may have emptied and removed it
 	}
 	return r, nil
 }
@@ -256,7 +268,7 @@ func (s *Store) takeHold(sh *shard, now time.Time, req store.Request) (algo.Resu
 // reserve records units reserved under req.Hold, in window w, adding to a
 // live reservation of the same hold. Caller holds sh.mu.
 func (s *Store) reserve(sh *shard, req store.Request, n, w int64) {
-	hk := recordKey{req.Key, req.Hold}
+	hk := holdKey{req.Key, req.Hold}
 	h, ok := sh.holds[hk]
 	if !ok {
 		s.makeHoldRoom(sh, n)
@@ -288,7 +300,7 @@ func (s *Store) Settle(_ context.Context, req store.SettleRequest) (store.Settle
 			out.Held = 1
 		}
 	case a.Reserves():
-		hk := recordKey{req.Key, req.Hold}
+		hk := holdKey{req.Key, req.Hold}
 		h, ok := sh.holds[hk]
 		if ok {
 			delete(sh.holds, hk)
@@ -318,7 +330,7 @@ func (s *Store) makeHoldRoom(sh *shard, now int64) {
 	if len(sh.holds) < s.perHolds {
 		return
 	}
-	var victim recordKey
+	var victim holdKey
 	soonest, sampled := int64(-1), 0
 	for k, h := range sh.holds {
 		if h.expiresAt <= now {
@@ -335,27 +347,53 @@ func (s *Store) makeHoldRoom(sh *shard, now int64) {
 	delete(sh.holds, victim)
 }
 
-// makeRecordRoom evicts from a shard full of idempotency records, like
-// makeRoom. Caller holds sh.mu.
-func (s *Store) makeRecordRoom(sh *shard, now int64) {
-	if len(sh.records) < s.perRecords {
-		return
-	}
-	var victim recordKey
-	soonest, sampled := int64(-1), 0
-	for k, r := range sh.records {
+// dropRecord removes one of a counter's records: an expired one, else the
+// one closest to expiry (as Redis's ZPOPMIN of the index). Caller holds
+// sh.mu.
+func (sh *shard) dropRecord(counter store.Key, recs map[store.Key]record, now int64) {
+	var victim store.Key
+	soonest := int64(-1)
+	for k, r := range recs {
 		if r.expiresAt <= now {
-			delete(sh.records, k)
-			return
+			victim = k
+			break
 		}
 		if soonest < 0 || r.expiresAt < soonest {
 			victim, soonest = k, r.expiresAt
+		}
+	}
+	delete(recs, victim)
+	sh.nrecords--
+	if len(recs) == 0 {
+		delete(sh.records, counter)
+	}
+}
+
+// makeRecordRoom evicts from a shard full of idempotency records: among a
+// sample of counters, an expired record, else the one closest to expiry.
+// Caller holds sh.mu.
+func (s *Store) makeRecordRoom(sh *shard, now int64) {
+	if sh.nrecords < s.perRecords {
+		return
+	}
+	var victim store.Key
+	soonest, sampled := int64(-1), 0
+	for counter, recs := range sh.records {
+		for _, r := range recs {
+			if r.expiresAt <= now {
+				sh.dropRecord(counter, recs, now)
+				return
+			}
+			if soonest < 0 || r.expiresAt < soonest {
+				victim, soonest = counter, r.expiresAt
+			}
+			break // one per counter in the sample
 		}
 		if sampled++; sampled == 16 {
 			break
 		}
 	}
-	delete(sh.records, victim)
+	sh.dropRecord(victim, sh.records[victim], now)
 }
 
 // Records is the number of stored idempotency records, expired ones
@@ -365,7 +403,7 @@ func (s *Store) Records() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.records)
+		n += sh.nrecords
 		sh.mu.Unlock()
 	}
 	return n
@@ -422,9 +460,15 @@ func (s *Store) Sweep() {
 				delete(sh.entries, k)
 			}
 		}
-		for k, r := range sh.records {
-			if r.expiresAt <= n {
-				delete(sh.records, k)
+		for counter, recs := range sh.records {
+			for k, r := range recs {
+				if r.expiresAt <= n {
+					delete(recs, k)
+					sh.nrecords--
+				}
+			}
+			if len(recs) == 0 {
+				delete(sh.records, counter)
 			}
 		}
 		for k, h := range sh.holds {

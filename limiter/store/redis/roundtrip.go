@@ -36,10 +36,12 @@ type call struct {
 
 	// keys and argv are a Take's script KEYS and ARGV (see prepare); they
 	// are sent by pointer, which boxes them without copying.
-	keys  [2]string
+	keys  [3]string
 	nkeys int
-	argv  [7]int64
+	argv  [8]int64
 	nargv int
+	// record is the idempotency record's name, the last ARGV when set.
+	record string
 
 	// cmd is the call's script run, in the last send.
 	cmd *goredis.Cmd
@@ -176,7 +178,9 @@ func anyErr(calls []*call, match func(error) bool) bool {
 }
 
 // prepare fills c's script KEYS and ARGV: limit, period_us, burst, cost,
-// now_us, and with an idempotency record, its TTL in ms and most replays.
+// now_us, and with an idempotency key, the records' hash and index, the
+// record's TTL in ms, its most replays, the counter's most records and the
+// record's name.
 func (s *Store) prepare(c *call) {
 	r := &c.req
 	var now int64
@@ -184,21 +188,29 @@ func (s *Store) prepare(c *call) {
 		now = s.opts.PinnedClock().UnixMicro()
 	}
 	c.keys[0], c.nkeys = s.RedisKey(r.Key), 1
-	c.argv, c.nargv = [7]int64{r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now}, 5
+	c.argv, c.nargv = [8]int64{r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now}, 5
 	if r.HasIdempotency() {
-		c.keys[1], c.nkeys = s.RecordKey(r.Key, r.Idempotency), 2
-		c.argv[5], c.argv[6], c.nargv = max(1, r.EffectiveIdempotencyTTL().Milliseconds()), r.EffectiveIdempotencyMaxReplays(), 7
+		c.keys[1], c.keys[2], c.nkeys = s.RecordsKey(r.Key), s.RecordIndexKey(r.Key), 3
+		c.argv[5], c.argv[6], c.argv[7], c.nargv = max(1, r.EffectiveIdempotencyTTL().Milliseconds()), r.EffectiveIdempotencyMaxReplays(), r.EffectiveIdempotencyMaxRecords(), 8
+		c.record = r.Idempotency.String()
 	}
 }
 
 // takeArgs are the arguments of one Take's script call.
 func takeArgs(eval bool, c *call) []any {
-	args := scripts[c.req.Limit.Algorithm].call(eval, c.nkeys, c.nkeys+c.nargv)
+	n := c.nkeys + c.nargv
+	if c.record != "" {
+		n++
+	}
+	args := scripts[c.req.Limit.Algorithm].call(eval, c.nkeys, n)
 	for i := range c.nkeys {
 		args = append(args, &c.keys[i])
 	}
 	for i := range c.nargv {
 		args = append(args, &c.argv[i])
+	}
+	if c.record != "" {
+		args = append(args, &c.record)
 	}
 	return args
 }
