@@ -123,6 +123,10 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 		// The application ends the request with it (release, settle).
 		w.Header().Set(HeaderLease, sr.resp.Lease)
 	}
+	if sr.resp.FailureMode != "" {
+		// What the application's client does when it can't reach us.
+		w.Header().Set(HeaderFailureMode, string(sr.resp.FailureMode))
+	}
 	s.writeDecision(w, toRLS(&sr.resp, s.rls.jitter), code)
 }
 

@@ -33,6 +33,10 @@ const (
 	SettlePath  = "/v1/ratelimit/settle"
 	// HeaderLease carries the lease ID of an HTTP check that holds.
 	HeaderLease = "Sluice-Lease"
+	// HeaderFailureMode is, on an HTTP check's answer, the strictest
+	// failureMode of the enforcing policies the request matched: what a
+	// client that can't reach the limiter should do for such a request.
+	HeaderFailureMode = "Sluice-Failure-Mode"
 	// LeaseMetadataKey is the key of the lease ID in the dynamic metadata
 	// of an RLS answer (and an HTTP check's body): Envoy keeps it under the
 	// filter's namespace, envoy.filters.http.ratelimit, where a metadata

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/store"
@@ -58,6 +59,9 @@ func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) 
 			ltp = nil
 		}
 		dec := s.check(ctx, l, req.Domain, d.Entries, descriptorCost(req, d), req.IdempotencyKey, ltp)
+		if stricter(dec.FailureMode, resp.FailureMode) {
+			resp.FailureMode = dec.FailureMode
+		}
 		resp.Replayed = resp.Replayed || dec.Result.Replayed
 		resp.Decisions = append(resp.Decisions, dec)
 		resp.OverLimit = resp.OverLimit || dec.OverLimit
@@ -176,6 +180,7 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 	entries, idem = s.splitIdempotency(sc, entries, idem)
 	sc.matches = d.AppendMatches(sc.matches[:0], entries)
 	var out Decision
+	var mode v1alpha1.FailureMode
 	// The kill switch (this pod's or the fleet's) turns every policy into
 	// a shadow policy.
 	allShadow := !s.enforcing(l)
@@ -205,10 +210,14 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 			continue
 		}
 		dec.OverLimit = !dec.Result.Allowed
+		if stricter(p.FailureMode, mode) {
+			mode = p.FailureMode
+		}
 		if moreRestrictive(dec, out) {
 			out = dec
 		}
 	}
+	out.FailureMode = mode
 	// Shadow policies are invisible to clients: their decisions are only
 	// counted and logged, so that headers never make a client back off.
 	return out

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
@@ -57,6 +58,28 @@ type Response struct {
 	// Endings are what the request's descriptors that carry a lease entry
 	// ended, one per holding policy each matched.
 	Endings []Ending
+	// FailureMode is the strictest failureMode of the enforcing policies
+	// the request matched (Closed, then Local, then Open), empty when none
+	// did: what a client that can't reach the limiter should do for such
+	// a request (see limiter/client).
+	FailureMode v1alpha1.FailureMode
+}
+
+// stricter reports whether failure mode a is stricter than b: Closed
+// denies, Local enforces a share, Open allows; "" is none.
+func stricter(a, b v1alpha1.FailureMode) bool {
+	rank := func(m v1alpha1.FailureMode) int {
+		switch m {
+		case v1alpha1.FailClosed:
+			return 3
+		case v1alpha1.FailLocal:
+			return 2
+		case v1alpha1.FailOpen:
+			return 1
+		}
+		return 0
+	}
+	return rank(a) > rank(b)
 }
 
 // Decision is the outcome of one request descriptor.
@@ -71,4 +94,7 @@ type Decision struct {
 	// Reason explains a decision that did not come from the store: the
 	// store could not answer, and the policy's failure mode decided.
 	Reason string
+	// FailureMode is the strictest failureMode of the enforcing policies
+	// that matched.
+	FailureMode v1alpha1.FailureMode
 }
