@@ -162,6 +162,11 @@ type PolicyStats struct {
 	LocalFallback int64 `json:"localFallback"`
 	// NearLimit counts allowed decisions that left under 20% of the limit.
 	NearLimit int64 `json:"nearLimit"`
+	// Released counts, for a policy that holds (Concurrency, reserve), the
+	// holdings ended (slots released, reservations settled, holdings of
+	// denied requests given back); NotHeld the ends that found nothing.
+	Released int64 `json:"released,omitempty"`
+	NotHeld  int64 `json:"notHeld,omitempty"`
 	// Hottest are the policy's hottest descriptor values in the complete
 	// interval that started at HottestSince, values hashed or truncated;
 	// only when the limiter runs with --top-descriptors.

@@ -348,6 +348,21 @@ type EnforcementStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	LocalFallback *int64 `json:"localFallback,omitempty"`
 
+	// released is, for a policy that holds (Concurrency, spec.reserve), the
+	// number of holdings ended in the window: slots released, reservations
+	// settled, and what requests denied by another policy gave back.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Released *int64 `json:"released,omitempty"`
+
+	// inFlight is, for a policy that holds, how many of the holdings taken
+	// in the window (allowed) are not ended (released): requests still in
+	// flight, or whose end never came, which free themselves when their
+	// lease expires. Holdings taken before the window are not counted.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	InFlight *int64 `json:"inFlight,omitempty"`
+
 	// window is the length of time the counts cover, such as "5m".
 	// +optional
 	// +kubebuilder:validation:Type=string
@@ -461,6 +476,8 @@ type FleetStatus struct {
 // +kubebuilder:printcolumn:name="FailedOpen",type=integer,JSONPath=`.status.enforcement.failedOpen`
 // +kubebuilder:printcolumn:name="FailedClosed",type=integer,JSONPath=`.status.enforcement.failedClosed`,priority=1
 // +kubebuilder:printcolumn:name="LocalFallback",type=integer,JSONPath=`.status.enforcement.localFallback`,priority=1
+// +kubebuilder:printcolumn:name="InFlight",type=integer,JSONPath=`.status.enforcement.inFlight`,priority=1
+// +kubebuilder:printcolumn:name="Released",type=integer,JSONPath=`.status.enforcement.released`,priority=1
 // +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 

@@ -130,6 +130,16 @@ func (in *EnforcementStatus) DeepCopyInto(out *EnforcementStatus) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.Released != nil {
+		in, out := &in.Released, &out.Released
+		*out = new(int64)
+		**out = **in
+	}
+	if in.InFlight != nil {
+		in, out := &in.InFlight, &out.InFlight
+		*out = new(int64)
+		**out = **in
+	}
 	if in.Window != nil {
 		in, out := &in.Window, &out.Window
 		*out = new(v1.Duration)
