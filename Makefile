@@ -166,8 +166,12 @@ e2e: cluster-build ## cluster-up, the user's journey on it (test/e2e: helm insta
 	CLUSTER_DIR=$(CLUSTER_DIR) E2E_TIMEOUT=$(E2E_TIMEOUT) hack/cluster/e2e.sh $(E2E_FLAGS)
 
 .PHONY: bench
-bench: deps build bench-operator bench-collector ## Load-test the limiter (gRPC RLS) on memory and Redis, Go benchmarks, and the operator's apply-to-enforced latency.
+bench: deps build bench-operator bench-collector bench-lifetime ## Load-test the limiter (gRPC RLS) on memory and Redis, Go benchmarks, the operator's apply-to-enforced latency, and reserve-then-settle's overshoot.
 	hack/bench.sh
+
+.PHONY: bench-lifetime
+bench-lifetime: deps ## Costs known at the end: the overshoot of reserve-then-settle next to charge-at-end's, same run, memory and Redis, 4/16/64 requests in flight.
+	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkLifetimeOvershoot$$' -benchtime 1x ./limiter/service/ | grep -E '^(overshoot|Benchmark|ok|FAIL)'
 
 .PHONY: bench-collector
 bench-collector: envtest kubectl ## The collector at 500 policies x 20 limiter endpoints (3 real): status writes/min and CPU, on envtest.

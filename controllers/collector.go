@@ -89,12 +89,13 @@ type counts struct {
 	allowed, limited, shadowLimited         int64
 	failedOpen, failedClosed, localFallback int64
 	softLimited                             int64
+	released                                int64
 }
 
 func (c counts) add(o counts) counts {
 	return counts{c.allowed + o.allowed, c.limited + o.limited, c.shadowLimited + o.shadowLimited,
 		c.failedOpen + o.failedOpen, c.failedClosed + o.failedClosed, c.localFallback + o.localFallback,
-		c.softLimited + o.softLimited}
+		c.softLimited + o.softLimited, c.released + o.released}
 }
 
 // since is c minus an earlier reading prev of the same process; a count
@@ -109,7 +110,7 @@ func (c counts) since(prev counts) counts {
 	}
 	return counts{d(c.allowed, prev.allowed), d(c.limited, prev.limited), d(c.shadowLimited, prev.shadowLimited),
 		d(c.failedOpen, prev.failedOpen), d(c.failedClosed, prev.failedClosed), d(c.localFallback, prev.localFallback),
-		d(c.softLimited, prev.softLimited)}
+		d(c.softLimited, prev.softLimited), d(c.released, prev.released)}
 }
 
 // Collector sums the limiter pods' decision counts into each policy's
@@ -246,7 +247,7 @@ func (c *Collector) seedFrom(now time.Time, items []v1alpha1.RateLimitPolicy) {
 		c.seedAt[uid] = e.UpdatedAt.Time
 		c.policies[uid] = &policyWindow{buckets: []bucket{{at: e.UpdatedAt.Time,
 			c: counts{d(e.Allowed), d(e.Limited), d(e.ShadowLimited), d(e.FailedOpen), d(e.FailedClosed), d(e.LocalFallback),
-				d(e.SoftLimited)}}}}
+				d(e.SoftLimited), d(e.Released)}}}}
 	}
 	c.started = true
 }
@@ -372,7 +373,7 @@ func (c *Collector) record(now time.Time, addr string, st *limiterwire.Stats, se
 			continue
 		}
 		uid := types.UID(p.UID)
-		cur := counts{p.Allowed, p.Limited, p.ShadowLimited, p.FailedOpen, p.FailedClosed, p.LocalFallback, p.SoftLimited}
+		cur := counts{p.Allowed, p.Limited, p.ShadowLimited, p.FailedOpen, p.FailedClosed, p.LocalFallback, p.SoftLimited, p.Released}
 		next.counts[uid] = cur
 		if p.LocalTier != nil {
 			if b, ok := c.bounds[uid]; !ok || p.LocalTier.OvershootBound > b {
@@ -468,6 +469,11 @@ func (c *Collector) writeEach(ctx context.Context, now time.Time, items []v1alph
 		if pol.Spec.IsSoft() || sum.softLimited > 0 {
 			// Only soft policies mark requests: others don't show the count.
 			next.SoftLimited = &sum.softLimited
+		}
+		if _, holds := pol.Spec.LeaseEntry(); holds {
+			// Holdings taken in the window and not ended in it.
+			inFlight := max(0, sum.allowed-sum.released)
+			next.Released, next.InFlight = &sum.released, &inFlight
 		}
 		if h := c.hot[pol.UID]; h != nil {
 			next.Hottest, next.HottestSince = h.top(), &metav1.Time{Time: h.since}

@@ -169,3 +169,48 @@ func TestCollectorWriteBudget(t *testing.T) {
 		}
 	}
 }
+
+// A policy that holds reports, beside allowed (holdings taken), the
+// holdings ended in the window (released) and those taken in it and not
+// ended (inFlight); other policies report neither.
+func TestCollectorInFlight(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	pols := []v1alpha1.RateLimitPolicy{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "slots", UID: "uid-1"}, Spec: v1alpha1.RateLimitPolicySpec{
+			Algorithm: ptr.To(v1alpha1.Concurrency), Concurrency: &v1alpha1.ConcurrencyLimit{MaxInFlight: 10}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "tokens", UID: "uid-2"}, Spec: v1alpha1.RateLimitPolicySpec{
+			Rate: v1alpha1.Rate{Limit: 100, Period: metav1.Duration{Duration: time.Minute}}, Reserve: &v1alpha1.Reserve{}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "plain", UID: "uid-3"}},
+	}
+	served := map[string]string{"uid-1": "ns/slots", "uid-2": "ns/tokens", "uid-3": "ns/plain"}
+	c := &Collector{Window: 5 * time.Minute, MinWrite: time.Second, now: func() time.Time { return now }}
+	c.defaults()
+	c.unread = map[types.NamespacedName][]string{}
+	// Two pods: a takes 5 slots and 3 reservations, b ends 2 of the slots
+	// (Envoy's stream-done call went to the other pod) and 3
+	// reservations; the plain policy allows 7.
+	read := func(boot string, slots, slotsEnded, res, resEnded, plain int64) *limiterwire.Stats {
+		return &limiterwire.Stats{BootID: boot, StartedAt: now.Add(-time.Minute), Policies: []limiterwire.PolicyStats{
+			{UID: "uid-1", Allowed: slots, Released: slotsEnded},
+			{UID: "uid-2", Allowed: res, Released: resEnded},
+			{UID: "uid-3", Allowed: plain},
+		}}
+	}
+	c.record(now, "a", read("a1", 5, 0, 3, 0, 7), served)
+	c.record(now, "b", read("b1", 0, 2, 0, 3, 0), served)
+	if err := c.writeEach(context.Background(), now, pols, func(_ context.Context, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
+		pol.Status.Enforcement = e.DeepCopy()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []struct{ allowed, released, inFlight int64 }{{5, 2, 3}, {3, 3, 0}} {
+		e := pols[i].Status.Enforcement
+		if ptr.Deref(e.Allowed, -1) != want.allowed || ptr.Deref(e.Released, -1) != want.released || ptr.Deref(e.InFlight, -1) != want.inFlight {
+			t.Errorf("%s: allowed %d released %d inFlight %d, want %+v", pols[i].Name, ptr.Deref(e.Allowed, -1), ptr.Deref(e.Released, -1), ptr.Deref(e.InFlight, -1), want)
+		}
+	}
+	if e := pols[2].Status.Enforcement; ptr.Deref(e.Allowed, -1) != 7 || e.Released != nil || e.InFlight != nil {
+		t.Errorf("plain: %+v, want allowed 7 and no released or inFlight", e)
+	}
+}

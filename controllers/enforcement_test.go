@@ -401,3 +401,51 @@ func externalRedisFleet(t *testing.T, ns, name string, n int, spec func(*v1alpha
 	t.Cleanup(func() { deleteFleet(t, fleet) })
 	return ns, fleetPodsWithArgs(t, fleet, n, "redis://"+srv.Addr, append(args, "--redis-timeout=2s")...)
 }
+
+// A Concurrency policy goes into the snapshot like any policy, and its
+// status counts the slots taken (allowed), those released, and those in
+// flight, summed over the fleet's pods: the release goes to another pod
+// than the check, as Envoy's stream-done call may.
+func TestEnforcementInFlight(t *testing.T) {
+	needSuite(t)
+	ctx := context.Background()
+	ns, pods := externalRedisFleet(t, "inflight", "conc", 2, nil)
+	p := statsPolicy(ns, "slots", "conc", "conc-api", 0, false)
+	p.Spec.Algorithm, p.Spec.Rate = ptr.To(v1alpha1.Concurrency), v1alpha1.Rate{}
+	p.Spec.Concurrency = &v1alpha1.ConcurrencyLimit{MaxInFlight: 3}
+	if err := k8s.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, p) })
+	waitPolicy(t, ns, p.Name, v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+
+	const descriptors = `"domain":"conc-api","descriptors":[{"entries":[{"key":"user","value":"kim"}]}]`
+	var leases []string
+	for i := range 4 {
+		resp, err := http.Post("http://"+pods[0].httpAddr+"/v1/ratelimit/check", "application/json", strings.NewReader("{"+descriptors+"}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if want := map[bool]int{true: http.StatusOK, false: http.StatusTooManyRequests}[i < 3]; resp.StatusCode != want {
+			t.Fatalf("check %d answered %d, want %d", i+1, resp.StatusCode, want)
+		}
+		leases = append(leases, resp.Header.Get("Sluice-Lease"))
+	}
+	resp, err := http.Post("http://"+pods[1].httpAddr+"/v1/ratelimit/release", "application/json",
+		strings.NewReader("{"+descriptors+`,"lease":"`+leases[0]+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("release on the other pod answered %d", resp.StatusCode)
+	}
+	waitEnforcement(t, ns, "slots", func(e *v1alpha1.EnforcementStatus) error {
+		if ptr.Deref(e.Allowed, -1) != 3 || ptr.Deref(e.Limited, -1) != 1 || ptr.Deref(e.Released, -1) != 1 || ptr.Deref(e.InFlight, -1) != 2 {
+			return fmt.Errorf("allowed %d limited %d released %d inFlight %d, want 3, 1, 1 and 2",
+				ptr.Deref(e.Allowed, -1), ptr.Deref(e.Limited, -1), ptr.Deref(e.Released, -1), ptr.Deref(e.InFlight, -1))
+		}
+		return nil
+	})
+}

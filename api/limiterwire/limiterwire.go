@@ -165,6 +165,11 @@ type PolicyStats struct {
 	// SoftLimited counts the decisions of a soft policy over its
 	// threshold: allowed, and marked.
 	SoftLimited int64 `json:"softLimited"`
+	// Released counts, for a policy that holds (Concurrency, reserve), the
+	// holdings ended (slots released, reservations settled, holdings of
+	// denied requests given back); NotHeld the ends that found nothing.
+	Released int64 `json:"released,omitempty"`
+	NotHeld  int64 `json:"notHeld,omitempty"`
 	// Hottest are the policy's hottest descriptor values in the complete
 	// interval that started at HottestSince, values hashed or truncated;
 	// only when the limiter runs with --top-descriptors.

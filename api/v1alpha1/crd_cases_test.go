@@ -191,7 +191,7 @@ var badCases = []badCase{
 		name:    "rate missing",
 		raw:     func(s map[string]any) { delete(s, "rate") },
 		field:   "spec.rate",
-		message: "Required value",
+		message: "spec.rate is required, except with algorithm Concurrency",
 	},
 	{
 		name:    "limit below 1",
@@ -308,6 +308,164 @@ var badCases = []badCase{
 		},
 		field:   "spec.rate.limit",
 		message: "may be at most 10000 for SlidingLog, which keeps one entry per admitted unit",
+	},
+
+	// concurrency
+	{
+		name: "Concurrency without spec.concurrency",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			concurrencyPolicy(p)
+			p.Spec.Concurrency = nil
+		},
+		raw:     func(s map[string]any) { delete(s, "rate") },
+		field:   "spec.concurrency",
+		message: "spec.concurrency is required with algorithm Concurrency, and only with it",
+	},
+	{
+		name:    "spec.concurrency without Concurrency",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Concurrency = &v1alpha1.ConcurrencyLimit{MaxInFlight: 5} },
+		field:   "spec.concurrency",
+		message: "spec.concurrency is required with algorithm Concurrency, and only with it",
+	},
+	{
+		name: "rate with Concurrency",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			concurrencyPolicy(p)
+			p.Spec.Rate = v1alpha1.Rate{Limit: 5, Period: metav1.Duration{Duration: time.Minute}}
+		},
+		field:   "spec.rate",
+		message: "spec.rate does not apply to Concurrency, which limits requests in flight: set spec.concurrency.maxInFlight",
+	},
+	{
+		name: "maxInFlight below 1",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			concurrencyPolicy(p)
+			p.Spec.Concurrency.MaxInFlight = 0
+		},
+		raw:     func(s map[string]any) { delete(s, "rate") },
+		field:   "spec.concurrency.maxInFlight",
+		message: "should be greater than or equal to 1",
+	},
+	{
+		name: "maxInFlight above 10000",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			concurrencyPolicy(p)
+			p.Spec.Concurrency.MaxInFlight = v1alpha1.MaxInFlight + 1
+		},
+		raw:     func(s map[string]any) { delete(s, "rate") },
+		field:   "spec.concurrency.maxInFlight",
+		message: "should be less than or equal to 10000",
+	},
+	{
+		name: "leaseDuration 0",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			concurrencyPolicy(p)
+			p.Spec.Concurrency.LeaseDuration = &metav1.Duration{}
+		},
+		raw:     func(s map[string]any) { delete(s, "rate") },
+		field:   "spec.concurrency.leaseDuration",
+		message: "leaseDuration must be above 0s and at most 24h",
+	},
+	{
+		name: "leaseDuration over a day",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			concurrencyPolicy(p)
+			p.Spec.Concurrency.LeaseDuration = &metav1.Duration{Duration: 24*time.Hour + time.Second}
+		},
+		raw:     func(s map[string]any) { delete(s, "rate") },
+		field:   "spec.concurrency.leaseDuration",
+		message: "leaseDuration must be above 0s and at most 24h",
+	},
+	{
+		name: "leaseDuration not a duration",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			concurrencyPolicy(p)
+		},
+		raw: func(s map[string]any) {
+			delete(s, "rate")
+			s["concurrency"].(map[string]any)["leaseDuration"] = "five minutes"
+		},
+		field:   "spec.concurrency.leaseDuration",
+		message: "leaseDuration must be a Go duration such as 30s or 5m",
+	},
+	{
+		name: "leaseEntry a descriptor key",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			concurrencyPolicy(p)
+			p.Spec.Concurrency.LeaseEntry = ptr.To("user_id")
+		},
+		raw:     func(s map[string]any) { delete(s, "rate") },
+		field:   "spec.concurrency.leaseEntry",
+		message: "spec.concurrency.leaseEntry must not be one of the policy's descriptor keys",
+	},
+	{
+		name: "maxCost with Concurrency",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			concurrencyPolicy(p)
+			p.Spec.MaxCost = ptr.To[int64](1)
+		},
+		raw:     func(s map[string]any) { delete(s, "rate") },
+		field:   "spec.maxCost",
+		message: "spec.maxCost does not apply to Concurrency, which counts requests, not units",
+	},
+	{
+		name: "localTier with Concurrency",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			concurrencyPolicy(p)
+			p.Spec.LocalTier = &v1alpha1.LocalTier{Enabled: ptr.To(true)}
+		},
+		raw:     func(s map[string]any) { delete(s, "rate") },
+		field:   "spec.localTier",
+		message: "spec.localTier is not supported with Concurrency or spec.reserve, which hold what they take in the store",
+	},
+
+	// reserve
+	{
+		name: "reserve with SlidingLog",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Algorithm = ptr.To(v1alpha1.SlidingLog)
+			p.Spec.Burst = nil
+			p.Spec.Reserve = &v1alpha1.Reserve{}
+		},
+		field:   "spec.reserve",
+		message: "spec.reserve is not supported with Concurrency, which holds its slots already, or SlidingLog",
+	},
+	{
+		name: "reserve with Concurrency",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			concurrencyPolicy(p)
+			p.Spec.Reserve = &v1alpha1.Reserve{}
+		},
+		raw:     func(s map[string]any) { delete(s, "rate") },
+		field:   "spec.reserve",
+		message: "spec.reserve is not supported with Concurrency, which holds its slots already, or SlidingLog",
+	},
+	{
+		name:    "expireAfter below 1s",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Reserve = reserveExpiring(999 * time.Millisecond) },
+		field:   "spec.reserve.expireAfter",
+		message: "expireAfter must be between 1s and 24h",
+	},
+	{
+		name:    "expireAfter over a day",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Reserve = reserveExpiring(24*time.Hour + time.Second) },
+		field:   "spec.reserve.expireAfter",
+		message: "expireAfter must be between 1s and 24h",
+	},
+	{
+		name:    "reserve leaseEntry a descriptor key",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Reserve = &v1alpha1.Reserve{LeaseEntry: ptr.To("path")} },
+		field:   "spec.reserve.leaseEntry",
+		message: "spec.reserve.leaseEntry must not be one of the policy's descriptor keys",
+	},
+	{
+		name: "localTier with reserve",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Reserve = &v1alpha1.Reserve{}
+			p.Spec.LocalTier = &v1alpha1.LocalTier{Enabled: ptr.To(true)}
+		},
+		field:   "spec.localTier",
+		message: "spec.localTier is not supported with Concurrency or spec.reserve, which hold what they take in the store",
 	},
 
 	// localTier
@@ -454,6 +612,34 @@ var goodCases = []goodCase{
 			p.Spec.MaxCost = ptr.To[int64](50)
 		},
 	},
+	{name: "Concurrency", typed: concurrencyPolicy},
+	{
+		name: "Concurrency, shortest lease",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			concurrencyPolicy(p)
+			p.Spec.Concurrency.LeaseDuration = &metav1.Duration{Duration: time.Millisecond}
+		},
+	},
+	{
+		name: "Concurrency, a day's lease, 10000 in flight, own entry",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			concurrencyPolicy(p)
+			p.Spec.Concurrency = &v1alpha1.ConcurrencyLimit{MaxInFlight: v1alpha1.MaxInFlight,
+				LeaseDuration: &metav1.Duration{Duration: 24 * time.Hour}, LeaseEntry: ptr.To("done")}
+			p.Spec.FailureMode = ptr.To(v1alpha1.FailLocal)
+			p.Spec.Shadow = ptr.To(true)
+		},
+	},
+	{name: "reserve, defaults", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Reserve = &v1alpha1.Reserve{} }},
+	{name: "reserve, shortest expiry", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Reserve = reserveExpiring(time.Second) }},
+	{name: "reserve, longest expiry", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Reserve = reserveExpiring(24 * time.Hour) }},
+	{
+		name: "reserve with a disabled localTier",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Reserve = &v1alpha1.Reserve{}
+			p.Spec.LocalTier = &v1alpha1.LocalTier{Enabled: ptr.To(false)}
+		},
+	},
 	{
 		name: "maxCost equal to rate.limit without burst",
 		typed: func(p *v1alpha1.RateLimitPolicy) {
@@ -462,6 +648,19 @@ var goodCases = []goodCase{
 			p.Spec.MaxCost = ptr.To[int64](5)
 		},
 	},
+}
+
+// concurrencyPolicy makes p a Concurrency policy of 5 in flight, with no
+// rate or burst.
+func concurrencyPolicy(p *v1alpha1.RateLimitPolicy) {
+	p.Spec.Algorithm = ptr.To(v1alpha1.Concurrency)
+	p.Spec.Rate = v1alpha1.Rate{}
+	p.Spec.Burst = nil
+	p.Spec.Concurrency = &v1alpha1.ConcurrencyLimit{MaxInFlight: 5}
+}
+
+func reserveExpiring(d time.Duration) *v1alpha1.Reserve {
+	return &v1alpha1.Reserve{ExpireAfter: &metav1.Duration{Duration: d}}
 }
 
 func localTierTTL(d time.Duration) *v1alpha1.LocalTier {

@@ -45,6 +45,18 @@ const (
 	MinLocalTierTTL    = 100 * time.Millisecond
 	MaxLocalTierTTL    = time.Minute
 	MaxOvershootCount  = 1_000_000_000
+
+	// MaxInFlight bounds concurrency.maxInFlight: a counter keeps one
+	// entry per lease.
+	MaxInFlight          = 10_000
+	DefaultLeaseDuration = 5 * time.Minute
+	MaxLeaseDuration     = 24 * time.Hour
+	DefaultExpireAfter   = 10 * time.Minute
+	MinExpireAfter       = time.Second
+	MaxExpireAfter       = 24 * time.Hour
+	// DefaultLeaseEntry is the default descriptor entry key that carries a
+	// lease or reservation ID, on the call that ends a request.
+	DefaultLeaseEntry = "sluice_lease"
 )
 
 // The helpers below apply the defaults to fields that are nil. The API server
@@ -77,12 +89,61 @@ func (s *RateLimitPolicySpec) EffectiveBurst() int64 {
 }
 
 // Capacity is the most units one counter admits at once: burst for
-// TokenBucket and GCRA, else rate.limit.
+// TokenBucket and GCRA, concurrency.maxInFlight for Concurrency, else
+// rate.limit.
 func (s *RateLimitPolicySpec) Capacity() int64 {
-	if a := s.EffectiveAlgorithm(); a == TokenBucket || a == GCRA {
+	switch a := s.EffectiveAlgorithm(); {
+	case a == TokenBucket || a == GCRA:
 		return s.EffectiveBurst()
+	case a == Concurrency && s.Concurrency != nil:
+		return s.Concurrency.MaxInFlight
 	}
 	return s.Rate.Limit
+}
+
+// EffectiveLeaseDuration returns leaseDuration, or 5m when unset.
+func (c *ConcurrencyLimit) EffectiveLeaseDuration() time.Duration {
+	if c == nil || c.LeaseDuration == nil {
+		return DefaultLeaseDuration
+	}
+	return c.LeaseDuration.Duration
+}
+
+// EffectiveLeaseEntry returns leaseEntry, or sluice_lease when unset.
+func (c *ConcurrencyLimit) EffectiveLeaseEntry() string {
+	if c == nil || c.LeaseEntry == nil {
+		return DefaultLeaseEntry
+	}
+	return *c.LeaseEntry
+}
+
+// EffectiveExpireAfter returns expireAfter, or 10m when unset.
+func (r *Reserve) EffectiveExpireAfter() time.Duration {
+	if r == nil || r.ExpireAfter == nil {
+		return DefaultExpireAfter
+	}
+	return r.ExpireAfter.Duration
+}
+
+// EffectiveLeaseEntry returns leaseEntry, or sluice_lease when unset.
+func (r *Reserve) EffectiveLeaseEntry() string {
+	if r == nil || r.LeaseEntry == nil {
+		return DefaultLeaseEntry
+	}
+	return *r.LeaseEntry
+}
+
+// LeaseEntry is the descriptor entry key that ends a request's holding on
+// this policy (a Concurrency lease, or a reservation), and false for a
+// policy that holds nothing.
+func (s *RateLimitPolicySpec) LeaseEntry() (string, bool) {
+	switch {
+	case s.EffectiveAlgorithm() == Concurrency:
+		return s.Concurrency.EffectiveLeaseEntry(), true
+	case s.Reserve != nil:
+		return s.Reserve.EffectiveLeaseEntry(), true
+	}
+	return "", false
 }
 
 // EffectiveMaxCost returns maxCost, or the capacity when unset.

@@ -22,7 +22,7 @@ import (
 )
 
 // Algorithm names the counting algorithm of a limit.
-// +kubebuilder:validation:Enum=TokenBucket;GCRA;SlidingWindow;FixedWindow;SlidingLog
+// +kubebuilder:validation:Enum=TokenBucket;GCRA;SlidingWindow;FixedWindow;SlidingLog;Concurrency
 type Algorithm string
 
 const (
@@ -37,10 +37,15 @@ const (
 	// SlidingLog keeps one entry per request over the last rate.period; it is
 	// exact. Its rate.limit is at most 10000 (MaxSlidingLogLimit).
 	SlidingLog Algorithm = "SlidingLog"
+	// Concurrency limits the requests of a counter in flight at once, not
+	// their rate: each takes a lease, released when the request ends (or
+	// when the lease expires). It is configured by spec.concurrency, not
+	// spec.rate.
+	Concurrency Algorithm = "Concurrency"
 )
 
 // Algorithms lists every Algorithm, in the order of the CRD enum.
-var Algorithms = []Algorithm{TokenBucket, GCRA, SlidingWindow, FixedWindow, SlidingLog}
+var Algorithms = []Algorithm{TokenBucket, GCRA, SlidingWindow, FixedWindow, SlidingLog, Concurrency}
 
 // FailureMode says what a limiter answers when it cannot reach its store.
 // +kubebuilder:validation:Enum=Open;Closed;Local
@@ -61,7 +66,15 @@ var FailureModes = []FailureMode{FailOpen, FailClosed, FailLocal}
 // RateLimitPolicySpec is one limit: which requests it counts and how many it allows.
 // +kubebuilder:validation:XValidation:rule="!has(self.burst) || !has(self.algorithm) || self.algorithm == 'TokenBucket' || self.algorithm == 'GCRA'",message="spec.burst applies only to TokenBucket and GCRA",fieldPath=".burst"
 // +kubebuilder:validation:XValidation:rule="!has(self.localTier) || !has(self.localTier.enabled) || !self.localTier.enabled || !has(self.algorithm) || self.algorithm != 'SlidingLog'",message="spec.localTier is not supported with SlidingLog, which stays exact",fieldPath=".localTier"
-// +kubebuilder:validation:XValidation:rule="!has(self.maxCost) || self.maxCost <= (has(self.burst) ? self.burst : self.rate.limit)",message="spec.maxCost must not exceed the policy's capacity: spec.burst, or spec.rate.limit without it",fieldPath=".maxCost"
+// +kubebuilder:validation:XValidation:rule="!has(self.maxCost) || !has(self.rate) || self.maxCost <= (has(self.burst) ? self.burst : self.rate.limit)",message="spec.maxCost must not exceed the policy's capacity: spec.burst, or spec.rate.limit without it",fieldPath=".maxCost"
+// +kubebuilder:validation:XValidation:rule="has(self.rate) || (has(self.algorithm) && self.algorithm == 'Concurrency')",message="spec.rate is required, except with algorithm Concurrency",fieldPath=".rate"
+// +kubebuilder:validation:XValidation:rule="!has(self.rate) || !has(self.algorithm) || self.algorithm != 'Concurrency'",message="spec.rate does not apply to Concurrency, which limits requests in flight: set spec.concurrency.maxInFlight",fieldPath=".rate"
+// +kubebuilder:validation:XValidation:rule="has(self.concurrency) == (has(self.algorithm) && self.algorithm == 'Concurrency')",message="spec.concurrency is required with algorithm Concurrency, and only with it",fieldPath=".concurrency"
+// +kubebuilder:validation:XValidation:rule="!has(self.maxCost) || !has(self.algorithm) || self.algorithm != 'Concurrency'",message="spec.maxCost does not apply to Concurrency, which counts requests, not units",fieldPath=".maxCost"
+// +kubebuilder:validation:XValidation:rule="!has(self.reserve) || !has(self.algorithm) || (self.algorithm != 'Concurrency' && self.algorithm != 'SlidingLog')",message="spec.reserve is not supported with Concurrency, which holds its slots already, or SlidingLog, whose log can't be charged after the fact",fieldPath=".reserve"
+// +kubebuilder:validation:XValidation:rule="!has(self.localTier) || !has(self.localTier.enabled) || !self.localTier.enabled || (!has(self.reserve) && (!has(self.algorithm) || self.algorithm != 'Concurrency'))",message="spec.localTier is not supported with Concurrency or spec.reserve, which hold what they take in the store",fieldPath=".localTier"
+// +kubebuilder:validation:XValidation:rule="!has(self.concurrency) || !has(self.concurrency.leaseEntry) || self.descriptors.all(d, d.key != self.concurrency.leaseEntry)",message="spec.concurrency.leaseEntry must not be one of the policy's descriptor keys",fieldPath=".concurrency.leaseEntry"
+// +kubebuilder:validation:XValidation:rule="!has(self.reserve) || !has(self.reserve.leaseEntry) || self.descriptors.all(d, d.key != self.reserve.leaseEntry)",message="spec.reserve.leaseEntry must not be one of the policy's descriptor keys",fieldPath=".reserve.leaseEntry"
 // +kubebuilder:validation:XValidation:rule="!has(self.soft) || !self.soft || !has(self.shadow) || !self.shadow",message="spec.soft and spec.shadow are exclusive: a soft policy marks the requests over it, a shadow one tells no client anything",fieldPath=".soft"
 // +kubebuilder:validation:XValidation:rule="!has(self.soft) || !self.soft || !has(self.visibility) || self.visibility != 'Hidden'",message="spec.soft is not supported with spec.visibility Hidden: the mark on the requests over a soft limit would show its threshold; use spec.shadow for a limit that only operators see",fieldPath=".soft"
 // +kubebuilder:validation:XValidation:rule="!has(self.algorithm) || self.algorithm != 'SlidingLog' || self.rate.limit <= 10000",message="spec.rate.limit may be at most 10000 for SlidingLog, which keeps one entry per admitted unit, so a request's work and a counter's memory grow with the limit: use SlidingWindow (constant memory, close to exact) or TokenBucket/GCRA for larger limits",fieldPath=".rate.limit"
@@ -89,9 +102,26 @@ type RateLimitPolicySpec struct {
 	// +kubebuilder:default=TokenBucket
 	Algorithm *Algorithm `json:"algorithm,omitempty"`
 
-	// rate is how many units a counter allows per period.
-	// +required
-	Rate Rate `json:"rate"`
+	// rate is how many units a counter allows per period. Required for
+	// every algorithm but Concurrency, which takes spec.concurrency instead.
+	// +optional
+	Rate Rate `json:"rate,omitzero"`
+
+	// concurrency configures algorithm Concurrency: how many requests of a
+	// counter may be in flight at once, and how long a slot that is never
+	// released stays taken. Required with Concurrency, and only with it.
+	// +optional
+	Concurrency *ConcurrencyLimit `json:"concurrency,omitempty"`
+
+	// reserve takes each request's cost in two steps: at request time a
+	// reservation of an estimate (the request's cost, denied when it does
+	// not fit), and when the request ends its settlement at the actual cost,
+	// which refunds or charges the difference (for an LLM request: the
+	// tokens it really used). A reservation never settled is settled at its
+	// estimate when it expires. Not with Concurrency, SlidingLog or
+	// localTier.
+	// +optional
+	Reserve *Reserve `json:"reserve,omitempty"`
 
 	// burst is the bucket size in units: how many can be spent at once after an
 	// idle period. Only for TokenBucket and GCRA. Defaults to rate.limit.
@@ -164,6 +194,63 @@ type RateLimitPolicySpec struct {
 	// Without it, the type is QuotaExceeded and there is no detail.
 	// +optional
 	Problem *Problem `json:"problem,omitempty"`
+}
+
+// ConcurrencyLimit configures algorithm Concurrency.
+type ConcurrencyLimit struct {
+	// maxInFlight is the most requests of one counter in flight at once:
+	// each holds a slot from the check that admits it until it is released
+	// (or its lease expires). From 1 to 10000.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	MaxInFlight int64 `json:"maxInFlight"`
+
+	// leaseDuration is how long a slot that is never released stays taken,
+	// as a Go duration above 0 and at most 24h: a crashed gateway or client
+	// must not hold slots for ever. Longer than the longest request.
+	// Defaults to 5m.
+	// +optional
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="leaseDuration must be a Go duration such as 30s or 5m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) > duration('0s') && duration(self) <= duration('24h'))",message="leaseDuration must be above 0s and at most 24h"
+	LeaseDuration *metav1.Duration `json:"leaseDuration,omitempty"`
+
+	// leaseEntry is the descriptor entry key whose value is a lease ID: a
+	// descriptor that carries it releases that lease instead of taking a
+	// slot (Envoy's call at stream end, with the ID the check answered in
+	// its dynamic metadata). Defaults to sluice_lease.
+	// +optional
+	// +kubebuilder:default=sluice_lease
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	LeaseEntry *string `json:"leaseEntry,omitempty"`
+}
+
+// Reserve configures reserve-then-settle costs.
+type Reserve struct {
+	// expireAfter is how long a reservation waits for its settlement, as a
+	// Go duration from 1s to 24h: one never settled is settled at its
+	// estimate then. Longer than the longest request. Defaults to 10m.
+	// +optional
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="expireAfter must be a Go duration such as 30s or 10m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('1s') && duration(self) <= duration('24h'))",message="expireAfter must be between 1s and 24h"
+	ExpireAfter *metav1.Duration `json:"expireAfter,omitempty"`
+
+	// leaseEntry is the descriptor entry key whose value is a reservation
+	// ID: a descriptor that carries it settles that reservation at its cost
+	// (hits_addend) instead of reserving (Envoy's call at stream end).
+	// Defaults to sluice_lease.
+	// +optional
+	// +kubebuilder:default=sluice_lease
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	LeaseEntry *string `json:"leaseEntry,omitempty"`
 }
 
 // Descriptor is one entry of an Envoy rate limit descriptor.
@@ -303,6 +390,21 @@ type EnforcementStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	LocalFallback *int64 `json:"localFallback,omitempty"`
 
+	// released is, for a policy that holds (Concurrency, spec.reserve), the
+	// number of holdings ended in the window: slots released, reservations
+	// settled, and what requests denied by another policy gave back.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Released *int64 `json:"released,omitempty"`
+
+	// inFlight is, for a policy that holds, how many of the holdings taken
+	// in the window (allowed) are not ended (released): requests still in
+	// flight, or whose end never came, which free themselves when their
+	// lease expires. Holdings taken before the window are not counted.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	InFlight *int64 `json:"inFlight,omitempty"`
+
 	// window is the length of time the counts cover, such as "5m".
 	// +optional
 	// +kubebuilder:validation:Type=string
@@ -417,6 +519,8 @@ type FleetStatus struct {
 // +kubebuilder:printcolumn:name="FailedOpen",type=integer,JSONPath=`.status.enforcement.failedOpen`
 // +kubebuilder:printcolumn:name="FailedClosed",type=integer,JSONPath=`.status.enforcement.failedClosed`,priority=1
 // +kubebuilder:printcolumn:name="LocalFallback",type=integer,JSONPath=`.status.enforcement.localFallback`,priority=1
+// +kubebuilder:printcolumn:name="InFlight",type=integer,JSONPath=`.status.enforcement.inFlight`,priority=1
+// +kubebuilder:printcolumn:name="Released",type=integer,JSONPath=`.status.enforcement.released`,priority=1
 // +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 

@@ -42,6 +42,12 @@ const (
 	// SlidingLog keeps one timestamp per admitted unit and counts those newer
 	// than Period. It is exact and costs memory proportional to Limit.
 	SlidingLog
+	// Concurrency counts requests in flight, not a rate: at most Limit
+	// leases live at once, each taken by Acquire and given back by Release,
+	// or freed by itself Period after it was taken (a crashed client must
+	// not hold a slot for ever). Each lease is one request, whatever its
+	// cost.
+	Concurrency
 )
 
 var names = [...]string{
@@ -50,13 +56,15 @@ var names = [...]string{
 	SlidingWindow: "SlidingWindow",
 	FixedWindow:   "FixedWindow",
 	SlidingLog:    "SlidingLog",
+	Concurrency:   "Concurrency",
 }
 
-// All lists every algorithm, in declaration order.
+// All lists every rate algorithm, in declaration order: those that spend
+// units per period. Concurrency, which holds slots instead, is apart.
 var All = []Algorithm{TokenBucket, GCRA, SlidingWindow, FixedWindow, SlidingLog}
 
 func (a Algorithm) String() string {
-	if a >= TokenBucket && a <= SlidingLog {
+	if a >= TokenBucket && a <= Concurrency {
 		return names[a]
 	}
 	return fmt.Sprintf("Algorithm(%d)", uint8(a))
@@ -64,7 +72,7 @@ func (a Algorithm) String() string {
 
 // Parse returns the algorithm with the given API name.
 func Parse(name string) (Algorithm, error) {
-	for _, a := range All {
+	for a := TokenBucket; a <= Concurrency; a++ {
 		if names[a] == name {
 			return a, nil
 		}
@@ -76,8 +84,15 @@ func Parse(name string) (Algorithm, error) {
 // rate (TokenBucket and GCRA).
 func (a Algorithm) UsesBurst() bool { return a == TokenBucket || a == GCRA }
 
+// Reserves reports whether a cost may be reserved and settled later
+// (Limit.Settle): every rate algorithm but SlidingLog, whose log of
+// admitted units can't be charged after the fact at the time they were
+// admitted.
+func (a Algorithm) Reserves() bool { return a >= TokenBucket && a <= FixedWindow }
+
 // Limit is one compiled rate limit: Limit units per Period, with a capacity
-// of Burst for the bucket algorithms.
+// of Burst for the bucket algorithms. For Concurrency, Limit is the most
+// leases live at once and Period the lease duration.
 type Limit struct {
 	Algorithm Algorithm
 	Limit     int64

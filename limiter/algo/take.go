@@ -19,6 +19,8 @@ type State struct {
 	Prev int64
 	// Log holds SlidingLog's admitted unit timestamps (µs), ascending.
 	Log []int64
+	// Leases are Concurrency's live leases, in the order they were taken.
+	Leases []Lease
 }
 
 // Take decides whether cost units may pass at now, given a key's state.
@@ -29,21 +31,77 @@ type State struct {
 // a TTL of zero means the state is fresh already and may be deleted. Denials
 // and cost 0 consume nothing (SlidingLog may still prune expired entries). Take does not read the wall clock; it is safe to call
 // concurrently on distinct states.
+//
+// Concurrency counts leases, not units: Take only peeks at it (any cost
+// peeks); Acquire and Release take and give back a slot.
 func (l Limit) Take(s *State, present bool, now time.Time, cost int64) (r Result, write bool, ttl time.Duration) {
-	n := micros(now)
+	if l.Algorithm == Concurrency {
+		r, _, write, ttl = l.concurrency(s, present, micros(now), LeaseID{}, opPeek)
+		return r, write, ttl
+	}
+	return l.take(s, present, micros(now), cost, adjust{})
+}
+
+// adjust is what a settlement changes beside the cost: units credited back
+// (a refund, to the window they were taken in), and whether the cost is
+// charged whatever the limit says (units that were spent already). The
+// Lua cores read the same as credit, credit_window and force.
+type adjust struct {
+	credit, creditWindow int64
+	force                bool
+}
+
+// take is Take, after adj.
+func (l Limit) take(s *State, present bool, n, cost int64, adj adjust) (Result, bool, time.Duration) {
 	switch l.Algorithm {
 	case TokenBucket:
-		return l.tokenBucket(s, present, n, cost)
+		return l.tokenBucket(s, present, n, cost, adj)
 	case GCRA:
-		return l.gcra(s, present, n, cost)
+		return l.gcra(s, present, n, cost, adj)
 	case FixedWindow:
-		return l.fixedWindow(s, present, n, cost)
+		return l.fixedWindow(s, present, n, cost, adj)
 	case SlidingWindow:
-		return l.slidingWindow(s, present, n, cost)
+		return l.slidingWindow(s, present, n, cost, adj)
 	case SlidingLog:
+		if adj != (adjust{}) {
+			panic("algo: SlidingLog takes no reservation")
+		}
 		return l.slidingLog(s, present, n, cost)
 	}
 	panic("algo: Take on " + l.Algorithm.String())
+}
+
+// Window is the index of the window that holds now: what a reservation
+// records, so that its refund goes to the window it was taken in (window
+// algorithms; the buckets ignore it).
+func (l Limit) Window(now time.Time) int64 {
+	w, _ := window(micros(now), l.PeriodMicros())
+	return w
+}
+
+// Settle ends a reservation of held units, taken in window heldWindow (see
+// Window), at its actual cost: units reserved and not spent are credited
+// back (to a window that has passed, they are dropped: that window no
+// longer counts), and units spent beyond the reservation are charged even
+// past the limit, because they were spent already; the key then owes them,
+// and admits nothing until they are paid back. An actual equal to held
+// changes nothing. Settle on SlidingLog or Concurrency panics: neither
+// reserves.
+//
+// The Result describes the key after settling (Allowed is not a decision:
+// it is false when the key is in debt).
+func (l Limit) Settle(s *State, present bool, now time.Time, held, heldWindow, actual int64) (Result, bool, time.Duration) {
+	if !l.Algorithm.Reserves() {
+		panic("algo: Settle on " + l.Algorithm.String())
+	}
+	n := micros(now)
+	switch {
+	case actual < held:
+		return l.take(s, present, n, 0, adjust{credit: held - actual, creditWindow: heldWindow})
+	case actual > held:
+		return l.take(s, present, n, actual-held, adjust{force: true})
+	}
+	return l.take(s, present, n, 0, adjust{})
 }
 
 // tokenBucket is mirrored by token_bucket_core.lua. The bucket is stored as one number:
@@ -52,7 +110,12 @@ func (l Limit) Take(s *State, present bool, now time.Time, cost int64) (r Result
 // count of eighths of a microsecond since bucketEpoch: Redis stores such a
 // value as a bare integer (a 72-byte key), and float64 holds it exactly
 // until 2055.
-func (l Limit) tokenBucket(s *State, present bool, n, cost int64) (Result, bool, time.Duration) {
+//
+// A bucket charged past empty by a settlement is in debt: z is ahead of
+// now, and the bucket admits nothing until it has refilled past zero.
+// Credits and forced charges start from that debt; a plain decision sees
+// an empty bucket (as after the clock went back).
+func (l Limit) tokenBucket(s *State, present bool, n, cost int64, adj adjust) (Result, bool, time.Duration) {
 	limit, burst := float64(l.Limit), float64(l.Burst)
 	period8 := float64(l.PeriodMicros()) * 8
 	now8 := float64(n-bucketEpoch) * 8
@@ -64,11 +127,24 @@ func (l Limit) tokenBucket(s *State, present bool, n, cost int64) (Result, bool,
 	// z is rounded to an eighth of a µs on every write; comparisons forgive
 	// that half-eighth so a rounded-down bucket still counts whole tokens.
 	slack := 0.5 * limit / period8
+	changed := adj.credit > 0 || adj.force
+	if changed {
+		tokens = math.Min(tokens, (now8-z8)*limit/period8) // the debt, if any
+	}
+	if adj.credit > 0 {
+		tokens = math.Min(burst, tokens+float64(adj.credit))
+	}
 	c := float64(cost)
-	r := Result{Allowed: c <= tokens+slack+eps}
-	write := r.Allowed && cost > 0
-	if write {
-		tokens = math.Max(0, tokens-c)
+	r := Result{Allowed: adj.force || c <= tokens+slack+eps}
+	if r.Allowed {
+		if adj.force {
+			tokens -= c
+		} else {
+			tokens = math.Max(0, tokens-c)
+		}
+		changed = changed || cost > 0
+	}
+	if changed {
 		z8 = math.Floor(now8 - tokens*period8/limit + 0.5)
 		s.F = z8
 	}
@@ -82,7 +158,7 @@ func (l Limit) tokenBucket(s *State, present bool, n, cost int64) (Result, bool,
 			r.RetryAfter = ceilMicros((z8 + c*period8/limit - now8) / 8)
 		}
 	}
-	return r, write, r.ResetAfter
+	return r, changed, r.ResetAfter
 }
 
 // bucketEpoch (2020-01-01T00:00:00Z, in µs) is the origin of stored token
@@ -92,7 +168,7 @@ const bucketEpoch = 1577836800_000000
 // gcra is mirrored by gcra_core.lua. Timestamps near 1.7e15µs carry only a quarter
 // microsecond of precision as float64, so the arithmetic works on offsets
 // from now, and sub-microsecond differences count as zero (halfMicro).
-func (l Limit) gcra(s *State, present bool, n, cost int64) (Result, bool, time.Duration) {
+func (l Limit) gcra(s *State, present bool, n, cost int64, adj adjust) (Result, bool, time.Duration) {
 	const halfMicro = 0.5
 	interval := float64(l.PeriodMicros()) / float64(l.Limit)
 	tolerance := float64(l.Burst) * interval
@@ -103,11 +179,17 @@ func (l Limit) gcra(s *State, present bool, n, cost int64) (Result, bool, time.D
 	if present && s.F > now8 {
 		ahead = (s.F - now8) / 8
 	}
+	changed := adj.credit > 0
+	if changed {
+		ahead = math.Max(0, ahead-float64(adj.credit)*interval)
+	}
 	next := ahead + float64(cost)*interval
-	r := Result{Allowed: next-tolerance <= halfMicro}
-	write := r.Allowed && cost > 0
-	if write {
+	r := Result{Allowed: adj.force || next-tolerance <= halfMicro}
+	if r.Allowed {
 		ahead = next
+		changed = changed || cost > 0
+	}
+	if changed {
 		s.F = math.Floor(now8 + ahead*8 + 0.5)
 	}
 	r.Remaining = floorTokens((tolerance - ahead + halfMicro) / interval)
@@ -119,7 +201,7 @@ func (l Limit) gcra(s *State, present bool, n, cost int64) (Result, bool, time.D
 			r.RetryAfter = ceilMicros(next - tolerance - halfMicro)
 		}
 	}
-	return r, write, r.ResetAfter
+	return r, changed, r.ResetAfter
 }
 
 // window returns the index of the fixed window holding n, and how far into
@@ -133,17 +215,24 @@ func window(n, period int64) (idx, into int64) {
 }
 
 // fixedWindow is mirrored by fixed_window_core.lua.
-func (l Limit) fixedWindow(s *State, present bool, n, cost int64) (Result, bool, time.Duration) {
+func (l Limit) fixedWindow(s *State, present bool, n, cost int64, adj adjust) (Result, bool, time.Duration) {
 	period := l.PeriodMicros()
 	w, into := window(n, period)
 	count := int64(0)
 	if present && s.T == w {
 		count = s.N
 	}
-	r := Result{Allowed: count+cost <= l.Limit}
-	write := r.Allowed && cost > 0
-	if write {
+	changed := false
+	if adj.credit > 0 && adj.creditWindow == w {
+		count = max(0, count-adj.credit)
+		changed = true
+	}
+	r := Result{Allowed: adj.force || count+cost <= l.Limit}
+	if r.Allowed {
 		count += cost
+		changed = changed || cost > 0
+	}
+	if changed {
 		s.T, s.N = w, count
 	}
 	r.Remaining = max(0, l.Limit-count)
@@ -155,11 +244,11 @@ func (l Limit) fixedWindow(s *State, present bool, n, cost int64) (Result, bool,
 			r.RetryAfter = r.ResetAfter
 		}
 	}
-	return r, write, r.ResetAfter
+	return r, changed, r.ResetAfter
 }
 
 // slidingWindow is mirrored by sliding_window_core.lua.
-func (l Limit) slidingWindow(s *State, present bool, n, cost int64) (Result, bool, time.Duration) {
+func (l Limit) slidingWindow(s *State, present bool, n, cost int64, adj adjust) (Result, bool, time.Duration) {
 	period := l.PeriodMicros()
 	w, into := window(n, period)
 	var curr, prev int64
@@ -171,14 +260,25 @@ func (l Limit) slidingWindow(s *State, present bool, n, cost int64) (Result, boo
 			prev = s.N
 		}
 	}
+	changed := false
+	if adj.credit > 0 {
+		switch adj.creditWindow {
+		case w:
+			curr, changed = max(0, curr-adj.credit), true
+		case w - 1:
+			prev, changed = max(0, prev-adj.credit), true
+		}
+	}
 	p := float64(period)
 	weight := float64(period-into) / p
 	est := float64(prev)*weight + float64(curr)
-	r := Result{Allowed: est+float64(cost) <= float64(l.Limit)+eps}
-	write := r.Allowed && cost > 0
-	if write {
+	r := Result{Allowed: adj.force || est+float64(cost) <= float64(l.Limit)+eps}
+	if r.Allowed {
 		curr += cost
 		est += float64(cost)
+		changed = changed || cost > 0
+	}
+	if changed {
 		s.T, s.N, s.Prev = w, curr, prev
 	}
 	r.Remaining = floorTokens(float64(l.Limit) - est)
@@ -201,7 +301,7 @@ func (l Limit) slidingWindow(s *State, present bool, n, cost int64) (Result, boo
 			r.RetryAfter = time.Duration(period-into)*time.Microsecond + ceilMicros(p-need*p/float64(curr))
 		}
 	}
-	return r, write, time.Duration(2*period-into) * time.Microsecond
+	return r, changed, time.Duration(2*period-into) * time.Microsecond
 }
 
 // slidingLog is mirrored by sliding_log_core.lua.

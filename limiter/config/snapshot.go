@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/algo"
@@ -44,8 +45,15 @@ type Policy struct {
 	Descriptors []v1alpha1.Descriptor
 	Limit       algo.Limit
 	// MaxCost is the most units one request may spend (spec.maxCost, or
-	// the capacity).
-	MaxCost     int64
+	// the capacity); math.MaxInt64 for Concurrency, which counts requests.
+	MaxCost int64
+	// LeaseEntry is the descriptor entry key whose value is a lease or
+	// reservation ID, on the call that ends a request (spec.concurrency's
+	// or spec.reserve's leaseEntry); empty for a policy that holds nothing.
+	LeaseEntry string
+	// HoldTTL is how long a holding lives unless ended: the lease duration,
+	// or a reservation's expireAfter.
+	HoldTTL     time.Duration
 	Shadow      bool
 	FailureMode v1alpha1.FailureMode
 	// Spec is the defaulted source, kept for status and debugging.
@@ -76,7 +84,23 @@ type Domain struct {
 	// minMaxCost is the least MaxCost of the domain's enforcing (neither
 	// shadow nor soft) policies, math.MaxInt64 without any.
 	minMaxCost int64
+	// leaseEntries are the distinct LeaseEntry keys of its policies.
+	leaseEntries []string
 }
+
+// LeaseEntries are the distinct keys that its policies' LeaseEntry name: a
+// descriptor that carries one ends a request's holdings, and spends
+// nothing.
+func (d *Domain) LeaseEntries() []string {
+	if d == nil {
+		return nil
+	}
+	return d.leaseEntries
+}
+
+// Holds reports whether the policy holds what it takes until the request
+// ends: a Concurrency lease, or a reservation.
+func (p *Policy) Holds() bool { return p.LeaseEntry != "" }
 
 // MinMaxCost is the least MaxCost of the domain's enforcing (neither
 // shadow nor soft) policies: a cost up to it is within every policy's cap,
@@ -128,6 +152,9 @@ func Compile(policies []v1alpha1.RateLimitPolicy) (*Snapshot, error) {
 		if p.enforcing() {
 			d.minMaxCost = min(d.minMaxCost, p.MaxCost)
 		}
+		if p.Holds() && !slices.Contains(d.leaseEntries, p.LeaseEntry) {
+			d.leaseEntries = append(d.leaseEntries, p.LeaseEntry)
+		}
 		first := p.Descriptors[0].Key
 		d.byKey[first] = append(d.byKey[first], p)
 	}
@@ -163,8 +190,19 @@ func compilePolicy(src *v1alpha1.RateLimitPolicy) *Policy {
 	if !a.UsesBurst() {
 		p.Limit.Burst = p.Limit.Limit
 	}
+	period := p.Limit.Period
+	switch {
+	case a == algo.Concurrency:
+		c := s.Concurrency
+		p.Limit = algo.Limit{Algorithm: a, Limit: c.MaxInFlight, Period: c.EffectiveLeaseDuration(), Burst: c.MaxInFlight}
+		p.MaxCost = math.MaxInt64
+		p.LeaseEntry, p.HoldTTL = c.EffectiveLeaseEntry(), c.EffectiveLeaseDuration()
+		period = 0 // a new lease duration keeps the leases in flight
+	case s.Reserve != nil:
+		p.LeaseEntry, p.HoldTTL = s.Reserve.EffectiveLeaseEntry(), s.Reserve.EffectiveExpireAfter()
+	}
 	p.id = p.Namespace + "/" + p.Name
-	p.counterID = fmt.Sprintf("%s|%s|%d", p.id, a, p.Limit.Period.Microseconds())
+	p.counterID = fmt.Sprintf("%s|%s|%d", p.id, a, period.Microseconds())
 	return p
 }
 

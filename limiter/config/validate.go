@@ -42,6 +42,17 @@ const (
 	policyMaxOvershootMsg = "maxOvershoot must be a count from 0 to 1000000000 or a percentage from 0% to 100%"
 	policyMaxCostMsg      = "spec.maxCost must not exceed the policy's capacity: spec.burst, or spec.rate.limit without it"
 	policySlidingLogMsg   = "spec.rate.limit may be at most 10000 for SlidingLog, which keeps one entry per admitted unit, so a request's work and a counter's memory grow with the limit: use SlidingWindow (constant memory, close to exact) or TokenBucket/GCRA for larger limits"
+
+	policyRateRequiredMsg      = "spec.rate is required, except with algorithm Concurrency"
+	policyRateConcurrencyMsg   = "spec.rate does not apply to Concurrency, which limits requests in flight: set spec.concurrency.maxInFlight"
+	policyConcurrencyMsg       = "spec.concurrency is required with algorithm Concurrency, and only with it"
+	policyMaxCostConcMsg       = "spec.maxCost does not apply to Concurrency, which counts requests, not units"
+	policyReserveMsg           = "spec.reserve is not supported with Concurrency, which holds its slots already, or SlidingLog, whose log can't be charged after the fact"
+	policyLocalTierHoldMsg     = "spec.localTier is not supported with Concurrency or spec.reserve, which hold what they take in the store"
+	policyConcLeaseEntryMsg    = "spec.concurrency.leaseEntry must not be one of the policy's descriptor keys"
+	policyReserveLeaseEntryMsg = "spec.reserve.leaseEntry must not be one of the policy's descriptor keys"
+	policyLeaseDurationMsg     = "leaseDuration must be above 0s and at most 24h"
+	policyExpireAfterMsg       = "expireAfter must be between 1s and 24h"
 )
 
 var policyPercentRE = regexp.MustCompile(`^(100|[1-9]?[0-9])%$`)
@@ -70,6 +81,22 @@ func DefaultPolicy(p *v1alpha1.RateLimitPolicy) {
 		}
 		if t.TTL == nil {
 			t.TTL = &metav1.Duration{Duration: v1alpha1.DefaultLocalTierTTL}
+		}
+	}
+	if c := s.Concurrency; c != nil {
+		if c.LeaseDuration == nil {
+			c.LeaseDuration = &metav1.Duration{Duration: v1alpha1.DefaultLeaseDuration}
+		}
+		if c.LeaseEntry == nil {
+			c.LeaseEntry = ptr.To(v1alpha1.DefaultLeaseEntry)
+		}
+	}
+	if r := s.Reserve; r != nil {
+		if r.ExpireAfter == nil {
+			r.ExpireAfter = &metav1.Duration{Duration: v1alpha1.DefaultExpireAfter}
+		}
+		if r.LeaseEntry == nil {
+			r.LeaseEntry = ptr.To(v1alpha1.DefaultLeaseEntry)
 		}
 	}
 }
@@ -113,7 +140,29 @@ func validatePolicySpec(s *v1alpha1.RateLimitPolicySpec, fld *field.Path) field.
 		errs = append(errs, field.NotSupported(fld.Child("failureMode"), *s.FailureMode, v1alpha1.FailureModes))
 	}
 
-	errs = append(errs, validatePolicyRate(s.Rate, fld.Child("rate"))...)
+	concurrency := algo == v1alpha1.Concurrency
+	switch {
+	case concurrency && s.Rate != v1alpha1.Rate{}:
+		errs = append(errs, field.Forbidden(fld.Child("rate"), policyRateConcurrencyMsg))
+	case !concurrency:
+		errs = append(errs, validatePolicyRate(s.Rate, fld.Child("rate"))...)
+	}
+	if (s.Concurrency != nil) != concurrency {
+		if concurrency {
+			errs = append(errs, field.Required(fld.Child("concurrency"), policyConcurrencyMsg))
+		} else {
+			errs = append(errs, field.Forbidden(fld.Child("concurrency"), policyConcurrencyMsg))
+		}
+	}
+	if c := s.Concurrency; c != nil {
+		errs = append(errs, validateConcurrency(c, s.Descriptors, fld.Child("concurrency"))...)
+	}
+	if r := s.Reserve; r != nil {
+		errs = append(errs, validateReserve(r, s.Descriptors, fld.Child("reserve"))...)
+		if concurrency || algo == v1alpha1.SlidingLog {
+			errs = append(errs, field.Forbidden(fld.Child("reserve"), policyReserveMsg))
+		}
+	}
 	if algo == v1alpha1.SlidingLog && s.Rate.Limit > v1alpha1.MaxSlidingLogLimit {
 		errs = append(errs, field.Invalid(fld.Child("rate", "limit"), s.Rate.Limit, policySlidingLogMsg))
 	}
@@ -128,8 +177,11 @@ func validatePolicySpec(s *v1alpha1.RateLimitPolicySpec, fld *field.Path) field.
 	if s.MaxCost != nil {
 		errs = append(errs, validatePolicyRange(*s.MaxCost, 1, v1alpha1.MaxMaxCost, fld.Child("maxCost"))...)
 		// As the CEL rule reads it: burst when set, whatever the algorithm.
-		if capacity := s.EffectiveBurst(); *s.MaxCost > capacity {
+		if capacity := s.EffectiveBurst(); s.Rate != (v1alpha1.Rate{}) && *s.MaxCost > capacity {
 			errs = append(errs, field.Invalid(fld.Child("maxCost"), *s.MaxCost, policyMaxCostMsg))
+		}
+		if concurrency {
+			errs = append(errs, field.Forbidden(fld.Child("maxCost"), policyMaxCostConcMsg))
 		}
 	}
 
@@ -138,8 +190,45 @@ func validatePolicySpec(s *v1alpha1.RateLimitPolicySpec, fld *field.Path) field.
 		if s.LocalTierEnabled() && algo == v1alpha1.SlidingLog {
 			errs = append(errs, field.Forbidden(fld.Child("localTier"), policyLocalTierMsg))
 		}
+		if s.LocalTierEnabled() && (concurrency || s.Reserve != nil) {
+			errs = append(errs, field.Forbidden(fld.Child("localTier"), policyLocalTierHoldMsg))
+		}
 	}
 	return append(errs, validatePolicyResponse(s, fld)...)
+}
+
+func validateConcurrency(c *v1alpha1.ConcurrencyLimit, ds []v1alpha1.Descriptor, fld *field.Path) field.ErrorList {
+	errs := validatePolicyRange(c.MaxInFlight, 1, v1alpha1.MaxInFlight, fld.Child("maxInFlight"))
+	if d := c.LeaseDuration; d != nil && (d.Duration <= 0 || d.Duration > v1alpha1.MaxLeaseDuration) {
+		errs = append(errs, field.Invalid(fld.Child("leaseDuration"), d.Duration.String(), policyLeaseDurationMsg))
+	}
+	return append(errs, validateLeaseEntry(c.LeaseEntry, ds, policyConcLeaseEntryMsg, fld.Child("leaseEntry"))...)
+}
+
+func validateReserve(r *v1alpha1.Reserve, ds []v1alpha1.Descriptor, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if d := r.ExpireAfter; d != nil {
+		errs = append(errs, validatePolicyDuration(d.Duration, v1alpha1.MinExpireAfter, v1alpha1.MaxExpireAfter,
+			policyExpireAfterMsg, fld.Child("expireAfter"))...)
+	}
+	return append(errs, validateLeaseEntry(r.LeaseEntry, ds, policyReserveLeaseEntryMsg, fld.Child("leaseEntry"))...)
+}
+
+// validateLeaseEntry checks a lease entry key: a descriptor key that is
+// none of the policy's own.
+func validateLeaseEntry(e *string, ds []v1alpha1.Descriptor, msg string, fld *field.Path) field.ErrorList {
+	if e == nil {
+		return nil
+	}
+	if errs := validatePolicyString(*e, false, v1alpha1.MaxDescriptorKeyLength, fld); errs != nil {
+		return errs
+	}
+	for _, d := range ds {
+		if d.Key == *e {
+			return field.ErrorList{field.Invalid(fld, *e, msg)}
+		}
+	}
+	return nil
 }
 
 func validatePolicyDescriptors(ds []v1alpha1.Descriptor, fld *field.Path) field.ErrorList {
@@ -165,7 +254,7 @@ func validatePolicyDescriptors(ds []v1alpha1.Descriptor, fld *field.Path) field.
 func validatePolicyRate(r v1alpha1.Rate, fld *field.Path) field.ErrorList {
 	switch {
 	case r == v1alpha1.Rate{}:
-		return field.ErrorList{field.Required(fld, "")}
+		return field.ErrorList{field.Required(fld, policyRateRequiredMsg)}
 	case r.Period.Duration == 0:
 		// Missing, as far as a decoded manifest can tell.
 		errs := validatePolicyRange(r.Limit, 1, v1alpha1.MaxLimit, fld.Child("limit"))

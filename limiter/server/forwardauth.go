@@ -103,7 +103,7 @@ func (s *Server) forwardAuth(w http.ResponseWriter, r *http.Request) {
 		// onMissing Allow drops the missing entries, not the descriptor:
 		// the policies on the entries present still apply.
 	}
-	req := &service.Request{Domain: domain, Descriptors: []service.Descriptor{{Entries: entries}}}
+	req := &service.Request{Domain: domain, Descriptors: []service.Descriptor{{Entries: entries}}, NoEnd: true}
 	s.decide(w, r, req, &service.Response{}, int(*m.DenyStatus))
 }
 

@@ -59,6 +59,14 @@ func headers(resp *service.Response, jitter float64) []*corev3.HeaderValue {
 		values[2].k, values[2].v = HeaderLimit, limit
 		values[3].k, values[3].v = HeaderRemaining, remaining
 		values[4].k, values[4].v = HeaderReset, reset
+		if p.Limit.Algorithm == algo.Concurrency {
+			// A quota of requests in flight has no window, and no time when it
+			// resets: a slot frees when a request ends. The draft's quota unit
+			// says so. X-RateLimit-Reset is when every lease would have
+			// expired.
+			values[0].v = name + ";q=" + limit + `;qu="concurrent-requests"`
+			values[1].v = name + ";r=" + remaining
+		}
 		n = 5
 	}
 	if d.OverLimit && d.RetryAfter != algo.Never {

@@ -47,6 +47,10 @@ func (s *Server) routes() http.Handler {
 	mux := s.newDrainingMux()
 	mux.HandleFunc("POST "+CheckPath, timed(s.metrics.http, s.check))
 	mux.HandleFunc(CheckPath, methodNotAllowed(http.MethodPost))
+	mux.HandleFunc("POST "+ReleasePath, timed(s.metrics.http, s.release))
+	mux.HandleFunc(ReleasePath, methodNotAllowed(http.MethodPost))
+	mux.HandleFunc("POST "+SettlePath, timed(s.metrics.http, s.settle))
+	mux.HandleFunc(SettlePath, methodNotAllowed(http.MethodPost))
 	s.gatewayRoutes(mux.ServeMux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -108,7 +112,23 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 	sr := getRequest(req)
 	defer putRequest(sr)
 	sr.req.IdempotencyKey = idem
-	s.decide(w, r, &sr.req, &sr.resp, http.StatusTooManyRequests)
+	if err := s.svc.DecideInto(r.Context(), &sr.req, &sr.resp); err != nil {
+		writeError(w, httpStatus(err), err.Error())
+		return
+	}
+	code := http.StatusOK
+	if sr.resp.OverLimit {
+		code = http.StatusTooManyRequests
+	}
+	if sr.resp.Lease != "" {
+		// The application ends the request with it (release, settle).
+		w.Header().Set(HeaderLease, sr.resp.Lease)
+	}
+	if sr.resp.FailureMode != "" {
+		// What the application's client does when it can't reach us.
+		w.Header().Set(HeaderFailureMode, string(sr.resp.FailureMode))
+	}
+	s.writeDecision(w, toRLS(&sr.resp, s.rls.jitter), code)
 }
 
 // decide makes the decision and answers 200, or denyStatus when over the

@@ -145,7 +145,9 @@ func putRequest(sr *rlsRequest) {
 	clear(sr.resp.Decisions)
 	clear(sr.resp.Violated)
 	clear(sr.resp.SoftLimited)
-	sr.resp = service.Response{Decisions: sr.resp.Decisions[:0], Violated: sr.resp.Violated[:0], SoftLimited: sr.resp.SoftLimited[:0]}
+	clear(sr.resp.Endings)
+	sr.resp = service.Response{Decisions: sr.resp.Decisions[:0], Violated: sr.resp.Violated[:0], SoftLimited: sr.resp.SoftLimited[:0],
+		Endings: sr.resp.Endings[:0]}
 	requests.Put(sr)
 }
 
@@ -178,6 +180,11 @@ func toRLS(resp *service.Response, jitter float64) *rlsv3.RateLimitResponse {
 		if !d.Denied.Hidden() {
 			md["policy"] = d.Denied.ID()
 		}
+	} else if resp.Lease != "" {
+		// Envoy keeps it for the stream-done call, which sends it back in
+		// the policy's lease entry (see LeaseMetadataKey). Never in a
+		// header: the client must not end its own request early.
+		md = map[string]any{LeaseMetadataKey: resp.Lease}
 	}
 	if len(resp.SoftLimited) > 0 {
 		// The upstream app sees the mark on the request, and Envoy (and

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/store"
@@ -30,7 +31,7 @@ func (s *Service) Decide(ctx context.Context, req *Request) (Response, error) {
 // Decisions: an adapter that keeps its responses decides without
 // allocating.
 func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) error {
-	*resp = Response{Decisions: resp.Decisions[:0], Violated: resp.Violated[:0], SoftLimited: resp.SoftLimited[:0]}
+	*resp = Response{Decisions: resp.Decisions[:0], Violated: resp.Violated[:0], SoftLimited: resp.SoftLimited[:0], Endings: resp.Endings[:0]}
 	if err := s.Validate(req); err != nil {
 		return err
 	}
@@ -38,17 +39,41 @@ func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) 
 		return invalidf("Idempotency-Key: %s", err.Error())
 	}
 	l := s.loaded.Load()
+	dom := l.snap.Domain(req.Domain)
+	if err := validateLeaseEntries(dom, req); err != nil {
+		return err
+	}
 	if err := s.checkCosts(l, req); err != nil {
 		return err
 	}
 	resp.Decisions = slices.Grow(resp.Decisions, len(req.Descriptors))
+	var lt *lifetime // the request's lease, once a policy holds
 	for i := range req.Descriptors {
 		d := &req.Descriptors[i]
-		dec := s.check(ctx, l, req.Domain, d.Entries, descriptorCost(req, d), req.IdempotencyKey, resp)
+		if _, _, ok := leaseEntry(dom, d.Entries); ok {
+			// The end of a request: it ends holdings, spends nothing.
+			resp.Decisions = append(resp.Decisions, s.endDescriptor(ctx, l, dom, i, d.Entries, descriptorCost(req, d), resp))
+			continue
+		}
+		ltp := &lt
+		if req.NoEnd {
+			ltp = nil
+		}
+		dec := s.check(ctx, l, req.Domain, d.Entries, descriptorCost(req, d), req.IdempotencyKey, resp, ltp)
+		if stricter(dec.FailureMode, resp.FailureMode) {
+			resp.FailureMode = dec.FailureMode
+		}
 		resp.Replayed = resp.Replayed || dec.Result.Replayed
 		resp.Decisions = append(resp.Decisions, dec)
 		resp.OverLimit = resp.OverLimit || dec.OverLimit
 		resp.Reported.merge(&dec)
+	}
+	if lt != nil && len(lt.held) > 0 {
+		if resp.OverLimit {
+			s.giveBack(ctx, lt)
+		} else {
+			resp.Lease = lt.lease.String()
+		}
 	}
 	return nil
 }
@@ -131,7 +156,11 @@ func (s *Service) checkCost(d *config.Domain, i int, entries []config.Entry, cos
 	defer s.release(sc)
 	entries, _ = s.splitIdempotency(sc, entries, "")
 	sc.matches = d.AppendMatches(sc.matches[:0], entries)
+	_, _, ends := leaseEntry(d, entries)
 	for _, p := range sc.matches {
+		if ends && !p.Holds() {
+			continue // the end of a request spends nothing on it
+		}
 		if !p.Shadow && !p.Soft() && cost > p.MaxCost {
 			if p.Hidden() {
 				// Neither the cap (by default the capacity) nor the name.
@@ -172,17 +201,20 @@ func descriptorCost(req *Request, d *Descriptor) int64 {
 
 // Check decides one descriptor: every policy of the domain that entries
 // match spends cost (denials spend nothing). It never fails: store errors
-// are resolved by each policy's failure mode.
+// are resolved by each policy's failure mode. Policies that hold (see
+// lifetime.go) are peeked at: Check answers no lease to end them with.
 func (s *Service) Check(ctx context.Context, domain string, entries []config.Entry, cost int64) Decision {
-	return s.check(ctx, s.loaded.Load(), domain, entries, cost, "", nil)
+	return s.check(ctx, s.loaded.Load(), domain, entries, cost, "", nil, nil)
 }
 
 // check is Check with a request's idempotency key (empty for none). An
 // idempotency entry in entries (Options.IdempotencyEntry) wins over it, and
 // is left out of matching and counter keys. The enforcing visible
 // policies that deny are added to resp.Violated, and the soft ones over
-// their threshold to resp.SoftLimited, unless resp is nil.
-func (s *Service) check(ctx context.Context, l *loaded, domain string, entries []config.Entry, cost int64, idem string, resp *Response) Decision {
+// their threshold to resp.SoftLimited, unless resp is nil. Policies that
+// hold take their holdings under *lt, which check makes when it first
+// needs it; with lt nil, they are peeked at.
+func (s *Service) check(ctx context.Context, l *loaded, domain string, entries []config.Entry, cost int64, idem string, resp *Response, lt **lifetime) Decision {
 	d := l.snap.Domain(domain)
 	if d == nil {
 		return Decision{}
@@ -192,12 +224,24 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 	entries, idem = s.splitIdempotency(sc, entries, idem)
 	sc.matches = d.AppendMatches(sc.matches[:0], entries)
 	var out, visible Decision
+	var mode v1alpha1.FailureMode
 	// The kill switch (this pod's or the fleet's) turns every policy into
 	// a shadow policy.
 	allShadow := !s.enforcing(l)
 	for _, p := range sc.matches {
 		ps := l.policies[p]
-		dec := s.decide(ctx, sc, p, ps, domain, entries, cost, idem)
+		var dec Decision
+		switch {
+		case !p.Holds():
+			dec = s.decide(ctx, sc, p, ps, domain, entries, cost, idem)
+		case lt == nil:
+			dec = s.decide(ctx, sc, p, ps, domain, entries, 0, "")
+		default:
+			if *lt == nil {
+				*lt = &lifetime{lease: newLease()}
+			}
+			dec = s.takeHolding(ctx, sc, p, ps, entries, cost, *lt)
+		}
 		shadow := p.Shadow || allShadow
 		ps.stats.count(&dec, p.Limit, shadow, p.Soft())
 		if s.opts.Top.K > 0 {
@@ -219,6 +263,9 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 			}
 			continue
 		}
+		if stricter(p.FailureMode, mode) {
+			mode = p.FailureMode
+		}
 		if !dec.Result.Allowed {
 			out.deny(p, dec.Result, dec.Reason)
 			if resp != nil && !p.Hidden() && !slices.Contains(resp.Violated, p) {
@@ -229,6 +276,7 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 			visible = dec
 		}
 	}
+	out.FailureMode = mode
 	// Shadow policies are invisible to clients: their decisions are only
 	// counted and logged, so that headers never make a client back off.
 	// Hidden policies only deny, and say when to come back.

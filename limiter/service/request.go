@@ -3,6 +3,7 @@ package service
 import (
 	"time"
 
+	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
@@ -19,6 +20,10 @@ type Request struct {
 	// applies to every descriptor that does not carry its own idempotency
 	// entry (Options.IdempotencyEntry).
 	IdempotencyKey string
+	// NoEnd says the protocol has no call at the request's end
+	// (forward-auth): policies that hold are peeked at, never taken, so
+	// that no slot waits for an end that never comes.
+	NoEnd bool
 }
 
 // Descriptor is one thing a request asks to spend: the entries that
@@ -56,6 +61,35 @@ type Response struct {
 	// SoftLimited are the soft policies over their threshold, each once,
 	// in the same order: the request is marked with them.
 	SoftLimited []*config.Policy
+	// Lease is the ID of what the request holds (Concurrency slots,
+	// reservations; see lifetime.go), to end them with when it ends; empty
+	// when it holds nothing, as when it is over limit.
+	Lease string
+	// Endings are what the request's descriptors that carry a lease entry
+	// ended, one per holding policy each matched.
+	Endings []Ending
+	// FailureMode is the strictest failureMode of the enforcing policies
+	// the request matched (Closed, then Local, then Open), empty when none
+	// did: what a client that can't reach the limiter should do for such
+	// a request (see limiter/client).
+	FailureMode v1alpha1.FailureMode
+}
+
+// stricter reports whether failure mode a is stricter than b: Closed
+// denies, Local enforces a share, Open allows; "" is none.
+func stricter(a, b v1alpha1.FailureMode) bool {
+	rank := func(m v1alpha1.FailureMode) int {
+		switch m {
+		case v1alpha1.FailClosed:
+			return 3
+		case v1alpha1.FailLocal:
+			return 2
+		case v1alpha1.FailOpen:
+			return 1
+		}
+		return 0
+	}
+	return rank(a) > rank(b)
 }
 
 // Decision is the outcome of one request descriptor.
@@ -84,4 +118,7 @@ type Decision struct {
 	// that of the denial that set RetryAfter when OverLimit, else that of
 	// Policy's decision.
 	Reason string
+	// FailureMode is the strictest failureMode of the enforcing policies
+	// that matched.
+	FailureMode v1alpha1.FailureMode
 }

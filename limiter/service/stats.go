@@ -27,6 +27,9 @@ type policyStats struct {
 	failedOpen, failedClosed, localFallback atomic.Int64
 	nearLimit                               atomic.Int64
 	softLimited                             atomic.Int64
+	// released counts the holdings ended (slots released, reservations
+	// settled), notHeld the ends that found nothing to end.
+	released, notHeld atomic.Int64
 
 	// top is the hottest-descriptors sketch; nil when Options.Top is off.
 	top *topSketch
@@ -52,6 +55,14 @@ type PolicyStats struct {
 	// SoftLimited counts the decisions of a soft policy over its
 	// threshold: allowed, and marked.
 	SoftLimited int64
+	// Released counts the holdings of a policy that holds (Concurrency
+	// slots, reservations) ended by the request's end, or given back by a
+	// request denied by another policy; NotHeld the ends that found
+	// nothing (ended already, expired, never taken). Allowed counts the
+	// holdings taken: Allowed - Released is what is still held, or
+	// expired unreleased.
+	Released int64
+	NotHeld  int64
 
 	// Hottest are the policy's hottest descriptor values in the interval
 	// that started at HottestSince (Options.Top); HottestSince is zero when
@@ -107,6 +118,17 @@ func (st *policyStats) count(dec *Decision, l algo.Limit, shadow, soft bool) {
 	}
 }
 
+// countEnding records the end of a holding.
+func (st *policyStats) countEnding(e *Ending) {
+	switch {
+	case st == nil || e.Reason != "":
+	case e.Found:
+		st.released.Add(1)
+	default:
+		st.notHeld.Add(1)
+	}
+}
+
 // countTop adds one decision of the counter key to the hottest values.
 func (st *policyStats) countTop(now time.Time, key store.Key, p *config.Policy, entries []config.Entry, dec *Decision) {
 	if st == nil || st.top == nil || dec.Reason != "" {
@@ -132,7 +154,7 @@ func (s *Service) PolicyStats() []PolicyStats {
 			UID: st.uid, Namespace: st.namespace, Name: st.name, Generation: st.generation.Load(),
 			Allowed: st.allowed.Load(), Limited: st.limited.Load(), ShadowLimited: st.shadowLimited.Load(),
 			FailedOpen: st.failedOpen.Load(), FailedClosed: st.failedClosed.Load(), LocalFallback: st.localFallback.Load(),
-			NearLimit: st.nearLimit.Load(), SoftLimited: st.softLimited.Load(),
+			NearLimit: st.nearLimit.Load(), SoftLimited: st.softLimited.Load(), Released: st.released.Load(), NotHeld: st.notHeld.Load(),
 		})
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -62,7 +62,20 @@ type Request struct {
 	// retry of that request is decided afresh. So however many keys a client
 	// makes up, a counter holds a bounded number of records.
 	IdempotencyMaxRecords int64
+	// Hold, when set (not the zero Key), names a holding that an admitted
+	// decision keeps until Settle ends it (see Holder): a Concurrency lease
+	// (Concurrency needs one to acquire; its cost is one slot whatever Cost
+	// says, and it lives Limit.Period), or a reservation of Cost units on
+	// any algorithm that Reserves, which lives HoldTTL. A second admitted
+	// decision under the same Hold on the same counter renews the lease, or
+	// adds its Cost to the reservation. A holding takes no idempotency
+	// record: Idempotency is ignored.
+	Hold    Key
+	HoldTTL time.Duration
 }
+
+// HasHold reports whether the request takes a holding.
+func (r *Request) HasHold() bool { return r.Hold != Key{} }
 
 // DefaultIdempotencyTTL is how long an idempotency record lives unless a
 // request says otherwise: long enough for a client's retries with backoff,

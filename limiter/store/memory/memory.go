@@ -6,6 +6,7 @@ package memory
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,11 @@ type Options struct {
 	// the sampled record closest to expiry: a retry after that is decided
 	// afresh.
 	MaxIdempotencyRecords int
+	// MaxHolds bounds the stored reservations (store.Request.Hold); 0
+	// means 100,000. When a shard is full, expired ones are evicted first,
+	// then the sampled one closest to expiry: it is settled at its
+	// estimate. Concurrency leases live in their counters.
+	MaxHolds int
 	// Clock is the time source; nil means time.Now.
 	Clock store.Clock
 	// SweepInterval is how often expired keys are removed in the
@@ -39,6 +45,7 @@ type Store struct {
 	shards     [shardCount]shard
 	perShard   int
 	perRecords int
+	perHolds   int
 	clock      store.Clock
 	evicted    atomic.Uint64
 	stop       chan struct{}
@@ -53,6 +60,17 @@ type shard struct {
 	// lock covers a decision and its record; nrecords counts them.
 	records  map[store.Key]map[store.Key]record
 	nrecords int
+	// holds are the reservations of this shard's counters.
+	holds map[holdKey]hold
+}
+
+// holdKey names a reservation: per counter.
+type holdKey struct{ counter, hold store.Key }
+
+// hold is a live reservation (times in Unix µs).
+type hold struct {
+	units, window int64
+	expiresAt     int64
 }
 
 // record is a recorded admitted decision (times in Unix µs).
@@ -76,6 +94,9 @@ func New(opts Options) *Store {
 	if opts.MaxIdempotencyRecords <= 0 {
 		opts.MaxIdempotencyRecords = 100_000
 	}
+	if opts.MaxHolds <= 0 {
+		opts.MaxHolds = 100_000
+	}
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
@@ -85,6 +106,7 @@ func New(opts Options) *Store {
 	s := &Store{
 		perShard:   max(1, opts.MaxKeys/shardCount),
 		perRecords: max(1, opts.MaxIdempotencyRecords/shardCount),
+		perHolds:   max(1, opts.MaxHolds/shardCount),
 		clock:      opts.Clock,
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
@@ -92,6 +114,7 @@ func New(opts Options) *Store {
 	for i := range s.shards {
 		s.shards[i].entries = make(map[store.Key]*entry)
 		s.shards[i].records = make(map[store.Key]map[store.Key]record)
+		s.shards[i].holds = make(map[holdKey]hold)
 	}
 	if opts.SweepInterval > 0 {
 		go s.sweepLoop(opts.SweepInterval)
@@ -109,6 +132,9 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if req.Limit.Algorithm == algo.Concurrency || req.HasHold() {
+		return s.takeHold(sh, now, req)
+	}
 	idem := req.HasIdempotency()
 	live := false // a live record, whose replays may be spent
 	if idem {
@@ -164,6 +190,161 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 		sh.records[req.Key] = recs // again: dropping may have emptied and removed it
 	}
 	return r, nil
+}
+
+// state returns a copy of the counter's state to decide on, and whether it
+// is live: a decision that writes nothing leaves the entry as it was. An
+// expired entry lends its log's backing array. Caller holds sh.mu.
+func state(sh *shard, k store.Key, n int64) (st algo.State, e *entry, present bool) {
+	e, ok := sh.entries[k]
+	present = ok && e.expiresAt > n
+	if present {
+		st = e.state
+	} else if ok {
+		st.Log = e.state.Log[:0]
+	}
+	return st, e, present
+}
+
+// put stores what a decision that wrote left. Caller holds sh.mu.
+func (s *Store) put(sh *shard, k store.Key, e *entry, st algo.State, n int64, ttl time.Duration) {
+	switch {
+	case ttl <= 0:
+		delete(sh.entries, k)
+	case e != nil:
+		e.state, e.expiresAt = st, n+ttl.Microseconds()
+	default:
+		s.makeRoom(sh, n)
+		sh.entries[k] = &entry{state: st, expiresAt: n + ttl.Microseconds()}
+	}
+}
+
+// holdState is state for a holding. An expired Concurrency entry is
+// dropped, as the script drops every expired lease of a key it touches, so
+// that a clock that goes back later does not bring it back. (A rate
+// algorithm's stale state stays, as in Redis, where it decides as a fresh
+// key would.) Caller holds sh.mu.
+func holdState(sh *shard, k store.Key, lim algo.Limit, n int64) (algo.State, *entry, bool) {
+	st, e, present := state(sh, k, n)
+	if e != nil && !present && lim.Algorithm == algo.Concurrency {
+		delete(sh.entries, k)
+		e = nil
+	}
+	return st, e, present
+}
+
+// takeHold is Take for a request that takes a holding (or peeks at
+// Concurrency). Caller holds sh.mu.
+func (s *Store) takeHold(sh *shard, now time.Time, req store.Request) (algo.Result, error) {
+	n := now.UnixMicro()
+	st, e, present := holdState(sh, req.Key, req.Limit, n)
+	var (
+		r     algo.Result
+		write bool
+		ttl   time.Duration
+	)
+	switch {
+	case req.Limit.Algorithm != algo.Concurrency:
+		if !req.Limit.Algorithm.Reserves() {
+			return algo.Result{}, fmt.Errorf("memory store: %v can't hold a reservation", req.Limit.Algorithm)
+		}
+		r, write, ttl = req.Limit.Take(&st, present, now, req.Cost)
+		if r.Allowed && req.Cost > 0 {
+			s.reserve(sh, req, n, req.Limit.Window(now))
+		}
+	case req.Cost <= 0:
+		r, write, ttl = req.Limit.Take(&st, present, now, 0)
+	case !req.HasHold():
+		return algo.Result{}, fmt.Errorf("memory store: %w", store.ErrNoHold)
+	default:
+		r, write, ttl = req.Limit.Acquire(&st, present, now, req.Hold.LeaseID())
+	}
+	if write {
+		s.put(sh, req.Key, e, st, n, ttl)
+	}
+	return r, nil
+}
+
+// reserve records units reserved under req.Hold, in window w, adding to a
+// live reservation of the same hold. Caller holds sh.mu.
+func (s *Store) reserve(sh *shard, req store.Request, n, w int64) {
+	hk := holdKey{req.Key, req.Hold}
+	h, ok := sh.holds[hk]
+	if !ok {
+		s.makeHoldRoom(sh, n)
+	}
+	units := req.Cost
+	if ok && h.expiresAt > n {
+		units += h.units
+	}
+	sh.holds[hk] = hold{units: units, window: w, expiresAt: n + max(1, req.HoldTTL.Microseconds())}
+}
+
+// Settle implements store.Holder.
+func (s *Store) Settle(_ context.Context, req store.SettleRequest) (store.Settlement, error) {
+	now := s.clock()
+	n := now.UnixMicro()
+	sh := &s.shards[req.Key[0]%shardCount]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	st, e, present := holdState(sh, req.Key, req.Limit, n)
+	var (
+		out   store.Settlement
+		write bool
+		ttl   time.Duration
+	)
+	switch a := req.Limit.Algorithm; {
+	case a == algo.Concurrency:
+		out.Result, out.Found, write, ttl = req.Limit.Release(&st, present, now, req.Hold.LeaseID())
+		if out.Found {
+			out.Held = 1
+		}
+	case a.Reserves():
+		hk := holdKey{req.Key, req.Hold}
+		h, ok := sh.holds[hk]
+		if ok {
+			delete(sh.holds, hk)
+		}
+		if !ok || h.expiresAt <= n {
+			out.Result, write, ttl = req.Limit.Take(&st, present, now, 0)
+			break
+		}
+		out.Found, out.Held = true, h.units
+		actual := req.Actual
+		if actual < 0 {
+			actual = h.units
+		}
+		out.Result, write, ttl = req.Limit.Settle(&st, present, now, h.units, h.window, actual)
+	default:
+		return out, fmt.Errorf("memory store: %v holds nothing to settle", a)
+	}
+	if write {
+		s.put(sh, req.Key, e, st, n, ttl)
+	}
+	return out, nil
+}
+
+// makeHoldRoom evicts from a shard full of reservations, like makeRoom.
+// Caller holds sh.mu.
+func (s *Store) makeHoldRoom(sh *shard, now int64) {
+	if len(sh.holds) < s.perHolds {
+		return
+	}
+	var victim holdKey
+	soonest, sampled := int64(-1), 0
+	for k, h := range sh.holds {
+		if h.expiresAt <= now {
+			delete(sh.holds, k)
+			return
+		}
+		if soonest < 0 || h.expiresAt < soonest {
+			victim, soonest = k, h.expiresAt
+		}
+		if sampled++; sampled == 16 {
+			break
+		}
+	}
+	delete(sh.holds, victim)
 }
 
 // dropRecord removes one of a counter's records: an expired one, else the
@@ -290,6 +471,11 @@ func (s *Store) Sweep() {
 				delete(sh.records, counter)
 			}
 		}
+		for k, h := range sh.holds {
+			if h.expiresAt <= n {
+				delete(sh.holds, k)
+			}
+		}
 		sh.mu.Unlock()
 	}
 }
@@ -319,4 +505,4 @@ func (s *Store) Close() error {
 	return nil
 }
 
-var _ store.Store = (*Store)(nil)
+var _ store.Holder = (*Store)(nil)

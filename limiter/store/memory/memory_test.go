@@ -121,3 +121,9 @@ func TestConcurrentTakesNeverOverAdmit(t *testing.T) {
 		}
 	}
 }
+
+func newHolder(t *testing.T, clock store.Clock) store.Holder {
+	return newStore(t, clock).(*memory.Store)
+}
+
+func TestHolds(t *testing.T) { storetest.RunHolds(t, newHolder) }

@@ -43,7 +43,7 @@ func ACLCommands() []string {
 		"cluster|slots", "cluster|shards", "cluster|nodes", "readonly", "command", "asking",
 		"exists",
 	}
-	all := append([]script{leaseScript}, scripts[:]...)
+	all := append(append([]script{leaseScript}, scripts[:]...), holdScripts[:]...)
 	for _, sc := range all {
 		cmds = append(cmds, ScriptCommands(sc.src)...)
 	}

@@ -90,6 +90,9 @@ func TestStoreRunsUnderItsACLUser(t *testing.T) {
 			t.Run("conformance", func(t *testing.T) { storetest.Run(t, newStore) })
 			t.Run("idempotency", func(t *testing.T) { storetest.RunIdempotency(t, newStore) })
 			t.Run("lease", func(t *testing.T) { storetest.Run(t, newExactLease(opts)) })
+			t.Run("holds", func(t *testing.T) {
+				storetest.RunHolds(t, func(t *testing.T, c store.Clock) store.Holder { return newStore(t, c).(store.Holder) })
+			})
 			t.Run("time from Redis", func(t *testing.T) {
 				s := newStore(t, nil)
 				r, err := s.Take(context.Background(), store.Request{Key: storetest.KeyFor(t, "k"),

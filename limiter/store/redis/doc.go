@@ -25,5 +25,6 @@
 // opening reloads the cluster's slot map, so a promoted replica is found
 // at once, and a probe closes it as soon as the shard answers. store.go
 // wires the parts; options.go parses store addresses; slot.go hashes keys
-// to slots; lease.go is two-tier mode's call.
+// to slots; lease.go is two-tier mode's call; hold.go takes and settles
+// holdings (Concurrency leases, reservations) with scripts/hold.lua.
 package redis

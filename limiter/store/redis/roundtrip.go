@@ -50,6 +50,11 @@ type call struct {
 	// grant.
 	lease *store.LeaseRequest
 	grant store.Lease
+
+	// hold, when set, makes this a run of the hold script (see hold.go):
+	// a Take that holds, or a Settle, answered in res and settled.
+	hold    *holdCall
+	settled store.Settlement
 }
 
 // tryAgainBackoff is the first wait before calls that got TRYAGAIN are
@@ -92,9 +97,13 @@ func (s *Store) send(batch []*call) {
 		}
 		seen = noteOutcome(seen, c.brk, class != "")
 		var err error
-		if c.lease != nil {
+		switch {
+		case c.hold != nil:
+			c.settled, err = parseHold(c.cmd)
+			c.res = c.settled.Result
+		case c.lease != nil:
 			c.grant, err = parseLease(c.cmd)
-		} else {
+		default:
 			c.res, err = parseResult(c.cmd)
 		}
 		c.finish(err)
@@ -124,9 +133,12 @@ func noteOutcome(seen []outcome, b *breaker, failed bool) []outcome {
 func (s *Store) pipeline(ctx context.Context, calls []*call, eval bool) {
 	_, _ = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for _, c := range calls {
-			if c.lease != nil {
+			switch {
+			case c.hold != nil:
+				c.cmd = s.holdCmd(ctx, p, c, eval)
+			case c.lease != nil:
 				c.cmd = s.leaseCmd(ctx, p, c.lease, eval)
-			} else {
+			default:
 				c.cmd = p.Do(ctx, takeArgs(eval, c)...)
 			}
 		}

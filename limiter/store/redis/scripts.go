@@ -5,8 +5,8 @@ package redis
 //     that mirrors limiter/algo.(Limit).Take bit for bit; the exact and the
 //     leasing entry points are thin wrappers around the cores.
 //   - A script is built by concatenation: the prelude, then an entry point
-//     with its algorithm's core (exact.lua) or a branch per leasable
-//     algorithm (lease.lua) put in place. A core is a block, not a Lua
+//     with its algorithm's core (exact.lua, hold.lua) or a branch per
+//     leasable algorithm (lease.lua) put in place. A core is a block, not a Lua
 //     function: a closure costs Redis instructions on every call.
 //   - The scripts name algorithms as ALG.<Name>; newScript writes
 //     limiter/algo's ID in its place, so IDs come from Go alone and no
@@ -33,6 +33,8 @@ var (
 	exactLua string
 	//go:embed scripts/lease.lua
 	leaseLua string
+	//go:embed scripts/hold.lua
+	holdLua string
 
 	//go:embed scripts/token_bucket_core.lua
 	tokenBucketCore string
@@ -44,6 +46,8 @@ var (
 	fixedWindowCore string
 	//go:embed scripts/sliding_log_core.lua
 	slidingLogCore string
+	//go:embed scripts/concurrency_core.lua
+	concurrencyCore string
 )
 
 // cores holds each algorithm's core, indexed by algo.Algorithm.
@@ -53,7 +57,13 @@ var cores = [...]string{
 	algo.SlidingWindow: slidingWindowCore,
 	algo.FixedWindow:   fixedWindowCore,
 	algo.SlidingLog:    slidingLogCore,
+	algo.Concurrency:   concurrencyCore,
 }
+
+// holders are the algorithms that hold what they take (hold.lua):
+// Concurrency's leases, and the reservations of the algorithms that
+// reserve.
+var holders = []algo.Algorithm{algo.TokenBucket, algo.GCRA, algo.SlidingWindow, algo.FixedWindow, algo.Concurrency}
 
 // leasable are the algorithms two-tier mode may lease: all but SlidingLog,
 // which would lose its exactness.
@@ -65,10 +75,20 @@ const (
 	coresMarker = "--[[cores]]\n"
 )
 
-// scripts holds each algorithm's exact script, indexed by algo.Algorithm.
+// scripts holds each rate algorithm's exact script, indexed by
+// algo.Algorithm.
 var scripts = func() (s [len(cores)]script) {
 	for _, a := range algo.All {
 		s[a] = newScript(preludeLua + place(exactLua, coreMarker, "do\n"+cores[a]+"end\n"))
+	}
+	return s
+}()
+
+// holdScripts holds each holder's hold script (take and settle of a
+// holding), indexed by algo.Algorithm.
+var holdScripts = func() (s [len(cores)]script) {
+	for _, a := range holders {
+		s[a] = newScript(preludeLua + place(holdLua, coreMarker, "do\n"+cores[a]+"end\n"))
 	}
 	return s
 }()

@@ -16,8 +16,8 @@ import (
 
 // luaSources are the embedded scripts, by file.
 func luaSources() map[string]string {
-	src := map[string]string{"prelude.lua": preludeLua, "exact.lua": exactLua, "lease.lua": leaseLua}
-	for _, a := range algo.All {
+	src := map[string]string{"prelude.lua": preludeLua, "exact.lua": exactLua, "lease.lua": leaseLua, "hold.lua": holdLua}
+	for _, a := range append(algo.All, algo.Concurrency) {
 		src[a.String()+" core"] = cores[a]
 	}
 	return src
@@ -42,6 +42,9 @@ func TestAlgorithmIDsAreGos(t *testing.T) {
 	all := []script{leaseScript}
 	for _, a := range algo.All {
 		all = append(all, scripts[a])
+	}
+	for _, a := range holders {
+		all = append(all, holdScripts[a])
 	}
 	for _, sc := range all {
 		if m := named.FindString(sc.src); m != "" {
@@ -79,6 +82,15 @@ func TestEachCoreOnce(t *testing.T) {
 		leased := strings.Count(leaseScript.src, branch) == 1
 		if want := a != algo.SlidingLog; leased != want {
 			t.Errorf("the lease script has a branch for %v: %v, want %v", a, leased, want)
+		}
+	}
+
+	// The hold script of each holder holds its core once, and no other.
+	for _, a := range holders {
+		for _, other := range append(algo.All, algo.Concurrency) {
+			if n := strings.Count(holdScripts[a].src, cores[other]); n != map[bool]int{true: 1}[other == a] {
+				t.Errorf("the hold script of %v holds the core of %v %d times", a, other, n)
+			}
 		}
 	}
 

@@ -120,6 +120,9 @@ func (s *Store) RecordIndexKey(k store.Key) string {
 // While the breaker of req's shard is open it returns an error wrapping
 // store.ErrUnavailable at once.
 func (s *Store) Take(ctx context.Context, req store.Request) (algo.Result, error) {
+	if req.Limit.Algorithm == algo.Concurrency || req.HasHold() {
+		return s.takeHold(ctx, req)
+	}
 	if req.Limit.Algorithm < algo.TokenBucket || req.Limit.Algorithm > algo.SlidingLog {
 		return algo.Result{}, fmt.Errorf("redis store: unknown algorithm %v", req.Limit.Algorithm)
 	}
@@ -216,4 +219,4 @@ func (c clientLogger) Printf(ctx context.Context, format string, v ...any) {
 	c.l.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
 }
 
-var _ store.Store = (*Store)(nil)
+var _ store.Holder = (*Store)(nil)

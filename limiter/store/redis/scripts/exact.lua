@@ -44,7 +44,7 @@ if KEYS[2] then
   end
 end
 
-local key, credit, credit_window, cap = KEYS[1], 0, 0, 0
+local key, credit, credit_window, cap, force = KEYS[1], 0, 0, 0, false
 local allowed, remaining, reset, retry, granted = false, 0, 0, 0, 0
 -- scripts.go puts the algorithm's core here, in a do ... end block:
 --[[core]]

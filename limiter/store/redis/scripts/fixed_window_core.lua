@@ -3,7 +3,7 @@
 --
 -- The key holds the window, a string "window_index count". Units credited
 -- back come off the count if they were leased in this window; a credit to
--- a window that has passed is dropped.
+-- a window that has passed is dropped. A forced cost counts past the limit.
 local w, into = window_at(now, period)
 local count = 0
 local state = redis.call('GET', key)
@@ -16,7 +16,7 @@ if credit > 0 and credit_window == w then
   count = math.max(0, count - credit)
   changed = true
 end
-allowed = count + cost <= limit
+allowed = force or count + cost <= limit
 if allowed then
   if cap > 0 then granted = math.min(cap, limit - count - cost) end
   count = count + cost + granted

@@ -4,7 +4,7 @@
 -- differences count as zero, because TATs near 1.7e15us are only exact to a
 -- quarter us. The TAT is stored like the token bucket's z: an integer count
 -- of eighths of a us since epoch, 72 bytes a key. A credit moves the TAT
--- back; a grant moves it on.
+-- back; a grant moves it on; a forced cost moves it on past the tolerance.
 local burst = tonumber(ARGV[3])
 local interval = period / limit
 local tolerance = burst * interval
@@ -18,7 +18,7 @@ end
 local changed = credit > 0
 if changed then ahead = math.max(0, ahead - credit * interval) end
 local next = ahead + cost * interval
-allowed = next - tolerance <= half_micro
+allowed = force or next - tolerance <= half_micro
 if allowed then
   if cap > 0 then granted = math.min(cap, floor_tokens((tolerance - next + half_micro) / interval)) end
   ahead = next + granted * interval

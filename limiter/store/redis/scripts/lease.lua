@@ -69,7 +69,7 @@ if algorithm == ALG.SlidingWindow or algorithm == ALG.FixedWindow then
 end
 if cap < 0 then cap = 0 end
 
-local key = KEYS[1]
+local key, force = KEYS[1], false
 local allowed, remaining, reset, retry, granted = false, 0, 0, 0, 0
 -- scripts.go puts here one branch per leasable algorithm, on its ID,
 -- holding its core; an unknown ID is an error reply:

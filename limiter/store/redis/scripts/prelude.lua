@@ -53,6 +53,8 @@ end
 --   credit         units given back, leased in credit_window (window
 --                  algorithms drop a credit to a window that has passed)
 --   cap            the most units it may grant beyond cost
+--   force          charge cost whatever the limit says (a settlement's
+--                  units spent beyond their reservation)
 -- and the prelude's limit, period, cost and now. It gives the credit
 -- back, decides cost exactly as limiter/algo.(Limit).Take, and when cost is
 -- admitted grants up to cap more units; every write sets a TTL. It assigns

@@ -4,7 +4,8 @@
 --
 -- The key holds both windows, a string "window_index current previous".
 -- Units credited back come off the count of the window they were leased
--- in: the current one, or the previous one (what it weighs now).
+-- in: the current one, or the previous one (what it weighs now). A forced
+-- cost counts past the limit.
 local w, into = window_at(now, period)
 local curr, prev = 0, 0
 local state = redis.call('GET', key)
@@ -29,7 +30,7 @@ if credit > 0 then
 end
 local weight = (period - into) / period
 local est = prev * weight + curr
-allowed = est + cost <= limit + eps
+allowed = force or est + cost <= limit + eps
 if allowed then
   if cap > 0 then granted = math.min(cap, floor_tokens(limit - est - cost)) end
   curr = curr + cost + granted

@@ -5,7 +5,9 @@
 -- tokens(now) = min(burst, (now - z) * limit / period). z is an integer count
 -- of eighths of a microsecond since epoch, which Redis stores as a bare
 -- integer: 72 bytes a key. A credit refills the bucket; a grant empties it
--- further.
+-- further. A forced cost (a settlement's units spent beyond a reservation)
+-- is charged past empty: the bucket is then in debt, z ahead of now, and
+-- credits and forced costs start from that debt.
 local burst = tonumber(ARGV[3])
 local period8 = period * 8
 local now8 = (now - epoch) * 8
@@ -16,12 +18,13 @@ local tokens = math.min(burst, math.max(0, (now8 - z8) * limit / period8))
 -- z is rounded to an eighth of a us on every write; comparisons forgive
 -- that half-eighth so a rounded-down bucket still counts whole tokens.
 local round_slack = 0.5 * limit / period8
-local changed = credit > 0
-if changed then tokens = math.min(burst, tokens + credit) end
-allowed = cost <= tokens + round_slack + eps
+local changed = credit > 0 or force
+if changed then tokens = math.min(tokens, (now8 - z8) * limit / period8) end -- the debt, if any
+if credit > 0 then tokens = math.min(burst, tokens + credit) end
+allowed = force or cost <= tokens + round_slack + eps
 if allowed then
   if cap > 0 then granted = math.min(cap, floor_tokens(tokens + round_slack - cost)) end
-  tokens = math.max(0, tokens - cost - granted)
+  if force then tokens = tokens - cost else tokens = math.max(0, tokens - cost - granted) end
   changed = changed or cost + granted > 0
 end
 if changed then z8 = math.floor(now8 - tokens * period8 / limit + 0.5) end
