@@ -116,10 +116,6 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 		writeError(w, httpStatus(err), err.Error())
 		return
 	}
-	code := http.StatusOK
-	if sr.resp.OverLimit {
-		code = http.StatusTooManyRequests
-	}
 	if sr.resp.Lease != "" {
 		// The application ends the request with it (release, settle).
 		w.Header().Set(HeaderLease, sr.resp.Lease)
@@ -128,7 +124,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 		// What the application's client does when it can't reach us.
 		w.Header().Set(HeaderFailureMode, string(sr.resp.FailureMode))
 	}
-	s.writeDecision(w, toRLS(&sr.resp, s.rls.jitter), code)
+	s.answer(w, r, &sr.resp, http.StatusTooManyRequests)
 }
 
 // decide makes the decision and answers 200, or denyStatus when over the
@@ -140,6 +136,11 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, req *service.Req
 		writeError(w, httpStatus(err), err.Error())
 		return
 	}
+	s.answer(w, r, resp, denyStatus)
+}
+
+// answer writes a decision as decide does.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, resp *service.Response, denyStatus int) {
 	code := http.StatusOK
 	if resp.OverLimit {
 		code = denyStatus

@@ -91,6 +91,9 @@ func (d *Decision) merge(dec *Decision) {
 	if dec.OverLimit && (!d.OverLimit || longerWait(dec.RetryAfter, d.RetryAfter)) {
 		d.OverLimit, d.RetryAfter, d.Denied, d.Reason = true, dec.RetryAfter, dec.Denied, dec.Reason
 	}
+	if stricter(dec.FailureMode, d.FailureMode) {
+		d.FailureMode = dec.FailureMode
+	}
 }
 
 // deny records in d the denial of p, whose result was r: the client must
