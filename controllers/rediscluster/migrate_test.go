@@ -147,7 +147,7 @@ func TestScaleOut(t *testing.T) {
 	l := startLoad(f, "pre", n)
 	ll := startLimiterLoad(t, f)
 	start := time.Now()
-	res, actions := f.reconcileUntil(2*time.Minute, converged)
+	res, actions := f.reconcileUntil(5*time.Minute, converged) // a bound, not a target: the took figure is logged
 	took := time.Since(start)
 	l.halt()
 	ll.halt()
@@ -273,7 +273,7 @@ func TestMigrationResumes(t *testing.T) {
 	}
 
 	start := time.Now()
-	res, actions := f.reconcileUntil(2*time.Minute, converged)
+	res, actions := f.reconcileUntil(5*time.Minute, converged) // a bound, not a target: the took figure is logged
 	t.Logf("resumed: converged after %v, %d keys migrated by the resuming passes", time.Since(start).Round(time.Millisecond), keysMoved(actions))
 	if !hasAction(actions, fmt.Sprintf("finished slot %d left open", slot)) {
 		t.Errorf("slot %d was not finished first: %v", slot, actions)
