@@ -209,7 +209,7 @@ var badCases = []badCase{
 		name:    "period missing",
 		raw:     func(s map[string]any) { delete(s["rate"].(map[string]any), "period") },
 		field:   "spec.rate.period",
-		message: "Required value",
+		message: "spec.rate.period is required, unless spec.rate.calendar is set",
 	},
 	{
 		name:    "period below 1s",
@@ -242,6 +242,80 @@ var badCases = []badCase{
 		raw:     func(s map[string]any) { s["rate"].(map[string]any)["period"] = int64(60) },
 		field:   "spec.rate.period",
 		message: `Invalid value: "integer": spec.rate.period in body must be of type string`,
+	},
+
+	// calendar
+	{
+		name:    "calendar with TokenBucket",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { calendar(p, v1alpha1.CalendarDay, ""); p.Spec.Algorithm = nil },
+		field:   "spec.rate.calendar",
+		message: "spec.rate.calendar applies only to FixedWindow",
+	},
+	{
+		name: "calendar with SlidingWindow",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			calendar(p, v1alpha1.CalendarMonth, "")
+			p.Spec.Algorithm = ptr.To(v1alpha1.SlidingWindow)
+		},
+		field:   "spec.rate.calendar",
+		message: "spec.rate.calendar applies only to FixedWindow",
+	},
+	{
+		name: "calendar and period",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			calendar(p, v1alpha1.CalendarDay, "")
+			p.Spec.Rate.Period.Duration = 24 * time.Hour
+		},
+		field:   "spec.rate.calendar",
+		message: "spec.rate.calendar replaces spec.rate.period: set only one of them",
+	},
+	{
+		name:    "unknown calendar period",
+		raw:     func(s map[string]any) { calendarRaw(s, "Year") },
+		field:   "spec.rate.calendar",
+		message: `Unsupported value: "Year": supported values: "Day", "Week", "Month"`,
+	},
+	{
+		name:    "unknown time zone",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { calendar(p, v1alpha1.CalendarDay, "Mars/Olympus_Mons") },
+		field:   "spec.rate.timeZone",
+		message: "timeZone must be a time zone of the IANA database, such as Europe/Paris or UTC",
+	},
+	{
+		name:    "time zone as an offset",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { calendar(p, v1alpha1.CalendarDay, "+02:00") },
+		field:   "spec.rate.timeZone",
+		message: "timeZone must be an IANA time zone name such as Europe/Paris or UTC",
+	},
+	{
+		name:    "time zone Local",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { calendar(p, v1alpha1.CalendarWeek, "Local") },
+		field:   "spec.rate.timeZone",
+		message: "timeZone must be an IANA time zone name such as Europe/Paris or UTC",
+	},
+	{
+		name: "time zone empty",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			calendar(p, v1alpha1.CalendarWeek, "")
+			p.Spec.Rate.TimeZone = ptr.To("")
+		},
+		field:   "spec.rate.timeZone",
+		message: "should be at least 1 chars long",
+	},
+	{
+		name:    "time zone without calendar",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Rate.TimeZone = ptr.To("Europe/Paris") },
+		field:   "spec.rate.timeZone",
+		message: "spec.rate.timeZone applies only with spec.rate.calendar",
+	},
+	{
+		name: "localTier with calendar",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			calendar(p, v1alpha1.CalendarDay, "")
+			p.Spec.LocalTier = &v1alpha1.LocalTier{Enabled: ptr.To(true)}
+		},
+		field:   "spec.localTier",
+		message: "spec.localTier is not supported with spec.rate.calendar",
 	},
 
 	// burst
@@ -462,6 +536,43 @@ var goodCases = []goodCase{
 			p.Spec.MaxCost = ptr.To[int64](5)
 		},
 	},
+	{name: "calendar day, UTC by default", typed: func(p *v1alpha1.RateLimitPolicy) { calendar(p, v1alpha1.CalendarDay, "") }},
+	{name: "calendar week in Paris", typed: func(p *v1alpha1.RateLimitPolicy) { calendar(p, v1alpha1.CalendarWeek, "Europe/Paris") }},
+	{
+		name:  "calendar month in New York",
+		typed: func(p *v1alpha1.RateLimitPolicy) { calendar(p, v1alpha1.CalendarMonth, "America/New_York") },
+	},
+	{name: "calendar day, UTC named", typed: func(p *v1alpha1.RateLimitPolicy) { calendar(p, v1alpha1.CalendarDay, "UTC") }},
+	{
+		name:  "calendar day in a zone with a sign",
+		typed: func(p *v1alpha1.RateLimitPolicy) { calendar(p, v1alpha1.CalendarDay, "Etc/GMT+5") },
+	},
+	{
+		name: "calendar with a disabled localTier",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			calendar(p, v1alpha1.CalendarDay, "")
+			p.Spec.LocalTier = &v1alpha1.LocalTier{Enabled: ptr.To(false)}
+		},
+	},
+}
+
+// calendar makes p a FixedWindow of calendar period c in time zone tz
+// (none when empty).
+func calendar(p *v1alpha1.RateLimitPolicy, c v1alpha1.CalendarPeriod, tz string) {
+	p.Spec.Algorithm = ptr.To(v1alpha1.FixedWindow)
+	p.Spec.Burst = nil
+	p.Spec.Rate = v1alpha1.Rate{Limit: 10000, Calendar: ptr.To(c)}
+	if tz != "" {
+		p.Spec.Rate.TimeZone = ptr.To(tz)
+	}
+}
+
+// calendarRaw makes the spec a FixedWindow with calendar c, which the Go
+// type may not hold.
+func calendarRaw(s map[string]any, c string) {
+	s["algorithm"] = string(v1alpha1.FixedWindow)
+	delete(s, "burst")
+	s["rate"] = map[string]any{"limit": int64(10000), "calendar": c}
 }
 
 func localTierTTL(d time.Duration) *v1alpha1.LocalTier {

@@ -62,6 +62,8 @@ var FailureModes = []FailureMode{FailOpen, FailClosed, FailLocal}
 // +kubebuilder:validation:XValidation:rule="!has(self.burst) || !has(self.algorithm) || self.algorithm == 'TokenBucket' || self.algorithm == 'GCRA'",message="spec.burst applies only to TokenBucket and GCRA",fieldPath=".burst"
 // +kubebuilder:validation:XValidation:rule="!has(self.localTier) || !has(self.localTier.enabled) || !self.localTier.enabled || !has(self.algorithm) || self.algorithm != 'SlidingLog'",message="spec.localTier is not supported with SlidingLog, which stays exact",fieldPath=".localTier"
 // +kubebuilder:validation:XValidation:rule="!has(self.maxCost) || self.maxCost <= (has(self.burst) ? self.burst : self.rate.limit)",message="spec.maxCost must not exceed the policy's capacity: spec.burst, or spec.rate.limit without it",fieldPath=".maxCost"
+// +kubebuilder:validation:XValidation:rule="!has(self.rate.calendar) || (has(self.algorithm) && self.algorithm == 'FixedWindow')",message="spec.rate.calendar applies only to FixedWindow",fieldPath=".rate.calendar"
+// +kubebuilder:validation:XValidation:rule="!has(self.localTier) || !has(self.localTier.enabled) || !self.localTier.enabled || !has(self.rate.calendar)",message="spec.localTier is not supported with spec.rate.calendar",fieldPath=".localTier"
 // +kubebuilder:validation:XValidation:rule="!has(self.algorithm) || self.algorithm != 'SlidingLog' || self.rate.limit <= 10000",message="spec.rate.limit may be at most 10000 for SlidingLog, which keeps one entry per admitted unit, so a request's work and a counter's memory grow with the limit: use SlidingWindow (constant memory, close to exact) or TokenBucket/GCRA for larger limits",fieldPath=".rate.limit"
 type RateLimitPolicySpec struct {
 	// domain is the Envoy rate limit service domain this limit answers, such as
@@ -147,7 +149,10 @@ type Descriptor struct {
 	Value *string `json:"value,omitempty"`
 }
 
-// Rate is limit units per period.
+// Rate is limit units per period, or per calendar period.
+// +kubebuilder:validation:XValidation:rule="has(self.period) || has(self.calendar)",message="spec.rate.period is required, unless spec.rate.calendar is set",fieldPath=".period"
+// +kubebuilder:validation:XValidation:rule="!has(self.period) || !has(self.calendar)",message="spec.rate.calendar replaces spec.rate.period: set only one of them",fieldPath=".calendar"
+// +kubebuilder:validation:XValidation:rule="!has(self.timeZone) || has(self.calendar)",message="spec.rate.timeZone applies only with spec.rate.calendar",fieldPath=".timeZone"
 type Rate struct {
 	// limit is the number of units allowed per period, from 1 to 1000000000.
 	// +required
@@ -156,13 +161,33 @@ type Rate struct {
 	Limit int64 `json:"limit"`
 
 	// period is the window or refill interval as a Go duration, such as "1s",
-	// "1m" or "1h30m", from 1s to 720h.
-	// +required
+	// "1m" or "1h30m", from 1s to 720h. Required unless calendar is set.
+	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="period must be a Go duration such as 30s, 1m or 1h30m"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('1s') && duration(self) <= duration('720h'))",message="period must be between 1s and 720h"
-	Period metav1.Duration `json:"period"`
+	Period metav1.Duration `json:"period,omitzero"`
+
+	// calendar, instead of period, makes a FixedWindow's windows calendar
+	// periods in timeZone, the way billing quotas are written ("10,000
+	// calls per day"): Day (midnight to midnight), Week (Monday midnight to
+	// Monday midnight, ISO 8601) or Month (the first of the month at
+	// midnight to the next). Windows follow the calendar: a month holds 28
+	// to 31 days, and a day 23 or 25 hours when daylight saving time starts
+	// or ends. Only with algorithm FixedWindow.
+	// +optional
+	Calendar *CalendarPeriod `json:"calendar,omitempty"`
+
+	// timeZone is the IANA time zone of calendar's windows, such as
+	// "Europe/Paris" or "America/New_York". Defaults to UTC. Only with
+	// calendar.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$') && self != 'Local'",message="timeZone must be an IANA time zone name such as Europe/Paris or UTC"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$') || self == 'Local' || timestamp('2000-01-01T00:00:00Z').getFullYear(self) > 0",message="timeZone must be a time zone of the IANA database, such as Europe/Paris or UTC"
+	TimeZone *string `json:"timeZone,omitempty"`
 }
 
 // LocalTier configures two-tier mode.

@@ -167,9 +167,10 @@ func KeyFor(t testing.TB, name string) store.Key {
 	return b.Key()
 }
 
-// Run runs the conformance table against a store.
+// Run runs the conformance table against a store: Cases, then the
+// policy features' tables (features.go).
 func Run(t *testing.T, newStore NewStore) {
-	for _, tc := range Cases {
+	for _, tc := range allCases() {
 		t.Run(tc.Name, func(t *testing.T) {
 			clock := NewClock()
 			st := newStore(t, clock.Now)

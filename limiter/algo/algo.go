@@ -37,7 +37,8 @@ const (
 	// window's count, weighted by how much of it still overlaps the sliding
 	// window, plus the current window's count.
 	SlidingWindow
-	// FixedWindow counts requests in windows of Period aligned to the Unix epoch.
+	// FixedWindow counts requests in windows of Period aligned to the Unix
+	// epoch, or in calendar windows (Limit.Calendar).
 	FixedWindow
 	// SlidingLog keeps one timestamp per admitted unit and counts those newer
 	// than Period. It is exact and costs memory proportional to Limit.
@@ -85,6 +86,27 @@ type Limit struct {
 	// Burst is the bucket capacity for TokenBucket and GCRA. Window
 	// algorithms ignore it.
 	Burst int64
+	// Calendar, when set, makes FixedWindow's windows calendar periods
+	// (see Calendar) instead of Period, which is then 0.
+	Calendar Calendar
+}
+
+// Leasable reports whether two-tier mode may lease units of the limit
+// (limiter/store/localtier): not from SlidingLog, which stays exact, nor
+// from a calendar window; the API refuses localTier with either.
+func (l Limit) Leasable() bool {
+	return l.Algorithm != SlidingLog && l.Calendar.IsZero()
+}
+
+// Span is the length of the window that holds now: Period, or for a
+// calendar FixedWindow the calendar window's (a day of 23, 24 or 25
+// hours, a month of 28 to 31 days).
+func (l Limit) Span(now time.Time) time.Duration {
+	if l.Calendar.IsZero() {
+		return l.Period
+	}
+	start, end := l.Calendar.Window(now)
+	return end.Sub(start)
 }
 
 // PeriodMicros is the period in microseconds.

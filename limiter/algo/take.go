@@ -11,7 +11,8 @@ type State struct {
 	// F is TokenBucket's empty time or GCRA's theoretical arrival time, in
 	// eighths of a µs since 2020.
 	F float64
-	// T is the window index of the window algorithms.
+	// T is the window index of the window algorithms (a calendar window's
+	// start, µs).
 	T int64
 	// N is the count of window T (FixedWindow, SlidingWindow).
 	N int64
@@ -132,10 +133,23 @@ func window(n, period int64) (idx, into int64) {
 	return idx, n - idx*period
 }
 
+// fixedWindowAt returns the index of the fixed window holding n, how far
+// into it n is, and its length (µs). A calendar window's index is its
+// start.
+func (l Limit) fixedWindowAt(n int64) (idx, into, period int64) {
+	if l.Calendar.IsZero() {
+		period = l.PeriodMicros()
+		idx, into = window(n, period)
+		return idx, into, period
+	}
+	start, end := l.Calendar.Window(time.UnixMicro(n))
+	idx = start.UnixMicro()
+	return idx, n - idx, end.UnixMicro() - idx
+}
+
 // fixedWindow is mirrored by fixed_window_core.lua.
 func (l Limit) fixedWindow(s *State, present bool, n, cost int64) (Result, bool, time.Duration) {
-	period := l.PeriodMicros()
-	w, into := window(n, period)
+	w, into, period := l.fixedWindowAt(n)
 	count := int64(0)
 	if present && s.T == w {
 		count = s.N

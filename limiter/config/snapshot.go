@@ -54,7 +54,8 @@ type Policy struct {
 	order int
 	// counterID starts every counter key of this policy. It holds the
 	// identity and whatever makes stored state incompatible (algorithm and
-	// period); a changed limit or burst keeps the counters.
+	// period, or calendar period and time zone); a changed limit or burst
+	// keeps the counters.
 	counterID string
 	// id is ID(), built once: every decided request names its policy.
 	id string
@@ -163,9 +164,27 @@ func compilePolicy(src *v1alpha1.RateLimitPolicy) *Policy {
 	if !a.UsesBurst() {
 		p.Limit.Burst = p.Limit.Limit
 	}
+	p.Limit.Calendar = compileCalendar(&s.Rate)
 	p.id = p.Namespace + "/" + p.Name
-	p.counterID = fmt.Sprintf("%s|%s|%d", p.id, a, p.Limit.Period.Microseconds())
+	if c := p.Limit.Calendar; !c.IsZero() {
+		p.counterID = fmt.Sprintf("%s|%s|%s|%s", p.id, a, c.Period, c.Location)
+	} else {
+		p.counterID = fmt.Sprintf("%s|%s|%d", p.id, a, p.Limit.Period.Microseconds())
+	}
 	return p
+}
+
+// compileCalendar is rate's calendar, or none.
+func compileCalendar(r *v1alpha1.Rate) algo.Calendar {
+	if r.Calendar == nil {
+		return algo.Calendar{}
+	}
+	period, err1 := algo.ParseCalendarPeriod(string(*r.Calendar))
+	loc, err2 := algo.LoadTimeZone(r.EffectiveTimeZone())
+	if err1 != nil || err2 != nil {
+		panic(fmt.Sprintf("compiling a calendar ValidatePolicy admitted: %v %v", err1, err2))
+	}
+	return algo.Calendar{Period: period, Location: loc}
 }
 
 // signature identifies what a policy matches.

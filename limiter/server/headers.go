@@ -48,7 +48,7 @@ func headers(resp *service.Response, jitter float64) []*corev3.HeaderValue {
 	remaining := strconv.FormatInt(min(r.Remaining, quota), 10)
 	reset := strconv.FormatInt(ceilSeconds(r.ResetAfter), 10)
 	values := [8]struct{ k, v string }{
-		{HeaderRateLimitPolicy, name + ";q=" + limit + ";w=" + strconv.FormatInt(ceilSeconds(p.Limit.Period), 10)},
+		{HeaderRateLimitPolicy, name + ";q=" + limit + ";w=" + strconv.FormatInt(ceilSeconds(span(p.Limit)), 10)},
 		{HeaderRateLimit, name + ";r=" + remaining + ";t=" + reset},
 		{HeaderLimit, limit},
 		{HeaderRemaining, remaining},
@@ -91,4 +91,13 @@ func retryAfter(d time.Duration, jitter float64) int64 {
 
 func ceilSeconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
+}
+
+// span is the length of the limit's window now: its period, or a calendar
+// window's (a day of 23 to 25 hours, a month of 28 to 31 days).
+func span(l algo.Limit) time.Duration {
+	if l.Calendar.IsZero() {
+		return l.Period
+	}
+	return l.Span(time.Now())
 }

@@ -62,7 +62,7 @@ func policyStatus(p *config.Policy, d Decision) PolicyStatus {
 		Policy:        p.ID(),
 		Algorithm:     p.Limit.Algorithm.String(),
 		Limit:         p.Limit.Limit,
-		PeriodSeconds: ceilSeconds(p.Limit.Period),
+		PeriodSeconds: ceilSeconds(p.Limit.Span(time.Now())),
 		Burst:         p.Limit.Capacity(),
 		Remaining:     d.Result.Remaining,
 		ResetSeconds:  ceilSeconds(max(0, d.Result.ResetAfter)),

@@ -1,10 +1,25 @@
 -- Fixed window: at most limit units per window of period, aligned to the
--- Unix epoch. Mirrors limiter/algo.(Limit).fixedWindow.
+-- Unix epoch, or per calendar window. Mirrors limiter/algo.(Limit).fixedWindow.
 --
 -- The key holds the window, a string "window_index count". Units credited
 -- back come off the count if they were leased in this window; a credit to
 -- a window that has passed is dropped.
-local w, into = window_at(now, period)
+--
+-- A calendar window (cal_end > 0) is not computed here: the limiter sends
+-- the bounds of the window that holds its own time, cal_start to cal_end,
+-- and the end of the next, cal_next (limiter/algo.Calendar.Window), and
+-- Redis time picks one of the two. Its index is its start.
+local w, into
+if cal_end > 0 then
+  if now >= cal_end then
+    w, period = cal_end, cal_next - cal_end
+  else
+    w, period = cal_start, cal_end - cal_start
+  end
+  into = now - w
+else
+  w, into = window_at(now, period)
+end
 local count = 0
 local state = redis.call('GET', key)
 if state then

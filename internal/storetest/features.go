@@ -1,0 +1,102 @@
+package storetest
+
+import (
+	"slices"
+	"time"
+
+	"github.com/sluice-dev/sluice/limiter/algo"
+)
+
+// allCases are Cases and the policy features' tables.
+func allCases() []Case { return slices.Concat(Cases, CalendarCases) }
+
+// at is the step time of an instant: how long after Base it is.
+func at(t time.Time) time.Duration { return t.Sub(Base) }
+
+func utc(y int, m time.Month, d, h, min, sec int) time.Time {
+	return time.Date(y, m, d, h, min, sec, 0, time.UTC)
+}
+
+func zone(name string) *time.Location {
+	loc, err := algo.LoadTimeZone(name)
+	if err != nil {
+		panic(err)
+	}
+	return loc
+}
+
+func calendar(n int64, p algo.CalendarPeriod, tz string) algo.Limit {
+	return algo.Limit{Algorithm: algo.FixedWindow, Limit: n, Burst: n, Calendar: algo.Calendar{Period: p, Location: zone(tz)}}
+}
+
+const (
+	h = time.Hour
+	d = 24 * time.Hour
+)
+
+// CalendarCases are calendar quotas (FixedWindow in calendar windows):
+// months of 28, 30 and 31 days, and days and weeks that lose or gain an
+// hour when daylight saving time starts or ends. Times are written in UTC
+// beside their local time.
+var CalendarCases = []Case{
+	{
+		Name:  "FixedWindow 3 per calendar month, UTC",
+		Limit: calendar(3, algo.Month, "UTC"),
+		Steps: []Step{
+			{At: 0, Cost: 1, Allowed: true, Remaining: 2, Reset: 31 * d}, // January: 31 days
+			{At: 31*d - s, Cost: 2, Allowed: true, Remaining: 0, Reset: s},
+			{At: 31*d - time.Microsecond, Cost: 1, Allowed: false, Remaining: 0, Reset: time.Microsecond, Retry: time.Microsecond},
+			{At: 31 * d, Cost: 3, Allowed: true, Remaining: 0, Reset: 28 * d}, // February 2026: 28 days
+			{At: 45 * d, Cost: 1, Allowed: false, Remaining: 0, Reset: 14 * d, Retry: 14 * d},
+			{At: 59 * d, Cost: 0, Allowed: true, Remaining: 3, Reset: 31 * d},                         // March 1st
+			{At: at(utc(2026, 4, 30, 12, 0, 0)), Cost: 1, Allowed: true, Remaining: 2, Reset: 12 * h}, // April: 30 days
+			{At: at(utc(2026, 5, 1, 0, 0, 0)), Cost: 1, Allowed: true, Remaining: 2, Reset: 31 * d},
+			{At: at(utc(2028, 2, 10, 0, 0, 0)), Cost: 1, Allowed: true, Remaining: 2, Reset: 20 * d}, // February 2028: 29 days
+		},
+	},
+	{
+		// New York: EST (UTC-5) until 2026-03-08 02:00, then EDT (UTC-4)
+		// until 2026-11-01 02:00. Midnight is 05:00 UTC in winter, 04:00
+		// in summer.
+		Name:  "FixedWindow 2 per calendar day, America/New_York",
+		Limit: calendar(2, algo.Day, "America/New_York"),
+		Steps: []Step{
+			{At: 0, Cost: 1, Allowed: true, Remaining: 1, Reset: 5 * h},      // Dec 31 19:00 EST
+			{At: 5 * h, Cost: 1, Allowed: true, Remaining: 1, Reset: 24 * h}, // Jan 1 00:00 EST
+			// Mar 8 lasts 23 hours: 05:00 UTC to Mar 9 04:00 UTC.
+			{At: at(utc(2026, 3, 8, 5, 0, 0)), Cost: 2, Allowed: true, Remaining: 0, Reset: 23 * h},
+			{At: at(utc(2026, 3, 8, 12, 0, 0)), Cost: 1, Allowed: false, Remaining: 0, Reset: 16 * h, Retry: 16 * h}, // 08:00 EDT
+			{At: at(utc(2026, 3, 9, 3, 59, 59)), Cost: 0, Allowed: true, Remaining: 0, Reset: s},                     // Mar 8 23:59:59 EDT
+			{At: at(utc(2026, 3, 9, 4, 0, 0)), Cost: 1, Allowed: true, Remaining: 1, Reset: 24 * h},                  // Mar 9 00:00 EDT
+			// Nov 1 lasts 25 hours: 04:00 UTC to Nov 2 05:00 UTC; 01:30
+			// comes twice.
+			{At: at(utc(2026, 11, 1, 4, 0, 0)), Cost: 1, Allowed: true, Remaining: 1, Reset: 25 * h},
+			{At: at(utc(2026, 11, 1, 5, 30, 0)), Cost: 1, Allowed: true, Remaining: 0, Reset: 23*h + 30*time.Minute},                                // 01:30 EDT
+			{At: at(utc(2026, 11, 1, 6, 30, 0)), Cost: 1, Allowed: false, Remaining: 0, Reset: 22*h + 30*time.Minute, Retry: 22*h + 30*time.Minute}, // 01:30 EST
+			{At: at(utc(2026, 11, 2, 4, 59, 59)), Cost: 0, Allowed: true, Remaining: 0, Reset: s},                                                   // Nov 1 23:59:59 EST
+			{At: at(utc(2026, 11, 2, 5, 0, 0)), Cost: 0, Allowed: true, Remaining: 2, Reset: 24 * h},
+		},
+	},
+	{
+		// Paris: CET (UTC+1) until 2026-03-29 02:00, then CEST (UTC+2)
+		// until 2026-10-25 03:00. Weeks start on Monday at midnight.
+		Name:  "FixedWindow 5 per calendar week, Europe/Paris",
+		Limit: calendar(5, algo.Week, "Europe/Paris"),
+		Steps: []Step{
+			// Thu Jan 1 01:00 CET: the week of Mon Dec 29 ends Mon Jan 5
+			// 00:00 CET, Jan 4 23:00 UTC.
+			{At: 0, Cost: 1, Allowed: true, Remaining: 4, Reset: 3*d + 23*h},
+			// The week of Mon Mar 23 00:00 CET (Mar 22 23:00 UTC) lasts 167
+			// hours: it ends Mon Mar 30 00:00 CEST, Mar 29 22:00 UTC.
+			{At: at(utc(2026, 3, 22, 23, 0, 0)), Cost: 1, Allowed: true, Remaining: 4, Reset: 167 * h},
+			{At: at(utc(2026, 3, 25, 12, 0, 0)), Cost: 4, Allowed: true, Remaining: 0, Reset: 106 * h},
+			{At: at(utc(2026, 3, 29, 21, 59, 59)), Cost: 1, Allowed: false, Remaining: 0, Reset: s, Retry: s}, // Sun 23:59:59 CEST
+			{At: at(utc(2026, 3, 29, 22, 0, 0)), Cost: 1, Allowed: true, Remaining: 4, Reset: 168 * h},        // Mon 00:00 CEST
+			// The week of Mon Oct 19 00:00 CEST (Oct 18 22:00 UTC) lasts
+			// 169 hours: it ends Mon Oct 26 00:00 CET, Oct 25 23:00 UTC.
+			{At: at(utc(2026, 10, 18, 22, 0, 0)), Cost: 5, Allowed: true, Remaining: 0, Reset: 169 * h},
+			{At: at(utc(2026, 10, 25, 22, 30, 0)), Cost: 1, Allowed: false, Remaining: 0, Reset: 30 * time.Minute, Retry: 30 * time.Minute}, // Sun 23:30 CET
+			{At: at(utc(2026, 10, 25, 23, 0, 0)), Cost: 0, Allowed: true, Remaining: 5, Reset: 168 * h},
+		},
+	},
+}

@@ -1,0 +1,194 @@
+package server_test
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/internal/storetest"
+	"github.com/sluice-dev/sluice/limiter/store"
+	"github.com/sluice-dev/sluice/limiter/store/memory"
+	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
+)
+
+// featureStore makes a store whose time is clock: the policy features run
+// on each, over Envoy RLS and HTTP.
+type featureStore struct {
+	name string
+	new  func(t *testing.T, clock store.Clock) store.Store
+}
+
+// featureStores are the embedded memory store, a real redis-server and a
+// real 3-primary Redis Cluster, started for t.
+func featureStores(t *testing.T) []featureStore {
+	standalone := redistest.Start(t)
+	cluster := redistest.StartCluster(t, 3)
+	redis := func(opts redisstore.Options) func(t *testing.T, clock store.Clock) store.Store {
+		return func(t *testing.T, clock store.Clock) store.Store {
+			opts.PinnedClock, opts.Timeout = clock, 2*time.Second
+			st, err := redisstore.New(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			return st
+		}
+	}
+	return []featureStore{
+		{"memory", func(t *testing.T, clock store.Clock) store.Store {
+			m := memory.New(memory.Options{Clock: clock, SweepInterval: -1})
+			t.Cleanup(func() { _ = m.Close() })
+			return m
+		}},
+		{"redis", redis(redisstore.Options{Addrs: []string{standalone.Addr}})},
+		{"redis-cluster", redis(redisstore.Options{Addrs: cluster.Addrs(), Cluster: true})},
+	}
+}
+
+// TestPolicyFeatures runs the sample policies of each policy feature
+// (config/samples/policies.yaml) on every store, over RLS and HTTP.
+func TestPolicyFeatures(t *testing.T) {
+	for _, fs := range featureStores(t) {
+		t.Run(fs.name, func(t *testing.T) {
+			t.Run("calendar", func(t *testing.T) { testCalendarQuota(t, fs) })
+		})
+	}
+}
+
+// featureEnv is a server on the sample policies, over a store with a
+// synthetic clock.
+type featureEnv struct {
+	*env
+	clock *storetest.Clock
+}
+
+func startFeatures(t *testing.T, fs featureStore) featureEnv {
+	clock := storetest.NewClock()
+	return featureEnv{env: start(t, envOptions{store: fs.new(t, clock.Now)}), clock: clock}
+}
+
+func (e featureEnv) at(s string) {
+	v, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	e.clock.Set(v)
+}
+
+// rls sends one descriptor of entries (key, value, ...) costing hits.
+func (e featureEnv) rls(t *testing.T, domain string, hits uint32, kv ...string) *rlsv3.RateLimitResponse {
+	t.Helper()
+	d := &rlv3.RateLimitDescriptor{}
+	for i := 0; i < len(kv); i += 2 {
+		d.Entries = append(d.Entries, &rlv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	resp, err := e.env.rls.ShouldRateLimit(ctxT(t), &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*rlv3.RateLimitDescriptor{d}, HitsAddend: hits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// check posts one descriptor of entries (key, value, ...) costing hits to
+// the HTTP check.
+func (e featureEnv) check(t *testing.T, domain string, hits int, kv ...string) (*http.Response, string) {
+	t.Helper()
+	var entries []string
+	for i := 0; i < len(kv); i += 2 {
+		entries = append(entries, `{"key":`+strconv.Quote(kv[i])+`,"value":`+strconv.Quote(kv[i+1])+`}`)
+	}
+	body := `{"domain":` + strconv.Quote(domain) + `,"hitsAddend":` + strconv.Itoa(hits) + `,"descriptors":[{"entries":[` + strings.Join(entries, ",") + `]}]}`
+	resp, b := post(t, e.http, "application/json", body)
+	return resp, string(b)
+}
+
+// wantHeaders fails unless resp carries each header with exactly its
+// value ("" for absent).
+func wantHeaders(t *testing.T, what string, resp *rlsv3.RateLimitResponse, want map[string]string) {
+	t.Helper()
+	for name, v := range want {
+		got, ok := header(resp, name)
+		if got != v || ok != (v != "") {
+			t.Errorf("%s: header %s = %q (present %v), want %q", what, name, got, ok, v)
+		}
+	}
+}
+
+// retryAfterWithin fails unless Retry-After is in [lo, lo+10%] seconds (the
+// default jitter).
+func retryAfterWithin(t *testing.T, what, ra string, lo int) {
+	t.Helper()
+	n, err := strconv.Atoi(ra)
+	if err != nil || n < lo || n > lo+lo/10+1 {
+		t.Errorf("%s: Retry-After %q, want %d to %d seconds", what, ra, lo, lo+lo/10+1)
+	}
+}
+
+// testCalendarQuota: payments/calls-per-account-daily allows 10,000 calls
+// per account per calendar day in New York, where March 8, 2026 lasts 23
+// hours and November 1, 25.
+func testCalendarQuota(t *testing.T, fs featureStore) {
+	const policy = `"payments/calls-per-account-daily"`
+	e := startFeatures(t, fs)
+	acct := []string{"account_id", "acme"}
+
+	e.at("2026-03-08T12:00:00Z") // 08:00 EDT; the day ends at 04:00 UTC
+	resp := e.rls(t, "payments-api", 9999, acct...)
+	if resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("9999 of 10000: %v", resp)
+	}
+	st := resp.Statuses[0]
+	if st.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_DAY || st.CurrentLimit.GetRequestsPerUnit() != 10000 ||
+		st.LimitRemaining != 1 || st.DurationUntilReset.AsDuration() != 16*time.Hour {
+		t.Fatalf("9999 of 10000: status %v, want 1 remaining of 10000 a DAY, reset in 16h", st)
+	}
+	wantHeaders(t, "9999 of 10000", resp, map[string]string{
+		"RateLimit": policy + ";r=1;t=57600", "X-RateLimit-Reset": "57600", "X-RateLimit-Limit": "10000", "Retry-After": "",
+	})
+	if pol, _ := header(resp, "RateLimit-Policy"); !strings.HasPrefix(pol, policy+";q=10000;w=") ||
+		!strings.Contains("82800 86400 90000", strings.TrimPrefix(pol, policy+";q=10000;w=")) {
+		t.Errorf("RateLimit-Policy %q, want w= a day of 23, 24 or 25 hours", pol)
+	}
+
+	hresp, body := e.check(t, "payments-api", 2, acct...)
+	if hresp.StatusCode != http.StatusTooManyRequests || hresp.Header.Get("RateLimit") != policy+";r=1;t=57600" {
+		t.Fatalf("2 more over HTTP: %d %v %s, want 429 with r=1;t=57600", hresp.StatusCode, hresp.Header, body)
+	}
+	retryAfterWithin(t, "2 more over HTTP", hresp.Header.Get("Retry-After"), 57600)
+	if hresp, body = e.check(t, "payments-api", 1, acct...); hresp.StatusCode != http.StatusOK || hresp.Header.Get("X-RateLimit-Remaining") != "0" {
+		t.Fatalf("the last one over HTTP: %d %s", hresp.StatusCode, body)
+	}
+
+	e.at("2026-03-09T03:59:59Z") // Mar 8 23:59:59 EDT
+	resp = e.rls(t, "payments-api", 1, acct...)
+	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("a second before midnight: %v", resp)
+	}
+	wantHeaders(t, "a second before midnight", resp, map[string]string{"RateLimit": policy + ";r=0;t=1", "Retry-After": "1"})
+
+	e.at("2026-03-09T04:00:00Z") // Mar 9 00:00 EDT: a 24-hour day
+	if resp = e.rls(t, "payments-api", 1, acct...); resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("midnight: %v", resp)
+	}
+	wantHeaders(t, "midnight", resp, map[string]string{"RateLimit": policy + ";r=9999;t=86400"})
+
+	e.at("2026-11-01T04:00:00Z") // Nov 1 00:00 EDT: a 25-hour day
+	hresp, body = e.check(t, "payments-api", 10000, acct...)
+	if hresp.StatusCode != http.StatusOK || hresp.Header.Get("RateLimit") != policy+";r=0;t=90000" {
+		t.Fatalf("Nov 1 over HTTP: %d %v %s, want 200 with r=0;t=90000", hresp.StatusCode, hresp.Header, body)
+	}
+	e.at("2026-11-02T04:59:59Z") // Nov 1 23:59:59 EST
+	if hresp, body = e.check(t, "payments-api", 1, acct...); hresp.StatusCode != http.StatusTooManyRequests || hresp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("Nov 1 23:59:59 EST over HTTP: %d %v %s, want 429 with Retry-After 1", hresp.StatusCode, hresp.Header, body)
+	}
+	// Another account has its own quota.
+	if resp = e.rls(t, "payments-api", 10000, "account_id", "globex"); resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("another account: %v", resp)
+	}
+}
