@@ -168,8 +168,12 @@ e2e: cluster-build ## cluster-up, the user's journey on it (test/e2e: helm insta
 	CLUSTER_DIR=$(CLUSTER_DIR) E2E_TIMEOUT=$(E2E_TIMEOUT) hack/cluster/e2e.sh $(E2E_FLAGS)
 
 .PHONY: bench
-bench: deps build bench-operator bench-collector ## Load-test the limiter (gRPC RLS) on memory and Redis, Go benchmarks, and the operator's apply-to-enforced latency.
+bench: deps build bench-operator bench-collector bench-priority ## Load-test the limiter (gRPC RLS) on memory and Redis, Go benchmarks, priority shedding, and the operator's apply-to-enforced latency.
 	hack/bench.sh
+
+.PHONY: bench-priority
+bench-priority: deps ## Priority shedding: a load shedder offered 2x its capacity in a mix of priorities, on memory, Redis and Redis Cluster; prints the admitted mix.
+	$(GO) test -run '^$$' -bench '^BenchmarkPriorityShedding$$' -benchtime 20000x ./limiter/service/
 
 .PHONY: bench-collector
 bench-collector: envtest kubectl ## The collector at 500 policies x 20 limiter endpoints (3 real): status writes/min and CPU, on envtest.

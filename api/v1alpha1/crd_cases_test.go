@@ -318,6 +318,76 @@ var badCases = []badCase{
 		message: "spec.localTier is not supported with spec.rate.calendar",
 	},
 
+	// priority
+	{
+		name:    "priority share above 100%",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Priority = priority("critical", 100, "batch", 101) },
+		field:   "spec.priority.levels[1].share",
+		message: "should be less than or equal to 100",
+	},
+	{
+		name:    "priority share below 0%",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Priority = priority("critical", -1) },
+		field:   "spec.priority.levels[0].share",
+		message: "should be greater than or equal to 0",
+	},
+	{
+		name: "priority shares increasing",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Priority = priority("critical", 100, "default", 50, "batch", 80)
+		},
+		field:   "spec.priority.levels",
+		message: "spec.priority.levels' shares must not increase from one level to the next: list the highest priority first",
+	},
+	{
+		name:    "priority values repeated",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Priority = priority("critical", 100, "critical", 50) },
+		field:   "spec.priority.levels",
+		message: "spec.priority.levels' values must be unique",
+	},
+	{
+		name: "priority default not a level",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Priority = priority("critical", 100, "batch", 50)
+			p.Spec.Priority.Default = "normal"
+		},
+		field:   "spec.priority.default",
+		message: "spec.priority.default must be the value of one of spec.priority.levels",
+	},
+	{
+		name: "priority key is a descriptor key",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Priority = priority("critical", 100)
+			p.Spec.Priority.Key = "user_id"
+		},
+		field:   "spec.priority.key",
+		message: "spec.priority.key must not be one of spec.descriptors' keys",
+	},
+	{
+		name:    "priority without levels",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Priority = priority(); p.Spec.Priority.Default = "x" },
+		field:   "spec.priority.levels",
+		message: "should have at least 1 items",
+		// ValidatePolicy says only the count.
+		goMessage: "Required value",
+	},
+	{
+		name:      "priority level value empty",
+		typed:     func(p *v1alpha1.RateLimitPolicy) { p.Spec.Priority = priority("", 100) },
+		field:     "spec.priority.levels[0].value",
+		message:   "should be at least 1 chars long",
+		goMessage: "Required value",
+	},
+	{
+		name: "localTier with priority",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Priority = priority("critical", 100, "batch", 50)
+			p.Spec.LocalTier = &v1alpha1.LocalTier{Enabled: ptr.To(true)}
+		},
+		field:   "spec.localTier",
+		message: "spec.localTier is not supported with spec.priority",
+	},
+
 	// burst
 	{
 		name:    "burst below 1",
@@ -554,6 +624,41 @@ var goodCases = []goodCase{
 			p.Spec.LocalTier = &v1alpha1.LocalTier{Enabled: ptr.To(false)}
 		},
 	},
+	{name: "priority, decreasing shares", typed: func(p *v1alpha1.RateLimitPolicy) {
+		p.Spec.Priority = priority("critical", 100, "default", 80, "batch", 50)
+	}},
+	{name: "priority, equal shares and 0%", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Priority = priority("a", 90, "b", 90, "c", 0) }},
+	{
+		name: "priority, 16 levels",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			var kv []any
+			for i := range v1alpha1.MaxPriorityLevels {
+				kv = append(kv, fmt.Sprintf("p%d", i), 100-i)
+			}
+			p.Spec.Priority = priority(kv...)
+		},
+	},
+	{
+		name: "priority on a fleet-wide counter",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Descriptors = []v1alpha1.Descriptor{{Key: "service", Value: ptr.To("search")}}
+			p.Spec.Priority = priority("critical", 100, "batch", 50)
+			p.Spec.Priority.Default = "batch"
+		},
+	},
+}
+
+// priority is a spec.priority on key "priority" with levels (value, share,
+// ...), the first one the default.
+func priority(kv ...any) *v1alpha1.PriorityShedding {
+	ps := &v1alpha1.PriorityShedding{Key: "priority", Levels: []v1alpha1.PriorityLevel{}}
+	for i := 0; i < len(kv); i += 2 {
+		ps.Levels = append(ps.Levels, v1alpha1.PriorityLevel{Value: kv[i].(string), Share: int32(kv[i+1].(int))})
+	}
+	if len(ps.Levels) > 0 {
+		ps.Default = ps.Levels[0].Value
+	}
+	return ps
 }
 
 // calendar makes p a FixedWindow of calendar period c in time zone tz

@@ -64,6 +64,8 @@ var FailureModes = []FailureMode{FailOpen, FailClosed, FailLocal}
 // +kubebuilder:validation:XValidation:rule="!has(self.maxCost) || self.maxCost <= (has(self.burst) ? self.burst : self.rate.limit)",message="spec.maxCost must not exceed the policy's capacity: spec.burst, or spec.rate.limit without it",fieldPath=".maxCost"
 // +kubebuilder:validation:XValidation:rule="!has(self.rate.calendar) || (has(self.algorithm) && self.algorithm == 'FixedWindow')",message="spec.rate.calendar applies only to FixedWindow",fieldPath=".rate.calendar"
 // +kubebuilder:validation:XValidation:rule="!has(self.localTier) || !has(self.localTier.enabled) || !self.localTier.enabled || !has(self.rate.calendar)",message="spec.localTier is not supported with spec.rate.calendar",fieldPath=".localTier"
+// +kubebuilder:validation:XValidation:rule="!has(self.priority) || !self.descriptors.exists(d, d.key == self.priority.key)",message="spec.priority.key must not be one of spec.descriptors' keys: every priority shares the policy's counters",fieldPath=".priority.key"
+// +kubebuilder:validation:XValidation:rule="!has(self.localTier) || !has(self.localTier.enabled) || !self.localTier.enabled || !has(self.priority)",message="spec.localTier is not supported with spec.priority",fieldPath=".localTier"
 // +kubebuilder:validation:XValidation:rule="!has(self.algorithm) || self.algorithm != 'SlidingLog' || self.rate.limit <= 10000",message="spec.rate.limit may be at most 10000 for SlidingLog, which keeps one entry per admitted unit, so a request's work and a counter's memory grow with the limit: use SlidingWindow (constant memory, close to exact) or TokenBucket/GCRA for larger limits",fieldPath=".rate.limit"
 type RateLimitPolicySpec struct {
 	// domain is the Envoy rate limit service domain this limit answers, such as
@@ -130,6 +132,12 @@ type RateLimitPolicySpec struct {
 	// calls. Off when omitted. Not supported with SlidingLog.
 	// +optional
 	LocalTier *LocalTier `json:"localTier,omitempty"`
+
+	// priority sheds low-priority requests first as a counter fills: a
+	// descriptor entry carries each request's priority, and each priority
+	// may use its share of the capacity. Not with localTier.
+	// +optional
+	Priority *PriorityShedding `json:"priority,omitempty"`
 }
 
 // Descriptor is one entry of an Envoy rate limit descriptor.

@@ -89,13 +89,22 @@ type Limit struct {
 	// Calendar, when set, makes FixedWindow's windows calendar periods
 	// (see Calendar) instead of Period, which is then 0.
 	Calendar Calendar
+	// Reserve is how many units of capacity a decision must leave for
+	// others (priority shedding): cost is admitted only when Reserve units
+	// would remain after it, Remaining does not count them, and RetryAfter
+	// waits until cost and Reserve fit (Never when they exceed the
+	// capacity). It is a property of the request, not of the counter:
+	// requests of different priorities share one counter with different
+	// reserves. 0 to Capacity.
+	Reserve int64
 }
 
 // Leasable reports whether two-tier mode may lease units of the limit
 // (limiter/store/localtier): not from SlidingLog, which stays exact, nor
-// from a calendar window; the API refuses localTier with either.
+// from a calendar window or with a reserve; the API refuses localTier with
+// any of them.
 func (l Limit) Leasable() bool {
-	return l.Algorithm != SlidingLog && l.Calendar.IsZero()
+	return l.Algorithm != SlidingLog && l.Calendar.IsZero() && l.Reserve == 0
 }
 
 // Span is the length of the window that holds now: Period, or for a

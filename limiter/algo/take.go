@@ -66,21 +66,22 @@ func (l Limit) tokenBucket(s *State, present bool, n, cost int64) (Result, bool,
 	// that half-eighth so a rounded-down bucket still counts whole tokens.
 	slack := 0.5 * limit / period8
 	c := float64(cost)
-	r := Result{Allowed: c <= tokens+slack+eps}
+	need := c + float64(l.Reserve) // what must be in the bucket
+	r := Result{Allowed: need <= tokens+slack+eps}
 	write := r.Allowed && cost > 0
 	if write {
 		tokens = math.Max(0, tokens-c)
 		z8 = math.Floor(now8 - tokens*period8/limit + 0.5)
 		s.F = z8
 	}
-	r.Remaining = floorTokens(tokens + slack)
-	// Full at z + burst·period/limit; c tokens at z + c·period/limit.
+	r.Remaining = floorTokens(tokens + slack - float64(l.Reserve))
+	// Full at z + burst·period/limit; need tokens at z + need·period/limit.
 	r.ResetAfter = ceilMicros((z8 + burst*period8/limit - now8) / 8)
 	if !r.Allowed {
-		if cost > l.Burst {
+		if cost+l.Reserve > l.Burst {
 			r.RetryAfter = Never
 		} else {
-			r.RetryAfter = ceilMicros((z8 + c*period8/limit - now8) / 8)
+			r.RetryAfter = ceilMicros((z8 + need*period8/limit - now8) / 8)
 		}
 	}
 	return r, write, r.ResetAfter
@@ -105,19 +106,20 @@ func (l Limit) gcra(s *State, present bool, n, cost int64) (Result, bool, time.D
 		ahead = (s.F - now8) / 8
 	}
 	next := ahead + float64(cost)*interval
-	r := Result{Allowed: next-tolerance <= halfMicro}
+	need := next + float64(l.Reserve)*interval // the TAT that must fit
+	r := Result{Allowed: need-tolerance <= halfMicro}
 	write := r.Allowed && cost > 0
 	if write {
 		ahead = next
 		s.F = math.Floor(now8 + ahead*8 + 0.5)
 	}
-	r.Remaining = floorTokens((tolerance - ahead + halfMicro) / interval)
+	r.Remaining = floorTokens((tolerance-ahead+halfMicro)/interval - float64(l.Reserve))
 	r.ResetAfter = ceilMicros(ahead - halfMicro)
 	if !r.Allowed {
-		if cost > l.Burst {
+		if cost+l.Reserve > l.Burst {
 			r.RetryAfter = Never
 		} else {
-			r.RetryAfter = ceilMicros(next - tolerance - halfMicro)
+			r.RetryAfter = ceilMicros(need - tolerance - halfMicro)
 		}
 	}
 	return r, write, r.ResetAfter
@@ -154,16 +156,17 @@ func (l Limit) fixedWindow(s *State, present bool, n, cost int64) (Result, bool,
 	if present && s.T == w {
 		count = s.N
 	}
-	r := Result{Allowed: count+cost <= l.Limit}
+	lim := l.Limit - l.Reserve // what this request may fill
+	r := Result{Allowed: count+cost <= lim}
 	write := r.Allowed && cost > 0
 	if write {
 		count += cost
 		s.T, s.N = w, count
 	}
-	r.Remaining = max(0, l.Limit-count)
+	r.Remaining = max(0, lim-count)
 	r.ResetAfter = time.Duration(period-into) * time.Microsecond
 	if !r.Allowed {
-		if cost > l.Limit {
+		if cost > lim {
 			r.RetryAfter = Never
 		} else {
 			r.RetryAfter = r.ResetAfter
@@ -188,14 +191,15 @@ func (l Limit) slidingWindow(s *State, present bool, n, cost int64) (Result, boo
 	p := float64(period)
 	weight := float64(period-into) / p
 	est := float64(prev)*weight + float64(curr)
-	r := Result{Allowed: est+float64(cost) <= float64(l.Limit)+eps}
+	lim := l.Limit - l.Reserve // what this request may fill
+	r := Result{Allowed: est+float64(cost) <= float64(lim)+eps}
 	write := r.Allowed && cost > 0
 	if write {
 		curr += cost
 		est += float64(cost)
 		s.T, s.N, s.Prev = w, curr, prev
 	}
-	r.Remaining = floorTokens(float64(l.Limit) - est)
+	r.Remaining = floorTokens(float64(lim) - est)
 	switch {
 	case curr > 0:
 		r.ResetAfter = time.Duration(2*period-into) * time.Microsecond
@@ -203,9 +207,9 @@ func (l Limit) slidingWindow(s *State, present bool, n, cost int64) (Result, boo
 		r.ResetAfter = time.Duration(period-into) * time.Microsecond
 	}
 	if !r.Allowed {
-		need := float64(l.Limit - cost) // usage that may remain for cost to fit
+		need := float64(lim - cost) // usage that may remain for cost to fit
 		switch {
-		case cost > l.Limit:
+		case cost > lim:
 			r.RetryAfter = Never
 		case float64(curr) <= need && prev > 0:
 			// The previous window decays enough before this one ends.
@@ -232,7 +236,8 @@ func (l Limit) slidingLog(s *State, present bool, n, cost int64) (Result, bool, 
 	}
 	log = log[drop:]
 	count := int64(len(log))
-	r := Result{Allowed: count+cost <= l.Limit}
+	lim := l.Limit - l.Reserve // what this request may fill
+	r := Result{Allowed: count+cost <= lim}
 	write := r.Allowed && cost > 0
 	if write {
 		for i := int64(0); i < cost; i++ {
@@ -246,16 +251,16 @@ func (l Limit) slidingLog(s *State, present bool, n, cost int64) (Result, bool, 
 	if changed {
 		s.Log = log
 	}
-	r.Remaining = max(0, l.Limit-count)
+	r.Remaining = max(0, lim-count)
 	if count > 0 {
 		r.ResetAfter = time.Duration(log[len(log)-1]+period-n) * time.Microsecond
 	}
 	if !r.Allowed {
-		if cost > l.Limit {
+		if cost > lim {
 			r.RetryAfter = Never
 		} else {
-			// The oldest count+cost-limit entries must leave the window.
-			k := count + cost - l.Limit
+			// The oldest count+cost-lim entries must leave the window.
+			k := count + cost - lim
 			r.RetryAfter = time.Duration(log[k-1]+period-n) * time.Microsecond
 		}
 	}

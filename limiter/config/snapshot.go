@@ -48,6 +48,8 @@ type Policy struct {
 	MaxCost     int64
 	Shadow      bool
 	FailureMode v1alpha1.FailureMode
+	// Priority is spec.priority compiled, nil without it.
+	Priority *Priority
 	// Spec is the defaulted source, kept for status and debugging.
 	Spec v1alpha1.RateLimitPolicySpec
 	// order is the policy's index in Snapshot.Policies.
@@ -165,6 +167,7 @@ func compilePolicy(src *v1alpha1.RateLimitPolicy) *Policy {
 		p.Limit.Burst = p.Limit.Limit
 	}
 	p.Limit.Calendar = compileCalendar(&s.Rate)
+	p.Priority = compilePriority(s.Priority, p.Limit.Capacity())
 	p.id = p.Namespace + "/" + p.Name
 	if c := p.Limit.Calendar; !c.IsZero() {
 		p.counterID = fmt.Sprintf("%s|%s|%s|%s", p.id, a, c.Period, c.Location)

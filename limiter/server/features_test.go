@@ -9,6 +9,7 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/internal/storetest"
@@ -57,6 +58,7 @@ func TestPolicyFeatures(t *testing.T) {
 	for _, fs := range featureStores(t) {
 		t.Run(fs.name, func(t *testing.T) {
 			t.Run("calendar", func(t *testing.T) { testCalendarQuota(t, fs) })
+			t.Run("priority", func(t *testing.T) { testPriorityShedding(t, fs) })
 		})
 	}
 }
@@ -191,4 +193,89 @@ func testCalendarQuota(t *testing.T, fs featureStore) {
 	if resp = e.rls(t, "payments-api", 10000, "account_id", "globex"); resp.OverallCode != rlsv3.RateLimitResponse_OK {
 		t.Fatalf("another account: %v", resp)
 	}
+}
+
+// testPriorityShedding: payments/load-shedder shares 500 requests a second
+// among every caller; critical may use 100%, default 80%, batch 50%.
+func testPriorityShedding(t *testing.T, fs featureStore) {
+	e := startFeatures(t, fs)
+	svc := func(priority string) []string {
+		if priority == "" {
+			return []string{"service", "payments"}
+		}
+		return []string{"service", "payments", "priority", priority}
+	}
+	rls := func(what string, hits uint32, priority string, want rlsv3.RateLimitResponse_Code, remaining uint32) *rlsv3.RateLimitResponse {
+		t.Helper()
+		resp := e.rls(t, "payments-api", hits, svc(priority)...)
+		if resp.OverallCode != want || resp.Statuses[0].LimitRemaining != remaining {
+			t.Fatalf("%s: %v with %d remaining, want %v with %d", what, resp.OverallCode, resp.Statuses[0].LimitRemaining, want, remaining)
+		}
+		return resp
+	}
+	const ok, over = rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
+
+	// Batch fills its half of the second, then is shed; the others are not.
+	rls("batch, 250", 250, "batch", ok, 0)
+	resp := rls("batch, one more", 1, "batch", over, 0)
+	wantHeaders(t, "batch shed", resp, map[string]string{`RateLimit`: `"payments/load-shedder";r=0;t=1`, "Retry-After": "1"})
+	rls("no priority: default, 150 (to 400 of 500)", 150, "", ok, 0)
+	rls("an unknown priority counts as default", 1, "bulk", over, 0)
+	// critical may use what is left: 100.
+	rls("critical, 1", 1, "critical", ok, 99)
+	hresp, body := e.check(t, "payments-api", 99, svc("critical")...)
+	if hresp.StatusCode != http.StatusOK || hresp.Header.Get("X-RateLimit-Remaining") != "0" {
+		t.Fatalf("critical, the last 99, over HTTP: %d %s", hresp.StatusCode, body)
+	}
+	if hresp, body = e.check(t, "payments-api", 1, svc("critical")...); hresp.StatusCode != http.StatusTooManyRequests || hresp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("critical over capacity over HTTP: %d %v %s, want 429 with Retry-After 1", hresp.StatusCode, hresp.Header, body)
+	}
+	if hresp, body = e.check(t, "payments-api", 1, svc("batch")...); hresp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("batch over HTTP: %d %s, want 429", hresp.StatusCode, body)
+	}
+
+	// The next second starts afresh: batch may use 250 again.
+	e.clock.Set(storetest.Base.Add(time.Second))
+	rls("batch in the next second", 1, "batch", ok, 249)
+
+	for _, c := range []struct {
+		priority, result string
+		want             float64
+	}{
+		{"batch", "allowed", 2}, {"batch", "limited", 2}, {"default", "allowed", 1}, {"default", "limited", 1},
+		{"critical", "allowed", 2}, {"critical", "limited", 1},
+	} {
+		if got := metricValue(t, e.reg, "sluice_priority_decisions_total", map[string]string{"policy": "payments/load-shedder", "priority": c.priority, "result": c.result}); got != c.want {
+			t.Errorf("sluice_priority_decisions_total{priority=%q,result=%q} = %v, want %v", c.priority, c.result, got, c.want)
+		}
+	}
+}
+
+// metricValue sums the samples of the named metric that carry labels.
+func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue metrics
+				}
+			}
+			n += m.GetCounter().GetValue()
+		}
+	}
+	return n
 }

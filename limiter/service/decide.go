@@ -156,6 +156,7 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 		dec := s.decide(ctx, sc, p, ps, domain, entries, cost, idem)
 		shadow := p.Shadow || allShadow
 		ps.stats.count(&dec, p.Limit, shadow)
+		countLevel(ps.levels, sc.level, &dec, shadow)
 		if s.opts.Top.K > 0 {
 			ps.stats.countTop(s.topClock(), sc.key, p, entries, &dec)
 		}
@@ -180,6 +181,7 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 func (s *Service) decide(ctx context.Context, sc *scratch, p *config.Policy, ps *policyState, domain string, entries []config.Entry, cost int64, idem string) Decision {
 	req := store.Request{Key: p.CounterKey(&sc.kb, entries), Limit: p.Limit, Cost: cost}
 	sc.key = req.Key
+	req.Limit.Reserve, sc.level = priorityReserve(p, entries)
 	if idem != "" {
 		req.Idempotency = idempotencyRecord(&sc.kb, domain, p, req.Key, entries, cost, idem)
 		req.IdempotencyTTL, req.IdempotencyMaxReplays = s.opts.IdempotencyTTL, s.opts.IdempotencyMaxReplays

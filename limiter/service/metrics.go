@@ -17,13 +17,15 @@ const (
 )
 
 type metrics struct {
-	decisions        *prometheus.Desc // collected from policyStats (decisionsCollector)
-	hotRequests      *prometheus.Desc // collected from the top sketches (decisionsCollector)
-	hotLimited       *prometheus.Desc
-	storeErrors      prometheus.Counter
-	snapshotPolicies prometheus.Gauge
-	enforcement      prometheus.Gauge
-	readyPods        prometheus.Gauge
+	decisions   *prometheus.Desc // collected from policyStats (decisionsCollector)
+	hotRequests *prometheus.Desc // collected from the top sketches (decisionsCollector)
+	hotLimited  *prometheus.Desc
+	// priorityDecisions are collected from the level counts (priority.go).
+	priorityDecisions *prometheus.Desc
+	storeErrors       prometheus.Counter
+	snapshotPolicies  prometheus.Gauge
+	enforcement       prometheus.Gauge
+	readyPods         prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -37,6 +39,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		hotLimited: prometheus.NewDesc("sluice_hottest_descriptor_limited",
 			"Denials (or would-be denials) of each policy's hottest descriptor values in the last complete interval; only with --top-descriptors.",
 			[]string{"domain", "policy", "value"}, nil),
+		priorityDecisions: prometheus.NewDesc("sluice_priority_decisions_total",
+			"Decisions of policies with priority shedding (spec.priority) by policy, priority level (requests with no or an unknown priority count under the default level) and result: allowed, limited, shadow_limited.",
+			[]string{"domain", "policy", "priority", "result"}, nil),
 		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_store_errors_total",
 			Help: "Store calls that failed (timeouts, connection errors); each one was resolved by the policy's failure mode.",
@@ -69,6 +74,7 @@ func (d decisionsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- d.s.metrics.decisions
 	ch <- d.s.metrics.hotRequests
 	ch <- d.s.metrics.hotLimited
+	ch <- d.s.metrics.priorityDecisions
 }
 
 func (d decisionsCollector) Collect(ch chan<- prometheus.Metric) {
@@ -77,10 +83,12 @@ func (d decisionsCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, p := range l.snap.Policies {
-		st := l.policies[p].stats
+		ps := l.policies[p]
+		st := ps.stats
 		if st == nil {
 			continue
 		}
+		d.collectPriority(ch, p, ps)
 		for _, v := range []struct {
 			result string
 			n      *atomic.Int64

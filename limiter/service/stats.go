@@ -29,6 +29,8 @@ type policyStats struct {
 
 	// top is the hottest-descriptors sketch; nil when Options.Top is off.
 	top *topSketch
+	// priority are the counts per priority level (priority.go).
+	priority priorityLevels
 }
 
 // PolicyStats is a copy of one policy's decision counts since the process

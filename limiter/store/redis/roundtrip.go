@@ -38,7 +38,7 @@ type call struct {
 	// are sent by pointer, which boxes them without copying.
 	keys  [2]string
 	nkeys int
-	argv  [10]int64
+	argv  [11]int64
 	nargv int
 
 	// cmd is the call's script run, in the last send.
@@ -165,8 +165,8 @@ func anyErr(calls []*call, match func(error) bool) bool {
 
 // prepare fills c's script KEYS and ARGV (see scripts/exact.lua): limit,
 // period_us, burst, cost, now_us; with an idempotency record, its TTL in
-// ms and most replays; with a calendar, its windows. Trailing arguments a
-// request does not need are left out.
+// ms and most replays; with a calendar, its windows, and the reserve.
+// Trailing arguments a request does not need are left out.
 func (s *Store) prepare(c *call) {
 	r := &c.req
 	var now int64
@@ -174,11 +174,12 @@ func (s *Store) prepare(c *call) {
 		now = s.opts.PinnedClock().UnixMicro()
 	}
 	c.keys[0], c.nkeys = s.RedisKey(r.Key), 1
-	c.argv, c.nargv = [10]int64{r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now}, 5
+	c.argv, c.nargv = [11]int64{r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now}, 5
 	if r.HasIdempotency() {
 		c.keys[1], c.nkeys = s.RecordKey(r.Key, r.Idempotency), 2
 		c.argv[5], c.argv[6], c.nargv = max(1, r.EffectiveIdempotencyTTL().Milliseconds()), r.EffectiveIdempotencyMaxReplays(), 7
 	}
+	// A calendar or a reserve sends ARGV 8 to 11 (zeros for what is unset).
 	if cal := r.Limit.Calendar; !cal.IsZero() {
 		// The window of the limiter's time and the next: the script picks
 		// by Redis time (fixed_window_core.lua).
@@ -188,7 +189,10 @@ func (s *Store) prepare(c *call) {
 		}
 		start, end := cal.Window(t)
 		_, next := cal.Window(end)
-		c.argv[7], c.argv[8], c.argv[9], c.nargv = start.UnixMicro(), end.UnixMicro(), next.UnixMicro(), 10
+		c.argv[7], c.argv[8], c.argv[9], c.nargv = start.UnixMicro(), end.UnixMicro(), next.UnixMicro(), 11
+	}
+	if r.Limit.Reserve > 0 {
+		c.argv[10], c.nargv = r.Limit.Reserve, 11
 	}
 }
 

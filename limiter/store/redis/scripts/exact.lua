@@ -10,9 +10,10 @@
 --          lives in the counter's slot.
 -- ARGV     limit, period_us, burst, cost, now_us (see prelude.lua), and with
 --          KEYS[2] the record's TTL in ms and the most replays it answers
---          (else 0, 0); then, for a calendar FixedWindow only, the start and
---          end of the limiter's calendar window and the end of the next, in
---          us (see fixed_window_core.lua)
+--          (else 0, 0); then, when either is set, the start and end of a
+--          calendar FixedWindow's window at the limiter's time and the end
+--          of the next, in us (see fixed_window_core.lua; else 0, 0, 0), and
+--          the reserve the decision must leave (priority shedding; else 0)
 -- Returns  {allowed, remaining, reset_after_us, retry_after_us[, replayed]};
 --          retry -1 is never.
 --
@@ -43,8 +44,10 @@ if KEYS[2] then
 end
 
 local key, credit, credit_window, cap = KEYS[1], 0, 0, 0
-local cal_start, cal_end, cal_next = 0, 0, 0
-if ARGV[8] then cal_start, cal_end, cal_next = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]) end
+local cal_start, cal_end, cal_next, reserve = 0, 0, 0, 0
+if ARGV[8] then
+  cal_start, cal_end, cal_next, reserve = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
+end
 local allowed, remaining, reset, retry, granted = false, 0, 0, 0, 0
 -- scripts.go puts the algorithm's core here, in a do ... end block:
 --[[core]]

@@ -31,7 +31,8 @@ if credit > 0 and credit_window == w then
   count = math.max(0, count - credit)
   changed = true
 end
-allowed = count + cost <= limit
+local lim = limit - reserve -- what this request may fill
+allowed = count + cost <= lim
 if allowed then
   if cap > 0 then granted = math.min(cap, limit - count - cost) end
   count = count + cost + granted
@@ -40,6 +41,6 @@ end
 reset = period - into
 if changed then redis.call('SET', key, string.format('%d %d', w, count), 'PX', slack + math.max(1, math.ceil(reset / 1000))) end
 if not allowed then
-  if cost > limit then retry = -1 else retry = reset end
+  if cost > lim then retry = -1 else retry = reset end
 end
-remaining = math.max(0, limit - count)
+remaining = math.max(0, lim - count)

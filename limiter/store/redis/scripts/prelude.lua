@@ -53,6 +53,11 @@ end
 --   credit         units given back, leased in credit_window (window
 --                  algorithms drop a credit to a window that has passed)
 --   cap            the most units it may grant beyond cost
+--   reserve        the units cost must leave (priority shedding; see
+--                  limiter/algo.Limit.Reserve); 0 when leasing
+--   cal_start, cal_end, cal_next
+--                  a calendar FixedWindow's bounds (fixed_window_core.lua);
+--                  0 for none
 -- and the prelude's limit, period, cost and now. It gives the credit
 -- back, decides cost exactly as limiter/algo.(Limit).Take, and when cost is
 -- admitted grants up to cap more units; every write sets a TTL. It assigns

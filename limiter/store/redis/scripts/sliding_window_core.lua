@@ -29,7 +29,8 @@ if credit > 0 then
 end
 local weight = (period - into) / period
 local est = prev * weight + curr
-allowed = est + cost <= limit + eps
+local lim = limit - reserve -- what this request may fill
+allowed = est + cost <= lim + eps
 if allowed then
   if cap > 0 then granted = math.min(cap, floor_tokens(limit - est - cost)) end
   curr = curr + cost + granted
@@ -41,8 +42,8 @@ if changed then
 end
 if curr > 0 then reset = 2 * period - into elseif prev > 0 then reset = period - into end
 if not allowed then
-  local need = limit - cost -- usage that may remain for cost to fit
-  if cost > limit then
+  local need = lim - cost -- usage that may remain for cost to fit
+  if cost > lim then
     retry = -1
   elseif curr <= need and prev > 0 then
     -- The previous window decays enough before this one ends.
@@ -52,4 +53,4 @@ if not allowed then
     retry = (period - into) + ceil_us(period - need * period / curr)
   end
 end
-remaining = floor_tokens(limit - est)
+remaining = floor_tokens(lim - est)
