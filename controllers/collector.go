@@ -88,11 +88,13 @@ func (h *hotSum) top() []v1alpha1.HotDescriptor {
 type counts struct {
 	allowed, limited, shadowLimited         int64
 	failedOpen, failedClosed, localFallback int64
+	penalized                               int64
 }
 
 func (c counts) add(o counts) counts {
 	return counts{c.allowed + o.allowed, c.limited + o.limited, c.shadowLimited + o.shadowLimited,
-		c.failedOpen + o.failedOpen, c.failedClosed + o.failedClosed, c.localFallback + o.localFallback}
+		c.failedOpen + o.failedOpen, c.failedClosed + o.failedClosed, c.localFallback + o.localFallback,
+		c.penalized + o.penalized}
 }
 
 // since is c minus an earlier reading prev of the same process; a count
@@ -106,7 +108,8 @@ func (c counts) since(prev counts) counts {
 		return now - before
 	}
 	return counts{d(c.allowed, prev.allowed), d(c.limited, prev.limited), d(c.shadowLimited, prev.shadowLimited),
-		d(c.failedOpen, prev.failedOpen), d(c.failedClosed, prev.failedClosed), d(c.localFallback, prev.localFallback)}
+		d(c.failedOpen, prev.failedOpen), d(c.failedClosed, prev.failedClosed), d(c.localFallback, prev.localFallback),
+		d(c.penalized, prev.penalized)}
 }
 
 // Collector sums the limiter pods' decision counts into each policy's
@@ -242,7 +245,7 @@ func (c *Collector) seedFrom(now time.Time, items []v1alpha1.RateLimitPolicy) {
 		uid := items[i].UID
 		c.seedAt[uid] = e.UpdatedAt.Time
 		c.policies[uid] = &policyWindow{buckets: []bucket{{at: e.UpdatedAt.Time,
-			c: counts{d(e.Allowed), d(e.Limited), d(e.ShadowLimited), d(e.FailedOpen), d(e.FailedClosed), d(e.LocalFallback)}}}}
+			c: counts{d(e.Allowed), d(e.Limited), d(e.ShadowLimited), d(e.FailedOpen), d(e.FailedClosed), d(e.LocalFallback), d(e.Penalized)}}}}
 	}
 	c.started = true
 }
@@ -368,7 +371,7 @@ func (c *Collector) record(now time.Time, addr string, st *limiterwire.Stats, se
 			continue
 		}
 		uid := types.UID(p.UID)
-		cur := counts{p.Allowed, p.Limited, p.ShadowLimited, p.FailedOpen, p.FailedClosed, p.LocalFallback}
+		cur := counts{p.Allowed, p.Limited, p.ShadowLimited, p.FailedOpen, p.FailedClosed, p.LocalFallback, p.Penalized}
 		next.counts[uid] = cur
 		if p.LocalTier != nil {
 			if b, ok := c.bounds[uid]; !ok || p.LocalTier.OvershootBound > b {
@@ -460,6 +463,9 @@ func (c *Collector) writeEach(ctx context.Context, now time.Time, items []v1alph
 			Allowed: &sum.allowed, Limited: &sum.limited, ShadowLimited: &sum.shadowLimited,
 			FailedOpen: &sum.failedOpen, FailedClosed: &sum.failedClosed, LocalFallback: &sum.localFallback,
 			Window: &metav1.Duration{Duration: c.Window}, UnreadPods: unread,
+		}
+		if sum.penalized > 0 || pol.Spec.Penalty != nil {
+			next.Penalized = &sum.penalized
 		}
 		if h := c.hot[pol.UID]; h != nil {
 			next.Hottest, next.HottestSince = h.top(), &metav1.Time{Time: h.since}

@@ -162,6 +162,9 @@ type PolicyStats struct {
 	LocalFallback int64 `json:"localFallback"`
 	// NearLimit counts allowed decisions that left under 20% of the limit.
 	NearLimit int64 `json:"nearLimit"`
+	// Penalized counts the denials of penalized keys (spec.penalty); they
+	// are not in Limited.
+	Penalized int64 `json:"penalized,omitempty"`
 	// Hottest are the policy's hottest descriptor values in the complete
 	// interval that started at HottestSince, values hashed or truncated;
 	// only when the limiter runs with --top-descriptors.

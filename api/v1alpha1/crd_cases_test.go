@@ -388,6 +388,77 @@ var badCases = []badCase{
 		message: "spec.localTier is not supported with spec.priority",
 	},
 
+	// penalty
+	{
+		name:    "penalty duration over 30 days",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Penalty = penalty(720*time.Hour + time.Second) },
+		field:   "spec.penalty.duration",
+		message: "duration must be between 1s and 720h (30 days)",
+	},
+	{
+		name:    "penalty duration below 1s",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Penalty = penalty(500 * time.Millisecond) },
+		field:   "spec.penalty.duration",
+		message: "duration must be between 1s and 720h (30 days)",
+	},
+	{
+		name:    "penalty duration not a duration",
+		raw:     func(s map[string]any) { s["penalty"] = map[string]any{"duration": "10 minutes"} },
+		field:   "spec.penalty.duration",
+		message: "duration must be a Go duration such as 30s, 10m or 1h30m",
+	},
+	{
+		name:    "penalty duration missing",
+		raw:     func(s map[string]any) { s["penalty"] = map[string]any{"after": int64(3)} },
+		field:   "spec.penalty.duration",
+		message: "Required value",
+	},
+	{
+		name: "penalty after 0",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Penalty = penalty(time.Minute)
+			p.Spec.Penalty.After = ptr.To[int32](0)
+		},
+		field:   "spec.penalty.after",
+		message: "should be greater than or equal to 1",
+	},
+	{
+		name: "penalty within over 720h",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Penalty = penalty(time.Minute)
+			p.Spec.Penalty.Within = &metav1.Duration{Duration: 721 * time.Hour}
+		},
+		field:   "spec.penalty.within",
+		message: "within must be between 1s and 720h",
+	},
+	{
+		name: "penalty status not an error",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Penalty = penalty(time.Minute)
+			p.Spec.Penalty.Status = ptr.To[int32](200)
+		},
+		field:   "spec.penalty.status",
+		message: "should be greater than or equal to 400",
+	},
+	{
+		name: "penalty reason not a header value",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Penalty = penalty(time.Minute)
+			p.Spec.Penalty.Reason = ptr.To("banned\r\nSet-Cookie: x=1")
+		},
+		field:   "spec.penalty.reason",
+		message: "reason must be printable ASCII: it is sent as a header",
+	},
+	{
+		name: "localTier with penalty",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Penalty = penalty(time.Minute)
+			p.Spec.LocalTier = &v1alpha1.LocalTier{Enabled: ptr.To(true)}
+		},
+		field:   "spec.localTier",
+		message: "spec.localTier is not supported with spec.penalty",
+	},
+
 	// burst
 	{
 		name:    "burst below 1",
@@ -646,6 +717,27 @@ var goodCases = []goodCase{
 			p.Spec.Priority.Default = "batch"
 		},
 	},
+	{name: "penalty, defaults", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Penalty = penalty(10 * time.Minute) }},
+	{
+		name: "penalty at its bounds",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Penalty = &v1alpha1.Penalty{Duration: metav1.Duration{Duration: 720 * time.Hour}, After: ptr.To[int32](1000),
+				Within: &metav1.Duration{Duration: 720 * time.Hour}, Status: ptr.To[int32](599), Reason: ptr.To(strings.Repeat("~", 256))}
+		},
+	},
+	{
+		name: "penalty with priority and a calendar",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			calendar(p, v1alpha1.CalendarDay, "Asia/Tokyo")
+			p.Spec.Priority = priority("critical", 100, "batch", 50)
+			p.Spec.Penalty = penalty(time.Second)
+		},
+	},
+}
+
+// penalty is a spec.penalty of duration d, the rest defaulted.
+func penalty(d time.Duration) *v1alpha1.Penalty {
+	return &v1alpha1.Penalty{Duration: metav1.Duration{Duration: d}}
 }
 
 // priority is a spec.priority on key "priority" with levels (value, share,

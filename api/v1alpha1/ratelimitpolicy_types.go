@@ -66,6 +66,7 @@ var FailureModes = []FailureMode{FailOpen, FailClosed, FailLocal}
 // +kubebuilder:validation:XValidation:rule="!has(self.localTier) || !has(self.localTier.enabled) || !self.localTier.enabled || !has(self.rate.calendar)",message="spec.localTier is not supported with spec.rate.calendar",fieldPath=".localTier"
 // +kubebuilder:validation:XValidation:rule="!has(self.priority) || !self.descriptors.exists(d, d.key == self.priority.key)",message="spec.priority.key must not be one of spec.descriptors' keys: every priority shares the policy's counters",fieldPath=".priority.key"
 // +kubebuilder:validation:XValidation:rule="!has(self.localTier) || !has(self.localTier.enabled) || !self.localTier.enabled || !has(self.priority)",message="spec.localTier is not supported with spec.priority",fieldPath=".localTier"
+// +kubebuilder:validation:XValidation:rule="!has(self.localTier) || !has(self.localTier.enabled) || !self.localTier.enabled || !has(self.penalty)",message="spec.localTier is not supported with spec.penalty",fieldPath=".localTier"
 // +kubebuilder:validation:XValidation:rule="!has(self.algorithm) || self.algorithm != 'SlidingLog' || self.rate.limit <= 10000",message="spec.rate.limit may be at most 10000 for SlidingLog, which keeps one entry per admitted unit, so a request's work and a counter's memory grow with the limit: use SlidingWindow (constant memory, close to exact) or TokenBucket/GCRA for larger limits",fieldPath=".rate.limit"
 type RateLimitPolicySpec struct {
 	// domain is the Envoy rate limit service domain this limit answers, such as
@@ -138,6 +139,12 @@ type RateLimitPolicySpec struct {
 	// may use its share of the capacity. Not with localTier.
 	// +optional
 	Priority *PriorityShedding `json:"priority,omitempty"`
+
+	// penalty denies a key for a while once it has gone over its limit (or
+	// over it a number of times within a window), whatever it sends
+	// meanwhile, with its own status and reason. Not with localTier.
+	// +optional
+	Penalty *Penalty `json:"penalty,omitempty"`
 }
 
 // Descriptor is one entry of an Envoy rate limit descriptor.
@@ -287,6 +294,13 @@ type EnforcementStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	FailedClosed *int64 `json:"failedClosed,omitempty"`
 
+	// penalized is the number of requests denied in the window because
+	// their key was penalized (spec.penalty), the denial that started a
+	// penalty included. They are not in limited.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Penalized *int64 `json:"penalized,omitempty"`
+
 	// localFallback is the number of requests decided in the window by each
 	// pod's share of the limit in memory, because the store could not be
 	// reached (failureMode Local).
@@ -407,6 +421,7 @@ type FleetStatus struct {
 // +kubebuilder:printcolumn:name="FailedOpen",type=integer,JSONPath=`.status.enforcement.failedOpen`
 // +kubebuilder:printcolumn:name="FailedClosed",type=integer,JSONPath=`.status.enforcement.failedClosed`,priority=1
 // +kubebuilder:printcolumn:name="LocalFallback",type=integer,JSONPath=`.status.enforcement.localFallback`,priority=1
+// +kubebuilder:printcolumn:name="Penalized",type=integer,JSONPath=`.status.enforcement.penalized`,priority=1
 // +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 

@@ -8,7 +8,7 @@ import (
 )
 
 // allCases are Cases and the policy features' tables.
-func allCases() []Case { return slices.Concat(Cases, CalendarCases, PriorityCases) }
+func allCases() []Case { return slices.Concat(Cases, CalendarCases, PriorityCases, PenaltyCases) }
 
 // at is the step time of an instant: how long after Base it is.
 func at(t time.Time) time.Duration { return t.Sub(Base) }
@@ -175,6 +175,53 @@ var PriorityCases = []Case{
 			// The entries of 0 left; 3 of 3 used: the oldest of 200ms must leave.
 			{At: s, Cost: 1, Reserve: 2, Allowed: false, Remaining: 0, Reset: 200 * ms, Retry: 200 * ms},
 			{At: s, Cost: 6, Reserve: 0, Allowed: false, Remaining: 2, Reset: 200 * ms, Retry: algo.Never},
+		},
+	},
+}
+
+func withPenalty(l algo.Limit, d time.Duration, after int64, within time.Duration) algo.Limit {
+	l.Penalty = algo.Penalty{Duration: d, After: after, Within: within}
+	return l
+}
+
+// PenaltyCases are penalties: denials (of a cost above 0) count as
+// strikes within a window from the first; the After-th penalizes the key
+// for Duration, during which everything it sends is denied and its
+// counter is left alone; the next count starts when the penalty ends.
+var PenaltyCases = []Case{
+	{
+		Name:  "FixedWindow 2/min, 5m penalty after 3 denials within 1m",
+		Limit: withPenalty(limit(algo.FixedWindow, 2, time.Minute, 0), 5*time.Minute, 3, time.Minute),
+		Steps: []Step{
+			{At: 0, Cost: 1, Allowed: true, Remaining: 1, Reset: 60 * s},
+			{At: 0, Cost: 1, Allowed: true, Remaining: 0, Reset: 60 * s},
+			{At: 10 * s, Cost: 1, Allowed: false, Remaining: 0, Reset: 50 * s, Retry: 50 * s}, // strike 1, the count from 10s
+			{At: 20 * s, Cost: 0, Allowed: true, Remaining: 0, Reset: 40 * s},                 // a peek is no strike
+			{At: 30 * s, Cost: 1, Allowed: false, Remaining: 0, Reset: 30 * s, Retry: 30 * s}, // strike 2
+			{At: 65 * s, Cost: 1, Allowed: true, Remaining: 1, Reset: 55 * s},                 // a new window
+			// Strike 3 within a minute of the first: penalized until 369s.
+			{At: 69 * s, Cost: 2, Allowed: false, Remaining: 0, Reset: 5 * time.Minute, Retry: 5 * time.Minute, Penalized: true},
+			{At: 70 * s, Cost: 1, Allowed: false, Remaining: 0, Reset: 299 * s, Retry: 299 * s, Penalized: true},
+			{At: 70 * s, Cost: 0, Allowed: false, Remaining: 0, Reset: 299 * s, Retry: 299 * s, Penalized: true}, // whatever it sends
+			{At: 368 * s, Cost: 1, Allowed: false, Remaining: 0, Reset: s, Retry: s, Penalized: true},
+			// The penalty ended, the counter was left alone: the window of
+			// 360s holds nothing.
+			{At: 369 * s, Cost: 1, Allowed: true, Remaining: 1, Reset: 51 * s},
+			{At: 370 * s, Cost: 2, Allowed: false, Remaining: 1, Reset: 50 * s, Retry: 50 * s},                    // strike 1 of the count from 369s
+			{At: 430 * s, Cost: 5, Allowed: false, Remaining: 2, Reset: 50 * s, Retry: algo.Never},                // that count ended at 429s: strike 1 again
+			{At: 431 * s, Cost: 3, Allowed: false, Remaining: 2, Reset: 49 * s, Retry: algo.Never},                // strike 2
+			{At: 489 * s, Cost: 3, Allowed: false, Remaining: 0, Reset: 300 * s, Retry: 300 * s, Penalized: true}, // strike 3 at 59s
+		},
+	},
+	{
+		Name:  "TokenBucket 1/s burst 1, 10s penalty on the first denial",
+		Limit: withPenalty(limit(algo.TokenBucket, 1, s, 1), 10*s, 1, time.Minute),
+		Steps: []Step{
+			{At: 0, Cost: 1, Allowed: true, Remaining: 0, Reset: s},
+			{At: 500 * ms, Cost: 1, Allowed: false, Remaining: 0, Reset: 10 * s, Retry: 10 * s, Penalized: true},
+			{At: 5 * s, Cost: 1, Allowed: false, Remaining: 0, Reset: 5500 * ms, Retry: 5500 * ms, Penalized: true},
+			{At: 10500 * ms, Cost: 1, Allowed: true, Remaining: 0, Reset: s}, // served again, from a full bucket
+			{At: 10600 * ms, Cost: 1, Allowed: false, Remaining: 0, Reset: 10 * s, Retry: 10 * s, Penalized: true},
 		},
 	},
 }

@@ -31,6 +31,8 @@ type Step struct {
 	Remaining int64
 	Reset     time.Duration
 	Retry     time.Duration
+	// Penalized is the key being penalized (algo.Result.Penalized).
+	Penalized bool
 }
 
 // Case is a sequence of steps on one fresh key.
@@ -185,7 +187,7 @@ func Run(t *testing.T, newStore NewStore) {
 				if err != nil {
 					t.Fatalf("step %d (at %v, cost %d): %v", i, step.At, step.Cost, err)
 				}
-				want := algo.Result{Allowed: step.Allowed, Remaining: step.Remaining, ResetAfter: step.Reset, RetryAfter: step.Retry}
+				want := algo.Result{Allowed: step.Allowed, Remaining: step.Remaining, ResetAfter: step.Reset, RetryAfter: step.Retry, Penalized: step.Penalized}
 				if step.Reset == Skip {
 					want.ResetAfter = got.ResetAfter
 				}
@@ -214,6 +216,9 @@ func RunDifferential(t *testing.T, a, b NewStore, steps int) {
 		limit(algo.SlidingWindow, 7, 3*s, 0),
 		limit(algo.SlidingWindow, 100, s, 0),
 		limit(algo.SlidingLog, 7, 3*s, 0),
+		// Penalties (features.go), short enough to start and end often.
+		withPenalty(limit(algo.FixedWindow, 5, 2*s, 0), 1500*ms, 2, s),
+		withPenalty(limit(algo.GCRA, 7, 3*s, 4), 2*s, 3, 4*s),
 	}
 	for _, lim := range limits {
 		t.Run(lim.Algorithm.String()+"/"+time.Duration(lim.Period).String(), func(t *testing.T) {

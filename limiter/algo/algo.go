@@ -97,14 +97,17 @@ type Limit struct {
 	// requests of different priorities share one counter with different
 	// reserves. 0 to Capacity.
 	Reserve int64
+	// Penalty, when set, denies a key for a while once it was denied
+	// enough times (see Penalty).
+	Penalty Penalty
 }
 
 // Leasable reports whether two-tier mode may lease units of the limit
 // (limiter/store/localtier): not from SlidingLog, which stays exact, nor
-// from a calendar window or with a reserve; the API refuses localTier with
-// any of them.
+// from a calendar window, with a reserve or with a penalty; the API
+// refuses localTier with any of them.
 func (l Limit) Leasable() bool {
-	return l.Algorithm != SlidingLog && l.Calendar.IsZero() && l.Reserve == 0
+	return l.Algorithm != SlidingLog && l.Calendar.IsZero() && l.Reserve == 0 && l.Penalty.IsZero()
 }
 
 // Span is the length of the window that holds now: Period, or for a
@@ -150,6 +153,10 @@ type Result struct {
 	// retried with the same idempotency key: nothing was consumed, and
 	// ResetAfter counts down from the first decision.
 	Replayed bool
+	// Penalized reports a denial because the key is penalized (see
+	// Penalty), or was just penalized by this denial: ResetAfter and
+	// RetryAfter are the time left of the penalty, Remaining 0.
+	Penalized bool
 }
 
 // eps absorbs floating-point noise when token counts are compared or

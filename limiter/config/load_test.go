@@ -96,6 +96,7 @@ func TestLoadBad(t *testing.T) {
 		"unknown-time-zone.yaml":          {"shop/daily", "spec.rate.timeZone", `"Europe/Atlantis"`, "time zone of the IANA database"},
 		"priority-share-above-100.yaml":   {"shop/shed", "spec.priority.levels[0].share", "less than or equal to 100"},
 		"priority-shares-increasing.yaml": {"shop/shed", "spec.priority.levels", "critical=50%, batch=80%", "must not increase"},
+		"penalty-over-30-days.yaml":       {"shop/ban", "spec.penalty.duration", `"721h0m0s"`, "between 1s and 720h (30 days)"},
 	}
 	files, _ := filepath.Glob("testdata/bad/*.yaml")
 	if len(files) != len(want) {

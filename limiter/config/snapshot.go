@@ -50,6 +50,9 @@ type Policy struct {
 	FailureMode v1alpha1.FailureMode
 	// Priority is spec.priority compiled, nil without it.
 	Priority *Priority
+	// Penalty is how spec.penalty answers a penalized request, nil
+	// without it; Limit.Penalty counts.
+	Penalty *PenaltyAnswer
 	// Spec is the defaulted source, kept for status and debugging.
 	Spec v1alpha1.RateLimitPolicySpec
 	// order is the policy's index in Snapshot.Policies.
@@ -169,6 +172,7 @@ func compilePolicy(src *v1alpha1.RateLimitPolicy) *Policy {
 	p.Limit.Calendar = compileCalendar(&s.Rate)
 	p.Priority = compilePriority(s.Priority, p.Limit.Capacity())
 	p.id = p.Namespace + "/" + p.Name
+	p.Limit.Penalty, p.Penalty = compilePenalty(s.Penalty, p.id)
 	if c := p.Limit.Calendar; !c.IsZero() {
 		p.counterID = fmt.Sprintf("%s|%s|%s|%s", p.id, a, c.Period, c.Location)
 	} else {

@@ -116,6 +116,7 @@ func validatePolicySpec(s *v1alpha1.RateLimitPolicySpec, fld *field.Path) field.
 	errs = append(errs, validatePolicyRate(s.Rate, fld.Child("rate"))...)
 	errs = append(errs, validatePolicyCalendar(s, fld)...)
 	errs = append(errs, validatePolicyPriority(s, fld)...)
+	errs = append(errs, validatePolicyPenalty(s, fld)...)
 	if algo == v1alpha1.SlidingLog && s.Rate.Limit > v1alpha1.MaxSlidingLogLimit {
 		errs = append(errs, field.Invalid(fld.Child("rate", "limit"), s.Rate.Limit, policySlidingLogMsg))
 	}

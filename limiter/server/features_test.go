@@ -13,6 +13,8 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/internal/storetest"
+	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/server"
 	"github.com/sluice-dev/sluice/limiter/store"
 	"github.com/sluice-dev/sluice/limiter/store/memory"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
@@ -59,6 +61,8 @@ func TestPolicyFeatures(t *testing.T) {
 		t.Run(fs.name, func(t *testing.T) {
 			t.Run("calendar", func(t *testing.T) { testCalendarQuota(t, fs) })
 			t.Run("priority", func(t *testing.T) { testPriorityShedding(t, fs) })
+			t.Run("penalty", func(t *testing.T) { testPenalty(t, fs) })
+			t.Run("tenancy", func(t *testing.T) { testFeaturesStayInTheirTenant(t, fs) })
 		})
 	}
 }
@@ -71,8 +75,13 @@ type featureEnv struct {
 }
 
 func startFeatures(t *testing.T, fs featureStore) featureEnv {
+	return startFeaturesWith(t, fs, nil)
+}
+
+// startFeaturesWith serves snap (nil: the samples).
+func startFeaturesWith(t *testing.T, fs featureStore, snap *config.Snapshot) featureEnv {
 	clock := storetest.NewClock()
-	return featureEnv{env: start(t, envOptions{store: fs.new(t, clock.Now)}), clock: clock}
+	return featureEnv{env: start(t, envOptions{store: fs.new(t, clock.Now), snapshot: snap}), clock: clock}
 }
 
 func (e featureEnv) at(s string) {
@@ -278,4 +287,152 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map
 		}
 	}
 	return n
+}
+
+// testPenalty: identity/password-resets-per-ip allows 5 a minute per
+// address; over that 3 times within 10 minutes, the address is denied for
+// 15 minutes with 403 and its own reason.
+func testPenalty(t *testing.T, fs featureStore) {
+	const (
+		policy = "identity/password-resets-per-ip"
+		reason = "too many password resets from this address: blocked for 15 minutes"
+	)
+	e := startFeatures(t, fs)
+	addr := func(ip string) []string { return []string{"remote_address", ip, "path", "/v1/password/reset"} }
+	const ok, over = rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
+
+	if resp := e.rls(t, "identity-api", 5, addr("203.0.113.9")...); resp.OverallCode != ok {
+		t.Fatalf("5 resets: %v", resp)
+	}
+	// Two denials: over the limit, not penalized yet.
+	resp := e.rls(t, "identity-api", 1, addr("203.0.113.9")...)
+	if resp.OverallCode != over || resp.DynamicMetadata != nil {
+		t.Fatalf("a 6th reset: %v, want OVER_LIMIT without a reason", resp)
+	}
+	wantHeaders(t, "a 6th reset", resp, map[string]string{"X-Sluice-Reason": "", "RateLimit": `"` + policy + `";r=0;t=60`})
+	if hresp, body := e.check(t, "identity-api", 1, addr("203.0.113.9")...); hresp.StatusCode != http.StatusTooManyRequests || hresp.Header.Get("X-Sluice-Reason") != "" {
+		t.Fatalf("a 7th reset over HTTP: %d %v %s, want 429 without a reason", hresp.StatusCode, hresp.Header, body)
+	}
+
+	// The third denial within 10 minutes starts the penalty.
+	e.clock.Set(storetest.Base.Add(10 * time.Second))
+	resp = e.rls(t, "identity-api", 1, addr("203.0.113.9")...)
+	if resp.OverallCode != over || resp.Statuses[0].DurationUntilReset.AsDuration() != 15*time.Minute {
+		t.Fatalf("the third denial: %v, want OVER_LIMIT for 15 minutes", resp)
+	}
+	wantHeaders(t, "the third denial", resp, map[string]string{"X-Sluice-Reason": reason, "RateLimit": `"` + policy + `";r=0;t=900`})
+	ra, _ := header(resp, "Retry-After")
+	retryAfterWithin(t, "the third denial", ra, 900)
+	md := resp.DynamicMetadata.AsMap()
+	if md["reason"] != reason || md["policy"] != policy || md["penalized"] != true || md["status"] != float64(403) {
+		t.Errorf("the third denial: dynamic metadata %v, want the penalty's reason, policy, penalized and status 403", md)
+	}
+
+	// Two minutes on, the counter's window would allow it: the penalty
+	// still denies, with its own status, whatever it costs.
+	e.clock.Set(storetest.Base.Add(2 * time.Minute))
+	hresp, body := e.check(t, "identity-api", 1, addr("203.0.113.9")...)
+	if hresp.StatusCode != http.StatusForbidden || hresp.Header.Get("X-Sluice-Reason") != reason {
+		t.Fatalf("penalized over HTTP: %d %v %s, want 403 with the penalty's reason", hresp.StatusCode, hresp.Header, body)
+	}
+	retryAfterWithin(t, "penalized over HTTP", hresp.Header.Get("Retry-After"), 790)
+	sresp, sbody := get(t, e.http+server.StatusPath+"?domain=identity-api&remote_address=203.0.113.9&path=/v1/password/reset")
+	if sresp.StatusCode != http.StatusOK || !strings.Contains(string(sbody), `"penalized":true`) || !strings.Contains(string(sbody), `"resetSeconds":790`) {
+		t.Errorf("status peek while penalized: %d %s", sresp.StatusCode, sbody)
+	}
+	// Another address is not penalized.
+	if hresp, body = e.check(t, "identity-api", 1, addr("198.51.100.4")...); hresp.StatusCode != http.StatusOK {
+		t.Fatalf("another address: %d %s", hresp.StatusCode, body)
+	}
+
+	// The penalty ends by itself, 15 minutes after it started.
+	e.clock.Set(storetest.Base.Add(10*time.Second + 15*time.Minute - time.Millisecond))
+	if resp = e.rls(t, "identity-api", 1, addr("203.0.113.9")...); resp.OverallCode != over {
+		t.Fatalf("a millisecond before the end: %v", resp)
+	}
+	e.clock.Set(storetest.Base.Add(10*time.Second + 15*time.Minute))
+	if resp = e.rls(t, "identity-api", 1, addr("203.0.113.9")...); resp.OverallCode != ok {
+		t.Fatalf("the penalty's end: %v, want OK", resp)
+	}
+
+	// Counted apart: 2 limited, 3 penalized (the peek is not a decision),
+	// 3 allowed (the 5, the other address, the end).
+	for result, want := range map[string]float64{"limited": 2, "penalized": 3, "allowed": 3} {
+		if got := metricValue(t, e.reg, "sluice_decisions_total", map[string]string{"policy": policy, "result": result}); got != want {
+			t.Errorf("sluice_decisions_total{result=%q} = %v, want %v", result, got, want)
+		}
+	}
+	for _, p := range e.srv.AdminStats().Policies {
+		if p.Namespace+"/"+p.Name == policy && (p.Penalized != 3 || p.Limited != 2) {
+			t.Errorf("admin stats: %+v, want 3 penalized and 2 limited", p)
+		}
+	}
+}
+
+// tenantPolicies are two tenants' policies on the same descriptor keys:
+// tenant-a sheds all of its batch traffic and penalizes a user for an hour
+// at the second denial; tenant-b does neither.
+const tenantPolicies = `
+apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: strict, namespace: tenant-a}
+spec:
+  domain: a-api
+  descriptors: [{key: user_id}]
+  algorithm: FixedWindow
+  rate: {limit: 1, period: 1m}
+  priority:
+    key: priority
+    levels: [{value: critical, share: 100}, {value: batch, share: 0}]
+    default: critical
+  penalty: {duration: 1h, after: 2}
+---
+apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: relaxed, namespace: tenant-b}
+spec:
+  domain: b-api
+  descriptors: [{key: user_id}]
+  algorithm: FixedWindow
+  rate: {limit: 5, period: 1m}
+`
+
+// A tenant's policy sheds and penalizes its own keys only: counters, and
+// the penalties stored beside them, are keyed by policy within the
+// policy's domain, so the same user in another tenant's domain, with the
+// same entries, is neither shed nor penalized.
+func testFeaturesStayInTheirTenant(t *testing.T, fs featureStore) {
+	snap, err := config.Parse("tenants", []byte(tenantPolicies))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startFeaturesWith(t, fs, snap)
+	const ok, over = rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
+	batch := []string{"user_id", "mallory", "priority", "batch"}
+	critical := []string{"user_id", "mallory", "priority", "critical"}
+
+	if resp := e.rls(t, "a-api", 1, batch...); resp.OverallCode != over || resp.DynamicMetadata != nil {
+		t.Fatalf("tenant-a sheds its batch traffic: %v", resp)
+	}
+	if resp := e.rls(t, "a-api", 1, critical...); resp.OverallCode != ok {
+		t.Fatalf("tenant-a, critical: %v", resp)
+	}
+	resp := e.rls(t, "a-api", 1, critical...)
+	if md := resp.DynamicMetadata.AsMap(); resp.OverallCode != over || md["penalized"] != true {
+		t.Fatalf("tenant-a penalizes mallory: %v", resp)
+	}
+	for i := range 5 {
+		kv := [][]string{batch, critical}[i%2]
+		resp := e.rls(t, "b-api", 1, kv...)
+		if resp.OverallCode != ok || resp.DynamicMetadata != nil {
+			t.Fatalf("tenant-b, request %d (%v): %v, want OK: tenant-a's priorities and penalty are not tenant-b's", i, kv, resp)
+		}
+	}
+	if hresp, body := e.check(t, "b-api", 1, critical...); hresp.StatusCode != http.StatusTooManyRequests || hresp.Header.Get("X-Sluice-Reason") != "" {
+		t.Fatalf("tenant-b's own limit: %d %v %s, want a plain 429", hresp.StatusCode, hresp.Header, body)
+	}
+	// tenant-a's penalty holds meanwhile.
+	if hresp, body := e.check(t, "a-api", 1, critical...); hresp.StatusCode != http.StatusForbidden {
+		t.Fatalf("tenant-a, still penalized: %d %s", hresp.StatusCode, body)
+	}
 }

@@ -59,8 +59,8 @@ func headers(resp *service.Response, jitter float64) []*corev3.HeaderValue {
 		values[n].k, values[n].v = HeaderRetryAfter, strconv.FormatInt(retryAfter(r.RetryAfter, jitter), 10)
 		n++
 	}
-	if d.OverLimit && d.Reason != "" {
-		values[n].k, values[n].v = HeaderReason, d.Reason
+	if reason := reasonOf(d); d.OverLimit && reason != "" {
+		values[n].k, values[n].v = HeaderReason, reason
 		n++
 	}
 	if resp.Replayed {
@@ -100,4 +100,22 @@ func span(l algo.Limit) time.Duration {
 		return l.Period
 	}
 	return l.Span(time.Now())
+}
+
+// reasonOf is what X-Sluice-Reason says of a decision: the failure mode's
+// reason, or a penalized key's (spec.penalty).
+func reasonOf(d *service.Decision) string {
+	if d.Reason == "" && d.Result.Penalized && d.Policy != nil && d.Policy.Penalty != nil {
+		return d.Policy.Penalty.Reason
+	}
+	return d.Reason
+}
+
+// penaltyStatus is the HTTP status of a denial whose reported decision is
+// a penalized key's (spec.penalty.status), or 0.
+func penaltyStatus(resp *service.Response) int {
+	if d := &resp.Reported; d.OverLimit && d.Result.Penalized && d.Policy != nil && d.Policy.Penalty != nil {
+		return d.Policy.Penalty.Status
+	}
+	return 0
 }

@@ -121,6 +121,9 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, req *service.Req
 	code := http.StatusOK
 	if resp.OverLimit {
 		code = denyStatus
+		if st := penaltyStatus(resp); st != 0 {
+			code = st // spec.penalty.status
+		}
 	}
 	s.writeDecision(w, toRLS(resp, s.rls.jitter), code)
 }

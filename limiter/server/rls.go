@@ -134,9 +134,13 @@ func toRLS(resp *service.Response, jitter float64) *rlsv3.RateLimitResponse {
 		out.Statuses[i] = descriptorStatus(&resp.Decisions[i])
 	}
 	out.ResponseHeadersToAdd = headers(resp, jitter)
-	if d := &resp.Reported; d.OverLimit && d.Reason != "" {
+	if d := &resp.Reported; d.OverLimit && reasonOf(d) != "" {
 		// Envoy logs and forwards the RLS dynamic metadata.
-		out.DynamicMetadata, _ = structpb.NewStruct(map[string]any{"reason": d.Reason, "policy": d.Policy.ID()})
+		md := map[string]any{"reason": reasonOf(d), "policy": d.Policy.ID()}
+		if st := penaltyStatus(resp); st != 0 {
+			md["penalized"], md["status"] = true, st
+		}
+		out.DynamicMetadata, _ = structpb.NewStruct(md)
 	}
 	return out
 }

@@ -23,7 +23,8 @@ func (s *Server) AdminStats() limiterwire.Stats {
 	for i, p := range ps {
 		out.Policies[i] = limiterwire.PolicyStats{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Generation: p.Generation,
 			Allowed: p.Allowed, Limited: p.Limited, ShadowLimited: p.ShadowLimited,
-			FailedOpen: p.FailedOpen, FailedClosed: p.FailedClosed, LocalFallback: p.LocalFallback, NearLimit: p.NearLimit}
+			FailedOpen: p.FailedOpen, FailedClosed: p.FailedClosed, LocalFallback: p.LocalFallback, NearLimit: p.NearLimit,
+			Penalized: p.Penalized}
 		if !p.HottestSince.IsZero() {
 			since := p.HottestSince
 			out.Policies[i].HottestSince = &since

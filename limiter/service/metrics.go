@@ -14,6 +14,7 @@ const (
 	ResultFailedOpen    = "failed_open"
 	ResultFailedClosed  = "failed_closed"
 	ResultLocalFallback = "local_fallback"
+	ResultPenalized     = "penalized"
 )
 
 type metrics struct {
@@ -31,7 +32,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		decisions: prometheus.NewDesc("sluice_decisions_total",
-			"Decisions by policy (namespace/name), domain and result: allowed, limited, shadow_limited, failed_open, failed_closed, local_fallback.",
+			"Decisions by policy (namespace/name), domain and result: allowed, limited, shadow_limited, failed_open, failed_closed, local_fallback, penalized (a penalized key's denials, spec.penalty).",
 			[]string{"domain", "policy", "result"}, nil),
 		hotRequests: prometheus.NewDesc("sluice_hottest_descriptor_requests",
 			"Requests of each policy's hottest descriptor values (hashed or truncated) in the last complete interval; only with --top-descriptors.",
@@ -95,6 +96,7 @@ func (d decisionsCollector) Collect(ch chan<- prometheus.Metric) {
 		}{
 			{ResultAllowed, &st.allowed}, {ResultLimited, &st.limited}, {ResultShadowLimited, &st.shadowLimited},
 			{ResultFailedOpen, &st.failedOpen}, {ResultFailedClosed, &st.failedClosed}, {ResultLocalFallback, &st.localFallback},
+			{ResultPenalized, &st.penalized},
 		} {
 			ch <- prometheus.MustNewConstMetric(d.s.metrics.decisions, prometheus.CounterValue, float64(v.n.Load()), p.Domain, p.ID(), v.result)
 		}

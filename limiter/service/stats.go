@@ -26,6 +26,7 @@ type policyStats struct {
 	allowed, limited, shadowLimited         atomic.Int64
 	failedOpen, failedClosed, localFallback atomic.Int64
 	nearLimit                               atomic.Int64
+	penalized                               atomic.Int64
 
 	// top is the hottest-descriptors sketch; nil when Options.Top is off.
 	top *topSketch
@@ -50,6 +51,9 @@ type PolicyStats struct {
 	// NearLimit counts the allowed decisions (from the store) that left
 	// less than 20% of the limit's capacity.
 	NearLimit int64
+	// Penalized counts the denials of penalized keys (spec.penalty), the
+	// one that started a penalty included; Limited does not count them.
+	Penalized int64
 
 	// Hottest are the policy's hottest descriptor values in the interval
 	// that started at HottestSince (Options.Top); HottestSince is zero when
@@ -93,6 +97,8 @@ func (st *policyStats) count(dec *Decision, l algo.Limit, shadow bool) {
 		return // counted by the failure mode
 	case !dec.Result.Allowed && shadow:
 		st.shadowLimited.Add(1)
+	case dec.Result.Penalized:
+		st.penalized.Add(1)
 	case !dec.Result.Allowed:
 		st.limited.Add(1)
 	default:
@@ -128,7 +134,7 @@ func (s *Service) PolicyStats() []PolicyStats {
 			UID: st.uid, Namespace: st.namespace, Name: st.name, Generation: st.generation.Load(),
 			Allowed: st.allowed.Load(), Limited: st.limited.Load(), ShadowLimited: st.shadowLimited.Load(),
 			FailedOpen: st.failedOpen.Load(), FailedClosed: st.failedClosed.Load(), LocalFallback: st.localFallback.Load(),
-			NearLimit: st.nearLimit.Load(),
+			NearLimit: st.nearLimit.Load(), Penalized: st.penalized.Load(),
 		})
 	}
 	sort.Slice(out, func(i, j int) bool {

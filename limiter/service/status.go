@@ -27,6 +27,9 @@ type PolicyStatus struct {
 	// Reason is set when the store could not answer and the policy's
 	// failure mode made up the figures.
 	Reason string `json:"reason,omitempty"`
+	// Penalized is true while the caller's key is penalized
+	// (spec.penalty): ResetSeconds is the time left.
+	Penalized bool `json:"penalized,omitempty"`
 }
 
 // Peek reports every policy of domain that entries match, in the
@@ -68,6 +71,7 @@ func policyStatus(p *config.Policy, d Decision) PolicyStatus {
 		ResetSeconds:  ceilSeconds(max(0, d.Result.ResetAfter)),
 		Shadow:        p.Shadow,
 		Reason:        d.Reason,
+		Penalized:     d.Result.Penalized,
 	}
 }
 

@@ -51,6 +51,15 @@ type shard struct {
 	// records are the idempotency records of this shard's counters, so that
 	// one lock covers a decision and its record.
 	records map[recordKey]record
+	// penalties are the penalty states of this shard's counters
+	// (algo.Penalty), beside them under the same lock.
+	penalties map[store.Key]penaltyEntry
+}
+
+// penaltyEntry is a counter's penalty state and its expiry (Unix µs).
+type penaltyEntry struct {
+	state     algo.PenaltyState
+	expiresAt int64
 }
 
 // recordKey names an idempotency record: per counter, as in Redis.
@@ -93,6 +102,7 @@ func New(opts Options) *Store {
 	for i := range s.shards {
 		s.shards[i].entries = make(map[store.Key]*entry)
 		s.shards[i].records = make(map[recordKey]record)
+		s.shards[i].penalties = make(map[store.Key]penaltyEntry)
 	}
 	if opts.SweepInterval > 0 {
 		go s.sweepLoop(opts.SweepInterval)
@@ -110,6 +120,15 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	// A penalized key is denied whatever it asks, replays included.
+	pen := req.Limit.Penalty
+	pe, penOK := sh.penalties[req.Key]
+	penPresent := penOK && pe.expiresAt > n
+	if !pen.IsZero() {
+		if r, ok := pen.Penalized(pe.state, penPresent, now); ok {
+			return r, nil
+		}
+	}
 	idem := req.HasIdempotency()
 	rk := recordKey{req.Key, req.Idempotency}
 	live := false // a live record, whose replays may be spent
@@ -143,6 +162,17 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 	default:
 		s.makeRoom(sh, n)
 		sh.entries[req.Key] = &entry{state: st, expiresAt: n + ttl.Microseconds()}
+	}
+	if !pen.IsZero() && !r.Allowed && req.Cost > 0 {
+		st := algo.PenaltyState{}
+		if penPresent {
+			st = pe.state
+		}
+		ttl := pen.Strike(&st, penPresent, now, &r)
+		if !penOK {
+			s.makePenaltyRoom(sh, n)
+		}
+		sh.penalties[req.Key] = penaltyEntry{state: st, expiresAt: n + ttl.Microseconds()}
 	}
 	if idem && !live && r.Allowed && req.Cost > 0 {
 		if _, ok := sh.records[rk]; !ok {
@@ -178,6 +208,31 @@ func (s *Store) makeRecordRoom(sh *shard, now int64) {
 		}
 	}
 	delete(sh.records, victim)
+}
+
+// makePenaltyRoom evicts from a shard full of penalty states, like
+// makeRoom; penalties share the bound of the counters they sit beside.
+// Caller holds sh.mu.
+func (s *Store) makePenaltyRoom(sh *shard, now int64) {
+	if len(sh.penalties) < s.perShard {
+		return
+	}
+	var victim store.Key
+	soonest, sampled := int64(-1), 0
+	for k, p := range sh.penalties {
+		if p.expiresAt <= now {
+			delete(sh.penalties, k)
+			return
+		}
+		if soonest < 0 || p.expiresAt < soonest {
+			victim, soonest = k, p.expiresAt
+		}
+		if sampled++; sampled == 16 {
+			break
+		}
+	}
+	delete(sh.penalties, victim)
+	s.evicted.Add(1)
 }
 
 // Records is the number of stored idempotency records, expired ones
@@ -233,7 +288,7 @@ func (s *Store) Len() int {
 	return n
 }
 
-// Sweep removes expired keys and idempotency records now.
+// Sweep removes expired keys, idempotency records and penalties now.
 func (s *Store) Sweep() {
 	n := s.clock().UnixMicro()
 	for i := range s.shards {
@@ -247,6 +302,11 @@ func (s *Store) Sweep() {
 		for k, r := range sh.records {
 			if r.expiresAt <= n {
 				delete(sh.records, k)
+			}
+		}
+		for k, p := range sh.penalties {
+			if p.expiresAt <= n {
+				delete(sh.penalties, k)
 			}
 		}
 		sh.mu.Unlock()

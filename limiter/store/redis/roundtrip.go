@@ -36,9 +36,9 @@ type call struct {
 
 	// keys and argv are a Take's script KEYS and ARGV (see prepare); they
 	// are sent by pointer, which boxes them without copying.
-	keys  [2]string
+	keys  [3]string
 	nkeys int
-	argv  [11]int64
+	argv  [14]int64
 	nargv int
 
 	// cmd is the call's script run, in the last send.
@@ -164,9 +164,10 @@ func anyErr(calls []*call, match func(error) bool) bool {
 }
 
 // prepare fills c's script KEYS and ARGV (see scripts/exact.lua): limit,
-// period_us, burst, cost, now_us; with an idempotency record, its TTL in
-// ms and most replays; with a calendar, its windows, and the reserve.
-// Trailing arguments a request does not need are left out.
+// period_us, burst, cost, now_us; with an idempotency record, its key, TTL
+// in ms and most replays; with a calendar, its windows; the reserve; with
+// a penalty, its key and settings. Trailing arguments a request does not
+// need are left out, and those before one it needs are zeros.
 func (s *Store) prepare(c *call) {
 	r := &c.req
 	var now int64
@@ -174,7 +175,7 @@ func (s *Store) prepare(c *call) {
 		now = s.opts.PinnedClock().UnixMicro()
 	}
 	c.keys[0], c.nkeys = s.RedisKey(r.Key), 1
-	c.argv, c.nargv = [11]int64{r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now}, 5
+	c.argv, c.nargv = [14]int64{r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now}, 5
 	if r.HasIdempotency() {
 		c.keys[1], c.nkeys = s.RecordKey(r.Key, r.Idempotency), 2
 		c.argv[5], c.argv[6], c.nargv = max(1, r.EffectiveIdempotencyTTL().Milliseconds()), r.EffectiveIdempotencyMaxReplays(), 7
@@ -194,6 +195,10 @@ func (s *Store) prepare(c *call) {
 	if r.Limit.Reserve > 0 {
 		c.argv[10], c.nargv = r.Limit.Reserve, 11
 	}
+	if p := r.Limit.Penalty; !p.IsZero() {
+		c.keys[c.nkeys], c.nkeys = s.PenaltyKey(r.Key), c.nkeys+1
+		c.argv[11], c.argv[12], c.argv[13], c.nargv = p.Duration.Microseconds(), max(1, p.After), max(1, p.Within.Microseconds()), 14
+	}
 }
 
 // takeArgs are the arguments of one Take's script call.
@@ -209,22 +214,23 @@ func takeArgs(eval bool, c *call) []any {
 }
 
 // parseResult reads an exact script's reply {allowed, remaining, reset_us,
-// retry_us[, replayed]}.
+// retry_us[, replayed[, penalized]]}.
 func parseResult(cmd *goredis.Cmd) (algo.Result, error) {
-	var buf [5]int64
+	var buf [6]int64
 	v, err := int64s(buf[:0], cmd)
 	if err != nil {
 		return algo.Result{}, fmt.Errorf("redis store: %w", err)
 	}
-	if len(v) != 4 && len(v) != 5 {
-		return algo.Result{}, fmt.Errorf("redis store: script returned %d values, want 4 or 5", len(v))
+	if len(v) < 4 || len(v) > 6 {
+		return algo.Result{}, fmt.Errorf("redis store: script returned %d values, want 4 to 6", len(v))
 	}
 	r := algo.Result{
 		Allowed:    v[0] == 1,
 		Remaining:  v[1],
 		ResetAfter: time.Duration(v[2]) * time.Microsecond,
 		RetryAfter: time.Duration(v[3]) * time.Microsecond,
-		Replayed:   len(v) == 5 && v[4] == 1,
+		Replayed:   len(v) >= 5 && v[4] == 1,
+		Penalized:  len(v) == 6 && v[5] == 1,
 	}
 	if v[3] < 0 {
 		r.RetryAfter = algo.Never

@@ -81,3 +81,34 @@ func TestRedisTimeDrivesDecisions(t *testing.T) {
 		}
 	}
 }
+
+// A penalty is stored beside its counter, in the same slot, and expires by
+// itself: its TTL covers the penalty and the count after it, no more.
+func TestPenaltyKeyBesideCounter(t *testing.T) {
+	s := realStore(t, redisstore.Options{Addrs: []string{standaloneAddr(t)}, KeyPrefix: "pentest"})
+	c := goredis.NewClient(&goredis.Options{Addr: standaloneAddr(t)})
+	defer c.Close()
+	ctx := context.Background()
+	lim := algo.Limit{Algorithm: algo.FixedWindow, Limit: 1, Period: time.Hour, Burst: 1,
+		Penalty: algo.Penalty{Duration: 10 * time.Minute, After: 1, Within: time.Minute}}
+	key := storetest.KeyFor(t, "abuser")
+	if r, err := s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1}); err != nil || !r.Allowed {
+		t.Fatalf("first: %+v %v", r, err)
+	}
+	r, err := s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1})
+	if err != nil || r.Allowed || !r.Penalized || r.RetryAfter != 10*time.Minute {
+		t.Fatalf("over the limit: %+v %v, want penalized for 10m", r, err)
+	}
+	pk := s.PenaltyKey(key)
+	if redisstore.Slot(pk) != redisstore.Slot(s.RedisKey(key)) {
+		t.Errorf("penalty key %s is in slot %d, its counter %s in %d", pk, redisstore.Slot(pk), s.RedisKey(key), redisstore.Slot(s.RedisKey(key)))
+	}
+	ttl, err := c.PTTL(ctx, pk).Result()
+	if err != nil || ttl <= 10*time.Minute-5*time.Second || ttl > 11*time.Minute {
+		t.Errorf("penalty key %s: TTL %v %v, want the penalty and the minute after it", pk, ttl, err)
+	}
+	// Whatever it sends meanwhile is denied, even a peek.
+	if r, err := s.Take(ctx, store.Request{Key: key, Limit: lim}); err != nil || r.Allowed || !r.Penalized || r.RetryAfter <= 9*time.Minute {
+		t.Fatalf("a peek while penalized: %+v %v", r, err)
+	}
+}

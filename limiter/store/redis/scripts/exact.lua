@@ -1,21 +1,33 @@
--- Exact: a decision by one algorithm's core, with nothing leased, and
--- idempotent when asked. The script is the prelude, then this with the
--- algorithm's core in its place.
+-- Exact: a decision by one algorithm's core, with nothing leased,
+-- idempotent when asked, and with a penalty when the policy has one. The
+-- script is the prelude, then this with the algorithm's core in its place.
 --
 -- KEYS[1]  the counter, in the core's encoding
--- KEYS[2]  optional: the record of a retried request's first admitted
---          decision, a string "remaining reset_at_us expires_us replays"
---          (records written before replays were counted lack the last
---          field: none yet). Its key carries the counter's hash tag, so it
---          lives in the counter's slot.
--- ARGV     limit, period_us, burst, cost, now_us (see prelude.lua), and with
---          KEYS[2] the record's TTL in ms and the most replays it answers
---          (else 0, 0); then, when either is set, the start and end of a
---          calendar FixedWindow's window at the limiter's time and the end
---          of the next, in us (see fixed_window_core.lua; else 0, 0, 0), and
---          the reserve the decision must leave (priority shedding; else 0)
--- Returns  {allowed, remaining, reset_after_us, retry_after_us[, replayed]};
---          retry -1 is never.
+-- KEYS[2]  with a record TTL (ARGV[6] > 0): the record of a retried
+--          request's first admitted decision, a string "remaining
+--          reset_at_us expires_us replays" (records written before replays
+--          were counted lack the last field: none yet)
+-- KEYS[#]  with a penalty (ARGV[12] > 0), last: the counter's penalty, a
+--          string "until_us since_us strikes" (limiter/algo.PenaltyState)
+--          Both keys carry the counter's hash tag, so they live in its slot.
+-- ARGV     limit, period_us, burst, cost, now_us (see prelude.lua); then, each
+--          group sent only when it or a later one is set (else zeros):
+--          6-7    the record's TTL in ms and the most replays it answers
+--          8-10   the start and end of a calendar FixedWindow's window at
+--                 the limiter's time and the end of the next, in us (see
+--                 fixed_window_core.lua)
+--          11     the reserve the decision must leave (priority shedding)
+--          12-14  the penalty's duration_us, after (denials) and within_us
+-- Returns  {allowed, remaining, reset_after_us, retry_after_us[, replayed
+--          [, penalized]]}; retry -1 is never.
+--
+-- A penalized key is denied first, whatever it asks: {0, 0, left_us,
+-- left_us, 0, 1}, where left is the penalty's time left; nothing else is
+-- read or written. Otherwise a denial of a cost above 0 counts as a strike
+-- (limiter/algo.Penalty.Strike): the after-th strike within within_us of
+-- the count's first penalizes the key for duration_us, and the denial is
+-- answered as penalized; the next count starts when the penalty ends. The
+-- penalty's key expires when it is fresh again.
 --
 -- A live record with replays left counts one more and replays its
 -- decision, {1, remaining, reset_after_us, 0, 1} (the fifth value marks a
@@ -25,9 +37,25 @@
 -- admitted decisions that consumed units are recorded: a denial or a peek
 -- consumed nothing, so its retry is decided afresh. The record is written by
 -- the same script as the decision: no second round trip, no window between.
+local pen_dur, pen_key, pen_state = tonumber(ARGV[12] or 0), nil, nil
+local pen_until, pen_since, pen_strikes = 0, 0, 0
+if pen_dur > 0 then
+  pen_key = KEYS[#KEYS]
+  pen_state = redis.call('GET', pen_key)
+  if pen_state then
+    local a, b, c = string.match(pen_state, '^(%S+) (%S+) (%S+)$')
+    pen_until, pen_since, pen_strikes = tonumber(a), tonumber(b), tonumber(c)
+    if pen_until > now then
+      return {0, 0, pen_until - now, pen_until - now, 0, 1}
+    end
+  end
+end
+
+local rec_key = nil
+if tonumber(ARGV[6] or 0) > 0 then rec_key = KEYS[2] end
 local live = false
-if KEYS[2] then
-  local rec = redis.call('GET', KEYS[2])
+if rec_key then
+  local rec = redis.call('GET', rec_key)
   if rec then
     local remaining, reset_at, expires, replays = string.match(rec, '^(%S+) (%S+) (%S+) ?(%d*)$')
     -- Expiry is also checked here, in script time, so a pinned test clock
@@ -35,7 +63,7 @@ if KEYS[2] then
     if expires and tonumber(expires) > now then
       replays = tonumber(replays) or 0
       if replays < tonumber(ARGV[7]) then
-        redis.call('SET', KEYS[2], string.format('%s %s %s %d', remaining, reset_at, expires, replays + 1), 'KEEPTTL')
+        redis.call('SET', rec_key, string.format('%s %s %s %d', remaining, reset_at, expires, replays + 1), 'KEEPTTL')
         return {1, tonumber(remaining), math.max(0, tonumber(reset_at) - now), 0, 1}
       end
       live = true
@@ -52,8 +80,23 @@ local allowed, remaining, reset, retry, granted = false, 0, 0, 0, 0
 -- scripts.go puts the algorithm's core here, in a do ... end block:
 --[[core]]
 
-if KEYS[2] and not live and allowed and cost > 0 then
+if pen_key and not allowed and cost > 0 then
+  local within = tonumber(ARGV[14])
+  if not pen_state or pen_since > now or pen_since + within <= now then
+    pen_since, pen_strikes = now, 0
+  end
+  pen_strikes = pen_strikes + 1
+  if pen_strikes >= tonumber(ARGV[13]) then
+    pen_until = now + pen_dur
+    redis.call('SET', pen_key, string.format('%d %d 0', pen_until, pen_until), 'PX', slack + math.ceil((pen_dur + within) / 1000))
+    return {0, 0, pen_dur, pen_dur, 0, 1}
+  end
+  redis.call('SET', pen_key, string.format('%d %d %d', pen_until, pen_since, pen_strikes),
+    'PX', slack + math.max(1, math.ceil((pen_since + within - now) / 1000)))
+end
+
+if rec_key and not live and allowed and cost > 0 then
   local ttl = tonumber(ARGV[6])
-  redis.call('SET', KEYS[2], string.format('%d %d %d 0', remaining, now + reset, now + ttl * 1000), 'PX', slack + ttl)
+  redis.call('SET', rec_key, string.format('%d %d %d 0', remaining, now + reset, now + ttl * 1000), 'PX', slack + ttl)
 end
 return {allowed and 1 or 0, remaining, reset, retry}
