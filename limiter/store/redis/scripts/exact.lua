@@ -37,8 +37,11 @@
 -- admitted decisions that consumed units are recorded: a denial or a peek
 -- consumed nothing, so its retry is decided afresh. The record is written by
 -- the same script as the decision: no second round trip, no window between.
-local pen_dur, pen_key, pen_state = tonumber(ARGV[12] or 0), nil, nil
+-- (Absent arguments are tested before any is parsed: a call into
+-- tonumber costs Redis a few hundred instructions.)
+local pen_dur, pen_key, pen_state = 0, nil, nil
 local pen_until, pen_since, pen_strikes = 0, 0, 0
+if ARGV[12] then pen_dur = tonumber(ARGV[12]) end
 if pen_dur > 0 then
   pen_key = KEYS[#KEYS]
   pen_state = redis.call('GET', pen_key)
@@ -52,7 +55,7 @@ if pen_dur > 0 then
 end
 
 local rec_key = nil
-if tonumber(ARGV[6] or 0) > 0 then rec_key = KEYS[2] end
+if ARGV[6] and ARGV[6] ~= '0' then rec_key = KEYS[2] end
 local live = false
 if rec_key then
   local rec = redis.call('GET', rec_key)
