@@ -45,7 +45,7 @@ func TestAttackRoguePodPosesAsALimiter(t *testing.T) {
 	}
 	waitPolicy(t, fleet.Namespace, own.Name, v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
 
-	// The rogue limiter, on the fleet's HTTP port at another address of
+	// The rogue limiter, on the fleet's ports at another address of
 	// the fleet's block, with the victim's policy under the victim's UID.
 	file := filepath.Join(t.TempDir(), "rogue.yaml")
 	doc := fmt.Sprintf(`apiVersion: ratelimit.sluice.dev/v1alpha1
@@ -60,10 +60,12 @@ spec:
 		t.Fatal(err)
 	}
 	ip, port, _ := net.SplitHostPort(pods[0].httpAddr)
+	_, adminPort, _ := net.SplitHostPort(pods[0].adminAddr)
 	lo := ip[:strings.LastIndex(ip, ".")+1] + "9"
 	rogue := &limiterProc{ip: lo, podIP: podNetwork.podIP(lo), httpAddr: net.JoinHostPort(lo, port),
-		grpcAddr: net.JoinHostPort(lo, strconv.Itoa(freePort(t, lo)))}
-	rogue.args = []string{"--policies", file, "--store", "memory", "--http-addr", rogue.httpAddr, "--grpc-addr", rogue.grpcAddr}
+		grpcAddr: net.JoinHostPort(lo, strconv.Itoa(freePort(t, lo))), adminAddr: net.JoinHostPort(lo, adminPort)}
+	rogue.args = []string{"--policies", file, "--store", "memory", "--http-addr", rogue.httpAddr, "--grpc-addr", rogue.grpcAddr,
+		"--admin-addr", rogue.adminAddr}
 	rogue.start(t)
 	t.Cleanup(rogue.stop)
 
@@ -100,7 +102,7 @@ spec:
 	}
 
 	// The fleet saw the endpoint, and ignores it, saying why.
-	rogueAddr := net.JoinHostPort(rogue.podIP, port)
+	rogueAddr := net.JoinHostPort(rogue.podIP, adminPort)
 	eventually(t, 30*time.Second, "the fleet ignores the rogue pod", func() error {
 		f := &v1alpha1.LimiterFleet{}
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {

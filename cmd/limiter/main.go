@@ -40,7 +40,8 @@ func main() {
 	fs.IntVar(&cfg.MemoryMaxKeys, "memory-max-keys", 1_000_000, "most counters the memory store keeps")
 	enforcement := fs.String("enforcement", "enabled", "kill switch: disabled allows every request (decisions still counted, would-be denials as shadow_limited)")
 	fs.StringVar(&cfg.IdempotencyEntry, "idempotency-entry", "idempotency_key", "RLS descriptor entry `key` whose value is an idempotency key (left out of matching)")
-	fs.DurationVar(&cfg.IdempotencyTTL, "idempotency-ttl", 24*time.Hour, "how long a first decision is replayed to retries with the same idempotency key")
+	fs.DurationVar(&cfg.IdempotencyTTL, "idempotency-ttl", store.DefaultIdempotencyTTL, "how long a first decision is replayed to retries with the same idempotency key, 1s to 24h")
+	fs.Int64Var(&cfg.IdempotencyMaxRecords, "idempotency-max-records", store.DefaultIdempotencyMaxRecords, "most live idempotency records of one counter, 1 to 100000; one more drops the one closest to expiry, whose retries are then decided afresh")
 	fs.Int64Var(&cfg.IdempotencyMaxReplays, "idempotency-max-replays", store.DefaultIdempotencyMaxReplays, "how many retries of one request (same domain, descriptor, cost and idempotency key) a first decision is replayed to; later retries are decided afresh")
 	fs.IntVar(&cfg.LocalFallbackPods, "local-fallback-pods", 1, "limiter pods sharing each limit: failureMode Local enforces limit/N while Redis can't answer")
 	fs.IntVar(&cfg.Top.K, "top-descriptors", 0, "report each policy's `K` hottest descriptor values per interval on /v1/admin/stats and /metrics, 0 (off, the default) to 20; values may be personal data")
@@ -75,8 +76,10 @@ func main() {
 		usage(fs, fmt.Sprintf("--enforcement %q: want enabled or disabled", *enforcement))
 	case cfg.IdempotencyEntry == "":
 		usage(fs, "--idempotency-entry must not be empty")
-	case cfg.IdempotencyTTL < time.Second:
-		usage(fs, "--idempotency-ttl must be at least 1s")
+	case cfg.IdempotencyTTL < time.Second || cfg.IdempotencyTTL > store.MaxIdempotencyTTL:
+		usage(fs, fmt.Sprintf("--idempotency-ttl %v: want 1s to %v", cfg.IdempotencyTTL, store.MaxIdempotencyTTL))
+	case cfg.IdempotencyMaxRecords < 1 || cfg.IdempotencyMaxRecords > store.MaxIdempotencyMaxRecords:
+		usage(fs, fmt.Sprintf("--idempotency-max-records %d: want 1 to %d", cfg.IdempotencyMaxRecords, store.MaxIdempotencyMaxRecords))
 	case cfg.IdempotencyMaxReplays < 1:
 		usage(fs, "--idempotency-max-replays must be at least 1")
 	case cfg.DrainDelay < 0:

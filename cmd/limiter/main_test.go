@@ -332,6 +332,9 @@ func TestInvalidPolicyFileExits(t *testing.T) {
 			{"--policies", "../../config/samples/policies.yaml", "--log-format", "xml"},
 			{"--policies", "../../config/samples/policies.yaml", "--enforcement", "off"},
 			{"--policies", "../../config/samples/policies.yaml", "--idempotency-ttl", "0s"},
+			{"--policies", "../../config/samples/policies.yaml", "--idempotency-ttl", "25h"},
+			{"--policies", "../../config/samples/policies.yaml", "--idempotency-max-records", "0"},
+			{"--policies", "../../config/samples/policies.yaml", "--idempotency-max-records", "100001"},
 			{"--policies", "../../config/samples/policies.yaml", "--idempotency-entry", ""},
 			{"--policies", "../../config/samples/policies.yaml", "--local-fallback-pods", "0"},
 			{"--policies", "../../config/samples/policies.yaml", "--top-descriptors", "21"},
@@ -348,7 +351,9 @@ func TestInvalidPolicyFileExits(t *testing.T) {
 				t.Errorf("limiter %q: %v, want a non-zero exit with a message\n%s", args, err, out)
 			}
 			// A bad flag is named with its value.
-			if i := slices.IndexFunc(args, func(a string) bool { return strings.HasPrefix(a, "--top-") }); i >= 0 {
+			if i := slices.IndexFunc(args, func(a string) bool {
+				return strings.HasPrefix(a, "--top-") || strings.HasPrefix(a, "--idempotency-max-records") || a == "--idempotency-ttl"
+			}); i >= 0 {
 				bad := args[len(args)-2] + " " + args[len(args)-1]
 				if !strings.Contains(strings.ReplaceAll(string(out), `"`, ""), bad) {
 					t.Errorf("limiter %q: the message does not name %q:\n%s", args, bad, out)

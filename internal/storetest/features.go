@@ -1,10 +1,14 @@
 package storetest
 
 import (
+	"context"
+	"math/rand/v2"
 	"slices"
+	"testing"
 	"time"
 
 	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/store"
 )
 
 // allCases are Cases and the policy features' tables.
@@ -224,4 +228,62 @@ var PenaltyCases = []Case{
 			{At: 10600 * ms, Cost: 1, Allowed: false, Remaining: 0, Reset: 10 * s, Retry: 10 * s, Penalized: true},
 		},
 	},
+}
+
+// RunFeaturesTogether drives two stores with the same random decisions on
+// limits that use every policy feature at once, each request with a
+// random reserve and, often, an idempotency key: a calendar FixedWindow
+// with a penalty, and a TokenBucket with a penalty. Every decision must
+// agree. It holds the argument layout of all features together (the
+// conformance tables exercise them one at a time).
+func RunFeaturesTogether(t *testing.T, a, b NewStore, steps int) {
+	limits := []algo.Limit{
+		withPenalty(calendar(6, algo.Day, "Australia/Lord_Howe"), 2*time.Hour, 2, 3*time.Hour),
+		withPenalty(limit(algo.TokenBucket, 5, 2*s, 5), 1500*ms, 2, s),
+	}
+	for i, lim := range limits {
+		t.Run(lim.Algorithm.String(), func(t *testing.T) {
+			clock := NewClock()
+			sa, sb := a(t, clock.Now), b(t, clock.Now)
+			rng := rand.New(rand.NewPCG(uint64(i), 23))
+			keys := []store.Key{KeyFor(t, "k1"), KeyFor(t, "k2")}
+			idem := []store.Key{{}, {}, IdemKey(t, "i1"), IdemKey(t, "i2")}
+			// Days of half an hour of DST change in Lord Howe (April 5
+			// 2026), steps of minutes for the calendar, milliseconds for
+			// the bucket.
+			now, unit := time.Date(2026, 4, 4, 12, 0, 0, 0, time.UTC), 20*time.Minute
+			if lim.Calendar.IsZero() {
+				now, unit = Base, 100*ms
+			}
+			var penalized, replayed, denied int
+			for j := range steps {
+				now = now.Add(time.Duration(rng.IntN(10)) * unit / 4)
+				clock.Set(now)
+				req := store.Request{Key: keys[rng.IntN(len(keys))], Limit: lim, Cost: int64(rng.IntN(4)),
+					Idempotency: idem[rng.IntN(len(idem))]}
+				req.Limit.Reserve = int64(rng.IntN(3))
+				ra, errA := sa.Take(context.Background(), req)
+				rb, errB := sb.Take(context.Background(), req)
+				if errA != nil || errB != nil {
+					t.Fatalf("step %d: errors %v / %v", j, errA, errB)
+				}
+				if ra != rb {
+					t.Fatalf("step %d (at %v, cost %d, reserve %d, idempotent %v): stores disagree\n a %+v\n b %+v",
+						j, now, req.Cost, req.Limit.Reserve, req.HasIdempotency(), ra, rb)
+				}
+				switch {
+				case ra.Penalized:
+					penalized++
+				case ra.Replayed:
+					replayed++
+				case !ra.Allowed:
+					denied++
+				}
+			}
+			// The sequence must reach every feature, or it proves little.
+			if penalized == 0 || replayed == 0 || denied == 0 {
+				t.Errorf("%d steps: %d penalized, %d replayed, %d other denials; want some of each", steps, penalized, replayed, denied)
+			}
+		})
+	}
 }

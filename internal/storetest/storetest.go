@@ -350,6 +350,46 @@ func RunIdempotency(t *testing.T, newStore NewStore) {
 			}
 		}
 	})
+	t.Run("records per counter are bounded", func(t *testing.T) {
+		clock := NewClock()
+		st := newStore(t, clock.Now)
+		key, other := KeyFor(t, "counter"), KeyFor(t, "another counter")
+		lim := limit(algo.FixedWindow, 100, time.Minute, 0)
+		take := func(counter store.Key, at time.Duration, idem string) algo.Result {
+			t.Helper()
+			clock.Set(Base.Add(at))
+			r, err := st.Take(context.Background(), store.Request{Key: counter, Limit: lim, Cost: 1, Idempotency: IdemKey(t, idem),
+				IdempotencyTTL: IdempotencyTTL, IdempotencyMaxReplays: IdempotencyMaxReplays, IdempotencyMaxRecords: 3})
+			if err != nil || !r.Allowed {
+				t.Fatalf("%s at %v: %+v %v", idem, at, r, err)
+			}
+			return r
+		}
+		for i, idem := range []string{"A", "B", "C", "D"} {
+			take(key, time.Duration(i)*s, idem) // D is the fourth: A, closest to expiry, goes
+		}
+		take(other, 4*s, "A") // another counter's records are its own
+		for _, idem := range []string{"D", "C", "B"} {
+			if r := take(key, 5*s, idem); !r.Replayed {
+				t.Errorf("a retry of %s, among the 3 newest records: %+v, want a replay", idem, r)
+			}
+		}
+		if r := take(key, 5*s, "A"); r.Replayed || r.Remaining != 95 {
+			t.Errorf("a retry of A, the record dropped for D: %+v, want decided afresh with 95 remaining", r)
+		}
+		if r := take(other, 5*s, "A"); !r.Replayed {
+			t.Errorf("a retry of A on the other counter: %+v, want a replay", r)
+		}
+		// Expired records make room before live ones are dropped.
+		take(key, 40*s, "E")
+		take(key, 41*s, "F")
+		take(key, 42*s, "G")
+		for _, idem := range []string{"E", "F", "G"} {
+			if r := take(key, 43*s, idem); !r.Replayed {
+				t.Errorf("a retry of %s after the others expired: %+v, want a replay", idem, r)
+			}
+		}
+	})
 	for _, a := range algo.All {
 		t.Run(a.String(), func(t *testing.T) {
 			clock := NewClock()

@@ -79,6 +79,9 @@ type Config struct {
 	// IdempotencyMaxReplays is how many times a first decision is replayed
 	// to retries; 0 means store.DefaultIdempotencyMaxReplays.
 	IdempotencyMaxReplays int64
+	// IdempotencyMaxRecords bounds the live idempotency records of one
+	// counter; 0 means store.DefaultIdempotencyMaxRecords.
+	IdempotencyMaxRecords int64
 	// LocalFallbackPods is the number of limiter pods sharing each limit
 	// (failureMode Local enforces limit/LocalFallbackPods); 0 means 1.
 	LocalFallbackPods int
@@ -140,7 +143,7 @@ func Run(ctx context.Context, cfg Config) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		localtier.NewCollector(tier))
 	svc := service.New(st, service.Options{Registerer: reg, Logger: log,
-		IdempotencyEntry: cfg.IdempotencyEntry, IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyMaxReplays: cfg.IdempotencyMaxReplays,
+		IdempotencyEntry: cfg.IdempotencyEntry, IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyMaxReplays: cfg.IdempotencyMaxReplays, IdempotencyMaxRecords: cfg.IdempotencyMaxRecords,
 		ReadyPods: cfg.LocalFallbackPods, EnforcementDisabled: cfg.EnforcementDisabled,
 		Top: cfg.Top, TopClock: topClock, LocalTier: tier, Fallback: fallback})
 	rl := newReloader(src, svc, reg, log)

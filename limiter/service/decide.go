@@ -184,7 +184,7 @@ func (s *Service) decide(ctx context.Context, sc *scratch, p *config.Policy, ps 
 	req.Limit.Reserve, sc.level = priorityReserve(p, entries)
 	if idem != "" {
 		req.Idempotency = idempotencyRecord(&sc.kb, domain, p, req.Key, entries, cost, idem)
-		req.IdempotencyTTL, req.IdempotencyMaxReplays = s.opts.IdempotencyTTL, s.opts.IdempotencyMaxReplays
+		req.IdempotencyTTL, req.IdempotencyMaxReplays, req.IdempotencyMaxRecords = s.opts.IdempotencyTTL, s.opts.IdempotencyMaxReplays, s.opts.IdempotencyMaxRecords
 	}
 	r, reason := ps.store.decide(ctx, req)
 	return Decision{Policy: p, Result: r, Reason: reason}

@@ -67,6 +67,9 @@ type Options struct {
 	// to retries with its idempotency key; 0 means
 	// store.DefaultIdempotencyMaxReplays.
 	IdempotencyMaxReplays int64
+	// IdempotencyMaxRecords bounds the live idempotency records of one
+	// counter; 0 means store.DefaultIdempotencyMaxRecords.
+	IdempotencyMaxRecords int64
 	// ReadyPods is the number of ready limiter pods that share every
 	// limit; failureMode Local enforces limit/ReadyPods in this pod's memory
 	// while the store can't answer. 0 means 1. SetReadyPods changes it.
@@ -162,6 +165,9 @@ func New(st store.Store, opts Options) *Service {
 	}
 	if opts.IdempotencyMaxReplays <= 0 {
 		opts.IdempotencyMaxReplays = store.DefaultIdempotencyMaxReplays
+	}
+	if opts.IdempotencyMaxRecords <= 0 {
+		opts.IdempotencyMaxRecords = store.DefaultIdempotencyMaxRecords
 	}
 	s := &Service{
 		store:    st,

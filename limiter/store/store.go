@@ -56,11 +56,38 @@ type Request struct {
 	// IdempotencyMaxReplays is how many times a record replays; 0 means
 	// DefaultIdempotencyMaxReplays.
 	IdempotencyMaxReplays int64
+	// IdempotencyMaxRecords bounds the live records of one counter; 0 means
+	// DefaultIdempotencyMaxRecords. Recording one more into a full counter
+	// first drops its expired records, then the one closest to expiry: a
+	// retry of that request is decided afresh. So however many keys a client
+	// makes up, a counter holds a bounded number of records.
+	IdempotencyMaxRecords int64
 }
 
 // DefaultIdempotencyTTL is how long an idempotency record lives unless a
-// request says otherwise.
-const DefaultIdempotencyTTL = 24 * time.Hour
+// request says otherwise: long enough for a client's retries with backoff,
+// short enough that records do not pile up.
+const DefaultIdempotencyTTL = 10 * time.Minute
+
+// MaxIdempotencyTTL is the longest record TTL a limiter accepts.
+const MaxIdempotencyTTL = 24 * time.Hour
+
+// DefaultIdempotencyMaxRecords is the most live records of one counter
+// unless a request says otherwise.
+const DefaultIdempotencyMaxRecords = 1000
+
+// MaxIdempotencyMaxRecords is the largest cap per counter a limiter
+// accepts: each record costs about 100 bytes of Redis memory.
+const MaxIdempotencyMaxRecords = 100_000
+
+// EffectiveIdempotencyMaxRecords is IdempotencyMaxRecords, or the default
+// when unset.
+func (r *Request) EffectiveIdempotencyMaxRecords() int64 {
+	if r.IdempotencyMaxRecords <= 0 {
+		return DefaultIdempotencyMaxRecords
+	}
+	return r.IdempotencyMaxRecords
+}
 
 // DefaultIdempotencyMaxReplays is how many times an idempotency record
 // replays unless a request says otherwise: enough for a client's retries

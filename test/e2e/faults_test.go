@@ -12,10 +12,14 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
 )
@@ -38,6 +42,7 @@ func (j *journey) faults(t *testing.T) {
 	if f.Spec.PolicySelector != nil {
 		sel = f.Spec.PolicySelector.MatchLabels
 	}
+	j.allowDomain(t, loadDomain, appNS)
 	closed := v1alpha1.FailClosed
 	tokenBucket := v1alpha1.TokenBucket
 	for _, p := range []*v1alpha1.RateLimitPolicy{
@@ -324,11 +329,35 @@ func (j *journey) dumpOnFailure(t *testing.T) {
 	})
 }
 
+// allowDomain lets the fleet serve domain to the policies of ns, as its
+// platform team would: the fleet's spec.domains, which tenants can't write.
+func (j *journey) allowDomain(t *testing.T, domain, ns string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		f := &v1alpha1.LimiterFleet{}
+		if err := j.c.c.Get(context.Background(), client.ObjectKeyFromObject(j.fleet), f); err != nil {
+			return err
+		}
+		from := v1alpha1.NamespacesFromSelector
+		f.Spec.Domains = append(f.Spec.Domains, v1alpha1.FleetDomain{Name: domain, AllowedNamespaces: &v1alpha1.AllowedNamespaces{
+			From: &from, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
+		}})
+		return j.c.c.Update(context.Background(), f)
+	})
+	if err != nil {
+		t.Fatalf("allowing domain %s to namespace %s on fleet %s: %v", domain, ns, j.fleet.Name, err)
+	}
+}
+
 // limiterFailures lists, for each limiter pod of the Redis Cluster fleet,
 // its failed decisions and Redis errors from its /metrics, read from the
-// client pod.
+// client pod on the limiters' admin port with the client pod's
+// ServiceAccount token (see allowMetrics).
 func (j *journey) limiterFailures(t *testing.T) string {
 	t.Helper()
+	if err := j.c.allowMetrics(appNS); err != nil {
+		return err.Error()
+	}
 	pods := &corev1.PodList{}
 	if err := j.c.c.List(context.Background(), pods, client.InNamespace(j.fleet.Namespace), client.MatchingLabels(controllers.LimiterSelectorLabels(j.fleet))); err != nil {
 		return err.Error()
@@ -339,7 +368,8 @@ func (j *journey) limiterFailures(t *testing.T) string {
 			Status int
 			Body   string
 		}
-		j.c.execJSON(t, &answers, appNS, clientPod, "/e2eclient", "http", "-url", fmt.Sprintf("http://%s:8080/metrics", p.Status.PodIP))
+		j.c.execJSON(t, &answers, appNS, clientPod, "/e2eclient", "http", "-bearer-file", serviceAccountToken,
+			"-url", fmt.Sprintf("http://%s:%d/metrics", p.Status.PodIP, limiterwire.AdminPort))
 		var lines []string
 		for _, a := range answers {
 			for _, l := range strings.Split(a.Body, "\n") {
@@ -351,6 +381,31 @@ func (j *journey) limiterFailures(t *testing.T) string {
 		out = append(out, fmt.Sprintf("  %s (started %s): %s", p.Name, p.CreationTimestamp.Format("15:04:05"), strings.Join(lines, "; ")))
 	}
 	return strings.Join(out, "\n")
+}
+
+// serviceAccountToken is where the kubelet mounts a pod's token.
+const serviceAccountToken = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+// allowMetrics lets the default ServiceAccount of ns, the client pod's,
+// read the limiters' /metrics: the limiters ask the API server
+// (SubjectAccessReview on the non-resource URL), as they do for Prometheus.
+func (c *cluster) allowMetrics(ns string) error {
+	ctx := context.Background()
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-limiter-metrics"},
+		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-limiter-metrics"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "default"}},
+	}
+	for _, o := range []client.Object{role, binding} {
+		if err := c.c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("letting the client pod read /metrics: %w", err)
+		}
+	}
+	return nil
 }
 
 func isReady(p *corev1.Pod) bool {

@@ -48,9 +48,11 @@ type Store struct {
 type shard struct {
 	mu      sync.Mutex
 	entries map[store.Key]*entry
-	// records are the idempotency records of this shard's counters, so that
-	// one lock covers a decision and its record.
-	records map[recordKey]record
+	// records are the idempotency records of this shard's counters, by
+	// counter then by the request's Idempotency, as in Redis, so that one
+	// lock covers a decision and its record; nrecords counts them.
+	records  map[store.Key]map[store.Key]record
+	nrecords int
 	// penalties are the penalty states of this shard's counters
 	// (algo.Penalty), beside them under the same lock.
 	penalties map[store.Key]penaltyEntry
@@ -61,9 +63,6 @@ type penaltyEntry struct {
 	state     algo.PenaltyState
 	expiresAt int64
 }
-
-// recordKey names an idempotency record: per counter, as in Redis.
-type recordKey struct{ counter, idempotency store.Key }
 
 // record is a recorded admitted decision (times in Unix µs).
 type record struct {
@@ -101,7 +100,7 @@ func New(opts Options) *Store {
 	}
 	for i := range s.shards {
 		s.shards[i].entries = make(map[store.Key]*entry)
-		s.shards[i].records = make(map[recordKey]record)
+		s.shards[i].records = make(map[store.Key]map[store.Key]record)
 		s.shards[i].penalties = make(map[store.Key]penaltyEntry)
 	}
 	if opts.SweepInterval > 0 {
@@ -130,13 +129,12 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 		}
 	}
 	idem := req.HasIdempotency()
-	rk := recordKey{req.Key, req.Idempotency}
 	live := false // a live record, whose replays may be spent
 	if idem {
-		if rec, ok := sh.records[rk]; ok && rec.expiresAt > n {
+		if rec, ok := sh.records[req.Key][req.Idempotency]; ok && rec.expiresAt > n {
 			if rec.replays < req.EffectiveIdempotencyMaxReplays() {
 				rec.replays++
-				sh.records[rk] = rec
+				sh.records[req.Key][req.Idempotency] = rec
 				return algo.Result{Allowed: true, Remaining: rec.remaining, ResetAfter: time.Duration(max(0, rec.resetAt-n)) * time.Microsecond, Replayed: true}, nil
 			}
 			live = true
@@ -175,39 +173,76 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 		sh.penalties[req.Key] = penaltyEntry{state: st, expiresAt: n + ttl.Microseconds()}
 	}
 	if idem && !live && r.Allowed && req.Cost > 0 {
-		if _, ok := sh.records[rk]; !ok {
-			s.makeRecordRoom(sh, n)
+		recs := sh.records[req.Key]
+		if recs == nil {
+			recs = make(map[store.Key]record)
 		}
-		sh.records[rk] = record{
+		if _, ok := recs[req.Idempotency]; !ok {
+			// One more record: within the counter's bound, as in Redis,
+			// then within the shard's.
+			for int64(len(recs)) >= req.EffectiveIdempotencyMaxRecords() {
+				sh.dropRecord(req.Key, recs, n)
+			}
+			s.makeRecordRoom(sh, n)
+			sh.nrecords++
+		}
+		recs[req.Idempotency] = record{
 			remaining: r.Remaining,
 			resetAt:   n + r.ResetAfter.Microseconds(),
 			expiresAt: n + req.EffectiveIdempotencyTTL().Microseconds(),
 		}
+		sh.records[req.Key] = recs // again: dropping may have emptied and removed it
 	}
 	return r, nil
 }
 
-// makeRecordRoom evicts from a shard full of idempotency records, like
-// makeRoom. Caller holds sh.mu.
-func (s *Store) makeRecordRoom(sh *shard, now int64) {
-	if len(sh.records) < s.perRecords {
-		return
-	}
-	var victim recordKey
-	soonest, sampled := int64(-1), 0
-	for k, r := range sh.records {
+// dropRecord removes one of a counter's records: an expired one, else the
+// one closest to expiry (as Redis's ZPOPMIN of the index). Caller holds
+// sh.mu.
+func (sh *shard) dropRecord(counter store.Key, recs map[store.Key]record, now int64) {
+	var victim store.Key
+	soonest := int64(-1)
+	for k, r := range recs {
 		if r.expiresAt <= now {
-			delete(sh.records, k)
-			return
+			victim = k
+			break
 		}
 		if soonest < 0 || r.expiresAt < soonest {
 			victim, soonest = k, r.expiresAt
+		}
+	}
+	delete(recs, victim)
+	sh.nrecords--
+	if len(recs) == 0 {
+		delete(sh.records, counter)
+	}
+}
+
+// makeRecordRoom evicts from a shard full of idempotency records: among a
+// sample of counters, an expired record, else the one closest to expiry.
+// Caller holds sh.mu.
+func (s *Store) makeRecordRoom(sh *shard, now int64) {
+	if sh.nrecords < s.perRecords {
+		return
+	}
+	var victim store.Key
+	soonest, sampled := int64(-1), 0
+	for counter, recs := range sh.records {
+		for _, r := range recs {
+			if r.expiresAt <= now {
+				sh.dropRecord(counter, recs, now)
+				return
+			}
+			if soonest < 0 || r.expiresAt < soonest {
+				victim, soonest = counter, r.expiresAt
+			}
+			break // one per counter in the sample
 		}
 		if sampled++; sampled == 16 {
 			break
 		}
 	}
-	delete(sh.records, victim)
+	sh.dropRecord(victim, sh.records[victim], now)
 }
 
 // makePenaltyRoom evicts from a shard full of penalty states, like
@@ -242,7 +277,7 @@ func (s *Store) Records() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.records)
+		n += sh.nrecords
 		sh.mu.Unlock()
 	}
 	return n
@@ -299,9 +334,15 @@ func (s *Store) Sweep() {
 				delete(sh.entries, k)
 			}
 		}
-		for k, r := range sh.records {
-			if r.expiresAt <= n {
-				delete(sh.records, k)
+		for counter, recs := range sh.records {
+			for k, r := range recs {
+				if r.expiresAt <= n {
+					delete(recs, k)
+					sh.nrecords--
+				}
+			}
+			if len(recs) == 0 {
+				delete(sh.records, counter)
 			}
 		}
 		for k, p := range sh.penalties {

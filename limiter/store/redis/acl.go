@@ -22,7 +22,7 @@ import (
 // EXISTS is the breakers' probe of a shard, on a key of the store's.
 // ASKING is what the cluster client sends before a command it follows to a
 // node that imports the key's slot (an ASK reply while slots move).
-// Every key the store writes starts with "<prefix>:{" (RedisKey, RecordKey,
+// Every key the store writes starts with "<prefix>:{" (RedisKey, RecordsKey, RecordIndexKey,
 // PodsKey, and the breakers' probe keys).
 func ACLRules(keyPrefix string) string {
 	if keyPrefix == "" {

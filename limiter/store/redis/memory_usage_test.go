@@ -37,8 +37,9 @@ func TestMemoryPerKey(t *testing.T) {
 		}
 	}
 
-	// An idempotency record is a key of its own, written only when a
-	// request carries an idempotency key; the counter is unchanged.
+	// Idempotency records are a hash and an index of the counter's, written
+	// only when a request carries an idempotency key; the counter is
+	// unchanged.
 	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 7, Period: time.Minute, Burst: 7}
 	key, idem := storetest.KeyFor(t, "with a record"), storetest.IdemKey(t, "retried")
 	if _, err := s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1, Idempotency: idem}); err != nil {
@@ -48,11 +49,15 @@ func TestMemoryPerKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	record, err := c.MemoryUsage(ctx, s.RecordKey(key, idem), 0).Result()
+	records, err := c.MemoryUsage(ctx, s.RecordsKey(key), 0).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("TokenBucket with an idempotency record: counter %d bytes, record %d bytes (key %q)", counter, record, s.RecordKey(key, idem))
+	index, err := c.MemoryUsage(ctx, s.RecordIndexKey(key), 0).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("TokenBucket with one idempotency record: counter %d bytes, records %d bytes, index %d bytes (keys %q, %q)", counter, records, index, s.RecordsKey(key), s.RecordIndexKey(key))
 	if counter > 100 {
 		t.Errorf("the counter of an idempotent request uses %d bytes", counter)
 	}

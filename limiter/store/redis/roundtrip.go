@@ -36,10 +36,18 @@ type call struct {
 
 	// keys and argv are a Take's script KEYS and ARGV (see prepare); they
 	// are sent by pointer, which boxes them without copying.
-	keys  [3]string
+	keys  [4]string
 	nkeys int
-	argv  [14]int64
+	argv  [8]int64
 	nargv int
+	// record is the idempotency record's name, ARGV 9: sent when set, and
+	// empty when ext follows.
+	record string
+	// ext are ARGV 10 to 16, after the record's name: a calendar's
+	// windows, the reserve, a penalty's settings; the first next of them
+	// are sent.
+	ext  [7]int64
+	next int
 
 	// cmd is the call's script run, in the last send.
 	cmd *goredis.Cmd
@@ -164,10 +172,12 @@ func anyErr(calls []*call, match func(error) bool) bool {
 }
 
 // prepare fills c's script KEYS and ARGV (see scripts/exact.lua): limit,
-// period_us, burst, cost, now_us; with an idempotency record, its key, TTL
-// in ms and most replays; with a calendar, its windows; the reserve; with
-// a penalty, its key and settings. Trailing arguments a request does not
-// need are left out, and those before one it needs are zeros.
+// period_us, burst, cost, now_us; with an idempotency key, the records'
+// hash and index, the record's TTL in ms, its most replays, the counter's
+// most records and the record's name; then with a calendar, its windows;
+// the reserve; with a penalty, its key and settings. Trailing arguments a
+// request does not need are left out, and those before one it needs are
+// zeros (an empty name).
 func (s *Store) prepare(c *call) {
 	r := &c.req
 	var now int64
@@ -175,12 +185,13 @@ func (s *Store) prepare(c *call) {
 		now = s.opts.PinnedClock().UnixMicro()
 	}
 	c.keys[0], c.nkeys = s.RedisKey(r.Key), 1
-	c.argv, c.nargv = [14]int64{r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now}, 5
+	c.argv, c.nargv = [8]int64{r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now}, 5
 	if r.HasIdempotency() {
-		c.keys[1], c.nkeys = s.RecordKey(r.Key, r.Idempotency), 2
-		c.argv[5], c.argv[6], c.nargv = max(1, r.EffectiveIdempotencyTTL().Milliseconds()), r.EffectiveIdempotencyMaxReplays(), 7
+		c.keys[1], c.keys[2], c.nkeys = s.RecordsKey(r.Key), s.RecordIndexKey(r.Key), 3
+		c.argv[5], c.argv[6], c.argv[7], c.nargv = max(1, r.EffectiveIdempotencyTTL().Milliseconds()), r.EffectiveIdempotencyMaxReplays(), r.EffectiveIdempotencyMaxRecords(), 8
+		c.record = r.Idempotency.String()
 	}
-	// A calendar or a reserve sends ARGV 8 to 11 (zeros for what is unset).
+	c.next = 0
 	if cal := r.Limit.Calendar; !cal.IsZero() {
 		// The window of the limiter's time and the next: the script picks
 		// by Redis time (fixed_window_core.lua).
@@ -190,25 +201,39 @@ func (s *Store) prepare(c *call) {
 		}
 		start, end := cal.Window(t)
 		_, next := cal.Window(end)
-		c.argv[7], c.argv[8], c.argv[9], c.nargv = start.UnixMicro(), end.UnixMicro(), next.UnixMicro(), 11
+		c.ext[0], c.ext[1], c.ext[2], c.next = start.UnixMicro(), end.UnixMicro(), next.UnixMicro(), 4
 	}
 	if r.Limit.Reserve > 0 {
-		c.argv[10], c.nargv = r.Limit.Reserve, 11
+		c.ext[3], c.next = r.Limit.Reserve, 4
 	}
 	if p := r.Limit.Penalty; !p.IsZero() {
 		c.keys[c.nkeys], c.nkeys = s.PenaltyKey(r.Key), c.nkeys+1
-		c.argv[11], c.argv[12], c.argv[13], c.nargv = p.Duration.Microseconds(), max(1, p.After), max(1, p.Within.Microseconds()), 14
+		c.ext[4], c.ext[5], c.ext[6], c.next = p.Duration.Microseconds(), max(1, p.After), max(1, p.Within.Microseconds()), 7
+	}
+	if c.next > 0 {
+		c.nargv = 8 // and the record's name, empty without one
 	}
 }
 
 // takeArgs are the arguments of one Take's script call.
 func takeArgs(eval bool, c *call) []any {
-	args := scripts[c.req.Limit.Algorithm].call(eval, c.nkeys, c.nkeys+c.nargv)
+	name := c.record != "" || c.next > 0
+	n := c.nkeys + c.nargv + c.next
+	if name {
+		n++
+	}
+	args := scripts[c.req.Limit.Algorithm].call(eval, c.nkeys, n)
 	for i := range c.nkeys {
 		args = append(args, &c.keys[i])
 	}
 	for i := range c.nargv {
 		args = append(args, &c.argv[i])
+	}
+	if name {
+		args = append(args, &c.record)
+	}
+	for i := range c.next {
+		args = append(args, &c.ext[i])
 	}
 	return args
 }

@@ -68,7 +68,7 @@ func TestTryAgainDuringSlotMigrationIsRetried(t *testing.T) {
 	idem.Add("request-1")
 	req := store.Request{Key: key, Limit: lim, Cost: 1, Idempotency: idem.Key()}
 	// Without the store's retry, this is what a limiter would get.
-	direct := cc.Eval(ctx, "return redis.call('GET', KEYS[1]) or redis.call('GET', KEYS[2]) or 0", []string{s.RedisKey(key), s.RecordKey(key, idem.Key())})
+	direct := cc.Eval(ctx, "return redis.call('GET', KEYS[1]) or redis.call('GET', KEYS[2]) or 0", []string{s.RedisKey(key), s.RecordsKey(key)})
 	if err := direct.Err(); err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") {
 		t.Fatalf("a script over both keys of the migrating slot got %v, want TRYAGAIN", err)
 	}

@@ -100,10 +100,18 @@ func (s *Store) RedisKey(k store.Key) string {
 	return s.opts.KeyPrefix + ":{" + k.String() + "}"
 }
 
-// RecordKey is the Redis key of an idempotency record of counter k: the
-// counter's key (and so its slot), then the record's hashed name.
-func (s *Store) RecordKey(k, idempotency store.Key) string {
-	return s.RedisKey(k) + ":i:" + idempotency.String()
+// RecordsKey is the Redis key of counter k's idempotency records: a hash
+// from each record's name (store.Key.String of the request's Idempotency)
+// to the record, in the counter's slot.
+func (s *Store) RecordsKey(k store.Key) string {
+	return s.RedisKey(k) + ":i"
+}
+
+// RecordIndexKey is the Redis key of the index of counter k's records: a
+// sorted set of their names by expiry (Unix µs), which bounds their number
+// and drops the expired ones.
+func (s *Store) RecordIndexKey(k store.Key) string {
+	return s.RedisKey(k) + ":ix"
 }
 
 // PenaltyKey is the Redis key of counter k's penalty state

@@ -29,6 +29,11 @@ func TestMemoryAndClusterAgree(t *testing.T) {
 	storetest.RunDifferential(t, newMemory, newCluster, 150)
 }
 
+func TestMemoryAndRedisAgreeOnFeaturesTogether(t *testing.T) {
+	t.Run("standalone", func(t *testing.T) { storetest.RunFeaturesTogether(t, newMemory, newStandalone, 300) })
+	t.Run("cluster", func(t *testing.T) { storetest.RunFeaturesTogether(t, newMemory, newCluster, 150) })
+}
+
 // Every key a script writes has a TTL, with time from Redis TIME.
 func TestEveryKeyHasTTL(t *testing.T) {
 	s := realStore(t, redisstore.Options{Addrs: []string{standaloneAddr(t)}, KeyPrefix: "ttltest"})
@@ -110,5 +115,67 @@ func TestPenaltyKeyBesideCounter(t *testing.T) {
 	// Whatever it sends meanwhile is denied, even a peek.
 	if r, err := s.Take(ctx, store.Request{Key: key, Limit: lim}); err != nil || r.Allowed || !r.Penalized || r.RetryAfter <= 9*time.Minute {
 		t.Fatalf("a peek while penalized: %+v %v", r, err)
+	}
+}
+
+// A client that makes up a new idempotency key for every request (a
+// hostile one, or a buggy retry loop) grows its counter's records to the
+// cap and no further, in Redis memory as in the decisions; both keys
+// expire with their newest record.
+func TestIdempotencyRecordsAreBoundedPerCounter(t *testing.T) {
+	s := realStore(t, redisstore.Options{Addrs: []string{standaloneAddr(t)}, KeyPrefix: "recflood"})
+	c := goredis.NewClient(&goredis.Options{Addr: standaloneAddr(t)})
+	defer c.Close()
+	ctx := context.Background()
+	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 1 << 40, Period: time.Second, Burst: 1 << 40}
+	key := storetest.KeyFor(t, "flooded")
+	const maxRecords = 50
+	for i := range 2000 {
+		req := store.Request{Key: key, Limit: lim, Cost: 1, Idempotency: storetest.IdemKey(t, time.Duration(i).String()),
+			IdempotencyTTL: time.Minute, IdempotencyMaxRecords: maxRecords}
+		if r, err := s.Take(ctx, req); err != nil || !r.Allowed || r.Replayed {
+			t.Fatalf("take %d: %+v %v", i, r, err)
+		}
+	}
+	for _, k := range []string{s.RecordsKey(key), s.RecordIndexKey(key)} {
+		n, err := c.Do(ctx, "TYPE", k).Text()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var size int64
+		switch n {
+		case "hash":
+			size, err = c.HLen(ctx, k).Result()
+		case "zset":
+			size, err = c.ZCard(ctx, k).Result()
+		default:
+			t.Fatalf("%s is a %s", k, n)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ttl, err := c.PTTL(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s (%s): %d entries, TTL %v", k, n, size, ttl)
+		if size != maxRecords {
+			t.Errorf("%s holds %d records after 2000 made-up keys, want the cap, %d", k, size, maxRecords)
+		}
+		if ttl <= 0 || ttl > time.Minute {
+			t.Errorf("%s has TTL %v, want within (0, 1m]", k, ttl)
+		}
+	}
+	// The newest record still replays; the first is long gone.
+	for i, want := range map[int]bool{1999: true, 0: false} {
+		req := store.Request{Key: key, Limit: lim, Cost: 1, Idempotency: storetest.IdemKey(t, time.Duration(i).String()),
+			IdempotencyTTL: time.Minute, IdempotencyMaxRecords: maxRecords}
+		if r, err := s.Take(ctx, req); err != nil || r.Replayed != want {
+			t.Errorf("a retry of request %d: %+v %v, want replayed=%v", i, r, err, want)
+		}
+	}
+	keys, err := c.Keys(ctx, "recflood:*").Result()
+	if err != nil || len(keys) != 3 {
+		t.Errorf("keys of the flooded counter: %v %v, want the counter, its records and their index", keys, err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/internal/storetest"
@@ -25,6 +27,8 @@ import (
 // and a cost of 10,000 (the capacity: a larger cost is refused before any
 // script runs), into an empty log ("fill") and into a full log whose
 // 10,000 entries all left the window ("refill": pruned and logged again).
+// "records-full" is an idempotent TokenBucket call on a counter holding
+// the most records a limiter allows (store.MaxIdempotencyMaxRecords).
 // "uncapped" is a SlidingLog of limit 1e9, as main allowed, logging
 // 100,000 units in one call (main allowed 1e6, which runs past Redis's
 // 5s busy-script threshold), run twice whatever the count, for the ratio:
@@ -124,6 +128,50 @@ func BenchmarkScriptWorstCase(b *testing.B) {
 			}
 			time.Sleep(1100 * time.Millisecond) // the window passes
 		}, take(logLimit, v1alpha1.MaxSlidingLogLimit))
+	})
+	b.Run("exact/TokenBucket/records-full", func(b *testing.B) {
+		// One counter holding the most idempotency records a limiter
+		// allows, the older half of them expired: each call records one
+		// more, so it drops 8 expired records or the oldest live one.
+		k := freshKey()
+		lim := big(algo.TokenBucket)
+		const full = store.MaxIdempotencyMaxRecords
+		nowUs := time.Now().UnixMicro()
+		p := c.Pipeline()
+		for i := range full {
+			name := "filler-" + strconv.Itoa(i)
+			expires := nowUs + int64(time.Hour/time.Microsecond)
+			if i < full/2 {
+				expires = nowUs - 1
+			}
+			p.HSet(ctx, s.RecordsKey(k), name, strconv.Itoa(1)+" 0 "+strconv.FormatInt(expires, 10)+" 0")
+			p.ZAdd(ctx, s.RecordIndexKey(k), goredis.Z{Score: float64(expires), Member: name})
+			if p.Len() >= 10_000 || i == full-1 {
+				if _, err := p.Exec(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		var perCall []float64
+		for done := 0; done < b.N; done += worstChunk {
+			resetStats(b, c)
+			calls := min(worstChunk, b.N-done)
+			for i := range calls {
+				_, err := s.Take(ctx, store.Request{Key: k, Limit: lim, Cost: 1, Idempotency: storetest.IdemKey(b, strconv.Itoa(done+i)),
+					IdempotencyTTL: time.Hour, IdempotencyMaxRecords: full})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			n, usec := evalshaStats(b, c)
+			perCall = append(perCall, float64(usec)/float64(n))
+		}
+		if size := c.ZCard(ctx, s.RecordIndexKey(k)).Val(); size > full {
+			b.Fatalf("%d records, more than %d", size, full)
+		}
+		slices.Sort(perCall)
+		b.ReportMetric(perCall[len(perCall)/2], "redis-µs/call")
+		_ = c.FlushAll(ctx).Err()
 	})
 	b.Run("exact/SlidingLog/uncapped", func(b *testing.B) {
 		lim := algo.Limit{Algorithm: algo.SlidingLog, Limit: v1alpha1.MaxLimit, Period: time.Hour, Burst: v1alpha1.MaxLimit}

@@ -126,7 +126,15 @@ func runHTTP(args []string) error {
 	n := fs.Int("n", 1, "requests, one after the other")
 	newConn := fs.Bool("new-conn", false, "a new connection for each request (a Service then spreads them over its pods)")
 	fs.Var(&headers, "header", "request header `K: V`; repeatable")
+	bearerFile := fs.String("bearer-file", "", "`file` whose content is sent as Authorization: Bearer")
 	_ = fs.Parse(args)
+	if *bearerFile != "" {
+		token, err := os.ReadFile(*bearerFile)
+		if err != nil {
+			return err
+		}
+		headers = append(headers, "Authorization: Bearer "+strings.TrimSpace(string(token)))
+	}
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: *newConn}}
 	answers := make([]HTTPAnswer, 0, *n)
 	for range *n {

@@ -3,21 +3,24 @@
 -- script is the prelude, then this with the algorithm's core in its place.
 --
 -- KEYS[1]  the counter, in the core's encoding
--- KEYS[2]  with a record TTL (ARGV[6] > 0): the record of a retried
---          request's first admitted decision, a string "remaining
---          reset_at_us expires_us replays" (records written before replays
---          were counted lack the last field: none yet)
--- KEYS[#]  with a penalty (ARGV[12] > 0), last: the counter's penalty, a
+-- KEYS[2]  with a record TTL (ARGV[6] > 0): the counter's idempotency
+--          records, a hash from a record's name to "remaining reset_at_us
+--          expires_us replays", each a retried request's first admitted
+--          decision
+-- KEYS[3]  with KEYS[2]: their index, a sorted set of names by expiry (us)
+-- KEYS[#]  with a penalty (ARGV[14] > 0), last: the counter's penalty, a
 --          string "until_us since_us strikes" (limiter/algo.PenaltyState)
---          Both keys carry the counter's hash tag, so they live in its slot.
+--          All share the counter's hash tag, so they live in one slot.
 -- ARGV     limit, period_us, burst, cost, now_us (see prelude.lua); then, each
---          group sent only when it or a later one is set (else zeros):
---          6-7    the record's TTL in ms and the most replays it answers
---          8-10   the start and end of a calendar FixedWindow's window at
+--          group sent only when it or a later one is set (else zeros, and
+--          an empty name):
+--          6-9    the record's TTL in ms, the most replays it answers, the
+--                 most records of the counter, and the record's name
+--          10-12  the start and end of a calendar FixedWindow's window at
 --                 the limiter's time and the end of the next, in us (see
 --                 fixed_window_core.lua)
---          11     the reserve the decision must leave (priority shedding)
---          12-14  the penalty's duration_us, after (denials) and within_us
+--          13     the reserve the decision must leave (priority shedding)
+--          14-16  the penalty's duration_us, after (denials) and within_us
 -- Returns  {allowed, remaining, reset_after_us, retry_after_us[, replayed
 --          [, penalized]]}; retry -1 is never.
 --
@@ -37,11 +40,16 @@
 -- admitted decisions that consumed units are recorded: a denial or a peek
 -- consumed nothing, so its retry is decided afresh. The record is written by
 -- the same script as the decision: no second round trip, no window between.
+-- Recording drops up to 8 expired records of the counter, then, while the
+-- counter holds its most records, the one closest to expiry: made-up keys
+-- can't grow a counter's records without bound, and the work per call
+-- stays O(log n).
+--
 -- (Absent arguments are tested before any is parsed: a call into
 -- tonumber costs Redis a few hundred instructions.)
 local pen_dur, pen_key, pen_state = 0, nil, nil
 local pen_until, pen_since, pen_strikes = 0, 0, 0
-if ARGV[12] then pen_dur = tonumber(ARGV[12]) end
+if ARGV[14] then pen_dur = tonumber(ARGV[14]) end
 if pen_dur > 0 then
   pen_key = KEYS[#KEYS]
   pen_state = redis.call('GET', pen_key)
@@ -54,19 +62,18 @@ if pen_dur > 0 then
   end
 end
 
-local rec_key = nil
-if ARGV[6] and ARGV[6] ~= '0' then rec_key = KEYS[2] end
+local records = ARGV[6] and ARGV[6] ~= '0'
 local live = false
-if rec_key then
-  local rec = redis.call('GET', rec_key)
+if records then
+  local rec = redis.call('HGET', KEYS[2], ARGV[9])
   if rec then
-    local remaining, reset_at, expires, replays = string.match(rec, '^(%S+) (%S+) (%S+) ?(%d*)$')
+    local remaining, reset_at, expires, replays = string.match(rec, '^(%S+) (%S+) (%S+) (%d+)$')
     -- Expiry is also checked here, in script time, so a pinned test clock
     -- expires records as Redis's own TTL does in production.
     if expires and tonumber(expires) > now then
-      replays = tonumber(replays) or 0
+      replays = tonumber(replays)
       if replays < tonumber(ARGV[7]) then
-        redis.call('SET', rec_key, string.format('%s %s %s %d', remaining, reset_at, expires, replays + 1), 'KEEPTTL')
+        redis.call('HSET', KEYS[2], ARGV[9], string.format('%s %s %s %d', remaining, reset_at, expires, replays + 1))
         return {1, tonumber(remaining), math.max(0, tonumber(reset_at) - now), 0, 1}
       end
       live = true
@@ -76,20 +83,20 @@ end
 
 local key, credit, credit_window, cap = KEYS[1], 0, 0, 0
 local cal_start, cal_end, cal_next, reserve = 0, 0, 0, 0
-if ARGV[8] then
-  cal_start, cal_end, cal_next, reserve = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
+if ARGV[10] then
+  cal_start, cal_end, cal_next, reserve = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
 end
 local allowed, remaining, reset, retry, granted = false, 0, 0, 0, 0
 -- scripts.go puts the algorithm's core here, in a do ... end block:
 --[[core]]
 
 if pen_key and not allowed and cost > 0 then
-  local within = tonumber(ARGV[14])
+  local within = tonumber(ARGV[16])
   if not pen_state or pen_since > now or pen_since + within <= now then
     pen_since, pen_strikes = now, 0
   end
   pen_strikes = pen_strikes + 1
-  if pen_strikes >= tonumber(ARGV[13]) then
+  if pen_strikes >= tonumber(ARGV[15]) then
     pen_until = now + pen_dur
     redis.call('SET', pen_key, string.format('%d %d 0', pen_until, pen_until), 'PX', slack + math.ceil((pen_dur + within) / 1000))
     return {0, 0, pen_dur, pen_dur, 0, 1}
@@ -98,8 +105,26 @@ if pen_key and not allowed and cost > 0 then
     'PX', slack + math.max(1, math.ceil((pen_since + within - now) / 1000)))
 end
 
-if rec_key and not live and allowed and cost > 0 then
+if records and not live and allowed and cost > 0 then
   local ttl = tonumber(ARGV[6])
-  redis.call('SET', rec_key, string.format('%d %d %d 0', remaining, now + reset, now + ttl * 1000), 'PX', slack + ttl)
+  local expires = now + ttl * 1000
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 8)
+  if #gone > 0 then
+    redis.call('HDEL', KEYS[2], unpack(gone))
+    redis.call('ZREM', KEYS[3], unpack(gone))
+  end
+  if not redis.call('ZSCORE', KEYS[3], ARGV[9]) and redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[8]) then
+    local oldest = redis.call('ZPOPMIN', KEYS[3])
+    redis.call('HDEL', KEYS[2], oldest[1])
+  end
+  redis.call('HSET', KEYS[2], ARGV[9], string.format('%d %d %d 0', remaining, now + reset, expires))
+  redis.call('ZADD', KEYS[3], expires, ARGV[9])
+  -- Each key lives as long as its newest record.
+  local keep = slack + ttl
+  for i = 2, 3 do
+    if redis.call('PTTL', KEYS[i]) < keep then
+      redis.call('PEXPIRE', KEYS[i], keep)
+    end
+  end
 end
 return {allowed and 1 or 0, remaining, reset, retry}
