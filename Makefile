@@ -166,12 +166,16 @@ e2e: cluster-build ## cluster-up, the user's journey on it (test/e2e: helm insta
 	CLUSTER_DIR=$(CLUSTER_DIR) E2E_TIMEOUT=$(E2E_TIMEOUT) hack/cluster/e2e.sh $(E2E_FLAGS)
 
 .PHONY: bench
-bench: deps build bench-operator bench-collector bench-lifetime ## Load-test the limiter (gRPC RLS) on memory and Redis, Go benchmarks, the operator's apply-to-enforced latency, and reserve-then-settle's overshoot.
+bench: deps build bench-operator bench-collector bench-lifetime bench-priority ## Load-test the limiter (gRPC RLS) on memory and Redis, Go benchmarks, the operator's apply-to-enforced latency, reserve-then-settle's overshoot, and priority shedding.
 	hack/bench.sh
 
 .PHONY: bench-lifetime
 bench-lifetime: deps ## Costs known at the end: the overshoot of reserve-then-settle next to charge-at-end's, same run, memory and Redis, 4/16/64 requests in flight.
 	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkLifetimeOvershoot$$' -benchtime 1x ./limiter/service/ | grep -E '^(overshoot|Benchmark|ok|FAIL)'
+
+.PHONY: bench-priority
+bench-priority: deps ## Priority shedding: a load shedder offered 2x its capacity in a mix of priorities, on memory, Redis and Redis Cluster; prints the admitted mix.
+	$(GO) test -run '^$$' -bench '^BenchmarkPriorityShedding$$' -benchtime 20000x ./limiter/service/
 
 .PHONY: bench-collector
 bench-collector: envtest kubectl ## The collector at 500 policies x 20 limiter endpoints (3 real): status writes/min and CPU, on envtest.

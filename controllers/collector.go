@@ -88,14 +88,13 @@ func (h *hotSum) top() []v1alpha1.HotDescriptor {
 type counts struct {
 	allowed, limited, shadowLimited         int64
 	failedOpen, failedClosed, localFallback int64
-	softLimited                             int64
-	released                                int64
+	softLimited, released, penalized        int64
 }
 
 func (c counts) add(o counts) counts {
 	return counts{c.allowed + o.allowed, c.limited + o.limited, c.shadowLimited + o.shadowLimited,
 		c.failedOpen + o.failedOpen, c.failedClosed + o.failedClosed, c.localFallback + o.localFallback,
-		c.softLimited + o.softLimited, c.released + o.released}
+		c.softLimited + o.softLimited, c.released + o.released, c.penalized + o.penalized}
 }
 
 // since is c minus an earlier reading prev of the same process; a count
@@ -110,7 +109,7 @@ func (c counts) since(prev counts) counts {
 	}
 	return counts{d(c.allowed, prev.allowed), d(c.limited, prev.limited), d(c.shadowLimited, prev.shadowLimited),
 		d(c.failedOpen, prev.failedOpen), d(c.failedClosed, prev.failedClosed), d(c.localFallback, prev.localFallback),
-		d(c.softLimited, prev.softLimited), d(c.released, prev.released)}
+		d(c.softLimited, prev.softLimited), d(c.released, prev.released), d(c.penalized, prev.penalized)}
 }
 
 // Collector sums the limiter pods' decision counts into each policy's
@@ -247,7 +246,7 @@ func (c *Collector) seedFrom(now time.Time, items []v1alpha1.RateLimitPolicy) {
 		c.seedAt[uid] = e.UpdatedAt.Time
 		c.policies[uid] = &policyWindow{buckets: []bucket{{at: e.UpdatedAt.Time,
 			c: counts{d(e.Allowed), d(e.Limited), d(e.ShadowLimited), d(e.FailedOpen), d(e.FailedClosed), d(e.LocalFallback),
-				d(e.SoftLimited), d(e.Released)}}}}
+				d(e.SoftLimited), d(e.Released), d(e.Penalized)}}}}
 	}
 	c.started = true
 }
@@ -373,7 +372,7 @@ func (c *Collector) record(now time.Time, addr string, st *limiterwire.Stats, se
 			continue
 		}
 		uid := types.UID(p.UID)
-		cur := counts{p.Allowed, p.Limited, p.ShadowLimited, p.FailedOpen, p.FailedClosed, p.LocalFallback, p.SoftLimited, p.Released}
+		cur := counts{p.Allowed, p.Limited, p.ShadowLimited, p.FailedOpen, p.FailedClosed, p.LocalFallback, p.SoftLimited, p.Released, p.Penalized}
 		next.counts[uid] = cur
 		if p.LocalTier != nil {
 			if b, ok := c.bounds[uid]; !ok || p.LocalTier.OvershootBound > b {
@@ -474,6 +473,10 @@ func (c *Collector) writeEach(ctx context.Context, now time.Time, items []v1alph
 			// Holdings taken in the window and not ended in it.
 			inFlight := max(0, sum.allowed-sum.released)
 			next.Released, next.InFlight = &sum.released, &inFlight
+		}
+		if sum.penalized > 0 || pol.Spec.Penalty != nil {
+			// Only policies with a penalty penalize: others don't show it.
+			next.Penalized = &sum.penalized
 		}
 		if h := c.hot[pol.UID]; h != nil {
 			next.Hottest, next.HottestSince = h.top(), &metav1.Time{Time: h.since}

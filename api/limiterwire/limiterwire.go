@@ -170,6 +170,9 @@ type PolicyStats struct {
 	// denied requests given back); NotHeld the ends that found nothing.
 	Released int64 `json:"released,omitempty"`
 	NotHeld  int64 `json:"notHeld,omitempty"`
+	// Penalized counts the denials of penalized keys (spec.penalty); they
+	// are not in Limited.
+	Penalized int64 `json:"penalized,omitempty"`
 	// Hottest are the policy's hottest descriptor values in the complete
 	// interval that started at HottestSince, values hashed or truncated;
 	// only when the limiter runs with --top-descriptors.

@@ -209,7 +209,7 @@ var badCases = []badCase{
 		name:    "period missing",
 		raw:     func(s map[string]any) { delete(s["rate"].(map[string]any), "period") },
 		field:   "spec.rate.period",
-		message: "Required value",
+		message: "spec.rate.period is required, unless spec.rate.calendar is set",
 	},
 	{
 		name:    "period below 1s",
@@ -242,6 +242,221 @@ var badCases = []badCase{
 		raw:     func(s map[string]any) { s["rate"].(map[string]any)["period"] = int64(60) },
 		field:   "spec.rate.period",
 		message: `Invalid value: "integer": spec.rate.period in body must be of type string`,
+	},
+
+	// calendar
+	{
+		name:    "calendar with TokenBucket",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { calendar(p, v1alpha1.CalendarDay, ""); p.Spec.Algorithm = nil },
+		field:   "spec.rate.calendar",
+		message: "spec.rate.calendar applies only to FixedWindow",
+	},
+	{
+		name: "calendar with SlidingWindow",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			calendar(p, v1alpha1.CalendarMonth, "")
+			p.Spec.Algorithm = ptr.To(v1alpha1.SlidingWindow)
+		},
+		field:   "spec.rate.calendar",
+		message: "spec.rate.calendar applies only to FixedWindow",
+	},
+	{
+		name: "calendar and period",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			calendar(p, v1alpha1.CalendarDay, "")
+			p.Spec.Rate.Period.Duration = 24 * time.Hour
+		},
+		field:   "spec.rate.calendar",
+		message: "spec.rate.calendar replaces spec.rate.period: set only one of them",
+	},
+	{
+		name:    "unknown calendar period",
+		raw:     func(s map[string]any) { calendarRaw(s, "Year") },
+		field:   "spec.rate.calendar",
+		message: `Unsupported value: "Year": supported values: "Day", "Week", "Month"`,
+	},
+	{
+		name:    "unknown time zone",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { calendar(p, v1alpha1.CalendarDay, "Mars/Olympus_Mons") },
+		field:   "spec.rate.timeZone",
+		message: "timeZone must be a time zone of the IANA database, such as Europe/Paris or UTC",
+	},
+	{
+		name:    "time zone as an offset",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { calendar(p, v1alpha1.CalendarDay, "+02:00") },
+		field:   "spec.rate.timeZone",
+		message: "timeZone must be an IANA time zone name such as Europe/Paris or UTC",
+	},
+	{
+		name:    "time zone Local",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { calendar(p, v1alpha1.CalendarWeek, "Local") },
+		field:   "spec.rate.timeZone",
+		message: "timeZone must be an IANA time zone name such as Europe/Paris or UTC",
+	},
+	{
+		name: "time zone empty",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			calendar(p, v1alpha1.CalendarWeek, "")
+			p.Spec.Rate.TimeZone = ptr.To("")
+		},
+		field:   "spec.rate.timeZone",
+		message: "should be at least 1 chars long",
+	},
+	{
+		name:    "time zone without calendar",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Rate.TimeZone = ptr.To("Europe/Paris") },
+		field:   "spec.rate.timeZone",
+		message: "spec.rate.timeZone applies only with spec.rate.calendar",
+	},
+	{
+		name: "localTier with calendar",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			calendar(p, v1alpha1.CalendarDay, "")
+			p.Spec.LocalTier = &v1alpha1.LocalTier{Enabled: ptr.To(true)}
+		},
+		field:   "spec.localTier",
+		message: "spec.localTier is not supported with spec.rate.calendar",
+	},
+
+	// priority
+	{
+		name:    "priority share above 100%",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Priority = priority("critical", 100, "batch", 101) },
+		field:   "spec.priority.levels[1].share",
+		message: "should be less than or equal to 100",
+	},
+	{
+		name:    "priority share below 0%",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Priority = priority("critical", -1) },
+		field:   "spec.priority.levels[0].share",
+		message: "should be greater than or equal to 0",
+	},
+	{
+		name: "priority shares increasing",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Priority = priority("critical", 100, "default", 50, "batch", 80)
+		},
+		field:   "spec.priority.levels",
+		message: "spec.priority.levels' shares must not increase from one level to the next: list the highest priority first",
+	},
+	{
+		name:    "priority values repeated",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Priority = priority("critical", 100, "critical", 50) },
+		field:   "spec.priority.levels",
+		message: "spec.priority.levels' values must be unique",
+	},
+	{
+		name: "priority default not a level",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Priority = priority("critical", 100, "batch", 50)
+			p.Spec.Priority.Default = "normal"
+		},
+		field:   "spec.priority.default",
+		message: "spec.priority.default must be the value of one of spec.priority.levels",
+	},
+	{
+		name: "priority key is a descriptor key",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Priority = priority("critical", 100)
+			p.Spec.Priority.Key = "user_id"
+		},
+		field:   "spec.priority.key",
+		message: "spec.priority.key must not be one of spec.descriptors' keys",
+	},
+	{
+		name:    "priority without levels",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Priority = priority(); p.Spec.Priority.Default = "x" },
+		field:   "spec.priority.levels",
+		message: "should have at least 1 items",
+		// ValidatePolicy says only the count.
+		goMessage: "Required value",
+	},
+	{
+		name:      "priority level value empty",
+		typed:     func(p *v1alpha1.RateLimitPolicy) { p.Spec.Priority = priority("", 100) },
+		field:     "spec.priority.levels[0].value",
+		message:   "should be at least 1 chars long",
+		goMessage: "Required value",
+	},
+	{
+		name: "localTier with priority",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Priority = priority("critical", 100, "batch", 50)
+			p.Spec.LocalTier = &v1alpha1.LocalTier{Enabled: ptr.To(true)}
+		},
+		field:   "spec.localTier",
+		message: "spec.localTier is not supported with spec.priority",
+	},
+
+	// penalty
+	{
+		name:    "penalty duration over 30 days",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Penalty = penalty(720*time.Hour + time.Second) },
+		field:   "spec.penalty.duration",
+		message: "duration must be between 1s and 720h (30 days)",
+	},
+	{
+		name:    "penalty duration below 1s",
+		typed:   func(p *v1alpha1.RateLimitPolicy) { p.Spec.Penalty = penalty(500 * time.Millisecond) },
+		field:   "spec.penalty.duration",
+		message: "duration must be between 1s and 720h (30 days)",
+	},
+	{
+		name:    "penalty duration not a duration",
+		raw:     func(s map[string]any) { s["penalty"] = map[string]any{"duration": "10 minutes"} },
+		field:   "spec.penalty.duration",
+		message: "duration must be a Go duration such as 30s, 10m or 1h30m",
+	},
+	{
+		name:    "penalty duration missing",
+		raw:     func(s map[string]any) { s["penalty"] = map[string]any{"after": int64(3)} },
+		field:   "spec.penalty.duration",
+		message: "Required value",
+	},
+	{
+		name: "penalty after 0",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Penalty = penalty(time.Minute)
+			p.Spec.Penalty.After = ptr.To[int32](0)
+		},
+		field:   "spec.penalty.after",
+		message: "should be greater than or equal to 1",
+	},
+	{
+		name: "penalty within over 720h",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Penalty = penalty(time.Minute)
+			p.Spec.Penalty.Within = &metav1.Duration{Duration: 721 * time.Hour}
+		},
+		field:   "spec.penalty.within",
+		message: "within must be between 1s and 720h",
+	},
+	{
+		name: "penalty status not an error",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Penalty = penalty(time.Minute)
+			p.Spec.Penalty.Status = ptr.To[int32](200)
+		},
+		field:   "spec.penalty.status",
+		message: "should be greater than or equal to 400",
+	},
+	{
+		name: "penalty reason not a header value",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Penalty = penalty(time.Minute)
+			p.Spec.Penalty.Reason = ptr.To("banned\r\nSet-Cookie: x=1")
+		},
+		field:   "spec.penalty.reason",
+		message: "reason must be printable ASCII: it is sent as a header",
+	},
+	{
+		name: "localTier with penalty",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Penalty = penalty(time.Minute)
+			p.Spec.LocalTier = &v1alpha1.LocalTier{Enabled: ptr.To(true)}
+		},
+		field:   "spec.localTier",
+		message: "spec.localTier is not supported with spec.penalty",
 	},
 
 	// burst
@@ -468,6 +683,66 @@ var badCases = []badCase{
 		message: "spec.localTier is not supported with Concurrency or spec.reserve, which hold what they take in the store",
 	},
 
+	// issue 19's policy features on issue 18's holdings and client view
+	{
+		name: "penalty with Concurrency",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			concurrencyPolicy(p)
+			p.Spec.Penalty = penalty(10 * time.Minute)
+		},
+		field:   "spec.penalty",
+		message: "spec.penalty is not supported with Concurrency or spec.reserve: their checks hold what they take apart from the exact decision that counts a penalty's denials",
+	},
+	{
+		name: "penalty with reserve",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Reserve = &v1alpha1.Reserve{}
+			p.Spec.Penalty = penalty(10 * time.Minute)
+		},
+		field:   "spec.penalty",
+		message: "spec.penalty is not supported with Concurrency or spec.reserve",
+	},
+	{
+		name: "penalty on a soft policy",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Soft = ptr.To(true)
+			p.Spec.Penalty = penalty(10 * time.Minute)
+		},
+		field:   "spec.penalty",
+		message: "spec.penalty does not apply to a soft policy, which never denies: use it on the hard limit",
+	},
+	{
+		name: "priority key is the default lease entry of a reserve",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Reserve = &v1alpha1.Reserve{}
+			p.Spec.Priority = priority("critical", 100, "batch", 50)
+			p.Spec.Priority.Key = v1alpha1.DefaultLeaseEntry
+		},
+		field:   "spec.priority.key",
+		message: "spec.priority.key must not be the policy's lease entry (spec.concurrency.leaseEntry or spec.reserve.leaseEntry, sluice_lease by default): a descriptor that carries it ends a request",
+	},
+	{
+		name: "priority key is a Concurrency lease entry",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			concurrencyPolicy(p)
+			p.Spec.Concurrency.LeaseEntry = ptr.To("slot")
+			p.Spec.Priority = priority("critical", 100)
+			p.Spec.Priority.Key = "slot"
+		},
+		field:   "spec.priority.key",
+		message: "spec.priority.key must not be the policy's lease entry",
+	},
+	{
+		name: "calendar on Concurrency",
+		raw: func(s map[string]any) {
+			s["algorithm"], s["concurrency"] = string(v1alpha1.Concurrency), map[string]any{"maxInFlight": int64(5)}
+			delete(s, "burst")
+			s["rate"] = map[string]any{"limit": int64(5), "calendar": "Day"}
+		},
+		field:   "spec.rate.calendar",
+		message: "spec.rate.calendar applies only to FixedWindow",
+	},
+
 	// localTier
 	{
 		name: "localTier with SlidingLog",
@@ -648,6 +923,136 @@ var goodCases = []goodCase{
 			p.Spec.MaxCost = ptr.To[int64](5)
 		},
 	},
+	{name: "calendar day, UTC by default", typed: func(p *v1alpha1.RateLimitPolicy) { calendar(p, v1alpha1.CalendarDay, "") }},
+	{name: "calendar week in Paris", typed: func(p *v1alpha1.RateLimitPolicy) { calendar(p, v1alpha1.CalendarWeek, "Europe/Paris") }},
+	{
+		name:  "calendar month in New York",
+		typed: func(p *v1alpha1.RateLimitPolicy) { calendar(p, v1alpha1.CalendarMonth, "America/New_York") },
+	},
+	{name: "calendar day, UTC named", typed: func(p *v1alpha1.RateLimitPolicy) { calendar(p, v1alpha1.CalendarDay, "UTC") }},
+	{
+		name:  "calendar day in a zone with a sign",
+		typed: func(p *v1alpha1.RateLimitPolicy) { calendar(p, v1alpha1.CalendarDay, "Etc/GMT+5") },
+	},
+	{
+		name: "calendar with a disabled localTier",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			calendar(p, v1alpha1.CalendarDay, "")
+			p.Spec.LocalTier = &v1alpha1.LocalTier{Enabled: ptr.To(false)}
+		},
+	},
+	{name: "priority, decreasing shares", typed: func(p *v1alpha1.RateLimitPolicy) {
+		p.Spec.Priority = priority("critical", 100, "default", 80, "batch", 50)
+	}},
+	{name: "priority, equal shares and 0%", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Priority = priority("a", 90, "b", 90, "c", 0) }},
+	{
+		name: "priority, 16 levels",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			var kv []any
+			for i := range v1alpha1.MaxPriorityLevels {
+				kv = append(kv, fmt.Sprintf("p%d", i), 100-i)
+			}
+			p.Spec.Priority = priority(kv...)
+		},
+	},
+	{
+		name: "priority on a fleet-wide counter",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Descriptors = []v1alpha1.Descriptor{{Key: "service", Value: ptr.To("search")}}
+			p.Spec.Priority = priority("critical", 100, "batch", 50)
+			p.Spec.Priority.Default = "batch"
+		},
+	},
+	{name: "penalty, defaults", typed: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Penalty = penalty(10 * time.Minute) }},
+	{
+		name: "penalty at its bounds",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Penalty = &v1alpha1.Penalty{Duration: metav1.Duration{Duration: 720 * time.Hour}, After: ptr.To[int32](1000),
+				Within: &metav1.Duration{Duration: 720 * time.Hour}, Status: ptr.To[int32](599), Reason: ptr.To(strings.Repeat("~", 256))}
+		},
+	},
+	{
+		name: "penalty with priority and a calendar",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			calendar(p, v1alpha1.CalendarDay, "Asia/Tokyo")
+			p.Spec.Priority = priority("critical", 100, "batch", 50)
+			p.Spec.Penalty = penalty(time.Second)
+		},
+	},
+	// issue 19's policy features on issue 18's holdings and client view
+	{
+		name: "priority on Concurrency",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			concurrencyPolicy(p)
+			p.Spec.Priority = priority("interactive", 100, "batch", 50)
+		},
+	},
+	{
+		name: "priority and a calendar with reserve",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			calendar(p, v1alpha1.CalendarMonth, "Europe/Paris")
+			p.Spec.Reserve = &v1alpha1.Reserve{LeaseEntry: ptr.To("reservation")}
+			p.Spec.Priority = priority("interactive", 100, "batch", 50)
+		},
+	},
+	{
+		name: "priority key sluice_lease on a policy that holds nothing",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Priority = priority("interactive", 100)
+			p.Spec.Priority.Key = v1alpha1.DefaultLeaseEntry
+		},
+	},
+	{
+		name: "penalty on a hidden policy",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Visibility = ptr.To(v1alpha1.Hidden)
+			p.Spec.Penalty = penalty(time.Hour)
+		},
+	},
+	{
+		name: "soft policy with priority",
+		typed: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Soft = ptr.To(true)
+			p.Spec.Priority = priority("interactive", 100, "batch", 50)
+		},
+	},
+}
+
+// penalty is a spec.penalty of duration d, the rest defaulted.
+func penalty(d time.Duration) *v1alpha1.Penalty {
+	return &v1alpha1.Penalty{Duration: metav1.Duration{Duration: d}}
+}
+
+// priority is a spec.priority on key "priority" with levels (value, share,
+// ...), the first one the default.
+func priority(kv ...any) *v1alpha1.PriorityShedding {
+	ps := &v1alpha1.PriorityShedding{Key: "priority", Levels: []v1alpha1.PriorityLevel{}}
+	for i := 0; i < len(kv); i += 2 {
+		ps.Levels = append(ps.Levels, v1alpha1.PriorityLevel{Value: kv[i].(string), Share: int32(kv[i+1].(int))})
+	}
+	if len(ps.Levels) > 0 {
+		ps.Default = ps.Levels[0].Value
+	}
+	return ps
+}
+
+// calendar makes p a FixedWindow of calendar period c in time zone tz
+// (none when empty).
+func calendar(p *v1alpha1.RateLimitPolicy, c v1alpha1.CalendarPeriod, tz string) {
+	p.Spec.Algorithm = ptr.To(v1alpha1.FixedWindow)
+	p.Spec.Burst = nil
+	p.Spec.Rate = v1alpha1.Rate{Limit: 10000, Calendar: ptr.To(c)}
+	if tz != "" {
+		p.Spec.Rate.TimeZone = ptr.To(tz)
+	}
+}
+
+// calendarRaw makes the spec a FixedWindow with calendar c, which the Go
+// type may not hold.
+func calendarRaw(s map[string]any, c string) {
+	s["algorithm"] = string(v1alpha1.FixedWindow)
+	delete(s, "burst")
+	s["rate"] = map[string]any{"limit": int64(10000), "calendar": c}
 }
 
 // concurrencyPolicy makes p a Concurrency policy of 5 in flight, with no

@@ -179,7 +179,7 @@ func TestStatusSubresource(t *testing.T) {
 		}},
 		Enforcement: &v1alpha1.EnforcementStatus{
 			Allowed: ptr.To[int64](10), Limited: ptr.To[int64](2), ShadowLimited: ptr.To[int64](0),
-			FailedOpen: ptr.To[int64](0), Window: &metav1.Duration{Duration: 5 * time.Minute}, UpdatedAt: &now,
+			FailedOpen: ptr.To[int64](0), Penalized: ptr.To[int64](4), Window: &metav1.Duration{Duration: 5 * time.Minute}, UpdatedAt: &now,
 		},
 		Fleets: []v1alpha1.FleetStatus{{
 			Namespace: "sluice-system", Name: "default", SnapshotVersion: "sha256-0123abcd",

@@ -77,6 +77,14 @@ var FailureModes = []FailureMode{FailOpen, FailClosed, FailLocal}
 // +kubebuilder:validation:XValidation:rule="!has(self.reserve) || !has(self.reserve.leaseEntry) || self.descriptors.all(d, d.key != self.reserve.leaseEntry)",message="spec.reserve.leaseEntry must not be one of the policy's descriptor keys",fieldPath=".reserve.leaseEntry"
 // +kubebuilder:validation:XValidation:rule="!has(self.soft) || !self.soft || !has(self.shadow) || !self.shadow",message="spec.soft and spec.shadow are exclusive: a soft policy marks the requests over it, a shadow one tells no client anything",fieldPath=".soft"
 // +kubebuilder:validation:XValidation:rule="!has(self.soft) || !self.soft || !has(self.visibility) || self.visibility != 'Hidden'",message="spec.soft is not supported with spec.visibility Hidden: the mark on the requests over a soft limit would show its threshold; use spec.shadow for a limit that only operators see",fieldPath=".soft"
+// +kubebuilder:validation:XValidation:rule="!has(self.rate) || !has(self.rate.calendar) || (has(self.algorithm) && self.algorithm == 'FixedWindow')",message="spec.rate.calendar applies only to FixedWindow",fieldPath=".rate.calendar"
+// +kubebuilder:validation:XValidation:rule="!has(self.localTier) || !has(self.localTier.enabled) || !self.localTier.enabled || !has(self.rate) || !has(self.rate.calendar)",message="spec.localTier is not supported with spec.rate.calendar",fieldPath=".localTier"
+// +kubebuilder:validation:XValidation:rule="!has(self.priority) || !self.descriptors.exists(d, d.key == self.priority.key)",message="spec.priority.key must not be one of spec.descriptors' keys: every priority shares the policy's counters",fieldPath=".priority.key"
+// +kubebuilder:validation:XValidation:rule="!has(self.priority) || ((!has(self.concurrency) || !has(self.concurrency.leaseEntry) || self.priority.key != self.concurrency.leaseEntry) && (!has(self.reserve) || !has(self.reserve.leaseEntry) || self.priority.key != self.reserve.leaseEntry))",message="spec.priority.key must not be the policy's lease entry (spec.concurrency.leaseEntry or spec.reserve.leaseEntry, sluice_lease by default): a descriptor that carries it ends a request",fieldPath=".priority.key"
+// +kubebuilder:validation:XValidation:rule="!has(self.localTier) || !has(self.localTier.enabled) || !self.localTier.enabled || !has(self.priority)",message="spec.localTier is not supported with spec.priority",fieldPath=".localTier"
+// +kubebuilder:validation:XValidation:rule="!has(self.localTier) || !has(self.localTier.enabled) || !self.localTier.enabled || !has(self.penalty)",message="spec.localTier is not supported with spec.penalty",fieldPath=".localTier"
+// +kubebuilder:validation:XValidation:rule="!has(self.penalty) || (!has(self.reserve) && (!has(self.algorithm) || self.algorithm != 'Concurrency'))",message="spec.penalty is not supported with Concurrency or spec.reserve: their checks hold what they take apart from the exact decision that counts a penalty's denials",fieldPath=".penalty"
+// +kubebuilder:validation:XValidation:rule="!has(self.penalty) || !has(self.soft) || !self.soft",message="spec.penalty does not apply to a soft policy, which never denies: use it on the hard limit",fieldPath=".penalty"
 // +kubebuilder:validation:XValidation:rule="!has(self.algorithm) || self.algorithm != 'SlidingLog' || self.rate.limit <= 10000",message="spec.rate.limit may be at most 10000 for SlidingLog, which keeps one entry per admitted unit, so a request's work and a counter's memory grow with the limit: use SlidingWindow (constant memory, close to exact) or TokenBucket/GCRA for larger limits",fieldPath=".rate.limit"
 type RateLimitPolicySpec struct {
 	// domain is the Envoy rate limit service domain this limit answers, such as
@@ -118,8 +126,8 @@ type RateLimitPolicySpec struct {
 	// not fit), and when the request ends its settlement at the actual cost,
 	// which refunds or charges the difference (for an LLM request: the
 	// tokens it really used). A reservation never settled is settled at its
-	// estimate when it expires. Not with Concurrency, SlidingLog or
-	// localTier.
+	// estimate when it expires. Not with Concurrency, SlidingLog,
+	// localTier or penalty.
 	// +optional
 	Reserve *Reserve `json:"reserve,omitempty"`
 
@@ -161,6 +169,21 @@ type RateLimitPolicySpec struct {
 	// +optional
 	LocalTier *LocalTier `json:"localTier,omitempty"`
 
+	// priority sheds low-priority requests first as a counter fills: a
+	// descriptor entry carries each request's priority, and each priority
+	// may use its share of the capacity (for Concurrency, of the slots
+	// in flight). Not with localTier.
+	// +optional
+	Priority *PriorityShedding `json:"priority,omitempty"`
+
+	// penalty denies a key for a while once it has gone over its limit (or
+	// over it a number of times within a window), whatever it sends
+	// meanwhile, with its own status and reason. Not with localTier, nor
+	// with Concurrency or reserve (which hold what they take), nor on a
+	// soft policy (which never denies).
+	// +optional
+	Penalty *Penalty `json:"penalty,omitempty"`
+
 	// What clients are told (ratelimitpolicy_response_types.go).
 
 	// visibility says whether clients are told this policy's numbers.
@@ -184,7 +207,7 @@ type RateLimitPolicySpec struct {
 	// a hard limit denies. A soft policy never denies, refuses no cost, and
 	// is never reported in the rate-limit headers. It may have the same
 	// domain and descriptors as one enforcing policy, its hard limit. Not
-	// with shadow, nor with visibility Hidden. Defaults to false.
+	// with shadow, visibility Hidden or penalty. Defaults to false.
 	// +optional
 	Soft *bool `json:"soft,omitempty"`
 
@@ -270,7 +293,10 @@ type Descriptor struct {
 	Value *string `json:"value,omitempty"`
 }
 
-// Rate is limit units per period.
+// Rate is limit units per period, or per calendar period.
+// +kubebuilder:validation:XValidation:rule="has(self.period) || has(self.calendar)",message="spec.rate.period is required, unless spec.rate.calendar is set",fieldPath=".period"
+// +kubebuilder:validation:XValidation:rule="!has(self.period) || !has(self.calendar)",message="spec.rate.calendar replaces spec.rate.period: set only one of them",fieldPath=".calendar"
+// +kubebuilder:validation:XValidation:rule="!has(self.timeZone) || has(self.calendar)",message="spec.rate.timeZone applies only with spec.rate.calendar",fieldPath=".timeZone"
 type Rate struct {
 	// limit is the number of units allowed per period, from 1 to 1000000000.
 	// +required
@@ -279,13 +305,33 @@ type Rate struct {
 	Limit int64 `json:"limit"`
 
 	// period is the window or refill interval as a Go duration, such as "1s",
-	// "1m" or "1h30m", from 1s to 720h.
-	// +required
+	// "1m" or "1h30m", from 1s to 720h. Required unless calendar is set.
+	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="period must be a Go duration such as 30s, 1m or 1h30m"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('1s') && duration(self) <= duration('720h'))",message="period must be between 1s and 720h"
-	Period metav1.Duration `json:"period"`
+	Period metav1.Duration `json:"period,omitzero"`
+
+	// calendar, instead of period, makes a FixedWindow's windows calendar
+	// periods in timeZone, the way billing quotas are written ("10,000
+	// calls per day"): Day (midnight to midnight), Week (Monday midnight to
+	// Monday midnight, ISO 8601) or Month (the first of the month at
+	// midnight to the next). Windows follow the calendar: a month holds 28
+	// to 31 days, and a day 23 or 25 hours when daylight saving time starts
+	// or ends. Only with algorithm FixedWindow.
+	// +optional
+	Calendar *CalendarPeriod `json:"calendar,omitempty"`
+
+	// timeZone is the IANA time zone of calendar's windows, such as
+	// "Europe/Paris" or "America/New_York". Defaults to UTC. Only with
+	// calendar.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$') && self != 'Local'",message="timeZone must be an IANA time zone name such as Europe/Paris or UTC"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$') || self == 'Local' || timestamp('2000-01-01T00:00:00Z').getFullYear(self) > 0",message="timeZone must be a time zone of the IANA database, such as Europe/Paris or UTC"
+	TimeZone *string `json:"timeZone,omitempty"`
 }
 
 // LocalTier configures two-tier mode.
@@ -382,6 +428,13 @@ type EnforcementStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	FailedClosed *int64 `json:"failedClosed,omitempty"`
+
+	// penalized is the number of requests denied in the window because
+	// their key was penalized (spec.penalty), the denial that started a
+	// penalty included. They are not in limited.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Penalized *int64 `json:"penalized,omitempty"`
 
 	// localFallback is the number of requests decided in the window by each
 	// pod's share of the limit in memory, because the store could not be
@@ -521,6 +574,7 @@ type FleetStatus struct {
 // +kubebuilder:printcolumn:name="LocalFallback",type=integer,JSONPath=`.status.enforcement.localFallback`,priority=1
 // +kubebuilder:printcolumn:name="InFlight",type=integer,JSONPath=`.status.enforcement.inFlight`,priority=1
 // +kubebuilder:printcolumn:name="Released",type=integer,JSONPath=`.status.enforcement.released`,priority=1
+// +kubebuilder:printcolumn:name="Penalized",type=integer,JSONPath=`.status.enforcement.penalized`,priority=1
 // +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 

@@ -23,12 +23,16 @@ const Skip = time.Duration(-1 << 63)
 
 // Step is one decision at Base+At and what it must return.
 type Step struct {
-	At        time.Duration
-	Cost      int64
+	At   time.Duration
+	Cost int64
+	// Reserve is the request's algo.Limit.Reserve (priority shedding).
+	Reserve   int64
 	Allowed   bool
 	Remaining int64
 	Reset     time.Duration
 	Retry     time.Duration
+	// Penalized is the key being penalized (algo.Result.Penalized).
+	Penalized bool
 }
 
 // Case is a sequence of steps on one fresh key.
@@ -167,20 +171,23 @@ func KeyFor(t testing.TB, name string) store.Key {
 	return b.Key()
 }
 
-// Run runs the conformance table against a store.
+// Run runs the conformance table against a store: Cases, then the
+// policy features' tables (features.go).
 func Run(t *testing.T, newStore NewStore) {
-	for _, tc := range Cases {
+	for _, tc := range allCases() {
 		t.Run(tc.Name, func(t *testing.T) {
 			clock := NewClock()
 			st := newStore(t, clock.Now)
 			key := KeyFor(t, tc.Name)
 			for i, step := range tc.Steps {
 				clock.Set(Base.Add(step.At))
-				got, err := st.Take(context.Background(), store.Request{Key: key, Limit: tc.Limit, Cost: step.Cost})
+				lim := tc.Limit
+				lim.Reserve = step.Reserve
+				got, err := st.Take(context.Background(), store.Request{Key: key, Limit: lim, Cost: step.Cost})
 				if err != nil {
 					t.Fatalf("step %d (at %v, cost %d): %v", i, step.At, step.Cost, err)
 				}
-				want := algo.Result{Allowed: step.Allowed, Remaining: step.Remaining, ResetAfter: step.Reset, RetryAfter: step.Retry}
+				want := algo.Result{Allowed: step.Allowed, Remaining: step.Remaining, ResetAfter: step.Reset, RetryAfter: step.Retry, Penalized: step.Penalized}
 				if step.Reset == Skip {
 					want.ResetAfter = got.ResetAfter
 				}
@@ -188,7 +195,7 @@ func Run(t *testing.T, newStore NewStore) {
 					want.RetryAfter = got.RetryAfter
 				}
 				if got != want {
-					t.Errorf("step %d (at %v, cost %d):\n got %+v\nwant %+v", i, step.At, step.Cost, got, want)
+					t.Errorf("step %d (at %v, cost %d, reserve %d):\n got %+v\nwant %+v", i, step.At, step.Cost, step.Reserve, got, want)
 				}
 			}
 		})
@@ -209,12 +216,16 @@ func RunDifferential(t *testing.T, a, b NewStore, steps int) {
 		limit(algo.SlidingWindow, 7, 3*s, 0),
 		limit(algo.SlidingWindow, 100, s, 0),
 		limit(algo.SlidingLog, 7, 3*s, 0),
+		// Penalties (features.go), short enough to start and end often.
+		withPenalty(limit(algo.FixedWindow, 5, 2*s, 0), 1500*ms, 2, s),
+		withPenalty(limit(algo.GCRA, 7, 3*s, 4), 2*s, 3, 4*s),
 	}
 	for _, lim := range limits {
 		t.Run(lim.Algorithm.String()+"/"+time.Duration(lim.Period).String(), func(t *testing.T) {
 			clock := NewClock()
 			sa, sb := a(t, clock.Now), b(t, clock.Now)
 			rng := rand.New(rand.NewPCG(uint64(lim.Limit), uint64(lim.Period)))
+			reserves := rand.New(rand.NewPCG(uint64(lim.Burst), 19))
 			keys := []store.Key{KeyFor(t, "k1"), KeyFor(t, "k2"), KeyFor(t, "k3")}
 			now := Base
 			for i := range steps {
@@ -228,16 +239,21 @@ func RunDifferential(t *testing.T, a, b NewStore, steps int) {
 				}
 				clock.Set(now)
 				req := store.Request{Key: keys[rng.IntN(len(keys))], Limit: lim, Cost: int64(rng.IntN(int(lim.Capacity()) + 2))}
+				// A third of the requests leave a reserve (priority
+				// shedding), drawn apart so the rest of the sequence stays.
+				if reserves.IntN(3) == 0 {
+					req.Limit.Reserve = int64(reserves.IntN(int(lim.Capacity()) + 1))
+				}
 				ra, errA := sa.Take(context.Background(), req)
 				rb, errB := sb.Take(context.Background(), req)
 				if errA != nil || errB != nil {
 					t.Fatalf("step %d: errors %v / %v", i, errA, errB)
 				}
 				if testing.Verbose() {
-					t.Logf("step %d at %v key %x cost %d: %+v / %+v", i, now.Sub(Base), req.Key[:2], req.Cost, ra, rb)
+					t.Logf("step %d at %v key %x cost %d reserve %d: %+v / %+v", i, now.Sub(Base), req.Key[:2], req.Cost, req.Limit.Reserve, ra, rb)
 				}
 				if ra != rb {
-					t.Fatalf("step %d (at %v, cost %d): stores disagree\n a %+v\n b %+v", i, now.Sub(Base), req.Cost, ra, rb)
+					t.Fatalf("step %d (at %v, cost %d, reserve %d): stores disagree\n a %+v\n b %+v", i, now.Sub(Base), req.Cost, req.Limit.Reserve, ra, rb)
 				}
 			}
 		})

@@ -37,7 +37,8 @@ const (
 	// window's count, weighted by how much of it still overlaps the sliding
 	// window, plus the current window's count.
 	SlidingWindow
-	// FixedWindow counts requests in windows of Period aligned to the Unix epoch.
+	// FixedWindow counts requests in windows of Period aligned to the Unix
+	// epoch, or in calendar windows (Limit.Calendar).
 	FixedWindow
 	// SlidingLog keeps one timestamp per admitted unit and counts those newer
 	// than Period. It is exact and costs memory proportional to Limit.
@@ -100,6 +101,40 @@ type Limit struct {
 	// Burst is the bucket capacity for TokenBucket and GCRA. Window
 	// algorithms ignore it.
 	Burst int64
+	// Calendar, when set, makes FixedWindow's windows calendar periods
+	// (see Calendar) instead of Period, which is then 0.
+	Calendar Calendar
+	// Reserve is how many units of capacity a decision must leave for
+	// others (priority shedding): cost is admitted only when Reserve units
+	// would remain after it, Remaining does not count them, and RetryAfter
+	// waits until cost and Reserve fit (Never when they exceed the
+	// capacity). It is a property of the request, not of the counter:
+	// requests of different priorities share one counter with different
+	// reserves. 0 to Capacity. Concurrency leaves Reserve slots free; a
+	// settlement (Settle) is no decision, and its forced charge ignores it.
+	Reserve int64
+	// Penalty, when set, denies a key for a while once it was denied
+	// enough times (see Penalty).
+	Penalty Penalty
+}
+
+// Leasable reports whether two-tier mode may lease units of the limit
+// (limiter/store/localtier): not from SlidingLog, which stays exact, nor
+// from Concurrency, which holds slots, nor from a calendar window, with a
+// reserve or with a penalty; the API refuses localTier with any of them.
+func (l Limit) Leasable() bool {
+	return l.Algorithm != SlidingLog && l.Algorithm != Concurrency && l.Calendar.IsZero() && l.Reserve == 0 && l.Penalty.IsZero()
+}
+
+// Span is the length of the window that holds now: Period, or for a
+// calendar FixedWindow the calendar window's (a day of 23, 24 or 25
+// hours, a month of 28 to 31 days).
+func (l Limit) Span(now time.Time) time.Duration {
+	if l.Calendar.IsZero() {
+		return l.Period
+	}
+	start, end := l.Calendar.Window(now)
+	return end.Sub(start)
 }
 
 // PeriodMicros is the period in microseconds.
@@ -134,6 +169,10 @@ type Result struct {
 	// retried with the same idempotency key: nothing was consumed, and
 	// ResetAfter counts down from the first decision.
 	Replayed bool
+	// Penalized reports a denial because the key is penalized (see
+	// Penalty), or was just penalized by this denial: ResetAfter and
+	// RetryAfter are the time left of the penalty, Remaining 0.
+	Penalized bool
 }
 
 // eps absorbs floating-point noise when token counts are compared or

@@ -11,7 +11,8 @@ type State struct {
 	// F is TokenBucket's empty time or GCRA's theoretical arrival time, in
 	// eighths of a µs since 2020.
 	F float64
-	// T is the window index of the window algorithms.
+	// T is the window index of the window algorithms (a calendar window's
+	// start, µs).
 	T int64
 	// N is the count of window T (FixedWindow, SlidingWindow).
 	N int64
@@ -75,7 +76,7 @@ func (l Limit) take(s *State, present bool, n, cost int64, adj adjust) (Result, 
 // records, so that its refund goes to the window it was taken in (window
 // algorithms; the buckets ignore it).
 func (l Limit) Window(now time.Time) int64 {
-	w, _ := window(micros(now), l.PeriodMicros())
+	w, _, _ := l.fixedWindowAt(micros(now)) // a calendar window's start
 	return w
 }
 
@@ -135,7 +136,8 @@ func (l Limit) tokenBucket(s *State, present bool, n, cost int64, adj adjust) (R
 		tokens = math.Min(burst, tokens+float64(adj.credit))
 	}
 	c := float64(cost)
-	r := Result{Allowed: adj.force || c <= tokens+slack+eps}
+	need := c + float64(l.Reserve) // what must be in the bucket
+	r := Result{Allowed: adj.force || need <= tokens+slack+eps}
 	if r.Allowed {
 		if adj.force {
 			tokens -= c
@@ -148,14 +150,14 @@ func (l Limit) tokenBucket(s *State, present bool, n, cost int64, adj adjust) (R
 		z8 = math.Floor(now8 - tokens*period8/limit + 0.5)
 		s.F = z8
 	}
-	r.Remaining = floorTokens(tokens + slack)
-	// Full at z + burst·period/limit; c tokens at z + c·period/limit.
+	r.Remaining = floorTokens(tokens + slack - float64(l.Reserve))
+	// Full at z + burst·period/limit; need tokens at z + need·period/limit.
 	r.ResetAfter = ceilMicros((z8 + burst*period8/limit - now8) / 8)
 	if !r.Allowed {
-		if cost > l.Burst {
+		if cost+l.Reserve > l.Burst {
 			r.RetryAfter = Never
 		} else {
-			r.RetryAfter = ceilMicros((z8 + c*period8/limit - now8) / 8)
+			r.RetryAfter = ceilMicros((z8 + need*period8/limit - now8) / 8)
 		}
 	}
 	return r, changed, r.ResetAfter
@@ -184,7 +186,8 @@ func (l Limit) gcra(s *State, present bool, n, cost int64, adj adjust) (Result, 
 		ahead = math.Max(0, ahead-float64(adj.credit)*interval)
 	}
 	next := ahead + float64(cost)*interval
-	r := Result{Allowed: adj.force || next-tolerance <= halfMicro}
+	need := next + float64(l.Reserve)*interval // the TAT that must fit
+	r := Result{Allowed: adj.force || need-tolerance <= halfMicro}
 	if r.Allowed {
 		ahead = next
 		changed = changed || cost > 0
@@ -192,13 +195,13 @@ func (l Limit) gcra(s *State, present bool, n, cost int64, adj adjust) (Result, 
 	if changed {
 		s.F = math.Floor(now8 + ahead*8 + 0.5)
 	}
-	r.Remaining = floorTokens((tolerance - ahead + halfMicro) / interval)
+	r.Remaining = floorTokens((tolerance-ahead+halfMicro)/interval - float64(l.Reserve))
 	r.ResetAfter = ceilMicros(ahead - halfMicro)
 	if !r.Allowed {
-		if cost > l.Burst {
+		if cost+l.Reserve > l.Burst {
 			r.RetryAfter = Never
 		} else {
-			r.RetryAfter = ceilMicros(next - tolerance - halfMicro)
+			r.RetryAfter = ceilMicros(need - tolerance - halfMicro)
 		}
 	}
 	return r, changed, r.ResetAfter
@@ -214,10 +217,23 @@ func window(n, period int64) (idx, into int64) {
 	return idx, n - idx*period
 }
 
+// fixedWindowAt returns the index of the fixed window holding n, how far
+// into it n is, and its length (µs). A calendar window's index is its
+// start.
+func (l Limit) fixedWindowAt(n int64) (idx, into, period int64) {
+	if l.Calendar.IsZero() {
+		period = l.PeriodMicros()
+		idx, into = window(n, period)
+		return idx, into, period
+	}
+	start, end := l.Calendar.Window(time.UnixMicro(n))
+	idx = start.UnixMicro()
+	return idx, n - idx, end.UnixMicro() - idx
+}
+
 // fixedWindow is mirrored by fixed_window_core.lua.
 func (l Limit) fixedWindow(s *State, present bool, n, cost int64, adj adjust) (Result, bool, time.Duration) {
-	period := l.PeriodMicros()
-	w, into := window(n, period)
+	w, into, period := l.fixedWindowAt(n)
 	count := int64(0)
 	if present && s.T == w {
 		count = s.N
@@ -227,7 +243,8 @@ func (l Limit) fixedWindow(s *State, present bool, n, cost int64, adj adjust) (R
 		count = max(0, count-adj.credit)
 		changed = true
 	}
-	r := Result{Allowed: adj.force || count+cost <= l.Limit}
+	lim := l.Limit - l.Reserve // what this request may fill
+	r := Result{Allowed: adj.force || count+cost <= lim}
 	if r.Allowed {
 		count += cost
 		changed = changed || cost > 0
@@ -235,10 +252,10 @@ func (l Limit) fixedWindow(s *State, present bool, n, cost int64, adj adjust) (R
 	if changed {
 		s.T, s.N = w, count
 	}
-	r.Remaining = max(0, l.Limit-count)
+	r.Remaining = max(0, lim-count)
 	r.ResetAfter = time.Duration(period-into) * time.Microsecond
 	if !r.Allowed {
-		if cost > l.Limit {
+		if cost > lim {
 			r.RetryAfter = Never
 		} else {
 			r.RetryAfter = r.ResetAfter
@@ -272,7 +289,8 @@ func (l Limit) slidingWindow(s *State, present bool, n, cost int64, adj adjust) 
 	p := float64(period)
 	weight := float64(period-into) / p
 	est := float64(prev)*weight + float64(curr)
-	r := Result{Allowed: adj.force || est+float64(cost) <= float64(l.Limit)+eps}
+	lim := l.Limit - l.Reserve // what this request may fill
+	r := Result{Allowed: adj.force || est+float64(cost) <= float64(lim)+eps}
 	if r.Allowed {
 		curr += cost
 		est += float64(cost)
@@ -281,7 +299,7 @@ func (l Limit) slidingWindow(s *State, present bool, n, cost int64, adj adjust) 
 	if changed {
 		s.T, s.N, s.Prev = w, curr, prev
 	}
-	r.Remaining = floorTokens(float64(l.Limit) - est)
+	r.Remaining = floorTokens(float64(lim) - est)
 	switch {
 	case curr > 0:
 		r.ResetAfter = time.Duration(2*period-into) * time.Microsecond
@@ -289,9 +307,9 @@ func (l Limit) slidingWindow(s *State, present bool, n, cost int64, adj adjust) 
 		r.ResetAfter = time.Duration(period-into) * time.Microsecond
 	}
 	if !r.Allowed {
-		need := float64(l.Limit - cost) // usage that may remain for cost to fit
+		need := float64(lim - cost) // usage that may remain for cost to fit
 		switch {
-		case cost > l.Limit:
+		case cost > lim:
 			r.RetryAfter = Never
 		case float64(curr) <= need && prev > 0:
 			// The previous window decays enough before this one ends.
@@ -318,7 +336,8 @@ func (l Limit) slidingLog(s *State, present bool, n, cost int64) (Result, bool, 
 	}
 	log = log[drop:]
 	count := int64(len(log))
-	r := Result{Allowed: count+cost <= l.Limit}
+	lim := l.Limit - l.Reserve // what this request may fill
+	r := Result{Allowed: count+cost <= lim}
 	write := r.Allowed && cost > 0
 	if write {
 		for i := int64(0); i < cost; i++ {
@@ -332,16 +351,16 @@ func (l Limit) slidingLog(s *State, present bool, n, cost int64) (Result, bool, 
 	if changed {
 		s.Log = log
 	}
-	r.Remaining = max(0, l.Limit-count)
+	r.Remaining = max(0, lim-count)
 	if count > 0 {
 		r.ResetAfter = time.Duration(log[len(log)-1]+period-n) * time.Microsecond
 	}
 	if !r.Allowed {
-		if cost > l.Limit {
+		if cost > lim {
 			r.RetryAfter = Never
 		} else {
-			// The oldest count+cost-limit entries must leave the window.
-			k := count + cost - l.Limit
+			// The oldest count+cost-lim entries must leave the window.
+			k := count + cost - lim
 			r.RetryAfter = time.Duration(log[k-1]+period-n) * time.Microsecond
 		}
 	}

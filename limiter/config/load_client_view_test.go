@@ -20,6 +20,7 @@ func TestLoadBadClientView(t *testing.T) {
 		"soft-shadow.yaml":              {"shop/both", "spec.soft", "spec.soft and spec.shadow are exclusive"},
 		"soft-hidden.yaml":              {"shop/quiet-warning", "spec.soft", "not supported with spec.visibility Hidden"},
 		"soft-conflict.yaml":            {"shop/warn-b conflicts with shop/warn-a", `domain "d"`},
+		"soft-penalty.yaml":             {"shop/warn", "spec.penalty", "does not apply to a soft policy, which never denies"},
 	}
 	files, _ := filepath.Glob("testdata/bad-client-view/*.yaml")
 	if len(files) != len(want) {

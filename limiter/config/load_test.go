@@ -99,6 +99,14 @@ func TestLoadBad(t *testing.T) {
 		"concurrency-lease-entry-is-descriptor.yaml": {"shop/inflight", "spec.concurrency.leaseEntry", "must not be one of the policy's descriptor keys"},
 		"reserve-sliding-log.yaml":                   {"shop/tokens", "spec.reserve", "not supported with Concurrency", "or SlidingLog"},
 		"reserve-expire-over-a-day.yaml":             {"shop/tokens", "spec.reserve.expireAfter", "expireAfter must be between 1s and 24h"},
+		"calendar-not-fixed-window.yaml":             {"shop/daily", "spec.rate.calendar", "applies only to FixedWindow"},
+		"unknown-time-zone.yaml":                     {"shop/daily", "spec.rate.timeZone", `"Europe/Atlantis"`, "time zone of the IANA database"},
+		"priority-share-above-100.yaml":              {"shop/shed", "spec.priority.levels[0].share", "less than or equal to 100"},
+		"priority-shares-increasing.yaml":            {"shop/shed", "spec.priority.levels", "critical=50%, batch=80%", "must not increase"},
+		"penalty-over-30-days.yaml":                  {"shop/ban", "spec.penalty.duration", `"721h0m0s"`, "between 1s and 720h (30 days)"},
+		"penalty-with-concurrency.yaml":              {"shop/inflight", "spec.penalty", "not supported with Concurrency or spec.reserve"},
+		"penalty-with-reserve.yaml":                  {"shop/tokens", "spec.penalty", "not supported with Concurrency or spec.reserve"},
+		"priority-key-is-lease-entry.yaml":           {"shop/tokens", "spec.priority.key", `"sluice_lease"`, "must not be the policy's lease entry"},
 	}
 	files, _ := filepath.Glob("testdata/bad/*.yaml")
 	if len(files) != len(want) {

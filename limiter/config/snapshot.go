@@ -56,13 +56,19 @@ type Policy struct {
 	HoldTTL     time.Duration
 	Shadow      bool
 	FailureMode v1alpha1.FailureMode
+	// Priority is spec.priority compiled, nil without it.
+	Priority *Priority
+	// Penalty is how spec.penalty answers a penalized request, nil
+	// without it; Limit.Penalty counts.
+	Penalty *PenaltyAnswer
 	// Spec is the defaulted source, kept for status and debugging.
 	Spec v1alpha1.RateLimitPolicySpec
 	// order is the policy's index in Snapshot.Policies.
 	order int
 	// counterID starts every counter key of this policy. It holds the
 	// identity and whatever makes stored state incompatible (algorithm and
-	// period); a changed limit or burst keeps the counters.
+	// period, or calendar period and time zone); a changed limit or burst
+	// keeps the counters.
 	counterID string
 	// id is ID(), built once: every decided request names its policy.
 	id string
@@ -201,9 +207,30 @@ func compilePolicy(src *v1alpha1.RateLimitPolicy) *Policy {
 	case s.Reserve != nil:
 		p.LeaseEntry, p.HoldTTL = s.Reserve.EffectiveLeaseEntry(), s.Reserve.EffectiveExpireAfter()
 	}
+	p.Limit.Calendar = compileCalendar(&s.Rate)
+	// Shares of the capacity: units, or for Concurrency slots.
+	p.Priority = compilePriority(s.Priority, p.Limit.Capacity())
 	p.id = p.Namespace + "/" + p.Name
-	p.counterID = fmt.Sprintf("%s|%s|%d", p.id, a, period.Microseconds())
+	p.Limit.Penalty, p.Penalty = compilePenalty(s.Penalty, p.id, s.IsHidden())
+	if c := p.Limit.Calendar; !c.IsZero() {
+		p.counterID = fmt.Sprintf("%s|%s|%s|%s", p.id, a, c.Period, c.Location)
+	} else {
+		p.counterID = fmt.Sprintf("%s|%s|%d", p.id, a, period.Microseconds())
+	}
 	return p
+}
+
+// compileCalendar is rate's calendar, or none.
+func compileCalendar(r *v1alpha1.Rate) algo.Calendar {
+	if r.Calendar == nil {
+		return algo.Calendar{}
+	}
+	period, err1 := algo.ParseCalendarPeriod(string(*r.Calendar))
+	loc, err2 := algo.LoadTimeZone(r.EffectiveTimeZone())
+	if err1 != nil || err2 != nil {
+		panic(fmt.Sprintf("compiling a calendar ValidatePolicy admitted: %v %v", err1, err2))
+	}
+	return algo.Calendar{Period: period, Location: loc}
 }
 
 // signature identifies what a policy matches.

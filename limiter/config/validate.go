@@ -147,6 +147,7 @@ func validatePolicySpec(s *v1alpha1.RateLimitPolicySpec, fld *field.Path) field.
 	case !concurrency:
 		errs = append(errs, validatePolicyRate(s.Rate, fld.Child("rate"))...)
 	}
+	errs = append(errs, validatePolicyCalendar(s, fld)...)
 	if (s.Concurrency != nil) != concurrency {
 		if concurrency {
 			errs = append(errs, field.Required(fld.Child("concurrency"), policyConcurrencyMsg))
@@ -163,6 +164,8 @@ func validatePolicySpec(s *v1alpha1.RateLimitPolicySpec, fld *field.Path) field.
 			errs = append(errs, field.Forbidden(fld.Child("reserve"), policyReserveMsg))
 		}
 	}
+	errs = append(errs, validatePolicyPriority(s, fld)...)
+	errs = append(errs, validatePolicyPenalty(s, fld)...)
 	if algo == v1alpha1.SlidingLog && s.Rate.Limit > v1alpha1.MaxSlidingLogLimit {
 		errs = append(errs, field.Invalid(fld.Child("rate", "limit"), s.Rate.Limit, policySlidingLogMsg))
 	}
@@ -255,10 +258,13 @@ func validatePolicyRate(r v1alpha1.Rate, fld *field.Path) field.ErrorList {
 	switch {
 	case r == v1alpha1.Rate{}:
 		return field.ErrorList{field.Required(fld, policyRateRequiredMsg)}
+	case r.Calendar != nil:
+		// validatePolicyCalendar checks the rest.
+		return validatePolicyRange(r.Limit, 1, v1alpha1.MaxLimit, fld.Child("limit"))
 	case r.Period.Duration == 0:
 		// Missing, as far as a decoded manifest can tell.
 		errs := validatePolicyRange(r.Limit, 1, v1alpha1.MaxLimit, fld.Child("limit"))
-		return append(errs, field.Required(fld.Child("period"), policyPeriodRangeMsg))
+		return append(errs, field.Required(fld.Child("period"), policyPeriodMissingMsg))
 	}
 	errs := validatePolicyRange(r.Limit, 1, v1alpha1.MaxLimit, fld.Child("limit"))
 	return append(errs, validatePolicyDuration(r.Period.Duration, v1alpha1.MinPeriod, v1alpha1.MaxPeriod,

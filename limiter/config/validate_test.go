@@ -204,7 +204,7 @@ func TestValidatePolicy(t *testing.T) {
 			name:   "period missing",
 			mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Rate.Period.Duration = 0 },
 			want:   []fieldErr{{"spec.rate.period", field.ErrorTypeRequired}},
-			detail: "period must be between 1s and 720h",
+			detail: "spec.rate.period is required, unless spec.rate.calendar is set",
 		},
 		{
 			name:   "limit 0",

@@ -54,7 +54,7 @@ func headers(resp *service.Response, jitter float64) []*corev3.HeaderValue {
 		limit := strconv.FormatInt(quota, 10)
 		remaining := strconv.FormatInt(min(r.Remaining, quota), 10)
 		reset := strconv.FormatInt(ceilSeconds(r.ResetAfter), 10)
-		values[0].k, values[0].v = HeaderRateLimitPolicy, name+";q="+limit+";w="+strconv.FormatInt(ceilSeconds(p.Limit.Period), 10)
+		values[0].k, values[0].v = HeaderRateLimitPolicy, name+";q="+limit+";w="+strconv.FormatInt(ceilSeconds(span(p.Limit)), 10)
 		values[1].k, values[1].v = HeaderRateLimit, name+";r="+remaining+";t="+reset
 		values[2].k, values[2].v = HeaderLimit, limit
 		values[3].k, values[3].v = HeaderRemaining, remaining
@@ -73,8 +73,8 @@ func headers(resp *service.Response, jitter float64) []*corev3.HeaderValue {
 		values[n].k, values[n].v = HeaderRetryAfter, strconv.FormatInt(retryAfter(d.RetryAfter, jitter), 10)
 		n++
 	}
-	if d.OverLimit && d.Reason != "" {
-		values[n].k, values[n].v = HeaderReason, d.Reason
+	if reason := reasonOf(d); d.OverLimit && reason != "" {
+		values[n].k, values[n].v = HeaderReason, reason
 		n++
 	}
 	if resp.Replayed {
@@ -125,4 +125,32 @@ func retryAfter(d time.Duration, jitter float64) int64 {
 
 func ceilSeconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
+}
+
+// span is the length of the limit's window now: its period, or a calendar
+// window's (a day of 23 to 25 hours, a month of 28 to 31 days).
+func span(l algo.Limit) time.Duration {
+	if l.Calendar.IsZero() {
+		return l.Period
+	}
+	return l.Span(time.Now())
+}
+
+// reasonOf is what X-Sluice-Reason says of a denial: the failure mode's
+// reason, or a penalized key's (spec.penalty.reason of the denying policy,
+// hidden or not: a hidden one's default names no policy).
+func reasonOf(d *service.Decision) string {
+	if d.Reason == "" && d.OverLimit && d.Penalized && d.Denied != nil && d.Denied.Penalty != nil {
+		return d.Denied.Penalty.Reason
+	}
+	return d.Reason
+}
+
+// penaltyStatus is the HTTP status of a denial whose longest wait is a
+// penalized key's (spec.penalty.status of the denying policy), or 0.
+func penaltyStatus(resp *service.Response) int {
+	if d := &resp.Reported; d.OverLimit && d.Penalized && d.Denied != nil && d.Denied.Penalty != nil {
+		return d.Denied.Penalty.Status
+	}
+	return 0
 }

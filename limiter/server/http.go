@@ -144,6 +144,9 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, resp *service.Re
 	code := http.StatusOK
 	if resp.OverLimit {
 		code = denyStatus
+		if st := penaltyStatus(resp); st != 0 {
+			code = st // spec.penalty.status
+		}
 		if acceptsProblem(strings.Join(r.Header.Values("Accept"), ",")) {
 			writeProblem(w, resp, headers(resp, s.rls.jitter), code)
 			return

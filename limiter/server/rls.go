@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/service"
 )
@@ -173,12 +174,16 @@ func toRLS(resp *service.Response, jitter float64) *rlsv3.RateLimitResponse {
 	}
 	out.ResponseHeadersToAdd = headers(resp, jitter)
 	var md map[string]any
-	if d := &resp.Reported; d.OverLimit && d.Reason != "" {
+	if d := &resp.Reported; d.OverLimit && reasonOf(d) != "" {
 		// Envoy logs and forwards the RLS dynamic metadata. A hidden
 		// policy's name stays out: the HTTP check's body carries it too.
-		md = map[string]any{"reason": d.Reason}
+		md = map[string]any{"reason": reasonOf(d)}
 		if !d.Denied.Hidden() {
 			md["policy"] = d.Denied.ID()
+		}
+		if st := penaltyStatus(resp); st != 0 {
+			// A penalized key: the status spec.penalty asks of the gateway.
+			md["penalized"], md["status"] = true, st
 		}
 	} else if resp.Lease != "" {
 		// Envoy keeps it for the stream-done call, which sends it back in
@@ -216,7 +221,7 @@ func descriptorStatus(d *service.Decision) *rlsv3.RateLimitResponse_DescriptorSt
 	if d.Policy == nil {
 		return st
 	}
-	unit, mult := periodUnit(d.Policy.Limit.Period)
+	unit, mult := limitUnit(d.Policy.Limit)
 	st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{
 		Name:            d.Policy.ID(),
 		RequestsPerUnit: uint32(d.Policy.Limit.Limit),
@@ -228,6 +233,20 @@ func descriptorStatus(d *service.Decision) *rlsv3.RateLimitResponse_DescriptorSt
 	st.LimitRemaining = uint32(min(d.Result.Remaining, int64(^uint32(0))))
 	st.DurationUntilReset = durationpb.New(d.Result.ResetAfter)
 	return st
+}
+
+// limitUnit is the RLS unit of a limit: its calendar period (DAY, WEEK or
+// MONTH), or periodUnit's.
+func limitUnit(l algo.Limit) (rlsv3.RateLimitResponse_RateLimit_Unit, uint32) {
+	switch l.Calendar.Period {
+	case algo.Day:
+		return rlsv3.RateLimitResponse_RateLimit_DAY, 1
+	case algo.Week:
+		return rlsv3.RateLimitResponse_RateLimit_WEEK, 1
+	case algo.Month:
+		return rlsv3.RateLimitResponse_RateLimit_MONTH, 1
+	}
+	return periodUnit(l.Period)
 }
 
 // periodUnit expresses a period as the largest RLS unit that divides it,

@@ -89,7 +89,7 @@ func (d *Decision) merge(dec *Decision) {
 		}
 	}
 	if dec.OverLimit && (!d.OverLimit || longerWait(dec.RetryAfter, d.RetryAfter)) {
-		d.OverLimit, d.RetryAfter, d.Denied, d.Reason = true, dec.RetryAfter, dec.Denied, dec.Reason
+		d.OverLimit, d.RetryAfter, d.Denied, d.Penalized, d.Reason = true, dec.RetryAfter, dec.Denied, dec.Penalized, dec.Reason
 	}
 	if stricter(dec.FailureMode, d.FailureMode) {
 		d.FailureMode = dec.FailureMode
@@ -99,7 +99,8 @@ func (d *Decision) merge(dec *Decision) {
 // deny records in d the denial of p, whose result was r: the client must
 // wait r's RetryAfter, or for a hidden policy its ResetAfter (until the
 // counter is back to its full quota: the time until the next unit frees
-// would tell the policy's rate). The longest wait wins.
+// would tell the policy's rate; a penalty's are both its time left). The
+// longest wait wins.
 func (d *Decision) deny(p *config.Policy, r algo.Result, reason string) {
 	wait := r.RetryAfter
 	if p.Hidden() {
@@ -109,7 +110,7 @@ func (d *Decision) deny(p *config.Policy, r algo.Result, reason string) {
 		}
 	}
 	if !d.OverLimit || longerWait(wait, d.RetryAfter) {
-		d.RetryAfter, d.Denied, d.Reason = wait, p, reason
+		d.RetryAfter, d.Denied, d.Penalized, d.Reason = wait, p, r.Penalized, reason
 	}
 	d.OverLimit = true
 }
@@ -247,6 +248,7 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 		}
 		shadow := p.Shadow || allShadow
 		ps.stats.count(&dec, p.Limit, shadow, p.Soft())
+		countLevel(ps.levels, sc.level, &dec, shadow, p.Soft())
 		if s.opts.Top.K > 0 {
 			ps.stats.countTop(s.topClock(), sc.key, p, entries, &dec)
 		}
@@ -295,6 +297,7 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 func (s *Service) decide(ctx context.Context, sc *scratch, p *config.Policy, ps *policyState, domain string, entries []config.Entry, cost int64, idem string) Decision {
 	req := store.Request{Key: p.CounterKey(&sc.kb, entries), Limit: p.Limit, Cost: cost}
 	sc.key = req.Key
+	req.Limit.Reserve, sc.level = priorityReserve(p, entries)
 	if idem != "" {
 		req.Idempotency = idempotencyRecord(&sc.kb, domain, p, req.Key, entries, cost, idem)
 		req.IdempotencyTTL, req.IdempotencyMaxReplays, req.IdempotencyMaxRecords = s.opts.IdempotencyTTL, s.opts.IdempotencyMaxReplays, s.opts.IdempotencyMaxRecords

@@ -106,13 +106,17 @@ func (f *failover) noteFallback() {
 }
 
 // localShare is this pod's share of a limit among pods: limit and burst
-// divided by pods, rounded to the nearest unit, at least 1.
+// divided by pods, rounded to the nearest unit, at least 1; a reserve
+// (priority shedding) divided the same way, at most the capacity.
 func localShare(l algo.Limit, pods int64) algo.Limit {
 	if pods <= 1 {
 		return l
 	}
 	share := func(n int64) int64 { return max(1, (n+pods/2)/pods) }
 	l.Limit, l.Burst = share(l.Limit), share(l.Burst)
+	if l.Reserve > 0 {
+		l.Reserve = min(l.Capacity(), (l.Reserve+pods/2)/pods)
+	}
 	return l
 }
 

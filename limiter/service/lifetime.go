@@ -196,6 +196,9 @@ func validateLeaseEntries(d *config.Domain, req *Request) error {
 func (s *Service) takeHolding(ctx context.Context, sc *scratch, p *config.Policy, ps *policyState, entries []config.Entry, cost int64, lt *lifetime) Decision {
 	req := store.Request{Key: p.CounterKey(&sc.kb, entries), Limit: p.Limit, Cost: cost, HoldTTL: p.HoldTTL}
 	sc.key = req.Key
+	// A request's priority leaves its reserve, of units or of slots; the
+	// holding's end is no decision and leaves none.
+	req.Limit.Reserve, sc.level = priorityReserve(p, entries)
 	if p.Limit.Algorithm == algo.Concurrency {
 		// Two descriptors of a request on one counter hold one slot.
 		for i := range lt.held {

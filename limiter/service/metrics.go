@@ -17,22 +17,26 @@ const (
 	// ResultSoftLimited: over a soft policy's threshold, allowed and
 	// marked.
 	ResultSoftLimited = "soft_limited"
+	// ResultPenalized: denied because the key is penalized (spec.penalty).
+	ResultPenalized = "penalized"
 )
 
 type metrics struct {
-	decisions        *prometheus.Desc // collected from policyStats (decisionsCollector)
-	hotRequests      *prometheus.Desc // collected from the top sketches (decisionsCollector)
-	hotLimited       *prometheus.Desc
-	storeErrors      prometheus.Counter
-	snapshotPolicies prometheus.Gauge
-	enforcement      prometheus.Gauge
-	readyPods        prometheus.Gauge
+	decisions   *prometheus.Desc // collected from policyStats (decisionsCollector)
+	hotRequests *prometheus.Desc // collected from the top sketches (decisionsCollector)
+	hotLimited  *prometheus.Desc
+	// priorityDecisions are collected from the level counts (priority.go).
+	priorityDecisions *prometheus.Desc
+	storeErrors       prometheus.Counter
+	snapshotPolicies  prometheus.Gauge
+	enforcement       prometheus.Gauge
+	readyPods         prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		decisions: prometheus.NewDesc("sluice_decisions_total",
-			"Decisions by policy (namespace/name), domain and result: allowed, limited, shadow_limited, failed_open, failed_closed, local_fallback, soft_limited.",
+			"Decisions by policy (namespace/name), domain and result: allowed, limited, shadow_limited, failed_open, failed_closed, local_fallback, soft_limited, penalized (a penalized key's denials, spec.penalty).",
 			[]string{"domain", "policy", "result"}, nil),
 		hotRequests: prometheus.NewDesc("sluice_hottest_descriptor_requests",
 			"Requests of each policy's hottest descriptor values (hashed or truncated) in the last complete interval; only with --top-descriptors.",
@@ -40,6 +44,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		hotLimited: prometheus.NewDesc("sluice_hottest_descriptor_limited",
 			"Denials (or would-be denials) of each policy's hottest descriptor values in the last complete interval; only with --top-descriptors.",
 			[]string{"domain", "policy", "value"}, nil),
+		priorityDecisions: prometheus.NewDesc("sluice_priority_decisions_total",
+			"Decisions of policies with priority shedding (spec.priority) by policy, priority level (requests with no or an unknown priority count under the default level) and result: allowed, limited, shadow_limited, and soft_limited for a soft policy.",
+			[]string{"domain", "policy", "priority", "result"}, nil),
 		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_store_errors_total",
 			Help: "Store calls that failed (timeouts, connection errors); each one was resolved by the policy's failure mode.",
@@ -72,6 +79,7 @@ func (d decisionsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- d.s.metrics.decisions
 	ch <- d.s.metrics.hotRequests
 	ch <- d.s.metrics.hotLimited
+	ch <- d.s.metrics.priorityDecisions
 }
 
 func (d decisionsCollector) Collect(ch chan<- prometheus.Metric) {
@@ -80,17 +88,19 @@ func (d decisionsCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, p := range l.snap.Policies {
-		st := l.policies[p].stats
+		ps := l.policies[p]
+		st := ps.stats
 		if st == nil {
 			continue
 		}
+		d.collectPriority(ch, p, ps)
 		for _, v := range []struct {
 			result string
 			n      *atomic.Int64
 		}{
 			{ResultAllowed, &st.allowed}, {ResultLimited, &st.limited}, {ResultShadowLimited, &st.shadowLimited},
 			{ResultFailedOpen, &st.failedOpen}, {ResultFailedClosed, &st.failedClosed}, {ResultLocalFallback, &st.localFallback},
-			{ResultSoftLimited, &st.softLimited},
+			{ResultSoftLimited, &st.softLimited}, {ResultPenalized, &st.penalized},
 		} {
 			ch <- prometheus.MustNewConstMetric(d.s.metrics.decisions, prometheus.CounterValue, float64(v.n.Load()), p.Domain, p.ID(), v.result)
 		}

@@ -110,6 +110,9 @@ type Decision struct {
 	// Denied is the denying policy that set RetryAfter, visible or hidden;
 	// nil unless OverLimit.
 	Denied *config.Policy
+	// Penalized is true when Denied's denial is a penalized key's
+	// (spec.penalty): Denied.Penalty says how to answer it.
+	Penalized bool
 	// SoftLimited is true when a soft policy is over its threshold: the
 	// request is allowed (unless an enforcing policy denies) and marked.
 	SoftLimited bool

@@ -133,6 +133,9 @@ type policyState struct {
 	// stats endpoint alike; nil with Options.DisablePolicyStats.
 	stats         *policyStats
 	lastShadowLog atomic.Int64
+	// levels count the decisions of each level of spec.priority; nil
+	// without it or without stats.
+	levels []*levelStats
 }
 
 // scratch is per-request working memory, pooled so a decision on a known key
@@ -140,6 +143,7 @@ type policyState struct {
 type scratch struct {
 	kb      store.KeyBuilder
 	key     store.Key // the counter of the last decide
+	level   int       // the priority level of the last decide, -1 for none
 	matches []*config.Policy
 	entries []config.Entry // entries without the idempotency entry
 }
@@ -211,6 +215,7 @@ func (s *Service) Swap(snap *config.Snapshot) {
 	tiers := s.swapLocalTier(snap)
 	for _, p := range snap.Policies {
 		ps := &policyState{stats: s.statsFor(prevStats, p)}
+		ps.levels = ps.stats.levelsFor(p)
 		if ps.stats != nil {
 			l.stats[statsKey(p)] = ps.stats
 		}

@@ -27,12 +27,15 @@ type policyStats struct {
 	failedOpen, failedClosed, localFallback atomic.Int64
 	nearLimit                               atomic.Int64
 	softLimited                             atomic.Int64
+	penalized                               atomic.Int64
 	// released counts the holdings ended (slots released, reservations
 	// settled), notHeld the ends that found nothing to end.
 	released, notHeld atomic.Int64
 
 	// top is the hottest-descriptors sketch; nil when Options.Top is off.
 	top *topSketch
+	// priority are the counts per priority level (priority.go).
+	priority priorityLevels
 }
 
 // PolicyStats is a copy of one policy's decision counts since the process
@@ -55,6 +58,9 @@ type PolicyStats struct {
 	// SoftLimited counts the decisions of a soft policy over its
 	// threshold: allowed, and marked.
 	SoftLimited int64
+	// Penalized counts the denials of penalized keys (spec.penalty), the
+	// one that started a penalty included; Limited does not count them.
+	Penalized int64
 	// Released counts the holdings of a policy that holds (Concurrency
 	// slots, reservations) ended by the request's end, or given back by a
 	// request denied by another policy; NotHeld the ends that found
@@ -108,6 +114,8 @@ func (st *policyStats) count(dec *Decision, l algo.Limit, shadow, soft bool) {
 		st.shadowLimited.Add(1)
 	case !dec.Result.Allowed && soft:
 		st.softLimited.Add(1)
+	case dec.Result.Penalized:
+		st.penalized.Add(1)
 	case !dec.Result.Allowed:
 		st.limited.Add(1)
 	default:
@@ -154,7 +162,8 @@ func (s *Service) PolicyStats() []PolicyStats {
 			UID: st.uid, Namespace: st.namespace, Name: st.name, Generation: st.generation.Load(),
 			Allowed: st.allowed.Load(), Limited: st.limited.Load(), ShadowLimited: st.shadowLimited.Load(),
 			FailedOpen: st.failedOpen.Load(), FailedClosed: st.failedClosed.Load(), LocalFallback: st.localFallback.Load(),
-			NearLimit: st.nearLimit.Load(), SoftLimited: st.softLimited.Load(), Released: st.released.Load(), NotHeld: st.notHeld.Load(),
+			NearLimit: st.nearLimit.Load(), SoftLimited: st.softLimited.Load(), Penalized: st.penalized.Load(),
+			Released: st.released.Load(), NotHeld: st.notHeld.Load(),
 		})
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -30,6 +30,9 @@ type PolicyStatus struct {
 	// Reason is set when the store could not answer and the policy's
 	// failure mode made up the figures.
 	Reason string `json:"reason,omitempty"`
+	// Penalized is true while the caller's key is penalized
+	// (spec.penalty): ResetSeconds is the time left.
+	Penalized bool `json:"penalized,omitempty"`
 }
 
 // Peek reports every visible policy of domain that entries match, in the
@@ -68,13 +71,14 @@ func policyStatus(p *config.Policy, d Decision) PolicyStatus {
 		Policy:        p.ID(),
 		Algorithm:     p.Limit.Algorithm.String(),
 		Limit:         p.Limit.Limit,
-		PeriodSeconds: ceilSeconds(p.Limit.Period),
+		PeriodSeconds: ceilSeconds(p.Limit.Span(time.Now())),
 		Burst:         p.Limit.Capacity(),
 		Remaining:     d.Result.Remaining,
 		ResetSeconds:  ceilSeconds(max(0, d.Result.ResetAfter)),
 		Shadow:        p.Shadow,
 		Soft:          p.Soft(),
 		Reason:        d.Reason,
+		Penalized:     d.Result.Penalized,
 	}
 }
 

@@ -49,5 +49,11 @@ type Settlement struct {
 // and no Request.Hold: a slot must be taken under a lease.
 var ErrNoHold = errors.New("a Concurrency slot needs a lease (Request.Hold)")
 
+// ErrHoldPenalty is wrapped by the error of a holding (a Take with
+// Request.Hold or on Concurrency, a Settle) on a limit with a penalty: no
+// store keeps a penalty on holdings, and the API refuses spec.penalty with
+// Concurrency and spec.reserve.
+var ErrHoldPenalty = errors.New("a holding can't carry a penalty")
+
 // LeaseID is a holding's Key as limiter/algo names a Concurrency lease.
 func (k Key) LeaseID() algo.LeaseID { return algo.LeaseID(k) }

@@ -69,7 +69,9 @@ type Request struct {
 	// any algorithm that Reserves, which lives HoldTTL. A second admitted
 	// decision under the same Hold on the same counter renews the lease, or
 	// adds its Cost to the reservation. A holding takes no idempotency
-	// record: Idempotency is ignored.
+	// record: Idempotency is ignored. Its decision leaves Limit.Reserve
+	// (priority shedding), in a calendar window too; a limit with a
+	// Penalty can't hold (ErrHoldPenalty).
 	Hold    Key
 	HoldTTL time.Duration
 }

@@ -62,6 +62,9 @@ type shard struct {
 	nrecords int
 	// holds are the reservations of this shard's counters.
 	holds map[holdKey]hold
+	// penalties are the penalty states of this shard's counters
+	// (algo.Penalty), beside them under the same lock.
+	penalties map[store.Key]penaltyEntry
 }
 
 // holdKey names a reservation: per counter.
@@ -71,6 +74,12 @@ type holdKey struct{ counter, hold store.Key }
 type hold struct {
 	units, window int64
 	expiresAt     int64
+}
+
+// penaltyEntry is a counter's penalty state and its expiry (Unix µs).
+type penaltyEntry struct {
+	state     algo.PenaltyState
+	expiresAt int64
 }
 
 // record is a recorded admitted decision (times in Unix µs).
@@ -115,6 +124,7 @@ func New(opts Options) *Store {
 		s.shards[i].entries = make(map[store.Key]*entry)
 		s.shards[i].records = make(map[store.Key]map[store.Key]record)
 		s.shards[i].holds = make(map[holdKey]hold)
+		s.shards[i].penalties = make(map[store.Key]penaltyEntry)
 	}
 	if opts.SweepInterval > 0 {
 		go s.sweepLoop(opts.SweepInterval)
@@ -134,6 +144,15 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 	defer sh.mu.Unlock()
 	if req.Limit.Algorithm == algo.Concurrency || req.HasHold() {
 		return s.takeHold(sh, now, req)
+	}
+	// A penalized key is denied whatever it asks, replays included.
+	pen := req.Limit.Penalty
+	pe, penOK := sh.penalties[req.Key]
+	penPresent := penOK && pe.expiresAt > n
+	if !pen.IsZero() {
+		if r, ok := pen.Penalized(pe.state, penPresent, now); ok {
+			return r, nil
+		}
 	}
 	idem := req.HasIdempotency()
 	live := false // a live record, whose replays may be spent
@@ -167,6 +186,17 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 	default:
 		s.makeRoom(sh, n)
 		sh.entries[req.Key] = &entry{state: st, expiresAt: n + ttl.Microseconds()}
+	}
+	if !pen.IsZero() && !r.Allowed && req.Cost > 0 {
+		st := algo.PenaltyState{}
+		if penPresent {
+			st = pe.state
+		}
+		ttl := pen.Strike(&st, penPresent, now, &r)
+		if !penOK {
+			s.makePenaltyRoom(sh, n)
+		}
+		sh.penalties[req.Key] = penaltyEntry{state: st, expiresAt: n + ttl.Microseconds()}
 	}
 	if idem && !live && r.Allowed && req.Cost > 0 {
 		recs := sh.records[req.Key]
@@ -236,6 +266,9 @@ func holdState(sh *shard, k store.Key, lim algo.Limit, n int64) (algo.State, *en
 // takeHold is Take for a request that takes a holding (or peeks at
 // Concurrency). Caller holds sh.mu.
 func (s *Store) takeHold(sh *shard, now time.Time, req store.Request) (algo.Result, error) {
+	if !req.Limit.Penalty.IsZero() {
+		return algo.Result{}, fmt.Errorf("memory store: %w", store.ErrHoldPenalty)
+	}
 	n := now.UnixMicro()
 	st, e, present := holdState(sh, req.Key, req.Limit, n)
 	var (
@@ -282,6 +315,9 @@ func (s *Store) reserve(sh *shard, req store.Request, n, w int64) {
 
 // Settle implements store.Holder.
 func (s *Store) Settle(_ context.Context, req store.SettleRequest) (store.Settlement, error) {
+	if !req.Limit.Penalty.IsZero() {
+		return store.Settlement{}, fmt.Errorf("memory store: %w", store.ErrHoldPenalty)
+	}
 	now := s.clock()
 	n := now.UnixMicro()
 	sh := &s.shards[req.Key[0]%shardCount]
@@ -396,6 +432,31 @@ func (s *Store) makeRecordRoom(sh *shard, now int64) {
 	sh.dropRecord(victim, sh.records[victim], now)
 }
 
+// makePenaltyRoom evicts from a shard full of penalty states, like
+// makeRoom; penalties share the bound of the counters they sit beside.
+// Caller holds sh.mu.
+func (s *Store) makePenaltyRoom(sh *shard, now int64) {
+	if len(sh.penalties) < s.perShard {
+		return
+	}
+	var victim store.Key
+	soonest, sampled := int64(-1), 0
+	for k, p := range sh.penalties {
+		if p.expiresAt <= now {
+			delete(sh.penalties, k)
+			return
+		}
+		if soonest < 0 || p.expiresAt < soonest {
+			victim, soonest = k, p.expiresAt
+		}
+		if sampled++; sampled == 16 {
+			break
+		}
+	}
+	delete(sh.penalties, victim)
+	s.evicted.Add(1)
+}
+
 // Records is the number of stored idempotency records, expired ones
 // included until swept.
 func (s *Store) Records() int {
@@ -449,7 +510,7 @@ func (s *Store) Len() int {
 	return n
 }
 
-// Sweep removes expired keys and idempotency records now.
+// Sweep removes expired keys, idempotency records and penalties now.
 func (s *Store) Sweep() {
 	n := s.clock().UnixMicro()
 	for i := range s.shards {
@@ -474,6 +535,11 @@ func (s *Store) Sweep() {
 		for k, h := range sh.holds {
 			if h.expiresAt <= n {
 				delete(sh.holds, k)
+			}
+		}
+		for k, p := range sh.penalties {
+			if p.expiresAt <= n {
+				delete(sh.penalties, k)
 			}
 		}
 		sh.mu.Unlock()

@@ -36,6 +36,8 @@ func (s *Store) takeHold(ctx context.Context, req store.Request) (algo.Result, e
 		return algo.Result{}, fmt.Errorf("redis store: %v can't hold a reservation", a)
 	case a == algo.Concurrency && req.Cost > 0 && !req.HasHold():
 		return algo.Result{}, fmt.Errorf("redis store: %w", store.ErrNoHold)
+	case !req.Limit.Penalty.IsZero():
+		return algo.Result{}, fmt.Errorf("redis store: %w", store.ErrHoldPenalty)
 	}
 	c := &call{req: req, hold: &holdCall{id: req.Hold.String(), ttl: max(1, req.HoldTTL.Microseconds())}}
 	if err := s.decide(ctx, c); err != nil {
@@ -49,6 +51,9 @@ func (s *Store) takeHold(ctx context.Context, req store.Request) (algo.Result, e
 func (s *Store) Settle(ctx context.Context, req store.SettleRequest) (store.Settlement, error) {
 	if !slices.Contains(holders, req.Limit.Algorithm) {
 		return store.Settlement{}, fmt.Errorf("redis store: %v holds nothing to settle", req.Limit.Algorithm)
+	}
+	if !req.Limit.Penalty.IsZero() {
+		return store.Settlement{}, fmt.Errorf("redis store: %w", store.ErrHoldPenalty)
 	}
 	c := &call{req: store.Request{Key: req.Key, Limit: req.Limit, Hold: req.Hold},
 		hold: &holdCall{settle: true, id: req.Hold.String(), actual: max(-1, req.Actual)}}
@@ -74,9 +79,23 @@ func (s *Store) holdCmd(ctx context.Context, p goredis.Pipeliner, c *call, eval 
 	if r.Limit.Algorithm != algo.Concurrency {
 		keys = append(keys, s.HoldKey(r.Key, r.Hold))
 	}
-	args := append(sc.call(eval, len(keys), len(keys)+9), keys...)
-	return p.Do(ctx, append(args, r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, cost, now,
-		op, h.id, h.ttl, h.actual)...)
+	// ARGV 10-13 as exact.lua's, when set: a calendar's windows, the
+	// reserve.
+	cal, ext := r.Limit.Calendar, !r.Limit.Calendar.IsZero() || r.Limit.Reserve > 0
+	n := len(keys) + 9
+	if ext {
+		n += 4
+	}
+	args := append(sc.call(eval, len(keys), n), keys...)
+	args = append(args, r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, cost, now, op, h.id, h.ttl, h.actual)
+	if ext {
+		var start, end, next int64
+		if !cal.IsZero() {
+			start, end, next = calendarWindows(cal, now)
+		}
+		args = append(args, start, end, next, r.Limit.Reserve)
+	}
+	return p.Do(ctx, args...)
 }
 
 // parseHold reads hold.lua's reply {allowed, remaining, reset_us,

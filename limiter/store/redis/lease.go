@@ -22,6 +22,9 @@ func (s *Store) Lease(ctx context.Context, req store.LeaseRequest) (store.Lease,
 	if !slices.Contains(leasable, req.Limit.Algorithm) {
 		return store.Lease{}, fmt.Errorf("redis store: %v can't be leased", req.Limit.Algorithm)
 	}
+	if !req.Limit.Leasable() {
+		return store.Lease{}, fmt.Errorf("redis store: a limit with a calendar, a reserve or a penalty can't be leased")
+	}
 	c := &call{req: store.Request{Key: req.Key, Limit: req.Limit}, lease: &req}
 	if err := s.decide(ctx, c); err != nil {
 		return store.Lease{}, err

@@ -17,11 +17,12 @@ import (
 
 // exactLease is a store.Store whose Take is a lease that asks for nothing
 // and credits nothing: lease.lua must then decide exactly as the
-// algorithm's own script. SlidingLog can't be leased and takes.
+// algorithm's own script. What can't be leased (SlidingLog, calendar
+// windows) takes.
 type exactLease struct{ *redisstore.Store }
 
 func (e exactLease) Take(ctx context.Context, req store.Request) (algo.Result, error) {
-	if req.Limit.Algorithm == algo.SlidingLog {
+	if !req.Limit.Leasable() {
 		return e.Store.Take(ctx, req)
 	}
 	l, err := e.Lease(ctx, store.LeaseRequest{Key: req.Key, Limit: req.Limit, Cost: req.Cost,

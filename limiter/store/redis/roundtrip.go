@@ -36,12 +36,18 @@ type call struct {
 
 	// keys and argv are a Take's script KEYS and ARGV (see prepare); they
 	// are sent by pointer, which boxes them without copying.
-	keys  [3]string
+	keys  [4]string
 	nkeys int
 	argv  [8]int64
 	nargv int
-	// record is the idempotency record's name, the last ARGV when set.
+	// record is the idempotency record's name, ARGV 9: sent when set, and
+	// empty when ext follows.
 	record string
+	// ext are ARGV 10 to 16, after the record's name: a calendar's
+	// windows, the reserve, a penalty's settings; the first next of them
+	// are sent.
+	ext  [7]int64
+	next int
 
 	// cmd is the call's script run, in the last send.
 	cmd *goredis.Cmd
@@ -177,10 +183,13 @@ func anyErr(calls []*call, match func(error) bool) bool {
 	return false
 }
 
-// prepare fills c's script KEYS and ARGV: limit, period_us, burst, cost,
-// now_us, and with an idempotency key, the records' hash and index, the
-// record's TTL in ms, its most replays, the counter's most records and the
-// record's name.
+// prepare fills c's script KEYS and ARGV (see scripts/exact.lua): limit,
+// period_us, burst, cost, now_us; with an idempotency key, the records'
+// hash and index, the record's TTL in ms, its most replays, the counter's
+// most records and the record's name; then with a calendar, its windows;
+// the reserve; with a penalty, its key and settings. Trailing arguments a
+// request does not need are left out, and those before one it needs are
+// zeros (an empty name).
 func (s *Store) prepare(c *call) {
 	r := &c.req
 	var now int64
@@ -194,12 +203,42 @@ func (s *Store) prepare(c *call) {
 		c.argv[5], c.argv[6], c.argv[7], c.nargv = max(1, r.EffectiveIdempotencyTTL().Milliseconds()), r.EffectiveIdempotencyMaxReplays(), r.EffectiveIdempotencyMaxRecords(), 8
 		c.record = r.Idempotency.String()
 	}
+	c.next = 0
+	if cal := r.Limit.Calendar; !cal.IsZero() {
+		c.ext[0], c.ext[1], c.ext[2] = calendarWindows(cal, now)
+		c.next = 4
+	}
+	if r.Limit.Reserve > 0 {
+		c.ext[3], c.next = r.Limit.Reserve, 4
+	}
+	if p := r.Limit.Penalty; !p.IsZero() {
+		c.keys[c.nkeys], c.nkeys = s.PenaltyKey(r.Key), c.nkeys+1
+		c.ext[4], c.ext[5], c.ext[6], c.next = p.Duration.Microseconds(), max(1, p.After), max(1, p.Within.Microseconds()), 7
+	}
+	if c.next > 0 {
+		c.nargv = 8 // and the record's name, empty without one
+	}
+}
+
+// calendarWindows are a calendar FixedWindow's script arguments: the
+// window that holds the limiter's time now (Unix µs; 0 for the wall
+// clock) and the end of the next, in µs. The script picks one of the two
+// by Redis time (fixed_window_core.lua).
+func calendarWindows(cal algo.Calendar, now int64) (start, end, next int64) {
+	t := time.UnixMicro(now)
+	if now == 0 {
+		t = time.Now()
+	}
+	s, e := cal.Window(t)
+	_, n := cal.Window(e)
+	return s.UnixMicro(), e.UnixMicro(), n.UnixMicro()
 }
 
 // takeArgs are the arguments of one Take's script call.
 func takeArgs(eval bool, c *call) []any {
-	n := c.nkeys + c.nargv
-	if c.record != "" {
+	name := c.record != "" || c.next > 0
+	n := c.nkeys + c.nargv + c.next
+	if name {
 		n++
 	}
 	args := scripts[c.req.Limit.Algorithm].call(eval, c.nkeys, n)
@@ -209,29 +248,33 @@ func takeArgs(eval bool, c *call) []any {
 	for i := range c.nargv {
 		args = append(args, &c.argv[i])
 	}
-	if c.record != "" {
+	if name {
 		args = append(args, &c.record)
+	}
+	for i := range c.next {
+		args = append(args, &c.ext[i])
 	}
 	return args
 }
 
 // parseResult reads an exact script's reply {allowed, remaining, reset_us,
-// retry_us[, replayed]}.
+// retry_us[, replayed[, penalized]]}.
 func parseResult(cmd *goredis.Cmd) (algo.Result, error) {
-	var buf [5]int64
+	var buf [6]int64
 	v, err := int64s(buf[:0], cmd)
 	if err != nil {
 		return algo.Result{}, fmt.Errorf("redis store: %w", err)
 	}
-	if len(v) != 4 && len(v) != 5 {
-		return algo.Result{}, fmt.Errorf("redis store: script returned %d values, want 4 or 5", len(v))
+	if len(v) < 4 || len(v) > 6 {
+		return algo.Result{}, fmt.Errorf("redis store: script returned %d values, want 4 to 6", len(v))
 	}
 	r := algo.Result{
 		Allowed:    v[0] == 1,
 		Remaining:  v[1],
 		ResetAfter: time.Duration(v[2]) * time.Microsecond,
 		RetryAfter: time.Duration(v[3]) * time.Microsecond,
-		Replayed:   len(v) == 5 && v[4] == 1,
+		Replayed:   len(v) >= 5 && v[4] == 1,
+		Penalized:  len(v) == 6 && v[5] == 1,
 	}
 	if v[3] < 0 {
 		r.RetryAfter = algo.Never

@@ -114,6 +114,10 @@ func (s *Store) RecordIndexKey(k store.Key) string {
 	return s.RedisKey(k) + ":ix"
 }
 
+// PenaltyKey is the Redis key of counter k's penalty state
+// (algo.PenaltyState): the counter's key, and so its slot, then ":x".
+func (s *Store) PenaltyKey(k store.Key) string { return s.RedisKey(k) + ":x" }
+
 // Take implements store.Store. It waits for the round trip holding req (at
 // most Timeout for it to start, then Timeout for the round trip) or for ctx
 // to end.

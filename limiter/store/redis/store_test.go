@@ -29,6 +29,11 @@ func TestMemoryAndClusterAgree(t *testing.T) {
 	storetest.RunDifferential(t, newMemory, newCluster, 150)
 }
 
+func TestMemoryAndRedisAgreeOnFeaturesTogether(t *testing.T) {
+	t.Run("standalone", func(t *testing.T) { storetest.RunFeaturesTogether(t, newMemory, newStandalone, 300) })
+	t.Run("cluster", func(t *testing.T) { storetest.RunFeaturesTogether(t, newMemory, newCluster, 150) })
+}
+
 // Every key a script writes has a TTL, with time from Redis TIME.
 func TestEveryKeyHasTTL(t *testing.T) {
 	s := realStore(t, redisstore.Options{Addrs: []string{standaloneAddr(t)}, KeyPrefix: "ttltest"})
@@ -79,6 +84,37 @@ func TestRedisTimeDrivesDecisions(t *testing.T) {
 		if r.ResetAfter <= 0 || r.ResetAfter > time.Hour {
 			t.Fatalf("take %d: reset %v outside (0, 1h]", i, r.ResetAfter)
 		}
+	}
+}
+
+// A penalty is stored beside its counter, in the same slot, and expires by
+// itself: its TTL covers the penalty and the count after it, no more.
+func TestPenaltyKeyBesideCounter(t *testing.T) {
+	s := realStore(t, redisstore.Options{Addrs: []string{standaloneAddr(t)}, KeyPrefix: "pentest"})
+	c := goredis.NewClient(&goredis.Options{Addr: standaloneAddr(t)})
+	defer c.Close()
+	ctx := context.Background()
+	lim := algo.Limit{Algorithm: algo.FixedWindow, Limit: 1, Period: time.Hour, Burst: 1,
+		Penalty: algo.Penalty{Duration: 10 * time.Minute, After: 1, Within: time.Minute}}
+	key := storetest.KeyFor(t, "abuser")
+	if r, err := s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1}); err != nil || !r.Allowed {
+		t.Fatalf("first: %+v %v", r, err)
+	}
+	r, err := s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1})
+	if err != nil || r.Allowed || !r.Penalized || r.RetryAfter != 10*time.Minute {
+		t.Fatalf("over the limit: %+v %v, want penalized for 10m", r, err)
+	}
+	pk := s.PenaltyKey(key)
+	if redisstore.Slot(pk) != redisstore.Slot(s.RedisKey(key)) {
+		t.Errorf("penalty key %s is in slot %d, its counter %s in %d", pk, redisstore.Slot(pk), s.RedisKey(key), redisstore.Slot(s.RedisKey(key)))
+	}
+	ttl, err := c.PTTL(ctx, pk).Result()
+	if err != nil || ttl <= 10*time.Minute-5*time.Second || ttl > 11*time.Minute {
+		t.Errorf("penalty key %s: TTL %v %v, want the penalty and the minute after it", pk, ttl, err)
+	}
+	// Whatever it sends meanwhile is denied, even a peek.
+	if r, err := s.Take(ctx, store.Request{Key: key, Limit: lim}); err != nil || r.Allowed || !r.Penalized || r.RetryAfter <= 9*time.Minute {
+		t.Fatalf("a peek while penalized: %+v %v", r, err)
 	}
 }
 

@@ -1,18 +1,36 @@
--- Exact: a decision by one algorithm's core, with nothing leased, and
--- idempotent when asked. The script is the prelude, then this with the
--- algorithm's core in its place.
+-- Exact: a decision by one algorithm's core, with nothing leased,
+-- idempotent when asked, and with a penalty when the policy has one. The
+-- script is the prelude, then this with the algorithm's core in its place.
 --
 -- KEYS[1]  the counter, in the core's encoding
--- KEYS[2]  optional: the counter's idempotency records, a hash from a
---          record's name to "remaining reset_at_us expires_us replays",
---          each a retried request's first admitted decision
+-- KEYS[2]  with a record TTL (ARGV[6] > 0): the counter's idempotency
+--          records, a hash from a record's name to "remaining reset_at_us
+--          expires_us replays", each a retried request's first admitted
+--          decision
 -- KEYS[3]  with KEYS[2]: their index, a sorted set of names by expiry (us)
---          All three share the counter's hash tag, so they live in one slot.
--- ARGV     limit, period_us, burst, cost, now_us (see prelude.lua), and with
---          KEYS[2]: the record's TTL in ms, the most replays it answers,
---          the most records of the counter, and the record's name
--- Returns  {allowed, remaining, reset_after_us, retry_after_us[, replayed]};
---          retry -1 is never.
+-- KEYS[#]  with a penalty (ARGV[14] > 0), last: the counter's penalty, a
+--          string "until_us since_us strikes" (limiter/algo.PenaltyState)
+--          All share the counter's hash tag, so they live in one slot.
+-- ARGV     limit, period_us, burst, cost, now_us (see prelude.lua); then, each
+--          group sent only when it or a later one is set (else zeros, and
+--          an empty name):
+--          6-9    the record's TTL in ms, the most replays it answers, the
+--                 most records of the counter, and the record's name
+--          10-12  the start and end of a calendar FixedWindow's window at
+--                 the limiter's time and the end of the next, in us (see
+--                 fixed_window_core.lua)
+--          13     the reserve the decision must leave (priority shedding)
+--          14-16  the penalty's duration_us, after (denials) and within_us
+-- Returns  {allowed, remaining, reset_after_us, retry_after_us[, replayed
+--          [, penalized]]}; retry -1 is never.
+--
+-- A penalized key is denied first, whatever it asks: {0, 0, left_us,
+-- left_us, 0, 1}, where left is the penalty's time left; nothing else is
+-- read or written. Otherwise a denial of a cost above 0 counts as a strike
+-- (limiter/algo.Penalty.Strike): the after-th strike within within_us of
+-- the count's first penalizes the key for duration_us, and the denial is
+-- answered as penalized; the next count starts when the penalty ends. The
+-- penalty's key expires when it is fresh again.
 --
 -- A live record with replays left counts one more and replays its
 -- decision, {1, remaining, reset_after_us, 0, 1} (the fifth value marks a
@@ -26,8 +44,27 @@
 -- counter holds its most records, the one closest to expiry: made-up keys
 -- can't grow a counter's records without bound, and the work per call
 -- stays O(log n).
+--
+-- (Absent arguments are tested before any is parsed: a call into
+-- tonumber costs Redis a few hundred instructions.)
+local pen_dur, pen_key, pen_state = 0, nil, nil
+local pen_until, pen_since, pen_strikes = 0, 0, 0
+if ARGV[14] then pen_dur = tonumber(ARGV[14]) end
+if pen_dur > 0 then
+  pen_key = KEYS[#KEYS]
+  pen_state = redis.call('GET', pen_key)
+  if pen_state then
+    local a, b, c = string.match(pen_state, '^(%S+) (%S+) (%S+)$')
+    pen_until, pen_since, pen_strikes = tonumber(a), tonumber(b), tonumber(c)
+    if pen_until > now then
+      return {0, 0, pen_until - now, pen_until - now, 0, 1}
+    end
+  end
+end
+
+local records = ARGV[6] and ARGV[6] ~= '0'
 local live = false
-if KEYS[2] then
+if records then
   local rec = redis.call('HGET', KEYS[2], ARGV[9])
   if rec then
     local remaining, reset_at, expires, replays = string.match(rec, '^(%S+) (%S+) (%S+) (%d+)$')
@@ -44,12 +81,31 @@ if KEYS[2] then
   end
 end
 
-local key, credit, credit_window, cap, force = KEYS[1], 0, 0, 0, false
+local key, credit, credit_window, cap, force, win = KEYS[1], 0, 0, 0, false, 0
+local cal_start, cal_end, cal_next, reserve = 0, 0, 0, 0
+if ARGV[10] then
+  cal_start, cal_end, cal_next, reserve = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
+end
 local allowed, remaining, reset, retry, granted = false, 0, 0, 0, 0
 -- scripts.go puts the algorithm's core here, in a do ... end block:
 --[[core]]
 
-if KEYS[2] and not live and allowed and cost > 0 then
+if pen_key and not allowed and cost > 0 then
+  local within = tonumber(ARGV[16])
+  if not pen_state or pen_since > now or pen_since + within <= now then
+    pen_since, pen_strikes = now, 0
+  end
+  pen_strikes = pen_strikes + 1
+  if pen_strikes >= tonumber(ARGV[15]) then
+    pen_until = now + pen_dur
+    redis.call('SET', pen_key, string.format('%d %d 0', pen_until, pen_until), 'PX', slack + math.ceil((pen_dur + within) / 1000))
+    return {0, 0, pen_dur, pen_dur, 0, 1}
+  end
+  redis.call('SET', pen_key, string.format('%d %d %d', pen_until, pen_since, pen_strikes),
+    'PX', slack + math.max(1, math.ceil((pen_since + within - now) / 1000)))
+end
+
+if records and not live and allowed and cost > 0 then
   local ttl = tonumber(ARGV[6])
   local expires = now + ttl * 1000
   local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 8)

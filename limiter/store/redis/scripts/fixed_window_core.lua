@@ -1,10 +1,26 @@
 -- Fixed window: at most limit units per window of period, aligned to the
--- Unix epoch. Mirrors limiter/algo.(Limit).fixedWindow.
+-- Unix epoch, or per calendar window. Mirrors limiter/algo.(Limit).fixedWindow.
 --
 -- The key holds the window, a string "window_index count". Units credited
 -- back come off the count if they were leased in this window; a credit to
 -- a window that has passed is dropped. A forced cost counts past the limit.
-local w, into = window_at(now, period)
+--
+-- A calendar window (cal_end > 0) is not computed here: the limiter sends
+-- the bounds of the window that holds its own time, cal_start to cal_end,
+-- and the end of the next, cal_next (limiter/algo.Calendar.Window), and
+-- Redis time picks one of the two. Its index is its start.
+local w, into
+if cal_end > 0 then
+  if now >= cal_end then
+    w, period = cal_end, cal_next - cal_end
+  else
+    w, period = cal_start, cal_end - cal_start
+  end
+  into = now - w
+else
+  w, into = window_at(now, period)
+end
+win = w
 local count = 0
 local state = redis.call('GET', key)
 if state then
@@ -16,7 +32,8 @@ if credit > 0 and credit_window == w then
   count = math.max(0, count - credit)
   changed = true
 end
-allowed = force or count + cost <= limit
+local lim = limit - reserve -- what this request may fill
+allowed = force or count + cost <= lim
 if allowed then
   if cap > 0 then granted = math.min(cap, limit - count - cost) end
   count = count + cost + granted
@@ -25,6 +42,6 @@ end
 reset = period - into
 if changed then redis.call('SET', key, string.format('%d %d', w, count), 'PX', slack + math.max(1, math.ceil(reset / 1000))) end
 if not allowed then
-  if cost > limit then retry = -1 else retry = reset end
+  if cost > lim then retry = -1 else retry = reset end
 end
-remaining = math.max(0, limit - count)
+remaining = math.max(0, lim - count)

@@ -9,7 +9,11 @@
 --          slot: a string "units window expires_us"
 -- ARGV     limit, period_us, burst, cost, now_us (see prelude.lua),
 --          op ('take' or 'settle'), the holding's ID, the record's TTL in us
---          (take), the actual cost (settle; negative: at the estimate)
+--          (take), the actual cost (settle; negative: at the estimate);
+--          then, as in exact.lua and sent only when set: 10-12 a calendar
+--          FixedWindow's windows, 13 the reserve (priority shedding; a
+--          settlement's credit and forced charge ignore it). No penalty:
+--          the API refuses spec.penalty with Concurrency and spec.reserve.
 -- Returns  {allowed, remaining, reset_after_us, retry_after_us, found,
 --          held}; retry -1 is never. found is 1 when a settle ended a live
 --          holding of held units (1 for a lease).
@@ -21,7 +25,11 @@
 -- record, credits back what it reserved beyond the actual cost (to the
 -- window it was taken in) or charges what was spent beyond it, even past
 -- the limit. A holding that is not live changes nothing: the core peeks.
-local key, credit, credit_window, cap, force = KEYS[1], 0, 0, 0, false
+local key, credit, credit_window, cap, force, win = KEYS[1], 0, 0, 0, false, 0
+local cal_start, cal_end, cal_next, reserve = 0, 0, 0, 0
+if ARGV[10] then
+  cal_start, cal_end, cal_next, reserve = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
+end
 local allowed, remaining, reset, retry, granted = false, 0, 0, 0, 0
 local hold, found, held = ARGV[7], 0, 0
 local op = 'peek'
@@ -65,7 +73,8 @@ if ARGV[6] == 'take' and KEYS[2] and allowed and cost > 0 then
     local u, _, expires = string.match(rec, '^(%S+) (%S+) (%S+)$')
     if expires and tonumber(expires) > now then units = units + tonumber(u) end
   end
-  local w = window_at(now, period)
-  redis.call('SET', KEYS[2], string.format('%d %d %d', units, w, now + ttl), 'PX', slack + math.max(1, math.ceil(ttl / 1000)))
+  -- In the window the core decided in (a calendar window's start; the
+  -- buckets have none and ignore it).
+  redis.call('SET', KEYS[2], string.format('%d %d %d', units, win, now + ttl), 'PX', slack + math.max(1, math.ceil(ttl / 1000)))
 end
 return {allowed and 1 or 0, remaining, reset, retry, found, held}

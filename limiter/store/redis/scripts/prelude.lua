@@ -55,10 +55,17 @@ end
 --   cap            the most units it may grant beyond cost
 --   force          charge cost whatever the limit says (a settlement's
 --                  units spent beyond their reservation)
+--   reserve        the units cost must leave (priority shedding; see
+--                  limiter/algo.Limit.Reserve); 0 when leasing
+--   cal_start, cal_end, cal_next
+--                  a calendar FixedWindow's bounds (fixed_window_core.lua);
+--                  0 for none
 -- and the prelude's limit, period, cost and now. It gives the credit
 -- back, decides cost exactly as limiter/algo.(Limit).Take, and when cost is
 -- admitted grants up to cap more units; every write sets a TTL. It assigns
 --   allowed, remaining, reset, retry, granted
--- (reset and retry in us, retry -1 for never), which the entry point
--- declares as false and zeros, and never returns. With credit 0 and cap 0
+-- (reset and retry in us, retry -1 for never), and the window cores also
+--   win            the index of the window that holds now (what a
+--                  reservation records, for its credit to find it)
+-- which the entry point declares as false and zeros, and never returns. With credit 0 and cap 0
 -- it is the exact decision.

@@ -7,7 +7,8 @@
 -- grants nothing.
 local pruned = redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - period))
 local count = redis.call('ZCARD', key)
-allowed = count + cost <= limit
+local lim = limit - reserve -- what this request may fill
+allowed = count + cost <= lim
 if allowed and cost > 0 then
   -- Members are unique per unit: the time plus the log's size after it.
   local args, added = {}, 0
@@ -38,6 +39,6 @@ if count > 0 then
   if (allowed and cost > 0) or pruned > 0 then redis.call('PEXPIRE', key, slack + math.max(1, math.ceil(reset / 1000))) end
 end
 if not allowed then
-  if cost > limit then retry = -1 else retry = score_at(count + cost - limit - 1) + period - now end
+  if cost > lim then retry = -1 else retry = score_at(count + cost - lim - 1) + period - now end
 end
-remaining = math.max(0, limit - count)
+remaining = math.max(0, lim - count)

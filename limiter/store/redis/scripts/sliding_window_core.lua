@@ -7,6 +7,7 @@
 -- in: the current one, or the previous one (what it weighs now). A forced
 -- cost counts past the limit.
 local w, into = window_at(now, period)
+win = w
 local curr, prev = 0, 0
 local state = redis.call('GET', key)
 if state then
@@ -30,7 +31,8 @@ if credit > 0 then
 end
 local weight = (period - into) / period
 local est = prev * weight + curr
-allowed = force or est + cost <= limit + eps
+local lim = limit - reserve -- what this request may fill
+allowed = force or est + cost <= lim + eps
 if allowed then
   if cap > 0 then granted = math.min(cap, floor_tokens(limit - est - cost)) end
   curr = curr + cost + granted
@@ -42,8 +44,8 @@ if changed then
 end
 if curr > 0 then reset = 2 * period - into elseif prev > 0 then reset = period - into end
 if not allowed then
-  local need = limit - cost -- usage that may remain for cost to fit
-  if cost > limit then
+  local need = lim - cost -- usage that may remain for cost to fit
+  if cost > lim then
     retry = -1
   elseif curr <= need and prev > 0 then
     -- The previous window decays enough before this one ends.
@@ -53,4 +55,4 @@ if not allowed then
     retry = (period - into) + ceil_us(period - need * period / curr)
   end
 end
-remaining = floor_tokens(limit - est)
+remaining = floor_tokens(lim - est)

@@ -21,17 +21,18 @@ local round_slack = 0.5 * limit / period8
 local changed = credit > 0 or force
 if changed then tokens = math.min(tokens, (now8 - z8) * limit / period8) end -- the debt, if any
 if credit > 0 then tokens = math.min(burst, tokens + credit) end
-allowed = force or cost <= tokens + round_slack + eps
+local need = cost + reserve -- what must be in the bucket
+allowed = force or need <= tokens + round_slack + eps
 if allowed then
   if cap > 0 then granted = math.min(cap, floor_tokens(tokens + round_slack - cost)) end
   if force then tokens = tokens - cost else tokens = math.max(0, tokens - cost - granted) end
   changed = changed or cost + granted > 0
 end
 if changed then z8 = math.floor(now8 - tokens * period8 / limit + 0.5) end
--- Full at z + burst * period / limit; cost tokens at z + cost * period / limit.
+-- Full at z + burst * period / limit; need tokens at z + need * period / limit.
 reset = ceil_us((z8 + burst * period8 / limit - now8) / 8)
 if changed then redis.call('SET', key, string.format('%d', z8), 'PX', slack + math.max(1, math.ceil(reset / 1000))) end
 if not allowed then
-  if cost > burst then retry = -1 else retry = ceil_us((z8 + cost * period8 / limit - now8) / 8) end
+  if cost + reserve > burst then retry = -1 else retry = ceil_us((z8 + need * period8 / limit - now8) / 8) end
 end
-remaining = floor_tokens(tokens + round_slack)
+remaining = floor_tokens(tokens + round_slack - reserve)

@@ -1,0 +1,45 @@
+package config
+
+import (
+	"testing"
+
+	"k8s.io/utils/ptr"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+// A level's reserve is the capacity less its share, rounded down: a share
+// admits at most share% of the capacity.
+func TestCompilePriority(t *testing.T) {
+	p := validPolicy()
+	p.Spec.Algorithm = ptr.To(v1alpha1.TokenBucket)
+	p.Spec.Burst = ptr.To[int64](7)
+	p.Spec.Priority = &v1alpha1.PriorityShedding{Key: "priority", Default: "default", Levels: []v1alpha1.PriorityLevel{
+		{Value: "critical", Share: 100}, {Value: "default", Share: 80}, {Value: "batch", Share: 50}, {Value: "never", Share: 0},
+	}}
+	snap, err := Compile([]v1alpha1.RateLimitPolicy{*p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := snap.Policies[0].Priority
+	// Of 7: 7, floor(5.6) = 5, floor(3.5) = 3 and 0 may be used.
+	for i, want := range []int64{0, 2, 4, 7} {
+		if got := pr.Levels[i].Reserve; got != want {
+			t.Errorf("%s: reserve %d, want %d", pr.Levels[i].Value, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		entries []Entry
+		want    string
+	}{
+		{[]Entry{{"user_id", "u"}, {"priority", "batch"}}, "batch"},
+		{[]Entry{{"priority", "critical"}, {"priority", "batch"}}, "critical"}, // the first entry counts
+		{[]Entry{{"user_id", "u"}}, "default"},                                 // none
+		{[]Entry{{"priority", "urgent"}}, "default"},                           // unknown
+		{[]Entry{{"Priority", "critical"}}, "default"},                         // keys are case-sensitive
+	} {
+		if got := pr.Levels[pr.Level(tc.entries)].Value; got != tc.want {
+			t.Errorf("%v: level %s, want %s", tc.entries, got, tc.want)
+		}
+	}
+}
