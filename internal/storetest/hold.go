@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -25,10 +26,12 @@ const (
 // HoldStep is one call of the holdings table at Base+At, and what it must
 // return: the decision's fields, and for a settle Found and Held.
 type HoldStep struct {
-	At        time.Duration
-	Op        string
-	Hold      string
-	Cost      int64
+	At   time.Duration
+	Op   string
+	Hold string
+	Cost int64
+	// Reserve is the call's priority reserve (algo.Limit.Reserve).
+	Reserve   int64
 	Allowed   bool
 	Remaining int64
 	Reset     time.Duration
@@ -47,9 +50,48 @@ type HoldCase struct {
 }
 
 // HoldCases is the holdings conformance table: Concurrency leases, and
-// reservations settled on each algorithm that reserves. Each expected value
-// is derived by hand in the comment beside it.
+// reservations settled on each algorithm that reserves, with priorities
+// and in calendar windows too. Each expected value is derived by hand in
+// the comment beside it.
 var HoldCases = []HoldCase{
+	{
+		// Shares of 4 slots: 100% (reserve 0), 50% (2), 0% (4). A
+		// settlement leaves no reserve.
+		Name:  "Concurrency 4 in flight, leases of 10s, priorities",
+		Limit: algo.Limit{Algorithm: algo.Concurrency, Limit: 4, Period: 10 * s},
+		Steps: []HoldStep{
+			{At: 0, Op: OpTake, Hold: "A", Cost: 1, Reserve: 2, Allowed: true, Remaining: 1, Reset: 10 * s},           // 1 of 2
+			{At: 0, Op: OpTake, Hold: "B", Cost: 1, Reserve: 2, Allowed: true, Remaining: 0, Reset: 10 * s},           // 2 of 2
+			{At: s, Op: OpTake, Hold: "C", Cost: 1, Reserve: 2, Allowed: false, Remaining: 0, Reset: 9 * s, Retry: s}, // a 3rd would leave 1
+			{At: s, Op: OpTake, Hold: "C", Cost: 1, Reserve: 0, Allowed: true, Remaining: 1, Reset: 10 * s},           // the top priority; C until 11s
+			{At: s, Op: OpTake, Hold: "D", Cost: 1, Reserve: 4, Allowed: false, Remaining: 0, Reset: 10 * s, Retry: algo.Never},
+			{At: s, Op: OpTake, Hold: "A", Cost: 1, Reserve: 2, Allowed: true, Remaining: 0, Reset: 10 * s}, // a renewal, over its share: A until 11s
+			{At: 2 * s, Op: OpSettle, Hold: "B", Allowed: true, Remaining: 2, Reset: 9 * s, Found: true, Held: 1},
+			{At: 2 * s, Op: OpTake, Hold: "E", Cost: 1, Reserve: 2, Allowed: false, Remaining: 0, Reset: 9 * s, Retry: s}, // 2 in flight
+			{At: 2 * s, Op: OpPeek, Reserve: 1, Allowed: true, Remaining: 1, Reset: 9 * s},
+			{At: 30 * s, Op: OpTake, Hold: "F", Cost: 1, Reserve: 4, Allowed: false, Remaining: 0, Reset: 0, Retry: algo.Never}, // none in flight: still never
+		},
+	},
+	{
+		// Days in UTC from Base, Thursday January 1 2026. A reservation
+		// records its day: a refund after midnight is dropped.
+		Name:  "FixedWindow 10 per calendar day, reserved and settled, priorities",
+		Limit: algo.Limit{Algorithm: algo.FixedWindow, Limit: 10, Burst: 10, Calendar: algo.Calendar{Period: algo.Day, Location: time.UTC}},
+		TTL:   48 * time.Hour,
+		Steps: []HoldStep{
+			{At: 12 * h, Op: OpTake, Hold: "A", Cost: 6, Allowed: true, Remaining: 4, Reset: 12 * h},
+			{At: 13 * h, Op: OpTake, Hold: "B", Cost: 4, Allowed: true, Remaining: 0, Reset: 11 * h},
+			{At: 14 * h, Op: OpSettle, Hold: "A", Cost: 2, Allowed: true, Remaining: 4, Reset: 10 * h, Found: true, Held: 6}, // 4 back: 6 counted
+			{At: 15 * h, Op: OpSettle, Hold: "B", Cost: 7, Allowed: true, Remaining: 1, Reset: 9 * h, Found: true, Held: 4},  // 3 more: 9
+			{At: 15 * h, Op: OpTake, Hold: "C", Cost: 1, Allowed: true, Remaining: 0, Reset: 9 * h},
+			// January 2, 01:00: C's day has passed, its refund is dropped.
+			{At: 25 * h, Op: OpSettle, Hold: "C", Cost: 0, Allowed: true, Remaining: 10, Reset: 23 * h, Found: true, Held: 1},
+			{At: 25 * h, Op: OpTake, Hold: "D", Cost: 5, Reserve: 5, Allowed: true, Remaining: 0, Reset: 23 * h},                 // 5 of a 50% share
+			{At: 25 * h, Op: OpTake, Hold: "E", Cost: 1, Reserve: 5, Allowed: false, Remaining: 0, Reset: 23 * h, Retry: 23 * h}, // until the next day
+			{At: 25 * h, Op: OpTake, Hold: "E", Cost: 11, Reserve: 0, Allowed: false, Remaining: 5, Reset: 23 * h, Retry: algo.Never},
+			{At: 26 * h, Op: OpSettle, Hold: "D", Cost: 1, Allowed: true, Remaining: 9, Reset: 22 * h, Found: true, Held: 5}, // 4 back
+		},
+	},
 	{
 		Name:  "Concurrency 2 in flight, leases of 10s",
 		Limit: algo.Limit{Algorithm: algo.Concurrency, Limit: 2, Period: 10 * s},
@@ -172,7 +214,9 @@ func RunHolds(t *testing.T, newStore NewHolder) {
 			key := KeyFor(t, tc.Name)
 			for i, step := range tc.Steps {
 				clock.Set(Base.Add(step.At))
-				got, err := holdCall(context.Background(), st, key, HoldKey(t, step.Hold), tc.Limit, tc.TTL, step.Op, step.Cost)
+				lim := tc.Limit
+				lim.Reserve = step.Reserve
+				got, err := holdCall(context.Background(), st, key, HoldKey(t, step.Hold), lim, tc.TTL, step.Op, step.Cost)
 				if err != nil {
 					t.Fatalf("step %d (%s %s at %v, cost %d): %v", i, step.Op, step.Hold, step.At, step.Cost, err)
 				}
@@ -184,13 +228,27 @@ func RunHolds(t *testing.T, newStore NewHolder) {
 			}
 		})
 	}
+	t.Run("a penalty can't hold", func(t *testing.T) {
+		st := newStore(t, NewClock().Now)
+		lim := algo.Limit{Algorithm: algo.FixedWindow, Limit: 10, Period: time.Minute, Burst: 10,
+			Penalty: algo.Penalty{Duration: time.Minute, After: 1, Within: time.Minute}}
+		key, hold := KeyFor(t, "penalty"), HoldKey(t, "P")
+		for _, l := range []algo.Limit{lim, {Algorithm: algo.Concurrency, Limit: 2, Period: s, Penalty: lim.Penalty}} {
+			for _, op := range []string{OpTake, OpSettle} {
+				if _, err := holdCall(context.Background(), st, key, hold, l, time.Minute, op, 1); !errors.Is(err, store.ErrHoldPenalty) {
+					t.Errorf("%s on %v with a penalty: %v, want store.ErrHoldPenalty", op, l.Algorithm, err)
+				}
+			}
+		}
+	})
 }
 
 // RunHoldsDifferential drives two stores with the same random sequence of
 // holdings (takes, settles above, below and at the estimate, releases,
-// peeks; times forwards and backwards; several keys and holds) and
-// requires identical answers. It holds the hold script and the Lua cores'
-// credits and forced costs to limiter/algo.
+// peeks; times forwards and backwards; several keys and holds; takes and
+// peeks with a random priority reserve; a calendar window) and requires
+// identical answers. It holds the hold script and the Lua cores' credits,
+// forced costs, reserves and calendar windows to limiter/algo.
 func RunHoldsDifferential(t *testing.T, a, b NewHolder, steps int) {
 	limits := []algo.Limit{
 		{Algorithm: algo.Concurrency, Limit: 3, Period: 2 * s},
@@ -201,9 +259,16 @@ func RunHoldsDifferential(t *testing.T, a, b NewHolder, steps int) {
 		{Algorithm: algo.FixedWindow, Limit: 7, Period: 3 * s},
 		{Algorithm: algo.SlidingWindow, Limit: 7, Period: 3 * s},
 		{Algorithm: algo.SlidingWindow, Limit: 100, Period: s},
+		// Calendar days in Lord Howe, whose clocks go back half an hour on
+		// April 5 2026: that day lasts 24.5 hours.
+		{Algorithm: algo.FixedWindow, Limit: 7, Burst: 7, Calendar: algo.Calendar{Period: algo.Day, Location: zone("Australia/Lord_Howe")}},
 	}
 	for _, lim := range limits {
-		t.Run(lim.Algorithm.String()+"/"+lim.Period.String(), func(t *testing.T) {
+		name := lim.Algorithm.String() + "/" + lim.Period.String()
+		if !lim.Calendar.IsZero() {
+			name = lim.Algorithm.String() + "/calendar"
+		}
+		t.Run(name, func(t *testing.T) {
 			clock := NewClock()
 			sa, sb := a(t, clock.Now), b(t, clock.Now)
 			rng := rand.New(rand.NewPCG(uint64(lim.Limit)+7, uint64(lim.Period)))
@@ -211,6 +276,11 @@ func RunHoldsDifferential(t *testing.T, a, b NewHolder, steps int) {
 			holds := []store.Key{HoldKey(t, "h1"), HoldKey(t, "h2"), HoldKey(t, "h3"), HoldKey(t, "h4")}
 			ttl := 2 * s
 			now := Base
+			if !lim.Calendar.IsZero() {
+				// Just before midnight in Lord Howe (UTC+10:30 until April
+				// 5 2026, 02:00, then UTC+10): reservations cross it.
+				now = time.Date(2026, 4, 4, 13, 29, 50, 0, time.UTC)
+			}
 			for i := range steps {
 				switch r := rng.IntN(20); {
 				case r == 0:
@@ -234,8 +304,12 @@ func RunHoldsDifferential(t *testing.T, a, b NewHolder, steps int) {
 					cost = int64(rng.IntN(int(2*capacity)+2)) - 1 // -1 settles at the estimate
 				}
 				key, hold := keys[rng.IntN(len(keys))], holds[rng.IntN(len(holds))]
-				ra, errA := holdCall(context.Background(), sa, key, hold, lim, ttl, op, cost)
-				rb, errB := holdCall(context.Background(), sb, key, hold, lim, ttl, op, cost)
+				l := lim
+				if op != OpSettle && rng.IntN(3) == 0 {
+					l.Reserve = int64(rng.IntN(int(capacity) + 1)) // a priority's, up to a share of 0
+				}
+				ra, errA := holdCall(context.Background(), sa, key, hold, l, ttl, op, cost)
+				rb, errB := holdCall(context.Background(), sb, key, hold, l, ttl, op, cost)
 				if errA != nil || errB != nil {
 					t.Fatalf("step %d: errors %v / %v", i, errA, errB)
 				}
@@ -243,7 +317,7 @@ func RunHoldsDifferential(t *testing.T, a, b NewHolder, steps int) {
 					t.Logf("step %d at %v %s key %x hold %x cost %d: %+v / %+v", i, now.Sub(Base), op, key[:2], hold[:2], cost, ra, rb)
 				}
 				if ra != rb {
-					t.Fatalf("step %d (%s at %v, cost %d): stores disagree\n a %+v\n b %+v", i, op, now.Sub(Base), cost, ra, rb)
+					t.Fatalf("step %d (%s at %v, cost %d, reserve %d): stores disagree\n a %+v\n b %+v", i, op, now.Sub(Base), cost, l.Reserve, ra, rb)
 				}
 			}
 		})
