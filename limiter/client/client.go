@@ -149,6 +149,10 @@ type Decision struct {
 	Header http.Header
 	// RetryAfter is how long a denied caller should wait (Retry-After).
 	RetryAfter time.Duration
+	// Status is the HTTP status of a denial: 429, or for a key the
+	// limiter penalizes the policy's spec.penalty.status (such as 403).
+	// 0 when allowed.
+	Status int
 	// Lease is what the request holds (Concurrency slots, reservations),
 	// to end when it ends; nil when it holds nothing.
 	Lease *Lease
@@ -179,6 +183,9 @@ func (c *Client) Check(ctx context.Context, req Request) (*Decision, error) {
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	switch {
 	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusTooManyRequests:
+	case overLimit(msg):
+		// A penalized key's denial, answered with spec.penalty.status
+		// (400 to 599): a decision, not an error nor an outage.
 	case resp.StatusCode >= 500:
 		return c.unavailable(req, fmt.Errorf("%w: %d: %s", ErrUnavailable, resp.StatusCode, errorMessage(msg))), nil
 	default:
@@ -188,6 +195,9 @@ func (c *Client) Check(ctx context.Context, req Request) (*Decision, error) {
 		c.learn(req, m)
 	}
 	d := &Decision{Allowed: resp.StatusCode == http.StatusOK, Header: rateLimitHeaders(resp.Header)}
+	if !d.Allowed {
+		d.Status = resp.StatusCode
+	}
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
 		d.RetryAfter = time.Duration(s) * time.Second
 	}
@@ -218,7 +228,7 @@ func (c *Client) unavailable(req Request, err error) *Decision {
 	}
 	d := &Decision{Allowed: c.modeFor(req) != FailClosed, Unavailable: true, Err: err, Header: http.Header{}}
 	if !d.Allowed {
-		d.RetryAfter = time.Second
+		d.RetryAfter, d.Status = time.Second, http.StatusTooManyRequests
 		d.Header.Set("Retry-After", "1")
 	}
 	return d
@@ -279,6 +289,16 @@ func rateLimitHeaders(h http.Header) http.Header {
 		}
 	}
 	return out
+}
+
+// overLimit reports whether body is a check's denial: the JSON
+// RateLimitResponse the limiter answers, over the limit. An error's body
+// is {"error": ...}.
+func overLimit(body []byte) bool {
+	var r struct {
+		OverallCode string `json:"overallCode"`
+	}
+	return json.Unmarshal(body, &r) == nil && r.OverallCode == "OVER_LIMIT"
 }
 
 func errorMessage(body []byte) string {

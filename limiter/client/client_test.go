@@ -273,3 +273,37 @@ func TestEnds(t *testing.T) {
 		t.Fatal("New took an unknown failure mode")
 	}
 }
+
+// A penalized key's denial comes with the policy's status (403 here, from
+// spec.penalty): a Decision, not an *Error, and the middleware answers it
+// with that status and the penalty's reason.
+func TestPenalizedDenial(t *testing.T) {
+	c := newClient(t, limiterURL, "")
+	req := func(ip string) client.Request {
+		return client.Request{Domain: "guarded", Descriptors: []client.Descriptor{{Entries: []client.Entry{{Key: "ip", Value: ip}}}}}
+	}
+	if d, err := c.Check(context.Background(), req("198.51.100.1")); err != nil || !d.Allowed || d.Status != 0 {
+		t.Fatalf("the first: %+v %v, want allowed", d, err)
+	}
+	d, err := c.Check(context.Background(), req("198.51.100.1"))
+	if err != nil || d.Allowed || d.Unavailable || d.Status != http.StatusForbidden || d.RetryAfter < 10*time.Minute ||
+		d.Header.Get("X-Sluice-Reason") != "blocked for 10 minutes" {
+		t.Fatalf("over the limit: %+v %v, want a 403 denial for 10 minutes with the penalty's reason", d, err)
+	}
+	srv := httptest.NewServer(c.Middleware(func(*http.Request) (client.Request, bool) { return req("198.51.100.1"), true }, nil)(
+		http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "served") })))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Sluice-Reason") != "blocked for 10 minutes" || strings.Contains(string(body), "served") {
+		t.Fatalf("the middleware, penalized: %d %v %s, want 403 with the penalty's reason", resp.StatusCode, resp.Header, body)
+	}
+	// Another address is neither penalized nor limited.
+	if d, err := c.Check(context.Background(), req("198.51.100.2")); err != nil || !d.Allowed {
+		t.Fatalf("another address: %+v %v", d, err)
+	}
+}

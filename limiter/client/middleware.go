@@ -66,9 +66,10 @@ func (c *Client) end(d *Decision, k *cost) error {
 type HTTPDescriber func(r *http.Request) (req Request, ok bool)
 
 // Middleware limits next with the checks describe makes. A denied request
-// is answered 429 with the limiter's headers (RateLimit, RateLimit-Policy,
-// X-RateLimit-*, Retry-After), and so is one the failure mode denies when
-// the limiter can't be reached. An allowed one gets the headers and is
+// is answered 429 (or a penalized key's spec.penalty.status, such as 403)
+// with the limiter's headers (RateLimit, RateLimit-Policy, X-RateLimit-*,
+// Retry-After, X-Sluice-Reason), and one the failure mode denies when the
+// limiter can't be reached 429. An allowed one gets the headers and is
 // served; when the handler returns, its lease is ended: settled at the
 // cost the handler reported with SetCost, or released. A check the
 // limiter refuses as invalid (a describer's bug) is answered 500 naming
@@ -95,7 +96,7 @@ func (c *Client) Middleware(describe HTTPDescriber, onError func(error)) func(ht
 				if d.Unavailable {
 					w.Header().Set("X-Sluice-Reason", "limiter unavailable (failure mode Closed)")
 				}
-				http.Error(w, "rate limited: retry after "+strconv.Itoa(int(max(time.Second, d.RetryAfter)/time.Second))+"s", http.StatusTooManyRequests)
+				http.Error(w, "rate limited: retry after "+strconv.Itoa(int(max(time.Second, d.RetryAfter)/time.Second))+"s", d.Status)
 				return
 			}
 			ctx, k := withCost(r.Context())
