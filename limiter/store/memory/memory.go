@@ -236,10 +236,14 @@ func state(sh *shard, k store.Key, n int64) (st algo.State, e *entry, present bo
 	return st, e, present
 }
 
-// put stores what a decision that wrote left. Caller holds sh.mu.
-func (s *Store) put(sh *shard, k store.Key, e *entry, st algo.State, n int64, ttl time.Duration) {
+// put stores what a decision of lim that wrote left. A state that is fresh
+// already (ttl 0) goes when the script's key goes too (Concurrency's last
+// lease released); a bucket's (TokenBucket, GCRA refilled by a credit) is
+// kept, expired at n, as the script keeps its key: a clock that goes back
+// before n decides from it, as Redis does. Caller holds sh.mu.
+func (s *Store) put(sh *shard, k store.Key, e *entry, st algo.State, n int64, ttl time.Duration, lim algo.Limit) {
 	switch {
-	case ttl <= 0:
+	case ttl <= 0 && !lim.Algorithm.UsesBurst():
 		delete(sh.entries, k)
 	case e != nil:
 		e.state, e.expiresAt = st, n+ttl.Microseconds()
@@ -293,7 +297,7 @@ func (s *Store) takeHold(sh *shard, now time.Time, req store.Request) (algo.Resu
 		r, write, ttl = req.Limit.Acquire(&st, present, now, req.Hold.LeaseID())
 	}
 	if write {
-		s.put(sh, req.Key, e, st, n, ttl)
+		s.put(sh, req.Key, e, st, n, max(0, ttl), req.Limit)
 	}
 	return r, nil
 }
@@ -355,7 +359,7 @@ func (s *Store) Settle(_ context.Context, req store.SettleRequest) (store.Settle
 		return out, fmt.Errorf("memory store: %v holds nothing to settle", a)
 	}
 	if write {
-		s.put(sh, req.Key, e, st, n, ttl)
+		s.put(sh, req.Key, e, st, n, max(0, ttl), req.Limit)
 	}
 	return out, nil
 }
