@@ -9,20 +9,15 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/internal/storetest"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/server"
 	"github.com/sluice-dev/sluice/limiter/service"
-	"github.com/sluice-dev/sluice/limiter/store"
-	"github.com/sluice-dev/sluice/limiter/store/memory"
-	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
 )
 
 // The tests of what clients are told of a decision (problem details,
@@ -32,42 +27,8 @@ import (
 
 const viewPolicies = "testdata/client-view.yaml"
 
-// viewStore makes one kind of store on a clock.
-type viewStore struct {
-	name string
-	new  func(t *testing.T, clock store.Clock) store.Store
-}
-
-// viewStores starts a redis-server and a Redis Cluster for the test, and
-// returns the three kinds of store.
-func viewStores(t *testing.T) []viewStore {
-	t.Helper()
-	rs := redistest.Start(t)
-	cl := redistest.StartCluster(t, 3)
-	redisOn := func(opts redisstore.Options) func(t *testing.T, clock store.Clock) store.Store {
-		return func(t *testing.T, clock store.Clock) store.Store {
-			opts.PinnedClock, opts.Timeout = clock, 2*time.Second
-			st, err := redisstore.New(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = st.Close() })
-			return st
-		}
-	}
-	return []viewStore{
-		{"memory", func(t *testing.T, clock store.Clock) store.Store {
-			m := memory.New(memory.Options{Clock: clock, SweepInterval: -1})
-			t.Cleanup(func() { _ = m.Close() })
-			return m
-		}},
-		{"redis", redisOn(redisstore.Options{Addrs: []string{rs.Addr}})},
-		{"redis-cluster", redisOn(redisstore.Options{Addrs: cl.Addrs(), Cluster: true})},
-	}
-}
-
 // startView serves file on a fresh store of kind vs, on a stopped clock.
-func startView(t *testing.T, vs viewStore, file string) *goldenEnv {
+func startView(t *testing.T, vs storeKind, file string) *goldenEnv {
 	t.Helper()
 	snap, err := config.LoadFile(file)
 	if err != nil {
@@ -157,7 +118,7 @@ const (
 // get what they always did. Over HTTP (the check and forward-auth) and RLS
 // (the body Envoy sends, when the descriptor carries the Accept header).
 func TestProblemDetails(t *testing.T) {
-	for _, vs := range viewStores(t) {
+	for _, vs := range storeKinds(t) {
 		t.Run(vs.name, func(t *testing.T) {
 			e := startView(t, vs, viewPolicies)
 			ann := checkBody("user_id", "ann")
@@ -284,7 +245,7 @@ func mapsEqual(a, b map[string][]string) bool {
 // details, the status peek, nor a refused cost. Beside a visible policy,
 // the visible one is reported.
 func TestHiddenLimits(t *testing.T) {
-	for _, vs := range viewStores(t) {
+	for _, vs := range storeKinds(t) {
 		t.Run(vs.name, func(t *testing.T) {
 			e := startView(t, vs, viewPolicies)
 			noTrace := func(what string, h http.Header, body []byte) {
@@ -505,7 +466,7 @@ func sorted(s []string) []string {
 // above one's maxCost). For every algorithm, on every store. Answers that
 // differ fail the test with both.
 func TestAttackReadHiddenThreshold(t *testing.T) {
-	stores := viewStores(t)
+	stores := storeKinds(t)
 	for _, a := range v1alpha1.Algorithms {
 		if a == v1alpha1.Concurrency {
 			continue // counts requests in flight, not a rate: its policies have no spec.rate (not covered here yet)
@@ -603,7 +564,7 @@ func rlsSoftMark(out *rlsv3.RateLimitResponse) softMark {
 // still denies, and is what the rate-limit headers report. For every
 // algorithm, on every store, over HTTP and RLS.
 func TestSoftLimits(t *testing.T) {
-	stores := viewStores(t)
+	stores := storeKinds(t)
 	for _, a := range v1alpha1.Algorithms {
 		if a == v1alpha1.Concurrency {
 			continue // counts requests in flight, not a rate: its policies have no spec.rate (not covered here yet)

@@ -12,53 +12,15 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/internal/storetest"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/server"
-	"github.com/sluice-dev/sluice/limiter/store"
-	"github.com/sluice-dev/sluice/limiter/store/memory"
-	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
 )
-
-// featureStore makes a store whose time is clock: the policy features run
-// on each, over Envoy RLS and HTTP.
-type featureStore struct {
-	name string
-	new  func(t *testing.T, clock store.Clock) store.Store
-}
-
-// featureStores are the embedded memory store, a real redis-server and a
-// real 3-primary Redis Cluster, started for t.
-func featureStores(t *testing.T) []featureStore {
-	standalone := redistest.Start(t)
-	cluster := redistest.StartCluster(t, 3)
-	redis := func(opts redisstore.Options) func(t *testing.T, clock store.Clock) store.Store {
-		return func(t *testing.T, clock store.Clock) store.Store {
-			opts.PinnedClock, opts.Timeout = clock, 2*time.Second
-			st, err := redisstore.New(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = st.Close() })
-			return st
-		}
-	}
-	return []featureStore{
-		{"memory", func(t *testing.T, clock store.Clock) store.Store {
-			m := memory.New(memory.Options{Clock: clock, SweepInterval: -1})
-			t.Cleanup(func() { _ = m.Close() })
-			return m
-		}},
-		{"redis", redis(redisstore.Options{Addrs: []string{standalone.Addr}})},
-		{"redis-cluster", redis(redisstore.Options{Addrs: cluster.Addrs(), Cluster: true})},
-	}
-}
 
 // TestPolicyFeatures runs the sample policies of each policy feature
 // (config/samples/policies.yaml) on every store, over RLS and HTTP.
 func TestPolicyFeatures(t *testing.T) {
-	for _, fs := range featureStores(t) {
+	for _, fs := range storeKinds(t) {
 		t.Run(fs.name, func(t *testing.T) {
 			t.Run("calendar", func(t *testing.T) { testCalendarQuota(t, fs) })
 			t.Run("priority", func(t *testing.T) { testPriorityShedding(t, fs) })
@@ -76,12 +38,12 @@ type featureEnv struct {
 	clock *storetest.Clock
 }
 
-func startFeatures(t *testing.T, fs featureStore) featureEnv {
+func startFeatures(t *testing.T, fs storeKind) featureEnv {
 	return startFeaturesWith(t, fs, nil)
 }
 
 // startFeaturesWith serves snap (nil: the samples).
-func startFeaturesWith(t *testing.T, fs featureStore, snap *config.Snapshot) featureEnv {
+func startFeaturesWith(t *testing.T, fs storeKind, snap *config.Snapshot) featureEnv {
 	clock := storetest.NewClock()
 	return featureEnv{env: start(t, envOptions{store: fs.new(t, clock.Now), snapshot: snap}), clock: clock}
 }
@@ -146,7 +108,7 @@ func retryAfterWithin(t *testing.T, what, ra string, lo int) {
 // testCalendarQuota: payments/calls-per-account-daily allows 10,000 calls
 // per account per calendar day in New York, where March 8, 2026 lasts 23
 // hours and November 1, 25.
-func testCalendarQuota(t *testing.T, fs featureStore) {
+func testCalendarQuota(t *testing.T, fs storeKind) {
 	const policy = `"payments/calls-per-account-daily"`
 	e := startFeatures(t, fs)
 	acct := []string{"account_id", "acme"}
@@ -208,7 +170,7 @@ func testCalendarQuota(t *testing.T, fs featureStore) {
 
 // testPriorityShedding: payments/load-shedder shares 500 requests a second
 // among every caller; critical may use 100%, default 80%, batch 50%.
-func testPriorityShedding(t *testing.T, fs featureStore) {
+func testPriorityShedding(t *testing.T, fs storeKind) {
 	e := startFeatures(t, fs)
 	svc := func(priority string) []string {
 		if priority == "" {
@@ -294,7 +256,7 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map
 // testPenalty: identity/password-resets-per-ip allows 5 a minute per
 // address; over that 3 times within 10 minutes, the address is denied for
 // 15 minutes with 403 and its own reason.
-func testPenalty(t *testing.T, fs featureStore) {
+func testPenalty(t *testing.T, fs storeKind) {
 	const (
 		policy = "identity/password-resets-per-ip"
 		reason = "too many password resets from this address: blocked for 15 minutes"
@@ -403,7 +365,7 @@ spec:
 // the penalties stored beside them, are keyed by policy within the
 // policy's domain, so the same user in another tenant's domain, with the
 // same entries, is neither shed nor penalized.
-func testFeaturesStayInTheirTenant(t *testing.T, fs featureStore) {
+func testFeaturesStayInTheirTenant(t *testing.T, fs storeKind) {
 	snap, err := config.Parse("tenants", []byte(tenantPolicies))
 	if err != nil {
 		t.Fatal(err)
@@ -467,7 +429,7 @@ spec:
 // together) denies with its status and a reason that names no policy; the
 // headers and problem details show the visible policy only, and the RLS
 // dynamic metadata has no policy name.
-func testHiddenPenalty(t *testing.T, fs featureStore) {
+func testHiddenPenalty(t *testing.T, fs storeKind) {
 	snap, err := config.Parse("hidden-penalty", []byte(hiddenPenaltyPolicies))
 	if err != nil {
 		t.Fatal(err)
