@@ -115,13 +115,13 @@ func (f *fleet) reconcile(ctx context.Context, opts ...rediscluster.Option) (red
 // reconcileUntil runs passes, as the fleet controller does on requeue,
 // until done says so, failing after within. It returns the last Result and
 // every action sent.
-func (f *fleet) reconcileUntil(within time.Duration, done func(rediscluster.Result, error) bool) (rediscluster.Result, []string) {
+func (f *fleet) reconcileUntil(within time.Duration, done func(rediscluster.Result, error) bool, opts ...rediscluster.Option) (rediscluster.Result, []string) {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	var actions []string
 	for {
-		res, err := f.reconcile(context.Background())
+		res, err := f.reconcile(context.Background(), opts...)
 		actions = append(actions, res.Actions...)
 		if done(res, err) {
 			return res, actions

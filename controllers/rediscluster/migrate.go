@@ -171,16 +171,13 @@ func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 // moveSlots moves slots from src to dst as redis-cli --cluster does: dst
 // IMPORTING, src MIGRATING, MIGRATE the keys in batches, then SETSLOT NODE
 // on dst, src and every other master. Empty slots move together in
-// pipelines; a slot with keys is opened and closed on its own, so that it
+// pipelines (counted again once MIGRATING, for a key written meanwhile); a
+// slot with keys is opened and closed on its own, so that it
 // stays MIGRATING (where a script over a present and an absent key gets
 // TRYAGAIN) for a few round trips only. Each step is skipped when the nodes
 // already are past it, so a cut migration is finished, not restarted.
 func (p *pass) moveSlots(ctx context.Context, slots []int, src, dst *view) (int, error) {
-	var counts []any
-	for _, s := range slots {
-		counts = append(counts, []any{"CLUSTER", "COUNTKEYSINSLOT", s})
-	}
-	n, err := pipelineInts(ctx, src, counts)
+	n, err := countKeys(ctx, src, slots)
 	if err != nil {
 		return 0, err
 	}
@@ -193,10 +190,29 @@ func (p *pass) moveSlots(ctx context.Context, slots []int, src, dst *view) (int,
 	if err := p.openSlots(ctx, empty, src, dst); err != nil {
 		return 0, err
 	}
-	if err := p.assignSlots(ctx, empty, src, dst); err != nil {
+	// A client may have written a key into an empty slot after it was
+	// counted and before src was told MIGRATING (from then on src sends
+	// new keys to dst). Counted again, such a slot moves its keys too:
+	// assigned as it is, that key would stay on src, out of every client's
+	// reach.
+	late, err := countKeys(ctx, src, empty)
+	if err != nil {
 		return 0, err
 	}
 	moved := 0
+	for i, s := range empty {
+		if late[i] == 0 {
+			continue
+		}
+		k, err := p.migrateKeys(ctx, s, src, dst)
+		moved += k
+		if err != nil {
+			return moved, err
+		}
+	}
+	if err := p.assignSlots(ctx, empty, src, dst); err != nil {
+		return moved, err
+	}
 	for i, s := range slots {
 		if n[i] == 0 {
 			continue
@@ -214,6 +230,16 @@ func (p *pass) moveSlots(ctx context.Context, slots []int, src, dst *view) (int,
 		}
 	}
 	return moved, nil
+}
+
+// countKeys is CLUSTER COUNTKEYSINSLOT on v for each slot, in one round
+// trip.
+func countKeys(ctx context.Context, v *view, slots []int) ([]int64, error) {
+	var counts []any
+	for _, s := range slots {
+		counts = append(counts, []any{"CLUSTER", "COUNTKEYSINSLOT", s})
+	}
+	return pipelineInts(ctx, v, counts)
 }
 
 // openSlots sets slots IMPORTING on dst, then MIGRATING on src, where

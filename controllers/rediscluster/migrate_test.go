@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"regexp"
 	"strconv"
 	"strings"
@@ -287,4 +288,72 @@ func TestMigrationResumes(t *testing.T) {
 		}
 	}
 	f.checkKeys("mig", n)
+}
+
+// TestKeyWrittenBeforeAnEmptySlotOpensMoves: a slot that held no key when
+// the pass counted it gets one before src is told MIGRATING, as a client
+// writing at that moment does. The key moves with the slot: the write the
+// client was told succeeded is still there, on the slot's new owner.
+func TestKeyWrittenBeforeAnEmptySlotOpensMoves(t *testing.T) {
+	f := newFleet(t, 140, 3, 0)
+	f.reconcileUntil(30*time.Second, converged)
+	f.add(3, 0, 143)
+	f.spec.Shards = 4
+
+	// The dialer lets the first MIGRATING command through only after a
+	// key of its slot was written on the node it goes to.
+	setslot := regexp.MustCompile(`SETSLOT\r\n\$\d+\r\n(\d+)\r\n\$9\r\nMIGRATING\r\n`)
+	var once sync.Once
+	var written string
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &beforeWrite{Conn: c, hook: func(b []byte) {
+			m := setslot.FindSubmatch(b)
+			if m == nil {
+				return
+			}
+			once.Do(func() {
+				slot, _ := strconv.Atoi(string(m[1]))
+				written = keyInSlot("late", slot)
+				src := goredis.NewClient(&goredis.Options{Addr: addr})
+				defer src.Close()
+				if err := src.Set(context.Background(), written, "acknowledged", 0).Err(); err != nil {
+					t.Errorf("SET %s on %s, which serves slot %d: %v", written, addr, slot, err)
+				}
+			})
+		}}, nil
+	}
+	f.reconcileUntil(2*time.Minute, converged, rediscluster.WithDialer(dial))
+	if written == "" {
+		t.Fatal("the pass sent no SETSLOT MIGRATING")
+	}
+	c := f.client("")
+	defer c.Close()
+	got, err := c.Get(context.Background(), written).Result()
+	if err != nil || got != "acknowledged" {
+		t.Fatalf("GET %s (slot %d) after the slot moved: %q, %v; the write was lost", written, redisstore.Slot(written), got, err)
+	}
+}
+
+// beforeWrite runs hook on each buffer before it is written.
+type beforeWrite struct {
+	net.Conn
+	hook func([]byte)
+}
+
+func (c *beforeWrite) Write(b []byte) (int, error) {
+	c.hook(b)
+	return c.Conn.Write(b)
+}
+
+// keyInSlot is the first "<prefix>:<n>" that hashes to slot.
+func keyInSlot(prefix string, slot int) string {
+	for i := 0; ; i++ {
+		if k := fmt.Sprintf("%s:%d", prefix, i); redisstore.Slot(k) == slot {
+			return k
+		}
+	}
 }
