@@ -443,6 +443,9 @@ func computeRedisStatus(prev *v1alpha1.RedisStatus, rs *redisScope) (*v1alpha1.R
 
 	summary := fmt.Sprintf("cluster_state %s, %d/%d slots assigned, %d primaries, %d replicas",
 		orDash(obs.ClusterState), obs.SlotsAssigned, rediscluster.SlotCount, len(obs.Primaries), len(obs.Replicas))
+	if obs.WaitingFor != "" {
+		summary += "; waiting for " + obs.WaitingFor
+	}
 	if res.DataLoss != "" {
 		summary += "; data lost: " + res.DataLoss
 	}

@@ -127,7 +127,8 @@ func (p *pass) run(ctx context.Context) error {
 			return err
 		}
 	}
-	p.res.Converged = p.converged()
+	p.res.Status.WaitingFor = p.waitingFor()
+	p.res.Converged = p.res.Status.WaitingFor == ""
 	if !p.res.Converged {
 		p.res.RequeueAfter = requeueSoon
 		if p.res.Status.Operation == "" {

@@ -1,6 +1,7 @@
 package rediscluster
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -67,46 +68,78 @@ func (p *pass) unreachable() []NodeStatus {
 	return out
 }
 
-// converged reports whether the cluster is as the spec asks and every
-// member agrees: full slot map, state ok, each shard one master with its
-// replicas, no stranger, no open slot, no migration left.
-func (p *pass) converged() bool {
-	if !p.complete() || p.res.Migration != nil || len(p.gone()) > 0 {
-		return false
+// waitingFor names the first thing that keeps the cluster from being
+// converged, as a user reads it in RedisReady, or "" when it is. Converged
+// is: full slot map, state ok, each shard one master with its replicas, no
+// stranger, no open slot, no migration left, and every member agreeing.
+func (p *pass) waitingFor() string {
+	switch {
+	case !p.complete():
+		return "every member to answer"
+	case p.res.Migration != nil:
+		return "the slot migration to finish"
+	case len(p.gone()) > 0:
+		return fmt.Sprintf("node %s, which is no member, to be forgotten", p.gone()[0].ID)
 	}
 	perShard := make([]int, p.spec.Shards)
 	for _, v := range p.views {
 		if v.m.Shard >= p.spec.Shards {
-			return false
+			return fmt.Sprintf("pod %s of shard %d, beyond the %d shards asked for", v.m.Pod, v.m.Shard, p.spec.Shards)
 		}
 		perShard[v.m.Shard]++
 	}
-	for _, c := range perShard {
+	for shard, c := range perShard {
 		if c != 1+p.spec.ReplicasPerShard {
-			return false
+			return fmt.Sprintf("shard %d to have %d members, it has %d", shard, 1+p.spec.ReplicasPerShard, c)
 		}
 	}
 	want := p.owners(p.anchor)
 	for _, v := range p.views {
 		me := v.self()
-		if v.info["cluster_state"] != "ok" || len(me.Migrating) > 0 || len(me.Importing) > 0 ||
-			!slices.Equal(p.owners(v), want) || len(v.nodes) != len(p.views) {
-			return false
+		switch {
+		case v.info["cluster_state"] != "ok":
+			return fmt.Sprintf("pod %s to report cluster_state ok (it says %s)", v.m.Pod, orNone(v.info["cluster_state"]))
+		case len(me.Migrating) > 0 || len(me.Importing) > 0:
+			return fmt.Sprintf("pod %s to close its open slots", v.m.Pod)
+		case !slices.Equal(p.owners(v), want):
+			return fmt.Sprintf("pod %s to agree with pod %s on who serves each slot", v.m.Pod, p.anchor.m.Pod)
+		case len(v.nodes) != len(p.views):
+			return fmt.Sprintf("pod %s to know exactly the %d members (it knows %d nodes)", v.m.Pod, len(p.views), len(v.nodes))
 		}
 		for _, w := range p.views {
 			n, ok := v.node(w.id)
-			if !ok || n.Pending() || n.Failed() || n.Has("fail?") || (w != v && !n.Connected) || n.Addr != w.m.Addr {
-				return false
+			switch {
+			case !ok || n.Pending():
+				return fmt.Sprintf("pod %s to meet pod %s", v.m.Pod, w.m.Pod)
+			case n.Failed() || n.Has("fail?"):
+				return fmt.Sprintf("pod %s to stop flagging pod %s %s", v.m.Pod, w.m.Pod, strings.Join(n.Flags, ","))
+			case w != v && !n.Connected:
+				return fmt.Sprintf("pod %s to connect to pod %s", v.m.Pod, w.m.Pod)
+			case n.Addr != w.m.Addr:
+				return fmt.Sprintf("pod %s to see pod %s at %s, not %s", v.m.Pod, w.m.Pod, w.m.Addr, n.Addr)
 			}
 		}
-		if m := p.shardMaster(v.m.Shard); m == nil || (v != m && (me.Master() || me.MasterID != m.id || v.masterLink != "up")) {
-			return false
+		m := p.shardMaster(v.m.Shard)
+		switch {
+		case m == nil:
+			return fmt.Sprintf("shard %d to have a master", v.m.Shard)
+		case v != m && (me.Master() || me.MasterID != m.id):
+			return fmt.Sprintf("pod %s to replicate pod %s", v.m.Pod, m.m.Pod)
+		case v != m && v.masterLink != "up":
+			return fmt.Sprintf("pod %s's link to its master %s to be up (it is %s)", v.m.Pod, m.m.Pod, orNone(v.masterLink))
 		}
 	}
 	for _, id := range want {
 		if id == "" || p.byID[id] == nil {
-			return false
+			return "every slot to be served by a member"
 		}
 	}
-	return true
+	return ""
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "nothing"
+	}
+	return s
 }

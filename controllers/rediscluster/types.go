@@ -102,6 +102,9 @@ type Status struct {
 	Unreachable []NodeStatus
 	// Operation is what the pass did or waits for (Operation* constants).
 	Operation string
+	// WaitingFor names what keeps a pass that sent nothing from finding
+	// the cluster converged ("pod a to connect to pod b"), else "".
+	WaitingFor string
 }
 
 // NodeStatus is one member's place in the cluster.
