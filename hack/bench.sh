@@ -413,8 +413,11 @@ fi
 
 # ------------------------------------------------------------------ go benchmarks
 if ((GO_BENCH)); then
-	say "in-process Go benchmarks: go test -run '^\$' -bench . -benchmem -benchtime $GOTIME ./limiter/..."
-	if ! go test -run '^$' -bench . -benchmem -benchtime "$GOTIME" ./limiter/... 2>&1 | tee "$WORK/gobench.txt"; then
+	# The lifetime and priority benchmarks have their own make targets,
+	# with their own -benchtime: not run a second time here.
+	own='^Benchmark(LifetimeOvershoot|PriorityShedding)$'
+	say "in-process Go benchmarks: go test -run '^\$' -bench . -skip '$own' -benchmem -benchtime $GOTIME ./limiter/..."
+	if ! go test -run '^$' -bench . -skip "$own" -benchmem -benchtime "$GOTIME" ./limiter/... 2>&1 | tee "$WORK/gobench.txt"; then
 		warn "go test -bench failed"
 		FAILED+=("go-bench")
 	fi

@@ -563,6 +563,7 @@ type FleetStatus struct {
 // +kubebuilder:printcolumn:name="Algorithm",type=string,JSONPath=`.spec.algorithm`
 // +kubebuilder:printcolumn:name="Limit",type=integer,JSONPath=`.spec.rate.limit`
 // +kubebuilder:printcolumn:name="Period",type=string,JSONPath=`.spec.rate.period`
+// +kubebuilder:printcolumn:name="Calendar",type=string,JSONPath=`.spec.rate.calendar`,priority=1
 // +kubebuilder:printcolumn:name="Accepted",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].status`
 // +kubebuilder:printcolumn:name="Enforced",type=string,JSONPath=`.status.conditions[?(@.type=="Enforced")].status`
 // +kubebuilder:printcolumn:name="Allowed",type=integer,JSONPath=`.status.enforcement.allowed`
