@@ -261,6 +261,9 @@ func (rf *redisFleet) startNode(t *testing.T, p *redisPod, ip string) {
 				log = log[len(log)-3000:]
 			}
 			t.Logf("the end of %s's log:\n%s", p.name, log)
+			if nodes, err := srv.Do("CLUSTER", "NODES"); err == nil {
+				t.Logf("CLUSTER NODES of %s:\n%v", p.name, nodes)
+			}
 		}
 	})
 }

@@ -9,8 +9,11 @@ import (
 
 // meet introduces to the anchor every member it does not know at its
 // current address: a new node, or one that came back on a new IP with its
-// nodes.conf (matched by node ID). The anchor itself is met by another
-// member when they see it at a wrong address.
+// nodes.conf (matched by node ID). A member that the anchor knows but that
+// does not know the anchor at its address meets the anchor itself: it saw
+// the anchor at a wrong address, or it forgot the cluster (a restart before
+// its side of a MEET was saved), and Redis ignores pings from a node it
+// does not know, so nothing else would ever introduce them.
 func (p *pass) meet(ctx context.Context) error {
 	a := p.anchor
 	for _, v := range p.answered() {
@@ -23,14 +26,13 @@ func (p *pass) meet(ctx context.Context) error {
 		}
 	}
 	for _, v := range p.answered() {
-		if v == a || knowsAt(v, a) || v.handshakeTo(a.m.Addr) {
-			continue
-		}
-		if _, known := v.node(a.id); !known {
-			continue // the anchor meets v
+		if v == a || !knowsAt(a, v) || knowsAt(v, a) || v.handshakeTo(a.m.Addr) {
+			continue // !knowsAt(a, v): the anchor meets v, above
 		}
 		host, port := hostPort(a.m.Addr)
-		return p.act(ctx, v, "CLUSTER", "MEET", host, port)
+		if err := p.act(ctx, v, "CLUSTER", "MEET", host, port); err != nil {
+			return err
+		}
 	}
 	return nil
 }

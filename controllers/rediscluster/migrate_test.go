@@ -295,9 +295,9 @@ func TestMigrationResumes(t *testing.T) {
 // writing at that moment does. The key moves with the slot: the write the
 // client was told succeeded is still there, on the slot's new owner.
 func TestKeyWrittenBeforeAnEmptySlotOpensMoves(t *testing.T) {
-	f := newFleet(t, 140, 3, 0)
+	f := newFleet(t, 196, 3, 0)
 	f.reconcileUntil(30*time.Second, converged)
-	f.add(3, 0, 143)
+	f.add(3, 0, 199)
 	f.spec.Shards = 4
 
 	// The dialer lets the first MIGRATING command through only after a

@@ -187,6 +187,10 @@ func (s *Server) Client(t testing.TB) *goredis.Client {
 	return c
 }
 
+// Do runs one command on s with a deadline, on a connection of its own:
+// for a test's post-mortem, which must not fail the test again.
+func (s *Server) Do(args ...any) (any, error) { return s.do(args...) }
+
 // do runs one command on s with a deadline, on a connection of its own.
 func (s *Server) do(args ...any) (any, error) {
 	c := goredis.NewClient(&goredis.Options{Addr: s.Addr, Username: s.Username, Password: s.Password,
