@@ -113,7 +113,10 @@ type fleetScope struct {
 	acks      []podAck
 	complete  bool // every ready pod has answered at least once
 	// redis is the Redis Cluster pass, for mode Cluster.
-	redis        *redisScope
+	redis *redisScope
+	// limiterAuth is RedisLimiterAuthHash of the auth Secret this pass
+	// read, for mode Cluster; "" when it could not be read.
+	limiterAuth  string
 	requeueAfter time.Duration
 	// served maps the UID of each policy the fleet serves to its
 	// "namespace/name": the only policies its pods may report on.
@@ -287,13 +290,17 @@ func (r *LimiterFleetReconciler) reconcileLimiters(ctx context.Context, s *fleet
 		s.storeErr = err
 		return nil // reported in RedisReady; the snapshot stays served
 	}
+	auth, err := r.limiterAuthHash(ctx, s)
+	if err != nil {
+		return err
+	}
 	for _, obj := range []client.Object{
 		BuildLimiterServiceAccount(s.fleet),
 		BuildLimiterRole(s.fleet),
 		BuildLimiterRoleBinding(s.fleet),
 		BuildLimiterService(s.fleet),
 		BuildLimiterHeadlessService(s.fleet),
-		BuildLimiterDeployment(s.fleet, r.DefaultImage, storeURL),
+		BuildLimiterDeployment(s.fleet, r.DefaultImage, storeURL, auth),
 		BuildLimiterPDB(s.fleet),
 	} {
 		if err := r.apply(ctx, s.fleet, obj); err != nil {
@@ -301,6 +308,22 @@ func (r *LimiterFleetReconciler) reconcileLimiters(ctx context.Context, s *fleet
 		}
 	}
 	return nil
+}
+
+// limiterAuthHash is the limiter pods' RedisLimiterAuthAnnotation: this
+// pass's hash of the auth Secret, or, when the Secret could not be read,
+// the one the Deployment has, so that a passing read error never rolls the
+// limiters. "" outside mode Cluster.
+func (r *LimiterFleetReconciler) limiterAuthHash(ctx context.Context, s *fleetScope) (string, error) {
+	if s.fleet.Spec.EffectiveRedisMode() != v1alpha1.RedisCluster || s.limiterAuth != "" {
+		return s.limiterAuth, nil
+	}
+	var dep appsv1.Deployment
+	err := r.Get(ctx, client.ObjectKey{Namespace: s.fleet.Namespace, Name: LimiterName(s.fleet)}, &dep)
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	return dep.Spec.Template.Annotations[RedisLimiterAuthAnnotation], err
 }
 
 // apply server-side applies obj, owned by the fleet. It skips the call

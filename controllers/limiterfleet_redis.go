@@ -150,6 +150,7 @@ func (r *LimiterFleetReconciler) reconcileRedis(ctx context.Context, s *fleetSco
 	case err != nil:
 		return err
 	}
+	s.limiterAuth = RedisLimiterAuthHash(secret)
 	if err := r.applyRedis(ctx, fleet, rs.shards, RedisSecretHashes{Auth: RedisAuthHash(secret), TLS: RedisTLSHash(tlsSecret)}); err != nil {
 		return err
 	}

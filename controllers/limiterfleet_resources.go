@@ -417,12 +417,15 @@ func topDescriptorArgs(st *v1alpha1.FleetStats) []string {
 }
 
 // BuildLimiterDeployment builds the limiter Deployment. The image is
-// spec.image, or defaultImage when unset; storeURL is StoreURL's answer.
+// spec.image, or defaultImage when unset; storeURL is StoreURL's answer;
+// redisAuth, RedisLimiterAuthHash for mode Cluster, goes on the pod
+// template, so that a new Redis password rolls the limiters (they read it
+// from their environment when they start).
 //
 // Pods load policies from the snapshot ConfigMap through the API and swap
 // them in place, so nothing in the pod template depends on the snapshot: a
 // policy change never rolls the Deployment.
-func BuildLimiterDeployment(fleet *v1alpha1.LimiterFleet, defaultImage string, storeURL string) *appsv1.Deployment {
+func BuildLimiterDeployment(fleet *v1alpha1.LimiterFleet, defaultImage, storeURL, redisAuth string) *appsv1.Deployment {
 	image := defaultImage
 	if fleet.Spec.Image != nil && *fleet.Spec.Image != "" {
 		image = *fleet.Spec.Image
@@ -435,6 +438,10 @@ func BuildLimiterDeployment(fleet *v1alpha1.LimiterFleet, defaultImage string, s
 	volumes, mounts := limiterCAVolume(fleet)
 	keyVolumes, keyMounts, keyEnv := limiterTopKKey(fleet)
 	volumes, mounts = append(volumes, keyVolumes...), append(mounts, keyMounts...)
+	var annotations map[string]string
+	if redisAuth != "" {
+		annotations = map[string]string{RedisLimiterAuthAnnotation: redisAuth}
+	}
 
 	container := corev1.Container{
 		Name:  LimiterContainerName,
@@ -493,7 +500,7 @@ func BuildLimiterDeployment(fleet *v1alpha1.LimiterFleet, defaultImage string, s
 				},
 			},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: LimiterLabels(fleet)},
+				ObjectMeta: metav1.ObjectMeta{Labels: LimiterLabels(fleet), Annotations: annotations},
 				Spec: corev1.PodSpec{
 					ServiceAccountName: LimiterName(fleet),
 					// The limiter reads its snapshot ConfigMap through the API.

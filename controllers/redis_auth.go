@@ -18,6 +18,7 @@ package controllers
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -72,6 +73,10 @@ const (
 	// RedisAuthHashAnnotation on the Redis pod template is a hash of the
 	// users file, so that a new password or rule rolls the pods.
 	RedisAuthHashAnnotation = "ratelimit.sluice.dev/redis-auth-hash"
+	// RedisLimiterAuthAnnotation on the limiter pod template is
+	// RedisLimiterAuthHash: a new limiter password rolls the limiters, which
+	// read it from their environment at start only.
+	RedisLimiterAuthAnnotation = "ratelimit.sluice.dev/redis-limiter-auth-hash"
 
 	redisAuthVolume = "auth"
 	redisAuthDir    = "/etc/redis-auth"
@@ -151,6 +156,24 @@ func newPassword() string {
 func RedisAuthHash(secret *corev1.Secret) string {
 	sum := sha256.Sum256(secret.Data[RedisUsersKey])
 	return hex.EncodeToString(sum[:8])
+}
+
+// RedisLimiterAuthHash is a short HMAC-SHA-256 of the limiters' user line
+// in the auth Secret's users file (which holds the SHA-256 of their
+// password), keyed by the operator's password. It changes with the
+// limiters' password, and it lets nobody who can read the Deployment test
+// guesses of a password that a user chose: the key is only in the Secret.
+// "" when the Secret has no such line.
+func RedisLimiterAuthHash(secret *corev1.Secret) string {
+	prefix := "user " + RedisLimiterUser + " "
+	for line := range strings.SplitSeq(string(secret.Data[RedisUsersKey]), "\n") {
+		if strings.HasPrefix(line, prefix) {
+			mac := hmac.New(sha256.New, secret.Data[RedisOperatorPasswordKey])
+			mac.Write([]byte(line))
+			return hex.EncodeToString(mac.Sum(nil)[:8])
+		}
+	}
+	return ""
 }
 
 // errSecretNotOwned is a Secret in the way of one the operator writes.

@@ -220,7 +220,7 @@ func TestNoPasswordOutsideSecrets(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			objs := []client.Object{controllers.BuildLimiterDeployment(fleet, "limiter:test", url)}
+			objs := []client.Object{controllers.BuildLimiterDeployment(fleet, "limiter:test", url, "")}
 			if fleet.Spec.EffectiveRedisMode() == v1alpha1.RedisCluster {
 				objs = append(objs, redisBuildAll(fleet)...)
 			}
@@ -320,7 +320,7 @@ func TestRedisStatefulSet(t *testing.T) {
 	}
 	limiterEnv := func(f *v1alpha1.LimiterFleet) string {
 		var out []string
-		for _, e := range controllers.BuildLimiterDeployment(f, "limiter:test", "x").Spec.Template.Spec.Containers[0].Env {
+		for _, e := range controllers.BuildLimiterDeployment(f, "limiter:test", "x", "").Spec.Template.Spec.Containers[0].Env {
 			if e.ValueFrom != nil {
 				out = append(out, e.Name+"<-"+e.ValueFrom.SecretKeyRef.Name+"/"+e.ValueFrom.SecretKeyRef.Key)
 			} else {
@@ -435,4 +435,45 @@ func subsetOf(want, have map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// TestRedisLimiterAuthHash shows what rolls the limiters: their pod
+// template carries a hash that changes with their password and with
+// nothing a tenant can read a password back from.
+func TestRedisLimiterAuthHash(t *testing.T) {
+	f := resFleet("ns", "f", resCluster())
+	hash := func(pw controllers.RedisPasswords) string {
+		return controllers.RedisLimiterAuthHash(controllers.BuildRedisAuthSecret(f, pw))
+	}
+	base := hash(testPasswords)
+	if base == "" || base != hash(testPasswords) {
+		t.Fatalf("hash %q is not deterministic", base)
+	}
+	newLimiter, newReplication := testPasswords, testPasswords
+	newLimiter.Limiter = "limiter-pw-rotated-0123456789abcdef012345678"
+	newReplication.Replication = "replication-pw-rotated-0123456789abcdef012"
+	if hash(newLimiter) == base {
+		t.Error("a new limiter password keeps the hash: the limiters would keep the old one")
+	}
+	if hash(newReplication) != base {
+		t.Error("a new replication password changes the limiters' hash: they would roll for nothing")
+	}
+	// Keyed by the operator's password, so that a Deployment reader can't
+	// test guesses against it: neither the password nor its plain SHA-256
+	// (the users file's) appears in it.
+	sum := sha256.Sum256([]byte(testPasswords.Limiter))
+	if strings.Contains(hex.EncodeToString(sum[:]), base) || strings.Contains(testPasswords.Limiter, base) {
+		t.Errorf("hash %q is a piece of the password's SHA-256", base)
+	}
+	if got := controllers.RedisLimiterAuthHash(&corev1.Secret{}); got != "" {
+		t.Errorf("a Secret without a users file: %q", got)
+	}
+
+	d := controllers.BuildLimiterDeployment(f, "limiter:test", "redis-cluster://x", base)
+	if got := d.Spec.Template.Annotations[controllers.RedisLimiterAuthAnnotation]; got != base {
+		t.Errorf("pod template annotation %q, want %q", got, base)
+	}
+	if d := controllers.BuildLimiterDeployment(f, "limiter:test", "memory", ""); len(d.Spec.Template.Annotations) != 0 {
+		t.Errorf("no hash, yet annotations %v", d.Spec.Template.Annotations)
+	}
 }

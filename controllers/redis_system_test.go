@@ -1378,3 +1378,92 @@ func TestRedisReadyNeedsTheLimiters(t *testing.T) {
 	}
 	t.Logf("RedisReady=False %s: %s", c.Reason, c.Message)
 }
+
+// TestRedisPasswordChangeRollsLimiters changes the password of redis.auth's
+// Secret on a running cluster: the users file takes it, the Redis pods'
+// template and the limiters' both change (the limiters read their password
+// at start, so without a roll they would keep sending the old one to pods
+// that no longer take it), and once the pods run the new file the new
+// password is the only one Redis takes. A Secret the operator can't read
+// for a while rolls nothing.
+func TestRedisPasswordChangeRollsLimiters(t *testing.T) {
+	needSuite(t)
+	ctx := context.Background()
+	ns := namespace(t, "redis-rotate")
+	first, second := "first-limiter-password-0123456789abcdef", "second-limiter-password-0123456789abcde"
+	userSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rotate-pw"},
+		Data: map[string][]byte{v1alpha1.DefaultRedisAuthKey: []byte(first)}}
+	if err := k8s.Create(ctx, userSecret); err != nil {
+		t.Fatal(err)
+	}
+	rf := newRedisFleet(t, ns, "rotate", 3, 0, func(f *v1alpha1.LimiterFleet) {
+		f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: userSecret.Name}
+	})
+	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+
+	templates := func() (limiter, redis string) {
+		dep := &appsv1.Deployment{}
+		set := &appsv1.StatefulSet{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.LimiterName(rf.fleet)}, dep); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.RedisShardName(rf.fleet, 0)}, set); err != nil {
+			t.Fatal(err)
+		}
+		return dep.Spec.Template.Annotations[controllers.RedisLimiterAuthAnnotation], set.Spec.Template.Annotations[controllers.RedisAuthHashAnnotation]
+	}
+	limiterBefore, redisBefore := templates()
+	if limiterBefore == "" {
+		t.Fatal("the limiters' pod template has no password hash")
+	}
+	limiterLogin := func(pw string) error {
+		c := goredis.NewClient(&goredis.Options{Addr: rf.pods[0].addr(), Username: controllers.RedisLimiterUser, Password: pw,
+			DisableIdentity: true, MaxRetries: -1})
+		defer c.Close()
+		return c.Ping(ctx).Err()
+	}
+	if err := limiterLogin(first); err != nil {
+		t.Fatalf("the limiters' user with the first password: %v", err)
+	}
+
+	userSecret.Data[v1alpha1.DefaultRedisAuthKey] = []byte(second)
+	if err := k8s.Update(ctx, userSecret); err != nil {
+		t.Fatal(err)
+	}
+	// Secrets are not watched: the operator sees it at its next pass.
+	var limiterAfter, redisAfter string
+	eventually(t, 90*time.Second, "both pod templates to change", func() error {
+		if limiterAfter, redisAfter = templates(); limiterAfter == limiterBefore || redisAfter == redisBefore {
+			return fmt.Errorf("limiter template %s (was %s), Redis %s (was %s)", limiterAfter, limiterBefore, redisAfter, redisBefore)
+		}
+		return nil
+	})
+	t.Logf("limiter template %s -> %s, Redis %s -> %s", limiterBefore, limiterAfter, redisBefore, redisAfter)
+
+	// The Redis pods roll, as the kubelet would run the new template.
+	for _, p := range rf.pods {
+		if err := os.WriteFile(filepath.Join(p.dir, "auth", controllers.RedisUsersKey), rf.authSecret(t).Data[controllers.RedisUsersKey], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p.shutdown(t)
+		p.srv.Restart(t)
+	}
+	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+	if err := limiterLogin(second); err != nil {
+		t.Errorf("the limiters' user with the new password: %v", err)
+	}
+	if err := limiterLogin(first); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+		t.Errorf("the old password after the roll: %v, want WRONGPASS", err)
+	}
+
+	// The user's Secret goes away: RedisReady says so, and the limiters,
+	// which still hold the password they started with, are not rolled.
+	if err := k8s.Delete(ctx, userSecret); err != nil {
+		t.Fatal(err)
+	}
+	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionFalse, v1alpha1.AuthFailedReason)
+	requireReconciling(t, rf)
+	if got, _ := templates(); got != limiterAfter {
+		t.Errorf("an unreadable Secret changed the limiters' template: %s, was %s", got, limiterAfter)
+	}
+}
