@@ -108,7 +108,7 @@ func (s *Server) start(t testing.TB) {
 		t.Fatalf("start redis-server: %v", err)
 	}
 	s.mu.Unlock()
-	if err := waitPing(s.Addr, 10*time.Second); err != nil {
+	if err := waitPing(s.Addr, 30*time.Second); err != nil {
 		t.Fatalf("redis-server on %s did not answer: %v\n%s", s.Addr, err, s.Log())
 	}
 }
