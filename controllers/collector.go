@@ -147,6 +147,7 @@ type Collector struct {
 	policies map[types.UID]*policyWindow       // by policy UID
 	seedAt   map[types.UID]time.Time           // updatedAt of the status found at start, by policy
 	started  bool                              // the statuses found at start are seeded
+	since    time.Time                         // when this collector started
 	now      func() time.Time                  // for tests of the window
 	mu       sync.Mutex                        // guards unread and the answers during a scrape
 	unread   map[types.NamespacedName][]string // by fleet, this collection
@@ -214,6 +215,7 @@ func (c *Collector) defaults() {
 	if c.now == nil {
 		c.now = time.Now
 	}
+	c.since = c.now()
 	c.writes = rate.NewLimiter(rate.Limit(c.MaxWritesPerSecond), int(c.MaxWritesPerSecond*burstSeconds))
 	c.pods = map[string]*podCounts{}
 	c.policies = map[types.UID]*policyWindow{}
@@ -359,14 +361,15 @@ func (c *Collector) record(now time.Time, addr string, st *limiterwire.Stats, se
 	prev := c.pods[addr]
 	next := &podCounts{bootID: st.BootID, counts: make(map[types.UID]counts, len(st.Policies)), seen: now}
 	// A process seen for the first time: whatever it counted is new if it
-	// started inside the window (a new pod, or a restart), unless the
-	// status seeded at start already holds it; an older one (the operator
-	// restarted) is only a baseline.
+	// started after this collector (no earlier leader can have counted
+	// it, however late its first reading comes) or inside the window (a
+	// new pod, or a restart), unless the status seeded at start already
+	// holds it; an older one (the operator restarted) is only a baseline.
 	restarted := prev != nil && prev.bootID != st.BootID
 	if restarted {
 		prev = nil
 	}
-	young := now.Sub(st.StartedAt) < c.Window
+	young := st.StartedAt.After(c.since) || now.Sub(st.StartedAt) < c.Window
 	for _, p := range st.Policies {
 		if _, ok := served[p.UID]; !ok {
 			continue

@@ -90,6 +90,33 @@ func TestCollectorWindow(t *testing.T) {
 	want(step(20*time.Second, map[string]*limiterwire.Stats{"a": reading("a2", now, 10, 1), "c": reading("c1", now.Add(-time.Second), 3, 0)}), 9, 0)
 }
 
+// A process that started after the collector did is counted in full
+// however late its first reading comes (its first answers timed out, or it
+// was tracked late): no earlier leader can have counted it. One that
+// started before the collector, longer than the window ago, is a baseline.
+func TestCollectorCountsAProcessYoungerThanItself(t *testing.T) {
+	pols := []v1alpha1.RateLimitPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "uid-1"}}}
+	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	now := start
+	c := &Collector{Window: 20 * time.Second, now: func() time.Time { return now }}
+	c.defaults()
+	c.unread = map[types.NamespacedName][]string{}
+	now = start.Add(time.Minute)
+	served := map[string]string{"uid-1": "ns/p"}
+	c.record(now, "new", reading("n1", start.Add(time.Second), 3, 1), served)
+	c.record(now, "old", reading("o1", start.Add(-time.Minute), 500, 7), served)
+	err := c.writeEach(context.Background(), now, pols, func(_ context.Context, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
+		pol.Status.Enforcement = e.DeepCopy()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := pols[0].Status.Enforcement; e == nil || ptr.Deref(e.Allowed, -1) != 3 || ptr.Deref(e.Limited, -1) != 1 {
+		t.Fatalf("status.enforcement %+v, want allowed 3 limited 1 (the new process in full, the old one a baseline)", e)
+	}
+}
+
 // Pods' hottest lists are summed per value when they cover the same
 // interval; a pod still reporting an older interval is left out, and the
 // newest interval replaces older sums.

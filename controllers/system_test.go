@@ -509,6 +509,7 @@ func TestDegradedWhenRedisIsDown(t *testing.T) {
 // the FailedOpen and Degraded columns of kubectl get rlp (FailedClosed in
 // -o wide). Once the window has passed, Degraded is False again.
 func TestFailingOpenIsVisible(t *testing.T) {
+	needSuite(t)
 	ctx := context.Background()
 	const window = 20 * time.Second
 	stopOperator()
