@@ -219,12 +219,15 @@ func (j *journey) redisClusterFleet(t *testing.T) {
 	}
 	for shard := range 3 {
 		sts := &appsv1.StatefulSet{}
-		if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: controllers.RedisShardName(f, shard)}, sts); err != nil {
-			t.Fatal(err)
-		}
-		if sts.Status.ReadyReplicas != 1 {
-			t.Errorf("StatefulSet %s: %d ready, want 1", sts.Name, sts.Status.ReadyReplicas)
-		}
+		// RedisReady is the operator's view of Redis itself; a pod's
+		// Ready is the kubelet's TCP probe, every 5s, so it may come a
+		// few seconds after the cluster formed.
+		waitFor(t, "StatefulSet "+controllers.RedisShardName(f, shard)+" ready", time.Minute, func() (bool, string) {
+			if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: controllers.RedisShardName(f, shard)}, sts); err != nil {
+				return false, err.Error()
+			}
+			return sts.Status.ReadyReplicas == 1, fmt.Sprintf("%d ready, want 1", sts.Status.ReadyReplicas)
+		})
 		if img := sts.Spec.Template.Spec.Containers[0].Image; img != c.image(t, "redis") {
 			t.Errorf("StatefulSet %s runs %s, want the chart's redis.image %s", sts.Name, img, c.image(t, "redis"))
 		}
