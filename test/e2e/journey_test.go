@@ -581,4 +581,14 @@ func (j *journey) service(t *testing.T, name string, port int32) {
 	if err := j.c.c.Create(context.Background(), svc); err != nil {
 		t.Fatal(err)
 	}
+	j.dial(t, fmt.Sprintf("%s.%s.svc.cluster.local:%d", name, appNS, port))
+}
+
+// dial waits until a new Service's address takes connections from the
+// client pod: until kube-proxy has its endpoints, it refuses them.
+func (j *journey) dial(t *testing.T, hostPort string) {
+	t.Helper()
+	var dialed struct{ After string }
+	j.c.execJSON(t, &dialed, appNS, clientPod, "/e2eclient", "dial", hostPort)
+	t.Logf("%s takes connections (%s after the wait started)", hostPort, dialed.After)
 }

@@ -9,6 +9,7 @@
 //	e2eclient http -url URL [-method POST] [-data JSON] [-header 'K: V'] [-n 6] [-new-conn]
 //	e2eclient rls -addr HOST:8081 -domain D -descriptor 'k=v,k=v' [-n 6] [-new-conn] [-keys K]
 //	e2eclient resolve NAME...                       # the addresses each name resolves to, as JSON
+//	e2eclient dial [-timeout 1m] HOST:PORT          # waits until a TCP connection opens; prints how long, as JSON
 //	e2eclient load -addr HOST:8081 -domain D -descriptor 'key=%d' [-keys 1000] [-rate 200] [-conns 4] [-interval 250ms]
 //
 // http and rls print one JSON array of the answers. load sends -rate calls
@@ -64,6 +65,8 @@ func main() {
 		err = runLoad(args)
 	case "resolve":
 		err = runResolve(args)
+	case "dial":
+		err = runDial(args)
 	default:
 		usage()
 	}
@@ -74,7 +77,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: e2eclient wait|app|http|rls|load|resolve [flags]")
+	fmt.Fprintln(os.Stderr, "usage: e2eclient wait|app|http|rls|load|resolve|dial [flags]")
 	os.Exit(2)
 }
 
@@ -90,6 +93,30 @@ func runResolve(names []string) error {
 		out[n] = addrs
 	}
 	return json.NewEncoder(os.Stdout).Encode(out)
+}
+
+// runDial opens TCP connections to an address until one opens (a new
+// Service answers once kube-proxy has its endpoints), and prints how long
+// that took. It sends nothing: no request is counted.
+func runDial(args []string) error {
+	fs := flag.NewFlagSet("dial", flag.ExitOnError)
+	timeout := fs.Duration("timeout", time.Minute, "give up after `d`")
+	_ = fs.Parse(args)
+	if fs.NArg() != 1 {
+		return fmt.Errorf("dial takes one HOST:PORT, got %q", fs.Args())
+	}
+	start := time.Now()
+	for {
+		conn, err := net.DialTimeout("tcp", fs.Arg(0), time.Second)
+		if err == nil {
+			conn.Close()
+			return json.NewEncoder(os.Stdout).Encode(map[string]string{"after": time.Since(start).Round(time.Millisecond).String()})
+		}
+		if time.Since(start) > *timeout {
+			return fmt.Errorf("%s: no connection after %v: %w", fs.Arg(0), *timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // runApp answers every request with 200 and the request as JSON.
