@@ -1368,11 +1368,20 @@ func TestRedisReadyNeedsTheLimiters(t *testing.T) {
 		[]string{"cluster-preferred-endpoint-type hostname", "cluster-announce-hostname 127.0.0.98"})
 	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	fleetPodsWithEnv(t, rf.fleet, 2, "redis-cluster://"+startSeed(t, rf.fleet.Namespace, controllers.RedisShardName(rf.fleet, 0)+"-0"), rf.limiterEnv(t))
-	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionFalse, v1alpha1.StoreUnreachableReason)
-	c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
-	if !strings.Contains(c.Message, "2/2 limiter pods can't use Redis") || !strings.Contains(c.Message, "127.0.0.98") {
-		t.Errorf("RedisReady message %q: want both pods and the address they can't reach", c.Message)
-	}
+	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionFalse, v1alpha1.StoreUnreachableReason)
+	// The condition turns False on the first pod's report; the message
+	// names both once the second pod has answered too.
+	var f *v1alpha1.LimiterFleet
+	var c *metav1.Condition
+	eventually(t, 60*time.Second, "RedisReady to name both pods and the address they can't reach", func() error {
+		f = rf.get(t)
+		c = condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
+		if c == nil || c.Reason != v1alpha1.StoreUnreachableReason ||
+			!strings.Contains(c.Message, "2/2 limiter pods can't use Redis") || !strings.Contains(c.Message, "127.0.0.98") {
+			return fmt.Errorf("RedisReady %+v", c)
+		}
+		return nil
+	})
 	if r := condition(f.Status.Conditions, v1alpha1.ReadyCondition); r == nil || r.Status != metav1.ConditionFalse {
 		t.Errorf("Ready %+v while the limiters can't use Redis", r)
 	}

@@ -150,6 +150,7 @@ func startSuite() error {
 	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
 		return err
 	}
+	startGarbageCollector()
 	if err := operatorIdentity(); err != nil {
 		return fmt.Errorf("the operator's ServiceAccount: %w", err)
 	}
@@ -162,6 +163,7 @@ func startSuite() error {
 // stopSuite stops whatever startSuite started.
 func stopSuite() {
 	stopOperator()
+	stopGarbageCollector()
 	if testEnv != nil {
 		_ = testEnv.Stop() // a failed start may leave the control plane running
 	}
@@ -303,6 +305,9 @@ func namespace(t testing.TB, name string) string {
 	if err := k8s.Create(context.Background(), ns); err != nil && !strings.Contains(err.Error(), "already exists") {
 		t.Fatal(err)
 	}
+	// What an earlier test's fleet of the same name left behind, were an
+	// in-flight reconcile still writing when it was deleted.
+	collectGarbage(t, name)
 	return name
 }
 

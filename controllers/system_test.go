@@ -268,6 +268,7 @@ func deleteFleet(t testing.TB, f *v1alpha1.LimiterFleet) {
 	if err := k8s.Delete(ctx, f); err != nil && !apierrors.IsNotFound(err) {
 		t.Errorf("deleting fleet %s/%s: %v", f.Namespace, f.Name, err)
 	}
+	collectGarbage(t, f.Namespace)
 }
 
 func fleetSynced(ctx context.Context, fleet *v1alpha1.LimiterFleet, pods int32) error {
