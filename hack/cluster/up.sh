@@ -159,7 +159,8 @@ ca ca
 # etcd trusts a CA of its own: the cluster's CA also signs what the
 # controller-manager's CSR signers approve, and etcd's clients are root.
 ca etcd-ca
-CA=etcd-ca cert etcd-server "/CN=etcd-server" "extendedKeyUsage=serverAuth
+# (clientAuth too: etcd's gRPC gateway calls etcd with it.)
+CA=etcd-ca cert etcd-server "/CN=etcd-server" "extendedKeyUsage=serverAuth,clientAuth
 subjectAltName=IP:127.0.0.1,DNS:localhost"
 CA=etcd-ca cert etcd-peer "/CN=etcd-peer" "extendedKeyUsage=serverAuth,clientAuth
 subjectAltName=IP:127.0.0.1,DNS:localhost"
