@@ -34,10 +34,10 @@ CGROUP_ROOT=/sluice-e2e
 # controllers/redis_resources.go): the owner of the PersistentVolume dirs.
 REDIS_UID=999
 # The iptables chains this cluster may create: kube-proxy's and kubelet's
-# (KUBE-*) and the CNI plugins' (CNI-*). down.sh removes those of them that
+# (KUBE-*), the CNI plugins' (CNI-*) and up.sh's own (SLUICE-E2E). down.sh removes those of them that
 # did not exist before up.sh (state/iptables-*.before), and the rules that
 # jump to them, and nothing else.
-OWN_CHAINS_RE='^(KUBE-|CNI-)'
+OWN_CHAINS_RE='^(KUBE-|CNI-|SLUICE-E2E$)'
 # One cluster per machine, from whichever clone: CLUSTER_LOCK serialises
 # the scripts that start, test and stop it (make e2e holds it from up to
 # down, cluster-up and cluster-down while they run), and ACTIVE_MARKER

@@ -53,6 +53,10 @@ for chain in KUBE-SERVICES KUBE-POSTROUTING; do
     exit 1
   fi
 done
+if iptables -t raw -S SLUICE-E2E >/dev/null 2>&1; then
+  clog "the iptables chain SLUICE-E2E (raw) exists but no cluster says it owns it: remove it and the PREROUTING rules that jump to it (iptables -t raw -S PREROUTING)"
+  exit 1
+fi
 # The work dir holds every key of the cluster: root's, and no one else's.
 if [[ -L "$CLUSTER_DIR" ]] || { [[ -e "$CLUSTER_DIR" ]] && [[ "$(stat -c %u "$CLUSTER_DIR")" != 0 ]]; }; then
   clog "$CLUSTER_DIR is a symbolic link or not owned by root: it would hold the cluster's keys; remove it or choose another CLUSTER_DIR"
@@ -117,6 +121,18 @@ ip link add "$BRIDGE" type bridge
 echo "$BRIDGE" >"$state_dir/created-links"
 ip addr add "$NODE_IP/${POD_CIDR#*/}" dev "$BRIDGE"
 ip link set "$BRIDGE" up
+# Only this host and its pods reach the node address, the pods and the
+# Services: a neighbour that routes them through this host gets nothing
+# (raw PREROUTING sees packets before kube-proxy's NAT and marks; what the
+# host itself sends doesn't pass it, and replies to the pods' masqueraded
+# connections come to the host's address).
+iptables -t raw -N SLUICE-E2E
+iptables -t raw -A SLUICE-E2E -i lo -j RETURN
+iptables -t raw -A SLUICE-E2E -i "$BRIDGE" -j RETURN
+iptables -t raw -A SLUICE-E2E -m comment --comment "$CLUSTER_NAME: only this host and its pods" -j DROP
+for net in "$POD_CIDR" "$SERVICE_CIDR"; do
+  iptables -t raw -I PREROUTING -d "$net" -m comment --comment "$CLUSTER_NAME: only this host and its pods" -j SLUICE-E2E
+done
 
 # --- Certificates and kubeconfigs. ----------------------------------------
 cert() { # cert NAME SUBJECT EXTENSIONS, signed by pki/$CA.crt (default ca)

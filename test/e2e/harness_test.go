@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -408,5 +409,123 @@ func TestAttackDownRemovesForeignRules(t *testing.T) {
 	}
 	if _, err := net.InterfaceByName(clusterBridge); err == nil {
 		t.Errorf("the bridge %s is left", clusterBridge)
+	}
+}
+
+// TestAttackNeighbourReachesTheCluster: a machine on the host's network
+// routes the cluster's addresses through the host (or dials the host's
+// own) and talks to the API server, kubelet, a pod or a Service. The
+// neighbour here is a network namespace on a veth of its own, whose default
+// route is the host; it reaches a port the host opens to it (so the
+// refusals below are the cluster's, not a broken neighbour), and nothing of
+// the cluster.
+func TestAttackNeighbourReachesTheCluster(t *testing.T) {
+	dir := harnessDir(t)
+	c := connect(t)
+	const ns, hostSide, hostIP, nbIP = "sluice-e2e-neighbour", "sl-nb0", "198.51.100.1", "198.51.100.2"
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	_ = exec.Command("ip", "netns", "del", ns).Run()
+	ip("netns", "add", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	ip("link", "add", hostSide, "type", "veth", "peer", "name", "eth0", "netns", ns)
+	ip("addr", "add", hostIP+"/30", "dev", hostSide)
+	ip("link", "set", hostSide, "up")
+	ip("-n", ns, "addr", "add", nbIP+"/30", "dev", "eth0")
+	ip("-n", ns, "link", "set", "eth0", "up")
+	ip("-n", ns, "link", "set", "lo", "up")
+	ip("-n", ns, "route", "add", "default", "via", hostIP)
+
+	// dial connects from the neighbour; a DROP shows as the timeout.
+	dial := func(target string) error {
+		h, p, _ := net.SplitHostPort(target)
+		out, err := exec.Command("ip", "netns", "exec", ns, "timeout", "10",
+			"bash", "-c", fmt.Sprintf("exec 3<>/dev/tcp/%s/%s", h, p)).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v %s", err, bytes.TrimSpace(out))
+		}
+		return nil
+	}
+	ln, err := net.Listen("tcp", hostIP+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conn.Close()
+		}
+	}()
+	if err := dial(ln.Addr().String()); err != nil {
+		t.Fatalf("the neighbour can't reach the host's %s: %v", ln.Addr(), err)
+	}
+
+	// The cluster's addresses, which the neighbour's default route sends
+	// to the host: the API server's and kubelet's ports on every address of
+	// the host, the node's among them; a CoreDNS pod; the kubernetes and
+	// kube-dns Services.
+	cfg, err := clientcmd.LoadFromFile(filepath.Join(dir, "admin.kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var port string
+	for _, cl := range cfg.Clusters {
+		u, err := url.Parse(cl.Server)
+		if err != nil {
+			t.Fatal(err)
+		}
+		port = u.Port()
+	}
+	var targets []string
+	ifaces, _ := net.Interfaces()
+	for _, ifc := range ifaces {
+		if ifc.Name == hostSide || ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && ipn.IP.IsGlobalUnicast() {
+				targets = append(targets, net.JoinHostPort(ipn.IP.String(), port), net.JoinHostPort(ipn.IP.String(), "10250"))
+			}
+		}
+	}
+	pods, err := c.cs.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Status.PodIP != "" {
+			targets = append(targets, net.JoinHostPort(p.Status.PodIP, "53"))
+		}
+	}
+	for _, svc := range []struct{ ns, name, port string }{{"default", "kubernetes", "443"}, {"kube-system", "kube-dns", "53"}} {
+		s, err := c.cs.CoreV1().Services(svc.ns).Get(context.Background(), svc.name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		targets = append(targets, net.JoinHostPort(s.Spec.ClusterIP, svc.port))
+	}
+	errs := make([]error, len(targets))
+	done := make(chan int)
+	for i, target := range targets {
+		go func() { errs[i] = dial(target); done <- i }()
+	}
+	for range targets {
+		<-done
+	}
+	for i, target := range targets {
+		if errs[i] == nil {
+			t.Errorf("the neighbour connected to %s", target)
+		} else {
+			t.Logf("the neighbour can't connect to %s: %v", target, errs[i])
+		}
 	}
 }
