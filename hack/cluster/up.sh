@@ -53,10 +53,12 @@ for chain in KUBE-SERVICES KUBE-POSTROUTING; do
     exit 1
   fi
 done
-if iptables -t raw -S SLUICE-E2E >/dev/null 2>&1; then
-  clog "the iptables chain SLUICE-E2E (raw) exists but no cluster says it owns it: remove it and the PREROUTING rules that jump to it (iptables -t raw -S PREROUTING)"
-  exit 1
-fi
+for table in raw filter; do
+  if iptables -t "$table" -S SLUICE-E2E >/dev/null 2>&1; then
+    clog "the iptables chain SLUICE-E2E ($table) exists but no cluster says it owns it: remove it and the rules that jump to it (iptables -t $table -S | grep SLUICE-E2E)"
+    exit 1
+  fi
+done
 # The work dir holds every key of the cluster: root's, and no one else's.
 if [[ -L "$CLUSTER_DIR" ]] || { [[ -e "$CLUSTER_DIR" ]] && [[ "$(stat -c %u "$CLUSTER_DIR")" != 0 ]]; }; then
   clog "$CLUSTER_DIR is a symbolic link or not owned by root: it would hold the cluster's keys; remove it or choose another CLUSTER_DIR"
@@ -132,6 +134,16 @@ iptables -t raw -A SLUICE-E2E -i "$BRIDGE" -j RETURN
 iptables -t raw -A SLUICE-E2E -m comment --comment "$CLUSTER_NAME: only this host and its pods" -j DROP
 for net in "$POD_CIDR" "$SERVICE_CIDR"; do
   iptables -t raw -I PREROUTING -d "$net" -m comment --comment "$CLUSTER_NAME: only this host and its pods" -j SLUICE-E2E
+done
+# And what the host or a pod sends to a Service address that kube-proxy
+# has not made a rule for (yet: it syncs about a second after a change) is
+# refused here, not sent on to the host's network: a client that waits for
+# a new Service to take connections waits for kube-proxy's rule, not for
+# whatever answers on the far side of the default route.
+iptables -N SLUICE-E2E
+iptables -A SLUICE-E2E -m comment --comment "$CLUSTER_NAME: no Service at this address (yet)" -j REJECT
+for chain in FORWARD OUTPUT; do
+  iptables -I "$chain" -d "$SERVICE_CIDR" -m comment --comment "$CLUSTER_NAME: Service addresses stay on this host" -j SLUICE-E2E
 done
 
 # --- Certificates and kubeconfigs. ----------------------------------------
