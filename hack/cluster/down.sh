@@ -187,10 +187,24 @@ fi
 #    under /var/lib/kubelet), the container log links, and directories that
 #    did not exist before.
 if [[ -d /var/lib/cni/results && -f "$state_dir/cni-results.before" ]]; then
-  # libcni names them NETWORK-CONTAINERID-IFNAME: ours are $CLUSTER_NAME's.
-  for f in /var/lib/cni/results/"$CLUSTER_NAME"-*; do
+  # libcni names them NETWORK-SANDBOXID-IFNAME: ours are those of our
+  # network ($CLUSTER_NAME) and containerd's loopback network (cni-loopback)
+  # for the sandboxes of our containerd, which also had our network.
+  declare -A own_sandbox=()
+  for f in /var/lib/cni/results/"$CLUSTER_NAME"-*-eth0 "$CLUSTER_DIR"/containerd/root/io.containerd.grpc.v1.cri/sandboxes/*; do
     [[ -e "$f" ]] || continue
-    grep -qxF "$(basename "$f")" "$state_dir/cni-results.before" 2>/dev/null || rm -f "$f"
+    id="$(basename "$f")"
+    id="${id#"$CLUSTER_NAME"-}"
+    own_sandbox["${id%-eth0}"]=1
+  done
+  for f in /var/lib/cni/results/*; do
+    [[ -e "$f" ]] || continue
+    name="$(basename "$f")"
+    id="${name#"$CLUSTER_NAME"-}"
+    id="${id#cni-loopback-}"
+    id="${id%-*}"
+    [[ -n "${own_sandbox[$id]:-}" ]] || continue
+    grep -qxF "$name" "$state_dir/cni-results.before" 2>/dev/null || rm -f "$f"
   done
 fi
 if grep -qxF /var/lib/kubelet "$state_dir/created-dirs" 2>/dev/null; then
