@@ -218,6 +218,12 @@ if [[ -f "$state_dir/created-dirs" ]]; then
     [[ -d "$d" ]] || continue
     case "$d" in
       /run/containerd) rm -rf "$d/s" "$d/runc" 2>/dev/null ;;
+      # ip netns add (CNI's, or a test's) bind-mounts it on itself.
+      /run/netns)
+        for _ in 1 2 3; do
+          [[ -z "$(ls -A "$d")" ]] && awk '$2 == "/run/netns"' /proc/mounts | grep -q . && umount "$d" 2>/dev/null || break
+        done
+        ;;
     esac
     find "$d" -depth -type d -empty -delete 2>/dev/null
     [[ -e "$d" ]] && clog "left $d (not empty)"
