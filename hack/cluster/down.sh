@@ -87,14 +87,16 @@ phase processes
 #    did not exist before and hold the other end of a veth on our bridge.
 own_netns=()
 if ip link show "$BRIDGE" >/dev/null 2>&1 && [[ -d /run/netns ]]; then
-  # The bridge's ports: "... link-netns NAME", or "link-netnsid N" for a
-  # namespace ip can't name (ip netns list: "NAME (id: N)").
-  while read -r kind val; do
-    if [[ "$kind" == link-netnsid ]]; then
-      val="$(ip netns list 2>/dev/null | awk -v id="$val" '$2 == "(id:" && $3 == id ")" { print $1 }')"
-    fi
-    [[ -n "$val" ]] && own_netns+=("$val")
-  done < <(ip -o link show master "$BRIDGE" 2>/dev/null | grep -oE 'link-netns(id)? [^ ]+')
+  # A pod's eth0@ifN: N is the index of its veth on the host, a port of
+  # the bridge.
+  ports=" $(ip -o link show master "$BRIDGE" 2>/dev/null | cut -d: -f1 | tr '\n' ' ') "
+  for p in /run/netns/cni-*; do
+    [[ -e "$p" ]] || continue
+    ns="$(basename "$p")"
+    while read -r peer; do
+      [[ "$ports" == *" $peer "* ]] && { own_netns+=("$ns"); break; }
+    done < <(ip -n "$ns" -o link show 2>/dev/null | sed -n 's/^[0-9]*: [^@:]*@if\([0-9]*\):.*/\1/p')
+  done
 fi
 for ((i = 0; i < 5; i++)); do
   mapfile -t mounts < <(awk '{ print $2 }' /proc/mounts | sed 's/\\040/ /g' | grep -F -- "$CLUSTER_DIR/" | sort -r)

@@ -422,29 +422,49 @@ func TestAttackDownRemovesForeignRules(t *testing.T) {
 func TestAttackNeighbourReachesTheCluster(t *testing.T) {
 	dir := harnessDir(t)
 	c := connect(t)
-	const ns, hostSide, hostIP, nbIP = "sluice-e2e-neighbour", "sl-nb0", "198.51.100.1", "198.51.100.2"
+	const hostSide, hostIP, nbIP = "sl-nb0", "198.51.100.1", "198.51.100.2"
 	ip := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
 		}
 	}
-	_ = exec.Command("ip", "netns", "del", ns).Run()
-	ip("netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-	ip("link", "add", hostSide, "type", "veth", "peer", "name", "eth0", "netns", ns)
+	// The neighbour's namespace is a process's, named nowhere: ip netns add
+	// would bind-mount /run/netns over the pods' namespaces in it.
+	_ = exec.Command("ip", "link", "del", hostSide).Run()
+	holder := exec.Command("unshare", "--net", "sleep", "infinity")
+	if err := holder.Start(); err != nil {
+		t.Fatalf("unshare --net: %v", err)
+	}
+	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
+	pid := strconv.Itoa(holder.Process.Pid)
+	inNS := func(args ...string) *exec.Cmd {
+		return exec.Command("nsenter", append([]string{"-t", pid, "-n"}, args...)...)
+	}
+	waitFor(t, "the neighbour's network namespace", time.Minute, func() (bool, string) {
+		self, _ := os.Readlink("/proc/self/ns/net")
+		its, err := os.Readlink("/proc/" + pid + "/ns/net")
+		return err == nil && its != self, fmt.Sprintf("%s's is %s (ours %s, %v)", pid, its, self, err)
+	})
+	ip("link", "add", hostSide, "type", "veth", "peer", "name", "eth0", "netns", pid)
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", hostSide).Run() })
 	ip("addr", "add", hostIP+"/30", "dev", hostSide)
 	ip("link", "set", hostSide, "up")
-	ip("-n", ns, "addr", "add", nbIP+"/30", "dev", "eth0")
-	ip("-n", ns, "link", "set", "eth0", "up")
-	ip("-n", ns, "link", "set", "lo", "up")
-	ip("-n", ns, "route", "add", "default", "via", hostIP)
+	for _, args := range [][]string{
+		{"ip", "addr", "add", nbIP + "/30", "dev", "eth0"},
+		{"ip", "link", "set", "eth0", "up"},
+		{"ip", "link", "set", "lo", "up"},
+		{"ip", "route", "add", "default", "via", hostIP},
+	} {
+		if out, err := inNS(args...).CombinedOutput(); err != nil {
+			t.Fatalf("in the neighbour's namespace, %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
 
 	// dial connects from the neighbour; a DROP shows as the timeout.
 	dial := func(target string) error {
 		h, p, _ := net.SplitHostPort(target)
-		out, err := exec.Command("ip", "netns", "exec", ns, "timeout", "10",
-			"bash", "-c", fmt.Sprintf("exec 3<>/dev/tcp/%s/%s", h, p)).CombinedOutput()
+		out, err := inNS("timeout", "10", "bash", "-c", fmt.Sprintf("exec 3<>/dev/tcp/%s/%s", h, p)).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("%v %s", err, bytes.TrimSpace(out))
 		}
