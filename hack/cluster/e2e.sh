@@ -68,8 +68,10 @@ if [[ $rc -ne 0 ]]; then
 fi
 down
 t3=$(now)
-# What down left of the machine: the foreign rules, and nothing of ours.
-SLUICE_E2E_AFTER_DOWN=1 go test -count=1 -v -run '^TestAttackDownRemovesForeignRules$' ./test/e2e/
+# What down left of the machine: the foreign rules, and nothing of ours;
+# then what up.sh refuses to start beside or in (with no cluster up).
+SLUICE_E2E_AFTER_DOWN=1 go test -count=1 -v \
+  -run '^(TestAttackDownRemovesForeignRules|TestAttackOtherUserPlantsTheWorkDir|TestUpRefusesBesideAnotherKubeProxy)$' ./test/e2e/
 rc2=$?
 t4=$(now)
 foreign remove 2>/dev/null

@@ -549,3 +549,88 @@ func TestAttackNeighbourReachesTheCluster(t *testing.T) {
 		}
 	}
 }
+
+// afterDown skips unless make e2e runs the test after hack/cluster/down.sh,
+// with the machine's cluster lock held and no cluster up; it returns the
+// directory of up.sh and down.sh.
+func afterDown(t *testing.T) string {
+	t.Helper()
+	if os.Getenv("SLUICE_E2E_AFTER_DOWN") != "1" {
+		t.Skip("runs after hack/cluster/down.sh, under make e2e's cluster lock (SLUICE_E2E_AFTER_DOWN=1)")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("runs as root, as make e2e does")
+	}
+	// SLUICE_E2E_SCRIPTS: another tree's hack/cluster (such as the base
+	// commit's, to show the attack there).
+	if dir := os.Getenv("SLUICE_E2E_SCRIPTS"); dir != "" {
+		return dir
+	}
+	dir, err := filepath.Abs("../../hack/cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// upMustRefuse runs up.sh on a work dir of the test's, which must fail
+// before it changes anything; it returns what up.sh said.
+func upMustRefuse(t *testing.T, scripts, dir string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(scripts, "up.sh"))
+	cmd.Env = append(os.Environ(), "CLUSTER_DIR="+dir)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		// It is up: take it down again before failing.
+		down := exec.Command(filepath.Join(scripts, "down.sh"))
+		down.Env = cmd.Env
+		downOut, _ := down.CombinedOutput()
+		t.Fatalf("up.sh started a cluster in %s:\n%s\ndown.sh:\n%s", dir, out, downOut)
+	}
+	if _, err := net.InterfaceByName(clusterBridge); err == nil {
+		t.Errorf("up.sh refused, but made the bridge %s", clusterBridge)
+	}
+	return string(out)
+}
+
+// TestUpRefusesBesideAnotherKubeProxy: with another kube-proxy's chains on
+// the machine (nat KUBE-SERVICES), up.sh refuses, naming the chain, before
+// it changes anything: its kube-proxy would rewrite that chain, and down.sh
+// could not tell the other's rules from its own.
+func TestUpRefusesBesideAnotherKubeProxy(t *testing.T) {
+	scripts := afterDown(t)
+	if out, err := exec.Command("iptables", "-t", "nat", "-N", "KUBE-SERVICES").CombinedOutput(); err != nil {
+		t.Fatalf("iptables -t nat -N KUBE-SERVICES: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("iptables", "-t", "nat", "-X", "KUBE-SERVICES").Run() })
+	out := upMustRefuse(t, scripts, filepath.Join(t.TempDir(), "cluster"))
+	if !strings.Contains(out, "KUBE-SERVICES") || !strings.Contains(out, "another kube-proxy") {
+		t.Errorf("up.sh's refusal doesn't name the chain and why:\n%s", out)
+	}
+}
+
+// TestAttackOtherUserPlantsTheWorkDir: a local user who may write where
+// the work dir goes (CLUSTER_DIR=/tmp/..., say) makes it first, a symbolic
+// link to a directory of theirs or a directory they own, and root writes
+// the cluster's keys where they read them. up.sh refuses either, naming it.
+func TestAttackOtherUserPlantsTheWorkDir(t *testing.T) {
+	scripts := afterDown(t)
+	tmp := t.TempDir()
+	link := filepath.Join(tmp, "link")
+	if err := os.Symlink(t.TempDir(), link); err != nil {
+		t.Fatal(err)
+	}
+	if out := upMustRefuse(t, scripts, link); !strings.Contains(out, link+" is a symbolic link or not owned by root") {
+		t.Errorf("up.sh's refusal of the symbolic link %s doesn't say so:\n%s", link, out)
+	}
+	theirs := filepath.Join(tmp, "theirs")
+	if err := os.Mkdir(theirs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(theirs, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if out := upMustRefuse(t, scripts, theirs); !strings.Contains(out, theirs+" is a symbolic link or not owned by root") {
+		t.Errorf("up.sh's refusal of %s (nobody's) doesn't say so:\n%s", theirs, out)
+	}
+}
