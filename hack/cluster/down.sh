@@ -118,9 +118,11 @@ phase mounts
 #    (KUBE-*, CNI-*: those that up.sh did not find) and the rules that jump
 #    to them, the pods' conntrack entries. No kube-proxy --cleanup: it
 #    removes every kube-proxy's chains on the machine, not only ours.
+# (An older up.sh, whose state has host-ip, refused to start beside the
+# bridge, and left it to the CNI plugin to make: it is that cluster's.)
 while read -r link; do
   [[ -n "$link" ]] && ip link del "$link" 2>/dev/null
-done < <(cat "$state_dir/created-links" 2>/dev/null)
+done < <(cat "$state_dir/created-links" 2>/dev/null || { [[ -f "$state_dir/host-ip" ]] && echo "$BRIDGE"; })
 # own_iptables_rules prints, for iptables-restore --noflush, what removes
 # from one table (iptables-save -t TABLE on stdin) the chains named like
 # OWN_CHAINS_RE that its before-file (argument) does not have, and the
