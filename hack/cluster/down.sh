@@ -6,6 +6,11 @@
 # plugins, the pods' cgroups, and the sysctls that changed. Safe to run
 # twice, and after a run that failed half way.
 #
+# It removes only what this cluster made: the network namespaces attached
+# to its bridge, the bridge if up.sh made it, the KUBE-*/CNI-* chains that
+# were not there when up.sh started (state/) and the rules that jump to
+# them; other chains and rules stay, whatever their names.
+#
 #   hack/cluster/down.sh            # keeps $CLUSTER_DIR/logs for a post-mortem
 #   CLUSTER_KEEP_LOGS=0 hack/cluster/down.sh
 set -uo pipefail
@@ -78,36 +83,84 @@ stop kube-apiserver etcd
 phase processes
 
 # 2. Mounts under the work dir (overlay root file systems, volumes, shm),
-#    deepest first, and the network namespaces the pods had.
+#    deepest first, and the network namespaces the pods had: those that
+#    did not exist before and hold the other end of a veth on our bridge.
+own_netns=()
+if ip link show "$BRIDGE" >/dev/null 2>&1 && [[ -d /run/netns ]]; then
+  # A pod's eth0@ifN: N is the index of its veth on the host, a port of
+  # the bridge.
+  ports=" $(ip -o link show master "$BRIDGE" 2>/dev/null | cut -d: -f1 | tr '\n' ' ') "
+  for p in /run/netns/cni-*; do
+    [[ -e "$p" ]] || continue
+    ns="$(basename "$p")"
+    while read -r peer; do
+      [[ "$ports" == *" $peer "* ]] && { own_netns+=("$ns"); break; }
+    done < <(ip -n "$ns" -o link show 2>/dev/null | sed -n 's/^[0-9]*: [^@:]*@if\([0-9]*\):.*/\1/p')
+  done
+fi
 for ((i = 0; i < 5; i++)); do
   mapfile -t mounts < <(awk '{ print $2 }' /proc/mounts | sed 's/\\040/ /g' | grep -F -- "$CLUSTER_DIR/" | sort -r)
   [[ ${#mounts[@]} -eq 0 ]] && break
   for m in "${mounts[@]}"; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; done
 done
 if [[ -d /run/netns && -f "$state_dir/netns.before" ]]; then
-  for ns in /run/netns/*; do
-    [[ -e "$ns" && "$(basename "$ns")" == cni-* ]] || continue
-    grep -qxF "$(basename "$ns")" "$state_dir/netns.before" 2>/dev/null && continue
-    umount "$ns" 2>/dev/null || umount -l "$ns" 2>/dev/null
-    rm -f "$ns"
+  for ns in "${own_netns[@]}"; do
+    [[ -e "/run/netns/$ns" && "$ns" == cni-* ]] || continue
+    grep -qxF "$ns" "$state_dir/netns.before" 2>/dev/null && continue
+    umount "/run/netns/$ns" 2>/dev/null || umount -l "/run/netns/$ns" 2>/dev/null
+    rm -f "/run/netns/$ns"
   done
 fi
 phase mounts
 
-# 3. Network: the bridge (the pods' veths went with their namespaces),
-#    the chains kube-proxy, kubelet and the CNI plugins added (KUBE-*,
-#    CNI-*) and the rules that jump to them, the pods' conntrack entries.
-ip link del "$BRIDGE" 2>/dev/null
-[[ -x "$CLUSTER_BIN/kube-proxy" ]] && "$CLUSTER_BIN/kube-proxy" --cleanup >"$log_dir/kube-proxy-cleanup.log" 2>&1
-for tool in iptables ip6tables; do
-  command -v "$tool-save" >/dev/null || continue
-  for table in filter nat mangle raw; do
-    before="$("$tool-save" -t "$table" 2>/dev/null)" || continue
-    grep -qE '(^:|-A |-j |-g )(KUBE-|CNI-)' <<<"$before" || continue
-    grep -vE '(^:|-A |-j |-g )(KUBE-|CNI-)' <<<"$before" | "$tool-restore" -T "$table" ||
-      clog "could not remove the cluster's chains from $tool table $table"
+# 3. Network: the bridge up.sh made (the pods' veths went with their
+#    namespaces), the chains kube-proxy, kubelet and the CNI plugins added
+#    (KUBE-*, CNI-*: those that up.sh did not find) and the rules that jump
+#    to them, the pods' conntrack entries. No kube-proxy --cleanup: it
+#    removes every kube-proxy's chains on the machine, not only ours.
+# (An older up.sh, whose state has host-ip, refused to start beside the
+# bridge, and left it to the CNI plugin to make: it is that cluster's.)
+while read -r link; do
+  [[ -n "$link" ]] && ip link del "$link" 2>/dev/null
+done < <(cat "$state_dir/created-links" 2>/dev/null || { [[ -f "$state_dir/host-ip" ]] && echo "$BRIDGE"; })
+# own_iptables_rules prints, for iptables-restore --noflush, what removes
+# from one table (iptables-save -t TABLE on stdin) the chains named like
+# OWN_CHAINS_RE that its before-file (argument) does not have, and the
+# rules of the other chains that jump to them and were not there before.
+own_iptables_rules() {
+  awk -v re="$OWN_CHAINS_RE" '
+    FNR == NR { if (/^:/) had[substr($1, 2)] = 1; else if (/^-A /) before[$0]++; next }
+    /^:/ { c = substr($1, 2); if (!(c in had) && c ~ re) { own[c] = 1; order[++n] = c }; next }
+    /^-A / {
+      if (before[$0] > 0) { before[$0]--; next }
+      if ($2 in own) next
+      t = ""
+      for (i = 3; i < NF; i++) if ($i == "-j" || $i == "-g") t = $(i + 1)
+      if (t in own) print "-D " substr($0, 4)
+    }
+    END {
+      for (i = 1; i <= n; i++) print "-F " order[i]
+      for (i = 1; i <= n; i++) print "-X " order[i]
+    }' "$1" -
+}
+while read -r tool; do
+  for table in "${IPTABLES_TABLES[@]}"; do
+    before="$state_dir/$tool-$table.before"
+    if [[ ! -f "$before" ]]; then
+      [[ -d "$state_dir" ]] && clog "no record of $tool table $table before the cluster: leaving its chains alone"
+      continue
+    fi
+    "$tool-save" -t "$table" >"$state_dir/$tool-$table.after" 2>/dev/null || continue
+    own_iptables_rules "$before" <"$state_dir/$tool-$table.after" >"$state_dir/$tool-$table.remove"
+    [[ -s "$state_dir/$tool-$table.remove" ]] || continue
+    { echo "*$table"; cat "$state_dir/$tool-$table.remove"; echo COMMIT; } | "$tool-restore" --noflush 2>/dev/null && continue
+    # One at a time, so that one that fails (gone already) leaves the rest.
+    while read -r line; do
+      printf '*%s\n%s\nCOMMIT\n' "$table" "$line" | "$tool-restore" --noflush 2>/dev/null ||
+        clog "$tool -t $table: could not apply: $line"
+    done <"$state_dir/$tool-$table.remove"
   done
-done
+done < <(iptables_tools)
 if command -v conntrack >/dev/null; then
   conntrack -D -s "$POD_CIDR" >/dev/null 2>&1
   conntrack -D -d "$POD_CIDR" >/dev/null 2>&1
@@ -138,9 +191,24 @@ fi
 #    under /var/lib/kubelet), the container log links, and directories that
 #    did not exist before.
 if [[ -d /var/lib/cni/results && -f "$state_dir/cni-results.before" ]]; then
+  # libcni names them NETWORK-SANDBOXID-IFNAME: ours are those of our
+  # network ($CLUSTER_NAME) and containerd's loopback network (cni-loopback)
+  # for the sandboxes of our containerd, which also had our network.
+  declare -A own_sandbox=()
+  for f in /var/lib/cni/results/"$CLUSTER_NAME"-*-eth0 "$CLUSTER_DIR"/containerd/root/io.containerd.grpc.v1.cri/sandboxes/*; do
+    [[ -e "$f" ]] || continue
+    id="$(basename "$f")"
+    id="${id#"$CLUSTER_NAME"-}"
+    own_sandbox["${id%-eth0}"]=1
+  done
   for f in /var/lib/cni/results/*; do
     [[ -e "$f" ]] || continue
-    grep -qxF "$(basename "$f")" "$state_dir/cni-results.before" 2>/dev/null || rm -f "$f"
+    name="$(basename "$f")"
+    id="${name#"$CLUSTER_NAME"-}"
+    id="${id#cni-loopback-}"
+    id="${id%-*}"
+    [[ -n "${own_sandbox[$id]:-}" ]] || continue
+    grep -qxF "$name" "$state_dir/cni-results.before" 2>/dev/null || rm -f "$f"
   done
 fi
 if grep -qxF /var/lib/kubelet "$state_dir/created-dirs" 2>/dev/null; then
@@ -154,6 +222,12 @@ if [[ -f "$state_dir/created-dirs" ]]; then
     [[ -d "$d" ]] || continue
     case "$d" in
       /run/containerd) rm -rf "$d/s" "$d/runc" 2>/dev/null ;;
+      # ip netns add (CNI's, or a test's) bind-mounts it on itself.
+      /run/netns)
+        for _ in 1 2 3; do
+          [[ -z "$(ls -A "$d")" ]] && awk '$2 == "/run/netns"' /proc/mounts | grep -q . && umount "$d" 2>/dev/null || break
+        done
+        ;;
     esac
     find "$d" -depth -type d -empty -delete 2>/dev/null
     [[ -e "$d" ]] && clog "left $d (not empty)"

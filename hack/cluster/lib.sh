@@ -15,6 +15,12 @@ CLUSTER_NAME=sluice-e2e
 NODE_NAME=sluice-e2e
 BRIDGE=sluice0
 POD_CIDR=10.244.0.0/24
+# NODE_IP, the gateway of POD_CIDR, is the bridge's address, which up.sh
+# gives it before anything starts: the API server and kubelet listen on it
+# (and on 127.0.0.1), never on the host's routable address. The host and
+# the pods (through the kubernetes Service) reach it; other machines don't
+# route to it.
+NODE_IP=10.244.0.1
 SERVICE_CIDR=10.96.0.0/16
 KUBERNETES_SERVICE_IP=10.96.0.1
 DNS_SERVICE_IP=10.96.0.10
@@ -24,6 +30,14 @@ ETCD_PEER_PORT="${ETCD_PEER_PORT:-23800}"
 # Every pod's cgroups go under this one, in each hierarchy (cgroup v1) or in
 # the unified one: down.sh removes it whole.
 CGROUP_ROOT=/sluice-e2e
+# The uid and gid the Redis pods run as (RedisUser in
+# controllers/redis_resources.go): the owner of the PersistentVolume dirs.
+REDIS_UID=999
+# The iptables chains this cluster may create: kube-proxy's and kubelet's
+# (KUBE-*), the CNI plugins' (CNI-*) and up.sh's own (SLUICE-E2E). down.sh removes those of them that
+# did not exist before up.sh (state/iptables-*.before), and the rules that
+# jump to them, and nothing else.
+OWN_CHAINS_RE='^(KUBE-|CNI-|SLUICE-E2E$)'
 # One cluster per machine, from whichever clone: CLUSTER_LOCK serialises
 # the scripts that start, test and stop it (make e2e holds it from up to
 # down, cluster-up and cluster-down while they run), and ACTIVE_MARKER
@@ -51,11 +65,14 @@ admin_kubeconfig="$CLUSTER_DIR/admin.kubeconfig"
 
 clog() { echo "cluster: $*" >&2; }
 
-# host_ip is the address of the interface of the default route: the API
-# server's address, which the node and the pods reach it on.
-host_ip() {
-  ip -4 route get 192.0.2.123 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p' | head -1
+# iptables_tools prints the iptables front ends this machine has.
+iptables_tools() {
+  local tool
+  for tool in iptables ip6tables; do
+    command -v "$tool-save" >/dev/null && command -v "$tool-restore" >/dev/null && echo "$tool"
+  done
 }
+IPTABLES_TABLES=(filter nat mangle raw)
 
 sysctl_path() { echo "/proc/sys/${1//.//}"; }
 

@@ -11,7 +11,17 @@
 #
 # A run that fails on the way up tears down what it started. Then:
 #   export KUBECONFIG=$CLUSTER_DIR/admin.kubeconfig
+#
+# On a shared machine it holds no door open to the other local users: the
+# work dir is root's alone (0700; keys and kubeconfigs 0600), etcd answers
+# only TLS clients with a certificate of its own CA, on 127.0.0.1, and the
+# API server and kubelet listen on the cluster's bridge address (NODE_IP)
+# and on loopback, never on the host's routable address.
 set -euo pipefail
+# What this script writes (keys, kubeconfigs, configs) is root's alone; the
+# daemons it starts get the usual 022 (start), as the containers' files must
+# be readable by the users the containers run as.
+umask 077
 # shellcheck source=hack/cluster/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -35,18 +45,38 @@ if ip link show "$BRIDGE" >/dev/null 2>&1; then
   clog "the bridge $BRIDGE exists but no cluster says it owns it; remove it (ip link del $BRIDGE) or run down.sh with its CLUSTER_DIR"
   exit 1
 fi
+# Another kube-proxy on this machine would share (and rewrite) the chains
+# ours writes, and down.sh could not tell its rules from ours.
+for chain in KUBE-SERVICES KUBE-POSTROUTING; do
+  if iptables -t nat -S "$chain" >/dev/null 2>&1; then
+    clog "the iptables chain $chain (nat) exists: another kube-proxy runs on this machine, or one left it; this cluster's kube-proxy would rewrite it. Stop that cluster (or remove what it left: kube-proxy --cleanup) first"
+    exit 1
+  fi
+done
+for table in raw filter; do
+  if iptables -t "$table" -S SLUICE-E2E >/dev/null 2>&1; then
+    clog "the iptables chain SLUICE-E2E ($table) exists but no cluster says it owns it: remove it and the rules that jump to it (iptables -t $table -S | grep SLUICE-E2E)"
+    exit 1
+  fi
+done
+# The work dir holds every key of the cluster: root's, and no one else's.
+if [[ -L "$CLUSTER_DIR" ]] || { [[ -e "$CLUSTER_DIR" ]] && [[ "$(stat -c %u "$CLUSTER_DIR")" != 0 ]]; }; then
+  clog "$CLUSTER_DIR is a symbolic link or not owned by root: it would hold the cluster's keys; remove it or choose another CLUSTER_DIR"
+  exit 1
+fi
+mkdir -p "$CLUSTER_DIR"
+chmod 0700 "$CLUSTER_DIR"
 # What a cluster of this work dir left when the machine rebooted under it
 # (etcd's data, containerd's root): every run starts from nothing.
 if [[ -d "$CLUSTER_DIR" ]] && ! awk '{ print $2 }' /proc/mounts | grep -qF -- "$CLUSTER_DIR/"; then
   find "$CLUSTER_DIR" -mindepth 1 -maxdepth 1 ! -name logs ! -name logs.prev -exec rm -rf --one-file-system {} +
 fi
 
-HOST_IP="$(host_ip)"
-[[ -n "$HOST_IP" ]] || { clog "no IPv4 address on a default route: the API server needs one the pods can reach"; exit 1; }
 t0=$(date +%s%N)
 elapsed() { local ms=$((($(date +%s%N) - t0) / 1000000)); printf '%d.%ds' $((ms / 1000)) $((ms % 1000 / 100)); }
 
 mkdir -p "$run_dir" "$log_dir" "$state_dir" "$pki_dir"
+chmod 0700 "$run_dir" "$log_dir" "$state_dir" "$pki_dir"
 echo "$CLUSTER_DIR" >"$ACTIVE_MARKER"
 
 failed() {
@@ -70,19 +100,59 @@ for s in "${SYSCTLS[@]}"; do
 done
 ls -1 /run/netns 2>/dev/null >"$state_dir/netns.before" || true
 ls -1 /var/lib/cni/results 2>/dev/null >"$state_dir/cni-results.before" || true
+# Every iptables table as it is: down.sh removes the chains named like
+# kube-proxy's and the CNI plugins' (OWN_CHAINS_RE) that are not in it, and
+# the rules that jump to them; what was there stays, whatever its name.
+while read -r tool; do
+  for table in "${IPTABLES_TABLES[@]}"; do
+    "$tool-save" -t "$table" >"$state_dir/$tool-$table.before.tmp" 2>/dev/null &&
+      mv "$state_dir/$tool-$table.before.tmp" "$state_dir/$tool-$table.before" ||
+      rm -f "$state_dir/$tool-$table.before.tmp"
+  done
+done < <(iptables_tools)
 : >"$state_dir/created-dirs"
 for d in /run/netns /var/lib/cni /var/lib/kubelet /var/log/containers /run/containerd /run/mount; do
   [[ -e "$d" ]] || echo "$d" >>"$state_dir/created-dirs"
 done
-echo "$HOST_IP" >"$state_dir/host-ip"
+echo "$NODE_IP" >"$state_dir/node-ip"
+
+# --- The bridge, and the node's address on it. ------------------------------
+# The CNI bridge plugin takes the bridge as it finds it (its gateway address
+# is NODE_IP): the API server and kubelet can bind NODE_IP before any pod.
+ip link add "$BRIDGE" type bridge
+echo "$BRIDGE" >"$state_dir/created-links"
+ip addr add "$NODE_IP/${POD_CIDR#*/}" dev "$BRIDGE"
+ip link set "$BRIDGE" up
+# Only this host and its pods reach the node address, the pods and the
+# Services: a neighbour that routes them through this host gets nothing
+# (raw PREROUTING sees packets before kube-proxy's NAT and marks; what the
+# host itself sends doesn't pass it, and replies to the pods' masqueraded
+# connections come to the host's address).
+iptables -t raw -N SLUICE-E2E
+iptables -t raw -A SLUICE-E2E -i lo -j RETURN
+iptables -t raw -A SLUICE-E2E -i "$BRIDGE" -j RETURN
+iptables -t raw -A SLUICE-E2E -m comment --comment "$CLUSTER_NAME: only this host and its pods" -j DROP
+for net in "$POD_CIDR" "$SERVICE_CIDR"; do
+  iptables -t raw -I PREROUTING -d "$net" -m comment --comment "$CLUSTER_NAME: only this host and its pods" -j SLUICE-E2E
+done
+# And what the host or a pod sends to a Service address that kube-proxy
+# has not made a rule for (yet: it syncs about a second after a change) is
+# refused here, not sent on to the host's network: a client that waits for
+# a new Service to take connections waits for kube-proxy's rule, not for
+# whatever answers on the far side of the default route.
+iptables -N SLUICE-E2E
+iptables -A SLUICE-E2E -m comment --comment "$CLUSTER_NAME: no Service at this address (yet)" -j REJECT
+for chain in FORWARD OUTPUT; do
+  iptables -I "$chain" -d "$SERVICE_CIDR" -m comment --comment "$CLUSTER_NAME: Service addresses stay on this host" -j SLUICE-E2E
+done
 
 # --- Certificates and kubeconfigs. ----------------------------------------
-cert() { # cert NAME SUBJECT EXTENSIONS
-  local name="$1" subj="$2" ext="$3"
+cert() { # cert NAME SUBJECT EXTENSIONS, signed by pki/$CA.crt (default ca)
+  local name="$1" subj="$2" ext="$3" ca="${CA:-ca}"
   openssl ecparam -name prime256v1 -genkey -noout -out "$pki_dir/$name.key" 2>/dev/null
   openssl req -new -key "$pki_dir/$name.key" -subj "$subj" -out "$pki_dir/$name.csr" 2>/dev/null
   printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n%s\n' "$ext" >"$pki_dir/$name.ext"
-  openssl x509 -req -in "$pki_dir/$name.csr" -CA "$pki_dir/ca.crt" -CAkey "$pki_dir/ca.key" -CAcreateserial \
+  openssl x509 -req -in "$pki_dir/$name.csr" -CA "$pki_dir/$ca.crt" -CAkey "$pki_dir/$ca.key" -CAcreateserial \
     -days 30 -sha256 -extfile "$pki_dir/$name.ext" -out "$pki_dir/$name.crt" 2>/dev/null
   rm -f "$pki_dir/$name.csr" "$pki_dir/$name.ext"
 }
@@ -94,7 +164,7 @@ kind: Config
 clusters:
 - name: $CLUSTER_NAME
   cluster:
-    server: https://$HOST_IP:$APISERVER_PORT
+    server: https://$NODE_IP:$APISERVER_PORT
     certificate-authority-data: $(base64 -w0 "$pki_dir/ca.crt")
 users:
 - name: $name
@@ -107,13 +177,26 @@ contexts:
 current-context: $CLUSTER_NAME
 EOF
 }
-openssl ecparam -name prime256v1 -genkey -noout -out "$pki_dir/ca.key" 2>/dev/null
-openssl req -x509 -new -key "$pki_dir/ca.key" -subj "/CN=$CLUSTER_NAME-ca" -days 30 -sha256 -out "$pki_dir/ca.crt" \
-  -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
+ca() { # ca NAME: a self-signed CA in pki/NAME.{crt,key}
+  openssl ecparam -name prime256v1 -genkey -noout -out "$pki_dir/$1.key" 2>/dev/null
+  openssl req -x509 -new -key "$pki_dir/$1.key" -subj "/CN=$CLUSTER_NAME-$1" -days 30 -sha256 -out "$pki_dir/$1.crt" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
+}
+chmod 0700 "$pki_dir"
+ca ca
+# etcd trusts a CA of its own: the cluster's CA also signs what the
+# controller-manager's CSR signers approve, and etcd's clients are root.
+ca etcd-ca
+# (clientAuth too: etcd's gRPC gateway calls etcd with it.)
+CA=etcd-ca cert etcd-server "/CN=etcd-server" "extendedKeyUsage=serverAuth,clientAuth
+subjectAltName=IP:127.0.0.1,DNS:localhost"
+CA=etcd-ca cert etcd-peer "/CN=etcd-peer" "extendedKeyUsage=serverAuth,clientAuth
+subjectAltName=IP:127.0.0.1,DNS:localhost"
+CA=etcd-ca cert apiserver-etcd-client "/CN=kube-apiserver-etcd-client" "extendedKeyUsage=clientAuth"
 cert apiserver "/CN=kube-apiserver" "extendedKeyUsage=serverAuth
-subjectAltName=IP:$HOST_IP,IP:$KUBERNETES_SERVICE_IP,IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+subjectAltName=IP:$NODE_IP,IP:$KUBERNETES_SERVICE_IP,IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
 cert kubelet-serving "/CN=$NODE_NAME" "extendedKeyUsage=serverAuth
-subjectAltName=IP:$HOST_IP,DNS:$NODE_NAME"
+subjectAltName=IP:$NODE_IP,DNS:$NODE_NAME"
 cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "extendedKeyUsage=clientAuth"
 cert admin "/O=system:masters/CN=$CLUSTER_NAME-admin" "extendedKeyUsage=clientAuth"
 cert kubelet "/O=system:nodes/CN=system:node:$NODE_NAME" "extendedKeyUsage=clientAuth"
@@ -122,13 +205,18 @@ cert kube-scheduler "/CN=system:kube-scheduler" "extendedKeyUsage=clientAuth"
 cert kube-proxy "/CN=system:kube-proxy" "extendedKeyUsage=clientAuth"
 openssl genrsa -out "$pki_dir/sa.key" 2048 2>/dev/null
 openssl rsa -in "$pki_dir/sa.key" -pubout -out "$pki_dir/sa.pub" 2>/dev/null
-chmod 600 "$pki_dir"/*.key
+rm -f "$pki_dir"/*.srl
 for n in admin kubelet kube-controller-manager kube-scheduler kube-proxy; do kubeconfig "$n"; done
+# umask 077 made them so; say it, whatever made them.
+chmod 0600 "$pki_dir"/* "$CLUSTER_DIR"/*.kubeconfig
 
-start() { # start NAME COMMAND...: in its own session, logging to logs/NAME.log, without the cluster lock
+start() { # start NAME COMMAND...: in its own session, logging to logs/NAME.log, without the cluster lock, umask 022
   local name="$1"
   shift
-  setsid "$@" >"$log_dir/$name.log" 2>&1 </dev/null {SLUICE_CLUSTER_LOCK_FD}>&- &
+  (
+    umask 022
+    exec setsid "$@" >"$log_dir/$name.log" 2>&1 </dev/null {SLUICE_CLUSTER_LOCK_FD}>&-
+  ) &
   echo $! >"$run_dir/$name.pid"
 }
 wait_for() { # wait_for WHAT SECONDS COMMAND...
@@ -144,15 +232,24 @@ wait_for() { # wait_for WHAT SECONDS COMMAND...
 k() { "$kubectl" --kubeconfig "$admin_kubeconfig" "$@"; }
 
 # --- Control plane. -------------------------------------------------------
+# etcd: TLS only, on 127.0.0.1, for clients (and its peer port) with a
+# certificate of etcd-ca: the API server's.
 start etcd "$CLUSTER_K8S_BIN/etcd" --name "$CLUSTER_NAME" --data-dir "$CLUSTER_DIR/etcd" \
-  --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
-  --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-  --initial-cluster "$CLUSTER_NAME=http://127.0.0.1:$ETCD_PEER_PORT" --unsafe-no-fsync --quota-backend-bytes 2147483648
-wait_for etcd 30 curl -sf "http://127.0.0.1:$ETCD_PORT/health"
+  --listen-client-urls "https://127.0.0.1:$ETCD_PORT" --advertise-client-urls "https://127.0.0.1:$ETCD_PORT" \
+  --listen-peer-urls "https://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "https://127.0.0.1:$ETCD_PEER_PORT" \
+  --initial-cluster "$CLUSTER_NAME=https://127.0.0.1:$ETCD_PEER_PORT" \
+  --cert-file "$pki_dir/etcd-server.crt" --key-file "$pki_dir/etcd-server.key" \
+  --client-cert-auth --trusted-ca-file "$pki_dir/etcd-ca.crt" \
+  --peer-cert-file "$pki_dir/etcd-peer.crt" --peer-key-file "$pki_dir/etcd-peer.key" \
+  --peer-client-cert-auth --peer-trusted-ca-file "$pki_dir/etcd-ca.crt" \
+  --unsafe-no-fsync --quota-backend-bytes 2147483648
+wait_for etcd 30 curl -sf --cacert "$pki_dir/etcd-ca.crt" --cert "$pki_dir/apiserver-etcd-client.crt" \
+  --key "$pki_dir/apiserver-etcd-client.key" "https://127.0.0.1:$ETCD_PORT/health"
 
 start kube-apiserver "$CLUSTER_K8S_BIN/kube-apiserver" \
-  --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
-  --bind-address "$HOST_IP" --advertise-address "$HOST_IP" --secure-port "$APISERVER_PORT" \
+  --etcd-servers "https://127.0.0.1:$ETCD_PORT" --etcd-cafile "$pki_dir/etcd-ca.crt" \
+  --etcd-certfile "$pki_dir/apiserver-etcd-client.crt" --etcd-keyfile "$pki_dir/apiserver-etcd-client.key" \
+  --bind-address "$NODE_IP" --advertise-address "$NODE_IP" --secure-port "$APISERVER_PORT" \
   --tls-cert-file "$pki_dir/apiserver.crt" --tls-private-key-file "$pki_dir/apiserver.key" \
   --client-ca-file "$pki_dir/ca.crt" \
   --kubelet-client-certificate "$pki_dir/apiserver-kubelet-client.crt" \
@@ -200,6 +297,9 @@ state = "$run_dir/containerd"
   path = "$CLUSTER_DIR/containerd/opt"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$pause_image"
+  # kubectl exec and logs: on loopback only (kubelet proxies them).
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
   # These machines lack CAP_SYS_RESOURCE: without this every sandbox fails
   # with "runc create failed: ... can't get final child's PID from pipe".
   restrict_oom_score_adj = true
@@ -268,7 +368,7 @@ done
 cat >"$CLUSTER_DIR/kubelet/config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: $HOST_IP
+address: $NODE_IP
 port: 10250
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
@@ -299,7 +399,7 @@ serializeImagePulls: false
 EOF
 start kubelet "$CLUSTER_BIN/kubelet" --config "$CLUSTER_DIR/kubelet/config.yaml" \
   --kubeconfig "$CLUSTER_DIR/kubelet.kubeconfig" --root-dir "$CLUSTER_DIR/kubelet" \
-  --cert-dir "$pki_dir" --hostname-override "$NODE_NAME" --node-ip "$HOST_IP"
+  --cert-dir "$pki_dir" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP"
 
 cat >"$CLUSTER_DIR/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
@@ -328,9 +428,12 @@ sed -e "s#__COREDNS_IMAGE__#$coredns_image#g" -e "s#__DNS_SERVICE_IP__#$DNS_SERV
   "$(dirname "${BASH_SOURCE[0]}")/manifests/coredns.yaml" | k apply -f - >/dev/null
 # No storage provisioner: hostPath PersistentVolumes without a class, which
 # claims without a class bind to (a StatefulSet's volumeClaimTemplates).
+# Each is the Redis pods' user's alone (REDIS_UID), as a provisioner would
+# make it; kubelet applies no fsGroup to hostPath volumes.
 for i in $(seq 0 "$((${CLUSTER_PVS:-8} - 1))"); do
   mkdir -p "$CLUSTER_DIR/volumes/pv-$i"
-  chmod 1777 "$CLUSTER_DIR/volumes/pv-$i"
+  chown "$REDIS_UID:$REDIS_UID" "$CLUSTER_DIR/volumes/pv-$i"
+  chmod 0700 "$CLUSTER_DIR/volumes/pv-$i"
   cat <<EOF
 ---
 apiVersion: v1

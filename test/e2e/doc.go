@@ -8,6 +8,12 @@
 // `go test ./...`) the tests skip and say how to run them; make e2e sets
 // SLUICE_E2E_REQUIRED=1, under which a missing cluster fails instead.
 //
+// Before the journey, harness_test.go attacks the cluster itself as another
+// local user and as a neighbour on the network would (its keys, etcd, its
+// listening sockets, its volumes); after hack/cluster/down.sh, make e2e runs
+// TestAttackDownRemovesForeignRules on the iptables rules it planted before
+// up.sh, which down.sh must leave.
+//
 // The journey, one subtest per step, each printing how long it took:
 //
 //  1. helm install the chart as the README says, with only the image
