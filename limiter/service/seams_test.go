@@ -75,3 +75,49 @@ func TestAttackLeaseEntrySkipsOtherPolicies(t *testing.T) {
 		})
 	}
 }
+
+// zeroReservePolicies: 1000 tokens a minute per API key, reserved at the
+// check and settled at the end.
+const zeroReservePolicies = `
+apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: tokens, namespace: llm}
+spec:
+  domain: llm
+  descriptors: [{key: api_key}]
+  algorithm: TokenBucket
+  rate: {limit: 1000, period: 1h}
+  reserve: {expireAfter: 5m}
+`
+
+// The attack: x-max-tokens: 0. A check that reserves an estimate of 0
+// must still take a holding that its end settles at the actual cost;
+// otherwise the tokens it spends are never charged and the key buys
+// unlimited tokens.
+func TestAttackZeroReservationIsNeverCharged(t *testing.T) {
+	for name, newStore := range memoryAndRedis() {
+		t.Run(name, func(t *testing.T) {
+			svc := lifetimeService(t, newStore(t), zeroReservePolicies)
+			d := desc("api_key", "mallory")
+			d.HitsAddend, d.HasHitsAddend = 0, true
+			for i := range 2 {
+				r := call(t, svc, "llm", 0, d)
+				if r.OverLimit || r.Lease == "" {
+					t.Fatalf("check %d reserving 0: over limit %v, lease %q; want admitted with a lease to settle", i+1, r.OverLimit, r.Lease)
+				}
+				es := end(t, svc, r.Lease, 600, desc("api_key", "mallory"))
+				if len(es) != 1 || !es[0].Found || es[0].Cost != 600 {
+					t.Fatalf("settling check %d at 600: %+v, want the reservation found and settled at 600", i+1, es)
+				}
+			}
+			// 1200 tokens spent of 1000: the bucket owes 200, and admits
+			// nothing, an estimate of 0 included, until it has refilled.
+			if got := left(t, svc, "llm/tokens", desc("api_key", "mallory")); got != 0 {
+				t.Fatalf("tokens left %d after 1200 spent, want 0", got)
+			}
+			if r := call(t, svc, "llm", 0, d); !r.OverLimit || r.Lease != "" {
+				t.Fatalf("a third check reserving 0 with the bucket in debt: over limit %v, lease %q; want denied, holding nothing", r.OverLimit, r.Lease)
+			}
+		})
+	}
+}
