@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/limiter/service"
 	"github.com/sluice-dev/sluice/limiter/store"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
 )
@@ -117,6 +118,115 @@ func TestAttackZeroReservationIsNeverCharged(t *testing.T) {
 			}
 			if r := call(t, svc, "llm", 0, d); !r.OverLimit || r.Lease != "" {
 				t.Fatalf("a third check reserving 0 with the bucket in debt: over limit %v, lease %q; want denied, holding nothing", r.OverLimit, r.Lease)
+			}
+		})
+	}
+}
+
+// penaltyPolicy is a FixedWindow of 5 a minute per account that bans the
+// account for 30 days, with the penalty's settings in penalty.
+func penaltyPolicy(penalty string) string {
+	return `
+apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: calls, namespace: api}
+spec:
+  domain: api
+  descriptors: [{key: account}]
+  algorithm: FixedWindow
+  rate: {limit: 5, period: 1m}
+  penalty: {duration: 720h` + penalty + `}
+`
+}
+
+// penalized reports whether the account's next plain request is denied as
+// penalized.
+func penalized(t *testing.T, svc *service.Service, account string) bool {
+	t.Helper()
+	r := call(t, svc, "api", 1, desc("account", account))
+	return r.OverLimit && r.Reported.Penalized
+}
+
+// The attack: a client that can name another account sends one request
+// costing the whole limit while the account has used one unit. Its denial
+// is for its size, not for the account's traffic: it must not strike, even
+// with a penalty on the first strike.
+func TestAttackPenaltyStrikeFromOversizedCost(t *testing.T) {
+	for name, newStore := range memoryAndRedis() {
+		t.Run(name, func(t *testing.T) {
+			svc := lifetimeService(t, newStore(t), penaltyPolicy(", after: 1"))
+			if r := call(t, svc, "api", 1, desc("account", "victim")); r.OverLimit {
+				t.Fatalf("the victim's first request: %+v", r)
+			}
+			if r := call(t, svc, "api", 5, desc("account", "victim")); !r.OverLimit || r.Reported.Penalized {
+				t.Fatalf("a request of cost 5 with 4 left: over limit %v, penalized %v; want denied, not penalized", r.OverLimit, r.Reported.Penalized)
+			}
+			if penalized(t, svc, "victim") {
+				t.Fatal("the victim is banned for 30 days by one oversized request it never sent")
+			}
+			// The account's own traffic still strikes: 4 more units spend
+			// the window (the one above included), the next is a strike.
+			for range 3 {
+				call(t, svc, "api", 1, desc("account", "victim"))
+			}
+			if !penalized(t, svc, "victim") {
+				t.Fatal("a denial with nothing left did not strike")
+			}
+		})
+	}
+}
+
+// The attack: a priority's share denies low-priority requests of a shared
+// counter. Those denials are shedding, not abuse: they must never strike,
+// or batch traffic bans the key for every priority.
+func TestAttackPriorityShareDenialsStrike(t *testing.T) {
+	const policy = `
+apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: shed, namespace: api}
+spec:
+  domain: api
+  descriptors: [{key: account}]
+  algorithm: FixedWindow
+  rate: {limit: 10, period: 1m}
+  priority:
+    key: priority
+    levels: [{value: critical, share: 100}, {value: batch, share: 50}]
+    default: critical
+  penalty: {duration: 720h, after: 2}
+`
+	for name, newStore := range memoryAndRedis() {
+		t.Run(name, func(t *testing.T) {
+			svc := lifetimeService(t, newStore(t), policy)
+			batch := desc("account", "acme", "priority", "batch")
+			for i := range 8 {
+				r := call(t, svc, "api", 1, batch)
+				if want := i >= 5; r.OverLimit != want || r.Reported.Penalized {
+					t.Fatalf("batch request %d: over limit %v, penalized %v; want over limit %v (its share is 5 of 10), never penalized", i+1, r.OverLimit, r.Reported.Penalized, want)
+				}
+			}
+			if r := call(t, svc, "api", 1, desc("account", "acme", "priority", "critical")); r.OverLimit {
+				t.Fatalf("a critical request with 5 of 10 left: %+v (penalized %v); want admitted", r.Reported, r.Reported.Penalized)
+			}
+		})
+	}
+}
+
+// The attack: with after defaulting to 1, the first denial of a key bans
+// it, so two requests (one that spends the limit, one denied) ban any key a
+// client can name. after defaults to 3.
+func TestAttackPenaltyOnTheFirstDenialByDefault(t *testing.T) {
+	for name, newStore := range memoryAndRedis() {
+		t.Run(name, func(t *testing.T) {
+			svc := lifetimeService(t, newStore(t), penaltyPolicy(""))
+			if r := call(t, svc, "api", 5, desc("account", "victim")); r.OverLimit {
+				t.Fatalf("a request spending the limit: %+v", r)
+			}
+			for i := range 3 {
+				r := call(t, svc, "api", 1, desc("account", "victim"))
+				if want := i == 2; !r.OverLimit || r.Reported.Penalized != want {
+					t.Fatalf("denial %d: over limit %v, penalized %v; want the third denial to start the penalty (after defaults to 3)", i+1, r.OverLimit, r.Reported.Penalized)
+				}
 			}
 		})
 	}
