@@ -136,6 +136,9 @@ func applyFleet(snap *Snapshot, f *v1alpha1.LimiterFleet, where string) error {
 	if len(errs) > 0 {
 		return fmt.Errorf("%s (LimiterFleet %s/%s): %v", where, f.Namespace, f.Name, errs.ToAggregate())
 	}
+	if err := checkForwardAuthEntries(snap, f.Spec.ForwardAuth); err != nil {
+		return fmt.Errorf("%s (LimiterFleet %s/%s): %w", where, f.Namespace, f.Name, err)
+	}
 	if ignored := ignoredFleetFields(&f.Spec); len(ignored) > 0 {
 		slog.Info("A policy file's LimiterFleet configures only enforcement and forwardAuth; ignoring the rest",
 			"where", where, "fleet", f.Namespace+"/"+f.Name, "ignored", ignored)
