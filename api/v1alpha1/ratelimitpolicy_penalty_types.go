@@ -39,7 +39,10 @@ const (
 // sends meanwhile (spec.penalty): once the key is denied after times
 // within a window of within, it is denied for duration with its own
 // status and reason. The penalty is stored beside the key's counter (in
-// the same Redis Cluster slot) and expires by itself.
+// the same Redis Cluster slot) and expires by itself. The key it bans (the
+// policy's descriptor values) must come from the gateway's authenticated
+// identity or its own view of the client (such as Envoy's remote_address),
+// never from a client header: whoever can name a key can spend and strike it.
 type Penalty struct {
 	// duration is how long a penalized key is denied, as a Go duration from
 	// 1s to 720h (30 days), such as "10m".
