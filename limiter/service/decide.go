@@ -54,27 +54,30 @@ func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) 
 		if req.NoEnd {
 			ltp = nil
 		}
-		var dec Decision
-		if _, _, ok := leaseEntry(dom, d.Entries); ok {
+		var dec, ending Decision
+		_, _, ends := leaseEntry(dom, d.Entries)
+		if ends {
 			// The end of a request: it ends the holdings of the holding
 			// policies it matches, and every other policy it matches
 			// decides it as it decides any descriptor (a lease entry
 			// changes no other policy's decision).
-			ending := s.endDescriptor(ctx, l, dom, i, d.Entries, descriptorCost(req, d), resp)
-			dec = s.check(ctx, l, req.Domain, d.Entries, descriptorCost(req, d), req.IdempotencyKey, resp, endsHoldings)
-			if dec.Policy == nil && !dec.OverLimit {
-				dec.Policy, dec.Result, dec.Reason = ending.Policy, ending.Result, ending.Reason
-			}
-		} else {
-			dec = s.check(ctx, l, req.Domain, d.Entries, descriptorCost(req, d), req.IdempotencyKey, resp, ltp)
+			ending = s.endDescriptor(ctx, l, dom, i, d.Entries, descriptorCost(req, d), resp)
+			ltp = endsHoldings
 		}
+		dec = s.check(ctx, l, req.Domain, d.Entries, descriptorCost(req, d), req.IdempotencyKey, resp, ltp)
 		if stricter(dec.FailureMode, resp.FailureMode) {
 			resp.FailureMode = dec.FailureMode
 		}
 		resp.Replayed = resp.Replayed || dec.Result.Replayed
-		resp.Decisions = append(resp.Decisions, dec)
 		resp.OverLimit = resp.OverLimit || dec.OverLimit
 		resp.Reported.merge(&dec)
+		if ends && dec.Policy == nil && !dec.OverLimit {
+			// Nothing else matched: the descriptor's decision reports the
+			// first holding it ended (told to no client: it is not
+			// merged into Reported).
+			dec.Policy, dec.Result, dec.Reason = ending.Policy, ending.Result, ending.Reason
+		}
+		resp.Decisions = append(resp.Decisions, dec)
 	}
 	if lt != nil && len(lt.held) > 0 {
 		if resp.OverLimit {
