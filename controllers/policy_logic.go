@@ -86,6 +86,10 @@ func decideAcceptance(all []v1alpha1.RateLimitPolicy, tn tenancy) map[types.Name
 				"conflicts with the older policy %s/%s: same domain %q and descriptors", first.Namespace, first.Name, p.Spec.Domain)}
 			continue
 		}
+		if msg := tn.fleetEntryConflict(check, fleets); msg != "" {
+			out[key] = verdict{Reason: v1alpha1.ReservedEntryReason, Message: msg}
+			continue
+		}
 		if msg := entryConflict(check, fleets, domainPolicies); msg != "" {
 			out[key] = verdict{Reason: v1alpha1.ConflictReason, Message: msg}
 			continue
@@ -107,6 +111,24 @@ func entryConflict(p *v1alpha1.RateLimitPolicy, fleets []string, domainPolicies 
 			if msg := config.EntryConflict(&p.Spec, &o.Spec, o.Namespace+"/"+o.Name); msg != "" {
 				return "conflicts with the older policy " + o.Namespace + "/" + o.Name + ": " + msg
 			}
+		}
+	}
+	return ""
+}
+
+// fleetEntryConflict says why a fleet of fleets ("namespace/name"), which
+// allow p (defaulted), can't serve it: p counts on an entry the fleet
+// reserves, or names another lease entry or priority key
+// (config.FleetEntryConflict); "" when every fleet can.
+func (tn tenancy) fleetEntryConflict(p *v1alpha1.RateLimitPolicy, fleets []string) string {
+	for i := range tn.fleets {
+		f := &tn.fleets[i]
+		name := f.Namespace + "/" + f.Name
+		if f.Spec.Entries == nil || !slices.Contains(fleets, name) {
+			continue
+		}
+		if msg := config.FleetEntryConflict(f.Spec.Entries, name, &p.Spec); msg != "" {
+			return msg
 		}
 	}
 	return ""

@@ -99,3 +99,53 @@ func checkForwardAuthEntries(snap *Snapshot, mappings []v1alpha1.ForwardAuth) er
 	}
 	return nil
 }
+
+// FleetEntryConflict says why the policy of spec (defaulted) can't be
+// served by the fleet fleetName, which declares the entries e
+// (LimiterFleet spec.entries): it counts on a declared entry, or names
+// another lease entry or priority key than the fleet's. It returns "" when
+// it can be served, as always when e is nil.
+func FleetEntryConflict(e *v1alpha1.FleetEntries, fleetName string, spec *v1alpha1.RateLimitPolicySpec) string {
+	if e == nil {
+		return ""
+	}
+	declared := []struct {
+		name  *string
+		field string
+	}{{e.Lease, "spec.entries.lease"}, {e.Idempotency, "spec.entries.idempotency"}, {e.Priority, "spec.entries.priority"}}
+	for i, d := range spec.Descriptors {
+		for _, r := range declared {
+			if r.name != nil && d.Key == *r.name {
+				return fmt.Sprintf("spec.descriptors[%d].key %q is an entry that LimiterFleet %s reserves (%s): it steers the limiter and is never counted; use another key",
+					i, d.Key, fleetName, r.field)
+			}
+		}
+	}
+	if le, holds := spec.LeaseEntry(); holds && e.Lease != nil && le != *e.Lease {
+		return fmt.Sprintf("the policy's lease entry %q (spec.concurrency.leaseEntry or spec.reserve.leaseEntry, sluice_lease by default) is not the one LimiterFleet %s declares "+
+			"for its domains (spec.entries.lease: %q): set it to %q", le, fleetName, *e.Lease, *e.Lease)
+	}
+	if p := spec.Priority; p != nil {
+		if e.Priority != nil && p.Key != *e.Priority {
+			return fmt.Sprintf("spec.priority.key %q is not the priority entry LimiterFleet %s declares for its domains (spec.entries.priority: %q): set it to %q",
+				p.Key, fleetName, *e.Priority, *e.Priority)
+		}
+		for _, r := range declared[:2] {
+			if r.name != nil && p.Key == *r.name {
+				return fmt.Sprintf("spec.priority.key %q is an entry that LimiterFleet %s reserves (%s): use another key", p.Key, fleetName, r.field)
+			}
+		}
+	}
+	return ""
+}
+
+// checkFleetEntries refuses snap's policies that a policy file's
+// LimiterFleet, named fleetName, can't serve (FleetEntryConflict).
+func checkFleetEntries(snap *Snapshot, e *v1alpha1.FleetEntries, fleetName string) error {
+	for _, p := range snap.Policies {
+		if msg := FleetEntryConflict(e, fleetName, &p.Spec); msg != "" {
+			return fmt.Errorf("%s: %s", p.ID(), msg)
+		}
+	}
+	return nil
+}
