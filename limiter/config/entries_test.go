@@ -132,3 +132,28 @@ spec:
 		t.Fatalf("priority from the host: %v", err)
 	}
 }
+
+// A policy file's LimiterFleet declares the entries that steer the
+// limiter; the policies must agree with it, or the file is refused.
+func TestFleetEntriesInAPolicyFile(t *testing.T) {
+	const fleet = `---
+apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: LimiterFleet
+metadata: {name: edge, namespace: sluice-system}
+spec:
+  entries: {lease: sluice_lease, idempotency: idem, priority: prio}
+`
+	if _, err := config.Parse("ok.yaml", []byte(sharedDomain("sluice_lease")+fleet)); err != nil {
+		t.Fatalf("policies that agree with the fleet's entries: %v", err)
+	}
+	_, err := config.Parse("bad.yaml", []byte(sharedDomain("b_lease")+fleet))
+	want := `tenant-b/in-flight: the policy's lease entry "b_lease" (spec.concurrency.leaseEntry or spec.reserve.leaseEntry, sluice_lease by default) is not the one LimiterFleet sluice-system/edge declares for its domains (spec.entries.lease: "sluice_lease")`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want one that says %q", err, want)
+	}
+	_, err = config.Parse("bad.yaml", []byte(strings.Replace(sharedDomain("sluice_lease"), "key: user_id", "key: idem", 1)+fleet))
+	want = `tenant-a/per-user: spec.descriptors[0].key "idem" is an entry that LimiterFleet sluice-system/edge reserves (spec.entries.idempotency)`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want one that says %q", err, want)
+	}
+}
