@@ -1,10 +1,12 @@
 package service_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/service"
 	"github.com/sluice-dev/sluice/limiter/store"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
@@ -226,6 +228,47 @@ func TestAttackPenaltyOnTheFirstDenialByDefault(t *testing.T) {
 				r := call(t, svc, "api", 1, desc("account", "victim"))
 				if want := i == 2; !r.OverLimit || r.Reported.Penalized != want {
 					t.Fatalf("denial %d: over limit %v, penalized %v; want the third denial to start the penalty (after defaults to 3)", i+1, r.OverLimit, r.Reported.Penalized)
+				}
+			}
+		})
+	}
+}
+
+// A request refused before it is decided (here a malformed lease entry in
+// a domain whose Concurrency policy names it) strikes no penalty, whether
+// it is answered with an error or with a denial: only a decision by the
+// key's own counter strikes.
+func TestRefusedRequestIsNoStrike(t *testing.T) {
+	policies := penaltyPolicy(", after: 1") + `---
+apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: inflight, namespace: api}
+spec:
+  domain: api
+  descriptors: [{key: account}, {key: op, value: stream}]
+  algorithm: Concurrency
+  concurrency: {maxInFlight: 2}
+`
+	for name, newStore := range memoryAndRedis() {
+		t.Run(name, func(t *testing.T) {
+			svc := lifetimeService(t, newStore(t), policies)
+			if r := call(t, svc, "api", 5, desc("account", "acme")); r.OverLimit {
+				t.Fatalf("spending the minute: %+v", r)
+			}
+			for range 3 {
+				req := &service.Request{Domain: "api", Descriptors: []service.Descriptor{desc("account", "acme", "sluice_lease", "not-a-lease")}}
+				resp, err := svc.Decide(context.Background(), req)
+				if err == nil && (!resp.OverLimit || resp.Reported.Penalized) {
+					t.Fatalf("a malformed lease: %+v, want refused (an error or a denial), not penalized", resp)
+				}
+			}
+			st, err := svc.Peek(context.Background(), "api", []config.Entry{{Key: "account", Value: "acme"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range st {
+				if p.Penalized {
+					t.Fatalf("status %+v: refused requests struck the key", st)
 				}
 			}
 		})
