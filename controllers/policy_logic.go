@@ -31,7 +31,9 @@ type verdict struct {
 // domain (fleetAllows), and no older policy that one of those fleets also
 // allows has the same domain and descriptors. Older means created earlier,
 // then by namespace/name, so the outcome does not depend on list order.
-// Policies being deleted take no part. Pure, so both controllers agree
+// Nor may an entry it counts on be the lease entry of an older one of the
+// domain, or the other way round (config.EntryConflict): a lease entry
+// applies to the whole domain. Policies being deleted take no part. Pure, so both controllers agree
 // without reading each other's status.
 func decideAcceptance(all []v1alpha1.RateLimitPolicy, tn tenancy) map[types.NamespacedName]verdict {
 	live := make([]*v1alpha1.RateLimitPolicy, 0, len(all))
@@ -50,6 +52,9 @@ func decideAcceptance(all []v1alpha1.RateLimitPolicy, tn tenancy) map[types.Name
 	// owner: the accepted policy of each signature, in each fleet that
 	// allows it; allowed: the fleets of each namespace and domain.
 	owner := map[string]*v1alpha1.RateLimitPolicy{}
+	// domainPolicies: the accepted policies (defaulted) of each domain, in
+	// each fleet that allows them.
+	domainPolicies := map[string][]*v1alpha1.RateLimitPolicy{}
 	allowed := map[[2]string][]string{}
 	for _, p := range live {
 		key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
@@ -81,12 +86,52 @@ func decideAcceptance(all []v1alpha1.RateLimitPolicy, tn tenancy) map[types.Name
 				"conflicts with the older policy %s/%s: same domain %q and descriptors", first.Namespace, first.Name, p.Spec.Domain)}
 			continue
 		}
+		if msg := tn.fleetEntryConflict(check, fleets); msg != "" {
+			out[key] = verdict{Reason: v1alpha1.ReservedEntryReason, Message: msg}
+			continue
+		}
+		if msg := entryConflict(check, fleets, domainPolicies); msg != "" {
+			out[key] = verdict{Reason: v1alpha1.ConflictReason, Message: msg}
+			continue
+		}
 		for _, f := range fleets {
 			owner[f+"\x00"+sig] = p
+			domainPolicies[f+"\x00"+p.Spec.Domain] = append(domainPolicies[f+"\x00"+p.Spec.Domain], check)
 		}
 		out[key] = verdict{Accepted: true, Reason: v1alpha1.AcceptedReason, Message: "the policy is valid, its domain is allowed for its namespace, and it has no conflict"}
 	}
 	return out
+}
+
+// entryConflict says why p (defaulted) can't share its domain with the
+// older accepted policies of the fleets that allow it, or "".
+func entryConflict(p *v1alpha1.RateLimitPolicy, fleets []string, domainPolicies map[string][]*v1alpha1.RateLimitPolicy) string {
+	for _, f := range fleets {
+		for _, o := range domainPolicies[f+"\x00"+p.Spec.Domain] {
+			if msg := config.EntryConflict(&p.Spec, &o.Spec, o.Namespace+"/"+o.Name); msg != "" {
+				return "conflicts with the older policy " + o.Namespace + "/" + o.Name + ": " + msg
+			}
+		}
+	}
+	return ""
+}
+
+// fleetEntryConflict says why a fleet of fleets ("namespace/name"), which
+// allow p (defaulted), can't serve it: p counts on an entry the fleet
+// reserves, or names another lease entry or priority key
+// (config.FleetEntryConflict); "" when every fleet can.
+func (tn tenancy) fleetEntryConflict(p *v1alpha1.RateLimitPolicy, fleets []string) string {
+	for i := range tn.fleets {
+		f := &tn.fleets[i]
+		name := f.Namespace + "/" + f.Name
+		if f.Spec.Entries == nil || !slices.Contains(fleets, name) {
+			continue
+		}
+		if msg := config.FleetEntryConflict(f.Spec.Entries, name, &p.Spec); msg != "" {
+			return msg
+		}
+	}
+	return ""
 }
 
 // verdictCache remembers each domain's verdicts for one set of policy

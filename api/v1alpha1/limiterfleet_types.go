@@ -151,6 +151,12 @@ type LimiterFleetSpec struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
 	Clients []FleetClient `json:"clients,omitempty"`
+
+	// entries names the descriptor entries that steer the limiters (lease,
+	// idempotency, priority) once for every domain the fleet serves; see
+	// FleetEntries.
+	// +optional
+	Entries *FleetEntries `json:"entries,omitempty"`
 }
 
 // DescriptorValues says how reported descriptor values are shown.

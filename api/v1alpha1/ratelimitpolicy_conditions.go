@@ -83,4 +83,9 @@ const (
 	// to use its domain, so no fleet serves it; the message names the
 	// domain and what would allow it.
 	DomainNotAllowedReason = "DomainNotAllowed"
+	// ReservedEntryReason: a fleet that serves the policy declares the
+	// entries that steer the limiters (spec.entries), and the policy
+	// counts on one of them or names another lease entry or priority key;
+	// the message names the fleet, the entry and the field.
+	ReservedEntryReason = "ReservedEntry"
 )

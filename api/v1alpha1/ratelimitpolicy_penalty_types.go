@@ -26,7 +26,7 @@ import (
 const (
 	MinPenaltyDuration           = time.Second
 	MaxPenaltyDuration           = 30 * 24 * time.Hour // 720h
-	DefaultPenaltyAfter    int32 = 1
+	DefaultPenaltyAfter    int32 = 3
 	MaxPenaltyAfter        int32 = 1000
 	DefaultPenaltyWithin         = time.Minute
 	DefaultPenaltyStatus   int32 = 403
@@ -39,7 +39,10 @@ const (
 // sends meanwhile (spec.penalty): once the key is denied after times
 // within a window of within, it is denied for duration with its own
 // status and reason. The penalty is stored beside the key's counter (in
-// the same Redis Cluster slot) and expires by itself.
+// the same Redis Cluster slot) and expires by itself. The key it bans (the
+// policy's descriptor values) must come from the gateway's authenticated
+// identity or its own view of the client (such as Envoy's remote_address),
+// never from a client header: whoever can name a key can spend and strike it.
 type Penalty struct {
 	// duration is how long a penalized key is denied, as a Go duration from
 	// 1s to 720h (30 days), such as "10m".
@@ -50,9 +53,14 @@ type Penalty struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('1s') && duration(self) <= duration('720h'))",message="duration must be between 1s and 720h (30 days)"
 	Duration metav1.Duration `json:"duration"`
 
-	// after is how many denials of the key within the window start a
-	// penalty, from 1 to 1000. Defaults to 1: the first denial.
+	// after is how many strikes of the key within the window start a
+	// penalty, from 1 to 1000. Defaults to 3. A strike is a denial that the
+	// key's own traffic made: of a cost above 0, when the counter had not
+	// one unit left, at the full capacity. A cost above what remains, a
+	// denial by a priority's share (spec.priority) and a request refused
+	// before it is decided are never strikes.
 	// +optional
+	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000
 	After *int32 `json:"after,omitempty"`
@@ -88,7 +96,7 @@ type Penalty struct {
 	Reason *string `json:"reason,omitempty"`
 }
 
-// EffectiveAfter returns after, or 1 when unset.
+// EffectiveAfter returns after, or 3 when unset.
 func (p *Penalty) EffectiveAfter() int32 {
 	if p.After == nil {
 		return DefaultPenaltyAfter

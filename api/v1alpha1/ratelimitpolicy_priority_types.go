@@ -33,7 +33,11 @@ const (
 type PriorityShedding struct {
 	// key is the descriptor entry that carries a request's priority, such
 	// as "priority". It is not one of spec.descriptors' keys: all
-	// priorities share the policy's counters.
+	// priorities share the policy's counters. A priority is a privilege:
+	// the gateway must fill this entry from the caller's authenticated
+	// identity, never from a client header (forward-auth refuses a mapping
+	// that fills it from a header). Denials by a level's share are never a
+	// penalty's strikes.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253

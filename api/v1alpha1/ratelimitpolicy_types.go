@@ -244,7 +244,10 @@ type ConcurrencyLimit struct {
 	// leaseEntry is the descriptor entry key whose value is a lease ID: a
 	// descriptor that carries it releases that lease instead of taking a
 	// slot (Envoy's call at stream end, with the ID the check answered in
-	// its dynamic metadata). Defaults to sluice_lease.
+	// its dynamic metadata); every other policy still decides it. It applies
+	// to the whole domain: a policy whose lease entry is a key another policy
+	// of the domain counts on (descriptors, priority.key), or the reverse,
+	// is not accepted (Conflict). Defaults to sluice_lease.
 	// +optional
 	// +kubebuilder:default=sluice_lease
 	// +kubebuilder:validation:MinLength=1
@@ -267,8 +270,10 @@ type Reserve struct {
 
 	// leaseEntry is the descriptor entry key whose value is a reservation
 	// ID: a descriptor that carries it settles that reservation at its cost
-	// (hits_addend) instead of reserving (Envoy's call at stream end).
-	// Defaults to sluice_lease.
+	// (hits_addend) instead of reserving (Envoy's call at stream end);
+	// every other policy still decides it. It applies to the whole domain,
+	// as concurrency.leaseEntry does. An estimate (the check's cost) of 0
+	// reserves 1 unit. Defaults to sluice_lease.
 	// +optional
 	// +kubebuilder:default=sluice_lease
 	// +kubebuilder:validation:MinLength=1

@@ -188,8 +188,9 @@ func withPenalty(l algo.Limit, d time.Duration, after int64, within time.Duratio
 	return l
 }
 
-// PenaltyCases are penalties: denials (of a cost above 0) count as
-// strikes within a window from the first; the After-th penalizes the key
+// PenaltyCases are penalties: denials count as strikes
+// (algo.Limit.Strikes: of a cost above 0, with no unit left, at the full
+// capacity) within a window from the first; the After-th penalizes the key
 // for Duration, during which everything it sends is denied and its
 // counter is left alone; the next count starts when the penalty ends.
 var PenaltyCases = []Case{
@@ -202,7 +203,7 @@ var PenaltyCases = []Case{
 			{At: 10 * s, Cost: 1, Allowed: false, Remaining: 0, Reset: 50 * s, Retry: 50 * s}, // strike 1, the count from 10s
 			{At: 20 * s, Cost: 0, Allowed: true, Remaining: 0, Reset: 40 * s},                 // a peek is no strike
 			{At: 30 * s, Cost: 1, Allowed: false, Remaining: 0, Reset: 30 * s, Retry: 30 * s}, // strike 2
-			{At: 65 * s, Cost: 1, Allowed: true, Remaining: 1, Reset: 55 * s},                 // a new window
+			{At: 65 * s, Cost: 2, Allowed: true, Remaining: 0, Reset: 55 * s},                 // a new window
 			// Strike 3 within a minute of the first: penalized until 369s.
 			{At: 69 * s, Cost: 2, Allowed: false, Remaining: 0, Reset: 5 * time.Minute, Retry: 5 * time.Minute, Penalized: true},
 			{At: 70 * s, Cost: 1, Allowed: false, Remaining: 0, Reset: 299 * s, Retry: 299 * s, Penalized: true},
@@ -211,10 +212,25 @@ var PenaltyCases = []Case{
 			// The penalty ended, the counter was left alone: the window of
 			// 360s holds nothing.
 			{At: 369 * s, Cost: 1, Allowed: true, Remaining: 1, Reset: 51 * s},
-			{At: 370 * s, Cost: 2, Allowed: false, Remaining: 1, Reset: 50 * s, Retry: 50 * s},                    // strike 1 of the count from 369s
-			{At: 430 * s, Cost: 5, Allowed: false, Remaining: 2, Reset: 50 * s, Retry: algo.Never},                // that count ended at 429s: strike 1 again
-			{At: 431 * s, Cost: 3, Allowed: false, Remaining: 2, Reset: 49 * s, Retry: algo.Never},                // strike 2
-			{At: 489 * s, Cost: 3, Allowed: false, Remaining: 0, Reset: 300 * s, Retry: 300 * s, Penalized: true}, // strike 3 at 59s
+			{At: 370 * s, Cost: 2, Allowed: false, Remaining: 1, Reset: 50 * s, Retry: 50 * s}, // a cost above what remains: no strike
+			{At: 371 * s, Cost: 1, Allowed: true, Remaining: 0, Reset: 49 * s},
+			{At: 372 * s, Cost: 1, Allowed: false, Remaining: 0, Reset: 48 * s, Retry: 48 * s},     // strike 1 of the count from 369s, the penalty's end
+			{At: 430 * s, Cost: 5, Allowed: false, Remaining: 2, Reset: 50 * s, Retry: algo.Never}, // a cost above the capacity: no strike
+			{At: 430 * s, Cost: 2, Allowed: true, Remaining: 0, Reset: 50 * s},
+			{At: 431 * s, Cost: 1, Allowed: false, Remaining: 0, Reset: 49 * s, Retry: 49 * s},                    // that count ended at 429s: strike 1 again
+			{At: 432 * s, Cost: 1, Allowed: false, Remaining: 0, Reset: 48 * s, Retry: 48 * s},                    // strike 2
+			{At: 433 * s, Cost: 1, Allowed: false, Remaining: 0, Reset: 300 * s, Retry: 300 * s, Penalized: true}, // strike 3
+		},
+	},
+	{
+		Name:  "FixedWindow 2/min, 10s penalty on the first denial, priorities",
+		Limit: withPenalty(limit(algo.FixedWindow, 2, time.Minute, 0), 10*s, 1, time.Minute),
+		Steps: []Step{
+			{At: 0, Cost: 1, Allowed: true, Remaining: 1, Reset: 60 * s},
+			{At: s, Cost: 1, Reserve: 1, Allowed: false, Remaining: 0, Reset: 59 * s, Retry: 59 * s}, // a priority share's denial: no strike
+			{At: 2 * s, Cost: 1, Allowed: true, Remaining: 0, Reset: 58 * s},
+			{At: 3 * s, Cost: 1, Reserve: 1, Allowed: false, Remaining: 0, Reset: 57 * s, Retry: 57 * s}, // nor with nothing left
+			{At: 4 * s, Cost: 1, Allowed: false, Remaining: 0, Reset: 10 * s, Retry: 10 * s, Penalized: true},
 		},
 	},
 	{
@@ -239,7 +255,7 @@ var PenaltyCases = []Case{
 func RunFeaturesTogether(t *testing.T, a, b NewStore, steps int) {
 	limits := []algo.Limit{
 		withPenalty(calendar(6, algo.Day, "Australia/Lord_Howe"), 2*time.Hour, 2, 3*time.Hour),
-		withPenalty(limit(algo.TokenBucket, 5, 2*s, 5), 1500*ms, 2, s),
+		withPenalty(limit(algo.TokenBucket, 5, 10*s, 5), 1500*ms, 2, 5*s),
 	}
 	for i, lim := range limits {
 		t.Run(lim.Algorithm.String(), func(t *testing.T) {
@@ -261,7 +277,10 @@ func RunFeaturesTogether(t *testing.T, a, b NewStore, steps int) {
 				clock.Set(now)
 				req := store.Request{Key: keys[rng.IntN(len(keys))], Limit: lim, Cost: int64(rng.IntN(4)),
 					Idempotency: idem[rng.IntN(len(idem))]}
-				req.Limit.Reserve = int64(rng.IntN(3))
+				if rng.IntN(2) == 0 {
+					// Half at the full capacity, which alone strikes.
+					req.Limit.Reserve = int64(rng.IntN(3))
+				}
 				ra, errA := sa.Take(context.Background(), req)
 				rb, errB := sb.Take(context.Background(), req)
 				if errA != nil || errB != nil {

@@ -40,8 +40,21 @@ func (p Penalty) Penalized(s PenaltyState, present bool, now time.Time) (Result,
 	return Result{ResetAfter: left, RetryAfter: left, Penalized: true}, true
 }
 
-// Strike counts a denial r at now (the caller strikes only denials of a
-// cost above 0): a new count starts unless one started within Within
+// Strikes reports whether a decision r of cost under l is a strike: a
+// denial that the key's own traffic could have made, and that no request
+// could have avoided. It must be a denial of a cost above 0 (peeks strike
+// nothing) with nothing left on the counter for even one unit (Remaining
+// 0): a cost above what remains is refused for its size, not for the
+// key's traffic, and is never a strike, so that no client can strike a key
+// it can name with one oversized request. And it must be at the full
+// capacity (Reserve 0): a denial by a priority's share (see
+// Limit.Reserve) is shedding, never a strike. exact.lua runs the same test.
+func (l Limit) Strikes(cost int64, r Result) bool {
+	return !r.Allowed && !r.Penalized && cost > 0 && l.Reserve == 0 && r.Remaining == 0
+}
+
+// Strike counts a denial r at now (the caller strikes only the denials
+// that Limit.Strikes reports): a new count starts unless one started within Within
 // before now. The After-th denial of a count penalizes the key from now
 // for Duration, and r becomes its denial; the count after the penalty
 // starts when it ends. Strike updates s and returns the TTL after which

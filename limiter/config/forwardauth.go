@@ -124,7 +124,11 @@ func (s *Snapshot) ForwardAuthFor(domain string) *v1alpha1.ForwardAuth {
 }
 
 // applyFleet sets what a policy file's LimiterFleet configures (its
-// enforcement and forwardAuth) on snap, and renews its version. The other
+// enforcement and forwardAuth) on snap, and renews its version, refusing
+// policies its spec.entries rule out and forward-auth mappings onto
+// entries that steer the limiter. (Its spec.entries.idempotency is only
+// reserved: a standalone limiter's idempotency entry is its
+// --idempotency-entry.) The other
 // fields of the fleet describe pods and Redis, which a standalone limiter
 // takes from its flags: they are logged and ignored.
 func applyFleet(snap *Snapshot, f *v1alpha1.LimiterFleet, where string) error {
@@ -135,6 +139,12 @@ func applyFleet(snap *Snapshot, f *v1alpha1.LimiterFleet, where string) error {
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%s (LimiterFleet %s/%s): %v", where, f.Namespace, f.Name, errs.ToAggregate())
+	}
+	if err := checkFleetEntries(snap, f.Spec.Entries, f.Namespace+"/"+f.Name); err != nil {
+		return fmt.Errorf("%s (LimiterFleet %s/%s): %w", where, f.Namespace, f.Name, err)
+	}
+	if err := checkForwardAuthEntries(snap, f.Spec.ForwardAuth); err != nil {
+		return fmt.Errorf("%s (LimiterFleet %s/%s): %w", where, f.Namespace, f.Name, err)
 	}
 	if ignored := ignoredFleetFields(&f.Spec); len(ignored) > 0 {
 		slog.Info("A policy file's LimiterFleet configures only enforcement and forwardAuth; ignoring the rest",

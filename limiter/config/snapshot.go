@@ -146,6 +146,9 @@ func Compile(policies []v1alpha1.RateLimitPolicy) (*Snapshot, error) {
 		seen[sig] = p
 		snap.Policies = append(snap.Policies, p)
 	}
+	if err := checkEntries(snap.Policies); err != nil {
+		return nil, err
+	}
 	slices.SortFunc(snap.Policies, func(a, b *Policy) int { return strings.Compare(a.ID(), b.ID()) })
 	for i, p := range snap.Policies {
 		p.order = i

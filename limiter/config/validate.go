@@ -58,7 +58,8 @@ const (
 var policyPercentRE = regexp.MustCompile(`^(100|[1-9]?[0-9])%$`)
 
 // DefaultPolicy sets the fields the API server would default on admission:
-// algorithm, failureMode, shadow, and localTier's enabled and ttl. It also sets
+// algorithm, failureMode, shadow, localTier's enabled and ttl, and
+// penalty's after (3), among others. It also sets
 // an empty namespace to "default", as kubectl does. burst stays nil; use
 // Spec.EffectiveBurst.
 func DefaultPolicy(p *v1alpha1.RateLimitPolicy) {
@@ -98,6 +99,9 @@ func DefaultPolicy(p *v1alpha1.RateLimitPolicy) {
 		if r.LeaseEntry == nil {
 			r.LeaseEntry = ptr.To(v1alpha1.DefaultLeaseEntry)
 		}
+	}
+	if pen := s.Penalty; pen != nil && pen.After == nil {
+		pen.After = ptr.To(v1alpha1.DefaultPenaltyAfter)
 	}
 }
 

@@ -381,6 +381,11 @@ func testFeaturesStayInTheirTenant(t *testing.T, fs storeKind) {
 	if resp := e.rls(t, "a-api", 1, critical...); resp.OverallCode != ok {
 		t.Fatalf("tenant-a, critical: %v", resp)
 	}
+	// The shed batch request was no strike (a priority share's denial):
+	// the first strike is this denial, the second penalizes.
+	if resp := e.rls(t, "a-api", 1, critical...); resp.OverallCode != over || resp.DynamicMetadata.AsMap()["penalized"] == true {
+		t.Fatalf("tenant-a, the first strike: %v, want OVER_LIMIT, not penalized", resp)
+	}
 	resp := e.rls(t, "a-api", 1, critical...)
 	if md := resp.DynamicMetadata.AsMap(); resp.OverallCode != over || md["penalized"] != true {
 		t.Fatalf("tenant-a penalizes mallory: %v", resp)
@@ -413,7 +418,7 @@ spec:
   algorithm: FixedWindow
   rate: {limit: 3, period: 1m}
   visibility: Hidden
-  penalty: {duration: 10m}
+  penalty: {duration: 10m, after: 1}
 ---
 apiVersion: ratelimit.sluice.dev/v1alpha1
 kind: RateLimitPolicy

@@ -82,6 +82,10 @@ func (s *Server) forwardAuth(w http.ResponseWriter, r *http.Request) {
 			"a caller would choose its own idempotency key; rename the entry", domain, key))
 		return
 	}
+	if msg := forwardAuthEntryConflict(s.svc.Snapshot(), m); msg != "" {
+		writeError(w, http.StatusInternalServerError, msg)
+		return
+	}
 	entries, missing, err := forwardAuthEntries(r, m, s.opts.TrustedProxies)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -105,6 +109,25 @@ func (s *Server) forwardAuth(w http.ResponseWriter, r *http.Request) {
 	}
 	req := &service.Request{Domain: domain, Descriptors: []service.Descriptor{{Entries: entries}}, NoEnd: true}
 	s.decide(w, r, req, &service.Response{}, int(*m.DenyStatus))
+}
+
+// forwardAuthEntryConflict says why m fills an entry that steers the
+// limiter for a policy of its domain in snap (config.ForwardAuthEntryConflict:
+// a lease entry, or a priority key from a request header), or "".
+// Forward-auth refuses the mapping: a policy file that does so is refused
+// at load, and a fleet's is refused here, where the domain's policies are
+// known.
+func forwardAuthEntryConflict(snap *config.Snapshot, m *v1alpha1.ForwardAuth) string {
+	d := snap.Domain(m.Domain)
+	if d == nil {
+		return ""
+	}
+	for _, p := range d.Policies {
+		if msg := config.ForwardAuthEntryConflict(m, &p.Spec, p.ID()); msg != "" {
+			return msg
+		}
+	}
+	return ""
 }
 
 // idempotencyCollision is the key of m's descriptors that is the service's

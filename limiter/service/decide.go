@@ -50,23 +50,34 @@ func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) 
 	var lt *lifetime // the request's lease, once a policy holds
 	for i := range req.Descriptors {
 		d := &req.Descriptors[i]
-		if _, _, ok := leaseEntry(dom, d.Entries); ok {
-			// The end of a request: it ends holdings, spends nothing.
-			resp.Decisions = append(resp.Decisions, s.endDescriptor(ctx, l, dom, i, d.Entries, descriptorCost(req, d), resp))
-			continue
-		}
 		ltp := &lt
 		if req.NoEnd {
 			ltp = nil
 		}
-		dec := s.check(ctx, l, req.Domain, d.Entries, descriptorCost(req, d), req.IdempotencyKey, resp, ltp)
+		var dec, ending Decision
+		_, _, ends := leaseEntry(dom, d.Entries)
+		if ends {
+			// The end of a request: it ends the holdings of the holding
+			// policies it matches, and every other policy it matches
+			// decides it as it decides any descriptor (a lease entry
+			// changes no other policy's decision).
+			ending = s.endDescriptor(ctx, l, dom, i, d.Entries, descriptorCost(req, d), resp)
+			ltp = endsHoldings
+		}
+		dec = s.check(ctx, l, req.Domain, d.Entries, descriptorCost(req, d), req.IdempotencyKey, resp, ltp)
 		if stricter(dec.FailureMode, resp.FailureMode) {
 			resp.FailureMode = dec.FailureMode
 		}
 		resp.Replayed = resp.Replayed || dec.Result.Replayed
-		resp.Decisions = append(resp.Decisions, dec)
 		resp.OverLimit = resp.OverLimit || dec.OverLimit
 		resp.Reported.merge(&dec)
+		if ends && dec.Policy == nil && !dec.OverLimit {
+			// Nothing else matched: the descriptor's decision reports the
+			// first holding it ended (told to no client: it is not
+			// merged into Reported).
+			dec.Policy, dec.Result, dec.Reason = ending.Policy, ending.Result, ending.Reason
+		}
+		resp.Decisions = append(resp.Decisions, dec)
 	}
 	if lt != nil && len(lt.held) > 0 {
 		if resp.OverLimit {
@@ -160,11 +171,7 @@ func (s *Service) checkCost(d *config.Domain, i int, entries []config.Entry, cos
 	defer s.release(sc)
 	entries, _ = s.splitIdempotency(sc, entries, "")
 	sc.matches = d.AppendMatches(sc.matches[:0], entries)
-	_, _, ends := leaseEntry(d, entries)
 	for _, p := range sc.matches {
-		if ends && !p.Holds() {
-			continue // the end of a request spends nothing on it
-		}
 		if !p.Shadow && !p.Soft() && cost > p.MaxCost {
 			if p.Hidden() {
 				// Neither the cap (by default the capacity) nor the name.
@@ -217,7 +224,9 @@ func (s *Service) Check(ctx context.Context, domain string, entries []config.Ent
 // policies that deny are added to resp.Violated, and the soft ones over
 // their threshold to resp.SoftLimited, unless resp is nil. Policies that
 // hold take their holdings under *lt, which check makes when it first
-// needs it; with lt nil, they are peeked at.
+// needs it; with lt nil, they are peeked at; with lt endsHoldings (a
+// descriptor that carries a lease entry, whose holdings endDescriptor
+// ended), they are left out.
 func (s *Service) check(ctx context.Context, l *loaded, domain string, entries []config.Entry, cost int64, idem string, resp *Response, lt **lifetime) Decision {
 	d := l.snap.Domain(domain)
 	if d == nil {
@@ -238,6 +247,8 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 		switch {
 		case !p.Holds():
 			dec = s.decide(ctx, sc, p, ps, domain, entries, cost, idem)
+		case lt == endsHoldings:
+			continue
 		case lt == nil:
 			dec = s.decide(ctx, sc, p, ps, domain, entries, 0, "")
 		default:
@@ -291,6 +302,10 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 	}
 	return out
 }
+
+// endsHoldings is check's lt for a descriptor that ends a request's
+// holdings: the holding policies it matches are not decided again.
+var endsHoldings = new(*lifetime)
 
 // decide runs one policy against its store, whose failure mode answers
 // when the store can't.

@@ -191,7 +191,8 @@ func validateLeaseEntries(d *config.Domain, req *Request) error {
 }
 
 // takeHolding decides p for a check that holds: a Concurrency slot (any
-// cost takes one; 0 peeks) or a reservation of cost, under the request's
+// cost takes one; 0 peeks) or a reservation of cost (at least 1: every
+// reservation that passes holds and is settled), under the request's
 // lease.
 func (s *Service) takeHolding(ctx context.Context, sc *scratch, p *config.Policy, ps *policyState, entries []config.Entry, cost int64, lt *lifetime) Decision {
 	req := store.Request{Key: p.CounterKey(&sc.kb, entries), Limit: p.Limit, Cost: cost, HoldTTL: p.HoldTTL}
@@ -206,6 +207,13 @@ func (s *Service) takeHolding(ctx context.Context, sc *scratch, p *config.Policy
 				return h.dec
 			}
 		}
+	}
+	if p.Limit.Algorithm != algo.Concurrency && cost < 1 {
+		// An estimate of 0 reserves one unit, as charge-at-end does: a
+		// reservation that passes always holds something to settle, and
+		// one is admitted only while its counter has a unit left.
+		cost = 1
+		req.Cost = cost
 	}
 	if cost > 0 {
 		req.Hold = holdKey(&sc.kb, req.Key, lt.lease)

@@ -187,7 +187,7 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 		s.makeRoom(sh, n)
 		sh.entries[req.Key] = &entry{state: st, expiresAt: n + ttl.Microseconds()}
 	}
-	if !pen.IsZero() && !r.Allowed && req.Cost > 0 {
+	if !pen.IsZero() && req.Limit.Strikes(req.Cost, r) {
 		st := algo.PenaltyState{}
 		if penPresent {
 			st = pe.state

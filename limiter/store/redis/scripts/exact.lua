@@ -26,8 +26,9 @@
 --
 -- A penalized key is denied first, whatever it asks: {0, 0, left_us,
 -- left_us, 0, 1}, where left is the penalty's time left; nothing else is
--- read or written. Otherwise a denial of a cost above 0 counts as a strike
--- (limiter/algo.Penalty.Strike): the after-th strike within within_us of
+-- read or written. Otherwise a denial of a cost above 0, with no unit
+-- left and no priority reserve, counts as a strike (limiter/algo.Limit.
+-- Strikes, Penalty.Strike): the after-th strike within within_us of
 -- the count's first penalizes the key for duration_us, and the denial is
 -- answered as penalized; the next count starts when the penalty ends. The
 -- penalty's key expires when it is fresh again.
@@ -90,7 +91,10 @@ local allowed, remaining, reset, retry, granted = false, 0, 0, 0, 0
 -- scripts.go puts the algorithm's core here, in a do ... end block:
 --[[core]]
 
-if pen_key and not allowed and cost > 0 then
+-- A strike (limiter/algo.Limit.Strikes): a denial of a cost above 0 with
+-- not even one unit left (a cost above what remains is never a strike), at
+-- the full capacity (a priority share's denial is never a strike).
+if pen_key and not allowed and cost > 0 and reserve == 0 and remaining == 0 then
   local within = tonumber(ARGV[16])
   if not pen_state or pen_since > now or pen_since + within <= now then
     pen_since, pen_strikes = now, 0
