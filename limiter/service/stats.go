@@ -171,7 +171,7 @@ func (s *Service) PolicyStats() []PolicyStats {
 			Allowed: st.allowed.Load(), Limited: st.limited.Load(), ShadowLimited: st.shadowLimited.Load(),
 			FailedOpen: st.failedOpen.Load(), FailedClosed: st.failedClosed.Load(), LocalFallback: st.localFallback.Load(),
 			NearLimit: st.nearLimit.Load(), SoftLimited: st.softLimited.Load(), Penalized: st.penalized.Load(),
-			Refused: st.refused.Load(),
+			Refused:  st.refused.Load(),
 			Released: st.released.Load(), NotHeld: st.notHeld.Load(),
 		})
 	}
