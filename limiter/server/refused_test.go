@@ -227,7 +227,7 @@ func TestAttackStatusPeekRevealsNoShadowPolicy(t *testing.T) {
 	e := startRefusals(t)
 	code, st, raw := peek(t, e, "domain=guarded&user=a&route=/x")
 	if code != http.StatusOK || len(st.Policies) != 1 || st.Policies[0].Policy != "security/visible" {
-		t.Fatalf("peek: %d %s, want security/visible alone", code, raw)
+		t.Fatalf("peek: %d %+v %s, want security/visible alone", code, st.Policies, raw)
 	}
 }
 
