@@ -306,7 +306,7 @@ func TestAttackNginxForwardAuthHeaders(t *testing.T) {
 	} {
 		resp := proxy.getKeys(t, tc.keys...)
 		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("X-Sluice-Fail-Open") != "" {
-			t.Errorf("%s: %d (X-Sluice-Fail-Open %q), want 429: the app saw X-Api-Key %q\n%s", tc.name, resp.StatusCode,
+			t.Errorf("%s: %d (X-Sluice-Fail-Open %q), want 429: the app saw X-Api-Key %.60q\n%s", tc.name, resp.StatusCode,
 				resp.Header.Get("X-Sluice-Fail-Open"), seen.Load(), proxy.stderr)
 		}
 	}
