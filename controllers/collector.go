@@ -89,12 +89,13 @@ type counts struct {
 	allowed, limited, shadowLimited         int64
 	failedOpen, failedClosed, localFallback int64
 	softLimited, released, penalized        int64
+	refused                                 int64
 }
 
 func (c counts) add(o counts) counts {
 	return counts{c.allowed + o.allowed, c.limited + o.limited, c.shadowLimited + o.shadowLimited,
 		c.failedOpen + o.failedOpen, c.failedClosed + o.failedClosed, c.localFallback + o.localFallback,
-		c.softLimited + o.softLimited, c.released + o.released, c.penalized + o.penalized}
+		c.softLimited + o.softLimited, c.released + o.released, c.penalized + o.penalized, c.refused + o.refused}
 }
 
 // since is c minus an earlier reading prev of the same process; a count
@@ -109,7 +110,7 @@ func (c counts) since(prev counts) counts {
 	}
 	return counts{d(c.allowed, prev.allowed), d(c.limited, prev.limited), d(c.shadowLimited, prev.shadowLimited),
 		d(c.failedOpen, prev.failedOpen), d(c.failedClosed, prev.failedClosed), d(c.localFallback, prev.localFallback),
-		d(c.softLimited, prev.softLimited), d(c.released, prev.released), d(c.penalized, prev.penalized)}
+		d(c.softLimited, prev.softLimited), d(c.released, prev.released), d(c.penalized, prev.penalized), d(c.refused, prev.refused)}
 }
 
 // Collector sums the limiter pods' decision counts into each policy's
@@ -248,7 +249,7 @@ func (c *Collector) seedFrom(now time.Time, items []v1alpha1.RateLimitPolicy) {
 		c.seedAt[uid] = e.UpdatedAt.Time
 		c.policies[uid] = &policyWindow{buckets: []bucket{{at: e.UpdatedAt.Time,
 			c: counts{d(e.Allowed), d(e.Limited), d(e.ShadowLimited), d(e.FailedOpen), d(e.FailedClosed), d(e.LocalFallback),
-				d(e.SoftLimited), d(e.Released), d(e.Penalized)}}}}
+				d(e.SoftLimited), d(e.Released), d(e.Penalized), d(e.Refused)}}}}
 	}
 	c.started = true
 }
@@ -375,7 +376,7 @@ func (c *Collector) record(now time.Time, addr string, st *limiterwire.Stats, se
 			continue
 		}
 		uid := types.UID(p.UID)
-		cur := counts{p.Allowed, p.Limited, p.ShadowLimited, p.FailedOpen, p.FailedClosed, p.LocalFallback, p.SoftLimited, p.Released, p.Penalized}
+		cur := counts{p.Allowed, p.Limited, p.ShadowLimited, p.FailedOpen, p.FailedClosed, p.LocalFallback, p.SoftLimited, p.Released, p.Penalized, p.Refused}
 		next.counts[uid] = cur
 		if p.LocalTier != nil {
 			if b, ok := c.bounds[uid]; !ok || p.LocalTier.OvershootBound > b {
@@ -480,6 +481,10 @@ func (c *Collector) writeEach(ctx context.Context, now time.Time, items []v1alph
 		if sum.penalized > 0 || pol.Spec.Penalty != nil {
 			// Only policies with a penalty penalize: others don't show it.
 			next.Penalized = &sum.penalized
+		}
+		if sum.refused > 0 {
+			// Requests not counted because of what the client sent.
+			next.Refused = &sum.refused
 		}
 		if h := c.hot[pol.UID]; h != nil {
 			next.Hottest, next.HottestSince = h.top(), &metav1.Time{Time: h.since}

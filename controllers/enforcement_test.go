@@ -454,3 +454,35 @@ func TestEnforcementInFlight(t *testing.T) {
 		return nil
 	})
 }
+
+// A request the limiter won't count because of what the client sent (here
+// a value over 1 KiB) is denied, and shows in status.enforcement as
+// refused, in no other count.
+func TestRefusedInEnforcementStatus(t *testing.T) {
+	needSuite(t)
+	ctx := context.Background()
+	fleet, pods := newFleet(t, "stats-refused", "refused", 1)
+	ns := fleet.Namespace
+	p := statsPolicy(ns, "five", "refused", "refused-api", 5, false)
+	if err := k8s.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, p) })
+	waitPolicy(t, ns, "five", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	awayFromTheHour(t, 2*time.Minute)
+	long := strings.Repeat("u", 1100)
+	for i := range 3 {
+		if code := pods[0].check(t, "refused-api", "user", long); code != http.StatusTooManyRequests {
+			t.Fatalf("request %d with a 1100-byte value answered %d, want 429 (refused)", i+1, code)
+		}
+	}
+	if code := pods[0].check(t, "refused-api", "user", "kim"); code != http.StatusOK {
+		t.Fatalf("kim answered %d, want 200", code)
+	}
+	waitEnforcement(t, ns, "five", func(e *v1alpha1.EnforcementStatus) error {
+		if ptr.Deref(e.Refused, -1) != 3 || ptr.Deref(e.Allowed, -1) != 1 || ptr.Deref(e.Limited, -1) != 0 {
+			return fmt.Errorf("want refused 3, allowed 1, limited 0; refused is %d", ptr.Deref(e.Refused, -1))
+		}
+		return nil
+	})
+}

@@ -173,6 +173,11 @@ type PolicyStats struct {
 	// Penalized counts the denials of penalized keys (spec.penalty); they
 	// are not in Limited.
 	Penalized int64 `json:"penalized,omitempty"`
+	// Refused counts the requests that matched the policy and were not
+	// counted because of what the client sent (a cost above a cap, an
+	// over-long value, a malformed lease...): denied with a reason when an
+	// enforcing policy matched, and in no other count.
+	Refused int64 `json:"refused,omitempty"`
 	// Hottest are the policy's hottest descriptor values in the complete
 	// interval that started at HottestSince, values hashed or truncated;
 	// only when the limiter runs with --top-descriptors.

@@ -441,6 +441,16 @@ type EnforcementStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	Penalized *int64 `json:"penalized,omitempty"`
 
+	// refused is the number of requests in the window that matched the
+	// policy and were not counted because of what the client sent: a cost
+	// above maxCost, a value over 1 KiB, a repeated forward-auth header, a
+	// malformed lease or idempotency key. They were denied with a reason
+	// (when an enforcing policy matched), are in no other count, and are
+	// never a strike of spec.penalty. Absent while there are none.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Refused *int64 `json:"refused,omitempty"`
+
 	// localFallback is the number of requests decided in the window by each
 	// pod's share of the limit in memory, because the store could not be
 	// reached (failureMode Local).

@@ -135,6 +135,11 @@ func (in *EnforcementStatus) DeepCopyInto(out *EnforcementStatus) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.Refused != nil {
+		in, out := &in.Refused, &out.Refused
+		*out = new(int64)
+		**out = **in
+	}
 	if in.LocalFallback != nil {
 		in, out := &in.LocalFallback, &out.LocalFallback
 		*out = new(int64)

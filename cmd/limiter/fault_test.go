@@ -21,9 +21,7 @@ import (
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 
 	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/limiter/config"
@@ -502,7 +500,7 @@ func runFault(t *testing.T, sc faultScenario) {
 
 // Idempotency end to end, on a Redis Cluster: 1,000 retries cost one unit,
 // keys don't collide across domains, records expire, and a key over 256
-// bytes is rejected (HTTP 400, gRPC InvalidArgument).
+// bytes is refused (HTTP 429, RLS OVER_LIMIT, with the reason).
 func TestIdempotencyEndToEnd(t *testing.T) {
 	c := redistest.StartClusterWith(t, redistest.ClusterOptions{Primaries: 3})
 	// The TTL must outlast 1,000 sequential retries on a loaded machine;
@@ -555,12 +553,13 @@ func TestIdempotencyEndToEnd(t *testing.T) {
 		return post("faults", "retrier", "payment-42").Header.Get("Idempotent-Replayed") == ""
 	})
 	// Bad input.
-	if resp := post("faults", "retrier", strings.Repeat("k", 257)); resp.StatusCode != http.StatusBadRequest {
-		t.Errorf("257-byte Idempotency-Key: %d, want 400", resp.StatusCode)
+	if resp := post("faults", "retrier", strings.Repeat("k", 257)); resp.StatusCode != http.StatusTooManyRequests ||
+		!strings.Contains(resp.Header.Get("X-Sluice-Reason"), "maximum is 256") {
+		t.Errorf("257-byte Idempotency-Key: %d %q, want 429 refused", resp.StatusCode, resp.Header.Get("X-Sluice-Reason"))
 	}
-	_, err := r.rls.ShouldRateLimit(ctx, entry("rls-user", strings.Repeat("k", 257)))
-	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "maximum is 256") {
-		t.Errorf("257-byte idempotency_key entry: %v, want InvalidArgument", err)
+	resp, err := r.rls.ShouldRateLimit(ctx, entry("rls-user", strings.Repeat("k", 257)))
+	if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || !strings.Contains(fmt.Sprint(resp.GetDynamicMetadata().AsMap()["reason"]), "maximum is 256") {
+		t.Errorf("257-byte idempotency_key entry: %v %v, want OVER_LIMIT refused", resp, err)
 	}
 }
 

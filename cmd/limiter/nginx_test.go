@@ -249,3 +249,72 @@ func requireHeader(t *testing.T, resp *http.Response, name, want string) {
 		t.Fatalf("%s: %q, want %q (headers %v)", name, got, want, resp.Header)
 	}
 }
+
+// getKeys sends GET through nginx with one X-Api-Key line per key.
+func (n *nginxProxy) getKeys(t *testing.T, keys ...string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, n.url+"/orders?page=1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		req.Header.Add("X-Api-Key", k)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET through nginx: %v\n%s", err, n.stderr)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+// Through the shipped nginx sample: once key-a is over its limit, neither
+// a second X-Api-Key line nor an over-long X-Api-Key gets a request to
+// the app. Before, the limiter answered the over-long header 400, which
+// auth_request turns into a 500 that @fail_open serves, and counted the
+// two lines on the joined value "key-a, x", a fresh counter. (Forward-auth
+// carries no cost, so an inflated cost can't come through nginx; the RLS
+// and HTTP tests in limiter/server cover it.)
+func TestAttackNginxForwardAuthHeaders(t *testing.T) {
+	bin := nginxBinary(t)
+	var served atomic.Int64
+	var seen atomic.Value // the X-Api-Key lines the app saw last
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		seen.Store(strings.Join(r.Header.Values("X-Api-Key"), "|"))
+		_, _ = io.WriteString(w, "orders\n")
+	}))
+	t.Cleanup(app.Close)
+	lim := startLimiter(t, "--policies", gatewayPolicies, "--trusted-proxies", "127.0.0.1")
+	proxy := startNginx(t, bin, strings.TrimPrefix(app.URL, "http://"), strings.TrimPrefix(lim.http, "http://"))
+
+	for i := 1; i <= apiKeyLimit; i++ {
+		if resp := proxy.getKeys(t, "key-a"); resp.StatusCode != http.StatusOK {
+			t.Fatalf("key-a request %d: %d, want 200\n%s", i, resp.StatusCode, proxy.stderr)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		keys []string
+	}{
+		{"key-a over its limit", []string{"key-a"}},
+		{"key-a and a second X-Api-Key line", []string{"key-a", "x"}},
+		{"a second line first", []string{"x", "key-a"}},
+		{"an over-long X-Api-Key", []string{strings.Repeat("k", 1126)}},
+		{"key-a and an over-long second line", []string{"key-a", strings.Repeat("k", 1126)}},
+	} {
+		resp := proxy.getKeys(t, tc.keys...)
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("X-Sluice-Fail-Open") != "" {
+			t.Errorf("%s: %d (X-Sluice-Fail-Open %q), want 429: the app saw X-Api-Key %.60q\n%s", tc.name, resp.StatusCode,
+				resp.Header.Get("X-Sluice-Fail-Open"), seen.Load(), proxy.stderr)
+		}
+	}
+	if got := served.Load(); got != apiKeyLimit {
+		t.Fatalf("the app served %d requests, want %d: a request over key-a's limit got through", got, apiKeyLimit)
+	}
+	want := `sluice_decisions_total{domain="gateway",policy="default/requests-per-api-key",result="refused"} 4`
+	if _, m := lim.adminGet(t, "/metrics"); !strings.Contains(m, want) {
+		t.Fatalf("metrics lack %q:\n%s", want, m)
+	}
+}

@@ -17,9 +17,7 @@ import (
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -266,7 +264,7 @@ func TestAttackIdempotencyKeyReplaysWithoutEnd(t *testing.T) {
 // Attack (issue 16, 2): any caller of the data plane locks a user out by
 // sending one check with hits_addend equal to what remains (up to 1e6).
 // A policy's maxCost caps what one request may spend: above it, the check
-// is refused, HTTP 400 and gRPC InvalidArgument naming the policy and the
+// is refused, a denial (HTTP 429, RLS OVER_LIMIT) naming the policy and the
 // cap, and spends nothing. Without maxCost the cap is the capacity.
 func TestAttackLockOutWithHitsAddend(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "policies.yaml")
@@ -307,8 +305,8 @@ spec:
 		// No maxCost: the capacity, burst 10, caps it.
 		{"tenant", "acme", 11, "descriptors[0] costs 11, above the maximum cost of 10 of policy shop/per-tenant"},
 	} {
-		if code, body := attack(tc.key, tc.value, tc.cost); code != http.StatusBadRequest || !strings.Contains(body, tc.want) {
-			t.Errorf("%s=%s with hits_addend %d: %d %s, want 400 %q", tc.key, tc.value, tc.cost, code, body, tc.want)
+		if code, body := attack(tc.key, tc.value, tc.cost); code != http.StatusTooManyRequests || !strings.Contains(body, tc.want) {
+			t.Errorf("%s=%s with hits_addend %d: %d %s, want 429 %q", tc.key, tc.value, tc.cost, code, body, tc.want)
 		}
 	}
 	// Over gRPC, the same.
@@ -317,10 +315,11 @@ spec:
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	_, err = rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(t.Context(), &rlsv3.RateLimitRequest{Domain: "shop", HitsAddend: 5,
+	resp, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(t.Context(), &rlsv3.RateLimitRequest{Domain: "shop", HitsAddend: 5,
 		Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "user", Value: "alice"}}}}})
-	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "maximum cost of 1 of policy shop/per-user") {
-		t.Errorf("RLS hits_addend 5 for alice: %v, want InvalidArgument naming the cap", err)
+	if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT ||
+		!strings.Contains(fmt.Sprint(resp.GetDynamicMetadata().AsMap()["reason"]), "maximum cost of 1 of policy shop/per-user") {
+		t.Errorf("RLS hits_addend 5 for alice: %v %v, want OVER_LIMIT naming the cap", resp, err)
 	}
 	// Nothing was spent: alice has her 5, acme its 10.
 	for i := range 5 {

@@ -64,7 +64,8 @@ var ErrNotHeld = errors.New("lease not held")
 // the limiter, or that the limiter could not answer (its store).
 var ErrUnavailable = errors.New("limiter unavailable")
 
-// Error is a request the limiter refused (HTTP 400 and others), with its
+// Error is a request the limiter answered with an error (HTTP 400 and
+// others: one that selects no policy, such as an empty domain), with its
 // message, which names what is wrong.
 type Error struct {
 	Status  int
@@ -160,13 +161,20 @@ type Decision struct {
 	// failure mode decided; Err says why.
 	Unavailable bool
 	Err         error
+	// Refused reports a denial of what the request carries, which the
+	// limiter won't count (a cost above a policy's maxCost, a value over
+	// 1 KiB...): the same request is refused again. Header's
+	// X-Sluice-Reason names the field and the cap.
+	Refused bool
 }
 
 // Check asks whether req may go. Policies that hold (Concurrency,
 // reserve) take their slot or reservation: end the Decision's Lease when
-// the request ends. The error is for a request the limiter refused (an
-// *Error) or a ctx that ended; a limiter that can't be reached is not an
-// error but a Decision of the failure mode.
+// the request ends. What the request carries that the limiter won't count
+// (a cost above a cap, an over-long value) is a denial (Refused), not an
+// error. The error is for a request that selects no policy (an *Error,
+// such as for an empty domain) or a ctx that ended; a limiter that can't
+// be reached is not an error but a Decision of the failure mode.
 func (c *Client) Check(ctx context.Context, req Request) (*Decision, error) {
 	body, err := json.Marshal(wireCheck(req))
 	if err != nil {
@@ -196,7 +204,7 @@ func (c *Client) Check(ctx context.Context, req Request) (*Decision, error) {
 	}
 	d := &Decision{Allowed: resp.StatusCode == http.StatusOK, Header: rateLimitHeaders(resp.Header)}
 	if !d.Allowed {
-		d.Status = resp.StatusCode
+		d.Status, d.Refused = resp.StatusCode, refused(msg)
 	}
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
 		d.RetryAfter = time.Duration(s) * time.Second
@@ -299,6 +307,17 @@ func overLimit(body []byte) bool {
 		OverallCode string `json:"overallCode"`
 	}
 	return json.Unmarshal(body, &r) == nil && r.OverallCode == "OVER_LIMIT"
+}
+
+// refused reports whether body is a check's denial of what the request
+// carries (the limiter's dynamic metadata says "refused").
+func refused(body []byte) bool {
+	var r struct {
+		DynamicMetadata struct {
+			Refused bool `json:"refused"`
+		} `json:"dynamicMetadata"`
+	}
+	return json.Unmarshal(body, &r) == nil && r.DynamicMetadata.Refused
 }
 
 func errorMessage(body []byte) string {

@@ -242,8 +242,8 @@ func TestFailureModes(t *testing.T) {
 }
 
 // Ends: twice is ErrNotHeld, sent nowhere; a bad cost is an *Error naming
-// it, after which the lease can still be ended; a refused check is an
-// *Error.
+// it, after which the lease can still be ended; a check that selects no
+// policy is an *Error.
 func TestEnds(t *testing.T) {
 	ctx := context.Background()
 	c := newClient(t, limiterURL, "")
@@ -262,9 +262,9 @@ func TestEnds(t *testing.T) {
 	if _, err := d.Lease.Release(ctx); !errors.Is(err, client.ErrNotHeld) {
 		t.Fatalf("a second end: %v, want ErrNotHeld", err)
 	}
-	_, err = c.Check(ctx, client.Request{Domain: "llm", Descriptors: []client.Descriptor{{}}})
-	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusBadRequest || !strings.Contains(apiErr.Message, "descriptors[0] has no entries") {
-		t.Fatalf("an empty descriptor: %v", err)
+	_, err = c.Check(ctx, client.Request{Domain: "", Descriptors: []client.Descriptor{{Entries: []client.Entry{{Key: "api_key", Value: "k"}}}}})
+	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusBadRequest || !strings.Contains(apiErr.Message, "domain is empty") {
+		t.Fatalf("an empty domain: %v", err)
 	}
 	if _, err := client.New("localhost:8080", client.Options{}); err == nil {
 		t.Fatal("New took a URL without a scheme")
@@ -305,5 +305,29 @@ func TestPenalizedDenial(t *testing.T) {
 	// Another address is neither penalized nor limited.
 	if d, err := c.Check(context.Background(), req("198.51.100.2")); err != nil || !d.Allowed {
 		t.Fatalf("another address: %+v %v", d, err)
+	}
+}
+
+// A cost above a policy's cap is a denial (Refused, with the reason), not
+// an *Error that an application failing open on errors would let through;
+// the middleware answers it 429 and does not serve it.
+func TestAttackClientCostAboveCapIsADenial(t *testing.T) {
+	c := newClient(t, limiterURL, "")
+	d, err := c.Check(context.Background(), llmRequest("cap-key", 5_000))
+	if err != nil || d.Allowed || !d.Refused || d.Status != http.StatusTooManyRequests || d.Lease != nil ||
+		!strings.Contains(d.Header.Get("X-Sluice-Reason"), "costs 5000, above the maximum cost of 1000 of policy llm/tokens") {
+		t.Fatalf("cost 5000: %+v %v, want a refused denial naming the cap", d, err)
+	}
+	srv := httptest.NewServer(c.Middleware(func(*http.Request) (client.Request, bool) { return llmRequest("cap-key", 5_000), true }, nil)(
+		http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "served") })))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || strings.Contains(string(body), "served") || resp.Header.Get("X-Sluice-Reason") == "" {
+		t.Fatalf("the middleware: %d %v %s, want 429 with the reason", resp.StatusCode, resp.Header, body)
 	}
 }

@@ -296,8 +296,8 @@ func TestHiddenLimits(t *testing.T) {
 			}
 			// A cost above its maxCost is refused without the cap or the name.
 			resp, body = viewPost(t, e, `{"domain":"api","hitsAddend":3,"descriptors":[{"entries":[{"key":"ip","value":"10.0.0.3"}]}]}`)
-			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "above the maximum cost of a hidden policy") || strings.Contains(string(body), " 2") {
-				t.Fatalf("cost 3: %d %s, want 400 saying no cap", resp.StatusCode, body)
+			if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), "above the maximum cost of a hidden policy") || strings.Contains(string(body), " 2") {
+				t.Fatalf("cost 3: %d %s, want 429 (refused) saying no cap", resp.StatusCode, body)
 			}
 			noTrace("cost refused", resp.Header, body)
 

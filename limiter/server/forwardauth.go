@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,8 +19,9 @@ import (
 // auth_request subrequest keeps the original request's method.
 const ForwardAuthPath = "/v1/forward-auth/"
 
-// MaxForwardAuthHeader bounds every header value forward-auth reads; a
-// longer one is answered 400.
+// MaxForwardAuthHeader bounds every value forward-auth counts (a path's
+// once normalized); a longer one is refused: denied with denyStatus and a
+// reason, never an error.
 const MaxForwardAuthHeader = 1024
 
 // Headers that carry the original request to forward-auth: Traefik's
@@ -86,9 +88,19 @@ func (s *Server) forwardAuth(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, msg)
 		return
 	}
-	entries, missing, err := forwardAuthEntries(r, m, s.opts.TrustedProxies)
+	entries, missing, refusal, err := forwardAuthEntries(r, m, s.opts.TrustedProxies)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if refusal != "" {
+		// What the client sent (an over-long or repeated header, a
+		// malformed X-Forwarded-For): a denial, never an error, which the
+		// gateway would fail open on (service/refuse.go).
+		req := &service.Request{Domain: domain, Descriptors: []service.Descriptor{{Entries: entries}}, NoEnd: true}
+		resp := &service.Response{}
+		s.svc.RefuseInto(req, refusal, resp)
+		s.answer(w, r, resp, int(*m.DenyStatus))
 		return
 	}
 	if missing != "" {
@@ -145,31 +157,41 @@ func (s *Server) idempotencyCollision(m *v1alpha1.ForwardAuth) string {
 
 // forwardAuthEntries builds the descriptor entries of mapping m from r, a
 // path normalized by NormalizePath. The values m needs that r lacks are
-// left out of entries and named in missing; a header value longer than
-// MaxForwardAuthHeader or an X-Forwarded-For that isn't a list of addresses
-// is an error.
-func forwardAuthEntries(r *http.Request, m *v1alpha1.ForwardAuth, trusted []netip.Prefix) (entries []config.Entry, missing string, err error) {
+// left out of entries and named in missing. What the limiter won't count
+// is named in refusal, the first such thing, its entry kept for matching:
+// a value longer than MaxForwardAuthHeader (a path's once normalized), a
+// header the mapping reads that comes on more than one line (the app
+// behind the gateway may read any one of them, or all joined, so no value
+// is the one it sees), an X-Forwarded-For that isn't a list of addresses.
+// err is for what no client sends (a peer address that doesn't parse).
+func forwardAuthEntries(r *http.Request, m *v1alpha1.ForwardAuth, trusted []netip.Prefix) (entries []config.Entry, missing, refusal string, err error) {
 	entries = make([]config.Entry, 0, len(m.Descriptors))
 	for _, d := range m.Descriptors {
-		var v, want string
+		var v, want, refused string
 		switch d.From {
 		case v1alpha1.FromMethod:
-			v, want, err = firstHeader(r.Header, methodHeaders, r.Method)
+			v, want, refused = firstHeader(r.Header, methodHeaders, r.Method)
 		case v1alpha1.FromPath:
-			v, want, err = firstHeader(r.Header, uriHeaders, "")
+			v, want, refused = firstHeader(r.Header, uriHeaders, "")
 			if v != "" {
 				v = NormalizePath(v)
 			}
 		case v1alpha1.FromHost:
-			v, want, err = firstHeader(r.Header, hostHeaders, r.Host)
+			v, want, refused = firstHeader(r.Header, hostHeaders, r.Host)
 		case v1alpha1.FromClientIP:
-			v, err = clientIP(r, trusted)
+			v, refused, err = clientIP(r, trusted)
 			want = "a client address"
 		case v1alpha1.FromHeader:
-			v, want, err = firstHeader(r.Header, []string{*d.Header}, "")
+			v, want, refused = firstHeader(r.Header, []string{*d.Header}, "")
 		}
 		if err != nil {
-			return nil, "", err
+			return nil, "", "", err
+		}
+		if refused == "" && len(v) > MaxForwardAuthHeader {
+			refused = fmt.Sprintf("the %s value is %d bytes long, the maximum is %d", d.Key, len(v), MaxForwardAuthHeader)
+		}
+		if refused != "" && refusal == "" {
+			refusal = refused
 		}
 		if v == "" {
 			if missing != "" {
@@ -180,29 +202,51 @@ func forwardAuthEntries(r *http.Request, m *v1alpha1.ForwardAuth, trusted []neti
 		}
 		entries = append(entries, config.Entry{Key: d.Key, Value: v})
 	}
-	return entries, missing, nil
+	return entries, missing, refusal, nil
 }
 
 // firstHeader is the value of the first of names that r carries, else
-// fallback. want describes the headers for a "missing" message.
-func firstHeader(h http.Header, names []string, fallback string) (v, want string, err error) {
+// fallback. want describes the headers for a "missing" message; refused
+// says why the value won't be counted (headerValue).
+func firstHeader(h http.Header, names []string, fallback string) (v, want, refused string) {
 	for _, name := range names {
-		v, err := headerValue(h, name)
-		if err != nil || v != "" {
-			return v, "", err
+		v, refused := headerValue(h, name)
+		if refused != "" || v != "" {
+			return v, "", refused
 		}
 	}
-	return fallback, "header " + strings.Join(names, " or "), nil
+	return fallback, "header " + strings.Join(names, " or "), ""
 }
 
-// headerValue is a header's values, joined by ", " as HTTP does, refused
-// when longer than MaxForwardAuthHeader.
-func headerValue(h http.Header, name string) (string, error) {
-	v := strings.Join(h.Values(name), ", ")
-	if len(v) > MaxForwardAuthHeader {
-		return "", fmt.Errorf("header %s is %d bytes long, the maximum is %d", http.CanonicalHeaderKey(name), len(v), MaxForwardAuthHeader)
+// headerValue is a header's value, trimmed; refused says why it won't be
+// counted: it comes on more than one line (its first line is the value,
+// for matching), or, but for a path, which is normalized first, it is
+// longer than MaxForwardAuthHeader.
+func headerValue(h http.Header, name string) (v, refused string) {
+	vs := h.Values(name)
+	if len(vs) == 0 {
+		return "", ""
 	}
-	return strings.TrimSpace(v), nil
+	v = strings.TrimSpace(vs[0])
+	if len(vs) > 1 {
+		return v, fmt.Sprintf("header %s comes on %d lines: send it once (the app may read any of them, so none is counted)",
+			http.CanonicalHeaderKey(name), len(vs))
+	}
+	if len(vs[0]) > MaxForwardAuthHeader && !slices.ContainsFunc(uriHeaders, func(u string) bool { return strings.EqualFold(u, name) }) {
+		return v, fmt.Sprintf("header %s is %d bytes long, the maximum is %d", http.CanonicalHeaderKey(name), len(vs[0]), MaxForwardAuthHeader)
+	}
+	return v, ""
+}
+
+// listHeader is a list header's lines joined by ", ", as HTTP does (each
+// proxy may add its own line to X-Forwarded-For); refused when longer than
+// MaxForwardAuthHeader.
+func listHeader(h http.Header, name string) (v, refused string) {
+	v = strings.Join(h.Values(name), ", ")
+	if len(v) > MaxForwardAuthHeader {
+		return "", fmt.Sprintf("header %s is %d bytes long, the maximum is %d", http.CanonicalHeaderKey(name), len(v), MaxForwardAuthHeader)
+	}
+	return strings.TrimSpace(v), ""
 }
 
 // clientIP is the address of the call's peer, unless the peer is a trusted
@@ -210,46 +254,54 @@ func headerValue(h http.Header, name string) (string, error) {
 // trusted proxy, else X-Real-IP, else the leftmost X-Forwarded-For address.
 // A client can prepend anything to X-Forwarded-For, so only what trusted
 // proxies appended counts.
-func clientIP(r *http.Request, trusted []netip.Prefix) (string, error) {
+func clientIP(r *http.Request, trusted []netip.Prefix) (ip, refused string, err error) {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
-		return "", fmt.Errorf("peer address %q: %v", r.RemoteAddr, err)
+		return "", "", fmt.Errorf("peer address %q: %v", r.RemoteAddr, err)
 	}
 	peer := ap.Addr().Unmap()
 	if !isTrusted(peer, trusted) {
-		return peer.String(), nil
+		return peer.String(), "", nil
 	}
-	xff, err := headerValue(r.Header, headerXFF)
-	if err != nil {
-		return "", err
+	xff, refused := listHeader(r.Header, headerXFF)
+	if refused != "" {
+		return peer.String(), refused, nil
 	}
 	hops := strings.Split(xff, ",")
 	var leftmost netip.Addr
 	for i := len(hops) - 1; i >= 0 && xff != ""; i-- {
 		a, err := parseHop(strings.TrimSpace(hops[i]))
 		if err != nil {
-			return "", fmt.Errorf("header %s: %q is not an IP address", headerXFF, strings.TrimSpace(hops[i]))
+			return peer.String(), fmt.Sprintf("header %s: %q is not an IP address", headerXFF, clipValue(strings.TrimSpace(hops[i]))), nil
 		}
 		if !isTrusted(a, trusted) {
-			return a.String(), nil
+			return a.String(), "", nil
 		}
 		leftmost = a
 	}
-	realIP, err := headerValue(r.Header, headerRealIP)
-	if err != nil {
-		return "", err
+	realIP, refused := headerValue(r.Header, headerRealIP)
+	if refused != "" {
+		return peer.String(), refused, nil
 	}
 	if realIP != "" {
 		a, err := parseHop(realIP)
 		if err != nil {
-			return "", fmt.Errorf("header %s: %q is not an IP address", headerRealIP, realIP)
+			return peer.String(), fmt.Sprintf("header %s: %q is not an IP address", headerRealIP, clipValue(realIP)), nil
 		}
-		return a.String(), nil
+		return a.String(), "", nil
 	}
 	if leftmost.IsValid() {
-		return leftmost.String(), nil
+		return leftmost.String(), "", nil
 	}
-	return peer.String(), nil
+	return peer.String(), "", nil
+}
+
+// clipValue keeps a client's value short enough to quote in a reason.
+func clipValue(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
 }
 
 // parseHop parses an address from X-Forwarded-For or X-Real-IP, with or

@@ -54,7 +54,9 @@ func FuzzDecodeCheckRequest(f *testing.F) {
 }
 
 // TestFuzzSeeds keeps the seed corpus meaningful: seeds named valid-*
-// decode and seeds named invalid-* don't.
+// decode and seeds named invalid-* don't. The valid-refused-* ones decode,
+// and the service refuses them: a denial, never an error (a gateway fails
+// open on errors).
 func TestFuzzSeeds(t *testing.T) {
 	m := memory.New(memory.Options{SweepInterval: -1})
 	defer m.Close()

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
+	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/service"
 )
 
@@ -86,9 +87,12 @@ func (s *Server) adminRoutes() http.Handler {
 }
 
 // check answers POST /v1/ratelimit/check: 200 when the request is within
-// its limits, 429 when over, with the decision's rate-limit headers and the
-// JSON RateLimitResponse as the body. Any Content-Type is taken as JSON, so
-// that `curl -d` works as is.
+// its limits, 429 when over or refused (a cost above a cap, an over-long
+// value, a bad Idempotency-Key...: see service/refuse.go), with the
+// decision's rate-limit headers and the JSON RateLimitResponse as the body.
+// Only a body that is not a RateLimitRequest, or one that selects no policy
+// (an empty domain, no descriptors), is answered 400. Any Content-Type is
+// taken as JSON, so that `curl -d` works as is.
 func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
 	if err != nil {
@@ -104,17 +108,18 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	idem, err := idempotencyKey(r.Header)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
 	sr := getRequest(req)
 	defer putRequest(sr)
-	sr.req.IdempotencyKey = idem
-	if err := s.svc.DecideInto(r.Context(), &sr.req, &sr.resp); err != nil {
-		writeError(w, httpStatus(err), err.Error())
-		return
+	idem, err := idempotencyKey(r.Header)
+	if err != nil {
+		// What the client sent: a denial, never an error (refuse.go).
+		s.svc.RefuseInto(&sr.req, err.Error(), &sr.resp)
+	} else {
+		sr.req.IdempotencyKey = idem
+		if err := s.svc.DecideInto(r.Context(), &sr.req, &sr.resp); err != nil {
+			writeError(w, httpStatus(err), err.Error())
+			return
+		}
 	}
 	if sr.resp.Lease != "" {
 		// The application ends the request with it (release, settle).
@@ -197,6 +202,17 @@ func idempotencyKey(h http.Header) (string, error) {
 	return vs[0], nil
 }
 
+// visiblePolicies counts snap's policies that are not hidden.
+func visiblePolicies(snap *config.Snapshot) int {
+	n := 0
+	for _, p := range snap.Policies {
+		if !p.Hidden() {
+			n++
+		}
+	}
+	return n
+}
+
 // httpStatus maps an error of the service to HTTP.
 func httpStatus(err error) int {
 	if errors.Is(err, service.ErrInvalidArgument) {
@@ -211,7 +227,8 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	out := Readiness{Ready: true, Checks: map[string]Check{}}
 	if snap := s.svc.Snapshot(); snap != nil {
 		out.SnapshotVersion = snap.Version
-		out.Checks["snapshot"] = Check{OK: true, Detail: fmt.Sprintf("version %s, %d policies", snap.Version, len(snap.Policies))}
+		// Hidden policies are hidden on every data-plane path: not counted.
+		out.Checks["snapshot"] = Check{OK: true, Detail: fmt.Sprintf("version %s, %d policies", snap.Version, visiblePolicies(snap))}
 	} else {
 		out.Checks["snapshot"] = Check{Detail: "no policies loaded yet"}
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/limiter/server"
+	"github.com/sluice-dev/sluice/limiter/service"
 	"github.com/sluice-dev/sluice/limiter/store"
 )
 
@@ -41,23 +42,23 @@ func TestHTTPIdempotencyKey(t *testing.T) {
 	}
 }
 
-// Bad Idempotency-Key headers get 400 with a clear error.
+// Bad Idempotency-Key headers are refused: 429 with a clear reason.
 func TestHTTPBadIdempotencyKey(t *testing.T) {
 	e := start(t, envOptions{})
 	for _, tc := range []struct {
 		keys []string
 		want string
 	}{
-		{[]string{strings.Repeat("x", 257)}, `{"error":"Idempotency-Key header: idempotency key is 257 bytes long, the maximum is 256"}`},
-		{[]string{""}, `{"error":"Idempotency-Key header is empty: send a key, or leave the header out"}`},
-		{[]string{"a", "b"}, `{"error":"2 Idempotency-Key headers: send one"}`},
+		{[]string{strings.Repeat("x", 257)}, "Idempotency-Key header: idempotency key is 257 bytes long, the maximum is 256"},
+		{[]string{""}, "Idempotency-Key header is empty: send a key, or leave the header out"},
+		{[]string{"a", "b"}, "2 Idempotency-Key headers: send one"},
 	} {
 		resp, body := postWithKey(t, e, chargeBody("bea"), tc.keys...)
-		if resp.StatusCode != http.StatusBadRequest || strings.TrimSpace(string(body)) != tc.want {
-			t.Errorf("keys %q: %d %s, want 400 %s", tc.keys, resp.StatusCode, body, tc.want)
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get(server.HeaderReason) != tc.want {
+			t.Errorf("keys %q: %d %s, want 429 refused: %s", tc.keys, resp.StatusCode, body, tc.want)
 		}
 	}
-	if got := decisions(t, e.reg, ""); got != 0 {
+	if got := decisions(t, e.reg, "") - decisions(t, e.reg, service.ResultRefused); got != 0 {
 		t.Errorf("%v decisions made for rejected requests", got)
 	}
 }

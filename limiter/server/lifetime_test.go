@@ -269,9 +269,10 @@ func TestRLSLeaseAndStreamDone(t *testing.T) {
 	if len(st) != 1 || st[0].Remaining != 2 {
 		t.Fatalf("in flight after the end: %+v", st)
 	}
-	// A malformed lease entry is InvalidArgument, naming it.
+	// A malformed lease entry is refused (OVER_LIMIT), naming it.
 	done.Descriptors[0].Entries[2].Value = "nope"
-	if _, err := e.rls.ShouldRateLimit(ctxT(t), done); err == nil || !strings.Contains(err.Error(), `descriptors[0].entries[2] (sluice_lease): lease ID "nope" is malformed`) {
-		t.Fatalf("malformed lease: %v", err)
+	if resp, err := e.rls.ShouldRateLimit(ctxT(t), done); err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT ||
+		!strings.Contains(resp.GetDynamicMetadata().AsMap()["reason"].(string), `descriptors[0].entries[2] (sluice_lease): lease ID "nope" is malformed`) {
+		t.Fatalf("malformed lease: %v %v", resp, err)
 	}
 }

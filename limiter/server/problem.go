@@ -56,6 +56,10 @@ func problemFor(resp *service.Response, status int) Problem {
 	if p := resp.Reported.Denied; p != nil {
 		pt, detail = p.Spec.EffectiveProblemType(), p.Spec.ProblemDetail()
 	}
+	if resp.Reported.Refused {
+		// What the client sent, and the cap (refuse.go).
+		detail = resp.Reported.Reason
+	}
 	t := problemTypes[pt]
 	out := Problem{Type: t.uri, Title: t.title, Status: status, Detail: detail, ViolatedPolicies: make([]string, 0, len(resp.Violated))}
 	for _, p := range resp.Violated {

@@ -42,8 +42,10 @@ func NewRLS(svc *service.Service, jitter float64) *RLS {
 	return &RLS{svc: svc, jitter: jitter}
 }
 
-// ShouldRateLimit decides req. A request the service refuses is answered
-// InvalidArgument, with what is wrong with it.
+// ShouldRateLimit decides req. A request the service won't count because
+// of what the client sent is answered OVER_LIMIT with the reason (see
+// service/refuse.go); only one that selects no policy (an empty domain, no
+// descriptors) is answered InvalidArgument, with what is wrong with it.
 func (r *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	sr := getRequest(req)
 	defer putRequest(sr)
@@ -80,11 +82,12 @@ func addProblem(out *rlsv3.RateLimitResponse, resp *service.Response, ds []servi
 	out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd, &corev3.HeaderValue{Key: "Content-Type", Value: ProblemContentType})
 }
 
-// validateRLS is what svc says of an RLS request (or of an HTTP check's).
+// validateRLS is what svc answers with an error of an RLS request (or of
+// an HTTP check's): only what selects no policy (service.ValidateShape).
 func validateRLS(svc *service.Service, req *rlsv3.RateLimitRequest) error {
 	sr := getRequest(req)
 	defer putRequest(sr)
-	return svc.Validate(&sr.req)
+	return service.ValidateShape(&sr.req)
 }
 
 // grpcError maps an error of the service to a gRPC status.
@@ -178,8 +181,12 @@ func toRLS(resp *service.Response, jitter float64) *rlsv3.RateLimitResponse {
 		// Envoy logs and forwards the RLS dynamic metadata. A hidden
 		// policy's name stays out: the HTTP check's body carries it too.
 		md = map[string]any{"reason": reasonOf(d)}
-		if !d.Denied.Hidden() {
+		if d.Denied != nil && !d.Denied.Hidden() {
 			md["policy"] = d.Denied.ID()
+		}
+		if d.Refused {
+			// Not counted because of what the client sent (refuse.go).
+			md["refused"] = true
 		}
 		if st := penaltyStatus(resp); st != 0 {
 			// A penalized key: the status spec.penalty asks of the gateway.

@@ -394,17 +394,9 @@ func TestHTTPBadRequests(t *testing.T) {
 		{"negative hitsAddend", `{"domain":"d","descriptors":` + descriptors(1) + `,"hitsAddend":-1}`, []string{"hitsAddend", "-1"}},
 		{"negative descriptor hitsAddend", `{"domain":"d","descriptors":[{"entries":[{"key":"a","value":"b"}],"hitsAddend":-3}]}`, []string{"-3"}},
 		{"hitsAddend beyond uint32", `{"domain":"d","descriptors":` + descriptors(1) + `,"hitsAddend":4294967296}`, []string{"hitsAddend", "4294967296"}},
-		{"absurd hitsAddend", `{"domain":"d","descriptors":` + descriptors(1) + `,"hitsAddend":4294967295}`, []string{"hits_addend 4294967295 exceeds the maximum"}},
-		{"absurd descriptor hitsAddend", `{"domain":"d","descriptors":[{"entries":[{"key":"a","value":"b"}],"hitsAddend":"18446744073709551615"}]}`, []string{"descriptors[0].hits_addend", "exceeds the maximum"}},
 		{"empty domain", `{"domain":"","descriptors":` + descriptors(1) + `}`, []string{"domain is empty"}},
 		{"missing domain", `{"descriptors":` + descriptors(1) + `}`, []string{"domain is empty"}},
 		{"no descriptors", `{"domain":"d","descriptors":[]}`, []string{"descriptors are empty"}},
-		{"17 descriptors", `{"domain":"d","descriptors":` + descriptors(service.MaxDescriptors+1) + `}`, []string{"17 descriptors, the maximum is 16"}},
-		{"no entries", `{"domain":"d","descriptors":[{"entries":[]}]}`, []string{"descriptors[0] has no entries"}},
-		{"17 entries", `{"domain":"d","descriptors":[{"entries":` + entries(service.MaxEntries+1) + `}]}`, []string{"descriptors[0] has 17 entries, the maximum is 16"}},
-		{"empty key", `{"domain":"d","descriptors":[{"entries":[{"key":"","value":"b"}]}]}`, []string{"descriptors[0].entries[0] has an empty key"}},
-		{"long key", `{"domain":"d","descriptors":[{"entries":[{"key":"` + long + `","value":"b"}]}]}`, []string{"descriptors[0].entries[0].key is 1025 bytes long, the maximum is 1024"}},
-		{"long value", `{"domain":"d","descriptors":[{"entries":[{"key":"a","value":"` + long + `"}]}]}`, []string{"descriptors[0].entries[0].value is 1025 bytes long, the maximum is 1024"}},
 		{"long domain", `{"domain":"` + long + `","descriptors":` + descriptors(1) + `}`, []string{"domain is 1025 bytes long"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -421,8 +413,31 @@ func TestHTTPBadRequests(t *testing.T) {
 		})
 	}
 
+	// What the client sent wrong in a request that selects a policy is no
+	// error but a denial, which a gateway can't fail open on.
+	charge := `{"key":"user_id","value":"x"},{"key":"path","value":"/v1/charges"}`
+	charges := func(n int) string {
+		return `[` + strings.TrimSuffix(strings.Repeat(`{"entries":[`+charge+`]},`, n), ",") + `]`
+	}
+	for _, tc := range []struct{ name, body, want string }{
+		{"absurd hitsAddend", `{"domain":"payments-api","descriptors":` + charges(1) + `,"hitsAddend":4294967295}`, "hits_addend 4294967295 exceeds the maximum 1000000"},
+		{"absurd descriptor hitsAddend", `{"domain":"payments-api","descriptors":[{"entries":[` + charge + `],"hitsAddend":"18446744073709551615"}]}`, "descriptors[0].hits_addend 18446744073709551615 exceeds the maximum 1000000"},
+		{"17 descriptors", `{"domain":"payments-api","descriptors":` + charges(service.MaxDescriptors+1) + `}`, "17 descriptors, the maximum is 16"},
+		{"17 entries", `{"domain":"payments-api","descriptors":[{"entries":` + entries(service.MaxEntries+1) + `}]}`, "descriptors[0] has 17 entries, the maximum is 16"},
+		{"empty key", `{"domain":"payments-api","descriptors":[{"entries":[` + charge + `,{"key":"","value":"b"}]}]}`, "descriptors[0].entries[2] has an empty key"},
+		{"long key", `{"domain":"payments-api","descriptors":[{"entries":[` + charge + `,{"key":"` + long + `","value":"b"}]}]}`, "descriptors[0].entries[2].key is 1025 bytes long, the maximum is 1024"},
+		{"long value", `{"domain":"payments-api","descriptors":[{"entries":[{"key":"user_id","value":"` + long + `"},{"key":"path","value":"/v1/charges"}]}]}`, "descriptors[0].entries[0].value is 1025 bytes long, the maximum is 1024"},
+	} {
+		t.Run("refused "+tc.name, func(t *testing.T) {
+			resp, body := post(t, e.http, "application/json", tc.body)
+			if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get(server.HeaderReason) != tc.want {
+				t.Fatalf("%d %s %q %s, want 429 with the reason %q", resp.StatusCode, server.HeaderReason, resp.Header.Get(server.HeaderReason), body, tc.want)
+			}
+		})
+	}
+
 	// No counter was spent by any of them.
-	if got := decisions(t, e.reg, ""); got != 0 {
+	if got := decisions(t, e.reg, "") - decisions(t, e.reg, service.ResultRefused); got != 0 {
 		t.Errorf("%v decisions after bad requests, want 0", got)
 	}
 }

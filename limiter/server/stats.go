@@ -24,7 +24,8 @@ func (s *Server) AdminStats() limiterwire.Stats {
 		out.Policies[i] = limiterwire.PolicyStats{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Generation: p.Generation,
 			Allowed: p.Allowed, Limited: p.Limited, ShadowLimited: p.ShadowLimited,
 			FailedOpen: p.FailedOpen, FailedClosed: p.FailedClosed, LocalFallback: p.LocalFallback, NearLimit: p.NearLimit,
-			SoftLimited: p.SoftLimited, Released: p.Released, NotHeld: p.NotHeld, Penalized: p.Penalized}
+			SoftLimited: p.SoftLimited, Released: p.Released, NotHeld: p.NotHeld, Penalized: p.Penalized,
+			Refused: p.Refused}
 		if !p.HottestSince.IsZero() {
 			since := p.HottestSince
 			out.Policies[i].HottestSince = &since

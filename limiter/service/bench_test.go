@@ -107,3 +107,40 @@ func BenchmarkDecide(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkRefused is the answer to a request the service won't count: a
+// cost above the cap (1e9 here, so 2e9 is above the limiter's maximum),
+// a value over 1 KiB, and 17 or 1,000 descriptors. Its work is bounded
+// whatever the client sends: 1,000 descriptors cost what 17 do.
+func BenchmarkRefused(b *testing.B) {
+	svc := benchService(b, "TokenBucket")
+	charge := service.Descriptor{Entries: []config.Entry{{Key: "user_id", Value: "user-42"}, {Key: "path", Value: "/v1/charges"}}}
+	many := func(n int) []service.Descriptor {
+		out := make([]service.Descriptor, n)
+		for i := range out {
+			out[i] = charge
+		}
+		return out
+	}
+	long := service.Descriptor{Entries: []config.Entry{{Key: "user_id", Value: string(make([]byte, 1100))}, {Key: "path", Value: "/v1/charges"}}}
+	for _, tc := range []struct {
+		name string
+		req  service.Request
+	}{
+		{"cost", service.Request{Domain: "bench", HitsAddend: 2_000_000_000, Descriptors: many(1)}},
+		{"long-value", service.Request{Domain: "bench", Descriptors: []service.Descriptor{long}}},
+		{"17-descriptors", service.Request{Domain: "bench", Descriptors: many(17)}},
+		{"1000-descriptors", service.Request{Domain: "bench", Descriptors: many(1000)}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var resp service.Response
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := svc.DecideInto(ctx, &tc.req, &resp); err != nil || !resp.Reported.Refused {
+					b.Fatalf("%+v %v, want refused", resp.Reported, err)
+				}
+			}
+		})
+	}
+}

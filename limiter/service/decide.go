@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -17,10 +18,11 @@ import (
 // allowed. A retry with the same idempotency key within the TTL replays the
 // first admitted decision of each policy and consumes nothing.
 //
-// The only errors are those of a request Validate refuses, or one whose
-// cost exceeds a policy's maxCost (checkCosts), which match
-// ErrInvalidArgument; store errors are resolved by each policy's failure
-// mode.
+// The only errors are those of a request ValidateShape refuses, which
+// match ErrInvalidArgument and select no policy. Whatever else the client
+// sent that the service won't count (see Validate, and a cost above a
+// policy's maxCost) is a refusal: a denial with a reason (refuse.go).
+// Store errors are resolved by each policy's failure mode.
 func (s *Service) Decide(ctx context.Context, req *Request) (Response, error) {
 	var resp Response
 	err := s.DecideInto(ctx, req, &resp)
@@ -32,24 +34,24 @@ func (s *Service) Decide(ctx context.Context, req *Request) (Response, error) {
 // allocating.
 func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) error {
 	*resp = Response{Decisions: resp.Decisions[:0], Violated: resp.Violated[:0], SoftLimited: resp.SoftLimited[:0], Endings: resp.Endings[:0]}
-	if err := s.Validate(req); err != nil {
+	if err := ValidateShape(req); err != nil {
 		return err
-	}
-	if err := ValidateIdempotencyKey(req.IdempotencyKey); err != nil {
-		return invalidf("Idempotency-Key: %s", err.Error())
 	}
 	l := s.loaded.Load()
 	dom := l.snap.Domain(req.Domain)
-	if err := validateLeaseEntries(dom, req); err != nil {
-		return err
-	}
-	if err := s.checkCosts(l, req); err != nil {
-		return err
+	answered, skip := s.screen(l, dom, req, resp)
+	if answered {
+		return nil // refused (refuse.go)
 	}
 	resp.Decisions = slices.Grow(resp.Decisions, len(req.Descriptors))
 	var lt *lifetime // the request's lease, once a policy holds
 	for i := range req.Descriptors {
 		d := &req.Descriptors[i]
+		if skip&(1<<i) != 0 {
+			// Refused, and no enforcing policy matches it: unmatched.
+			resp.Decisions = append(resp.Decisions, Decision{})
+			continue
+		}
 		ltp := &lt
 		if req.NoEnd {
 			ltp = nil
@@ -132,41 +134,42 @@ func longerWait(a, b time.Duration) bool {
 	return a != b && (a == algo.Never || (b != algo.Never && a > b))
 }
 
-// checkCosts refuses a request that would spend, on one descriptor, more
-// than the maxCost of an enforcing policy that the descriptor matches,
-// naming the first such descriptor, its cost, the policy and its cap. It
-// runs before any decision, so that a refused request spends nothing.
-// Costs within every policy's cap of the domain, such as the usual 1, need
-// no matching. Shadow policies, and all while enforcement is off, refuse
-// nothing: they never change an answer.
-func (s *Service) checkCosts(l *loaded, req *Request) error {
+// checkCosts finds a descriptor (not in skip) that would spend more than
+// the maxCost of an enforcing policy it matches, and says why it is
+// refused, naming the first such descriptor i, its cost, the policy p and
+// its cap; reason is empty when none does. It runs before any decision, so
+// that a refused request spends nothing. Costs within every policy's cap
+// of the domain, such as the usual 1, need no matching. Shadow policies,
+// and all while enforcement is off, refuse nothing: they never change an
+// answer.
+func (s *Service) checkCosts(l *loaded, req *Request, skip uint32) (p *config.Policy, i int, reason string) {
 	// Every cap is at least 1: most requests need no look-up.
 	most := int64(0)
 	for i := range req.Descriptors {
 		most = max(most, descriptorCost(req, &req.Descriptors[i]))
 	}
 	if most <= 1 {
-		return nil
+		return nil, 0, ""
 	}
 	d := l.snap.Domain(req.Domain)
 	if d == nil || !s.enforcing(l) {
-		return nil
+		return nil, 0, ""
 	}
 	for i := range req.Descriptors {
 		desc := &req.Descriptors[i]
 		cost := descriptorCost(req, desc)
-		if cost <= d.MinMaxCost() {
+		if cost <= d.MinMaxCost() || skip&(1<<i) != 0 {
 			continue
 		}
-		if err := s.checkCost(d, i, desc.Entries, cost); err != nil {
-			return err
+		if p, reason := s.checkCost(d, i, desc.Entries, cost); reason != "" {
+			return p, i, reason
 		}
 	}
-	return nil
+	return nil, 0, ""
 }
 
 // checkCost is checkCosts for descriptors[i], of entries and cost.
-func (s *Service) checkCost(d *config.Domain, i int, entries []config.Entry, cost int64) error {
+func (s *Service) checkCost(d *config.Domain, i int, entries []config.Entry, cost int64) (*config.Policy, string) {
 	sc := s.scratch.Get().(*scratch)
 	defer s.release(sc)
 	entries, _ = s.splitIdempotency(sc, entries, "")
@@ -175,12 +178,12 @@ func (s *Service) checkCost(d *config.Domain, i int, entries []config.Entry, cos
 		if !p.Shadow && !p.Soft() && cost > p.MaxCost {
 			if p.Hidden() {
 				// Neither the cap (by default the capacity) nor the name.
-				return invalidf("descriptors[%d] costs %d, above the maximum cost of a hidden policy", i, cost)
+				return p, fmt.Sprintf("descriptors[%d] costs %d, above the maximum cost of a hidden policy", i, cost)
 			}
-			return invalidf("descriptors[%d] costs %d, above the maximum cost of %d of policy %s (%s)", i, cost, p.MaxCost, p.ID(), maxCostSource(p))
+			return p, fmt.Sprintf("descriptors[%d] costs %d, above the maximum cost of %d of policy %s (%s)", i, cost, p.MaxCost, p.ID(), maxCostSource(p))
 		}
 	}
-	return nil
+	return nil, ""
 }
 
 // maxCostSource says where p's MaxCost comes from: spec.maxCost, or the
@@ -279,7 +282,8 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 			}
 			continue
 		}
-		if stricter(p.FailureMode, mode) {
+		if !p.Hidden() && stricter(p.FailureMode, mode) {
+			// A hidden policy's failure mode is not told either.
 			mode = p.FailureMode
 		}
 		if !dec.Result.Allowed {

@@ -129,6 +129,9 @@ type DegradedPolicy struct {
 	// counts them since.
 	Since     time.Time
 	Fallbacks int64
+	// Hidden is true for a hidden policy: DegradedDetail, which /readyz
+	// on the data plane shows, leaves it out.
+	Hidden bool
 }
 
 // Degraded lists the policies with a fallback decision in the last
@@ -145,22 +148,25 @@ func (s *Service) Degraded() []DegradedPolicy {
 		if last := f.lastFallback.Load(); last == 0 || now-last > int64(DegradedWindow) {
 			continue
 		}
-		out = append(out, DegradedPolicy{Policy: p.ID(), FailureMode: p.FailureMode,
+		out = append(out, DegradedPolicy{Policy: p.ID(), FailureMode: p.FailureMode, Hidden: p.Hidden(),
 			Since: time.Unix(0, f.degradedSince.Load()), Fallbacks: f.fallbacks.Load()})
 	}
 	return out
 }
 
-// DegradedDetail describes Degraded for /readyz.
+// DegradedDetail describes Degraded for /readyz, which the data plane
+// serves: hidden policies are left out (the admin plane lists them).
 func (s *Service) DegradedDetail() string {
-	ds := s.Degraded()
-	if len(ds) == 0 {
-		return "no policy degraded: the store decides"
+	var parts []string
+	for _, d := range s.Degraded() {
+		if d.Hidden {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s runs degraded (store unavailable, failureMode %s, %d fallback decisions since %s)",
+			d.Policy, d.FailureMode, d.Fallbacks, d.Since.UTC().Format(time.RFC3339)))
 	}
-	parts := make([]string, len(ds))
-	for i, d := range ds {
-		parts[i] = fmt.Sprintf("%s runs degraded (store unavailable, failureMode %s, %d fallback decisions since %s)",
-			d.Policy, d.FailureMode, d.Fallbacks, d.Since.UTC().Format(time.RFC3339))
+	if len(parts) == 0 {
+		return "no policy degraded: the store decides"
 	}
 	return strings.Join(parts, "; ")
 }

@@ -2,7 +2,6 @@ package service_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -187,16 +186,15 @@ func TestIdempotencyRecordExpires(t *testing.T) {
 	}
 }
 
-// Bad idempotency keys are rejected with a clear error.
+// Bad idempotency keys are refused (denied) with a clear reason.
 func TestBadIdempotencyKeys(t *testing.T) {
 	svc := idemService(t, nil, 0)
 	long := strings.Repeat("k", 257)
 	withKey := func(k string) *service.Request {
 		return &service.Request{Domain: "orders", Descriptors: []service.Descriptor{desc("user", "ed")}, IdempotencyKey: k}
 	}
-	if _, err := svc.Decide(context.Background(), withKey(long)); !errors.Is(err, service.ErrInvalidArgument) ||
-		!strings.Contains(err.Error(), "Idempotency-Key: idempotency key is 257 bytes long, the maximum is 256") {
-		t.Errorf("257-byte key: %v", err)
+	if got := answer(svc.Decide(context.Background(), withKey(long))); got != "refused: Idempotency-Key: idempotency key is 257 bytes long, the maximum is 256" {
+		t.Errorf("257-byte key: %s", got)
 	}
 	if _, err := svc.Decide(context.Background(), withKey(long[:256])); err != nil {
 		t.Errorf("256-byte key: %v", err)
@@ -209,9 +207,9 @@ func TestBadIdempotencyKeys(t *testing.T) {
 		{desc("user", "ed", "idempotency_key", ""), "descriptors[0].entries[1] (idempotency_key) is empty"},
 		{desc("idempotency_key", "a", "user", "ed", "idempotency_key", "b"), "descriptors[0] has more than one idempotency_key entry"},
 	} {
-		_, err := svc.Decide(context.Background(), &service.Request{Domain: "orders", Descriptors: []service.Descriptor{tc.d}})
-		if !errors.Is(err, service.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%v: %v, want InvalidArgument %q", tc.d, err, tc.want)
+		got := answer(svc.Decide(context.Background(), &service.Request{Domain: "orders", Descriptors: []service.Descriptor{tc.d}}))
+		if !strings.HasPrefix(got, "refused: ") || !strings.Contains(got, tc.want) {
+			t.Errorf("%v: %s, want refused %q", tc.d, got, tc.want)
 		}
 	}
 }

@@ -172,18 +172,16 @@ func leaseEntry(d *config.Domain, entries []config.Entry) (key, value string, ok
 	return "", "", false
 }
 
-// validateLeaseEntries refuses a request whose descriptors carry a lease
+// validateLeaseEntries refuses descriptor i, d, when it carries a lease
 // entry of the domain that is not a lease ID, before anything is decided.
-func validateLeaseEntries(d *config.Domain, req *Request) error {
-	if !holds(d) {
+func validateLeaseEntries(dom *config.Domain, i int, d *Descriptor) error {
+	if dom == nil || !holds(dom) {
 		return nil
 	}
-	for i := range req.Descriptors {
-		for j, e := range req.Descriptors[i].Entries {
-			if slices.Contains(d.LeaseEntries(), e.Key) {
-				if _, err := ParseLease(e.Value); err != nil {
-					return invalidf("descriptors[%d].entries[%d] (%s): %v", i, j, e.Key, err)
-				}
+	for j, e := range d.Entries {
+		if slices.Contains(dom.LeaseEntries(), e.Key) {
+			if _, err := ParseLease(e.Value); err != nil {
+				return invalidf("descriptors[%d].entries[%d] (%s): %v", i, j, e.Key, err)
 			}
 		}
 	}

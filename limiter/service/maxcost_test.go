@@ -2,7 +2,6 @@ package service_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 
@@ -60,12 +59,14 @@ func TestMaxCost(t *testing.T) {
 		{"unmatched", 1000, []service.Descriptor{desc("other", "x")}, ""},
 		{"the idempotency entry is not matched", 3, []service.Descriptor{desc("user", "cy", "idempotency_key", "k")}, "maximum cost of 2 of policy a/capped"},
 	} {
-		_, err := decide(tc.hits, tc.ds...)
+		r, err := decide(tc.hits, tc.ds...)
 		switch {
-		case tc.want == "" && err != nil:
-			t.Errorf("%s: %v", tc.name, err)
-		case tc.want != "" && (!errors.Is(err, service.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("%s: %v, want InvalidArgument %q", tc.name, err, tc.want)
+		case err != nil:
+			t.Errorf("%s: %v, want a decision", tc.name, err)
+		case tc.want == "" && r.Reported.Refused:
+			t.Errorf("%s: refused: %s", tc.name, r.Reported.Reason)
+		case tc.want != "" && (!r.OverLimit || !r.Reported.Refused || !strings.Contains(r.Reported.Reason, tc.want)):
+			t.Errorf("%s: %+v, want refused %q", tc.name, r.Reported, tc.want)
 		}
 	}
 	// The refused requests spent nothing: 1.2.3.4 has its 4 units, ann 8.
@@ -79,7 +80,7 @@ func TestMaxCost(t *testing.T) {
 	}
 	// With enforcement off nothing is refused, as nothing is denied.
 	svc.SetEnforcement(false)
-	if _, err := decide(3, desc("user", "ann")); err != nil {
-		t.Errorf("above the cap with enforcement disabled: %v", err)
+	if r, err := decide(3, desc("user", "ann")); err != nil || r.OverLimit || r.Reported.Refused {
+		t.Errorf("above the cap with enforcement disabled: %+v %v", r.Reported, err)
 	}
 }

@@ -19,6 +19,10 @@ const (
 	ResultSoftLimited = "soft_limited"
 	// ResultPenalized: denied because the key is penalized (spec.penalty).
 	ResultPenalized = "penalized"
+	// ResultRefused: not counted because of what the client sent (a cost
+	// above a cap, an over-long value, a malformed lease...), and denied
+	// with a reason when an enforcing policy matched (refuse.go).
+	ResultRefused = "refused"
 )
 
 type metrics struct {
@@ -36,7 +40,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		decisions: prometheus.NewDesc("sluice_decisions_total",
-			"Decisions by policy (namespace/name), domain and result: allowed, limited, shadow_limited, failed_open, failed_closed, local_fallback, soft_limited, penalized (a penalized key's denials, spec.penalty).",
+			"Decisions by policy (namespace/name), domain and result: allowed, limited, shadow_limited, failed_open, failed_closed, local_fallback, soft_limited, penalized (a penalized key's denials, spec.penalty), refused (requests not counted because of what the client sent, denied with a reason).",
 			[]string{"domain", "policy", "result"}, nil),
 		hotRequests: prometheus.NewDesc("sluice_hottest_descriptor_requests",
 			"Requests of each policy's hottest descriptor values (hashed or truncated) in the last complete interval; only with --top-descriptors.",
@@ -100,7 +104,7 @@ func (d decisionsCollector) Collect(ch chan<- prometheus.Metric) {
 		}{
 			{ResultAllowed, &st.allowed}, {ResultLimited, &st.limited}, {ResultShadowLimited, &st.shadowLimited},
 			{ResultFailedOpen, &st.failedOpen}, {ResultFailedClosed, &st.failedClosed}, {ResultLocalFallback, &st.localFallback},
-			{ResultSoftLimited, &st.softLimited}, {ResultPenalized, &st.penalized},
+			{ResultSoftLimited, &st.softLimited}, {ResultPenalized, &st.penalized}, {ResultRefused, &st.refused},
 		} {
 			ch <- prometheus.MustNewConstMetric(d.s.metrics.decisions, prometheus.CounterValue, float64(v.n.Load()), p.Domain, p.ID(), v.result)
 		}

@@ -68,9 +68,9 @@ type Response struct {
 	// Endings are what the request's descriptors that carry a lease entry
 	// ended, one per holding policy each matched.
 	Endings []Ending
-	// FailureMode is the strictest failureMode of the enforcing policies
-	// the request matched (Closed, then Local, then Open), empty when none
-	// did: what a client that can't reach the limiter should do for such
+	// FailureMode is the strictest failureMode of the enforcing visible
+	// policies the request matched (Closed, then Local, then Open), empty
+	// when none did (a hidden policy's is never told): what a client that can't reach the limiter should do for such
 	// a request (see limiter/client).
 	FailureMode v1alpha1.FailureMode
 }
@@ -113,6 +113,13 @@ type Decision struct {
 	// Penalized is true when Denied's denial is a penalized key's
 	// (spec.penalty): Denied.Penalty says how to answer it.
 	Penalized bool
+	// Refused is true when the request (or this descriptor) was not
+	// counted because of what the client sent, and is denied for it
+	// (refuse.go): Reason says what and names the cap; RetryAfter is
+	// algo.Never (a retry of the same request is refused again); Denied is
+	// the policy whose maxCost was passed, if that was it. It is never a
+	// penalty's strike.
+	Refused bool
 	// SoftLimited is true when a soft policy is over its threshold: the
 	// request is allowed (unless an enforcing policy denies) and marked.
 	SoftLimited bool
@@ -121,7 +128,7 @@ type Decision struct {
 	// that of the denial that set RetryAfter when OverLimit, else that of
 	// Policy's decision.
 	Reason string
-	// FailureMode is the strictest failureMode of the enforcing policies
-	// that matched.
+	// FailureMode is the strictest failureMode of the enforcing visible
+	// policies that matched.
 	FailureMode v1alpha1.FailureMode
 }

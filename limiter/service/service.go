@@ -1,7 +1,9 @@
 // Package service is the limiter's core, and knows no protocol: it
 // validates a Request, matches each of its descriptors against the loaded
 // snapshot, decides every matching policy against the store, and answers a
-// Response of Decisions, or an error that matches ErrInvalidArgument. The
+// Response of Decisions (a refused request's among them: a denial with a
+// reason), or, for a request that selects no policy, an error that matches
+// ErrInvalidArgument. The
 // Envoy RLS and HTTP adapters in limiter/server turn requests into a
 // Request and a Response into their wire answer.
 //
@@ -9,6 +11,8 @@
 //
 //   - decide.go: Decide and Check, and which decision is reported
 //   - validate.go and errors.go: what a request may carry, typed errors
+//   - refuse.go: what the client sent that the service won't count,
+//     answered as a denial with a reason
 //   - idempotency.go: idempotency keys and their scope
 //   - enforcement.go: shadow policies and the kill switch
 //   - failure.go: each policy's failure mode, a decorator around the store

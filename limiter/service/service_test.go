@@ -63,6 +63,21 @@ func call(t *testing.T, svc *service.Service, domain string, hits uint64, ds ...
 	return resp
 }
 
+// answer says what Decide answered: "error: ...", "refused: REASON" (a
+// denial for what the client sent), or "decided".
+func answer(resp service.Response, err error) string {
+	switch {
+	case err != nil:
+		return "error: " + err.Error()
+	case resp.Reported.Refused:
+		if !resp.OverLimit || !resp.Reported.OverLimit {
+			return "refused but not denied: " + resp.Reported.Reason
+		}
+		return "refused: " + resp.Reported.Reason
+	}
+	return "decided"
+}
+
 // policyOf names the policy of a decision, "" for none.
 func policyOf(d service.Decision) string {
 	if d.Policy == nil {
@@ -280,8 +295,32 @@ spec:
 	}
 }
 
+// Only a request that selects no policy is an error; whatever else the
+// client sent wrong is a refusal: denied with a reason when it matches an
+// enforcing policy, answered as unmatched when nothing would count it.
 func TestInvalidRequests(t *testing.T) {
 	svc, _ := newService(t, nil)
+	for _, tc := range []struct {
+		name string
+		req  service.Request
+		want string
+	}{
+		{"empty domain", service.Request{Descriptors: []service.Descriptor{desc("user", "a")}}, "domain is empty"},
+		{"no descriptors", service.Request{Domain: "shop"}, "descriptors are empty"},
+	} {
+		_, err := svc.Decide(context.Background(), &tc.req)
+		var iae *service.InvalidArgumentError
+		if !errors.Is(err, service.ErrInvalidArgument) || !errors.As(err, &iae) || !strings.Contains(iae.Message, tc.want) {
+			t.Errorf("%s: got %v, want an InvalidArgumentError %q", tc.name, err, tc.want)
+		}
+		if verr := svc.Validate(&tc.req); verr == nil || verr.Error() != err.Error() {
+			t.Errorf("%s: Validate says %v, Decide %v", tc.name, verr, err)
+		}
+	}
+}
+
+func TestRefusedRequestsAreDenied(t *testing.T) {
+	svc, reg := newService(t, nil)
 	long := strings.Repeat("x", 1025)
 	many := func(n int) []service.Descriptor {
 		out := make([]service.Descriptor, n)
@@ -306,27 +345,52 @@ func TestInvalidRequests(t *testing.T) {
 		req  service.Request
 		want string
 	}{
-		{"empty domain", service.Request{Descriptors: many(1)}, "domain is empty"},
-		{"no descriptors", service.Request{Domain: "shop"}, "descriptors are empty"},
 		{"17 descriptors", service.Request{Domain: "shop", Descriptors: many(17)}, "17 descriptors, the maximum is 16"},
 		{"17 entries", service.Request{Domain: "shop", Descriptors: one(wide)}, "has 17 entries, the maximum is 16"},
-		{"no entries", service.Request{Domain: "shop", Descriptors: one(service.Descriptor{})}, "descriptors[0] has no entries"},
-		{"empty key", service.Request{Domain: "shop", Descriptors: one(desc("", "v"))}, "empty key"},
-		{"long key", service.Request{Domain: "shop", Descriptors: one(desc(long, "v"))}, "key is 1025 bytes long, the maximum is 1024"},
+		{"empty key", service.Request{Domain: "shop", Descriptors: one(desc("user", "a", "", "v"))}, "empty key"},
+		{"long key", service.Request{Domain: "shop", Descriptors: one(desc("user", "a", long, "v"))}, "key is 1025 bytes long, the maximum is 1024"},
 		{"long value", service.Request{Domain: "shop", Descriptors: one(desc("user", long))}, "value is 1025 bytes long"},
+		{"long value in the second descriptor", service.Request{Domain: "shop", Descriptors: []service.Descriptor{desc("user", "a"), desc("user", long)}}, "descriptors[1].entries[0].value is 1025 bytes long"},
 		{"absurd hits", service.Request{Domain: "shop", Descriptors: many(1), HitsAddend: 2_000_000_000}, "hits_addend 2000000000 exceeds the maximum 1000000"},
 		{"absurd descriptor hits", service.Request{Domain: "shop", Descriptors: one(bigHits)}, "descriptors[0].hits_addend 1099511627776 exceeds"},
 		{"negative hits", service.Request{Domain: "shop", Descriptors: one(negative)}, "is_negative_hits is not supported"},
 		{"limit override", service.Request{Domain: "shop", Descriptors: one(override)}, "descriptors[0].limit overrides are not supported"},
+		{"long idempotency key", service.Request{Domain: "shop", Descriptors: one(desc("user", "a")), IdempotencyKey: strings.Repeat("k", 257)}, "Idempotency-Key: idempotency key is 257 bytes long"},
 	} {
-		_, err := svc.Decide(context.Background(), &tc.req)
-		var iae *service.InvalidArgumentError
-		if !errors.Is(err, service.ErrInvalidArgument) || !errors.As(err, &iae) || !strings.Contains(iae.Message, tc.want) {
-			t.Errorf("%s: got %v, want an InvalidArgumentError %q", tc.name, err, tc.want)
+		resp, err := svc.Decide(context.Background(), &tc.req)
+		if err != nil {
+			t.Errorf("%s: error %v, want a denial (a gateway fails open on errors)", tc.name, err)
+			continue
 		}
-		if verr := svc.Validate(&tc.req); verr == nil || verr.Error() != err.Error() {
-			t.Errorf("%s: Validate says %v, Decide %v", tc.name, verr, err)
+		if !resp.OverLimit || !resp.Reported.Refused || !resp.Reported.OverLimit || !strings.Contains(resp.Reported.Reason, tc.want) {
+			t.Errorf("%s: %+v, want refused with a reason containing %q", tc.name, resp.Reported, tc.want)
 		}
+		if verr := svc.Validate(&tc.req); tc.req.IdempotencyKey == "" && (verr == nil || verr.Error() != resp.Reported.Reason) {
+			t.Errorf("%s: Validate says %v, Decide refused for %q", tc.name, verr, resp.Reported.Reason)
+		}
+	}
+	// Nothing was spent: user a still has its whole quota.
+	peek := desc("user", "a")
+	peek.HasHitsAddend = true
+	if r := call(t, svc, "shop", 0, peek); r.OverLimit || r.Decisions[0].Policy == nil || r.Decisions[0].Result.Remaining != r.Decisions[0].Policy.Limit.Capacity() {
+		t.Fatalf("user a after the refusals: %+v, want its whole quota", r.Decisions[0])
+	}
+	if n := decisions(t, reg, "shop/per-user", service.ResultRefused); n == 0 {
+		t.Fatal("no refused decision counted for shop/per-user")
+	}
+}
+
+// A refused descriptor that no enforcing policy matches would have been
+// counted by nothing: it is answered as unmatched, and the rest decided.
+func TestRefusedUnmatchedDescriptor(t *testing.T) {
+	svc, _ := newService(t, nil)
+	long := strings.Repeat("x", 1025)
+	r := call(t, svc, "shop", 0, desc("nobody", long), desc("user", "zed"))
+	if r.OverLimit || r.Reported.Refused || len(r.Decisions) != 2 || r.Decisions[0].Policy != nil || r.Decisions[1].Policy == nil {
+		t.Fatalf("%+v, want the first unmatched and the second decided", r)
+	}
+	if r := call(t, svc, "nope", 0, desc("user", long)); r.OverLimit {
+		t.Fatalf("unknown domain: %+v, want allowed", r)
 	}
 }
 

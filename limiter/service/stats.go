@@ -28,6 +28,9 @@ type policyStats struct {
 	nearLimit                               atomic.Int64
 	softLimited                             atomic.Int64
 	penalized                               atomic.Int64
+	// refused counts the requests the policy matched that were not
+	// counted because of what the client sent (refuse.go).
+	refused atomic.Int64
 	// released counts the holdings ended (slots released, reservations
 	// settled), notHeld the ends that found nothing to end.
 	released, notHeld atomic.Int64
@@ -61,6 +64,11 @@ type PolicyStats struct {
 	// Penalized counts the denials of penalized keys (spec.penalty), the
 	// one that started a penalty included; Limited does not count them.
 	Penalized int64
+	// Refused counts the requests that matched the policy and were not
+	// counted because of what the client sent (a cost above a cap, an
+	// over-long value, a malformed lease, ...): denied with a reason when
+	// an enforcing policy matched, never a strike of spec.penalty.
+	Refused int64
 	// Released counts the holdings of a policy that holds (Concurrency
 	// slots, reservations) ended by the request's end, or given back by a
 	// request denied by another policy; NotHeld the ends that found
@@ -163,6 +171,7 @@ func (s *Service) PolicyStats() []PolicyStats {
 			Allowed: st.allowed.Load(), Limited: st.limited.Load(), ShadowLimited: st.shadowLimited.Load(),
 			FailedOpen: st.failedOpen.Load(), FailedClosed: st.failedClosed.Load(), LocalFallback: st.localFallback.Load(),
 			NearLimit: st.nearLimit.Load(), SoftLimited: st.softLimited.Load(), Penalized: st.penalized.Load(),
+			Refused:  st.refused.Load(),
 			Released: st.released.Load(), NotHeld: st.notHeld.Load(),
 		})
 	}

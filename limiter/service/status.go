@@ -22,7 +22,8 @@ type PolicyStatus struct {
 	// ResetSeconds is how long, in whole seconds rounded up, until the
 	// caller's counter is back to its full quota.
 	ResetSeconds int64 `json:"resetSeconds"`
-	// Shadow is true for a shadow policy, which never denies.
+	// Shadow was true for a shadow policy; the peek no longer reports
+	// shadow policies (they are invisible to clients), so it is false.
 	Shadow bool `json:"shadow"`
 	// Soft is true for a soft policy, which marks the requests over it
 	// and never denies.
@@ -37,7 +38,7 @@ type PolicyStatus struct {
 
 // Peek reports every visible policy of domain that entries match, in the
 // snapshot's order, without consuming anything: each is decided as a check
-// of cost 0 is. Hidden policies are left out. An unknown domain or an unmatched request gives an empty
+// of cost 0 is. Hidden and shadow policies are left out. An unknown domain or an unmatched request gives an empty
 // list. Peeks are not counted as decisions. The error, which matches
 // ErrInvalidArgument, says what is wrong with a request that Validate
 // refuses.
@@ -57,8 +58,10 @@ func (s *Service) Peek(ctx context.Context, domain string, entries []config.Entr
 	entries, _ = s.splitIdempotency(sc, entries, "")
 	sc.matches = d.AppendMatches(sc.matches[:0], entries)
 	for _, p := range sc.matches {
-		if p.Hidden() {
-			continue // a hidden policy tells its caller nothing
+		if p.Hidden() || p.Shadow {
+			// A hidden policy tells its caller nothing; a shadow one is
+			// invisible to clients, as in every answer.
+			continue
 		}
 		dec := s.decide(ctx, sc, p, l.policies[p], domain, entries, 0, "")
 		out = append(out, policyStatus(p, dec))

@@ -1,17 +1,22 @@
 package service
 
-// Request bounds. Larger requests are refused with ErrInvalidArgument.
+import "fmt"
+
+// Request bounds. A request over them is refused (refuse.go): a denial
+// with a reason when it matches an enforcing policy, never counted.
 const (
 	MaxDescriptors = 16
 	MaxEntries     = 16
 	MaxEntryLength = 1024
 )
 
-// Validate refuses the requests the service will not decide, with an
-// *InvalidArgumentError that names what is wrong, the first thing found in
-// the request's order. The names are those of the RLS request, which the
-// HTTP check takes as JSON too.
-func (s *Service) Validate(req *Request) error {
+// ValidateShape refuses, with an *InvalidArgumentError, the only requests
+// the service answers with an error: those that select no policy and that
+// no gateway sends by mistake (an empty domain, one longer than any
+// policy's, no descriptors). Everything else a request may carry wrong is
+// a refusal, answered as a denial (refuse.go): a gateway that fails open on
+// errors must not be able to skip a limit with it.
+func ValidateShape(req *Request) error {
 	if req.Domain == "" {
 		return invalidf("domain is empty")
 	}
@@ -21,11 +26,21 @@ func (s *Service) Validate(req *Request) error {
 	if len(req.Descriptors) == 0 {
 		return invalidf("descriptors are empty: send at least one")
 	}
-	if len(req.Descriptors) > MaxDescriptors {
-		return invalidf("%d descriptors, the maximum is %d", len(req.Descriptors), MaxDescriptors)
+	return nil
+}
+
+// Validate refuses the requests the service will not count, with an
+// *InvalidArgumentError that names what is wrong, the first thing found in
+// the request's order. The names are those of the RLS request, which the
+// HTTP check takes as JSON too. Decide answers the problems past
+// ValidateShape as denials (refuse.go); the status peek and the ends of
+// requests (release, settle), which admit nothing, as errors.
+func (s *Service) Validate(req *Request) error {
+	if err := ValidateShape(req); err != nil {
+		return err
 	}
-	if req.HitsAddend > uint64(s.opts.MaxCost) {
-		return invalidf("hits_addend %d exceeds the maximum %d", req.HitsAddend, s.opts.MaxCost)
+	if err := s.validateRequest(req); err != nil {
+		return err
 	}
 	for i := range req.Descriptors {
 		if err := s.validateDescriptor(i, &req.Descriptors[i]); err != nil {
@@ -35,12 +50,32 @@ func (s *Service) Validate(req *Request) error {
 	return nil
 }
 
+// validateRequest is Validate's request-wide checks past ValidateShape.
+func (s *Service) validateRequest(req *Request) error {
+	if len(req.Descriptors) > MaxDescriptors {
+		return invalidf("%d descriptors, the maximum is %d", len(req.Descriptors), MaxDescriptors)
+	}
+	if req.HitsAddend > uint64(s.opts.MaxCost) {
+		return invalidf("hits_addend %d exceeds the maximum %d", req.HitsAddend, s.opts.MaxCost)
+	}
+	return nil
+}
+
+// tooManyEntries is what validateDescriptor says of a descriptor with more
+// than MaxEntries entries, or "".
+func tooManyEntries(i int, d *Descriptor) string {
+	if len(d.Entries) <= MaxEntries {
+		return ""
+	}
+	return fmt.Sprintf("descriptors[%d] has %d entries, the maximum is %d", i, len(d.Entries), MaxEntries)
+}
+
 func (s *Service) validateDescriptor(i int, d *Descriptor) error {
 	if len(d.Entries) == 0 {
 		return invalidf("descriptors[%d] has no entries", i)
 	}
-	if len(d.Entries) > MaxEntries {
-		return invalidf("descriptors[%d] has %d entries, the maximum is %d", i, len(d.Entries), MaxEntries)
+	if msg := tooManyEntries(i, d); msg != "" {
+		return invalidf("%s", msg)
 	}
 	if d.HasHitsAddend && d.HitsAddend > uint64(s.opts.MaxCost) {
 		return invalidf("descriptors[%d].hits_addend %d exceeds the maximum %d", i, d.HitsAddend, s.opts.MaxCost)
