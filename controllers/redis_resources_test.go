@@ -151,7 +151,7 @@ func TestRedisConfig(t *testing.T) {
 	for _, line := range []string{
 		"protected-mode yes",
 		"maxmemory 402653175", // 75% of the default 512Mi limit
-		"maxmemory-policy volatile-ttl",
+		"maxmemory-policy allkeys-lru",
 		"include /etc/redis-auth/users.conf",
 	} {
 		if !strings.Contains(conf, line+"\n") {

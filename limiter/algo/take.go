@@ -20,11 +20,15 @@ type State struct {
 	N int64
 	// Prev is SlidingWindow's count of window T-1.
 	Prev int64
-	// Log holds SlidingLog's admitted requests, one entry per request
-	// whatever its cost, ascending by time (requests of one time in the
-	// order they were admitted). LogBase is the running total of units
-	// logged before Log[0] (see LogEntry).
+	// Log holds SlidingLog's admitted requests from Log[LogHead] on, one
+	// entry per request whatever its cost, ascending by time (requests of
+	// one time in the order they were admitted); the entries before
+	// LogHead left the window and wait to be reused, so that the array a
+	// store holds is all of Log (cap(Log) entries, at most about four
+	// times the live ones). LogBase is the running total of units logged
+	// before Log[LogHead] (see LogEntry).
 	Log     []LogEntry
+	LogHead int
 	LogBase int64
 	// Leases are Concurrency's live leases, in the order they were taken.
 	Leases []Lease
@@ -348,16 +352,24 @@ func (l Limit) slidingWindow(s *State, present bool, n, cost int64, adj adjust) 
 // newer entries: neither grows with cost.
 func (l Limit) slidingLog(s *State, present bool, n, cost int64) (Result, bool, time.Duration) {
 	period := l.PeriodMicros()
-	var log []LogEntry
+	var all []LogEntry // the array, dropped entries first
+	var head int
 	var base int64
 	if present {
-		log, base = s.Log, s.LogBase
+		all, head, base = s.Log, s.LogHead, s.LogBase
 	}
+	log := all[head:]
 	// Drop entries at or before n-period: they left the window.
 	drop := sort.Search(len(log), func(i int) bool { return log[i].At > n-period })
 	if drop > 0 {
 		base = log[drop-1].Total
 		log = log[drop:]
+		head += drop
+		if cap(all) > 4*len(log)+16 {
+			// Mostly dead: a smaller array.
+			all, head = slices.Clone(log), 0
+			log = all
+		}
 	}
 	var count int64
 	if len(log) > 0 {
@@ -377,14 +389,17 @@ func (l Limit) slidingLog(s *State, present bool, n, cost int64) (Result, bool, 
 		for j := i; j < len(log); j++ {
 			log[j].Total += cost
 		}
-		log = slices.Insert(log, i, LogEntry{At: n, Total: prev + cost})
+		if len(all) == cap(all) && head > 0 {
+			// Full: reuse the dropped entries' room before growing.
+			all, head = all[:copy(all, log)], 0
+		}
+		all = slices.Insert(all, head+i, LogEntry{At: n, Total: prev + cost})
+		log = all[head:]
 		count += cost
 	}
-	// Dropping re-slices from the front; append reallocates (copying only
-	// live entries) once the array is full, so memory stays within 2× the log.
 	changed := write || drop > 0
 	if changed {
-		s.Log, s.LogBase = log, base
+		s.Log, s.LogHead, s.LogBase = all, head, base
 	}
 	r.Remaining = max(0, lim-count)
 	if count > 0 {
