@@ -329,11 +329,11 @@ func TestRedisStatefulSet(t *testing.T) {
 		}
 		return strings.Join(out, " ")
 	}
-	if env := limiterEnv(withAuth); env != "SLUICE_REDIS_USERNAME=sluice-limiter SLUICE_REDIS_PASSWORD<-redis-auth/password" {
+	if env := limiterEnv(withAuth); env != "SLUICE_REDIS_USERNAME=sluice-limiter SLUICE_REDIS_PASSWORD<-redis-auth/password GOMEMLIMIT=241591860" {
 		t.Errorf("limiter env with redis.auth: %s", env)
 	}
 	generated := resFleet("ns", "f", resCluster())
-	if env := limiterEnv(generated); env != "SLUICE_REDIS_USERNAME=sluice-limiter SLUICE_REDIS_PASSWORD<-f-redis-auth/limiter-password" {
+	if env := limiterEnv(generated); env != "SLUICE_REDIS_USERNAME=sluice-limiter SLUICE_REDIS_PASSWORD<-f-redis-auth/limiter-password GOMEMLIMIT=241591860" {
 		t.Errorf("limiter env without redis.auth: %s", env)
 	}
 
