@@ -530,7 +530,7 @@ func memoryNearLimit(obs rediscluster.Status) string {
 	if len(near) == 0 {
 		return ""
 	}
-	return strings.Join(near, ", ") + ": at maxmemory a node evicts the counters nearest to expiry (volatile-ttl), so their limits restart early; " +
+	return strings.Join(near, ", ") + ": at maxmemory a node evicts the counters least recently used (allkeys-lru), so their limits restart early; " +
 		"raise spec.redis.resources.limits.memory (or spec.redis.maxMemory) or spec.redis.shards"
 }
 

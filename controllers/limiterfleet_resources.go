@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -327,6 +328,27 @@ func DefaultLimiterResources() corev1.ResourceRequirements {
 	}
 }
 
+// GoMemLimitPercent is the share of the limiter container's memory limit
+// that GOMEMLIMIT gets: the Go runtime collects harder as the heap nears it,
+// well before the kernel's OOM killer would act at the limit; the rest is
+// for what the runtime does not count against it (thread stacks are, but
+// not memory the kernel holds for the process).
+const GoMemLimitPercent = 90
+
+// GoMemLimitEnv is GOMEMLIMIT for a container of resources:
+// GoMemLimitPercent of its memory limit, in bytes; nothing without a
+// limit. The limiter's memory store takes half the limit by default
+// (--memory-max-bytes, read from the container's cgroup), so the runtime
+// collects before the store's cap and the process's other memory add up
+// to the limit.
+func GoMemLimitEnv(resources corev1.ResourceRequirements) []corev1.EnvVar {
+	limit, ok := resources.Limits[corev1.ResourceMemory]
+	if !ok || limit.Value() <= 0 {
+		return nil
+	}
+	return []corev1.EnvVar{{Name: "GOMEMLIMIT", Value: strconv.FormatInt(limit.Value()/100*GoMemLimitPercent, 10)}}
+}
+
 // LimiterArgs are the limiter container's arguments.
 func LimiterArgs(fleet *v1alpha1.LimiterFleet, storeURL string) []string {
 	args := []string{
@@ -455,7 +477,7 @@ func BuildLimiterDeployment(fleet *v1alpha1.LimiterFleet, defaultImage, storeURL
 			{Name: LimiterHTTPPortName, ContainerPort: LimiterHTTPPort, Protocol: corev1.ProtocolTCP},
 			{Name: LimiterAdminPortName, ContainerPort: LimiterAdminPort, Protocol: corev1.ProtocolTCP},
 		},
-		Env:          append(limiterEnv(fleet), keyEnv...),
+		Env:          append(append(limiterEnv(fleet), keyEnv...), GoMemLimitEnv(resources)...),
 		VolumeMounts: mounts,
 		Resources:    resources,
 		ReadinessProbe: &corev1.Probe{

@@ -353,8 +353,13 @@ func TestBuildLimiterDeployment(t *testing.T) {
 			if diff := cmp.Diff(wantArgs, c.Args); diff != "" {
 				t.Errorf("args (-want +got):\n%s", diff)
 			}
-			if len(c.Command) > 0 || len(c.Env) > 0 {
-				t.Errorf("command %v env %v: want the image's entrypoint and no environment", c.Command, c.Env)
+			// GOMEMLIMIT is 90% of the memory limit, when there is one.
+			var wantEnv []corev1.EnvVar
+			if _, ok := tc.wantResources.Limits[corev1.ResourceMemory]; ok {
+				wantEnv = []corev1.EnvVar{{Name: "GOMEMLIMIT", Value: "241591860"}} // of 256Mi
+			}
+			if len(c.Command) > 0 || !cmp.Equal(wantEnv, c.Env) {
+				t.Errorf("command %v env %v: want the image's entrypoint and environment %v", c.Command, c.Env, wantEnv)
 			}
 			wantPorts := []corev1.ContainerPort{
 				{Name: "grpc", ContainerPort: 8081, Protocol: corev1.ProtocolTCP},
@@ -737,6 +742,31 @@ func TestLimiterArgsTrustedProxies(t *testing.T) {
 // vars from the Secret (the user too, with usernameKey), redis.tls's CA as
 // a read-only Secret volume named in --redis-ca-file, and the server name
 // as --redis-tls-server-name; without them, none of it.
+// TestGoMemLimitEnv: the limiter container gets GOMEMLIMIT, 90% of its
+// memory limit in bytes (the Go runtime's soft limit, so it collects
+// before the kernel kills it at the limit), and none without a limit.
+func TestGoMemLimitEnv(t *testing.T) {
+	for _, tc := range []struct {
+		limit string
+		want  []corev1.EnvVar
+	}{
+		{"256Mi", []corev1.EnvVar{{Name: "GOMEMLIMIT", Value: "241591860"}}},
+		{"1Gi", []corev1.EnvVar{{Name: "GOMEMLIMIT", Value: "966367620"}}},
+		{"", nil},
+	} {
+		f := resFleet("ns", "f", func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}
+			if tc.limit != "" {
+				f.Spec.Resources.Limits[corev1.ResourceMemory] = resource.MustParse(tc.limit)
+			}
+		})
+		c := controllers.BuildLimiterDeployment(f, "limiter:test", "memory", "").Spec.Template.Spec.Containers[0]
+		if diff := cmp.Diff(tc.want, c.Env); diff != "" {
+			t.Errorf("memory limit %q: env (-want +got):\n%s", tc.limit, diff)
+		}
+	}
+}
+
 func TestLimiterRedisCredentialsAndCA(t *testing.T) {
 	fleet := resFleet("ns", "f", func(f *v1alpha1.LimiterFleet) {
 		resExternal(nil, "redis.example.com:6380")(f)
@@ -751,6 +781,7 @@ func TestLimiterRedisCredentialsAndCA(t *testing.T) {
 			LocalObjectReference: corev1.LocalObjectReference{Name: "redis-creds"}, Key: "pw"}}},
 		{Name: limiterwire.RedisUsernameEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: "redis-creds"}, Key: "user"}}},
+		{Name: "GOMEMLIMIT", Value: "241591860"}, // 90% of the default 256Mi limit
 	}
 	if diff := cmp.Diff(want, c.Env); diff != "" {
 		t.Errorf("env (-want +got):\n%s", diff)
@@ -771,7 +802,7 @@ func TestLimiterRedisCredentialsAndCA(t *testing.T) {
 
 	plain := controllers.BuildLimiterDeployment(resFleet("ns", "f", resExternal(nil, "r:6379")), "limiter:test", "redis://r:6379", "")
 	pc := plain.Spec.Template.Spec.Containers[0]
-	if len(pc.Env) != 0 || len(pc.VolumeMounts) != 0 || len(plain.Spec.Template.Spec.Volumes) != 0 || strings.Contains(strings.Join(pc.Args, " "), "--redis-") {
+	if len(pc.Env) != 1 || pc.Env[0].Name != "GOMEMLIMIT" || len(pc.VolumeMounts) != 0 || len(plain.Spec.Template.Spec.Volumes) != 0 || strings.Contains(strings.Join(pc.Args, " "), "--redis-") {
 		t.Errorf("without auth and tls: env %v, mounts %v, args %q", pc.Env, pc.VolumeMounts, pc.Args)
 	}
 }

@@ -167,10 +167,10 @@ func TestRedisClusterLockedDown(t *testing.T) {
 
 // TestRedisMemoryBound: the rendered redis.conf bounds memory with
 // maxmemory (spec.redis.maxMemory here, 75% of the memory limit by
-// default) and maxmemory-policy volatile-ttl. A node filled to 90% of it
+// default) and maxmemory-policy allkeys-lru. A node filled to 90% of it
 // makes RedisReady False with reason MemoryNearLimit, naming the pod, and
 // the operator exports its used memory and maxmemory for the alert. Filled
-// past it, the node evicts the keys nearest to expiry: the limiters' store
+// past it, the node evicts the keys least recently used: the limiters' store
 // keeps deciding on that shard (under noeviction, every decision there
 // would fail with OOM).
 func TestRedisMemoryBound(t *testing.T) {
@@ -182,7 +182,7 @@ func TestRedisMemoryBound(t *testing.T) {
 	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	victim := rf.pod(t, f.Status.Redis.Primaries[0].Pod)
 	admin := victim.srv.Client(t)
-	for name, want := range map[string]string{"maxmemory": fmt.Sprint(maxMemory), "maxmemory-policy": "volatile-ttl"} {
+	for name, want := range map[string]string{"maxmemory": fmt.Sprint(maxMemory), "maxmemory-policy": "allkeys-lru"} {
 		got, err := admin.ConfigGet(ctx, name).Result()
 		if err != nil || got[name] != want {
 			t.Errorf("CONFIG GET %s = %v (%v), want %s", name, got, err, want)
@@ -254,7 +254,7 @@ func TestRedisMemoryBound(t *testing.T) {
 	}
 
 	// Past maxmemory (another 16MiB of keys): writes go on, and the keys
-	// nearest to expiry are evicted.
+	// least recently used are evicted.
 	for lo := keys; lo < keys+8192; lo += 256 {
 		_, err := admin.Pipelined(ctx, func(p goredis.Pipeliner) error {
 			for i := lo; i < lo+256; i++ {

@@ -122,15 +122,20 @@ func redisMeta(fleet *v1alpha1.LimiterFleet, name string) metav1.ObjectMeta {
 //   - protected-mode yes, and the default user off in the users file: a
 //     client that does not authenticate can run nothing.
 //
-//   - maxmemory (RedisMaxMemory) with maxmemory-policy volatile-ttl: at the
-//     bound, Redis evicts the key nearest to expiry rather than refuse
-//     writes. Every key the limiters write has a TTL, and the one nearest
-//     to expiry is the one whose loss changes least: a token bucket's TTL
-//     is its time to refill, so the shortest is the fullest bucket; a
-//     window's is what is left of the window. So a full node lets a few
-//     counters restart early instead of failing every decision on its
-//     shard to the policies' failureMode (noeviction), and is never
-//     OOM-killed, which would fail the shard over or lose it.
+//   - maxmemory (RedisMaxMemory) with maxmemory-policy allkeys-lru: at the
+//     bound, Redis evicts the key least recently used rather than refuse
+//     writes. It used to be volatile-ttl, the key nearest to expiry; but a
+//     key's TTL is its policy's period, which a tenant chooses: one that
+//     filled a node with keys of an hour had every other tenant's
+//     short-lived state (counters of short windows, penalties, holdings)
+//     evicted first, however busy (TestAttackRedisEvictionSteeredByTTL).
+//     Recency is earned by traffic, which each tenant's own limits bound:
+//     to keep a key from eviction a tenant must keep using it, and the
+//     keys in use are the ones whose loss matters. A full node lets the
+//     idlest counters restart early instead of failing every decision on
+//     its shard to the policies' failureMode (noeviction, which one tenant
+//     filling the node would inflict on all), and is never OOM-killed,
+//     which would fail the shard over or lose it.
 //
 //   - nodes.conf and the append-only file live in /data, the PVC when
 //     spec.redis.storage is set: a restarted pod keeps its node ID and keys.
@@ -190,7 +195,7 @@ func RedisConfig(fleet *v1alpha1.LimiterFleet) string {
 	if max := RedisMaxMemory(fleet); max > 0 {
 		lines = append(lines, fmt.Sprintf("maxmemory %d", max))
 	}
-	lines = append(lines, "maxmemory-policy volatile-ttl", "include "+redisAuthDir+"/"+RedisUsersKey)
+	lines = append(lines, "maxmemory-policy allkeys-lru", "include "+redisAuthDir+"/"+RedisUsersKey)
 	return strings.Join(lines, "\n") + "\n"
 }
 

@@ -151,7 +151,7 @@ func TestRedisConfig(t *testing.T) {
 	for _, line := range []string{
 		"protected-mode yes",
 		"maxmemory 402653175", // 75% of the default 512Mi limit
-		"maxmemory-policy volatile-ttl",
+		"maxmemory-policy allkeys-lru",
 		"include /etc/redis-auth/users.conf",
 	} {
 		if !strings.Contains(conf, line+"\n") {
@@ -329,11 +329,11 @@ func TestRedisStatefulSet(t *testing.T) {
 		}
 		return strings.Join(out, " ")
 	}
-	if env := limiterEnv(withAuth); env != "SLUICE_REDIS_USERNAME=sluice-limiter SLUICE_REDIS_PASSWORD<-redis-auth/password" {
+	if env := limiterEnv(withAuth); env != "SLUICE_REDIS_USERNAME=sluice-limiter SLUICE_REDIS_PASSWORD<-redis-auth/password GOMEMLIMIT=241591860" {
 		t.Errorf("limiter env with redis.auth: %s", env)
 	}
 	generated := resFleet("ns", "f", resCluster())
-	if env := limiterEnv(generated); env != "SLUICE_REDIS_USERNAME=sluice-limiter SLUICE_REDIS_PASSWORD<-f-redis-auth/limiter-password" {
+	if env := limiterEnv(generated); env != "SLUICE_REDIS_USERNAME=sluice-limiter SLUICE_REDIS_PASSWORD<-f-redis-auth/limiter-password GOMEMLIMIT=241591860" {
 		t.Errorf("limiter env without redis.auth: %s", env)
 	}
 

@@ -37,15 +37,16 @@ func TestBuildLimiterDeploymentTopKKey(t *testing.T) {
 		t.Fatalf("mounts %+v: want the key volume, read-only", c.VolumeMounts)
 	}
 	file := path.Join(c.VolumeMounts[0].MountPath, pod.Volumes[0].Secret.Items[0].Path)
-	want := []corev1.EnvVar{{Name: "SLUICE_TOPK_KEY_FILE", Value: file}}
-	if file != "/etc/sluice/topk/key" || len(c.Env) != 1 || c.Env[0] != want[0] {
+	// and GOMEMLIMIT, 90% of the default memory limit (TestGoMemLimitEnv).
+	want := []corev1.EnvVar{{Name: "SLUICE_TOPK_KEY_FILE", Value: file}, {Name: "GOMEMLIMIT", Value: "241591860"}}
+	if file != "/etc/sluice/topk/key" || len(c.Env) != 2 || c.Env[0] != want[0] || c.Env[1] != want[1] {
 		t.Errorf("env %+v, key file %s: want SLUICE_TOPK_KEY_FILE=/etc/sluice/topk/key", c.Env, file)
 	}
 	if s := controllers.BuildTopKKeySecret(fleet, []byte("k")); s.Name != pod.Volumes[0].Secret.SecretName || s.Namespace != fleet.Namespace {
 		t.Errorf("the key Secret %s/%s is not the one mounted", s.Namespace, s.Name)
 	}
 	plain := controllers.BuildLimiterDeployment(resFleet("sluice-system", "default"), resDefaultImage, "memory", "").Spec.Template.Spec
-	if len(plain.Volumes) != 0 || len(plain.Containers[0].Env) != 0 {
+	if len(plain.Volumes) != 0 || len(plain.Containers[0].Env) != 1 || plain.Containers[0].Env[0].Name != "GOMEMLIMIT" {
 		t.Errorf("without hottest values: volumes %+v, env %+v", plain.Volumes, plain.Containers[0].Env)
 	}
 }

@@ -522,7 +522,7 @@ var badCases = []badCase{
 			p.Spec.Rate.Limit = v1alpha1.MaxSlidingLogLimit + 1
 		},
 		field:   "spec.rate.limit",
-		message: "may be at most 10000 for SlidingLog, which keeps one entry per admitted unit",
+		message: "may be at most 10000 for SlidingLog, which keeps one entry per admitted request",
 	},
 
 	// concurrency

@@ -306,7 +306,7 @@ type RedisSpec struct {
 
 	// maxMemory is the maxmemory of each Redis node of the operator's
 	// cluster, such as "400Mi": the data it may hold before it evicts the
-	// counters nearest to expiry (maxmemory-policy volatile-ttl). Only for
+	// counters least recently used (maxmemory-policy allkeys-lru). Only for
 	// Cluster. Defaults to 75% of the Redis container's memory limit, which
 	// leaves room for what maxmemory does not count (replication and client
 	// buffers, the copy-on-write pages of an append-only file rewrite); with

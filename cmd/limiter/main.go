@@ -38,6 +38,8 @@ func main() {
 	fs.StringVar(&cfg.AdminAuth, "admin-auth", limiterwire.AdminAuthNone, "how the admin plane checks its callers: none (open) or kubernetes (a bearer token, reviewed by the API server with TokenReview and SubjectAccessReview on the non-resource URL)")
 	fs.DurationVar(&cfg.RedisTimeout, "redis-timeout", 20*time.Millisecond, "deadline of every Redis round trip (and of the wait for the round trip to start); then the policy's failureMode decides")
 	fs.IntVar(&cfg.MemoryMaxKeys, "memory-max-keys", 1_000_000, "most counters the memory store keeps")
+	memDefault, memSource := app.MemoryMaxBytesDefault()
+	fs.Int64Var(&cfg.MemoryMaxBytes, "memory-max-bytes", memDefault, "most bytes of counters the memory store keeps (estimated: keys, states, SlidingLog entries), at least 16MiB; past it, it evicts as past --memory-max-keys. Default: half the container's memory limit (cgroup memory.max), or 256MiB without one; here "+memSource)
 	enforcement := fs.String("enforcement", "enabled", "kill switch: disabled allows every request (decisions still counted, would-be denials as shadow_limited)")
 	fs.StringVar(&cfg.IdempotencyEntry, "idempotency-entry", "idempotency_key", "RLS descriptor entry `key` whose value is an idempotency key (left out of matching)")
 	fs.DurationVar(&cfg.IdempotencyTTL, "idempotency-ttl", store.DefaultIdempotencyTTL, "how long a first decision is replayed to retries with the same idempotency key, 1s to 24h")

@@ -142,6 +142,28 @@ var Cases = []Case{
 			{At: 5 * s, Cost: 3, Allowed: true, Remaining: 0, Reset: s},
 		},
 	},
+	{
+		// A weighted log: one entry per request carrying its cost decides
+		// as one entry per unit would, a request's units leaving together.
+		Name:  "SlidingLog 10/s, costs",
+		Limit: limit(algo.SlidingLog, 10, s, 0),
+		Steps: []Step{
+			{At: 0, Cost: 4, Allowed: true, Remaining: 6, Reset: s},
+			{At: 100 * ms, Cost: 3, Allowed: true, Remaining: 3, Reset: s},
+			{At: 200 * ms, Cost: 3, Allowed: true, Remaining: 0, Reset: s},
+			{At: 300 * ms, Cost: 5, Allowed: false, Remaining: 0, Reset: 900 * ms, Retry: 800 * ms}, // 4 @0 are not enough: 3 @100ms
+			{At: 300 * ms, Cost: 4, Allowed: false, Remaining: 0, Reset: 900 * ms, Retry: 700 * ms}, // 4 @0 are
+			{At: s, Cost: 4, Allowed: true, Remaining: 0, Reset: s},
+			{At: s, Cost: 1, Allowed: false, Remaining: 0, Reset: s, Retry: 100 * ms},
+			{At: 1200 * ms, Cost: 0, Allowed: true, Remaining: 6, Reset: 800 * ms},
+			// The clock went back: logged before the newer entry.
+			{At: 900 * ms, Cost: 2, Allowed: true, Remaining: 4, Reset: 1100 * ms},
+			{At: 900 * ms, Cost: 5, Allowed: false, Remaining: 4, Reset: 1100 * ms, Retry: s}, // the 2 @900ms
+			{At: 1950 * ms, Cost: 5, Allowed: true, Remaining: 1, Reset: s},
+			{At: 1950 * ms, Cost: 3, Allowed: false, Remaining: 1, Reset: s, Retry: 50 * ms}, // the 4 @1s
+			{At: 1950 * ms, Cost: 11, Allowed: false, Remaining: 1, Reset: s, Retry: algo.Never},
+		},
+	},
 }
 
 // Clock is a synthetic clock that tests set step by step.

@@ -2,6 +2,8 @@ package algo
 
 import (
 	"math"
+	"slices"
+	"sort"
 	"time"
 )
 
@@ -18,11 +20,29 @@ type State struct {
 	N int64
 	// Prev is SlidingWindow's count of window T-1.
 	Prev int64
-	// Log holds SlidingLog's admitted unit timestamps (µs), ascending.
-	Log []int64
+	// Log holds SlidingLog's admitted requests from Log[LogHead] on, one
+	// entry per request whatever its cost, ascending by time (requests of
+	// one time in the order they were admitted); the entries before
+	// LogHead left the window and wait to be reused, so that the array a
+	// store holds is all of Log (cap(Log) entries, at most about four
+	// times the live ones). LogBase is the running total of units logged
+	// before Log[LogHead] (see LogEntry).
+	Log     []LogEntry
+	LogHead int
+	LogBase int64
 	// Leases are Concurrency's live leases, in the order they were taken.
 	Leases []Lease
 }
+
+// LogEntry is one request a SlidingLog admitted: its time (µs) and Total,
+// the running total of units logged up to and including it, in the log's
+// order. A request's cost is its Total less the one before it (LogBase for
+// the first); the units in the window are the last Total less LogBase.
+// Keeping totals rather than costs makes every question a decision asks
+// (how many units are logged, when enough of them leave) a binary search:
+// the work per decision does not grow with cost, and a log holds at most
+// Limit entries however many units they carry.
+type LogEntry struct{ At, Total int64 }
 
 // Take decides whether cost units may pass at now, given a key's state.
 // present is false for a key with no state (never seen, or expired).
@@ -322,61 +342,80 @@ func (l Limit) slidingWindow(s *State, present bool, n, cost int64, adj adjust) 
 	return r, changed, time.Duration(2*period-into) * time.Microsecond
 }
 
-// slidingLog is mirrored by sliding_log_core.lua.
+// slidingLog is mirrored by sliding_log_core.lua. It is a weighted log:
+// one entry per admitted request carrying its cost (as a running total),
+// which decides exactly as a log of one entry per unit would: cost is
+// admitted iff the units logged in the window plus cost fit, and each
+// request's units leave the window at its own time. Every step is a binary
+// search but pruning, which drops each entry once, and an insertion behind
+// newer entries (the clock went back), which moves the totals of those
+// newer entries: neither grows with cost.
 func (l Limit) slidingLog(s *State, present bool, n, cost int64) (Result, bool, time.Duration) {
 	period := l.PeriodMicros()
-	var log []int64
+	var all []LogEntry // the array, dropped entries first
+	var head int
+	var base int64
 	if present {
-		log = s.Log
+		all, head, base = s.Log, s.LogHead, s.LogBase
 	}
+	log := all[head:]
 	// Drop entries at or before n-period: they left the window.
-	drop := 0
-	for drop < len(log) && log[drop] <= n-period {
-		drop++
+	drop := sort.Search(len(log), func(i int) bool { return log[i].At > n-period })
+	if drop > 0 {
+		base = log[drop-1].Total
+		log = log[drop:]
+		head += drop
+		if cap(all) > 4*len(log)+16 {
+			// Mostly dead: a smaller array.
+			all, head = slices.Clone(log), 0
+			log = all
+		}
 	}
-	log = log[drop:]
-	count := int64(len(log))
+	var count int64
+	if len(log) > 0 {
+		count = log[len(log)-1].Total - base
+	}
 	lim := l.Limit - l.Reserve // what this request may fill
 	r := Result{Allowed: count+cost <= lim}
 	write := r.Allowed && cost > 0
 	if write {
-		for i := int64(0); i < cost; i++ {
-			log = insertSorted(log, n)
+		// After every entry of time n or earlier; a clock that went back
+		// inserts before newer entries, whose totals move up by cost.
+		i := sort.Search(len(log), func(i int) bool { return log[i].At > n })
+		prev := base
+		if i > 0 {
+			prev = log[i-1].Total
 		}
+		for j := i; j < len(log); j++ {
+			log[j].Total += cost
+		}
+		if len(all) == cap(all) && head > 0 {
+			// Full: reuse the dropped entries' room before growing.
+			all, head = all[:copy(all, log)], 0
+		}
+		all = slices.Insert(all, head+i, LogEntry{At: n, Total: prev + cost})
+		log = all[head:]
 		count += cost
 	}
-	// Dropping re-slices from the front; append reallocates (copying only
-	// live entries) once the array is full, so memory stays within 2× the log.
 	changed := write || drop > 0
 	if changed {
-		s.Log = log
+		s.Log, s.LogHead, s.LogBase = all, head, base
 	}
 	r.Remaining = max(0, lim-count)
 	if count > 0 {
-		r.ResetAfter = time.Duration(log[len(log)-1]+period-n) * time.Microsecond
+		r.ResetAfter = time.Duration(log[len(log)-1].At+period-n) * time.Microsecond
 	}
 	if !r.Allowed {
 		if cost > lim {
 			r.RetryAfter = Never
 		} else {
-			// The oldest count+cost-lim entries must leave the window.
-			k := count + cost - lim
-			r.RetryAfter = time.Duration(log[k-1]+period-n) * time.Microsecond
+			// The oldest count+cost-lim units must leave the window: they
+			// have left once the entry whose total reaches them has.
+			k := base + count + cost - lim
+			i := sort.Search(len(log), func(i int) bool { return log[i].Total >= k })
+			r.RetryAfter = time.Duration(log[i].At+period-n) * time.Microsecond
 		}
 	}
 	// A pruned-to-empty log is a fresh key: ttl 0 deletes it.
 	return r, changed, r.ResetAfter
-}
-
-// insertSorted inserts t keeping log ascending. Entries normally arrive in
-// order, so this is an append; a clock that went backwards inserts earlier.
-func insertSorted(log []int64, t int64) []int64 {
-	i := len(log)
-	for i > 0 && log[i-1] > t {
-		i--
-	}
-	log = append(log, 0)
-	copy(log[i+1:], log[i:])
-	log[i] = t
-	return log
 }

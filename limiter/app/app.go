@@ -67,6 +67,9 @@ type Config struct {
 	RedisTLSServerName string
 	// MemoryMaxKeys bounds the memory store; 0 means its default.
 	MemoryMaxKeys int
+	// MemoryMaxBytes bounds the memory store's counters by their estimated
+	// bytes (memory.Options.MaxBytes); 0 means DefaultMemoryMaxBytes.
+	MemoryMaxBytes int64
 	// EnforcementDisabled is this pod's kill switch (--enforcement=disabled):
 	// every request allowed, would-be denials counted as shadow.
 	EnforcementDisabled bool
@@ -142,6 +145,9 @@ func Run(ctx context.Context, cfg Config) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		localtier.NewCollector(tier))
+	if ms, ok := st.(*memory.Store); ok {
+		reg.MustRegister(memoryCollectors(ms)...)
+	}
 	svc := service.New(st, service.Options{Registerer: reg, Logger: log,
 		IdempotencyEntry: cfg.IdempotencyEntry, IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyMaxReplays: cfg.IdempotencyMaxReplays, IdempotencyMaxRecords: cfg.IdempotencyMaxRecords,
 		ReadyPods: cfg.LocalFallbackPods, EnforcementDisabled: cfg.EnforcementDisabled,
@@ -262,7 +268,10 @@ const localFallbackMaxKeys = 100_000
 func openStore(cfg Config) (st store.Store, pinger server.Pinger, desc string, err error) {
 	switch {
 	case cfg.Store == "" || cfg.Store == "memory":
-		return memory.New(memory.Options{MaxKeys: cfg.MemoryMaxKeys}), nil, "memory", nil
+		if cfg.MemoryMaxBytes != 0 && cfg.MemoryMaxBytes < MinMemoryMaxBytes {
+			return nil, nil, "", fmt.Errorf("--memory-max-bytes %d is below the least the memory store works with, %d (16MiB): each of its 64 shards must hold a full SlidingLog", cfg.MemoryMaxBytes, MinMemoryMaxBytes)
+		}
+		return memory.New(memory.Options{MaxKeys: cfg.MemoryMaxKeys, MaxBytes: cfg.MemoryMaxBytes}), nil, "memory", nil
 	case isRedisURL(cfg.Store):
 		opts, err := redis.ParseURL(cfg.Store)
 		if err != nil {

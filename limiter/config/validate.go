@@ -41,7 +41,7 @@ const (
 	policyTTLRangeMsg     = "ttl must be between 100ms and 1m"
 	policyMaxOvershootMsg = "maxOvershoot must be a count from 0 to 1000000000 or a percentage from 0% to 100%"
 	policyMaxCostMsg      = "spec.maxCost must not exceed the policy's capacity: spec.burst, or spec.rate.limit without it"
-	policySlidingLogMsg   = "spec.rate.limit may be at most 10000 for SlidingLog, which keeps one entry per admitted unit, so a request's work and a counter's memory grow with the limit: use SlidingWindow (constant memory, close to exact) or TokenBucket/GCRA for larger limits"
+	policySlidingLogMsg   = "spec.rate.limit may be at most 10000 for SlidingLog, which keeps one entry per admitted request, so a counter's memory grows with the limit: use SlidingWindow (constant memory, close to exact) or TokenBucket/GCRA for larger limits"
 
 	policyRateRequiredMsg      = "spec.rate is required, except with algorithm Concurrency"
 	policyRateConcurrencyMsg   = "spec.rate does not apply to Concurrency, which limits requests in flight: set spec.concurrency.maxInFlight"

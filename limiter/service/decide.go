@@ -192,8 +192,6 @@ func maxCostSource(p *config.Policy) string {
 	switch {
 	case p.Spec.MaxCost != nil:
 		return "spec.maxCost"
-	case p.Limit.Algorithm == algo.SlidingLog:
-		return "spec.maxCost, by default the capacity, its rate.limit: a SlidingLog logs one entry per unit"
 	case p.Limit.Algorithm.UsesBurst():
 		return "spec.maxCost, by default the capacity, its burst"
 	default:

@@ -18,7 +18,7 @@ func BenchmarkTake(b *testing.B) {
 			defer s.Close()
 			lim := algo.Limit{Algorithm: a, Limit: 1 << 40, Period: time.Hour, Burst: 1 << 40}
 			if a == algo.SlidingLog {
-				lim.Limit = 1 << 20 // one entry per unit: keep the log small
+				lim.Limit = 1 << 20 // one entry per request: keep the log small
 			}
 			var kb store.KeyBuilder
 			kb.Add("bench")

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/store"
@@ -23,6 +24,14 @@ type Options struct {
 	// shard is full, expired keys are evicted first, then the sampled key
 	// closest to expiry.
 	MaxKeys int
+	// MaxBytes bounds the memory of the live counters and penalty states,
+	// as estimated by entryBytes and penaltyBytes: keys, states, a
+	// SlidingLog's entries, Concurrency's leases and the maps' slots; 0
+	// means DefaultMaxBytes. Each of the 64 shards holds at most its 64th
+	// share; past it, expired keys are evicted first, then the sampled key
+	// closest to expiry, as when MaxKeys is reached, but never the key just
+	// written.
+	MaxBytes int64
 	// MaxIdempotencyRecords bounds the stored idempotency records; 0 means
 	// 100,000. When a shard is full, expired records are evicted first, then
 	// the sampled record closest to expiry: a retry after that is decided
@@ -40,10 +49,30 @@ type Options struct {
 	SweepInterval time.Duration
 }
 
+// DefaultMaxBytes is Options.MaxBytes when unset.
+const DefaultMaxBytes = 256 << 20
+
+// Estimated sizes, in bytes. A map slot holds a key and a value; Go's maps
+// keep spare slots (up to 1/8 at full load, half after growing), so a slot
+// is counted twice. A counter is a slot of key and pointer, the entry it
+// points to, and the arrays of its state.
+const (
+	entryFixed   = 2*int64(unsafe.Sizeof(store.Key{})+unsafe.Sizeof(&entry{})) + int64(unsafe.Sizeof(entry{}))
+	penaltyBytes = 2 * int64(unsafe.Sizeof(store.Key{})+unsafe.Sizeof(penaltyEntry{}))
+	logEntrySize = int64(unsafe.Sizeof(algo.LogEntry{}))
+	leaseSize    = int64(unsafe.Sizeof(algo.Lease{}))
+)
+
+// entryBytes is the estimated memory of a counter whose state is st.
+func entryBytes(st *algo.State) int64 {
+	return entryFixed + int64(cap(st.Log))*logEntrySize + int64(cap(st.Leases))*leaseSize
+}
+
 // Store is an in-memory store.Store. It is safe for concurrent use.
 type Store struct {
 	shards     [shardCount]shard
 	perShard   int
+	perBytes   int64
 	perRecords int
 	perHolds   int
 	clock      store.Clock
@@ -65,6 +94,9 @@ type shard struct {
 	// penalties are the penalty states of this shard's counters
 	// (algo.Penalty), beside them under the same lock.
 	penalties map[store.Key]penaltyEntry
+	// bytes is the estimated memory of entries and penalties (entryBytes,
+	// penaltyBytes).
+	bytes int64
 }
 
 // holdKey names a reservation: per counter.
@@ -93,12 +125,16 @@ type record struct {
 type entry struct {
 	state     algo.State
 	expiresAt int64 // Unix µs
+	bytes     int64 // entryBytes(&state) when last stored
 }
 
 // New returns a memory store. Close stops its sweeper.
 func New(opts Options) *Store {
 	if opts.MaxKeys <= 0 {
 		opts.MaxKeys = 1_000_000
+	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultMaxBytes
 	}
 	if opts.MaxIdempotencyRecords <= 0 {
 		opts.MaxIdempotencyRecords = 100_000
@@ -114,6 +150,7 @@ func New(opts Options) *Store {
 	}
 	s := &Store{
 		perShard:   max(1, opts.MaxKeys/shardCount),
+		perBytes:   max(1, opts.MaxBytes/shardCount),
 		perRecords: max(1, opts.MaxIdempotencyRecords/shardCount),
 		perHolds:   max(1, opts.MaxHolds/shardCount),
 		clock:      opts.Clock,
@@ -180,12 +217,13 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 	switch {
 	case !write:
 	case ttl <= 0:
-		delete(sh.entries, req.Key)
+		sh.deleteEntry(req.Key, e)
 	case ok:
-		e.state, e.expiresAt = st, n+ttl.Microseconds()
+		sh.setEntry(e, st, n+ttl.Microseconds())
+		s.fit(sh, n, req.Key)
 	default:
 		s.makeRoom(sh, n)
-		sh.entries[req.Key] = &entry{state: st, expiresAt: n + ttl.Microseconds()}
+		s.addEntry(sh, req.Key, st, n, n+ttl.Microseconds())
 	}
 	if !pen.IsZero() && req.Limit.Strikes(req.Cost, r) {
 		st := algo.PenaltyState{}
@@ -195,8 +233,10 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 		ttl := pen.Strike(&st, penPresent, now, &r)
 		if !penOK {
 			s.makePenaltyRoom(sh, n)
+			sh.bytes += penaltyBytes
 		}
 		sh.penalties[req.Key] = penaltyEntry{state: st, expiresAt: n + ttl.Microseconds()}
+		s.fit(sh, n, req.Key)
 	}
 	if idem && !live && r.Allowed && req.Cost > 0 {
 		recs := sh.records[req.Key]
@@ -244,13 +284,97 @@ func state(sh *shard, k store.Key, n int64) (st algo.State, e *entry, present bo
 func (s *Store) put(sh *shard, k store.Key, e *entry, st algo.State, n int64, ttl time.Duration, lim algo.Limit) {
 	switch {
 	case ttl <= 0 && !lim.Algorithm.UsesBurst():
-		delete(sh.entries, k)
+		sh.deleteEntry(k, e)
 	case e != nil:
-		e.state, e.expiresAt = st, n+ttl.Microseconds()
+		sh.setEntry(e, st, n+ttl.Microseconds())
+		s.fit(sh, n, k)
 	default:
 		s.makeRoom(sh, n)
-		sh.entries[k] = &entry{state: st, expiresAt: n + ttl.Microseconds()}
+		s.addEntry(sh, k, st, n, n+ttl.Microseconds())
 	}
+}
+
+// addEntry stores a new counter, within the shard's bytes. Caller holds
+// sh.mu.
+func (s *Store) addEntry(sh *shard, k store.Key, st algo.State, now, expiresAt int64) {
+	e := &entry{state: st, expiresAt: expiresAt, bytes: entryBytes(&st)}
+	sh.entries[k] = e
+	sh.bytes += e.bytes
+	s.fit(sh, now, k)
+}
+
+// setEntry stores a counter's new state. Caller holds sh.mu.
+func (sh *shard) setEntry(e *entry, st algo.State, expiresAt int64) {
+	b := entryBytes(&st)
+	sh.bytes += b - e.bytes
+	e.state, e.expiresAt, e.bytes = st, expiresAt, b
+}
+
+// deleteEntry removes counter k, whose entry is e (nil: none). Caller
+// holds sh.mu.
+func (sh *shard) deleteEntry(k store.Key, e *entry) {
+	if e == nil {
+		return
+	}
+	delete(sh.entries, k)
+	sh.bytes -= e.bytes
+}
+
+// deletePenalty removes counter k's penalty state. Caller holds sh.mu.
+func (sh *shard) deletePenalty(k store.Key) {
+	if _, ok := sh.penalties[k]; ok {
+		delete(sh.penalties, k)
+		sh.bytes -= penaltyBytes
+	}
+}
+
+// fit evicts from a shard over its bytes, as makeRoom does from a shard
+// over its keys (a counter, or failing that a penalty state), but never
+// keep's, the key just written. Caller holds sh.mu.
+func (s *Store) fit(sh *shard, now int64, keep store.Key) {
+	for sh.bytes > s.perBytes {
+		if !s.evictOne(sh, now, keep) {
+			return
+		}
+	}
+}
+
+// evictOne evicts one counter other than keep: an expired one among a
+// sample, else the one closest to expiry; when keep's is the only one, one
+// penalty state other than keep's. It reports whether it evicted
+// anything. Caller holds sh.mu.
+func (s *Store) evictOne(sh *shard, now int64, keep store.Key) bool {
+	var victim store.Key
+	var ve *entry
+	soonest, sampled := int64(-1), 0
+	for k, e := range sh.entries {
+		if k == keep {
+			continue
+		}
+		if e.expiresAt <= now {
+			victim, ve = k, e
+			break
+		}
+		if soonest < 0 || e.expiresAt < soonest {
+			victim, ve, soonest = k, e, e.expiresAt
+		}
+		if sampled++; sampled == 16 {
+			break
+		}
+	}
+	if ve == nil {
+		for k := range sh.penalties {
+			if k != keep {
+				sh.deletePenalty(k)
+				s.evicted.Add(1)
+				return true
+			}
+		}
+		return false
+	}
+	sh.deleteEntry(victim, ve)
+	s.evicted.Add(1)
+	return true
 }
 
 // holdState is state for a holding. An expired Concurrency entry is
@@ -261,7 +385,7 @@ func (s *Store) put(sh *shard, k store.Key, e *entry, st algo.State, n int64, tt
 func holdState(sh *shard, k store.Key, lim algo.Limit, n int64) (algo.State, *entry, bool) {
 	st, e, present := state(sh, k, n)
 	if e != nil && !present && lim.Algorithm == algo.Concurrency {
-		delete(sh.entries, k)
+		sh.deleteEntry(k, e)
 		e = nil
 	}
 	return st, e, present
@@ -447,7 +571,7 @@ func (s *Store) makePenaltyRoom(sh *shard, now int64) {
 	soonest, sampled := int64(-1), 0
 	for k, p := range sh.penalties {
 		if p.expiresAt <= now {
-			delete(sh.penalties, k)
+			sh.deletePenalty(k)
 			return
 		}
 		if soonest < 0 || p.expiresAt < soonest {
@@ -457,7 +581,7 @@ func (s *Store) makePenaltyRoom(sh *shard, now int64) {
 			break
 		}
 	}
-	delete(sh.penalties, victim)
+	sh.deletePenalty(victim)
 	s.evicted.Add(1)
 }
 
@@ -484,7 +608,7 @@ func (s *Store) makeRoom(sh *shard, now int64) {
 	soonest, sampled := int64(-1), 0
 	for k, e := range sh.entries {
 		if e.expiresAt <= now {
-			delete(sh.entries, k)
+			sh.deleteEntry(k, e)
 			s.evicted.Add(1)
 			return
 		}
@@ -495,8 +619,24 @@ func (s *Store) makeRoom(sh *shard, now int64) {
 			break
 		}
 	}
-	delete(sh.entries, victim)
+	sh.deleteEntry(victim, sh.entries[victim])
 	s.evicted.Add(1)
+}
+
+// MaxBytes is the store's bound on Bytes (Options.MaxBytes).
+func (s *Store) MaxBytes() int64 { return s.perBytes * shardCount }
+
+// Bytes is the estimated memory of the stored counters and penalty
+// states (see Options.MaxBytes), expired ones included until swept.
+func (s *Store) Bytes() int64 {
+	var n int64
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += sh.bytes
+		sh.mu.Unlock()
+	}
+	return n
 }
 
 // Evicted is the number of live keys evicted because the store was full.
@@ -522,7 +662,7 @@ func (s *Store) Sweep() {
 		sh.mu.Lock()
 		for k, e := range sh.entries {
 			if e.expiresAt <= n {
-				delete(sh.entries, k)
+				sh.deleteEntry(k, e)
 			}
 		}
 		for counter, recs := range sh.records {
@@ -543,7 +683,7 @@ func (s *Store) Sweep() {
 		}
 		for k, p := range sh.penalties {
 			if p.expiresAt <= n {
-				delete(sh.penalties, k)
+				sh.deletePenalty(k)
 			}
 		}
 		sh.mu.Unlock()

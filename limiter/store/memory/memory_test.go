@@ -127,3 +127,54 @@ func newHolder(t *testing.T, clock store.Clock) store.Holder {
 }
 
 func TestHolds(t *testing.T) { storetest.RunHolds(t, newHolder) }
+
+// TestAttackMemoryStoreBytes: a tenant fills large SlidingLogs (5,000
+// entries each) under many keys. The store was bounded by
+// key count only, so a few thousand such keys took gigabytes; it now
+// holds at most MaxBytes of counters, by an estimate that counts each
+// log's array, evicting as when it holds MaxKeys, and other keys still
+// count.
+func TestAttackMemoryStoreBytes(t *testing.T) {
+	const maxBytes = 16 << 20
+	clock := storetest.NewClock()
+	s := memory.New(memory.Options{MaxBytes: maxBytes, Clock: clock.Now, SweepInterval: -1})
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := context.Background()
+	lim := algo.Limit{Algorithm: algo.SlidingLog, Limit: 5_000, Period: time.Hour}
+	// 400 logs of 5,000 requests, 1µs apart: ~80KB each, 32 MB in all
+	// (each shard's share, 256KB, holds a few).
+	for k := range 400 {
+		key := storetest.KeyFor(t, "flood-"+time.Duration(k).String())
+		for i := range 5_000 {
+			clock.Set(storetest.Base.Add(time.Duration(i) * time.Microsecond))
+			if _, err := s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if b := s.Bytes(); b > maxBytes {
+			t.Fatalf("after %d logs: %d bytes stored, more than MaxBytes %d", k+1, b, maxBytes)
+		}
+	}
+	if s.Evicted() == 0 {
+		t.Fatalf("nothing evicted after 400 full logs (%d bytes, %d keys)", s.Bytes(), s.Len())
+	}
+	// Another tenant's counter still counts.
+	other := storetest.KeyFor(t, "other")
+	small := algo.Limit{Algorithm: algo.FixedWindow, Limit: 3, Period: time.Hour}
+	for i := range 4 {
+		r, err := s.Take(ctx, store.Request{Key: other, Limit: small, Cost: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Allowed != (i < 3) {
+			t.Fatalf("other counter, request %d: %+v", i, r)
+		}
+	}
+	t.Logf("%d bytes in %d keys, %d evicted", s.Bytes(), s.Len(), s.Evicted())
+	// The estimate is kept exactly: nothing left after everything expired.
+	clock.Set(storetest.Base.Add(3 * time.Hour))
+	s.Sweep()
+	if b, n := s.Bytes(), s.Len(); b != 0 || n != 0 {
+		t.Fatalf("after every key expired and a sweep: %d bytes in %d keys, want 0", b, n)
+	}
+}

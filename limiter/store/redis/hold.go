@@ -75,7 +75,7 @@ func (s *Store) holdCmd(ctx context.Context, p goredis.Pipeliner, c *call, eval 
 		op, cost = "settle", 0
 	}
 	// Concurrency keeps its leases in the counter: no record key.
-	sc, keys := holdScripts[r.Limit.Algorithm], []any{s.RedisKey(r.Key)}
+	sc, keys := holdScripts[r.Limit.Algorithm], []any{s.CounterKey(r.Key, r.Limit.Algorithm)}
 	if r.Limit.Algorithm != algo.Concurrency {
 		keys = append(keys, s.HoldKey(r.Key, r.Hold))
 	}

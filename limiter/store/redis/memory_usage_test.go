@@ -27,11 +27,11 @@ func TestMemoryPerKey(t *testing.T) {
 		if _, err := s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1}); err != nil {
 			t.Fatal(err)
 		}
-		n, err := c.MemoryUsage(ctx, s.RedisKey(key), 0).Result()
+		n, err := c.MemoryUsage(ctx, s.CounterKey(key, a), 0).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("%-13v MEMORY USAGE %d bytes (key %q)", a, n, s.RedisKey(key))
+		t.Logf("%-13v MEMORY USAGE %d bytes (key %q)", a, n, s.CounterKey(key, a))
 		if a == algo.TokenBucket && n > 100 {
 			t.Errorf("a token-bucket key uses %d bytes, the target is at most 100", n)
 		}

@@ -196,7 +196,7 @@ func (s *Store) prepare(c *call) {
 	if s.opts.PinnedClock != nil {
 		now = s.opts.PinnedClock().UnixMicro()
 	}
-	c.keys[0], c.nkeys = s.RedisKey(r.Key), 1
+	c.keys[0], c.nkeys = s.CounterKey(r.Key, r.Limit.Algorithm), 1
 	c.argv, c.nargv = [8]int64{r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now}, 5
 	if r.HasIdempotency() {
 		c.keys[1], c.keys[2], c.nkeys = s.RecordsKey(r.Key), s.RecordIndexKey(r.Key), 3

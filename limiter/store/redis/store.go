@@ -100,6 +100,25 @@ func (s *Store) RedisKey(k store.Key) string {
 	return s.opts.KeyPrefix + ":{" + k.String() + "}"
 }
 
+// LogKey is the Redis key of SlidingLog counter k: a weighted log, one
+// member per request (sliding_log_core.lua). Logs used to keep one
+// member per unit under RedisKey: a new name, so that an old limiter and a
+// new one never read each other's log during a rolling upgrade (each
+// counts what it admitted on its own key), and old logs simply expire a
+// period after their last write.
+func (s *Store) LogKey(k store.Key) string {
+	return s.RedisKey(k) + ":w"
+}
+
+// CounterKey is the Redis key a counter of algorithm a lives under:
+// LogKey for SlidingLog, RedisKey for the others.
+func (s *Store) CounterKey(k store.Key, a algo.Algorithm) string {
+	if a == algo.SlidingLog {
+		return s.LogKey(k)
+	}
+	return s.RedisKey(k)
+}
+
 // RecordsKey is the Redis key of counter k's idempotency records: a hash
 // from each record's name (store.Key.String of the request's Idempotency)
 // to the record, in the counter's slot.

@@ -22,17 +22,18 @@ import (
 // at the largest values a policy and a request may now have: rate.limit
 // and burst 1e9 with a cost of 1e6 (the service's MaxCost, within the
 // capacity) for the constant-time algorithms, on the exact path (Take)
-// and the leasing path (Lease, wanting 1e6 more); and for SlidingLog,
-// whose work grows with the units it logs, a limit of 10,000 (its cap)
-// and a cost of 10,000 (the capacity: a larger cost is refused before any
-// script runs), into an empty log ("fill") and into a full log whose
-// 10,000 entries all left the window ("refill": pruned and logged again).
+// and the leasing path (Lease, wanting 1e6 more); and for SlidingLog, a
+// limit of 10,000 (its cap) and a cost of 1 ("cost1") or of 10,000 (the
+// capacity: a larger cost is refused before any script runs), into an
+// empty log ("fill") and into a full log whose entries all left the
+// window ("refill": pruned and logged again). The log keeps one member
+// per request, whatever its cost, so cost1 and fill should cost the same
+// (before issue #24 it kept one per unit, and fill ran 10,000 ZADDs).
 // "records-full" is an idempotent TokenBucket call on a counter holding
 // the most records a limiter allows (store.MaxIdempotencyMaxRecords).
-// "uncapped" is a SlidingLog of limit 1e9, as main allowed, logging
-// 100,000 units in one call (main allowed 1e6, which runs past Redis's
-// 5s busy-script threshold), run twice whatever the count, for the ratio:
-// the work grows linearly with the cost.
+// "uncapped" is a SlidingLog of limit 1e9, as main once allowed, logging
+// 100,000 units in one call, run twice whatever the count: with one member
+// per request it is no dearer than fill.
 // redis-µs/call is INFO commandstats' usec per EVALSHA call (Redis's own
 // time inside the script), the median of chunks of 25 calls. Run it with a
 // fixed count:
@@ -115,6 +116,9 @@ func BenchmarkScriptWorstCase(b *testing.B) {
 	}
 	logLimit := algo.Limit{Algorithm: algo.SlidingLog, Limit: v1alpha1.MaxSlidingLogLimit, Period: time.Second,
 		Burst: v1alpha1.MaxSlidingLogLimit}
+	b.Run("exact/SlidingLog/cost1", func(b *testing.B) {
+		run(b, b.N, nil, take(logLimit, 1))
+	})
 	b.Run("exact/SlidingLog/fill", func(b *testing.B) {
 		run(b, b.N, nil, take(logLimit, v1alpha1.MaxSlidingLogLimit))
 	})
