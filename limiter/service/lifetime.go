@@ -189,7 +189,7 @@ func validateLeaseEntries(dom *config.Domain, i int, d *Descriptor) error {
 }
 
 // takeHolding decides p for a check that holds: a Concurrency slot (any
-// cost takes one; 0 peeks) or a reservation of cost (at least 1: every
+// cost takes one, 0 too) or a reservation of cost (at least 1: every
 // reservation that passes holds and is settled), under the request's
 // lease.
 func (s *Service) takeHolding(ctx context.Context, sc *scratch, p *config.Policy, ps *policyState, entries []config.Entry, cost int64, lt *lifetime) Decision {
@@ -206,10 +206,11 @@ func (s *Service) takeHolding(ctx context.Context, sc *scratch, p *config.Policy
 			}
 		}
 	}
-	if p.Limit.Algorithm != algo.Concurrency && cost < 1 {
-		// An estimate of 0 reserves one unit, as charge-at-end does: a
-		// reservation that passes always holds something to settle, and
-		// one is admitted only while its counter has a unit left.
+	if cost < 1 {
+		// A slot is one whatever the cost, and an estimate of 0 reserves
+		// one unit, as charge-at-end does: a check that passes always
+		// holds something to end or settle, so a client that sets its
+		// cost to 0 can't pass without one.
 		cost = 1
 		req.Cost = cost
 	}

@@ -274,3 +274,35 @@ spec:
 		})
 	}
 }
+
+const zeroSlotPolicies = `
+apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: inflight, namespace: llm}
+spec:
+  domain: llm
+  descriptors: [{key: api_key}]
+  algorithm: Concurrency
+  concurrency: {maxInFlight: 2, leaseDuration: 1m}
+`
+
+// The attack: a descriptor whose hits_addend the client sets to 0. A
+// Concurrency check of cost 0 must still take a slot, or any number of
+// requests are in flight at once.
+func TestAttackZeroCostTakesNoSlot(t *testing.T) {
+	for name, newStore := range memoryAndRedis() {
+		t.Run(name, func(t *testing.T) {
+			svc := lifetimeService(t, newStore(t), zeroSlotPolicies)
+			d := desc("api_key", "mallory")
+			d.HitsAddend, d.HasHitsAddend = 0, true
+			for i := range 2 {
+				if r := call(t, svc, "llm", 0, d); r.OverLimit || r.Lease == "" {
+					t.Fatalf("check %d of cost 0: over limit %v, lease %q; want admitted holding a slot", i+1, r.OverLimit, r.Lease)
+				}
+			}
+			if r := call(t, svc, "llm", 0, d); !r.OverLimit {
+				t.Fatalf("a third check of cost 0 with 2 slots held: over limit %v, lease %q; want denied", r.OverLimit, r.Lease)
+			}
+		})
+	}
+}
