@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -226,4 +228,57 @@ func (imp *impostor) trusted() int {
 	imp.mu.Lock()
 	defer imp.mu.Unlock()
 	return imp.hsOK
+}
+
+// Every fleet's limiters mount their admin certificate and key (not the
+// CA's key) read-only and serve the admin plane with them; the certificate
+// names the Service, which the operator verifies.
+func TestLimiterAdminTLS(t *testing.T) {
+	fleet := resFleet("ns", "f")
+	pod := controllers.BuildLimiterDeployment(fleet, "limiter:test", "memory", "").Spec.Template.Spec
+	c := pod.Containers[0]
+	var vol *corev1.Volume
+	for i := range pod.Volumes {
+		if pod.Volumes[i].Secret != nil && pod.Volumes[i].Secret.SecretName == "f-limiter-admin-tls" {
+			vol = &pod.Volumes[i]
+		}
+	}
+	if vol == nil || len(vol.Secret.Items) != 2 || vol.Secret.Items[0].Key != "tls.crt" || vol.Secret.Items[1].Key != "tls.key" {
+		t.Fatalf("volumes %+v: want tls.crt and tls.key of Secret f-limiter-admin-tls", pod.Volumes)
+	}
+	var mount *corev1.VolumeMount
+	for i := range c.VolumeMounts {
+		if c.VolumeMounts[i].Name == vol.Name {
+			mount = &c.VolumeMounts[i]
+		}
+	}
+	if mount == nil || !mount.ReadOnly {
+		t.Fatalf("mounts %+v: want %s read-only", c.VolumeMounts, vol.Name)
+	}
+	args := strings.Join(c.Args, " ")
+	for _, want := range []string{"--admin-tls-cert=" + mount.MountPath + "/tls.crt", "--admin-tls-key=" + mount.MountPath + "/tls.key",
+		"--admin-token-audience=" + limiterwire.AdminAudience} {
+		if !strings.Contains(args, want) {
+			t.Errorf("args %q lack %s", args, want)
+		}
+	}
+	ca, _, err := controllers.NewAdminCA(fleet, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, _, err := controllers.IssueAdminCert(fleet, ca, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(certPEM)
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, DNSName: controllers.AdminTLSServerName(fleet)}); err != nil ||
+		controllers.AdminTLSServerName(fleet) != "f-limiter.ns.svc" {
+		t.Errorf("the certificate for %s: %v", controllers.AdminTLSServerName(fleet), err)
+	}
 }

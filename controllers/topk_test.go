@@ -29,12 +29,12 @@ func TestBuildLimiterDeploymentTopKKey(t *testing.T) {
 	})
 	pod := controllers.BuildLimiterDeployment(fleet, resDefaultImage, "memory", "").Spec.Template.Spec
 	c := pod.Containers[0]
-	if len(pod.Volumes) != 1 || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != "default-limiter-topk-key" ||
+	if len(pod.Volumes) != 2 || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != "default-limiter-topk-key" ||
 		len(pod.Volumes[0].Secret.Items) != 1 || pod.Volumes[0].Secret.Items[0].Key != "key" {
 		t.Fatalf("volumes %+v: want the key of Secret default-limiter-topk-key", pod.Volumes)
 	}
-	if len(c.VolumeMounts) != 1 || !c.VolumeMounts[0].ReadOnly || c.VolumeMounts[0].Name != pod.Volumes[0].Name {
-		t.Fatalf("mounts %+v: want the key volume, read-only", c.VolumeMounts)
+	if len(c.VolumeMounts) != 2 || !c.VolumeMounts[0].ReadOnly || c.VolumeMounts[0].Name != pod.Volumes[0].Name {
+		t.Fatalf("mounts %+v: want the key volume, read-only, and the admin TLS one", c.VolumeMounts)
 	}
 	file := path.Join(c.VolumeMounts[0].MountPath, pod.Volumes[0].Secret.Items[0].Path)
 	want := []corev1.EnvVar{{Name: "SLUICE_TOPK_KEY_FILE", Value: file}}
