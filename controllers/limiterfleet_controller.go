@@ -69,10 +69,14 @@ type LimiterFleetReconciler struct {
 	applied sync.Map // object key -> appliedState
 	// delegation is the content of the last LimiterAuthDelegatorBinding
 	// applied, so that it is applied only when the fleets change.
-	delegationMu  sync.Mutex
-	delegation    [32]byte
-	topKKeys      sync.Map // fleet UID -> true: its hottest-values key Secret exists
-	adminCerts    sync.Map // fleet UID -> adminCertState
+	delegationMu sync.Mutex
+	delegation   [32]byte
+	topKKeys     sync.Map // fleet UID -> true: its hottest-values key Secret exists
+	adminCerts   sync.Map // fleet UID -> adminCertState
+	// apiServer are the API server's endpoints, read at apiServerRead.
+	apiServerMu   sync.Mutex
+	apiServer     []string
+	apiServerRead time.Time
 	verdicts      verdictCache
 	redisTrackers sync.Map // fleet key -> *rediscluster.Tracker
 	redisHealth   sync.Map // fleet key -> redisHealth

@@ -60,6 +60,10 @@ type Options struct {
 // operator's token for these non-resource URLs).
 // +kubebuilder:rbac:urls=/v1/admin/*,verbs=get
 
+// The operator's own /metrics reviews its callers' tokens (cmd/operator).
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // Setup adds the acknowledgement tracker, the enforcement stats collector
 // and both controllers to mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {

@@ -35,7 +35,7 @@ func main() {
 		window       time.Duration
 		tokenFile    string
 	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics `address` (0 disables)")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics `address` (0 disables), served over HTTPS to callers whose bearer token the API server authenticates and authorizes for get on the non-resource URL /metrics")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "/healthz and /readyz `address`")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so that only one replica reconciles")
 	flag.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's)")
@@ -56,8 +56,12 @@ func main() {
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		Scheme: scheme,
+		// The metrics are not open to every pod: HTTPS (a self-signed
+		// certificate), and a token the API server reviews (TokenReview,
+		// SubjectAccessReview of get /metrics), as kube-rbac-proxy does.
+		Metrics: metricsserver.Options{BindAddress: metricsAddr, SecureServing: true,
+			FilterProvider: metricsAuth},
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "operator.ratelimit.sluice.dev",
