@@ -195,6 +195,10 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	rl.srv = srv
+	if adminAuth != nil && adminTLS == nil && !isLoopback(srv.AdminAddr()) {
+		log.Warn("The admin plane takes bearer tokens over plain HTTP: callers' tokens cross the network in clear; give it --admin-tls-cert and --admin-tls-key",
+			"admin", srv.AdminAddr())
+	}
 	if adminAuth == nil && !isLoopback(srv.AdminAddr()) {
 		log.Warn("The admin plane is open to anyone who can reach it: use --admin-auth=kubernetes, or an --admin-addr on loopback",
 			"admin", srv.AdminAddr())
