@@ -45,7 +45,7 @@ func TestBuildLimiterDeploymentTopKKey(t *testing.T) {
 		t.Errorf("the key Secret %s/%s is not the one mounted", s.Namespace, s.Name)
 	}
 	plain := controllers.BuildLimiterDeployment(resFleet("sluice-system", "default"), resDefaultImage, "memory", "").Spec.Template.Spec
-	if len(plain.Volumes) != 0 || len(plain.Containers[0].Env) != 0 {
+	if len(plain.Volumes) != 1 || plain.Volumes[0].Name != "admin-tls" || len(plain.Containers[0].Env) != 0 {
 		t.Errorf("without hottest values: volumes %+v, env %+v", plain.Volumes, plain.Containers[0].Env)
 	}
 }

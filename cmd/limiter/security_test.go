@@ -123,6 +123,7 @@ func TestAttackReadAdminPlaneWithoutPermission(t *testing.T) {
 	prometheus := tokenOf("prometheus")
 	bind("prometheus", metricsRole.Name, "prometheus")
 	tenant := tokenOf("tenant")
+	tenantForLimiters := saToken(t, cs, ns, "tenant", limiterwire.AdminAudience)
 	if err := c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-edit"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "tenant"}}}); err != nil {
@@ -162,10 +163,13 @@ func TestAttackReadAdminPlaneWithoutPermission(t *testing.T) {
 		{"nobody", "", limiterwire.StatsPath, http.StatusUnauthorized},
 		{"nobody", "", "/metrics", http.StatusUnauthorized},
 		{"a made-up token", "not-a-token", limiterwire.StatsPath, http.StatusUnauthorized},
-		{"an app team's ServiceAccount", tenant, limiterwire.StatsPath, http.StatusForbidden},
-		{"an app team's ServiceAccount", tenant, limiterwire.SnapshotPath, http.StatusForbidden},
+		// Tokens for the API server are not for the admin endpoints.
+		{"an app team's ServiceAccount", tenant, limiterwire.StatsPath, http.StatusUnauthorized},
+		{"an app team's ServiceAccount", tenant, limiterwire.SnapshotPath, http.StatusUnauthorized},
+		{"an app team's ServiceAccount, for the limiters' audience", tenantForLimiters, limiterwire.StatsPath, http.StatusForbidden},
+		{"an app team's ServiceAccount, for the limiters' audience", tenantForLimiters, limiterwire.SnapshotPath, http.StatusForbidden},
 		{"an app team's ServiceAccount", tenant, "/metrics", http.StatusForbidden},
-		{"the metrics reader", prometheus, limiterwire.StatsPath, http.StatusForbidden},
+		{"the metrics reader", prometheus, limiterwire.StatsPath, http.StatusUnauthorized},
 		{"the metrics reader", prometheus, "/metrics", http.StatusOK},
 		{"the operator", operator, limiterwire.StatsPath, http.StatusOK},
 		{"the operator", operator, limiterwire.SnapshotPath, http.StatusOK},
@@ -184,7 +188,7 @@ func TestAttackReadAdminPlaneWithoutPermission(t *testing.T) {
 	// The operator's answers come from the cache now; the counts show every
 	// kind of call.
 	code, m := call(prometheus, "/metrics")
-	for _, want := range []string{`sluice_admin_requests_total{result="unauthenticated"} 3`, `sluice_admin_requests_total{result="forbidden"} 6`} {
+	for _, want := range []string{`sluice_admin_requests_total{result="unauthenticated"} 6`, `sluice_admin_requests_total{result="forbidden"} 5`} {
 		if code != http.StatusOK || !strings.Contains(m, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
