@@ -30,7 +30,11 @@ import (
 // Track and Forget say which pods to poll; Start runs the pollers, one per
 // pod, and returns once every one of them has stopped.
 type AckTracker struct {
-	// Client makes the admin calls; nil means a client with sane timeouts.
+	// Admin, when set, makes the admin calls, over HTTPS with each fleet's
+	// CA (as the operator does); else Client, over plain HTTP.
+	Admin *AdminClients
+	// Client makes the admin calls without Admin; nil means a client with
+	// sane timeouts.
 	Client *http.Client
 	// LongPoll is how long one admin call may wait for a version.
 	LongPoll time.Duration
@@ -291,7 +295,7 @@ func (t *AckTracker) poll(ctx context.Context, fleet types.NamespacedName, addr 
 	for ctx.Err() == nil {
 		want := t.want(fleet)
 		asked := time.Now()
-		got, err := t.ask(ctx, addr, want)
+		got, err := t.ask(ctx, fleet, addr, want)
 		if ctx.Err() != nil {
 			return
 		}
@@ -359,18 +363,18 @@ func (t *AckTracker) poll(ctx context.Context, fleet types.NamespacedName, addr 
 	}
 }
 
-func (t *AckTracker) ask(ctx context.Context, addr, want string) (*limiterwire.Snapshot, error) {
+func (t *AckTracker) ask(ctx context.Context, fleet types.NamespacedName, addr, want string) (*limiterwire.Snapshot, error) {
 	q := url.Values{}
 	if want != "" {
 		q.Set(limiterwire.WaitForVersionParam, want)
 		q.Set(limiterwire.TimeoutParam, t.LongPoll.String())
 	}
-	u := url.URL{Scheme: "http", Host: addr, Path: limiterwire.SnapshotPath, RawQuery: q.Encode()}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	c, req, err := adminRequest(ctx, t.Admin, t.Client, fleet, addr, limiterwire.SnapshotPath, q.Encode())
 	if err != nil {
 		return nil, err
 	}
-	resp, err := t.Client.Do(req)
+	u := req.URL
+	resp, err := c.Do(req)
 	if err != nil {
 		return nil, err
 	}

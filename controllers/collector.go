@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -126,7 +125,10 @@ func (c counts) since(prev counts) counts {
 type Collector struct {
 	Client client.Client
 	Acks   *AckTracker
-	// HTTP makes the admin calls; nil means a plain client.
+	// Admin, when set, makes the admin calls, over HTTPS with each fleet's
+	// CA (as the operator does); else HTTP, over plain HTTP.
+	Admin *AdminClients
+	// HTTP makes the admin calls without Admin; nil means a plain client.
 	HTTP *http.Client
 	// Interval between collections; 0 means DefaultCollectInterval.
 	Interval time.Duration
@@ -277,7 +279,7 @@ func (c *Collector) collect(ctx context.Context) error {
 		served := c.Acks.Served(fleet)
 		for _, addr := range eps {
 			scrapes.Go(func() error {
-				st, err := c.read(ctx, addr)
+				st, err := c.read(ctx, fleet, addr)
 				collectorScrapes.Inc()
 				c.mu.Lock()
 				defer c.mu.Unlock()
@@ -328,15 +330,15 @@ func (c *Collector) countFleetConditions(ctx context.Context) error {
 }
 
 // read asks one pod for its stats, within Timeout.
-func (c *Collector) read(ctx context.Context, addr string) (*limiterwire.Stats, error) {
+func (c *Collector) read(ctx context.Context, fleet types.NamespacedName, addr string) (*limiterwire.Stats, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	u := url.URL{Scheme: "http", Host: addr, Path: limiterwire.StatsPath}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	hc, req, err := adminRequest(ctx, c.Admin, c.HTTP, fleet, addr, limiterwire.StatsPath, "")
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.HTTP.Do(req)
+	u := req.URL
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, err
 	}

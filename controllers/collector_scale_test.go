@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -56,8 +54,7 @@ func TestCollectorScale(t *testing.T) {
 	})
 
 	// Stand-ins: the first limiter's snapshot answers, stats of their own.
-	real, _ := url.Parse("http://" + pods[0].adminAddr)
-	proxy := httputil.NewSingleHostReverseProxy(real)
+	proxy := adminProxy(pods[0])
 	var addrs []string
 	for i := range standIns {
 		var reads atomic.Int64

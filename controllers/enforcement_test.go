@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -175,8 +176,7 @@ func TestCollectorSkipsUnreadablePods(t *testing.T) {
 	// Two stand-in pods: both answer the snapshot endpoint as the real
 	// limiter does (so the policy is enforced on every ready pod); one
 	// answers its stats with garbage, the other never answers them.
-	real, _ := url.Parse("http://" + pods[0].adminAddr)
-	proxy := httputil.NewSingleHostReverseProxy(real)
+	proxy := adminProxy(pods[0])
 	hang := make(chan struct{})
 	garbage := standIn(t, pods[0], 9, func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/stats") {
@@ -227,19 +227,32 @@ func TestCollectorSkipsUnreadablePods(t *testing.T) {
 }
 
 // standIn serves h on the loopback address .host of the limiter's block and
-// the limiter's admin port, and returns its pod address (host:port).
+// the limiter's admin port, over HTTPS with the limiter's admin
+// certificate (a pod of the fleet), and returns its pod address
+// (host:port).
 func standIn(t *testing.T, like *limiterProc, host int, h http.HandlerFunc) string {
 	t.Helper()
 	ip, port, _ := net.SplitHostPort(like.adminAddr)
 	lo := ip[:strings.LastIndex(ip, ".")+1] + strconv.Itoa(host)
+	cert, err := tls.LoadX509KeyPair(like.tlsCert, like.tlsKey)
+	if err != nil {
+		t.Fatal(err)
+	}
 	l, err := net.Listen("tcp", net.JoinHostPort(lo, port))
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(l) }()
+	go func() { _ = srv.Serve(tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{cert}})) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return net.JoinHostPort(podNetwork.podIP(lo), port)
+}
+
+// adminProxy forwards to the limiter's admin plane, over HTTPS.
+func adminProxy(to *limiterProc) *httputil.ReverseProxy {
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "https", Host: to.adminAddr})
+	proxy.Transport = testAdminClient.Transport
+	return proxy
 }
 
 // addStandIns adds ready endpoints at the given pod addresses to the

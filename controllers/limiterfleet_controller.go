@@ -69,12 +69,19 @@ type LimiterFleetReconciler struct {
 	applied sync.Map // object key -> appliedState
 	// delegation is the content of the last LimiterAuthDelegatorBinding
 	// applied, so that it is applied only when the fleets change.
-	delegationMu  sync.Mutex
-	delegation    [32]byte
-	topKKeys      sync.Map // fleet UID -> true: its hottest-values key Secret exists
+	delegationMu sync.Mutex
+	delegation   [32]byte
+	topKKeys     sync.Map // fleet UID -> true: its hottest-values key Secret exists
+	adminCerts   sync.Map // fleet UID -> adminCertState
+	// apiServer are the API server's endpoints, read at apiServerRead.
+	apiServerMu   sync.Mutex
+	apiServer     []string
+	apiServerRead time.Time
 	verdicts      verdictCache
 	redisTrackers sync.Map // fleet key -> *rediscluster.Tracker
 	redisHealth   sync.Map // fleet key -> redisHealth
+	// Admin, when set, is told each fleet's admin CA (see admin_tls.go).
+	Admin *AdminClients
 	// Fits shares each fleet's snapshot refusals with the policy
 	// controller; nil keeps them to the fleet's status.
 	Fits *SnapshotFits
@@ -137,6 +144,7 @@ func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.Get(ctx, req.NamespacedName, fleet); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Acks.Forget(req.NamespacedName)
+			r.Admin.Forget(req.NamespacedName)
 			r.redisTrackers.Delete(req.NamespacedName)
 			r.redisHealth.Delete(req.NamespacedName)
 			r.Fits.forget(ctx, req.NamespacedName)
@@ -156,6 +164,7 @@ func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		r.reconcileSnapshot,
 		r.reconcileRedis,
 		r.reconcileTopKKey,
+		r.reconcileAdminTLS,
 		r.reconcileLimiters,
 		r.reconcileNetworkPolicies,
 		r.observeAcks,

@@ -307,7 +307,7 @@ func limiterAdminServicePort() corev1.ServicePort {
 	return corev1.ServicePort{
 		Name:        LimiterAdminPortName,
 		Protocol:    corev1.ProtocolTCP,
-		AppProtocol: ptr.To("http"),
+		AppProtocol: ptr.To("https"),
 		Port:        LimiterAdminPort,
 		TargetPort:  intstr.FromString(LimiterAdminPortName),
 	}
@@ -358,8 +358,10 @@ func LimiterArgs(fleet *v1alpha1.LimiterFleet, storeURL string) []string {
 		fmt.Sprintf("--http-addr=0.0.0.0:%d", LimiterHTTPPort),
 		fmt.Sprintf("--admin-addr=0.0.0.0:%d", LimiterAdminPort),
 		limiterwire.AdminAuthFlag + "=" + limiterwire.AdminAuthKubernetes,
+		"--admin-token-audience=" + limiterwire.AdminAudience,
 		"--log-format=json",
 	}
+	args = append(args, AdminTLSArgs()...)
 	if len(fleet.Spec.TrustedProxies) > 0 {
 		args = append(args, "--trusted-proxies="+strings.Join(fleet.Spec.TrustedProxies, ","))
 	}
@@ -463,6 +465,8 @@ func BuildLimiterDeployment(fleet *v1alpha1.LimiterFleet, defaultImage, storeURL
 	volumes, mounts := limiterCAVolume(fleet)
 	keyVolumes, keyMounts, keyEnv := limiterTopKKey(fleet)
 	volumes, mounts = append(volumes, keyVolumes...), append(mounts, keyMounts...)
+	adminVolume, adminMount := adminTLSVolume(fleet)
+	volumes, mounts = append(volumes, adminVolume), append(mounts, adminMount)
 	var annotations map[string]string
 	if redisAuth != "" {
 		annotations = map[string]string{RedisLimiterAuthAnnotation: redisAuth}

@@ -347,7 +347,10 @@ func TestBuildLimiterDeployment(t *testing.T) {
 				"--http-addr=0.0.0.0:8080",
 				"--admin-addr=0.0.0.0:8082",
 				"--admin-auth=kubernetes",
+				"--admin-token-audience=sluice-limiter-admin",
 				"--log-format=json",
+				"--admin-tls-cert=/etc/sluice/admin-tls/tls.crt",
+				"--admin-tls-key=/etc/sluice/admin-tls/tls.key",
 				"--drain-delay=5s",
 			}
 			if diff := cmp.Diff(wantArgs, c.Args); diff != "" {
@@ -473,7 +476,7 @@ func TestBuildLimiterService(t *testing.T) {
 		Ports: []corev1.ServicePort{
 			{Name: "grpc", Protocol: corev1.ProtocolTCP, AppProtocol: ptr.To("grpc"), Port: 8081, TargetPort: intstr.FromString("grpc")},
 			{Name: "http", Protocol: corev1.ProtocolTCP, AppProtocol: ptr.To("http"), Port: 8080, TargetPort: intstr.FromString("http")},
-			{Name: "admin", Protocol: corev1.ProtocolTCP, AppProtocol: ptr.To("http"), Port: 8082, TargetPort: intstr.FromString("admin")},
+			{Name: "admin", Protocol: corev1.ProtocolTCP, AppProtocol: ptr.To("https"), Port: 8082, TargetPort: intstr.FromString("admin")},
 		},
 	}
 	if diff := cmp.Diff(want, svc.Spec); diff != "" {
@@ -786,12 +789,12 @@ func TestLimiterRedisCredentialsAndCA(t *testing.T) {
 	if diff := cmp.Diff(want, c.Env); diff != "" {
 		t.Errorf("env (-want +got):\n%s", diff)
 	}
-	if len(pod.Volumes) != 1 || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != "redis-ca" ||
+	if len(pod.Volumes) != 2 || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != "redis-ca" ||
 		!cmp.Equal(pod.Volumes[0].Secret.Items, []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}) {
 		t.Errorf("volumes %+v: want the ca.crt of Secret redis-ca", pod.Volumes)
 	}
-	if len(c.VolumeMounts) != 1 || !c.VolumeMounts[0].ReadOnly || c.VolumeMounts[0].Name != pod.Volumes[0].Name {
-		t.Errorf("mounts %+v: want the CA volume, read-only", c.VolumeMounts)
+	if len(c.VolumeMounts) != 2 || !c.VolumeMounts[0].ReadOnly || c.VolumeMounts[0].Name != pod.Volumes[0].Name {
+		t.Errorf("mounts %+v: want the CA volume, read-only, and the admin TLS one", c.VolumeMounts)
 	}
 	args := strings.Join(c.Args, " ")
 	for _, a := range []string{"--store=rediss://redis.example.com:6380", "--redis-ca-file=" + c.VolumeMounts[0].MountPath + "/ca.crt", "--redis-tls-server-name=redis.example.com"} {
@@ -802,7 +805,7 @@ func TestLimiterRedisCredentialsAndCA(t *testing.T) {
 
 	plain := controllers.BuildLimiterDeployment(resFleet("ns", "f", resExternal(nil, "r:6379")), "limiter:test", "redis://r:6379", "")
 	pc := plain.Spec.Template.Spec.Containers[0]
-	if len(pc.Env) != 1 || pc.Env[0].Name != "GOMEMLIMIT" || len(pc.VolumeMounts) != 0 || len(plain.Spec.Template.Spec.Volumes) != 0 || strings.Contains(strings.Join(pc.Args, " "), "--redis-") {
+	if len(pc.Env) != 1 || pc.Env[0].Name != "GOMEMLIMIT" || len(pc.VolumeMounts) != 1 || len(plain.Spec.Template.Spec.Volumes) != 1 || strings.Contains(strings.Join(pc.Args, " "), "--redis-") {
 		t.Errorf("without auth and tls: env %v, mounts %v, args %q", pc.Env, pc.VolumeMounts, pc.Args)
 	}
 }

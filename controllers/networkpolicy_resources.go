@@ -1,6 +1,9 @@
 package controllers
 
 import (
+	"net"
+	"strconv"
+
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +26,17 @@ import (
 //     the operator and the other Redis pods (replication); the cluster bus
 //     from the other Redis pods.
 //
+// The limiters' policy covers their egress too, once the operator knows
+// the API server's addresses (APIServerEndpoints): DNS (port 53, UDP and
+// TCP, to any address: node-local caches have no pod labels), the API
+// server (its endpoints' IPs and ports: the limiters watch their snapshot
+// ConfigMap and review admin tokens there), and Redis: the fleet's Redis
+// pods on their client port in mode Cluster; in mode External the ports of
+// spec.redis.addresses on any address (they may be DNS names); none in
+// mode None. Nothing else: a limiter pod can't be made to call anywhere
+// else. Without the API server's addresses the egress stays open, rather
+// than cut the limiters off from their snapshot.
+//
 // Ports are named, as the pods' containers name them, so that a renumbered
 // port needs no new policy.
 
@@ -38,6 +52,11 @@ type NetworkPolicyOptions struct {
 	// MonitoringNamespace is the namespace whose pods may scrape /metrics
 	// on the limiters' admin port; empty admits none.
 	MonitoringNamespace string
+	// APIServerEndpoints are the API server's addresses (ip:port, the
+	// default/kubernetes Service's endpoints), which the limiters may
+	// call; the operator reads them. Empty leaves the limiters' egress
+	// open.
+	APIServerEndpoints []string
 }
 
 // Enabled reports whether the operator renders NetworkPolicies.
@@ -99,7 +118,7 @@ func BuildLimiterNetworkPolicy(fleet *v1alpha1.LimiterFleet, o NetworkPolicyOpti
 	if o.MonitoringNamespace != "" {
 		admin = append(admin, namespacePeer(o.MonitoringNamespace))
 	}
-	return &networkingv1.NetworkPolicy{
+	np := &networkingv1.NetworkPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: networkingv1.SchemeGroupVersion.String(), Kind: "NetworkPolicy"},
 		ObjectMeta: limiterMeta(fleet, LimiterNetworkPolicyName(fleet)),
 		Spec: networkingv1.NetworkPolicySpec{
@@ -111,6 +130,74 @@ func BuildLimiterNetworkPolicy(fleet *v1alpha1.LimiterFleet, o NetworkPolicyOpti
 			},
 		},
 	}
+	if egress := limiterEgress(fleet, o); egress != nil {
+		np.Spec.PolicyTypes = append(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress)
+		np.Spec.Egress = egress
+	}
+	return np
+}
+
+// limiterEgress are the limiters' egress rules (see above); nil while the
+// API server's addresses are unknown.
+func limiterEgress(fleet *v1alpha1.LimiterFleet, o NetworkPolicyOptions) []networkingv1.NetworkPolicyEgressRule {
+	if len(o.APIServerEndpoints) == 0 {
+		return nil
+	}
+	numbered := func(proto corev1.Protocol, port int) networkingv1.NetworkPolicyPort {
+		return networkingv1.NetworkPolicyPort{Protocol: ptr.To(proto), Port: ptr.To(intstr.FromInt(port))}
+	}
+	out := []networkingv1.NetworkPolicyEgressRule{{Ports: []networkingv1.NetworkPolicyPort{numbered(corev1.ProtocolUDP, 53), numbered(corev1.ProtocolTCP, 53)}}}
+
+	api := networkingv1.NetworkPolicyEgressRule{}
+	seenIP, seenPort := map[string]bool{}, map[int]bool{}
+	for _, ep := range o.APIServerEndpoints {
+		host, portStr, err := net.SplitHostPort(ep)
+		ip := net.ParseIP(host)
+		port, perr := strconv.Atoi(portStr)
+		if err != nil || ip == nil || perr != nil || port < 1 || port > 65535 {
+			continue
+		}
+		cidr := host + "/32"
+		if ip.To4() == nil {
+			cidr = host + "/128"
+		}
+		if !seenIP[cidr] {
+			seenIP[cidr] = true
+			api.To = append(api.To, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: cidr}})
+		}
+		if !seenPort[port] {
+			seenPort[port] = true
+			api.Ports = append(api.Ports, numbered(corev1.ProtocolTCP, port))
+		}
+	}
+	if len(api.To) == 0 {
+		return nil
+	}
+	out = append(out, api)
+
+	switch fleet.Spec.EffectiveRedisMode() {
+	case v1alpha1.RedisCluster:
+		out = append(out, networkingv1.NetworkPolicyEgressRule{
+			Ports: []networkingv1.NetworkPolicyPort{tcpPort(RedisPortName)},
+			To:    []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: RedisSelectorLabels(fleet)}}},
+		})
+	case v1alpha1.RedisExternal:
+		redis := networkingv1.NetworkPolicyEgressRule{}
+		seen := map[int]bool{}
+		for _, a := range fleet.Spec.Redis.Addresses {
+			_, portStr, err := net.SplitHostPort(a)
+			port, perr := strconv.Atoi(portStr)
+			if err != nil || perr != nil || port < 1 || port > 65535 || seen[port] {
+				continue
+			}
+			seen[port] = true
+			redis.Ports = append(redis.Ports, numbered(corev1.ProtocolTCP, port))
+		}
+		if len(redis.Ports) > 0 {
+			out = append(out, redis)
+		}
+	}
+	return out
 }
 
 // BuildRedisNetworkPolicy builds the NetworkPolicy of the fleet's Redis

@@ -238,7 +238,18 @@ func TestFleetRendersNetworkPolicies(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(f), f); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the limiters' NetworkPolicy", rendered(controllers.LimiterNetworkPolicyName(f), controllers.BuildLimiterNetworkPolicy(f, npOptions)))
+	// The limiters' egress: the API server's endpoints, as the operator
+	// reads them.
+	opts := npOptions
+	var err error
+	if opts.APIServerEndpoints, err = controllers.APIServerEndpoints(ctx, k8s); err != nil || len(opts.APIServerEndpoints) == 0 {
+		t.Fatalf("the API server's endpoints: %v %v", opts.APIServerEndpoints, err)
+	}
+	eventually(t, 30*time.Second, "the limiters' NetworkPolicy", rendered(controllers.LimiterNetworkPolicyName(f), controllers.BuildLimiterNetworkPolicy(f, opts)))
+	lim := controllers.BuildLimiterNetworkPolicy(f, opts)
+	if !slices.Contains(lim.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) || len(lim.Spec.Egress) != 3 {
+		t.Errorf("the limiters' policy: types %v, egress %+v: want DNS, the API server and Redis", lim.Spec.PolicyTypes, lim.Spec.Egress)
+	}
 	eventually(t, 30*time.Second, "the Redis NetworkPolicy", rendered(controllers.RedisNetworkPolicyName(f), controllers.BuildRedisNetworkPolicy(f, npOptions)))
 
 	// A selector the API server refuses in a NetworkPolicy.
@@ -269,5 +280,5 @@ func TestFleetRendersNetworkPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the limiters' NetworkPolicy admits the fleet's namespace again",
-		rendered(controllers.LimiterNetworkPolicyName(f), controllers.BuildLimiterNetworkPolicy(f, npOptions)))
+		rendered(controllers.LimiterNetworkPolicyName(f), controllers.BuildLimiterNetworkPolicy(f, opts)))
 }

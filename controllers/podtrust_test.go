@@ -130,17 +130,17 @@ func TestPodAnswersAreBounded(t *testing.T) {
 	ctx := context.Background()
 
 	body.Store(pad(maxAnswerBytes))
-	if _, err := tr.ask(ctx, addr, ""); err != nil {
+	if _, err := tr.ask(ctx, types.NamespacedName{}, addr, ""); err != nil {
 		t.Errorf("a 1 MiB snapshot answer: %v", err)
 	}
-	if _, err := c.read(ctx, addr); err != nil {
+	if _, err := c.read(ctx, types.NamespacedName{}, addr); err != nil {
 		t.Errorf("a 1 MiB stats answer: %v", err)
 	}
 	body.Store(pad(maxAnswerBytes + 1))
-	if _, err := tr.ask(ctx, addr, ""); err == nil || !strings.Contains(err.Error(), "larger than 1048576 bytes") {
+	if _, err := tr.ask(ctx, types.NamespacedName{}, addr, ""); err == nil || !strings.Contains(err.Error(), "larger than 1048576 bytes") {
 		t.Errorf("a snapshot answer over 1 MiB: %v", err)
 	}
-	if _, err := c.read(ctx, addr); err == nil || !strings.Contains(err.Error(), "larger than 1048576 bytes") {
+	if _, err := c.read(ctx, types.NamespacedName{}, addr); err == nil || !strings.Contains(err.Error(), "larger than 1048576 bytes") {
 		t.Errorf("a stats answer over 1 MiB: %v", err)
 	}
 }
@@ -188,7 +188,7 @@ func TestPodRedirectsAreNotFollowed(t *testing.T) {
 
 	c := &Collector{HTTP: &http.Client{}}
 	c.defaults()
-	if _, err := c.read(context.Background(), addr); err == nil || !strings.Contains(err.Error(), "302") {
+	if _, err := c.read(context.Background(), types.NamespacedName{}, addr); err == nil || !strings.Contains(err.Error(), "302") {
 		t.Errorf("the collector read a redirecting pod: %v", err)
 	}
 	if n := followed.Load(); n != 0 {

@@ -214,8 +214,8 @@ func TestRedisTLSBuilders(t *testing.T) {
 		}
 	}
 	vols := dep.Spec.Template.Spec.Volumes
-	if len(vols) != 1 || vols[0].Secret == nil || vols[0].Secret.SecretName != "f-redis-tls" ||
+	if len(vols) != 2 || vols[0].Secret == nil || vols[0].Secret.SecretName != "f-redis-tls" ||
 		len(vols[0].Secret.Items) != 1 || vols[0].Secret.Items[0].Key != "ca.crt" {
-		t.Errorf("limiter volumes %+v: want ca.crt of f-redis-tls alone", vols)
+		t.Errorf("limiter volumes %+v: want ca.crt of f-redis-tls alone, then the admin TLS", vols)
 	}
 }

@@ -65,7 +65,7 @@ spec:
 	rogue := &limiterProc{ip: lo, podIP: podNetwork.podIP(lo), httpAddr: net.JoinHostPort(lo, port),
 		grpcAddr: net.JoinHostPort(lo, strconv.Itoa(freePort(t, lo))), adminAddr: net.JoinHostPort(lo, adminPort)}
 	rogue.args = []string{"--policies", file, "--store", "memory", "--http-addr", rogue.httpAddr, "--grpc-addr", rogue.grpcAddr,
-		"--admin-addr", rogue.adminAddr}
+		"--admin-addr", rogue.adminAddr, "--admin-tls-cert", pods[0].tlsCert, "--admin-tls-key", pods[0].tlsKey}
 	rogue.start(t)
 	t.Cleanup(rogue.stop)
 

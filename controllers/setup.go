@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/http"
 	"time"
@@ -11,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/client-go/transport"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,12 +22,15 @@ type Options struct {
 	// RedisImage is the Redis image of Cluster fleets that name none
 	// (spec.redis.image); empty means v1alpha1.DefaultRedisImage.
 	RedisImage string
-	// AckClient, when set, makes the calls to limiter pods' admin endpoint.
+	// AckClient, when set, is the base of the calls to limiter pods' admin
+	// endpoint: its *http.Transport (dialer, timeouts) and Timeout, to
+	// which each fleet's TLS is added.
 	AckClient *http.Client
 	// AdminTokenFile, when set, is a file of the bearer token that the
-	// operator sends to the limiter pods' admin plane: its ServiceAccount
-	// token, which the limiters review with the API server. It is read
-	// again as the kubelet rotates it.
+	// operator sends to the limiter pods' admin plane: a projected token of
+	// its ServiceAccount for the audience limiterwire.AdminAudience, which
+	// the limiters review with the API server (and the API server itself
+	// refuses). It is read again as the kubelet rotates it.
 	AdminTokenFile string
 	// EnforcementWindow is the window of status.enforcement; 0 means
 	// DefaultEnforcementWindow (5m).
@@ -59,53 +60,37 @@ type Options struct {
 // operator's token for these non-resource URLs).
 // +kubebuilder:rbac:urls=/v1/admin/*,verbs=get
 
+// The operator's own /metrics reviews its callers' tokens (cmd/operator).
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // Setup adds the acknowledgement tracker, the enforcement stats collector
 // and both controllers to mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
-	adminClient := opts.AckClient
-	if opts.AdminTokenFile != "" {
-		var err error
-		if adminClient, err = withBearerTokenFile(adminClient, opts.AdminTokenFile); err != nil {
-			return err
-		}
+	// The admin plane is HTTPS only, each fleet's pods verified with the
+	// fleet's CA (admin_tls.go): the token never crosses in clear.
+	admin, err := NewAdminClients(opts.AckClient, opts.AdminTokenFile)
+	if err != nil {
+		return err
 	}
 	acks := NewAckTracker()
-	acks.Client = adminClient
+	acks.Admin = admin
 	if err := mgr.Add(acks); err != nil {
 		return err
 	}
-	collector := &Collector{Client: mgr.GetClient(), Acks: acks, HTTP: adminClient, Interval: opts.CollectInterval,
+	collector := &Collector{Client: mgr.GetClient(), Acks: acks, Admin: admin, Interval: opts.CollectInterval,
 		Window: opts.EnforcementWindow, MinWrite: opts.EnforcementMinWrite, Timeout: opts.CollectTimeout}
 	if err := mgr.Add(collector); err != nil {
 		return err
 	}
 	fits := NewSnapshotFits()
 	fleets := &LimiterFleetReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Acks: acks, Fits: fits, DefaultImage: opts.LimiterImage, DefaultRedisImage: opts.RedisImage,
-		APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("sluice-operator"), RedisDialer: opts.RedisDialer}
+		APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("sluice-operator"), RedisDialer: opts.RedisDialer, Admin: admin}
 	fleets.NetworkPolicies = opts.NetworkPolicies
 	if err := fleets.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return (&RateLimitPolicyReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Acks: acks, Fits: fits}).SetupWithManager(ctx, mgr)
-}
-
-// withBearerTokenFile is c (nil: a client with a 10s timeout) with the
-// token in file sent as "Authorization: Bearer", read again each minute
-// (client-go's cached file token source). An unreadable file fails Setup.
-func withBearerTokenFile(c *http.Client, file string) (*http.Client, error) {
-	if c == nil {
-		c = &http.Client{Timeout: 10 * time.Second} // above AckTracker.LongPoll
-	}
-	out := *c
-	rt := out.Transport
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	var err error
-	if out.Transport, err = transport.NewBearerAuthWithRefreshRoundTripper("", file, rt); err != nil {
-		return nil, fmt.Errorf("admin token file: %w", err)
-	}
-	return &out, nil
 }
 
 // CacheByObject restricts the manager's cache of Pods to the Redis and

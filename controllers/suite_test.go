@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -190,7 +191,7 @@ func operatorIdentity() error {
 	}
 	metrics := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "sluice-metrics-reader"},
 		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
-	tokenOf := func(role *rbacv1.ClusterRole, name string) (string, error) {
+	tokenOf := func(role *rbacv1.ClusterRole, name string, audiences ...string) (string, error) {
 		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 		for _, obj := range []client.Object{sa, role,
 			&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -201,7 +202,7 @@ func operatorIdentity() error {
 				return "", err
 			}
 		}
-		tr := &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(24 * 3600))}}
+		tr := &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(24 * 3600)), Audiences: audiences}}
 		if err := k8s.SubResource("token").Create(ctx, sa, tr); err != nil {
 			return "", err
 		}
@@ -210,7 +211,9 @@ func operatorIdentity() error {
 	if metricsToken, err = tokenOf(metrics, "prometheus"); err != nil {
 		return err
 	}
-	if operatorToken, err = tokenOf(role, "sluice-operator"); err != nil {
+	// The operator's token is a projected one for the limiters' audience,
+	// as the chart mounts it.
+	if operatorToken, err = tokenOf(role, "sluice-operator", limiterwire.AdminAudience); err != nil {
 		return err
 	}
 	operatorTokenFile = filepath.Join(workDir, "operator-token")
@@ -226,7 +229,42 @@ func getWithToken(url, token string) (*http.Response, error) {
 		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
-	return http.DefaultClient.Do(req)
+	return testAdminClient.Do(req)
+}
+
+// testAdminClient is the tests' own client of the limiters' admin plane,
+// which serves HTTPS: it checks no certificate (what the tests read is
+// what they check; how the operator verifies limiters is under test
+// elsewhere, with the operator's own client).
+var testAdminClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+	Proxy:           nil,
+	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // see above
+}}
+
+// adminTLSFiles waits for the fleet's admin TLS Secret, which the operator
+// issues, and writes its certificate and key to files for limiter
+// processes, as the Secret's volume does in a pod.
+func adminTLSFiles(t testing.TB, fleet *v1alpha1.LimiterFleet) (certFile, keyFile string) {
+	t.Helper()
+	secret := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: fleet.Namespace, Name: controllers.AdminTLSSecretName(fleet)}
+	eventually(t, 60*time.Second, "the operator issues Secret "+key.String(), func() error {
+		if err := k8s.Get(context.Background(), key, secret); err != nil {
+			return err
+		}
+		if len(secret.Data[corev1.TLSCertKey]) == 0 || len(secret.Data[corev1.TLSPrivateKeyKey]) == 0 {
+			return fmt.Errorf("no %s and %s yet", corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
+		}
+		return nil
+	})
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, corev1.TLSCertKey), filepath.Join(dir, corev1.TLSPrivateKeyKey)
+	for f, b := range map[string][]byte{certFile: secret.Data[corev1.TLSCertKey], keyFile: secret.Data[corev1.TLSPrivateKeyKey]} {
+		if err := os.WriteFile(f, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return certFile, keyFile
 }
 
 // startOperator runs the operator's manager in-process, as cmd/operator does.
@@ -366,6 +404,7 @@ type limiterProc struct {
 	httpAddr, grpcAddr, adminAddr string
 	args                          []string
 	env                           []string // added to the test's environment
+	tlsCert, tlsKey               string   // the admin plane's certificate and key files
 	cmd                           *exec.Cmd
 	log                           *bytes.Buffer
 	mu                            sync.Mutex
@@ -446,6 +485,7 @@ func fleetPodsWithEnv(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store s
 		adminPort = freePort(t, ips...)
 	}
 	cm := fleet.Namespace + "/" + controllers.SnapshotConfigMapName(fleet)
+	certFile, keyFile := adminTLSFiles(t, fleet)
 	var procs []*limiterProc
 	for _, ip := range ips {
 		p := &limiterProc{
@@ -455,9 +495,12 @@ func fleetPodsWithEnv(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store s
 			grpcAddr:  net.JoinHostPort(ip, strconv.Itoa(grpcPort)),
 			adminAddr: net.JoinHostPort(ip, strconv.Itoa(adminPort)),
 			env:       env,
+			tlsCert:   certFile,
+			tlsKey:    keyFile,
 		}
 		p.args = []string{"--snapshot-configmap", cm, "--kubeconfig", kubeconfig, "--store", store,
-			"--http-addr", p.httpAddr, "--grpc-addr", p.grpcAddr, "--admin-addr", p.adminAddr, "--admin-auth", "kubernetes"}
+			"--http-addr", p.httpAddr, "--grpc-addr", p.grpcAddr, "--admin-addr", p.adminAddr, "--admin-auth", "kubernetes",
+			"--admin-tls-cert", certFile, "--admin-tls-key", keyFile}
 		p.args = append(p.args, extra...)
 		p.start(t)
 		t.Cleanup(p.stop)
@@ -551,7 +594,7 @@ func (p *limiterProc) check(t testing.TB, domain string, kv ...string) int {
 // labels (name, value pairs), from a limiter's /metrics.
 func (p *limiterProc) metric(t testing.TB, name string, labels ...string) float64 {
 	t.Helper()
-	resp, err := getWithToken("http://"+p.adminAddr+"/metrics", metricsToken)
+	resp, err := getWithToken("https://"+p.adminAddr+"/metrics", metricsToken)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -584,7 +627,7 @@ func (p *limiterProc) metric(t testing.TB, name string, labels ...string) float6
 // admin returns what a limiter's admin snapshot endpoint answers.
 func (p *limiterProc) admin() (limiterwire.Snapshot, error) {
 	var v limiterwire.Snapshot
-	resp, err := adminGet("http://" + p.adminAddr + limiterwire.SnapshotPath)
+	resp, err := adminGet("https://" + p.adminAddr + limiterwire.SnapshotPath)
 	if err != nil {
 		return v, err
 	}

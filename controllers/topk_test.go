@@ -29,12 +29,12 @@ func TestBuildLimiterDeploymentTopKKey(t *testing.T) {
 	})
 	pod := controllers.BuildLimiterDeployment(fleet, resDefaultImage, "memory", "").Spec.Template.Spec
 	c := pod.Containers[0]
-	if len(pod.Volumes) != 1 || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != "default-limiter-topk-key" ||
+	if len(pod.Volumes) != 2 || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != "default-limiter-topk-key" ||
 		len(pod.Volumes[0].Secret.Items) != 1 || pod.Volumes[0].Secret.Items[0].Key != "key" {
 		t.Fatalf("volumes %+v: want the key of Secret default-limiter-topk-key", pod.Volumes)
 	}
-	if len(c.VolumeMounts) != 1 || !c.VolumeMounts[0].ReadOnly || c.VolumeMounts[0].Name != pod.Volumes[0].Name {
-		t.Fatalf("mounts %+v: want the key volume, read-only", c.VolumeMounts)
+	if len(c.VolumeMounts) != 2 || !c.VolumeMounts[0].ReadOnly || c.VolumeMounts[0].Name != pod.Volumes[0].Name {
+		t.Fatalf("mounts %+v: want the key volume, read-only, and the admin TLS one", c.VolumeMounts)
 	}
 	file := path.Join(c.VolumeMounts[0].MountPath, pod.Volumes[0].Secret.Items[0].Path)
 	// and GOMEMLIMIT, 90% of the default memory limit (TestGoMemLimitEnv).
@@ -46,7 +46,7 @@ func TestBuildLimiterDeploymentTopKKey(t *testing.T) {
 		t.Errorf("the key Secret %s/%s is not the one mounted", s.Namespace, s.Name)
 	}
 	plain := controllers.BuildLimiterDeployment(resFleet("sluice-system", "default"), resDefaultImage, "memory", "").Spec.Template.Spec
-	if len(plain.Volumes) != 0 || len(plain.Containers[0].Env) != 1 || plain.Containers[0].Env[0].Name != "GOMEMLIMIT" {
+	if len(plain.Volumes) != 1 || plain.Volumes[0].Name != "admin-tls" || len(plain.Containers[0].Env) != 1 || plain.Containers[0].Env[0].Name != "GOMEMLIMIT" {
 		t.Errorf("without hottest values: volumes %+v, env %+v", plain.Volumes, plain.Containers[0].Env)
 	}
 }

@@ -51,6 +51,17 @@ const (
 	AdminAuthFlag       = "--admin-auth"
 	AdminAuthNone       = "none"
 	AdminAuthKubernetes = "kubernetes"
+	// AdminAudience is the audience a token must be issued for to call
+	// AdminPathPrefix (the limiter's --admin-token-audience default): the
+	// operator sends a projected ServiceAccount token for it alone, which
+	// the API server itself does not accept, so that a limiter pod can't
+	// use what it receives as the operator.
+	AdminAudience = "sluice-limiter-admin"
+	// AdminTLSCertFlag and AdminTLSKeyFlag name the limiter flags of the
+	// admin plane's serving certificate and key (PEM files, read again
+	// when they change); with both, the admin plane serves HTTPS only.
+	AdminTLSCertFlag = "--admin-tls-cert"
+	AdminTLSKeyFlag  = "--admin-tls-key"
 )
 
 // SnapshotPath tells which snapshot a limiter has loaded: GET it for a

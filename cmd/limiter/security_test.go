@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
@@ -73,18 +75,14 @@ func TestAttackReadAdminPlaneWithoutPermission(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// tokenOf creates ServiceAccount name and returns a token of it.
-	tokenOf := func(name string) string {
+	// tokenOf creates ServiceAccount name and returns a token of it, for
+	// audiences (none: the API server's).
+	tokenOf := func(name string, audiences ...string) string {
 		t.Helper()
 		if err := c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
 			t.Fatal(err)
 		}
-		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authnv1.TokenRequest{
-			Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr.Status.Token
+		return saToken(t, cs, ns, name, audiences...)
 	}
 	bind := func(name, role string, sa string) {
 		t.Helper()
@@ -118,11 +116,12 @@ func TestAttackReadAdminPlaneWithoutPermission(t *testing.T) {
 
 	limiterToken := tokenOf("limiter")
 	bind("limiter", "system:auth-delegator", "limiter")
-	operator := tokenOf("sluice-operator")
+	operator := tokenOf("sluice-operator", limiterwire.AdminAudience)
 	bind("operator", operatorRole.Name, "sluice-operator")
 	prometheus := tokenOf("prometheus")
 	bind("prometheus", metricsRole.Name, "prometheus")
 	tenant := tokenOf("tenant")
+	tenantForLimiters := saToken(t, cs, ns, "tenant", limiterwire.AdminAudience)
 	if err := c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-edit"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "tenant"}}}); err != nil {
@@ -162,10 +161,13 @@ func TestAttackReadAdminPlaneWithoutPermission(t *testing.T) {
 		{"nobody", "", limiterwire.StatsPath, http.StatusUnauthorized},
 		{"nobody", "", "/metrics", http.StatusUnauthorized},
 		{"a made-up token", "not-a-token", limiterwire.StatsPath, http.StatusUnauthorized},
-		{"an app team's ServiceAccount", tenant, limiterwire.StatsPath, http.StatusForbidden},
-		{"an app team's ServiceAccount", tenant, limiterwire.SnapshotPath, http.StatusForbidden},
+		// Tokens for the API server are not for the admin endpoints.
+		{"an app team's ServiceAccount", tenant, limiterwire.StatsPath, http.StatusUnauthorized},
+		{"an app team's ServiceAccount", tenant, limiterwire.SnapshotPath, http.StatusUnauthorized},
+		{"an app team's ServiceAccount, for the limiters' audience", tenantForLimiters, limiterwire.StatsPath, http.StatusForbidden},
+		{"an app team's ServiceAccount, for the limiters' audience", tenantForLimiters, limiterwire.SnapshotPath, http.StatusForbidden},
 		{"an app team's ServiceAccount", tenant, "/metrics", http.StatusForbidden},
-		{"the metrics reader", prometheus, limiterwire.StatsPath, http.StatusForbidden},
+		{"the metrics reader", prometheus, limiterwire.StatsPath, http.StatusUnauthorized},
 		{"the metrics reader", prometheus, "/metrics", http.StatusOK},
 		{"the operator", operator, limiterwire.StatsPath, http.StatusOK},
 		{"the operator", operator, limiterwire.SnapshotPath, http.StatusOK},
@@ -184,11 +186,91 @@ func TestAttackReadAdminPlaneWithoutPermission(t *testing.T) {
 	// The operator's answers come from the cache now; the counts show every
 	// kind of call.
 	code, m := call(prometheus, "/metrics")
-	for _, want := range []string{`sluice_admin_requests_total{result="unauthenticated"} 3`, `sluice_admin_requests_total{result="forbidden"} 6`} {
+	for _, want := range []string{`sluice_admin_requests_total{result="unauthenticated"} 6`, `sluice_admin_requests_total{result="forbidden"} 5`} {
 		if code != http.StatusOK || !strings.Contains(m, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+}
+
+// Attack (issue 24, 3): the operator's token is one the API server takes.
+// A limiter that accepts such tokens makes every caller of its admin plane
+// hand it a credential it could replay to the API server as that caller
+// (the operator's can create Deployments and read Secrets). The limiter
+// requires tokens issued for its own audience, limiterwire.AdminAudience,
+// which the API server refuses: the operator's ServiceAccount's ordinary
+// token, and one for another audience, are 401 on /v1/admin/*; a token for
+// sluice-limiter-admin is 200.
+func TestAttackAdminTokenForTheAPIServer(t *testing.T) {
+	c, _ := apiServer(t)
+	ctx := t.Context()
+	ns := createNamespace(t, c, "admin-audience")
+	cs, err := kubernetes.NewForConfig(api.env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ns + "-admin-reader"},
+		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/v1/admin/*"}, Verbs: []string{"get"}}}}
+	for _, obj := range []client.Object{role,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "limiter"}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sluice-operator"}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ns + "-limiter"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:auth-delegator"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "limiter"}}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ns + "-operator"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "sluice-operator"}}},
+	} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		if obj.GetNamespace() == "" {
+			t.Cleanup(func() { _ = c.Delete(context.Background(), obj) })
+		}
+	}
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	writeAtomic(t, path, policy(5))
+	p := startLimiter(t, "--policies", path, "--admin-auth", "kubernetes",
+		"--kubeconfig", tokenKubeconfig(t, saToken(t, cs, ns, "limiter")))
+	p.expectLimit(t, "alice", 5)
+
+	for _, tc := range []struct {
+		which string
+		token string
+		want  int
+	}{
+		{"the API server's own", saToken(t, cs, ns, "sluice-operator"), http.StatusUnauthorized},
+		{"another audience's", saToken(t, cs, ns, "sluice-operator", "vault"), http.StatusUnauthorized},
+		{limiterwire.AdminAudience + "'s", saToken(t, cs, ns, "sluice-operator", limiterwire.AdminAudience), http.StatusOK},
+	} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.adminURL+limiterwire.StatsPath, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tc.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("the operator's token for %s audience: GET %s answered %d %q, want %d",
+				tc.which, limiterwire.StatsPath, resp.StatusCode, body, tc.want)
+		}
+	}
+}
+
+// saToken returns a token of ServiceAccount ns/name for audiences (none:
+// the API server's own), valid for an hour.
+func saToken(t *testing.T, cs kubernetes.Interface, ns, name string, audiences ...string) string {
+	t.Helper()
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), name, &authnv1.TokenRequest{
+		Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600)), Audiences: audiences}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
 }
 
 // tokenKubeconfig writes a kubeconfig for the envtest API server that

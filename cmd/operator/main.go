@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
 )
@@ -34,7 +35,7 @@ func main() {
 		window       time.Duration
 		tokenFile    string
 	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics `address` (0 disables)")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics `address` (0 disables), served over HTTPS to callers whose bearer token the API server authenticates and authorizes for get on the non-resource URL /metrics")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "/healthz and /readyz `address`")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so that only one replica reconciles")
 	flag.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's)")
@@ -42,7 +43,7 @@ func main() {
 	flag.StringVar(&redisImage, "redis-image", v1alpha1.DefaultRedisImage, "Redis `image` of the Redis Cluster of fleets that name none (spec.redis.image)")
 	flag.StringVar(&watchNS, "watch-namespaces", "", "comma-separated `namespaces` whose policies and fleets the operator watches (default: all)")
 	flag.DurationVar(&window, "enforcement-window", controllers.DefaultEnforcementWindow, "`window` of the decision counts in each policy's status.enforcement")
-	flag.StringVar(&tokenFile, "limiter-token-file", "", "`file` of the bearer token sent to the limiter pods' admin plane (default: the pod's ServiceAccount token, "+inClusterTokenFile+", when there is one)")
+	flag.StringVar(&tokenFile, "limiter-token-file", "", "`file` of the bearer token sent (over TLS) to the limiter pods' admin plane: a projected ServiceAccount token for the audience "+limiterwire.AdminAudience+" (default: "+projectedTokenFile+", which the chart mounts)")
 	netpol := networkPolicyFlags(flag.CommandLine)
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -55,8 +56,12 @@ func main() {
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		Scheme: scheme,
+		// The metrics are not open to every pod: HTTPS (a self-signed
+		// certificate), and a token the API server reviews (TokenReview,
+		// SubjectAccessReview of get /metrics), as kube-rbac-proxy does.
+		Metrics: metricsserver.Options{BindAddress: metricsAddr, SecureServing: true,
+			FilterProvider: metricsAuth},
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "operator.ratelimit.sluice.dev",
@@ -72,8 +77,12 @@ func main() {
 	}
 	ctx := ctrl.SetupSignalHandler()
 	if tokenFile == "" {
-		if _, err := os.Stat(inClusterTokenFile); err == nil {
-			tokenFile = inClusterTokenFile
+		// Never the pod's own ServiceAccount token: the API server takes it,
+		// so a limiter pod could act with it as the operator.
+		if _, err := os.Stat(projectedTokenFile); err == nil {
+			tokenFile = projectedTokenFile
+		} else {
+			log.Error(err, "No token for the limiters' admin plane: they will refuse the operator's calls; mount a projected ServiceAccount token for the audience "+limiterwire.AdminAudience+" at "+projectedTokenFile+" or name one with --limiter-token-file")
 		}
 	}
 	np, err := netpol()
@@ -94,9 +103,10 @@ func main() {
 	}
 }
 
-// inClusterTokenFile is where the kubelet mounts a pod's ServiceAccount
-// token.
-const inClusterTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+// projectedTokenFile is where the chart mounts the operator's projected
+// ServiceAccount token for the limiters' admin plane (audience
+// limiterwire.AdminAudience, rotated by the kubelet).
+const projectedTokenFile = "/var/run/secrets/sluice.dev/limiter-admin/token"
 
 // watchNamespaces turns --watch-namespaces into the cache's namespaces: nil
 // (every namespace) when the flag is empty. Cluster-scoped objects, such as

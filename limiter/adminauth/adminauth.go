@@ -15,6 +15,12 @@
 // limiter's ServiceAccount needs to create tokenreviews and
 // subjectaccessreviews (the built-in ClusterRole system:auth-delegator).
 //
+// With Options.Audience, a call must carry a token issued for that
+// audience (a projected ServiceAccount token, which the API server itself
+// refuses): the TokenReview asks for it and the answer must name it. Paths
+// in Options.APIAudiencePaths (/metrics, which Prometheus scrapes with an
+// ordinary token) are reviewed for the API server's own audiences instead.
+//
 // Reviews are cached: a token's user for TokenTTL, an authorization for
 // AllowTTL (DenyTTL when denied), so that the operator's polls cost the
 // API server nothing most of the time. A token the API server refused is
@@ -31,6 +37,7 @@ import (
 	"net/http"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -74,6 +81,12 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the cache's clock; nil means time.Now.
 	Now func() time.Time
+	// Audience, when set, is the audience a caller's token must be issued
+	// for (TokenReview spec.audiences, required in status.audiences).
+	Audience string
+	// APIAudiencePaths are the paths whose tokens are reviewed for the API
+	// server's audiences, not Audience (e.g. /metrics for Prometheus).
+	APIAudiencePaths []string
 }
 
 // Authorizer authenticates and authorizes admin plane calls against the
@@ -173,14 +186,18 @@ func (a *Authorizer) Wrap(next http.Handler) http.Handler {
 			a.refuse(w, http.StatusUnauthorized, resultUnauthenticated, "Unauthorized: send a ServiceAccount token as Authorization: Bearer")
 			return
 		}
-		user, ok, err := a.authenticate(r.Context(), token)
+		user, ok, err := a.authenticate(r.Context(), token, a.audienceOf(r.URL.Path))
 		switch {
 		case err != nil:
 			a.log.Error("Admin plane: token review failed", "error", err)
 			a.refuse(w, http.StatusServiceUnavailable, resultError, "Authentication failed: the API server could not review the token")
 			return
 		case !ok:
-			a.refuse(w, http.StatusUnauthorized, resultUnauthenticated, "Unauthorized: the API server does not accept the token")
+			msg := "Unauthorized: the API server does not accept the token"
+			if aud := a.audienceOf(r.URL.Path); aud != "" {
+				msg += " for the audience " + strconv.Quote(aud)
+			}
+			a.refuse(w, http.StatusUnauthorized, resultUnauthenticated, msg)
 			return
 		}
 		verb := strings.ToLower(r.Method)
@@ -221,10 +238,20 @@ func bearerToken(r *http.Request) (string, bool) {
 	return token, ok && strings.EqualFold(scheme, "Bearer") && token != ""
 }
 
+// audienceOf is the audience a token for urlPath must be issued for; ""
+// for the API server's own.
+func (a *Authorizer) audienceOf(urlPath string) string {
+	if slices.Contains(a.opts.APIAudiencePaths, urlPath) {
+		return ""
+	}
+	return a.opts.Audience
+}
+
 // authenticate returns the user of token, from the cache or a
-// TokenReview; ok is false when the API server does not accept it.
-func (a *Authorizer) authenticate(ctx context.Context, token string) (authnv1.UserInfo, bool, error) {
-	key := sha256.Sum256([]byte(token))
+// TokenReview for audience ("": the API server's own); ok is false when
+// the API server does not accept it, or not for audience.
+func (a *Authorizer) authenticate(ctx context.Context, token, audience string) (authnv1.UserInfo, bool, error) {
+	key := sha256.Sum256([]byte(audience + "\x00" + token))
 	if u, ok := lookup(a, a.users, key); ok {
 		return u, true, nil
 	}
@@ -234,11 +261,15 @@ func (a *Authorizer) authenticate(ctx context.Context, token string) (authnv1.Us
 	defer a.release()
 	ctx, cancel := context.WithTimeout(ctx, a.opts.ReviewTimeout)
 	defer cancel()
-	tr, err := a.tokens.Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	spec := authnv1.TokenReviewSpec{Token: token}
+	if audience != "" {
+		spec.Audiences = []string{audience}
+	}
+	tr, err := a.tokens.Create(ctx, &authnv1.TokenReview{Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
 		return authnv1.UserInfo{}, false, err
 	}
-	if !tr.Status.Authenticated {
+	if !tr.Status.Authenticated || (audience != "" && !slices.Contains(tr.Status.Audiences, audience)) {
 		return authnv1.UserInfo{}, false, nil
 	}
 	store(a, a.users, key, tr.Status.User, a.opts.TokenTTL)

@@ -7,6 +7,7 @@ package app
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"log/slog"
@@ -56,6 +57,13 @@ type Config struct {
 	// bearer token that the API server of Kubeconfig reviews). Empty means
 	// none.
 	AdminAuth string
+	// AdminTokenAudience is the audience of the tokens that may call
+	// /v1/admin/* with AdminAuth kubernetes ("": the API server's own);
+	// /metrics takes tokens for the API server's audiences.
+	AdminTokenAudience string
+	// AdminTLSCert and AdminTLSKey, when set (both), make the admin plane
+	// serve HTTPS only with this certificate and key, reloaded on change.
+	AdminTLSCert, AdminTLSKey string
 	// RedisTimeout is the deadline of every Redis round trip.
 	RedisTimeout time.Duration
 	// RedisCAFile is a PEM file of the CA certificates that a rediss://
@@ -168,11 +176,18 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	var adminTLS *tls.Config
+	if cfg.AdminTLSCert != "" || cfg.AdminTLSKey != "" {
+		if adminTLS, err = adminauth.ServerTLS(cfg.AdminTLSCert, cfg.AdminTLSKey, log); err != nil {
+			return fmt.Errorf("%s and %s: %w", limiterwire.AdminTLSCertFlag, limiterwire.AdminTLSKeyFlag, err)
+		}
+	}
 	srv, err := server.New(svc, server.Options{
 		GRPCAddr:  cfg.GRPCAddr,
 		HTTPAddr:  cfg.HTTPAddr,
 		AdminAddr: cfg.AdminAddr,
 		AdminAuth: adminAuth,
+		AdminTLS:  adminTLS,
 		Metrics:   reg,
 		Readiness: readiness,
 		Logger:    log,
@@ -186,6 +201,10 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	rl.srv = srv
+	if adminAuth != nil && adminTLS == nil && !isLoopback(srv.AdminAddr()) {
+		log.Warn("The admin plane takes bearer tokens over plain HTTP: callers' tokens cross the network in clear; give it --admin-tls-cert and --admin-tls-key",
+			"admin", srv.AdminAddr())
+	}
 	if adminAuth == nil && !isLoopback(srv.AdminAddr()) {
 		log.Warn("The admin plane is open to anyone who can reach it: use --admin-auth=kubernetes, or an --admin-addr on loopback",
 			"admin", srv.AdminAddr())
@@ -218,7 +237,8 @@ func openAdminAuth(cfg Config, reg prometheus.Registerer, log *slog.Logger) (fun
 		if err != nil {
 			return nil, fmt.Errorf("--admin-auth=kubernetes: %w", err)
 		}
-		a, err := adminauth.New(rc, adminauth.Options{Registerer: reg, Logger: log})
+		a, err := adminauth.New(rc, adminauth.Options{Registerer: reg, Logger: log,
+			Audience: cfg.AdminTokenAudience, APIAudiencePaths: []string{limiterwire.MetricsPath}})
 		if err != nil {
 			return nil, fmt.Errorf("--admin-auth=kubernetes: %w", err)
 		}

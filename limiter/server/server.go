@@ -13,6 +13,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,6 +59,9 @@ type Options struct {
 	// leaves the admin plane open, as a standalone limiter on loopback has
 	// it.
 	AdminAuth func(http.Handler) http.Handler
+	// AdminTLS, when set, makes the admin plane serve HTTPS only, with
+	// this configuration (see adminauth.ServerTLS); nil serves plain HTTP.
+	AdminTLS *tls.Config
 	// Metrics receives the server's metrics and is what /metrics serves;
 	// register the service's metrics on it too. nil means a new registry.
 	Metrics *prometheus.Registry
@@ -177,6 +181,9 @@ func New(svc *service.Service, opts Options) (*Server, error) {
 		_ = s.httpLis.Close()
 		return nil, fmt.Errorf("admin listener: %w", err)
 	}
+	if opts.AdminTLS != nil {
+		s.adminLis = tls.NewListener(s.adminLis, opts.AdminTLS)
+	}
 	return s, nil
 }
 
@@ -244,7 +251,7 @@ func (s *Server) Run(ctx context.Context) error {
 			errc <- nil
 		}()
 	}
-	s.log.Info("Serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr(), "admin", s.AdminAddr(), "adminAuth", s.opts.AdminAuth != nil)
+	s.log.Info("Serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr(), "admin", s.AdminAddr(), "adminAuth", s.opts.AdminAuth != nil, "adminTLS", s.opts.AdminTLS != nil)
 
 	var first error
 	pending := 3

@@ -362,6 +362,12 @@ func (j *journey) limiterFailures(t *testing.T) string {
 	if err := j.c.c.List(context.Background(), pods, client.InNamespace(j.fleet.Namespace), client.MatchingLabels(controllers.LimiterSelectorLabels(j.fleet))); err != nil {
 		return err.Error()
 	}
+	// The admin plane is HTTPS, from the fleet's own CA, for the Service's
+	// name.
+	adminTLS := &corev1.Secret{}
+	if err := j.c.c.Get(context.Background(), client.ObjectKey{Namespace: j.fleet.Namespace, Name: controllers.AdminTLSSecretName(j.fleet)}, adminTLS); err != nil {
+		return err.Error()
+	}
 	var out []string
 	for _, p := range pods.Items {
 		var answers []struct {
@@ -369,7 +375,8 @@ func (j *journey) limiterFailures(t *testing.T) string {
 			Body   string
 		}
 		j.c.execJSON(t, &answers, appNS, clientPod, "/e2eclient", "http", "-bearer-file", serviceAccountToken,
-			"-url", fmt.Sprintf("http://%s:%d/metrics", p.Status.PodIP, limiterwire.AdminPort))
+			"-ca-pem", string(adminTLS.Data["ca.crt"]), "-server-name", controllers.AdminTLSServerName(j.fleet),
+			"-url", fmt.Sprintf("https://%s:%d/metrics", p.Status.PodIP, limiterwire.AdminPort))
 		var lines []string
 		for _, a := range answers {
 			for _, l := range strings.Split(a.Body, "\n") {

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -452,13 +453,89 @@ func TestMonitoringTemplates(t *testing.T) {
 	if !secretFound || !roleOK {
 		t.Errorf("metrics reader: token Secret rendered %v, ClusterRole granting get /metrics only %v", secretFound, roleOK)
 	}
-	if ns := pm["namespaceSelector"]; !reflect.DeepEqual(ns, map[string]any{"any": true}) {
-		t.Errorf("cluster-wide namespaceSelector %v, want any", ns)
+	if ns := pm["namespaceSelector"]; !reflect.DeepEqual(ns, map[string]any{"matchNames": []any{"sluice-system"}}) {
+		t.Errorf("cluster-wide namespaceSelector %v, want the release namespace", ns)
 	}
 
 	objs = render(t, "sluice", "sluice-system", "--set", "limiter.metrics.podMonitor.enabled=true,operator.watchNamespaces={team-a,team-b}")
 	ns := find(objs, "PodMonitor")[0].Object["spec"].(map[string]any)["namespaceSelector"]
 	if want := map[string]any{"matchNames": []any{"team-a", "team-b"}}; !reflect.DeepEqual(ns, want) {
 		t.Errorf("namespaced-mode namespaceSelector %v, want %v", ns, want)
+	}
+}
+
+// Attack (issue 24, 3): the PodMonitor sends the metrics reader's token,
+// which never expires, to every pod it selects, and selected pods by labels
+// in every namespace: a tenant who labels a pod of their own namespace
+// app.kubernetes.io/name=sluice-limiter, managed-by=sluice-operator, with a
+// port named admin, receives the token with each scrape. It selects the
+// namespaces of the fleets alone (the release's, operator.watchNamespaces,
+// or limiter.metrics.podMonitor.namespaces), never any, and scrapes over
+// HTTPS.
+func TestAttackPodMonitorSendsTokenToTenantPods(t *testing.T) {
+	for _, tc := range []struct {
+		set  string
+		want []any
+	}{
+		{"limiter.metrics.podMonitor.enabled=true", []any{"sluice-system"}},
+		{"limiter.metrics.podMonitor.enabled=true,operator.watchNamespaces={team-a}", []any{"team-a"}},
+		{"limiter.metrics.podMonitor.enabled=true,limiter.metrics.podMonitor.namespaces={sluice-system,edge}", []any{"sluice-system", "edge"}},
+	} {
+		objs := render(t, "sluice", "sluice-system", "--set", tc.set)
+		pm := find(objs, "PodMonitor")[0].Object["spec"].(map[string]any)
+		ns := pm["namespaceSelector"].(map[string]any)
+		if ns["any"] != nil || !reflect.DeepEqual(ns["matchNames"], tc.want) {
+			t.Errorf("--set %s: the PodMonitor, which sends its token to every pod it selects, selects pods in namespaces %v, want only %v",
+				tc.set, ns, tc.want)
+		}
+		ep := pm["podMetricsEndpoints"].([]any)[0].(map[string]any)
+		if ep["scheme"] != "https" {
+			t.Errorf("--set %s: the PodMonitor scrapes with scheme %v, want https: its token would cross in clear", tc.set, ep["scheme"])
+		}
+	}
+}
+
+// The chart sets a fleet's spec.clients, which its limiters' NetworkPolicy
+// admits alone on the data ports; the operator renders that policy from the
+// fleet the chart applied.
+func TestFleetClients(t *testing.T) {
+	vals := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(vals, []byte(`fleet:
+  enabled: true
+  clients:
+    - namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: gateways}}
+      podSelector: {matchLabels: {app: envoy}}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	objs := render(t, "sluice", "sluice-system", "-f", vals)
+	fleets := find(objs, "LimiterFleet")
+	if len(fleets) != 1 {
+		t.Fatalf("%d LimiterFleets, want 1", len(fleets))
+	}
+	data, err := json.Marshal(fleets[0].Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleet := &v1alpha1.LimiterFleet{}
+	if err := json.Unmarshal(data, fleet); err != nil {
+		t.Fatal(err)
+	}
+	want := []v1alpha1.FleetClient{{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "gateways"}},
+		PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "envoy"}},
+	}}
+	if !reflect.DeepEqual(fleet.Spec.Clients, want) {
+		t.Fatalf("spec.clients %+v, want %+v", fleet.Spec.Clients, want)
+	}
+	np := controllers.BuildLimiterNetworkPolicy(fleet, controllers.NetworkPolicyOptions{OperatorNamespace: "sluice-system"})
+	if from := np.Spec.Ingress[0].From; len(from) != 1 || !reflect.DeepEqual(from[0].PodSelector, want[0].PodSelector) ||
+		!reflect.DeepEqual(from[0].NamespaceSelector, want[0].NamespaceSelector) {
+		t.Errorf("the limiters' data ports admit %+v, want the chart's clients", from)
+	}
+
+	objs = render(t, "sluice", "sluice-system", "--set", "fleet.enabled=true")
+	if c, ok := find(objs, "LimiterFleet")[0].Object["spec"].(map[string]any)["clients"]; ok {
+		t.Errorf("without fleet.clients: spec.clients %v, want none (the fleet's namespace)", c)
 	}
 }

@@ -23,6 +23,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -154,7 +156,16 @@ func runHTTP(args []string) error {
 	newConn := fs.Bool("new-conn", false, "a new connection for each request (a Service then spreads them over its pods)")
 	fs.Var(&headers, "header", "request header `K: V`; repeatable")
 	bearerFile := fs.String("bearer-file", "", "`file` whose content is sent as Authorization: Bearer")
+	caPEM := fs.String("ca-pem", "", "PEM `certificates` that verify an https:// URL's server (default: the system's)")
+	serverName := fs.String("server-name", "", "the `name` an https:// URL's server certificate must carry, instead of the URL's host")
 	_ = fs.Parse(args)
+	tlsConfig := &tls.Config{ServerName: *serverName, MinVersion: tls.VersionTLS12}
+	if *caPEM != "" {
+		tlsConfig.RootCAs = x509.NewCertPool()
+		if !tlsConfig.RootCAs.AppendCertsFromPEM([]byte(*caPEM)) {
+			return fmt.Errorf("-ca-pem: no PEM certificate")
+		}
+	}
 	if *bearerFile != "" {
 		token, err := os.ReadFile(*bearerFile)
 		if err != nil {
@@ -162,7 +173,7 @@ func runHTTP(args []string) error {
 		}
 		headers = append(headers, "Authorization: Bearer "+strings.TrimSpace(string(token)))
 	}
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: *newConn}}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: *newConn, TLSClientConfig: tlsConfig}}
 	answers := make([]HTTPAnswer, 0, *n)
 	for range *n {
 		var body io.Reader
