@@ -38,6 +38,9 @@ type failover struct {
 	stats    *policyStats  // nil with Options.DisablePolicyStats
 	errors   prometheus.Counter
 	log      *slog.Logger
+	// budget is the store budget of the policy's namespace, nil for none:
+	// past it, the failure mode answers without calling the store.
+	budget *storeBudget
 
 	// The current degraded episode (Unix ns): its first and last fallback
 	// decisions and their count.
@@ -66,6 +69,11 @@ func (f *failover) Close() error { return nil }
 // decide is Take, with the reason of a decision the failure mode made
 // (empty when the store decided).
 func (f *failover) decide(ctx context.Context, req store.Request) (algo.Result, string) {
+	if f.budget != nil && !f.budget.take(time.Now().UnixNano()) {
+		// The namespace is over its store budget on this pod: answered as
+		// if the store could not, without calling it.
+		return f.fallBack(ctx, req, ReasonBudgetFailedClosed, ReasonBudgetLocal, ReasonBudgetFailedOpen)
+	}
 	r, err := f.next.Take(ctx, req)
 	if err == nil {
 		return r, ""
@@ -73,24 +81,29 @@ func (f *failover) decide(ctx context.Context, req store.Request) (algo.Result, 
 	f.errors.Inc()
 	f.log.Debug("Store error: the policy's failureMode decides", "policy", f.policy, "failureMode", f.mode, "error", err)
 	f.noteFallback()
+	return f.fallBack(ctx, req, ReasonFailedClosed, ReasonLocal, ReasonFailedOpen)
+}
+
+// fallBack answers req by the failure mode, with the reason of each mode.
+func (f *failover) fallBack(ctx context.Context, req store.Request, closed, local, open string) (algo.Result, string) {
 	switch {
 	case f.mode == v1alpha1.FailClosed:
 		if f.stats != nil {
 			f.stats.failedClosed.Add(1)
 		}
-		return algo.Result{RetryAfter: time.Second}, ReasonFailedClosed
+		return algo.Result{RetryAfter: time.Second}, closed
 	case f.mode == v1alpha1.FailLocal && f.fallback != nil:
 		if f.stats != nil {
 			f.stats.localFallback.Add(1)
 		}
 		req.Limit = localShare(req.Limit, f.pods.Load())
 		r, _ := f.fallback.Take(ctx, req) // a memory store never fails
-		return r, ReasonLocal
+		return r, local
 	default:
 		if f.stats != nil {
 			f.stats.failedOpen.Add(1)
 		}
-		return algo.Result{Allowed: true, Remaining: req.Limit.Capacity()}, ReasonFailedOpen
+		return algo.Result{Allowed: true, Remaining: req.Limit.Capacity()}, open
 	}
 }
 
