@@ -249,6 +249,10 @@ func TestAttackTenantStoreFlood(t *testing.T) {
 		return budgetExceeded(t, p, "flood", "storeCallsPerSecond") > 0
 	})
 	loud := steadyTraffic(rls, "loud", users)
+	// /readyz names the cause (the admin snapshot carries it to the
+	// policy's Degraded condition).
+	_, rd := p.readyz(t)
+	degraded := rd.Checks["degraded"].Detail
 	close(stop)
 	wg.Wait()
 	elapsed := time.Since(start)
@@ -267,6 +271,9 @@ func TestAttackTenantStoreFlood(t *testing.T) {
 	}
 	if len(loud.reasons) != loud.denied || slices.ContainsFunc(loud.reasons, func(r string) bool { return strings.Contains(r, "budget") }) {
 		t.Errorf("tenant steady's denials during the flood give reasons %q", loud.reasons)
+	}
+	if !strings.Contains(degraded, "flood/p00 runs degraded (namespace store budget exceeded, failureMode Closed") || strings.Contains(degraded, "steady/") {
+		t.Errorf("/readyz degraded detail during the flood: %s", degraded)
 	}
 	if budgetDenied.Load() == 0 || floodErrs.Load() != 0 {
 		t.Errorf("flood: %d denials by the store budget, %d errors; want some denials, no error", budgetDenied.Load(), floodErrs.Load())

@@ -45,6 +45,9 @@ type failover struct {
 	// The current degraded episode (Unix ns): its first and last fallback
 	// decisions and their count.
 	degradedSince, lastFallback, fallbacks atomic.Int64
+	// overBudget is true when the last fallback decision was the
+	// namespace's store budget's, not the store's.
+	overBudget atomic.Bool
 }
 
 var _ store.Store = (*failover)(nil)
@@ -72,6 +75,8 @@ func (f *failover) decide(ctx context.Context, req store.Request) (algo.Result, 
 	if f.budget != nil && !f.budget.take(time.Now().UnixNano()) {
 		// The namespace is over its store budget on this pod: answered as
 		// if the store could not, without calling it.
+		f.noteFallback()
+		f.overBudget.Store(true)
 		return f.fallBack(ctx, req, ReasonBudgetFailedClosed, ReasonBudgetLocal, ReasonBudgetFailedOpen)
 	}
 	r, err := f.next.Take(ctx, req)
@@ -81,6 +86,7 @@ func (f *failover) decide(ctx context.Context, req store.Request) (algo.Result, 
 	f.errors.Inc()
 	f.log.Debug("Store error: the policy's failureMode decides", "policy", f.policy, "failureMode", f.mode, "error", err)
 	f.noteFallback()
+	f.overBudget.Store(false)
 	return f.fallBack(ctx, req, ReasonFailedClosed, ReasonLocal, ReasonFailedOpen)
 }
 
@@ -142,7 +148,16 @@ type DegradedPolicy struct {
 	// counts them since.
 	Since     time.Time
 	Fallbacks int64
+	// Cause is why: CauseStoreUnavailable, or CauseBudgetExceeded when
+	// the last fallback decision was the namespace's store budget's.
+	Cause string
 }
+
+// Causes of a degraded policy.
+const (
+	CauseStoreUnavailable = "store unavailable"
+	CauseBudgetExceeded   = "namespace store budget exceeded"
+)
 
 // Degraded lists the policies with a fallback decision in the last
 // DegradedWindow, by policy.
@@ -158,8 +173,12 @@ func (s *Service) Degraded() []DegradedPolicy {
 		if last := f.lastFallback.Load(); last == 0 || now-last > int64(DegradedWindow) {
 			continue
 		}
+		cause := CauseStoreUnavailable
+		if f.overBudget.Load() {
+			cause = CauseBudgetExceeded
+		}
 		out = append(out, DegradedPolicy{Policy: p.ID(), FailureMode: p.FailureMode,
-			Since: time.Unix(0, f.degradedSince.Load()), Fallbacks: f.fallbacks.Load()})
+			Since: time.Unix(0, f.degradedSince.Load()), Fallbacks: f.fallbacks.Load(), Cause: cause})
 	}
 	return out
 }
@@ -172,8 +191,8 @@ func (s *Service) DegradedDetail() string {
 	}
 	parts := make([]string, len(ds))
 	for i, d := range ds {
-		parts[i] = fmt.Sprintf("%s runs degraded (store unavailable, failureMode %s, %d fallback decisions since %s)",
-			d.Policy, d.FailureMode, d.Fallbacks, d.Since.UTC().Format(time.RFC3339))
+		parts[i] = fmt.Sprintf("%s runs degraded (%s, failureMode %s, %d fallback decisions since %s)",
+			d.Policy, d.Cause, d.FailureMode, d.Fallbacks, d.Since.UTC().Format(time.RFC3339))
 	}
 	return strings.Join(parts, "; ")
 }
