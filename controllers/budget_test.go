@@ -151,3 +151,20 @@ func later(a, b time.Time) time.Time {
 	}
 	return a
 }
+
+// unbudgeted raises every namespace's snapshot budget on fleet to the
+// most the CRD allows (10,000 policies, the whole 1 MiB), for the tests
+// that measure a fleet with many policies in one namespace.
+func unbudgeted(t testing.TB, fleet *v1alpha1.LimiterFleet) {
+	t.Helper()
+	ctx := context.Background()
+	eventually(t, 30*time.Second, "the fleet's tenant budget raised", func() error {
+		f := &v1alpha1.LimiterFleet{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {
+			return err
+		}
+		f.Spec.TenantBudget = &v1alpha1.TenantBudgets{TenantBudget: v1alpha1.TenantBudget{
+			MaxPoliciesPerNamespace: ptr.To(int32(10000)), MaxSnapshotBytesPerNamespace: ptr.To(int32(1 << 20))}}
+		return k8s.Update(ctx, f)
+	})
+}
