@@ -153,7 +153,7 @@ func later(a, b time.Time) time.Time {
 }
 
 // unbudgeted raises every namespace's snapshot budget on fleet to the
-// most the CRD allows (10,000 policies, the whole 1 MiB), for the tests
+// most the CRD allows (10,000 policies, 16 MiB before compression), for the tests
 // that measure a fleet with many policies in one namespace.
 func unbudgeted(t testing.TB, fleet *v1alpha1.LimiterFleet) {
 	t.Helper()
@@ -164,7 +164,7 @@ func unbudgeted(t testing.TB, fleet *v1alpha1.LimiterFleet) {
 			return err
 		}
 		f.Spec.TenantBudget = &v1alpha1.TenantBudgets{TenantBudget: v1alpha1.TenantBudget{
-			MaxPoliciesPerNamespace: ptr.To(int32(10000)), MaxSnapshotBytesPerNamespace: ptr.To(int32(1 << 20))}}
+			MaxPoliciesPerNamespace: ptr.To(int32(10000)), MaxSnapshotBytesPerNamespace: ptr.To(int32(16 << 20))}}
 		return k8s.Update(ctx, f)
 	})
 }

@@ -49,13 +49,15 @@ type TenantBudget struct {
 
 	// maxSnapshotBytesPerNamespace is how many bytes of the snapshot
 	// document (the policies' canonical JSON, before compression) a
-	// namespace's policies may take, from 1024 to 1048576: past it, the
+	// namespace's policies may take, from 1024 to 16777216: past it, the
 	// namespace's newest policies are refused (Accepted=False, reason
 	// SnapshotFull), never another namespace's. Defaults to 262144 (256 KiB,
-	// a quarter of the snapshot ConfigMap's 1 MiB).
+	// a quarter of the snapshot ConfigMap's 1 MiB). Above 1 MiB it lets one
+	// namespace fill the ConfigMap, whose content is gzip-compressed past
+	// 512 KiB.
 	// +optional
 	// +kubebuilder:validation:Minimum=1024
-	// +kubebuilder:validation:Maximum=1048576
+	// +kubebuilder:validation:Maximum=16777216
 	MaxSnapshotBytesPerNamespace *int32 `json:"maxSnapshotBytesPerNamespace,omitempty"`
 
 	// maxPoliciesPerRequest is how many of a namespace's policies one
