@@ -132,6 +132,7 @@ func (s *Service) checkMatchBudget(l *loaded, req *Request, resp *Response) bool
 	}
 	sc := s.scratch.Get().(*scratch)
 	defer s.release(sc)
+	sc.matches = sc.matches[:0]
 	for i := range req.Descriptors {
 		entries, _ := s.splitIdempotency(sc, req.Descriptors[i].Entries, "")
 		sc.matches = d.AppendMatches(sc.matches, entries)
