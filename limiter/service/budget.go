@@ -113,6 +113,12 @@ func (s *Service) storeBudgets(snap *config.Snapshot, budgets *config.Budgets, p
 		}
 		out[p.Namespace] = newStoreBudget(p.Namespace, rate, s.budgetMetrics.exceeded.WithLabelValues(p.Namespace, BudgetStoreCalls))
 	}
+	// The series of a namespace with no policy left go with it.
+	for ns := range prev {
+		if _, ok := out[ns]; !ok {
+			s.budgetMetrics.exceeded.DeletePartialMatch(prometheus.Labels{"namespace": ns})
+		}
+	}
 	return out
 }
 
