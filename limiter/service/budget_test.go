@@ -87,3 +87,27 @@ func TestStoreBudgetFailureMode(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkCheckBudgeted is BenchmarkCheck (TokenBucket) with and without
+// a namespace store budget: what metering one store call costs.
+func BenchmarkCheckBudgeted(b *testing.B) {
+	for _, budgeted := range []bool{false, true} {
+		b.Run(fmt.Sprintf("budget=%v", budgeted), func(b *testing.B) {
+			var opts service.Options
+			if budgeted {
+				// Never exhausted: every call is metered, none refused.
+				opts.Budgets = &config.Budgets{Default: config.NamespaceBudget{MaxPoliciesPerRequest: 32, StoreCallsPerSecond: 1 << 30}}
+			}
+			svc := benchServiceWith(b, "TokenBucket", opts)
+			entries := []config.Entry{{Key: "user_id", Value: "user-42"}, {Key: "path", Value: "/v1/charges"}}
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if d := svc.Check(ctx, "bench", entries, 1); d.Policy == nil {
+					b.Fatal("no match")
+				}
+			}
+		})
+	}
+}
