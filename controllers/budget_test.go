@@ -3,16 +3,21 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/config/kube"
 )
 
 // Tenant A floods a shared fleet with large policies, more than the whole
@@ -96,18 +101,40 @@ func TestAttackTenantFloodPushesOutAnotherTenantsPolicy(t *testing.T) {
 	if err := k8s.Create(ctx, bp); err != nil {
 		t.Fatal(err)
 	}
-	var accepted *metav1.Condition
-	eventually(t, 120*time.Second, "B's policy has an Accepted condition", func() error {
-		c, p := policyCondition(t, b, "newer", v1alpha1.AcceptedCondition)
-		if c == nil || c.ObservedGeneration != p.Generation {
-			return fmt.Errorf("no Accepted condition for generation %d yet: %+v", p.Generation, c)
+	// Once the fleet has fitted B's policy (every selected policy kept or
+	// refused), its snapshot must hold it. (The policy's own Accepted may
+	// be True for a moment before the fleet decides.)
+	var held bool
+	var fitted v1alpha1.SnapshotStatus
+	eventually(t, 120*time.Second, "the fleet's snapshot fitted with B's policy", func() error {
+		f := &v1alpha1.LimiterFleet{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {
+			return err
 		}
-		accepted = c
+		if s := f.Status.Snapshot; s == nil || s.Policies+s.Refused != flood+1 {
+			return fmt.Errorf("fleet snapshot %+v, want %d policies kept or refused", s, flood+1)
+		}
+		cm := &corev1.ConfigMap{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: sys, Name: controllers.SnapshotConfigMapName(fleet)}, cm); err != nil {
+			return err
+		}
+		snap, err := kube.Decode(cm)
+		if err != nil {
+			return err
+		}
+		if snap.Version != f.Status.Snapshot.Version {
+			return fmt.Errorf("ConfigMap holds %s, the fleet reports %s", snap.Version, f.Status.Snapshot.Version)
+		}
+		held = slices.ContainsFunc(snap.Policies, func(p *config.Policy) bool { return p.Namespace == b })
+		fitted = *f.Status.Snapshot
 		return nil
 	})
-	if accepted.Status != metav1.ConditionTrue {
-		t.Fatalf("tenant B's policy was refused for tenant A's flood: Accepted=%s %s: %s", accepted.Status, accepted.Reason, accepted.Message)
+	if !held {
+		c, _ := policyCondition(t, b, "newer", v1alpha1.AcceptedCondition)
+		t.Fatalf("tenant B's newer policy is not in the fleet's snapshot (%d policies kept, %d refused): tenant A's flood pushed it out; its Accepted: %+v",
+			fitted.Policies, fitted.Refused, c)
 	}
+	waitPolicy(t, b, "newer", v1alpha1.AcceptedCondition, metav1.ConditionTrue, "")
 
 	// A's newest policies are refused, by A's budget; its oldest kept.
 	eventually(t, 120*time.Second, "A's newest policies refused by A's budget", func() error {
