@@ -190,7 +190,7 @@ func steadyTraffic(rls rlsv3.RateLimitServiceClient, prefix string, users int) *
 				}
 				out.latencies = append(out.latencies, lat)
 				mu.Unlock()
-				time.Sleep(50 * time.Millisecond) // steady, not a flood
+				time.Sleep(100 * time.Millisecond) // steady: under 400 a second, within its budget
 			}
 		})
 	}
@@ -201,14 +201,14 @@ func steadyTraffic(rls rlsv3.RateLimitServiceClient, prefix string, users int) *
 // A tenant floods the limiter: requests matching 32 of its policies each
 // (its per-request budget), from 8 workers without pause. On the base
 // commit nothing bounds the store work one namespace makes the limiter do.
-// Now each namespace has storeCallsPerSecond per limiter (here 400): past
+// Now each namespace has storeCallsPerSecond per limiter (here 1,000): past
 // it, the flooding namespace's decisions are answered by its policies'
 // failureMode (Closed here: denied, with the reason) without calling Redis,
 // counted in sluice_budget_exceeded_total{namespace="flood"}, while a
 // second tenant's decisions are unchanged. The second tenant's p99, with
 // and without the flood, is logged (figures, not assertions).
 func TestAttackTenantStoreFlood(t *testing.T) {
-	const budget = 400
+	const budget = 1000
 	p, rls, rdb := budgetLimiter(t, budgetPolicies(32, "Closed"), "--tenant-store-calls-per-second", fmt.Sprint(budget))
 	ctx := context.Background()
 	const users = 40
