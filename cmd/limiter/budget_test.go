@@ -261,8 +261,8 @@ func TestAttackTenantStoreFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	t.Logf("tenant steady p99: %v without the flood, %v with it (%d decisions each); flood: %d requests of 32 policies in %v, %d denied by the store budget, %d errors",
-		quiet.p99(), loud.p99(), len(quiet.latencies), sent.Load(), elapsed.Round(time.Millisecond), budgetDenied.Load(), floodErrs.Load())
+	t.Logf("with budgets: tenant steady p99: %v without the flood, %v with it (%d decisions each); flood: %d requests of 32 policies in %v, %d denied by the store budget, %d errors, %d Redis scripts",
+		quiet.p99(), loud.p99(), len(quiet.latencies), sent.Load(), elapsed.Round(time.Millisecond), budgetDenied.Load(), floodErrs.Load(), after-before)
 	if quiet.allowed != users*10 || quiet.denied != users*2 || quiet.errors != 0 {
 		t.Fatalf("tenant steady alone: %d allowed, %d denied, %d errors; want %d, %d, 0", quiet.allowed, quiet.denied, quiet.errors, users*10, users*2)
 	}
@@ -287,6 +287,37 @@ func TestAttackTenantStoreFlood(t *testing.T) {
 	if most := int64(budget) * (int64(elapsed/time.Second) + 2); floodCalls > most {
 		t.Errorf("Redis ran %d scripts for the flood in %v, above the budget's %d", floodCalls, elapsed, most)
 	}
+
+	// For comparison, as on the base commit: the same flood against a
+	// limiter without budgets (figures only).
+	_, rls0, rdb0 := budgetLimiter(t, budgetPolicies(32, "Closed"), "--tenant-max-policies-per-request", "0", "--tenant-store-calls-per-second", "0")
+	quiet0 := steadyTraffic(rls0, "quiet", users)
+	before0, _ := evalCalls(ctx, rdb0)
+	stop0 := make(chan struct{})
+	var sent0 atomic.Int64
+	var wg0 sync.WaitGroup
+	start0 := time.Now()
+	for w := range 8 {
+		wg0.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop0:
+					return
+				default:
+				}
+				c, cancel := context.WithTimeout(ctx, 10*time.Second)
+				_, _ = rls0.ShouldRateLimit(c, floodRequest(32, fmt.Sprintf("w%d-%d", w, i%50)))
+				cancel()
+				sent0.Add(1)
+			}
+		})
+	}
+	loud0 := steadyTraffic(rls0, "loud", users)
+	close(stop0)
+	wg0.Wait()
+	after0, _ := evalCalls(ctx, rdb0)
+	t.Logf("without budgets: tenant steady p99: %v without the flood, %v with it; flood: %d requests in %v, %d Redis scripts (%d allowed, %d denied for steady during it)",
+		quiet0.p99(), loud0.p99(), sent0.Load(), time.Since(start0).Round(time.Millisecond), after0-before0, loud0.allowed, loud0.denied)
 }
 
 // evalCalls counts the scripts Redis has run (EVALSHA and EVAL).
