@@ -422,7 +422,15 @@ func degradedOf(ds []limiterwire.Degraded, served map[string]string) map[string]
 		if out == nil {
 			out = map[string]string{}
 		}
-		out[d.Policy] = boundMessage(d.FailureMode, maxFailureMode)
+		mode := boundMessage(d.FailureMode, maxFailureMode)
+		if d.BudgetExceeded {
+			mode += budgetExceededMark
+		}
+		out[d.Policy] = mode
 	}
 	return out
 }
+
+// budgetExceededMark ends the failure mode of a degraded policy whose
+// namespace is over its store budget, rather than the store failing.
+const budgetExceededMark = "/budget"

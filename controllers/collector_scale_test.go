@@ -41,6 +41,7 @@ func TestCollectorScale(t *testing.T) {
 	phase := envDuration(t, "SLUICE_SCALE_PHASE", time.Minute)
 	ctx := context.Background()
 	fleet, pods := newFleet(t, "scale", "scale", 3)
+	unbudgeted(t, fleet) // one namespace's policies fill the fleet
 	var uids []string
 	for i := range policies {
 		p := benchPolicy("scale", fmt.Sprintf("p-%03d", i), "scale", i)

@@ -285,19 +285,35 @@ func degradedCondition(p *v1alpha1.RateLimitPolicy, fleets []fleetView) metav1.C
 	recent := fallbackSummary(p.Status.Enforcement)
 	id := p.Namespace + "/" + p.Name
 	var parts []string
+	storeDown := false
 	for _, f := range fleets {
-		n, mode := 0, ""
+		n, over, mode := 0, 0, ""
 		for _, pod := range f.Pods {
 			if m, ok := pod.Degraded[id]; ok {
-				n, mode = n+1, m
+				if m, ok = strings.CutSuffix(m, budgetExceededMark); ok {
+					over++
+				} else {
+					n++
+				}
+				mode = m
 			}
 		}
 		if n > 0 {
+			storeDown = true
 			parts = append(parts, fmt.Sprintf("fleet %s/%s: %d/%d pods answer by failureMode %s: the store is unavailable",
 				f.Fleet.Namespace, f.Fleet.Name, n, len(f.Pods), mode))
 		}
+		if over > 0 {
+			parts = append(parts, fmt.Sprintf("fleet %s/%s: %d/%d pods answer by failureMode %s: namespace %s is over its store budget (spec.tenantBudget.storeCallsPerSecondPerNamespace)",
+				f.Fleet.Namespace, f.Fleet.Name, over, len(f.Pods), mode, p.Namespace))
+		}
 	}
 	switch {
+	case len(parts) > 0 && !storeDown:
+		if recent != "" {
+			parts = append(parts, recent)
+		}
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1alpha1.BudgetExceededReason, strings.Join(parts, "; ")
 	case len(parts) > 0:
 		if recent != "" {
 			parts = append(parts, recent)

@@ -173,6 +173,7 @@ func TestDegradedCondition(t *testing.T) {
 	fleet := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "f"}}
 	down := []fleetView{{Fleet: fleet, Pods: []podAck{{Answered: true, Degraded: map[string]string{"ns/p": "Open"}}, {Answered: true}}}}
 	up := []fleetView{{Fleet: fleet, Pods: []podAck{{Answered: true}, {Answered: true}}}}
+	overBudget := []fleetView{{Fleet: fleet, Pods: []podAck{{Answered: true, Degraded: map[string]string{"ns/p": "Closed" + budgetExceededMark}}, {Answered: true}}}}
 	window := func(open, closed, local int64) *v1alpha1.EnforcementStatus {
 		return &v1alpha1.EnforcementStatus{Allowed: ptr.To[int64](9), FailedOpen: ptr.To(open), FailedClosed: ptr.To(closed), LocalFallback: ptr.To(local),
 			Window: &metav1.Duration{Duration: 5 * time.Minute}}
@@ -192,6 +193,8 @@ func TestDegradedCondition(t *testing.T) {
 			[]string{"in the last 5m0s the store could not answer 1 decisions: 1 failed open (allowed uncounted), 0 failed closed", "decides against the store again"}},
 		{"closed and local", up, window(0, 2, 3), "True", v1alpha1.FallbackDecisionsReason, []string{"5 decisions", "2 failed closed (denied), 3 decided by the pod's local share"}},
 		{"both", down, window(4, 0, 0), "True", v1alpha1.StoreUnavailableReason, []string{"1/2 pods answer by failureMode Open", "4 failed open"}},
+		{"namespace over its store budget", overBudget, window(0, 7, 0), "True", v1alpha1.BudgetExceededReason,
+			[]string{"fleet sys/f: 1/2 pods answer by failureMode Closed: namespace ns is over its store budget (spec.tenantBudget.storeCallsPerSecondPerNamespace)", "7 failed closed"}},
 	} {
 		p.Status.Enforcement = tc.enf
 		c := degradedCondition(&p, tc.fleets)

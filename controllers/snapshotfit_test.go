@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,7 +50,7 @@ func TestFitSnapshotRefusesNewest(t *testing.T) {
 	}
 	reversed := []v1alpha1.RateLimitPolicy{ps[4], ps[3], ps[2], ps[1], ps[0]}
 	for _, in := range [][]v1alpha1.RateLimitPolicy{ps, reversed} {
-		fit := fitSnapshot(in, 35, -1, false, build)
+		fit := fitSnapshot(in, 35, unlimitedShare, tenBytes, -1, false, build)
 		var kept, refused []string
 		for _, p := range fit.kept {
 			kept = append(kept, p.Name)
@@ -64,11 +65,118 @@ func TestFitSnapshotRefusesNewest(t *testing.T) {
 	}
 	// An exact hint is trusted: one build.
 	builds := 0
-	fit := fitSnapshot(ps, 35, 3, true, func(kept []v1alpha1.RateLimitPolicy) builtSnapshot {
+	fit := fitSnapshot(ps, 35, unlimitedShare, tenBytes, 3, true, func(kept []v1alpha1.RateLimitPolicy) builtSnapshot {
 		builds++
 		return build(kept)
 	})
 	if builds != 1 || len(fit.kept) != 3 {
 		t.Fatalf("%d builds, kept %d", builds, len(fit.kept))
+	}
+}
+
+func unlimitedShare(string) namespaceShare { return namespaceShare{policies: 1 << 30, bytes: 1 << 30} }
+
+func tenBytes(*v1alpha1.RateLimitPolicy) int { return 10 }
+
+// fitSnapshot with tenant shares: a namespace over its share (policies or
+// bytes) loses its own newest policies, never another's; and when what is
+// within the shares still does not fit, the namespace holding the most
+// bytes loses its newest first, whatever the age of the others' policies.
+func TestFitSnapshotTenantShares(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	// A policy is "ns/name:size@second".
+	type pol struct {
+		ns, name string
+		size, at int
+	}
+	cases := []struct {
+		name   string
+		in     []pol
+		limit  int
+		shares map[string]namespaceShare // others: unlimited
+		kept   string
+		full   string // refused for want of room
+		over   string // refused over their namespace's share
+	}{{
+		name:   "policy count share",
+		in:     []pol{{"a", "a1", 10, 0}, {"a", "a2", 10, 1}, {"a", "a3", 10, 2}, {"b", "b1", 10, 3}},
+		limit:  1000,
+		shares: map[string]namespaceShare{"a": {policies: 2, bytes: 1000}},
+		kept:   "[a/a1 a/a2 b/b1]", full: "[]", over: "[a/a3]",
+	}, {
+		name:   "byte share: the namespace's newest go, even small ones after a large one",
+		in:     []pol{{"a", "a1", 10, 0}, {"a", "a2", 50, 1}, {"b", "b1", 10, 2}, {"a", "a3", 5, 3}},
+		limit:  1000,
+		shares: map[string]namespaceShare{"a": {policies: 100, bytes: 40}},
+		kept:   "[a/a1 b/b1]", full: "[]", over: "[a/a2 a/a3]",
+	}, {
+		// The attack: A's old policy grew; age alone would refuse b1.
+		name:   "an edit to an old policy costs its own namespace",
+		in:     []pol{{"a", "a1", 60, 0}, {"a", "a2", 10, 1}, {"b", "b1", 10, 2}},
+		limit:  75,
+		shares: map[string]namespaceShare{"a": {policies: 100, bytes: 60}, "b": {policies: 100, bytes: 60}},
+		kept:   "[a/a1 b/b1]", full: "[]", over: "[a/a2]",
+	}, {
+		name:  "oversubscribed: the namespace holding the most bytes loses first",
+		in:    []pol{{"a", "a1", 20, 0}, {"a", "a2", 20, 1}, {"a", "a3", 20, 2}, {"b", "b1", 10, 3}, {"b", "b2", 10, 4}},
+		limit: 55,
+		kept:  "[a/a1 b/b1 b/b2]", full: "[a/a2 a/a3]", over: "[]",
+	}, {
+		name:  "oversubscribed, equal bytes: the newer policy goes",
+		in:    []pol{{"a", "a1", 10, 0}, {"b", "b1", 10, 1}, {"a", "a2", 10, 2}, {"b", "b2", 10, 3}},
+		limit: 35,
+		kept:  "[a/a1 b/b1 a/a2]", full: "[b/b2]", over: "[]",
+	}, {
+		name:  "one namespace: the newest go, as before",
+		in:    []pol{{"a", "a1", 10, 0}, {"a", "a2", 30, 1}, {"a", "a3", 10, 2}},
+		limit: 45,
+		kept:  "[a/a1 a/a2]", full: "[a/a3]", over: "[]",
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sizes := map[string]int{}
+			var in []v1alpha1.RateLimitPolicy
+			for _, p := range tc.in {
+				in = append(in, v1alpha1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: p.name,
+					CreationTimestamp: metav1.NewTime(t0.Add(time.Duration(p.at) * time.Second))}})
+				sizes[p.ns+"/"+p.name] = p.size
+			}
+			size := func(p *v1alpha1.RateLimitPolicy) int { return sizes[p.Namespace+"/"+p.Name] }
+			build := func(kept []v1alpha1.RateLimitPolicy) builtSnapshot {
+				n := 0
+				for i := range kept {
+					n += size(&kept[i])
+				}
+				return builtSnapshot{stored: n}
+			}
+			share := func(ns string) namespaceShare {
+				if s, ok := tc.shares[ns]; ok {
+					return s
+				}
+				return unlimitedShare(ns)
+			}
+			names := func(ps []v1alpha1.RateLimitPolicy) string {
+				out := []string{}
+				for _, p := range ps {
+					out = append(out, p.Namespace+"/"+p.Name)
+				}
+				return fmt.Sprint(out)
+			}
+			fit := fitSnapshot(in, tc.limit, share, size, -1, false, build)
+			if got := names(fit.kept); got != tc.kept {
+				t.Errorf("kept %s, want %s", got, tc.kept)
+			}
+			if got := names(fit.refused); got != tc.full {
+				t.Errorf("refused for room %s, want %s", got, tc.full)
+			}
+			if got := names(fit.overBudget); got != tc.over {
+				t.Errorf("over budget %s, want %s", got, tc.over)
+			}
+			for _, p := range fit.overBudget {
+				if msg := fit.budgetMessage[p.Namespace]; msg == "" || !strings.Contains(msg, "namespace "+p.Namespace+" is over its budget") {
+					t.Errorf("%s/%s: message %q", p.Namespace, p.Name, msg)
+				}
+			}
+		})
 	}
 }

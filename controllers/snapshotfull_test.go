@@ -58,6 +58,7 @@ func TestSnapshotFullRefusesNewestPolicies(t *testing.T) {
 	ctx := context.Background()
 	const ns, name = "snapshot-full", "flooded"
 	fleet, pods := newFleet(t, ns, name, 1)
+	unbudgeted(t, fleet) // one namespace's policies fill the fleet
 	t.Cleanup(func() {
 		_ = k8s.DeleteAllOf(ctx, &v1alpha1.RateLimitPolicy{}, client.InNamespace(ns))
 	})

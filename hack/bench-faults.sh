@@ -230,6 +230,7 @@ free_port HTTP_PORT
 free_port ADMIN_PORT
 cluster_url="redis-cluster://$(IFS=,; echo "${addrs[*]}")"
 bin/limiter --policies "$POLICY" --store "$cluster_url" --redis-timeout "$REDIS_TIMEOUT" \
+	--tenant-max-policies-per-request 0 --tenant-store-calls-per-second 0 \
 	--grpc-addr "$HOST:$GRPC_PORT" --http-addr "$HOST:$HTTP_PORT" --admin-addr "$HOST:$ADMIN_PORT" >"$WORK/limiter.log" 2>&1 &
 LIMITER_PID=$!
 PIDS+=("$LIMITER_PID")

@@ -334,6 +334,7 @@ fi
 if ((want_memory)); then
 	new_ports
 	start_server memory bin/limiter --policies "$POLICY" --store memory \
+		--tenant-max-policies-per-request 0 --tenant-store-calls-per-second 0 \
 		--grpc-addr "$HOST:$GRPC_PORT" --http-addr "$HOST:$HTTP_PORT" --admin-addr "$HOST:$ADMIN_PORT"
 	wait_ready "limiter (memory store)" "$SERVER_PID" "$GRPC_PORT" "$HTTP_PORT" "$ADMIN_PORT" "$WORK/memory.log"
 	load "limiter, memory store, $ALGORITHM" memory "$SERVER_PID"
@@ -397,6 +398,7 @@ if ((want_redis)); then
 	rcli FLUSHALL >/dev/null
 	new_ports
 	start_server redis bin/limiter --policies "$POLICY" --store "redis://$HOST:$REDIS_PORT" \
+		--tenant-max-policies-per-request 0 --tenant-store-calls-per-second 0 \
 		--grpc-addr "$HOST:$GRPC_PORT" --http-addr "$HOST:$HTTP_PORT" --admin-addr "$HOST:$ADMIN_PORT"
 	wait_ready "limiter (redis store)" "$SERVER_PID" "$GRPC_PORT" "$HTTP_PORT" "$ADMIN_PORT" "$WORK/redis.log"
 	load "limiter, redis store, $ALGORITHM$TIER_NOTE (server CPU = limiter + redis-server)" redis "$SERVER_PID,$REDIS_PID"

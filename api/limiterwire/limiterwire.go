@@ -129,6 +129,10 @@ type Degraded struct {
 	Since time.Time `json:"since"`
 	// Fallbacks counts the decisions made by FailureMode in this episode.
 	Fallbacks int64 `json:"fallbacks"`
+	// BudgetExceeded is true when the last fallback decision was made
+	// because the policy's namespace was over its store budget
+	// (spec.tenantBudget of the fleet), not because the store failed.
+	BudgetExceeded bool `json:"budgetExceeded,omitempty"`
 }
 
 // Store is the counter store's health, as the limiter sees it.

@@ -143,6 +143,15 @@ type LimiterFleetSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	Domains []FleetDomain `json:"domains,omitempty"`
 
+	// tenantBudget is what each namespace's policies may cost the fleet:
+	// how many policies and bytes of the snapshot, how many policies one
+	// request may match, and how many store calls per second each limiter
+	// pod makes for it; with overrides for some namespaces. Unset fields
+	// take safe defaults (see TenantBudget), so every namespace has a
+	// budget even when this is omitted.
+	// +optional
+	TenantBudget *TenantBudgets `json:"tenantBudget,omitempty"`
+
 	// clients are the pods that may call the limiters on their data ports
 	// (Envoy RLS gRPC, the HTTP check, forward-auth and the status peek):
 	// the operator renders a NetworkPolicy that admits them alone. Unset or

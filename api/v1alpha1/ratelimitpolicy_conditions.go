@@ -74,6 +74,10 @@ const (
 	// some decisions of the enforcement window were answered by the failure
 	// mode; the message counts them.
 	FallbackDecisionsReason = "FallbackDecisions"
+	// BudgetExceededReason: some limiters answer the policy by its failure
+	// mode because its namespace is over its store budget (the fleet's
+	// spec.tenantBudget.storeCallsPerSecondPerNamespace).
+	BudgetExceededReason = "BudgetExceeded"
 )
 
 // Reasons for AcceptedCondition given by domain ownership (a LimiterFleet's

@@ -17,7 +17,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
+	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/app"
+	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/server"
 	"github.com/sluice-dev/sluice/limiter/service"
 	"github.com/sluice-dev/sluice/limiter/store"
@@ -55,6 +57,8 @@ func main() {
 	fs.DurationVar(&cfg.Top.Interval, "top-descriptor-interval", time.Minute, "what one --top-descriptors report covers, aligned to the clock, at least 1s")
 	trusted := fs.String("trusted-proxies", "", "comma-separated `CIDRs` (or addresses) of proxies whose X-Forwarded-For and X-Real-IP forward-auth believes, such as 10.0.0.0/8,127.0.0.1")
 	fs.DurationVar(&cfg.DrainDelay, "drain-delay", server.DefaultDrainDelay, "on SIGTERM, how long to keep answering while /readyz fails and gRPC health is NOT_SERVING, before the listeners close: longer than endpoints take to drop the pod; 0 closes them at once")
+	budgetMatches := fs.Int("tenant-max-policies-per-request", v1alpha1.DefaultMaxPoliciesPerRequest, "with --policies: how many of a namespace's policies one request may match, 1 to 1024 (more is denied with a reason), or 0 for no limit; a fleet's snapshot carries its spec.tenantBudget")
+	budgetCalls := fs.Int("tenant-store-calls-per-second", v1alpha1.DefaultStoreCallsPerSecondPerNamespace, "with --policies: how many store calls per second this limiter makes for a namespace's policies, 1 to 1000000 (past it, each policy's failureMode answers), or 0 for no limit")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	format := fs.String("log-format", "text", "log format: text or json")
 	_ = fs.Parse(os.Args[1:])
@@ -101,6 +105,19 @@ func main() {
 		usage(fs, fmt.Sprintf("--top-descriptor-interval %v: want at least 1s", cfg.Top.Interval))
 	case cfg.Top.TruncateTo < 1 || cfg.Top.TruncateTo > service.MaxTopTruncateTo:
 		usage(fs, fmt.Sprintf("--top-descriptor-truncate %d: want 1 to %d bytes", cfg.Top.TruncateTo, service.MaxTopTruncateTo))
+	}
+	if (*budgetMatches == 0) != (*budgetCalls == 0) {
+		usage(fs, "--tenant-max-policies-per-request and --tenant-store-calls-per-second are both 0 (no budget) or both set")
+	}
+	if *budgetMatches != 0 {
+		if *budgetMatches < 1 || *budgetMatches > 1024 {
+			usage(fs, fmt.Sprintf("--tenant-max-policies-per-request %d: want 1 to 1024, or 0 for no limit", *budgetMatches))
+		}
+		if *budgetCalls < 1 || *budgetCalls > 1_000_000 {
+			usage(fs, fmt.Sprintf("--tenant-store-calls-per-second %d: want 1 to 1000000, or 0 for no limit", *budgetCalls))
+		}
+		cfg.TenantBudget = &config.Budgets{Default: config.NamespaceBudget{
+			MaxPoliciesPerRequest: int32(*budgetMatches), StoreCallsPerSecond: int32(*budgetCalls)}}
 	}
 	cfg.Top.Values = service.TopValues(*topValues)
 	var err error

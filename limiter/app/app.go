@@ -96,6 +96,10 @@ type Config struct {
 	// LocalFallbackPods is the number of limiter pods sharing each limit
 	// (failureMode Local enforces limit/LocalFallbackPods); 0 means 1.
 	LocalFallbackPods int
+	// TenantBudget is each namespace's budget when the policies come from
+	// a file (a fleet's snapshot carries the fleet's spec.tenantBudget);
+	// nil enforces none.
+	TenantBudget *config.Budgets
 	// Top turns on each policy's hottest descriptor values on the admin
 	// stats endpoint and /metrics (--top-descriptors); off by default.
 	Top service.TopOptions
@@ -159,7 +163,7 @@ func Run(ctx context.Context, cfg Config) error {
 	svc := service.New(st, service.Options{Registerer: reg, Logger: log,
 		IdempotencyEntry: cfg.IdempotencyEntry, IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyMaxReplays: cfg.IdempotencyMaxReplays, IdempotencyMaxRecords: cfg.IdempotencyMaxRecords,
 		ReadyPods: cfg.LocalFallbackPods, EnforcementDisabled: cfg.EnforcementDisabled,
-		Top: cfg.Top, TopClock: topClock, LocalTier: tier, Fallback: fallback})
+		Top: cfg.Top, TopClock: topClock, LocalTier: tier, Fallback: fallback, Budgets: cfg.TenantBudget})
 	rl := newReloader(src, svc, reg, log)
 	readiness := map[string]server.ReadinessChecker{"config": rl.check,
 		"degraded": degradedCheck(svc), "enforcement": enforcementCheck(svc)}

@@ -52,6 +52,71 @@ type Document struct {
 	// ForwardAuth are the fleet's forward-auth mappings, sorted by domain
 	// in the canonical encoding.
 	ForwardAuth []v1alpha1.ForwardAuth `json:"forwardAuth,omitempty"`
+	// Budgets are the per-namespace budgets the limiters enforce on the
+	// request path (the fleet's spec.tenantBudget, resolved); nil enforces
+	// none, as for a policy file.
+	Budgets *Budgets `json:"budgets,omitempty"`
+}
+
+// Budgets are what each namespace's policies may cost a limiter per
+// request and per second: Default for every namespace, Namespaces for the
+// overridden ones (fully resolved, so no field falls back).
+type Budgets struct {
+	Default    NamespaceBudget            `json:"default"`
+	Namespaces map[string]NamespaceBudget `json:"namespaces,omitempty"`
+}
+
+// NamespaceBudget is one namespace's budget on a limiter pod.
+type NamespaceBudget struct {
+	// MaxPoliciesPerRequest is how many of the namespace's policies one
+	// request may match; a request that matches more is denied.
+	MaxPoliciesPerRequest int32 `json:"maxPoliciesPerRequest"`
+	// StoreCallsPerSecond is how many policy decisions against the store
+	// this pod makes per second for the namespace (burst: one second's
+	// worth); past it, each policy's failure mode answers.
+	StoreCallsPerSecond int32 `json:"storeCallsPerSecond"`
+}
+
+// For is namespace ns's budget.
+func (b *Budgets) For(ns string) NamespaceBudget {
+	if nb, ok := b.Namespaces[ns]; ok {
+		return nb
+	}
+	return b.Default
+}
+
+func (b *Budgets) validate() error {
+	check := func(what string, nb NamespaceBudget) error {
+		if nb.MaxPoliciesPerRequest < 1 {
+			return fmt.Errorf("budgets: %s: maxPoliciesPerRequest %d is below 1", what, nb.MaxPoliciesPerRequest)
+		}
+		if nb.StoreCallsPerSecond < 1 {
+			return fmt.Errorf("budgets: %s: storeCallsPerSecond %d is below 1", what, nb.StoreCallsPerSecond)
+		}
+		return nil
+	}
+	if err := check("default", b.Default); err != nil {
+		return err
+	}
+	for ns, nb := range b.Namespaces {
+		if err := check("namespace "+ns, nb); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PolicyDocumentBytes is the size of one policy in a snapshot document:
+// the canonical JSON of its defaulted entry, and the comma before it. A
+// document's size is about the sum over its policies.
+func PolicyDocumentBytes(p *v1alpha1.RateLimitPolicy) int {
+	obj := p.DeepCopy()
+	DefaultPolicy(obj)
+	data, err := json.Marshal(DocumentPolicy{Namespace: obj.Namespace, Name: obj.Name, UID: string(obj.UID), Generation: obj.Generation, Spec: obj.Spec})
+	if err != nil {
+		panic(fmt.Sprintf("config: encoding a snapshot policy: %v", err))
+	}
+	return len(data) + 1
 }
 
 // DocumentPolicy is one policy of a Document: its identity, the generation
@@ -81,7 +146,7 @@ func DocumentFor(policies []v1alpha1.RateLimitPolicy, enforcement Enforcement) D
 // Equal policies give equal bytes, whatever their order or formatting.
 func EncodeDocument(d Document) (data []byte, version string) {
 	c := Document{Enforcement: d.Enforcement, Policies: slices.Clone(d.Policies), Pods: d.Pods,
-		ForwardAuth: DefaultForwardAuth(d.ForwardAuth)}
+		ForwardAuth: DefaultForwardAuth(d.ForwardAuth), Budgets: d.Budgets}
 	if c.Enforcement == "" {
 		c.Enforcement = EnforcementEnabled
 	}
@@ -147,6 +212,12 @@ func ParseDocument(data []byte) (*Snapshot, error) {
 		return nil, fmt.Errorf("snapshot document: %v", errs.ToAggregate())
 	}
 	snap.ForwardAuth = DefaultForwardAuth(d.ForwardAuth)
+	if d.Budgets != nil {
+		if err := d.Budgets.validate(); err != nil {
+			return nil, fmt.Errorf("snapshot document: %w", err)
+		}
+		snap.Budgets = d.Budgets
+	}
 	snap.Version = snap.hash()
 	return snap, nil
 }
@@ -154,7 +225,7 @@ func ParseDocument(data []byte) (*Snapshot, error) {
 // Document returns the snapshot as a document.
 func (s *Snapshot) Document() Document {
 	d := Document{Enforcement: s.Enforcement, Policies: make([]DocumentPolicy, len(s.Policies)), Pods: s.Pods,
-		ForwardAuth: s.ForwardAuth}
+		ForwardAuth: s.ForwardAuth, Budgets: s.Budgets}
 	for i, p := range s.Policies {
 		d.Policies[i] = DocumentPolicy{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Generation: p.Generation, Spec: p.Spec}
 	}

@@ -70,3 +70,27 @@ func TestParseDocumentRejectsGarbage(t *testing.T) {
 		}
 	}
 }
+
+// A snapshot's budgets are validated and carried; an invalid one names the
+// namespace and the field.
+func TestDocumentBudgets(t *testing.T) {
+	good := config.Document{Budgets: &config.Budgets{Default: config.NamespaceBudget{MaxPoliciesPerRequest: 32, StoreCallsPerSecond: 100},
+		Namespaces: map[string]config.NamespaceBudget{"pay": {MaxPoliciesPerRequest: 64, StoreCallsPerSecond: 1000}}}}
+	data, _ := config.EncodeDocument(good)
+	snap, err := config.ParseDocument(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Budgets.For("pay").MaxPoliciesPerRequest != 64 || snap.Budgets.For("shop").StoreCallsPerSecond != 100 {
+		t.Fatalf("budgets %+v", snap.Budgets)
+	}
+	if _, v := config.EncodeDocument(config.Document{}); v == snap.Version {
+		t.Fatal("the budgets do not change the version")
+	}
+	bad := config.Document{Budgets: &config.Budgets{Default: config.NamespaceBudget{MaxPoliciesPerRequest: 32, StoreCallsPerSecond: 100},
+		Namespaces: map[string]config.NamespaceBudget{"pay": {MaxPoliciesPerRequest: 0, StoreCallsPerSecond: 1000}}}}
+	data, _ = config.EncodeDocument(bad)
+	if _, err := config.ParseDocument(data); err == nil || !strings.Contains(err.Error(), "namespace pay: maxPoliciesPerRequest 0 is below 1") {
+		t.Fatalf("got %v", err)
+	}
+}

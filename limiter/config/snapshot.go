@@ -30,7 +30,9 @@ type Snapshot struct {
 	// ForwardAuth are the forward-auth mappings, defaulted and sorted by
 	// domain (see ForwardAuthFor).
 	ForwardAuth []v1alpha1.ForwardAuth
-	domains     map[string]*Domain
+	// Budgets are the per-namespace budgets of the limiter, nil for none.
+	Budgets *Budgets
+	domains map[string]*Domain
 }
 
 // Policy is one compiled RateLimitPolicy.

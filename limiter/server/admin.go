@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/service"
 )
 
 // storeCheckTimeout bounds the store check of one limiterwire.Snapshot.
@@ -139,7 +140,8 @@ func (s *Server) AdminSnapshot(ctx context.Context) limiterwire.Snapshot {
 		out.Policies[i] = limiterwire.Policy{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Generation: p.Generation}
 	}
 	for _, d := range s.svc.Degraded() {
-		out.Degraded = append(out.Degraded, limiterwire.Degraded{Policy: d.Policy, FailureMode: string(d.FailureMode), Since: d.Since, Fallbacks: d.Fallbacks})
+		out.Degraded = append(out.Degraded, limiterwire.Degraded{Policy: d.Policy, FailureMode: string(d.FailureMode), Since: d.Since, Fallbacks: d.Fallbacks,
+			BudgetExceeded: d.Cause == service.CauseBudgetExceeded})
 	}
 	out.ReadyPods = s.svc.ReadyPods()
 	return out

@@ -43,6 +43,9 @@ func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) 
 	if answered {
 		return nil // refused (refuse.go)
 	}
+	if s.checkMatchBudget(l, req, resp) {
+		return nil
+	}
 	resp.Decisions = slices.Grow(resp.Decisions, len(req.Descriptors))
 	var lt *lifetime // the request's lease, once a policy holds
 	for i := range req.Descriptors {

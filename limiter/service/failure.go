@@ -38,10 +38,16 @@ type failover struct {
 	stats    *policyStats  // nil with Options.DisablePolicyStats
 	errors   prometheus.Counter
 	log      *slog.Logger
+	// budget is the store budget of the policy's namespace, nil for none:
+	// past it, the failure mode answers without calling the store.
+	budget *storeBudget
 
 	// The current degraded episode (Unix ns): its first and last fallback
 	// decisions and their count.
 	degradedSince, lastFallback, fallbacks atomic.Int64
+	// overBudget is true when the last fallback decision was the
+	// namespace's store budget's, not the store's.
+	overBudget atomic.Bool
 }
 
 var _ store.Store = (*failover)(nil)
@@ -66,6 +72,13 @@ func (f *failover) Close() error { return nil }
 // decide is Take, with the reason of a decision the failure mode made
 // (empty when the store decided).
 func (f *failover) decide(ctx context.Context, req store.Request) (algo.Result, string) {
+	if f.budget != nil && !f.budget.take(time.Now().UnixNano()) {
+		// The namespace is over its store budget on this pod: answered as
+		// if the store could not, without calling it.
+		f.noteFallback()
+		f.overBudget.Store(true)
+		return f.fallBack(ctx, req, ReasonBudgetFailedClosed, ReasonBudgetLocal, ReasonBudgetFailedOpen)
+	}
 	r, err := f.next.Take(ctx, req)
 	if err == nil {
 		return r, ""
@@ -73,24 +86,30 @@ func (f *failover) decide(ctx context.Context, req store.Request) (algo.Result, 
 	f.errors.Inc()
 	f.log.Debug("Store error: the policy's failureMode decides", "policy", f.policy, "failureMode", f.mode, "error", err)
 	f.noteFallback()
+	f.overBudget.Store(false)
+	return f.fallBack(ctx, req, ReasonFailedClosed, ReasonLocal, ReasonFailedOpen)
+}
+
+// fallBack answers req by the failure mode, with the reason of each mode.
+func (f *failover) fallBack(ctx context.Context, req store.Request, closed, local, open string) (algo.Result, string) {
 	switch {
 	case f.mode == v1alpha1.FailClosed:
 		if f.stats != nil {
 			f.stats.failedClosed.Add(1)
 		}
-		return algo.Result{RetryAfter: time.Second}, ReasonFailedClosed
+		return algo.Result{RetryAfter: time.Second}, closed
 	case f.mode == v1alpha1.FailLocal && f.fallback != nil:
 		if f.stats != nil {
 			f.stats.localFallback.Add(1)
 		}
 		req.Limit = localShare(req.Limit, f.pods.Load())
 		r, _ := f.fallback.Take(ctx, req) // a memory store never fails
-		return r, ReasonLocal
+		return r, local
 	default:
 		if f.stats != nil {
 			f.stats.failedOpen.Add(1)
 		}
-		return algo.Result{Allowed: true, Remaining: req.Limit.Capacity()}, ReasonFailedOpen
+		return algo.Result{Allowed: true, Remaining: req.Limit.Capacity()}, open
 	}
 }
 
@@ -132,7 +151,16 @@ type DegradedPolicy struct {
 	// Hidden is true for a hidden policy: DegradedDetail, which /readyz
 	// on the data plane shows, leaves it out.
 	Hidden bool
+	// Cause is why: CauseStoreUnavailable, or CauseBudgetExceeded when
+	// the last fallback decision was the namespace's store budget's.
+	Cause string
 }
+
+// Causes of a degraded policy.
+const (
+	CauseStoreUnavailable = "store unavailable"
+	CauseBudgetExceeded   = "namespace store budget exceeded"
+)
 
 // Degraded lists the policies with a fallback decision in the last
 // DegradedWindow, by policy.
@@ -148,8 +176,12 @@ func (s *Service) Degraded() []DegradedPolicy {
 		if last := f.lastFallback.Load(); last == 0 || now-last > int64(DegradedWindow) {
 			continue
 		}
+		cause := CauseStoreUnavailable
+		if f.overBudget.Load() {
+			cause = CauseBudgetExceeded
+		}
 		out = append(out, DegradedPolicy{Policy: p.ID(), FailureMode: p.FailureMode, Hidden: p.Hidden(),
-			Since: time.Unix(0, f.degradedSince.Load()), Fallbacks: f.fallbacks.Load()})
+			Since: time.Unix(0, f.degradedSince.Load()), Fallbacks: f.fallbacks.Load(), Cause: cause})
 	}
 	return out
 }
@@ -162,8 +194,8 @@ func (s *Service) DegradedDetail() string {
 		if d.Hidden {
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s runs degraded (store unavailable, failureMode %s, %d fallback decisions since %s)",
-			d.Policy, d.FailureMode, d.Fallbacks, d.Since.UTC().Format(time.RFC3339)))
+		parts = append(parts, fmt.Sprintf("%s runs degraded (%s, failureMode %s, %d fallback decisions since %s)",
+			d.Policy, d.Cause, d.FailureMode, d.Fallbacks, d.Since.UTC().Format(time.RFC3339)))
 	}
 	if len(parts) == 0 {
 		return "no policy degraded: the store decides"

@@ -97,6 +97,11 @@ type Options struct {
 	// each Swap. It must front the same store. nil decides those policies
 	// against the store exactly.
 	LocalTier *localtier.Tier
+	// Budgets are the per-namespace budgets of a snapshot that carries
+	// none (a policy file; an operator's snapshot carries the fleet's).
+	// nil enforces none.
+	Budgets *config.Budgets
+
 	// Fallback holds this pod's own counters, where failureMode Local
 	// enforces its share of a limit while the store can't answer (a memory
 	// store). nil leaves Local nothing to count on: it allows, as Open does.
@@ -105,19 +110,21 @@ type Options struct {
 
 // Service answers rate-limit requests. It is safe for concurrent use.
 type Service struct {
-	store     store.Store
-	tier      *localtier.Tier // nil: no two-tier mode
-	fallback  store.Store     // nil: failureMode Local allows
-	opts      Options
-	log       *slog.Logger
-	metrics   *metrics
-	loaded    atomic.Pointer[loaded]
-	scratch   sync.Pool
-	readyPods atomic.Int64
-	enforce   atomic.Bool // this pod's switch (--enforcement)
-	swapMu    sync.Mutex  // serialises Swaps: each carries the last one's stats over
-	clock     func() time.Time
-	topClock  func() time.Time // the hottest-values sketches' clock on the request path
+	store    store.Store
+	tier     *localtier.Tier // nil: no two-tier mode
+	fallback store.Store     // nil: failureMode Local allows
+	opts     Options
+	log      *slog.Logger
+	metrics  *metrics
+	// budgetMetrics count what the tenant budgets refused (budget.go).
+	budgetMetrics *budgetMetrics
+	loaded        atomic.Pointer[loaded]
+	scratch       sync.Pool
+	readyPods     atomic.Int64
+	enforce       atomic.Bool // this pod's switch (--enforcement)
+	swapMu        sync.Mutex  // serialises Swaps: each carries the last one's stats over
+	clock         func() time.Time
+	topClock      func() time.Time // the hottest-values sketches' clock on the request path
 }
 
 // loaded is a snapshot with its per-policy state, swapped as one.
@@ -125,6 +132,14 @@ type loaded struct {
 	snap     *config.Snapshot
 	policies map[*config.Policy]*policyState
 	stats    map[string]*policyStats // by statsKey, carried over by Swap
+	// budgetCfg are the budgets in force: the snapshot's, else
+	// Options.Budgets; nil for none.
+	budgetCfg *config.Budgets
+	// budgets are the store budgets by namespace, carried over by Swap;
+	// nil without budgetCfg.
+	budgets map[string]*storeBudget
+	// minMatchBudget is the least maxPoliciesPerRequest of any namespace.
+	minMatchBudget int32
 }
 
 // policyState is one loaded policy's resolved state, so the request path
@@ -174,14 +189,15 @@ func New(st store.Store, opts Options) *Service {
 		opts.IdempotencyMaxRecords = store.DefaultIdempotencyMaxRecords
 	}
 	s := &Service{
-		store:    st,
-		tier:     opts.LocalTier,
-		fallback: opts.Fallback,
-		opts:     opts,
-		log:      opts.Logger,
-		metrics:  newMetrics(opts.Registerer),
-		clock:    time.Now,
-		topClock: opts.TopClock,
+		store:         st,
+		tier:          opts.LocalTier,
+		fallback:      opts.Fallback,
+		opts:          opts,
+		log:           opts.Logger,
+		metrics:       newMetrics(opts.Registerer),
+		budgetMetrics: newBudgetMetrics(opts.Registerer),
+		clock:         time.Now,
+		topClock:      opts.TopClock,
 	}
 	if s.topClock == nil {
 		s.topClock = time.Now
@@ -215,7 +231,19 @@ func (s *Service) Swap(snap *config.Snapshot) {
 	defer s.swapMu.Unlock()
 	l := &loaded{snap: snap, policies: make(map[*config.Policy]*policyState, len(snap.Policies)),
 		stats: make(map[string]*policyStats, len(snap.Policies))}
-	prevStats := s.loaded.Load().stats
+	prev := s.loaded.Load()
+	prevStats := prev.stats
+	l.budgetCfg = snap.Budgets
+	if l.budgetCfg == nil {
+		l.budgetCfg = s.opts.Budgets
+	}
+	l.budgets = s.storeBudgets(snap, l.budgetCfg, prev.budgets)
+	if b := l.budgetCfg; b != nil {
+		l.minMatchBudget = b.Default.MaxPoliciesPerRequest
+		for _, nb := range b.Namespaces {
+			l.minMatchBudget = min(l.minMatchBudget, nb.MaxPoliciesPerRequest)
+		}
+	}
 	tiers := s.swapLocalTier(snap)
 	for _, p := range snap.Policies {
 		ps := &policyState{stats: s.statsFor(prevStats, p)}
@@ -224,6 +252,7 @@ func (s *Service) Swap(snap *config.Snapshot) {
 			l.stats[statsKey(p)] = ps.stats
 		}
 		ps.store = s.newFailover(p, s.policyStore(tiers[p.ID()]), ps.stats)
+		ps.store.budget = l.budgets[p.Namespace]
 		l.policies[p] = ps
 	}
 	s.warnIdempotencyDescriptors(snap)
