@@ -374,6 +374,9 @@ func LimiterArgs(fleet *v1alpha1.LimiterFleet, storeURL string) []string {
 	case t != nil && t.ServerName != nil:
 		args = append(args, "--redis-tls-server-name="+*t.ServerName)
 	}
+	if e := fleet.Spec.Entries; e != nil && e.Accept != nil {
+		args = append(args, "--accept-entry="+*e.Accept)
+	}
 	if e := fleet.Spec.Entries; e != nil && e.Idempotency != nil {
 		args = append(args, "--idempotency-entry="+*e.Idempotency)
 	}

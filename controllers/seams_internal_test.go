@@ -79,12 +79,13 @@ func TestLimiterArgsIdempotencyEntry(t *testing.T) {
 			t.Fatalf("a fleet without spec.entries renders %s", a)
 		}
 	}
-	f.Spec.Entries = &v1alpha1.FleetEntries{Idempotency: ptr.To("idem")}
-	found := false
+	f.Spec.Entries = &v1alpha1.FleetEntries{Idempotency: ptr.To("idem"), Accept: ptr.To("x_accept")}
+	found, accept := false, false
 	for _, a := range LimiterArgs(f, "memory") {
 		found = found || a == "--idempotency-entry=idem"
+		accept = accept || a == "--accept-entry=x_accept"
 	}
-	if !found {
-		t.Fatalf("args %v lack --idempotency-entry=idem", LimiterArgs(f, "memory"))
+	if !found || !accept {
+		t.Fatalf("args %v lack --idempotency-entry=idem or --accept-entry=x_accept", LimiterArgs(f, "memory"))
 	}
 }

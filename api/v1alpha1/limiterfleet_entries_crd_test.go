@@ -39,6 +39,22 @@ var entriesBadCases = []fleetBadCase{
 		message: "spec.entries.priority must differ from spec.entries.lease and spec.entries.idempotency",
 	},
 	{
+		name: "entries: accept the default idempotency entry",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Entries = &v1alpha1.FleetEntries{Accept: ptr.To("idempotency_key")}
+		},
+		field:   "spec.entries",
+		message: "spec.entries.accept must differ from spec.entries.lease, spec.entries.idempotency and spec.entries.priority",
+	},
+	{
+		name: "entries: accept the priority entry",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Entries = &v1alpha1.FleetEntries{Priority: ptr.To("x"), Accept: ptr.To("x")}
+		},
+		field:   "spec.entries",
+		message: "spec.entries.accept must differ from spec.entries.lease, spec.entries.idempotency and spec.entries.priority",
+	},
+	{
 		name:    "entries: an empty lease entry",
 		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Entries = &v1alpha1.FleetEntries{Lease: ptr.To("")} },
 		field:   "spec.entries.lease",
@@ -51,6 +67,12 @@ var entriesGoodCases = []fleetGoodCase{
 		name: "entries: all three, distinct",
 		typed: func(f *v1alpha1.LimiterFleet) {
 			f.Spec.Entries = &v1alpha1.FleetEntries{Lease: ptr.To("sluice_lease"), Idempotency: ptr.To("idempotency_key"), Priority: ptr.To("priority")}
+		},
+	},
+	{
+		name: "entries: all four, distinct",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Entries = &v1alpha1.FleetEntries{Lease: ptr.To("sluice_lease"), Idempotency: ptr.To("idem"), Priority: ptr.To("priority"), Accept: ptr.To("accept")}
 		},
 	},
 	{

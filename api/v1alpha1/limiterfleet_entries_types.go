@@ -31,6 +31,7 @@ const DefaultIdempotencyEntry = "idempotency_key"
 // keeps them; they must then equal the fleet's name).
 // +kubebuilder:validation:XValidation:rule="!has(self.lease) || !has(self.idempotency) || self.lease != self.idempotency",message="spec.entries.lease and spec.entries.idempotency must differ"
 // +kubebuilder:validation:XValidation:rule="!has(self.priority) || ((!has(self.lease) || self.priority != self.lease) && (!has(self.idempotency) || self.priority != self.idempotency))",message="spec.entries.priority must differ from spec.entries.lease and spec.entries.idempotency"
+// +kubebuilder:validation:XValidation:rule="!has(self.accept) || ((!has(self.lease) || self.accept != self.lease) && self.accept != (has(self.idempotency) ? self.idempotency : 'idempotency_key') && (!has(self.priority) || self.accept != self.priority))",message="spec.entries.accept must differ from spec.entries.lease, spec.entries.idempotency and spec.entries.priority"
 type FleetEntries struct {
 	// lease is the descriptor entry key that carries a lease ID (Envoy's
 	// call at stream end) in the fleet's domains, such as "sluice_lease".
@@ -57,6 +58,15 @@ type FleetEntries struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Priority *string `json:"priority,omitempty"`
+
+	// accept is the descriptor entry key that carries the client's Accept
+	// header over Envoy RLS (the limiters' --accept-entry): a denial whose
+	// entry accepts application/problem+json gets problem details as its
+	// body. Defaults to accept. When set, no policy may count on it.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Accept *string `json:"accept,omitempty"`
 }
 
 // EffectiveIdempotency returns idempotency, or idempotency_key when unset.

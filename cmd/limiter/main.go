@@ -47,6 +47,7 @@ func main() {
 	fs.Int64Var(&cfg.MemoryMaxBytes, "memory-max-bytes", memDefault, "most bytes of counters the memory store keeps (estimated: keys, states, SlidingLog entries), at least 16MiB; past it, it evicts as past --memory-max-keys. Default: half the container's memory limit (cgroup memory.max), or 256MiB without one; here "+memSource)
 	enforcement := fs.String("enforcement", "enabled", "kill switch: disabled allows every request (decisions still counted, would-be denials as shadow_limited)")
 	fs.StringVar(&cfg.IdempotencyEntry, "idempotency-entry", "idempotency_key", "RLS descriptor entry `key` whose value is an idempotency key (left out of matching)")
+	fs.StringVar(&cfg.AcceptEntry, "accept-entry", "accept", "RLS descriptor entry `key` that carries the client's Accept header (a denial it asks problem details of gets them as its body)")
 	fs.DurationVar(&cfg.IdempotencyTTL, "idempotency-ttl", store.DefaultIdempotencyTTL, "how long a first decision is replayed to retries with the same idempotency key, 1s to 24h")
 	fs.Int64Var(&cfg.IdempotencyMaxRecords, "idempotency-max-records", store.DefaultIdempotencyMaxRecords, "most live idempotency records of one counter, 1 to 100000; one more drops the one closest to expiry, whose retries are then decided afresh")
 	fs.Int64Var(&cfg.IdempotencyMaxReplays, "idempotency-max-replays", store.DefaultIdempotencyMaxReplays, "how many retries of one request (same domain, descriptor, cost and idempotency key) a first decision is replayed to; later retries are decided afresh")
@@ -87,6 +88,10 @@ func main() {
 		usage(fs, fmt.Sprintf("--enforcement %q: want enabled or disabled", *enforcement))
 	case cfg.IdempotencyEntry == "":
 		usage(fs, "--idempotency-entry must not be empty")
+	case cfg.AcceptEntry == "":
+		usage(fs, "--accept-entry must not be empty")
+	case cfg.AcceptEntry == cfg.IdempotencyEntry:
+		usage(fs, fmt.Sprintf("--accept-entry and --idempotency-entry are both %q: they must differ", cfg.AcceptEntry))
 	case cfg.IdempotencyTTL < time.Second || cfg.IdempotencyTTL > store.MaxIdempotencyTTL:
 		usage(fs, fmt.Sprintf("--idempotency-ttl %v: want 1s to %v", cfg.IdempotencyTTL, store.MaxIdempotencyTTL))
 	case cfg.IdempotencyMaxRecords < 1 || cfg.IdempotencyMaxRecords > store.MaxIdempotencyMaxRecords:

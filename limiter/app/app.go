@@ -84,6 +84,9 @@ type Config struct {
 	// IdempotencyEntry is the RLS descriptor entry key that carries an
 	// idempotency key; empty means service.DefaultIdempotencyEntry.
 	IdempotencyEntry string
+	// AcceptEntry is the RLS descriptor entry key that carries the
+	// client's Accept header; empty means service.DefaultAcceptEntry.
+	AcceptEntry string
 	// IdempotencyTTL is how long a first decision is replayed to retries;
 	// 0 means 24h.
 	IdempotencyTTL time.Duration
@@ -161,7 +164,7 @@ func Run(ctx context.Context, cfg Config) error {
 		reg.MustRegister(memoryCollectors(ms)...)
 	}
 	svc := service.New(st, service.Options{Registerer: reg, Logger: log,
-		IdempotencyEntry: cfg.IdempotencyEntry, IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyMaxReplays: cfg.IdempotencyMaxReplays, IdempotencyMaxRecords: cfg.IdempotencyMaxRecords,
+		IdempotencyEntry: cfg.IdempotencyEntry, AcceptEntry: cfg.AcceptEntry, IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyMaxReplays: cfg.IdempotencyMaxReplays, IdempotencyMaxRecords: cfg.IdempotencyMaxRecords,
 		ReadyPods: cfg.LocalFallbackPods, EnforcementDisabled: cfg.EnforcementDisabled,
 		Top: cfg.Top, TopClock: topClock, LocalTier: tier, Fallback: fallback, Budgets: cfg.TenantBudget})
 	rl := newReloader(src, svc, reg, log)

@@ -112,7 +112,7 @@ func FleetEntryConflict(e *v1alpha1.FleetEntries, fleetName string, spec *v1alph
 	declared := []struct {
 		name  *string
 		field string
-	}{{e.Lease, "spec.entries.lease"}, {e.Idempotency, "spec.entries.idempotency"}, {e.Priority, "spec.entries.priority"}}
+	}{{e.Lease, "spec.entries.lease"}, {e.Idempotency, "spec.entries.idempotency"}, {e.Priority, "spec.entries.priority"}, {e.Accept, "spec.entries.accept"}}
 	for i, d := range spec.Descriptors {
 		for _, r := range declared {
 			if r.name != nil && d.Key == *r.name {
@@ -130,7 +130,10 @@ func FleetEntryConflict(e *v1alpha1.FleetEntries, fleetName string, spec *v1alph
 			return fmt.Sprintf("spec.priority.key %q is not the priority entry LimiterFleet %s declares for its domains (spec.entries.priority: %q): set it to %q",
 				p.Key, fleetName, *e.Priority, *e.Priority)
 		}
-		for _, r := range declared[:2] {
+		for _, r := range []struct {
+			name  *string
+			field string
+		}{declared[0], declared[1], declared[3]} {
 			if r.name != nil && p.Key == *r.name {
 				return fmt.Sprintf("spec.priority.key %q is an entry that LimiterFleet %s reserves (%s): use another key", p.Key, fleetName, r.field)
 			}

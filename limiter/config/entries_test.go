@@ -156,4 +156,13 @@ spec:
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("error %v, want one that says %q", err, want)
 	}
+	// The accept entry steers the answer's body: a fleet that declares it
+	// serves no policy that counts on it (a client's Accept header would
+	// pick its counter).
+	withAccept := strings.Replace(fleet, "priority: prio}", "priority: prio, accept: accept}", 1)
+	_, err = config.Parse("bad.yaml", []byte(strings.Replace(sharedDomain("sluice_lease"), "key: user_id", "key: accept", 1)+withAccept))
+	want = `tenant-a/per-user: spec.descriptors[0].key "accept" is an entry that LimiterFleet sluice-system/edge reserves (spec.entries.accept)`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want one that says %q", err, want)
+	}
 }

@@ -15,13 +15,14 @@ import (
 // ProblemContentType is the media type of problem details (RFC 9457).
 const ProblemContentType = "application/problem+json"
 
-// AcceptEntry is the descriptor entry key that carries a client's Accept
-// header over RLS, as an Envoy request_headers action puts it
-// (header_name: accept, descriptor_key: accept). A denied RLS request
-// whose entry accepts ProblemContentType gets problem details as the body
-// Envoy sends (raw_body). The entry takes part in matching as any other:
-// no policy should name it.
-const AcceptEntry = "accept"
+// AcceptEntry is the default descriptor entry key that carries a client's
+// Accept header over RLS, as an Envoy request_headers action puts it
+// (header_name: accept, descriptor_key: accept); a limiter's
+// --accept-entry (a fleet's spec.entries.accept) names another. A denied
+// RLS request whose entry accepts ProblemContentType gets problem details
+// as the body Envoy sends (raw_body). The entry takes part in matching as
+// any other: a fleet that declares it accepts no policy that counts on it.
+const AcceptEntry = service.DefaultAcceptEntry
 
 // problemTypes are the problem types of draft-ietf-httpapi-ratelimit-headers
 // (section 5), by the API's name for each: the type URI and its title.

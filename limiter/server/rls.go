@@ -54,19 +54,20 @@ func (r *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 	}
 	out := toRLS(&sr.resp, r.jitter)
 	if sr.resp.OverLimit {
-		addProblem(out, &sr.resp, sr.req.Descriptors)
+		addProblem(out, &sr.resp, sr.req.Descriptors, r.svc.AcceptEntry())
 	}
 	return out, nil
 }
 
 // addProblem makes out, a denial, carry problem details as the body Envoy
-// sends, when a descriptor's AcceptEntry (the client's Accept header) asks
-// for them. The status in the body is 429, Envoy's default for a denial.
-func addProblem(out *rlsv3.RateLimitResponse, resp *service.Response, ds []service.Descriptor) {
+// sends, when a descriptor's accept entry (acceptEntry: the client's
+// Accept header) asks for them. The status in the body is 429, Envoy's
+// default for a denial.
+func addProblem(out *rlsv3.RateLimitResponse, resp *service.Response, ds []service.Descriptor, acceptEntry string) {
 	accept := ""
 	for i := range ds {
 		for _, e := range ds[i].Entries {
-			if e.Key == AcceptEntry {
+			if e.Key == acceptEntry {
 				accept = e.Value
 			}
 		}

@@ -85,3 +85,40 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 		}
 	})
 }
+
+// A fleet's spec.entries.accept (the limiter's --accept-entry) names the
+// entry that carries the client's Accept header: a denial gets problem
+// details when that entry asks for them, and the default name is then an
+// entry like any other.
+func TestAcceptEntryNamed(t *testing.T) {
+	snap, err := config.Parse("inline", []byte(`
+apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: one, namespace: shop}
+spec: {domain: shop, descriptors: [{key: user}], algorithm: FixedWindow, rate: {limit: 1, period: 1m}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := memory.New(memory.Options{})
+	t.Cleanup(func() { _ = st.Close() })
+	svc := service.New(st, service.Options{AcceptEntry: "x_accept"})
+	svc.Swap(snap)
+	rls := server.NewRLS(svc, -1)
+	ask := func(acceptKey string) *rlsv3.RateLimitResponse {
+		t.Helper()
+		out, err := rls.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "shop", Descriptors: []*rlv3.RateLimitDescriptor{{
+			Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "user", Value: "ann"}, {Key: acceptKey, Value: server.ProblemContentType}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	ask("x_accept")
+	if out := ask("accept"); out.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || len(out.RawBody) != 0 {
+		t.Fatalf("denied, Accept in the default entry: %v body %q, want OVER_LIMIT with no body", out.OverallCode, out.RawBody)
+	}
+	if out := ask("x_accept"); out.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || len(out.RawBody) == 0 {
+		t.Fatalf("denied, Accept in x_accept: %v body %q, want OVER_LIMIT with problem details", out.OverallCode, out.RawBody)
+	}
+}

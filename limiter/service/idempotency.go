@@ -40,6 +40,10 @@ func (s *Service) validateIdempotencyEntry(i, j int, entries []config.Entry) err
 // key (Options.IdempotencyEntry).
 func (s *Service) IdempotencyEntry() string { return s.opts.IdempotencyEntry }
 
+// AcceptEntry is the descriptor entry key that carries the client's Accept
+// header over RLS (Options.AcceptEntry).
+func (s *Service) AcceptEntry() string { return s.opts.AcceptEntry }
+
 // idempotencyEntry is the index of the idempotency entry, or -1.
 func (s *Service) idempotencyEntry(entries []config.Entry) int {
 	for i := range entries {

@@ -45,6 +45,9 @@ const (
 	// DefaultIdempotencyEntry is the descriptor entry key that carries an
 	// idempotency key over RLS.
 	DefaultIdempotencyEntry = "idempotency_key"
+	// DefaultAcceptEntry is the descriptor entry key that carries a
+	// client's Accept header over RLS.
+	DefaultAcceptEntry = "accept"
 	// DegradedWindow is how long after its last fallback decision a policy
 	// still counts as degraded.
 	DegradedWindow = 10 * time.Second
@@ -64,6 +67,10 @@ type Options struct {
 	// it is left out of matching and counter keys. Empty means
 	// DefaultIdempotencyEntry.
 	IdempotencyEntry string
+	// AcceptEntry is the descriptor entry key that carries the client's
+	// Accept header over RLS: a denial whose entry accepts problem details
+	// gets them as its body. Empty means DefaultAcceptEntry.
+	AcceptEntry string
 	// IdempotencyTTL is how long a request's first decision is replayed to
 	// retries with its idempotency key; 0 means store.DefaultIdempotencyTTL.
 	IdempotencyTTL time.Duration
@@ -178,6 +185,9 @@ func New(st store.Store, opts Options) *Service {
 	}
 	if opts.IdempotencyEntry == "" {
 		opts.IdempotencyEntry = DefaultIdempotencyEntry
+	}
+	if opts.AcceptEntry == "" {
+		opts.AcceptEntry = DefaultAcceptEntry
 	}
 	if opts.IdempotencyTTL <= 0 {
 		opts.IdempotencyTTL = store.DefaultIdempotencyTTL
