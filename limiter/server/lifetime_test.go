@@ -170,8 +170,6 @@ func TestHTTPSettle(t *testing.T) {
 	}{
 		{"negative cost", server.SettlePath, llmEnd("carol", lease, "-5"), 400, "cost -5 is negative"},
 		{"cost -1", server.SettlePath, llmEnd("carol", lease, "-1"), 400, "cost -1 is negative"},
-		{"absurd cost", server.SettlePath, llmEnd("carol", lease, "99999999999"), 400, "cost 99999999999 exceeds the maximum 1000000"},
-		{"cost above maxCost", server.SettlePath, llmEnd("carol", lease, "1001"), 400, "cost 1001 is above the maximum cost of 1000 of policy llm/tokens"},
 		{"no cost", server.SettlePath, llmEnd("carol", lease, ""), 400, "cost is required"},
 		{"cost on release", server.ReleasePath, llmEnd("carol", lease, "5"), 400, "cost is not taken by release"},
 		{"malformed lease", server.SettlePath, llmEnd("carol", "abc", "5"), 400, `lease: lease ID \"abc\" is malformed`},

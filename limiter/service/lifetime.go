@@ -312,8 +312,10 @@ type EndRequest struct {
 // reservations settled at req.Cost. It spends nothing on any other policy.
 // The Endings say what each policy found; a lease that held nothing is no
 // error. The error, which matches ErrInvalidArgument, names what is wrong
-// with a request it refuses before ending anything: a malformed lease, a
-// negative cost, a cost above the maximum or above a policy's maxCost.
+// with a request it refuses before ending anything: a malformed lease or a
+// negative cost. A cost above a reservation's maxCost (or above the
+// limiter's maximum) settles it at that cap: the request spent it, and a
+// settle refused would leave it charged at its estimate alone.
 func (s *Service) End(ctx context.Context, req *EndRequest) ([]Ending, error) {
 	r := &Request{Domain: req.Domain, Descriptors: req.Descriptors}
 	if err := s.Validate(r); err != nil {
@@ -326,8 +328,6 @@ func (s *Service) End(ctx context.Context, req *EndRequest) ([]Ending, error) {
 	switch {
 	case req.Cost < store.AtEstimate:
 		return nil, invalidf("cost %d is negative: send the units the request spent, 0 or more", req.Cost)
-	case req.Cost > s.opts.MaxCost:
-		return nil, invalidf("cost %d exceeds the maximum %d", req.Cost, s.opts.MaxCost)
 	}
 	l := s.loaded.Load()
 	d := l.snap.Domain(req.Domain)
@@ -336,16 +336,6 @@ func (s *Service) End(ctx context.Context, req *EndRequest) ([]Ending, error) {
 	}
 	sc := s.scratch.Get().(*scratch)
 	defer s.release(sc)
-	// Check every cost first: a refused request ends nothing.
-	for i := range req.Descriptors {
-		entries, _ := s.splitIdempotency(sc, req.Descriptors[i].Entries, "")
-		sc.matches = d.AppendMatches(sc.matches[:0], entries)
-		for _, p := range sc.matches {
-			if p.Holds() && p.Limit.Algorithm != algo.Concurrency && req.Cost > p.MaxCost {
-				return nil, invalidf("cost %d is above the maximum cost of %d of policy %s (%s): settle at most what one request may spend", req.Cost, p.MaxCost, p.ID(), maxCostSource(p))
-			}
-		}
-	}
 	out := []Ending{}
 	for i := range req.Descriptors {
 		entries, _ := s.splitIdempotency(sc, req.Descriptors[i].Entries, "")
@@ -354,7 +344,7 @@ func (s *Service) End(ctx context.Context, req *EndRequest) ([]Ending, error) {
 			if !p.Holds() || ended(out, p, p.CounterKey(&sc.kb, entries)) {
 				continue
 			}
-			e := s.end(ctx, sc, p, l.policies[p], entries, lease, req.Cost)
+			e := s.end(ctx, sc, p, l.policies[p], entries, lease, min(req.Cost, p.MaxCost, s.opts.MaxCost))
 			e.Descriptor = i
 			out = append(out, e)
 		}

@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -244,8 +245,6 @@ func TestEndBadInput(t *testing.T) {
 		field string
 	}{
 		{"negative cost", service.EndRequest{Lease: r.Lease, Cost: -5}, "cost -5 is negative", "cost"},
-		{"absurd cost", service.EndRequest{Lease: r.Lease, Cost: 5_000_000}, "cost 5000000 exceeds the maximum 1000000", "cost"},
-		{"cost above the policy's maxCost", service.EndRequest{Lease: r.Lease, Cost: 1001}, "cost 1001 is above the maximum cost of 1000 of policy llm/tokens", "cost"},
 		{"malformed lease", service.EndRequest{Lease: "not-a-lease", Cost: 1}, `lease: lease ID "not-a-lease" is malformed`, "lease"},
 		{"empty lease", service.EndRequest{Cost: 1}, `lease: lease ID "" is malformed`, "lease"},
 	} {
@@ -429,5 +428,31 @@ func TestConcurrencyFailureModes(t *testing.T) {
 	es := end(t, svc, service.Lease{9}.String(), 0, desc("api_key", "heidi"))
 	if len(es) != 1 || es[0].Outcome() != "unavailable" || es[0].Reason != service.ReasonEndUnavailable {
 		t.Fatalf("end with the store down: %+v", es)
+	}
+}
+
+// A settle above a reservation's maxCost (or above the limiter's maximum)
+// charges the cap: refusing it would leave the request charged at its
+// estimate, and whoever reports usage could then spend without paying.
+func TestEndAboveMaxCostSettlesAtTheCap(t *testing.T) {
+	for _, cost := range []int64{1001, 5_000_000} {
+		t.Run(fmt.Sprint(cost), func(t *testing.T) {
+			svc := lifetimeService(t, nil, lifetimePolicies)
+			d := desc("api_key", "dave", "model", "m1")
+			r := call(t, svc, "llm", 100, d)
+			es := end(t, svc, r.Lease, cost, d)
+			var settled *service.Ending
+			for i := range es {
+				if es[i].Policy.ID() == "llm/tokens" {
+					settled = &es[i]
+				}
+			}
+			if settled == nil || !settled.Found || settled.Cost != 1000 {
+				t.Fatalf("settling at %d: %+v, want llm/tokens settled at its maxCost, 1000", cost, es)
+			}
+			if got := left(t, svc, "llm/tokens", d); got != 0 {
+				t.Fatalf("tokens left %d after a settle at the cap, want 0", got)
+			}
+		})
 	}
 }
