@@ -178,6 +178,9 @@ func (s *Service) checkCost(d *config.Domain, i int, entries []config.Entry, cos
 	entries, _ = s.splitIdempotency(sc, entries, "")
 	sc.matches = d.AppendMatches(sc.matches[:0], entries)
 	for _, p := range sc.matches {
+		if _, ends := lookupEntry(entries, p.LeaseEntry); p.Holds() && ends {
+			continue // a settle, charged at most p.MaxCost (endDescriptor)
+		}
 		if !p.Shadow && !p.Soft() && cost > p.MaxCost {
 			if p.Hidden() {
 				// Neither the cap (by default the capacity) nor the name.

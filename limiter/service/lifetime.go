@@ -261,7 +261,7 @@ func (s *Service) endDescriptor(ctx context.Context, l *loaded, d *config.Domain
 		if ended(resp.Endings, p, p.CounterKey(&sc.kb, entries)) {
 			continue
 		}
-		e := s.end(ctx, sc, p, l.policies[p], entries, lease, cost)
+		e := s.end(ctx, sc, p, l.policies[p], entries, lease, min(cost, p.MaxCost))
 		e.Descriptor = i
 		resp.Endings = append(resp.Endings, e)
 		if out.Policy == nil {

@@ -456,3 +456,26 @@ func TestEndAboveMaxCostSettlesAtTheCap(t *testing.T) {
 		})
 	}
 }
+
+// A stream-done call whose actual cost is above the reservation's maxCost
+// settles it at the cap: refusing it would leave the request charged at
+// its estimate.
+func TestEndDescriptorAboveMaxCostSettlesAtTheCap(t *testing.T) {
+	for name, newStore := range memoryAndRedis() {
+		t.Run(name, func(t *testing.T) {
+			svc := lifetimeService(t, newStore(t), lifetimePolicies)
+			tokens := desc("api_key", "fay", "model", "m1")
+			tokens.HitsAddend, tokens.HasHitsAddend = 100, true
+			r := call(t, svc, "llm", 0, tokens)
+			done := desc("api_key", "fay", "model", "m1", "sluice_lease", r.Lease)
+			done.HitsAddend, done.HasHitsAddend = 5000, true
+			resp := call(t, svc, "llm", 0, done)
+			if resp.OverLimit || outcomes(resp.Endings) != "llm/inflight=released llm/tokens=settled" || resp.Endings[1].Cost != 1000 {
+				t.Fatalf("stream-done at 5000: over limit %v, endings %s %+v; want settled at the cap, 1000", resp.OverLimit, outcomes(resp.Endings), resp.Endings)
+			}
+			if got := left(t, svc, "llm/tokens", desc("api_key", "fay", "model", "m1")); got != 0 {
+				t.Fatalf("tokens left %d, want 0: 1000 spent", got)
+			}
+		})
+	}
+}
