@@ -91,21 +91,7 @@ func adminTLSVolume(fleet *v1alpha1.LimiterFleet) (corev1.Volume, corev1.VolumeM
 // NewAdminCA creates a self-signed CA for the fleet's admin plane, valid
 // from now for RedisCAValidity.
 func NewAdminCA(fleet *v1alpha1.LimiterFleet, now time.Time) (*RedisCA, []byte, error) {
-	tmpl := &x509.Certificate{
-		Subject:               pkix.Name{CommonName: fmt.Sprintf("sluice limiter admin CA %s/%s", fleet.Namespace, fleet.Name)},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(RedisCAValidity),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		MaxPathLenZero:        true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-	}
-	certPEM, keyPEM, err := signCert(tmpl, nil, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	ca, err := ParseRedisCA(certPEM, keyPEM)
-	return ca, keyPEM, err
+	return newCA(fmt.Sprintf("sluice limiter admin CA %s/%s", fleet.Namespace, fleet.Name), now)
 }
 
 // IssueAdminCert issues the admin plane's serving certificate for the

@@ -121,8 +121,14 @@ type RedisCA struct {
 
 // NewRedisCA creates a self-signed CA valid from now for RedisCAValidity.
 func NewRedisCA(fleet *v1alpha1.LimiterFleet, now time.Time) (*RedisCA, []byte, error) {
+	return newCA(fmt.Sprintf("sluice Redis CA %s/%s", fleet.Namespace, fleet.Name), now)
+}
+
+// newCA creates a self-signed CA named commonName, valid from now for
+// RedisCAValidity, and returns it with its key, PEM.
+func newCA(commonName string, now time.Time) (*RedisCA, []byte, error) {
 	tmpl := &x509.Certificate{
-		Subject:               pkix.Name{CommonName: fmt.Sprintf("sluice Redis CA %s/%s", fleet.Namespace, fleet.Name)},
+		Subject:               pkix.Name{CommonName: commonName},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(RedisCAValidity),
 		IsCA:                  true,
