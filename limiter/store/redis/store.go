@@ -63,6 +63,10 @@ func New(opts Options) (*Store, error) {
 			// with an error, counted in its errorstats.
 			DisableIdentity: true,
 		})
+		// One filter for every node, added before any command (node
+		// clients are made on first use): see coverage.go.
+		cov := &coverageFilter{now: time.Now}
+		cc.OnNewNode(func(c *goredis.Client) { c.AddHook(cov) })
 		s.client = cc
 		s.shards = newShards(env, opts.KeyPrefix, "0-"+strconv.Itoa(Slots-1), s.log)
 		s.bg.Add(1)

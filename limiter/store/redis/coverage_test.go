@@ -1,0 +1,43 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/limiter/store"
+	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
+)
+
+// TestClusterSeedNotJoined starts stores whose seeds name a cluster node and
+// cluster-enabled nodes that have not joined (a seed pod replaced with an
+// empty disk, or a node a scale-out is adding): it knows no slot. go-redis
+// takes the first node's CLUSTER SLOTS, even an empty one, and then sends
+// each command to a random node; the unjoined one answers CLUSTERDOWN Hash
+// slot not served. No decision may fail: the store refuses a slot map that
+// covers no slot and asks the next node.
+func TestClusterSeedNotJoined(t *testing.T) {
+	seeds := []string{clusterAddrs(t)[0]}
+	for range 4 {
+		seeds = append(seeds, redistest.Start(t, "cluster-enabled yes", "cluster-config-file nodes.conf").Addr)
+	}
+	lim := faultLimit
+	// Each store asks its seeds in a random order: with 8 stores, an
+	// unjoined node answers first for most of them, and go-redis's retries
+	// (each to a random known node) meet an unjoined node again.
+	for i := range 8 {
+		s := realStore(t, redisstore.Options{Addrs: seeds, Cluster: true})
+		var failed []string
+		for k := range 200 {
+			var b store.KeyBuilder
+			b.Add(fmt.Sprintf("unjoined-%d-%d", i, k))
+			if _, err := s.Take(context.Background(), store.Request{Key: b.Key(), Limit: lim, Cost: 1}); err != nil {
+				failed = append(failed, err.Error())
+			}
+		}
+		if len(failed) > 0 {
+			t.Fatalf("store %d: %d of 200 decisions failed on a healthy cluster, first: %s", i, len(failed), failed[0])
+		}
+	}
+}
