@@ -23,7 +23,9 @@
 // breaker.go is the breaker itself: timeouts, connection errors,
 // CLUSTERDOWN, TRYAGAIN, MASTERDOWN and LOADING (errors.go) open it;
 // opening reloads the cluster's slot map, so a promoted replica is found
-// at once, and a probe closes it as soon as the shard answers. store.go
+// at once, and a probe closes it as soon as the shard answers.
+// coverage.go keeps go-redis from taking the slot map of a node that has
+// not joined (or not heard of every shard) yet. store.go
 // wires the parts; options.go parses store addresses; slot.go hashes keys
 // to slots; lease.go is two-tier mode's call; hold.go takes and settles
 // holdings (Concurrency leases, reservations) with scripts/hold.lua.
