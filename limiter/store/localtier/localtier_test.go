@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/internal/storetest"
+	"github.com/sluice-dev/sluice/internal/testtier"
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/store"
 	"github.com/sluice-dev/sluice/limiter/store/localtier"
@@ -47,6 +48,7 @@ func TestMain(m *testing.M) {
 }
 
 func redisOpts(t testing.TB, clustered bool) redisstore.Options {
+	testtier.Integration(t, "redis-server")
 	if clustered {
 		clusterOnce.Do(func() { cluster = redistest.StartCluster(redistest.Shared(t), 3) })
 		if cluster == nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/internal/storetest"
+	"github.com/sluice-dev/sluice/internal/testtier"
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/store"
 	"github.com/sluice-dev/sluice/limiter/store/memory"
@@ -31,6 +32,7 @@ var (
 )
 
 func standaloneAddr(t testing.TB) string {
+	testtier.Integration(t, "redis-server")
 	standaloneOnce.Do(func() { standalone = redistest.Start(redistest.Shared(t)) })
 	if standalone == nil {
 		t.Fatal("standalone redis did not start")
@@ -39,6 +41,7 @@ func standaloneAddr(t testing.TB) string {
 }
 
 func clusterAddrs(t *testing.T) []string {
+	testtier.Integration(t, "redis-server")
 	clusterOnce.Do(func() { cluster = redistest.StartCluster(redistest.Shared(t), 3) })
 	if cluster == nil {
 		t.Fatal("redis cluster did not start")
