@@ -31,6 +31,10 @@ import (
 // limiterBin is the limiter built once for this test binary.
 var limiterBin string
 
+// settle is how long a test waits for another process to do something
+// asynchronous: sized for a loaded 2-core machine running -race.
+const settle = time.Minute
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "limiter-e2e-")
 	if err != nil {
@@ -153,8 +157,8 @@ func startLimiter(t *testing.T, args ...string) *process {
 	case err := <-p.exited:
 		p.exited <- err
 		t.Fatalf("limiter exited before serving: %v\n%s", err, p.log)
-	case <-time.After(30 * time.Second):
-		t.Fatalf("limiter did not serve within 30s\n%s", p.log)
+	case <-time.After(settle):
+		t.Fatalf("limiter did not serve within %v\n%s", settle, p.log)
 	}
 	return p
 }
@@ -168,9 +172,9 @@ func (p *process) stop(t *testing.T) {
 		if err != nil {
 			t.Errorf("limiter exited with %v after SIGTERM, want 0\n%s", err, p.log)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(settle):
 		_ = p.cmd.Process.Kill()
-		t.Errorf("limiter did not exit within 20s of SIGTERM\n%s", p.log)
+		t.Errorf("limiter did not exit within %v of SIGTERM\n%s", settle, p.log)
 	}
 }
 
@@ -271,10 +275,10 @@ func (p *process) readyz(t *testing.T) (int, readiness) {
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(settle)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 20s", what)
+			t.Fatalf("%s: not within %v", what, settle)
 		}
 		time.Sleep(20 * time.Millisecond) // polling another process
 	}
