@@ -160,10 +160,10 @@ func setDocument(t *testing.T, cm *corev1.ConfigMap, doc []byte, version string,
 }
 
 // admin reads the limiter's admin endpoint; with a version, it long-polls
-// until that version is loaded (or fails the test after 30s).
+// until that version is loaded (or fails the test after settle).
 func (p *process) admin(t *testing.T, version string) limiterwire.Snapshot {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(settle)
 	for {
 		path := limiterwire.SnapshotPath
 		if version != "" {
@@ -178,7 +178,7 @@ func (p *process) admin(t *testing.T, version string) limiterwire.Snapshot {
 			return s
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("version %s not loaded within 30s; loaded: %+v\n%s", version, s, p.log)
+			t.Fatalf("version %s not loaded within %v; loaded: %+v\n%s", version, settle, s, p.log)
 		}
 	}
 }
