@@ -117,7 +117,9 @@ kubectl: ## Build kubectl $(KUBECTL_VERSION) into bin/ from the Go module proxy 
 UNIT_PKGS ?= ./api/... ./limiter/... ./internal/... ./controllers/rediscluster/... ./cmd/loadgen/... ./hack/chartgen/...
 
 .PHONY: test
-test: test-integration bench-smoke ## Every tier: make test-integration, make bench-smoke, then make e2e (E2E=0 skips it).
+test: ## Every tier, one after the other (they share loopback addresses): make test-integration, make bench-smoke, then make e2e (E2E=0 skips it).
+	$(MAKE) --no-print-directory test-integration
+	$(MAKE) --no-print-directory bench-smoke
 	@if [ "$(E2E)" != 0 ]; then $(MAKE) --no-print-directory e2e; fi
 
 .PHONY: test-unit
