@@ -273,12 +273,18 @@ func (p *process) readyz(t *testing.T) (int, readiness) {
 }
 
 // eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
+// eventually polls cond until it says done, failing the test after settle
+// with what cond saw last.
+func eventually(t *testing.T, what string, cond func() (done bool, saw string)) {
 	t.Helper()
 	deadline := time.Now().Add(settle)
-	for !cond() {
+	for {
+		done, saw := cond()
+		if done {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, settle)
+			t.Fatalf("%s: not within %v; last seen: %s", what, settle, saw)
 		}
 		time.Sleep(20 * time.Millisecond) // polling another process
 	}
@@ -381,9 +387,9 @@ func TestHotReload(t *testing.T) {
 	// A lower limit is enforced without a restart.
 	writeAtomic(t, path, policy(2))
 	v2 := versionOf(t, policy(2))
-	eventually(t, "new policies loaded", func() bool {
+	eventually(t, "new policies loaded", func() (bool, string) {
 		_, rd := p.readyz(t)
-		return rd.SnapshotVersion == v2
+		return rd.SnapshotVersion == v2, "snapshot version " + rd.SnapshotVersion
 	})
 	p.expectLimit(t, "bea", 2)
 	if code, _ := p.check(t, "ann"); code != http.StatusTooManyRequests {
@@ -412,9 +418,9 @@ func TestHotReload(t *testing.T) {
 
 	// A broken file is reported and ignored: the limit of 2 stays.
 	writeAtomic(t, path, policy(0))
-	eventually(t, "reload error counted", func() bool {
+	eventually(t, "reload error counted", func() (bool, string) {
 		_, m := p.adminGet(t, "/metrics")
-		return strings.Contains(m, "sluice_config_reload_errors_total 1\n")
+		return strings.Contains(m, "sluice_config_reload_errors_total 1\n"), "sluice_config_reload_errors_total " + p.metric(t, "sluice_config_reload_errors_total")
 	})
 	p.expectLimit(t, "cid", 2)
 	code, rd = p.readyz(t)
@@ -438,9 +444,9 @@ func TestHotReload(t *testing.T) {
 	// Fixed again: the new limit applies and the error clears.
 	writeAtomic(t, path, policy(3))
 	v3 := versionOf(t, policy(3))
-	eventually(t, "fixed policies loaded", func() bool {
+	eventually(t, "fixed policies loaded", func() (bool, string) {
 		_, rd := p.readyz(t)
-		return rd.SnapshotVersion == v3
+		return rd.SnapshotVersion == v3, "snapshot version " + rd.SnapshotVersion
 	})
 	p.expectLimit(t, "dan", 3)
 	if _, rd := p.readyz(t); strings.Contains(rd.Checks["config"].Detail, "failed") {
@@ -488,11 +494,11 @@ func TestSharedRedis(t *testing.T) {
 	if code, _ := a.check(t, "fay"); code != http.StatusOK {
 		t.Fatalf("failureMode Open with Redis down: %d, want 200", code)
 	}
-	eventually(t, "/readyz reports the store and the policy degraded", func() bool {
+	eventually(t, "/readyz reports the store and the policy degraded", func() (bool, string) {
 		code, rd := a.readyz(t)
 		return code == http.StatusOK && rd.Ready && rd.Checks["store"].OK &&
 			strings.Contains(rd.Checks["store"].Detail, "degraded") &&
-			strings.Contains(rd.Checks["degraded"].Detail, "shop/per-user runs degraded")
+			strings.Contains(rd.Checks["degraded"].Detail, "shop/per-user runs degraded"), fmt.Sprintf("%d %+v", code, rd)
 	})
 }
 

@@ -186,7 +186,10 @@ spec:
 
 	// Load before the termination, and after the limiter is gone: waited
 	// for by count, not by time, so a slow machine still sends it.
-	eventually(t, "50 decisions before SIGTERM", func() bool { return decisions.Load() >= 50 })
+	eventually(t, "50 decisions before SIGTERM", func() (bool, string) {
+		n := decisions.Load()
+		return n >= 50, fmt.Sprintf("%d decisions", n)
+	})
 	before := decisions.Load()
 	if err := victim.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -200,7 +203,10 @@ spec:
 	}
 	exited := time.Since(start)
 	atExit := decisions.Load()
-	eventually(t, "50 decisions after the limiter exited", func() bool { return decisions.Load() >= atExit+50 })
+	eventually(t, "50 decisions after the limiter exited", func() (bool, string) {
+		n := decisions.Load() - atExit
+		return n >= 50, fmt.Sprintf("%d decisions", n)
+	})
 	close(stopLoad)
 	wg.Wait()
 
