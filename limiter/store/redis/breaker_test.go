@@ -85,7 +85,7 @@ func TestBreakerPausedServer(t *testing.T) {
 	t.Logf("breaker opened %v after the pause (target 1s); slowest decision before %v (deadline %v); p99 while open %v (target 2ms)",
 		opened.Round(time.Millisecond), slowest.Round(time.Millisecond), timeout, p)
 	// The deadline's own test: without it a decision waits on a paused
-	// server for ever (or go-redis's 3s read timeout), far beyond this.
+	// server for ever, or until go-redis's 3s read timeout: beyond this.
 	if slowest > timeout+2*time.Second {
 		t.Errorf("a decision waited %v on a paused server; the deadline is %v", slowest, timeout)
 	}
