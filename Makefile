@@ -111,10 +111,24 @@ envtest: ## Build kube-apiserver and etcd for envtest into bin/k8s (cached).
 kubectl: ## Build kubectl $(KUBECTL_VERSION) into bin/ from the Go module proxy (cached; under 2 minutes the first time).
 	KUBECTL_VERSION=$(KUBECTL_VERSION) hack/build-kubectl.sh $(BIN)/kubectl
 
+# The test tiers (docs/development/testing.md). The unit tier is the packages
+# whose tests need no process, under -short, which skips the integration
+# tests among them (internal/testtier).
+UNIT_PKGS ?= ./api/... ./limiter/... ./internal/... ./controllers/rediscluster/... ./cmd/loadgen/... ./hack/chartgen/...
+
 .PHONY: test
-test: deps envtest kubectl helm-lint helm-template helm-test ## Run every test with -race, against real Redis and a real API server, then make e2e (E2E=0 skips it).
-	KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -race -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $$($(GO) list ./... | grep -v -e /charts/ -e /test/e2e$$)
+test: ## Every tier, one after the other (they share loopback addresses): make test-integration, make bench-smoke, then make e2e (E2E=0 skips it).
+	$(MAKE) --no-print-directory test-integration
+	$(MAKE) --no-print-directory bench-smoke
 	@if [ "$(E2E)" != 0 ]; then $(MAKE) --no-print-directory e2e; fi
+
+.PHONY: test-unit
+test-unit: ## The unit tier: pure tests, no redis-server, API server or limiter process (go test -short), in a minute or two.
+	$(GO) test -race -short $(TESTFLAGS) $(UNIT_PKGS)
+
+.PHONY: test-integration
+test-integration: deps envtest kubectl helm-lint helm-template helm-test ## The unit and integration tiers with -race: real redis-server, envtest and limiter processes; the chart on envtest.
+	KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -race -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $$($(GO) list ./... | grep -v -e /charts/ -e /test/e2e$$)
 
 .PHONY: helm
 helm: ## Build helm $(HELM_VERSION) into bin/ from the Go module proxy (cached; about 2 minutes the first time).
@@ -175,18 +189,34 @@ bench-lifetime: deps ## Costs known at the end: the overshoot of reserve-then-se
 
 .PHONY: bench-priority
 bench-priority: deps ## Priority shedding: a load shedder offered 2x its capacity in a mix of priorities, on memory, Redis and Redis Cluster; prints the admitted mix.
-	$(GO) test -run '^$$' -bench '^BenchmarkPriorityShedding$$' -benchtime 20000x ./limiter/service/
+	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkPriorityShedding$$' -benchtime $(PRIORITY_BENCHTIME) ./limiter/service/
 
 .PHONY: bench-collector
 bench-collector: envtest kubectl ## The collector at 500 policies x 20 limiter endpoints (3 real): status writes/min and CPU, on envtest.
-	SLUICE_SCALE=1 KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -count=1 -run '^TestCollectorScale$$' -v -timeout 15m ./controllers/ | grep -E '^(collector scale|--- |ok|FAIL)'
+	SLUICE_SCALE=1 SLUICE_SCALE_PHASE=$(COLLECTOR_PHASE) KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -count=1 -run '^TestCollectorScale$$' -v -timeout 15m ./controllers/ | grep -E '^(collector scale|--- |ok|FAIL)'
+
 .PHONY: bench-fleet
 bench-fleet: deps ## Two-tier mode with 1, 4 and 10 real limiter processes on one Redis: overshoot, false denials, Redis commands per decision; fast path; one pod vs noop.
 	hack/bench-fleet.sh
 
 .PHONY: bench-operator
 bench-operator: envtest kubectl ## Apply-to-enforced latency over 100 edits, on envtest with real limiter processes.
-	KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -run '^$$' -bench ApplyToEnforced -benchtime 1x ./controllers/
+	KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -count=1 -run '^$$' -bench ApplyToEnforced -benchtime 1x ./controllers/
+
+# What bench-smoke shortens: -benchtime of bench-priority, and the measured
+# phases of bench-collector.
+PRIORITY_BENCHTIME ?= 20000x
+COLLECTOR_PHASE ?= 1m
+# hack/bench.sh, hack/bench-faults.sh and hack/bench-fleet.sh with every
+# measured interval cut to a second (their figures mean nothing then).
+BENCH_SMOKE_ENV := BENCH_DURATION=1s BENCH_WARMUP=0s BENCH_GOTIME=1x BENCH_MEMORY_KEYS=100 BENCH_KEYS=100 \
+	BENCH_FAULT_BEFORE=1s BENCH_FAULT_DURING=1s BENCH_FAULT_AFTER=1s \
+	BENCH_FLEET_PODS=1,2 BENCH_FLEET_FIXED_PODS=2 BENCH_FLEET_DURATION=1s
+
+.PHONY: bench-smoke
+bench-smoke: ## One short run of every make bench* target (hack/bench.sh with its Go benchmarks at -benchtime 1x, bench-fleet, -lifetime, -priority, -collector, -operator), so none rots unseen; make test runs it. The figures mean nothing.
+	$(BENCH_SMOKE_ENV) $(MAKE) --no-print-directory bench PRIORITY_BENCHTIME=1x COLLECTOR_PHASE=2s
+	$(BENCH_SMOKE_ENV) $(MAKE) --no-print-directory bench-fleet
 
 $(CONTROLLER_GEN):
 	GOBIN=$(BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)

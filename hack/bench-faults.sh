@@ -103,11 +103,15 @@ trap 'echo "bench-faults: interrupted" >&2; exit 130' INT TERM
 
 USED_PORTS=" "
 # free_port VAR: a loopback port nobody listens on, whose cluster bus port
-# (+10000) is free too, not handed out before.
+# (+10000) is free too, not handed out before. Both come from below the
+# kernel's ephemeral range: a port in it may be the local end of another
+# process's connection, which the connect test does not see and bind refuses.
+PORT_HI=$(($(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768) - 10001))
+((PORT_HI > 12000)) || PORT_HI=50000
 free_port() {
 	local _p _i
 	for ((_i = 0; _i < 200; _i++)); do
-		_p=$((20000 + RANDOM % 30000))
+		_p=$((10000 + RANDOM % (PORT_HI - 10000)))
 		[[ $USED_PORTS == *" $_p "* || $USED_PORTS == *" $((_p + 10000)) "* ]] && continue
 		if ! (exec 3<>"/dev/tcp/$HOST/$_p") 2>/dev/null && ! (exec 3<>"/dev/tcp/$HOST/$((_p + 10000))") 2>/dev/null; then
 			USED_PORTS+="$_p $((_p + 10000)) "

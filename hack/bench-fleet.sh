@@ -15,7 +15,8 @@
 #
 # Usage: hack/bench-fleet.sh [--pods 1,4,10] [--duration 3s]
 #
-# Environment: BENCH_FLEET_PODS, BENCH_FLEET_DURATION (the same), and
+# Environment: BENCH_FLEET_PODS, BENCH_FLEET_DURATION (the same),
+# BENCH_FLEET_FIXED_PODS (the FixedWindow run's pods, default 10), and
 # BENCH_DURATION, BENCH_KEYS for step 4 (default 5s, 100 keys).
 set -euo pipefail
 
@@ -24,6 +25,7 @@ cd "$ROOT"
 
 PODS=${BENCH_FLEET_PODS:-1,4,10}
 DURATION=${BENCH_FLEET_DURATION:-3s}
+FIXED_PODS=${BENCH_FLEET_FIXED_PODS:-10}
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--pods) PODS=${2:?--pods needs a value}; shift 2 ;;
@@ -49,12 +51,12 @@ echo "bin/limiter bin/loadgen bin/benchfleet"
 say "fleet: TokenBucket, pods $PODS"
 bin/benchfleet --limiter bin/limiter --pods "$PODS" --duration "$DURATION" --algorithm TokenBucket
 
-say "fleet: FixedWindow 2000 per 1s, 10 pods"
-bin/benchfleet --limiter bin/limiter --pods 10 --duration "$DURATION" --algorithm FixedWindow --limit 2000 --period 1s \
+say "fleet: FixedWindow 2000 per 1s, $FIXED_PODS pods"
+bin/benchfleet --limiter bin/limiter --pods "$FIXED_PODS" --duration "$DURATION" --algorithm FixedWindow --limit 2000 --period 1s \
 	--cases '2x,1x,0.9x,0.5x,1x exact'
 
 say "local fast path: go test -run '^\$' -bench LocalFastPath -benchmem ./limiter/store/localtier/"
-go test -run '^$' -bench LocalFastPath -benchmem ./limiter/store/localtier/
+go test -run '^$' -bench LocalFastPath -benchmem -benchtime "${BENCH_GOTIME:-1s}" ./limiter/store/localtier/
 
 say "one pod with localTier against the do-nothing RLS server (hack/bench.sh --local-tier)"
 echo "load: $(uptime | sed 's/.*load average: //')"

@@ -132,12 +132,16 @@ trap cleanup EXIT
 trap 'echo "bench: interrupted" >&2; exit 130' INT TERM
 
 # free_port VAR: sets VAR to a loopback TCP port that nothing listens on
-# and that was not handed out before.
+# and that was not handed out before. Ports come from below the kernel's
+# ephemeral range: one in it may be the local end of another process's
+# connection, which the connect test does not see and bind refuses.
 USED_PORTS=" "
+PORT_HI=$(($(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768) - 1))
+((PORT_HI > 12000)) || PORT_HI=60000
 free_port() {
 	local p i
 	for ((i = 0; i < 200; i++)); do
-		p=$((20000 + RANDOM % 40000))
+		p=$((10000 + RANDOM % (PORT_HI - 10000)))
 		[[ $USED_PORTS == *" $p "* ]] && continue
 		if ! (exec 3<>"/dev/tcp/$HOST/$p") 2>/dev/null; then
 			USED_PORTS+="$p "

@@ -20,6 +20,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -45,6 +46,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/testtier"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
 
@@ -52,6 +54,10 @@ import (
 var k8sClient client.Client
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() { // the unit tier: no API server; createNamespace skips the tests that need one
+		os.Exit(m.Run())
+	}
 	os.Exit(runWithAPIServer(m))
 }
 
@@ -277,6 +283,7 @@ func deleteAtCleanup(t *testing.T, obj client.Object) {
 
 func createNamespace(t *testing.T, name string) string {
 	t.Helper()
+	testtier.Integration(t, "envtest")
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if err := k8sClient.Create(t.Context(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)

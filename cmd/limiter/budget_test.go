@@ -245,8 +245,9 @@ func TestAttackTenantStoreFlood(t *testing.T) {
 		})
 	}
 	// The flood runs until the limiter has refused it store calls.
-	eventually(t, "the flooding namespace over its store budget", func() bool {
-		return budgetExceeded(t, p, "flood", "storeCallsPerSecond") > 0
+	eventually(t, "the flooding namespace over its store budget", func() (bool, string) {
+		n := budgetExceeded(t, p, "flood", "storeCallsPerSecond")
+		return n > 0, fmt.Sprintf("sluice_budget_exceeded_total %v", n)
 	})
 	loud := steadyTraffic(rls, "loud", users)
 	// /readyz names the cause (the admin snapshot carries it to the

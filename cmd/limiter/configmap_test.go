@@ -160,10 +160,10 @@ func setDocument(t *testing.T, cm *corev1.ConfigMap, doc []byte, version string,
 }
 
 // admin reads the limiter's admin endpoint; with a version, it long-polls
-// until that version is loaded (or fails the test after 30s).
+// until that version is loaded (or fails the test after settle).
 func (p *process) admin(t *testing.T, version string) limiterwire.Snapshot {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(settle)
 	for {
 		path := limiterwire.SnapshotPath
 		if version != "" {
@@ -178,7 +178,7 @@ func (p *process) admin(t *testing.T, version string) limiterwire.Snapshot {
 			return s
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("version %s not loaded within 30s; loaded: %+v\n%s", version, s, p.log)
+			t.Fatalf("version %s not loaded within %v; loaded: %+v\n%s", version, settle, s, p.log)
 		}
 	}
 }
@@ -216,10 +216,11 @@ func (p *process) metric(t *testing.T, name string) string {
 func (p *process) waitUnready(t *testing.T, detail string) {
 	t.Helper()
 	var rd readiness
-	eventually(t, fmt.Sprintf("/readyz 503 with detail %q", detail), func() bool {
+	eventually(t, fmt.Sprintf("/readyz 503 with detail %q", detail), func() (bool, string) {
 		var code int
 		code, rd = p.readyz(t)
-		return code == http.StatusServiceUnavailable && !rd.Checks["config"].OK && strings.HasPrefix(rd.Checks["config"].Detail, detail)
+		return code == http.StatusServiceUnavailable && !rd.Checks["config"].OK && strings.HasPrefix(rd.Checks["config"].Detail, detail),
+			fmt.Sprintf("%d %+v", code, rd)
 	})
 	if rd.Ready || rd.SnapshotVersion != "" || rd.Checks["snapshot"].OK {
 		t.Errorf("/readyz: %+v, want nothing loaded", rd)
@@ -306,7 +307,10 @@ func TestSnapshotConfigMap(t *testing.T) {
 	if err := c.Update(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "garbled snapshot counted", func() bool { return p.metric(t, "sluice_config_reload_errors_total") == "1" })
+	eventually(t, "garbled snapshot counted", func() (bool, string) {
+		n := p.metric(t, "sluice_config_reload_errors_total")
+		return n == "1", "sluice_config_reload_errors_total " + n
+	})
 	code, rd := p.readyz(t)
 	if detail := rd.Checks["config"].Detail; code != http.StatusOK || rd.SnapshotVersion != v3 ||
 		!strings.Contains(detail, "last reload failed, previous policies in force") || !strings.Contains(detail, "snapshot document") {
@@ -329,7 +333,10 @@ func TestSnapshotConfigMap(t *testing.T) {
 	if err := c.Update(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "inconsistent snapshot counted", func() bool { return p.metric(t, "sluice_config_reload_errors_total") == "2" })
+	eventually(t, "inconsistent snapshot counted", func() (bool, string) {
+		n := p.metric(t, "sluice_config_reload_errors_total")
+		return n == "2", "sluice_config_reload_errors_total " + n
+	})
 	if _, rd := p.readyz(t); rd.SnapshotVersion != v3 || !strings.Contains(rd.Checks["config"].Detail, `data[version] is "`+v3+`" but the document's version is`) {
 		t.Errorf("/readyz with a version mismatch: %+v", rd)
 	}
@@ -350,9 +357,10 @@ func TestSnapshotConfigMap(t *testing.T) {
 	if err := c.Delete(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "deletion noticed", func() bool {
+	eventually(t, "deletion noticed", func() (bool, string) {
 		code, rd := p.readyz(t)
-		return code == http.StatusOK && strings.Contains(rd.Checks["config"].Detail, "ConfigMap "+ns+"/snap not found (deleted?), previous policies in force")
+		return code == http.StatusOK && strings.Contains(rd.Checks["config"].Detail, "ConfigMap "+ns+"/snap not found (deleted?), previous policies in force"),
+			fmt.Sprintf("%d %+v", code, rd)
 	})
 	if got := p.admin(t, ""); got.Version != v4 || got.LastError != "not found" {
 		t.Errorf("admin after delete: %+v", got)

@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -45,12 +46,15 @@ spec:
 		t.Fatalf("over the limit: %d, want 403", code)
 	}
 	writeAtomic(t, path, fleet("418"))
-	eventually(t, "the new denyStatus served", func() bool { return call() == http.StatusTeapot })
+	eventually(t, "the new denyStatus served", func() (bool, string) {
+		code := call()
+		return code == http.StatusTeapot, fmt.Sprintf("status %d", code)
+	})
 
 	// A bad mapping is refused; the last good one stays in force.
 	writeAtomic(t, path, fleet("500"))
-	eventually(t, "the bad file refused", func() bool {
-		return strings.Contains(lim.log.String(), "denyStatus must be a 4xx status")
+	eventually(t, "the bad file refused", func() (bool, string) {
+		return strings.Contains(lim.log.String(), "denyStatus must be a 4xx status"), "the limiter's log:\n" + lim.log.String()
 	})
 	if code := call(); code != http.StatusTeapot {
 		t.Fatalf("after a bad file: %d, want the last good mapping's 418", code)

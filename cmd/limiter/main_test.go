@@ -31,6 +31,10 @@ import (
 // limiterBin is the limiter built once for this test binary.
 var limiterBin string
 
+// settle is how long a test waits for another process to do something
+// asynchronous: sized for a loaded 2-core machine running -race.
+const settle = time.Minute
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "limiter-e2e-")
 	if err != nil {
@@ -153,8 +157,8 @@ func startLimiter(t *testing.T, args ...string) *process {
 	case err := <-p.exited:
 		p.exited <- err
 		t.Fatalf("limiter exited before serving: %v\n%s", err, p.log)
-	case <-time.After(30 * time.Second):
-		t.Fatalf("limiter did not serve within 30s\n%s", p.log)
+	case <-time.After(settle):
+		t.Fatalf("limiter did not serve within %v\n%s", settle, p.log)
 	}
 	return p
 }
@@ -168,9 +172,9 @@ func (p *process) stop(t *testing.T) {
 		if err != nil {
 			t.Errorf("limiter exited with %v after SIGTERM, want 0\n%s", err, p.log)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(settle):
 		_ = p.cmd.Process.Kill()
-		t.Errorf("limiter did not exit within 20s of SIGTERM\n%s", p.log)
+		t.Errorf("limiter did not exit within %v of SIGTERM\n%s", settle, p.log)
 	}
 }
 
@@ -269,12 +273,18 @@ func (p *process) readyz(t *testing.T) (int, readiness) {
 }
 
 // eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
+// eventually polls cond until it says done, failing the test after settle
+// with what cond saw last.
+func eventually(t *testing.T, what string, cond func() (done bool, saw string)) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
+	deadline := time.Now().Add(settle)
+	for {
+		done, saw := cond()
+		if done {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 20s", what)
+			t.Fatalf("%s: not within %v; last seen: %s", what, settle, saw)
 		}
 		time.Sleep(20 * time.Millisecond) // polling another process
 	}
@@ -377,9 +387,9 @@ func TestHotReload(t *testing.T) {
 	// A lower limit is enforced without a restart.
 	writeAtomic(t, path, policy(2))
 	v2 := versionOf(t, policy(2))
-	eventually(t, "new policies loaded", func() bool {
+	eventually(t, "new policies loaded", func() (bool, string) {
 		_, rd := p.readyz(t)
-		return rd.SnapshotVersion == v2
+		return rd.SnapshotVersion == v2, "snapshot version " + rd.SnapshotVersion
 	})
 	p.expectLimit(t, "bea", 2)
 	if code, _ := p.check(t, "ann"); code != http.StatusTooManyRequests {
@@ -408,9 +418,9 @@ func TestHotReload(t *testing.T) {
 
 	// A broken file is reported and ignored: the limit of 2 stays.
 	writeAtomic(t, path, policy(0))
-	eventually(t, "reload error counted", func() bool {
+	eventually(t, "reload error counted", func() (bool, string) {
 		_, m := p.adminGet(t, "/metrics")
-		return strings.Contains(m, "sluice_config_reload_errors_total 1\n")
+		return strings.Contains(m, "sluice_config_reload_errors_total 1\n"), "sluice_config_reload_errors_total " + p.metric(t, "sluice_config_reload_errors_total")
 	})
 	p.expectLimit(t, "cid", 2)
 	code, rd = p.readyz(t)
@@ -434,9 +444,9 @@ func TestHotReload(t *testing.T) {
 	// Fixed again: the new limit applies and the error clears.
 	writeAtomic(t, path, policy(3))
 	v3 := versionOf(t, policy(3))
-	eventually(t, "fixed policies loaded", func() bool {
+	eventually(t, "fixed policies loaded", func() (bool, string) {
 		_, rd := p.readyz(t)
-		return rd.SnapshotVersion == v3
+		return rd.SnapshotVersion == v3, "snapshot version " + rd.SnapshotVersion
 	})
 	p.expectLimit(t, "dan", 3)
 	if _, rd := p.readyz(t); strings.Contains(rd.Checks["config"].Detail, "failed") {
@@ -484,11 +494,11 @@ func TestSharedRedis(t *testing.T) {
 	if code, _ := a.check(t, "fay"); code != http.StatusOK {
 		t.Fatalf("failureMode Open with Redis down: %d, want 200", code)
 	}
-	eventually(t, "/readyz reports the store and the policy degraded", func() bool {
+	eventually(t, "/readyz reports the store and the policy degraded", func() (bool, string) {
 		code, rd := a.readyz(t)
 		return code == http.StatusOK && rd.Ready && rd.Checks["store"].OK &&
 			strings.Contains(rd.Checks["store"].Detail, "degraded") &&
-			strings.Contains(rd.Checks["degraded"].Detail, "shop/per-user runs degraded")
+			strings.Contains(rd.Checks["degraded"].Detail, "shop/per-user runs degraded"), fmt.Sprintf("%d %+v", code, rd)
 	})
 }
 

@@ -104,7 +104,7 @@ func startNginx(t *testing.T, bin, app, limiter string) *nginxProxy {
 			t.Errorf("nginx did not exit within 20s of SIGQUIT\n%s", n.stderr)
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(settle)
 	for {
 		c, err := net.DialTimeout("tcp", listen, time.Second)
 		if err == nil {
@@ -117,7 +117,7 @@ func startNginx(t *testing.T, bin, app, limiter string) *nginxProxy {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("nginx did not listen on %s within 20s\n%s", listen, n.stderr)
+			t.Fatalf("nginx did not listen on %s within %v\n%s", listen, settle, n.stderr)
 		}
 		time.Sleep(20 * time.Millisecond) // polling another process
 	}

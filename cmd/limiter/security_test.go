@@ -579,7 +579,7 @@ spec:
 	hottest := func(p *process) string {
 		t.Helper()
 		var value string
-		eventually(t, "a complete interval of hottest values", func() bool {
+		eventually(t, "a complete interval of hottest values", func() (bool, string) {
 			body := `{"domain":"shop","descriptors":[{"entries":[{"key":"remote_address","value":"` + ip + `"}]}]}`
 			if code, _, b := p.post(t, "/v1/ratelimit/check", body); code != http.StatusOK {
 				t.Fatalf("check: %d %s", code, b)
@@ -591,9 +591,9 @@ spec:
 			}
 			if len(s.Policies) == 1 && len(s.Policies[0].Hottest) == 1 {
 				value = s.Policies[0].Hottest[0].Value
-				return true
+				return true, ""
 			}
-			return false
+			return false, "stats " + stats
 		})
 		return value
 	}

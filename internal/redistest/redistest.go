@@ -5,7 +5,8 @@
 //
 // The binary is $REDIS_SERVER, or redis-server on PATH (`make test`
 // installs it). Tests fail, not skip, when it is missing: a skipped store
-// test proves nothing.
+// test proves nothing. Under -short (the unit tier, see internal/testtier)
+// every helper that starts a server skips the test instead.
 package redistest
 
 import (
@@ -25,6 +26,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluice-dev/sluice/internal/testtier"
 )
 
 // Server is one running redis-server.
@@ -331,6 +334,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 // other node, and every replica has synced.
 func StartClusterWith(t testing.TB, o ClusterOptions) *Cluster {
 	t.Helper()
+	testtier.Integration(t, "redis-server")
 	if o.Primaries <= 0 {
 		o.Primaries = 3
 	}
@@ -568,6 +572,7 @@ func startIn(t testing.TB, addr, dir string, extra ...string) *Server {
 // username and password from the start.
 func startWithAuth(t testing.TB, addr, dir, username, password string, extra ...string) *Server {
 	t.Helper()
+	testtier.Integration(t, "redis-server")
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		t.Fatalf("bad address %q: %v", addr, err)

@@ -3,6 +3,7 @@ package client_test
 import (
 	"bufio"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -19,6 +20,12 @@ import (
 var limiterBin, limiterURL string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// Every test and example here talks to a real limiter process.
+		fmt.Println("limiter/client: integration tier (real limiter processes): not run with -short; make test-integration runs it")
+		os.Exit(0)
+	}
 	dir, err := os.MkdirTemp("", "client-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -124,171 +124,227 @@ func (j *journey) faults(t *testing.T) {
 		return pods.Items
 	}
 
-	t.Run("RedisPodDeleted", func(t *testing.T) {
-		j.dumpOnFailure(t)
-		l := c.startLoad(t, appNS, clientPod, loadArgs...)
-		n := l.measureNoise(t, 5*time.Second)
-		w := j.watch(t)
-		name := controllers.RedisShardName(f, 1) + "-0"
-		old, err := c.cs.CoreV1().Pods(f.Namespace).Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		start := time.Now()
-		c.kubectl(t, "delete", "pod", "-n", f.Namespace, name, "--wait=false")
-		var newIP string
-		waitFor(t, "the replaced Redis pod ready", 3*time.Minute, func() (bool, string) {
-			p, err := c.cs.CoreV1().Pods(f.Namespace).Get(context.Background(), name, metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error()
-			}
-			newIP = p.Status.PodIP
-			return p.UID != old.UID && isReady(p), podState(p)
-		})
-		podReady := since(start)
-		j.waitRedisReadyAfter(t, w, start)
-		l.waitQuiet(t, n, start, 5*time.Second, 3*time.Minute)
-		rep := l.report(n, start)
-		l.stop()
-		rr := w.readyNote(fleetCond(v1alpha1.RedisReadyCondition), start)
-		t.Logf("Redis pod %s deleted (IP %s -> %s): new pod ready %s after, %s; %s",
-			name, old.Status.PodIP, newIP, podReady, rr, rep)
-		j.mark("fault Redis pod deleted: %s; pod ready %s, %s", rep, podReady, rr)
-		t.Logf("RedisReady: %s", w.timeline(fleetCond(v1alpha1.RedisReadyCondition), start))
-		j.checkNoFailureWhileRedisReady(t, w, l, n, start)
-		j.checkKeysKept(t, svc, keep)
-		j.checkNoDataLoss(t, w)
-	})
+	for _, sc := range j.faultScenarios(redisPods) {
+		t.Run(sc.name, func(t *testing.T) { j.runFault(t, sc, svc, keep, loadArgs) })
+	}
+}
 
-	t.Run("LimiterRolloutRestart", func(t *testing.T) {
-		l := c.startLoad(t, appNS, clientPod, loadArgs...)
-		n := l.measureNoise(t, 5*time.Second)
-		dep := "deployment/" + controllers.LimiterName(f)
-		start := time.Now()
-		c.kubectl(t, "rollout", "restart", "-n", f.Namespace, dep)
-		c.kubectl(t, "rollout", "status", "-n", f.Namespace, dep, "--timeout=5m")
-		rolled := since(start)
-		l.waitQuiet(t, n, start, 5*time.Second, 3*time.Minute)
-		rep := l.report(n, start)
-		l.stop()
-		t.Logf("kubectl rollout restart %s: rolled out in %s; %s", dep, rolled, rep)
-		j.mark("fault limiter rollout restart: %s; rolled out in %s", rep, rolled)
-		// The target is zero failed decisions. A connection refused or
-		// reset (an RPC error) never passes; a busy machine's missed 20ms
-		// Redis deadlines do, up to busyTolerance.
-		t.Logf("the new limiter pods' failed decisions and Redis errors:\n%s", j.limiterFailures(t))
-		if !rep.clean() {
-			t.Errorf("a rolling restart of the limiters failed decisions: %s", rep)
-		}
-	})
+// faultScenario is one fault of the journey's step 5. Every one runs the
+// same way (runFault): under steady load from the client pod, its noise
+// measured first and the conditions watched; inject causes the fault at
+// start; then the runner waits for the repair inject returned, for
+// RedisReady if the fault hit Redis, and for the load to be quiet, and
+// judges the load and the conditions by what the scenario expects.
+type faultScenario struct {
+	name string
+	// what the journey's summary calls it
+	title string
+	// inject causes the fault, having read what its repair is told apart
+	// by (the old pod, the leader), and returns repaired: it waits until
+	// the fault is repaired and says how, and how long after start.
+	inject func(t *testing.T, start time.Time) (repaired func(t *testing.T) string)
+	// redis: the fault hits Redis. RedisReady must come back True, no
+	// second may fail beyond the noise while it says True, the exhausted
+	// counters must still deny, and no data loss may be reported.
+	redis bool
+	// clean: the clients must not see the fault: no RPC error, and no
+	// failed decision beyond the noise or the busy machine's tolerance.
+	clean bool
+	// steady: no condition of the fleet or of a policy may change.
+	steady bool
+	// check, when set, runs last: the scenario's own assertions.
+	check func(t *testing.T)
+}
 
-	t.Run("OperatorPodDeleted", func(t *testing.T) {
-		l := c.startLoad(t, appNS, clientPod, loadArgs...)
-		n := l.measureNoise(t, 5*time.Second)
-		oldLease := &coordinationv1.Lease{}
-		if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: system, Name: leaseName}, oldLease); err != nil {
-			t.Fatal(err)
-		}
-		oldHolder := ptr.Deref(oldLease.Spec.HolderIdentity, "")
-		w := j.watch(t)
-		start := time.Now()
-		c.kubectl(t, "delete", "pod", "-n", system, "-l", "app.kubernetes.io/component=operator", "--wait=false")
-		// The Lease as it changes: released (no holder) once the old
-		// operator stopped, then taken by the new one.
-		var lease coordinationv1.Lease
-		released, lastRenew := false, oldLease.Spec.RenewTime
-		waitFor(t, "a new operator pod leading", 2*time.Minute, func() (bool, string) {
-			if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: system, Name: leaseName}, &lease); err != nil {
-				return false, err.Error()
-			}
-			h := ptr.Deref(lease.Spec.HolderIdentity, "")
-			switch {
-			case h == "":
-				released = true
-			case h == oldHolder && lease.Spec.RenewTime != nil:
-				lastRenew = lease.Spec.RenewTime
-			}
-			return h != "" && h != oldHolder, "holder " + h
-		})
-		leading := since(start)
-		// Several collector passes of the new operator.
-		time.Sleep(15 * time.Second)
-		rep := l.report(n, start)
-		l.stop()
-		t.Logf("operator pod deleted: a new one leads %s after (the Lease seen released: %v); %s", leading, released, rep)
-		j.mark("fault operator pod deleted: %s; new leader %s after", rep, leading)
-		if flaps := w.changes(); len(flaps) > 0 {
-			t.Errorf("conditions changed while the operator restarted:\n  %s", strings.Join(flaps, "\n  "))
-		}
-		if !rep.clean() {
-			t.Errorf("decisions failed while the operator restarted: %s", rep)
-		}
-		// A lease that is not released can only be taken once it expires:
-		// leaseDurationSeconds after the old leader's last renewal.
-		if !released && lastRenew != nil && oldLease.Spec.LeaseDurationSeconds != nil && lease.Spec.AcquireTime != nil {
-			expiry := lastRenew.Add(time.Duration(*oldLease.Spec.LeaseDurationSeconds) * time.Second)
-			if !lease.Spec.AcquireTime.Time.Before(expiry) {
-				t.Errorf("the deleted operator did not release its leader lease: never seen without a holder, and the new leader acquired it at %s, when it expired (last renewed %s, %ds) "+
-					"(issue 15: leader lease release on shutdown)", lease.Spec.AcquireTime.Format("15:04:05.000"),
-					lastRenew.Format("15:04:05.000"), *oldLease.Spec.LeaseDurationSeconds)
-			}
-		}
-	})
-
-	t.Run("RedisContainersKilled", func(t *testing.T) {
-		j.dumpOnFailure(t)
-		l := c.startLoad(t, appNS, clientPod, loadArgs...)
-		n := l.measureNoise(t, 5*time.Second)
-		pods := redisPods()
-		restarts := map[string]int32{}
-		var ids []string
-		for _, p := range pods {
-			for _, cs := range p.Status.ContainerStatuses {
-				restarts[p.Name] = cs.RestartCount
-				ids = append(ids, strings.TrimPrefix(cs.ContainerID, "containerd://"))
-			}
-		}
-		w := j.watch(t)
-		start := time.Now()
-		var wg sync.WaitGroup
-		errs := make([]error, len(ids))
-		for i, id := range ids {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if out, err := exec.Command("ctr", "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", id).CombinedOutput(); err != nil {
-					errs[i] = fmt.Errorf("ctr tasks kill %s: %v: %s", id, err, out)
-				}
-			}()
-		}
-		wg.Wait()
-		for _, err := range errs {
+// faultScenarios are the faults of the journey's step 5, in order.
+func (j *journey) faultScenarios(redisPods func() []corev1.Pod) []faultScenario {
+	c, f := j.c, j.fleet
+	ctx := context.Background()
+	// The operator's leader election, read by OperatorPodDeleted's inject
+	// and repair and judged by its check.
+	var oldLease, lease coordinationv1.Lease
+	var released bool
+	var lastRenew *metav1.MicroTime
+	return []faultScenario{{
+		name: "RedisPodDeleted", title: "Redis pod deleted", redis: true,
+		inject: func(t *testing.T, start time.Time) func(*testing.T) string {
+			name := controllers.RedisShardName(f, 1) + "-0"
+			old, err := c.cs.CoreV1().Pods(f.Namespace).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-		}
-		waitFor(t, "every Redis container restarted and ready", 3*time.Minute, func() (bool, string) {
-			var waiting []string
-			for _, p := range redisPods() {
-				if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].RestartCount <= restarts[p.Name] || !isReady(&p) {
-					waiting = append(waiting, p.Name+": "+podState(&p))
+			c.kubectl(t, "delete", "pod", "-n", f.Namespace, name, "--wait=false")
+			return func(t *testing.T) string {
+				var newIP string
+				waitFor(t, "the replaced Redis pod ready", 3*time.Minute, func() (bool, string) {
+					p, err := c.cs.CoreV1().Pods(f.Namespace).Get(ctx, name, metav1.GetOptions{})
+					if err != nil {
+						return false, err.Error()
+					}
+					newIP = p.Status.PodIP
+					return p.UID != old.UID && isReady(p), podState(p)
+				})
+				return fmt.Sprintf("pod %s (IP %s -> %s) ready %s after", name, old.Status.PodIP, newIP, since(start))
+			}
+		},
+	}, {
+		name: "LimiterRolloutRestart", title: "limiter rollout restart", clean: true,
+		inject: func(t *testing.T, start time.Time) func(*testing.T) string {
+			dep := "deployment/" + controllers.LimiterName(f)
+			c.kubectl(t, "rollout", "restart", "-n", f.Namespace, dep)
+			return func(t *testing.T) string {
+				c.kubectl(t, "rollout", "status", "-n", f.Namespace, dep, "--timeout=5m")
+				return fmt.Sprintf("%s rolled out %s after", dep, since(start))
+			}
+		},
+		// The target is zero failed decisions. A connection refused or
+		// reset (an RPC error) never passes; a busy machine's missed 20ms
+		// Redis deadlines do, up to busyTolerance.
+		check: func(t *testing.T) {
+			t.Logf("the new limiter pods' failed decisions and Redis errors:\n%s", j.limiterFailures(t))
+		},
+	}, {
+		name: "OperatorPodDeleted", title: "operator pod deleted", clean: true, steady: true,
+		inject: func(t *testing.T, start time.Time) func(*testing.T) string {
+			if err := c.c.Get(ctx, client.ObjectKey{Namespace: system, Name: leaseName}, &oldLease); err != nil {
+				t.Fatal(err)
+			}
+			oldHolder := ptr.Deref(oldLease.Spec.HolderIdentity, "")
+			lastRenew = oldLease.Spec.RenewTime
+			c.kubectl(t, "delete", "pod", "-n", system, "-l", "app.kubernetes.io/component=operator", "--wait=false")
+			return func(t *testing.T) string {
+				// The Lease as it changes: released (no holder) once the
+				// old operator stopped, then taken by the new one.
+				waitFor(t, "a new operator pod leading", 2*time.Minute, func() (bool, string) {
+					if err := c.c.Get(ctx, client.ObjectKey{Namespace: system, Name: leaseName}, &lease); err != nil {
+						return false, err.Error()
+					}
+					h := ptr.Deref(lease.Spec.HolderIdentity, "")
+					switch {
+					case h == "":
+						released = true
+					case h == oldHolder && lease.Spec.RenewTime != nil:
+						lastRenew = lease.Spec.RenewTime
+					}
+					return h != "" && h != oldHolder, "holder " + h
+				})
+				leading := since(start)
+				// The new operator at work: its collector wrote the load's
+				// counts twice, so conditions it recomputed were watched.
+				j.waitCollected(t, "e2e-load", time.Now(), 2)
+				return fmt.Sprintf("a new operator leads %s after (the Lease seen released: %v), and collected twice %s after", leading, released, since(start))
+			}
+		},
+		// A lease that is not released can only be taken once it expires:
+		// leaseDurationSeconds after the old leader's last renewal.
+		check: func(t *testing.T) {
+			if !released && lastRenew != nil && oldLease.Spec.LeaseDurationSeconds != nil && lease.Spec.AcquireTime != nil {
+				expiry := lastRenew.Add(time.Duration(*oldLease.Spec.LeaseDurationSeconds) * time.Second)
+				if !lease.Spec.AcquireTime.Time.Before(expiry) {
+					t.Errorf("the deleted operator did not release its leader lease: never seen without a holder, and the new leader acquired it at %s, when it expired (last renewed %s, %ds) "+
+						"(issue 15: leader lease release on shutdown)", lease.Spec.AcquireTime.Format("15:04:05.000"),
+						lastRenew.Format("15:04:05.000"), *oldLease.Spec.LeaseDurationSeconds)
 				}
 			}
-			return len(waiting) == 0, strings.Join(waiting, "; ")
-		})
-		restarted := since(start)
+		},
+	}, {
+		name: "RedisContainersKilled", title: "every Redis container killed", redis: true,
+		inject: func(t *testing.T, start time.Time) func(*testing.T) string {
+			restarts := map[string]int32{}
+			var ids []string
+			for _, p := range redisPods() {
+				for _, cs := range p.Status.ContainerStatuses {
+					restarts[p.Name] = cs.RestartCount
+					ids = append(ids, strings.TrimPrefix(cs.ContainerID, "containerd://"))
+				}
+			}
+			var wg sync.WaitGroup
+			errs := make([]error, len(ids))
+			for i, id := range ids {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if out, err := exec.Command("ctr", "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", id).CombinedOutput(); err != nil {
+						errs[i] = fmt.Errorf("ctr tasks kill %s: %v: %s", id, err, out)
+					}
+				}()
+			}
+			wg.Wait()
+			for _, err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			return func(t *testing.T) string {
+				waitFor(t, "every Redis container restarted and ready", 3*time.Minute, func() (bool, string) {
+					var waiting []string
+					for _, p := range redisPods() {
+						if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].RestartCount <= restarts[p.Name] || !isReady(&p) {
+							waiting = append(waiting, p.Name+": "+podState(&p))
+						}
+					}
+					return len(waiting) == 0, strings.Join(waiting, "; ")
+				})
+				return fmt.Sprintf("%d containers restarted and ready %s after", len(ids), since(start))
+			}
+		},
+	}}
+}
+
+// runFault runs one fault scenario under load (see faultScenario).
+func (j *journey) runFault(t *testing.T, sc faultScenario, svc, keep string, loadArgs []string) {
+	if sc.redis {
+		j.dumpOnFailure(t)
+	}
+	l := j.c.startLoad(t, appNS, clientPod, loadArgs...)
+	n := l.measureNoise(t, 5*time.Second)
+	w := j.watch(t)
+	start := time.Now()
+	repaired := sc.inject(t, start)
+	note := repaired(t)
+	if sc.redis {
 		j.waitRedisReadyAfter(t, w, start)
-		l.waitQuiet(t, n, start, 5*time.Second, 3*time.Minute)
-		rep := l.report(n, start)
-		l.stop()
-		rr := w.readyNote(fleetCond(v1alpha1.RedisReadyCondition), start)
-		t.Logf("%d Redis containers killed at once: restarted and ready %s after, %s; %s",
-			len(ids), restarted, rr, rep)
-		j.mark("fault every Redis container killed: %s; restarted %s, %s", rep, restarted, rr)
+		note += ", " + w.readyNote(fleetCond(v1alpha1.RedisReadyCondition), start)
+	}
+	l.waitQuiet(t, n, start, 5*time.Second, 3*time.Minute)
+	rep := l.report(n, start)
+	l.stop()
+	t.Logf("%s: %s; %s", sc.title, note, rep)
+	j.mark("fault %s: %s; %s", sc.title, rep, note)
+	if sc.redis {
 		t.Logf("RedisReady: %s", w.timeline(fleetCond(v1alpha1.RedisReadyCondition), start))
 		j.checkNoFailureWhileRedisReady(t, w, l, n, start)
 		j.checkKeysKept(t, svc, keep)
 		j.checkNoDataLoss(t, w)
+	}
+	if sc.steady {
+		if flaps := w.changes(); len(flaps) > 0 {
+			t.Errorf("conditions changed (%s):\n  %s", sc.title, strings.Join(flaps, "\n  "))
+		}
+	}
+	if sc.clean && !rep.clean() {
+		t.Errorf("decisions failed (%s): %s", sc.title, rep)
+	}
+	if sc.check != nil {
+		sc.check(t)
+	}
+}
+
+// waitCollected waits until the operator's collector has written policy
+// name's counts (status.enforcement.updatedAt) passes times after after:
+// under steady load every pass that may write does.
+func (j *journey) waitCollected(t *testing.T, name string, after time.Time, passes int) {
+	t.Helper()
+	seen := map[time.Time]bool{}
+	waitFor(t, fmt.Sprintf("%d writes of policy %s's counts after %s", passes, name, after.Format("15:04:05")), 2*time.Minute, func() (bool, string) {
+		e := j.c.policy(t, appNS, name).Status.Enforcement
+		if e == nil || e.UpdatedAt == nil {
+			return false, "no status.enforcement.updatedAt"
+		}
+		if e.UpdatedAt.After(after) {
+			seen[e.UpdatedAt.Time] = true
+		}
+		return len(seen) >= passes, fmt.Sprintf("%d written, the last at %s", len(seen), e.UpdatedAt.Format("15:04:05"))
 	})
 }
 

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -84,7 +83,7 @@ func TestChart(t *testing.T) {
 	step("the CRDs are established", func(t *testing.T) {
 		crdUIDs = map[string]types.UID{}
 		for _, name := range sluiceCRDs {
-			eventually(t, 30*time.Second, func() error {
+			eventually(t, settle, func() error {
 				var crd apiextensionsv1.CustomResourceDefinition
 				if err := k8s.Get(ctx, client.ObjectKey{Name: name}, &crd); err != nil {
 					return err
@@ -158,7 +157,7 @@ func TestChart(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Leader election in the release namespace, with the Lease Role.
-		eventually(t, 60*time.Second, func() error {
+		eventually(t, settle, func() error {
 			return k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "operator.ratelimit.sluice.dev"}, unstructuredOf("coordination.k8s.io/v1", "Lease"))
 		})
 		// Policies get a status; none is accepted yet, as no fleet allows
@@ -224,17 +223,17 @@ func TestChart(t *testing.T) {
 			if _, ok := o.(*corev1.ConfigMap); ok {
 				name = "default-snapshot"
 			}
-			eventually(t, 30*time.Second, func() error {
+			eventually(t, settle, func() error {
 				return k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, o)
 			})
 		}
 		var d appsv1.Deployment
-		eventually(t, 30*time.Second, func() error {
+		eventually(t, settle, func() error {
 			return k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "default-limiter"}, &d)
 		})
 		// The fleet's limiters may review their admin plane's callers: the
 		// operator binds system:auth-delegator to their ServiceAccount.
-		eventually(t, 30*time.Second, func() error {
+		eventually(t, settle, func() error {
 			var crb rbacv1.ClusterRoleBinding
 			if err := k8s.Get(ctx, client.ObjectKey{Name: "sluice-limiter-auth-delegator"}, &crb); err != nil {
 				return err
@@ -259,7 +258,7 @@ func TestChart(t *testing.T) {
 		}
 		waitForCondition(t, "payments", "charges-per-user", v1alpha1.AcceptedCondition, metav1.ConditionTrue)
 		// What the README's "Install on Kubernetes" shows.
-		eventually(t, 30*time.Second, func() error {
+		eventually(t, settle, func() error {
 			var f v1alpha1.LimiterFleet
 			if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "default"}, &f); err != nil {
 				return err
@@ -301,7 +300,7 @@ spec:
 			t.Helper()
 			want := "user " + controllers.RedisLimiterUser + " on resetpass #" + sha256Hex(password) + " "
 			var secret corev1.Secret
-			eventually(t, 60*time.Second, func() error {
+			eventually(t, settle, func() error {
 				if err := k8s.Get(ctx, client.ObjectKey{Namespace: "cache", Name: "counted-redis-auth"}, &secret); err != nil {
 					return err
 				}
@@ -320,7 +319,7 @@ spec:
 		}
 		authSecret("s3cret")
 		var f v1alpha1.LimiterFleet
-		eventually(t, 60*time.Second, func() error {
+		eventually(t, settle, func() error {
 			if err := k8s.Get(ctx, client.ObjectKey{Namespace: "cache", Name: "counted"}, &f); err != nil {
 				return err
 			}
@@ -520,7 +519,7 @@ spec:
 			t.Fatal(err)
 		}
 		waitForCondition(t, "team-a", "search-per-client", v1alpha1.AcceptedCondition, metav1.ConditionTrue)
-		eventually(t, 30*time.Second, func() error {
+		eventually(t, settle, func() error {
 			return k8s.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "edge-limiter"}, &rbacv1.Role{})
 		})
 		t.Logf("$ kubectl get rlp -n team-a\n%s", mustKubectl(t, "get", "rlp", "-n", "team-a"))
@@ -589,7 +588,7 @@ func checkCRDsKept(t *testing.T, uids map[string]types.UID) {
 
 func waitForCondition(t *testing.T, ns, name, condition string, status metav1.ConditionStatus) {
 	t.Helper()
-	eventually(t, 60*time.Second, func() error {
+	eventually(t, settle, func() error {
 		var p v1alpha1.RateLimitPolicy
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
 			return err

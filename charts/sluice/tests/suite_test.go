@@ -246,6 +246,11 @@ func convert[T any](t *testing.T, o *unstructured.Unstructured) *T {
 	return &typed
 }
 
+// settle is how long a test waits for the API server or the operator to
+// act (a CRD established, an object reconciled, a condition set): sized for
+// a loaded 2-core machine running -race.
+const settle = 2 * time.Minute
+
 // eventually polls fn until it returns nil, and fails with its last error
 // after timeout.
 func eventually(t *testing.T, timeout time.Duration, fn func() error) {

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/testtier"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/config/kube"
 )
@@ -143,6 +144,7 @@ current-context: x
 // startAPIServer starts envtest's kube-apiserver and etcd for one test.
 func startAPIServer(t *testing.T) (*envtest.Environment, *rest.Config) {
 	t.Helper()
+	testtier.Integration(t, "envtest")
 	env := &envtest.Environment{
 		// KUBEBUILDER_ASSETS wins when set; hack/setup-envtest.sh builds these.
 		BinaryAssetsDirectory: filepath.Join("..", "..", "..", "bin", "k8s"),

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/internal/storetest"
+	"github.com/sluice-dev/sluice/internal/testtier"
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/store"
 	"github.com/sluice-dev/sluice/limiter/store/localtier"
@@ -47,6 +48,7 @@ func TestMain(m *testing.M) {
 }
 
 func redisOpts(t testing.TB, clustered bool) redisstore.Options {
+	testtier.Integration(t, "redis-server")
 	if clustered {
 		clusterOnce.Do(func() { cluster = redistest.StartCluster(redistest.Shared(t), 3) })
 		if cluster == nil {
@@ -372,7 +374,7 @@ func TestExpiredLeaseIsCreditedBack(t *testing.T) {
 	// Once the 100ms ttl has passed, a sweep gives back whatever the last
 	// lease left: poll until the counter shows exactly what was admitted.
 	var left int64
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute) // a loaded machine's deadline, not a target
 	for time.Now().Before(deadline) {
 		tier.Sweep()
 		peek, err := st.Take(context.Background(), store.Request{Key: key, Limit: lim})
@@ -439,7 +441,7 @@ func TestExhaustedBucketIsPaced(t *testing.T) {
 	if r := take(10); !r.Allowed || r.Remaining != 0 {
 		t.Fatalf("draining a fresh bucket: %+v", r)
 	}
-	deadline := start.Add(10 * time.Second)
+	deadline := start.Add(time.Minute) // a loaded machine's deadline, not a target
 	for {
 		r := take(1)
 		if r.Allowed {
@@ -454,7 +456,7 @@ func TestExhaustedBucketIsPaced(t *testing.T) {
 			t.Fatalf("denied %+v: want a retry within MaxHold (%v)", r, localtier.MaxHold)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("still denied after 10s: %+v (stats %+v)", r, p.Stats())
+			t.Fatalf("still denied after a minute: %+v (stats %+v)", r, p.Stats())
 		}
 	}
 	// The flood between the drain and the admission was answered locally:

@@ -229,10 +229,10 @@ func probeAfterStall(t *testing.T, s *redisstore.Store, servers []*redistest.Ser
 	for _, srv := range servers {
 		srv.Resume(t)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(settle)
 	for open() {
 		if time.Now().After(deadline) {
-			t.Fatalf("breakers %+v still open 10s after the servers resumed", s.Breakers())
+			t.Fatalf("breakers %+v still open %v after the servers resumed", s.Breakers(), settle)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

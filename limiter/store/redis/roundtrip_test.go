@@ -41,7 +41,9 @@ func TestDeadlineOnEveryCall(t *testing.T) {
 // the store sends it again once the slot closes instead of failing it.
 func TestTryAgainDuringSlotMigrationIsRetried(t *testing.T) {
 	c := redistest.StartCluster(t, 3)
-	s := realStore(t, redisstore.Options{Addrs: c.Addrs(), Cluster: true})
+	// The retry runs within the call's deadline: a generous one, so the
+	// slot closes before it on a loaded machine.
+	s := realStore(t, redisstore.Options{Addrs: c.Addrs(), Cluster: true, Timeout: settle})
 	ctx := context.Background()
 	lim := algo.Limit{Algorithm: algo.GCRA, Limit: 100, Period: time.Minute, Burst: 100}
 	key := storetest.KeyFor(t, "migrating")
@@ -90,7 +92,9 @@ func TestTryAgainDuringSlotMigrationIsRetried(t *testing.T) {
 // sends it again until the nodes agree, instead of failing the decision.
 func TestRedirectLoopDuringSlotHandOverIsRetried(t *testing.T) {
 	c := redistest.StartCluster(t, 3)
-	s := realStore(t, redisstore.Options{Addrs: c.Addrs(), Cluster: true})
+	// The retry runs within the call's deadline: a generous one, so the
+	// slot closes before it on a loaded machine.
+	s := realStore(t, redisstore.Options{Addrs: c.Addrs(), Cluster: true, Timeout: settle})
 	ctx := context.Background()
 	lim := algo.Limit{Algorithm: algo.GCRA, Limit: 100, Period: time.Minute, Burst: 100}
 	key := storetest.KeyFor(t, "handed-over")
@@ -150,15 +154,12 @@ func TestMovedSlotIsFollowedWithinTheDeadline(t *testing.T) {
 	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 100, Period: time.Minute, Burst: 100}
 	key := storetest.KeyFor(t, "moving")
 	eventuallyTake := func() {
+		t.Helper()
 		// The first decisions may meet a cold connection on a busy machine.
-		for i := 0; ; i++ {
-			if _, err := s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1}); err == nil {
-				return
-			} else if i == 50 {
-				t.Fatal(err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitFor(t, settle, "a decision within the 20ms deadline", func() error {
+			_, err := s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1})
+			return err
+		})
 	}
 	eventuallyTake()
 	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.Addrs()})
