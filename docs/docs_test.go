@@ -576,7 +576,7 @@ func runAgainstLimiter(t *testing.T, b block, policies []string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		sh := exec.CommandContext(ctx, "bash", "-o", "pipefail", "-c", addrs.Replace(c.run))
 		var stdout, stderr bytes.Buffer
-		sh.Stdout, sh.Stderr = &stdout, &stderr
+		sh.Stdout, sh.Stderr, sh.Dir = &stdout, &stderr, t.TempDir()
 		err := sh.Run()
 		cancel()
 		if err != nil {
