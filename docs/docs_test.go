@@ -6,7 +6,8 @@
 // links resolve, and the limiter flags reference lists the limiter's flags.
 // See markdown_test.go for how a block says how it is checked.
 //
-// It starts an envtest API server: run it under the shared lock,
+// TestDocBlocks and TestLimiterFlagsReference start an envtest API server and
+// limiter processes: run them under the shared lock,
 //
 //	flock /tmp/sluice-systest.lock env KUBEBUILDER_ASSETS=$PWD/bin/k8s go test -race ./docs/
 package docs_test
@@ -54,52 +55,75 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
 	logf.SetLogger(logr.Discard())
-	work, err := os.MkdirTemp("", "sluice-docs-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(work)
-	limiterBin = filepath.Join(work, "limiter")
-	build := exec.Command("go", "build", "-o", limiterBin, "./cmd/limiter")
-	build.Dir, build.Stderr = root, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintf(os.Stderr, "building the limiter: %v\n", err)
-		return 1
-	}
-
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		// KUBEBUILDER_ASSETS wins when set; hack/setup-envtest.sh builds these.
-		BinaryAssetsDirectory: filepath.Join(root, "bin", "k8s"),
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting envtest (run make envtest): %v\n", err)
-		_ = env.Stop()
-		return 1
-	}
-	defer func() {
+	code := m.Run()
+	if env != nil {
 		if err := env.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
+			code = 1
 		}
-	}()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
 	}
-	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	if work != "" {
+		os.RemoveAll(work)
 	}
-	return m.Run()
+	os.Exit(code)
+}
+
+var (
+	env              *envtest.Environment
+	work             string
+	startEnv, buildL sync.Once
+	envErr, buildErr error
+)
+
+// apiServer starts the envtest API server with the CRDs the first time a
+// test needs it (the checker's own tests and the link check need none).
+func apiServer(t *testing.T) client.Client {
+	t.Helper()
+	startEnv.Do(func() {
+		env = &envtest.Environment{
+			CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+			ErrorIfCRDPathMissing: true,
+			// KUBEBUILDER_ASSETS wins when set; hack/setup-envtest.sh builds these.
+			BinaryAssetsDirectory: filepath.Join(root, "bin", "k8s"),
+		}
+		cfg, err := env.Start()
+		if err != nil {
+			_ = env.Stop()
+			env, envErr = nil, fmt.Errorf("starting envtest (run make envtest): %w", err)
+			return
+		}
+		scheme := runtime.NewScheme()
+		if envErr = clientgoscheme.AddToScheme(scheme); envErr != nil {
+			return
+		}
+		k8s, envErr = client.New(cfg, client.Options{Scheme: scheme})
+	})
+	if envErr != nil {
+		t.Fatal(envErr)
+	}
+	return k8s
+}
+
+// limiterBinary builds cmd/limiter once.
+func limiterBinary(t *testing.T) string {
+	t.Helper()
+	buildL.Do(func() {
+		if work, buildErr = os.MkdirTemp("", "sluice-docs-"); buildErr != nil {
+			return
+		}
+		limiterBin = filepath.Join(work, "limiter")
+		build := exec.Command("go", "build", "-o", limiterBin, "./cmd/limiter")
+		var out bytes.Buffer
+		build.Dir, build.Stdout, build.Stderr = root, &out, &out
+		if err := build.Run(); err != nil {
+			buildErr = fmt.Errorf("building the limiter: %w\n%s", err, out.String())
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return limiterBin
 }
 
 // TestDocLinks fails on a relative link of the manual to a file that does not
@@ -300,7 +324,7 @@ func checkObjects(t *testing.T, b block, objs []map[string]any, rejected string)
 			u.SetNamespace("default")
 		}
 		ensureNamespace(t, u.GetNamespace())
-		err := k8s.Create(context.Background(), u, client.DryRunAll)
+		err := apiServer(t).Create(context.Background(), u, client.DryRunAll)
 		switch {
 		case rejected == "" && err != nil:
 			t.Errorf("%s: the API server refuses %s %s: %v", b, u.GetKind(), u.GetName(), err)
@@ -342,7 +366,7 @@ func ensureNamespace(t *testing.T, name string) {
 		return
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := k8s.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := apiServer(t).Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("creating namespace %s: %v", name, err)
 	}
 	namespaces.Store(name, true)
@@ -421,7 +445,7 @@ func startLimiter(t *testing.T, policies []string) *limiter {
 	}
 	// JSON logs tell the addresses it serves on; no drain: nothing routes to it.
 	args = append(args, "--log-format", "json", "--drain-delay", "0s")
-	cmd := exec.Command(limiterBin, args...)
+	cmd := exec.Command(limiterBinary(t), args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -605,7 +629,7 @@ func runAgainstLimiter(t *testing.T, b block, policies []string) {
 // TestLimiterFlagsReference fails when docs/reference/limiter-flags.md and
 // the limiter's --help list different flags.
 func TestLimiterFlagsReference(t *testing.T) {
-	out, _ := exec.Command(limiterBin, "--help").CombinedOutput() // flag's -help exits 0 or 2
+	out, _ := exec.Command(limiterBinary(t), "--help").CombinedOutput() // flag's -help exits 0 or 2
 	have := map[string]bool{}
 	for _, m := range regexp.MustCompile(`(?m)^  -([a-z0-9-]+)`).FindAllStringSubmatch(string(out), -1) {
 		have[m[1]] = true
