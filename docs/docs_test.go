@@ -642,7 +642,7 @@ func TestLimiterFlagsReference(t *testing.T) {
 		t.Fatal(err)
 	}
 	documented := map[string]bool{}
-	for _, m := range regexp.MustCompile("(?m)^\\| `--([a-z0-9-]+)`").FindAllStringSubmatch(string(doc), -1) {
+	for _, m := range regexp.MustCompile("(?m)^\\| `--([a-z0-9-]+)[ `]").FindAllStringSubmatch(string(doc), -1) {
 		documented[m[1]] = true
 	}
 	for f := range have {
