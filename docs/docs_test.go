@@ -164,6 +164,13 @@ func TestDocBlocks(t *testing.T) {
 		for _, b := range blocks {
 			n++
 			t.Run(fmt.Sprintf("%s:%d", f, b.line), func(t *testing.T) {
+				// A panic would end the binary before TestMain stops envtest,
+				// leaving its processes running.
+				defer func() {
+					if r := recover(); r != nil {
+						t.Errorf("%s: the checker panicked: %v", b, r)
+					}
+				}()
 				checkBlock(t, b)
 			})
 		}
@@ -217,7 +224,8 @@ func checkBlock(t *testing.T, b block) {
 
 func checkUnmarked(t *testing.T, b block) {
 	t.Helper()
-	switch lang := strings.Fields(b.info + " ")[0]; lang {
+	lang, _, _ := strings.Cut(strings.TrimSpace(b.info), " ")
+	switch lang {
 	case "", "text":
 		// A drawing or output: nothing to run.
 	case "yaml", "yml":
