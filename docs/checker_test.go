@@ -87,7 +87,7 @@ func TestCommandsAndCodes(t *testing.T) {
 	console := block{info: "console", text: "$ curl -si a \\\n    -d b\nHTTP/1.1 429 Too Many Requests\nRetry-After: 1\n\n{\"a\":1}\n$ curl -s c\n{\"b\":2}\n"}
 	cmds := commands(console)
 	if len(cmds) != 2 || cmds[0].run != "curl -si a \\\n    -d b" || cmds[1].run != "curl -s c" {
-		t.Fatalf("console commands: %q", cmds)
+		t.Fatalf("console commands: %+v", cmds)
 	}
 	if got := codes(cmds[0].want); len(got) != 1 || got[0] != "429" {
 		t.Errorf("codes of %q: %v", cmds[0].want, got)
@@ -97,7 +97,7 @@ func TestCommandsAndCodes(t *testing.T) {
 	}
 	sh := block{info: "sh", text: "for i in 1 2; do curl x; done\n# 200 429\n# not codes: 200\n"}
 	if cmds := commands(sh); len(cmds) != 1 || strings.Join(codes(cmds[0].want), " ") != "200 429" {
-		t.Errorf("sh commands: %q", cmds)
+		t.Errorf("sh commands: %+v", cmds)
 	}
 }
 

@@ -175,7 +175,7 @@ func TestDocBlocks(t *testing.T) {
 			})
 		}
 	}
-	if n < 50 {
+	if n < 40 {
 		t.Errorf("found %d blocks in the manual; the parser lost some", n)
 	}
 }
@@ -553,7 +553,10 @@ func keys(m map[string]any) string {
 }
 
 // command is one command of a block, with its documented output.
-type command struct{ run, want string }
+type command struct {
+	run, want string
+	json      bool // compare JSON answers too (console blocks show them; sh blocks only in comments)
+}
 
 // commands splits a block into its commands: in a console block, each "$ "
 // line (with its continuation lines) and the output lines after it; in a sh
@@ -566,7 +569,7 @@ func commands(b block) []command {
 				want = append(want, strings.Fields(m[1])...)
 			}
 		}
-		return []command{{run: b.text, want: strings.Join(want, "\n")}}
+		return []command{{run: b.text, want: strings.Join(want, "\n") + "\n"}}
 	}
 	var (
 		cmds []command
@@ -578,7 +581,7 @@ func commands(b block) []command {
 		case cont && cur != nil:
 			cur.run += "\n" + line
 		case strings.HasPrefix(line, "$ "):
-			cmds = append(cmds, command{run: strings.TrimPrefix(line, "$ ")})
+			cmds = append(cmds, command{run: strings.TrimPrefix(line, "$ "), json: true})
 			cur = &cmds[len(cmds)-1]
 		case cur != nil:
 			cur.want += line + "\n"
@@ -618,6 +621,9 @@ func runAgainstLimiter(t *testing.T, b block, policies []string) {
 		out := strings.ReplaceAll(stdout.String(), "\r", "")
 		if got := codes(out); strings.Join(got, " ") != strings.Join(wantCodes, " ") {
 			t.Errorf("%s: %q answered status codes %v, the manual says %v\noutput:\n%s", b, c.run, got, wantCodes, out)
+		}
+		if !c.json {
+			continue
 		}
 		gotJSON := jsonLines(out)
 		if len(gotJSON) != len(wantJSON) {
