@@ -109,7 +109,7 @@ run: build ## Run the limiter on the memory store with the sample policies.
 ##@ Test
 
 .PHONY: deps
-deps: ## Install what the tests need outside Go (redis-server, nginx).
+deps: ## Install what the tests need outside Go (redis-server, nginx, curl).
 	hack/install-deps.sh
 
 .PHONY: envtest

@@ -596,6 +596,9 @@ func commands(b block) []command {
 // codes, and that documented JSON answers come back as JSON of the same fields.
 func runAgainstLimiter(t *testing.T, b block, policies []string) {
 	t.Helper()
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatalf("%s: the manual's commands need curl: make deps installs it (%v)", b, err)
+	}
 	cmds := commands(b)
 	if len(cmds) == 0 {
 		t.Fatalf("%s: no command in it", b)
