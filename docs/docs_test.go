@@ -321,11 +321,14 @@ func mergeFragment(kind, text string) (map[string]any, error) {
 }
 
 // checkObjects creates each object on the API server with a server-side dry
-// run (and loads the policies as a limiter's policy file): all must be
+// run (and loads them as a limiter's policy file): all must be
 // accepted, or, with rejected set, each refused with that text in the answer.
 func checkObjects(t *testing.T, b block, objs []map[string]any, rejected string) {
 	t.Helper()
-	var policyFile bytes.Buffer
+	var (
+		policyFile bytes.Buffer
+		fleets     int
+	)
 	for i, obj := range objs {
 		u := &unstructured.Unstructured{Object: obj}
 		if u.GetNamespace() == "" {
@@ -341,8 +344,12 @@ func checkObjects(t *testing.T, b block, objs []map[string]any, rejected string)
 		case rejected != "" && !strings.Contains(err.Error(), rejected):
 			t.Errorf("%s: the API server refuses %s %s with %q, not with the manual's %q", b, u.GetKind(), u.GetName(), err, rejected)
 		}
-		if u.GetKind() != "RateLimitPolicy" {
-			continue
+		// A policy file holds policies and at most one LimiterFleet (its
+		// forwardAuth, enforcement and entries).
+		if u.GetKind() == "LimiterFleet" {
+			if fleets++; fleets > 1 {
+				continue
+			}
 		}
 		js, err := json.Marshal(obj)
 		if err != nil {

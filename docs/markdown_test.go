@@ -24,8 +24,8 @@ import (
 //
 // Without a comment: a block without an info string (or "text") is a drawing
 // or output and is not run; a yaml block of RateLimitPolicy and LimiterFleet
-// objects is created on the API server (dry run) and, for policies, loaded by
-// limiter/config; a sh or console block that calls the standalone limiter
+// objects is created on the API server (dry run) and loaded by limiter/config as
+// a policy file; a sh or console block that calls the standalone limiter
 // (127.0.0.1:8080) runs against one started as make run starts it. Anything
 // else fails the test: a block a user would run must be run, or say why not.
 
