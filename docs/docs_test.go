@@ -1,6 +1,6 @@
 // Package docs_test checks the manual (README.md and docs/) against the real
 // thing: every YAML object it shows is created on a real API server with the
-// CRDs (server-side dry run) or loaded as a policy file, every command it shows
+// CRDs (server-side dry run) and loaded as a policy file, every command it shows
 // against the standalone limiter runs against a real limiter process started
 // as make run starts it and gets the documented status codes, its relative
 // links resolve, and the limiter flags reference lists the limiter's flags.
