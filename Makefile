@@ -8,6 +8,9 @@ BIN ?= $(CURDIR)/bin
 GO ?= go
 CONTROLLER_GEN_VERSION ?= v0.18.0
 CONTROLLER_GEN ?= $(BIN)/controller-gen
+# crd-ref-docs renders docs/reference/api.md from the Go types of every version under api/.
+CRD_REF_DOCS_VERSION ?= v0.3.0
+CRD_REF_DOCS ?= $(BIN)/crd-ref-docs
 POLICIES ?= config/samples/policies.yaml
 HTTP_ADDR ?= 127.0.0.1:8080
 GRPC_ADDR ?= 127.0.0.1:8081
@@ -63,6 +66,12 @@ helm-crds: ## Generate the chart's CRD templates and the operator's RBAC rules, 
 helm-docs: ## Generate charts/sluice/README.md from values.yaml, values.schema.json and README.md.gotmpl.
 	$(GO) run ./hack/chartgen readme -chart $(CHART)
 
+.PHONY: docs
+docs: ## Generate the CRD reference docs/reference/api.md from the Go types of every version under api/ (crd-ref-docs, config in hack/crd-ref-docs.yaml).
+	CRD_REF_DOCS_VERSION=$(CRD_REF_DOCS_VERSION) hack/build-crd-ref-docs.sh $(CRD_REF_DOCS)
+	$(CRD_REF_DOCS) --log-level=WARN --source-path=./api --config=hack/crd-ref-docs.yaml --renderer=markdown \
+		--output-mode=single --output-path=docs/reference/api.md
+
 .PHONY: fmt
 fmt: ## Run gofmt on the code.
 	gofmt -s -w $$(git ls-files '*.go')
@@ -72,9 +81,9 @@ vet: ## Run go vet.
 	$(GO) vet ./...
 
 .PHONY: verify
-verify: generate manifests helm-docs ## Regenerate, then fail if generated files or formatting changed.
+verify: generate manifests helm-docs docs ## Regenerate, then fail if generated files (docs/reference/api.md among them) or formatting changed.
 	@test -z "$$(gofmt -s -l $$(git ls-files '*.go'))" || { gofmt -s -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting (make fmt)"; exit 1; }
-	@git diff --exit-code -- api config $(CHART) || { echo "generated files are stale: run make generate manifests helm-docs and commit"; exit 1; }
+	@git diff --exit-code -- api config $(CHART) docs/reference || { echo "generated files are stale: run make generate manifests helm-docs docs and commit"; exit 1; }
 
 ##@ Build
 
@@ -100,7 +109,7 @@ run: build ## Run the limiter on the memory store with the sample policies.
 ##@ Test
 
 .PHONY: deps
-deps: ## Install what the tests need outside Go (redis-server, nginx).
+deps: ## Install what the tests need outside Go (redis-server, nginx, curl).
 	hack/install-deps.sh
 
 .PHONY: envtest

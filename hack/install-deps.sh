@@ -2,7 +2,7 @@
 # Installs what the tests need that Go can't build, from Debian's packages.
 # Idempotent; does nothing when they are already there.
 #
-#   hack/install-deps.sh            # redis-server and nginx (the gateway end-to-end test)
+#   hack/install-deps.sh            # redis-server, nginx (the gateway end-to-end test) and curl (the manual's commands, go test ./docs/)
 #   hack/install-deps.sh --cluster  # also what the one-node cluster of make e2e runs on:
 #                                   # containerd, runc, the CNI plugins, iptables, openssl
 set -euo pipefail
@@ -14,6 +14,7 @@ need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
 command -v nginx >/dev/null 2>&1 || [[ -x /usr/sbin/nginx ]] || need+=(nginx)
+command -v curl >/dev/null 2>&1 || need+=(curl)
 if $cluster; then
   command -v containerd >/dev/null 2>&1 || need+=(containerd)
   command -v runc >/dev/null 2>&1 || need+=(runc)
@@ -53,6 +54,7 @@ fi
 $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 command -v redis-server >/dev/null 2>&1 || { echo "install-deps: redis-server still missing after apt-get" >&2; exit 1; }
 [[ -x /usr/sbin/nginx ]] || command -v nginx >/dev/null 2>&1 || { echo "install-deps: nginx still missing after apt-get" >&2; exit 1; }
+command -v curl >/dev/null 2>&1 || { echo "install-deps: curl still missing after apt-get" >&2; exit 1; }
 if $cluster; then
   for f in /usr/bin/containerd /usr/sbin/runc /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/portmap; do
     [[ -x $f ]] || { echo "install-deps: $f still missing after apt-get" >&2; exit 1; }
