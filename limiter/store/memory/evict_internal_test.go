@@ -25,16 +25,23 @@ func TestSampleVictim(t *testing.T) {
 	if _, _, ok := sampleVictim(map[string]int64{}, 5, nil, at); ok {
 		t.Fatal("empty map: ok, want none")
 	}
-	// More items than the sample: at most evictionSample are looked at, so
-	// the victim is never the globally latest when the sample holds others.
+	// More items than the sample: only evictionSample are looked at, so
+	// the globally soonest (0) is picked only when sampled (16 in 1000).
 	big := map[int]int64{}
 	for i := range 1000 {
 		big[i] = int64(100 + i)
 	}
+	soonest := 0
 	for range 20 {
 		k, _, ok := sampleVictim(big, 0, nil, at)
-		if !ok || k == 999 {
-			t.Fatalf("victim %d ok=%v: the latest to expire of 1000", k, ok)
+		if !ok {
+			t.Fatal("1000 items: none picked")
 		}
+		if k == 0 {
+			soonest++
+		}
+	}
+	if soonest == 20 {
+		t.Fatal("the globally soonest item picked 20 times in 20: the whole map was scanned, not a sample")
 	}
 }
