@@ -38,9 +38,12 @@ func (s *Store) leaseCmd(ctx context.Context, p goredis.Pipeliner, r *store.Leas
 	if s.opts.PinnedClock != nil {
 		now = s.opts.PinnedClock().UnixMicro()
 	}
-	return p.Do(ctx, append(leaseScript.call(eval, 2, 16), s.RedisKey(r.Key), s.PodsKey(r.Key),
-		r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now, int(r.Limit.Algorithm),
-		max(0, r.Want), max(0, r.Credit), r.CreditWindow, r.Pod, r.Bound, max(0, r.PodCap), max(1, r.TTL.Microseconds()), max(0, r.Horizon.Microseconds()))...)
+	var argv [leaseArgs]any
+	argv[argLimit-1], argv[argPeriod-1], argv[argBurst-1], argv[argCost-1], argv[argNow-1] = r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now
+	argv[leaseAlgorithm-1], argv[leaseWant-1], argv[leaseCredit-1], argv[leaseCreditWindow-1] = int(r.Limit.Algorithm), max(0, r.Want), max(0, r.Credit), r.CreditWindow
+	argv[leasePod-1], argv[leaseBound-1], argv[leasePodCap-1] = r.Pod, r.Bound, max(0, r.PodCap)
+	argv[leaseTTL-1], argv[leaseHorizon-1] = max(1, r.TTL.Microseconds()), max(0, r.Horizon.Microseconds())
+	return p.Do(ctx, append(append(leaseScript.call(eval, 2, 2+leaseArgs), s.RedisKey(r.Key), s.PodsKey(r.Key)), argv[:]...)...)
 }
 
 // parseLease reads lease.lua's reply {allowed, remaining, reset_us,

@@ -5,7 +5,7 @@
 -- quarter us. The TAT is stored like the token bucket's z: an integer count
 -- of eighths of a us since epoch, 72 bytes a key. A credit moves the TAT
 -- back; a grant moves it on; a forced cost moves it on past the tolerance.
-local burst = tonumber(ARGV[3])
+local burst = tonumber(ARGV[ARG.burst])
 local interval = period / limit
 local tolerance = burst * interval
 local now8 = (now - epoch) * 8

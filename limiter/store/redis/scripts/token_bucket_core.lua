@@ -8,7 +8,7 @@
 -- further. A forced cost (a settlement's units spent beyond a reservation)
 -- is charged past empty: the bucket is then in debt, z ahead of now, and
 -- credits and forced costs start from that debt.
-local burst = tonumber(ARGV[3])
+local burst = tonumber(ARGV[ARG.burst])
 local period8 = period * 8
 local now8 = (now - epoch) * 8
 local z8 = now8 - burst * period8 / limit -- a fresh bucket is full
