@@ -161,11 +161,18 @@ free_port() {
 
 # wait_ready NAME PID GRPC_PORT HTTP_PORT ADMIN_PORT LOG: poll until the server
 # answers an RLS call (and, when curl is here, serves /metrics on its admin
-# port with its policies loaded).
+# port with its policies loaded). Returns 2 when the server exited because
+# another process took one of its ports meanwhile.
 wait_ready() {
 	local name=$1 pid=$2 grpc=$3 http=$4 admin=$5 log=$6 i metrics code
 	for ((i = 0; i < 150; i++)); do
 		if ! kill -0 "$pid" 2>/dev/null; then
+			if grep -q 'address already in use' "$log"; then
+				warn "$name: another process took one of its ports meanwhile: trying new ports"
+				wait "$pid" 2>/dev/null || true
+				forget_pid "$pid"
+				return 2
+			fi
 			echo "--- last lines of $name's log:" >&2
 			tail -n 30 "$log" >&2 || true
 			die "$name exited during start-up"
@@ -336,11 +343,43 @@ fi
 rinfo() { redis-cli -h "$HOST" -p "$REDIS_PORT" INFO memory | tr -d '\r' | sed -n "s/^$1://p"; }
 
 # ------------------------------------------------------------------ runs
+# launch NAME LABEL START: new ports, then START (a function that starts
+# the server on $GRPC_PORT, $HTTP_PORT and $ADMIN_PORT with start_server),
+# then wait_ready; on new ports again, 3 tries in all, when another
+# process took one meanwhile.
+launch() {
+	local name=$1 label=$2 start=$3 try rc
+	for try in 1 2 3; do
+		new_ports
+		"$start" "$name"
+		rc=0
+		wait_ready "$label" "$SERVER_PID" "$GRPC_PORT" "$HTTP_PORT" "$ADMIN_PORT" "$WORK/$name.log" || rc=$?
+		((rc == 0)) && return 0
+	done
+	die "$label: its ports were taken $try times in a row"
+}
+
+start_noop() {
+	start_server "$1" $BIN/loadgen --serve-noop "$HOST:$GRPC_PORT" --noop-metrics-addr "$HOST:$ADMIN_PORT" --serve-for 1h
+	HTTP_PORT=$ADMIN_PORT # no HTTP API: readiness on the metrics port
+}
+
+start_memory() {
+	start_server "$1" $BIN/limiter --policies "$POLICY" --store memory \
+		--tenant-max-policies-per-request 0 --tenant-store-calls-per-second 0 \
+		--grpc-addr "$HOST:$GRPC_PORT" --http-addr "$HOST:$HTTP_PORT" --admin-addr "$HOST:$ADMIN_PORT"
+}
+
+RUN_POLICY=
+start_redis() {
+	start_server "$1" $BIN/limiter --policies "$RUN_POLICY" --store "redis://$HOST:$REDIS_PORT" \
+		--tenant-max-policies-per-request 0 --tenant-store-calls-per-second 0 \
+		--grpc-addr "$HOST:$GRPC_PORT" --http-addr "$HOST:$HTTP_PORT" --admin-addr "$HOST:$ADMIN_PORT"
+}
+
 run_noop() {
 	local name=noop.$1
-	new_ports
-	start_server "$name" $BIN/loadgen --serve-noop "$HOST:$GRPC_PORT" --noop-metrics-addr "$HOST:$ADMIN_PORT" --serve-for 1h
-	wait_ready noop "$SERVER_PID" "$GRPC_PORT" "$ADMIN_PORT" "$ADMIN_PORT" "$WORK/$name.log"
+	launch "$name" noop start_noop
 	load "round $1: noop baseline (gRPC + RLS protocol, no decision)" "$name" "$SERVER_PID"
 	stop_pid "$SERVER_PID"
 	forget_pid "$SERVER_PID"
@@ -348,11 +387,7 @@ run_noop() {
 
 run_memory() {
 	local name=memory.$1
-	new_ports
-	start_server "$name" $BIN/limiter --policies "$POLICY" --store memory \
-		--tenant-max-policies-per-request 0 --tenant-store-calls-per-second 0 \
-		--grpc-addr "$HOST:$GRPC_PORT" --http-addr "$HOST:$HTTP_PORT" --admin-addr "$HOST:$ADMIN_PORT"
-	wait_ready "limiter (memory store)" "$SERVER_PID" "$GRPC_PORT" "$HTTP_PORT" "$ADMIN_PORT" "$WORK/$name.log"
+	launch "$name" "limiter (memory store)" start_memory
 	load "round $1: limiter, memory store, $ALGORITHM" "$name" "$SERVER_PID"
 	server_counters "$name"
 	stop_pid "$SERVER_PID"
@@ -420,11 +455,8 @@ run_redis() {
 	fi
 	rcli FLUSHALL >/dev/null
 	rcli CONFIG RESETSTAT >/dev/null
-	new_ports
-	start_server "$name" $BIN/limiter --policies "$policy" --store "redis://$HOST:$REDIS_PORT" \
-		--tenant-max-policies-per-request 0 --tenant-store-calls-per-second 0 \
-		--grpc-addr "$HOST:$GRPC_PORT" --http-addr "$HOST:$HTTP_PORT" --admin-addr "$HOST:$ADMIN_PORT"
-	wait_ready "limiter (redis store)" "$SERVER_PID" "$GRPC_PORT" "$HTTP_PORT" "$ADMIN_PORT" "$WORK/$name.log"
+	RUN_POLICY=$policy
+	launch "$name" "limiter (redis store)" start_redis
 	load "round $round: limiter, redis store, $ALGORITHM$note (server CPU = limiter + redis-server)" "$name" "$SERVER_PID,$REDIS_PID"
 	server_counters "$name"
 	echo "redis commands (INFO commandstats, warm-up included):"
