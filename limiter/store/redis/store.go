@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -97,7 +98,11 @@ func (s *Store) Client() goredis.UniversalClient { return s.client }
 // RedisKey is the Redis key of a counter: the prefix, then the hashed key as
 // the hash tag, so all of one counter's data lives in one slot.
 func (s *Store) RedisKey(k store.Key) string {
-	return s.opts.KeyPrefix + ":{" + k.String() + "}"
+	// One allocation: every decision names its counter.
+	var buf [96]byte
+	b := append(append(buf[:0], s.opts.KeyPrefix...), ":{"...)
+	b = base64.RawURLEncoding.AppendEncode(b, k[:])
+	return string(append(b, '}'))
 }
 
 // LogKey is the Redis key of SlidingLog counter k: a weighted log, one
