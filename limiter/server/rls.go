@@ -229,17 +229,22 @@ func descriptorStatus(d *service.Decision) *rlsv3.RateLimitResponse_DescriptorSt
 	if d.Policy == nil {
 		return st
 	}
+	// The status, its limit and its duration in one allocation: every
+	// decided descriptor has them.
+	a := &struct {
+		lim rlsv3.RateLimitResponse_RateLimit
+		dur durationpb.Duration
+	}{}
 	unit, mult := limitUnit(d.Policy.Limit)
-	st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{
-		Name:            d.Policy.ID(),
-		RequestsPerUnit: uint32(d.Policy.Limit.Limit),
-		Unit:            unit,
-	}
+	a.lim.Name, a.lim.RequestsPerUnit, a.lim.Unit = d.Policy.ID(), uint32(d.Policy.Limit.Limit), unit
 	if mult != 1 {
-		st.CurrentLimit.UnitMultiplier = wrapperspb.UInt32(mult)
+		a.lim.UnitMultiplier = wrapperspb.UInt32(mult)
 	}
+	st.CurrentLimit = &a.lim
 	st.LimitRemaining = uint32(min(d.Result.Remaining, int64(^uint32(0))))
-	st.DurationUntilReset = durationpb.New(d.Result.ResetAfter)
+	reset := d.Result.ResetAfter
+	a.dur.Seconds, a.dur.Nanos = int64(reset/time.Second), int32(reset%time.Second)
+	st.DurationUntilReset = &a.dur
 	return st
 }
 

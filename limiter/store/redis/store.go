@@ -154,12 +154,29 @@ func (s *Store) Take(ctx context.Context, req store.Request) (algo.Result, error
 	if req.Limit.Algorithm < algo.TokenBucket || req.Limit.Algorithm > algo.SlidingLog {
 		return algo.Result{}, fmt.Errorf("redis store: unknown algorithm %v", req.Limit.Algorithm)
 	}
-	c := &call{req: req}
+	c := calls.Get().(*call)
+	c.req = req
 	s.prepare(c)
 	if err := s.decide(ctx, c); err != nil {
+		// Not reused: a call whose caller stopped waiting may still be
+		// in a round trip.
 		return algo.Result{}, err
 	}
-	return c.res, nil
+	res := c.res
+	c.reset()
+	calls.Put(c)
+	return res, nil
+}
+
+// calls are Take's calls, reused: a call that finished without error is
+// in no batch any more, and its wake channel is empty (see batcher).
+var calls = sync.Pool{New: func() any { return new(call) }}
+
+// reset clears c for reuse, keeping its wake channel.
+func (c *call) reset() {
+	wake := c.wake
+	*c = call{}
+	c.wake = wake
 }
 
 // decide sends c through its shard's breaker and the batcher.
