@@ -32,11 +32,11 @@ func TestCompilePriority(t *testing.T) {
 		entries []Entry
 		want    string
 	}{
-		{[]Entry{{"user_id", "u"}, {"priority", "batch"}}, "batch"},
-		{[]Entry{{"priority", "critical"}, {"priority", "batch"}}, "critical"}, // the first entry counts
-		{[]Entry{{"user_id", "u"}}, "default"},                                 // none
-		{[]Entry{{"priority", "urgent"}}, "default"},                           // unknown
-		{[]Entry{{"Priority", "critical"}}, "default"},                         // keys are case-sensitive
+		{[]Entry{{Key: "user_id", Value: "u"}, {Key: "priority", Value: "batch"}}, "batch"},
+		{[]Entry{{Key: "priority", Value: "critical"}, {Key: "priority", Value: "batch"}}, "critical"}, // the first entry counts
+		{[]Entry{{Key: "user_id", Value: "u"}}, "default"},                                             // none
+		{[]Entry{{Key: "priority", Value: "urgent"}}, "default"},                                       // unknown
+		{[]Entry{{Key: "Priority", Value: "critical"}}, "default"},                                     // keys are case-sensitive
 	} {
 		if got := pr.Levels[pr.Level(tc.entries)].Value; got != tc.want {
 			t.Errorf("%v: level %s, want %s", tc.entries, got, tc.want)

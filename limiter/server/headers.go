@@ -9,7 +9,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	"github.com/sluice-dev/sluice/limiter/algo"
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/service"
 )
 
@@ -83,7 +83,7 @@ func headers(resp *service.Response, jitter float64) []*corev3.HeaderValue {
 // policyHeaders fills values[0:5] with p's rate-limit headers for its
 // result r: all five values are cut from one string, one allocation for
 // what every decided request tells.
-func policyHeaders(values *[9]struct{ k, v string }, p *config.Policy, r algo.Result) {
+func policyHeaders(values *[9]struct{ k, v string }, p *compiled.Policy, r algo.Result) {
 	// A bucket whose burst exceeds its rate can hold more than rate.limit:
 	// report the larger, so remaining never exceeds the limit shown.
 	quota := max(p.Limit.Limit, p.Limit.Capacity())

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluice-dev/sluice/limiter/algo"
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/service"
 )
 
@@ -104,7 +104,7 @@ func grpcError(err error) error {
 type rlsRequest struct {
 	req         service.Request
 	descriptors []service.Descriptor
-	entries     []config.Entry
+	entries     []compiled.Entry
 	resp        service.Response
 }
 
@@ -123,7 +123,7 @@ func getRequest(req *rlsv3.RateLimitRequest) *rlsRequest {
 	for i, d := range ds {
 		start := len(entries)
 		for _, e := range d.GetEntries() {
-			entries = append(entries, config.Entry{Key: e.GetKey(), Value: e.GetValue()})
+			entries = append(entries, compiled.Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
 		// Should entries grow, the earlier descriptors keep theirs in the
 		// old array, which stays as it was.
@@ -182,7 +182,7 @@ func toRLS(resp *service.Response, jitter float64) *rlsv3.RateLimitResponse {
 		// Envoy logs and forwards the RLS dynamic metadata. A hidden
 		// policy's name stays out: the HTTP check's body carries it too.
 		md = map[string]any{"reason": reasonOf(d)}
-		if d.Denied != nil && !d.Denied.Hidden() {
+		if d.Denied != nil && !d.Denied.Hidden {
 			md["policy"] = d.Denied.ID()
 		}
 		if d.Refused {

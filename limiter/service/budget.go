@@ -8,12 +8,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/limiter/algo"
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 )
 
 // The limiter limits itself: each namespace's policies have a budget,
 // set by the platform team on the fleet (spec.tenantBudget) and carried in
-// the snapshot (config.Budgets), so that one tenant's policies and
+// the snapshot (compiled.Budgets), so that one tenant's policies and
 // requests can't take the work of the others'.
 //
 //   - A request may match at most maxPoliciesPerRequest policies of each
@@ -97,7 +97,7 @@ func newBudgetMetrics(reg prometheus.Registerer) *budgetMetrics {
 // storeBudgets builds, for the namespaces of snap's policies, their store
 // budgets under budgets, keeping the state of prev's where the rate is unchanged (a
 // new snapshot does not refill a bucket). nil without budgets.
-func (s *Service) storeBudgets(snap *config.Snapshot, budgets *config.Budgets, prev map[string]*storeBudget) map[string]*storeBudget {
+func (s *Service) storeBudgets(snap *compiled.Snapshot, budgets *compiled.Budgets, prev map[string]*storeBudget) map[string]*storeBudget {
 	if budgets == nil {
 		return nil
 	}
@@ -147,7 +147,7 @@ func (s *Service) checkMatchBudget(l *loaded, req *Request, resp *Response) bool
 	type tally struct {
 		ns   string
 		n    int32
-		over *config.Policy // the first policy past the budget
+		over *compiled.Policy // the first policy past the budget
 	}
 	var tallies []tally
 	// Shadow policies count too: they cost the same work.

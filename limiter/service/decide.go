@@ -6,9 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/algo"
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/store"
 )
 
@@ -117,9 +116,9 @@ func (d *Decision) merge(dec *Decision) {
 // counter is back to its full quota: the time until the next unit frees
 // would tell the policy's rate; a penalty's are both its time left). The
 // longest wait wins.
-func (d *Decision) deny(p *config.Policy, r algo.Result, reason string) {
+func (d *Decision) deny(p *compiled.Policy, r algo.Result, reason string) {
 	wait := r.RetryAfter
-	if p.Hidden() {
+	if p.Hidden {
 		wait = r.ResetAfter
 		if r.RetryAfter != algo.Never {
 			wait = max(wait, r.RetryAfter)
@@ -145,7 +144,7 @@ func longerWait(a, b time.Duration) bool {
 // of the domain, such as the usual 1, need no matching. Shadow policies,
 // and all while enforcement is off, refuse nothing: they never change an
 // answer.
-func (s *Service) checkCosts(l *loaded, req *Request, skip uint32) (p *config.Policy, i int, reason string) {
+func (s *Service) checkCosts(l *loaded, req *Request, skip uint32) (p *compiled.Policy, i int, reason string) {
 	// Every cap is at least 1: most requests need no look-up.
 	most := int64(0)
 	for i := range req.Descriptors {
@@ -172,7 +171,7 @@ func (s *Service) checkCosts(l *loaded, req *Request, skip uint32) (p *config.Po
 }
 
 // checkCost is checkCosts for descriptors[i], of entries and cost.
-func (s *Service) checkCost(d *config.Domain, i int, entries []config.Entry, cost int64) (*config.Policy, string) {
+func (s *Service) checkCost(d *compiled.Domain, i int, entries []compiled.Entry, cost int64) (*compiled.Policy, string) {
 	sc := s.scratch.Get().(*scratch)
 	defer s.release(sc)
 	entries, _ = s.splitIdempotency(sc, entries, "")
@@ -181,8 +180,8 @@ func (s *Service) checkCost(d *config.Domain, i int, entries []config.Entry, cos
 		if _, ends := lookupEntry(entries, p.LeaseEntry); p.Holds() && ends {
 			continue // a settle, charged at most p.MaxCost (endDescriptor)
 		}
-		if !p.Shadow && !p.Soft() && cost > p.MaxCost {
-			if p.Hidden() {
+		if !p.Shadow && !p.Soft && cost > p.MaxCost {
+			if p.Hidden {
 				// Neither the cap (by default the capacity) nor the name.
 				return p, fmt.Sprintf("descriptors[%d] costs %d, above the maximum cost of a hidden policy", i, cost)
 			}
@@ -194,9 +193,9 @@ func (s *Service) checkCost(d *config.Domain, i int, entries []config.Entry, cos
 
 // maxCostSource says where p's MaxCost comes from: spec.maxCost, or the
 // capacity by default, which no cost above could ever be allowed by.
-func maxCostSource(p *config.Policy) string {
+func maxCostSource(p *compiled.Policy) string {
 	switch {
-	case p.Spec.MaxCost != nil:
+	case p.MaxCostSet:
 		return "spec.maxCost"
 	case p.Limit.Algorithm.UsesBurst():
 		return "spec.maxCost, by default the capacity, its burst"
@@ -221,7 +220,7 @@ func descriptorCost(req *Request, d *Descriptor) int64 {
 // match spends cost (denials spend nothing). It never fails: store errors
 // are resolved by each policy's failure mode. Policies that hold (see
 // lifetime.go) are peeked at: Check answers no lease to end them with.
-func (s *Service) Check(ctx context.Context, domain string, entries []config.Entry, cost int64) Decision {
+func (s *Service) Check(ctx context.Context, domain string, entries []compiled.Entry, cost int64) Decision {
 	return s.check(ctx, s.loaded.Load(), domain, entries, cost, "", nil, nil)
 }
 
@@ -234,7 +233,7 @@ func (s *Service) Check(ctx context.Context, domain string, entries []config.Ent
 // needs it; with lt nil, they are peeked at; with lt endsHoldings (a
 // descriptor that carries a lease entry, whose holdings endDescriptor
 // ended), they are left out.
-func (s *Service) check(ctx context.Context, l *loaded, domain string, entries []config.Entry, cost int64, idem string, resp *Response, lt **lifetime) Decision {
+func (s *Service) check(ctx context.Context, l *loaded, domain string, entries []compiled.Entry, cost int64, idem string, resp *Response, lt **lifetime) Decision {
 	d := l.snap.Domain(domain)
 	if d == nil {
 		return Decision{}
@@ -244,7 +243,7 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 	entries, idem = s.splitIdempotency(sc, entries, idem)
 	sc.matches = d.AppendMatches(sc.matches[:0], entries)
 	var out, visible Decision
-	var mode v1alpha1.FailureMode
+	var mode compiled.FailureMode
 	// The kill switch (this pod's or the fleet's) turns every policy into
 	// a shadow policy.
 	allShadow := !s.enforcing(l)
@@ -265,8 +264,8 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 			dec = s.takeHolding(ctx, sc, p, ps, entries, cost, *lt)
 		}
 		shadow := p.Shadow || allShadow
-		ps.stats.count(&dec, p.Limit, shadow, p.Soft())
-		countLevel(ps.levels, sc.level, &dec, shadow, p.Soft())
+		ps.stats.count(&dec, p.Limit, shadow, p.Soft)
+		countLevel(ps.levels, sc.level, &dec, shadow, p.Soft)
 		if s.opts.Top.K > 0 {
 			ps.stats.countTop(s.topClock(), sc.key, p, entries, &dec)
 		}
@@ -276,7 +275,7 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 			}
 			continue
 		}
-		if p.Soft() {
+		if p.Soft {
 			// Over a soft limit: allowed, and marked.
 			if !dec.Result.Allowed {
 				out.SoftLimited = true
@@ -286,17 +285,17 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 			}
 			continue
 		}
-		if !p.Hidden() && stricter(p.FailureMode, mode) {
+		if !p.Hidden && stricter(p.FailureMode, mode) {
 			// A hidden policy's failure mode is not told either.
 			mode = p.FailureMode
 		}
 		if !dec.Result.Allowed {
 			out.deny(p, dec.Result, dec.Reason)
-			if resp != nil && !p.Hidden() && !slices.Contains(resp.Violated, p) {
+			if resp != nil && !p.Hidden && !slices.Contains(resp.Violated, p) {
 				resp.Violated = append(resp.Violated, p)
 			}
 		}
-		if !p.Hidden() && moreRestrictive(dec, visible) {
+		if !p.Hidden && moreRestrictive(dec, visible) {
 			visible = dec
 		}
 	}
@@ -317,7 +316,7 @@ var endsHoldings = new(*lifetime)
 
 // decide runs one policy against its store, whose failure mode answers
 // when the store can't.
-func (s *Service) decide(ctx context.Context, sc *scratch, p *config.Policy, ps *policyState, domain string, entries []config.Entry, cost int64, idem string) Decision {
+func (s *Service) decide(ctx context.Context, sc *scratch, p *compiled.Policy, ps *policyState, domain string, entries []compiled.Entry, cost int64, idem string) Decision {
 	req := store.Request{Key: p.CounterKey(&sc.kb, entries), Limit: p.Limit, Cost: cost}
 	sc.key = req.Key
 	req.Limit.Reserve, sc.level = priorityReserve(p, entries)

@@ -55,7 +55,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/store"
 )
@@ -164,7 +163,11 @@ type PolicyConfig struct {
 	// ID names the policy (namespace/name) in stats and metrics.
 	ID    string
 	Limit algo.Limit
-	Tier  *v1alpha1.LocalTier
+	// TTL is how long a lease lives (spec.localTier.ttl, defaulted).
+	TTL time.Duration
+	// Bound is the overshoot spec.localTier.maxOvershoot allows, in units,
+	// or -1 when it is not set.
+	Bound int64
 }
 
 // Policy is a policy in two-tier mode, as installed by Swap.
@@ -192,9 +195,9 @@ type counters struct {
 // percentage of rate.limit), else a per-pod cap of DefaultPodShare of the
 // capacity.
 func NewPolicy(cfg PolicyConfig) *Policy {
-	p := &Policy{ID: cfg.ID, Limit: cfg.Limit, TTL: cfg.Tier.EffectiveTTL(), Bound: -1}
-	if b, ok := cfg.Tier.OvershootBound(cfg.Limit.Limit); ok {
-		p.Bound, p.PodCap = b, b
+	p := &Policy{ID: cfg.ID, Limit: cfg.Limit, TTL: cfg.TTL, Bound: -1}
+	if cfg.Bound >= 0 {
+		p.Bound, p.PodCap = cfg.Bound, cfg.Bound
 	} else {
 		p.PodCap = int64(math.Floor(float64(cfg.Limit.Capacity()) * DefaultPodShare))
 	}
