@@ -127,21 +127,14 @@ func (s *Service) storeBudgets(snap *compiled.Snapshot, budgets *compiled.Budget
 // that namespace's maxPoliciesPerRequest, and reports whether it did. It
 // runs before any decision: a denied request spends nothing. A domain
 // with few policies needs no matching to know it is within budget.
-func (s *Service) checkMatchBudget(l *loaded, req *Request, resp *Response) bool {
+func (s *Service) checkMatchBudget(pl *plan, req *Request, resp *Response) bool {
+	l, d := pl.l, pl.dom
 	b := l.budgetCfg
-	d := l.snap.Domain(req.Domain)
 	if b == nil || d == nil || !s.enforcing(l) {
 		return false
 	}
 	if int64(len(req.Descriptors))*int64(len(d.Policies)) <= int64(l.minMatchBudget) {
 		return false
-	}
-	sc := s.scratch.Get().(*scratch)
-	defer s.release(sc)
-	sc.matches = sc.matches[:0]
-	for i := range req.Descriptors {
-		entries, _ := s.splitIdempotency(sc, req.Descriptors[i].Entries, "")
-		sc.matches = d.AppendMatches(sc.matches, entries)
 	}
 	// Count per namespace; a request matches few namespaces.
 	type tally struct {
@@ -151,7 +144,7 @@ func (s *Service) checkMatchBudget(l *loaded, req *Request, resp *Response) bool
 	}
 	var tallies []tally
 	// Shadow policies count too: they cost the same work.
-	for _, p := range sc.matches {
+	for _, p := range pl.matches {
 		k := -1
 		for j := range tallies {
 			if tallies[j].ns == p.Namespace {

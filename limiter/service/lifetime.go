@@ -242,13 +242,11 @@ func (s *Service) giveBack(ctx context.Context, lt *lifetime) {
 // holding policy of the domain that its entries match and whose lease
 // entry it carries, settling reservations at cost. It spends nothing on
 // any other policy. The Decision reports the first policy ended.
-func (s *Service) endDescriptor(ctx context.Context, l *loaded, d *compiled.Domain, i int, entries []compiled.Entry, cost int64, resp *Response) Decision {
-	sc := s.scratch.Get().(*scratch)
-	defer s.release(sc)
-	entries, _ = s.splitIdempotency(sc, entries, "")
-	sc.matches = d.AppendMatches(sc.matches[:0], entries)
+func (s *Service) endDescriptor(ctx context.Context, pl *plan, i int) Decision {
+	st, sc, resp := &pl.steps[i], &pl.sc, pl.resp
+	entries, cost := st.entries, st.cost
 	var out Decision
-	for _, p := range sc.matches {
+	for _, p := range st.matches {
 		v, ok := lookupEntry(entries, p.LeaseEntry)
 		if !p.Holds() || !ok {
 			continue
@@ -260,7 +258,7 @@ func (s *Service) endDescriptor(ctx context.Context, l *loaded, d *compiled.Doma
 		if ended(resp.Endings, p, p.CounterKey(&sc.kb, entries)) {
 			continue
 		}
-		e := s.end(ctx, sc, p, l.policies[p], entries, lease, min(cost, p.MaxCost))
+		e := s.end(ctx, sc, p, pl.l.policies[p], entries, lease, min(cost, p.MaxCost))
 		e.Descriptor = i
 		resp.Endings = append(resp.Endings, e)
 		if out.Policy == nil {

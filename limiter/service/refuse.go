@@ -69,11 +69,8 @@ func (s *Service) screen(l *loaded, dom *compiled.Domain, req *Request, resp *Re
 		}
 		skip |= 1 << i
 	}
-	// Costs, against the caps of the enforcing policies matched.
-	if p, i, reason := s.checkCosts(l, req, skip); reason != "" {
-		s.refuse(l, dom, req, i, p, reason, true, resp)
-		return true, 0
-	}
+	// Costs, against the caps of the enforcing policies matched, are
+	// checked on the request's plan (checkCosts).
 	return false, skip
 }
 

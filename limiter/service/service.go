@@ -127,6 +127,7 @@ type Service struct {
 	budgetMetrics *budgetMetrics
 	loaded        atomic.Pointer[loaded]
 	scratch       sync.Pool
+	plans         sync.Pool // of *plan
 	readyPods     atomic.Int64
 	enforce       atomic.Bool // this pod's switch (--enforcement)
 	swapMu        sync.Mutex  // serialises Swaps: each carries the last one's stats over
@@ -216,6 +217,7 @@ func New(st store.Store, opts Options) *Service {
 		opts.Registerer.MustRegister(decisionsCollector{s})
 	}
 	s.scratch.New = func() any { return &scratch{matches: make([]*compiled.Policy, 0, 8)} }
+	s.plans.New = func() any { return &plan{matches: make([]*compiled.Policy, 0, 8)} }
 	s.loaded.Store(&loaded{})
 	s.SetReadyPods(opts.ReadyPods)
 	s.SetEnforcement(!opts.EnforcementDisabled)
