@@ -194,13 +194,9 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 	idem := req.HasIdempotency()
 	live := false // a live record, whose replays may be spent
 	if idem {
-		if rec, ok := sh.records[req.Key][req.Idempotency]; ok && rec.expiresAt > n {
-			if rec.replays < req.EffectiveIdempotencyMaxReplays() {
-				rec.replays++
-				sh.records[req.Key][req.Idempotency] = rec
-				return algo.Result{Allowed: true, Remaining: rec.remaining, ResetAfter: time.Duration(max(0, rec.resetAt-n)) * time.Microsecond, Replayed: true}, nil
-			}
-			live = true
+		var r algo.Result
+		if r, live = replay(sh, req, n); r.Replayed {
+			return r, nil
 		}
 	}
 	e, ok := sh.entries[req.Key]
@@ -239,27 +235,49 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 		s.fit(sh, n, req.Key)
 	}
 	if idem && !live && r.Allowed && req.Cost > 0 {
-		recs := sh.records[req.Key]
-		if recs == nil {
-			recs = make(map[store.Key]record)
-		}
-		if _, ok := recs[req.Idempotency]; !ok {
-			// One more record: within the counter's bound, as in Redis,
-			// then within the shard's.
-			for int64(len(recs)) >= req.EffectiveIdempotencyMaxRecords() {
-				sh.dropRecord(req.Key, recs, n)
-			}
-			s.makeRecordRoom(sh, n)
-			sh.nrecords++
-		}
-		recs[req.Idempotency] = record{
-			remaining: r.Remaining,
-			resetAt:   n + r.ResetAfter.Microseconds(),
-			expiresAt: n + req.EffectiveIdempotencyTTL().Microseconds(),
-		}
-		sh.records[req.Key] = recs // again: dropping may have emptied and removed it
+		s.record(sh, req, n, r)
 	}
 	return r, nil
+}
+
+// replay answers req from its live idempotency record, with replays left:
+// r.Replayed. live says a record is live, its replays spent or not.
+// Caller holds sh.mu.
+func replay(sh *shard, req store.Request, n int64) (r algo.Result, live bool) {
+	rec, ok := sh.records[req.Key][req.Idempotency]
+	if !ok || rec.expiresAt <= n {
+		return algo.Result{}, false
+	}
+	if rec.replays >= req.EffectiveIdempotencyMaxReplays() {
+		return algo.Result{}, true
+	}
+	rec.replays++
+	sh.records[req.Key][req.Idempotency] = rec
+	return algo.Result{Allowed: true, Remaining: rec.remaining, ResetAfter: time.Duration(max(0, rec.resetAt-n)) * time.Microsecond, Replayed: true}, true
+}
+
+// record keeps req's admitted decision r as its idempotency record, within
+// the counter's bound of records and the shard's. Caller holds sh.mu.
+func (s *Store) record(sh *shard, req store.Request, n int64, r algo.Result) {
+	recs := sh.records[req.Key]
+	if recs == nil {
+		recs = make(map[store.Key]record)
+	}
+	if _, ok := recs[req.Idempotency]; !ok {
+		// One more record: within the counter's bound, as in Redis,
+		// then within the shard's.
+		for int64(len(recs)) >= req.EffectiveIdempotencyMaxRecords() {
+			sh.dropRecord(req.Key, recs, n)
+		}
+		s.makeRecordRoom(sh, n)
+		sh.nrecords++
+	}
+	recs[req.Idempotency] = record{
+		remaining: r.Remaining,
+		resetAt:   n + r.ResetAfter.Microseconds(),
+		expiresAt: n + req.EffectiveIdempotencyTTL().Microseconds(),
+	}
+	sh.records[req.Key] = recs // again: dropping may have emptied and removed it
 }
 
 // state returns a copy of the counter's state to decide on, and whether it
