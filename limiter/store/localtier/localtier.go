@@ -236,7 +236,8 @@ type Stats struct {
 	Pods int64
 	// Local decisions spent leased units; Leases called the store (each
 	// one decision); CachedDenials were answered from the over-limit
-	// cache; Exact passed through (peeks, idempotency keys, a full tier).
+	// cache; Exact passed through (peeks, idempotency keys, a full tier,
+	// and cold keys, whose call would lease nothing).
 	Local, Leases, CachedDenials, Exact int64
 	// Leased and Credited count units taken beyond requests' own cost, and
 	// units given back.

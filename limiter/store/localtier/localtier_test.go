@@ -294,8 +294,10 @@ func TestOverLimitCache(t *testing.T) {
 	}
 }
 
-// A cold key is exact: its first lease asks for nothing beyond the cost,
-// and so does a key used once a second with a 100ms ttl.
+// A cold key is exact: its first call asks for nothing beyond the cost,
+// and so does a key used once a second with a 100ms ttl; such a call runs
+// the exact script, not the lease script (leasing pays only where a key is
+// hot).
 func TestColdKeyIsExact(t *testing.T) {
 	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 1000, Period: time.Second, Burst: 1000}
 	tier := newPod(t, newRedis(t, false), localtier.Options{})
@@ -306,8 +308,8 @@ func TestColdKeyIsExact(t *testing.T) {
 			t.Fatalf("take: %+v %v", r, err)
 		}
 	}
-	if st := p.Stats(); st.Leased != 0 || st.Leases != 50 {
-		t.Fatalf("stats %+v: want 50 exact leases of nothing extra", st)
+	if st := p.Stats(); st.Leased != 0 || st.Leases != 0 || st.Exact != 50 {
+		t.Fatalf("stats %+v: want 50 exact calls and no lease", st)
 	}
 }
 

@@ -124,8 +124,7 @@ func (t *Tier) lease(ctx context.Context, p *Policy, e *entry, req store.Request
 	e.busy, e.wait = true, make(chan struct{})
 	e.mu.Unlock()
 
-	l, err := t.leaser.Lease(ctx, lr)
-	p.c.leases.Add(1)
+	l, err := t.call(ctx, p, lr)
 
 	e.mu.Lock()
 	defer func() {
@@ -156,6 +155,20 @@ func (t *Tier) lease(ctx context.Context, p *Policy, e *entry, req store.Request
 	r := l.Result
 	r.Remaining += l.Granted
 	return r, nil
+}
+
+// call sends lr: to the lease script, or, when it asks for nothing and
+// credits nothing (a cold key: its first call, or one whose local rate
+// wants no units), as an exact Take, which the lease script would decide
+// alike at a larger script's cost. Leasing pays only where a key is hot.
+func (t *Tier) call(ctx context.Context, p *Policy, lr store.LeaseRequest) (store.Lease, error) {
+	if lr.Want > 0 || lr.Credit > 0 {
+		p.c.leases.Add(1)
+		return t.leaser.Lease(ctx, lr)
+	}
+	p.c.exact.Add(1)
+	r, err := t.st.Take(ctx, store.Request{Key: lr.Key, Limit: lr.Limit, Cost: lr.Cost})
+	return store.Lease{Result: r}, err
 }
 
 // denialHold is how long a denial is answered from the over-limit cache:
