@@ -92,7 +92,7 @@ type Options struct {
 // use.
 type Tier struct {
 	st       store.Store
-	leaser   store.Leaser // nil: the store does not lease; pass through
+	granter  store.Granter // nil: the store does not lease; pass through
 	pod      string
 	start    time.Time
 	perShard int
@@ -129,12 +129,12 @@ func New(st store.Store, opts Options) *Tier {
 	}
 	t := &Tier{st: st, pod: opts.Pod, start: time.Now(), perShard: max(1, opts.MaxKeys/shardCount),
 		log: opts.Logger, stop: make(chan struct{}), done: make(chan struct{}), counters: map[string]*counters{}}
-	t.leaser, _ = st.(store.Leaser)
+	t.granter, _ = st.(store.Granter)
 	for i := range t.shards {
 		t.shards[i].m = make(map[store.Key]*entry)
 	}
 	t.policies.Store(&[]*Policy{})
-	if opts.SweepInterval > 0 && t.leaser != nil {
+	if opts.SweepInterval > 0 && t.granter != nil {
 		go t.sweepLoop(opts.SweepInterval)
 	} else {
 		close(t.done)
@@ -153,7 +153,7 @@ func (t *Tier) Pod() string { return t.pod }
 
 // Leasing reports whether the store leases; false means every decision
 // passes through to it exactly (the memory store).
-func (t *Tier) Leasing() bool { return t.leaser != nil }
+func (t *Tier) Leasing() bool { return t.granter != nil }
 
 // now is monotonic nanoseconds since the tier started.
 func (t *Tier) now() int64 { return int64(time.Since(t.start)) }
@@ -251,7 +251,7 @@ func (t *Tier) Stats() []Stats {
 	out := make([]Stats, len(ps))
 	for i, p := range ps {
 		out[i] = p.Stats()
-		if t.leaser == nil {
+		if t.granter == nil {
 			out[i].OvershootBound = 0
 		}
 	}

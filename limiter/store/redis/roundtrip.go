@@ -55,8 +55,8 @@ type call struct {
 
 	// lease, when set, makes this a lease call (see Lease), answered in
 	// grant.
-	lease *store.LeaseRequest
-	grant store.Lease
+	lease *store.GrantRequest
+	grant store.Grant
 
 	// hold, when set, makes this a run of the hold script (see hold.go):
 	// a Take that holds, or a Settle, answered in res and settled.

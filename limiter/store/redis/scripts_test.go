@@ -129,8 +129,8 @@ func TestNoScriptFallback(t *testing.T) {
 		if i%2 == 0 {
 			r, err = s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1})
 		} else {
-			var l store.Lease
-			l, err = s.Lease(ctx, store.LeaseRequest{Key: key, Limit: lim, Cost: 1, Pod: "p", Bound: -1, TTL: time.Second})
+			var l store.Grant
+			l, err = s.Grant(ctx, store.GrantRequest{Key: key, Limit: lim, Cost: 1, Pod: "p", Bound: -1, TTL: time.Second})
 			r = l.Result
 		}
 		if err != nil {
