@@ -19,9 +19,9 @@ type PriorityLevel struct {
 	// Share is the percentage of the capacity it may use.
 	Share int32
 	// Reserve is the capacity less Share% of it, rounded down: what its
-	// requests must leave (algo.Limit.Reserve), the level's headroom for
+	// requests must leave (algo.Limit.Headroom), the level's headroom for
 	// the priorities above it.
-	Reserve int64
+	Headroom int64
 }
 
 // Level returns the index in Levels of the priority entries carry: the

@@ -19,7 +19,7 @@ func compilePriority(ps *v1alpha1.PriorityShedding, capacity int64) *Priority {
 	}
 	out := &Priority{Key: ps.Key, Levels: make([]PriorityLevel, len(ps.Levels))}
 	for i, l := range ps.Levels {
-		out.Levels[i] = PriorityLevel{Value: l.Value, Share: l.Share, Reserve: l.Reserve(capacity)}
+		out.Levels[i] = PriorityLevel{Value: l.Value, Share: l.Share, Headroom: l.Reserve(capacity)}
 		if l.Value == ps.Default {
 			out.Default = i
 		}

@@ -24,7 +24,7 @@ func TestCompilePriority(t *testing.T) {
 	pr := snap.Policies[0].Priority
 	// Of 7: 7, floor(5.6) = 5, floor(3.5) = 3 and 0 may be used.
 	for i, want := range []int64{0, 2, 4, 7} {
-		if got := pr.Levels[i].Reserve; got != want {
+		if got := pr.Levels[i].Headroom; got != want {
 			t.Errorf("%s: reserve %d, want %d", pr.Levels[i].Value, got, want)
 		}
 	}

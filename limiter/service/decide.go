@@ -303,7 +303,7 @@ func (s *Service) check(ctx context.Context, pl *plan, st *step) Decision {
 func (s *Service) decide(ctx context.Context, sc *scratch, p *compiled.Policy, ps *policyState, domain string, entries []compiled.Entry, cost int64, idem string) Decision {
 	req := store.Request{Key: p.CounterKey(&sc.kb, entries), Limit: p.Limit, Cost: cost}
 	sc.key = req.Key
-	req.Limit.Reserve, sc.level = priorityReserve(p, entries)
+	req.Limit.Headroom, sc.level = priorityHeadroom(p, entries)
 	if idem != "" {
 		req.Idempotency = idempotencyRecord(&sc.kb, domain, p, req.Key, entries, cost, idem)
 		req.IdempotencyTTL, req.IdempotencyMaxReplays, req.IdempotencyMaxRecords = s.opts.IdempotencyTTL, s.opts.IdempotencyMaxReplays, s.opts.IdempotencyMaxRecords

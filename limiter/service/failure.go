@@ -124,7 +124,7 @@ func (f *failover) noteFallback() {
 }
 
 // localShare is this pod's share of a limit among pods: limit and burst
-// divided by pods, rounded to the nearest unit, at least 1; a reserve
+// divided by pods, rounded to the nearest unit, at least 1; a headroom
 // (priority shedding) divided the same way, at most the capacity.
 func localShare(l algo.Limit, pods int64) algo.Limit {
 	if pods <= 1 {
@@ -132,8 +132,8 @@ func localShare(l algo.Limit, pods int64) algo.Limit {
 	}
 	share := func(n int64) int64 { return max(1, (n+pods/2)/pods) }
 	l.Limit, l.Burst = share(l.Limit), share(l.Burst)
-	if l.Reserve > 0 {
-		l.Reserve = min(l.Capacity(), (l.Reserve+pods/2)/pods)
+	if l.Headroom > 0 {
+		l.Headroom = min(l.Capacity(), (l.Headroom+pods/2)/pods)
 	}
 	return l
 }

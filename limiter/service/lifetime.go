@@ -196,7 +196,7 @@ func (s *Service) takeHolding(ctx context.Context, sc *scratch, p *compiled.Poli
 	sc.key = req.Key
 	// A request's priority leaves its reserve, of units or of slots; the
 	// holding's end is no decision and leaves none.
-	req.Limit.Reserve, sc.level = priorityReserve(p, entries)
+	req.Limit.Headroom, sc.level = priorityHeadroom(p, entries)
 	if p.Limit.Algorithm == algo.Concurrency {
 		// Two descriptors of a request on one counter hold one slot.
 		for i := range lt.held {

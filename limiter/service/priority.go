@@ -10,10 +10,10 @@ import (
 )
 
 // Priority shedding (spec.priority): a request spends its policy's counter
-// leaving its priority's reserve for the priorities above it (see
-// algo.Limit.Reserve), so that as the counter fills the lowest priority is
+// leaving its priority's headroom for the priorities above it (see
+// algo.Limit.Headroom), so that as the counter fills the lowest priority is
 // denied first and the highest last. The decision itself is the store's;
-// this file picks the reserve and counts decisions per priority.
+// this file picks the headroom and counts decisions per priority.
 
 // levelStats count one priority level's decisions of one policy.
 type levelStats struct {
@@ -51,14 +51,14 @@ func (st *policyStats) levelsFor(p *compiled.Policy) []*levelStats {
 	return out
 }
 
-// priorityReserve is the reserve of the priority entries carry under p
+// priorityHeadroom is the headroom of the priority entries carry under p
 // (0 without spec.priority), and its level's index (-1 without).
-func priorityReserve(p *compiled.Policy, entries []compiled.Entry) (reserve int64, level int) {
+func priorityHeadroom(p *compiled.Policy, entries []compiled.Entry) (headroom int64, level int) {
 	if p.Priority == nil {
 		return 0, -1
 	}
 	level = p.Priority.Level(entries)
-	return p.Priority.Levels[level].Reserve, level
+	return p.Priority.Levels[level].Headroom, level
 }
 
 // countLevel records one decision of a priority level, as count does for

@@ -84,13 +84,13 @@ func (s *Store) holdCmd(ctx context.Context, p goredis.Pipeliner, c *call, eval 
 	argv[argLimit-1], argv[argPeriod-1], argv[argBurst-1], argv[argCost-1], argv[argNow-1] = r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, cost, now
 	argv[holdOp-1], argv[holdID-1], argv[holdTTL-1], argv[holdActual-1] = op, h.id, h.ttl, h.actual
 	n := holdActual
-	if cal := r.Limit.Calendar; !cal.IsZero() || r.Limit.Reserve > 0 {
+	if cal := r.Limit.Calendar; !cal.IsZero() || r.Limit.Headroom > 0 {
 		var start, end, next int64
 		if !cal.IsZero() {
 			start, end, next = calendarWindows(cal, now)
 		}
-		argv[holdCalStart-1], argv[holdCalEnd-1], argv[holdCalNext-1], argv[holdReserve-1] = start, end, next, r.Limit.Reserve
-		n = holdReserve
+		argv[holdCalStart-1], argv[holdCalEnd-1], argv[holdCalNext-1], argv[holdHeadroom-1] = start, end, next, r.Limit.Headroom
+		n = holdHeadroom
 	}
 	args := append(sc.call(eval, len(keys), len(keys)+n), keys...)
 	return p.Do(ctx, append(args, argv[:n]...)...)

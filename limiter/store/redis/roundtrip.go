@@ -212,10 +212,10 @@ func (s *Store) prepare(c *call) {
 	c.next = 0
 	if cal := r.Limit.Calendar; !cal.IsZero() {
 		c.ext[exactCalStart-ext], c.ext[exactCalEnd-ext], c.ext[exactCalNext-ext] = calendarWindows(cal, now)
-		c.next = exactReserve - exactRecord
+		c.next = exactHeadroom - exactRecord
 	}
-	if r.Limit.Reserve > 0 {
-		c.ext[exactReserve-ext], c.next = r.Limit.Reserve, exactReserve-exactRecord
+	if r.Limit.Headroom > 0 {
+		c.ext[exactHeadroom-ext], c.next = r.Limit.Headroom, exactHeadroom-exactRecord
 	}
 	if p := r.Limit.Penalty; !p.IsZero() {
 		c.keys[c.nkeys], c.nkeys = s.PenaltyKey(r.Key), c.nkeys+1

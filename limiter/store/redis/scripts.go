@@ -101,7 +101,7 @@ const (
 	exactCalStart
 	exactCalEnd
 	exactCalNext
-	exactReserve
+	exactHeadroom
 	exactPenaltyDuration // µs
 	exactPenaltyAfter
 	exactPenaltyWithin // µs
@@ -118,8 +118,8 @@ const (
 	holdCalStart
 	holdCalEnd
 	holdCalNext
-	holdReserve
-	holdArgs = holdReserve
+	holdHeadroom
+	holdArgs = holdHeadroom
 )
 
 // lease.lua's own ARGV positions, after the prelude's.
@@ -148,12 +148,12 @@ func withPrelude(own argNames) argNames {
 var (
 	exactArgNames = withPrelude(argNames{
 		"record_ttl": exactRecordTTL, "max_replays": exactMaxReplays, "max_records": exactMaxRecords, "record": exactRecord,
-		"cal_start": exactCalStart, "cal_end": exactCalEnd, "cal_next": exactCalNext, "reserve": exactReserve,
+		"cal_start": exactCalStart, "cal_end": exactCalEnd, "cal_next": exactCalNext, "headroom": exactHeadroom,
 		"penalty_duration": exactPenaltyDuration, "penalty_after": exactPenaltyAfter, "penalty_within": exactPenaltyWithin,
 	})
 	holdArgNames = withPrelude(argNames{
 		"op": holdOp, "hold": holdID, "hold_ttl": holdTTL, "actual": holdActual,
-		"cal_start": holdCalStart, "cal_end": holdCalEnd, "cal_next": holdCalNext, "reserve": holdReserve,
+		"cal_start": holdCalStart, "cal_end": holdCalEnd, "cal_next": holdCalNext, "headroom": holdHeadroom,
 	})
 	leaseArgNames = withPrelude(argNames{
 		"algorithm": leaseAlgorithm, "want": leaseWant, "credit": leaseCredit, "credit_window": leaseCreditWindow,

@@ -20,7 +20,7 @@
 --          cal_start, cal_end, cal_next: the start and end of a calendar
 --                 FixedWindow's window at the limiter's time and the end of
 --                 the next, in us (see fixed_window_core.lua)
---          reserve: what the decision must leave (priority shedding)
+--          headroom: what the decision must leave (priority shedding)
 --          penalty_duration (us), penalty_after (denials),
 --                 penalty_within (us)
 -- Returns  {allowed, remaining, reset_after_us, retry_after_us[, replayed
@@ -29,7 +29,7 @@
 -- A penalized key is denied first, whatever it asks: {0, 0, left_us,
 -- left_us, 0, 1}, where left is the penalty's time left; nothing else is
 -- read or written. Otherwise a denial of a cost above 0, with no unit
--- left and no priority reserve, counts as a strike (limiter/algo.Limit.
+-- left and no priority headroom, counts as a strike (limiter/algo.Limit.
 -- Strikes, Penalty.Strike): the after-th strike within within_us of
 -- the count's first penalizes the key for duration_us, and the denial is
 -- answered as penalized; the next count starts when the penalty ends. The
@@ -85,9 +85,9 @@ if records then
 end
 
 local key, credit, credit_window, cap, force, win = KEYS[1], 0, 0, 0, false, 0
-local cal_start, cal_end, cal_next, reserve = 0, 0, 0, 0
+local cal_start, cal_end, cal_next, headroom = 0, 0, 0, 0
 if ARGV[ARG.cal_start] then
-  cal_start, cal_end, cal_next, reserve = tonumber(ARGV[ARG.cal_start]), tonumber(ARGV[ARG.cal_end]), tonumber(ARGV[ARG.cal_next]), tonumber(ARGV[ARG.reserve])
+  cal_start, cal_end, cal_next, headroom = tonumber(ARGV[ARG.cal_start]), tonumber(ARGV[ARG.cal_end]), tonumber(ARGV[ARG.cal_next]), tonumber(ARGV[ARG.headroom])
 end
 local allowed, remaining, reset, retry, granted = false, 0, 0, 0, 0
 -- scripts.go puts the algorithm's core here, in a do ... end block:
@@ -96,7 +96,7 @@ local allowed, remaining, reset, retry, granted = false, 0, 0, 0, 0
 -- A strike (limiter/algo.Limit.Strikes): a denial of a cost above 0 with
 -- not even one unit left (a cost above what remains is never a strike), at
 -- the full capacity (a priority share's denial is never a strike).
-if pen_key and not allowed and cost > 0 and reserve == 0 and remaining == 0 then
+if pen_key and not allowed and cost > 0 and headroom == 0 and remaining == 0 then
   local within = tonumber(ARGV[ARG.penalty_within])
   if not pen_state or pen_since > now or pen_since + within <= now then
     pen_since, pen_strikes = now, 0

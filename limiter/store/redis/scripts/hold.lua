@@ -12,7 +12,7 @@
 --          holding's ID), hold_ttl (the record's TTL in us, take), actual
 --          (the cost, settle; negative: at the estimate); then, sent only
 --          when set: cal_start, cal_end, cal_next (a calendar FixedWindow's
---          windows, as in exact.lua), reserve (priority shedding; a
+--          windows, as in exact.lua), headroom (priority shedding; a
 --          settlement's credit and forced charge ignore it). No penalty:
 --          the API refuses spec.penalty with Concurrency and spec.reserve.
 -- Returns  {allowed, remaining, reset_after_us, retry_after_us, found,
@@ -27,9 +27,9 @@
 -- window it was taken in) or charges what was spent beyond it, even past
 -- the limit. A holding that is not live changes nothing: the core peeks.
 local key, credit, credit_window, cap, force, win = KEYS[1], 0, 0, 0, false, 0
-local cal_start, cal_end, cal_next, reserve = 0, 0, 0, 0
+local cal_start, cal_end, cal_next, headroom = 0, 0, 0, 0
 if ARGV[ARG.cal_start] then
-  cal_start, cal_end, cal_next, reserve = tonumber(ARGV[ARG.cal_start]), tonumber(ARGV[ARG.cal_end]), tonumber(ARGV[ARG.cal_next]), tonumber(ARGV[ARG.reserve])
+  cal_start, cal_end, cal_next, headroom = tonumber(ARGV[ARG.cal_start]), tonumber(ARGV[ARG.cal_end]), tonumber(ARGV[ARG.cal_next]), tonumber(ARGV[ARG.headroom])
 end
 local allowed, remaining, reset, retry, granted = false, 0, 0, 0, 0
 local hold, found, held = ARGV[ARG.hold], 0, 0

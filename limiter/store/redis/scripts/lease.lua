@@ -71,9 +71,9 @@ if cap < 0 then cap = 0 end
 
 local key, force, win = KEYS[1], false, 0
 local allowed, remaining, reset, retry, granted = false, 0, 0, 0, 0
--- Calendar windows and reserves are never leased (the API refuses
+-- Calendar windows and headrooms are never leased (the API refuses
 -- localTier with a calendar or priority shedding).
-local cal_start, cal_end, cal_next, reserve = 0, 0, 0, 0
+local cal_start, cal_end, cal_next, headroom = 0, 0, 0, 0
 -- scripts.go puts here one branch per leasable algorithm, on its ID,
 -- holding its core; an unknown ID is an error reply:
 --[[cores]]

@@ -57,7 +57,7 @@ end
 --   cap            the most units it may grant beyond cost
 --   force          charge cost whatever the limit says (a settlement's
 --                  units spent beyond their reservation)
---   reserve        the units cost must leave (priority shedding; see
+--   headroom        the units cost must leave (priority shedding; see
 --                  limiter/algo.Limit.Reserve); 0 when leasing
 --   cal_start, cal_end, cal_next
 --                  a calendar FixedWindow's bounds (fixed_window_core.lua);
