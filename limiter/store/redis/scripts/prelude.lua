@@ -58,7 +58,7 @@ end
 --   force          charge cost whatever the limit says (a settlement's
 --                  units spent beyond their reservation)
 --   headroom        the units cost must leave (priority shedding; see
---                  limiter/algo.Limit.Reserve); 0 when leasing
+--                  limiter/algo.Limit.Headroom); 0 when leasing
 --   cal_start, cal_end, cal_next
 --                  a calendar FixedWindow's bounds (fixed_window_core.lua);
 --                  0 for none
