@@ -6,20 +6,25 @@
 #   2. writes a benchmark policy (domain bench, one counter per user_id, a
 #      limit so high that the run measures decisions, not denials);
 #   3. starts redis-server on a free loopback port;
-#   4. for each of: the do-nothing RLS server (baseline), the limiter with the
-#      memory store, the limiter with the Redis store: starts it, waits until
-#      it answers, sends load with bin/loadgen, prints the result, stops it;
+#   4. in each of BENCH_ROUNDS interleaved rounds, for each of: the
+#      do-nothing RLS server (baseline), the limiter with the memory store,
+#      the limiter with the Redis store in exact mode, and in two-tier mode
+#      (localTier): starts it, waits until it answers, sends load with
+#      bin/loadgen, prints the result, stops it. CPU is measured per process
+#      from /proc (the limiter, and its redis-server), not machine-wide;
 #   5. prints Redis's memory per counter key (from counters made long-lived
 #      on purpose: the benchmark's own expire a millisecond after each write);
 #   6. runs the in-process Go benchmarks of ./limiter/...;
-#   7. prints a summary table compared with the baseline;
+#   7. prints a summary table per round compared with that round's baseline,
+#      and the range of each ratio over the rounds;
 #   8. runs hack/bench-faults.sh: decisions/s and latency before, during and
 #      after Redis faults (a paused, a restarted, a failed-over primary).
 #
-# Usage: hack/bench.sh [--algorithm NAME] [--stores noop,memory,redis] [--local-tier] [--no-go-bench] [--no-faults]
+# Usage: hack/bench.sh [--algorithm NAME] [--stores noop,memory,redis,two-tier] [--local-tier] [--no-go-bench] [--no-faults]
 #
 # --local-tier turns on two-tier mode (localTier, maxOvershoot 5%) in the
-# benchmark policy, and skips the Redis memory figure (hack/bench-fleet.sh).
+# benchmark policy of the redis run too, and skips the Redis memory figure
+# (hack/bench-fleet.sh). The two-tier run always has it.
 #
 # Environment:
 #   BENCH_DURATION     measured interval of each run (default 10s)
@@ -28,7 +33,9 @@
 #   BENCH_CONNS        gRPC connections (default 4)
 #   BENCH_KEYS         distinct user_id values (default 10000)
 #   BENCH_ALGORITHM    TokenBucket (default), GCRA, SlidingWindow, FixedWindow or SlidingLog
-#   BENCH_STORES       which runs, comma-separated (default noop,memory,redis)
+#   BENCH_STORES       which runs, comma-separated (default noop,memory,redis,two-tier)
+#   BENCH_BIN          where to build limiter and loadgen (default bin)
+#   BENCH_ROUNDS       interleaved rounds of all the runs (default 3)
 #   BENCH_GOTIME       -benchtime of the Go benchmarks (default 1s)
 #   BENCH_MEMORY_KEYS  counters created for the Redis memory figure (default 10000)
 #   BENCH_FAULT_*      see hack/bench-faults.sh --help
@@ -46,8 +53,10 @@ CONCURRENCY=${BENCH_CONCURRENCY:-64}
 CONNS=${BENCH_CONNS:-4}
 KEYS=${BENCH_KEYS:-10000}
 ALGORITHM=${BENCH_ALGORITHM:-TokenBucket}
-STORES=${BENCH_STORES:-noop,memory,redis}
+STORES=${BENCH_STORES:-noop,memory,redis,two-tier}
+ROUNDS=${BENCH_ROUNDS:-3}
 GOTIME=${BENCH_GOTIME:-1s}
+BIN=${BENCH_BIN:-bin}
 GO_BENCH=1
 FAULTS=1
 LOCAL_TIER=0
@@ -73,14 +82,16 @@ case $ALGORITHM in
 TokenBucket | GCRA | SlidingWindow | FixedWindow | SlidingLog) ;;
 *) echo "bench: unknown algorithm '$ALGORITHM': want TokenBucket, GCRA, SlidingWindow, FixedWindow or SlidingLog" >&2; exit 2 ;;
 esac
-want_noop=0 want_memory=0 want_redis=0
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "bench: BENCH_ROUNDS '$ROUNDS': want a positive number" >&2; exit 2; }
+want_noop=0 want_memory=0 want_redis=0 want_tier=0
 IFS=, read -r -a _stores <<<"$STORES"
 for s in "${_stores[@]}"; do
 	case $s in
 	noop) want_noop=1 ;;
 	memory) want_memory=1 ;;
 	redis) want_redis=1 ;;
-	*) echo "bench: unknown store '$s' in --stores: want noop, memory and/or redis" >&2; exit 2 ;;
+	two-tier) want_tier=1 ;;
+	*) echo "bench: unknown store '$s' in --stores: want noop, memory, redis and/or two-tier" >&2; exit 2 ;;
 	esac
 done
 
@@ -154,16 +165,23 @@ free_port() {
 
 # wait_ready NAME PID GRPC_PORT HTTP_PORT ADMIN_PORT LOG: poll until the server
 # answers an RLS call (and, when curl is here, serves /metrics on its admin
-# port with its policies loaded).
+# port with its policies loaded). Returns 2 when the server exited because
+# another process took one of its ports meanwhile.
 wait_ready() {
 	local name=$1 pid=$2 grpc=$3 http=$4 admin=$5 log=$6 i metrics code
 	for ((i = 0; i < 150; i++)); do
 		if ! kill -0 "$pid" 2>/dev/null; then
+			if grep -q 'address already in use' "$log"; then
+				warn "$name: another process took one of its ports meanwhile: trying new ports"
+				wait "$pid" 2>/dev/null || true
+				forget_pid "$pid"
+				return 2
+			fi
 			echo "--- last lines of $name's log:" >&2
 			tail -n 30 "$log" >&2 || true
 			die "$name exited during start-up"
 		fi
-		if bin/loadgen --probe --addr "$HOST:$grpc" --domain bench --descriptor 'user_id=probe' --timeout 1s >/dev/null 2>&1; then
+		if $BIN/loadgen --probe --addr "$HOST:$grpc" --domain bench --descriptor 'user_id=probe' --timeout 1s >/dev/null 2>&1; then
 			if ! command -v curl >/dev/null; then
 				return 0
 			fi
@@ -186,11 +204,11 @@ wait_ready() {
 	die "$name did not become ready on $HOST:$grpc within 30s"
 }
 
-# load LABEL NAME PIDS: run bin/loadgen against the server on $GRPC_PORT.
+# load LABEL NAME PIDS: run $BIN/loadgen against the server on $GRPC_PORT.
 load() {
 	local label=$1 name=$2 pids=$3
 	say "$label"
-	if ! bin/loadgen --addr "$HOST:$GRPC_PORT" --conns "$CONNS" --concurrency "$CONCURRENCY" \
+	if ! $BIN/loadgen --addr "$HOST:$GRPC_PORT" --conns "$CONNS" --concurrency "$CONCURRENCY" \
 		--keys "$KEYS" --duration "$DURATION" --warmup "$WARMUP" \
 		--domain bench --descriptor 'user_id=%d' --hits 1 \
 		--server-pid "$pids" --json-file "$WORK/$name.json"; then
@@ -249,18 +267,18 @@ say "machine"
 echo "cores:     $(nproc)   memory: $(free -h 2>/dev/null | awk '/^Mem:/ {print $2}')"
 echo "go:        $(go version)"
 echo "commit:    $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with local changes)')"
-echo "load:      concurrency $CONCURRENCY over $CONNS connections, $KEYS keys, $WARMUP warm-up + $DURATION measured"
+echo "load:      concurrency $CONCURRENCY over $CONNS connections, $KEYS keys, $WARMUP warm-up + $DURATION measured, $ROUNDS interleaved rounds"
 echo "policy:    $ALGORITHM, 1000000000 per 1s per user_id (decisions, not denials)"
 echo "note:      the server, Redis and the load generator share these cores"
 
 say "build"
-mkdir -p bin
-go build -o bin/loadgen ./cmd/loadgen || die "building bin/loadgen failed"
-echo "bin/loadgen"
-if ((want_memory || want_redis)); then
+mkdir -p "$BIN"
+go build -o $BIN/loadgen ./cmd/loadgen || die "building $BIN/loadgen failed"
+echo "$BIN/loadgen"
+if ((want_memory || want_redis || want_tier)); then
 	[[ -f cmd/limiter/main.go ]] || die "cmd/limiter/main.go does not exist yet: run with --stores noop to benchmark the baseline alone"
-	go build -o bin/limiter ./cmd/limiter || die "building bin/limiter failed"
-	echo "bin/limiter"
+	go build -o $BIN/limiter ./cmd/limiter || die "building $BIN/limiter failed"
+	echo "$BIN/limiter"
 fi
 
 POLICY="$WORK/bench-policy.yaml"
@@ -295,11 +313,14 @@ spec:
   algorithm: $ALGORITHM
   rate: {limit: 100, period: 1h}
 EOF
+POLICY_TIER="$WORK/bench-policy-tier.yaml"
+sed 's/^  # localTier off.*/  localTier: {enabled: true, maxOvershoot: "5%"}/' "$POLICY" >"$POLICY_TIER"
+grep -q '^  localTier: {enabled: true' "$POLICY_TIER" || die "writing the two-tier policy failed"
 
 # ------------------------------------------------------------------ redis
 REDIS_PID=
 REDIS_PORT=
-if ((want_redis)); then
+if ((want_redis || want_tier)); then
 	command -v redis-server >/dev/null || die "redis-server is not installed (apt-get install redis-server)"
 	if ! command -v redis-cli >/dev/null; then
 		if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
@@ -326,26 +347,56 @@ fi
 rinfo() { redis-cli -h "$HOST" -p "$REDIS_PORT" INFO memory | tr -d '\r' | sed -n "s/^$1://p"; }
 
 # ------------------------------------------------------------------ runs
-if ((want_noop)); then
-	new_ports
-	start_server noop bin/loadgen --serve-noop "$HOST:$GRPC_PORT" --noop-metrics-addr "$HOST:$ADMIN_PORT" --serve-for 1h
-	wait_ready noop "$SERVER_PID" "$GRPC_PORT" "$ADMIN_PORT" "$ADMIN_PORT" "$WORK/noop.log"
-	load "noop baseline (gRPC + RLS protocol, no decision)" noop "$SERVER_PID"
-	stop_pid "$SERVER_PID"
-	forget_pid "$SERVER_PID"
-fi
+# launch NAME LABEL START: new ports, then START (a function that starts
+# the server on $GRPC_PORT, $HTTP_PORT and $ADMIN_PORT with start_server),
+# then wait_ready; on new ports again, 3 tries in all, when another
+# process took one meanwhile.
+launch() {
+	local name=$1 label=$2 start=$3 try rc
+	for try in 1 2 3; do
+		new_ports
+		"$start" "$name"
+		rc=0
+		wait_ready "$label" "$SERVER_PID" "$GRPC_PORT" "$HTTP_PORT" "$ADMIN_PORT" "$WORK/$name.log" || rc=$?
+		((rc == 0)) && return 0
+	done
+	die "$label: its ports were taken $try times in a row"
+}
 
-if ((want_memory)); then
-	new_ports
-	start_server memory bin/limiter --policies "$POLICY" --store memory \
+start_noop() {
+	start_server "$1" $BIN/loadgen --serve-noop "$HOST:$GRPC_PORT" --noop-metrics-addr "$HOST:$ADMIN_PORT" --serve-for 1h
+	HTTP_PORT=$ADMIN_PORT # no HTTP API: readiness on the metrics port
+}
+
+start_memory() {
+	start_server "$1" $BIN/limiter --policies "$POLICY" --store memory \
 		--tenant-max-policies-per-request 0 --tenant-store-calls-per-second 0 \
 		--grpc-addr "$HOST:$GRPC_PORT" --http-addr "$HOST:$HTTP_PORT" --admin-addr "$HOST:$ADMIN_PORT"
-	wait_ready "limiter (memory store)" "$SERVER_PID" "$GRPC_PORT" "$HTTP_PORT" "$ADMIN_PORT" "$WORK/memory.log"
-	load "limiter, memory store, $ALGORITHM" memory "$SERVER_PID"
-	server_counters memory
+}
+
+RUN_POLICY=
+start_redis() {
+	start_server "$1" $BIN/limiter --policies "$RUN_POLICY" --store "redis://$HOST:$REDIS_PORT" \
+		--tenant-max-policies-per-request 0 --tenant-store-calls-per-second 0 \
+		--grpc-addr "$HOST:$GRPC_PORT" --http-addr "$HOST:$HTTP_PORT" --admin-addr "$HOST:$ADMIN_PORT"
+}
+
+run_noop() {
+	local name=noop.$1
+	launch "$name" noop start_noop
+	load "round $1: noop baseline (gRPC + RLS protocol, no decision)" "$name" "$SERVER_PID"
 	stop_pid "$SERVER_PID"
 	forget_pid "$SERVER_PID"
-fi
+}
+
+run_memory() {
+	local name=memory.$1
+	launch "$name" "limiter (memory store)" start_memory
+	load "round $1: limiter, memory store, $ALGORITHM" "$name" "$SERVER_PID"
+	server_counters "$name"
+	stop_pid "$SERVER_PID"
+	forget_pid "$SERVER_PID"
+}
 
 # redis_memory: with the Redis-backed limiter still running, flushes Redis,
 # creates MEMORY_KEYS long-lived counters through domain bench-memory (one
@@ -360,7 +411,7 @@ redis_memory() {
 	echo "live keys right after the load run: $(rcli DBSIZE) (bench's keys expire 1ms after their last write)"
 	rcli FLUSHALL >/dev/null
 	before=$(rinfo used_memory)
-	if ! bin/loadgen --addr "$HOST:$GRPC_PORT" --conns 1 --concurrency 8 --keys "$MEMORY_KEYS" \
+	if ! $BIN/loadgen --addr "$HOST:$GRPC_PORT" --conns 1 --concurrency 8 --keys "$MEMORY_KEYS" \
 		--duration 60s --warmup 0s --max-requests "$MEMORY_KEYS" \
 		--domain bench-memory --descriptor 'user_id=%d' --hits 1 >"$WORK/memory-fill.txt" 2>&1; then
 		cat "$WORK/memory-fill.txt" >&2
@@ -398,24 +449,37 @@ redis_memory() {
 	fi
 }
 
-if ((want_redis)); then
-	rcli FLUSHALL >/dev/null
-	new_ports
-	start_server redis bin/limiter --policies "$POLICY" --store "redis://$HOST:$REDIS_PORT" \
-		--tenant-max-policies-per-request 0 --tenant-store-calls-per-second 0 \
-		--grpc-addr "$HOST:$GRPC_PORT" --http-addr "$HOST:$HTTP_PORT" --admin-addr "$HOST:$ADMIN_PORT"
-	wait_ready "limiter (redis store)" "$SERVER_PID" "$GRPC_PORT" "$HTTP_PORT" "$ADMIN_PORT" "$WORK/redis.log"
-	load "limiter, redis store, $ALGORITHM$TIER_NOTE (server CPU = limiter + redis-server)" redis "$SERVER_PID,$REDIS_PID"
-	server_counters redis
-	if ((LOCAL_TIER)); then
-		echo "redis commands (INFO commandstats, warm-up included):"
-		rcli INFO commandstats | tr -d '\r' | grep -E '^cmdstat_(evalsha|eval):' | sed 's/^/  /'
+# run_redis ROUND exact|two-tier: the limiter on redis-server, flushed first.
+run_redis() {
+	local round=$1 kind=$2 name policy note tier=0
+	if [[ $kind == two-tier ]]; then
+		name=two-tier.$round policy=$POLICY_TIER note=", localTier" tier=1
 	else
+		name=redis.$round policy=$POLICY note=$TIER_NOTE tier=$LOCAL_TIER
+	fi
+	rcli FLUSHALL >/dev/null
+	rcli CONFIG RESETSTAT >/dev/null
+	RUN_POLICY=$policy
+	launch "$name" "limiter (redis store)" start_redis
+	load "round $round: limiter, redis store, $ALGORITHM$note (server CPU = limiter + redis-server)" "$name" "$SERVER_PID,$REDIS_PID"
+	server_counters "$name"
+	echo "redis commands (INFO commandstats, warm-up included):"
+	rcli INFO commandstats | tr -d '\r' | grep -E '^cmdstat_(evalsha|eval):' | sed 's/^/  /'
+	if ((!tier && round == 1)); then
 		redis_memory
 	fi
 	stop_pid "$SERVER_PID"
 	forget_pid "$SERVER_PID"
-fi
+}
+
+# Interleaved rounds: each run is compared with the baseline of its own
+# round, so that a change of other load on the machine moves both.
+for ((round = 1; round <= ROUNDS; round++)); do
+	if ((want_noop)); then run_noop "$round"; fi
+	if ((want_memory)); then run_memory "$round"; fi
+	if ((want_redis)); then run_redis "$round" exact; fi
+	if ((want_tier)); then run_redis "$round" two-tier; fi
+done
 
 # ------------------------------------------------------------------ go benchmarks
 if ((GO_BENCH)); then
@@ -431,11 +495,20 @@ fi
 
 # ------------------------------------------------------------------ summary
 say "summary: $ALGORITHM$TIER_NOTE, concurrency $CONCURRENCY, $KEYS keys, $DURATION per run, $(nproc) cores shared by server, Redis and load generator"
-report=()
-((want_noop)) && report+=("noop=$WORK/noop.json")
-((want_memory)) && report+=("memory=$WORK/memory.json")
-((want_redis)) && report+=("redis=$WORK/redis.json")
-bin/loadgen report "${report[@]}"
+rounds=()
+for ((round = 1; round <= ROUNDS; round++)); do
+	report=()
+	if ((want_noop)); then report+=("noop=$WORK/noop.$round.json"); fi
+	if ((want_memory)); then report+=("memory=$WORK/memory.$round.json"); fi
+	if ((want_redis)); then report+=("redis=$WORK/redis.$round.json"); fi
+	if ((want_tier)); then report+=("two-tier=$WORK/two-tier.$round.json"); fi
+	rounds+=("${report[@]}")
+	echo "round $round:"
+	$BIN/loadgen report "${report[@]}"
+	echo
+done
+echo "over the $ROUNDS rounds (least–most; ratios against the same round's baseline):"
+$BIN/loadgen rounds "${rounds[@]}"
 echo
 echo "server µs/dec: CPU of the RLS server process per decision (utime+stime from /proc/PID/stat)."
 echo "other µs/dec: redis-server's CPU per decision, on top of the limiter's; total = both."

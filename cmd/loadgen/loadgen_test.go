@@ -368,3 +368,39 @@ func TestMachineBusy(t *testing.T) {
 		t.Fatalf("this machine's /proc/stat: %v", err)
 	}
 }
+
+// TestRounds compares each run with its own round's baseline and prints
+// the ranges over the rounds.
+func TestRounds(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, perSec, us, p99 float64) string {
+		r := Result{DecisionsPerSec: perSec, Latency: Latency{P99: p99}, ServerCPU: &CPUResult{UsPerDecision: us}}
+		data, err := json.Marshal(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(dir, name+".json")
+		if err := os.WriteFile(file, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return file
+	}
+	// Round 1: redis at 0.5 of noop, twice its CPU; round 2: 0.8, 1.5x.
+	args := []string{
+		"rounds",
+		"noop=" + write("n1", 1000, 20, 1000),
+		"redis=" + write("r1", 500, 40, 5000),
+		"noop=" + write("n2", 2000, 20, 1000),
+		"redis=" + write("r2", 1600, 30, 3000),
+		"memory=" + filepath.Join(dir, "none.json"),
+	}
+	var out, errb bytes.Buffer
+	if code := run(args, &out, &errb); code != 0 {
+		t.Fatalf("rounds exit %d: %s", code, errb.String())
+	}
+	for _, want := range []string{"0.50–0.80", "1.50–2.00", "30.0–40.0", "500–1,600", "3.00–5.00", "0 (1 failed)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("rounds lacks %q:\n%s", want, out.String())
+		}
+	}
+}

@@ -9,6 +9,7 @@
 //	loadgen --serve-noop 127.0.0.1:8081 --noop-metrics-addr 127.0.0.1:8080
 //	loadgen --probe --addr 127.0.0.1:8081  # one call; exit 0 when answered
 //	loadgen report noop=a.json memory=b.json redis=c.json
+//	loadgen rounds noop=n1.json redis=r1.json noop=n2.json redis=r2.json
 //
 // Targets must be loopback addresses unless --allow-remote is given: by
 // default load is never sent off this machine. With it, --addr may name any
@@ -41,6 +42,13 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "report" {
 		if err := runReport(args[1:], stdout); err != nil {
+			fmt.Fprintln(stderr, "loadgen:", err)
+			return 2
+		}
+		return 0
+	}
+	if len(args) > 0 && args[0] == "rounds" {
+		if err := runRounds(args[1:], stdout); err != nil {
 			fmt.Fprintln(stderr, "loadgen:", err)
 			return 2
 		}
@@ -90,7 +98,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "Usage:\n  loadgen [flags]            send load and print the result\n"+
 			"  loadgen --serve-noop ADDR  serve a do-nothing RLS server\n"+
 			"  loadgen --probe            one call, exit status tells whether it was answered\n"+
-			"  loadgen report LABEL=FILE...  compare --json-file results with the first\n\nFlags:\n")
+			"  loadgen report LABEL=FILE...  compare --json-file results with the first\n"+
+			"  loadgen rounds LABEL=FILE...  ranges over interleaved rounds, each run against its round's first\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

@@ -183,3 +183,124 @@ func runReport(args []string, stdout io.Writer) error {
 	}
 	return tw.Flush()
 }
+
+// runRounds implements `loadgen rounds LABEL=FILE...`: the results of
+// several interleaved rounds, each round's first file its baseline (the
+// label of the very first argument), summarized per label over the rounds:
+// the range (least–most) of decisions/s and of total CPU per decision
+// relative to the same round's baseline, and of the absolute figures.
+// Comparing each run with its own round's baseline cancels much of what
+// other load on a shared machine does to the figures.
+func runRounds(args []string, stdout io.Writer) error {
+	type span struct{ lo, hi float64 }
+	add := func(s *span, v float64, first bool) {
+		if first || v < s.lo {
+			s.lo = v
+		}
+		if first || v > s.hi {
+			s.hi = v
+		}
+	}
+	type agg struct {
+		n                    int
+		tput, us, p99, rTput span
+		rCPU                 span
+		nCPU, nRatio         int
+		missing              int
+	}
+	var order []string
+	aggs := map[string]*agg{}
+	var baseLabel string
+	var base *Result
+	for _, a := range args {
+		label, file, ok := strings.Cut(a, "=")
+		if !ok || label == "" || file == "" {
+			return fmt.Errorf("rounds: %q is not LABEL=FILE", a)
+		}
+		if baseLabel == "" {
+			baseLabel = label
+		}
+		g := aggs[label]
+		if g == nil {
+			g = &agg{}
+			aggs[label] = g
+			order = append(order, label)
+		}
+		var r Result
+		data, err := os.ReadFile(file)
+		if err == nil && len(data) > 0 {
+			err = json.Unmarshal(data, &r)
+		}
+		if err != nil || len(data) == 0 {
+			g.missing++
+			if label == baseLabel {
+				base = nil
+			}
+			continue
+		}
+		if label == baseLabel {
+			base = &r
+		}
+		first := g.n == 0
+		g.n++
+		add(&g.tput, r.DecisionsPerSec, first)
+		add(&g.p99, r.Latency.P99, first)
+		us, cpuOK := totalUs(&r)
+		if cpuOK {
+			add(&g.us, us, g.nCPU == 0)
+			g.nCPU++
+		}
+		if base != nil && base.DecisionsPerSec > 0 {
+			bus, bok := totalUs(base)
+			add(&g.rTput, r.DecisionsPerSec/base.DecisionsPerSec, g.nRatio == 0)
+			if cpuOK && bok && bus > 0 {
+				add(&g.rCPU, us/bus, g.nRatio == 0)
+			} else {
+				g.rCPU = span{-1, -1}
+			}
+			g.nRatio++
+		}
+	}
+	if len(order) == 0 {
+		return fmt.Errorf("rounds: no LABEL=FILE arguments")
+	}
+	rng := func(s span, f string) string {
+		if s.lo < 0 {
+			return "-"
+		}
+		return fmt.Sprintf(f+"–"+f, s.lo, s.hi)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "store\trounds\tdecisions/s\tp99 ms\ttotal µs/dec\tdecisions/s vs %s\ttotal µs/dec vs %s\t\n", baseLabel, baseLabel)
+	for _, label := range order {
+		g := aggs[label]
+		rounds := strconv.Itoa(g.n)
+		if g.missing > 0 {
+			rounds += fmt.Sprintf(" (%d failed)", g.missing)
+		}
+		if g.n == 0 {
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t\n", label, rounds)
+			continue
+		}
+		us, rt, rc := "-", "-", "-"
+		if g.nCPU > 0 {
+			us = rng(g.us, "%.1f")
+		}
+		if g.nRatio > 0 {
+			rt, rc = rng(g.rTput, "%.2f"), rng(g.rCPU, "%.2f")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s–%s\t%s\t%s\t%s\t%s\t\n", label, rounds, groupf(g.tput.lo), groupf(g.tput.hi),
+			rng(span{g.p99.lo / 1e3, g.p99.hi / 1e3}, "%.2f"), us, rt, rc)
+	}
+	return tw.Flush()
+}
+
+// totalUs is r's CPU per decision of all the measured processes (the
+// server and, for Redis, its redis-server), from /proc.
+func totalUs(r *Result) (float64, bool) {
+	c := r.ServerCPU
+	if c == nil || c.Error != "" {
+		return 0, false
+	}
+	return c.UsPerDecision, true
+}

@@ -106,7 +106,7 @@ var CalendarCases = []Case{
 }
 
 // PriorityCases are priority shedding: requests of different priorities
-// spend one counter, each leaving its Reserve of the capacity for higher
+// spend one counter, each leaving its Headroom of the capacity for higher
 // priorities (shares of 100%, 80% and 50% of 10 are reserves of 0, 2 and
 // 5). A reserve of the whole capacity (a share of 0%) admits nothing.
 var PriorityCases = []Case{
@@ -114,71 +114,71 @@ var PriorityCases = []Case{
 		Name:  "TokenBucket 10/s burst 10, priorities",
 		Limit: limit(algo.TokenBucket, 10, s, 10), // one token per 100ms
 		Steps: []Step{
-			{At: 0, Cost: 4, Reserve: 5, Allowed: true, Remaining: 1, Reset: 400 * ms},                   // 10 tokens: 4+5 fit, 6 left
-			{At: 0, Cost: 2, Reserve: 5, Allowed: false, Remaining: 1, Reset: 400 * ms, Retry: 100 * ms}, // 7 needed, 6 there
-			{At: 0, Cost: 2, Reserve: 2, Allowed: true, Remaining: 2, Reset: 600 * ms},                   // 4 left
-			{At: 0, Cost: 4, Reserve: 0, Allowed: true, Remaining: 0, Reset: s},                          // critical takes the rest
-			{At: 0, Cost: 1, Reserve: 0, Allowed: false, Remaining: 0, Reset: s, Retry: 100 * ms},
-			{At: 300 * ms, Cost: 1, Reserve: 2, Allowed: true, Remaining: 0, Reset: 800 * ms},                   // 3 refilled: 1+2 fit
-			{At: 300 * ms, Cost: 1, Reserve: 5, Allowed: false, Remaining: 0, Reset: 800 * ms, Retry: 400 * ms}, // 6 needed, 2 there
-			{At: 300 * ms, Cost: 6, Reserve: 5, Allowed: false, Remaining: 0, Reset: 800 * ms, Retry: algo.Never},
-			{At: 300 * ms, Cost: 0, Reserve: 10, Allowed: false, Remaining: 0, Reset: 800 * ms, Retry: 800 * ms}, // 0%: only a full bucket
+			{At: 0, Cost: 4, Headroom: 5, Allowed: true, Remaining: 1, Reset: 400 * ms},                   // 10 tokens: 4+5 fit, 6 left
+			{At: 0, Cost: 2, Headroom: 5, Allowed: false, Remaining: 1, Reset: 400 * ms, Retry: 100 * ms}, // 7 needed, 6 there
+			{At: 0, Cost: 2, Headroom: 2, Allowed: true, Remaining: 2, Reset: 600 * ms},                   // 4 left
+			{At: 0, Cost: 4, Headroom: 0, Allowed: true, Remaining: 0, Reset: s},                          // critical takes the rest
+			{At: 0, Cost: 1, Headroom: 0, Allowed: false, Remaining: 0, Reset: s, Retry: 100 * ms},
+			{At: 300 * ms, Cost: 1, Headroom: 2, Allowed: true, Remaining: 0, Reset: 800 * ms},                   // 3 refilled: 1+2 fit
+			{At: 300 * ms, Cost: 1, Headroom: 5, Allowed: false, Remaining: 0, Reset: 800 * ms, Retry: 400 * ms}, // 6 needed, 2 there
+			{At: 300 * ms, Cost: 6, Headroom: 5, Allowed: false, Remaining: 0, Reset: 800 * ms, Retry: algo.Never},
+			{At: 300 * ms, Cost: 0, Headroom: 10, Allowed: false, Remaining: 0, Reset: 800 * ms, Retry: 800 * ms}, // 0%: only a full bucket
 		},
 	},
 	{
 		Name:  "GCRA 10/s burst 10, priorities",
 		Limit: limit(algo.GCRA, 10, s, 10), // the same admissions as the bucket above
 		Steps: []Step{
-			{At: 0, Cost: 4, Reserve: 5, Allowed: true, Remaining: 1, Reset: 400 * ms},
-			{At: 0, Cost: 2, Reserve: 5, Allowed: false, Remaining: 1, Reset: 400 * ms, Retry: 100 * ms},
-			{At: 0, Cost: 2, Reserve: 2, Allowed: true, Remaining: 2, Reset: 600 * ms},
-			{At: 0, Cost: 4, Reserve: 0, Allowed: true, Remaining: 0, Reset: s},
-			{At: 0, Cost: 1, Reserve: 0, Allowed: false, Remaining: 0, Reset: s, Retry: 100 * ms},
-			{At: 300 * ms, Cost: 1, Reserve: 2, Allowed: true, Remaining: 0, Reset: 800 * ms},
-			{At: 300 * ms, Cost: 1, Reserve: 5, Allowed: false, Remaining: 0, Reset: 800 * ms, Retry: 400 * ms},
-			{At: 300 * ms, Cost: 6, Reserve: 5, Allowed: false, Remaining: 0, Reset: 800 * ms, Retry: algo.Never},
-			{At: 300 * ms, Cost: 0, Reserve: 10, Allowed: false, Remaining: 0, Reset: 800 * ms, Retry: 800 * ms},
+			{At: 0, Cost: 4, Headroom: 5, Allowed: true, Remaining: 1, Reset: 400 * ms},
+			{At: 0, Cost: 2, Headroom: 5, Allowed: false, Remaining: 1, Reset: 400 * ms, Retry: 100 * ms},
+			{At: 0, Cost: 2, Headroom: 2, Allowed: true, Remaining: 2, Reset: 600 * ms},
+			{At: 0, Cost: 4, Headroom: 0, Allowed: true, Remaining: 0, Reset: s},
+			{At: 0, Cost: 1, Headroom: 0, Allowed: false, Remaining: 0, Reset: s, Retry: 100 * ms},
+			{At: 300 * ms, Cost: 1, Headroom: 2, Allowed: true, Remaining: 0, Reset: 800 * ms},
+			{At: 300 * ms, Cost: 1, Headroom: 5, Allowed: false, Remaining: 0, Reset: 800 * ms, Retry: 400 * ms},
+			{At: 300 * ms, Cost: 6, Headroom: 5, Allowed: false, Remaining: 0, Reset: 800 * ms, Retry: algo.Never},
+			{At: 300 * ms, Cost: 0, Headroom: 10, Allowed: false, Remaining: 0, Reset: 800 * ms, Retry: 800 * ms},
 		},
 	},
 	{
 		Name:  "FixedWindow 10/min, priorities",
 		Limit: limit(algo.FixedWindow, 10, time.Minute, 0),
 		Steps: []Step{
-			{At: 0, Cost: 5, Reserve: 5, Allowed: true, Remaining: 0, Reset: 60 * s}, // batch fills its 50%
-			{At: 10 * s, Cost: 1, Reserve: 5, Allowed: false, Remaining: 0, Reset: 50 * s, Retry: 50 * s},
-			{At: 10 * s, Cost: 3, Reserve: 2, Allowed: true, Remaining: 0, Reset: 50 * s}, // default fills its 80%
-			{At: 10 * s, Cost: 1, Reserve: 2, Allowed: false, Remaining: 0, Reset: 50 * s, Retry: 50 * s},
-			{At: 10 * s, Cost: 2, Reserve: 0, Allowed: true, Remaining: 0, Reset: 50 * s}, // critical the rest
-			{At: 10 * s, Cost: 9, Reserve: 2, Allowed: false, Remaining: 0, Reset: 50 * s, Retry: algo.Never},
-			{At: 60 * s, Cost: 1, Reserve: 10, Allowed: false, Remaining: 0, Reset: 60 * s, Retry: algo.Never}, // 0%
-			{At: 60 * s, Cost: 0, Reserve: 10, Allowed: true, Remaining: 0, Reset: 60 * s},
-			{At: 60 * s, Cost: 0, Reserve: 0, Allowed: true, Remaining: 10, Reset: 60 * s},
+			{At: 0, Cost: 5, Headroom: 5, Allowed: true, Remaining: 0, Reset: 60 * s}, // batch fills its 50%
+			{At: 10 * s, Cost: 1, Headroom: 5, Allowed: false, Remaining: 0, Reset: 50 * s, Retry: 50 * s},
+			{At: 10 * s, Cost: 3, Headroom: 2, Allowed: true, Remaining: 0, Reset: 50 * s}, // default fills its 80%
+			{At: 10 * s, Cost: 1, Headroom: 2, Allowed: false, Remaining: 0, Reset: 50 * s, Retry: 50 * s},
+			{At: 10 * s, Cost: 2, Headroom: 0, Allowed: true, Remaining: 0, Reset: 50 * s}, // critical the rest
+			{At: 10 * s, Cost: 9, Headroom: 2, Allowed: false, Remaining: 0, Reset: 50 * s, Retry: algo.Never},
+			{At: 60 * s, Cost: 1, Headroom: 10, Allowed: false, Remaining: 0, Reset: 60 * s, Retry: algo.Never}, // 0%
+			{At: 60 * s, Cost: 0, Headroom: 10, Allowed: true, Remaining: 0, Reset: 60 * s},
+			{At: 60 * s, Cost: 0, Headroom: 0, Allowed: true, Remaining: 10, Reset: 60 * s},
 		},
 	},
 	{
 		Name:  "SlidingWindow 10/s, priorities",
 		Limit: limit(algo.SlidingWindow, 10, s, 0),
 		Steps: []Step{
-			{At: 0, Cost: 4, Reserve: 5, Allowed: true, Remaining: 1, Reset: 2 * s},
+			{At: 0, Cost: 4, Headroom: 5, Allowed: true, Remaining: 1, Reset: 2 * s},
 			// 4+2 > 5; at 1.25s the first window weighs 4×0.75 = 3, and 3+2 fits.
-			{At: 500 * ms, Cost: 2, Reserve: 5, Allowed: false, Remaining: 1, Reset: 1500 * ms, Retry: 750 * ms},
-			{At: 500 * ms, Cost: 6, Reserve: 0, Allowed: true, Remaining: 0, Reset: 1500 * ms},
-			{At: 1500 * ms, Cost: 1, Reserve: 2, Allowed: true, Remaining: 2, Reset: 1500 * ms}, // 10×0.5 + 1 = 6 of 8
+			{At: 500 * ms, Cost: 2, Headroom: 5, Allowed: false, Remaining: 1, Reset: 1500 * ms, Retry: 750 * ms},
+			{At: 500 * ms, Cost: 6, Headroom: 0, Allowed: true, Remaining: 0, Reset: 1500 * ms},
+			{At: 1500 * ms, Cost: 1, Headroom: 2, Allowed: true, Remaining: 2, Reset: 1500 * ms}, // 10×0.5 + 1 = 6 of 8
 			// 6+3 > 8; at 1.6s 10×0.4 + 1 + 3 = 8 fits.
-			{At: 1500 * ms, Cost: 3, Reserve: 2, Allowed: false, Remaining: 2, Reset: 1500 * ms, Retry: 100 * ms},
-			{At: 1500 * ms, Cost: 9, Reserve: 2, Allowed: false, Remaining: 2, Reset: 1500 * ms, Retry: algo.Never},
+			{At: 1500 * ms, Cost: 3, Headroom: 2, Allowed: false, Remaining: 2, Reset: 1500 * ms, Retry: 100 * ms},
+			{At: 1500 * ms, Cost: 9, Headroom: 2, Allowed: false, Remaining: 2, Reset: 1500 * ms, Retry: algo.Never},
 		},
 	},
 	{
 		Name:  "SlidingLog 5/s, priorities",
 		Limit: limit(algo.SlidingLog, 5, s, 0),
 		Steps: []Step{
-			{At: 0, Cost: 2, Reserve: 2, Allowed: true, Remaining: 1, Reset: s},
-			{At: 200 * ms, Cost: 2, Reserve: 2, Allowed: false, Remaining: 1, Reset: 800 * ms, Retry: 800 * ms}, // an entry of 0 must leave
-			{At: 200 * ms, Cost: 3, Reserve: 0, Allowed: true, Remaining: 0, Reset: s},
+			{At: 0, Cost: 2, Headroom: 2, Allowed: true, Remaining: 1, Reset: s},
+			{At: 200 * ms, Cost: 2, Headroom: 2, Allowed: false, Remaining: 1, Reset: 800 * ms, Retry: 800 * ms}, // an entry of 0 must leave
+			{At: 200 * ms, Cost: 3, Headroom: 0, Allowed: true, Remaining: 0, Reset: s},
 			// The entries of 0 left; 3 of 3 used: the oldest of 200ms must leave.
-			{At: s, Cost: 1, Reserve: 2, Allowed: false, Remaining: 0, Reset: 200 * ms, Retry: 200 * ms},
-			{At: s, Cost: 6, Reserve: 0, Allowed: false, Remaining: 2, Reset: 200 * ms, Retry: algo.Never},
+			{At: s, Cost: 1, Headroom: 2, Allowed: false, Remaining: 0, Reset: 200 * ms, Retry: 200 * ms},
+			{At: s, Cost: 6, Headroom: 0, Allowed: false, Remaining: 2, Reset: 200 * ms, Retry: algo.Never},
 		},
 	},
 }
@@ -227,9 +227,9 @@ var PenaltyCases = []Case{
 		Limit: withPenalty(limit(algo.FixedWindow, 2, time.Minute, 0), 10*s, 1, time.Minute),
 		Steps: []Step{
 			{At: 0, Cost: 1, Allowed: true, Remaining: 1, Reset: 60 * s},
-			{At: s, Cost: 1, Reserve: 1, Allowed: false, Remaining: 0, Reset: 59 * s, Retry: 59 * s}, // a priority share's denial: no strike
+			{At: s, Cost: 1, Headroom: 1, Allowed: false, Remaining: 0, Reset: 59 * s, Retry: 59 * s}, // a priority share's denial: no strike
 			{At: 2 * s, Cost: 1, Allowed: true, Remaining: 0, Reset: 58 * s},
-			{At: 3 * s, Cost: 1, Reserve: 1, Allowed: false, Remaining: 0, Reset: 57 * s, Retry: 57 * s}, // nor with nothing left
+			{At: 3 * s, Cost: 1, Headroom: 1, Allowed: false, Remaining: 0, Reset: 57 * s, Retry: 57 * s}, // nor with nothing left
 			{At: 4 * s, Cost: 1, Allowed: false, Remaining: 0, Reset: 10 * s, Retry: 10 * s, Penalized: true},
 		},
 	},
@@ -279,7 +279,7 @@ func RunFeaturesTogether(t *testing.T, a, b NewStore, steps int) {
 					Idempotency: idem[rng.IntN(len(idem))]}
 				if rng.IntN(2) == 0 {
 					// Half at the full capacity, which alone strikes.
-					req.Limit.Reserve = int64(rng.IntN(3))
+					req.Limit.Headroom = int64(rng.IntN(3))
 				}
 				ra, errA := sa.Take(context.Background(), req)
 				rb, errB := sb.Take(context.Background(), req)
@@ -288,7 +288,7 @@ func RunFeaturesTogether(t *testing.T, a, b NewStore, steps int) {
 				}
 				if ra != rb {
 					t.Fatalf("step %d (at %v, cost %d, reserve %d, idempotent %v): stores disagree\n a %+v\n b %+v",
-						j, now, req.Cost, req.Limit.Reserve, req.HasIdempotency(), ra, rb)
+						j, now, req.Cost, req.Limit.Headroom, req.HasIdempotency(), ra, rb)
 				}
 				switch {
 				case ra.Penalized:

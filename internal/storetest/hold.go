@@ -30,8 +30,8 @@ type HoldStep struct {
 	Op   string
 	Hold string
 	Cost int64
-	// Reserve is the call's priority reserve (algo.Limit.Reserve).
-	Reserve   int64
+	// Headroom is the call's priority reserve (algo.Limit.Headroom).
+	Headroom  int64
 	Allowed   bool
 	Remaining int64
 	Reset     time.Duration
@@ -60,16 +60,16 @@ var HoldCases = []HoldCase{
 		Name:  "Concurrency 4 in flight, leases of 10s, priorities",
 		Limit: algo.Limit{Algorithm: algo.Concurrency, Limit: 4, Period: 10 * s},
 		Steps: []HoldStep{
-			{At: 0, Op: OpTake, Hold: "A", Cost: 1, Reserve: 2, Allowed: true, Remaining: 1, Reset: 10 * s},           // 1 of 2
-			{At: 0, Op: OpTake, Hold: "B", Cost: 1, Reserve: 2, Allowed: true, Remaining: 0, Reset: 10 * s},           // 2 of 2
-			{At: s, Op: OpTake, Hold: "C", Cost: 1, Reserve: 2, Allowed: false, Remaining: 0, Reset: 9 * s, Retry: s}, // a 3rd would leave 1
-			{At: s, Op: OpTake, Hold: "C", Cost: 1, Reserve: 0, Allowed: true, Remaining: 1, Reset: 10 * s},           // the top priority; C until 11s
-			{At: s, Op: OpTake, Hold: "D", Cost: 1, Reserve: 4, Allowed: false, Remaining: 0, Reset: 10 * s, Retry: algo.Never},
-			{At: s, Op: OpTake, Hold: "A", Cost: 1, Reserve: 2, Allowed: true, Remaining: 0, Reset: 10 * s}, // a renewal, over its share: A until 11s
+			{At: 0, Op: OpTake, Hold: "A", Cost: 1, Headroom: 2, Allowed: true, Remaining: 1, Reset: 10 * s},           // 1 of 2
+			{At: 0, Op: OpTake, Hold: "B", Cost: 1, Headroom: 2, Allowed: true, Remaining: 0, Reset: 10 * s},           // 2 of 2
+			{At: s, Op: OpTake, Hold: "C", Cost: 1, Headroom: 2, Allowed: false, Remaining: 0, Reset: 9 * s, Retry: s}, // a 3rd would leave 1
+			{At: s, Op: OpTake, Hold: "C", Cost: 1, Headroom: 0, Allowed: true, Remaining: 1, Reset: 10 * s},           // the top priority; C until 11s
+			{At: s, Op: OpTake, Hold: "D", Cost: 1, Headroom: 4, Allowed: false, Remaining: 0, Reset: 10 * s, Retry: algo.Never},
+			{At: s, Op: OpTake, Hold: "A", Cost: 1, Headroom: 2, Allowed: true, Remaining: 0, Reset: 10 * s}, // a renewal, over its share: A until 11s
 			{At: 2 * s, Op: OpSettle, Hold: "B", Allowed: true, Remaining: 2, Reset: 9 * s, Found: true, Held: 1},
-			{At: 2 * s, Op: OpTake, Hold: "E", Cost: 1, Reserve: 2, Allowed: false, Remaining: 0, Reset: 9 * s, Retry: s}, // 2 in flight
-			{At: 2 * s, Op: OpPeek, Reserve: 1, Allowed: true, Remaining: 1, Reset: 9 * s},
-			{At: 30 * s, Op: OpTake, Hold: "F", Cost: 1, Reserve: 4, Allowed: false, Remaining: 0, Reset: 0, Retry: algo.Never}, // none in flight: still never
+			{At: 2 * s, Op: OpTake, Hold: "E", Cost: 1, Headroom: 2, Allowed: false, Remaining: 0, Reset: 9 * s, Retry: s}, // 2 in flight
+			{At: 2 * s, Op: OpPeek, Headroom: 1, Allowed: true, Remaining: 1, Reset: 9 * s},
+			{At: 30 * s, Op: OpTake, Hold: "F", Cost: 1, Headroom: 4, Allowed: false, Remaining: 0, Reset: 0, Retry: algo.Never}, // none in flight: still never
 		},
 	},
 	{
@@ -86,9 +86,9 @@ var HoldCases = []HoldCase{
 			{At: 15 * h, Op: OpTake, Hold: "C", Cost: 1, Allowed: true, Remaining: 0, Reset: 9 * h},
 			// January 2, 01:00: C's day has passed, its refund is dropped.
 			{At: 25 * h, Op: OpSettle, Hold: "C", Cost: 0, Allowed: true, Remaining: 10, Reset: 23 * h, Found: true, Held: 1},
-			{At: 25 * h, Op: OpTake, Hold: "D", Cost: 5, Reserve: 5, Allowed: true, Remaining: 0, Reset: 23 * h},                 // 5 of a 50% share
-			{At: 25 * h, Op: OpTake, Hold: "E", Cost: 1, Reserve: 5, Allowed: false, Remaining: 0, Reset: 23 * h, Retry: 23 * h}, // until the next day
-			{At: 25 * h, Op: OpTake, Hold: "E", Cost: 11, Reserve: 0, Allowed: false, Remaining: 5, Reset: 23 * h, Retry: algo.Never},
+			{At: 25 * h, Op: OpTake, Hold: "D", Cost: 5, Headroom: 5, Allowed: true, Remaining: 0, Reset: 23 * h},                 // 5 of a 50% share
+			{At: 25 * h, Op: OpTake, Hold: "E", Cost: 1, Headroom: 5, Allowed: false, Remaining: 0, Reset: 23 * h, Retry: 23 * h}, // until the next day
+			{At: 25 * h, Op: OpTake, Hold: "E", Cost: 11, Headroom: 0, Allowed: false, Remaining: 5, Reset: 23 * h, Retry: algo.Never},
 			{At: 26 * h, Op: OpSettle, Hold: "D", Cost: 1, Allowed: true, Remaining: 9, Reset: 22 * h, Found: true, Held: 5}, // 4 back
 		},
 	},
@@ -215,7 +215,7 @@ func RunHolds(t *testing.T, newStore NewHolder) {
 			for i, step := range tc.Steps {
 				clock.Set(Base.Add(step.At))
 				lim := tc.Limit
-				lim.Reserve = step.Reserve
+				lim.Headroom = step.Headroom
 				got, err := holdCall(context.Background(), st, key, HoldKey(t, step.Hold), lim, tc.TTL, step.Op, step.Cost)
 				if err != nil {
 					t.Fatalf("step %d (%s %s at %v, cost %d): %v", i, step.Op, step.Hold, step.At, step.Cost, err)
@@ -306,7 +306,7 @@ func RunHoldsDifferential(t *testing.T, a, b NewHolder, steps int) {
 				key, hold := keys[rng.IntN(len(keys))], holds[rng.IntN(len(holds))]
 				l := lim
 				if op != OpSettle && rng.IntN(3) == 0 {
-					l.Reserve = int64(rng.IntN(int(capacity) + 1)) // a priority's, up to a share of 0
+					l.Headroom = int64(rng.IntN(int(capacity) + 1)) // a priority's, up to a share of 0
 				}
 				ra, errA := holdCall(context.Background(), sa, key, hold, l, ttl, op, cost)
 				rb, errB := holdCall(context.Background(), sb, key, hold, l, ttl, op, cost)
@@ -317,7 +317,7 @@ func RunHoldsDifferential(t *testing.T, a, b NewHolder, steps int) {
 					t.Logf("step %d at %v %s key %x hold %x cost %d: %+v / %+v", i, now.Sub(Base), op, key[:2], hold[:2], cost, ra, rb)
 				}
 				if ra != rb {
-					t.Fatalf("step %d (%s at %v, cost %d, reserve %d): stores disagree\n a %+v\n b %+v", i, op, now.Sub(Base), cost, l.Reserve, ra, rb)
+					t.Fatalf("step %d (%s at %v, cost %d, reserve %d): stores disagree\n a %+v\n b %+v", i, op, now.Sub(Base), cost, l.Headroom, ra, rb)
 				}
 			}
 		})

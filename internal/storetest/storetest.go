@@ -25,8 +25,8 @@ const Skip = time.Duration(-1 << 63)
 type Step struct {
 	At   time.Duration
 	Cost int64
-	// Reserve is the request's algo.Limit.Reserve (priority shedding).
-	Reserve   int64
+	// Headroom is the request's algo.Limit.Headroom (priority shedding).
+	Headroom  int64
 	Allowed   bool
 	Remaining int64
 	Reset     time.Duration
@@ -204,7 +204,7 @@ func Run(t *testing.T, newStore NewStore) {
 			for i, step := range tc.Steps {
 				clock.Set(Base.Add(step.At))
 				lim := tc.Limit
-				lim.Reserve = step.Reserve
+				lim.Headroom = step.Headroom
 				got, err := st.Take(context.Background(), store.Request{Key: key, Limit: lim, Cost: step.Cost})
 				if err != nil {
 					t.Fatalf("step %d (at %v, cost %d): %v", i, step.At, step.Cost, err)
@@ -217,7 +217,7 @@ func Run(t *testing.T, newStore NewStore) {
 					want.RetryAfter = got.RetryAfter
 				}
 				if got != want {
-					t.Errorf("step %d (at %v, cost %d, reserve %d):\n got %+v\nwant %+v", i, step.At, step.Cost, step.Reserve, got, want)
+					t.Errorf("step %d (at %v, cost %d, reserve %d):\n got %+v\nwant %+v", i, step.At, step.Cost, step.Headroom, got, want)
 				}
 			}
 		})
@@ -264,7 +264,7 @@ func RunDifferential(t *testing.T, a, b NewStore, steps int) {
 				// A third of the requests leave a reserve (priority
 				// shedding), drawn apart so the rest of the sequence stays.
 				if reserves.IntN(3) == 0 {
-					req.Limit.Reserve = int64(reserves.IntN(int(lim.Capacity()) + 1))
+					req.Limit.Headroom = int64(reserves.IntN(int(lim.Capacity()) + 1))
 				}
 				ra, errA := sa.Take(context.Background(), req)
 				rb, errB := sb.Take(context.Background(), req)
@@ -272,10 +272,10 @@ func RunDifferential(t *testing.T, a, b NewStore, steps int) {
 					t.Fatalf("step %d: errors %v / %v", i, errA, errB)
 				}
 				if testing.Verbose() {
-					t.Logf("step %d at %v key %x cost %d reserve %d: %+v / %+v", i, now.Sub(Base), req.Key[:2], req.Cost, req.Limit.Reserve, ra, rb)
+					t.Logf("step %d at %v key %x cost %d reserve %d: %+v / %+v", i, now.Sub(Base), req.Key[:2], req.Cost, req.Limit.Headroom, ra, rb)
 				}
 				if ra != rb {
-					t.Fatalf("step %d (at %v, cost %d, reserve %d): stores disagree\n a %+v\n b %+v", i, now.Sub(Base), req.Cost, req.Limit.Reserve, ra, rb)
+					t.Fatalf("step %d (at %v, cost %d, reserve %d): stores disagree\n a %+v\n b %+v", i, now.Sub(Base), req.Cost, req.Limit.Headroom, ra, rb)
 				}
 			}
 		})

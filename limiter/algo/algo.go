@@ -104,15 +104,15 @@ type Limit struct {
 	// Calendar, when set, makes FixedWindow's windows calendar periods
 	// (see Calendar) instead of Period, which is then 0.
 	Calendar Calendar
-	// Reserve is how many units of capacity a decision must leave for
-	// others (priority shedding): cost is admitted only when Reserve units
+	// Headroom is how many units of capacity a decision must leave for
+	// others (priority shedding): cost is admitted only when Headroom units
 	// would remain after it, Remaining does not count them, and RetryAfter
-	// waits until cost and Reserve fit (Never when they exceed the
+	// waits until cost and Headroom fit (Never when they exceed the
 	// capacity). It is a property of the request, not of the counter:
 	// requests of different priorities share one counter with different
-	// reserves. 0 to Capacity. Concurrency leaves Reserve slots free; a
+	// headrooms. 0 to Capacity. Concurrency leaves Headroom slots free; a
 	// settlement (Settle) is no decision, and its forced charge ignores it.
-	Reserve int64
+	Headroom int64
 	// Penalty, when set, denies a key for a while once it was denied
 	// enough times (see Penalty).
 	Penalty Penalty
@@ -121,9 +121,9 @@ type Limit struct {
 // Leasable reports whether two-tier mode may lease units of the limit
 // (limiter/store/localtier): not from SlidingLog, which stays exact, nor
 // from Concurrency, which holds slots, nor from a calendar window, with a
-// reserve or with a penalty; the API refuses localTier with any of them.
+// headroom or with a penalty; the API refuses localTier with any of them.
 func (l Limit) Leasable() bool {
-	return l.Algorithm != SlidingLog && l.Algorithm != Concurrency && l.Calendar.IsZero() && l.Reserve == 0 && l.Penalty.IsZero()
+	return l.Algorithm != SlidingLog && l.Algorithm != Concurrency && l.Calendar.IsZero() && l.Headroom == 0 && l.Penalty.IsZero()
 }
 
 // Span is the length of the window that holds now: Period, or for a

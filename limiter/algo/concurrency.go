@@ -32,8 +32,8 @@ const (
 )
 
 // Acquire takes one Concurrency slot for lease id at now, if fewer than
-// Limit leases are live, Reserve of them left free (priority shedding:
-// one more lease must leave Reserve slots); the lease frees itself Period
+// Limit leases are live, Headroom of them left free (priority shedding:
+// one more lease must leave Headroom slots); the lease frees itself Period
 // later. An id that
 // holds a lease on the key already renews it and is admitted. Expired
 // leases are dropped first. Write and ttl are as for Take; ttl is when the
@@ -71,7 +71,7 @@ func (l Limit) concurrency(s *State, present bool, n int64, id LeaseID, op concu
 	r.Allowed = true
 	switch op {
 	case opAcquire:
-		r.Allowed = held >= 0 || int64(len(leases))+1 <= l.Limit-l.Reserve
+		r.Allowed = held >= 0 || int64(len(leases))+1 <= l.Limit-l.Headroom
 		if r.Allowed {
 			exp := n + l.PeriodMicros()
 			if held >= 0 {
@@ -91,7 +91,7 @@ func (l Limit) concurrency(s *State, present bool, n int64, id LeaseID, op concu
 		s.Leases = leases
 	}
 	count := int64(len(leases))
-	r.Remaining = max(0, l.Limit-l.Reserve-count)
+	r.Remaining = max(0, l.Limit-l.Headroom-count)
 	var first, last int64
 	for i, ls := range leases {
 		if i == 0 || ls.Expires < first {
@@ -104,7 +104,7 @@ func (l Limit) concurrency(s *State, present bool, n int64, id LeaseID, op concu
 	}
 	switch {
 	case r.Allowed:
-	case l.Reserve >= l.Limit:
+	case l.Headroom >= l.Limit:
 		r.RetryAfter = Never // a priority with no share of the slots
 	default:
 		r.RetryAfter = min(ConcurrencyRetry, time.Duration(first-n)*time.Microsecond)

@@ -47,10 +47,10 @@ func (p Penalty) Penalized(s PenaltyState, present bool, now time.Time) (Result,
 // 0): a cost above what remains is refused for its size, not for the
 // key's traffic, and is never a strike, so that no client can strike a key
 // it can name with one oversized request. And it must be at the full
-// capacity (Reserve 0): a denial by a priority's share (see
-// Limit.Reserve) is shedding, never a strike. exact.lua runs the same test.
+// capacity (Headroom 0): a denial by a priority's share (see
+// Limit.Headroom) is shedding, never a strike. exact.lua runs the same test.
 func (l Limit) Strikes(cost int64, r Result) bool {
-	return !r.Allowed && !r.Penalized && cost > 0 && l.Reserve == 0 && r.Remaining == 0
+	return !r.Allowed && !r.Penalized && cost > 0 && l.Headroom == 0 && r.Remaining == 0
 }
 
 // Strike counts a denial r at now (the caller strikes only the denials

@@ -156,7 +156,7 @@ func (l Limit) tokenBucket(s *State, present bool, n, cost int64, adj adjust) (R
 		tokens = math.Min(burst, tokens+float64(adj.credit))
 	}
 	c := float64(cost)
-	need := c + float64(l.Reserve) // what must be in the bucket
+	need := c + float64(l.Headroom) // what must be in the bucket
 	r := Result{Allowed: adj.force || need <= tokens+slack+eps}
 	if r.Allowed {
 		if adj.force {
@@ -170,11 +170,11 @@ func (l Limit) tokenBucket(s *State, present bool, n, cost int64, adj adjust) (R
 		z8 = math.Floor(now8 - tokens*period8/limit + 0.5)
 		s.F = z8
 	}
-	r.Remaining = floorTokens(tokens + slack - float64(l.Reserve))
+	r.Remaining = floorTokens(tokens + slack - float64(l.Headroom))
 	// Full at z + burst·period/limit; need tokens at z + need·period/limit.
 	r.ResetAfter = ceilMicros((z8 + burst*period8/limit - now8) / 8)
 	if !r.Allowed {
-		if cost+l.Reserve > l.Burst {
+		if cost+l.Headroom > l.Burst {
 			r.RetryAfter = Never
 		} else {
 			r.RetryAfter = ceilMicros((z8 + need*period8/limit - now8) / 8)
@@ -206,7 +206,7 @@ func (l Limit) gcra(s *State, present bool, n, cost int64, adj adjust) (Result, 
 		ahead = math.Max(0, ahead-float64(adj.credit)*interval)
 	}
 	next := ahead + float64(cost)*interval
-	need := next + float64(l.Reserve)*interval // the TAT that must fit
+	need := next + float64(l.Headroom)*interval // the TAT that must fit
 	r := Result{Allowed: adj.force || need-tolerance <= halfMicro}
 	if r.Allowed {
 		ahead = next
@@ -215,10 +215,10 @@ func (l Limit) gcra(s *State, present bool, n, cost int64, adj adjust) (Result, 
 	if changed {
 		s.F = math.Floor(now8 + ahead*8 + 0.5)
 	}
-	r.Remaining = floorTokens((tolerance-ahead+halfMicro)/interval - float64(l.Reserve))
+	r.Remaining = floorTokens((tolerance-ahead+halfMicro)/interval - float64(l.Headroom))
 	r.ResetAfter = ceilMicros(ahead - halfMicro)
 	if !r.Allowed {
-		if cost+l.Reserve > l.Burst {
+		if cost+l.Headroom > l.Burst {
 			r.RetryAfter = Never
 		} else {
 			r.RetryAfter = ceilMicros(need - tolerance - halfMicro)
@@ -263,7 +263,7 @@ func (l Limit) fixedWindow(s *State, present bool, n, cost int64, adj adjust) (R
 		count = max(0, count-adj.credit)
 		changed = true
 	}
-	lim := l.Limit - l.Reserve // what this request may fill
+	lim := l.Limit - l.Headroom // what this request may fill
 	r := Result{Allowed: adj.force || count+cost <= lim}
 	if r.Allowed {
 		count += cost
@@ -309,7 +309,7 @@ func (l Limit) slidingWindow(s *State, present bool, n, cost int64, adj adjust) 
 	p := float64(period)
 	weight := float64(period-into) / p
 	est := float64(prev)*weight + float64(curr)
-	lim := l.Limit - l.Reserve // what this request may fill
+	lim := l.Limit - l.Headroom // what this request may fill
 	r := Result{Allowed: adj.force || est+float64(cost) <= float64(lim)+eps}
 	if r.Allowed {
 		curr += cost
@@ -375,7 +375,7 @@ func (l Limit) slidingLog(s *State, present bool, n, cost int64) (Result, bool, 
 	if len(log) > 0 {
 		count = log[len(log)-1].Total - base
 	}
-	lim := l.Limit - l.Reserve // what this request may fill
+	lim := l.Limit - l.Headroom // what this request may fill
 	r := Result{Allowed: count+cost <= lim}
 	write := r.Allowed && cost > 0
 	if write {

@@ -14,17 +14,18 @@ import (
 	kjson "sigs.k8s.io/json"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 )
 
-// Enforcement is a fleet's kill switch.
-type Enforcement string
+// Enforcement is a fleet's kill switch (package compiled's).
+type Enforcement = compiled.Enforcement
 
 const (
 	// EnforcementEnabled enforces policies: the default.
-	EnforcementEnabled Enforcement = "Enabled"
+	EnforcementEnabled = compiled.EnforcementEnabled
 	// EnforcementDisabled allows every request; decisions are still made
 	// and would-be denials counted as shadow.
-	EnforcementDisabled Enforcement = "Disabled"
+	EnforcementDisabled = compiled.EnforcementDisabled
 )
 
 // Keys of the snapshot ConfigMap an operator writes for a fleet. A document
@@ -58,34 +59,13 @@ type Document struct {
 	Budgets *Budgets `json:"budgets,omitempty"`
 }
 
-// Budgets are what each namespace's policies may cost a limiter per
-// request and per second: Default for every namespace, Namespaces for the
-// overridden ones (fully resolved, so no field falls back).
-type Budgets struct {
-	Default    NamespaceBudget            `json:"default"`
-	Namespaces map[string]NamespaceBudget `json:"namespaces,omitempty"`
-}
+// Budgets and NamespaceBudget are package compiled's.
+type (
+	Budgets         = compiled.Budgets
+	NamespaceBudget = compiled.NamespaceBudget
+)
 
-// NamespaceBudget is one namespace's budget on a limiter pod.
-type NamespaceBudget struct {
-	// MaxPoliciesPerRequest is how many of the namespace's policies one
-	// request may match; a request that matches more is denied.
-	MaxPoliciesPerRequest int32 `json:"maxPoliciesPerRequest"`
-	// StoreCallsPerSecond is how many policy decisions against the store
-	// this pod makes per second for the namespace (burst: one second's
-	// worth); past it, each policy's failure mode answers.
-	StoreCallsPerSecond int32 `json:"storeCallsPerSecond"`
-}
-
-// For is namespace ns's budget.
-func (b *Budgets) For(ns string) NamespaceBudget {
-	if nb, ok := b.Namespaces[ns]; ok {
-		return nb
-	}
-	return b.Default
-}
-
-func (b *Budgets) validate() error {
+func validateBudgets(b *Budgets) error {
 	check := func(what string, nb NamespaceBudget) error {
 		if nb.MaxPoliciesPerRequest < 1 {
 			return fmt.Errorf("budgets: %s: maxPoliciesPerRequest %d is below 1", what, nb.MaxPoliciesPerRequest)
@@ -211,29 +191,29 @@ func ParseDocument(data []byte) (*Snapshot, error) {
 	if errs := ValidateForwardAuth(d.ForwardAuth, field.NewPath("forwardAuth")); len(errs) > 0 {
 		return nil, fmt.Errorf("snapshot document: %v", errs.ToAggregate())
 	}
-	snap.ForwardAuth = DefaultForwardAuth(d.ForwardAuth)
+	setForwardAuth(snap, DefaultForwardAuth(d.ForwardAuth))
 	if d.Budgets != nil {
-		if err := d.Budgets.validate(); err != nil {
+		if err := validateBudgets(d.Budgets); err != nil {
 			return nil, fmt.Errorf("snapshot document: %w", err)
 		}
 		snap.Budgets = d.Budgets
 	}
-	snap.Version = snap.hash()
+	snap.Version = hash(snap)
 	return snap, nil
 }
 
-// Document returns the snapshot as a document.
-func (s *Snapshot) Document() Document {
+// DocumentOf returns the snapshot as a document.
+func DocumentOf(s *Snapshot) Document {
 	d := Document{Enforcement: s.Enforcement, Policies: make([]DocumentPolicy, len(s.Policies)), Pods: s.Pods,
-		ForwardAuth: s.ForwardAuth, Budgets: s.Budgets}
+		ForwardAuth: forwardAuthSource(s), Budgets: s.Budgets}
 	for i, p := range s.Policies {
-		d.Policies[i] = DocumentPolicy{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Generation: p.Generation, Spec: p.Spec}
+		d.Policies[i] = DocumentPolicy{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Generation: p.Generation, Spec: *SpecOf(p)}
 	}
 	return d
 }
 
 // hash is the version of the snapshot's canonical document.
-func (s *Snapshot) hash() string {
-	_, v := EncodeDocument(s.Document())
+func hash(s *Snapshot) string {
+	_, v := EncodeDocument(DocumentOf(s))
 	return v
 }

@@ -16,7 +16,7 @@ func policiesOf(t *testing.T, file string) []v1alpha1.RateLimitPolicy {
 	}
 	var out []v1alpha1.RateLimitPolicy
 	for _, p := range snap.Policies {
-		obj := v1alpha1.RateLimitPolicy{Spec: p.Spec}
+		obj := v1alpha1.RateLimitPolicy{Spec: *config.SpecOf(p)}
 		obj.Namespace, obj.Name, obj.Generation = p.Namespace, p.Name, 3
 		out = append(out, obj)
 	}
@@ -35,7 +35,7 @@ func TestDocumentRoundTrip(t *testing.T) {
 	if snap.Version != version || len(snap.Policies) != 3 || snap.Policies[0].Generation != 3 {
 		t.Fatalf("parsed version %s (want %s), %d policies", snap.Version, version, len(snap.Policies))
 	}
-	again, v2 := config.EncodeDocument(snap.Document())
+	again, v2 := config.EncodeDocument(config.DocumentOf(snap))
 	if string(again) != string(data) || v2 != version {
 		t.Fatal("re-encoding a parsed document changed it")
 	}

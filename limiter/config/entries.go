@@ -79,7 +79,7 @@ func ForwardAuthEntryConflict(m *v1alpha1.ForwardAuth, spec *v1alpha1.RateLimitP
 func checkEntries(policies []*Policy) error {
 	for i, p := range policies {
 		for _, o := range policies[:i] {
-			if msg := EntryConflict(&p.Spec, &o.Spec, o.ID()); msg != "" {
+			if msg := EntryConflict(SpecOf(p), SpecOf(o), o.ID()); msg != "" {
 				return fmt.Errorf("%s: %s", p.ID(), msg)
 			}
 		}
@@ -92,7 +92,7 @@ func checkEntries(policies []*Policy) error {
 func checkForwardAuthEntries(snap *Snapshot, mappings []v1alpha1.ForwardAuth) error {
 	for i := range mappings {
 		for _, p := range snap.Policies {
-			if msg := ForwardAuthEntryConflict(&mappings[i], &p.Spec, p.ID()); msg != "" {
+			if msg := ForwardAuthEntryConflict(&mappings[i], SpecOf(p), p.ID()); msg != "" {
 				return fmt.Errorf("spec.forwardAuth[%d]: %s", i, msg)
 			}
 		}
@@ -146,7 +146,7 @@ func FleetEntryConflict(e *v1alpha1.FleetEntries, fleetName string, spec *v1alph
 // LimiterFleet, named fleetName, can't serve (FleetEntryConflict).
 func checkFleetEntries(snap *Snapshot, e *v1alpha1.FleetEntries, fleetName string) error {
 	for _, p := range snap.Policies {
-		if msg := FleetEntryConflict(e, fleetName, &p.Spec); msg != "" {
+		if msg := FleetEntryConflict(e, fleetName, SpecOf(p)); msg != "" {
 			return fmt.Errorf("%s: %s", p.ID(), msg)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 )
 
 // Messages of the CEL rules of LimiterFleet.spec.forwardAuth, repeated word
@@ -108,19 +109,42 @@ func validateForwardAuthDescriptors(ds []v1alpha1.ForwardAuthDescriptor, fld *fi
 	return errs
 }
 
-// ForwardAuthFor returns the forward-auth mapping of domain, defaulted, or nil
-// when the snapshot has none.
-func (s *Snapshot) ForwardAuthFor(domain string) *v1alpha1.ForwardAuth {
-	if s == nil {
-		return nil
+// setForwardAuth compiles mappings, defaulted and sorted by domain, into
+// snap, each with the conflict forward-auth refuses it for
+// (ForwardAuthEntryConflict against the policies of its domain), and
+// keeps them as the snapshot's source for its document.
+func setForwardAuth(snap *Snapshot, mappings []v1alpha1.ForwardAuth) {
+	snap.Source = mappings
+	snap.ForwardAuth = make([]compiled.ForwardAuth, len(mappings))
+	for i := range mappings {
+		m := &mappings[i]
+		out := compiled.ForwardAuth{Domain: m.Domain, Descriptors: make([]compiled.ForwardAuthDescriptor, len(m.Descriptors)),
+			DenyOnMissing: m.OnMissing != nil && *m.OnMissing == v1alpha1.OnMissingDeny}
+		if m.DenyStatus != nil {
+			out.DenyStatus = int(*m.DenyStatus)
+		}
+		for j, d := range m.Descriptors {
+			out.Descriptors[j] = compiled.ForwardAuthDescriptor{Key: d.Key, From: compiled.ForwardAuthSource(d.From)}
+			if d.Header != nil {
+				out.Descriptors[j].Header = *d.Header
+			}
+		}
+		if d := snap.Domain(m.Domain); d != nil {
+			for _, p := range d.Policies {
+				if out.Conflict = ForwardAuthEntryConflict(m, SpecOf(p), p.ID()); out.Conflict != "" {
+					break
+				}
+			}
+		}
+		snap.ForwardAuth[i] = out
 	}
-	i, ok := slices.BinarySearchFunc(s.ForwardAuth, domain, func(m v1alpha1.ForwardAuth, d string) int {
-		return strings.Compare(m.Domain, d)
-	})
-	if !ok {
-		return nil
-	}
-	return &s.ForwardAuth[i]
+}
+
+// forwardAuthSource is the defaulted forward-auth mappings snap was
+// compiled from.
+func forwardAuthSource(snap *Snapshot) []v1alpha1.ForwardAuth {
+	m, _ := snap.Source.([]v1alpha1.ForwardAuth)
+	return m
 }
 
 // applyFleet sets what a policy file's LimiterFleet configures (its
@@ -153,8 +177,8 @@ func applyFleet(snap *Snapshot, f *v1alpha1.LimiterFleet, where string) error {
 	if f.Spec.EffectiveEnforcement() == v1alpha1.EnforcementDisabled {
 		snap.Enforcement = EnforcementDisabled
 	}
-	snap.ForwardAuth = DefaultForwardAuth(f.Spec.ForwardAuth)
-	snap.Version = snap.hash()
+	setForwardAuth(snap, DefaultForwardAuth(f.Spec.ForwardAuth))
+	snap.Version = hash(snap)
 	return nil
 }
 

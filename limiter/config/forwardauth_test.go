@@ -27,7 +27,11 @@ func TestLoadFleet(t *testing.T) {
 		{Domain: "shop", OnMissing: ptr.To(v1alpha1.OnMissingAllow), DenyStatus: ptr.To[int32](429),
 			Descriptors: []v1alpha1.ForwardAuthDescriptor{{Key: "api_key", From: v1alpha1.FromHeader, Header: ptr.To("X-Api-Key")}}},
 	}
-	if diff := cmp.Diff(want, snap.ForwardAuth); diff != "" {
+	if len(snap.ForwardAuth) != 2 || !snap.ForwardAuth[0].DenyOnMissing || snap.ForwardAuth[0].DenyStatus != 401 ||
+		snap.ForwardAuth[1].DenyOnMissing || snap.ForwardAuth[1].Descriptors[0].Header != "X-Api-Key" {
+		t.Errorf("forwardAuth compiled: %+v", snap.ForwardAuth)
+	}
+	if diff := cmp.Diff(want, config.DocumentOf(snap).ForwardAuth); diff != "" {
 		t.Errorf("forwardAuth, defaulted and sorted by domain (-want +got):\n%s", diff)
 	}
 	if m := snap.ForwardAuthFor("shop"); m == nil || m.Domain != "shop" {
@@ -45,7 +49,7 @@ func TestLoadFleet(t *testing.T) {
 		t.Error("the fleet's forwardAuth and enforcement did not change the version")
 	}
 	// A snapshot document carries them to limiter pods unchanged.
-	data, version := config.EncodeDocument(snap.Document())
+	data, version := config.EncodeDocument(config.DocumentOf(snap))
 	back, err := config.ParseDocument(data)
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +133,7 @@ func TestLoadGatewaySamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := snap.ForwardAuthFor("gateway"); m == nil || *m.DenyStatus != 403 {
+	if m := snap.ForwardAuthFor("gateway"); m == nil || m.DenyStatus != 403 {
 		t.Fatalf("the gateway sample maps no domain gateway with denyStatus 403: %+v", snap.ForwardAuth)
 	}
 	if len(snap.Domain("gateway").Policies) != 2 {

@@ -87,7 +87,7 @@ spec: {domain: d, descriptors: [{key: k}], rate: {limit: 10, period: 1m}}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(snap.Policies) != 2 || snap.Policies[0].Soft() || !snap.Policies[1].Soft() {
+	if len(snap.Policies) != 2 || snap.Policies[0].Soft || !snap.Policies[1].Soft {
 		t.Fatalf("policies %v, want shop/hard and the soft shop/warn", snap.Policies)
 	}
 	if got := snap.Domain("d").MinMaxCost(); got != 10 {

@@ -5,17 +5,11 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 )
 
-// PenaltyAnswer is how a policy answers a penalized request
-// (spec.penalty): what counts, and for how long, is the policy's
-// Limit.Penalty.
-type PenaltyAnswer struct {
-	// Status is the HTTP status of the HTTP check and forward-auth.
-	Status int
-	// Reason is X-Sluice-Reason, and the RLS dynamic metadata's reason.
-	Reason string
-}
+// PenaltyAnswer is package compiled's.
+type PenaltyAnswer = compiled.PenaltyAnswer
 
 // compilePenalty compiles spec.penalty of the policy id, or returns none.
 // A hidden policy's default reason does not name it (spec.visibility).

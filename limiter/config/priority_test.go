@@ -24,7 +24,7 @@ func TestCompilePriority(t *testing.T) {
 	pr := snap.Policies[0].Priority
 	// Of 7: 7, floor(5.6) = 5, floor(3.5) = 3 and 0 may be used.
 	for i, want := range []int64{0, 2, 4, 7} {
-		if got := pr.Levels[i].Reserve; got != want {
+		if got := pr.Levels[i].Headroom; got != want {
 			t.Errorf("%s: reserve %d, want %d", pr.Levels[i].Value, got, want)
 		}
 	}
@@ -32,11 +32,11 @@ func TestCompilePriority(t *testing.T) {
 		entries []Entry
 		want    string
 	}{
-		{[]Entry{{"user_id", "u"}, {"priority", "batch"}}, "batch"},
-		{[]Entry{{"priority", "critical"}, {"priority", "batch"}}, "critical"}, // the first entry counts
-		{[]Entry{{"user_id", "u"}}, "default"},                                 // none
-		{[]Entry{{"priority", "urgent"}}, "default"},                           // unknown
-		{[]Entry{{"Priority", "critical"}}, "default"},                         // keys are case-sensitive
+		{[]Entry{{Key: "user_id", Value: "u"}, {Key: "priority", Value: "batch"}}, "batch"},
+		{[]Entry{{Key: "priority", Value: "critical"}, {Key: "priority", Value: "batch"}}, "critical"}, // the first entry counts
+		{[]Entry{{Key: "user_id", Value: "u"}}, "default"},                                             // none
+		{[]Entry{{Key: "priority", Value: "urgent"}}, "default"},                                       // unknown
+		{[]Entry{{Key: "Priority", Value: "critical"}}, "default"},                                     // keys are case-sensitive
 	} {
 		if got := pr.Levels[pr.Level(tc.entries)].Value; got != tc.want {
 			t.Errorf("%v: level %s, want %s", tc.entries, got, tc.want)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/service"
 )
 
@@ -19,12 +19,12 @@ const storeCheckTimeout = time.Second
 // Swap and at shutdown.
 type loads struct {
 	mu      sync.Mutex
-	snap    *config.Snapshot // the last one Swap installed
-	at      time.Time        // when
-	changed chan struct{}    // closed and replaced by each Swap; nil once shut down
+	snap    *compiled.Snapshot // the last one Swap installed
+	at      time.Time          // when
+	changed chan struct{}      // closed and replaced by each Swap; nil once shut down
 }
 
-func newLoads(snap *config.Snapshot) *loads {
+func newLoads(snap *compiled.Snapshot) *loads {
 	l := &loads{changed: make(chan struct{})}
 	if snap != nil {
 		l.snap, l.at = snap, time.Now()
@@ -33,7 +33,7 @@ func newLoads(snap *config.Snapshot) *loads {
 }
 
 // installed records snap and wakes the waiters.
-func (l *loads) installed(snap *config.Snapshot) {
+func (l *loads) installed(snap *compiled.Snapshot) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.snap, l.at = snap, time.Now()
@@ -62,7 +62,7 @@ func (l *loads) next() <-chan struct{} {
 
 // loadedAt is when snap was installed, or zero when it wasn't the last
 // snapshot Swap installed.
-func (l *loads) loadedAt(snap *config.Snapshot) time.Time {
+func (l *loads) loadedAt(snap *compiled.Snapshot) time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if snap == nil || snap != l.snap {

@@ -9,8 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/service"
 )
 
@@ -84,8 +83,12 @@ func (s *Server) forwardAuth(w http.ResponseWriter, r *http.Request) {
 			"a caller would choose its own idempotency key; rename the entry", domain, key))
 		return
 	}
-	if msg := forwardAuthEntryConflict(s.svc.Snapshot(), m); msg != "" {
-		writeError(w, http.StatusInternalServerError, msg)
+	if m.Conflict != "" {
+		// A mapping that fills an entry that steers the limiter for a
+		// policy of its domain (config.ForwardAuthEntryConflict, compiled
+		// with the snapshot): a policy file that does so is refused at
+		// load, and a fleet's here, where the domain's policies are known.
+		writeError(w, http.StatusInternalServerError, m.Conflict)
 		return
 	}
 	entries, missing, refusal, err := forwardAuthEntries(r, m, s.opts.TrustedProxies)
@@ -100,15 +103,15 @@ func (s *Server) forwardAuth(w http.ResponseWriter, r *http.Request) {
 		req := &service.Request{Domain: domain, Descriptors: []service.Descriptor{{Entries: entries}}, NoEnd: true}
 		resp := &service.Response{}
 		s.svc.RefuseInto(req, refusal, resp)
-		s.answer(w, r, resp, int(*m.DenyStatus))
+		s.answer(w, r, resp, m.DenyStatus)
 		return
 	}
 	if missing != "" {
 		msg := "request lacks " + missing + ", which the forwardAuth mapping of domain " + m.Domain + " needs"
 		w.Header().Set(HeaderReason, msg)
-		if *m.OnMissing == v1alpha1.OnMissingDeny {
+		if m.DenyOnMissing {
 			s.gw.missing.WithLabelValues(m.Domain, missingDenied).Inc()
-			writeError(w, int(*m.DenyStatus), msg+" (onMissing Deny)")
+			writeError(w, m.DenyStatus, msg+" (onMissing Deny)")
 			return
 		}
 		s.gw.missing.WithLabelValues(m.Domain, missingAllowed).Inc()
@@ -120,33 +123,14 @@ func (s *Server) forwardAuth(w http.ResponseWriter, r *http.Request) {
 		// the policies on the entries present still apply.
 	}
 	req := &service.Request{Domain: domain, Descriptors: []service.Descriptor{{Entries: entries}}, NoEnd: true}
-	s.decide(w, r, req, &service.Response{}, int(*m.DenyStatus))
-}
-
-// forwardAuthEntryConflict says why m fills an entry that steers the
-// limiter for a policy of its domain in snap (config.ForwardAuthEntryConflict:
-// a lease entry, or a priority key from a request header), or "".
-// Forward-auth refuses the mapping: a policy file that does so is refused
-// at load, and a fleet's is refused here, where the domain's policies are
-// known.
-func forwardAuthEntryConflict(snap *config.Snapshot, m *v1alpha1.ForwardAuth) string {
-	d := snap.Domain(m.Domain)
-	if d == nil {
-		return ""
-	}
-	for _, p := range d.Policies {
-		if msg := config.ForwardAuthEntryConflict(m, &p.Spec, p.ID()); msg != "" {
-			return msg
-		}
-	}
-	return ""
+	s.decide(w, r, req, &service.Response{}, m.DenyStatus)
 }
 
 // idempotencyCollision is the key of m's descriptors that is the service's
 // idempotency entry, or "". Such an entry would be taken out of matching
 // and used as the request's idempotency key: a caller who sets the header
 // it comes from would choose its own key. Forward-auth refuses the mapping.
-func (s *Server) idempotencyCollision(m *v1alpha1.ForwardAuth) string {
+func (s *Server) idempotencyCollision(m *compiled.ForwardAuth) string {
 	for _, d := range m.Descriptors {
 		if d.Key == s.svc.IdempotencyEntry() {
 			return d.Key
@@ -164,25 +148,25 @@ func (s *Server) idempotencyCollision(m *v1alpha1.ForwardAuth) string {
 // behind the gateway may read any one of them, or all joined, so no value
 // is the one it sees), an X-Forwarded-For that isn't a list of addresses.
 // err is for what no client sends (a peer address that doesn't parse).
-func forwardAuthEntries(r *http.Request, m *v1alpha1.ForwardAuth, trusted []netip.Prefix) (entries []config.Entry, missing, refusal string, err error) {
-	entries = make([]config.Entry, 0, len(m.Descriptors))
+func forwardAuthEntries(r *http.Request, m *compiled.ForwardAuth, trusted []netip.Prefix) (entries []compiled.Entry, missing, refusal string, err error) {
+	entries = make([]compiled.Entry, 0, len(m.Descriptors))
 	for _, d := range m.Descriptors {
 		var v, want, refused string
 		switch d.From {
-		case v1alpha1.FromMethod:
+		case compiled.FromMethod:
 			v, want, refused = firstHeader(r.Header, methodHeaders, r.Method)
-		case v1alpha1.FromPath:
+		case compiled.FromPath:
 			v, want, refused = firstHeader(r.Header, uriHeaders, "")
 			if v != "" {
 				v = NormalizePath(v)
 			}
-		case v1alpha1.FromHost:
+		case compiled.FromHost:
 			v, want, refused = firstHeader(r.Header, hostHeaders, r.Host)
-		case v1alpha1.FromClientIP:
+		case compiled.FromClientIP:
 			v, refused, err = clientIP(r, trusted)
 			want = "a client address"
-		case v1alpha1.FromHeader:
-			v, want, refused = firstHeader(r.Header, []string{*d.Header}, "")
+		case compiled.FromHeader:
+			v, want, refused = firstHeader(r.Header, []string{d.Header}, "")
 		}
 		if err != nil {
 			return nil, "", "", err
@@ -200,7 +184,7 @@ func forwardAuthEntries(r *http.Request, m *v1alpha1.ForwardAuth, trusted []neti
 			missing += want
 			continue
 		}
-		entries = append(entries, config.Entry{Key: d.Key, Value: v})
+		entries = append(entries, compiled.Entry{Key: d.Key, Value: v})
 	}
 	return entries, missing, refusal, nil
 }

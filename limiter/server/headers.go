@@ -9,6 +9,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/service"
 )
 
@@ -46,27 +47,7 @@ func headers(resp *service.Response, jitter float64) []*corev3.HeaderValue {
 	var values [9]struct{ k, v string }
 	n := 0
 	if p := d.Policy; p != nil {
-		r := d.Result
-		name := strconv.Quote(p.ID())
-		// A bucket whose burst exceeds its rate can hold more than rate.limit:
-		// report the larger, so remaining never exceeds the limit shown.
-		quota := max(p.Limit.Limit, p.Limit.Capacity())
-		limit := strconv.FormatInt(quota, 10)
-		remaining := strconv.FormatInt(min(r.Remaining, quota), 10)
-		reset := strconv.FormatInt(ceilSeconds(r.ResetAfter), 10)
-		values[0].k, values[0].v = HeaderRateLimitPolicy, name+";q="+limit+";w="+strconv.FormatInt(ceilSeconds(span(p.Limit)), 10)
-		values[1].k, values[1].v = HeaderRateLimit, name+";r="+remaining+";t="+reset
-		values[2].k, values[2].v = HeaderLimit, limit
-		values[3].k, values[3].v = HeaderRemaining, remaining
-		values[4].k, values[4].v = HeaderReset, reset
-		if p.Limit.Algorithm == algo.Concurrency {
-			// A quota of requests in flight has no window, and no time when it
-			// resets: a slot frees when a request ends. The draft's quota unit
-			// says so. X-RateLimit-Reset is when every lease would have
-			// expired.
-			values[0].v = name + ";q=" + limit + `;qu="concurrent-requests"`
-			values[1].v = name + ";r=" + remaining
-		}
+		policyHeaders(&values, p, d.Result)
 		n = 5
 	}
 	if d.OverLimit && d.RetryAfter != algo.Never {
@@ -97,6 +78,47 @@ func headers(resp *service.Response, jitter float64) []*corev3.HeaderValue {
 		out[i] = &hs[i]
 	}
 	return out
+}
+
+// policyHeaders fills values[0:5] with p's rate-limit headers for its
+// result r: all five values are cut from one string, one allocation for
+// what every decided request tells.
+func policyHeaders(values *[9]struct{ k, v string }, p *compiled.Policy, r algo.Result) {
+	// A bucket whose burst exceeds its rate can hold more than rate.limit:
+	// report the larger, so remaining never exceeds the limit shown.
+	quota := max(p.Limit.Limit, p.Limit.Capacity())
+	var buf [256]byte
+	b := strconv.AppendInt(buf[:0], quota, 10)
+	limitEnd := len(b)
+	b = strconv.AppendInt(b, min(r.Remaining, quota), 10)
+	remainingEnd := len(b)
+	b = strconv.AppendInt(b, ceilSeconds(r.ResetAfter), 10)
+	resetEnd := len(b)
+	// RateLimit-Policy, then RateLimit.
+	b = strconv.AppendQuote(b, p.ID())
+	nameEnd := len(b)
+	b = append(append(b, ";q="...), buf[:limitEnd]...)
+	if p.Limit.Algorithm == algo.Concurrency {
+		// A quota of requests in flight has no window, and no time when it
+		// resets: a slot frees when a request ends. The draft's quota unit
+		// says so. X-RateLimit-Reset is when every lease would have
+		// expired.
+		b = append(b, `;qu="concurrent-requests"`...)
+	} else {
+		b = strconv.AppendInt(append(b, ";w="...), ceilSeconds(span(p.Limit)), 10)
+	}
+	policyEnd := len(b)
+	b = append(b, b[resetEnd:nameEnd]...)
+	b = append(append(b, ";r="...), b[limitEnd:remainingEnd]...)
+	if p.Limit.Algorithm != algo.Concurrency {
+		b = append(append(b, ";t="...), b[remainingEnd:resetEnd]...)
+	}
+	all := string(b)
+	values[0].k, values[0].v = HeaderRateLimitPolicy, all[resetEnd:policyEnd]
+	values[1].k, values[1].v = HeaderRateLimit, all[policyEnd:]
+	values[2].k, values[2].v = HeaderLimit, all[:limitEnd]
+	values[3].k, values[3].v = HeaderRemaining, all[limitEnd:remainingEnd]
+	values[4].k, values[4].v = HeaderReset, all[remainingEnd:resetEnd]
 }
 
 // softLimitValue is HeaderSoftLimit's value for resp: the names of the

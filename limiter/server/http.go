@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/service"
 )
 
@@ -203,10 +203,10 @@ func idempotencyKey(h http.Header) (string, error) {
 }
 
 // visiblePolicies counts snap's policies that are not hidden.
-func visiblePolicies(snap *config.Snapshot) int {
+func visiblePolicies(snap *compiled.Snapshot) int {
 	n := 0
 	for _, p := range snap.Policies {
-		if !p.Hidden() {
+		if !p.Hidden {
 			n++
 		}
 	}

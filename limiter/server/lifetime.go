@@ -8,7 +8,7 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/service"
 	"github.com/sluice-dev/sluice/limiter/store"
 )
@@ -161,9 +161,9 @@ func decodeEndRequest(body []byte, settle bool) (*service.EndRequest, error) {
 	out := &service.EndRequest{Domain: in.Domain, Lease: in.Lease, Cost: store.AtEstimate,
 		Descriptors: make([]service.Descriptor, len(in.Descriptors))}
 	for i, d := range in.Descriptors {
-		es := make([]config.Entry, len(d.Entries))
+		es := make([]compiled.Entry, len(d.Entries))
 		for j, e := range d.Entries {
-			es[j] = config.Entry{Key: e.Key, Value: e.Value}
+			es[j] = compiled.Entry{Key: e.Key, Value: e.Value}
 		}
 		out.Descriptors[i].Entries = es
 	}

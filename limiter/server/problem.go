@@ -8,7 +8,6 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/service"
 )
 
@@ -25,15 +24,20 @@ const ProblemContentType = "application/problem+json"
 const AcceptEntry = service.DefaultAcceptEntry
 
 // problemTypes are the problem types of draft-ietf-httpapi-ratelimit-headers
-// (section 5), by the API's name for each: the type URI and its title.
-var problemTypes = map[v1alpha1.ProblemType]struct{ uri, title string }{
-	v1alpha1.QuotaExceeded: {"https://iana.org/assignments/http-problem-types#quota-exceeded",
+// (section 5), by the API's name for each (spec.problem.type; a test
+// checks that every name the API knows is here): the type URI and its
+// title.
+var problemTypes = map[string]struct{ uri, title string }{
+	quotaExceeded: {"https://iana.org/assignments/http-problem-types#quota-exceeded",
 		"Request cannot be satisfied as assigned quota has been exceeded"},
-	v1alpha1.TemporaryReducedCapacity: {"https://iana.org/assignments/http-problem-types#temporary-reduced-capacity",
+	"TemporaryReducedCapacity": {"https://iana.org/assignments/http-problem-types#temporary-reduced-capacity",
 		"Request cannot be satisfied due to temporary server capacity constraints"},
-	v1alpha1.AbnormalUsageDetected: {"https://iana.org/assignments/http-problem-types#abnormal-usage-detected",
+	"AbnormalUsageDetected": {"https://iana.org/assignments/http-problem-types#abnormal-usage-detected",
 		"Request not satisfied due to detection of abnormal request pattern"},
 }
+
+// quotaExceeded is the problem type of a denial by no policy's choice.
+const quotaExceeded = "QuotaExceeded"
 
 // Problem is the problem details body (RFC 9457) of a denial, with the
 // draft's extension member "violated-policies".
@@ -53,9 +57,9 @@ type Problem struct {
 // (a hidden one's too: they are not its numbers), and every violated
 // visible policy.
 func problemFor(resp *service.Response, status int) Problem {
-	pt, detail := v1alpha1.QuotaExceeded, ""
+	pt, detail := quotaExceeded, ""
 	if p := resp.Reported.Denied; p != nil {
-		pt, detail = p.Spec.EffectiveProblemType(), p.Spec.ProblemDetail()
+		pt, detail = p.ProblemType, p.ProblemDetail
 	}
 	if resp.Reported.Refused {
 		// What the client sent, and the cap (refuse.go).

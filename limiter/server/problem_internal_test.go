@@ -1,6 +1,10 @@
 package server
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+)
 
 func TestAcceptsProblem(t *testing.T) {
 	for _, tc := range []struct {
@@ -30,5 +34,20 @@ func TestAcceptsProblem(t *testing.T) {
 		if got := acceptsProblem(tc.accept); got != tc.want {
 			t.Errorf("acceptsProblem(%q) = %v, want %v", tc.accept, got, tc.want)
 		}
+	}
+}
+
+// Every problem type the API lets a policy name has its URI and title.
+func TestEveryProblemTypeKnown(t *testing.T) {
+	for _, pt := range v1alpha1.ProblemTypes {
+		if _, ok := problemTypes[string(pt)]; !ok {
+			t.Errorf("spec.problem.type %s has no URI and title in problemTypes", pt)
+		}
+	}
+	if len(problemTypes) != len(v1alpha1.ProblemTypes) {
+		t.Errorf("problemTypes has %d types, the API %d", len(problemTypes), len(v1alpha1.ProblemTypes))
+	}
+	if _, ok := problemTypes[quotaExceeded]; !ok || quotaExceeded != string(v1alpha1.QuotaExceeded) {
+		t.Errorf("the default problem type %q is not the API's %q", quotaExceeded, v1alpha1.QuotaExceeded)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluice-dev/sluice/limiter/algo"
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/service"
 )
 
@@ -104,7 +104,7 @@ func grpcError(err error) error {
 type rlsRequest struct {
 	req         service.Request
 	descriptors []service.Descriptor
-	entries     []config.Entry
+	entries     []compiled.Entry
 	resp        service.Response
 }
 
@@ -123,7 +123,7 @@ func getRequest(req *rlsv3.RateLimitRequest) *rlsRequest {
 	for i, d := range ds {
 		start := len(entries)
 		for _, e := range d.GetEntries() {
-			entries = append(entries, config.Entry{Key: e.GetKey(), Value: e.GetValue()})
+			entries = append(entries, compiled.Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
 		// Should entries grow, the earlier descriptors keep theirs in the
 		// old array, which stays as it was.
@@ -182,7 +182,7 @@ func toRLS(resp *service.Response, jitter float64) *rlsv3.RateLimitResponse {
 		// Envoy logs and forwards the RLS dynamic metadata. A hidden
 		// policy's name stays out: the HTTP check's body carries it too.
 		md = map[string]any{"reason": reasonOf(d)}
-		if d.Denied != nil && !d.Denied.Hidden() {
+		if d.Denied != nil && !d.Denied.Hidden {
 			md["policy"] = d.Denied.ID()
 		}
 		if d.Refused {
@@ -229,17 +229,22 @@ func descriptorStatus(d *service.Decision) *rlsv3.RateLimitResponse_DescriptorSt
 	if d.Policy == nil {
 		return st
 	}
+	// The status, its limit and its duration in one allocation: every
+	// decided descriptor has them.
+	a := &struct {
+		lim rlsv3.RateLimitResponse_RateLimit
+		dur durationpb.Duration
+	}{}
 	unit, mult := limitUnit(d.Policy.Limit)
-	st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{
-		Name:            d.Policy.ID(),
-		RequestsPerUnit: uint32(d.Policy.Limit.Limit),
-		Unit:            unit,
-	}
+	a.lim.Name, a.lim.RequestsPerUnit, a.lim.Unit = d.Policy.ID(), uint32(d.Policy.Limit.Limit), unit
 	if mult != 1 {
-		st.CurrentLimit.UnitMultiplier = wrapperspb.UInt32(mult)
+		a.lim.UnitMultiplier = wrapperspb.UInt32(mult)
 	}
+	st.CurrentLimit = &a.lim
 	st.LimitRemaining = uint32(min(d.Result.Remaining, int64(^uint32(0))))
-	st.DurationUntilReset = durationpb.New(d.Result.ResetAfter)
+	reset := d.Result.ResetAfter
+	a.dur.Seconds, a.dur.Nanos = int64(reset/time.Second), int32(reset%time.Second)
+	st.DurationUntilReset = &a.dur
 	return st
 }
 

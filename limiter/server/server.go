@@ -28,7 +28,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/service"
 )
 
@@ -217,7 +217,7 @@ func (s *Server) AdminHandler() http.Handler { return s.admin.Handler }
 
 // Swap installs snap in the service, reports gRPC health SERVING and
 // answers the long-polls waiting for its version.
-func (s *Server) Swap(snap *config.Snapshot) {
+func (s *Server) Swap(snap *compiled.Snapshot) {
 	s.svc.Swap(snap)
 	s.loads.installed(snap)
 	setServing(s.health, true) // ignored once shutting down

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/service"
 )
 
@@ -47,7 +47,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 
 // parseStatusQuery reads the domain and the descriptor entries, sorted by
 // key, from a status query. Each is given once.
-func parseStatusQuery(raw string) (string, []config.Entry, error) {
+func parseStatusQuery(raw string) (string, []compiled.Entry, error) {
 	q, err := url.ParseQuery(raw)
 	if err != nil {
 		return "", nil, fmt.Errorf("invalid query: %v", err)
@@ -60,7 +60,7 @@ func parseStatusQuery(raw string) (string, []config.Entry, error) {
 		return "", nil, fmt.Errorf("%d domain query parameters: give one (a descriptor key named domain is given as %sdomain=VALUE)", len(domains), entryParamPrefix)
 	}
 	seen := map[string]string{}
-	var entries []config.Entry
+	var entries []compiled.Entry
 	for param, values := range q {
 		if param == "domain" {
 			continue
@@ -75,12 +75,12 @@ func parseStatusQuery(raw string) (string, []config.Entry, error) {
 			return "", nil, fmt.Errorf("descriptor key %q is given twice, as %q and %q: give each key once", key, seen[key], param)
 		}
 		seen[key] = param
-		entries = append(entries, config.Entry{Key: key, Value: values[0]})
+		entries = append(entries, compiled.Entry{Key: key, Value: values[0]})
 	}
 	if len(entries) == 0 {
 		return "", nil, fmt.Errorf("no descriptor entries: add key=value query parameters, as in %s?domain=%s&user_id=alice",
 			StatusPath, url.QueryEscape(domains[0]))
 	}
-	slices.SortFunc(entries, func(a, b config.Entry) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(entries, func(a, b compiled.Entry) int { return strings.Compare(a.Key, b.Key) })
 	return domains[0], entries, nil
 }

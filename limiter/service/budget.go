@@ -8,12 +8,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/limiter/algo"
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 )
 
 // The limiter limits itself: each namespace's policies have a budget,
 // set by the platform team on the fleet (spec.tenantBudget) and carried in
-// the snapshot (config.Budgets), so that one tenant's policies and
+// the snapshot (compiled.Budgets), so that one tenant's policies and
 // requests can't take the work of the others'.
 //
 //   - A request may match at most maxPoliciesPerRequest policies of each
@@ -97,7 +97,7 @@ func newBudgetMetrics(reg prometheus.Registerer) *budgetMetrics {
 // storeBudgets builds, for the namespaces of snap's policies, their store
 // budgets under budgets, keeping the state of prev's where the rate is unchanged (a
 // new snapshot does not refill a bucket). nil without budgets.
-func (s *Service) storeBudgets(snap *config.Snapshot, budgets *config.Budgets, prev map[string]*storeBudget) map[string]*storeBudget {
+func (s *Service) storeBudgets(snap *compiled.Snapshot, budgets *compiled.Budgets, prev map[string]*storeBudget) map[string]*storeBudget {
 	if budgets == nil {
 		return nil
 	}
@@ -127,31 +127,24 @@ func (s *Service) storeBudgets(snap *config.Snapshot, budgets *config.Budgets, p
 // that namespace's maxPoliciesPerRequest, and reports whether it did. It
 // runs before any decision: a denied request spends nothing. A domain
 // with few policies needs no matching to know it is within budget.
-func (s *Service) checkMatchBudget(l *loaded, req *Request, resp *Response) bool {
+func (s *Service) checkMatchBudget(pl *plan, req *Request, resp *Response) bool {
+	l, d := pl.l, pl.dom
 	b := l.budgetCfg
-	d := l.snap.Domain(req.Domain)
 	if b == nil || d == nil || !s.enforcing(l) {
 		return false
 	}
 	if int64(len(req.Descriptors))*int64(len(d.Policies)) <= int64(l.minMatchBudget) {
 		return false
 	}
-	sc := s.scratch.Get().(*scratch)
-	defer s.release(sc)
-	sc.matches = sc.matches[:0]
-	for i := range req.Descriptors {
-		entries, _ := s.splitIdempotency(sc, req.Descriptors[i].Entries, "")
-		sc.matches = d.AppendMatches(sc.matches, entries)
-	}
 	// Count per namespace; a request matches few namespaces.
 	type tally struct {
 		ns   string
 		n    int32
-		over *config.Policy // the first policy past the budget
+		over *compiled.Policy // the first policy past the budget
 	}
 	var tallies []tally
 	// Shadow policies count too: they cost the same work.
-	for _, p := range sc.matches {
+	for _, p := range pl.matches {
 		k := -1
 		for j := range tallies {
 			if tallies[j].ns == p.Namespace {

@@ -63,7 +63,7 @@ func TestStoreBudgetFailureMode(t *testing.T) {
 	for _, mode := range []v1alpha1.FailureMode{v1alpha1.FailOpen, v1alpha1.FailClosed, v1alpha1.FailLocal} {
 		t.Run(string(mode), func(t *testing.T) {
 			snap := budgetSnapshot(t, 1)
-			doc := snap.Document()
+			doc := config.DocumentOf(snap)
 			doc.Policies[0].Spec.FailureMode = &mode
 			doc.Budgets = &config.Budgets{Default: config.NamespaceBudget{MaxPoliciesPerRequest: 4, StoreCallsPerSecond: 1}}
 			data, _ := config.EncodeDocument(doc)

@@ -6,9 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/algo"
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/store"
 )
 
@@ -43,40 +42,39 @@ func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) 
 	if answered {
 		return nil // refused (refuse.go)
 	}
-	if s.checkMatchBudget(l, req, resp) {
+	pl := s.newPlan(l, dom, req, skip, resp)
+	defer s.releasePlan(pl)
+	if p, i, reason := s.checkCosts(pl); reason != "" {
+		s.refuse(l, dom, req, i, p, reason, true, resp)
+		return nil
+	}
+	if s.checkMatchBudget(pl, req, resp) {
 		return nil
 	}
 	resp.Decisions = slices.Grow(resp.Decisions, len(req.Descriptors))
-	var lt *lifetime // the request's lease, once a policy holds
-	for i := range req.Descriptors {
-		d := &req.Descriptors[i]
-		if skip&(1<<i) != 0 {
+	for i := range pl.steps {
+		st := &pl.steps[i]
+		if st.skip {
 			// Refused, and no enforcing policy matches it: unmatched.
 			resp.Decisions = append(resp.Decisions, Decision{})
 			continue
 		}
-		ltp := &lt
-		if req.NoEnd {
-			ltp = nil
-		}
-		var dec, ending Decision
-		_, _, ends := leaseEntry(dom, d.Entries)
-		if ends {
+		var ending Decision
+		if st.ends {
 			// The end of a request: it ends the holdings of the holding
 			// policies it matches, and every other policy it matches
 			// decides it as it decides any descriptor (a lease entry
 			// changes no other policy's decision).
-			ending = s.endDescriptor(ctx, l, dom, i, d.Entries, descriptorCost(req, d), resp)
-			ltp = endsHoldings
+			ending = s.endDescriptor(ctx, pl, i)
 		}
-		dec = s.check(ctx, l, req.Domain, d.Entries, descriptorCost(req, d), req.IdempotencyKey, resp, ltp)
+		dec := s.check(ctx, pl, st)
 		if stricter(dec.FailureMode, resp.FailureMode) {
 			resp.FailureMode = dec.FailureMode
 		}
 		resp.Replayed = resp.Replayed || dec.Result.Replayed
 		resp.OverLimit = resp.OverLimit || dec.OverLimit
 		resp.Reported.merge(&dec)
-		if ends && dec.Policy == nil && !dec.OverLimit {
+		if st.ends && dec.Policy == nil && !dec.OverLimit {
 			// Nothing else matched: the descriptor's decision reports the
 			// first holding it ended (told to no client: it is not
 			// merged into Reported).
@@ -84,7 +82,7 @@ func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) 
 		}
 		resp.Decisions = append(resp.Decisions, dec)
 	}
-	if lt != nil && len(lt.held) > 0 {
+	if lt := pl.lt; lt != nil && len(lt.held) > 0 {
 		if resp.OverLimit {
 			s.giveBack(ctx, lt)
 		} else {
@@ -117,9 +115,9 @@ func (d *Decision) merge(dec *Decision) {
 // counter is back to its full quota: the time until the next unit frees
 // would tell the policy's rate; a penalty's are both its time left). The
 // longest wait wins.
-func (d *Decision) deny(p *config.Policy, r algo.Result, reason string) {
+func (d *Decision) deny(p *compiled.Policy, r algo.Result, reason string) {
 	wait := r.RetryAfter
-	if p.Hidden() {
+	if p.Hidden {
 		wait = r.ResetAfter
 		if r.RetryAfter != algo.Never {
 			wait = max(wait, r.RetryAfter)
@@ -145,44 +143,34 @@ func longerWait(a, b time.Duration) bool {
 // of the domain, such as the usual 1, need no matching. Shadow policies,
 // and all while enforcement is off, refuse nothing: they never change an
 // answer.
-func (s *Service) checkCosts(l *loaded, req *Request, skip uint32) (p *config.Policy, i int, reason string) {
-	// Every cap is at least 1: most requests need no look-up.
-	most := int64(0)
-	for i := range req.Descriptors {
-		most = max(most, descriptorCost(req, &req.Descriptors[i]))
-	}
-	if most <= 1 {
+func (s *Service) checkCosts(pl *plan) (p *compiled.Policy, i int, reason string) {
+	d := pl.dom
+	if d == nil || !s.enforcing(pl.l) {
 		return nil, 0, ""
 	}
-	d := l.snap.Domain(req.Domain)
-	if d == nil || !s.enforcing(l) {
-		return nil, 0, ""
-	}
-	for i := range req.Descriptors {
-		desc := &req.Descriptors[i]
-		cost := descriptorCost(req, desc)
-		if cost <= d.MinMaxCost() || skip&(1<<i) != 0 {
+	for i := range pl.steps {
+		st := &pl.steps[i]
+		// Every cap is at least the domain's least: most requests need no
+		// look at their matches.
+		if st.cost <= d.MinMaxCost() || st.skip {
 			continue
 		}
-		if p, reason := s.checkCost(d, i, desc.Entries, cost); reason != "" {
+		if p, reason := checkCost(i, st); reason != "" {
 			return p, i, reason
 		}
 	}
 	return nil, 0, ""
 }
 
-// checkCost is checkCosts for descriptors[i], of entries and cost.
-func (s *Service) checkCost(d *config.Domain, i int, entries []config.Entry, cost int64) (*config.Policy, string) {
-	sc := s.scratch.Get().(*scratch)
-	defer s.release(sc)
-	entries, _ = s.splitIdempotency(sc, entries, "")
-	sc.matches = d.AppendMatches(sc.matches[:0], entries)
-	for _, p := range sc.matches {
-		if _, ends := lookupEntry(entries, p.LeaseEntry); p.Holds() && ends {
+// checkCost is checkCosts for descriptors[i], st.
+func checkCost(i int, st *step) (*compiled.Policy, string) {
+	cost := st.cost
+	for _, p := range st.matches {
+		if _, ends := lookupEntry(st.entries, p.LeaseEntry); p.Holds() && ends {
 			continue // a settle, charged at most p.MaxCost (endDescriptor)
 		}
-		if !p.Shadow && !p.Soft() && cost > p.MaxCost {
-			if p.Hidden() {
+		if !p.Shadow && !p.Soft && cost > p.MaxCost {
+			if p.Hidden {
 				// Neither the cap (by default the capacity) nor the name.
 				return p, fmt.Sprintf("descriptors[%d] costs %d, above the maximum cost of a hidden policy", i, cost)
 			}
@@ -194,9 +182,9 @@ func (s *Service) checkCost(d *config.Domain, i int, entries []config.Entry, cos
 
 // maxCostSource says where p's MaxCost comes from: spec.maxCost, or the
 // capacity by default, which no cost above could ever be allowed by.
-func maxCostSource(p *config.Policy) string {
+func maxCostSource(p *compiled.Policy) string {
 	switch {
-	case p.Spec.MaxCost != nil:
+	case p.MaxCostSet:
 		return "spec.maxCost"
 	case p.Limit.Algorithm.UsesBurst():
 		return "spec.maxCost, by default the capacity, its burst"
@@ -221,52 +209,51 @@ func descriptorCost(req *Request, d *Descriptor) int64 {
 // match spends cost (denials spend nothing). It never fails: store errors
 // are resolved by each policy's failure mode. Policies that hold (see
 // lifetime.go) are peeked at: Check answers no lease to end them with.
-func (s *Service) Check(ctx context.Context, domain string, entries []config.Entry, cost int64) Decision {
-	return s.check(ctx, s.loaded.Load(), domain, entries, cost, "", nil, nil)
-}
-
-// check is Check with a request's idempotency key (empty for none). An
-// idempotency entry in entries (Options.IdempotencyEntry) wins over it, and
-// is left out of matching and counter keys. The enforcing visible
-// policies that deny are added to resp.Violated, and the soft ones over
-// their threshold to resp.SoftLimited, unless resp is nil. Policies that
-// hold take their holdings under *lt, which check makes when it first
-// needs it; with lt nil, they are peeked at; with lt endsHoldings (a
-// descriptor that carries a lease entry, whose holdings endDescriptor
-// ended), they are left out.
-func (s *Service) check(ctx context.Context, l *loaded, domain string, entries []config.Entry, cost int64, idem string, resp *Response, lt **lifetime) Decision {
-	d := l.snap.Domain(domain)
-	if d == nil {
+func (s *Service) Check(ctx context.Context, domain string, entries []compiled.Entry, cost int64) Decision {
+	l := s.loaded.Load()
+	if l.snap.Domain(domain) == nil {
 		return Decision{}
 	}
-	sc := s.scratch.Get().(*scratch)
-	defer s.release(sc)
-	entries, idem = s.splitIdempotency(sc, entries, idem)
-	sc.matches = d.AppendMatches(sc.matches[:0], entries)
+	pl := s.planOne(l, domain, entries, cost)
+	defer s.releasePlan(pl)
+	return s.check(ctx, pl, &pl.steps[0])
+}
+
+// check decides step st of plan pl: every policy it matches spends its
+// cost, with its idempotency key (the descriptor's idempotency entry, or
+// the request's). The enforcing visible policies that deny are added to
+// pl.resp.Violated, and the soft ones over their threshold to
+// pl.resp.SoftLimited, unless pl.resp is nil. Policies that hold take their
+// holdings under pl.lt, made when first needed; with pl.noEnd, they are
+// peeked at; for a step that ends holdings (endDescriptor ended them),
+// they are left out.
+func (s *Service) check(ctx context.Context, pl *plan, st *step) Decision {
+	l, domain, entries, cost, idem, resp := pl.l, pl.domain, st.entries, st.cost, st.idem, pl.resp
+	sc := &pl.sc
 	var out, visible Decision
-	var mode v1alpha1.FailureMode
+	var mode compiled.FailureMode
 	// The kill switch (this pod's or the fleet's) turns every policy into
 	// a shadow policy.
 	allShadow := !s.enforcing(l)
-	for _, p := range sc.matches {
+	for _, p := range st.matches {
 		ps := l.policies[p]
 		var dec Decision
 		switch {
 		case !p.Holds():
 			dec = s.decide(ctx, sc, p, ps, domain, entries, cost, idem)
-		case lt == endsHoldings:
+		case st.ends:
 			continue
-		case lt == nil:
+		case pl.noEnd:
 			dec = s.decide(ctx, sc, p, ps, domain, entries, 0, "")
 		default:
-			if *lt == nil {
-				*lt = &lifetime{lease: newLease()}
+			if pl.lt == nil {
+				pl.lt = &lifetime{lease: newLease()}
 			}
-			dec = s.takeHolding(ctx, sc, p, ps, entries, cost, *lt)
+			dec = s.takeHolding(ctx, sc, p, ps, entries, cost, pl.lt)
 		}
 		shadow := p.Shadow || allShadow
-		ps.stats.count(&dec, p.Limit, shadow, p.Soft())
-		countLevel(ps.levels, sc.level, &dec, shadow, p.Soft())
+		ps.stats.count(&dec, p.Limit, shadow, p.Soft)
+		countLevel(ps.levels, sc.level, &dec, shadow, p.Soft)
 		if s.opts.Top.K > 0 {
 			ps.stats.countTop(s.topClock(), sc.key, p, entries, &dec)
 		}
@@ -276,7 +263,7 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 			}
 			continue
 		}
-		if p.Soft() {
+		if p.Soft {
 			// Over a soft limit: allowed, and marked.
 			if !dec.Result.Allowed {
 				out.SoftLimited = true
@@ -286,17 +273,17 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 			}
 			continue
 		}
-		if !p.Hidden() && stricter(p.FailureMode, mode) {
+		if !p.Hidden && stricter(p.FailureMode, mode) {
 			// A hidden policy's failure mode is not told either.
 			mode = p.FailureMode
 		}
 		if !dec.Result.Allowed {
 			out.deny(p, dec.Result, dec.Reason)
-			if resp != nil && !p.Hidden() && !slices.Contains(resp.Violated, p) {
+			if resp != nil && !p.Hidden && !slices.Contains(resp.Violated, p) {
 				resp.Violated = append(resp.Violated, p)
 			}
 		}
-		if !p.Hidden() && moreRestrictive(dec, visible) {
+		if !p.Hidden && moreRestrictive(dec, visible) {
 			visible = dec
 		}
 	}
@@ -311,16 +298,12 @@ func (s *Service) check(ctx context.Context, l *loaded, domain string, entries [
 	return out
 }
 
-// endsHoldings is check's lt for a descriptor that ends a request's
-// holdings: the holding policies it matches are not decided again.
-var endsHoldings = new(*lifetime)
-
 // decide runs one policy against its store, whose failure mode answers
 // when the store can't.
-func (s *Service) decide(ctx context.Context, sc *scratch, p *config.Policy, ps *policyState, domain string, entries []config.Entry, cost int64, idem string) Decision {
+func (s *Service) decide(ctx context.Context, sc *scratch, p *compiled.Policy, ps *policyState, domain string, entries []compiled.Entry, cost int64, idem string) Decision {
 	req := store.Request{Key: p.CounterKey(&sc.kb, entries), Limit: p.Limit, Cost: cost}
 	sc.key = req.Key
-	req.Limit.Reserve, sc.level = priorityReserve(p, entries)
+	req.Limit.Headroom, sc.level = priorityHeadroom(p, entries)
 	if idem != "" {
 		req.Idempotency = idempotencyRecord(&sc.kb, domain, p, req.Key, entries, cost, idem)
 		req.IdempotencyTTL, req.IdempotencyMaxReplays, req.IdempotencyMaxRecords = s.opts.IdempotencyTTL, s.opts.IdempotencyMaxReplays, s.opts.IdempotencyMaxRecords

@@ -3,7 +3,7 @@ package service
 import (
 	"time"
 
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 )
 
 // Shadow policies and the kill switch: both decide and count as usual, and
@@ -27,7 +27,7 @@ func (s *Service) SetEnforcement(enabled bool) {
 func (s *Service) Enforcing() bool { return s.enforcing(s.loaded.Load()) }
 
 func (s *Service) enforcing(l *loaded) bool {
-	return s.enforce.Load() && (l.snap == nil || l.snap.Enforcement != config.EnforcementDisabled)
+	return s.enforce.Load() && (l.snap == nil || l.snap.Enforcement != compiled.EnforcementDisabled)
 }
 
 // EnforcementDetail says whether enforcement is on and, when off, which
@@ -37,7 +37,7 @@ func (s *Service) EnforcementDetail() string {
 	switch {
 	case !s.enforce.Load():
 		return "disabled on this pod (--enforcement=disabled): every request allowed, would-be denials counted as shadow_limited"
-	case l.snap != nil && l.snap.Enforcement == config.EnforcementDisabled:
+	case l.snap != nil && l.snap.Enforcement == compiled.EnforcementDisabled:
 		return "disabled by the snapshot (the fleet's kill switch): every request allowed, would-be denials counted as shadow_limited"
 	}
 	return "enabled"
@@ -53,7 +53,7 @@ func (s *Service) updateEnforcementGauge() {
 
 // logShadow logs a shadow policy's would-be denial, at most once per
 // shadowLogEvery for each policy.
-func (s *Service) logShadow(ps *policyState, p *config.Policy, domain string) {
+func (s *Service) logShadow(ps *policyState, p *compiled.Policy, domain string) {
 	now := time.Now().UnixNano()
 	last := ps.lastShadowLog.Load()
 	if now-last < int64(shadowLogEvery) || !ps.lastShadowLog.CompareAndSwap(last, now) {

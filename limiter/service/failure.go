@@ -10,9 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/algo"
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/store"
 )
 
@@ -32,7 +31,7 @@ const (
 type failover struct {
 	next     store.Store
 	policy   string
-	mode     v1alpha1.FailureMode
+	mode     compiled.FailureMode
 	fallback store.Store   // nil: Local allows, as Open does
 	pods     *atomic.Int64 // ready pods, the divisor of Local
 	stats    *policyStats  // nil with Options.DisablePolicyStats
@@ -54,7 +53,7 @@ var _ store.Store = (*failover)(nil)
 
 // newFailover wraps next, policy p's way to its counters, in p's failure
 // mode.
-func (s *Service) newFailover(p *config.Policy, next store.Store, stats *policyStats) *failover {
+func (s *Service) newFailover(p *compiled.Policy, next store.Store, stats *policyStats) *failover {
 	return &failover{next: next, policy: p.ID(), mode: p.FailureMode, fallback: s.fallback, pods: &s.readyPods,
 		stats: stats, errors: s.metrics.storeErrors, log: s.log}
 }
@@ -93,12 +92,12 @@ func (f *failover) decide(ctx context.Context, req store.Request) (algo.Result, 
 // fallBack answers req by the failure mode, with the reason of each mode.
 func (f *failover) fallBack(ctx context.Context, req store.Request, closed, local, open string) (algo.Result, string) {
 	switch {
-	case f.mode == v1alpha1.FailClosed:
+	case f.mode == compiled.FailClosed:
 		if f.stats != nil {
 			f.stats.failedClosed.Add(1)
 		}
 		return algo.Result{RetryAfter: time.Second}, closed
-	case f.mode == v1alpha1.FailLocal && f.fallback != nil:
+	case f.mode == compiled.FailLocal && f.fallback != nil:
 		if f.stats != nil {
 			f.stats.localFallback.Add(1)
 		}
@@ -125,7 +124,7 @@ func (f *failover) noteFallback() {
 }
 
 // localShare is this pod's share of a limit among pods: limit and burst
-// divided by pods, rounded to the nearest unit, at least 1; a reserve
+// divided by pods, rounded to the nearest unit, at least 1; a headroom
 // (priority shedding) divided the same way, at most the capacity.
 func localShare(l algo.Limit, pods int64) algo.Limit {
 	if pods <= 1 {
@@ -133,8 +132,8 @@ func localShare(l algo.Limit, pods int64) algo.Limit {
 	}
 	share := func(n int64) int64 { return max(1, (n+pods/2)/pods) }
 	l.Limit, l.Burst = share(l.Limit), share(l.Burst)
-	if l.Reserve > 0 {
-		l.Reserve = min(l.Capacity(), (l.Reserve+pods/2)/pods)
+	if l.Headroom > 0 {
+		l.Headroom = min(l.Capacity(), (l.Headroom+pods/2)/pods)
 	}
 	return l
 }
@@ -143,7 +142,7 @@ func localShare(l algo.Limit, pods int64) algo.Limit {
 // because the store can't answer.
 type DegradedPolicy struct {
 	Policy      string
-	FailureMode v1alpha1.FailureMode
+	FailureMode compiled.FailureMode
 	// Since is the first fallback decision of this episode; Fallbacks
 	// counts them since.
 	Since     time.Time
@@ -180,7 +179,7 @@ func (s *Service) Degraded() []DegradedPolicy {
 		if f.overBudget.Load() {
 			cause = CauseBudgetExceeded
 		}
-		out = append(out, DegradedPolicy{Policy: p.ID(), FailureMode: p.FailureMode, Hidden: p.Hidden(),
+		out = append(out, DegradedPolicy{Policy: p.ID(), FailureMode: p.FailureMode, Hidden: p.Hidden,
 			Since: time.Unix(0, f.degradedSince.Load()), Fallbacks: f.fallbacks.Load(), Cause: cause})
 	}
 	return out

@@ -127,7 +127,7 @@ func TestKillSwitch(t *testing.T) {
 	}
 
 	// The fleet's switch, in the snapshot.
-	doc := load(t).Document()
+	doc := config.DocumentOf(load(t))
 	doc.Enforcement = config.EnforcementDisabled
 	data, _ := config.EncodeDocument(doc)
 	off, err := config.ParseDocument(data)

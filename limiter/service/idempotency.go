@@ -3,7 +3,7 @@ package service
 import (
 	"strconv"
 
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/store"
 )
 
@@ -22,7 +22,7 @@ func ValidateIdempotencyKey(k string) error {
 
 // validateIdempotencyEntry checks entries[j] of descriptors[i], the
 // idempotency entry: a key, valid, and the only one.
-func (s *Service) validateIdempotencyEntry(i, j int, entries []config.Entry) error {
+func (s *Service) validateIdempotencyEntry(i, j int, entries []compiled.Entry) error {
 	e := &entries[j]
 	if e.Value == "" {
 		return invalidf("descriptors[%d].entries[%d] (%s) is empty: send an idempotency key, or leave the entry out", i, j, e.Key)
@@ -45,7 +45,7 @@ func (s *Service) IdempotencyEntry() string { return s.opts.IdempotencyEntry }
 func (s *Service) AcceptEntry() string { return s.opts.AcceptEntry }
 
 // idempotencyEntry is the index of the idempotency entry, or -1.
-func (s *Service) idempotencyEntry(entries []config.Entry) int {
+func (s *Service) idempotencyEntry(entries []compiled.Entry) int {
 	for i := range entries {
 		if entries[i].Key == s.opts.IdempotencyEntry {
 			return i
@@ -57,7 +57,7 @@ func (s *Service) idempotencyEntry(entries []config.Entry) int {
 // splitIdempotency takes the idempotency entry out of entries, into sc:
 // the entry names the request, not what it asks for, so it is left out of
 // matching and counter keys. Its value wins over the request's key idem.
-func (s *Service) splitIdempotency(sc *scratch, entries []config.Entry, idem string) ([]config.Entry, string) {
+func (s *Service) splitIdempotency(sc *scratch, entries []compiled.Entry, idem string) ([]compiled.Entry, string) {
 	i := s.idempotencyEntry(entries)
 	if i < 0 {
 		return entries, idem
@@ -73,7 +73,7 @@ func (s *Service) splitIdempotency(sc *scratch, entries []config.Entry, idem str
 // idempotency entry taken out) and its cost, so that a key replays only
 // the request it was first sent with. A different request with a used key
 // names another record: it is decided afresh.
-func idempotencyRecord(kb *store.KeyBuilder, domain string, p *config.Policy, counter store.Key, entries []config.Entry, cost int64, idem string) store.Key {
+func idempotencyRecord(kb *store.KeyBuilder, domain string, p *compiled.Policy, counter store.Key, entries []compiled.Entry, cost int64, idem string) store.Key {
 	kb.Reset()
 	kb.Add("idempotency")
 	kb.Add(domain)
@@ -91,7 +91,7 @@ func idempotencyRecord(kb *store.KeyBuilder, domain string, p *config.Policy, co
 // warnIdempotencyDescriptors warns of the policies of snap that match on
 // the idempotency entry, which never reaches matching, and of the
 // forward-auth mappings that build it, which forward-auth refuses.
-func (s *Service) warnIdempotencyDescriptors(snap *config.Snapshot) {
+func (s *Service) warnIdempotencyDescriptors(snap *compiled.Snapshot) {
 	for _, m := range snap.ForwardAuth {
 		for _, d := range m.Descriptors {
 			if d.Key == s.opts.IdempotencyEntry {

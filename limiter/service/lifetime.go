@@ -8,14 +8,13 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/algo"
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/store"
 )
 
 // Holdings: limits over a request's lifetime. A policy that holds
-// (config.Policy.Holds) keeps what a check takes until the request ends: a
+// (compiled.Policy.Holds) keeps what a check takes until the request ends: a
 // Concurrency policy a slot, a policy with spec.reserve a reservation of
 // the request's cost (its estimate).
 //
@@ -93,7 +92,7 @@ func holdKey(kb *store.KeyBuilder, counter store.Key, lease Lease) store.Key {
 type Ending struct {
 	// Descriptor is the index of the request's descriptor that ended it.
 	Descriptor int
-	Policy     *config.Policy
+	Policy     *compiled.Policy
 	// Found reports that the lease held something live on the policy's
 	// counter, which is ended now. Otherwise nothing changed: released or
 	// settled already, expired (a reservation then stays at its estimate),
@@ -114,7 +113,7 @@ type Ending struct {
 
 // ended reports whether es ended p's counter key already: two descriptors
 // of one request on one counter end it once.
-func ended(es []Ending, p *config.Policy, key store.Key) bool {
+func ended(es []Ending, p *compiled.Policy, key store.Key) bool {
 	for i := range es {
 		if es[i].Policy == p && es[i].key == key {
 			return true
@@ -144,7 +143,7 @@ const ReasonEndUnavailable = "store unavailable: the holding frees itself when i
 
 // holding is one thing a check holds, to give back if it ends over limit.
 type holding struct {
-	p         *config.Policy
+	p         *compiled.Policy
 	ps        *policyState
 	key, hold store.Key
 	dec       Decision
@@ -157,11 +156,11 @@ type lifetime struct {
 }
 
 // holds reports whether any policy of domain d holds.
-func holds(d *config.Domain) bool { return len(d.LeaseEntries()) > 0 }
+func holds(d *compiled.Domain) bool { return len(d.LeaseEntries()) > 0 }
 
 // leaseEntry returns the value of the first of d's lease entries that
 // entries carry.
-func leaseEntry(d *config.Domain, entries []config.Entry) (key, value string, ok bool) {
+func leaseEntry(d *compiled.Domain, entries []compiled.Entry) (key, value string, ok bool) {
 	for _, k := range d.LeaseEntries() {
 		for i := range entries {
 			if entries[i].Key == k {
@@ -174,7 +173,7 @@ func leaseEntry(d *config.Domain, entries []config.Entry) (key, value string, ok
 
 // validateLeaseEntries refuses descriptor i, d, when it carries a lease
 // entry of the domain that is not a lease ID, before anything is decided.
-func validateLeaseEntries(dom *config.Domain, i int, d *Descriptor) error {
+func validateLeaseEntries(dom *compiled.Domain, i int, d *Descriptor) error {
 	if dom == nil || !holds(dom) {
 		return nil
 	}
@@ -192,12 +191,12 @@ func validateLeaseEntries(dom *config.Domain, i int, d *Descriptor) error {
 // cost takes one, 0 too) or a reservation of cost (at least 1: every
 // reservation that passes holds and is settled), under the request's
 // lease.
-func (s *Service) takeHolding(ctx context.Context, sc *scratch, p *config.Policy, ps *policyState, entries []config.Entry, cost int64, lt *lifetime) Decision {
+func (s *Service) takeHolding(ctx context.Context, sc *scratch, p *compiled.Policy, ps *policyState, entries []compiled.Entry, cost int64, lt *lifetime) Decision {
 	req := store.Request{Key: p.CounterKey(&sc.kb, entries), Limit: p.Limit, Cost: cost, HoldTTL: p.HoldTTL}
 	sc.key = req.Key
 	// A request's priority leaves its reserve, of units or of slots; the
 	// holding's end is no decision and leaves none.
-	req.Limit.Reserve, sc.level = priorityReserve(p, entries)
+	req.Limit.Headroom, sc.level = priorityHeadroom(p, entries)
 	if p.Limit.Algorithm == algo.Concurrency {
 		// Two descriptors of a request on one counter hold one slot.
 		for i := range lt.held {
@@ -243,13 +242,11 @@ func (s *Service) giveBack(ctx context.Context, lt *lifetime) {
 // holding policy of the domain that its entries match and whose lease
 // entry it carries, settling reservations at cost. It spends nothing on
 // any other policy. The Decision reports the first policy ended.
-func (s *Service) endDescriptor(ctx context.Context, l *loaded, d *config.Domain, i int, entries []config.Entry, cost int64, resp *Response) Decision {
-	sc := s.scratch.Get().(*scratch)
-	defer s.release(sc)
-	entries, _ = s.splitIdempotency(sc, entries, "")
-	sc.matches = d.AppendMatches(sc.matches[:0], entries)
+func (s *Service) endDescriptor(ctx context.Context, pl *plan, i int) Decision {
+	st, sc, resp := &pl.steps[i], &pl.sc, pl.resp
+	entries, cost := st.entries, st.cost
 	var out Decision
-	for _, p := range sc.matches {
+	for _, p := range st.matches {
 		v, ok := lookupEntry(entries, p.LeaseEntry)
 		if !p.Holds() || !ok {
 			continue
@@ -261,7 +258,7 @@ func (s *Service) endDescriptor(ctx context.Context, l *loaded, d *config.Domain
 		if ended(resp.Endings, p, p.CounterKey(&sc.kb, entries)) {
 			continue
 		}
-		e := s.end(ctx, sc, p, l.policies[p], entries, lease, min(cost, p.MaxCost))
+		e := s.end(ctx, sc, p, pl.l.policies[p], entries, lease, min(cost, p.MaxCost))
 		e.Descriptor = i
 		resp.Endings = append(resp.Endings, e)
 		if out.Policy == nil {
@@ -272,7 +269,7 @@ func (s *Service) endDescriptor(ctx context.Context, l *loaded, d *config.Domain
 }
 
 // end ends lease's holding on p's counter for entries.
-func (s *Service) end(ctx context.Context, sc *scratch, p *config.Policy, ps *policyState, entries []config.Entry, lease Lease, cost int64) Ending {
+func (s *Service) end(ctx context.Context, sc *scratch, p *compiled.Policy, ps *policyState, entries []compiled.Entry, lease Lease, cost int64) Ending {
 	key := p.CounterKey(&sc.kb, entries)
 	req := store.SettleRequest{Key: key, Limit: p.Limit, Hold: holdKey(&sc.kb, key, lease), Actual: cost}
 	e := Ending{Policy: p, Cost: cost, key: key}
@@ -287,7 +284,7 @@ func (s *Service) end(ctx context.Context, sc *scratch, p *config.Policy, ps *po
 	return e
 }
 
-func lookupEntry(entries []config.Entry, key string) (string, bool) {
+func lookupEntry(entries []compiled.Entry, key string) (string, bool) {
 	for i := range entries {
 		if entries[i].Key == key {
 			return entries[i].Value, true
@@ -374,7 +371,7 @@ func (f *failover) settle(ctx context.Context, req store.SettleRequest) (store.S
 	if err == nil && st.Found {
 		return st, ""
 	}
-	if fb, ok := f.fallback.(store.Holder); ok && f.mode == v1alpha1.FailLocal {
+	if fb, ok := f.fallback.(store.Holder); ok && f.mode == compiled.FailLocal {
 		if fst, ferr := fb.Settle(ctx, req); ferr == nil && fst.Found {
 			return fst, ""
 		}

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/sluice-dev/sluice/limiter/algo"
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/store"
 	"github.com/sluice-dev/sluice/limiter/store/localtier"
 )
@@ -12,14 +12,14 @@ import (
 // swapLocalTier installs the two-tier settings of snap's policies with
 // spec.localTier enabled in the local tier, and returns them by policy ID;
 // nil without a local tier.
-func (s *Service) swapLocalTier(snap *config.Snapshot) map[string]*localtier.Policy {
+func (s *Service) swapLocalTier(snap *compiled.Snapshot) map[string]*localtier.Policy {
 	if s.tier == nil {
 		return nil
 	}
 	var cfgs []localtier.PolicyConfig
 	for _, p := range snap.Policies {
-		if p.Spec.LocalTierEnabled() {
-			cfgs = append(cfgs, localtier.PolicyConfig{ID: p.ID(), Limit: p.Limit, Tier: p.Spec.LocalTier})
+		if t := p.LocalTier; t != nil {
+			cfgs = append(cfgs, localtier.PolicyConfig{ID: p.ID(), Limit: p.Limit, TTL: t.TTL, Bound: t.Bound})
 		}
 	}
 	return s.tier.Swap(cfgs)

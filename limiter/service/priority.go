@@ -6,14 +6,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 )
 
 // Priority shedding (spec.priority): a request spends its policy's counter
-// leaving its priority's reserve for the priorities above it (see
-// algo.Limit.Reserve), so that as the counter fills the lowest priority is
+// leaving its priority's headroom for the priorities above it (see
+// algo.Limit.Headroom), so that as the counter fills the lowest priority is
 // denied first and the highest last. The decision itself is the store's;
-// this file picks the reserve and counts decisions per priority.
+// this file picks the headroom and counts decisions per priority.
 
 // levelStats count one priority level's decisions of one policy.
 type levelStats struct {
@@ -30,7 +30,7 @@ type priorityLevels struct {
 // levelsFor returns a counter per level of p's priority, in its order,
 // reusing those of the policy's earlier snapshots. Called by Swap only;
 // nil without stats or priority.
-func (st *policyStats) levelsFor(p *config.Policy) []*levelStats {
+func (st *policyStats) levelsFor(p *compiled.Policy) []*levelStats {
 	if st == nil || p.Priority == nil {
 		return nil
 	}
@@ -51,14 +51,14 @@ func (st *policyStats) levelsFor(p *config.Policy) []*levelStats {
 	return out
 }
 
-// priorityReserve is the reserve of the priority entries carry under p
+// priorityHeadroom is the headroom of the priority entries carry under p
 // (0 without spec.priority), and its level's index (-1 without).
-func priorityReserve(p *config.Policy, entries []config.Entry) (reserve int64, level int) {
+func priorityHeadroom(p *compiled.Policy, entries []compiled.Entry) (headroom int64, level int) {
 	if p.Priority == nil {
 		return 0, -1
 	}
 	level = p.Priority.Level(entries)
-	return p.Priority.Levels[level].Reserve, level
+	return p.Priority.Levels[level].Headroom, level
 }
 
 // countLevel records one decision of a priority level, as count does for
@@ -82,14 +82,14 @@ func countLevel(levels []*levelStats, level int, dec *Decision, shadow, soft boo
 
 // collectPriority sends sluice_priority_decisions_total for p's levels
 // (soft_limited only for a soft policy, the only one that marks).
-func (d decisionsCollector) collectPriority(ch chan<- prometheus.Metric, p *config.Policy, ps *policyState) {
+func (d decisionsCollector) collectPriority(ch chan<- prometheus.Metric, p *compiled.Policy, ps *policyState) {
 	for i, ls := range ps.levels {
 		value := p.Priority.Levels[i].Value
 		results := []struct {
 			result string
 			n      *atomic.Int64
 		}{{ResultAllowed, &ls.allowed}, {ResultLimited, &ls.limited}, {ResultShadowLimited, &ls.shadowLimited}, {ResultSoftLimited, &ls.softLimited}}
-		if !p.Soft() {
+		if !p.Soft {
 			results = results[:3]
 		}
 		for _, v := range results {

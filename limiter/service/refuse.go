@@ -2,7 +2,7 @@ package service
 
 import (
 	"github.com/sluice-dev/sluice/limiter/algo"
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 )
 
 // Refusals: a request the service won't count because of what the client
@@ -26,7 +26,7 @@ import (
 // refusedDecision is the decision of a refused descriptor, or the reported
 // one of a refused request: denied, with reason, and no time after which a
 // retry would do better. p is the policy whose cap was passed, if any.
-func refusedDecision(p *config.Policy, reason string) Decision {
+func refusedDecision(p *compiled.Policy, reason string) Decision {
 	return Decision{OverLimit: true, Refused: true, RetryAfter: algo.Never, Denied: p, Reason: reason}
 }
 
@@ -35,7 +35,7 @@ func refusedDecision(p *config.Policy, reason string) Decision {
 // it did not, skip has bit i set for each refused descriptor i that no
 // enforcing policy matches: it is answered as unmatched, and the others
 // are decided.
-func (s *Service) screen(l *loaded, dom *config.Domain, req *Request, resp *Response) (answered bool, skip uint32) {
+func (s *Service) screen(l *loaded, dom *compiled.Domain, req *Request, resp *Response) (answered bool, skip uint32) {
 	enforcing := dom != nil && s.enforcing(l)
 	// The request as a whole.
 	reason, wide := "", false
@@ -69,11 +69,8 @@ func (s *Service) screen(l *loaded, dom *config.Domain, req *Request, resp *Resp
 		}
 		skip |= 1 << i
 	}
-	// Costs, against the caps of the enforcing policies matched.
-	if p, i, reason := s.checkCosts(l, req, skip); reason != "" {
-		s.refuse(l, dom, req, i, p, reason, true, resp)
-		return true, 0
-	}
+	// Costs, against the caps of the enforcing policies matched, are
+	// checked on the request's plan (checkCosts).
 	return false, skip
 }
 
@@ -94,7 +91,7 @@ func (s *Service) RefuseInto(req *Request, reason string, resp *Response) {
 // request when i is -1; p the policy whose cap it passed, if any): denied
 // when deny, else every descriptor unmatched. Either way every policy that
 // the request matches counts it as refused.
-func (s *Service) refuse(l *loaded, dom *config.Domain, req *Request, i int, p *config.Policy, reason string, deny bool, resp *Response) {
+func (s *Service) refuse(l *loaded, dom *compiled.Domain, req *Request, i int, p *compiled.Policy, reason string, deny bool, resp *Response) {
 	n := len(req.Descriptors)
 	if n <= MaxDescriptors {
 		for range n {
@@ -116,14 +113,14 @@ func (s *Service) refuse(l *loaded, dom *config.Domain, req *Request, i int, p *
 			resp.Decisions[j] = resp.Reported
 		}
 	}
-	if p != nil && !p.Hidden() {
+	if p != nil && !p.Hidden {
 		resp.Violated = append(resp.Violated, p)
 	}
 }
 
 // countRefused counts a refusal on every policy of dom that d matches; a
 // descriptor with more entries than MaxEntries is not matched.
-func (s *Service) countRefused(l *loaded, dom *config.Domain, d *Descriptor) {
+func (s *Service) countRefused(l *loaded, dom *compiled.Domain, d *Descriptor) {
 	if dom == nil || len(d.Entries) > MaxEntries {
 		return
 	}
@@ -140,7 +137,7 @@ func (s *Service) countRefused(l *loaded, dom *config.Domain, d *Descriptor) {
 
 // matchesEnforcing reports whether descriptor i of req (every one when i
 // is -1, at most MaxDescriptors of them) matches an enforcing policy of dom.
-func (s *Service) matchesEnforcing(dom *config.Domain, req *Request, i int) bool {
+func (s *Service) matchesEnforcing(dom *compiled.Domain, req *Request, i int) bool {
 	if dom == nil {
 		return false
 	}
@@ -160,7 +157,7 @@ func (s *Service) matchesEnforcing(dom *config.Domain, req *Request, i int) bool
 		entries, _ := s.splitIdempotency(sc, d.Entries, "")
 		sc.matches = dom.AppendMatches(sc.matches[:0], entries)
 		for _, p := range sc.matches {
-			if !p.Shadow && !p.Soft() {
+			if !p.Shadow && !p.Soft {
 				return true
 			}
 		}
@@ -169,9 +166,9 @@ func (s *Service) matchesEnforcing(dom *config.Domain, req *Request, i int) bool
 }
 
 // hasEnforcing reports whether dom has an enforcing policy.
-func hasEnforcing(dom *config.Domain) bool {
+func hasEnforcing(dom *compiled.Domain) bool {
 	for _, p := range dom.Policies {
-		if !p.Shadow && !p.Soft() {
+		if !p.Shadow && !p.Soft {
 			return true
 		}
 	}

@@ -3,9 +3,8 @@ package service
 import (
 	"time"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/algo"
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 )
 
 // Request is one rate-limit request, whatever protocol carried it: Envoy
@@ -29,7 +28,7 @@ type Request struct {
 // Descriptor is one thing a request asks to spend: the entries that
 // policies match, and what it costs.
 type Descriptor struct {
-	Entries []config.Entry
+	Entries []compiled.Entry
 	// HitsAddend is this descriptor's own cost when HasHitsAddend is set;
 	// 0 peeks without consuming. Otherwise the request's applies.
 	HitsAddend    uint64
@@ -57,10 +56,10 @@ type Response struct {
 	// Violated are the enforcing policies that denied, each once, in the
 	// order of the descriptors and then of the snapshot: the
 	// "violated-policies" of a problem details answer.
-	Violated []*config.Policy
+	Violated []*compiled.Policy
 	// SoftLimited are the soft policies over their threshold, each once,
 	// in the same order: the request is marked with them.
-	SoftLimited []*config.Policy
+	SoftLimited []*compiled.Policy
 	// Lease is the ID of what the request holds (Concurrency slots,
 	// reservations; see lifetime.go), to end them with when it ends; empty
 	// when it holds nothing, as when it is over limit.
@@ -72,19 +71,19 @@ type Response struct {
 	// policies the request matched (Closed, then Local, then Open), empty
 	// when none did (a hidden policy's is never told): what a client that can't reach the limiter should do for such
 	// a request (see limiter/client).
-	FailureMode v1alpha1.FailureMode
+	FailureMode compiled.FailureMode
 }
 
 // stricter reports whether failure mode a is stricter than b: Closed
 // denies, Local enforces a share, Open allows; "" is none.
-func stricter(a, b v1alpha1.FailureMode) bool {
-	rank := func(m v1alpha1.FailureMode) int {
+func stricter(a, b compiled.FailureMode) bool {
+	rank := func(m compiled.FailureMode) int {
 		switch m {
-		case v1alpha1.FailClosed:
+		case compiled.FailClosed:
 			return 3
-		case v1alpha1.FailLocal:
+		case compiled.FailLocal:
 			return 2
-		case v1alpha1.FailOpen:
+		case compiled.FailOpen:
 			return 1
 		}
 		return 0
@@ -97,7 +96,7 @@ type Decision struct {
 	// Policy is the policy reported to the client: the most restrictive of
 	// the enforcing (non-shadow) visible policies that matched, or nil
 	// when none did. A hidden policy is never reported.
-	Policy *config.Policy
+	Policy *compiled.Policy
 	// Result is that policy's decision.
 	Result algo.Result
 	// OverLimit is true when an enforcing (non-shadow) policy denied,
@@ -109,7 +108,7 @@ type Decision struct {
 	RetryAfter time.Duration
 	// Denied is the denying policy that set RetryAfter, visible or hidden;
 	// nil unless OverLimit.
-	Denied *config.Policy
+	Denied *compiled.Policy
 	// Penalized is true when Denied's denial is a penalized key's
 	// (spec.penalty): Denied.Penalty says how to answer it.
 	Penalized bool
@@ -130,5 +129,5 @@ type Decision struct {
 	Reason string
 	// FailureMode is the strictest failureMode of the enforcing visible
 	// policies that matched.
-	FailureMode v1alpha1.FailureMode
+	FailureMode compiled.FailureMode
 }

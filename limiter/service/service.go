@@ -34,7 +34,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/store"
 	"github.com/sluice-dev/sluice/limiter/store/localtier"
 )
@@ -107,7 +107,7 @@ type Options struct {
 	// Budgets are the per-namespace budgets of a snapshot that carries
 	// none (a policy file; an operator's snapshot carries the fleet's).
 	// nil enforces none.
-	Budgets *config.Budgets
+	Budgets *compiled.Budgets
 
 	// Fallback holds this pod's own counters, where failureMode Local
 	// enforces its share of a limit while the store can't answer (a memory
@@ -127,6 +127,7 @@ type Service struct {
 	budgetMetrics *budgetMetrics
 	loaded        atomic.Pointer[loaded]
 	scratch       sync.Pool
+	plans         sync.Pool // of *plan
 	readyPods     atomic.Int64
 	enforce       atomic.Bool // this pod's switch (--enforcement)
 	swapMu        sync.Mutex  // serialises Swaps: each carries the last one's stats over
@@ -136,12 +137,12 @@ type Service struct {
 
 // loaded is a snapshot with its per-policy state, swapped as one.
 type loaded struct {
-	snap     *config.Snapshot
-	policies map[*config.Policy]*policyState
+	snap     *compiled.Snapshot
+	policies map[*compiled.Policy]*policyState
 	stats    map[string]*policyStats // by statsKey, carried over by Swap
 	// budgetCfg are the budgets in force: the snapshot's, else
 	// Options.Budgets; nil for none.
-	budgetCfg *config.Budgets
+	budgetCfg *compiled.Budgets
 	// budgets are the store budgets by namespace, carried over by Swap;
 	// nil without budgetCfg.
 	budgets map[string]*storeBudget
@@ -170,8 +171,8 @@ type scratch struct {
 	kb      store.KeyBuilder
 	key     store.Key // the counter of the last decide
 	level   int       // the priority level of the last decide, -1 for none
-	matches []*config.Policy
-	entries []config.Entry // entries without the idempotency entry
+	matches []*compiled.Policy
+	entries []compiled.Entry // entries without the idempotency entry
 }
 
 // New returns a Service deciding against st. It answers every request OK
@@ -215,7 +216,8 @@ func New(st store.Store, opts Options) *Service {
 	if opts.Registerer != nil {
 		opts.Registerer.MustRegister(decisionsCollector{s})
 	}
-	s.scratch.New = func() any { return &scratch{matches: make([]*config.Policy, 0, 8)} }
+	s.scratch.New = func() any { return &scratch{matches: make([]*compiled.Policy, 0, 8)} }
+	s.plans.New = func() any { return &plan{matches: make([]*compiled.Policy, 0, 8)} }
 	s.loaded.Store(&loaded{})
 	s.SetReadyPods(opts.ReadyPods)
 	s.SetEnforcement(!opts.EnforcementDisabled)
@@ -236,10 +238,10 @@ func (s *Service) ReadyPods() int { return int(s.readyPods.Load()) }
 
 // Swap installs snap atomically: requests already running finish on the
 // snapshot they started with.
-func (s *Service) Swap(snap *config.Snapshot) {
+func (s *Service) Swap(snap *compiled.Snapshot) {
 	s.swapMu.Lock()
 	defer s.swapMu.Unlock()
-	l := &loaded{snap: snap, policies: make(map[*config.Policy]*policyState, len(snap.Policies)),
+	l := &loaded{snap: snap, policies: make(map[*compiled.Policy]*policyState, len(snap.Policies)),
 		stats: make(map[string]*policyStats, len(snap.Policies))}
 	prev := s.loaded.Load()
 	prevStats := prev.stats
@@ -272,4 +274,4 @@ func (s *Service) Swap(snap *config.Snapshot) {
 }
 
 // Snapshot returns the installed snapshot, or nil before the first Swap.
-func (s *Service) Snapshot() *config.Snapshot { return s.loaded.Load().snap }
+func (s *Service) Snapshot() *compiled.Snapshot { return s.loaded.Load().snap }

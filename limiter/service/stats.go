@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/limiter/algo"
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/store"
 )
 
@@ -85,7 +85,7 @@ type PolicyStats struct {
 	HottestSince time.Time
 }
 
-func statsKey(p *config.Policy) string {
+func statsKey(p *compiled.Policy) string {
 	if p.UID != "" {
 		return p.UID
 	}
@@ -94,7 +94,7 @@ func statsKey(p *config.Policy) string {
 
 // statsFor returns the stats of p, reusing those of the previous snapshot.
 // Called by Swap only.
-func (s *Service) statsFor(prev map[string]*policyStats, p *config.Policy) *policyStats {
+func (s *Service) statsFor(prev map[string]*policyStats, p *compiled.Policy) *policyStats {
 	if s.opts.DisablePolicyStats {
 		return nil
 	}
@@ -146,7 +146,7 @@ func (st *policyStats) countEnding(e *Ending) {
 }
 
 // countTop adds one decision of the counter key to the hottest values.
-func (st *policyStats) countTop(now time.Time, key store.Key, p *config.Policy, entries []config.Entry, dec *Decision) {
+func (st *policyStats) countTop(now time.Time, key store.Key, p *compiled.Policy, entries []compiled.Entry, dec *Decision) {
 	if st == nil || st.top == nil || dec.Reason != "" {
 		return
 	}

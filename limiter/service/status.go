@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 )
 
 // PolicyStatus is one policy's state for a caller, as a peek sees it.
@@ -42,7 +42,7 @@ type PolicyStatus struct {
 // list. Peeks are not counted as decisions. The error, which matches
 // ErrInvalidArgument, says what is wrong with a request that Validate
 // refuses.
-func (s *Service) Peek(ctx context.Context, domain string, entries []config.Entry) ([]PolicyStatus, error) {
+func (s *Service) Peek(ctx context.Context, domain string, entries []compiled.Entry) ([]PolicyStatus, error) {
 	req := &Request{Domain: domain, Descriptors: []Descriptor{{Entries: entries}}}
 	if err := s.Validate(req); err != nil {
 		return nil, err
@@ -58,7 +58,7 @@ func (s *Service) Peek(ctx context.Context, domain string, entries []config.Entr
 	entries, _ = s.splitIdempotency(sc, entries, "")
 	sc.matches = d.AppendMatches(sc.matches[:0], entries)
 	for _, p := range sc.matches {
-		if p.Hidden() || p.Shadow {
+		if p.Hidden || p.Shadow {
 			// A hidden policy tells its caller nothing; a shadow one is
 			// invisible to clients, as in every answer.
 			continue
@@ -69,7 +69,7 @@ func (s *Service) Peek(ctx context.Context, domain string, entries []config.Entr
 	return out, nil
 }
 
-func policyStatus(p *config.Policy, d Decision) PolicyStatus {
+func policyStatus(p *compiled.Policy, d Decision) PolicyStatus {
 	return PolicyStatus{
 		Policy:        p.ID(),
 		Algorithm:     p.Limit.Algorithm.String(),
@@ -79,7 +79,7 @@ func policyStatus(p *config.Policy, d Decision) PolicyStatus {
 		Remaining:     d.Result.Remaining,
 		ResetSeconds:  ceilSeconds(max(0, d.Result.ResetAfter)),
 		Shadow:        p.Shadow,
-		Soft:          p.Soft(),
+		Soft:          p.Soft,
 		Reason:        d.Reason,
 		Penalized:     d.Result.Penalized,
 	}

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/store"
 )
 
@@ -142,7 +142,7 @@ func newTopSketch(o TopOptions) *topSketch {
 
 // add counts one request of the counter key, whose varying values are in
 // entries.
-func (t *topSketch) add(now time.Time, key store.Key, p *config.Policy, entries []config.Entry, limited bool) {
+func (t *topSketch) add(now time.Time, key store.Key, p *compiled.Policy, entries []compiled.Entry, limited bool) {
 	var lim int64
 	if limited {
 		lim = 1
@@ -210,7 +210,7 @@ func SortHotValues(vs []HotValue) {
 }
 
 // format shows the policy's varying values as the options say.
-func (t *topSketch) format(p *config.Policy, entries []config.Entry) string {
+func (t *topSketch) format(p *compiled.Policy, entries []compiled.Entry) string {
 	var b strings.Builder
 	for k, v := range p.VaryingEntries(entries) {
 		if b.Len() > 0 {

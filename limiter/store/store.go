@@ -69,7 +69,7 @@ type Request struct {
 	// any algorithm that Reserves, which lives HoldTTL. A second admitted
 	// decision under the same Hold on the same counter renews the lease, or
 	// adds its Cost to the reservation. A holding takes no idempotency
-	// record: Idempotency is ignored. Its decision leaves Limit.Reserve
+	// record: Idempotency is ignored. Its decision leaves Limit.Headroom
 	// (priority shedding), in a calendar window too; a limit with a
 	// Penalty can't hold (ErrHoldPenalty).
 	Hold    Key

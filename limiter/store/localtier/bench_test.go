@@ -2,6 +2,8 @@ package localtier_test
 
 import (
 	"context"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,4 +53,39 @@ func BenchmarkLocalFastPath(b *testing.B) {
 	})
 	st := p.Stats()
 	b.Logf("local %d, leases %d", st.Local, st.Leases)
+}
+
+// BenchmarkColdKeys is two-tier mode where no key is hot (a new key for
+// every call, each far below its limit) beside the bare Redis store:
+// leasing should cost nothing there (the exact script decides each cold
+// key's call).
+func BenchmarkColdKeys(b *testing.B) {
+	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 1_000_000_000, Period: time.Second, Burst: 1_000_000_000}
+	rs := newRedis(b, false)
+	tier := newPod(b, rs, localtier.Options{})
+	p := policy(tier, lim, v1alpha1.LocalTier{MaxOvershoot: ptr.To(intstr.FromString("5%"))})
+	ctx := context.Background()
+	var next atomic.Int64
+	run := func(b *testing.B, take func(store.Request) (algo.Result, error)) {
+		b.ReportAllocs()
+		b.SetParallelism(16)
+		b.RunParallel(func(pb *testing.PB) {
+			var kb store.KeyBuilder
+			for pb.Next() {
+				kb.Reset()
+				kb.Add(strconv.FormatInt(next.Add(1), 10))
+				if r, err := take(store.Request{Key: kb.Key(), Limit: lim, Cost: 1}); err != nil || !r.Allowed {
+					b.Errorf("%+v %v", r, err)
+					return
+				}
+			}
+		})
+	}
+	b.Run("exact", func(b *testing.B) { run(b, func(r store.Request) (algo.Result, error) { return rs.Take(ctx, r) }) })
+	b.Run("two-tier", func(b *testing.B) {
+		run(b, func(r store.Request) (algo.Result, error) { return tier.Take(ctx, p, r) })
+	})
+	if st := p.Stats(); st.Leases > 0 {
+		b.Errorf("stats %+v: a cold key leased", st)
+	}
 }

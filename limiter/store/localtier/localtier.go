@@ -55,7 +55,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/store"
 )
@@ -93,7 +92,7 @@ type Options struct {
 // use.
 type Tier struct {
 	st       store.Store
-	leaser   store.Leaser // nil: the store does not lease; pass through
+	granter  store.Granter // nil: the store does not lease; pass through
 	pod      string
 	start    time.Time
 	perShard int
@@ -130,12 +129,12 @@ func New(st store.Store, opts Options) *Tier {
 	}
 	t := &Tier{st: st, pod: opts.Pod, start: time.Now(), perShard: max(1, opts.MaxKeys/shardCount),
 		log: opts.Logger, stop: make(chan struct{}), done: make(chan struct{}), counters: map[string]*counters{}}
-	t.leaser, _ = st.(store.Leaser)
+	t.granter, _ = st.(store.Granter)
 	for i := range t.shards {
 		t.shards[i].m = make(map[store.Key]*entry)
 	}
 	t.policies.Store(&[]*Policy{})
-	if opts.SweepInterval > 0 && t.leaser != nil {
+	if opts.SweepInterval > 0 && t.granter != nil {
 		go t.sweepLoop(opts.SweepInterval)
 	} else {
 		close(t.done)
@@ -154,7 +153,7 @@ func (t *Tier) Pod() string { return t.pod }
 
 // Leasing reports whether the store leases; false means every decision
 // passes through to it exactly (the memory store).
-func (t *Tier) Leasing() bool { return t.leaser != nil }
+func (t *Tier) Leasing() bool { return t.granter != nil }
 
 // now is monotonic nanoseconds since the tier started.
 func (t *Tier) now() int64 { return int64(time.Since(t.start)) }
@@ -164,7 +163,11 @@ type PolicyConfig struct {
 	// ID names the policy (namespace/name) in stats and metrics.
 	ID    string
 	Limit algo.Limit
-	Tier  *v1alpha1.LocalTier
+	// TTL is how long a lease lives (spec.localTier.ttl, defaulted).
+	TTL time.Duration
+	// Bound is the overshoot spec.localTier.maxOvershoot allows, in units,
+	// or -1 when it is not set.
+	Bound int64
 }
 
 // Policy is a policy in two-tier mode, as installed by Swap.
@@ -192,9 +195,9 @@ type counters struct {
 // percentage of rate.limit), else a per-pod cap of DefaultPodShare of the
 // capacity.
 func NewPolicy(cfg PolicyConfig) *Policy {
-	p := &Policy{ID: cfg.ID, Limit: cfg.Limit, TTL: cfg.Tier.EffectiveTTL(), Bound: -1}
-	if b, ok := cfg.Tier.OvershootBound(cfg.Limit.Limit); ok {
-		p.Bound, p.PodCap = b, b
+	p := &Policy{ID: cfg.ID, Limit: cfg.Limit, TTL: cfg.TTL, Bound: -1}
+	if cfg.Bound >= 0 {
+		p.Bound, p.PodCap = cfg.Bound, cfg.Bound
 	} else {
 		p.PodCap = int64(math.Floor(float64(cfg.Limit.Capacity()) * DefaultPodShare))
 	}
@@ -233,7 +236,8 @@ type Stats struct {
 	Pods int64
 	// Local decisions spent leased units; Leases called the store (each
 	// one decision); CachedDenials were answered from the over-limit
-	// cache; Exact passed through (peeks, idempotency keys, a full tier).
+	// cache; Exact passed through (peeks, idempotency keys, a full tier,
+	// and cold keys, whose call would lease nothing).
 	Local, Leases, CachedDenials, Exact int64
 	// Leased and Credited count units taken beyond requests' own cost, and
 	// units given back.
@@ -247,7 +251,7 @@ func (t *Tier) Stats() []Stats {
 	out := make([]Stats, len(ps))
 	for i, p := range ps {
 		out[i] = p.Stats()
-		if t.leaser == nil {
+		if t.granter == nil {
 			out[i].OvershootBound = 0
 		}
 	}

@@ -81,7 +81,16 @@ func newPod(t testing.TB, st store.Store, opts localtier.Options) *localtier.Tie
 
 func policy(tier *localtier.Tier, lim algo.Limit, lt v1alpha1.LocalTier) *localtier.Policy {
 	lt.Enabled = ptr.To(true)
-	return tier.Swap([]localtier.PolicyConfig{{ID: "ns/p", Limit: lim, Tier: &lt}})["ns/p"]
+	return tier.Swap([]localtier.PolicyConfig{tierConfig(lim, &lt)})["ns/p"]
+}
+
+// tierConfig is what limiter/config compiles of lt for policy ns/p.
+func tierConfig(lim algo.Limit, lt *v1alpha1.LocalTier) localtier.PolicyConfig {
+	cfg := localtier.PolicyConfig{ID: "ns/p", Limit: lim, TTL: lt.EffectiveTTL(), Bound: -1}
+	if b, ok := lt.OvershootBound(lim.Limit); ok {
+		cfg.Bound = b
+	}
+	return cfg
 }
 
 func overshoot(v intstr.IntOrString) v1alpha1.LocalTier { return v1alpha1.LocalTier{MaxOvershoot: &v} }
@@ -287,8 +296,10 @@ func TestOverLimitCache(t *testing.T) {
 	}
 }
 
-// A cold key is exact: its first lease asks for nothing beyond the cost,
-// and so does a key used once a second with a 100ms ttl.
+// A cold key is exact: its first call asks for nothing beyond the cost,
+// and so does a key used once a second with a 100ms ttl; such a call runs
+// the exact script, not the lease script (leasing pays only where a key is
+// hot).
 func TestColdKeyIsExact(t *testing.T) {
 	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 1000, Period: time.Second, Burst: 1000}
 	tier := newPod(t, newRedis(t, false), localtier.Options{})
@@ -299,8 +310,8 @@ func TestColdKeyIsExact(t *testing.T) {
 			t.Fatalf("take: %+v %v", r, err)
 		}
 	}
-	if st := p.Stats(); st.Leased != 0 || st.Leases != 50 {
-		t.Fatalf("stats %+v: want 50 exact leases of nothing extra", st)
+	if st := p.Stats(); st.Leased != 0 || st.Leases != 0 || st.Exact != 50 {
+		t.Fatalf("stats %+v: want 50 exact calls and no lease", st)
 	}
 }
 
@@ -323,7 +334,7 @@ func TestOvershootBound(t *testing.T) {
 		{"window algorithms", fw, overshoot(intstr.FromString("5%")), 10, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := localtier.NewPolicy(localtier.PolicyConfig{ID: "ns/p", Limit: c.lim, Tier: &c.lt})
+			p := localtier.NewPolicy(tierConfig(c.lim, &c.lt))
 			if got := p.OvershootBound(c.pods); got != c.want {
 				t.Fatalf("bound %d, want %d", got, c.want)
 			}
@@ -411,7 +422,7 @@ func TestPace(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.lt.Enabled = ptr.To(true)
-			p := localtier.NewPolicy(localtier.PolicyConfig{ID: "ns/p", Limit: c.lim, Tier: &c.lt})
+			p := localtier.NewPolicy(tierConfig(c.lim, &c.lt))
 			if got := localtier.Pace(p, c.cost, c.want, c.pods); got != c.pace {
 				t.Fatalf("pace %v, want %v", got, c.pace)
 			}

@@ -44,7 +44,7 @@ type entry struct {
 // beyond MaxKeys go to the store exactly, as does everything when the store
 // does not lease. An error means the store could not decide.
 func (t *Tier) Take(ctx context.Context, p *Policy, req store.Request) (algo.Result, error) {
-	if t.leaser == nil || req.Cost <= 0 || req.HasIdempotency() {
+	if t.granter == nil || req.Cost <= 0 || req.HasIdempotency() {
 		p.c.exact.Add(1)
 		return t.st.Take(ctx, req)
 	}
@@ -115,7 +115,7 @@ func (e *entry) fromDenial(now, cost int64) (algo.Result, bool) {
 // now is before the call is sent, so the lease ends locally no later than
 // its lifetime allows on the store's clock.
 func (t *Tier) lease(ctx context.Context, p *Policy, e *entry, req store.Request, now int64) (algo.Result, error) {
-	lr := store.LeaseRequest{Key: req.Key, Limit: p.Limit, Cost: req.Cost, Want: e.want(now, p.TTL),
+	lr := store.GrantRequest{Key: req.Key, Limit: p.Limit, Cost: req.Cost, Want: e.want(now, p.TTL),
 		Pod: t.pod, Bound: p.Bound, PodCap: p.PodCap, TTL: p.TTL, Horizon: horizon(p.TTL)}
 	if e.tokens > 0 {
 		lr.Credit, lr.CreditWindow = e.tokens, e.window
@@ -124,8 +124,7 @@ func (t *Tier) lease(ctx context.Context, p *Policy, e *entry, req store.Request
 	e.busy, e.wait = true, make(chan struct{})
 	e.mu.Unlock()
 
-	l, err := t.leaser.Lease(ctx, lr)
-	p.c.leases.Add(1)
+	l, err := t.call(ctx, p, lr)
 
 	e.mu.Lock()
 	defer func() {
@@ -158,12 +157,26 @@ func (t *Tier) lease(ctx context.Context, p *Policy, e *entry, req store.Request
 	return r, nil
 }
 
+// call sends lr: to the lease script, or, when it asks for nothing and
+// credits nothing (a cold key: its first call, or one whose local rate
+// wants no units), as an exact Take, which the lease script would decide
+// alike at a larger script's cost. Leasing pays only where a key is hot.
+func (t *Tier) call(ctx context.Context, p *Policy, lr store.GrantRequest) (store.Grant, error) {
+	if lr.Want > 0 || lr.Credit > 0 {
+		p.c.leases.Add(1)
+		return t.granter.Grant(ctx, lr)
+	}
+	p.c.exact.Add(1)
+	r, err := t.st.Take(ctx, store.Request{Key: lr.Key, Limit: lr.Limit, Cost: lr.Cost})
+	return store.Grant{Result: r}, err
+}
+
 // denialHold is how long a denial is answered from the over-limit cache:
 // until the counter can admit the cost again, which for a window is its
 // reset. A bucket refills continuously, a unit at a time: there it is held
 // for the pod's pace (see pace), and no longer than until the bucket is
 // full, unless the store says the cost cannot fit sooner.
-func denialHold(p *Policy, lr store.LeaseRequest, l store.Lease) time.Duration {
+func denialHold(p *Policy, lr store.GrantRequest, l store.Grant) time.Duration {
 	r := l.Result
 	if r.RetryAfter <= 0 || !p.Limit.Algorithm.UsesBurst() {
 		return max(0, r.RetryAfter)
@@ -176,7 +189,7 @@ func denialHold(p *Policy, lr store.LeaseRequest, l store.Lease) time.Duration {
 // its pace, no longer than until the bucket is full. 0 when the bucket has
 // units left for the cost, and for windows, whose leases end with the
 // window anyway.
-func exhaustedHold(p *Policy, lr store.LeaseRequest, l store.Lease) time.Duration {
+func exhaustedHold(p *Policy, lr store.GrantRequest, l store.Grant) time.Duration {
 	if !p.Limit.Algorithm.UsesBurst() || l.Result.Remaining >= lr.Cost {
 		return 0
 	}
@@ -192,7 +205,7 @@ func exhaustedHold(p *Policy, lr store.LeaseRequest, l store.Lease) time.Duratio
 // the next call), so the bound holds; and since a denial answered after
 // the bucket could admit again is a false one, the pace is at most
 // maxHold, a twentieth of the period and the lease ttl.
-func pace(p *Policy, lr store.LeaseRequest, l store.Lease) time.Duration {
+func pace(p *Policy, lr store.GrantRequest, l store.Grant) time.Duration {
 	share := min(lr.Want, p.PodCap)
 	pods := max(1, l.Pods)
 	if p.Bound >= 0 {
@@ -326,7 +339,7 @@ func (t *Tier) credit(cs []credit) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			_, err := t.leaser.Lease(ctx, store.LeaseRequest{Key: c.key, Limit: c.limit, Credit: c.units,
+			_, err := t.granter.Grant(ctx, store.GrantRequest{Key: c.key, Limit: c.limit, Credit: c.units,
 				CreditWindow: c.window, Pod: t.pod, Bound: -1, TTL: c.ttl})
 			if err != nil {
 				t.log.Debug("Credit back failed: the units are lost", "units", c.units, "error", err)
@@ -368,7 +381,7 @@ func (t *Tier) rotatePods() {
 
 // Sweep credits back expired leases and drops idle keys now.
 func (t *Tier) Sweep() {
-	if t.leaser != nil {
+	if t.granter != nil {
 		t.credit(t.collect(false))
 	}
 }
@@ -379,7 +392,7 @@ func (t *Tier) Close() error {
 	t.closing.Do(func() {
 		close(t.stop)
 		<-t.done
-		if t.leaser != nil {
+		if t.granter != nil {
 			t.credit(t.collect(true))
 		}
 	})

@@ -194,13 +194,9 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 	idem := req.HasIdempotency()
 	live := false // a live record, whose replays may be spent
 	if idem {
-		if rec, ok := sh.records[req.Key][req.Idempotency]; ok && rec.expiresAt > n {
-			if rec.replays < req.EffectiveIdempotencyMaxReplays() {
-				rec.replays++
-				sh.records[req.Key][req.Idempotency] = rec
-				return algo.Result{Allowed: true, Remaining: rec.remaining, ResetAfter: time.Duration(max(0, rec.resetAt-n)) * time.Microsecond, Replayed: true}, nil
-			}
-			live = true
+		var r algo.Result
+		if r, live = replay(sh, req, n); r.Replayed {
+			return r, nil
 		}
 	}
 	e, ok := sh.entries[req.Key]
@@ -239,27 +235,49 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 		s.fit(sh, n, req.Key)
 	}
 	if idem && !live && r.Allowed && req.Cost > 0 {
-		recs := sh.records[req.Key]
-		if recs == nil {
-			recs = make(map[store.Key]record)
-		}
-		if _, ok := recs[req.Idempotency]; !ok {
-			// One more record: within the counter's bound, as in Redis,
-			// then within the shard's.
-			for int64(len(recs)) >= req.EffectiveIdempotencyMaxRecords() {
-				sh.dropRecord(req.Key, recs, n)
-			}
-			s.makeRecordRoom(sh, n)
-			sh.nrecords++
-		}
-		recs[req.Idempotency] = record{
-			remaining: r.Remaining,
-			resetAt:   n + r.ResetAfter.Microseconds(),
-			expiresAt: n + req.EffectiveIdempotencyTTL().Microseconds(),
-		}
-		sh.records[req.Key] = recs // again: dropping may have emptied and removed it
+		s.record(sh, req, n, r)
 	}
 	return r, nil
+}
+
+// replay answers req from its live idempotency record, with replays left:
+// r.Replayed. live says a record is live, its replays spent or not.
+// Caller holds sh.mu.
+func replay(sh *shard, req store.Request, n int64) (r algo.Result, live bool) {
+	rec, ok := sh.records[req.Key][req.Idempotency]
+	if !ok || rec.expiresAt <= n {
+		return algo.Result{}, false
+	}
+	if rec.replays >= req.EffectiveIdempotencyMaxReplays() {
+		return algo.Result{}, true
+	}
+	rec.replays++
+	sh.records[req.Key][req.Idempotency] = rec
+	return algo.Result{Allowed: true, Remaining: rec.remaining, ResetAfter: time.Duration(max(0, rec.resetAt-n)) * time.Microsecond, Replayed: true}, true
+}
+
+// record keeps req's admitted decision r as its idempotency record, within
+// the counter's bound of records and the shard's. Caller holds sh.mu.
+func (s *Store) record(sh *shard, req store.Request, n int64, r algo.Result) {
+	recs := sh.records[req.Key]
+	if recs == nil {
+		recs = make(map[store.Key]record)
+	}
+	if _, ok := recs[req.Idempotency]; !ok {
+		// One more record: within the counter's bound, as in Redis,
+		// then within the shard's.
+		for int64(len(recs)) >= req.EffectiveIdempotencyMaxRecords() {
+			sh.dropRecord(req.Key, recs, n)
+		}
+		s.makeRecordRoom(sh, n)
+		sh.nrecords++
+	}
+	recs[req.Idempotency] = record{
+		remaining: r.Remaining,
+		resetAt:   n + r.ResetAfter.Microseconds(),
+		expiresAt: n + req.EffectiveIdempotencyTTL().Microseconds(),
+	}
+	sh.records[req.Key] = recs // again: dropping may have emptied and removed it
 }
 
 // state returns a copy of the counter's state to decide on, and whether it
@@ -344,25 +362,8 @@ func (s *Store) fit(sh *shard, now int64, keep store.Key) {
 // penalty state other than keep's. It reports whether it evicted
 // anything. Caller holds sh.mu.
 func (s *Store) evictOne(sh *shard, now int64, keep store.Key) bool {
-	var victim store.Key
-	var ve *entry
-	soonest, sampled := int64(-1), 0
-	for k, e := range sh.entries {
-		if k == keep {
-			continue
-		}
-		if e.expiresAt <= now {
-			victim, ve = k, e
-			break
-		}
-		if soonest < 0 || e.expiresAt < soonest {
-			victim, ve, soonest = k, e, e.expiresAt
-		}
-		if sampled++; sampled == 16 {
-			break
-		}
-	}
-	if ve == nil {
+	victim, _, ok := sampleVictim(sh.entries, now, &keep, entryExpiry)
+	if !ok {
 		for k := range sh.penalties {
 			if k != keep {
 				sh.deletePenalty(k)
@@ -372,9 +373,50 @@ func (s *Store) evictOne(sh *shard, now int64, keep store.Key) bool {
 		}
 		return false
 	}
-	sh.deleteEntry(victim, ve)
+	sh.deleteEntry(victim, sh.entries[victim])
 	s.evicted.Add(1)
 	return true
+}
+
+// evictionSample is how many items sampled eviction looks at.
+const evictionSample = 16
+
+// sampleVictim is sampled eviction, for every map of the store: among up
+// to evictionSample items of m other than *skip's (nil skips none; in map
+// order, which Go randomizes), the first expired at now, else the one
+// closest to expiry. expired says which; ok is false when m holds nothing
+// else.
+func sampleVictim[K comparable, V any](m map[K]V, now int64, skip *K, expiresAt func(V) int64) (victim K, expired, ok bool) {
+	soonest, sampled := int64(-1), 0
+	for k, v := range m {
+		if skip != nil && k == *skip {
+			continue
+		}
+		at := expiresAt(v)
+		if at <= now {
+			return k, true, true
+		}
+		if soonest < 0 || at < soonest {
+			victim, soonest = k, at
+		}
+		if sampled++; sampled == evictionSample {
+			break
+		}
+	}
+	return victim, false, soonest >= 0
+}
+
+func entryExpiry(e *entry) int64         { return e.expiresAt }
+func holdExpiry(h hold) int64            { return h.expiresAt }
+func penaltyExpiry(p penaltyEntry) int64 { return p.expiresAt }
+
+// recordsExpiry is the expiry of one of a counter's records: eviction
+// samples one record per counter.
+func recordsExpiry(recs map[store.Key]record) int64 {
+	for _, r := range recs {
+		return r.expiresAt
+	}
+	return 0
 }
 
 // holdState is state for a holding. An expired Concurrency entry is
@@ -494,20 +536,7 @@ func (s *Store) makeHoldRoom(sh *shard, now int64) {
 	if len(sh.holds) < s.perHolds {
 		return
 	}
-	var victim holdKey
-	soonest, sampled := int64(-1), 0
-	for k, h := range sh.holds {
-		if h.expiresAt <= now {
-			delete(sh.holds, k)
-			return
-		}
-		if soonest < 0 || h.expiresAt < soonest {
-			victim, soonest = k, h.expiresAt
-		}
-		if sampled++; sampled == 16 {
-			break
-		}
-	}
+	victim, _, _ := sampleVictim(sh.holds, now, nil, holdExpiry)
 	delete(sh.holds, victim)
 }
 
@@ -540,23 +569,7 @@ func (s *Store) makeRecordRoom(sh *shard, now int64) {
 	if sh.nrecords < s.perRecords {
 		return
 	}
-	var victim store.Key
-	soonest, sampled := int64(-1), 0
-	for counter, recs := range sh.records {
-		for _, r := range recs {
-			if r.expiresAt <= now {
-				sh.dropRecord(counter, recs, now)
-				return
-			}
-			if soonest < 0 || r.expiresAt < soonest {
-				victim, soonest = counter, r.expiresAt
-			}
-			break // one per counter in the sample
-		}
-		if sampled++; sampled == 16 {
-			break
-		}
-	}
+	victim, _, _ := sampleVictim(sh.records, now, nil, recordsExpiry)
 	sh.dropRecord(victim, sh.records[victim], now)
 }
 
@@ -567,22 +580,11 @@ func (s *Store) makePenaltyRoom(sh *shard, now int64) {
 	if len(sh.penalties) < s.perShard {
 		return
 	}
-	var victim store.Key
-	soonest, sampled := int64(-1), 0
-	for k, p := range sh.penalties {
-		if p.expiresAt <= now {
-			sh.deletePenalty(k)
-			return
-		}
-		if soonest < 0 || p.expiresAt < soonest {
-			victim, soonest = k, p.expiresAt
-		}
-		if sampled++; sampled == 16 {
-			break
-		}
-	}
+	victim, expired, _ := sampleVictim(sh.penalties, now, nil, penaltyExpiry)
 	sh.deletePenalty(victim)
-	s.evicted.Add(1)
+	if !expired {
+		s.evicted.Add(1)
+	}
 }
 
 // Records is the number of stored idempotency records, expired ones
@@ -604,21 +606,7 @@ func (s *Store) makeRoom(sh *shard, now int64) {
 	if len(sh.entries) < s.perShard {
 		return
 	}
-	var victim store.Key
-	soonest, sampled := int64(-1), 0
-	for k, e := range sh.entries {
-		if e.expiresAt <= now {
-			sh.deleteEntry(k, e)
-			s.evicted.Add(1)
-			return
-		}
-		if soonest < 0 || e.expiresAt < soonest {
-			victim, soonest = k, e.expiresAt
-		}
-		if sampled++; sampled == 16 {
-			break
-		}
-	}
+	victim, _, _ := sampleVictim(sh.entries, now, nil, entryExpiry)
 	sh.deleteEntry(victim, sh.entries[victim])
 	s.evicted.Add(1)
 }

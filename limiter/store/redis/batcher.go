@@ -70,7 +70,10 @@ type batcher struct {
 // do queues c and waits for it to finish, sending round trips when its
 // turn comes, or for ctx to end.
 func (b *batcher) do(ctx context.Context, c *call) error {
-	c.ctx, c.enq, c.wake = ctx, time.Now(), make(chan bool, 2)
+	c.ctx, c.enq = ctx, time.Now()
+	if c.wake == nil { // a reused call keeps its own (see calls)
+		c.wake = make(chan bool, 2)
+	}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()

@@ -50,7 +50,7 @@ func TestCalendarWindowFollowsRedisTime(t *testing.T) {
 		t.Fatalf("today: %+v, want the same window as the call before", r)
 	}
 	// Two-tier mode never leases a calendar window (the API refuses it).
-	if _, err := s.Lease(context.Background(), store.LeaseRequest{Key: key, Limit: lim, Cost: 1, Pod: "p", Bound: -1, PodCap: 10, TTL: time.Second}); err == nil {
+	if _, err := s.Grant(context.Background(), store.GrantRequest{Key: key, Limit: lim, Cost: 1, Pod: "p", Bound: -1, PodCap: 10, TTL: time.Second}); err == nil {
 		t.Fatal("a calendar window was leased")
 	}
 }

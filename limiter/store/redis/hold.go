@@ -79,23 +79,21 @@ func (s *Store) holdCmd(ctx context.Context, p goredis.Pipeliner, c *call, eval 
 	if r.Limit.Algorithm != algo.Concurrency {
 		keys = append(keys, s.HoldKey(r.Key, r.Hold))
 	}
-	// ARGV 10-13 as exact.lua's, when set: a calendar's windows, the
-	// reserve.
-	cal, ext := r.Limit.Calendar, !r.Limit.Calendar.IsZero() || r.Limit.Reserve > 0
-	n := len(keys) + 9
-	if ext {
-		n += 4
-	}
-	args := append(sc.call(eval, len(keys), n), keys...)
-	args = append(args, r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, cost, now, op, h.id, h.ttl, h.actual)
-	if ext {
+	// The calendar's windows and the reserve are sent when set.
+	var argv [holdArgs]any
+	argv[argLimit-1], argv[argPeriod-1], argv[argBurst-1], argv[argCost-1], argv[argNow-1] = r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, cost, now
+	argv[holdOp-1], argv[holdID-1], argv[holdTTL-1], argv[holdActual-1] = op, h.id, h.ttl, h.actual
+	n := holdActual
+	if cal := r.Limit.Calendar; !cal.IsZero() || r.Limit.Headroom > 0 {
 		var start, end, next int64
 		if !cal.IsZero() {
 			start, end, next = calendarWindows(cal, now)
 		}
-		args = append(args, start, end, next, r.Limit.Reserve)
+		argv[holdCalStart-1], argv[holdCalEnd-1], argv[holdCalNext-1], argv[holdHeadroom-1] = start, end, next, r.Limit.Headroom
+		n = holdHeadroom
 	}
-	return p.Do(ctx, args...)
+	args := append(sc.call(eval, len(keys), len(keys)+n), keys...)
+	return p.Do(ctx, append(args, argv[:n]...)...)
 }
 
 // parseHold reads hold.lua's reply {allowed, remaining, reset_us,

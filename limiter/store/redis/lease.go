@@ -16,45 +16,48 @@ import (
 // mode): the counter's key, and so its slot, then ":p".
 func (s *Store) PodsKey(k store.Key) string { return s.RedisKey(k) + ":p" }
 
-// Lease implements store.Leaser with one run of the lease script
+// Grant implements store.Granter with one run of the lease script
 // (scripts/lease.lua), batched and guarded by the shard's breaker like Take.
-func (s *Store) Lease(ctx context.Context, req store.LeaseRequest) (store.Lease, error) {
+func (s *Store) Grant(ctx context.Context, req store.GrantRequest) (store.Grant, error) {
 	if !slices.Contains(leasable, req.Limit.Algorithm) {
-		return store.Lease{}, fmt.Errorf("redis store: %v can't be leased", req.Limit.Algorithm)
+		return store.Grant{}, fmt.Errorf("redis store: %v can't be leased", req.Limit.Algorithm)
 	}
 	if !req.Limit.Leasable() {
-		return store.Lease{}, fmt.Errorf("redis store: a limit with a calendar, a reserve or a penalty can't be leased")
+		return store.Grant{}, fmt.Errorf("redis store: a limit with a calendar, a reserve or a penalty can't be leased")
 	}
 	c := &call{req: store.Request{Key: req.Key, Limit: req.Limit}, lease: &req}
 	if err := s.decide(ctx, c); err != nil {
-		return store.Lease{}, err
+		return store.Grant{}, err
 	}
 	return c.grant, nil
 }
 
 // leaseCmd queues one lease call on p.
-func (s *Store) leaseCmd(ctx context.Context, p goredis.Pipeliner, r *store.LeaseRequest, eval bool) *goredis.Cmd {
+func (s *Store) leaseCmd(ctx context.Context, p goredis.Pipeliner, r *store.GrantRequest, eval bool) *goredis.Cmd {
 	var now int64
 	if s.opts.PinnedClock != nil {
 		now = s.opts.PinnedClock().UnixMicro()
 	}
-	return p.Do(ctx, append(leaseScript.call(eval, 2, 16), s.RedisKey(r.Key), s.PodsKey(r.Key),
-		r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now, int(r.Limit.Algorithm),
-		max(0, r.Want), max(0, r.Credit), r.CreditWindow, r.Pod, r.Bound, max(0, r.PodCap), max(1, r.TTL.Microseconds()), max(0, r.Horizon.Microseconds()))...)
+	var argv [leaseArgs]any
+	argv[argLimit-1], argv[argPeriod-1], argv[argBurst-1], argv[argCost-1], argv[argNow-1] = r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now
+	argv[leaseAlgorithm-1], argv[leaseWant-1], argv[leaseCredit-1], argv[leaseCreditWindow-1] = int(r.Limit.Algorithm), max(0, r.Want), max(0, r.Credit), r.CreditWindow
+	argv[leasePod-1], argv[leaseBound-1], argv[leasePodCap-1] = r.Pod, r.Bound, max(0, r.PodCap)
+	argv[leaseTTL-1], argv[leaseHorizon-1] = max(1, r.TTL.Microseconds()), max(0, r.Horizon.Microseconds())
+	return p.Do(ctx, append(append(leaseScript.call(eval, 2, 2+leaseArgs), s.RedisKey(r.Key), s.PodsKey(r.Key)), argv[:]...)...)
 }
 
 // parseLease reads lease.lua's reply {allowed, remaining, reset_us,
 // retry_us, granted, lifetime_us, window, pods}.
-func parseLease(cmd *goredis.Cmd) (store.Lease, error) {
+func parseLease(cmd *goredis.Cmd) (store.Grant, error) {
 	var buf [8]int64
 	v, err := int64s(buf[:0], cmd)
 	if err != nil {
-		return store.Lease{}, fmt.Errorf("redis store: %w", err)
+		return store.Grant{}, fmt.Errorf("redis store: %w", err)
 	}
 	if len(v) != 8 {
-		return store.Lease{}, fmt.Errorf("redis store: lease script returned %d values, want 8", len(v))
+		return store.Grant{}, fmt.Errorf("redis store: lease script returned %d values, want 8", len(v))
 	}
-	l := store.Lease{
+	l := store.Grant{
 		Result: algo.Result{
 			Allowed:    v[0] == 1,
 			Remaining:  v[1],
@@ -72,4 +75,4 @@ func parseLease(cmd *goredis.Cmd) (store.Lease, error) {
 	return l, nil
 }
 
-var _ store.Leaser = (*Store)(nil)
+var _ store.Granter = (*Store)(nil)

@@ -26,7 +26,7 @@ func (e exactLease) Take(ctx context.Context, req store.Request) (algo.Result, e
 	if !req.Limit.Leasable() {
 		return e.Store.Take(ctx, req)
 	}
-	l, err := e.Lease(ctx, store.LeaseRequest{Key: req.Key, Limit: req.Limit, Cost: req.Cost,
+	l, err := e.Grant(ctx, store.GrantRequest{Key: req.Key, Limit: req.Limit, Cost: req.Cost,
 		Pod: "p", Bound: -1, PodCap: 1000, TTL: time.Second})
 	if err == nil && l.Granted != 0 {
 		return algo.Result{}, fmt.Errorf("lease granted %d units without being asked", l.Granted)
@@ -95,7 +95,7 @@ func runLeaseSteps(t *testing.T, opts func(store.Clock) redisstore.Options, lim 
 	key := storetest.KeyFor(t, "lease")
 	for i, st := range steps {
 		clock.Set(storetest.Base.Add(st.At))
-		got, err := s.Lease(context.Background(), store.LeaseRequest{Key: key, Limit: lim, Cost: st.Cost, Want: st.Want,
+		got, err := s.Grant(context.Background(), store.GrantRequest{Key: key, Limit: lim, Cost: st.Cost, Want: st.Want,
 			Credit: st.Credit, CreditWindow: st.CreditWindow, Horizon: st.Horizon, Pod: st.Pod, Bound: bound, PodCap: podCap, TTL: ttl})
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
@@ -182,7 +182,7 @@ func TestLeaseKeysShareTheSlotAndExpire(t *testing.T) {
 	for _, a := range []algo.Algorithm{algo.TokenBucket, algo.GCRA, algo.SlidingWindow, algo.FixedWindow} {
 		lim := algo.Limit{Algorithm: a, Limit: 50, Period: time.Minute, Burst: 50}
 		k := storetest.KeyFor(t, a.String())
-		l, err := s.Lease(context.Background(), store.LeaseRequest{Key: k, Limit: lim, Cost: 1, Want: 5, Pod: "p", Bound: -1, PodCap: 5, TTL: time.Second})
+		l, err := s.Grant(context.Background(), store.GrantRequest{Key: k, Limit: lim, Cost: 1, Want: 5, Pod: "p", Bound: -1, PodCap: 5, TTL: time.Second})
 		// A window's lease shrinks near its end: only the bucket's grant is sure.
 		if err != nil || !l.Result.Allowed || l.Granted > 5 || (a.UsesBurst() && l.Granted != 5) {
 			t.Fatalf("%v: %+v %v", a, l, err)
@@ -208,7 +208,7 @@ func TestLeaseKeysShareTheSlotAndExpire(t *testing.T) {
 // SlidingLog stays exact: the store refuses to lease it.
 func TestLeaseRefusesSlidingLog(t *testing.T) {
 	s := realStore(t, redisstore.Options{Addrs: []string{standaloneAddr(t)}})
-	_, err := s.Lease(context.Background(), store.LeaseRequest{Key: storetest.KeyFor(t, "k"),
+	_, err := s.Grant(context.Background(), store.GrantRequest{Key: storetest.KeyFor(t, "k"),
 		Limit: algo.Limit{Algorithm: algo.SlidingLog, Limit: 5, Period: time.Second}, Cost: 1, TTL: time.Second})
 	if err == nil || !strings.Contains(err.Error(), "SlidingLog can't be leased") {
 		t.Fatalf("got %v, want an error naming SlidingLog", err)

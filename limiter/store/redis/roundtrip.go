@@ -34,19 +34,20 @@ type call struct {
 	brk *breaker // of req.Key's shard
 	res algo.Result
 
-	// keys and argv are a Take's script KEYS and ARGV (see prepare); they
-	// are sent by pointer, which boxes them without copying.
+	// keys and argv are a Take's script KEYS and ARGV (see prepare), at
+	// the positions scripts.go names (argv[i] is ARGV i+1); they are sent
+	// by pointer, which boxes them without copying.
 	keys  [4]string
 	nkeys int
-	argv  [8]int64
+	argv  [exactRecord - 1]int64
 	nargv int
-	// record is the idempotency record's name, ARGV 9: sent when set, and
-	// empty when ext follows.
+	// record is the idempotency record's name, ARGV exactRecord: sent when
+	// set, and empty when ext follows.
 	record string
-	// ext are ARGV 10 to 16, after the record's name: a calendar's
-	// windows, the reserve, a penalty's settings; the first next of them
-	// are sent.
-	ext  [7]int64
+	// ext are the ARGV after the record's name (ext[i] is ARGV
+	// exactRecord+1+i): a calendar's windows, the reserve, a penalty's
+	// settings; the first next of them are sent.
+	ext  [exactArgs - exactRecord]int64
 	next int
 
 	// cmd is the call's script run, in the last send.
@@ -54,8 +55,8 @@ type call struct {
 
 	// lease, when set, makes this a lease call (see Lease), answered in
 	// grant.
-	lease *store.LeaseRequest
-	grant store.Lease
+	lease *store.GrantRequest
+	grant store.Grant
 
 	// hold, when set, makes this a run of the hold script (see hold.go):
 	// a Take that holds, or a Settle, answered in res and settled.
@@ -197,26 +198,32 @@ func (s *Store) prepare(c *call) {
 		now = s.opts.PinnedClock().UnixMicro()
 	}
 	c.keys[0], c.nkeys = s.CounterKey(r.Key, r.Limit.Algorithm), 1
-	c.argv, c.nargv = [8]int64{r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now}, 5
+	c.argv = [len(c.argv)]int64{}
+	c.argv[argLimit-1], c.argv[argPeriod-1], c.argv[argBurst-1], c.argv[argCost-1], c.argv[argNow-1] = r.Limit.Limit, r.Limit.PeriodMicros(), r.Limit.Burst, r.Cost, now
+	c.nargv = preludeArgs
+	c.record = ""
 	if r.HasIdempotency() {
 		c.keys[1], c.keys[2], c.nkeys = s.RecordsKey(r.Key), s.RecordIndexKey(r.Key), 3
-		c.argv[5], c.argv[6], c.argv[7], c.nargv = max(1, r.EffectiveIdempotencyTTL().Milliseconds()), r.EffectiveIdempotencyMaxReplays(), r.EffectiveIdempotencyMaxRecords(), 8
-		c.record = r.Idempotency.String()
+		c.argv[exactRecordTTL-1] = max(1, r.EffectiveIdempotencyTTL().Milliseconds())
+		c.argv[exactMaxReplays-1], c.argv[exactMaxRecords-1] = r.EffectiveIdempotencyMaxReplays(), r.EffectiveIdempotencyMaxRecords()
+		c.nargv, c.record = exactMaxRecords, r.Idempotency.String()
 	}
+	const ext = exactRecord + 1 // ARGV of c.ext[0]
 	c.next = 0
 	if cal := r.Limit.Calendar; !cal.IsZero() {
-		c.ext[0], c.ext[1], c.ext[2] = calendarWindows(cal, now)
-		c.next = 4
+		c.ext[exactCalStart-ext], c.ext[exactCalEnd-ext], c.ext[exactCalNext-ext] = calendarWindows(cal, now)
+		c.next = exactHeadroom - exactRecord
 	}
-	if r.Limit.Reserve > 0 {
-		c.ext[3], c.next = r.Limit.Reserve, 4
+	if r.Limit.Headroom > 0 {
+		c.ext[exactHeadroom-ext], c.next = r.Limit.Headroom, exactHeadroom-exactRecord
 	}
 	if p := r.Limit.Penalty; !p.IsZero() {
 		c.keys[c.nkeys], c.nkeys = s.PenaltyKey(r.Key), c.nkeys+1
-		c.ext[4], c.ext[5], c.ext[6], c.next = p.Duration.Microseconds(), max(1, p.After), max(1, p.Within.Microseconds()), 7
+		c.ext[exactPenaltyDuration-ext], c.ext[exactPenaltyAfter-ext], c.ext[exactPenaltyWithin-ext] = p.Duration.Microseconds(), max(1, p.After), max(1, p.Within.Microseconds())
+		c.next = exactPenaltyWithin - exactRecord
 	}
 	if c.next > 0 {
-		c.nargv = 8 // and the record's name, empty without one
+		c.nargv = exactRecord - 1 // and the record's name, empty without one
 	}
 }
 

@@ -87,7 +87,7 @@ func BenchmarkScriptCPU(b *testing.B) {
 						if path == "exact" {
 							_, err = s.Take(context.Background(), store.Request{Key: k, Limit: lim, Cost: 1})
 						} else {
-							_, err = s.Lease(context.Background(), store.LeaseRequest{Key: k, Limit: lim, Cost: 1,
+							_, err = s.Grant(context.Background(), store.GrantRequest{Key: k, Limit: lim, Cost: 1,
 								Want: 10, Credit: 3, CreditWindow: time.Now().UnixMicro() / lim.PeriodMicros(),
 								Pod: "p" + strconv.Itoa(int(i%2)), Bound: -1, PodCap: 1000, TTL: time.Second})
 						}

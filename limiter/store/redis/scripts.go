@@ -11,6 +11,12 @@ package redis
 //   - The scripts name algorithms as ALG.<Name>; newScript writes
 //     limiter/algo's ID in its place, so IDs come from Go alone and no
 //     script depends on the order of algo's constants.
+//   - The scripts read their arguments as ARGV[ARG.<name>]; each entry
+//     point's positions are named once, below (prelude*, exact*, hold*,
+//     lease*), newScript writes the number in place of ARG.<name>, and the
+//     Go that fills a call puts each value at its constant's position: the
+//     two can't drift. A name an entry point's table lacks panics when the
+//     package loads.
 //   - Scripts run with EVALSHA; a server that answers NOSCRIPT gets the
 //     source once with EVAL, which also caches it there.
 
@@ -75,11 +81,91 @@ const (
 	coresMarker = "--[[cores]]\n"
 )
 
+// The prelude's ARGV positions, every entry point's first (prelude.lua).
+const (
+	argLimit  = 1 + iota
+	argPeriod // µs
+	argBurst
+	argCost
+	argNow      // µs; 0 for Redis TIME
+	preludeArgs = argNow
+)
+
+// exact.lua's own ARGV positions, after the prelude's. Each group is sent
+// only when it or a later one is set (see prepare).
+const (
+	exactRecordTTL = preludeArgs + 1 + iota // ms
+	exactMaxReplays
+	exactMaxRecords
+	exactRecord // the record's name, a string
+	exactCalStart
+	exactCalEnd
+	exactCalNext
+	exactHeadroom
+	exactPenaltyDuration // µs
+	exactPenaltyAfter
+	exactPenaltyWithin // µs
+	exactArgs          = exactPenaltyWithin
+)
+
+// hold.lua's own ARGV positions, after the prelude's; the calendar's and
+// the reserve's are sent only when set (see holdCmd).
+const (
+	holdOp = preludeArgs + 1 + iota // "take" or "settle"
+	holdID
+	holdTTL    // µs
+	holdActual // settle; negative: at the estimate
+	holdCalStart
+	holdCalEnd
+	holdCalNext
+	holdHeadroom
+	holdArgs = holdHeadroom
+)
+
+// lease.lua's own ARGV positions, after the prelude's.
+const (
+	leaseAlgorithm = preludeArgs + 1 + iota
+	leaseWant
+	leaseCredit
+	leaseCreditWindow
+	leasePod
+	leaseBound
+	leasePodCap
+	leaseTTL     // µs
+	leaseHorizon // µs
+	leaseArgs    = leaseHorizon
+)
+
+// argNames are the names the scripts read each entry point's arguments
+// by (ARG.<name>), the prelude's included.
+type argNames map[string]int
+
+func withPrelude(own argNames) argNames {
+	own["limit"], own["period"], own["burst"], own["cost"], own["now"] = argLimit, argPeriod, argBurst, argCost, argNow
+	return own
+}
+
+var (
+	exactArgNames = withPrelude(argNames{
+		"record_ttl": exactRecordTTL, "max_replays": exactMaxReplays, "max_records": exactMaxRecords, "record": exactRecord,
+		"cal_start": exactCalStart, "cal_end": exactCalEnd, "cal_next": exactCalNext, "headroom": exactHeadroom,
+		"penalty_duration": exactPenaltyDuration, "penalty_after": exactPenaltyAfter, "penalty_within": exactPenaltyWithin,
+	})
+	holdArgNames = withPrelude(argNames{
+		"op": holdOp, "hold": holdID, "hold_ttl": holdTTL, "actual": holdActual,
+		"cal_start": holdCalStart, "cal_end": holdCalEnd, "cal_next": holdCalNext, "headroom": holdHeadroom,
+	})
+	leaseArgNames = withPrelude(argNames{
+		"algorithm": leaseAlgorithm, "want": leaseWant, "credit": leaseCredit, "credit_window": leaseCreditWindow,
+		"pod": leasePod, "bound": leaseBound, "pod_cap": leasePodCap, "ttl": leaseTTL, "horizon": leaseHorizon,
+	})
+)
+
 // scripts holds each rate algorithm's exact script, indexed by
 // algo.Algorithm.
 var scripts = func() (s [len(cores)]script) {
 	for _, a := range algo.All {
-		s[a] = newScript(preludeLua + place(exactLua, coreMarker, "do\n"+cores[a]+"end\n"))
+		s[a] = newScript(preludeLua+place(exactLua, coreMarker, "do\n"+cores[a]+"end\n"), exactArgNames)
 	}
 	return s
 }()
@@ -88,7 +174,7 @@ var scripts = func() (s [len(cores)]script) {
 // holding), indexed by algo.Algorithm.
 var holdScripts = func() (s [len(cores)]script) {
 	for _, a := range holders {
-		s[a] = newScript(preludeLua + place(holdLua, coreMarker, "do\n"+cores[a]+"end\n"))
+		s[a] = newScript(preludeLua+place(holdLua, coreMarker, "do\n"+cores[a]+"end\n"), holdArgNames)
 	}
 	return s
 }()
@@ -103,8 +189,8 @@ var leaseScript = func() script {
 		}
 		fmt.Fprintf(&b, "if algorithm == ALG.%s then\n%s", a, cores[a])
 	}
-	b.WriteString("else\n  return redis.error_reply('lease: no core for algorithm ' .. ARGV[6])\nend\n")
-	return newScript(preludeLua + place(leaseLua, coresMarker, b.String()))
+	b.WriteString("else\n  return redis.error_reply('lease: no core for algorithm ' .. ARGV[ARG.algorithm])\nend\n")
+	return newScript(preludeLua+place(leaseLua, coresMarker, b.String()), leaseArgNames)
 }()
 
 // place puts code where marker stands in src, once.
@@ -116,10 +202,19 @@ func place(src, marker, code string) string {
 	return before + code + after
 }
 
-// newScript substitutes limiter/algo's ID for every ALG.<Name> in src: the
-// scripts name algorithms only so, and this is the one place their IDs
-// come from. A name algo does not know panics, when the package loads.
-func newScript(src string) script {
+// newScript substitutes limiter/algo's ID for every ALG.<Name> in src, and
+// the position args names for every ARG.<name>: the scripts name
+// algorithms and arguments only so, and this is the one place their
+// numbers come from. A name algo or args does not know panics, when the
+// package loads.
+func newScript(src string, args argNames) script {
+	src = argName.ReplaceAllStringFunc(src, func(m string) string {
+		i, ok := args[strings.TrimPrefix(m, "ARG.")]
+		if !ok {
+			panic("redis store: a script reads " + m + ", which its entry point does not name")
+		}
+		return strconv.Itoa(i)
+	})
 	src = algName.ReplaceAllStringFunc(src, func(m string) string {
 		a, err := algo.Parse(strings.TrimPrefix(m, "ALG."))
 		if err != nil {
@@ -133,6 +228,9 @@ func newScript(src string) script {
 
 // algName is how the scripts name an algorithm.
 var algName = regexp.MustCompile(`\bALG\.\w+`)
+
+// argName is how the scripts name an argument.
+var argName = regexp.MustCompile(`\bARG\.\w+`)
 
 // script is a Lua script, run with EVALSHA, or EVAL once a server answers
 // NOSCRIPT.

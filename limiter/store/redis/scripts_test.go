@@ -56,7 +56,7 @@ func TestAlgorithmIDsAreGos(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
 	for _, a := range algo.All {
-		got, err := c.Eval(context.Background(), newScript("return ALG."+a.String()).src, nil).Int()
+		got, err := c.Eval(context.Background(), newScript("return ALG."+a.String(), nil).src, nil).Int()
 		if err != nil || got != int(a) {
 			t.Errorf("ALG.%v is %d in Redis (%v), Go's is %d", a, got, err, int(a))
 		}
@@ -69,16 +69,22 @@ func TestAlgorithmIDsAreGos(t *testing.T) {
 // conformance table run through Lease (TestLeaseOfNothingIsExact) shows
 // that each branch decides as its algorithm.
 func TestEachCoreOnce(t *testing.T) {
+	// A core as the scripts hold it: its ARG.<name>s in place (the cores
+	// read only the prelude's).
+	var builtCores [len(cores)]string
+	for a, core := range cores {
+		builtCores[a] = newScript(core, withPrelude(argNames{})).src
+	}
 	for _, a := range algo.All {
-		if n := strings.Count(scripts[a].src, cores[a]); n != 1 {
+		if n := strings.Count(scripts[a].src, builtCores[a]); n != 1 {
 			t.Errorf("the exact script of %v holds its core %d times", a, n)
 		}
 		for _, other := range algo.All {
-			if other != a && strings.Contains(scripts[a].src, cores[other]) {
+			if other != a && strings.Contains(scripts[a].src, builtCores[other]) {
 				t.Errorf("the exact script of %v holds the core of %v", a, other)
 			}
 		}
-		branch := "if algorithm == " + strconv.Itoa(int(a)) + " then\n" + cores[a]
+		branch := "if algorithm == " + strconv.Itoa(int(a)) + " then\n" + builtCores[a]
 		leased := strings.Count(leaseScript.src, branch) == 1
 		if want := a != algo.SlidingLog; leased != want {
 			t.Errorf("the lease script has a branch for %v: %v, want %v", a, leased, want)
@@ -88,7 +94,7 @@ func TestEachCoreOnce(t *testing.T) {
 	// The hold script of each holder holds its core once, and no other.
 	for _, a := range holders {
 		for _, other := range append(algo.All, algo.Concurrency) {
-			if n := strings.Count(holdScripts[a].src, cores[other]); n != map[bool]int{true: 1}[other == a] {
+			if n := strings.Count(holdScripts[a].src, builtCores[other]); n != map[bool]int{true: 1}[other == a] {
 				t.Errorf("the hold script of %v holds the core of %v %d times", a, other, n)
 			}
 		}
@@ -123,8 +129,8 @@ func TestNoScriptFallback(t *testing.T) {
 		if i%2 == 0 {
 			r, err = s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1})
 		} else {
-			var l store.Lease
-			l, err = s.Lease(ctx, store.LeaseRequest{Key: key, Limit: lim, Cost: 1, Pod: "p", Bound: -1, TTL: time.Second})
+			var l store.Grant
+			l, err = s.Grant(ctx, store.GrantRequest{Key: key, Limit: lim, Cost: 1, Pod: "p", Bound: -1, TTL: time.Second})
 			r = l.Result
 		}
 		if err != nil {
@@ -132,6 +138,49 @@ func TestNoScriptFallback(t *testing.T) {
 		}
 		if !r.Allowed || r.Remaining != int64(19-i) {
 			t.Fatalf("decision %d: %+v, want allowed with %d remaining", i, r, 19-i)
+		}
+	}
+}
+
+// The scripts read every argument by its name (ARG.<name>), never by a
+// number, and each entry point reads every name its table gives: Go and
+// the scripts can't disagree on a position, and no slot is named and left
+// unread.
+func TestScriptArgumentsNamed(t *testing.T) {
+	allCores := strings.Join(cores[:], "")
+	entries := []struct {
+		name  string
+		src   string
+		names argNames
+	}{
+		{"exact.lua", preludeLua + exactLua + allCores, exactArgNames},
+		{"hold.lua", preludeLua + holdLua + allCores, holdArgNames},
+		{"lease.lua", preludeLua + leaseLua + allCores, leaseArgNames},
+	}
+	byNumber := regexp.MustCompile(`ARGV\[\s*[0-9]`)
+	for _, e := range entries {
+		if m := byNumber.FindString(e.src); m != "" {
+			t.Errorf("%s reads %s...: by number, not by name", e.name, m)
+		}
+		seen := map[int]string{}
+		for name, pos := range e.names {
+			if other, ok := seen[pos]; ok {
+				t.Errorf("%s: ARG.%s and ARG.%s are both position %d", e.name, name, other, pos)
+			}
+			seen[pos] = name
+			if !strings.Contains(e.src, "ARG."+name) {
+				t.Errorf("%s never reads ARG.%s", e.name, name)
+			}
+		}
+		for pos := 1; pos <= len(e.names); pos++ {
+			if _, ok := seen[pos]; !ok {
+				t.Errorf("%s: position %d has no name", e.name, pos)
+			}
+		}
+	}
+	for _, sc := range append([]script{leaseScript}, append(scripts[:], holdScripts[:]...)...) {
+		if m := argName.FindString(sc.src); m != "" {
+			t.Errorf("a built script still names an argument: %s", m)
 		}
 	}
 }

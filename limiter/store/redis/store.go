@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -101,7 +102,11 @@ func (s *Store) Client() goredis.UniversalClient { return s.client }
 // RedisKey is the Redis key of a counter: the prefix, then the hashed key as
 // the hash tag, so all of one counter's data lives in one slot.
 func (s *Store) RedisKey(k store.Key) string {
-	return s.opts.KeyPrefix + ":{" + k.String() + "}"
+	// One allocation: every decision names its counter.
+	var buf [96]byte
+	b := append(append(buf[:0], s.opts.KeyPrefix...), ":{"...)
+	b = base64.RawURLEncoding.AppendEncode(b, k[:])
+	return string(append(b, '}'))
 }
 
 // LogKey is the Redis key of SlidingLog counter k: a weighted log, one
@@ -153,12 +158,29 @@ func (s *Store) Take(ctx context.Context, req store.Request) (algo.Result, error
 	if req.Limit.Algorithm < algo.TokenBucket || req.Limit.Algorithm > algo.SlidingLog {
 		return algo.Result{}, fmt.Errorf("redis store: unknown algorithm %v", req.Limit.Algorithm)
 	}
-	c := &call{req: req}
+	c := calls.Get().(*call)
+	c.req = req
 	s.prepare(c)
 	if err := s.decide(ctx, c); err != nil {
+		// Not reused: a call whose caller stopped waiting may still be
+		// in a round trip.
 		return algo.Result{}, err
 	}
-	return c.res, nil
+	res := c.res
+	c.reset()
+	calls.Put(c)
+	return res, nil
+}
+
+// calls are Take's calls, reused: a call that finished without error is
+// in no batch any more, and its wake channel is empty (see batcher).
+var calls = sync.Pool{New: func() any { return new(call) }}
+
+// reset clears c for reuse, keeping its wake channel.
+func (c *call) reset() {
+	wake := c.wake
+	*c = call{}
+	c.wake = wake
 }
 
 // decide sends c through its shard's breaker and the batcher.

@@ -107,7 +107,7 @@ func BenchmarkScriptWorstCase(b *testing.B) {
 		b.Run("lease/"+a.String()+"/max", func(b *testing.B) {
 			lim := big(a)
 			run(b, b.N, nil, func(k store.Key) error {
-				_, err := s.Lease(ctx, store.LeaseRequest{Key: k, Limit: lim, Cost: service.DefaultMaxCost,
+				_, err := s.Grant(ctx, store.GrantRequest{Key: k, Limit: lim, Cost: service.DefaultMaxCost,
 					Want: service.DefaultMaxCost, Credit: 0, CreditWindow: time.Now().UnixMicro() / lim.PeriodMicros(),
 					Pod: "p", Bound: -1, PodCap: v1alpha1.MaxLimit, TTL: time.Second})
 				return err

@@ -6,8 +6,8 @@
 -- for hold (renewing a lease it holds already), 'release' gives hold's
 -- back and sets found, anything else peeks. Expired leases are dropped
 -- first. A lease is one slot whatever cost says; leases take no credit and
--- grant nothing. A new lease must leave reserve slots free (priority
--- shedding); a priority with no share (reserve >= limit) never gets one.
+-- grant nothing. A new lease must leave headroom slots free (priority
+-- shedding); a priority with no share (headroom >= limit) never gets one.
 local pruned = redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now))
 local count = redis.call('ZCARD', key)
 local held = false
@@ -15,7 +15,7 @@ if op ~= 'peek' then held = redis.call('ZSCORE', key, hold) end
 allowed = true
 local changed = pruned > 0
 if op == 'acquire' then
-  allowed = held or count + 1 <= limit - reserve
+  allowed = held or count + 1 <= limit - headroom
   if allowed then
     redis.call('ZADD', key, string.format('%d', now + period), hold)
     if not held then count = count + 1 end
@@ -30,9 +30,9 @@ end
 if count > 0 then
   reset = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]) - now
   if changed then redis.call('PEXPIRE', key, slack + math.max(1, math.ceil(reset / 1000))) end
-  if not allowed and reserve < limit then
+  if not allowed and headroom < limit then
     retry = math.min(1000000, tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2]) - now) -- algo.ConcurrencyRetry
   end
 end
-if not allowed and reserve >= limit then retry = -1 end
-remaining = math.max(0, limit - reserve - count)
+if not allowed and headroom >= limit then retry = -1 end
+remaining = math.max(0, limit - headroom - count)

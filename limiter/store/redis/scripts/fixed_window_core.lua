@@ -32,7 +32,7 @@ if credit > 0 and credit_window == w then
   count = math.max(0, count - credit)
   changed = true
 end
-local lim = limit - reserve -- what this request may fill
+local lim = limit - headroom -- what this request may fill
 allowed = force or count + cost <= lim
 if allowed then
   if cap > 0 then granted = math.min(cap, limit - count - cost) end

@@ -5,7 +5,7 @@
 -- quarter us. The TAT is stored like the token bucket's z: an integer count
 -- of eighths of a us since epoch, 72 bytes a key. A credit moves the TAT
 -- back; a grant moves it on; a forced cost moves it on past the tolerance.
-local burst = tonumber(ARGV[3])
+local burst = tonumber(ARGV[ARG.burst])
 local interval = period / limit
 local tolerance = burst * interval
 local now8 = (now - epoch) * 8
@@ -18,7 +18,7 @@ end
 local changed = credit > 0
 if changed then ahead = math.max(0, ahead - credit * interval) end
 local next = ahead + cost * interval
-local need = next + reserve * interval -- the TAT that must fit
+local need = next + headroom * interval -- the TAT that must fit
 allowed = force or need - tolerance <= half_micro
 if allowed then
   if cap > 0 then granted = math.min(cap, floor_tokens((tolerance - next + half_micro) / interval)) end
@@ -30,6 +30,6 @@ if changed then
   redis.call('SET', key, string.format('%d', math.floor(now8 + ahead * 8 + 0.5)), 'PX', slack + math.max(1, math.ceil(reset / 1000)))
 end
 if not allowed then
-  if cost + reserve > burst then retry = -1 else retry = ceil_us(need - tolerance - half_micro) end
+  if cost + headroom > burst then retry = -1 else retry = ceil_us(need - tolerance - half_micro) end
 end
-remaining = floor_tokens((tolerance - ahead + half_micro) / interval - reserve)
+remaining = floor_tokens((tolerance - ahead + half_micro) / interval - headroom)

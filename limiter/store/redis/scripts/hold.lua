@@ -7,11 +7,12 @@
 -- KEYS[1]  the counter
 -- KEYS[2]  a reservation's record (not for Concurrency), in the counter's
 --          slot: a string "units window expires_us"
--- ARGV     limit, period_us, burst, cost, now_us (see prelude.lua),
---          op ('take' or 'settle'), the holding's ID, the record's TTL in us
---          (take), the actual cost (settle; negative: at the estimate);
---          then, as in exact.lua and sent only when set: 10-12 a calendar
---          FixedWindow's windows, 13 the reserve (priority shedding; a
+-- ARGV     the prelude's (see prelude.lua), then in the order of
+--          scripts.go's hold* constants: op ('take' or 'settle'), hold (the
+--          holding's ID), hold_ttl (the record's TTL in us, take), actual
+--          (the cost, settle; negative: at the estimate); then, sent only
+--          when set: cal_start, cal_end, cal_next (a calendar FixedWindow's
+--          windows, as in exact.lua), headroom (priority shedding; a
 --          settlement's credit and forced charge ignore it). No penalty:
 --          the API refuses spec.penalty with Concurrency and spec.reserve.
 -- Returns  {allowed, remaining, reset_after_us, retry_after_us, found,
@@ -26,14 +27,14 @@
 -- window it was taken in) or charges what was spent beyond it, even past
 -- the limit. A holding that is not live changes nothing: the core peeks.
 local key, credit, credit_window, cap, force, win = KEYS[1], 0, 0, 0, false, 0
-local cal_start, cal_end, cal_next, reserve = 0, 0, 0, 0
-if ARGV[10] then
-  cal_start, cal_end, cal_next, reserve = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
+local cal_start, cal_end, cal_next, headroom = 0, 0, 0, 0
+if ARGV[ARG.cal_start] then
+  cal_start, cal_end, cal_next, headroom = tonumber(ARGV[ARG.cal_start]), tonumber(ARGV[ARG.cal_end]), tonumber(ARGV[ARG.cal_next]), tonumber(ARGV[ARG.headroom])
 end
 local allowed, remaining, reset, retry, granted = false, 0, 0, 0, 0
-local hold, found, held = ARGV[7], 0, 0
+local hold, found, held = ARGV[ARG.hold], 0, 0
 local op = 'peek'
-if ARGV[6] == 'settle' then
+if ARGV[ARG.op] == 'settle' then
   cost = 0
   if KEYS[2] then
     local rec = redis.call('GET', KEYS[2])
@@ -46,7 +47,7 @@ if ARGV[6] == 'settle' then
       -- expires records as Redis's own TTL does in production.
       if expires and tonumber(expires) > now then
         found, held = 1, tonumber(units)
-        local actual = tonumber(ARGV[9])
+        local actual = tonumber(ARGV[ARG.actual])
         if actual < 0 then actual = held end
         if actual < held then
           credit, credit_window = held - actual, tonumber(w)
@@ -65,8 +66,8 @@ end
 --[[core]]
 
 if found == 1 and not KEYS[2] then held = 1 end
-if ARGV[6] == 'take' and KEYS[2] and allowed and cost > 0 then
-  local ttl = tonumber(ARGV[8])
+if ARGV[ARG.op] == 'take' and KEYS[2] and allowed and cost > 0 then
+  local ttl = tonumber(ARGV[ARG.hold_ttl])
   local units = cost
   local rec = redis.call('GET', KEYS[2])
   if rec then

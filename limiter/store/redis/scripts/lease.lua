@@ -12,8 +12,8 @@
 --          pod id -> "reserve lease_expires_us seen_expires_us", pruned
 --          here: a pod counts for a ttl after its last call, its reserve
 --          while its lease lives
--- ARGV     limit, period_us, burst, cost, now_us (see prelude.lua),
---          algorithm (an ALG id), want (extra units asked for),
+-- ARGV     the prelude's (see prelude.lua), then in the order of
+--          scripts.go's lease* constants: algorithm (an ALG id), want (extra units asked for),
 --          credit (unspent units returned),
 --          credit_window (the window the credited units were leased in),
 --          pod, bound (most units all pods may hold at once; -1: none),
@@ -23,15 +23,15 @@
 --          lifetime_us, window, pods}; retry -1 is never. granted units may
 --          be spent for lifetime_us from when the call was sent: at most the
 --          ttl, and never past the end of the current window.
-local algorithm = tonumber(ARGV[6])
-local want = tonumber(ARGV[7])
-local credit = tonumber(ARGV[8])
-local credit_window = tonumber(ARGV[9])
-local pod = ARGV[10]
-local bound = tonumber(ARGV[11])
-local pod_cap = tonumber(ARGV[12])
-local ttl = tonumber(ARGV[13])
-local horizon = tonumber(ARGV[14] or 0)
+local algorithm = tonumber(ARGV[ARG.algorithm])
+local want = tonumber(ARGV[ARG.want])
+local credit = tonumber(ARGV[ARG.credit])
+local credit_window = tonumber(ARGV[ARG.credit_window])
+local pod = ARGV[ARG.pod]
+local bound = tonumber(ARGV[ARG.bound])
+local pod_cap = tonumber(ARGV[ARG.pod_cap])
+local ttl = tonumber(ARGV[ARG.ttl])
+local horizon = tonumber(ARGV[ARG.horizon] or 0)
 if horizon <= 0 or horizon > ttl then horizon = ttl end
 
 -- The other pods that served the key within a ttl, and their reserves
@@ -71,9 +71,9 @@ if cap < 0 then cap = 0 end
 
 local key, force, win = KEYS[1], false, 0
 local allowed, remaining, reset, retry, granted = false, 0, 0, 0, 0
--- Calendar windows and reserves are never leased (the API refuses
+-- Calendar windows and headrooms are never leased (the API refuses
 -- localTier with a calendar or priority shedding).
-local cal_start, cal_end, cal_next, reserve = 0, 0, 0, 0
+local cal_start, cal_end, cal_next, headroom = 0, 0, 0, 0
 -- scripts.go puts here one branch per leasable algorithm, on its ID,
 -- holding its core; an unknown ID is an error reply:
 --[[cores]]

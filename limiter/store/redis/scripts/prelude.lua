@@ -5,18 +5,20 @@
 -- number in its place, so no script depends on the order of algo's
 -- constants.
 --
--- ARGV[1..5]  limit, period_us, burst, cost, now_us (0: Redis TIME; tests
---             pin the clock)
--- An entry point's own arguments follow, from ARGV[6]. Only the bucket
+-- ARGV        limit, period_us, burst, cost, now_us (0: Redis TIME; tests
+--             pin the clock), read as ARGV[ARG.<name>]: scripts.go names
+--             every argument's position once and writes it in place of
+--             ARG.<name>, as it does ALG.<Name>.
+-- An entry point's own arguments follow, each named in scripts.go. Only the bucket
 -- cores read burst: a number parsed costs Redis a few thousand
 -- instructions.
 --
 -- The helpers below are closures made on every call: none captures a
 -- local, which would cost Redis a few hundred instructions more each.
-local limit = tonumber(ARGV[1])
-local period = tonumber(ARGV[2])
-local cost = tonumber(ARGV[4])
-local now = tonumber(ARGV[5])
+local limit = tonumber(ARGV[ARG.limit])
+local period = tonumber(ARGV[ARG.period])
+local cost = tonumber(ARGV[ARG.cost])
+local now = tonumber(ARGV[ARG.now])
 -- A pinned clock (tests only) steps synthetic time while little real time
 -- passes: keys then live an hour longer, so expiry can't overtake the
 -- steps. Stale state decides like a fresh key, so this changes no decision.
@@ -55,8 +57,8 @@ end
 --   cap            the most units it may grant beyond cost
 --   force          charge cost whatever the limit says (a settlement's
 --                  units spent beyond their reservation)
---   reserve        the units cost must leave (priority shedding; see
---                  limiter/algo.Limit.Reserve); 0 when leasing
+--   headroom        the units cost must leave (priority shedding; see
+--                  limiter/algo.Limit.Headroom); 0 when leasing
 --   cal_start, cal_end, cal_next
 --                  a calendar FixedWindow's bounds (fixed_window_core.lua);
 --                  0 for none

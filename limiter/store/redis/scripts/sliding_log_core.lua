@@ -31,7 +31,7 @@ if n > 0 then
   total, c, newest = entry_at(-1)
   count = total - base
 end
-local lim = limit - reserve -- what this request may fill
+local lim = limit - headroom -- what this request may fill
 allowed = count + cost <= lim
 if allowed and cost > 0 then
   local prev = base + count

@@ -31,7 +31,7 @@ if credit > 0 then
 end
 local weight = (period - into) / period
 local est = prev * weight + curr
-local lim = limit - reserve -- what this request may fill
+local lim = limit - headroom -- what this request may fill
 allowed = force or est + cost <= lim + eps
 if allowed then
   if cap > 0 then granted = math.min(cap, floor_tokens(limit - est - cost)) end

@@ -8,7 +8,7 @@
 -- further. A forced cost (a settlement's units spent beyond a reservation)
 -- is charged past empty: the bucket is then in debt, z ahead of now, and
 -- credits and forced costs start from that debt.
-local burst = tonumber(ARGV[3])
+local burst = tonumber(ARGV[ARG.burst])
 local period8 = period * 8
 local now8 = (now - epoch) * 8
 local z8 = now8 - burst * period8 / limit -- a fresh bucket is full
@@ -21,7 +21,7 @@ local round_slack = 0.5 * limit / period8
 local changed = credit > 0 or force
 if changed then tokens = math.min(tokens, (now8 - z8) * limit / period8) end -- the debt, if any
 if credit > 0 then tokens = math.min(burst, tokens + credit) end
-local need = cost + reserve -- what must be in the bucket
+local need = cost + headroom -- what must be in the bucket
 allowed = force or need <= tokens + round_slack + eps
 if allowed then
   if cap > 0 then granted = math.min(cap, floor_tokens(tokens + round_slack - cost)) end
@@ -33,6 +33,6 @@ if changed then z8 = math.floor(now8 - tokens * period8 / limit + 0.5) end
 reset = ceil_us((z8 + burst * period8 / limit - now8) / 8)
 if changed then redis.call('SET', key, string.format('%d', z8), 'PX', slack + math.max(1, math.ceil(reset / 1000))) end
 if not allowed then
-  if cost + reserve > burst then retry = -1 else retry = ceil_us((z8 + need * period8 / limit - now8) / 8) end
+  if cost + headroom > burst then retry = -1 else retry = ceil_us((z8 + need * period8 / limit - now8) / 8) end
 end
-remaining = floor_tokens(tokens + round_slack - reserve)
+remaining = floor_tokens(tokens + round_slack - headroom)

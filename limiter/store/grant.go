@@ -7,19 +7,25 @@ import (
 	"github.com/sluice-dev/sluice/limiter/algo"
 )
 
-// Leaser is a shared store that can lease units to a pod for two-tier mode
-// (limiter/store/localtier): the Redis store. The memory store is exact and
-// in-process already, and does not lease.
-type Leaser interface {
+// Grants: in two-tier mode (limiter/store/localtier) a pod takes a grant,
+// a chunk of a counter's units, and spends it in memory. (A "lease" in
+// limiter/service and limiter/algo is what a request holds until it ends:
+// a Concurrency slot or a reservation. The Redis script that grants is
+// still scripts/lease.lua.)
+
+// Granter is a shared store that can grant units to a pod for two-tier
+// mode: the Redis store. The memory store is exact and in-process already,
+// and grants nothing.
+type Granter interface {
 	Store
-	// Lease decides req.Cost exactly as Take would, after crediting back
-	// req.Credit, and when that is admitted takes up to req.Want more units
-	// for the pod to spend on its own, within req's bounds.
-	Lease(ctx context.Context, req LeaseRequest) (Lease, error)
+	// Grant decides req.Cost exactly as Take would, after crediting back
+	// req.Credit, and when that is admitted grants up to req.Want more
+	// units for the pod to spend on its own, within req's bounds.
+	Grant(ctx context.Context, req GrantRequest) (Grant, error)
 }
 
-// LeaseRequest is one lease call of a pod on one counter.
-type LeaseRequest struct {
+// GrantRequest is one grant call of a pod on one counter.
+type GrantRequest struct {
 	Key   Key
 	Limit algo.Limit
 	// Cost is spent now, as by Take; 0 only credits.
@@ -45,8 +51,8 @@ type LeaseRequest struct {
 	Horizon time.Duration
 }
 
-// Lease is what a lease call decided.
-type Lease struct {
+// Grant is what a grant call decided.
+type Grant struct {
 	// Result decides the request's own Cost.
 	Result algo.Result
 	// Granted units beyond Cost are the pod's to spend, for Lifetime from
