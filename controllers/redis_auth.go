@@ -37,7 +37,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
-	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
+	"github.com/sluice-dev/sluice/internal/redisacl"
 )
 
 // The users of the operator's Redis Cluster. Every node runs with the
@@ -45,7 +45,8 @@ import (
 // nothing, and three users whose rules come from the code that uses them:
 //
 //   - RedisLimiterUser, for the limiters: the store's commands and its
-//     scripts' on its own keys (limiter/store/redis.ACLRules). It can't
+//     scripts' on its own keys (internal/redisacl.LimiterRules, which
+//     a test of limiter/store/redis checks against its scripts). It can't
 //     flush, reconfigure, reset, shut down or list keys.
 //   - RedisOperatorUser, for the operator's cluster engine
 //     (rediscluster.OperatorACLRules).
@@ -103,7 +104,7 @@ func RedisUsersConf(pw RedisPasswords) string {
 	}
 	return strings.Join([]string{
 		"user default off resetpass resetkeys resetchannels -@all",
-		user(RedisLimiterUser, pw.Limiter, redisstore.ACLRules("")),
+		user(RedisLimiterUser, pw.Limiter, redisacl.LimiterRules("")),
 		user(RedisOperatorUser, pw.Operator, rediscluster.OperatorACLRules()),
 		user(RedisReplicationUser, pw.Replication, rediscluster.ReplicaACLRules()),
 		"masteruser " + RedisReplicationUser,
