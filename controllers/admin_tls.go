@@ -123,24 +123,14 @@ func adminCertCurrent(fleet *v1alpha1.LimiterFleet, ca *RedisCA, certPEM []byte,
 	return ""
 }
 
-// adminCertState is what the operator last saw of a fleet's admin TLS.
-type adminCertState struct {
-	checked  time.Time
-	notAfter time.Time
-}
-
 // reconcileAdminTLS makes sure the fleet's admin CA and certificate exist
 // and are current, and tells the admin clients which CA to trust. It reads
 // the Secrets again at most every adminCertRecheck while the certificate
 // is current.
 func (r *LimiterFleetReconciler) reconcileAdminTLS(ctx context.Context, s *fleetScope) error {
 	fleet, now := s.fleet, time.Now()
-	if v, ok := r.adminCerts.Load(fleet.UID); ok {
-		st := v.(adminCertState)
-		if now.Sub(st.checked) < adminCertRecheck && now.Add(RedisCertRenewBefore).Before(st.notAfter) &&
-			r.Admin.Trusts(client.ObjectKeyFromObject(fleet)) {
-			return nil
-		}
+	if r.adminCerts.fresh(fleet.UID, now) && r.Admin.Trusts(client.ObjectKeyFromObject(fleet)) {
+		return nil
 	}
 	ca, err := r.adminCA(ctx, fleet, now)
 	if err != nil {
@@ -176,7 +166,7 @@ func (r *LimiterFleetReconciler) reconcileAdminTLS(ctx context.Context, s *fleet
 	if err != nil {
 		return fmt.Errorf("Secret %s: %w", AdminTLSSecretName(fleet), err)
 	}
-	r.adminCerts.Store(fleet.UID, adminCertState{checked: now, notAfter: cert.NotAfter})
+	r.adminCerts.record(fleet.UID, now, cert.NotAfter)
 	return nil
 }
 

@@ -66,20 +66,20 @@ type LimiterFleetReconciler struct {
 	// NetworkPolicies; none are rendered when it is empty.
 	NetworkPolicies NetworkPolicyOptions
 
-	applied sync.Map // object key -> appliedState
+	applied appliedObjects
 	// delegation is the content of the last LimiterAuthDelegatorBinding
 	// applied, so that it is applied only when the fleets change.
 	delegationMu sync.Mutex
 	delegation   [32]byte
-	topKKeys     sync.Map // fleet UID -> true: its hottest-values key Secret exists
-	adminCerts   sync.Map // fleet UID -> adminCertState
+	topKKeys     topKKeysMade
+	adminCerts   adminCertsSeen
 	// apiServer are the API server's endpoints, read at apiServerRead.
 	apiServerMu   sync.Mutex
 	apiServer     []string
 	apiServerRead time.Time
 	verdicts      verdictCache
-	redisTrackers sync.Map // fleet key -> *rediscluster.Tracker
-	redisHealth   sync.Map // fleet key -> redisHealth
+	redisTrackers redisTrackers
+	redisHealth   redisHealthSeen
 	// Admin, when set, is told each fleet's admin CA (see admin_tls.go).
 	Admin *AdminClients
 	// Fits shares each fleet's snapshot refusals with the policy
@@ -145,8 +145,8 @@ func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		if apierrors.IsNotFound(err) {
 			r.Acks.Forget(req.NamespacedName)
 			r.Admin.Forget(req.NamespacedName)
-			r.redisTrackers.Delete(req.NamespacedName)
-			r.redisHealth.Delete(req.NamespacedName)
+			r.redisTrackers.forget(req.NamespacedName)
+			r.redisHealth.forget(req.NamespacedName)
 			r.Fits.forget(ctx, req.NamespacedName)
 			forgetFleetMetrics(req.NamespacedName)
 			return ctrl.Result{}, nil
@@ -354,13 +354,13 @@ func (r *LimiterFleetReconciler) apply(ctx context.Context, fleet *v1alpha1.Limi
 	if err != nil {
 		return err
 	}
-	if last, ok := r.applied.Load(key); found && ok && last.(appliedState) == (appliedState{existing.GetResourceVersion(), sum}) {
+	if found && r.applied.unchanged(key, existing.GetResourceVersion(), sum) {
 		return nil
 	}
 	if err := r.Patch(ctx, obj, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return err
 	}
-	r.applied.Store(key, appliedState{obj.GetResourceVersion(), sum})
+	r.applied.record(key, obj.GetResourceVersion(), sum)
 	return nil
 }
 
@@ -389,12 +389,6 @@ func (r *LimiterFleetReconciler) reconcileAuthDelegation(ctx context.Context) er
 	}
 	r.delegation = sum
 	return nil
-}
-
-// appliedState is what the operator last applied to one object.
-type appliedState struct {
-	resourceVersion string
-	content         [32]byte
 }
 
 // observeEndpoints finds the fleet's ready limiter pods through its

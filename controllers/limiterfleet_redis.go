@@ -69,12 +69,6 @@ type redisScope struct {
 	settledAt time.Time
 }
 
-// redisHealth is what the operator last saw of a fleet's cluster.
-type redisHealth struct {
-	ok        bool
-	settledAt time.Time
-}
-
 // clusterOK reports whether a pass found the cluster converged and ok with
 // every slot served.
 func clusterOK(rs *redisScope) bool {
@@ -88,19 +82,11 @@ func clusterOK(rs *redisScope) bool {
 // cluster has seen no change: zero.
 func (r *LimiterFleetReconciler) settle(fleet *v1alpha1.LimiterFleet, rs *redisScope) time.Time {
 	key := client.ObjectKeyFromObject(fleet)
-	h := redisHealth{ok: clusterOK(rs)}
-	if v, seen := r.redisHealth.Load(key); seen {
-		prev := v.(redisHealth)
-		switch {
-		case h.ok && !prev.ok:
-			h.settledAt = rs.now
-			r.Acks.Confirm(key, rs.now)
-		case h.ok:
-			h.settledAt = prev.settledAt
-		}
+	settledAt, becameOK := r.redisHealth.settle(key, clusterOK(rs), rs.now)
+	if becameOK {
+		r.Acks.Confirm(key, rs.now)
 	}
-	r.redisHealth.Store(key, h)
-	return h.settledAt
+	return settledAt
 }
 
 // Requeue delays while the cluster converges.
@@ -359,8 +345,8 @@ func (r *LimiterFleetReconciler) secretReader() client.Reader {
 // redisOptions are the engine's options for one fleet: its tracker of dead
 // masters, kept across passes, and the dialer when one is set.
 func (r *LimiterFleetReconciler) redisOptions(fleet *v1alpha1.LimiterFleet) []rediscluster.Option {
-	t, _ := r.redisTrackers.LoadOrStore(client.ObjectKeyFromObject(fleet), rediscluster.NewTracker())
-	opts := []rediscluster.Option{rediscluster.WithTracker(t.(*rediscluster.Tracker)), rediscluster.WithMigrationBudget(redisMigrationBudget)}
+	t := r.redisTrackers.of(client.ObjectKeyFromObject(fleet))
+	opts := []rediscluster.Option{rediscluster.WithTracker(t), rediscluster.WithMigrationBudget(redisMigrationBudget)}
 	if r.RedisDialer != nil {
 		opts = append(opts, rediscluster.WithDialer(r.RedisDialer))
 	}

@@ -74,7 +74,7 @@ func (r *LimiterFleetReconciler) reconcileTopKKey(ctx context.Context, s *fleetS
 	if !wantsTopKKey(s.fleet) {
 		return nil
 	}
-	if _, ok := r.topKKeys.Load(s.fleet.UID); ok {
+	if r.topKKeys.has(s.fleet.UID) {
 		return nil
 	}
 	key := make([]byte, limiterwire.TopKKeyBytes)
@@ -92,6 +92,6 @@ func (r *LimiterFleetReconciler) reconcileTopKKey(ctx context.Context, s *fleetS
 	default:
 		logf.FromContext(ctx).Info("Created the hottest-values key", "secret", desired.Name)
 	}
-	r.topKKeys.Store(s.fleet.UID, true)
+	r.topKKeys.mark(s.fleet.UID)
 	return nil
 }
