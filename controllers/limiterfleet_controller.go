@@ -9,30 +9,19 @@ import (
 	"maps"
 	"net"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/config"
@@ -309,7 +298,7 @@ func (r *LimiterFleetReconciler) reconcileLimiters(ctx context.Context, s *fleet
 		BuildLimiterRoleBinding(s.fleet),
 		BuildLimiterService(s.fleet),
 		BuildLimiterHeadlessService(s.fleet),
-		BuildLimiterDeployment(s.fleet, r.DefaultImage, storeURL, auth),
+		BuildLimiterDeployment(s.fleet, LimiterDeploymentOptions{DefaultImage: r.DefaultImage, StoreURL: storeURL, RedisAuth: auth}),
 		BuildLimiterPDB(s.fleet),
 	} {
 		if err := r.apply(ctx, s.fleet, obj); err != nil {
@@ -391,56 +380,6 @@ func (r *LimiterFleetReconciler) reconcileAuthDelegation(ctx context.Context) er
 	return nil
 }
 
-// observeEndpoints finds the fleet's ready limiter pods through its
-// Service's EndpointSlices.
-func (r *LimiterFleetReconciler) observeEndpoints(ctx context.Context, s *fleetScope) error {
-	var slices discoveryv1.EndpointSliceList
-	if err := r.List(ctx, &slices, client.InNamespace(s.fleet.Namespace),
-		client.MatchingLabels{discoveryv1.LabelServiceName: LimiterName(s.fleet)}); err != nil {
-		return err
-	}
-	s.endpoints = readyEndpoints(slices.Items, LimiterAdminPortName)
-	var err error
-	s.endpoints, s.untrusted, err = r.trustedEndpoints(ctx, s.fleet, slices.Items, s.endpoints)
-	return err
-}
-
-// observeAcks reads what each ready pod has loaded.
-func (r *LimiterFleetReconciler) observeAcks(_ context.Context, s *fleetScope) error {
-	key := client.ObjectKeyFromObject(s.fleet)
-	r.Acks.Serve(key, s.served)
-	r.Acks.Track(key, s.endpoints, s.version)
-	s.acks, s.complete = r.Acks.Acks(key)
-	return nil
-}
-
-// readyEndpoints lists host:port of every ready endpoint of the slices, on
-// the named port, sorted and without duplicates.
-func readyEndpoints(items []discoveryv1.EndpointSlice, portName string) []string {
-	var out []string
-	for _, sl := range items {
-		var port int32
-		for _, p := range sl.Ports {
-			if p.Name != nil && *p.Name == portName && p.Port != nil {
-				port = *p.Port
-			}
-		}
-		if port == 0 {
-			continue
-		}
-		for _, ep := range sl.Endpoints {
-			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
-				continue
-			}
-			for _, a := range ep.Addresses {
-				out = append(out, net.JoinHostPort(a, strconv.Itoa(int(port))))
-			}
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
 // patchStatus computes the status from this pass's observations and
 // patches it once, only when it changed.
 func (r *LimiterFleetReconciler) patchStatus(ctx context.Context, s *fleetScope, reconcileErr error) error {
@@ -454,67 +393,4 @@ func (r *LimiterFleetReconciler) patchStatus(ctx context.Context, s *fleetScope,
 		return nil
 	}
 	return r.Status().Patch(ctx, next, client.MergeFrom(latest))
-}
-
-// SetupWithManager registers the controller and what it watches.
-func (r *LimiterFleetReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	allFleets := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-		return r.allFleets(ctx)
-	})
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.LimiterFleet{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, dataLossAckChanged))).
-		Owns(&corev1.ConfigMap{}).
-		Owns(&corev1.Service{}).
-		Owns(&corev1.ServiceAccount{}).
-		Owns(&rbacv1.Role{}).
-		Owns(&rbacv1.RoleBinding{}).
-		Owns(&appsv1.Deployment{}).
-		Owns(&appsv1.StatefulSet{}).
-		Owns(&policyv1.PodDisruptionBudget{}).
-		Owns(&networkingv1.NetworkPolicy{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(fleetOfRedisPod), builder.WithPredicates(redisPodChanged)).
-		Watches(&v1alpha1.RateLimitPolicy{}, allFleets).
-		// Any fleet's domains decide which policies are allowed, and so
-		// which conflict: every fleet's snapshot may change.
-		Watches(&v1alpha1.LimiterFleet{}, allFleets, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Namespace{}, allFleets, builder.WithPredicates(predicate.LabelChangedPredicate{})).
-		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.fleetOfSlice)).
-		// The owners of the pods behind the endpoints decide which count.
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(fleetOfLimiterObject), builder.WithPredicates(limiterOwnerChanged)).
-		Watches(&appsv1.ReplicaSet{}, handler.EnqueueRequestsFromMapFunc(fleetOfLimiterObject), builder.WithPredicates(limiterOwnerChanged)).
-		WatchesRawSource(source.Channel(r.Acks.Subscribe(), &handler.EnqueueRequestForObject{})).
-		Named("limiterfleet").
-		Complete(r)
-}
-
-func (r *LimiterFleetReconciler) allFleets(ctx context.Context) []reconcile.Request {
-	var fleets v1alpha1.LimiterFleetList
-	if err := r.List(ctx, &fleets); err != nil {
-		logf.FromContext(ctx).Error(err, "Listing fleets")
-		return nil
-	}
-	out := make([]reconcile.Request, len(fleets.Items))
-	for i := range fleets.Items {
-		out[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&fleets.Items[i])}
-	}
-	return out
-}
-
-// fleetOfSlice maps an EndpointSlice to the fleet whose limiter Service it
-// belongs to.
-func (r *LimiterFleetReconciler) fleetOfSlice(ctx context.Context, obj client.Object) []reconcile.Request {
-	svc := obj.GetLabels()[discoveryv1.LabelServiceName]
-	if svc == "" {
-		return nil
-	}
-	var fleets v1alpha1.LimiterFleetList
-	if err := r.List(ctx, &fleets, client.InNamespace(obj.GetNamespace())); err != nil {
-		return nil
-	}
-	for i := range fleets.Items {
-		if LimiterName(&fleets.Items[i]) == svc {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: fleets.Items[i].Name}}}
-		}
-	}
-	return nil
 }
