@@ -13,79 +13,22 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/transport"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
-// TLS of the limiters' admin plane.
-//
-// The operator calls every limiter pod's admin plane (the snapshot long
-// poll, the stats) with a bearer token. The limiters serve it over HTTPS
-// only, with a certificate the operator issues from a CA of the fleet's
-// own, <limiter>-admin-ca (ECDSA P-256, valid RedisCAValidity, created by
-// the operator), into <limiter>-admin-tls, which the limiter pods mount at
-// AdminTLSDir and read again when it changes (no roll). The operator dials
-// pod IPs, which no certificate names, and verifies AdminTLSServerName
-// with the fleet's CA instead: a listener that can't show a certificate of
-// that CA for that name never sees the token. The certificate is renewed
-// RedisCertRenewBefore before it expires.
-const (
-	// AdminTLSDir is where limiter pods mount the admin TLS Secret.
-	AdminTLSDir = "/etc/sluice/admin-tls"
-	// adminCertRecheck is how often the operator reads the admin TLS
-	// Secrets again while the certificate it knows is current.
-	adminCertRecheck = 5 * time.Minute
-)
-
-// AdminCASecretName is "<limiter>-admin-ca", the CA of the fleet's admin
-// plane certificates.
-func AdminCASecretName(fleet *v1alpha1.LimiterFleet) string { return LimiterName(fleet) + "-admin-ca" }
-
-// AdminTLSSecretName is "<limiter>-admin-tls": the admin plane's
-// certificate, its key and the CA certificate.
-func AdminTLSSecretName(fleet *v1alpha1.LimiterFleet) string {
-	return LimiterName(fleet) + "-admin-tls"
-}
-
-// AdminTLSServerName is the name every limiter's admin certificate
-// carries and the operator verifies: the limiter Service's,
-// <limiter>.<ns>.svc.
-func AdminTLSServerName(fleet *v1alpha1.LimiterFleet) string {
-	return LimiterName(fleet) + "." + fleet.Namespace + ".svc"
-}
+// adminCertRecheck is how often the operator reads the admin TLS Secrets
+// again while the certificate it knows is current.
+const adminCertRecheck = 5 * time.Minute
 
 func adminCertDNSNames(fleet *v1alpha1.LimiterFleet) []string {
-	svc := AdminTLSServerName(fleet)
+	svc := resources.AdminTLSServerName(fleet)
 	return []string{svc, svc + ".cluster.local"}
-}
-
-// AdminTLSArgs are the limiter flags of the mounted certificate.
-func AdminTLSArgs() []string {
-	return []string{
-		limiterwire.AdminTLSCertFlag + "=" + AdminTLSDir + "/" + corev1.TLSCertKey,
-		limiterwire.AdminTLSKeyFlag + "=" + AdminTLSDir + "/" + corev1.TLSPrivateKeyKey,
-	}
-}
-
-// adminTLSVolume mounts the certificate and key (not the CA's key, which
-// is in another Secret), read-only; the pod has no fsGroup, so the files
-// are readable by all (the limiter container is the pod's only one).
-func adminTLSVolume(fleet *v1alpha1.LimiterFleet) (corev1.Volume, corev1.VolumeMount) {
-	const name = "admin-tls"
-	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: AdminTLSSecretName(fleet),
-			Items: []corev1.KeyToPath{{Key: corev1.TLSCertKey, Path: corev1.TLSCertKey},
-				{Key: corev1.TLSPrivateKeyKey, Path: corev1.TLSPrivateKeyKey}},
-			DefaultMode: ptr.To[int32](0o444),
-		}}},
-		corev1.VolumeMount{Name: name, MountPath: AdminTLSDir, ReadOnly: true}
 }
 
 // NewAdminCA creates a self-signed CA for the fleet's admin plane, valid
@@ -98,10 +41,10 @@ func NewAdminCA(fleet *v1alpha1.LimiterFleet, now time.Time) (*RedisCA, []byte, 
 // fleet, valid from now for RedisCertValidity.
 func IssueAdminCert(fleet *v1alpha1.LimiterFleet, ca *RedisCA, now time.Time) (certPEM, keyPEM []byte, err error) {
 	return signCert(&x509.Certificate{
-		Subject:     pkix.Name{CommonName: AdminTLSServerName(fleet)},
+		Subject:     pkix.Name{CommonName: resources.AdminTLSServerName(fleet)},
 		DNSNames:    adminCertDNSNames(fleet),
 		NotBefore:   now.Add(-time.Hour),
-		NotAfter:    now.Add(RedisCertValidity),
+		NotAfter:    now.Add(resources.RedisCertValidity),
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}, ca.Cert, ca.Key)
@@ -117,7 +60,7 @@ func adminCertCurrent(fleet *v1alpha1.LimiterFleet, ca *RedisCA, certPEM []byte,
 		return "not signed by the CA"
 	case !slices.Equal(cert.DNSNames, adminCertDNSNames(fleet)):
 		return "names other hosts"
-	case now.Add(RedisCertRenewBefore).After(cert.NotAfter):
+	case now.Add(resources.RedisCertRenewBefore).After(cert.NotAfter):
 		return "expires at " + cert.NotAfter.UTC().Format(time.RFC3339)
 	}
 	return ""
@@ -136,7 +79,7 @@ func (r *LimiterFleetReconciler) reconcileAdminTLS(ctx context.Context, s *fleet
 	if err != nil {
 		return err
 	}
-	existing, err := r.ownedSecret(ctx, fleet, AdminTLSSecretName(fleet))
+	existing, err := r.ownedSecret(ctx, fleet, resources.AdminTLSSecretName(fleet))
 	if err != nil {
 		return err
 	}
@@ -154,17 +97,17 @@ func (r *LimiterFleetReconciler) reconcileAdminTLS(ctx context.Context, s *fleet
 		logf.FromContext(ctx).Info("Issuing the limiters' admin certificate", "fleet", client.ObjectKeyFromObject(fleet), "replaces", why)
 		data = map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM}
 	}
-	data[RedisTLSCAKey] = ca.CertPEM
-	secret, err := r.writeSecret(ctx, fleet, existing, buildAdminSecret(fleet, AdminTLSSecretName(fleet), data))
+	data[resources.RedisTLSCAKey] = ca.CertPEM
+	secret, err := r.writeSecret(ctx, fleet, existing, resources.BuildAdminSecret(fleet, resources.AdminTLSSecretName(fleet), data))
 	if err != nil {
 		return err
 	}
-	if err := r.Admin.SetCA(client.ObjectKeyFromObject(fleet), AdminTLSServerName(fleet), secret.Data[RedisTLSCAKey]); err != nil {
+	if err := r.Admin.SetCA(client.ObjectKeyFromObject(fleet), resources.AdminTLSServerName(fleet), secret.Data[resources.RedisTLSCAKey]); err != nil {
 		return err
 	}
 	cert, err := parseCert(secret.Data[corev1.TLSCertKey])
 	if err != nil {
-		return fmt.Errorf("Secret %s: %w", AdminTLSSecretName(fleet), err)
+		return fmt.Errorf("Secret %s: %w", resources.AdminTLSSecretName(fleet), err)
 	}
 	r.adminCerts.record(fleet.UID, now, cert.NotAfter)
 	return nil
@@ -173,7 +116,7 @@ func (r *LimiterFleetReconciler) reconcileAdminTLS(ctx context.Context, s *fleet
 // adminCA reads the fleet's admin CA, which it creates when missing or
 // expired.
 func (r *LimiterFleetReconciler) adminCA(ctx context.Context, fleet *v1alpha1.LimiterFleet, now time.Time) (*RedisCA, error) {
-	existing, err := r.ownedSecret(ctx, fleet, AdminCASecretName(fleet))
+	existing, err := r.ownedSecret(ctx, fleet, resources.AdminCASecretName(fleet))
 	if err != nil {
 		return nil, err
 	}
@@ -187,18 +130,9 @@ func (r *LimiterFleetReconciler) adminCA(ctx context.Context, fleet *v1alpha1.Li
 		return nil, err
 	}
 	logf.FromContext(ctx).Info("Creating the limiters' admin CA", "fleet", client.ObjectKeyFromObject(fleet))
-	_, err = r.writeSecret(ctx, fleet, existing, buildAdminSecret(fleet, AdminCASecretName(fleet),
+	_, err = r.writeSecret(ctx, fleet, existing, resources.BuildAdminSecret(fleet, resources.AdminCASecretName(fleet),
 		map[string][]byte{corev1.TLSCertKey: ca.CertPEM, corev1.TLSPrivateKeyKey: keyPEM}))
 	return ca, err
-}
-
-func buildAdminSecret(fleet *v1alpha1.LimiterFleet, name string, data map[string][]byte) *corev1.Secret {
-	return &corev1.Secret{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: limiterMeta(fleet, name),
-		Type:       corev1.SecretTypeTLS,
-		Data:       data,
-	}
 }
 
 // AdminClients make the operator's calls to the limiter pods' admin

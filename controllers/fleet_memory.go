@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
+	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
 // The fleet reconciler keeps a little state between passes, each piece
@@ -105,7 +106,7 @@ type adminCertState struct {
 // adminCertRecheck before now and is not due for renewal.
 func (a *adminCertsSeen) fresh(uid types.UID, now time.Time) bool {
 	st, ok := a.load(uid)
-	return ok && now.Sub(st.checked) < adminCertRecheck && now.Add(RedisCertRenewBefore).Before(st.notAfter)
+	return ok && now.Sub(st.checked) < adminCertRecheck && now.Add(resources.RedisCertRenewBefore).Before(st.notAfter)
 }
 
 // record notes that the fleet's certificate, read at now, expires at

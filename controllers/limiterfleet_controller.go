@@ -24,6 +24,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
 
@@ -53,7 +54,7 @@ type LimiterFleetReconciler struct {
 
 	// NetworkPolicies say who the operator is, for the fleets'
 	// NetworkPolicies; none are rendered when it is empty.
-	NetworkPolicies NetworkPolicyOptions
+	NetworkPolicies resources.NetworkPolicyOptions
 
 	applied appliedObjects
 	// delegation is the content of the last LimiterAuthDelegatorBinding
@@ -127,7 +128,7 @@ func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	// Every fleet's limiters may review their admin plane's callers; a
 	// deleted fleet's may no longer.
 	if err := r.reconcileAuthDelegation(ctx); err != nil {
-		return ctrl.Result{}, fmt.Errorf("applying ClusterRoleBinding %s: %w", LimiterAuthDelegatorBinding, err)
+		return ctrl.Result{}, fmt.Errorf("applying ClusterRoleBinding %s: %w", resources.LimiterAuthDelegatorBinding, err)
 	}
 	fleet := &v1alpha1.LimiterFleet{}
 	if err := r.Get(ctx, req.NamespacedName, fleet); err != nil {
@@ -283,7 +284,7 @@ func namespaceLabels(ctx context.Context, c client.Reader) (map[string]map[strin
 // Services (ClusterIP and headless), Deployment and PodDisruptionBudget,
 // each owned by the fleet.
 func (r *LimiterFleetReconciler) reconcileLimiters(ctx context.Context, s *fleetScope) error {
-	storeURL, err := StoreURL(s.fleet)
+	storeURL, err := resources.StoreURL(s.fleet)
 	if err != nil {
 		s.storeErr = err
 		return nil // reported in RedisReady; the snapshot stays served
@@ -293,13 +294,13 @@ func (r *LimiterFleetReconciler) reconcileLimiters(ctx context.Context, s *fleet
 		return err
 	}
 	for _, obj := range []client.Object{
-		BuildLimiterServiceAccount(s.fleet),
-		BuildLimiterRole(s.fleet),
-		BuildLimiterRoleBinding(s.fleet),
-		BuildLimiterService(s.fleet),
-		BuildLimiterHeadlessService(s.fleet),
-		BuildLimiterDeployment(s.fleet, LimiterDeploymentOptions{DefaultImage: r.DefaultImage, StoreURL: storeURL, RedisAuth: auth}),
-		BuildLimiterPDB(s.fleet),
+		resources.BuildLimiterServiceAccount(s.fleet),
+		resources.BuildLimiterRole(s.fleet),
+		resources.BuildLimiterRoleBinding(s.fleet),
+		resources.BuildLimiterService(s.fleet),
+		resources.BuildLimiterHeadlessService(s.fleet),
+		resources.BuildLimiterDeployment(s.fleet, resources.LimiterDeploymentOptions{DefaultImage: r.DefaultImage, StoreURL: storeURL, RedisAuth: auth}),
+		resources.BuildLimiterPDB(s.fleet),
 	} {
 		if err := r.apply(ctx, s.fleet, obj); err != nil {
 			return fmt.Errorf("applying %T %s: %w", obj, obj.GetName(), err)
@@ -317,11 +318,11 @@ func (r *LimiterFleetReconciler) limiterAuthHash(ctx context.Context, s *fleetSc
 		return s.limiterAuth, nil
 	}
 	var dep appsv1.Deployment
-	err := r.Get(ctx, client.ObjectKey{Namespace: s.fleet.Namespace, Name: LimiterName(s.fleet)}, &dep)
+	err := r.Get(ctx, client.ObjectKey{Namespace: s.fleet.Namespace, Name: resources.LimiterName(s.fleet)}, &dep)
 	if apierrors.IsNotFound(err) {
 		return "", nil
 	}
-	return dep.Spec.Template.Annotations[RedisLimiterAuthAnnotation], err
+	return dep.Spec.Template.Annotations[resources.RedisLimiterAuthAnnotation], err
 }
 
 // apply server-side applies obj, owned by the fleet. It skips the call
@@ -362,7 +363,7 @@ func (r *LimiterFleetReconciler) reconcileAuthDelegation(ctx context.Context) er
 	if err := r.List(ctx, &fleets); err != nil {
 		return err
 	}
-	desired := BuildLimiterAuthDelegation(fleets.Items)
+	desired := resources.BuildLimiterAuthDelegation(fleets.Items)
 	body, err := json.Marshal(desired)
 	if err != nil {
 		return err

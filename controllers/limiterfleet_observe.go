@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/sluice-dev/sluice/controllers/resources"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -15,10 +16,10 @@ import (
 func (r *LimiterFleetReconciler) observeEndpoints(ctx context.Context, s *fleetScope) error {
 	var slices discoveryv1.EndpointSliceList
 	if err := r.List(ctx, &slices, client.InNamespace(s.fleet.Namespace),
-		client.MatchingLabels{discoveryv1.LabelServiceName: LimiterName(s.fleet)}); err != nil {
+		client.MatchingLabels{discoveryv1.LabelServiceName: resources.LimiterName(s.fleet)}); err != nil {
 		return err
 	}
-	s.endpoints = readyEndpoints(slices.Items, LimiterAdminPortName)
+	s.endpoints = readyEndpoints(slices.Items, resources.LimiterAdminPortName)
 	var err error
 	s.endpoints, s.untrusted, err = r.trustedEndpoints(ctx, s.fleet, slices.Items, s.endpoints)
 	return err

@@ -35,6 +35,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
+	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
@@ -132,14 +133,14 @@ func (r *LimiterFleetReconciler) reconcileRedis(ctx context.Context, s *fleetSco
 		return err
 	}
 	s.limiterAuth = RedisLimiterAuthHash(secret)
-	if err := r.applyRedis(ctx, fleet, rs.shards, RedisSecretHashes{Auth: RedisAuthHash(secret), TLS: RedisTLSHash(tlsSecret)}); err != nil {
+	if err := r.applyRedis(ctx, fleet, rs.shards, resources.RedisSecretHashes{Auth: RedisAuthHash(secret), TLS: RedisTLSHash(tlsSecret)}); err != nil {
 		return err
 	}
 	spec, err := r.redisSpec(ctx, fleet, rs.shards)
 	if err != nil {
 		return err
 	}
-	spec.Username, spec.Password = RedisOperatorUser, string(secret.Data[RedisOperatorPasswordKey])
+	spec.Username, spec.Password = resources.RedisOperatorUser, string(secret.Data[resources.RedisOperatorPasswordKey])
 	if tlsSecret != nil {
 		if spec.TLS, err = RedisClientTLS(fleet, tlsSecret); err != nil {
 			return err
@@ -176,7 +177,7 @@ func (r *LimiterFleetReconciler) reconcileRedis(ctx context.Context, s *fleetSco
 // the limiters count elsewhere now. The StatefulSets' claims stay (their
 // retention policy), so the data of a persistent cluster is not lost.
 func (r *LimiterFleetReconciler) deleteRedis(ctx context.Context, fleet *v1alpha1.LimiterFleet) error {
-	inFleet := []client.ListOption{client.InNamespace(fleet.Namespace), client.MatchingLabels(RedisSelectorLabels(fleet))}
+	inFleet := []client.ListOption{client.InNamespace(fleet.Namespace), client.MatchingLabels(resources.RedisSelectorLabels(fleet))}
 	var sets appsv1.StatefulSetList
 	if err := r.List(ctx, &sets, inFleet...); err != nil {
 		return err
@@ -193,9 +194,9 @@ func (r *LimiterFleetReconciler) deleteRedis(ctx context.Context, fleet *v1alpha
 		objs = append(objs, &pdbs.Items[i])
 	}
 	for _, obj := range []client.Object{&corev1.Service{}, &corev1.ConfigMap{}} {
-		name := RedisName(fleet)
+		name := resources.RedisName(fleet)
 		if _, ok := obj.(*corev1.ConfigMap); ok {
-			name = RedisConfigMapName(fleet)
+			name = resources.RedisConfigMapName(fleet)
 		}
 		if err := r.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: name}, obj); err == nil {
 			objs = append(objs, obj)
@@ -203,7 +204,7 @@ func (r *LimiterFleetReconciler) deleteRedis(ctx context.Context, fleet *v1alpha
 			return err
 		}
 	}
-	for _, name := range []string{RedisAuthSecretName(fleet), RedisTLSSecretName(fleet), RedisCASecretName(fleet)} {
+	for _, name := range []string{resources.RedisAuthSecretName(fleet), resources.RedisTLSSecretName(fleet), resources.RedisCASecretName(fleet)} {
 		secret := &corev1.Secret{}
 		if err := r.secretReader().Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: name}, secret); err == nil {
 			objs = append(objs, secret)
@@ -230,11 +231,11 @@ func (r *LimiterFleetReconciler) deleteRedis(ctx context.Context, fleet *v1alpha
 func (r *LimiterFleetReconciler) redisShards(ctx context.Context, fleet *v1alpha1.LimiterFleet) (int, error) {
 	want := int(fleet.Spec.EffectiveShards())
 	var sets appsv1.StatefulSetList
-	if err := r.List(ctx, &sets, client.InNamespace(fleet.Namespace), client.MatchingLabels(RedisSelectorLabels(fleet))); err != nil {
+	if err := r.List(ctx, &sets, client.InNamespace(fleet.Namespace), client.MatchingLabels(resources.RedisSelectorLabels(fleet))); err != nil {
 		return 0, err
 	}
 	for _, set := range sets.Items {
-		if shard, err := strconv.Atoi(set.Labels[LabelRedisShard]); err == nil && shard+1 > want {
+		if shard, err := strconv.Atoi(set.Labels[resources.LabelRedisShard]); err == nil && shard+1 > want {
 			want = shard + 1
 		}
 	}
@@ -244,10 +245,10 @@ func (r *LimiterFleetReconciler) redisShards(ctx context.Context, fleet *v1alpha
 // applyRedis applies the ConfigMap, headless Service, and per shard the
 // StatefulSet and PodDisruptionBudget. hashes are those of the Secrets
 // the pods mount.
-func (r *LimiterFleetReconciler) applyRedis(ctx context.Context, fleet *v1alpha1.LimiterFleet, shards int, hashes RedisSecretHashes) error {
-	objs := []client.Object{BuildRedisConfigMap(fleet), BuildRedisService(fleet)}
+func (r *LimiterFleetReconciler) applyRedis(ctx context.Context, fleet *v1alpha1.LimiterFleet, shards int, hashes resources.RedisSecretHashes) error {
+	objs := []client.Object{resources.BuildRedisConfigMap(fleet), resources.BuildRedisService(fleet)}
 	for shard := range shards {
-		objs = append(objs, BuildRedisStatefulSet(fleet, shard, r.DefaultRedisImage, hashes), BuildRedisPDB(fleet, shard))
+		objs = append(objs, resources.BuildRedisStatefulSet(fleet, shard, r.DefaultRedisImage, hashes), resources.BuildRedisPDB(fleet, shard))
 	}
 	for _, obj := range objs {
 		if err := r.apply(ctx, fleet, obj); err != nil {
@@ -267,7 +268,7 @@ func (r *LimiterFleetReconciler) redisSpec(ctx context.Context, fleet *v1alpha1.
 		Migration:        migrationFromStatus(fleet.Status.Redis),
 	}
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(fleet.Namespace), client.MatchingLabels(RedisSelectorLabels(fleet))); err != nil {
+	if err := r.List(ctx, &pods, client.InNamespace(fleet.Namespace), client.MatchingLabels(resources.RedisSelectorLabels(fleet))); err != nil {
 		return spec, err
 	}
 	spec.Members = redisMembers(fleet, pods.Items, shards)
@@ -282,17 +283,17 @@ func redisMembers(fleet *v1alpha1.LimiterFleet, pods []corev1.Pod, shards int) [
 	var out []rediscluster.Member
 	for i := range pods {
 		pod := &pods[i]
-		shard, err := strconv.Atoi(pod.Labels[LabelRedisShard])
+		shard, err := strconv.Atoi(pod.Labels[resources.LabelRedisShard])
 		if err != nil || shard < 0 || shard >= shards || !pod.DeletionTimestamp.IsZero() {
 			continue
 		}
-		ordinal, err := strconv.Atoi(strings.TrimPrefix(pod.Name, RedisShardName(fleet, shard)+"-"))
-		if err != nil || ordinal < 0 || pod.Name != fmt.Sprintf("%s-%d", RedisShardName(fleet, shard), ordinal) {
+		ordinal, err := strconv.Atoi(strings.TrimPrefix(pod.Name, resources.RedisShardName(fleet, shard)+"-"))
+		if err != nil || ordinal < 0 || pod.Name != fmt.Sprintf("%s-%d", resources.RedisShardName(fleet, shard), ordinal) {
 			continue
 		}
 		m := rediscluster.Member{Pod: pod.Name, Shard: shard, Ordinal: ordinal}
 		if pod.Status.PodIP != "" {
-			m.Addr = net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(RedisPort)))
+			m.Addr = net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(resources.RedisPort)))
 		}
 		out = append(out, m)
 	}

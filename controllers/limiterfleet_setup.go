@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
 // SetupWithManager registers the controller and what it watches.
@@ -79,7 +80,7 @@ func (r *LimiterFleetReconciler) fleetOfSlice(ctx context.Context, obj client.Ob
 		return nil
 	}
 	for i := range fleets.Items {
-		if LimiterName(&fleets.Items[i]) == svc {
+		if resources.LimiterName(&fleets.Items[i]) == svc {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: fleets.Items[i].Name}}}
 		}
 	}
@@ -89,10 +90,10 @@ func (r *LimiterFleetReconciler) fleetOfSlice(ctx context.Context, obj client.Ob
 // fleetOfRedisPod maps a Redis pod to its fleet by its instance label.
 func fleetOfRedisPod(_ context.Context, obj client.Object) []reconcile.Request {
 	l := obj.GetLabels()
-	if l[LabelName] != RedisAppName || l[LabelInstance] == "" {
+	if l[resources.LabelName] != resources.RedisAppName || l[resources.LabelInstance] == "" {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: l[LabelInstance]}}}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: l[resources.LabelInstance]}}}
 }
 
 // redisPodChanged passes the pod events the Redis phase acts on: a Redis
@@ -130,4 +131,6 @@ func restarts(p *corev1.Pod) int32 {
 	return n
 }
 
-func isRedisPod(obj client.Object) bool { return obj.GetLabels()[LabelName] == RedisAppName }
+func isRedisPod(obj client.Object) bool {
+	return obj.GetLabels()[resources.LabelName] == resources.RedisAppName
+}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
 
@@ -47,7 +48,7 @@ func snapshotStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope) *v1alpha1.Snaps
 	return &v1alpha1.SnapshotStatus{
 		Version:       s.version,
 		Policies:      int32(s.policies),
-		ConfigMapName: SnapshotConfigMapName(fleet),
+		ConfigMapName: resources.SnapshotConfigMapName(fleet),
 		Bytes:         int64(len(s.document)),
 		Compressed:    len(s.document) > config.MaxPlainDocument,
 		Refused:       int32(s.refused),

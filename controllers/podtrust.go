@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
 // The operator trusts only its own pods. Anyone who can create a Pod with
@@ -122,7 +123,7 @@ func (r *LimiterFleetReconciler) trustedEndpoints(ctx context.Context, fleet *v1
 		}
 	}
 	dep := &appsv1.Deployment{}
-	switch err := r.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: LimiterName(fleet)}, dep); {
+	switch err := r.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: resources.LimiterName(fleet)}, dep); {
 	case apierrors.IsNotFound(err):
 		dep = nil
 	case err != nil:
@@ -189,7 +190,7 @@ func verifyChain(fleet *v1alpha1.LimiterFleet, dep *appsv1.Deployment, rs *appsv
 	case !podHasIP(pod, host):
 		return fmt.Errorf("Pod %s does not have the endpoint's address %s", pod.Name, host)
 	case dep == nil:
-		return fmt.Errorf("the fleet has no Deployment %s yet", LimiterName(fleet))
+		return fmt.Errorf("the fleet has no Deployment %s yet", resources.LimiterName(fleet))
 	case !controlledBy(dep, fleet.UID, v1alpha1.GroupVersion.String(), "LimiterFleet", fleet.Name):
 		return fmt.Errorf("Deployment %s is not controlled by the fleet", dep.Name)
 	}
@@ -224,10 +225,10 @@ func podHasIP(pod *corev1.Pod, ip string) bool {
 // its endpoints.
 func fleetOfLimiterObject(_ context.Context, obj client.Object) []reconcile.Request {
 	l := obj.GetLabels()
-	if l[LabelName] != LimiterAppName || l[LabelInstance] == "" {
+	if l[resources.LabelName] != resources.LimiterAppName || l[resources.LabelInstance] == "" {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: l[LabelInstance]}}}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: l[resources.LabelInstance]}}}
 }
 
 // limiterOwnerChanged passes the events of limiter Pods and ReplicaSets
@@ -255,7 +256,9 @@ func ownerRefEqual(a, b metav1.OwnerReference) bool {
 		(a.Controller != nil && *a.Controller) == (b.Controller != nil && *b.Controller)
 }
 
-func isLimiterObject(obj client.Object) bool { return obj.GetLabels()[LabelName] == LimiterAppName }
+func isLimiterObject(obj client.Object) bool {
+	return obj.GetLabels()[resources.LabelName] == resources.LimiterAppName
+}
 
 // servedPolicies maps the UID of each policy a fleet serves to its
 // "namespace/name".

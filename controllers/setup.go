@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sluice-dev/sluice/controllers/resources"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -49,7 +50,7 @@ type Options struct {
 	// NetworkPolicies say who the operator is and which namespace scrapes
 	// the limiters, for the NetworkPolicies it renders for each fleet; with
 	// no OperatorNamespace, it renders none.
-	NetworkPolicies NetworkPolicyOptions
+	NetworkPolicies resources.NetworkPolicyOptions
 }
 
 // Leader election and events.
@@ -102,13 +103,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 func CacheByObject() map[client.Object]cache.ByObject {
 	byObject := managedByObject()
 	byObject[&corev1.Pod{}] = cache.ByObject{Label: fleetPods}
-	byObject[&appsv1.ReplicaSet{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{LabelName: LimiterAppName})}
+	byObject[&appsv1.ReplicaSet{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{resources.LabelName: resources.LimiterAppName})}
 	return byObject
 }
 
 // fleetPods selects the Redis and limiter pods of every fleet.
 var fleetPods = func() labels.Selector {
-	req, err := labels.NewRequirement(LabelName, selection.In, []string{RedisAppName, LimiterAppName})
+	req, err := labels.NewRequirement(resources.LabelName, selection.In, []string{resources.RedisAppName, resources.LimiterAppName})
 	if err != nil {
 		panic(err)
 	}

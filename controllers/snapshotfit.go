@@ -17,6 +17,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
 
@@ -277,7 +278,7 @@ func (r *LimiterFleetReconciler) fitSnapshot(ctx context.Context, s *fleetScope,
 		doc := config.DocumentFor(ps, enforcement)
 		doc.ForwardAuth, doc.Pods, doc.Budgets = base.ForwardAuth, base.Pods, base.Budgets
 		data, version := config.EncodeDocument(doc)
-		cm := BuildSnapshotConfigMap(s.fleet, data, version)
+		cm := resources.BuildSnapshotConfigMap(s.fleet, data, version)
 		return builtSnapshot{document: data, version: version, cm: cm, stored: configMapDataBytes(cm)}
 	}
 	key := client.ObjectKeyFromObject(s.fleet)

@@ -1,4 +1,4 @@
-package controllers
+package resources
 
 import (
 	"crypto/sha256"

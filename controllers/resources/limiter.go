@@ -14,7 +14,18 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package controllers
+// Package resources builds the objects a LimiterFleet owns, by pure
+// functions: the same fleet gives the same objects, field for field and byte
+// for byte, so that server-side apply writes nothing when nothing changed.
+// Owner references are not set here; the controller sets them. Every object
+// carries its TypeMeta, which server-side apply needs. It holds the names,
+// labels, annotations and Secret keys of those objects too, so that the
+// reconcilers and the objects agree on them: limiter.go and
+// limiter_deployment.go (the limiters), redis.go and redis_statefulset.go
+// (the operator's Redis Cluster), secrets.go (the names and shapes of the
+// Secrets the reconcilers fill), networkpolicy.go and disruption.go. It
+// reads nothing: no client, no cache.
+package resources
 
 import (
 	"bytes"
@@ -33,12 +44,6 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
-
-// The objects a LimiterFleet owns are built here by pure functions: the same
-// fleet gives the same objects, field for field and byte for byte, so that
-// server-side apply writes nothing when nothing changed. Owner references are
-// not set here; the controller sets them. Every object carries its TypeMeta,
-// which server-side apply needs.
 
 // Labels and annotations of a fleet's objects.
 const (
