@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sluice-dev/sluice/controllers/observe"
 	"sigs.k8s.io/yaml"
 )
 
@@ -33,8 +34,7 @@ func TestAlertRules(t *testing.T) {
 	known := map[string]bool{}
 	descs := make(chan *prometheus.Desc, 64)
 	go func() {
-		for _, c := range []prometheus.Collector{policiesByCondition, fleetConditions, snapshotCompileSeconds, snapshotBytes,
-			collectorErrors, collectorScrapes, collectorCycleSeconds, enforcementWrites, redisDataLoss, redisUsedMemory, redisMaxMemory} {
+		for _, c := range append(observe.Metrics(), snapshotCompileSeconds, snapshotBytes, redisDataLoss, redisUsedMemory, redisMaxMemory) {
 			c.Describe(descs)
 		}
 		close(descs)

@@ -24,6 +24,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/observe"
 	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
@@ -39,7 +40,7 @@ type LimiterFleetReconciler struct {
 	client.Client
 	Scheme *runtime.Scheme
 	// Acks tracks which snapshot each ready limiter pod has loaded.
-	Acks *AckTracker
+	Acks PodAcks
 	// DefaultImage is the limiter image of fleets that name none.
 	DefaultImage string
 	// DefaultRedisImage is the Redis image of Cluster fleets that name
@@ -70,8 +71,8 @@ type LimiterFleetReconciler struct {
 	verdicts      verdictCache
 	redisTrackers redisTrackers
 	redisHealth   redisHealthSeen
-	// Admin, when set, is told each fleet's admin CA (see admin_tls.go).
-	Admin *AdminClients
+	// Admin is told each fleet's admin CA (see admin_tls.go); required.
+	Admin AdminTrust
 	// Fits shares each fleet's snapshot refusals with the policy
 	// controller; nil keeps them to the fleet's status.
 	Fits *SnapshotFits
@@ -107,7 +108,7 @@ type fleetScope struct {
 	refused   int // selected policies left out: the snapshot is full
 	storeErr  error
 	endpoints []string
-	acks      []podAck
+	acks      []observe.PodAck
 	complete  bool // every ready pod has answered at least once
 	// redis is the Redis Cluster pass, for mode Cluster.
 	redis *redisScope
@@ -177,7 +178,7 @@ func (r *LimiterFleetReconciler) reconcileSnapshot(ctx context.Context, s *fleet
 	if err != nil {
 		return err
 	}
-	s.served = servedPolicies(selected)
+	s.served = observe.ServedPolicies(selected)
 	enforcement := config.EnforcementEnabled
 	if s.fleet.Spec.EffectiveEnforcement() == v1alpha1.EnforcementDisabled {
 		enforcement = config.EnforcementDisabled

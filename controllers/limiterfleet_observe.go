@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/sluice-dev/sluice/controllers/observe"
 	"github.com/sluice-dev/sluice/controllers/resources"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,7 +22,7 @@ func (r *LimiterFleetReconciler) observeEndpoints(ctx context.Context, s *fleetS
 	}
 	s.endpoints = readyEndpoints(slices.Items, resources.LimiterAdminPortName)
 	var err error
-	s.endpoints, s.untrusted, err = r.trustedEndpoints(ctx, s.fleet, slices.Items, s.endpoints)
+	s.endpoints, s.untrusted, err = observe.TrustedEndpoints(ctx, r.Client, s.fleet, slices.Items, s.endpoints)
 	return err
 }
 

@@ -195,3 +195,11 @@ func orDash(s string) string {
 	}
 	return s
 }
+
+// truncate cuts s to at most n bytes.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

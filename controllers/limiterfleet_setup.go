@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/observe"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
@@ -48,8 +49,8 @@ func (r *LimiterFleetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Namespace{}, allFleets, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.fleetOfSlice)).
 		// The owners of the pods behind the endpoints decide which count.
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(fleetOfLimiterObject), builder.WithPredicates(limiterOwnerChanged)).
-		Watches(&appsv1.ReplicaSet{}, handler.EnqueueRequestsFromMapFunc(fleetOfLimiterObject), builder.WithPredicates(limiterOwnerChanged)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(observe.FleetOfLimiterObject), builder.WithPredicates(observe.LimiterOwnerChanged)).
+		Watches(&appsv1.ReplicaSet{}, handler.EnqueueRequestsFromMapFunc(observe.FleetOfLimiterObject), builder.WithPredicates(observe.LimiterOwnerChanged)).
 		WatchesRawSource(source.Channel(r.Acks.Subscribe(), &handler.EnqueueRequestForObject{})).
 		Named("limiterfleet").
 		Complete(r)

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/observe"
 	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
@@ -158,7 +159,7 @@ func readyCondition(gen int64, redis metav1.Condition, synced *metav1.Condition,
 
 // podErrors summarises pods' load errors for a condition message: the
 // first maxListedPods.
-func podErrors(acks []podAck) string {
+func podErrors(acks []observe.PodAck) string {
 	var errs []string
 	for _, a := range acks {
 		if a.Err != "" {
@@ -195,7 +196,7 @@ func untrustedNote(untrusted []string) string {
 // unconfirmed says which limiter pods have not checked their store since
 // the Redis Cluster settled at settledAt, or "" when all have (or settledAt
 // is zero: no change to confirm).
-func unconfirmed(acks []podAck, settledAt time.Time) string {
+func unconfirmed(acks []observe.PodAck, settledAt time.Time) string {
 	if settledAt.IsZero() {
 		return ""
 	}
@@ -215,8 +216,8 @@ func unconfirmed(acks []podAck, settledAt time.Time) string {
 
 // storeUnreachable says which limiter pods report that their Redis does not
 // answer, with the first one's error, or "" when all that answered can use it.
-func storeUnreachable(acks []podAck) string {
-	var bad []podAck
+func storeUnreachable(acks []observe.PodAck) string {
+	var bad []observe.PodAck
 	for _, a := range acks {
 		if a.Answered && a.StoreErr != "" {
 			bad = append(bad, a)
@@ -225,7 +226,7 @@ func storeUnreachable(acks []podAck) string {
 	if len(bad) == 0 {
 		return ""
 	}
-	slices.SortFunc(bad, func(a, b podAck) int { return strings.Compare(a.Addr, b.Addr) })
+	slices.SortFunc(bad, func(a, b observe.PodAck) int { return strings.Compare(a.Addr, b.Addr) })
 	return fmt.Sprintf("%d/%d limiter pods can't use Redis, and answer by each policy's failureMode: %s: %s",
 		len(bad), len(acks), bad[0].Addr, bad[0].StoreErr)
 }

@@ -1,6 +1,9 @@
 package controllers
 
-import "github.com/sluice-dev/sluice/controllers/resources"
+import (
+	"github.com/sluice-dev/sluice/controllers/observe"
+	"github.com/sluice-dev/sluice/controllers/resources"
+)
 
 // The names below moved to controllers/resources, which builds the objects a
 // fleet owns. They stay here, as aliases, for cmd/operator, the charts tests
@@ -80,4 +83,9 @@ type (
 	NetworkPolicyOptions     = resources.NetworkPolicyOptions
 	RedisPasswords           = resources.RedisPasswords
 	RedisSecretHashes        = resources.RedisSecretHashes
+)
+
+// Defaults of the pod observers, which moved to controllers/observe.
+const (
+	DefaultEnforcementWindow = observe.DefaultEnforcementWindow
 )

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/observe"
 	"github.com/sluice-dev/sluice/controllers/resources"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -70,16 +72,18 @@ type Options struct {
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	// The admin plane is HTTPS only, each fleet's pods verified with the
 	// fleet's CA (admin_tls.go): the token never crosses in clear.
-	admin, err := NewAdminClients(opts.AckClient, opts.AdminTokenFile)
+	admin, err := observe.NewAdminClients(opts.AckClient, opts.AdminTokenFile)
 	if err != nil {
 		return err
 	}
-	acks := NewAckTracker()
+	acks := observe.NewAckTracker()
 	acks.Admin = admin
 	if err := mgr.Add(acks); err != nil {
 		return err
 	}
-	collector := &Collector{Client: mgr.GetClient(), Acks: acks, Admin: admin, Interval: opts.CollectInterval,
+	collector := &observe.Collector{Client: mgr.GetClient(), WriteEnforcement: func(ctx context.Context, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
+		return applyEnforcement(ctx, mgr.GetClient(), pol, e)
+	}, Acks: acks, Admin: admin, Interval: opts.CollectInterval,
 		Window: opts.EnforcementWindow, MinWrite: opts.EnforcementMinWrite, Timeout: opts.CollectTimeout}
 	if err := mgr.Add(collector); err != nil {
 		return err

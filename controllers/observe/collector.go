@@ -1,4 +1,4 @@
-package controllers
+package observe
 
 import (
 	"context"
@@ -47,7 +47,11 @@ const (
 // and named in status.enforcement.unreadPods. It runs on the leader only.
 type Collector struct {
 	Client client.Client
-	Acks   *AckTracker
+	// WriteEnforcement writes a policy's status.enforcement, the
+	// collector's alone (controllers' applyEnforcement, a server-side
+	// apply under EnforcementFieldOwner). Required.
+	WriteEnforcement func(context.Context, *v1alpha1.RateLimitPolicy, *v1alpha1.EnforcementStatus) error
+	Acks             *AckTracker
 	// Admin, when set, makes the admin calls, over HTTPS with each fleet's
 	// CA (as the operator does); else HTTP, over plain HTTP.
 	Admin *AdminClients

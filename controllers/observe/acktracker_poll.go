@@ -1,4 +1,4 @@
-package controllers
+package observe
 
 import (
 	"context"
@@ -161,13 +161,13 @@ func degradedOf(ds []limiterwire.Degraded, served map[string]string) map[string]
 		}
 		mode := boundMessage(d.FailureMode, maxFailureMode)
 		if d.BudgetExceeded {
-			mode += budgetExceededMark
+			mode += BudgetExceededMark
 		}
 		out[d.Policy] = mode
 	}
 	return out
 }
 
-// budgetExceededMark ends the failure mode of a degraded policy whose
+// BudgetExceededMark ends the failure mode of a degraded policy whose
 // namespace is over its store budget, rather than the store failing.
-const budgetExceededMark = "/budget"
+const BudgetExceededMark = "/budget"

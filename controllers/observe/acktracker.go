@@ -1,4 +1,4 @@
-package controllers
+package observe
 
 import (
 	"context"
@@ -52,7 +52,7 @@ type fleetTrack struct {
 }
 
 type podTrack struct {
-	ack  podAck
+	ack  PodAck
 	wake chan struct{} // the wanted version changed
 	// cancel stops the pod's poller; nil until Start runs one.
 	cancel context.CancelFunc
@@ -145,7 +145,7 @@ func (t *AckTracker) Track(fleet types.NamespacedName, endpoints []string, want 
 		keep[ep] = true
 		p := f.pods[ep]
 		if p == nil {
-			f.pods[ep] = &podTrack{ack: podAck{Addr: ep}, wake: make(chan struct{}, 1)}
+			f.pods[ep] = &podTrack{ack: PodAck{Addr: ep}, wake: make(chan struct{}, 1)}
 			added = true
 			continue
 		}
@@ -228,7 +228,7 @@ func (t *AckTracker) Forget(fleet types.NamespacedName) {
 
 // Acks returns what each of the fleet's tracked pods reported, sorted by
 // address, and whether every one has answered at least once.
-func (t *AckTracker) Acks(fleet types.NamespacedName) (acks []podAck, complete bool) {
+func (t *AckTracker) Acks(fleet types.NamespacedName) (acks []PodAck, complete bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	f := t.fleets[fleet]
@@ -240,7 +240,7 @@ func (t *AckTracker) Acks(fleet types.NamespacedName) (acks []podAck, complete b
 		acks = append(acks, p.ack)
 		complete = complete && p.ack.Answered
 	}
-	slices.SortFunc(acks, func(a, b podAck) int {
+	slices.SortFunc(acks, func(a, b PodAck) int {
 		switch {
 		case a.Addr < b.Addr:
 			return -1

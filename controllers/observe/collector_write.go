@@ -1,4 +1,4 @@
-package controllers
+package observe
 
 import (
 	"context"
@@ -22,9 +22,7 @@ func (c *Collector) write(ctx context.Context, now time.Time) error {
 		return err
 	}
 	countConditions(list.Items)
-	return c.writeEach(ctx, now, list.Items, func(ctx context.Context, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
-		return applyEnforcement(ctx, c.Client, pol, e)
-	})
+	return c.writeEach(ctx, now, list.Items, c.WriteEnforcement)
 }
 
 // enforcementChange is a policy whose status.enforcement is to be written.
