@@ -13,6 +13,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/redisfleet"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
@@ -27,14 +28,14 @@ func adminCertDNSNames(fleet *v1alpha1.LimiterFleet) []string {
 
 // NewAdminCA creates a self-signed CA for the fleet's admin plane, valid
 // from now for RedisCAValidity.
-func NewAdminCA(fleet *v1alpha1.LimiterFleet, now time.Time) (*RedisCA, []byte, error) {
-	return newCA(fmt.Sprintf("sluice limiter admin CA %s/%s", fleet.Namespace, fleet.Name), now)
+func NewAdminCA(fleet *v1alpha1.LimiterFleet, now time.Time) (*redisfleet.RedisCA, []byte, error) {
+	return redisfleet.NewCA(fmt.Sprintf("sluice limiter admin CA %s/%s", fleet.Namespace, fleet.Name), now)
 }
 
 // IssueAdminCert issues the admin plane's serving certificate for the
 // fleet, valid from now for RedisCertValidity.
-func IssueAdminCert(fleet *v1alpha1.LimiterFleet, ca *RedisCA, now time.Time) (certPEM, keyPEM []byte, err error) {
-	return signCert(&x509.Certificate{
+func IssueAdminCert(fleet *v1alpha1.LimiterFleet, ca *redisfleet.RedisCA, now time.Time) (certPEM, keyPEM []byte, err error) {
+	return redisfleet.SignCert(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: resources.AdminTLSServerName(fleet)},
 		DNSNames:    adminCertDNSNames(fleet),
 		NotBefore:   now.Add(-time.Hour),
@@ -45,8 +46,8 @@ func IssueAdminCert(fleet *v1alpha1.LimiterFleet, ca *RedisCA, now time.Time) (c
 }
 
 // adminCertCurrent says why certPEM must be replaced at now, or "".
-func adminCertCurrent(fleet *v1alpha1.LimiterFleet, ca *RedisCA, certPEM []byte, now time.Time) string {
-	cert, err := parseCert(certPEM)
+func adminCertCurrent(fleet *v1alpha1.LimiterFleet, ca *redisfleet.RedisCA, certPEM []byte, now time.Time) string {
+	cert, err := redisfleet.ParseCert(certPEM)
 	switch {
 	case err != nil:
 		return "no valid certificate: " + err.Error()
@@ -73,7 +74,7 @@ func (r *LimiterFleetReconciler) reconcileAdminTLS(ctx context.Context, s *fleet
 	if err != nil {
 		return err
 	}
-	existing, err := r.ownedSecret(ctx, fleet, resources.AdminTLSSecretName(fleet))
+	existing, err := r.redis.OwnedSecret(ctx, fleet, resources.AdminTLSSecretName(fleet))
 	if err != nil {
 		return err
 	}
@@ -92,14 +93,14 @@ func (r *LimiterFleetReconciler) reconcileAdminTLS(ctx context.Context, s *fleet
 		data = map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM}
 	}
 	data[resources.RedisTLSCAKey] = ca.CertPEM
-	secret, err := r.writeSecret(ctx, fleet, existing, resources.BuildAdminSecret(fleet, resources.AdminTLSSecretName(fleet), data))
+	secret, err := r.redis.WriteSecret(ctx, fleet, existing, resources.BuildAdminSecret(fleet, resources.AdminTLSSecretName(fleet), data))
 	if err != nil {
 		return err
 	}
 	if err := r.Admin.SetCA(client.ObjectKeyFromObject(fleet), resources.AdminTLSServerName(fleet), secret.Data[resources.RedisTLSCAKey]); err != nil {
 		return err
 	}
-	cert, err := parseCert(secret.Data[corev1.TLSCertKey])
+	cert, err := redisfleet.ParseCert(secret.Data[corev1.TLSCertKey])
 	if err != nil {
 		return fmt.Errorf("Secret %s: %w", resources.AdminTLSSecretName(fleet), err)
 	}
@@ -109,13 +110,13 @@ func (r *LimiterFleetReconciler) reconcileAdminTLS(ctx context.Context, s *fleet
 
 // adminCA reads the fleet's admin CA, which it creates when missing or
 // expired.
-func (r *LimiterFleetReconciler) adminCA(ctx context.Context, fleet *v1alpha1.LimiterFleet, now time.Time) (*RedisCA, error) {
-	existing, err := r.ownedSecret(ctx, fleet, resources.AdminCASecretName(fleet))
+func (r *LimiterFleetReconciler) adminCA(ctx context.Context, fleet *v1alpha1.LimiterFleet, now time.Time) (*redisfleet.RedisCA, error) {
+	existing, err := r.redis.OwnedSecret(ctx, fleet, resources.AdminCASecretName(fleet))
 	if err != nil {
 		return nil, err
 	}
 	if existing != nil {
-		if ca, err := ParseRedisCA(existing.Data[corev1.TLSCertKey], existing.Data[corev1.TLSPrivateKeyKey]); err == nil && now.Before(ca.Cert.NotAfter) {
+		if ca, err := redisfleet.ParseRedisCA(existing.Data[corev1.TLSCertKey], existing.Data[corev1.TLSPrivateKeyKey]); err == nil && now.Before(ca.Cert.NotAfter) {
 			return ca, nil
 		}
 	}
@@ -124,7 +125,7 @@ func (r *LimiterFleetReconciler) adminCA(ctx context.Context, fleet *v1alpha1.Li
 		return nil, err
 	}
 	logf.FromContext(ctx).Info("Creating the limiters' admin CA", "fleet", client.ObjectKeyFromObject(fleet))
-	_, err = r.writeSecret(ctx, fleet, existing, resources.BuildAdminSecret(fleet, resources.AdminCASecretName(fleet),
+	_, err = r.redis.WriteSecret(ctx, fleet, existing, resources.BuildAdminSecret(fleet, resources.AdminCASecretName(fleet),
 		map[string][]byte{corev1.TLSCertKey: ca.CertPEM, corev1.TLSPrivateKeyKey: keyPEM}))
 	return ca, err
 }

@@ -6,7 +6,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/sluice-dev/sluice/controllers/rediscluster"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
@@ -114,48 +113,3 @@ func (a *adminCertsSeen) fresh(uid types.UID, now time.Time) bool {
 func (a *adminCertsSeen) record(uid types.UID, now, notAfter time.Time) {
 	a.store(uid, adminCertState{checked: now, notAfter: notAfter})
 }
-
-// redisTrackers holds each Cluster fleet's rediscluster.Tracker (the
-// masters it has seen die), kept across passes.
-type redisTrackers struct {
-	keyed[types.NamespacedName, *rediscluster.Tracker]
-}
-
-// of returns the fleet's tracker, a new one the first time.
-func (t *redisTrackers) of(fleet types.NamespacedName) *rediscluster.Tracker {
-	return t.loadOrStore(fleet, rediscluster.NewTracker)
-}
-
-func (t *redisTrackers) forget(fleet types.NamespacedName) { t.delete(fleet) }
-
-// redisHealthSeen remembers what the operator last saw of each Cluster
-// fleet's Redis: whether it was ok, and since when.
-type redisHealthSeen struct {
-	keyed[types.NamespacedName, redisHealth]
-}
-
-// redisHealth is what the operator last saw of a fleet's cluster.
-type redisHealth struct {
-	ok        bool
-	settledAt time.Time
-}
-
-// settle records whether this pass, at now, found the fleet's cluster ok.
-// It returns since when the cluster has been ok as far as this operator
-// saw it change (now on a change from not ok; zero when this operator has
-// seen it ok all along, or not ok), and whether this pass is that change.
-func (h *redisHealthSeen) settle(fleet types.NamespacedName, ok bool, now time.Time) (settledAt time.Time, becameOK bool) {
-	next := redisHealth{ok: ok}
-	if prev, seen := h.load(fleet); seen {
-		switch {
-		case ok && !prev.ok:
-			next.settledAt, becameOK = now, true
-		case ok:
-			next.settledAt = prev.settledAt
-		}
-	}
-	h.store(fleet, next)
-	return next.settledAt, becameOK
-}
-
-func (h *redisHealthSeen) forget(fleet types.NamespacedName) { h.delete(fleet) }

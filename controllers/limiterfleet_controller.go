@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers/observe"
+	"github.com/sluice-dev/sluice/controllers/redisfleet"
 	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
@@ -69,8 +70,8 @@ type LimiterFleetReconciler struct {
 	apiServer     []string
 	apiServerRead time.Time
 	verdicts      verdictCache
-	redisTrackers redisTrackers
-	redisHealth   redisHealthSeen
+	// redis runs the fleets' Redis Clusters (set by SetupWithManager).
+	redis *redisfleet.Provisioner
 	// Admin is told each fleet's admin CA (see admin_tls.go); required.
 	Admin AdminTrust
 	// Fits shares each fleet's snapshot refusals with the policy
@@ -111,7 +112,7 @@ type fleetScope struct {
 	acks      []observe.PodAck
 	complete  bool // every ready pod has answered at least once
 	// redis is the Redis Cluster pass, for mode Cluster.
-	redis *redisScope
+	redis *redisfleet.Scope
 	// limiterAuth is RedisLimiterAuthHash of the auth Secret this pass
 	// read, for mode Cluster; "" when it could not be read.
 	limiterAuth  string
@@ -136,8 +137,7 @@ func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		if apierrors.IsNotFound(err) {
 			r.Acks.Forget(req.NamespacedName)
 			r.Admin.Forget(req.NamespacedName)
-			r.redisTrackers.forget(req.NamespacedName)
-			r.redisHealth.forget(req.NamespacedName)
+			r.redis.Forget(req.NamespacedName)
 			r.Fits.forget(ctx, req.NamespacedName)
 			forgetFleetMetrics(req.NamespacedName)
 			return ctrl.Result{}, nil

@@ -22,16 +22,19 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers/observe"
+	"github.com/sluice-dev/sluice/controllers/redisfleet"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
 // SetupWithManager registers the controller and what it watches.
 func (r *LimiterFleetReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.redis = &redisfleet.Provisioner{Client: r.Client, Scheme: r.Scheme, APIReader: r.APIReader, Recorder: r.Recorder,
+		RedisDialer: r.RedisDialer, DefaultRedisImage: r.DefaultRedisImage, Apply: r.apply, Confirm: r.Acks.Confirm}
 	allFleets := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 		return r.allFleets(ctx)
 	})
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.LimiterFleet{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, dataLossAckChanged))).
+		For(&v1alpha1.LimiterFleet{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, redisfleet.DataLossAckChanged))).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ServiceAccount{}).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers/observe"
+	"github.com/sluice-dev/sluice/controllers/redisfleet"
 	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
@@ -27,7 +28,7 @@ func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileEr
 	}
 	redis := redisReadyCondition(fleet, s)
 	meta.SetStatusCondition(&st.Conditions, redis)
-	setDataLossCondition(fleet)
+	redisfleet.SetDataLossCondition(fleet)
 
 	observed := s.compiled && (s.complete || len(s.endpoints) == 0)
 	if observed {
@@ -74,8 +75,8 @@ func redisReadyCondition(fleet *v1alpha1.LimiterFleet, s *fleetScope) metav1.Con
 			break
 		}
 		prevRedis := st.Redis
-		st.Redis, redis.Status, redis.Reason, redis.Message = computeRedisStatus(st.Redis, s.redis)
-		recordDataLoss(fleet, prevRedis, st.Redis, s.redis)
+		st.Redis, redis.Status, redis.Reason, redis.Message = redisfleet.Status(st.Redis, s.redis)
+		redisfleet.RecordDataLoss(fleet, prevRedis, st.Redis, s.redis)
 	default:
 		redis.Status, redis.Reason = metav1.ConditionTrue, v1alpha1.RedisNotManagedReason
 		redis.Message = "redis mode None: each limiter pod counts in its own memory"
@@ -100,7 +101,7 @@ func limitersReachRedis(redis *metav1.Condition, mode v1alpha1.RedisMode, s *fle
 	case storeUnreachable(s.acks) != "":
 		redis.Status, redis.Reason, redis.Message = metav1.ConditionFalse, v1alpha1.StoreUnreachableReason, storeUnreachable(s.acks)
 	case mode == v1alpha1.RedisCluster && s.redis != nil:
-		if msg := unconfirmed(s.acks, s.redis.settledAt); msg != "" {
+		if msg := unconfirmed(s.acks, s.redis.SettledAt); msg != "" {
 			redis.Status, redis.Reason, redis.Message = metav1.ConditionFalse, v1alpha1.WaitingForLimitersReason, msg
 		}
 	}

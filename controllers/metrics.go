@@ -6,10 +6,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/sluice-dev/sluice/controllers/observe"
+	"github.com/sluice-dev/sluice/controllers/redisfleet"
 )
 
 // The operator's metrics, served by the manager's metrics endpoint (and
-// observe's, of the pod observers).
+// observe's and redisfleet's).
 var (
 	snapshotCompileSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "sluice_operator_snapshot_compile_seconds",
@@ -20,23 +21,10 @@ var (
 		Name: "sluice_operator_snapshot_bytes",
 		Help: "Size of each fleet's last compiled snapshot document.",
 	}, []string{"fleet"})
-	redisUsedMemory = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "sluice_operator_redis_used_memory_bytes",
-		Help: "used_memory of each node of a fleet's Redis Cluster (mode Cluster), as the operator's last pass read it.",
-	}, []string{"fleet", "pod"})
-	redisMaxMemory = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "sluice_operator_redis_maxmemory_bytes",
-		Help: "maxmemory of each node of a fleet's Redis Cluster (mode Cluster); no series for an unbounded node.",
-	}, []string{"fleet", "pod"})
-	redisDataLoss = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_operator_redis_data_loss_total",
-		Help: "Passes of the operator that found slots of a fleet's Redis Cluster whose keys are gone (a shard lost with every replica), by fleet.",
-	}, []string{"fleet"})
 )
 
 func init() {
-	registerMetrics(snapshotCompileSeconds, snapshotBytes, redisDataLoss,
-		redisUsedMemory, redisMaxMemory)
+	registerMetrics(snapshotCompileSeconds, snapshotBytes)
 }
 
 func registerMetrics(cs ...prometheus.Collector) { metrics.Registry.MustRegister(cs...) }
@@ -47,7 +35,5 @@ func forgetFleetMetrics(fleet types.NamespacedName) {
 	snapshotCompileSeconds.DeleteLabelValues(l)
 	snapshotBytes.DeleteLabelValues(l)
 	observe.ForgetFleet(fleet)
-	redisUsedMemory.DeletePartialMatch(map[string]string{"fleet": l})
-	redisMaxMemory.DeletePartialMatch(map[string]string{"fleet": l})
-	redisDataLoss.DeleteLabelValues(l)
+	redisfleet.ForgetFleet(fleet)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers/observe"
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
+	"github.com/sluice-dev/sluice/controllers/redisfleet"
 )
 
 // TestClusterRedisReadyFromLimiters: for a Cluster fleet the operator finds
@@ -48,7 +49,7 @@ func TestClusterRedisReadyFromLimiters(t *testing.T) {
 	} {
 		fleet := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "f", Generation: 1},
 			Spec: v1alpha1.LimiterFleetSpec{Redis: v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisCluster)}}}
-		s := &fleetScope{fleet: fleet, acks: tc.acks, redis: &redisScope{now: t0.Add(time.Minute), result: tc.result, settledAt: tc.settledAt}}
+		s := &fleetScope{fleet: fleet, acks: tc.acks, redis: &redisfleet.Scope{Now: t0.Add(time.Minute), Result: tc.result, SettledAt: tc.settledAt}}
 		computeFleetStatus(fleet, s, nil)
 		c := meta.FindStatusCondition(fleet.Status.Conditions, v1alpha1.RedisReadyCondition)
 		if c == nil || c.Status != tc.status || c.Reason != tc.reason || !strings.Contains(c.Message, tc.message) {

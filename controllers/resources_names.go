@@ -2,15 +2,18 @@ package controllers
 
 import (
 	"github.com/sluice-dev/sluice/controllers/observe"
+	"github.com/sluice-dev/sluice/controllers/redisfleet"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
-// The names below moved to controllers/resources, which builds the objects a
-// fleet owns. They stay here, as aliases, for cmd/operator, the charts tests
-// and this package's tests, which use them as controllers.X; new code uses
-// resources.X.
+// Names that moved out of this package stay here as aliases, for
+// cmd/operator, the charts tests and this package's tests, which use them as
+// controllers.X; new code names them in their packages: controllers/resources
+// (the objects a fleet owns), controllers/observe (the pod observers) and
+// controllers/redisfleet (the Redis Cluster).
 
 const (
+	DefaultEnforcementWindow    = observe.DefaultEnforcementWindow
 	LabelInstance               = resources.LabelInstance
 	LabelManagedBy              = resources.LabelManagedBy
 	LabelRedisShard             = resources.LabelRedisShard
@@ -52,17 +55,24 @@ var (
 	BuildRedisStatefulSet       = resources.BuildRedisStatefulSet
 	BuildSnapshotConfigMap      = resources.BuildSnapshotConfigMap
 	BuildTopKKeySecret          = resources.BuildTopKKeySecret
+	IssueRedisCert              = redisfleet.IssueRedisCert
 	LimiterArgs                 = resources.LimiterArgs
 	LimiterHeadlessName         = resources.LimiterHeadlessName
 	LimiterLabels               = resources.LimiterLabels
 	LimiterName                 = resources.LimiterName
 	LimiterNetworkPolicyName    = resources.LimiterNetworkPolicyName
 	LimiterSelectorLabels       = resources.LimiterSelectorLabels
+	NewRedisCA                  = redisfleet.NewRedisCA
+	ParseRedisCA                = redisfleet.ParseRedisCA
+	RedisAuthHash               = redisfleet.RedisAuthHash
 	RedisAuthSecretName         = resources.RedisAuthSecretName
 	RedisCASecretName           = resources.RedisCASecretName
+	RedisCertCurrent            = redisfleet.RedisCertCurrent
+	RedisClientTLS              = redisfleet.RedisClientTLS
 	RedisConfig                 = resources.RedisConfig
 	RedisConfigMapName          = resources.RedisConfigMapName
 	RedisLabels                 = resources.RedisLabels
+	RedisLimiterAuthHash        = redisfleet.RedisLimiterAuthHash
 	RedisMaxMemory              = resources.RedisMaxMemory
 	RedisName                   = resources.RedisName
 	RedisNetworkPolicyName      = resources.RedisNetworkPolicyName
@@ -74,6 +84,7 @@ var (
 	RedisTLSServerName          = resources.RedisTLSServerName
 	RedisUsersConf              = resources.RedisUsersConf
 	SnapshotConfigMapName       = resources.SnapshotConfigMapName
+	Status                      = redisfleet.Status
 	StoreURL                    = resources.StoreURL
 	TopKKeySecretName           = resources.TopKKeySecretName
 )
@@ -81,11 +92,7 @@ var (
 type (
 	LimiterDeploymentOptions = resources.LimiterDeploymentOptions
 	NetworkPolicyOptions     = resources.NetworkPolicyOptions
+	RedisCA                  = redisfleet.RedisCA
 	RedisPasswords           = resources.RedisPasswords
 	RedisSecretHashes        = resources.RedisSecretHashes
-)
-
-// Defaults of the pod observers, which moved to controllers/observe.
-const (
-	DefaultEnforcementWindow = observe.DefaultEnforcementWindow
 )

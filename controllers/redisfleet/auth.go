@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package controllers
+package redisfleet
 
 import (
 	"context"
@@ -90,7 +90,7 @@ func (e errSecretNotOwned) Error() string {
 // when set. Secrets are read by name through the API reader and never
 // cached or listed. A Secret of that name that the fleet does not control
 // is left alone (errSecretNotOwned).
-func (r *LimiterFleetReconciler) reconcileRedisAuth(ctx context.Context, fleet *v1alpha1.LimiterFleet) (*corev1.Secret, error) {
+func (r *Provisioner) reconcileRedisAuth(ctx context.Context, fleet *v1alpha1.LimiterFleet) (*corev1.Secret, error) {
 	existing := &corev1.Secret{}
 	key := client.ObjectKey{Namespace: fleet.Namespace, Name: resources.RedisAuthSecretName(fleet)}
 	err := r.secretReader().Get(ctx, key, existing)

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package controllers
+package redisfleet
 
 import (
 	"bytes"
@@ -61,12 +61,12 @@ type RedisCA struct {
 
 // NewRedisCA creates a self-signed CA valid from now for RedisCAValidity.
 func NewRedisCA(fleet *v1alpha1.LimiterFleet, now time.Time) (*RedisCA, []byte, error) {
-	return newCA(fmt.Sprintf("sluice Redis CA %s/%s", fleet.Namespace, fleet.Name), now)
+	return NewCA(fmt.Sprintf("sluice Redis CA %s/%s", fleet.Namespace, fleet.Name), now)
 }
 
-// newCA creates a self-signed CA named commonName, valid from now for
+// NewCA creates a self-signed CA named commonName, valid from now for
 // RedisCAValidity, and returns it with its key, PEM.
-func newCA(commonName string, now time.Time) (*RedisCA, []byte, error) {
+func NewCA(commonName string, now time.Time) (*RedisCA, []byte, error) {
 	tmpl := &x509.Certificate{
 		Subject:               pkix.Name{CommonName: commonName},
 		NotBefore:             now.Add(-time.Hour),
@@ -76,7 +76,7 @@ func newCA(commonName string, now time.Time) (*RedisCA, []byte, error) {
 		MaxPathLenZero:        true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
 	}
-	certPEM, keyPEM, err := signCert(tmpl, nil, nil)
+	certPEM, keyPEM, err := SignCert(tmpl, nil, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -87,7 +87,7 @@ func newCA(commonName string, now time.Time) (*RedisCA, []byte, error) {
 // ParseRedisCA reads a CA certificate and its ECDSA key, PEM: SEC 1
 // ("EC PRIVATE KEY") or PKCS#8 ("PRIVATE KEY").
 func ParseRedisCA(certPEM, keyPEM []byte) (*RedisCA, error) {
-	cert, err := parseCert(certPEM)
+	cert, err := ParseCert(certPEM)
 	if err != nil {
 		return nil, fmt.Errorf("CA certificate: %w", err)
 	}
@@ -133,14 +133,14 @@ func IssueRedisCert(fleet *v1alpha1.LimiterFleet, ca *RedisCA, now time.Time) (c
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
-	return signCert(tmpl, ca.Cert, ca.Key)
+	return SignCert(tmpl, ca.Cert, ca.Key)
 }
 
 // RedisCertCurrent says why the node certificate in certPEM must be
 // replaced at now, or "" when it is current: signed by ca, for the
 // fleet's names, and more than RedisCertRenewBefore from expiry.
 func RedisCertCurrent(fleet *v1alpha1.LimiterFleet, ca *RedisCA, certPEM []byte, now time.Time) string {
-	cert, err := parseCert(certPEM)
+	cert, err := ParseCert(certPEM)
 	switch {
 	case err != nil:
 		return "no valid certificate: " + err.Error()
@@ -154,7 +154,9 @@ func RedisCertCurrent(fleet *v1alpha1.LimiterFleet, ca *RedisCA, certPEM []byte,
 	return ""
 }
 
-func signCert(tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (certPEM, keyPEM []byte, err error) {
+// SignCert signs tmpl with parent's key (tmpl itself when parent is tmpl)
+// and returns the certificate and its new key, PEM.
+func SignCert(tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
@@ -177,7 +179,8 @@ func signCert(tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (cert
 		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
 }
 
-func parseCert(certPEM []byte) (*x509.Certificate, error) {
+// ParseCert parses the first certificate of certPEM.
+func ParseCert(certPEM []byte) (*x509.Certificate, error) {
 	block, _ := pem.Decode(certPEM)
 	if block == nil || block.Type != "CERTIFICATE" {
 		return nil, errors.New("no PEM certificate")
@@ -209,7 +212,7 @@ func RedisClientTLS(fleet *v1alpha1.LimiterFleet, secret *corev1.Secret) (*tls.C
 // exist and are current, and returns the TLS Secret (nil without TLS).
 // Errors about a CA the operator can't use are errRedisAuth; a Secret in
 // the way, errSecretNotOwned.
-func (r *LimiterFleetReconciler) reconcileRedisTLS(ctx context.Context, fleet *v1alpha1.LimiterFleet, now time.Time) (*corev1.Secret, error) {
+func (r *Provisioner) reconcileRedisTLS(ctx context.Context, fleet *v1alpha1.LimiterFleet, now time.Time) (*corev1.Secret, error) {
 	if !resources.RedisTLSEnabled(fleet) {
 		return nil, nil
 	}
@@ -217,7 +220,7 @@ func (r *LimiterFleetReconciler) reconcileRedisTLS(ctx context.Context, fleet *v
 	if err != nil {
 		return nil, err
 	}
-	existing, err := r.ownedSecret(ctx, fleet, resources.RedisTLSSecretName(fleet))
+	existing, err := r.OwnedSecret(ctx, fleet, resources.RedisTLSSecretName(fleet))
 	if err != nil {
 		return nil, err
 	}
@@ -236,12 +239,12 @@ func (r *LimiterFleetReconciler) reconcileRedisTLS(ctx context.Context, fleet *v
 		data = map[string][]byte{resources.RedisTLSCertKey: certPEM, resources.RedisTLSKeyKey: keyPEM}
 	}
 	data[resources.RedisTLSCAKey] = ca.CertPEM
-	return r.writeSecret(ctx, fleet, existing, resources.BuildRedisSecret(fleet, resources.RedisTLSSecretName(fleet), corev1.SecretTypeTLS, data))
+	return r.WriteSecret(ctx, fleet, existing, resources.BuildRedisSecret(fleet, resources.RedisTLSSecretName(fleet), corev1.SecretTypeTLS, data))
 }
 
 // redisCA reads spec.redis.tls.caSecretName's CA, or the fleet's own,
 // which it creates when missing.
-func (r *LimiterFleetReconciler) redisCA(ctx context.Context, fleet *v1alpha1.LimiterFleet, now time.Time) (*RedisCA, error) {
+func (r *Provisioner) redisCA(ctx context.Context, fleet *v1alpha1.LimiterFleet, now time.Time) (*RedisCA, error) {
 	if name := fleet.Spec.Redis.TLS.CASecretName; name != nil {
 		secret := &corev1.Secret{}
 		err := r.secretReader().Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: *name}, secret)
@@ -257,7 +260,7 @@ func (r *LimiterFleetReconciler) redisCA(ctx context.Context, fleet *v1alpha1.Li
 		}
 		return ca, nil
 	}
-	existing, err := r.ownedSecret(ctx, fleet, resources.RedisCASecretName(fleet))
+	existing, err := r.OwnedSecret(ctx, fleet, resources.RedisCASecretName(fleet))
 	if err != nil {
 		return nil, err
 	}
@@ -271,14 +274,14 @@ func (r *LimiterFleetReconciler) redisCA(ctx context.Context, fleet *v1alpha1.Li
 		return nil, err
 	}
 	logf.FromContext(ctx).Info("Creating a Redis CA", "fleet", client.ObjectKeyFromObject(fleet))
-	_, err = r.writeSecret(ctx, fleet, existing, resources.BuildRedisSecret(fleet, resources.RedisCASecretName(fleet), corev1.SecretTypeTLS,
+	_, err = r.WriteSecret(ctx, fleet, existing, resources.BuildRedisSecret(fleet, resources.RedisCASecretName(fleet), corev1.SecretTypeTLS,
 		map[string][]byte{resources.RedisTLSCertKey: ca.CertPEM, resources.RedisTLSKeyKey: keyPEM}))
 	return ca, err
 }
 
-// ownedSecret reads the fleet's Secret name: nil when there is none, and
+// OwnedSecret reads the fleet's Secret name: nil when there is none, and
 // errSecretNotOwned when the fleet does not control it.
-func (r *LimiterFleetReconciler) ownedSecret(ctx context.Context, fleet *v1alpha1.LimiterFleet, name string) (*corev1.Secret, error) {
+func (r *Provisioner) OwnedSecret(ctx context.Context, fleet *v1alpha1.LimiterFleet, name string) (*corev1.Secret, error) {
 	secret := &corev1.Secret{}
 	key := client.ObjectKey{Namespace: fleet.Namespace, Name: name}
 	err := r.secretReader().Get(ctx, key, secret)
@@ -293,10 +296,10 @@ func (r *LimiterFleetReconciler) ownedSecret(ctx context.Context, fleet *v1alpha
 	return secret, nil
 }
 
-// writeSecret creates desired, controlled by the fleet, or updates
+// WriteSecret creates desired, controlled by the fleet, or updates
 // existing to its data and labels when they differ, and returns what is
 // stored.
-func (r *LimiterFleetReconciler) writeSecret(ctx context.Context, fleet *v1alpha1.LimiterFleet, existing, desired *corev1.Secret) (*corev1.Secret, error) {
+func (r *Provisioner) WriteSecret(ctx context.Context, fleet *v1alpha1.LimiterFleet, existing, desired *corev1.Secret) (*corev1.Secret, error) {
 	key := client.ObjectKeyFromObject(desired)
 	if existing == nil {
 		if err := controllerutil.SetControllerReference(fleet, desired, r.Scheme); err != nil {

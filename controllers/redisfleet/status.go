@@ -1,4 +1,4 @@
-package controllers
+package redisfleet
 
 import (
 	"errors"
@@ -40,12 +40,12 @@ func migrationToStatus(m *rediscluster.Migration) *v1alpha1.RedisMigration {
 // maxRedisActions bounds status.redis.lastActions.
 const maxRedisActions = 10
 
-// computeRedisStatus is status.redis and the RedisReady condition's
+// Status is status.redis and the RedisReady condition's
 // status, reason and message for a Cluster fleet, from one pass. prev is
 // the status before the pass: only its lastActions carry over (they are
 // history, not observation), and its migration when the pass did not run;
-// recordDataLoss carries the data loss.
-func computeRedisStatus(prev *v1alpha1.RedisStatus, rs *redisScope) (*v1alpha1.RedisStatus, metav1.ConditionStatus, string, string) {
+// RecordDataLoss carries the data loss.
+func Status(prev *v1alpha1.RedisStatus, rs *Scope) (*v1alpha1.RedisStatus, metav1.ConditionStatus, string, string) {
 	st := &v1alpha1.RedisStatus{}
 	if prev != nil {
 		st.LastActions = prev.LastActions
@@ -54,18 +54,18 @@ func computeRedisStatus(prev *v1alpha1.RedisStatus, rs *redisScope) (*v1alpha1.R
 	if rs == nil {
 		return st, metav1.ConditionFalse, v1alpha1.WaitingForNodesReason, "the operator has not reached the Redis Cluster yet"
 	}
-	res := rs.result
+	res := rs.Result
 	obs := res.Status
 	st.ClusterState = obs.ClusterState
 	st.SlotsAssigned = int32(obs.SlotsAssigned)
 	st.Primaries = nodeStatuses(obs.Primaries)
 	st.Replicas = nodeStatuses(obs.Replicas)
 	st.Operation = obs.Operation
-	if !rs.skipped {
+	if !rs.Skipped {
 		st.Migration = migrationToStatus(res.Migration)
 	}
 	for _, a := range res.Actions {
-		st.LastActions = append(st.LastActions, v1alpha1.RedisAction{Time: metav1.NewTime(rs.now), Action: truncate(a, 512)})
+		st.LastActions = append(st.LastActions, v1alpha1.RedisAction{Time: metav1.NewTime(rs.Now), Action: truncate(a, 512)})
 	}
 	if n := len(st.LastActions); n > maxRedisActions {
 		st.LastActions = st.LastActions[n-maxRedisActions:]
@@ -79,8 +79,8 @@ func computeRedisStatus(prev *v1alpha1.RedisStatus, rs *redisScope) (*v1alpha1.R
 	if res.DataLoss != "" {
 		summary += "; data lost: " + res.DataLoss
 	}
-	if rs.err != nil {
-		return st, metav1.ConditionFalse, redisErrorReason(rs), truncate(rs.err.Error()+"; "+summary, 32768)
+	if rs.Err != nil {
+		return st, metav1.ConditionFalse, redisErrorReason(rs), truncate(rs.Err.Error()+"; "+summary, 32768)
 	}
 	switch {
 	case clusterOK(rs) && memoryNearLimit(obs) != "":
@@ -101,16 +101,16 @@ func computeRedisStatus(prev *v1alpha1.RedisStatus, rs *redisScope) (*v1alpha1.R
 }
 
 // redisErrorReason names why a pass failed.
-func redisErrorReason(rs *redisScope) string {
-	if rs.reason != "" {
-		return rs.reason
+func redisErrorReason(rs *Scope) string {
+	if rs.Reason != "" {
+		return rs.Reason
 	}
 	var scaleIn *rediscluster.ScaleInError
-	if errors.As(rs.err, &scaleIn) {
+	if errors.As(rs.Err, &scaleIn) {
 		return v1alpha1.ScaleInRejectedReason
 	}
 	var nodeErr *rediscluster.NodeError
-	if errors.As(rs.err, &nodeErr) {
+	if errors.As(rs.Err, &nodeErr) {
 		return nodeErrorReason(nodeErr)
 	}
 	return v1alpha1.DegradedReason
