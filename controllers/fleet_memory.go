@@ -13,7 +13,8 @@ import (
 // owned by one of the types below and touched only through its methods.
 // None of it is the truth: each is a memo that saves a read or a write, or
 // remembers what the last pass saw, and an operator restart starts it
-// afresh.
+// afresh. (The Redis Cluster's trackers and health are redisfleet's:
+// Provisioner.)
 
 // keyed is a map guarded by a mutex.
 type keyed[K comparable, V any] struct {
@@ -41,22 +42,6 @@ func (k *keyed[K, V]) delete(key K) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	delete(k.m, key)
-}
-
-// loadOrStore returns the value of key, storing newV() first when it has
-// none.
-func (k *keyed[K, V]) loadOrStore(key K, newV func() V) V {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if v, ok := k.m[key]; ok {
-		return v
-	}
-	if k.m == nil {
-		k.m = map[K]V{}
-	}
-	v := newV()
-	k.m[key] = v
-	return v
 }
 
 // appliedObjects remembers what the operator last applied to each object
