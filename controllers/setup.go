@@ -101,7 +101,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 // CacheByObject restricts the manager's cache of Pods to the Redis and
 // limiter pods of fleets, and of ReplicaSets to the limiters': the operator
 // watches Redis pods for IP changes, checks that limiter pods are the
-// fleet's own (trustedEndpoints), and reads no other Pod or ReplicaSet. Of
+// fleet's own (observe.TrustedEndpoints), and reads no other Pod or ReplicaSet. Of
 // every other kind it renders, the cache holds only the objects labelled as
 // the operator's own (see ownership.go).
 func CacheByObject() map[client.Object]cache.ByObject {
