@@ -235,7 +235,7 @@ func (imp *impostor) trusted() int {
 // names the Service, which the operator verifies.
 func TestLimiterAdminTLS(t *testing.T) {
 	fleet := resFleet("ns", "f")
-	pod := controllers.BuildLimiterDeployment(fleet, "limiter:test", "memory", "").Spec.Template.Spec
+	pod := controllers.BuildLimiterDeployment(fleet, controllers.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "memory"}).Spec.Template.Spec
 	c := pod.Containers[0]
 	var vol *corev1.Volume
 	for i := range pod.Volumes {

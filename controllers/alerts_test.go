@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sluice-dev/sluice/controllers/observe"
+	"github.com/sluice-dev/sluice/controllers/redisfleet"
 	"sigs.k8s.io/yaml"
 )
 
@@ -33,8 +35,7 @@ func TestAlertRules(t *testing.T) {
 	known := map[string]bool{}
 	descs := make(chan *prometheus.Desc, 64)
 	go func() {
-		for _, c := range []prometheus.Collector{policiesByCondition, fleetConditions, snapshotCompileSeconds, snapshotBytes,
-			collectorErrors, collectorScrapes, collectorCycleSeconds, enforcementWrites, redisDataLoss, redisUsedMemory, redisMaxMemory} {
+		for _, c := range append(append(observe.Metrics(), redisfleet.Metrics()...), snapshotCompileSeconds, snapshotBytes) {
 			c.Describe(descs)
 		}
 		close(descs)
@@ -56,8 +57,8 @@ func TestAlertRules(t *testing.T) {
 					t.Errorf("alert %s uses %s, which the operator does not export", r.Alert, m)
 				}
 			}
-			if r.Alert == "SluiceRedisMemoryNearLimit" && !strings.HasSuffix(r.Expr, " >= "+strconv.FormatFloat(MemoryNearLimitRatio, 'g', -1, 64)) {
-				t.Errorf("alert %s: %q does not fire at MemoryNearLimitRatio (%v), where RedisReady turns False", r.Alert, r.Expr, MemoryNearLimitRatio)
+			if r.Alert == "SluiceRedisMemoryNearLimit" && !strings.HasSuffix(r.Expr, " >= "+strconv.FormatFloat(redisfleet.MemoryNearLimitRatio, 'g', -1, 64)) {
+				t.Errorf("alert %s: %q does not fire at redisfleet.MemoryNearLimitRatio (%v), where RedisReady turns False", r.Alert, r.Expr, redisfleet.MemoryNearLimitRatio)
 			}
 			if strings.Contains(r.Expr, "sluice_redis_breaker_state") && !strings.Contains(r.Expr, "== 1") {
 				t.Errorf("alert %s: the breaker is open at 1", r.Alert)

@@ -3,6 +3,7 @@ package controllers
 import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // The two writers of a RateLimitPolicy's status, for the tests of package
@@ -21,4 +22,27 @@ var IndexPolicies = indexPolicies
 func PolicyMaps(c client.Client) (fleetEvent, ackEvent handler.MapFunc) {
 	r := &RateLimitPolicyReconciler{Client: c}
 	return r.policiesOfFleet, r.policiesOfAckedFleet
+}
+
+// RedisDataLossCount is sluice_operator_redis_data_loss_total of a fleet
+// ("namespace/name"), for the system tests, from the registry the manager
+// serves.
+func RedisDataLossCount(fleet string) float64 {
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		return 0
+	}
+	for _, mf := range families {
+		if mf.GetName() != "sluice_operator_redis_data_loss_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "fleet" && l.GetValue() == fleet {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

@@ -9,32 +9,24 @@ import (
 	"maps"
 	"net"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/observe"
+	"github.com/sluice-dev/sluice/controllers/redisfleet"
+	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
 
@@ -49,7 +41,7 @@ type LimiterFleetReconciler struct {
 	client.Client
 	Scheme *runtime.Scheme
 	// Acks tracks which snapshot each ready limiter pod has loaded.
-	Acks *AckTracker
+	Acks PodAcks
 	// DefaultImage is the limiter image of fleets that name none.
 	DefaultImage string
 	// DefaultRedisImage is the Redis image of Cluster fleets that name
@@ -64,24 +56,24 @@ type LimiterFleetReconciler struct {
 
 	// NetworkPolicies say who the operator is, for the fleets'
 	// NetworkPolicies; none are rendered when it is empty.
-	NetworkPolicies NetworkPolicyOptions
+	NetworkPolicies resources.NetworkPolicyOptions
 
-	applied sync.Map // object key -> appliedState
+	applied appliedObjects
 	// delegation is the content of the last LimiterAuthDelegatorBinding
 	// applied, so that it is applied only when the fleets change.
 	delegationMu sync.Mutex
 	delegation   [32]byte
-	topKKeys     sync.Map // fleet UID -> true: its hottest-values key Secret exists
-	adminCerts   sync.Map // fleet UID -> adminCertState
+	topKKeys     topKKeysMade
+	adminCerts   adminCertsSeen
 	// apiServer are the API server's endpoints, read at apiServerRead.
 	apiServerMu   sync.Mutex
 	apiServer     []string
 	apiServerRead time.Time
 	verdicts      verdictCache
-	redisTrackers sync.Map // fleet key -> *rediscluster.Tracker
-	redisHealth   sync.Map // fleet key -> redisHealth
-	// Admin, when set, is told each fleet's admin CA (see admin_tls.go).
-	Admin *AdminClients
+	// redis runs the fleets' Redis Clusters (set by SetupWithManager).
+	redis *redisfleet.Provisioner
+	// Admin is told each fleet's admin CA (see admin_tls.go); required.
+	Admin AdminTrust
 	// Fits shares each fleet's snapshot refusals with the policy
 	// controller; nil keeps them to the fleet's status.
 	Fits *SnapshotFits
@@ -117,10 +109,10 @@ type fleetScope struct {
 	refused   int // selected policies left out: the snapshot is full
 	storeErr  error
 	endpoints []string
-	acks      []podAck
+	acks      []observe.PodAck
 	complete  bool // every ready pod has answered at least once
 	// redis is the Redis Cluster pass, for mode Cluster.
-	redis *redisScope
+	redis *redisfleet.Scope
 	// limiterAuth is RedisLimiterAuthHash of the auth Secret this pass
 	// read, for mode Cluster; "" when it could not be read.
 	limiterAuth  string
@@ -138,15 +130,14 @@ func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	// Every fleet's limiters may review their admin plane's callers; a
 	// deleted fleet's may no longer.
 	if err := r.reconcileAuthDelegation(ctx); err != nil {
-		return ctrl.Result{}, fmt.Errorf("applying ClusterRoleBinding %s: %w", LimiterAuthDelegatorBinding, err)
+		return ctrl.Result{}, fmt.Errorf("applying ClusterRoleBinding %s: %w", resources.LimiterAuthDelegatorBinding, err)
 	}
 	fleet := &v1alpha1.LimiterFleet{}
 	if err := r.Get(ctx, req.NamespacedName, fleet); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Acks.Forget(req.NamespacedName)
 			r.Admin.Forget(req.NamespacedName)
-			r.redisTrackers.Delete(req.NamespacedName)
-			r.redisHealth.Delete(req.NamespacedName)
+			r.redis.Forget(req.NamespacedName)
 			r.Fits.forget(ctx, req.NamespacedName)
 			forgetFleetMetrics(req.NamespacedName)
 			return ctrl.Result{}, nil
@@ -187,7 +178,7 @@ func (r *LimiterFleetReconciler) reconcileSnapshot(ctx context.Context, s *fleet
 	if err != nil {
 		return err
 	}
-	s.served = servedPolicies(selected)
+	s.served = observe.ServedPolicies(selected)
 	enforcement := config.EnforcementEnabled
 	if s.fleet.Spec.EffectiveEnforcement() == v1alpha1.EnforcementDisabled {
 		enforcement = config.EnforcementDisabled
@@ -294,7 +285,7 @@ func namespaceLabels(ctx context.Context, c client.Reader) (map[string]map[strin
 // Services (ClusterIP and headless), Deployment and PodDisruptionBudget,
 // each owned by the fleet.
 func (r *LimiterFleetReconciler) reconcileLimiters(ctx context.Context, s *fleetScope) error {
-	storeURL, err := StoreURL(s.fleet)
+	storeURL, err := resources.StoreURL(s.fleet)
 	if err != nil {
 		s.storeErr = err
 		return nil // reported in RedisReady; the snapshot stays served
@@ -304,13 +295,13 @@ func (r *LimiterFleetReconciler) reconcileLimiters(ctx context.Context, s *fleet
 		return err
 	}
 	for _, obj := range []client.Object{
-		BuildLimiterServiceAccount(s.fleet),
-		BuildLimiterRole(s.fleet),
-		BuildLimiterRoleBinding(s.fleet),
-		BuildLimiterService(s.fleet),
-		BuildLimiterHeadlessService(s.fleet),
-		BuildLimiterDeployment(s.fleet, r.DefaultImage, storeURL, auth),
-		BuildLimiterPDB(s.fleet),
+		resources.BuildLimiterServiceAccount(s.fleet),
+		resources.BuildLimiterRole(s.fleet),
+		resources.BuildLimiterRoleBinding(s.fleet),
+		resources.BuildLimiterService(s.fleet),
+		resources.BuildLimiterHeadlessService(s.fleet),
+		resources.BuildLimiterDeployment(s.fleet, resources.LimiterDeploymentOptions{DefaultImage: r.DefaultImage, StoreURL: storeURL, RedisAuth: auth}),
+		resources.BuildLimiterPDB(s.fleet),
 	} {
 		if err := r.apply(ctx, s.fleet, obj); err != nil {
 			return fmt.Errorf("applying %T %s: %w", obj, obj.GetName(), err)
@@ -328,11 +319,11 @@ func (r *LimiterFleetReconciler) limiterAuthHash(ctx context.Context, s *fleetSc
 		return s.limiterAuth, nil
 	}
 	var dep appsv1.Deployment
-	err := r.Get(ctx, client.ObjectKey{Namespace: s.fleet.Namespace, Name: LimiterName(s.fleet)}, &dep)
+	err := r.Get(ctx, client.ObjectKey{Namespace: s.fleet.Namespace, Name: resources.LimiterName(s.fleet)}, &dep)
 	if apierrors.IsNotFound(err) {
 		return "", nil
 	}
-	return dep.Spec.Template.Annotations[RedisLimiterAuthAnnotation], err
+	return dep.Spec.Template.Annotations[resources.RedisLimiterAuthAnnotation], err
 }
 
 // apply server-side applies obj, owned by the fleet. It skips the call
@@ -354,13 +345,13 @@ func (r *LimiterFleetReconciler) apply(ctx context.Context, fleet *v1alpha1.Limi
 	if err != nil {
 		return err
 	}
-	if last, ok := r.applied.Load(key); found && ok && last.(appliedState) == (appliedState{existing.GetResourceVersion(), sum}) {
+	if found && r.applied.unchanged(key, existing.GetResourceVersion(), sum) {
 		return nil
 	}
 	if err := r.Patch(ctx, obj, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return err
 	}
-	r.applied.Store(key, appliedState{obj.GetResourceVersion(), sum})
+	r.applied.record(key, obj.GetResourceVersion(), sum)
 	return nil
 }
 
@@ -373,7 +364,7 @@ func (r *LimiterFleetReconciler) reconcileAuthDelegation(ctx context.Context) er
 	if err := r.List(ctx, &fleets); err != nil {
 		return err
 	}
-	desired := BuildLimiterAuthDelegation(fleets.Items)
+	desired := resources.BuildLimiterAuthDelegation(fleets.Items)
 	body, err := json.Marshal(desired)
 	if err != nil {
 		return err
@@ -391,62 +382,6 @@ func (r *LimiterFleetReconciler) reconcileAuthDelegation(ctx context.Context) er
 	return nil
 }
 
-// appliedState is what the operator last applied to one object.
-type appliedState struct {
-	resourceVersion string
-	content         [32]byte
-}
-
-// observeEndpoints finds the fleet's ready limiter pods through its
-// Service's EndpointSlices.
-func (r *LimiterFleetReconciler) observeEndpoints(ctx context.Context, s *fleetScope) error {
-	var slices discoveryv1.EndpointSliceList
-	if err := r.List(ctx, &slices, client.InNamespace(s.fleet.Namespace),
-		client.MatchingLabels{discoveryv1.LabelServiceName: LimiterName(s.fleet)}); err != nil {
-		return err
-	}
-	s.endpoints = readyEndpoints(slices.Items, LimiterAdminPortName)
-	var err error
-	s.endpoints, s.untrusted, err = r.trustedEndpoints(ctx, s.fleet, slices.Items, s.endpoints)
-	return err
-}
-
-// observeAcks reads what each ready pod has loaded.
-func (r *LimiterFleetReconciler) observeAcks(_ context.Context, s *fleetScope) error {
-	key := client.ObjectKeyFromObject(s.fleet)
-	r.Acks.Serve(key, s.served)
-	r.Acks.Track(key, s.endpoints, s.version)
-	s.acks, s.complete = r.Acks.Acks(key)
-	return nil
-}
-
-// readyEndpoints lists host:port of every ready endpoint of the slices, on
-// the named port, sorted and without duplicates.
-func readyEndpoints(items []discoveryv1.EndpointSlice, portName string) []string {
-	var out []string
-	for _, sl := range items {
-		var port int32
-		for _, p := range sl.Ports {
-			if p.Name != nil && *p.Name == portName && p.Port != nil {
-				port = *p.Port
-			}
-		}
-		if port == 0 {
-			continue
-		}
-		for _, ep := range sl.Endpoints {
-			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
-				continue
-			}
-			for _, a := range ep.Addresses {
-				out = append(out, net.JoinHostPort(a, strconv.Itoa(int(port))))
-			}
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
 // patchStatus computes the status from this pass's observations and
 // patches it once, only when it changed.
 func (r *LimiterFleetReconciler) patchStatus(ctx context.Context, s *fleetScope, reconcileErr error) error {
@@ -460,67 +395,4 @@ func (r *LimiterFleetReconciler) patchStatus(ctx context.Context, s *fleetScope,
 		return nil
 	}
 	return r.Status().Patch(ctx, next, client.MergeFrom(latest))
-}
-
-// SetupWithManager registers the controller and what it watches.
-func (r *LimiterFleetReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	allFleets := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-		return r.allFleets(ctx)
-	})
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.LimiterFleet{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, dataLossAckChanged))).
-		Owns(&corev1.ConfigMap{}).
-		Owns(&corev1.Service{}).
-		Owns(&corev1.ServiceAccount{}).
-		Owns(&rbacv1.Role{}).
-		Owns(&rbacv1.RoleBinding{}).
-		Owns(&appsv1.Deployment{}).
-		Owns(&appsv1.StatefulSet{}).
-		Owns(&policyv1.PodDisruptionBudget{}).
-		Owns(&networkingv1.NetworkPolicy{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(fleetOfRedisPod), builder.WithPredicates(redisPodChanged)).
-		Watches(&v1alpha1.RateLimitPolicy{}, allFleets).
-		// Any fleet's domains decide which policies are allowed, and so
-		// which conflict: every fleet's snapshot may change.
-		Watches(&v1alpha1.LimiterFleet{}, allFleets, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Namespace{}, allFleets, builder.WithPredicates(predicate.LabelChangedPredicate{})).
-		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.fleetOfSlice)).
-		// The owners of the pods behind the endpoints decide which count.
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(fleetOfLimiterObject), builder.WithPredicates(limiterOwnerChanged)).
-		Watches(&appsv1.ReplicaSet{}, handler.EnqueueRequestsFromMapFunc(fleetOfLimiterObject), builder.WithPredicates(limiterOwnerChanged)).
-		WatchesRawSource(source.Channel(r.Acks.Subscribe(), &handler.EnqueueRequestForObject{})).
-		Named("limiterfleet").
-		Complete(r)
-}
-
-func (r *LimiterFleetReconciler) allFleets(ctx context.Context) []reconcile.Request {
-	var fleets v1alpha1.LimiterFleetList
-	if err := r.List(ctx, &fleets); err != nil {
-		logf.FromContext(ctx).Error(err, "Listing fleets")
-		return nil
-	}
-	out := make([]reconcile.Request, len(fleets.Items))
-	for i := range fleets.Items {
-		out[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&fleets.Items[i])}
-	}
-	return out
-}
-
-// fleetOfSlice maps an EndpointSlice to the fleet whose limiter Service it
-// belongs to.
-func (r *LimiterFleetReconciler) fleetOfSlice(ctx context.Context, obj client.Object) []reconcile.Request {
-	svc := obj.GetLabels()[discoveryv1.LabelServiceName]
-	if svc == "" {
-		return nil
-	}
-	var fleets v1alpha1.LimiterFleetList
-	if err := r.List(ctx, &fleets, client.InNamespace(obj.GetNamespace())); err != nil {
-		return nil
-	}
-	for i := range fleets.Items {
-		if LimiterName(&fleets.Items[i]) == svc {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: fleets.Items[i].Name}}}
-		}
-	}
-	return nil
 }

@@ -14,7 +14,7 @@ import (
 // pod go at a time, even unready.
 func TestLimiterDisruption(t *testing.T) {
 	f := resFleet("ns", "f")
-	d := controllers.BuildLimiterDeployment(f, resDefaultImage, "memory", "")
+	d := controllers.BuildLimiterDeployment(f, controllers.LimiterDeploymentOptions{DefaultImage: resDefaultImage, StoreURL: "memory"})
 	grace := d.Spec.Template.Spec.TerminationGracePeriodSeconds
 	if grace == nil || time.Duration(*grace)*time.Second != controllers.LimiterGracePeriod ||
 		controllers.LimiterGracePeriod < controllers.LimiterDrainDelay+10*time.Second {

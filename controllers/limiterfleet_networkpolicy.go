@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
@@ -62,11 +63,11 @@ func (r *LimiterFleetReconciler) reconcileNetworkPolicies(ctx context.Context, s
 	if opts.APIServerEndpoints, err = r.apiServerEndpoints(ctx); err != nil {
 		return err
 	}
-	limiters := BuildLimiterNetworkPolicy(s.fleet, opts)
+	limiters := resources.BuildLimiterNetworkPolicy(s.fleet, opts)
 	if err := r.apply(ctx, s.fleet, limiters); err != nil {
 		return fmt.Errorf("applying NetworkPolicy %s: %w", limiters.Name, err)
 	}
-	redis := BuildRedisNetworkPolicy(s.fleet, r.NetworkPolicies)
+	redis := resources.BuildRedisNetworkPolicy(s.fleet, r.NetworkPolicies)
 	if s.fleet.Spec.EffectiveRedisMode() == v1alpha1.RedisCluster {
 		if err := r.apply(ctx, s.fleet, redis); err != nil {
 			return fmt.Errorf("applying NetworkPolicy %s: %w", redis.Name, err)

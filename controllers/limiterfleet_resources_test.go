@@ -99,7 +99,7 @@ func resBuildAll(t *testing.T, fleet *v1alpha1.LimiterFleet, document []byte) []
 		controllers.BuildLimiterRole(fleet),
 		controllers.BuildLimiterRoleBinding(fleet),
 		controllers.BuildLimiterService(fleet),
-		controllers.BuildLimiterDeployment(fleet, resDefaultImage, storeURL, ""),
+		controllers.BuildLimiterDeployment(fleet, controllers.LimiterDeploymentOptions{DefaultImage: resDefaultImage, StoreURL: storeURL}),
 		controllers.BuildLimiterHeadlessService(fleet),
 	}
 }
@@ -286,7 +286,7 @@ func TestBuildLimiterDeployment(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d := controllers.BuildLimiterDeployment(tc.fleet, resDefaultImage, tc.storeURL, "")
+			d := controllers.BuildLimiterDeployment(tc.fleet, controllers.LimiterDeploymentOptions{DefaultImage: resDefaultImage, StoreURL: tc.storeURL})
 			name := tc.fleet.Name + "-limiter"
 			selector := controllers.LimiterSelectorLabels(tc.fleet)
 
@@ -492,7 +492,7 @@ func TestBuildLimiterService(t *testing.T) {
 		t.Errorf("headless service %s spec (-want +got):\n%s", headless.Name, diff)
 	}
 	// The Service's target ports name the container's ports.
-	dep := controllers.BuildLimiterDeployment(fleet, resDefaultImage, "memory", "")
+	dep := controllers.BuildLimiterDeployment(fleet, controllers.LimiterDeploymentOptions{DefaultImage: resDefaultImage, StoreURL: "memory"})
 	names := map[string]bool{}
 	for _, p := range dep.Spec.Template.Spec.Containers[0].Ports {
 		names[p.Name] = true
@@ -763,7 +763,7 @@ func TestGoMemLimitEnv(t *testing.T) {
 				f.Spec.Resources.Limits[corev1.ResourceMemory] = resource.MustParse(tc.limit)
 			}
 		})
-		c := controllers.BuildLimiterDeployment(f, "limiter:test", "memory", "").Spec.Template.Spec.Containers[0]
+		c := controllers.BuildLimiterDeployment(f, controllers.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "memory"}).Spec.Template.Spec.Containers[0]
 		if diff := cmp.Diff(tc.want, c.Env); diff != "" {
 			t.Errorf("memory limit %q: env (-want +got):\n%s", tc.limit, diff)
 		}
@@ -776,7 +776,7 @@ func TestLimiterRedisCredentialsAndCA(t *testing.T) {
 		f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "redis-creds", Key: "pw", UsernameKey: ptr.To("user")}
 		f.Spec.Redis.TLS = &v1alpha1.RedisTLS{CASecretName: ptr.To("redis-ca"), ServerName: ptr.To("redis.example.com")}
 	})
-	dep := controllers.BuildLimiterDeployment(fleet, "limiter:test", "rediss://redis.example.com:6380", "")
+	dep := controllers.BuildLimiterDeployment(fleet, controllers.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "rediss://redis.example.com:6380"})
 	pod := dep.Spec.Template.Spec
 	c := pod.Containers[0]
 	want := []corev1.EnvVar{
@@ -803,7 +803,7 @@ func TestLimiterRedisCredentialsAndCA(t *testing.T) {
 		}
 	}
 
-	plain := controllers.BuildLimiterDeployment(resFleet("ns", "f", resExternal(nil, "r:6379")), "limiter:test", "redis://r:6379", "")
+	plain := controllers.BuildLimiterDeployment(resFleet("ns", "f", resExternal(nil, "r:6379")), controllers.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "redis://r:6379"})
 	pc := plain.Spec.Template.Spec.Containers[0]
 	if len(pc.Env) != 1 || pc.Env[0].Name != "GOMEMLIMIT" || len(pc.VolumeMounts) != 1 || len(plain.Spec.Template.Spec.Volumes) != 1 || strings.Contains(strings.Join(pc.Args, " "), "--redis-") {
 		t.Errorf("without auth and tls: env %v, mounts %v, args %q", pc.Env, pc.VolumeMounts, pc.Args)

@@ -10,6 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/observe"
+	"github.com/sluice-dev/sluice/controllers/redisfleet"
+	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
 
@@ -17,23 +20,49 @@ import (
 // the only place fleet status is decided; conditions are recomputed from
 // what was observed, never carried over, except that limiter counts wait
 // until every ready pod has answered once (so an operator restart writes
-// nothing that was already right).
+// nothing that was already right). Each condition has its function below.
 func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileErr error) {
 	st := &fleet.Status
-	gen := fleet.Generation
 	if s.compiled {
-		st.Snapshot = &v1alpha1.SnapshotStatus{
-			Version:       s.version,
-			Policies:      int32(s.policies),
-			ConfigMapName: SnapshotConfigMapName(fleet),
-			Bytes:         int64(len(s.document)),
-			Compressed:    len(s.document) > config.MaxPlainDocument,
-			Refused:       int32(s.refused),
-		}
+		st.Snapshot = snapshotStatus(fleet, s)
 	}
+	redis := redisReadyCondition(fleet, s)
+	meta.SetStatusCondition(&st.Conditions, redis)
+	redisfleet.SetDataLossCondition(fleet)
 
-	// RedisReady
-	redis := metav1.Condition{Type: v1alpha1.RedisReadyCondition, ObservedGeneration: gen}
+	observed := s.compiled && (s.complete || len(s.endpoints) == 0)
+	if observed {
+		var synced metav1.Condition
+		st.Limiters, synced = snapshotSyncedCondition(fleet, s)
+		meta.SetStatusCondition(&st.Conditions, synced)
+	}
+	ready := readyCondition(fleet.Generation, redis, meta.FindStatusCondition(st.Conditions, v1alpha1.SnapshotSyncedCondition), reconcileErr)
+	if observed || reconcileErr != nil || meta.FindStatusCondition(st.Conditions, v1alpha1.ReadyCondition) == nil {
+		meta.SetStatusCondition(&st.Conditions, ready)
+	}
+	if reconcileErr == nil {
+		st.ObservedGeneration = fleet.Generation
+	}
+}
+
+// snapshotStatus describes the snapshot this pass compiled.
+func snapshotStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope) *v1alpha1.SnapshotStatus {
+	return &v1alpha1.SnapshotStatus{
+		Version:       s.version,
+		Policies:      int32(s.policies),
+		ConfigMapName: resources.SnapshotConfigMapName(fleet),
+		Bytes:         int64(len(s.document)),
+		Compressed:    len(s.document) > config.MaxPlainDocument,
+		Refused:       int32(s.refused),
+	}
+}
+
+// redisReadyCondition is RedisReady, from the fleet's Redis mode, what the
+// operator saw of its own Cluster, and what the limiter pods report. It
+// sets fleet.Status.Redis too, and records a data loss of the Cluster.
+func redisReadyCondition(fleet *v1alpha1.LimiterFleet, s *fleetScope) metav1.Condition {
+	st := &fleet.Status
+	redis := metav1.Condition{Type: v1alpha1.RedisReadyCondition, ObservedGeneration: fleet.Generation}
 	switch fleet.Spec.EffectiveRedisMode() {
 	case v1alpha1.RedisExternal:
 		redis.Status, redis.Reason = metav1.ConditionTrue, v1alpha1.RedisExternalReason
@@ -46,8 +75,8 @@ func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileEr
 			break
 		}
 		prevRedis := st.Redis
-		st.Redis, redis.Status, redis.Reason, redis.Message = computeRedisStatus(st.Redis, s.redis)
-		recordDataLoss(fleet, prevRedis, st.Redis, s.redis)
+		st.Redis, redis.Status, redis.Reason, redis.Message = redisfleet.Status(st.Redis, s.redis)
+		redisfleet.RecordDataLoss(fleet, prevRedis, st.Redis, s.redis)
 	default:
 		redis.Status, redis.Reason = metav1.ConditionTrue, v1alpha1.RedisNotManagedReason
 		redis.Message = "redis mode None: each limiter pod counts in its own memory"
@@ -56,25 +85,32 @@ func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileEr
 	if s.storeErr != nil {
 		redis.Status, redis.Message = metav1.ConditionFalse, s.storeErr.Error()
 	}
-	// The operator sees an External Redis only through the limiters. Its
-	// own Cluster it observes itself, but the limiters reach it on their
-	// own too (a replaced node's new IP, a DNS cache): RedisReady is not
-	// True while one reports it can't, nor, after the cluster changed,
-	// until each has checked it since.
-	switch mode := fleet.Spec.EffectiveRedisMode(); {
+	limitersReachRedis(&redis, fleet.Spec.EffectiveRedisMode(), s)
+	return redis
+}
+
+// limitersReachRedis turns a True RedisReady False when limiter pods can't
+// reach it. The operator sees an External Redis only through the limiters.
+// Its own Cluster it observes itself, but the limiters reach it on their
+// own too (a replaced node's new IP, a DNS cache): RedisReady is not True
+// while one reports it can't, nor, after the cluster changed, until each
+// has checked it since.
+func limitersReachRedis(redis *metav1.Condition, mode v1alpha1.RedisMode, s *fleetScope) {
+	switch {
 	case mode != v1alpha1.RedisExternal && (mode != v1alpha1.RedisCluster || redis.Status != metav1.ConditionTrue):
 	case storeUnreachable(s.acks) != "":
 		redis.Status, redis.Reason, redis.Message = metav1.ConditionFalse, v1alpha1.StoreUnreachableReason, storeUnreachable(s.acks)
 	case mode == v1alpha1.RedisCluster && s.redis != nil:
-		if msg := unconfirmed(s.acks, s.redis.settledAt); msg != "" {
+		if msg := unconfirmed(s.acks, s.redis.SettledAt); msg != "" {
 			redis.Status, redis.Reason, redis.Message = metav1.ConditionFalse, v1alpha1.WaitingForLimitersReason, msg
 		}
 	}
-	meta.SetStatusCondition(&st.Conditions, redis)
-	setDataLossCondition(fleet)
+}
 
-	// SnapshotSynced, from the pods' acknowledgements.
-	synced := metav1.Condition{Type: v1alpha1.SnapshotSyncedCondition, ObservedGeneration: gen}
+// snapshotSyncedCondition is SnapshotSynced, from the pods'
+// acknowledgements, with the limiter counts it is computed from.
+func snapshotSyncedCondition(fleet *v1alpha1.LimiterFleet, s *fleetScope) (*v1alpha1.LimitersStatus, metav1.Condition) {
+	synced := metav1.Condition{Type: v1alpha1.SnapshotSyncedCondition, ObservedGeneration: fleet.Generation}
 	var acked int32
 	for _, a := range s.acks {
 		if a.Version == s.version {
@@ -82,55 +118,49 @@ func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileEr
 		}
 	}
 	ready := int32(len(s.endpoints))
-	observed := s.compiled && (s.complete || ready == 0)
-	if observed {
-		st.Limiters = &v1alpha1.LimitersStatus{Ready: ready, Synced: acked}
-		switch {
-		case fleet.Spec.EffectiveReplicas() == 0:
-			synced.Status, synced.Reason, synced.Message = metav1.ConditionFalse, v1alpha1.ScaledToZeroReason, "the fleet has 0 replicas"
-		case ready == 0:
-			synced.Status, synced.Reason, synced.Message = metav1.ConditionFalse, v1alpha1.NoReadyPodsReason, "no ready limiter pods"
-		case acked < ready:
-			synced.Status, synced.Reason = metav1.ConditionFalse, v1alpha1.PodsNotSyncedReason
-			synced.Message = fmt.Sprintf("%d/%d pods on snapshot %s%s", acked, ready, s.version, podErrors(s.acks))
-		default:
-			synced.Status, synced.Reason = metav1.ConditionTrue, v1alpha1.PodsSyncedReason
-			synced.Message = fmt.Sprintf("%d/%d pods on snapshot %s", acked, ready, s.version)
-		}
-		synced.Message += untrustedNote(s.untrusted)
-		meta.SetStatusCondition(&st.Conditions, synced)
+	switch {
+	case fleet.Spec.EffectiveReplicas() == 0:
+		synced.Status, synced.Reason, synced.Message = metav1.ConditionFalse, v1alpha1.ScaledToZeroReason, "the fleet has 0 replicas"
+	case ready == 0:
+		synced.Status, synced.Reason, synced.Message = metav1.ConditionFalse, v1alpha1.NoReadyPodsReason, "no ready limiter pods"
+	case acked < ready:
+		synced.Status, synced.Reason = metav1.ConditionFalse, v1alpha1.PodsNotSyncedReason
+		synced.Message = fmt.Sprintf("%d/%d pods on snapshot %s%s", acked, ready, s.version, podErrors(s.acks))
+	default:
+		synced.Status, synced.Reason = metav1.ConditionTrue, v1alpha1.PodsSyncedReason
+		synced.Message = fmt.Sprintf("%d/%d pods on snapshot %s", acked, ready, s.version)
 	}
+	synced.Message += untrustedNote(s.untrusted)
+	return &v1alpha1.LimitersStatus{Ready: ready, Synced: acked}, synced
+}
 
-	// Ready
-	readyCond := metav1.Condition{Type: v1alpha1.ReadyCondition, ObservedGeneration: gen}
-	cur := meta.FindStatusCondition(st.Conditions, v1alpha1.SnapshotSyncedCondition)
+// readyCondition is Ready: the pass's error, else RedisReady when it is
+// not True, else SnapshotSynced (synced, nil before the pods were
+// observed).
+func readyCondition(gen int64, redis metav1.Condition, synced *metav1.Condition, reconcileErr error) metav1.Condition {
+	ready := metav1.Condition{Type: v1alpha1.ReadyCondition, ObservedGeneration: gen}
 	switch {
 	case isObjectInTheWay(reconcileErr):
-		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionFalse, v1alpha1.ObjectInTheWayReason, reconcileErr.Error()
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ObjectInTheWayReason, reconcileErr.Error()
 	case reconcileErr != nil:
-		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionFalse, v1alpha1.ReconcileErrorReason, reconcileErr.Error()
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ReconcileErrorReason, reconcileErr.Error()
 	case redis.Status != metav1.ConditionTrue:
-		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionFalse, redis.Reason, redis.Message
-	case cur == nil || cur.Status != metav1.ConditionTrue:
-		readyCond.Status = metav1.ConditionFalse
-		readyCond.Reason, readyCond.Message = v1alpha1.PodsNotSyncedReason, "waiting for limiter pods to load the snapshot"
-		if cur != nil {
-			readyCond.Reason, readyCond.Message = cur.Reason, cur.Message
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, redis.Reason, redis.Message
+	case synced == nil || synced.Status != metav1.ConditionTrue:
+		ready.Status = metav1.ConditionFalse
+		ready.Reason, ready.Message = v1alpha1.PodsNotSyncedReason, "waiting for limiter pods to load the snapshot"
+		if synced != nil {
+			ready.Reason, ready.Message = synced.Reason, synced.Message
 		}
 	default:
-		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionTrue, v1alpha1.PodsSyncedReason, cur.Message
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, v1alpha1.PodsSyncedReason, synced.Message
 	}
-	if observed || reconcileErr != nil || meta.FindStatusCondition(st.Conditions, v1alpha1.ReadyCondition) == nil {
-		meta.SetStatusCondition(&st.Conditions, readyCond)
-	}
-	if reconcileErr == nil {
-		st.ObservedGeneration = gen
-	}
+	return ready
 }
 
 // podErrors summarises pods' load errors for a condition message: the
 // first maxListedPods.
-func podErrors(acks []podAck) string {
+func podErrors(acks []observe.PodAck) string {
 	var errs []string
 	for _, a := range acks {
 		if a.Err != "" {
@@ -167,7 +197,7 @@ func untrustedNote(untrusted []string) string {
 // unconfirmed says which limiter pods have not checked their store since
 // the Redis Cluster settled at settledAt, or "" when all have (or settledAt
 // is zero: no change to confirm).
-func unconfirmed(acks []podAck, settledAt time.Time) string {
+func unconfirmed(acks []observe.PodAck, settledAt time.Time) string {
 	if settledAt.IsZero() {
 		return ""
 	}
@@ -187,8 +217,8 @@ func unconfirmed(acks []podAck, settledAt time.Time) string {
 
 // storeUnreachable says which limiter pods report that their Redis does not
 // answer, with the first one's error, or "" when all that answered can use it.
-func storeUnreachable(acks []podAck) string {
-	var bad []podAck
+func storeUnreachable(acks []observe.PodAck) string {
+	var bad []observe.PodAck
 	for _, a := range acks {
 		if a.Answered && a.StoreErr != "" {
 			bad = append(bad, a)
@@ -197,7 +227,7 @@ func storeUnreachable(acks []podAck) string {
 	if len(bad) == 0 {
 		return ""
 	}
-	slices.SortFunc(bad, func(a, b podAck) int { return strings.Compare(a.Addr, b.Addr) })
+	slices.SortFunc(bad, func(a, b observe.PodAck) int { return strings.Compare(a.Addr, b.Addr) })
 	return fmt.Sprintf("%d/%d limiter pods can't use Redis, and answer by each policy's failureMode: %s: %s",
 		len(bad), len(acks), bad[0].Addr, bad[0].StoreErr)
 }

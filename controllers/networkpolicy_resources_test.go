@@ -105,7 +105,7 @@ func TestBuildNetworkPolicies(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		limiterPod := controllers.BuildLimiterDeployment(fleet, resDefaultImage, storeURL, "").Spec.Template
+		limiterPod := controllers.BuildLimiterDeployment(fleet, controllers.LimiterDeploymentOptions{DefaultImage: resDefaultImage, StoreURL: storeURL}).Spec.Template
 		redisPod := controllers.BuildRedisStatefulSet(fleet, 0, "", controllers.RedisSecretHashes{}).Spec.Template
 		selects := func(np *networkingv1.NetworkPolicy, l map[string]string) bool {
 			s, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)

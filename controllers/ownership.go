@@ -20,6 +20,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
 // The operator reaches no further than it must. Its cache holds, of each
@@ -36,7 +37,7 @@ import (
 // EndpointSlices carry them too: the endpoint controller copies a
 // Service's labels to its slices.
 func ManagedLabels() labels.Set {
-	return labels.Set{LabelManagedBy: ManagedBy, LabelPartOf: PartOf}
+	return labels.Set{resources.LabelManagedBy: resources.ManagedBy, resources.LabelPartOf: resources.PartOf}
 }
 
 // managedByObject selects, of every kind the operator renders but Pods,

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -16,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/observe"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
 
@@ -198,37 +198,11 @@ func selectorMatches(sel *metav1.LabelSelector, set map[string]string) (bool, er
 	return s.Matches(labels.Set(set)), nil
 }
 
-// podAck is what one ready limiter pod reports having loaded.
-type podAck struct {
-	// Addr identifies the pod (its endpoint address).
-	Addr string
-	// Answered is false until the pod's admin endpoint has answered.
-	Answered bool
-	// Version is the loaded snapshot version ("" before any).
-	Version string
-	// Enforcement is the loaded snapshot's kill switch, Enabled or
-	// Disabled ("" before any).
-	Enforcement string
-	// Generations maps policy UID to the generation the pod holds.
-	Generations map[string]int64
-	// Err is the pod's last load error, if any.
-	Err string
-	// Degraded maps "namespace/name" of the policies the pod answered by
-	// their failure mode recently (the store could not answer) to the mode.
-	Degraded map[string]string
-	// StoreErr is why the pod's counter store does not answer (its ping
-	// failed, or a breaker is open), or "".
-	StoreErr string
-	// CheckedAt is when the operator sent the request the pod last
-	// answered: its store check (StoreErr) ran after that.
-	CheckedAt time.Time
-}
-
 // fleetView is a fleet with what its ready pods have loaded.
 type fleetView struct {
 	Fleet   *v1alpha1.LimiterFleet
 	Version string // the snapshot the operator wrote
-	Pods    []podAck
+	Pods    []observe.PodAck
 }
 
 // enforcedCondition computes a policy's Enforced condition: true only when
@@ -290,7 +264,7 @@ func degradedCondition(p *v1alpha1.RateLimitPolicy, fleets []fleetView) metav1.C
 		n, over, mode := 0, 0, ""
 		for _, pod := range f.Pods {
 			if m, ok := pod.Degraded[id]; ok {
-				if m, ok = strings.CutSuffix(m, budgetExceededMark); ok {
+				if m, ok = strings.CutSuffix(m, observe.BudgetExceededMark); ok {
 					over++
 				} else {
 					n++

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/observe"
 )
 
 func pol(ns, name string, created int, domain string, keys ...string) v1alpha1.RateLimitPolicy {
@@ -128,10 +129,10 @@ func TestEnforcedCondition(t *testing.T) {
 		}
 		return f
 	}
-	has := func(gen int64) podAck {
-		return podAck{Answered: true, Generations: map[string]int64{uid: gen}, Enforcement: "Enabled"}
+	has := func(gen int64) observe.PodAck {
+		return observe.PodAck{Answered: true, Generations: map[string]int64{uid: gen}, Enforcement: "Enabled"}
 	}
-	off := func(a podAck) podAck { a.Enforcement = "Disabled"; return a }
+	off := func(a observe.PodAck) observe.PodAck { a.Enforcement = "Disabled"; return a }
 	for _, tc := range []struct {
 		name     string
 		accepted bool
@@ -142,20 +143,20 @@ func TestEnforcedCondition(t *testing.T) {
 	}{
 		{name: "not accepted", fleets: nil, status: "False", reason: v1alpha1.NotAcceptedReason},
 		{name: "no fleet", accepted: true, status: "False", reason: v1alpha1.NoFleetReason},
-		{name: "all pods have it", accepted: true, fleets: []fleetView{{Fleet: fleet("f", false), Version: "v1", Pods: []podAck{has(3), has(3)}}},
+		{name: "all pods have it", accepted: true, fleets: []fleetView{{Fleet: fleet("f", false), Version: "v1", Pods: []observe.PodAck{has(3), has(3)}}},
 			status: "True", reason: v1alpha1.EnforcedReason},
-		{name: "one pod lags", accepted: true, fleets: []fleetView{{Fleet: fleet("f", false), Version: "v2", Pods: []podAck{has(3), has(2)}}},
+		{name: "one pod lags", accepted: true, fleets: []fleetView{{Fleet: fleet("f", false), Version: "v2", Pods: []observe.PodAck{has(3), has(2)}}},
 			status: "False", reason: v1alpha1.SnapshotPendingReason, message: "fleet sys/f: 1/2 pods on snapshot v2"},
 		{name: "no ready pods", accepted: true, fleets: []fleetView{{Fleet: fleet("f", false), Version: "v2"}},
 			status: "False", reason: v1alpha1.SnapshotPendingReason, message: "0/0 pods"},
 		{name: "second fleet lags", accepted: true, fleets: []fleetView{
-			{Fleet: fleet("f", false), Pods: []podAck{has(3)}}, {Fleet: fleet("g", false), Version: "v9", Pods: []podAck{has(3), {Answered: true}}}},
+			{Fleet: fleet("f", false), Pods: []observe.PodAck{has(3)}}, {Fleet: fleet("g", false), Version: "v9", Pods: []observe.PodAck{has(3), {Answered: true}}}},
 			status: "False", reason: v1alpha1.SnapshotPendingReason, message: "fleet sys/g: 1/2"},
-		{name: "kill switch", accepted: true, fleets: []fleetView{{Fleet: fleet("f", true), Pods: []podAck{off(has(3))}}},
+		{name: "kill switch", accepted: true, fleets: []fleetView{{Fleet: fleet("f", true), Pods: []observe.PodAck{off(has(3))}}},
 			status: "False", reason: v1alpha1.EnforcementDisabledReason, message: "Disabled on fleet sys/f"},
-		{name: "kill switch not loaded yet", accepted: true, fleets: []fleetView{{Fleet: fleet("f", true), Version: "v3", Pods: []podAck{has(3), off(has(3))}}},
+		{name: "kill switch not loaded yet", accepted: true, fleets: []fleetView{{Fleet: fleet("f", true), Version: "v3", Pods: []observe.PodAck{has(3), off(has(3))}}},
 			status: "False", reason: v1alpha1.SnapshotPendingReason, message: "fleet sys/f: 1/2 pods on snapshot v3"},
-		{name: "switched back on, a pod still off", accepted: true, fleets: []fleetView{{Fleet: fleet("f", false), Version: "v4", Pods: []podAck{has(3), off(has(3))}}},
+		{name: "switched back on, a pod still off", accepted: true, fleets: []fleetView{{Fleet: fleet("f", false), Version: "v4", Pods: []observe.PodAck{has(3), off(has(3))}}},
 			status: "False", reason: v1alpha1.SnapshotPendingReason, message: "fleet sys/f: 1/2 pods on snapshot v4"},
 	} {
 		c := enforcedCondition(&p, tc.accepted, tc.fleets)
@@ -171,9 +172,9 @@ func TestEnforcedCondition(t *testing.T) {
 func TestDegradedCondition(t *testing.T) {
 	p := pol("ns", "p", 0, "d", "k")
 	fleet := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "f"}}
-	down := []fleetView{{Fleet: fleet, Pods: []podAck{{Answered: true, Degraded: map[string]string{"ns/p": "Open"}}, {Answered: true}}}}
-	up := []fleetView{{Fleet: fleet, Pods: []podAck{{Answered: true}, {Answered: true}}}}
-	overBudget := []fleetView{{Fleet: fleet, Pods: []podAck{{Answered: true, Degraded: map[string]string{"ns/p": "Closed" + budgetExceededMark}}, {Answered: true}}}}
+	down := []fleetView{{Fleet: fleet, Pods: []observe.PodAck{{Answered: true, Degraded: map[string]string{"ns/p": "Open"}}, {Answered: true}}}}
+	up := []fleetView{{Fleet: fleet, Pods: []observe.PodAck{{Answered: true}, {Answered: true}}}}
+	overBudget := []fleetView{{Fleet: fleet, Pods: []observe.PodAck{{Answered: true, Degraded: map[string]string{"ns/p": "Closed" + observe.BudgetExceededMark}}, {Answered: true}}}}
 	window := func(open, closed, local int64) *v1alpha1.EnforcementStatus {
 		return &v1alpha1.EnforcementStatus{Allowed: ptr.To[int64](9), FailedOpen: ptr.To(open), FailedClosed: ptr.To(closed), LocalFallback: ptr.To(local),
 			Window: &metav1.Duration{Duration: 5 * time.Minute}}

@@ -41,7 +41,7 @@ const (
 type RateLimitPolicyReconciler struct {
 	client.Client
 	Scheme *runtime.Scheme
-	Acks   *AckTracker
+	Acks   PodAcks
 	// Fits tells which fleets refused the policy for want of room in
 	// their snapshot; nil refuses none.
 	Fits *SnapshotFits

@@ -10,7 +10,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/observe"
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
+	"github.com/sluice-dev/sluice/controllers/redisfleet"
 )
 
 // TestClusterRedisReadyFromLimiters: for a Cluster fleet the operator finds
@@ -22,32 +24,32 @@ import (
 func TestClusterRedisReadyFromLimiters(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	ok := rediscluster.Result{Converged: true, Status: rediscluster.Status{ClusterState: "ok", SlotsAssigned: rediscluster.SlotCount}}
-	ack := func(addr string, checked time.Time, storeErr string) podAck {
-		return podAck{Addr: addr, Answered: true, CheckedAt: checked, StoreErr: storeErr}
+	ack := func(addr string, checked time.Time, storeErr string) observe.PodAck {
+		return observe.PodAck{Addr: addr, Answered: true, CheckedAt: checked, StoreErr: storeErr}
 	}
 	for _, tc := range []struct {
 		name      string
 		result    rediscluster.Result
 		settledAt time.Time
-		acks      []podAck
+		acks      []observe.PodAck
 		status    metav1.ConditionStatus
 		reason    string
 		message   string
 	}{
-		{"no change seen, pods fine", ok, time.Time{}, []podAck{ack("a:1", t0.Add(-time.Hour), ""), ack("b:1", t0.Add(-time.Hour), "")},
+		{"no change seen, pods fine", ok, time.Time{}, []observe.PodAck{ack("a:1", t0.Add(-time.Hour), ""), ack("b:1", t0.Add(-time.Hour), "")},
 			"True", v1alpha1.ClusterOKReason, ""},
-		{"settled, one pod has not checked since", ok, t0, []podAck{ack("a:1", t0.Add(time.Second), ""), ack("b:1", t0.Add(-time.Second), "")},
+		{"settled, one pod has not checked since", ok, t0, []observe.PodAck{ack("a:1", t0.Add(time.Second), ""), ack("b:1", t0.Add(-time.Second), "")},
 			"False", v1alpha1.WaitingForLimitersReason, "1/2 limiter pods have not reached it since: b:1"},
-		{"settled, both checked since", ok, t0, []podAck{ack("a:1", t0, ""), ack("b:1", t0.Add(time.Second), "")},
+		{"settled, both checked since", ok, t0, []observe.PodAck{ack("a:1", t0, ""), ack("b:1", t0.Add(time.Second), "")},
 			"True", v1alpha1.ClusterOKReason, ""},
-		{"a pod can't use it", ok, t0, []podAck{ack("a:1", t0.Add(time.Second), ""), ack("b:1", t0.Add(time.Second), "ping failed: dial tcp 10.0.0.9:6379: i/o timeout")},
+		{"a pod can't use it", ok, t0, []observe.PodAck{ack("a:1", t0.Add(time.Second), ""), ack("b:1", t0.Add(time.Second), "ping failed: dial tcp 10.0.0.9:6379: i/o timeout")},
 			"False", v1alpha1.StoreUnreachableReason, "1/2 limiter pods can't use Redis, and answer by each policy's failureMode: b:1: ping failed"},
 		{"the operator's own view comes first", rediscluster.Result{Status: rediscluster.Status{ClusterState: "fail", Operation: rediscluster.OperationHealing}}, t0,
-			[]podAck{ack("a:1", t0.Add(time.Second), "ping failed")}, "False", v1alpha1.HealingReason, ""},
+			[]observe.PodAck{ack("a:1", t0.Add(time.Second), "ping failed")}, "False", v1alpha1.HealingReason, ""},
 	} {
 		fleet := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "f", Generation: 1},
 			Spec: v1alpha1.LimiterFleetSpec{Redis: v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisCluster)}}}
-		s := &fleetScope{fleet: fleet, acks: tc.acks, redis: &redisScope{now: t0.Add(time.Minute), result: tc.result, settledAt: tc.settledAt}}
+		s := &fleetScope{fleet: fleet, acks: tc.acks, redis: &redisfleet.Scope{Now: t0.Add(time.Minute), Result: tc.result, SettledAt: tc.settledAt}}
 		computeFleetStatus(fleet, s, nil)
 		c := meta.FindStatusCondition(fleet.Status.Conditions, v1alpha1.RedisReadyCondition)
 		if c == nil || c.Status != tc.status || c.Reason != tc.reason || !strings.Contains(c.Message, tc.message) {

@@ -220,7 +220,7 @@ func TestNoPasswordOutsideSecrets(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			objs := []client.Object{controllers.BuildLimiterDeployment(fleet, "limiter:test", url, "")}
+			objs := []client.Object{controllers.BuildLimiterDeployment(fleet, controllers.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: url})}
 			if fleet.Spec.EffectiveRedisMode() == v1alpha1.RedisCluster {
 				objs = append(objs, redisBuildAll(fleet)...)
 			}
@@ -320,7 +320,7 @@ func TestRedisStatefulSet(t *testing.T) {
 	}
 	limiterEnv := func(f *v1alpha1.LimiterFleet) string {
 		var out []string
-		for _, e := range controllers.BuildLimiterDeployment(f, "limiter:test", "x", "").Spec.Template.Spec.Containers[0].Env {
+		for _, e := range controllers.BuildLimiterDeployment(f, controllers.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "x"}).Spec.Template.Spec.Containers[0].Env {
 			if e.ValueFrom != nil {
 				out = append(out, e.Name+"<-"+e.ValueFrom.SecretKeyRef.Name+"/"+e.ValueFrom.SecretKeyRef.Key)
 			} else {
@@ -469,11 +469,11 @@ func TestRedisLimiterAuthHash(t *testing.T) {
 		t.Errorf("a Secret without a users file: %q", got)
 	}
 
-	d := controllers.BuildLimiterDeployment(f, "limiter:test", "redis-cluster://x", base)
+	d := controllers.BuildLimiterDeployment(f, controllers.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "redis-cluster://x", RedisAuth: base})
 	if got := d.Spec.Template.Annotations[controllers.RedisLimiterAuthAnnotation]; got != base {
 		t.Errorf("pod template annotation %q, want %q", got, base)
 	}
-	if d := controllers.BuildLimiterDeployment(f, "limiter:test", "memory", ""); len(d.Spec.Template.Annotations) != 0 {
+	if d := controllers.BuildLimiterDeployment(f, controllers.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "memory"}); len(d.Spec.Template.Annotations) != 0 {
 		t.Errorf("no hash, yet annotations %v", d.Spec.Template.Annotations)
 	}
 }

@@ -206,7 +206,7 @@ func TestRedisTLSBuilders(t *testing.T) {
 	if err != nil || url != "rediss-cluster://f-redis-0-0.f-redis.ns.svc:6379,f-redis-1-0.f-redis.ns.svc:6379,f-redis-2-0.f-redis.ns.svc:6379" {
 		t.Errorf("store URL %q, %v", url, err)
 	}
-	dep := controllers.BuildLimiterDeployment(fleet, "limiter:test", url, "")
+	dep := controllers.BuildLimiterDeployment(fleet, controllers.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: url})
 	args := strings.Join(dep.Spec.Template.Spec.Containers[0].Args, " ")
 	for _, want := range []string{"--redis-ca-file=/etc/sluice/redis-ca/ca.crt", "--redis-tls-server-name=f-redis.ns.svc"} {
 		if !strings.Contains(args, want) {

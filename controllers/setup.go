@@ -6,6 +6,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/observe"
+	"github.com/sluice-dev/sluice/controllers/resources"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -49,7 +52,7 @@ type Options struct {
 	// NetworkPolicies say who the operator is and which namespace scrapes
 	// the limiters, for the NetworkPolicies it renders for each fleet; with
 	// no OperatorNamespace, it renders none.
-	NetworkPolicies NetworkPolicyOptions
+	NetworkPolicies resources.NetworkPolicyOptions
 }
 
 // Leader election and events.
@@ -69,16 +72,18 @@ type Options struct {
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	// The admin plane is HTTPS only, each fleet's pods verified with the
 	// fleet's CA (admin_tls.go): the token never crosses in clear.
-	admin, err := NewAdminClients(opts.AckClient, opts.AdminTokenFile)
+	admin, err := observe.NewAdminClients(opts.AckClient, opts.AdminTokenFile)
 	if err != nil {
 		return err
 	}
-	acks := NewAckTracker()
+	acks := observe.NewAckTracker()
 	acks.Admin = admin
 	if err := mgr.Add(acks); err != nil {
 		return err
 	}
-	collector := &Collector{Client: mgr.GetClient(), Acks: acks, Admin: admin, Interval: opts.CollectInterval,
+	collector := &observe.Collector{Client: mgr.GetClient(), WriteEnforcement: func(ctx context.Context, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
+		return applyEnforcement(ctx, mgr.GetClient(), pol, e)
+	}, Acks: acks, Admin: admin, Interval: opts.CollectInterval,
 		Window: opts.EnforcementWindow, MinWrite: opts.EnforcementMinWrite, Timeout: opts.CollectTimeout}
 	if err := mgr.Add(collector); err != nil {
 		return err
@@ -96,19 +101,19 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 // CacheByObject restricts the manager's cache of Pods to the Redis and
 // limiter pods of fleets, and of ReplicaSets to the limiters': the operator
 // watches Redis pods for IP changes, checks that limiter pods are the
-// fleet's own (trustedEndpoints), and reads no other Pod or ReplicaSet. Of
+// fleet's own (observe.TrustedEndpoints), and reads no other Pod or ReplicaSet. Of
 // every other kind it renders, the cache holds only the objects labelled as
 // the operator's own (see ownership.go).
 func CacheByObject() map[client.Object]cache.ByObject {
 	byObject := managedByObject()
 	byObject[&corev1.Pod{}] = cache.ByObject{Label: fleetPods}
-	byObject[&appsv1.ReplicaSet{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{LabelName: LimiterAppName})}
+	byObject[&appsv1.ReplicaSet{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{resources.LabelName: resources.LimiterAppName})}
 	return byObject
 }
 
 // fleetPods selects the Redis and limiter pods of every fleet.
 var fleetPods = func() labels.Selector {
-	req, err := labels.NewRequirement(LabelName, selection.In, []string{RedisAppName, LimiterAppName})
+	req, err := labels.NewRequirement(resources.LabelName, selection.In, []string{resources.RedisAppName, resources.LimiterAppName})
 	if err != nil {
 		panic(err)
 	}

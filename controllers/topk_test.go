@@ -27,7 +27,7 @@ func TestBuildLimiterDeploymentTopKKey(t *testing.T) {
 	fleet := resFleet("sluice-system", "default", func(f *v1alpha1.LimiterFleet) {
 		f.Spec.Stats = &v1alpha1.FleetStats{TopDescriptors: ptr.To[int32](5)}
 	})
-	pod := controllers.BuildLimiterDeployment(fleet, resDefaultImage, "memory", "").Spec.Template.Spec
+	pod := controllers.BuildLimiterDeployment(fleet, controllers.LimiterDeploymentOptions{DefaultImage: resDefaultImage, StoreURL: "memory"}).Spec.Template.Spec
 	c := pod.Containers[0]
 	if len(pod.Volumes) != 2 || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != "default-limiter-topk-key" ||
 		len(pod.Volumes[0].Secret.Items) != 1 || pod.Volumes[0].Secret.Items[0].Key != "key" {
@@ -45,7 +45,7 @@ func TestBuildLimiterDeploymentTopKKey(t *testing.T) {
 	if s := controllers.BuildTopKKeySecret(fleet, []byte("k")); s.Name != pod.Volumes[0].Secret.SecretName || s.Namespace != fleet.Namespace {
 		t.Errorf("the key Secret %s/%s is not the one mounted", s.Namespace, s.Name)
 	}
-	plain := controllers.BuildLimiterDeployment(resFleet("sluice-system", "default"), resDefaultImage, "memory", "").Spec.Template.Spec
+	plain := controllers.BuildLimiterDeployment(resFleet("sluice-system", "default"), controllers.LimiterDeploymentOptions{DefaultImage: resDefaultImage, StoreURL: "memory"}).Spec.Template.Spec
 	if len(plain.Volumes) != 1 || plain.Volumes[0].Name != "admin-tls" || len(plain.Containers[0].Env) != 1 || plain.Containers[0].Env[0].Name != "GOMEMLIMIT" {
 		t.Errorf("without hottest values: volumes %+v, env %+v", plain.Volumes, plain.Containers[0].Env)
 	}

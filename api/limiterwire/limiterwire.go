@@ -246,3 +246,17 @@ const (
 	// uses a random key of its own.
 	TopKeyFileEnv = "SLUICE_TOPK_KEY_FILE"
 )
+
+// Stop timings of a limiter pod, which the operator sizes the pods'
+// terminationGracePeriodSeconds by. limiter/server takes them as its
+// defaults.
+const (
+	// DefaultDrainDelay is the drain delay of a limiter on Kubernetes
+	// (--drain-delay): longer than the time endpoints take to drop a pod
+	// that fails readiness (the probe period, then the endpoint controller,
+	// then kube-proxy or the gateway's own discovery).
+	DefaultDrainDelay = 5 * time.Second
+	// DefaultShutdownTimeout bounds how long a stopping limiter waits for
+	// the calls in flight after its listeners close.
+	DefaultShutdownTimeout = 10 * time.Second
+)

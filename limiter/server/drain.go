@@ -3,13 +3,13 @@ package server
 import (
 	"net/http"
 	"time"
+
+	"github.com/sluice-dev/sluice/api/limiterwire"
 )
 
-// DefaultDrainDelay is the drain delay of a limiter on Kubernetes: longer
-// than the time endpoints take to drop a pod that fails readiness (the
-// probe period, then the endpoint controller, then kube-proxy or the
-// gateway's own discovery).
-const DefaultDrainDelay = 5 * time.Second
+// DefaultDrainDelay is the drain delay of a limiter on Kubernetes
+// (limiterwire.DefaultDrainDelay, which the operator sizes pods by).
+const DefaultDrainDelay = limiterwire.DefaultDrainDelay
 
 // drain is the first step of a graceful stop, before the listeners close:
 // /readyz answers 503 and gRPC health NOT_SERVING, so that endpoints drop

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/service"
 )
@@ -36,7 +37,7 @@ import (
 const (
 	DefaultMaxBodyBytes         = 1 << 20
 	DefaultMaxConcurrentStreams = 1024
-	DefaultShutdownTimeout      = 10 * time.Second
+	DefaultShutdownTimeout      = limiterwire.DefaultShutdownTimeout
 	DefaultReadinessTimeout     = time.Second
 	// DefaultAdminAddr is Options.AdminAddr's default: loopback only.
 	DefaultAdminAddr = "127.0.0.1:0"

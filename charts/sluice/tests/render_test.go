@@ -417,7 +417,7 @@ func TestMonitoringTemplates(t *testing.T) {
 	}
 	pm := monitors[0].Object["spec"].(map[string]any)
 	fleet := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "team-a"}}
-	pod := controllers.BuildLimiterDeployment(fleet, "limiter:test", "memory", "").Spec.Template
+	pod := controllers.BuildLimiterDeployment(fleet, controllers.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "memory"}).Spec.Template
 	sel := pm["selector"].(map[string]any)["matchLabels"].(map[string]any)
 	for k, v := range sel {
 		if pod.Labels[k] != v {

@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/sluice-dev/sluice/internal/redisacl"
 )
 
 // ACLRules are the rules of a Redis ACL user that may run a Store with
@@ -25,14 +27,7 @@ import (
 // Every key the store writes starts with "<prefix>:{" (RedisKey, RecordsKey, RecordIndexKey,
 // PodsKey, and the breakers' probe keys).
 func ACLRules(keyPrefix string) string {
-	if keyPrefix == "" {
-		keyPrefix = defaultKeyPrefix
-	}
-	rules := []string{"resetkeys", "~" + keyPrefix + ":{*", "resetchannels", "-@all"}
-	for _, c := range ACLCommands() {
-		rules = append(rules, "+"+c)
-	}
-	return strings.Join(rules, " ")
+	return redisacl.Rules(keyPrefix, ACLCommands())
 }
 
 // ACLCommands are the commands, lower case with "|" before a subcommand,
@@ -65,4 +60,4 @@ func ScriptCommands(src string) []string {
 }
 
 // defaultKeyPrefix starts every key when Options.KeyPrefix is empty.
-const defaultKeyPrefix = "sl"
+const defaultKeyPrefix = redisacl.DefaultKeyPrefix

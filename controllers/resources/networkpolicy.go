@@ -1,4 +1,4 @@
-package controllers
+package resources
 
 import (
 	"net"
@@ -14,7 +14,7 @@ import (
 )
 
 // The NetworkPolicies a fleet owns, built by pure functions like the rest
-// of its objects (see limiterfleet_resources.go): the same fleet and
+// of its objects (see limiter.go): the same fleet and
 // options give the same objects. Each admits ingress to the fleet's pods
 // from named peers only:
 //

@@ -1,4 +1,4 @@
-package controllers
+package observe
 
 import (
 	"context"

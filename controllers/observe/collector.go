@@ -1,21 +1,16 @@
-package controllers
+package observe
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,78 +35,6 @@ const (
 	maxHottest                        = 20
 )
 
-// hotSum is one policy's hottest values of one interval, summed over the
-// pods read in a collection.
-type hotSum struct {
-	since  time.Time
-	k      int // the longest list a pod reported: the fleet's K
-	values map[string]*v1alpha1.HotDescriptor
-}
-
-// add merges one pod's list; a pod still on an older interval is left out.
-func (h *hotSum) add(since time.Time, vs []limiterwire.HotValue) {
-	switch {
-	case since.Before(h.since):
-		return
-	case since.After(h.since):
-		*h = hotSum{since: since, values: map[string]*v1alpha1.HotDescriptor{}}
-	}
-	h.k = max(h.k, min(len(vs), maxHottest))
-	for _, v := range vs[:min(len(vs), maxHottest)] {
-		v.Value = boundMessage(v.Value, maxHotValue)
-		if cur := h.values[v.Value]; cur != nil {
-			cur.Requests += v.Requests
-			cur.Limited += v.Limited
-		} else {
-			h.values[v.Value] = &v1alpha1.HotDescriptor{Value: v.Value, Requests: v.Requests, Limited: v.Limited}
-		}
-	}
-}
-
-// top is the k most requested values, most first, then by value.
-func (h *hotSum) top() []v1alpha1.HotDescriptor {
-	out := make([]v1alpha1.HotDescriptor, 0, len(h.values))
-	for _, v := range h.values {
-		out = append(out, *v)
-	}
-	slices.SortFunc(out, func(a, b v1alpha1.HotDescriptor) int {
-		if a.Requests != b.Requests {
-			return cmp.Compare(b.Requests, a.Requests)
-		}
-		return strings.Compare(a.Value, b.Value)
-	})
-	return out[:min(len(out), h.k, maxHottest)]
-}
-
-// counts are the decision counts the collector sums.
-type counts struct {
-	allowed, limited, shadowLimited         int64
-	failedOpen, failedClosed, localFallback int64
-	softLimited, released, penalized        int64
-	refused                                 int64
-}
-
-func (c counts) add(o counts) counts {
-	return counts{c.allowed + o.allowed, c.limited + o.limited, c.shadowLimited + o.shadowLimited,
-		c.failedOpen + o.failedOpen, c.failedClosed + o.failedClosed, c.localFallback + o.localFallback,
-		c.softLimited + o.softLimited, c.released + o.released, c.penalized + o.penalized, c.refused + o.refused}
-}
-
-// since is c minus an earlier reading prev of the same process; a count
-// that went down started again from zero (the policy left the pod's
-// snapshot and came back), so all of it is new.
-func (c counts) since(prev counts) counts {
-	d := func(now, before int64) int64 {
-		if now < before {
-			return now
-		}
-		return now - before
-	}
-	return counts{d(c.allowed, prev.allowed), d(c.limited, prev.limited), d(c.shadowLimited, prev.shadowLimited),
-		d(c.failedOpen, prev.failedOpen), d(c.failedClosed, prev.failedClosed), d(c.localFallback, prev.localFallback),
-		d(c.softLimited, prev.softLimited), d(c.released, prev.released), d(c.penalized, prev.penalized), d(c.refused, prev.refused)}
-}
-
 // Collector sums the limiter pods' decision counts into each policy's
 // status.enforcement over a rolling window. Every Interval it reads the
 // stats endpoint of every fleet's ready pods (those the AckTracker
@@ -124,7 +47,11 @@ func (c counts) since(prev counts) counts {
 // and named in status.enforcement.unreadPods. It runs on the leader only.
 type Collector struct {
 	Client client.Client
-	Acks   *AckTracker
+	// WriteEnforcement writes a policy's status.enforcement, the
+	// collector's alone (controllers' applyEnforcement, a server-side
+	// apply under EnforcementFieldOwner). Required.
+	WriteEnforcement func(context.Context, *v1alpha1.RateLimitPolicy, *v1alpha1.EnforcementStatus) error
+	Acks             *AckTracker
 	// Admin, when set, makes the admin calls, over HTTPS with each fleet's
 	// CA (as the operator does); else HTTP, over plain HTTP.
 	Admin *AdminClients
@@ -421,156 +348,6 @@ func (c *Collector) record(now time.Time, addr string, st *limiterwire.Stats, se
 		}
 	}
 	c.pods[addr] = next
-}
-
-// write applies status.enforcement of the policies whose sums changed.
-func (c *Collector) write(ctx context.Context, now time.Time) error {
-	var list v1alpha1.RateLimitPolicyList
-	// Read-only: no copy of every policy on every collection.
-	if err := c.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-		return err
-	}
-	countConditions(list.Items)
-	return c.writeEach(ctx, now, list.Items, func(ctx context.Context, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
-		return applyEnforcement(ctx, c.Client, pol, e)
-	})
-}
-
-// writeEach computes each policy's status.enforcement at now and writes,
-// with apply, those that changed, within MinWrite and the write budget.
-func (c *Collector) writeEach(ctx context.Context, now time.Time, items []v1alpha1.RateLimitPolicy,
-	apply func(context.Context, *v1alpha1.RateLimitPolicy, *v1alpha1.EnforcementStatus) error) error {
-	type change struct {
-		pol  *v1alpha1.RateLimitPolicy
-		w    *policyWindow
-		next *v1alpha1.EnforcementStatus
-	}
-	var changes []change
-	seen := make(map[types.UID]bool, len(items))
-	for i := range items {
-		pol := &items[i]
-		seen[pol.UID] = true
-		w := c.policies[pol.UID]
-		var sum counts
-		if w != nil {
-			cut := 0
-			for cut < len(w.buckets) && now.Sub(w.buckets[cut].at) >= c.Window {
-				cut++
-			}
-			w.buckets = w.buckets[cut:]
-			for _, b := range w.buckets {
-				sum = sum.add(b.c)
-			}
-		}
-		unread := c.unreadFor(pol)
-		if sum == (counts{}) && len(unread) == 0 && pol.Status.Enforcement == nil {
-			continue // no decision yet: nothing to say, and no write
-		}
-		next := &v1alpha1.EnforcementStatus{
-			Allowed: &sum.allowed, Limited: &sum.limited, ShadowLimited: &sum.shadowLimited,
-			FailedOpen: &sum.failedOpen, FailedClosed: &sum.failedClosed, LocalFallback: &sum.localFallback,
-			Window: &metav1.Duration{Duration: c.Window}, UnreadPods: unread,
-		}
-		if pol.Spec.IsSoft() || sum.softLimited > 0 {
-			// Only soft policies mark requests: others don't show the count.
-			next.SoftLimited = &sum.softLimited
-		}
-		if _, holds := pol.Spec.LeaseEntry(); holds {
-			// Holdings taken in the window and not ended in it.
-			inFlight := max(0, sum.allowed-sum.released)
-			next.Released, next.InFlight = &sum.released, &inFlight
-		}
-		if sum.penalized > 0 || pol.Spec.Penalty != nil {
-			// Only policies with a penalty penalize: others don't show it.
-			next.Penalized = &sum.penalized
-		}
-		if sum.refused > 0 {
-			// Requests not counted because of what the client sent.
-			next.Refused = &sum.refused
-		}
-		if h := c.hot[pol.UID]; h != nil {
-			next.Hottest, next.HottestSince = h.top(), &metav1.Time{Time: h.since}
-		}
-		if b, ok := c.bounds[pol.UID]; ok {
-			next.OvershootBound = &b
-		}
-		if old := pol.Status.Enforcement; old != nil {
-			cmp := old.DeepCopy()
-			cmp.UpdatedAt = nil
-			if equality.Semantic.DeepEqual(cmp, next) {
-				continue
-			}
-		}
-		if w == nil {
-			w = &policyWindow{}
-			c.policies[pol.UID] = w
-		}
-		if now.Sub(w.lastWrite) < c.MinWrite {
-			continue // written recently: a later collection writes it
-		}
-		changes = append(changes, change{pol, w, next})
-	}
-	for uid := range c.policies {
-		if !seen[uid] {
-			delete(c.policies, uid) // the policy is gone
-		}
-	}
-
-	// The write budget: the least recently written first, so that every
-	// policy is written in turn when more change than the budget allows.
-	slices.SortStableFunc(changes, func(a, b change) int { return a.w.lastWrite.Compare(b.w.lastWrite) })
-	var errs []error
-	for _, ch := range changes {
-		if !c.writes.AllowN(now, 1) {
-			break
-		}
-		ch.next.UpdatedAt = &metav1.Time{Time: now}
-		if err := apply(ctx, ch.pol, ch.next); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		ch.w.lastWrite = now
-		enforcementWrites.Inc()
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("writing status.enforcement of %d policies, the first: %w", len(errs), errs[0])
-	}
-	return nil
-}
-
-// unreadFor lists the unreadable pods of the fleets that serve pol, as the
-// policy's status.fleets names them.
-func (c *Collector) unreadFor(pol *v1alpha1.RateLimitPolicy) []string {
-	var out []string
-	for _, f := range pol.Status.Fleets {
-		out = append(out, c.unread[types.NamespacedName{Namespace: f.Namespace, Name: f.Name}]...)
-	}
-	slices.Sort(out)
-	if len(out) > maxUnreadPods {
-		out = out[:maxUnreadPods]
-	}
-	return out
-}
-
-// countConditions sets sluice_operator_policies from the policies' conditions.
-func countConditions(items []v1alpha1.RateLimitPolicy) {
-	type key struct{ typ, status string }
-	n := map[key]int{}
-	for _, t := range []string{v1alpha1.AcceptedCondition, v1alpha1.EnforcedCondition, v1alpha1.DegradedCondition} {
-		for _, s := range []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown} {
-			n[key{t, string(s)}] = 0
-		}
-	}
-	for i := range items {
-		for _, cond := range items[i].Status.Conditions {
-			if _, ok := n[key{cond.Type, string(cond.Status)}]; ok {
-				n[key{cond.Type, string(cond.Status)}]++
-			}
-		}
-	}
-	for k, v := range n {
-		policiesByCondition.WithLabelValues(k.typ, k.status).Set(float64(v))
-	}
 }
 
 func truncate(s string, n int) string {

@@ -1,11 +1,10 @@
-package controllers
+package redisfleet
 
 import (
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -14,12 +13,6 @@ import (
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
 )
 
-// RedisDataLossCount is sluice_operator_redis_data_loss_total of a fleet
-// ("namespace/name"), for the system tests.
-func RedisDataLossCount(fleet string) float64 {
-	return testutil.ToFloat64(redisDataLoss.WithLabelValues(fleet))
-}
-
 // TestDataLossRecord: a loss is kept by later passes that find none, shows
 // in RedisDataLoss until an annotation at or after its time acknowledges
 // it, and a later loss shows again, with the unacknowledged ones before it.
@@ -27,15 +20,15 @@ func TestDataLossRecord(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	fleet := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "f", Generation: 2},
 		Spec: v1alpha1.LimiterFleetSpec{Redis: v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisCluster)}}}
-	pass := func(at time.Time, loss string) *redisScope {
-		return &redisScope{now: at, result: rediscluster.Result{DataLoss: loss}}
+	pass := func(at time.Time, loss string) *Scope {
+		return &Scope{Now: at, Result: rediscluster.Result{DataLoss: loss}}
 	}
 	// step runs one pass's bookkeeping and returns the condition.
-	step := func(rs *redisScope) *metav1.Condition {
+	step := func(rs *Scope) *metav1.Condition {
 		prev := fleet.Status.Redis
 		fleet.Status.Redis = &v1alpha1.RedisStatus{}
-		recordDataLoss(fleet, prev, fleet.Status.Redis, rs)
-		setDataLossCondition(fleet)
+		RecordDataLoss(fleet, prev, fleet.Status.Redis, rs)
+		SetDataLossCondition(fleet)
 		return meta.FindStatusCondition(fleet.Status.Conditions, v1alpha1.RedisDataLossCondition)
 	}
 	want := func(what string, c *metav1.Condition, status metav1.ConditionStatus, reason string, msgs ...string) {
@@ -73,7 +66,7 @@ func TestDataLossRecord(t *testing.T) {
 	}
 
 	fleet.Spec.Redis.Mode = ptr.To(v1alpha1.RedisNone)
-	setDataLossCondition(fleet)
+	SetDataLossCondition(fleet)
 	if c := meta.FindStatusCondition(fleet.Status.Conditions, v1alpha1.RedisDataLossCondition); c != nil {
 		t.Errorf("mode None keeps RedisDataLoss %+v", c)
 	}

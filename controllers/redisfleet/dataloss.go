@@ -1,4 +1,4 @@
-package controllers
+package redisfleet
 
 import (
 	"context"
@@ -30,22 +30,22 @@ import (
 // maxDataLoss bounds status.redis.dataLoss (its CRD MaxLength).
 const maxDataLoss = 1024
 
-// recordDataLoss carries the last data loss over from prev into st, and adds
+// RecordDataLoss carries the last data loss over from prev into st, and adds
 // what this pass found (rs, nil when the engine did not run), newest first:
 // appended to a loss nobody acknowledged yet, else replacing it.
-func recordDataLoss(fleet *v1alpha1.LimiterFleet, prev, st *v1alpha1.RedisStatus, rs *redisScope) {
+func RecordDataLoss(fleet *v1alpha1.LimiterFleet, prev, st *v1alpha1.RedisStatus, rs *Scope) {
 	if prev != nil {
 		st.DataLoss, st.DataLossTime = prev.DataLoss, prev.DataLossTime
 	}
-	if rs == nil || rs.result.DataLoss == "" || strings.Contains(st.DataLoss, rs.result.DataLoss) {
+	if rs == nil || rs.Result.DataLoss == "" || strings.Contains(st.DataLoss, rs.Result.DataLoss) {
 		return
 	}
-	loss := rs.result.DataLoss
+	loss := rs.Result.DataLoss
 	if st.DataLoss != "" && !dataLossAcknowledged(fleet, st) {
 		loss += "; " + st.DataLoss
 	}
 	st.DataLoss = truncate(loss, maxDataLoss)
-	st.DataLossTime = &metav1.Time{Time: rs.now.Truncate(time.Second)}
+	st.DataLossTime = &metav1.Time{Time: rs.Now.Truncate(time.Second)}
 }
 
 // dataLossAcknowledged reports whether the fleet's annotation acknowledges
@@ -65,9 +65,9 @@ func dataLossAck(fleet *v1alpha1.LimiterFleet) (time.Time, bool) {
 	return t, err == nil
 }
 
-// setDataLossCondition sets RedisDataLoss from status.redis for a Cluster
+// SetDataLossCondition sets RedisDataLoss from status.redis for a Cluster
 // fleet, and removes it from others.
-func setDataLossCondition(fleet *v1alpha1.LimiterFleet) {
+func SetDataLossCondition(fleet *v1alpha1.LimiterFleet) {
 	st := &fleet.Status
 	if fleet.Spec.EffectiveRedisMode() != v1alpha1.RedisCluster {
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.RedisDataLossCondition)
@@ -99,7 +99,7 @@ func setDataLossCondition(fleet *v1alpha1.LimiterFleet) {
 
 // reportDataLoss tells people about the data loss a pass found: a Warning
 // Event on the fleet, an error-level log line and the counter.
-func (r *LimiterFleetReconciler) reportDataLoss(ctx context.Context, fleet *v1alpha1.LimiterFleet, loss string) {
+func (r *Provisioner) reportDataLoss(ctx context.Context, fleet *v1alpha1.LimiterFleet, loss string) {
 	key := client.ObjectKeyFromObject(fleet)
 	redisDataLoss.WithLabelValues(key.String()).Inc()
 	logf.FromContext(ctx).Error(errors.New(loss), "Redis Cluster lost data: the limiters' counters in these slots start again from zero",
@@ -109,9 +109,9 @@ func (r *LimiterFleetReconciler) reportDataLoss(ctx context.Context, fleet *v1al
 	}
 }
 
-// dataLossAckChanged passes fleet updates that change the acknowledgement
+// DataLossAckChanged passes fleet updates that change the acknowledgement
 // annotation, which no generation change announces.
-var dataLossAckChanged = predicate.Funcs{
+var DataLossAckChanged = predicate.Funcs{
 	CreateFunc:  func(event.CreateEvent) bool { return false },
 	DeleteFunc:  func(event.DeleteEvent) bool { return false },
 	GenericFunc: func(event.GenericEvent) bool { return false },

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package controllers
+package redisfleet
 
 import (
 	"bytes"
@@ -42,73 +42,13 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/resources"
 )
-
-// TLS of the operator's Redis Cluster (spec.redis.tls in mode Cluster).
-//
-// Every node serves clients, replication and the cluster bus over TLS only
-// (port 0, tls-port 6379, tls-replication and tls-cluster yes), with one
-// certificate per fleet that names RedisTLSServerName and the pods' DNS
-// names, for server and client use (a node is a client of its primary and
-// of the bus). Clients dial node IPs, which no certificate names, and
-// verify that name instead (the limiters' --redis-tls-server-name, the
-// operator's tls.Config.ServerName). Redis verifies its peers' chains on
-// the bus and for replication; it asks clients for no certificate
-// (tls-auth-clients optional): they authenticate with their ACL users.
-//
-// The CA is the fleet's own, <fleet>-redis-ca, which the operator creates
-// (ECDSA P-256, valid RedisCAValidity), or spec.redis.tls.caSecretName's
-// tls.crt and tls.key. The node certificate and the CA certificate live in
-// <fleet>-redis-tls, which Redis pods mount whole and limiter pods mount
-// ca.crt of. The operator issues a new certificate when the current one
-// has less than RedisCertRenewBefore left, was not signed by the CA, or
-// names other hosts; its hash on the pod template rolls the Redis pods,
-// which read certificates only when they start.
-const (
-	// Keys of the TLS Secrets, as kubernetes.io/tls Secrets have them.
-	RedisTLSCAKey   = "ca.crt"
-	RedisTLSCertKey = corev1.TLSCertKey
-	RedisTLSKeyKey  = corev1.TLSPrivateKeyKey
-
-	// RedisTLSHashAnnotation on the Redis pod template is a hash of the
-	// node certificate, so that a new one rolls the pods.
-	RedisTLSHashAnnotation = "ratelimit.sluice.dev/redis-tls-hash"
-
-	// RedisCAValidity is how long a CA the operator creates is valid. It
-	// is not renewed: replace it by deleting <fleet>-redis-ca.
-	RedisCAValidity = 10 * 365 * 24 * time.Hour
-	// RedisCertValidity is how long a node certificate is valid, and
-	// RedisCertRenewBefore how long before it expires the operator issues
-	// the next.
-	RedisCertValidity    = 90 * 24 * time.Hour
-	RedisCertRenewBefore = 30 * 24 * time.Hour
-
-	redisTLSVolume = "tls"
-	redisTLSDir    = "/etc/redis-tls"
-)
-
-// RedisTLSEnabled reports whether the fleet's own Redis Cluster runs TLS.
-func RedisTLSEnabled(fleet *v1alpha1.LimiterFleet) bool {
-	return fleet.Spec.EffectiveRedisMode() == v1alpha1.RedisCluster && fleet.Spec.Redis.TLS != nil
-}
-
-// RedisCASecretName is "<fleet>-redis-ca", the CA the operator creates.
-func RedisCASecretName(fleet *v1alpha1.LimiterFleet) string { return fleet.Name + "-redis-ca" }
-
-// RedisTLSSecretName is "<fleet>-redis-tls": the node certificate, its key
-// and the CA certificate.
-func RedisTLSSecretName(fleet *v1alpha1.LimiterFleet) string { return fleet.Name + "-redis-tls" }
-
-// RedisTLSServerName is the name every node's certificate carries and
-// every client verifies: the headless Service's, <fleet>-redis.<ns>.svc.
-func RedisTLSServerName(fleet *v1alpha1.LimiterFleet) string {
-	return RedisName(fleet) + "." + fleet.Namespace + ".svc"
-}
 
 // redisCertDNSNames are the names a node certificate carries: the
 // Service's and every pod's, short and with cluster.local.
 func redisCertDNSNames(fleet *v1alpha1.LimiterFleet) []string {
-	svc := RedisTLSServerName(fleet)
+	svc := resources.RedisTLSServerName(fleet)
 	return []string{svc, "*." + svc, svc + ".cluster.local", "*." + svc + ".cluster.local"}
 }
 
@@ -121,22 +61,22 @@ type RedisCA struct {
 
 // NewRedisCA creates a self-signed CA valid from now for RedisCAValidity.
 func NewRedisCA(fleet *v1alpha1.LimiterFleet, now time.Time) (*RedisCA, []byte, error) {
-	return newCA(fmt.Sprintf("sluice Redis CA %s/%s", fleet.Namespace, fleet.Name), now)
+	return NewCA(fmt.Sprintf("sluice Redis CA %s/%s", fleet.Namespace, fleet.Name), now)
 }
 
-// newCA creates a self-signed CA named commonName, valid from now for
+// NewCA creates a self-signed CA named commonName, valid from now for
 // RedisCAValidity, and returns it with its key, PEM.
-func newCA(commonName string, now time.Time) (*RedisCA, []byte, error) {
+func NewCA(commonName string, now time.Time) (*RedisCA, []byte, error) {
 	tmpl := &x509.Certificate{
 		Subject:               pkix.Name{CommonName: commonName},
 		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(RedisCAValidity),
+		NotAfter:              now.Add(resources.RedisCAValidity),
 		IsCA:                  true,
 		BasicConstraintsValid: true,
 		MaxPathLenZero:        true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
 	}
-	certPEM, keyPEM, err := signCert(tmpl, nil, nil)
+	certPEM, keyPEM, err := SignCert(tmpl, nil, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -147,7 +87,7 @@ func newCA(commonName string, now time.Time) (*RedisCA, []byte, error) {
 // ParseRedisCA reads a CA certificate and its ECDSA key, PEM: SEC 1
 // ("EC PRIVATE KEY") or PKCS#8 ("PRIVATE KEY").
 func ParseRedisCA(certPEM, keyPEM []byte) (*RedisCA, error) {
-	cert, err := parseCert(certPEM)
+	cert, err := ParseCert(certPEM)
 	if err != nil {
 		return nil, fmt.Errorf("CA certificate: %w", err)
 	}
@@ -186,21 +126,21 @@ func ParseRedisCA(certPEM, keyPEM []byte) (*RedisCA, error) {
 // for RedisCertValidity, and returns it and its key, PEM.
 func IssueRedisCert(fleet *v1alpha1.LimiterFleet, ca *RedisCA, now time.Time) (certPEM, keyPEM []byte, err error) {
 	tmpl := &x509.Certificate{
-		Subject:     pkix.Name{CommonName: RedisTLSServerName(fleet)},
+		Subject:     pkix.Name{CommonName: resources.RedisTLSServerName(fleet)},
 		DNSNames:    redisCertDNSNames(fleet),
 		NotBefore:   now.Add(-time.Hour),
-		NotAfter:    now.Add(RedisCertValidity),
+		NotAfter:    now.Add(resources.RedisCertValidity),
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
-	return signCert(tmpl, ca.Cert, ca.Key)
+	return SignCert(tmpl, ca.Cert, ca.Key)
 }
 
 // RedisCertCurrent says why the node certificate in certPEM must be
 // replaced at now, or "" when it is current: signed by ca, for the
 // fleet's names, and more than RedisCertRenewBefore from expiry.
 func RedisCertCurrent(fleet *v1alpha1.LimiterFleet, ca *RedisCA, certPEM []byte, now time.Time) string {
-	cert, err := parseCert(certPEM)
+	cert, err := ParseCert(certPEM)
 	switch {
 	case err != nil:
 		return "no valid certificate: " + err.Error()
@@ -208,13 +148,15 @@ func RedisCertCurrent(fleet *v1alpha1.LimiterFleet, ca *RedisCA, certPEM []byte,
 		return "not signed by the CA"
 	case !slices.Equal(cert.DNSNames, redisCertDNSNames(fleet)):
 		return "names other hosts"
-	case now.Add(RedisCertRenewBefore).After(cert.NotAfter):
+	case now.Add(resources.RedisCertRenewBefore).After(cert.NotAfter):
 		return "expires at " + cert.NotAfter.UTC().Format(time.RFC3339)
 	}
 	return ""
 }
 
-func signCert(tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (certPEM, keyPEM []byte, err error) {
+// SignCert signs tmpl with parent's key (tmpl itself when parent is tmpl)
+// and returns the certificate and its new key, PEM.
+func SignCert(tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
@@ -237,7 +179,8 @@ func signCert(tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (cert
 		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
 }
 
-func parseCert(certPEM []byte) (*x509.Certificate, error) {
+// ParseCert parses the first certificate of certPEM.
+func ParseCert(certPEM []byte) (*x509.Certificate, error) {
 	block, _ := pem.Decode(certPEM)
 	if block == nil || block.Type != "CERTIFICATE" {
 		return nil, errors.New("no PEM certificate")
@@ -251,7 +194,7 @@ func RedisTLSHash(secret *corev1.Secret) string {
 	if secret == nil {
 		return ""
 	}
-	sum := sha256.Sum256(secret.Data[RedisTLSCertKey])
+	sum := sha256.Sum256(secret.Data[resources.RedisTLSCertKey])
 	return hex.EncodeToString(sum[:8])
 }
 
@@ -259,36 +202,25 @@ func RedisTLSHash(secret *corev1.Secret) string {
 // the CA certificate in the TLS Secret.
 func RedisClientTLS(fleet *v1alpha1.LimiterFleet, secret *corev1.Secret) (*tls.Config, error) {
 	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(secret.Data[RedisTLSCAKey]) {
-		return nil, fmt.Errorf("Secret %s/%s: no PEM certificate in %s", secret.Namespace, secret.Name, RedisTLSCAKey)
+	if !pool.AppendCertsFromPEM(secret.Data[resources.RedisTLSCAKey]) {
+		return nil, fmt.Errorf("Secret %s/%s: no PEM certificate in %s", secret.Namespace, secret.Name, resources.RedisTLSCAKey)
 	}
-	return &tls.Config{RootCAs: pool, ServerName: RedisTLSServerName(fleet), MinVersion: tls.VersionTLS12}, nil
-}
-
-// BuildRedisSecret builds a Secret of the fleet's Redis (the CA's or the
-// TLS Secret) with data.
-func BuildRedisSecret(fleet *v1alpha1.LimiterFleet, name string, typ corev1.SecretType, data map[string][]byte) *corev1.Secret {
-	return &corev1.Secret{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: redisMeta(fleet, name),
-		Type:       typ,
-		Data:       data,
-	}
+	return &tls.Config{RootCAs: pool, ServerName: resources.RedisTLSServerName(fleet), MinVersion: tls.VersionTLS12}, nil
 }
 
 // reconcileRedisTLS makes sure a TLS fleet's CA and node certificate
 // exist and are current, and returns the TLS Secret (nil without TLS).
 // Errors about a CA the operator can't use are errRedisAuth; a Secret in
 // the way, errSecretNotOwned.
-func (r *LimiterFleetReconciler) reconcileRedisTLS(ctx context.Context, fleet *v1alpha1.LimiterFleet, now time.Time) (*corev1.Secret, error) {
-	if !RedisTLSEnabled(fleet) {
+func (r *Provisioner) reconcileRedisTLS(ctx context.Context, fleet *v1alpha1.LimiterFleet, now time.Time) (*corev1.Secret, error) {
+	if !resources.RedisTLSEnabled(fleet) {
 		return nil, nil
 	}
 	ca, err := r.redisCA(ctx, fleet, now)
 	if err != nil {
 		return nil, err
 	}
-	existing, err := r.ownedSecret(ctx, fleet, RedisTLSSecretName(fleet))
+	existing, err := r.OwnedSecret(ctx, fleet, resources.RedisTLSSecretName(fleet))
 	if err != nil {
 		return nil, err
 	}
@@ -296,7 +228,7 @@ func (r *LimiterFleetReconciler) reconcileRedisTLS(ctx context.Context, fleet *v
 	why := "none yet"
 	if existing != nil {
 		data = existing.Data
-		why = RedisCertCurrent(fleet, ca, existing.Data[RedisTLSCertKey], now)
+		why = RedisCertCurrent(fleet, ca, existing.Data[resources.RedisTLSCertKey], now)
 	}
 	if why != "" {
 		certPEM, keyPEM, err := IssueRedisCert(fleet, ca, now)
@@ -304,15 +236,15 @@ func (r *LimiterFleetReconciler) reconcileRedisTLS(ctx context.Context, fleet *v
 			return nil, err
 		}
 		logf.FromContext(ctx).Info("Issuing a Redis node certificate", "fleet", client.ObjectKeyFromObject(fleet), "replaces", why)
-		data = map[string][]byte{RedisTLSCertKey: certPEM, RedisTLSKeyKey: keyPEM}
+		data = map[string][]byte{resources.RedisTLSCertKey: certPEM, resources.RedisTLSKeyKey: keyPEM}
 	}
-	data[RedisTLSCAKey] = ca.CertPEM
-	return r.writeSecret(ctx, fleet, existing, BuildRedisSecret(fleet, RedisTLSSecretName(fleet), corev1.SecretTypeTLS, data))
+	data[resources.RedisTLSCAKey] = ca.CertPEM
+	return r.WriteSecret(ctx, fleet, existing, resources.BuildRedisSecret(fleet, resources.RedisTLSSecretName(fleet), corev1.SecretTypeTLS, data))
 }
 
 // redisCA reads spec.redis.tls.caSecretName's CA, or the fleet's own,
 // which it creates when missing.
-func (r *LimiterFleetReconciler) redisCA(ctx context.Context, fleet *v1alpha1.LimiterFleet, now time.Time) (*RedisCA, error) {
+func (r *Provisioner) redisCA(ctx context.Context, fleet *v1alpha1.LimiterFleet, now time.Time) (*RedisCA, error) {
 	if name := fleet.Spec.Redis.TLS.CASecretName; name != nil {
 		secret := &corev1.Secret{}
 		err := r.secretReader().Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: *name}, secret)
@@ -322,18 +254,18 @@ func (r *LimiterFleetReconciler) redisCA(ctx context.Context, fleet *v1alpha1.Li
 		case err != nil:
 			return nil, errRedisAuth{fmt.Errorf("spec.redis.tls.caSecretName: reading Secret %s/%s: %w", fleet.Namespace, *name, err)}
 		}
-		ca, err := ParseRedisCA(secret.Data[RedisTLSCertKey], secret.Data[RedisTLSKeyKey])
+		ca, err := ParseRedisCA(secret.Data[resources.RedisTLSCertKey], secret.Data[resources.RedisTLSKeyKey])
 		if err != nil {
 			return nil, errRedisAuth{fmt.Errorf("spec.redis.tls.caSecretName: Secret %s/%s: %w", fleet.Namespace, *name, err)}
 		}
 		return ca, nil
 	}
-	existing, err := r.ownedSecret(ctx, fleet, RedisCASecretName(fleet))
+	existing, err := r.OwnedSecret(ctx, fleet, resources.RedisCASecretName(fleet))
 	if err != nil {
 		return nil, err
 	}
 	if existing != nil {
-		if ca, err := ParseRedisCA(existing.Data[RedisTLSCertKey], existing.Data[RedisTLSKeyKey]); err == nil && now.Before(ca.Cert.NotAfter) {
+		if ca, err := ParseRedisCA(existing.Data[resources.RedisTLSCertKey], existing.Data[resources.RedisTLSKeyKey]); err == nil && now.Before(ca.Cert.NotAfter) {
 			return ca, nil
 		}
 	}
@@ -342,14 +274,14 @@ func (r *LimiterFleetReconciler) redisCA(ctx context.Context, fleet *v1alpha1.Li
 		return nil, err
 	}
 	logf.FromContext(ctx).Info("Creating a Redis CA", "fleet", client.ObjectKeyFromObject(fleet))
-	_, err = r.writeSecret(ctx, fleet, existing, BuildRedisSecret(fleet, RedisCASecretName(fleet), corev1.SecretTypeTLS,
-		map[string][]byte{RedisTLSCertKey: ca.CertPEM, RedisTLSKeyKey: keyPEM}))
+	_, err = r.WriteSecret(ctx, fleet, existing, resources.BuildRedisSecret(fleet, resources.RedisCASecretName(fleet), corev1.SecretTypeTLS,
+		map[string][]byte{resources.RedisTLSCertKey: ca.CertPEM, resources.RedisTLSKeyKey: keyPEM}))
 	return ca, err
 }
 
-// ownedSecret reads the fleet's Secret name: nil when there is none, and
+// OwnedSecret reads the fleet's Secret name: nil when there is none, and
 // errSecretNotOwned when the fleet does not control it.
-func (r *LimiterFleetReconciler) ownedSecret(ctx context.Context, fleet *v1alpha1.LimiterFleet, name string) (*corev1.Secret, error) {
+func (r *Provisioner) OwnedSecret(ctx context.Context, fleet *v1alpha1.LimiterFleet, name string) (*corev1.Secret, error) {
 	secret := &corev1.Secret{}
 	key := client.ObjectKey{Namespace: fleet.Namespace, Name: name}
 	err := r.secretReader().Get(ctx, key, secret)
@@ -364,10 +296,10 @@ func (r *LimiterFleetReconciler) ownedSecret(ctx context.Context, fleet *v1alpha
 	return secret, nil
 }
 
-// writeSecret creates desired, controlled by the fleet, or updates
+// WriteSecret creates desired, controlled by the fleet, or updates
 // existing to its data and labels when they differ, and returns what is
 // stored.
-func (r *LimiterFleetReconciler) writeSecret(ctx context.Context, fleet *v1alpha1.LimiterFleet, existing, desired *corev1.Secret) (*corev1.Secret, error) {
+func (r *Provisioner) WriteSecret(ctx context.Context, fleet *v1alpha1.LimiterFleet, existing, desired *corev1.Secret) (*corev1.Secret, error) {
 	key := client.ObjectKeyFromObject(desired)
 	if existing == nil {
 		if err := controllerutil.SetControllerReference(fleet, desired, r.Scheme); err != nil {

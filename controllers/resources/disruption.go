@@ -1,4 +1,4 @@
-package controllers
+package resources
 
 import (
 	"time"
@@ -8,8 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/limiter/server"
 )
 
 // A limiter pod that is told to stop (SIGTERM) first fails readiness and
@@ -21,11 +21,11 @@ import (
 // at a time.
 const (
 	// LimiterDrainDelay is the limiter's --drain-delay in fleets' pods.
-	LimiterDrainDelay = server.DefaultDrainDelay
+	LimiterDrainDelay = limiterwire.DefaultDrainDelay
 	// LimiterGracePeriod is the limiter pods' terminationGracePeriodSeconds:
 	// the drain delay, the shutdown timeout, and 5s to give leases back and
 	// close the store.
-	LimiterGracePeriod = LimiterDrainDelay + server.DefaultShutdownTimeout + 5*time.Second
+	LimiterGracePeriod = LimiterDrainDelay + limiterwire.DefaultShutdownTimeout + 5*time.Second
 )
 
 // BuildLimiterPDB builds the limiter pods' PodDisruptionBudget: at most one

@@ -1,4 +1,4 @@
-package controllers
+package observe
 
 import (
 	"bytes"
@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
 // The operator trusts only its own pods. Anyone who can create a Pod with
@@ -34,7 +35,7 @@ import (
 //
 //   - an endpoint counts for a fleet only when its Pod's controller chain,
 //     Pod→ReplicaSet→Deployment, leads to the fleet's own Deployment, which
-//     the fleet controls (trustedEndpoints);
+//     the fleet controls (TrustedEndpoints);
 //   - a pod's counts, generations and degraded policies are taken only for
 //     the policies the fleet serves (AckTracker.Serve);
 //   - every answer is read through a 1 MiB limit (readAnswer), redirects
@@ -104,51 +105,9 @@ func boundMessage(s string, n int) string {
 	return s[:cut] + mark
 }
 
-// trustedEndpoints keeps, of the fleet's ready endpoints (host:port, from
-// readyEndpoints of items), those whose Pod is one of the fleet's own
-// (verifyChain), and returns the others, with why, apart.
-func (r *LimiterFleetReconciler) trustedEndpoints(ctx context.Context, fleet *v1alpha1.LimiterFleet,
-	items []discoveryv1.EndpointSlice, endpoints []string) (trusted, refused []string, err error) {
-	if len(endpoints) == 0 {
-		return nil, nil, nil
-	}
-	refs := map[string]*corev1.ObjectReference{} // address -> target
-	for i := range items {
-		for j := range items[i].Endpoints {
-			ep := &items[i].Endpoints[j]
-			for _, a := range ep.Addresses {
-				refs[a] = ep.TargetRef
-			}
-		}
-	}
-	dep := &appsv1.Deployment{}
-	switch err := r.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: LimiterName(fleet)}, dep); {
-	case apierrors.IsNotFound(err):
-		dep = nil
-	case err != nil:
-		return nil, nil, err
-	}
-	for _, addr := range endpoints {
-		host, _, _ := net.SplitHostPort(addr)
-		why, err := r.checkEndpoint(ctx, fleet, dep, host, refs[host])
-		if err != nil {
-			return nil, nil, err
-		}
-		if why != "" {
-			refused = append(refused, addr+": "+why)
-			continue
-		}
-		trusted = append(trusted, addr)
-	}
-	if len(refused) > 0 {
-		logf.FromContext(ctx).Info("Ignoring limiter endpoints that are not the fleet's own pods", "refused", refused)
-	}
-	return trusted, refused, nil
-}
-
 // checkEndpoint reads the Pod and ReplicaSet behind one endpoint and says
 // why they are not the fleet's, or "" when they are.
-func (r *LimiterFleetReconciler) checkEndpoint(ctx context.Context, fleet *v1alpha1.LimiterFleet, dep *appsv1.Deployment,
+func checkEndpoint(ctx context.Context, r client.Reader, fleet *v1alpha1.LimiterFleet, dep *appsv1.Deployment,
 	host string, ref *corev1.ObjectReference) (string, error) {
 	if ref == nil || ref.Kind != "Pod" || (ref.Namespace != "" && ref.Namespace != fleet.Namespace) {
 		return "the endpoint names no Pod of the fleet's namespace", nil
@@ -189,7 +148,7 @@ func verifyChain(fleet *v1alpha1.LimiterFleet, dep *appsv1.Deployment, rs *appsv
 	case !podHasIP(pod, host):
 		return fmt.Errorf("Pod %s does not have the endpoint's address %s", pod.Name, host)
 	case dep == nil:
-		return fmt.Errorf("the fleet has no Deployment %s yet", LimiterName(fleet))
+		return fmt.Errorf("the fleet has no Deployment %s yet", resources.LimiterName(fleet))
 	case !controlledBy(dep, fleet.UID, v1alpha1.GroupVersion.String(), "LimiterFleet", fleet.Name):
 		return fmt.Errorf("Deployment %s is not controlled by the fleet", dep.Name)
 	}
@@ -219,21 +178,21 @@ func podHasIP(pod *corev1.Pod, ip string) bool {
 	return slices.ContainsFunc(pod.Status.PodIPs, func(p corev1.PodIP) bool { return p.IP == ip })
 }
 
-// fleetOfLimiterObject maps a limiter Pod or ReplicaSet to the fleet its
+// FleetOfLimiterObject maps a limiter Pod or ReplicaSet to the fleet its
 // instance label names: the fleet then checks it (or drops it) as one of
 // its endpoints.
-func fleetOfLimiterObject(_ context.Context, obj client.Object) []reconcile.Request {
+func FleetOfLimiterObject(_ context.Context, obj client.Object) []reconcile.Request {
 	l := obj.GetLabels()
-	if l[LabelName] != LimiterAppName || l[LabelInstance] == "" {
+	if l[resources.LabelName] != resources.LimiterAppName || l[resources.LabelInstance] == "" {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: l[LabelInstance]}}}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: l[resources.LabelInstance]}}}
 }
 
-// limiterOwnerChanged passes the events of limiter Pods and ReplicaSets
+// LimiterOwnerChanged passes the events of limiter Pods and ReplicaSets
 // that change which endpoints a fleet trusts: one appears or goes, or its
 // owners or IP change.
-var limiterOwnerChanged = predicate.Funcs{
+var LimiterOwnerChanged = predicate.Funcs{
 	CreateFunc:  func(e event.CreateEvent) bool { return isLimiterObject(e.Object) },
 	DeleteFunc:  func(e event.DeleteEvent) bool { return isLimiterObject(e.Object) },
 	GenericFunc: func(event.GenericEvent) bool { return false },
@@ -255,14 +214,58 @@ func ownerRefEqual(a, b metav1.OwnerReference) bool {
 		(a.Controller != nil && *a.Controller) == (b.Controller != nil && *b.Controller)
 }
 
-func isLimiterObject(obj client.Object) bool { return obj.GetLabels()[LabelName] == LimiterAppName }
+func isLimiterObject(obj client.Object) bool {
+	return obj.GetLabels()[resources.LabelName] == resources.LimiterAppName
+}
 
-// servedPolicies maps the UID of each policy a fleet serves to its
+// ServedPolicies maps the UID of each policy a fleet serves to its
 // "namespace/name".
-func servedPolicies(policies []v1alpha1.RateLimitPolicy) map[string]string {
+func ServedPolicies(policies []v1alpha1.RateLimitPolicy) map[string]string {
 	out := make(map[string]string, len(policies))
 	for i := range policies {
 		out[string(policies[i].UID)] = policies[i].Namespace + "/" + policies[i].Name
 	}
 	return out
+}
+
+// TrustedEndpoints keeps, of the fleet's ready endpoints (host:port, from
+// readyEndpoints of items), those whose Pod is one of the fleet's own
+// (verifyChain), and returns the others, with why, apart.
+func TrustedEndpoints(ctx context.Context, r client.Reader, fleet *v1alpha1.LimiterFleet,
+	items []discoveryv1.EndpointSlice, endpoints []string) (trusted, refused []string, err error) {
+	if len(endpoints) == 0 {
+		return nil, nil, nil
+	}
+	refs := map[string]*corev1.ObjectReference{} // address -> target
+	for i := range items {
+		for j := range items[i].Endpoints {
+			ep := &items[i].Endpoints[j]
+			for _, a := range ep.Addresses {
+				refs[a] = ep.TargetRef
+			}
+		}
+	}
+	dep := &appsv1.Deployment{}
+	switch err := r.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: resources.LimiterName(fleet)}, dep); {
+	case apierrors.IsNotFound(err):
+		dep = nil
+	case err != nil:
+		return nil, nil, err
+	}
+	for _, addr := range endpoints {
+		host, _, _ := net.SplitHostPort(addr)
+		why, err := checkEndpoint(ctx, r, fleet, dep, host, refs[host])
+		if err != nil {
+			return nil, nil, err
+		}
+		if why != "" {
+			refused = append(refused, addr+": "+why)
+			continue
+		}
+		trusted = append(trusted, addr)
+	}
+	if len(refused) > 0 {
+		logf.FromContext(ctx).Info("Ignoring limiter endpoints that are not the fleet's own pods", "refused", refused)
+	}
+	return trusted, refused, nil
 }
