@@ -10,19 +10,20 @@ import (
 
 var limits = check.Limits{MaxFunc: 80, MaxFile: 400}
 
-// No non-test file in controllers/ is over 400 lines, and no function over
-// 80 (issue 26). limiter/ is measured and reported, not yet enforced.
+// No non-test file in controllers/ is over 400 lines, and no function in
+// controllers/ or limiter/ over 80 (issue 26); limiter/'s long files are
+// reported, not enforced.
 func TestCodeSize(t *testing.T) {
 	for _, tc := range []struct {
-		dir     string
-		enforce bool
-	}{{"controllers", true}, {"limiter", false}} {
+		dir           string
+		enforce, file bool
+	}{{"controllers", true, true}, {"limiter", true, false}} {
 		offenders, err := check.Dir(filepath.Join("..", "..", tc.dir), limits)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, o := range offenders {
-			if tc.enforce {
+			if tc.enforce && (o.Name != "" || tc.file) {
 				t.Errorf("%s: split it", o)
 			} else {
 				t.Logf("info: %s", o)

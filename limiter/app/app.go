@@ -168,6 +168,31 @@ func Run(ctx context.Context, cfg Config) error {
 		ReadyPods: cfg.LocalFallbackPods, EnforcementDisabled: cfg.EnforcementDisabled,
 		Top: cfg.Top, TopClock: topClock, LocalTier: tier, Fallback: fallback, Budgets: cfg.TenantBudget})
 	rl := newReloader(src, svc, reg, log)
+	srv, err := newServer(cfg, svc, rl, pinger, reg, log)
+	if err != nil {
+		return err
+	}
+	rl.srv = srv
+	log.Info("Starting limiter", "source", src.String(), "store", desc)
+	if snap != nil {
+		rl.onLoad(snap)
+	}
+
+	wg.Go(func() {
+		if err := src.watch(bg, rl); err != nil {
+			rl.watchFailed(err)
+		}
+	})
+	err = srv.Run(ctx)
+	stopBackground()
+	wg.Wait()
+	log.Info("Stopped")
+	return err
+}
+
+// newServer opens the limiter's listeners for svc: readiness from the
+// reloader, the store and the service; the admin plane guarded as cfg says.
+func newServer(cfg Config, svc *service.Service, rl *reloader, pinger server.Pinger, reg *prometheus.Registry, log *slog.Logger) (*server.Server, error) {
 	readiness := map[string]server.ReadinessChecker{"config": rl.check,
 		"degraded": degradedCheck(svc), "enforcement": enforcementCheck(svc)}
 	var storeStatus func(context.Context) (string, bool)
@@ -181,12 +206,12 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	adminAuth, err := openAdminAuth(cfg, reg, log)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var adminTLS *tls.Config
 	if cfg.AdminTLSCert != "" || cfg.AdminTLSKey != "" {
 		if adminTLS, err = adminauth.ServerTLS(cfg.AdminTLSCert, cfg.AdminTLSKey, log); err != nil {
-			return fmt.Errorf("%s and %s: %w", limiterwire.AdminTLSCertFlag, limiterwire.AdminTLSKeyFlag, err)
+			return nil, fmt.Errorf("%s and %s: %w", limiterwire.AdminTLSCertFlag, limiterwire.AdminTLSKeyFlag, err)
 		}
 	}
 	srv, err := server.New(svc, server.Options{
@@ -205,9 +230,8 @@ func Run(ctx context.Context, cfg Config) error {
 		DrainDelay:     cfg.DrainDelay,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	rl.srv = srv
 	if adminAuth != nil && adminTLS == nil && !isLoopback(srv.AdminAddr()) {
 		log.Warn("The admin plane takes bearer tokens over plain HTTP: callers' tokens cross the network in clear; give it --admin-tls-cert and --admin-tls-key",
 			"admin", srv.AdminAddr())
@@ -216,21 +240,7 @@ func Run(ctx context.Context, cfg Config) error {
 		log.Warn("The admin plane is open to anyone who can reach it: use --admin-auth=kubernetes, or an --admin-addr on loopback",
 			"admin", srv.AdminAddr())
 	}
-	log.Info("Starting limiter", "source", src.String(), "store", desc)
-	if snap != nil {
-		rl.onLoad(snap)
-	}
-
-	wg.Go(func() {
-		if err := src.watch(bg, rl); err != nil {
-			rl.watchFailed(err)
-		}
-	})
-	err = srv.Run(ctx)
-	stopBackground()
-	wg.Wait()
-	log.Info("Stopped")
-	return err
+	return srv, nil
 }
 
 // openAdminAuth returns the admin plane's guard that cfg.AdminAuth names,
