@@ -176,13 +176,32 @@ func TestConversionRoundTripsSamples(t *testing.T) {
 
 // sayableInV1beta1 reports whether v1beta1 can say all of s: it names only
 // the default lease entry and priority key (v1beta1 leaves them to the
-// fleet), and has no disabled localTier (v1beta1 omits it) and no soft: false.
+// fleet), has no disabled localTier (v1beta1 omits it) and no soft: false,
+// and its durations are whole milliseconds.
 func sayableInV1beta1(s *v1alpha1.RateLimitPolicySpec) bool {
 	if le, holds := s.LeaseEntry(); holds && le != v1alpha1.DefaultLeaseEntry {
 		return false
 	}
 	if (s.LocalTier != nil && !s.LocalTierEnabled()) || (s.Soft != nil && !*s.Soft) {
 		return false
+	}
+	ds := []*metav1.Duration{&s.Rate.Period}
+	if s.Concurrency != nil {
+		ds = append(ds, s.Concurrency.LeaseDuration)
+	}
+	if s.Reserve != nil {
+		ds = append(ds, s.Reserve.ExpireAfter)
+	}
+	if s.LocalTier != nil {
+		ds = append(ds, s.LocalTier.TTL)
+	}
+	if s.Penalty != nil {
+		ds = append(ds, &s.Penalty.Duration, s.Penalty.Within)
+	}
+	for _, d := range ds {
+		if d != nil && d.Duration%time.Millisecond != 0 {
+			return false // the Gateway API format stops at milliseconds
+		}
 	}
 	return s.Priority == nil || s.Priority.Key == v1alpha1.DefaultPriorityEntry
 }

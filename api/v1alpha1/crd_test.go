@@ -37,7 +37,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -45,6 +44,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/conversiontest"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
 
@@ -63,6 +63,9 @@ func runWithAPIServer(m *testing.M) int {
 		// KUBEBUILDER_ASSETS wins when set; hack/setup-envtest.sh builds these.
 		BinaryAssetsDirectory: filepath.Join("..", "..", "bin", "k8s"),
 	}
+	// RateLimitPolicy is stored as v1beta1: every v1alpha1 read and write
+	// goes through the conversion webhook.
+	conversiontest.Prepare(env)
 	cfg, err := env.Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting envtest (run hack/setup-envtest.sh): %v\n", err)
@@ -75,16 +78,14 @@ func runWithAPIServer(m *testing.M) int {
 		}
 	}()
 
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+	stopWebhook, err := conversiontest.Serve(env)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
+	defer stopWebhook()
+
+	k8sClient, err = client.New(cfg, client.Options{Scheme: conversiontest.Scheme()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -341,11 +341,13 @@ func durationPtrToV1beta1(d *metav1.Duration) *v1beta1.Duration {
 }
 
 // durationToV1beta1 spells d in the Gateway API's duration format (hours,
-// minutes, seconds and milliseconds, each left out when 0), or as a Go
-// duration when that format can't hold it (a part of a millisecond).
+// minutes, seconds and milliseconds, each left out when 0). A part of a
+// millisecond, which that format can't hold, is dropped: the conversion
+// then keeps the exact v1alpha1 spec in its annotation.
 func durationToV1beta1(d time.Duration) v1beta1.Duration {
-	if d <= 0 || d%time.Millisecond != 0 || d/time.Hour > 99999 {
-		return v1beta1.Duration(d.String())
+	d = d.Truncate(time.Millisecond)
+	if d <= 0 {
+		return "0s"
 	}
 	var s string
 	for _, u := range []struct {
