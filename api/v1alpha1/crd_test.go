@@ -44,6 +44,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/internal/conversiontest"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
@@ -143,7 +144,7 @@ func TestCRDAccepts(t *testing.T) {
 // TestSamplesAccepted applies every sample manifest.
 func TestSamplesAccepted(t *testing.T) {
 	var policies []*v1alpha1.RateLimitPolicy
-	for _, file := range []string{"policies.yaml", "ratelimit_v1alpha1_ratelimitpolicy.yaml"} {
+	for _, file := range []string{"policies.yaml", "ratelimit_v1alpha1_ratelimitpolicy.yaml", "ratelimit_v1beta1_ratelimitpolicy.yaml"} {
 		policies = append(policies, readPolicies(t, filepath.Join("..", "..", "config", "samples", file))...)
 	}
 	algorithms := map[v1alpha1.Algorithm]bool{}
@@ -286,7 +287,8 @@ func createNamespace(t *testing.T, name string) string {
 }
 
 // readPolicies decodes a multi-document manifest strictly, so that a misspelt
-// field fails the test rather than vanishing.
+// field fails the test rather than vanishing; v1beta1 policies come back
+// converted to v1alpha1.
 func readPolicies(t *testing.T, path string) []*v1alpha1.RateLimitPolicy {
 	t.Helper()
 	f, err := os.Open(path)
@@ -312,7 +314,18 @@ func readPolicies(t *testing.T, path string) []*v1alpha1.RateLimitPolicy {
 			continue // only comments
 		}
 		p := &v1alpha1.RateLimitPolicy{}
-		if err := yaml.UnmarshalStrict(doc, p); err != nil {
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal(doc, &tm); err == nil && tm.APIVersion == v1beta1.GroupVersion.String() && tm.Kind == "RateLimitPolicy" {
+			// The samples are v1beta1: decode them so, and convert.
+			b := &v1beta1.RateLimitPolicy{}
+			if err := yaml.UnmarshalStrict(doc, b); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			if err := p.ConvertFrom(b); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			p.TypeMeta = metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "RateLimitPolicy"}
+		} else if err := yaml.UnmarshalStrict(doc, p); err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
 		if p.APIVersion != v1alpha1.GroupVersion.String() || p.Kind != "RateLimitPolicy" {
