@@ -136,11 +136,15 @@ const conversionStanza = `  conversion:
       conversionReviewVersions:
       - v1
       clientConfig:
+        {{- with .Values.operator.webhook.url }}
+        url: {{ . | quote }}
+        {{- else }}
         service:
           name: {{ include "sluice.webhook.serviceName" . }}
           namespace: {{ .Release.Namespace }}
           path: /convert
           port: 443
+        {{- end }}
 `
 
 func indexOf(lines []string, want string, from int) int {

@@ -72,12 +72,20 @@ func Prepare(env *envtest.Environment) {
 // Serve starts the conversion webhook where env (prepared, started) sends
 // conversions, and returns once it answers TLS connections. stop ends it.
 func Serve(env *envtest.Environment) (stop func(), err error) {
-	o := env.WebhookInstallOptions
+	return ServeWith(&env.WebhookInstallOptions, env.Scheme)
+}
+
+// ServeWith starts the conversion webhook where o says (LocalServingHost,
+// LocalServingPort, LocalServingCertDir; o.PrepWithoutInstalling makes
+// them), converting with scheme, and returns once it answers TLS
+// connections. A CRD's conversion reaches it at URL(o), trusting
+// o.LocalServingCAData.
+func ServeWith(o *envtest.WebhookInstallOptions, scheme *runtime.Scheme) (stop func(), err error) {
 	if o.LocalServingPort == 0 || o.LocalServingCertDir == "" {
-		return nil, errors.New("conversiontest.Serve: env has no local webhook address: call Prepare before env.Start")
+		return nil, errors.New("conversiontest: no local webhook address: call Prepare before env.Start, or o.PrepWithoutInstalling")
 	}
 	srv := webhook.NewServer(webhook.Options{Host: o.LocalServingHost, Port: o.LocalServingPort, CertDir: o.LocalServingCertDir})
-	srv.Register("/convert", conversion.NewWebhookHandler(env.Scheme))
+	srv.Register("/convert", conversion.NewWebhookHandler(scheme))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Start(ctx) }()
@@ -105,4 +113,9 @@ func Serve(env *envtest.Environment) (stop func(), err error) {
 			return nil, fmt.Errorf("the conversion webhook on %s did not answer within 30s; last error: %v", addr, dialErr)
 		}
 	}
+}
+
+// URL is where a CRD's conversion reaches the webhook ServeWith(o) serves.
+func URL(o *envtest.WebhookInstallOptions) string {
+	return "https://" + net.JoinHostPort(o.LocalServingHost, strconv.Itoa(o.LocalServingPort)) + "/convert"
 }

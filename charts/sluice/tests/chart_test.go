@@ -26,6 +26,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/internal/conversiontest"
 )
 
 const (
@@ -54,6 +55,7 @@ func TestChart(t *testing.T) {
 	var crdUIDs map[string]types.UID
 	var operator *operatorProcess
 	var operatorKubeconfig string
+	conversion := startConversion(whole)
 
 	step("helm install with default values", func(t *testing.T) {
 		// Pod Security admission checks the operator's pod template against
@@ -64,7 +66,8 @@ func TestChart(t *testing.T) {
 				"pod-security.kubernetes.io/warn":    "restricted",
 			})
 		}
-		out, stderr, err := helm("install", release, chartDir, "--namespace", namespace)
+		out, stderr, err := helm("install", release, chartDir, "--namespace", namespace,
+			"--set", "operator.webhook.url="+conversiontest.URL(conversion))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,6 +101,7 @@ func TestChart(t *testing.T) {
 				return fmt.Errorf("CRD %s not established: %+v", name, crd.Status.Conditions)
 			})
 		}
+		trustConversion(t, conversion)
 	})
 
 	step("every object exists as rendered", func(t *testing.T) {
