@@ -519,6 +519,7 @@ type Problem struct {
 // +kubebuilder:printcolumn:name="Algorithm",type=string,JSONPath=`.spec.limit.rate.algorithm`
 // +kubebuilder:printcolumn:name="Limit",type=integer,JSONPath=`.spec.limit.rate.limit`
 // +kubebuilder:printcolumn:name="Period",type=string,JSONPath=`.spec.limit.rate.period`
+// +kubebuilder:printcolumn:name="Calendar",type=string,JSONPath=`.spec.limit.rate.calendar.period`,priority=1
 // +kubebuilder:printcolumn:name="MaxInFlight",type=integer,JSONPath=`.spec.limit.concurrency.maxInFlight`,priority=1
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
 // +kubebuilder:printcolumn:name="Accepted",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].status`
@@ -528,6 +529,11 @@ type Problem struct {
 // +kubebuilder:printcolumn:name="Shadow",type=integer,JSONPath=`.status.enforcement.shadowLimited`
 // +kubebuilder:printcolumn:name="SoftLimited",type=integer,JSONPath=`.status.enforcement.softLimited`,priority=1
 // +kubebuilder:printcolumn:name="FailedOpen",type=integer,JSONPath=`.status.enforcement.failedOpen`
+// +kubebuilder:printcolumn:name="FailedClosed",type=integer,JSONPath=`.status.enforcement.failedClosed`,priority=1
+// +kubebuilder:printcolumn:name="LocalFallback",type=integer,JSONPath=`.status.enforcement.localFallback`,priority=1
+// +kubebuilder:printcolumn:name="InFlight",type=integer,JSONPath=`.status.enforcement.inFlight`,priority=1
+// +kubebuilder:printcolumn:name="Released",type=integer,JSONPath=`.status.enforcement.released`,priority=1
+// +kubebuilder:printcolumn:name="Penalized",type=integer,JSONPath=`.status.enforcement.penalized`,priority=1
 // +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
