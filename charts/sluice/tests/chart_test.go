@@ -119,6 +119,10 @@ func TestChart(t *testing.T) {
 			sets = append(sets, []string{"-f", f})
 		}
 		for _, set := range sets {
+			// The installed CRD converts at operator.webhook.url (startConversion):
+			// a render with the Service instead would apply both, which the
+			// API server refuses.
+			set = append(set, "--set", "operator.webhook.url="+conversiontest.URL(conversion))
 			out, _, err := run("", helmBin, append([]string{"template", release, chartDir, "--namespace", namespace}, set...)...)
 			if err != nil {
 				t.Fatal(err)
