@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 // sampleSet is what one kubectl apply of sample files creates.
@@ -42,7 +43,7 @@ func readSamples(t *testing.T, files ...string) sampleSet {
 			if err != nil {
 				t.Fatalf("%s: %v", file, err)
 			}
-			var head struct{ Kind string }
+			var head struct{ APIVersion, Kind string }
 			if err := yaml.Unmarshal(doc, &head); err != nil {
 				t.Fatalf("%s: %v", file, err)
 			}
@@ -63,7 +64,16 @@ func readSamples(t *testing.T, files ...string) sampleSet {
 				set.fleets = append(set.fleets, f)
 			case "RateLimitPolicy":
 				p := &v1alpha1.RateLimitPolicy{}
-				if err := yaml.UnmarshalStrict(doc, p); err != nil {
+				if head.APIVersion == v1beta1.GroupVersion.String() {
+					// As the API server serves it to the operator: converted.
+					b := &v1beta1.RateLimitPolicy{}
+					if err := yaml.UnmarshalStrict(doc, b); err != nil {
+						t.Fatalf("%s: %v", file, err)
+					}
+					if err := p.ConvertFrom(b); err != nil {
+						t.Fatalf("%s: %v", file, err)
+					}
+				} else if err := yaml.UnmarshalStrict(doc, p); err != nil {
 					t.Fatalf("%s: %v", file, err)
 				}
 				set.policies = append(set.policies, p)

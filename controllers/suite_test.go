@@ -46,6 +46,7 @@ import (
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/internal/conversiontest"
 )
 
 // The envtest suite is a real kube-apiserver and etcd, the operator's
@@ -86,6 +87,9 @@ func newScheme() *runtime.Scheme {
 	utilruntime.Must(v1alpha1.AddToScheme(s))
 	return s
 }
+
+// stopConversion stops the conversion webhook startSuite serves.
+var stopConversion func()
 
 func TestMain(m *testing.M) {
 	logf.SetLogger(zap.New(zap.WriteTo(io.Discard)))
@@ -129,8 +133,15 @@ func startSuite() error {
 		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 	}
+	// RateLimitPolicy is stored as v1beta1: v1alpha1 reads and writes
+	// convert through the webhook, served here for the whole suite (the
+	// operator restarts within it).
+	conversiontest.Prepare(testEnv)
 	if cfg, err = testEnv.Start(); err != nil {
 		return fmt.Errorf("starting envtest: %w", err)
+	}
+	if stopConversion, err = conversiontest.Serve(testEnv); err != nil {
+		return err
 	}
 	// The test's own client is not throttled (client-go's default is 5/s);
 	// the operator runs with cmd/operator's settings, as in production.
@@ -165,6 +176,9 @@ func startSuite() error {
 func stopSuite() {
 	stopOperator()
 	stopGarbageCollector()
+	if stopConversion != nil {
+		stopConversion()
+	}
 	if testEnv != nil {
 		_ = testEnv.Stop() // a failed start may leave the control plane running
 	}

@@ -85,9 +85,9 @@ func TestSystem(t *testing.T) {
 		}
 	})
 
-	t.Run("an edit to rate.limit is enforced without a restart", func(t *testing.T) {
+	t.Run("an edit to limit.rate.limit is enforced without a restart", func(t *testing.T) {
 		samples, _ := controllers.ApplyToEnforcedSamples(t)
-		kubectl(t, "-n", "payments", "patch", "rlp", "charges-per-user", "--type=merge", "-p", `{"spec":{"rate":{"limit":2},"burst":2}}`)
+		kubectl(t, "-n", "payments", "patch", "rlp", "charges-per-user", "--type=merge", "-p", `{"spec":{"limit":{"rate":{"limit":2,"burst":2}}}}`)
 		p := waitPolicy(t, "payments", "charges-per-user", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
 		eventually(t, 10*time.Second, "apply-to-enforced latency observed", func() error {
 			if c := condition(p.Status.Conditions, v1alpha1.EnforcedCondition); c.ObservedGeneration != p.Generation {
@@ -137,7 +137,7 @@ func TestSystem(t *testing.T) {
 
 	t.Run("stopping a limiter turns Enforced false for generations it lacks", func(t *testing.T) {
 		pods[1].stop()
-		kubectl(t, "-n", "payments", "patch", "rlp", "requests-per-api-key", "--type=merge", "-p", `{"spec":{"rate":{"limit":9}}}`)
+		kubectl(t, "-n", "payments", "patch", "rlp", "requests-per-api-key", "--type=merge", "-p", `{"spec":{"limit":{"rate":{"limit":9}}}}`)
 		eventually(t, 30*time.Second, "Enforced false with 1/2 pods synced", func() error {
 			c, p := policyCondition(t, "payments", "requests-per-api-key", v1alpha1.EnforcedCondition)
 			if c == nil || c.ObservedGeneration != p.Generation || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "1/2 pods") {

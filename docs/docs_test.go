@@ -36,13 +36,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sluice-dev/sluice/internal/conversiontest"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
 
@@ -57,6 +56,9 @@ var (
 func TestMain(m *testing.M) {
 	logf.SetLogger(logr.Discard())
 	code := m.Run()
+	if stopWebhook != nil {
+		stopWebhook()
+	}
 	if env != nil {
 		if err := env.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
@@ -71,6 +73,7 @@ func TestMain(m *testing.M) {
 
 var (
 	env              *envtest.Environment
+	stopWebhook      func()
 	work             string
 	startEnv, buildL sync.Once
 	envErr, buildErr error
@@ -87,17 +90,19 @@ func apiServer(t *testing.T) client.Client {
 			// KUBEBUILDER_ASSETS wins when set; hack/setup-envtest.sh builds these.
 			BinaryAssetsDirectory: filepath.Join(root, "bin", "k8s"),
 		}
+		// RateLimitPolicy is stored as v1beta1: the manual's v1alpha1
+		// objects convert through the conversion webhook.
+		conversiontest.Prepare(env)
 		cfg, err := env.Start()
 		if err != nil {
 			_ = env.Stop()
 			env, envErr = nil, fmt.Errorf("starting envtest (run make envtest): %w", err)
 			return
 		}
-		scheme := runtime.NewScheme()
-		if envErr = clientgoscheme.AddToScheme(scheme); envErr != nil {
+		if stopWebhook, envErr = conversiontest.Serve(env); envErr != nil {
 			return
 		}
-		k8s, envErr = client.New(cfg, client.Options{Scheme: scheme})
+		k8s, envErr = client.New(cfg, client.Options{Scheme: conversiontest.Scheme()})
 	})
 	if envErr != nil {
 		t.Fatal(envErr)

@@ -38,7 +38,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -46,6 +45,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
+	"github.com/sluice-dev/sluice/internal/conversiontest"
 	"github.com/sluice-dev/sluice/internal/testtier"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
@@ -69,6 +70,9 @@ func runWithAPIServer(m *testing.M) int {
 		// KUBEBUILDER_ASSETS wins when set; hack/setup-envtest.sh builds these.
 		BinaryAssetsDirectory: filepath.Join("..", "..", "bin", "k8s"),
 	}
+	// RateLimitPolicy is stored as v1beta1: every v1alpha1 read and write
+	// goes through the conversion webhook.
+	conversiontest.Prepare(env)
 	cfg, err := env.Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting envtest (run hack/setup-envtest.sh): %v\n", err)
@@ -81,16 +85,14 @@ func runWithAPIServer(m *testing.M) int {
 		}
 	}()
 
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+	stopWebhook, err := conversiontest.Serve(env)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
+	defer stopWebhook()
+
+	k8sClient, err = client.New(cfg, client.Options{Scheme: conversiontest.Scheme()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -148,7 +150,7 @@ func TestCRDAccepts(t *testing.T) {
 // TestSamplesAccepted applies every sample manifest.
 func TestSamplesAccepted(t *testing.T) {
 	var policies []*v1alpha1.RateLimitPolicy
-	for _, file := range []string{"policies.yaml", "ratelimit_v1alpha1_ratelimitpolicy.yaml"} {
+	for _, file := range []string{"policies.yaml", "ratelimit_v1alpha1_ratelimitpolicy.yaml", "ratelimit_v1beta1_ratelimitpolicy.yaml"} {
 		policies = append(policies, readPolicies(t, filepath.Join("..", "..", "config", "samples", file))...)
 	}
 	algorithms := map[v1alpha1.Algorithm]bool{}
@@ -292,7 +294,8 @@ func createNamespace(t *testing.T, name string) string {
 }
 
 // readPolicies decodes a multi-document manifest strictly, so that a misspelt
-// field fails the test rather than vanishing.
+// field fails the test rather than vanishing; v1beta1 policies come back
+// converted to v1alpha1.
 func readPolicies(t *testing.T, path string) []*v1alpha1.RateLimitPolicy {
 	t.Helper()
 	f, err := os.Open(path)
@@ -318,7 +321,18 @@ func readPolicies(t *testing.T, path string) []*v1alpha1.RateLimitPolicy {
 			continue // only comments
 		}
 		p := &v1alpha1.RateLimitPolicy{}
-		if err := yaml.UnmarshalStrict(doc, p); err != nil {
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal(doc, &tm); err == nil && tm.APIVersion == v1beta1.GroupVersion.String() && tm.Kind == "RateLimitPolicy" {
+			// The samples are v1beta1: decode them so, and convert.
+			b := &v1beta1.RateLimitPolicy{}
+			if err := yaml.UnmarshalStrict(doc, b); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			if err := p.ConvertFrom(b); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			p.TypeMeta = metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "RateLimitPolicy"}
+		} else if err := yaml.UnmarshalStrict(doc, p); err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
 		if p.APIVersion != v1alpha1.GroupVersion.String() || p.Kind != "RateLimitPolicy" {

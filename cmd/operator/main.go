@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers"
 )
 
@@ -45,6 +46,7 @@ func main() {
 	flag.DurationVar(&window, "enforcement-window", controllers.DefaultEnforcementWindow, "`window` of the decision counts in each policy's status.enforcement")
 	flag.StringVar(&tokenFile, "limiter-token-file", "", "`file` of the bearer token sent (over TLS) to the limiter pods' admin plane: a projected ServiceAccount token for the audience "+limiterwire.AdminAudience+" (default: "+projectedTokenFile+", which the chart mounts)")
 	netpol := networkPolicyFlags(flag.CommandLine)
+	webhookOpts := webhookFlags(flag.CommandLine)
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -54,6 +56,7 @@ func main() {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	utilruntime.Must(v1beta1.AddToScheme(scheme))
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme: scheme,
@@ -90,12 +93,25 @@ func main() {
 		log.Error(err, "Bad flags")
 		os.Exit(2)
 	}
+	wh, serveWebhook, err := webhookOpts(np.OperatorNamespace)
+	if err != nil {
+		log.Error(err, "Bad flags")
+		os.Exit(2)
+	}
 	if err := controllers.Setup(ctx, mgr, controllers.Options{LimiterImage: limiterImage, RedisImage: redisImage, EnforcementWindow: window, AdminTokenFile: tokenFile, NetworkPolicies: np}); err != nil {
 		log.Error(err, "Unable to set up the controllers")
 		os.Exit(1)
 	}
 	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))
 	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
+	if serveWebhook {
+		ready, err := controllers.SetupConversionWebhook(ctx, mgr, wh)
+		if err != nil {
+			log.Error(err, "Unable to set up the conversion webhook")
+			os.Exit(1)
+		}
+		utilruntime.Must(mgr.AddReadyzCheck("conversion-webhook", ready))
+	}
 	log.Info("Starting the manager")
 	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "The manager stopped")

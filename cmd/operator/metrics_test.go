@@ -93,7 +93,7 @@ func TestAttackReadOperatorMetricsWithoutToken(t *testing.T) {
 	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
 	var log bytes.Buffer
 	cmd := exec.Command(bin, "--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+probeAddr,
-		"--watch-namespaces=operator-metrics-test")
+		"--watch-namespaces=operator-metrics-test", "--webhook-port=0")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {

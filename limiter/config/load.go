@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 // maxFileSize bounds a policy file; a larger one is rejected, not truncated.
@@ -137,15 +138,20 @@ func decodePolicy(where string, raw []byte) (v1alpha1.RateLimitPolicy, error) {
 	if err := yaml.Unmarshal(raw, &tm); err != nil {
 		return p, fmt.Errorf("%s: %w", where, err)
 	}
-	want := v1alpha1.GroupVersion.String()
-	if tm.Kind != "RateLimitPolicy" || tm.APIVersion != want {
-		return p, fmt.Errorf("%s: got apiVersion %q kind %q, want apiVersion %q kind \"RateLimitPolicy\"", where, tm.APIVersion, tm.Kind, want)
+	want, beta := v1alpha1.GroupVersion.String(), v1beta1.GroupVersion.String()
+	if tm.Kind != "RateLimitPolicy" || (tm.APIVersion != want && tm.APIVersion != beta) {
+		return p, fmt.Errorf("%s: got apiVersion %q kind %q, want apiVersion %q or %q kind \"RateLimitPolicy\"", where, tm.APIVersion, tm.Kind, want, beta)
 	}
 	js, err := yaml.YAMLToJSON(raw)
 	if err != nil {
 		return p, fmt.Errorf("%s: %w", where, err)
 	}
-	if err := unmarshalStrict(js, &p, where, &p.ObjectMeta); err != nil {
+	if tm.APIVersion == beta {
+		p, err = decodeV1beta1Policy(where, js) // load_v1beta1.go
+	} else {
+		err = unmarshalStrict(js, &p, where, &p.ObjectMeta)
+	}
+	if err != nil {
 		return p, err
 	}
 	DefaultPolicy(&p)

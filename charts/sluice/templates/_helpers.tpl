@@ -133,3 +133,17 @@ PodMonitor sends.
 {{- define "sluice.limiterMetricsReader" -}}
 {{- printf "%s-limiter-metrics-reader" (include "sluice.fullname" . | trunc 38 | trimSuffix "-") }}
 {{- end }}
+
+{{/*
+sluice.webhook.serviceName: the Service of the operator's conversion webhook.
+*/}}
+{{- define "sluice.webhook.serviceName" -}}
+{{- printf "%s-webhook" (include "sluice.operator.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+sluice.webhook.secretName: the Secret of the conversion webhook's certificate.
+*/}}
+{{- define "sluice.webhook.secretName" -}}
+{{- printf "%s-webhook-cert" (include "sluice.operator.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}

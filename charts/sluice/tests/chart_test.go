@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/internal/conversiontest"
 )
 
 const (
@@ -53,6 +54,7 @@ func TestChart(t *testing.T) {
 	var crdUIDs map[string]types.UID
 	var operator *operatorProcess
 	var operatorKubeconfig string
+	conversion := startConversion(whole)
 
 	step("helm install with default values", func(t *testing.T) {
 		// Pod Security admission checks the operator's pod template against
@@ -63,7 +65,8 @@ func TestChart(t *testing.T) {
 				"pod-security.kubernetes.io/warn":    "restricted",
 			})
 		}
-		out, stderr, err := helm("install", release, chartDir, "--namespace", namespace)
+		out, stderr, err := helm("install", release, chartDir, "--namespace", namespace,
+			"--set", "operator.webhook.url="+conversiontest.URL(conversion))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,6 +100,7 @@ func TestChart(t *testing.T) {
 				return fmt.Errorf("CRD %s not established: %+v", name, crd.Status.Conditions)
 			})
 		}
+		trustConversion(t, conversion)
 	})
 
 	step("every object exists as rendered", func(t *testing.T) {
@@ -114,6 +118,10 @@ func TestChart(t *testing.T) {
 			sets = append(sets, []string{"-f", f})
 		}
 		for _, set := range sets {
+			// The installed CRD converts at operator.webhook.url (startConversion):
+			// a render with the Service instead would apply both, which the
+			// API server refuses.
+			set = append(set, "--set", "operator.webhook.url="+conversiontest.URL(conversion))
 			out, _, err := run("", helmBin, append([]string{"template", release, chartDir, "--namespace", namespace}, set...)...)
 			if err != nil {
 				t.Fatal(err)
@@ -143,6 +151,7 @@ func TestChart(t *testing.T) {
 
 	step("the operator's ServiceAccount can do what the operator needs, and no more", func(t *testing.T) {
 		checkOperatorAccess(t, operatorSA, saGroups, "payments", namespace)
+		checkWebhookCertAccess(t, operatorSA, saGroups, namespace, "sluice-operator-webhook-cert") // release sluice
 	})
 
 	step("the operator runs under the chart's RBAC", func(t *testing.T) {
@@ -664,7 +673,7 @@ func checkOperatorAccess(t *testing.T, user string, groups []string, watched, le
 		{Verb: "list", Resource: "secrets", Namespace: watched},
 		{Verb: "watch", Resource: "secrets", Namespace: watched},
 		{Verb: "patch", Resource: "secrets", Namespace: watched},
-		{Verb: "list", Resource: "secrets", Namespace: leaderNS},
+		{Verb: "list", Resource: "secrets", Namespace: "kube-system"},
 		{Verb: "create", Resource: "pods", Namespace: watched},
 		{Verb: "create", Resource: "pods", Subresource: "exec", Namespace: watched},
 		{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: "kube-system"},
@@ -741,4 +750,30 @@ func containsRule(rules []rbacv1.PolicyRule, r rbacv1.PolicyRule) bool {
 func sha256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// checkWebhookCertAccess: the one exception to "never lists or watches
+// Secrets". cert-controller keeps the conversion webhook's certificate in
+// a Secret of the operator's own namespace through a cache of that
+// namespace's Secrets, so the operator may get, list and watch Secrets
+// there, and write only that one.
+func checkWebhookCertAccess(t *testing.T, user string, groups []string, ns, secret string) {
+	t.Helper()
+	for _, verb := range []string{"get", "list", "watch"} {
+		if !allowed(t, user, groups, authorizationv1.ResourceAttributes{Verb: verb, Resource: "secrets", Namespace: ns}) {
+			t.Errorf("%s can't %s secrets in %s: the webhook's certificate rotation needs it", user, verb, ns)
+		}
+	}
+	if !allowed(t, user, groups, authorizationv1.ResourceAttributes{Verb: "update", Resource: "secrets", Namespace: ns, Name: secret}) {
+		t.Errorf("%s can't update the webhook's certificate Secret %s/%s", user, ns, secret)
+	}
+	for _, a := range []authorizationv1.ResourceAttributes{
+		{Verb: "patch", Resource: "secrets", Namespace: ns, Name: "another"},
+		{Verb: "list", Resource: "secrets", Namespace: "payments"},
+		{Verb: "watch", Resource: "secrets"},
+	} {
+		if allowed(t, user, groups, a) {
+			t.Errorf("%s may %s secrets %q in %q", user, a.Verb, a.Name, a.Namespace)
+		}
+	}
 }

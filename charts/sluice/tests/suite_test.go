@@ -289,6 +289,8 @@ func startOperator(t *testing.T, kubeconfig string, chartArgs []string) (*operat
 			a = "--metrics-bind-address=0"
 		case strings.HasPrefix(a, "--health-probe-bind-address="):
 			a = "--health-probe-bind-address=127.0.0.1:0"
+		case strings.HasPrefix(a, "--webhook-port="):
+			a = "--webhook-port=0" // the test serves the conversion (serveConversion)
 		}
 		args = append(args, a)
 	}
