@@ -3,11 +3,13 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -307,6 +309,7 @@ func (j *journey) samples(t *testing.T) {
 	})
 	j.mark("%d sample policies Enforced %s after kubectl apply", len(policies), since(start))
 	t.Logf("%d sample policies Enforced %s after kubectl apply -f config/samples/", len(policies), since(start))
+	j.conversion(t)
 
 	// The README's request goes to the Redis Cluster fleet: its pods share
 	// their counters, so a new connection per request (which kube-proxy
@@ -368,6 +371,44 @@ func (j *journey) samples(t *testing.T) {
 		return *e.Allowed >= 10 && *e.Limited >= 2, fmt.Sprintf("allowed %d, limited %d, want 10 and 2", *e.Allowed, *e.Limited)
 	})
 	t.Logf("kubectl get rlp -A:\n%s", c.kubectl(t, "get", "rlp", "-A"))
+}
+
+// conversion reads the v1alpha1 sample, which the API server stored as
+// v1beta1 through the operator's conversion webhook, in both versions: as
+// v1beta1 it is the same rate in the union's shape, and as v1alpha1 every
+// field of the file reads back as written. (It is Enforced: the step above
+// waited for every sample.)
+func (j *journey) conversion(t *testing.T) {
+	c := j.c
+	const file = "config/samples/ratelimit_v1alpha1_ratelimitpolicy.yaml"
+	objs := readObjects(t, filepath.Join(c.root, file))
+	if len(objs) != 1 || objs[0].GetAPIVersion() != "ratelimit.sluice.dev/v1alpha1" {
+		t.Fatalf("%s: want one v1alpha1 RateLimitPolicy, got %d objects", file, len(objs))
+	}
+	want := objs[0]
+	read := func(version string) map[string]any {
+		var u map[string]any
+		out := c.kubectl(t, "get", "ratelimitpolicies."+version+".ratelimit.sluice.dev", "-n", want.GetNamespace(), want.GetName(), "-o", "json")
+		if err := json.Unmarshal([]byte(out), &u); err != nil {
+			t.Fatalf("kubectl get %s as %s: %v\n%s", want.GetName(), version, err, out)
+		}
+		spec, _ := u["spec"].(map[string]any)
+		return spec
+	}
+	beta := read("v1beta1")
+	limit, _ := beta["limit"].(map[string]any)
+	rate, _ := limit["rate"].(map[string]any)
+	if limit["type"] != "Rate" || rate["algorithm"] != "TokenBucket" || fmt.Sprint(rate["limit"]) != "100" ||
+		fmt.Sprint(rate["burst"]) != "150" || beta["domain"] != "example-api" {
+		t.Errorf("%s read as v1beta1: spec %v, want limit {type: Rate, rate: {algorithm: TokenBucket, limit: 100, burst: 150}} for domain example-api", file, beta)
+	}
+	alpha := read("v1alpha1")
+	for k, v := range want.Object["spec"].(map[string]any) {
+		if !reflect.DeepEqual(alpha[k], v) {
+			t.Errorf("%s read back as v1alpha1: spec.%s is %v, the file says %v", file, k, alpha[k], v)
+		}
+	}
+	j.mark("the v1alpha1 sample reads as v1beta1 and back as written (conversion webhook)")
 }
 
 type rlsAnswer struct {
