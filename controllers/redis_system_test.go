@@ -462,8 +462,11 @@ func TestRedisClusterBootstrap(t *testing.T) {
 
 	// A reconcile of the converged cluster sends nothing that mutates it.
 	before := rf.mutatingCalls(t)
-	f.Spec.Replicas = ptr.To[int32](1) // a new generation: one full pass
-	if err := k8s.Update(ctx, f); err != nil {
+	// A new generation: one full pass. A merge patch, as kubectl does: the
+	// operator writes the fleet's status meanwhile.
+	orig := f.DeepCopy()
+	f.Spec.Replicas = ptr.To[int32](1)
+	if err := k8s.Patch(ctx, f, client.MergeFrom(orig)); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "a pass at the new generation", func() error {
@@ -573,12 +576,10 @@ func TestRedisClusterBadNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = k8s.Delete(ctx, extra) })
-		f := rf.get(t)
-		f.Spec.Enforcement = ptr.To(v1alpha1.EnforcementDisabled) // a new pass
-		if err := k8s.Update(ctx, f); err != nil {
-			t.Fatal(err)
-		}
-		f = rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ScaleInRejectedReason)
+		updateFleet(t, client.ObjectKeyFromObject(rf.fleet), func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Enforcement = ptr.To(v1alpha1.EnforcementDisabled) // a new pass
+		})
+		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ScaleInRejectedReason)
 		c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
 		if !strings.Contains(c.Message, "scale-in is not supported") {
 			t.Errorf("message %q", c.Message)

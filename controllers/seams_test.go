@@ -1,7 +1,6 @@
 package controllers_test
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -22,19 +21,13 @@ import (
 // A's requests are decided by A's limit on a real limiter.
 func TestAttackTenantLeaseEntryRefusesAnotherTenantsRequests(t *testing.T) {
 	tn := newTenants(t, "leaseentry")
-	ctx := context.Background()
 	shared := "leaseentry-shared-api"
-	fleet := &v1alpha1.LimiterFleet{}
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(tn.fleet), fleet); err != nil {
-		t.Fatal(err)
-	}
-	fleet.Spec.Domains = append(fleet.Spec.Domains, v1alpha1.FleetDomain{Name: shared,
-		AllowedNamespaces: &v1alpha1.AllowedNamespaces{From: ptr.To(v1alpha1.NamespacesFromSelector),
-			Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-				{Key: "team", Operator: metav1.LabelSelectorOpIn, Values: []string{tn.nsA, tn.nsB}}}}}})
-	if err := k8s.Update(ctx, fleet); err != nil {
-		t.Fatal(err)
-	}
+	updateFleet(t, client.ObjectKeyFromObject(tn.fleet), func(fleet *v1alpha1.LimiterFleet) {
+		fleet.Spec.Domains = append(fleet.Spec.Domains, v1alpha1.FleetDomain{Name: shared,
+			AllowedNamespaces: &v1alpha1.AllowedNamespaces{From: ptr.To(v1alpha1.NamespacesFromSelector),
+				Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+					{Key: "team", Operator: metav1.LabelSelectorOpIn, Values: []string{tn.nsA, tn.nsB}}}}}})
+	})
 	perUser := tenantPolicy(tn.nsA, "per-user", shared, 3, "user_id")
 	create(t, tn.alice, perUser)
 	waitAfterCreation(t, tn.alice, perUser)

@@ -335,9 +335,34 @@ func stopOperator() {
 	}
 }
 
-// eventually polls f until it returns nil or the deadline passes.
+// updateFleet changes a fleet with mutate, reading it afresh until the
+// update lands: the operator writes the fleet's status meanwhile, and an
+// update from a stale read conflicts.
+func updateFleet(t testing.TB, key client.ObjectKey, mutate func(*v1alpha1.LimiterFleet)) *v1alpha1.LimiterFleet {
+	t.Helper()
+	f := &v1alpha1.LimiterFleet{}
+	eventually(t, time.Minute, "updating fleet "+key.String(), func() error {
+		if err := k8s.Get(context.Background(), key, f); err != nil {
+			return err
+		}
+		mutate(f)
+		return k8s.Update(context.Background(), f)
+	})
+	return f
+}
+
+// minWait is the least any wait gives its condition: the suite runs with
+// -race on loaded 2-core machines, beside other suites, where a pass of
+// the operator that takes a second when idle can take tens of seconds. A
+// deadline is only the bound at which a failure shows, so it costs nothing
+// when the condition comes true.
+const minWait = 2 * time.Minute
+
+// eventually polls f until it returns nil or the deadline (within, at
+// least minWait) passes, and then fails saying what f last returned.
 func eventually(t testing.TB, within time.Duration, what string, f func() error) {
 	t.Helper()
+	within = max(within, minWait)
 	deadline := time.Now().Add(within)
 	var err error
 	for {
@@ -670,11 +695,18 @@ func condition(conds []metav1.Condition, typ string) *metav1.Condition {
 
 func policyCondition(t testing.TB, ns, name, typ string) (*metav1.Condition, *v1alpha1.RateLimitPolicy) {
 	t.Helper()
+	c, p, _ := policyConditionErr(ns, name, typ)
+	return c, p
+}
+
+// policyConditionErr is policyCondition with the error of reading the
+// policy (through the conversion webhook: it is stored as v1beta1).
+func policyConditionErr(ns, name, typ string) (*metav1.Condition, *v1alpha1.RateLimitPolicy, error) {
 	p := &v1alpha1.RateLimitPolicy{}
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, p); err != nil {
-		return nil, nil
+		return nil, nil, err
 	}
-	return condition(p.Status.Conditions, typ), p
+	return condition(p.Status.Conditions, typ), p, nil
 }
 
 // waitPolicy waits until a policy's condition has the given status (and,
@@ -683,9 +715,11 @@ func waitPolicy(t testing.TB, ns, name, typ string, status metav1.ConditionStatu
 	t.Helper()
 	var got *v1alpha1.RateLimitPolicy
 	eventually(t, 30*time.Second, fmt.Sprintf("policy %s/%s %s=%s", ns, name, typ, status), func() error {
-		c, p := policyCondition(t, ns, name, typ)
+		c, p, err := policyConditionErr(ns, name, typ)
 		switch {
-		case p == nil || c == nil:
+		case err != nil:
+			return fmt.Errorf("reading the policy: %w", err)
+		case c == nil:
 			return fmt.Errorf("no %s condition yet", typ)
 		case c.ObservedGeneration != p.Generation:
 			return fmt.Errorf("condition is for generation %d, policy is at %d", c.ObservedGeneration, p.Generation)

@@ -408,13 +408,9 @@ func TestFleetRendersLimiters(t *testing.T) {
 	})
 
 	// Cluster mode with no Redis pod running yet: RedisReady says so.
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(f), f); err != nil {
-		t.Fatal(err)
-	}
-	f.Spec.Redis = v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisCluster)}
-	if err := k8s.Update(ctx, f); err != nil {
-		t.Fatal(err)
-	}
+	f = updateFleet(t, client.ObjectKeyFromObject(f), func(f *v1alpha1.LimiterFleet) {
+		f.Spec.Redis = v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisCluster)}
+	})
 	eventually(t, 30*time.Second, "RedisReady false for Cluster", func() error {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(f), f); err != nil {
 			return err
