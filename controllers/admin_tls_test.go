@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
 // Attack (issue 24, 3): the operator sends its token to every limiter pod
@@ -235,7 +236,7 @@ func (imp *impostor) trusted() int {
 // names the Service, which the operator verifies.
 func TestLimiterAdminTLS(t *testing.T) {
 	fleet := resFleet("ns", "f")
-	pod := controllers.BuildLimiterDeployment(fleet, controllers.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "memory"}).Spec.Template.Spec
+	pod := resources.BuildLimiterDeployment(fleet, resources.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "memory"}).Spec.Template.Spec
 	c := pod.Containers[0]
 	var vol *corev1.Volume
 	for i := range pod.Volumes {
@@ -277,8 +278,8 @@ func TestLimiterAdminTLS(t *testing.T) {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
-	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, DNSName: controllers.AdminTLSServerName(fleet)}); err != nil ||
-		controllers.AdminTLSServerName(fleet) != "f-limiter.ns.svc" {
-		t.Errorf("the certificate for %s: %v", controllers.AdminTLSServerName(fleet), err)
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, DNSName: resources.AdminTLSServerName(fleet)}); err != nil ||
+		resources.AdminTLSServerName(fleet) != "f-limiter.ns.svc" {
+		t.Errorf("the certificate for %s: %v", resources.AdminTLSServerName(fleet), err)
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/config/kube"
 )
@@ -115,7 +115,7 @@ func TestAttackTenantFloodPushesOutAnotherTenantsPolicy(t *testing.T) {
 			return fmt.Errorf("fleet snapshot %+v, want %d policies kept or refused", s, flood+1)
 		}
 		cm := &corev1.ConfigMap{}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: sys, Name: controllers.SnapshotConfigMapName(fleet)}, cm); err != nil {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: sys, Name: resources.SnapshotConfigMapName(fleet)}, cm); err != nil {
 			return err
 		}
 		snap, err := kube.Decode(cm)

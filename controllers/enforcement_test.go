@@ -23,7 +23,8 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/observe"
+	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/internal/redistest"
 )
 
@@ -119,7 +120,7 @@ func TestEnforcementStats(t *testing.T) {
 			t.Fatalf("answers %v, want 100 OK and 50 Too Many Requests", codes)
 		}
 		e := waitEnforcement(t, ns, "hundred", counted(100, 50, 0))
-		if e.Window == nil || e.Window.Duration != controllers.DefaultEnforcementWindow || e.UpdatedAt == nil || len(e.UnreadPods) != 0 {
+		if e.Window == nil || e.Window.Duration != observe.DefaultEnforcementWindow || e.UpdatedAt == nil || len(e.UnreadPods) != 0 {
 			t.Errorf("status.enforcement %+v: want window 5m, updatedAt, no unread pods", e)
 		}
 	})
@@ -262,7 +263,7 @@ func addStandIns(t *testing.T, fleet *v1alpha1.LimiterFleet, addrs ...string) {
 	t.Helper()
 	ctx := context.Background()
 	slice := &discoveryv1.EndpointSlice{}
-	key := client.ObjectKey{Namespace: fleet.Namespace, Name: controllers.LimiterName(fleet) + "-abcde"}
+	key := client.ObjectKey{Namespace: fleet.Namespace, Name: resources.LimiterName(fleet) + "-abcde"}
 	if err := k8s.Get(ctx, key, slice); err != nil {
 		t.Fatal(err)
 	}

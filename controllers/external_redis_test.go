@@ -20,7 +20,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/internal/redistest"
 )
 
@@ -69,7 +69,7 @@ func TestExternalRedisTLSAndAuth(t *testing.T) {
 
 	dep := &appsv1.Deployment{}
 	eventually(t, 30*time.Second, "the limiter Deployment", func() error {
-		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.LimiterName(fleet)}, dep)
+		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.LimiterName(fleet)}, dep)
 	})
 	if b, _ := yaml.Marshal(dep); strings.Contains(string(b), password) {
 		t.Fatalf("the Deployment holds the password:\n%s", b)

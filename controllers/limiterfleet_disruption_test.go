@@ -6,7 +6,7 @@ import (
 
 	policyv1 "k8s.io/api/policy/v1"
 
-	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
 // A limiter pod's grace period covers its drain, the shutdown of what is
@@ -14,18 +14,18 @@ import (
 // pod go at a time, even unready.
 func TestLimiterDisruption(t *testing.T) {
 	f := resFleet("ns", "f")
-	d := controllers.BuildLimiterDeployment(f, controllers.LimiterDeploymentOptions{DefaultImage: resDefaultImage, StoreURL: "memory"})
+	d := resources.BuildLimiterDeployment(f, resources.LimiterDeploymentOptions{DefaultImage: resDefaultImage, StoreURL: "memory"})
 	grace := d.Spec.Template.Spec.TerminationGracePeriodSeconds
-	if grace == nil || time.Duration(*grace)*time.Second != controllers.LimiterGracePeriod ||
-		controllers.LimiterGracePeriod < controllers.LimiterDrainDelay+10*time.Second {
-		t.Fatalf("terminationGracePeriodSeconds %v, grace period %v, drain delay %v", grace, controllers.LimiterGracePeriod, controllers.LimiterDrainDelay)
+	if grace == nil || time.Duration(*grace)*time.Second != resources.LimiterGracePeriod ||
+		resources.LimiterGracePeriod < resources.LimiterDrainDelay+10*time.Second {
+		t.Fatalf("terminationGracePeriodSeconds %v, grace period %v, drain delay %v", grace, resources.LimiterGracePeriod, resources.LimiterDrainDelay)
 	}
-	pdb := controllers.BuildLimiterPDB(f)
-	if pdb.Name != controllers.LimiterName(f) || pdb.Namespace != "ns" || pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 ||
+	pdb := resources.BuildLimiterPDB(f)
+	if pdb.Name != resources.LimiterName(f) || pdb.Namespace != "ns" || pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 ||
 		pdb.Spec.MinAvailable != nil || pdb.Spec.UnhealthyPodEvictionPolicy == nil || *pdb.Spec.UnhealthyPodEvictionPolicy != policyv1.AlwaysAllow {
 		t.Fatalf("PDB %s/%s spec %+v", pdb.Namespace, pdb.Name, pdb.Spec)
 	}
-	for k, v := range controllers.LimiterSelectorLabels(f) {
+	for k, v := range resources.LimiterSelectorLabels(f) {
 		if pdb.Spec.Selector.MatchLabels[k] != v {
 			t.Fatalf("PDB selector %v lacks %s=%s", pdb.Spec.Selector.MatchLabels, k, v)
 		}

@@ -43,7 +43,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/config/kube"
 	"github.com/sluice-dev/sluice/limiter/store/redis"
@@ -89,18 +89,18 @@ func resFleets() []*v1alpha1.LimiterFleet {
 // resBuildAll builds every object of fleet, with document as its snapshot.
 func resBuildAll(t *testing.T, fleet *v1alpha1.LimiterFleet, document []byte) []client.Object {
 	t.Helper()
-	storeURL, err := controllers.StoreURL(fleet)
+	storeURL, err := resources.StoreURL(fleet)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return []client.Object{
-		controllers.BuildSnapshotConfigMap(fleet, document, "0123456789abcdef"),
-		controllers.BuildLimiterServiceAccount(fleet),
-		controllers.BuildLimiterRole(fleet),
-		controllers.BuildLimiterRoleBinding(fleet),
-		controllers.BuildLimiterService(fleet),
-		controllers.BuildLimiterDeployment(fleet, controllers.LimiterDeploymentOptions{DefaultImage: resDefaultImage, StoreURL: storeURL}),
-		controllers.BuildLimiterHeadlessService(fleet),
+		resources.BuildSnapshotConfigMap(fleet, document, "0123456789abcdef"),
+		resources.BuildLimiterServiceAccount(fleet),
+		resources.BuildLimiterRole(fleet),
+		resources.BuildLimiterRoleBinding(fleet),
+		resources.BuildLimiterService(fleet),
+		resources.BuildLimiterDeployment(fleet, resources.LimiterDeploymentOptions{DefaultImage: resDefaultImage, StoreURL: storeURL}),
+		resources.BuildLimiterHeadlessService(fleet),
 	}
 }
 
@@ -170,10 +170,10 @@ func TestResourceNamesAndLabels(t *testing.T) {
 	for _, fleet := range resFleets() {
 		t.Run(fleet.Name, func(t *testing.T) {
 			limiter := fleet.Name + "-limiter"
-			if got := controllers.LimiterName(fleet); got != limiter {
+			if got := resources.LimiterName(fleet); got != limiter {
 				t.Errorf("LimiterName = %q, want %q", got, limiter)
 			}
-			if got, want := controllers.SnapshotConfigMapName(fleet), fleet.Name+"-snapshot"; got != want {
+			if got, want := resources.SnapshotConfigMapName(fleet), fleet.Name+"-snapshot"; got != want {
 				t.Errorf("SnapshotConfigMapName = %q, want %q", got, want)
 			}
 			// The longest fleet name still gives a valid Service name, and
@@ -181,8 +181,8 @@ func TestResourceNamesAndLabels(t *testing.T) {
 			if errs := validation.IsDNS1035Label(limiter); len(errs) > 0 {
 				t.Errorf("limiter name %q: %v", limiter, errs)
 			}
-			if errs := validation.IsDNS1035Label(controllers.LimiterHeadlessName(fleet)); len(errs) > 0 {
-				t.Errorf("headless Service name %q: %v", controllers.LimiterHeadlessName(fleet), errs)
+			if errs := validation.IsDNS1035Label(resources.LimiterHeadlessName(fleet)); len(errs) > 0 {
+				t.Errorf("headless Service name %q: %v", resources.LimiterHeadlessName(fleet), errs)
 			}
 			if n := len(fleet.Name + "-redis"); n > 52 {
 				t.Errorf("%q-redis is %d characters, more than a StatefulSet may have", fleet.Name, n)
@@ -192,7 +192,7 @@ func TestResourceNamesAndLabels(t *testing.T) {
 				"app.kubernetes.io/name":     "sluice-limiter",
 				"app.kubernetes.io/instance": fleet.Name,
 			}
-			if diff := cmp.Diff(wantSelector, controllers.LimiterSelectorLabels(fleet)); diff != "" {
+			if diff := cmp.Diff(wantSelector, resources.LimiterSelectorLabels(fleet)); diff != "" {
 				t.Errorf("LimiterSelectorLabels (-want +got):\n%s", diff)
 			}
 			wantLabels := map[string]string{
@@ -286,9 +286,9 @@ func TestBuildLimiterDeployment(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d := controllers.BuildLimiterDeployment(tc.fleet, controllers.LimiterDeploymentOptions{DefaultImage: resDefaultImage, StoreURL: tc.storeURL})
+			d := resources.BuildLimiterDeployment(tc.fleet, resources.LimiterDeploymentOptions{DefaultImage: resDefaultImage, StoreURL: tc.storeURL})
 			name := tc.fleet.Name + "-limiter"
-			selector := controllers.LimiterSelectorLabels(tc.fleet)
+			selector := resources.LimiterSelectorLabels(tc.fleet)
 
 			if d.Spec.Replicas == nil || *d.Spec.Replicas != tc.wantReplicas {
 				t.Errorf("replicas = %v, want %d", d.Spec.Replicas, tc.wantReplicas)
@@ -410,7 +410,7 @@ func TestBuildLimiterDeployment(t *testing.T) {
 // ConfigMap and nothing else.
 func TestBuildLimiterRBAC(t *testing.T) {
 	fleet := resFleet("sluice-system", "default")
-	role := controllers.BuildLimiterRole(fleet)
+	role := resources.BuildLimiterRole(fleet)
 	wantRules := []rbacv1.PolicyRule{{
 		APIGroups:     []string{""},
 		Resources:     []string{"configmaps"},
@@ -427,7 +427,7 @@ func TestBuildLimiterRBAC(t *testing.T) {
 			}
 		}
 	}
-	rb := controllers.BuildLimiterRoleBinding(fleet)
+	rb := resources.BuildLimiterRoleBinding(fleet)
 	wantRef := rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "default-limiter"}
 	if diff := cmp.Diff(wantRef, rb.RoleRef); diff != "" {
 		t.Errorf("roleRef (-want +got):\n%s", diff)
@@ -436,7 +436,7 @@ func TestBuildLimiterRBAC(t *testing.T) {
 	if diff := cmp.Diff(wantSubjects, rb.Subjects); diff != "" {
 		t.Errorf("subjects (-want +got):\n%s", diff)
 	}
-	if sa := controllers.BuildLimiterServiceAccount(fleet); sa.Name != rb.Subjects[0].Name {
+	if sa := resources.BuildLimiterServiceAccount(fleet); sa.Name != rb.Subjects[0].Name {
 		t.Errorf("ServiceAccount %q is not the bound subject", sa.Name)
 	}
 }
@@ -448,7 +448,7 @@ func TestBuildLimiterRBAC(t *testing.T) {
 func TestBuildLimiterAuthDelegation(t *testing.T) {
 	gone := resFleet("a", "gone")
 	gone.DeletionTimestamp = ptr.To(metav1.Now())
-	crb := controllers.BuildLimiterAuthDelegation([]v1alpha1.LimiterFleet{
+	crb := resources.BuildLimiterAuthDelegation([]v1alpha1.LimiterFleet{
 		*resFleet("shop", "edge"), *gone, *resFleet("payments", "default"), *resFleet("payments", "batch")})
 	want := []rbacv1.Subject{
 		{Kind: "ServiceAccount", Namespace: "payments", Name: "batch-limiter"},
@@ -461,7 +461,7 @@ func TestBuildLimiterAuthDelegation(t *testing.T) {
 	if crb.Name != "sluice-limiter-auth-delegator" || crb.RoleRef != (rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:auth-delegator"}) {
 		t.Errorf("ClusterRoleBinding %s to %+v", crb.Name, crb.RoleRef)
 	}
-	if got := controllers.BuildLimiterAuthDelegation(nil); got.Subjects == nil || len(got.Subjects) != 0 {
+	if got := resources.BuildLimiterAuthDelegation(nil); got.Subjects == nil || len(got.Subjects) != 0 {
 		t.Errorf("no fleets: subjects %#v, want [] (the binding stays, granting nothing)", got.Subjects)
 	}
 }
@@ -469,7 +469,7 @@ func TestBuildLimiterAuthDelegation(t *testing.T) {
 // TestBuildLimiterService pins the Services' ports and selector.
 func TestBuildLimiterService(t *testing.T) {
 	fleet := resFleet("sluice-system", "default")
-	svc := controllers.BuildLimiterService(fleet)
+	svc := resources.BuildLimiterService(fleet)
 	want := corev1.ServiceSpec{
 		Type:     corev1.ServiceTypeClusterIP,
 		Selector: map[string]string{"app.kubernetes.io/name": "sluice-limiter", "app.kubernetes.io/instance": "default"},
@@ -485,14 +485,14 @@ func TestBuildLimiterService(t *testing.T) {
 	// The headless Service: the same pods and data plane ports (gateways
 	// have no business on the admin port), no cluster IP, only ready pods
 	// in its DNS answers.
-	headless := controllers.BuildLimiterHeadlessService(fleet)
+	headless := resources.BuildLimiterHeadlessService(fleet)
 	want.ClusterIP = corev1.ClusterIPNone
 	want.Ports = want.Ports[:2]
 	if diff := cmp.Diff(want, headless.Spec); diff != "" || headless.Name != "default-limiter-headless" {
 		t.Errorf("headless service %s spec (-want +got):\n%s", headless.Name, diff)
 	}
 	// The Service's target ports name the container's ports.
-	dep := controllers.BuildLimiterDeployment(fleet, controllers.LimiterDeploymentOptions{DefaultImage: resDefaultImage, StoreURL: "memory"})
+	dep := resources.BuildLimiterDeployment(fleet, resources.LimiterDeploymentOptions{DefaultImage: resDefaultImage, StoreURL: "memory"})
 	names := map[string]bool{}
 	for _, p := range dep.Spec.Template.Spec.Containers[0].Ports {
 		names[p.Name] = true
@@ -538,7 +538,7 @@ func TestBuildSnapshotConfigMap(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cm := controllers.BuildSnapshotConfigMap(fleet, tc.document, tc.version)
+			cm := resources.BuildSnapshotConfigMap(fleet, tc.document, tc.version)
 			if cm.Name != "default-snapshot" || cm.Namespace != "sluice-system" {
 				t.Errorf("ConfigMap %s/%s", cm.Namespace, cm.Name)
 			}
@@ -574,7 +574,7 @@ func TestBuildSnapshotConfigMap(t *testing.T) {
 			if !header.ModTime.IsZero() || header.Name != "" || header.Comment != "" || len(header.Extra) > 0 {
 				t.Errorf("gzip header %+v: want no time, name, comment or extra", header)
 			}
-			again := controllers.BuildSnapshotConfigMap(fleet, slices.Clone(tc.document), tc.version)
+			again := resources.BuildSnapshotConfigMap(fleet, slices.Clone(tc.document), tc.version)
 			if !bytes.Equal(gz, again.BinaryData[config.DocumentGzipKey]) {
 				t.Errorf("two compressions of one document differ")
 			}
@@ -650,7 +650,7 @@ func TestStoreURL(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := controllers.StoreURL(resFleet("ns", "f", tc.mutate))
+			got, err := resources.StoreURL(resFleet("ns", "f", tc.mutate))
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("StoreURL = %q, %v; want an error containing %q", got, err, tc.wantErr)
@@ -673,7 +673,7 @@ func TestStoreURL(t *testing.T) {
 			f := resFleet("ns", "f", tc.mutate)
 			wantCluster, wantAddrs := f.Spec.RedisIsCluster(), f.Spec.Redis.Addresses
 			if f.Spec.EffectiveRedisMode() == v1alpha1.RedisCluster {
-				wantCluster, wantAddrs = true, controllers.RedisSeeds(f)
+				wantCluster, wantAddrs = true, resources.RedisSeeds(f)
 			}
 			if opts.Password != "" || opts.Username != "" {
 				t.Errorf("credentials in --store=%s", got)
@@ -695,7 +695,7 @@ func TestBuildSnapshotConfigMapLimiterDecodes(t *testing.T) {
 	for _, n := range []int{0, 3, 2000} {
 		t.Run(fmt.Sprintf("%d policies", n), func(t *testing.T) {
 			doc, version := resBigDocument(n)
-			cm := controllers.BuildSnapshotConfigMap(fleet, doc, version)
+			cm := resources.BuildSnapshotConfigMap(fleet, doc, version)
 			snap, err := kube.Decode(cm)
 			if err != nil {
 				t.Fatalf("the limiter rejects the ConfigMap: %v", err)
@@ -708,7 +708,7 @@ func TestBuildSnapshotConfigMapLimiterDecodes(t *testing.T) {
 }
 
 func TestLimiterArgsTopDescriptors(t *testing.T) {
-	base := controllers.LimiterArgs(resFleet("ns", "f"), "memory")
+	base := resources.LimiterArgs(resFleet("ns", "f"), "memory")
 	for _, tc := range []struct {
 		name  string
 		stats *v1alpha1.FleetStats
@@ -722,7 +722,7 @@ func TestLimiterArgsTopDescriptors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := resFleet("ns", "f", func(f *v1alpha1.LimiterFleet) { f.Spec.Stats = tc.stats })
-			got := controllers.LimiterArgs(f, "memory")
+			got := resources.LimiterArgs(f, "memory")
 			if diff := cmp.Diff(append(slices.Clone(base), tc.want...), got); diff != "" {
 				t.Errorf("args (-want +got):\n%s", diff)
 			}
@@ -732,11 +732,11 @@ func TestLimiterArgsTopDescriptors(t *testing.T) {
 
 func TestLimiterArgsTrustedProxies(t *testing.T) {
 	f := resFleet("ns", "f", func(f *v1alpha1.LimiterFleet) { f.Spec.TrustedProxies = []string{"10.0.0.0/8", "fd00::1"} })
-	got := controllers.LimiterArgs(f, "memory")
+	got := resources.LimiterArgs(f, "memory")
 	if !slices.Contains(got, "--trusted-proxies=10.0.0.0/8,fd00::1") {
 		t.Errorf("args %q lack --trusted-proxies", got)
 	}
-	if got := controllers.LimiterArgs(resFleet("ns", "f"), "memory"); slices.ContainsFunc(got, func(a string) bool { return strings.HasPrefix(a, "--trusted-proxies") }) {
+	if got := resources.LimiterArgs(resFleet("ns", "f"), "memory"); slices.ContainsFunc(got, func(a string) bool { return strings.HasPrefix(a, "--trusted-proxies") }) {
 		t.Errorf("args %q: --trusted-proxies without spec.trustedProxies", got)
 	}
 }
@@ -763,7 +763,7 @@ func TestGoMemLimitEnv(t *testing.T) {
 				f.Spec.Resources.Limits[corev1.ResourceMemory] = resource.MustParse(tc.limit)
 			}
 		})
-		c := controllers.BuildLimiterDeployment(f, controllers.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "memory"}).Spec.Template.Spec.Containers[0]
+		c := resources.BuildLimiterDeployment(f, resources.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "memory"}).Spec.Template.Spec.Containers[0]
 		if diff := cmp.Diff(tc.want, c.Env); diff != "" {
 			t.Errorf("memory limit %q: env (-want +got):\n%s", tc.limit, diff)
 		}
@@ -776,7 +776,7 @@ func TestLimiterRedisCredentialsAndCA(t *testing.T) {
 		f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "redis-creds", Key: "pw", UsernameKey: ptr.To("user")}
 		f.Spec.Redis.TLS = &v1alpha1.RedisTLS{CASecretName: ptr.To("redis-ca"), ServerName: ptr.To("redis.example.com")}
 	})
-	dep := controllers.BuildLimiterDeployment(fleet, controllers.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "rediss://redis.example.com:6380"})
+	dep := resources.BuildLimiterDeployment(fleet, resources.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "rediss://redis.example.com:6380"})
 	pod := dep.Spec.Template.Spec
 	c := pod.Containers[0]
 	want := []corev1.EnvVar{
@@ -803,7 +803,7 @@ func TestLimiterRedisCredentialsAndCA(t *testing.T) {
 		}
 	}
 
-	plain := controllers.BuildLimiterDeployment(resFleet("ns", "f", resExternal(nil, "r:6379")), controllers.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "redis://r:6379"})
+	plain := resources.BuildLimiterDeployment(resFleet("ns", "f", resExternal(nil, "r:6379")), resources.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "redis://r:6379"})
 	pc := plain.Spec.Template.Spec.Containers[0]
 	if len(pc.Env) != 1 || pc.Env[0].Name != "GOMEMLIMIT" || len(pc.VolumeMounts) != 1 || len(plain.Spec.Template.Spec.Volumes) != 1 || strings.Contains(strings.Join(pc.Args, " "), "--redis-") {
 		t.Errorf("without auth and tls: env %v, mounts %v, args %q", pc.Env, pc.VolumeMounts, pc.Args)

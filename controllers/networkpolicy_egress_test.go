@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
 // dest is where a limiter pod sends: a pod (labels, namespace, named
@@ -98,17 +98,17 @@ func TestAttackLimiterEgressAnywhere(t *testing.T) {
 		deny  []dest
 	}{
 		{cluster,
-			[]dest{dns, api, {what: "its own Redis", ip: "10.244.0.5", ns: "edge", labels: controllers.RedisSelectorLabels(cluster), ports: redisPorts, proto: corev1.ProtocolTCP, port: 6379}},
+			[]dest{dns, api, {what: "its own Redis", ip: "10.244.0.5", ns: "edge", labels: resources.RedisSelectorLabels(cluster), ports: redisPorts, proto: corev1.ProtocolTCP, port: 6379}},
 			[]dest{internet, tenantPod, metadata,
-				{what: "its Redis's bus", ip: "10.244.0.5", ns: "edge", labels: controllers.RedisSelectorLabels(cluster), ports: redisPorts, proto: corev1.ProtocolTCP, port: 16379},
-				{what: "another fleet's Redis", ip: "10.244.0.6", ns: "edge", labels: controllers.RedisSelectorLabels(other), ports: redisPorts, proto: corev1.ProtocolTCP, port: 6379}}},
+				{what: "its Redis's bus", ip: "10.244.0.5", ns: "edge", labels: resources.RedisSelectorLabels(cluster), ports: redisPorts, proto: corev1.ProtocolTCP, port: 16379},
+				{what: "another fleet's Redis", ip: "10.244.0.6", ns: "edge", labels: resources.RedisSelectorLabels(other), ports: redisPorts, proto: corev1.ProtocolTCP, port: 6379}}},
 		{external,
 			[]dest{dns, api, {what: "the external Redis", ip: "198.51.100.4", proto: corev1.ProtocolTCP, port: 6380}},
 			[]dest{internet, tenantPod, metadata}},
 		{none, []dest{dns, api}, []dest{internet, tenantPod, metadata,
-			{what: "a Redis pod", ip: "10.244.0.6", ns: "edge", labels: controllers.RedisSelectorLabels(other), ports: redisPorts, proto: corev1.ProtocolTCP, port: 6379}}},
+			{what: "a Redis pod", ip: "10.244.0.6", ns: "edge", labels: resources.RedisSelectorLabels(other), ports: redisPorts, proto: corev1.ProtocolTCP, port: 6379}}},
 	} {
-		np := controllers.BuildLimiterNetworkPolicy(tc.fleet, opts)
+		np := resources.BuildLimiterNetworkPolicy(tc.fleet, opts)
 		for _, d := range tc.to {
 			if !egressAllows(t, np, d) {
 				t.Errorf("fleet %s: the limiters may not reach %s (%s %s:%d)", tc.fleet.Name, d.what, d.proto, d.ip, d.port)
@@ -122,7 +122,7 @@ func TestAttackLimiterEgressAnywhere(t *testing.T) {
 	}
 	// Until the operator knows the API server's addresses, egress stays
 	// open rather than cut the limiters off from their snapshot.
-	if np := controllers.BuildLimiterNetworkPolicy(cluster, npOptions); slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) {
+	if np := resources.BuildLimiterNetworkPolicy(cluster, npOptions); slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) {
 		t.Errorf("without the API server's endpoints: policy types %v, want ingress only", np.Spec.PolicyTypes)
 	}
 }

@@ -21,11 +21,12 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
 // npOptions is who the operator is in these tests (and in the suite's
 // operator): the chart's labels in sluice-system, scraped from monitoring.
-var npOptions = controllers.NetworkPolicyOptions{
+var npOptions = resources.NetworkPolicyOptions{
 	OperatorNamespace:   "sluice-system",
 	OperatorPodLabels:   map[string]string{"app.kubernetes.io/name": "sluice", "app.kubernetes.io/component": "operator"},
 	MonitoringNamespace: "monitoring",
@@ -89,24 +90,24 @@ func admits(t *testing.T, np *networkingv1.NetworkPolicy, port, podNS string, po
 func TestBuildNetworkPolicies(t *testing.T) {
 	operator := npOptions.OperatorPodLabels
 	for _, fleet := range npFleets() {
-		lim := controllers.BuildLimiterNetworkPolicy(fleet, npOptions)
-		red := controllers.BuildRedisNetworkPolicy(fleet, npOptions)
-		if !reflect.DeepEqual(lim, controllers.BuildLimiterNetworkPolicy(fleet.DeepCopy(), npOptions)) ||
-			!reflect.DeepEqual(red, controllers.BuildRedisNetworkPolicy(fleet.DeepCopy(), npOptions)) {
+		lim := resources.BuildLimiterNetworkPolicy(fleet, npOptions)
+		red := resources.BuildRedisNetworkPolicy(fleet, npOptions)
+		if !reflect.DeepEqual(lim, resources.BuildLimiterNetworkPolicy(fleet.DeepCopy(), npOptions)) ||
+			!reflect.DeepEqual(red, resources.BuildRedisNetworkPolicy(fleet.DeepCopy(), npOptions)) {
 			t.Errorf("%s: not deterministic", fleet.Name)
 		}
 		a, _ := json.Marshal(lim)
-		b, _ := json.Marshal(controllers.BuildLimiterNetworkPolicy(fleet, npOptions))
+		b, _ := json.Marshal(resources.BuildLimiterNetworkPolicy(fleet, npOptions))
 		if string(a) != string(b) {
 			t.Errorf("%s: the limiters' policy renders different bytes", fleet.Name)
 		}
 
-		storeURL, err := controllers.StoreURL(fleet)
+		storeURL, err := resources.StoreURL(fleet)
 		if err != nil {
 			t.Fatal(err)
 		}
-		limiterPod := controllers.BuildLimiterDeployment(fleet, controllers.LimiterDeploymentOptions{DefaultImage: resDefaultImage, StoreURL: storeURL}).Spec.Template
-		redisPod := controllers.BuildRedisStatefulSet(fleet, 0, "", controllers.RedisSecretHashes{}).Spec.Template
+		limiterPod := resources.BuildLimiterDeployment(fleet, resources.LimiterDeploymentOptions{DefaultImage: resDefaultImage, StoreURL: storeURL}).Spec.Template
+		redisPod := resources.BuildRedisStatefulSet(fleet, 0, "", resources.RedisSecretHashes{}).Spec.Template
 		selects := func(np *networkingv1.NetworkPolicy, l map[string]string) bool {
 			s, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
 			if err != nil {
@@ -121,7 +122,7 @@ func TestBuildNetworkPolicies(t *testing.T) {
 			t.Errorf("%s: the Redis policy selects Redis pods %v, limiter pods %v", fleet.Name, selects(red, redisPod.Labels), selects(red, limiterPod.Labels))
 		}
 		other := resFleet(fleet.Namespace, "other")
-		if selects(lim, controllers.LimiterSelectorLabels(other)) || selects(red, controllers.RedisSelectorLabels(other)) {
+		if selects(lim, resources.LimiterSelectorLabels(other)) || selects(red, resources.RedisSelectorLabels(other)) {
 			t.Errorf("%s: a policy selects another fleet's pods", fleet.Name)
 		}
 		// Every port a policy names is a port of the pods it selects. The
@@ -168,7 +169,7 @@ func TestBuildNetworkPolicies(t *testing.T) {
 			{"another pod of the operator's namespace on the admin port", lim, "admin", "sluice-system", map[string]string{"app": "x"}, false},
 			{"the operator on the Redis port", red, "redis", "sluice-system", operator, true},
 			{"the fleet's limiters on the Redis port", red, "redis", ns, limiterPod.Labels, true},
-			{"another fleet's limiters on the Redis port", red, "redis", ns, controllers.LimiterSelectorLabels(other), false},
+			{"another fleet's limiters on the Redis port", red, "redis", ns, resources.LimiterSelectorLabels(other), false},
 			{"the fleet's Redis pods on the Redis port", red, "redis", ns, redisPod.Labels, true},
 			{"the fleet's Redis pods on the bus", red, "cluster-bus", ns, redisPod.Labels, true},
 			{"the fleet's limiters on the bus", red, "cluster-bus", ns, limiterPod.Labels, false},
@@ -245,12 +246,12 @@ func TestFleetRendersNetworkPolicies(t *testing.T) {
 	if opts.APIServerEndpoints, err = controllers.APIServerEndpoints(ctx, k8s); err != nil || len(opts.APIServerEndpoints) == 0 {
 		t.Fatalf("the API server's endpoints: %v %v", opts.APIServerEndpoints, err)
 	}
-	eventually(t, 30*time.Second, "the limiters' NetworkPolicy", rendered(controllers.LimiterNetworkPolicyName(f), controllers.BuildLimiterNetworkPolicy(f, opts)))
-	lim := controllers.BuildLimiterNetworkPolicy(f, opts)
+	eventually(t, 30*time.Second, "the limiters' NetworkPolicy", rendered(resources.LimiterNetworkPolicyName(f), resources.BuildLimiterNetworkPolicy(f, opts)))
+	lim := resources.BuildLimiterNetworkPolicy(f, opts)
 	if !slices.Contains(lim.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) || len(lim.Spec.Egress) != 3 {
 		t.Errorf("the limiters' policy: types %v, egress %+v: want DNS, the API server and Redis", lim.Spec.PolicyTypes, lim.Spec.Egress)
 	}
-	eventually(t, 30*time.Second, "the Redis NetworkPolicy", rendered(controllers.RedisNetworkPolicyName(f), controllers.BuildRedisNetworkPolicy(f, npOptions)))
+	eventually(t, 30*time.Second, "the Redis NetworkPolicy", rendered(resources.RedisNetworkPolicyName(f), resources.BuildRedisNetworkPolicy(f, npOptions)))
 
 	// A selector the API server refuses in a NetworkPolicy.
 	kubectl(t, "-n", f.Namespace, "patch", "limiterfleet", f.Name, "--type=merge", "-p",
@@ -270,7 +271,7 @@ func TestFleetRendersNetworkPolicies(t *testing.T) {
 	// Mode None: no Redis pods, no Redis policy.
 	kubectl(t, "-n", f.Namespace, "patch", "limiterfleet", f.Name, "--type=merge", "-p", `{"spec":{"clients":null,"redis":{"mode":"None"}}}`)
 	eventually(t, 30*time.Second, "the Redis NetworkPolicy gone", func() error {
-		err := k8s.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: controllers.RedisNetworkPolicyName(f)}, &networkingv1.NetworkPolicy{})
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: resources.RedisNetworkPolicyName(f)}, &networkingv1.NetworkPolicy{})
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there: %v", err)
 		}
@@ -280,5 +281,5 @@ func TestFleetRendersNetworkPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the limiters' NetworkPolicy admits the fleet's namespace again",
-		rendered(controllers.LimiterNetworkPolicyName(f), controllers.BuildLimiterNetworkPolicy(f, opts)))
+		rendered(resources.LimiterNetworkPolicyName(f), resources.BuildLimiterNetworkPolicy(f, opts)))
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
 // A ConfigMap that happens to have the snapshot's name, and that the fleet
@@ -27,7 +28,7 @@ func TestSnapshotConfigMapInTheWayIsLeftAlone(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, "in-the-way")
 	fleet := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "blocked"}}
-	name := controllers.SnapshotConfigMapName(fleet)
+	name := resources.SnapshotConfigMapName(fleet)
 	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"team": "other"}},
 		Data: map[string]string{"their.conf": "keep me"}}
 	if err := k8s.Create(ctx, theirs); err != nil {
@@ -58,7 +59,7 @@ func TestSnapshotConfigMapInTheWayIsLeftAlone(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(theirs), got); err != nil {
 		t.Fatal(err)
 	}
-	if !maps.Equal(got.Data, theirs.Data) || len(got.BinaryData) > 0 || len(got.OwnerReferences) > 0 || got.Labels[controllers.LabelManagedBy] != "" {
+	if !maps.Equal(got.Data, theirs.Data) || len(got.BinaryData) > 0 || len(got.OwnerReferences) > 0 || got.Labels[resources.LabelManagedBy] != "" {
 		t.Fatalf("the operator touched a ConfigMap it does not control: data %v, binaryData %d keys, owners %v, labels %v",
 			got.Data, len(got.BinaryData), got.OwnerReferences, got.Labels)
 	}

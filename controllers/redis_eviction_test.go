@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/store"
@@ -33,7 +33,7 @@ import (
 func TestAttackRedisEvictionSteeredByTTL(t *testing.T) {
 	ctx := context.Background()
 	policy := ""
-	for _, line := range strings.Split(controllers.RedisConfig(&v1alpha1.LimiterFleet{}), "\n") {
+	for _, line := range strings.Split(resources.RedisConfig(&v1alpha1.LimiterFleet{}), "\n") {
 		if v, ok := strings.CutPrefix(line, "maxmemory-policy "); ok {
 			policy = v
 		}

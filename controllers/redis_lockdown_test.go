@@ -38,7 +38,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/redisfleet"
+	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/internal/storetest"
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/store"
@@ -92,7 +93,7 @@ func TestRedisClusterLockedDown(t *testing.T) {
 	rf := newRedisFleet(t, "redis-locked", "locked", 3, 1)
 	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	if n := len(f.Status.Redis.Replicas); n != 3 {
-		t.Fatalf("%d replicas in status, want 3 (replication as %s)", n, controllers.RedisReplicationUser)
+		t.Fatalf("%d replicas in status, want 3 (replication as %s)", n, resources.RedisReplicationUser)
 	}
 
 	secret := rf.authSecret(t)
@@ -106,7 +107,7 @@ func TestRedisClusterLockedDown(t *testing.T) {
 		}
 		return v
 	}
-	limiterPW, operatorPW, replicationPW := pw(controllers.RedisLimiterPasswordKey), pw(controllers.RedisOperatorPasswordKey), pw(controllers.RedisReplicationPasswordKey)
+	limiterPW, operatorPW, replicationPW := pw(resources.RedisLimiterPasswordKey), pw(resources.RedisOperatorPasswordKey), pw(resources.RedisReplicationPasswordKey)
 
 	// The limiters' store, as sluice-limiter with the Secret's password.
 	var addrs []string
@@ -114,7 +115,7 @@ func TestRedisClusterLockedDown(t *testing.T) {
 		addrs = append(addrs, p.addr())
 	}
 	newStore := func(t *testing.T, clock store.Clock) store.Store {
-		s, err := redisstore.New(redisstore.Options{Addrs: addrs, Cluster: true, Username: controllers.RedisLimiterUser, Password: limiterPW,
+		s, err := redisstore.New(redisstore.Options{Addrs: addrs, Cluster: true, Username: resources.RedisLimiterUser, Password: limiterPW,
 			Timeout: 2 * time.Second, PinnedClock: clock})
 		if err != nil {
 			t.Fatal(err)
@@ -153,14 +154,14 @@ func TestRedisClusterLockedDown(t *testing.T) {
 	limiterCmds := [][]any{{"FLUSHALL"}, {"FLUSHDB"}, {"CONFIG", "GET", "*"}, {"CONFIG", "SET", "maxmemory", "1"},
 		{"CLUSTER", "RESET"}, {"CLUSTER", "FAILOVER"}, {"SHUTDOWN"}, {"KEYS", "*"}, {"SCAN", "0"}, {"DEL", "sl:{x}"},
 		{"SCRIPT", "FLUSH"}, {"ACL", "LIST"}, {"REPLICAOF", "NO", "ONE"}}
-	refused(controllers.RedisLimiterUser, limiterPW, "NOPERM", append(limiterCmds, []any{"GET", "other:key"}, []any{"SET", "other:key", "v"})...)
-	refused(controllers.RedisOperatorUser, operatorPW, "NOPERM",
+	refused(resources.RedisLimiterUser, limiterPW, "NOPERM", append(limiterCmds, []any{"GET", "other:key"}, []any{"SET", "other:key", "v"})...)
+	refused(resources.RedisOperatorUser, operatorPW, "NOPERM",
 		[]any{"FLUSHALL"}, []any{"CONFIG", "GET", "*"}, []any{"CLUSTER", "RESET"}, []any{"SHUTDOWN"}, []any{"KEYS", "*"},
 		[]any{"GET", "sl:{x}"}, []any{"EVAL", "return 1", "0"}, []any{"ACL", "LIST"})
-	refused(controllers.RedisReplicationUser, replicationPW, "NOPERM",
+	refused(resources.RedisReplicationUser, replicationPW, "NOPERM",
 		[]any{"GET", "sl:{x}"}, []any{"FLUSHALL"}, []any{"CLUSTER", "NODES"}, []any{"CONFIG", "GET", "*"})
 	// Each password is its own user's only.
-	if err := nodeClient(t, primary, controllers.RedisOperatorUser, limiterPW).Ping(ctx).Err(); err == nil || !strings.HasPrefix(err.Error(), "WRONGPASS") {
+	if err := nodeClient(t, primary, resources.RedisOperatorUser, limiterPW).Ping(ctx).Err(); err == nil || !strings.HasPrefix(err.Error(), "WRONGPASS") {
 		t.Errorf("the limiters' password authenticates the operator's user: %v", err)
 	}
 }
@@ -277,8 +278,8 @@ func TestRedisMemoryBound(t *testing.T) {
 		}
 	}
 	keys += 8192
-	st, err := redisstore.New(redisstore.Options{Addrs: []string{victim.addr()}, Cluster: true, Username: controllers.RedisLimiterUser,
-		Password: string(rf.authSecret(t).Data[controllers.RedisLimiterPasswordKey]), Timeout: 2 * time.Second})
+	st, err := redisstore.New(redisstore.Options{Addrs: []string{victim.addr()}, Cluster: true, Username: resources.RedisLimiterUser,
+		Password: string(rf.authSecret(t).Data[resources.RedisLimiterPasswordKey]), Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,14 +375,14 @@ func TestRedisClusterTLS(t *testing.T) {
 			t.Errorf("%s: replica not in sync:\n%s", p.name, info)
 		}
 	}
-	ca := rf.secret(t, controllers.RedisCASecretName(f))
-	tlsSecret := rf.secret(t, controllers.RedisTLSSecretName(f))
+	ca := rf.secret(t, resources.RedisCASecretName(f))
+	tlsSecret := rf.secret(t, resources.RedisTLSSecretName(f))
 	for _, s := range []*corev1.Secret{ca, tlsSecret} {
 		if !metav1.IsControlledBy(s, f) {
 			t.Errorf("Secret %s is not controlled by the fleet", s.Name)
 		}
 	}
-	conf, err := controllers.RedisClientTLS(f, tlsSecret)
+	conf, err := redisfleet.RedisClientTLS(f, tlsSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +403,7 @@ func TestRedisClusterTLS(t *testing.T) {
 	if err := plain.Ping(ctx).Err(); err == nil || strings.HasPrefix(err.Error(), "NOAUTH") {
 		t.Errorf("a plain-text PING to the pod's port: %v, want no Redis reply", err)
 	}
-	otherCA, _, err := controllers.NewRedisCA(f, time.Now())
+	otherCA, _, err := redisfleet.NewRedisCA(f, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,12 +449,12 @@ func TestRedisClusterTLS(t *testing.T) {
 
 	// A certificate 20 days from expiry, from the same CA: the operator
 	// issues the next, and the pods' template changes to roll them.
-	hashBefore := statefulSetAnnotation(t, f, controllers.RedisTLSHashAnnotation)
-	caCert, err := controllers.ParseRedisCA(ca.Data["tls.crt"], ca.Data["tls.key"])
+	hashBefore := statefulSetAnnotation(t, f, resources.RedisTLSHashAnnotation)
+	caCert, err := redisfleet.ParseRedisCA(ca.Data["tls.crt"], ca.Data["tls.key"])
 	if err != nil {
 		t.Fatal(err)
 	}
-	oldPEM, oldKey, err := controllers.IssueRedisCert(f, caCert, time.Now().Add(-70*24*time.Hour))
+	oldPEM, oldKey, err := redisfleet.IssueRedisCert(f, caCert, time.Now().Add(-70*24*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,11 +463,11 @@ func TestRedisClusterTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 60*time.Second, "a new certificate", func() error {
-		s := rf.secret(t, controllers.RedisTLSSecretName(f))
-		if why := controllers.RedisCertCurrent(f, caCert, s.Data["tls.crt"], time.Now()); why != "" {
+		s := rf.secret(t, resources.RedisTLSSecretName(f))
+		if why := redisfleet.RedisCertCurrent(f, caCert, s.Data["tls.crt"], time.Now()); why != "" {
 			return fmt.Errorf("the certificate is not current: %s", why)
 		}
-		if h := statefulSetAnnotation(t, f, controllers.RedisTLSHashAnnotation); h == hashBefore || h == "" {
+		if h := statefulSetAnnotation(t, f, resources.RedisTLSHashAnnotation); h == hashBefore || h == "" {
 			return fmt.Errorf("the pods' TLS hash is still %q", h)
 		}
 		return nil
@@ -477,7 +478,7 @@ func TestRedisClusterTLS(t *testing.T) {
 func statefulSetAnnotation(t *testing.T, f *v1alpha1.LimiterFleet, name string) string {
 	t.Helper()
 	set := &appsv1.StatefulSet{}
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: controllers.RedisShardName(f, 0)}, set); err != nil {
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: resources.RedisShardName(f, 0)}, set); err != nil {
 		t.Fatal(err)
 	}
 	return set.Spec.Template.Annotations[name]
@@ -496,7 +497,7 @@ func TestRedisClusterTLSOwnCA(t *testing.T) {
 	if c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition); !strings.Contains(c.Message, "Secret redis-own-ca/team-ca not found") {
 		t.Errorf("RedisReady message %q does not name the CA Secret", c.Message)
 	}
-	ca, keyPEM, err := controllers.NewRedisCA(f, time.Now())
+	ca, keyPEM, err := redisfleet.NewRedisCA(f, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,14 +507,14 @@ func TestRedisClusterTLSOwnCA(t *testing.T) {
 		t.Fatal(err)
 	}
 	rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.WaitingForNodesReason) // no pods: past the Secrets
-	s := rf.secret(t, controllers.RedisTLSSecretName(f))
-	if why := controllers.RedisCertCurrent(f, ca, s.Data["tls.crt"], time.Now()); why != "" {
+	s := rf.secret(t, resources.RedisTLSSecretName(f))
+	if why := redisfleet.RedisCertCurrent(f, ca, s.Data["tls.crt"], time.Now()); why != "" {
 		t.Errorf("the node certificate: %s", why)
 	}
 	if string(s.Data["ca.crt"]) != string(ca.CertPEM) {
 		t.Errorf("ca.crt is not the team's CA")
 	}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: controllers.RedisCASecretName(f)}, &corev1.Secret{}); err == nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: resources.RedisCASecretName(f)}, &corev1.Secret{}); err == nil {
 		t.Errorf("the operator created a CA of its own")
 	}
 }

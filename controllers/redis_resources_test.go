@@ -41,8 +41,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
+	"github.com/sluice-dev/sluice/controllers/redisfleet"
+	"github.com/sluice-dev/sluice/controllers/resources"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
 )
 
@@ -58,17 +59,17 @@ func resCluster(mutate ...func(*v1alpha1.LimiterFleet)) func(*v1alpha1.LimiterFl
 }
 
 // testPasswords stand in for generated ones, which are random.
-var testPasswords = controllers.RedisPasswords{
+var testPasswords = resources.RedisPasswords{
 	Limiter: "limiter-pw-0123456789abcdef0123456789abcdef", Operator: "operator-pw-0123456789abcdef0123456789abcd",
 	Replication: "replication-pw-0123456789abcdef0123456789a"}
 
 // redisBuildAll builds every Redis object of a Cluster fleet, its auth
 // Secret with testPasswords first.
 func redisBuildAll(fleet *v1alpha1.LimiterFleet) []client.Object {
-	secret := controllers.BuildRedisAuthSecret(fleet, testPasswords)
-	objs := []client.Object{secret, controllers.BuildRedisConfigMap(fleet), controllers.BuildRedisService(fleet)}
+	secret := resources.BuildRedisAuthSecret(fleet, testPasswords)
+	objs := []client.Object{secret, resources.BuildRedisConfigMap(fleet), resources.BuildRedisService(fleet)}
 	for shard := range int(fleet.Spec.EffectiveShards()) {
-		objs = append(objs, controllers.BuildRedisStatefulSet(fleet, shard, "", controllers.RedisSecretHashes{Auth: controllers.RedisAuthHash(secret)}), controllers.BuildRedisPDB(fleet, shard))
+		objs = append(objs, resources.BuildRedisStatefulSet(fleet, shard, "", resources.RedisSecretHashes{Auth: redisfleet.RedisAuthHash(secret)}), resources.BuildRedisPDB(fleet, shard))
 	}
 	return objs
 }
@@ -130,7 +131,7 @@ func TestRedisBuildersGolden(t *testing.T) {
 
 // TestRedisConfig checks the directives the issue names, from the spec.
 func TestRedisConfig(t *testing.T) {
-	conf := controllers.RedisConfig(resFleet("ns", "f", resCluster(func(f *v1alpha1.LimiterFleet) {
+	conf := resources.RedisConfig(resFleet("ns", "f", resCluster(func(f *v1alpha1.LimiterFleet) {
 		f.Spec.Redis.NodeTimeout = &metav1.Duration{Duration: 1500 * time.Millisecond}
 	})))
 	for _, line := range []string{
@@ -145,7 +146,7 @@ func TestRedisConfig(t *testing.T) {
 			t.Errorf("redis.conf lacks %q:\n%s", line, conf)
 		}
 	}
-	if def := controllers.RedisConfig(resFleet("ns", "f", resCluster())); !strings.Contains(def, "cluster-node-timeout 5000\n") {
+	if def := resources.RedisConfig(resFleet("ns", "f", resCluster())); !strings.Contains(def, "cluster-node-timeout 5000\n") {
 		t.Errorf("default node timeout is not 5s:\n%s", def)
 	}
 	for _, line := range []string{
@@ -187,10 +188,10 @@ func TestRedisMaxMemory(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := resFleet("ns", "f", resCluster(func(f *v1alpha1.LimiterFleet) { tc.redis(&f.Spec.Redis) }))
-			if got := controllers.RedisMaxMemory(f); got != tc.want {
+			if got := resources.RedisMaxMemory(f); got != tc.want {
 				t.Errorf("RedisMaxMemory = %d, want %d", got, tc.want)
 			}
-			conf := controllers.RedisConfig(f)
+			conf := resources.RedisConfig(f)
 			if has := strings.Contains(conf, fmt.Sprintf("maxmemory %d\n", tc.want)); has != (tc.want > 0) || (tc.want == 0 && strings.Contains(conf, "maxmemory ")) {
 				t.Errorf("redis.conf for maxmemory %d:\n%s", tc.want, conf)
 			}
@@ -216,18 +217,18 @@ func TestNoPasswordOutsideSecrets(t *testing.T) {
 		}),
 	} {
 		t.Run(fleet.Name, func(t *testing.T) {
-			url, err := controllers.StoreURL(fleet)
+			url, err := resources.StoreURL(fleet)
 			if err != nil {
 				t.Fatal(err)
 			}
-			objs := []client.Object{controllers.BuildLimiterDeployment(fleet, controllers.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: url})}
+			objs := []client.Object{resources.BuildLimiterDeployment(fleet, resources.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: url})}
 			if fleet.Spec.EffectiveRedisMode() == v1alpha1.RedisCluster {
 				objs = append(objs, redisBuildAll(fleet)...)
 			}
 			for _, o := range objs {
 				if sec, ok := o.(*corev1.Secret); ok {
-					if !strings.Contains(string(sec.Data[controllers.RedisUsersKey]), "user default off") {
-						t.Errorf("users file without the default user off:\n%s", sec.Data[controllers.RedisUsersKey])
+					if !strings.Contains(string(sec.Data[resources.RedisUsersKey]), "user default off") {
+						t.Errorf("users file without the default user off:\n%s", sec.Data[resources.RedisUsersKey])
 					}
 					continue
 				}
@@ -282,12 +283,12 @@ func TestRedisStatefulSet(t *testing.T) {
 		f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "redis-auth"}
 		f.Spec.Redis.Storage = &v1alpha1.RedisStorage{Size: resource.MustParse("1Gi")}
 	}))
-	set := controllers.BuildRedisStatefulSet(withAuth, 2, "", controllers.RedisSecretHashes{Auth: "hash1"})
+	set := resources.BuildRedisStatefulSet(withAuth, 2, "", resources.RedisSecretHashes{Auth: "hash1"})
 	if set.Name != "f-redis-2" || *set.Spec.Replicas != 3 || set.Spec.ServiceName != "f-redis" {
 		t.Errorf("name %s replicas %d service %s", set.Name, *set.Spec.Replicas, set.Spec.ServiceName)
 	}
 	sel := set.Spec.Selector.MatchLabels
-	if sel[controllers.LabelRedisShard] != "2" || !subsetOf(sel, set.Spec.Template.Labels) {
+	if sel[resources.LabelRedisShard] != "2" || !subsetOf(sel, set.Spec.Template.Labels) {
 		t.Errorf("selector %v does not select its template %v", sel, set.Spec.Template.Labels)
 	}
 	aff := set.Spec.Template.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution
@@ -312,15 +313,15 @@ func TestRedisStatefulSet(t *testing.T) {
 			auth = v.Secret
 		}
 	}
-	if auth == nil || auth.SecretName != "f-redis-auth" || len(auth.Items) != 1 || auth.Items[0].Key != controllers.RedisUsersKey || *auth.DefaultMode != 0o440 {
+	if auth == nil || auth.SecretName != "f-redis-auth" || len(auth.Items) != 1 || auth.Items[0].Key != resources.RedisUsersKey || *auth.DefaultMode != 0o440 {
 		t.Errorf("auth volume %+v: want f-redis-auth's users.conf alone, mode 0440", auth)
 	}
-	if h := set.Spec.Template.Annotations[controllers.RedisAuthHashAnnotation]; h != "hash1" {
+	if h := set.Spec.Template.Annotations[resources.RedisAuthHashAnnotation]; h != "hash1" {
 		t.Errorf("auth hash annotation %q", h)
 	}
 	limiterEnv := func(f *v1alpha1.LimiterFleet) string {
 		var out []string
-		for _, e := range controllers.BuildLimiterDeployment(f, controllers.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "x"}).Spec.Template.Spec.Containers[0].Env {
+		for _, e := range resources.BuildLimiterDeployment(f, resources.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "x"}).Spec.Template.Spec.Containers[0].Env {
 			if e.ValueFrom != nil {
 				out = append(out, e.Name+"<-"+e.ValueFrom.SecretKeyRef.Name+"/"+e.ValueFrom.SecretKeyRef.Key)
 			} else {
@@ -337,7 +338,7 @@ func TestRedisStatefulSet(t *testing.T) {
 		t.Errorf("limiter env without redis.auth: %s", env)
 	}
 
-	noStorage := controllers.BuildRedisStatefulSet(generated, 0, "", controllers.RedisSecretHashes{Auth: "hash1"})
+	noStorage := resources.BuildRedisStatefulSet(generated, 0, "", resources.RedisSecretHashes{Auth: "hash1"})
 	if len(noStorage.Spec.VolumeClaimTemplates) != 0 || noStorage.Spec.Template.Spec.Volumes[0].EmptyDir == nil {
 		t.Errorf("without storage: claims %v volumes %+v", noStorage.Spec.VolumeClaimTemplates, noStorage.Spec.Template.Spec.Volumes)
 	}
@@ -355,16 +356,16 @@ func TestRedisStatefulSet(t *testing.T) {
 		{resFleet("ns", "f", resCluster()), "mirror.example/redis:7.2", "mirror.example/redis:7.2"},
 		{mirrored, "mirror.example/redis:7.2", "own/redis:7.4"},
 	} {
-		if got := controllers.BuildRedisStatefulSet(tc.fleet, 0, tc.operator, controllers.RedisSecretHashes{Auth: "hash1"}).Spec.Template.Spec.Containers[0].Image; got != tc.want {
+		if got := resources.BuildRedisStatefulSet(tc.fleet, 0, tc.operator, resources.RedisSecretHashes{Auth: "hash1"}).Spec.Template.Spec.Containers[0].Image; got != tc.want {
 			t.Errorf("spec.redis.image %v, operator's %q: image %s, want %s", tc.fleet.Spec.Redis.Image, tc.operator, got, tc.want)
 		}
 	}
 
 	// A node timeout change rolls the pods: the config hash changes.
-	slow := controllers.BuildRedisStatefulSet(resFleet("ns", "f", resCluster(func(f *v1alpha1.LimiterFleet) {
+	slow := resources.BuildRedisStatefulSet(resFleet("ns", "f", resCluster(func(f *v1alpha1.LimiterFleet) {
 		f.Spec.Redis.NodeTimeout = &metav1.Duration{Duration: 10 * time.Second}
-	})), 0, "", controllers.RedisSecretHashes{Auth: "hash1"})
-	if a, b := noStorage.Spec.Template.Annotations[controllers.RedisConfigHashAnnotation], slow.Spec.Template.Annotations[controllers.RedisConfigHashAnnotation]; a == b || a == "" {
+	})), 0, "", resources.RedisSecretHashes{Auth: "hash1"})
+	if a, b := noStorage.Spec.Template.Annotations[resources.RedisConfigHashAnnotation], slow.Spec.Template.Annotations[resources.RedisConfigHashAnnotation]; a == b || a == "" {
 		t.Errorf("config hash %q and %q: want a change", a, b)
 	}
 }
@@ -373,7 +374,7 @@ func TestRedisStatefulSet(t *testing.T) {
 // each user its rules and the SHA-256 of its password (never the password
 // itself), and makes replicas authenticate as the replication user.
 func TestRedisUsersConf(t *testing.T) {
-	conf := controllers.RedisUsersConf(testPasswords)
+	conf := resources.RedisUsersConf(testPasswords)
 	for _, pw := range []string{testPasswords.Limiter, testPasswords.Operator} {
 		if strings.Contains(conf, pw) {
 			t.Errorf("users file holds a password in clear:\n%s", conf)
@@ -393,14 +394,14 @@ func TestRedisUsersConf(t *testing.T) {
 		}
 	}
 	// The limiters' password is in the Secret only when generated.
-	gen := controllers.BuildRedisAuthSecret(resFleet("ns", "f", resCluster()), testPasswords)
-	byo := controllers.BuildRedisAuthSecret(resFleet("ns", "f", resCluster(func(f *v1alpha1.LimiterFleet) {
+	gen := resources.BuildRedisAuthSecret(resFleet("ns", "f", resCluster()), testPasswords)
+	byo := resources.BuildRedisAuthSecret(resFleet("ns", "f", resCluster(func(f *v1alpha1.LimiterFleet) {
 		f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "mine"}
 	})), testPasswords)
-	if _, ok := gen.Data[controllers.RedisLimiterPasswordKey]; !ok || gen.Name != "f-redis-auth" {
+	if _, ok := gen.Data[resources.RedisLimiterPasswordKey]; !ok || gen.Name != "f-redis-auth" {
 		t.Errorf("generated: %s keys %v", gen.Name, slices.Collect(maps.Keys(gen.Data)))
 	}
-	if _, ok := byo.Data[controllers.RedisLimiterPasswordKey]; ok {
+	if _, ok := byo.Data[resources.RedisLimiterPasswordKey]; ok {
 		t.Errorf("with redis.auth the limiters' password is the user's Secret's, not copied")
 	}
 }
@@ -413,17 +414,17 @@ func TestRedisNamesFit(t *testing.T) {
 		f.Spec.Redis.Shards = ptr.To(v1alpha1.MaxShards)
 	}))
 	last := int(v1alpha1.MaxShards) - 1
-	if n := controllers.RedisShardName(f, last); len(n) > 52 {
+	if n := resources.RedisShardName(f, last); len(n) > 52 {
 		t.Errorf("StatefulSet %s is %d characters, want at most 52", n, len(n))
 	}
-	pod := controllers.RedisShardName(f, last) + "-5"
-	for _, name := range []string{controllers.RedisName(f), pod, controllers.RedisShardName(f, last)} {
+	pod := resources.RedisShardName(f, last) + "-5"
+	for _, name := range []string{resources.RedisName(f), pod, resources.RedisShardName(f, last)} {
 		if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
 			t.Errorf("%s: %v", name, errs)
 		}
 	}
-	pdb := controllers.BuildRedisPDB(f, last)
-	if pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.Selector.MatchLabels[controllers.LabelRedisShard] != "99" {
+	pdb := resources.BuildRedisPDB(f, last)
+	if pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.Selector.MatchLabels[resources.LabelRedisShard] != "99" {
 		t.Errorf("PDB %+v", pdb.Spec)
 	}
 }
@@ -442,8 +443,8 @@ func subsetOf(want, have map[string]string) bool {
 // nothing a tenant can read a password back from.
 func TestRedisLimiterAuthHash(t *testing.T) {
 	f := resFleet("ns", "f", resCluster())
-	hash := func(pw controllers.RedisPasswords) string {
-		return controllers.RedisLimiterAuthHash(controllers.BuildRedisAuthSecret(f, pw))
+	hash := func(pw resources.RedisPasswords) string {
+		return redisfleet.RedisLimiterAuthHash(resources.BuildRedisAuthSecret(f, pw))
 	}
 	base := hash(testPasswords)
 	if base == "" || base != hash(testPasswords) {
@@ -465,15 +466,15 @@ func TestRedisLimiterAuthHash(t *testing.T) {
 	if strings.Contains(hex.EncodeToString(sum[:]), base) || strings.Contains(testPasswords.Limiter, base) {
 		t.Errorf("hash %q is a piece of the password's SHA-256", base)
 	}
-	if got := controllers.RedisLimiterAuthHash(&corev1.Secret{}); got != "" {
+	if got := redisfleet.RedisLimiterAuthHash(&corev1.Secret{}); got != "" {
 		t.Errorf("a Secret without a users file: %q", got)
 	}
 
-	d := controllers.BuildLimiterDeployment(f, controllers.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "redis-cluster://x", RedisAuth: base})
-	if got := d.Spec.Template.Annotations[controllers.RedisLimiterAuthAnnotation]; got != base {
+	d := resources.BuildLimiterDeployment(f, resources.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "redis-cluster://x", RedisAuth: base})
+	if got := d.Spec.Template.Annotations[resources.RedisLimiterAuthAnnotation]; got != base {
 		t.Errorf("pod template annotation %q, want %q", got, base)
 	}
-	if d := controllers.BuildLimiterDeployment(f, controllers.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "memory"}); len(d.Spec.Template.Annotations) != 0 {
+	if d := resources.BuildLimiterDeployment(f, resources.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "memory"}); len(d.Spec.Template.Annotations) != 0 {
 		t.Errorf("no hash, yet annotations %v", d.Spec.Template.Annotations)
 	}
 }

@@ -45,6 +45,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/internal/redistest"
 )
 
@@ -187,7 +188,7 @@ const testAdmin, testAdminPW = "sluice-test", "test-admin-pw"
 // plain-text one for the test's own hands only.
 func renderedDirectives(fleet *v1alpha1.LimiterFleet, secretDirs map[string]string) []string {
 	var out []string
-	for _, line := range strings.Split(strings.TrimSpace(controllers.RedisConfig(fleet)), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(resources.RedisConfig(fleet)), "\n") {
 		name, _, _ := strings.Cut(line, " ")
 		switch name {
 		case "port", "bind", "dir", "cluster-config-file", "save":
@@ -212,7 +213,7 @@ func newRedisFleet(t *testing.T, ns, name string, shards, replicas int32, mutate
 // generates, and returns it.
 func (rf *redisFleet) authSecret(t testing.TB) *corev1.Secret {
 	t.Helper()
-	return rf.secret(t, controllers.RedisAuthSecretName(rf.fleet))
+	return rf.secret(t, resources.RedisAuthSecretName(rf.fleet))
 }
 
 // secret waits for a Secret of the fleet's namespace and returns it.
@@ -234,11 +235,11 @@ func (rf *redisFleet) secret(t testing.TB, name string) *corev1.Secret {
 func (rf *redisFleet) startNode(t *testing.T, p *redisPod, ip string) {
 	t.Helper()
 	dirs := map[string]string{"/etc/redis-auth": filepath.Join(p.dir, "auth")}
-	files := map[string]*corev1.Secret{"/etc/redis-auth": rf.secret(t, controllers.RedisAuthSecretName(rf.fleet))}
+	files := map[string]*corev1.Secret{"/etc/redis-auth": rf.secret(t, resources.RedisAuthSecretName(rf.fleet))}
 	addr := ip + ":6379"
-	if controllers.RedisTLSEnabled(rf.fleet) {
+	if resources.RedisTLSEnabled(rf.fleet) {
 		dirs["/etc/redis-tls"] = filepath.Join(p.dir, "tls")
-		files["/etc/redis-tls"] = rf.secret(t, controllers.RedisTLSSecretName(rf.fleet))
+		files["/etc/redis-tls"] = rf.secret(t, resources.RedisTLSSecretName(rf.fleet))
 		addr = ip + ":6380"
 	}
 	for mount, s := range files {
@@ -283,7 +284,7 @@ func (rf *redisFleet) limiterPod(t *testing.T) (args, env []string) {
 	t.Helper()
 	dep := &appsv1.Deployment{}
 	eventually(t, 30*time.Second, "the limiter Deployment", func() error {
-		return k8s.Get(context.Background(), client.ObjectKey{Namespace: rf.fleet.Namespace, Name: controllers.LimiterName(rf.fleet)}, dep)
+		return k8s.Get(context.Background(), client.ObjectKey{Namespace: rf.fleet.Namespace, Name: resources.LimiterName(rf.fleet)}, dep)
 	})
 	return asKubelet(t, dep)
 }
@@ -292,13 +293,13 @@ func (rf *redisFleet) limiterPod(t *testing.T) (args, env []string) {
 // creates its Pod object with that status.podIP.
 func (rf *redisFleet) addPod(t *testing.T, shard, ordinal int) *redisPod {
 	t.Helper()
-	p := &redisPod{name: fmt.Sprintf("%s-%d", controllers.RedisShardName(rf.fleet, shard), ordinal), shard: shard, ordinal: ordinal, dir: t.TempDir()}
+	p := &redisPod{name: fmt.Sprintf("%s-%d", resources.RedisShardName(rf.fleet, shard), ordinal), shard: shard, ordinal: ordinal, dir: t.TempDir()}
 	rf.pods = append(rf.pods, p)
 	ip := nextRedisIP(t)
 	p.firstIP = ip
 	rf.startNode(t, p, ip)
-	labels := controllers.RedisLabels(rf.fleet)
-	labels[controllers.LabelRedisShard] = strconv.Itoa(shard)
+	labels := resources.RedisLabels(rf.fleet)
+	labels[resources.LabelRedisShard] = strconv.Itoa(shard)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: rf.fleet.Namespace, Name: p.name, Labels: labels},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "redis", Image: "redis:7.2"}}},
@@ -450,11 +451,11 @@ func TestRedisClusterBootstrap(t *testing.T) {
 	}
 
 	// The objects, each owned by the fleet.
-	objs := []client.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: controllers.RedisConfigMapName(f)}},
-		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: controllers.RedisName(f)}}}
+	objs := []client.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: resources.RedisConfigMapName(f)}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: resources.RedisName(f)}}}
 	for s := range 3 {
-		objs = append(objs, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: controllers.RedisShardName(f, s)}},
-			&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: controllers.RedisShardName(f, s)}})
+		objs = append(objs, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: resources.RedisShardName(f, s)}},
+			&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: resources.RedisShardName(f, s)}})
 	}
 	for _, o := range objs {
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: o.GetName()}, o); err != nil {
@@ -464,7 +465,7 @@ func TestRedisClusterBootstrap(t *testing.T) {
 		}
 	}
 	dep := &appsv1.Deployment{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: controllers.LimiterName(f)}, dep); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: resources.LimiterName(f)}, dep); err != nil {
 		t.Fatal(err)
 	}
 	if args := strings.Join(dep.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(args, "--store=redis-cluster://boot-redis-0-0.boot-redis.redis-boot.svc:6379,") {
@@ -521,10 +522,10 @@ func TestRedisClusterBadNodes(t *testing.T) {
 		// The nodes run a users file with other passwords than the auth
 		// Secret's, as pods not restarted since the Secret changed do.
 		rf := newRedisFleet(t, "redis-auth", "auth", 3, 0)
-		stale := []byte(controllers.RedisUsersConf(controllers.RedisPasswords{
+		stale := []byte(resources.RedisUsersConf(resources.RedisPasswords{
 			Limiter: "stale-limiter-password", Operator: "stale-operator-password", Replication: "stale-replication-password"}))
 		for _, p := range rf.pods {
-			if err := os.WriteFile(filepath.Join(p.dir, "auth", controllers.RedisUsersKey), stale, 0o600); err != nil {
+			if err := os.WriteFile(filepath.Join(p.dir, "auth", resources.RedisUsersKey), stale, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			p.srv.Restart(t)
@@ -540,7 +541,7 @@ func TestRedisClusterBadNodes(t *testing.T) {
 		// The pods restart with the Secret's users file: the operator
 		// forms the cluster.
 		for _, p := range rf.pods {
-			if err := os.WriteFile(filepath.Join(p.dir, "auth", controllers.RedisUsersKey), rf.authSecret(t).Data[controllers.RedisUsersKey], 0o600); err != nil {
+			if err := os.WriteFile(filepath.Join(p.dir, "auth", resources.RedisUsersKey), rf.authSecret(t).Data[resources.RedisUsersKey], 0o600); err != nil {
 				t.Fatal(err)
 			}
 			p.srv.Restart(t)
@@ -578,7 +579,7 @@ func TestRedisClusterBadNodes(t *testing.T) {
 		// the fleet made before its shards were lowered (under an old CRD)
 		// is the same to the operator. (One the fleet does not control is
 		// in the way: the operator never takes it.)
-		extra := controllers.BuildRedisStatefulSet(rf.fleet, 3, "", controllers.RedisSecretHashes{})
+		extra := resources.BuildRedisStatefulSet(rf.fleet, 3, "", resources.RedisSecretHashes{})
 		extra.TypeMeta = metav1.TypeMeta{}
 		if err := controllerutil.SetControllerReference(rf.get(t), extra, scheme); err != nil {
 			t.Fatal(err)
@@ -647,7 +648,7 @@ func createRedisFleet(t *testing.T, ns, name string, shards, replicas int32, ext
 	}
 	t.Cleanup(func() {
 		deleteFleet(t, f)
-		_ = k8s.DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(ns), client.MatchingLabels(controllers.RedisSelectorLabels(f)))
+		_ = k8s.DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(ns), client.MatchingLabels(resources.RedisSelectorLabels(f)))
 	})
 	return &redisFleet{fleet: f, extra: extra}
 }
@@ -729,7 +730,7 @@ func (rf *redisFleet) startLimiters(t *testing.T, n int) *limiterLoad {
 	t.Helper()
 	var seeds []string
 	for shard := range int(v1alpha1.MinShards) {
-		seeds = append(seeds, startSeed(t, rf.fleet.Namespace, fmt.Sprintf("%s-0", controllers.RedisShardName(rf.fleet, shard))))
+		seeds = append(seeds, startSeed(t, rf.fleet.Namespace, fmt.Sprintf("%s-0", resources.RedisShardName(rf.fleet, shard))))
 	}
 	// The limiters authenticate, and verify TLS, as the kubelet would start
 	// them: the Deployment's scheme, --redis-* flags and env.
@@ -1152,13 +1153,13 @@ func TestRedisObjectsGoWithModeCluster(t *testing.T) {
 	t.Cleanup(func() { deleteFleet(t, f) })
 	// Someone else's PDB with the fleet's Redis labels: not the operator's.
 	foreign := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "not-ours", Labels: controllers.RedisSelectorLabels(f)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "not-ours", Labels: resources.RedisSelectorLabels(f)},
 		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))},
 	}
 	if err := k8s.Create(ctx, foreign); err != nil {
 		t.Fatal(err)
 	}
-	inFleet := []client.ListOption{client.InNamespace(ns), client.MatchingLabels(controllers.RedisSelectorLabels(f))}
+	inFleet := []client.ListOption{client.InNamespace(ns), client.MatchingLabels(resources.RedisSelectorLabels(f))}
 	count := func() (sets, pdbs, named int) {
 		var ss appsv1.StatefulSetList
 		var ps policyv1.PodDisruptionBudgetList
@@ -1168,13 +1169,13 @@ func TestRedisObjectsGoWithModeCluster(t *testing.T) {
 		if err := k8s.List(ctx, &ps, inFleet...); err != nil {
 			t.Fatal(err)
 		}
-		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.RedisName(f)}, &corev1.Service{}) == nil {
+		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RedisName(f)}, &corev1.Service{}) == nil {
 			named++
 		}
-		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.RedisConfigMapName(f)}, &corev1.ConfigMap{}) == nil {
+		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RedisConfigMapName(f)}, &corev1.ConfigMap{}) == nil {
 			named++
 		}
-		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.RedisAuthSecretName(f)}, &corev1.Secret{}) == nil {
+		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RedisAuthSecretName(f)}, &corev1.Secret{}) == nil {
 			named++
 		}
 		return len(ss.Items), len(ps.Items), named
@@ -1213,7 +1214,7 @@ func TestRedisClusterDataLoss(t *testing.T) {
 	countBefore := controllers.RedisDataLossCount(key)
 
 	// Pod 1-0 is deleted and comes back empty on a new IP.
-	victim := rf.pod(t, controllers.RedisShardName(rf.fleet, 1)+"-0")
+	victim := rf.pod(t, resources.RedisShardName(rf.fleet, 1)+"-0")
 	victim.srv.Stop()
 	victim.dir = t.TempDir()
 	ip := nextRedisIP(t)
@@ -1325,7 +1326,7 @@ func TestRedisPodReplacedLimitersFollow(t *testing.T) {
 		return load.errorsOfClass(t, "connection"), opened, open
 	}
 
-	victim := rf.pod(t, controllers.RedisShardName(rf.fleet, 1)+"-0")
+	victim := rf.pod(t, resources.RedisShardName(rf.fleet, 1)+"-0")
 	oldAddr := victim.addr()
 	_, errsBefore := load.summary(t)
 	victim.shutdown(t)
@@ -1379,7 +1380,7 @@ func TestRedisReadyNeedsTheLimiters(t *testing.T) {
 	rf := newRedisFleetExtra(t, "redis-unreachable", "unreachable", 3, 0,
 		[]string{"cluster-preferred-endpoint-type hostname", "cluster-announce-hostname 127.0.0.98"})
 	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
-	fleetPodsWithEnv(t, rf.fleet, 2, "redis-cluster://"+startSeed(t, rf.fleet.Namespace, controllers.RedisShardName(rf.fleet, 0)+"-0"), rf.limiterEnv(t))
+	fleetPodsWithEnv(t, rf.fleet, 2, "redis-cluster://"+startSeed(t, rf.fleet.Namespace, resources.RedisShardName(rf.fleet, 0)+"-0"), rf.limiterEnv(t))
 	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionFalse, v1alpha1.StoreUnreachableReason)
 	// The condition turns False on the first pod's report; the message
 	// names both once the second pod has answered too.
@@ -1425,20 +1426,20 @@ func TestRedisPasswordChangeRollsLimiters(t *testing.T) {
 	templates := func() (limiter, redis string) {
 		dep := &appsv1.Deployment{}
 		set := &appsv1.StatefulSet{}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.LimiterName(rf.fleet)}, dep); err != nil {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.LimiterName(rf.fleet)}, dep); err != nil {
 			t.Fatal(err)
 		}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.RedisShardName(rf.fleet, 0)}, set); err != nil {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RedisShardName(rf.fleet, 0)}, set); err != nil {
 			t.Fatal(err)
 		}
-		return dep.Spec.Template.Annotations[controllers.RedisLimiterAuthAnnotation], set.Spec.Template.Annotations[controllers.RedisAuthHashAnnotation]
+		return dep.Spec.Template.Annotations[resources.RedisLimiterAuthAnnotation], set.Spec.Template.Annotations[resources.RedisAuthHashAnnotation]
 	}
 	limiterBefore, redisBefore := templates()
 	if limiterBefore == "" {
 		t.Fatal("the limiters' pod template has no password hash")
 	}
 	limiterLogin := func(pw string) error {
-		c := goredis.NewClient(&goredis.Options{Addr: rf.pods[0].addr(), Username: controllers.RedisLimiterUser, Password: pw,
+		c := goredis.NewClient(&goredis.Options{Addr: rf.pods[0].addr(), Username: resources.RedisLimiterUser, Password: pw,
 			DisableIdentity: true, MaxRetries: -1})
 		defer c.Close()
 		return c.Ping(ctx).Err()
@@ -1463,7 +1464,7 @@ func TestRedisPasswordChangeRollsLimiters(t *testing.T) {
 
 	// The Redis pods roll, as the kubelet would run the new template.
 	for _, p := range rf.pods {
-		if err := os.WriteFile(filepath.Join(p.dir, "auth", controllers.RedisUsersKey), rf.authSecret(t).Data[controllers.RedisUsersKey], 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(p.dir, "auth", resources.RedisUsersKey), rf.authSecret(t).Data[resources.RedisUsersKey], 0o600); err != nil {
 			t.Fatal(err)
 		}
 		p.shutdown(t)

@@ -30,7 +30,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/redisfleet"
+	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
 func tlsCluster(f *v1alpha1.LimiterFleet) { f.Spec.Redis.TLS = &v1alpha1.RedisTLS{} }
@@ -42,14 +43,14 @@ func tlsCluster(f *v1alpha1.LimiterFleet) { f.Spec.Redis.TLS = &v1alpha1.RedisTL
 func TestRedisCertificates(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	fleet := resFleet("ns", "f", resCluster(tlsCluster))
-	ca, caKey, err := controllers.NewRedisCA(fleet, now)
+	ca, caKey, err := redisfleet.NewRedisCA(fleet, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := controllers.ParseRedisCA(ca.CertPEM, caKey); err != nil {
+	if _, err := redisfleet.ParseRedisCA(ca.CertPEM, caKey); err != nil {
 		t.Fatalf("the CA's own PEM: %v", err)
 	}
-	certPEM, keyPEM, err := controllers.IssueRedisCert(fleet, ca, now)
+	certPEM, keyPEM, err := redisfleet.IssueRedisCert(fleet, ca, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,11 +74,11 @@ func TestRedisCertificates(t *testing.T) {
 	if _, err := cert.Verify(x509.VerifyOptions{DNSName: "g-redis.ns.svc", Roots: roots, CurrentTime: now}); err == nil {
 		t.Error("the certificate verifies for another fleet's name")
 	}
-	if got := controllers.RedisTLSServerName(fleet); got != "f-redis.ns.svc" {
+	if got := resources.RedisTLSServerName(fleet); got != "f-redis.ns.svc" {
 		t.Errorf("server name %s", got)
 	}
 
-	other, _, err := controllers.NewRedisCA(fleet, now)
+	other, _, err := redisfleet.NewRedisCA(fleet, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestRedisCertificates(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		fleet *v1alpha1.LimiterFleet
-		ca    *controllers.RedisCA
+		ca    *redisfleet.RedisCA
 		at    time.Time
 		cert  []byte
 		want  string
@@ -97,7 +98,7 @@ func TestRedisCertificates(t *testing.T) {
 		{"another fleet", otherFleet, ca, now, certPEM, "names other hosts"},
 		{"garbage", fleet, ca, now, []byte("not PEM"), "no valid certificate"},
 	} {
-		if got := controllers.RedisCertCurrent(tc.fleet, tc.ca, tc.cert, tc.at); !strings.HasPrefix(got, tc.want) || (tc.want == "") != (got == "") {
+		if got := redisfleet.RedisCertCurrent(tc.fleet, tc.ca, tc.cert, tc.at); !strings.HasPrefix(got, tc.want) || (tc.want == "") != (got == "") {
 			t.Errorf("%s: RedisCertCurrent %q, want %q", tc.name, got, tc.want)
 		}
 	}
@@ -109,7 +110,7 @@ func TestRedisCertificates(t *testing.T) {
 func TestParseRedisCA(t *testing.T) {
 	now := time.Now()
 	fleet := resFleet("ns", "f", resCluster(tlsCluster))
-	ca, sec1, err := controllers.NewRedisCA(fleet, now)
+	ca, sec1, err := redisfleet.NewRedisCA(fleet, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestParseRedisCA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf, _, err := controllers.IssueRedisCert(fleet, ca, now)
+	leaf, _, err := redisfleet.IssueRedisCert(fleet, ca, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func TestParseRedisCA(t *testing.T) {
 		{"not a CA", leaf, sec1, "not a CA"},
 		{"no key", ca.CertPEM, nil, "CA key: no PEM block"},
 	} {
-		_, err := controllers.ParseRedisCA(tc.cert, tc.key)
+		_, err := redisfleet.ParseRedisCA(tc.cert, tc.key)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: %v", tc.name, err)
@@ -166,18 +167,18 @@ func mustPKCS8(t *testing.T, key any) []byte {
 // certificate alone, never the key beside it. Without tls, none of it.
 func TestRedisTLSBuilders(t *testing.T) {
 	fleet := resFleet("ns", "f", resCluster(tlsCluster))
-	conf := controllers.RedisConfig(fleet)
+	conf := resources.RedisConfig(fleet)
 	for _, line := range []string{"port 0", "tls-port 6379", "tls-cert-file /etc/redis-tls/tls.crt", "tls-key-file /etc/redis-tls/tls.key",
 		"tls-ca-cert-file /etc/redis-tls/ca.crt", "tls-auth-clients optional", "tls-replication yes", "tls-cluster yes"} {
 		if !strings.Contains(conf, line+"\n") {
 			t.Errorf("redis.conf lacks %q:\n%s", line, conf)
 		}
 	}
-	if plain := controllers.RedisConfig(resFleet("ns", "f", resCluster())); strings.Contains(plain, "tls-") || !strings.HasPrefix(plain, "port 6379\n") {
+	if plain := resources.RedisConfig(resFleet("ns", "f", resCluster())); strings.Contains(plain, "tls-") || !strings.HasPrefix(plain, "port 6379\n") {
 		t.Errorf("redis.conf without tls:\n%s", plain)
 	}
 
-	set := controllers.BuildRedisStatefulSet(fleet, 0, "", controllers.RedisSecretHashes{Auth: "a", TLS: "t1"})
+	set := resources.BuildRedisStatefulSet(fleet, 0, "", resources.RedisSecretHashes{Auth: "a", TLS: "t1"})
 	var tlsVol *corev1.SecretVolumeSource
 	for _, v := range set.Spec.Template.Spec.Volumes {
 		if v.Secret != nil && v.Secret.SecretName == "f-redis-tls" {
@@ -194,19 +195,19 @@ func TestRedisTLSBuilders(t *testing.T) {
 	if !mounted {
 		t.Errorf("no read-only mount at /etc/redis-tls: %+v", set.Spec.Template.Spec.Containers[0].VolumeMounts)
 	}
-	renewed := controllers.BuildRedisStatefulSet(fleet, 0, "", controllers.RedisSecretHashes{Auth: "a", TLS: "t2"})
-	if a, b := set.Spec.Template.Annotations[controllers.RedisTLSHashAnnotation], renewed.Spec.Template.Annotations[controllers.RedisTLSHashAnnotation]; a != "t1" || b != "t2" {
+	renewed := resources.BuildRedisStatefulSet(fleet, 0, "", resources.RedisSecretHashes{Auth: "a", TLS: "t2"})
+	if a, b := set.Spec.Template.Annotations[resources.RedisTLSHashAnnotation], renewed.Spec.Template.Annotations[resources.RedisTLSHashAnnotation]; a != "t1" || b != "t2" {
 		t.Errorf("TLS hash annotations %q, %q: a new certificate must roll the pods", a, b)
 	}
-	if _, ok := controllers.BuildRedisStatefulSet(resFleet("ns", "f", resCluster()), 0, "", controllers.RedisSecretHashes{Auth: "a"}).Spec.Template.Annotations[controllers.RedisTLSHashAnnotation]; ok {
+	if _, ok := resources.BuildRedisStatefulSet(resFleet("ns", "f", resCluster()), 0, "", resources.RedisSecretHashes{Auth: "a"}).Spec.Template.Annotations[resources.RedisTLSHashAnnotation]; ok {
 		t.Error("a TLS hash annotation without tls")
 	}
 
-	url, err := controllers.StoreURL(fleet)
+	url, err := resources.StoreURL(fleet)
 	if err != nil || url != "rediss-cluster://f-redis-0-0.f-redis.ns.svc:6379,f-redis-1-0.f-redis.ns.svc:6379,f-redis-2-0.f-redis.ns.svc:6379" {
 		t.Errorf("store URL %q, %v", url, err)
 	}
-	dep := controllers.BuildLimiterDeployment(fleet, controllers.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: url})
+	dep := resources.BuildLimiterDeployment(fleet, resources.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: url})
 	args := strings.Join(dep.Spec.Template.Spec.Containers[0].Args, " ")
 	for _, want := range []string{"--redis-ca-file=/etc/sluice/redis-ca/ca.crt", "--redis-tls-server-name=f-redis.ns.svc"} {
 		if !strings.Contains(args, want) {

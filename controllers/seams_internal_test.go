@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
 // A fleet that declares the entries that steer the limiters
@@ -74,18 +75,18 @@ func TestAcceptanceWithFleetEntries(t *testing.T) {
 // The fleet's idempotency entry is its limiters' --idempotency-entry.
 func TestLimiterArgsIdempotencyEntry(t *testing.T) {
 	f := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "f"}}
-	for _, a := range LimiterArgs(f, "memory") {
+	for _, a := range resources.LimiterArgs(f, "memory") {
 		if strings.HasPrefix(a, "--idempotency-entry") {
 			t.Fatalf("a fleet without spec.entries renders %s", a)
 		}
 	}
 	f.Spec.Entries = &v1alpha1.FleetEntries{Idempotency: ptr.To("idem"), Accept: ptr.To("x_accept")}
 	found, accept := false, false
-	for _, a := range LimiterArgs(f, "memory") {
+	for _, a := range resources.LimiterArgs(f, "memory") {
 		found = found || a == "--idempotency-entry=idem"
 		accept = accept || a == "--accept-entry=x_accept"
 	}
 	if !found || !accept {
-		t.Fatalf("args %v lack --idempotency-entry=idem or --accept-entry=x_accept", LimiterArgs(f, "memory"))
+		t.Fatalf("args %v lack --idempotency-entry=idem or --accept-entry=x_accept", resources.LimiterArgs(f, "memory"))
 	}
 }

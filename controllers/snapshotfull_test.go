@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
 // floodPolicy is a policy as large as the CRD allows (8 descriptors, each a
@@ -155,7 +155,7 @@ func TestSnapshotFullRefusesNewestPolicies(t *testing.T) {
 		}
 	}
 	cm := &corev1.ConfigMap{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.SnapshotConfigMapName(fleet)}, cm); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.SnapshotConfigMapName(fleet)}, cm); err != nil {
 		t.Fatal(err)
 	}
 	size := 0

@@ -46,6 +46,7 @@ import (
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/internal/conversiontest"
 )
 
@@ -261,7 +262,7 @@ var testAdminClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.T
 func adminTLSFiles(t testing.TB, fleet *v1alpha1.LimiterFleet) (certFile, keyFile string) {
 	t.Helper()
 	secret := &corev1.Secret{}
-	key := client.ObjectKey{Namespace: fleet.Namespace, Name: controllers.AdminTLSSecretName(fleet)}
+	key := client.ObjectKey{Namespace: fleet.Namespace, Name: resources.AdminTLSSecretName(fleet)}
 	eventually(t, 60*time.Second, "the operator issues Secret "+key.String(), func() error {
 		if err := k8s.Get(context.Background(), key, secret); err != nil {
 			return err
@@ -506,7 +507,7 @@ func fleetPodsWithArgs(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store 
 // each limiter's environment.
 func fleetPodsWithEnv(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store string, env []string, extra ...string) []*limiterProc {
 	t.Helper()
-	for _, a := range controllers.LimiterArgs(fleet, store) {
+	for _, a := range resources.LimiterArgs(fleet, store) {
 		if strings.HasPrefix(a, "--top-") {
 			extra = append(extra, a)
 		}
@@ -523,7 +524,7 @@ func fleetPodsWithEnv(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store s
 	for adminPort == 0 || adminPort == httpPort || adminPort == grpcPort {
 		adminPort = freePort(t, ips...)
 	}
-	cm := fleet.Namespace + "/" + controllers.SnapshotConfigMapName(fleet)
+	cm := fleet.Namespace + "/" + resources.SnapshotConfigMapName(fleet)
 	certFile, keyFile := adminTLSFiles(t, fleet)
 	var procs []*limiterProc
 	for _, ip := range ips {
@@ -549,7 +550,7 @@ func fleetPodsWithEnv(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store s
 	var eps []discoveryv1.Endpoint
 	for i, p := range procs {
 		// The fleet's own pod, as its Deployment's ReplicaSet makes it.
-		pod := limiterPod(t, fleet, fmt.Sprintf("%s-%d", controllers.LimiterName(fleet), i), p.podIP, fleetReplicaSet(t, fleet))
+		pod := limiterPod(t, fleet, fmt.Sprintf("%s-%d", resources.LimiterName(fleet), i), p.podIP, fleetReplicaSet(t, fleet))
 		eps = append(eps, discoveryv1.Endpoint{
 			Addresses:  []string{p.podIP},
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
@@ -557,7 +558,7 @@ func fleetPodsWithEnv(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store s
 		})
 	}
 	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Namespace: fleet.Namespace, Name: controllers.LimiterName(fleet) + "-abcde",
+		ObjectMeta: metav1.ObjectMeta{Namespace: fleet.Namespace, Name: resources.LimiterName(fleet) + "-abcde",
 			Labels: endpointSliceLabels(fleet)},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints:   eps,
@@ -576,8 +577,8 @@ func fleetPodsWithEnv(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store s
 // endpointSliceLabels are the labels the endpoint controller gives the
 // slices of the fleet's limiter Service: the Service's own, and its name.
 func endpointSliceLabels(fleet *v1alpha1.LimiterFleet) map[string]string {
-	l := controllers.LimiterLabels(fleet)
-	l[discoveryv1.LabelServiceName] = controllers.LimiterName(fleet)
+	l := resources.LimiterLabels(fleet)
+	l[discoveryv1.LabelServiceName] = resources.LimiterName(fleet)
 	return l
 }
 
@@ -751,10 +752,10 @@ func fleetReplicaSet(t testing.TB, fleet *v1alpha1.LimiterFleet) []metav1.OwnerR
 	ctx := context.Background()
 	dep := &appsv1.Deployment{}
 	eventually(t, 30*time.Second, "the fleet's limiter Deployment", func() error {
-		return k8s.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: controllers.LimiterName(fleet)}, dep)
+		return k8s.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: resources.LimiterName(fleet)}, dep)
 	})
 	rs := &appsv1.ReplicaSet{}
-	key := client.ObjectKey{Namespace: fleet.Namespace, Name: controllers.LimiterName(fleet) + "-test"}
+	key := client.ObjectKey{Namespace: fleet.Namespace, Name: resources.LimiterName(fleet) + "-test"}
 	if err := k8s.Get(ctx, key, rs); apierrors.IsNotFound(err) {
 		rs = &appsv1.ReplicaSet{
 			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: dep.Spec.Template.Labels,
@@ -778,7 +779,7 @@ func limiterPod(t testing.TB, fleet *v1alpha1.LimiterFleet, name, podIP string, 
 	ctx := context.Background()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: fleet.Namespace, Name: name,
-			Labels: controllers.LimiterSelectorLabels(fleet), OwnerReferences: owners},
+			Labels: resources.LimiterSelectorLabels(fleet), OwnerReferences: owners},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "limiter", Image: "sluice-limiter:test"}}},
 	}
 	if err := k8s.Create(ctx, pod); err != nil {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/internal/redistest"
 )
 
@@ -177,7 +178,7 @@ func TestSystem(t *testing.T) {
 
 	t.Run("a ConfigMap edited by hand is put back", func(t *testing.T) {
 		cm := &corev1.ConfigMap{}
-		key := client.ObjectKey{Namespace: fleet.Namespace, Name: controllers.SnapshotConfigMapName(fleet)}
+		key := client.ObjectKey{Namespace: fleet.Namespace, Name: resources.SnapshotConfigMapName(fleet)}
 		if err := k8s.Get(ctx, key, cm); err != nil {
 			t.Fatal(err)
 		}
@@ -264,7 +265,7 @@ func TestSystem(t *testing.T) {
 func deleteFleet(t testing.TB, f *v1alpha1.LimiterFleet) {
 	ctx := context.Background()
 	_ = k8s.DeleteAllOf(ctx, &discoveryv1.EndpointSlice{}, client.InNamespace(f.Namespace),
-		client.MatchingLabels{discoveryv1.LabelServiceName: controllers.LimiterName(f)})
+		client.MatchingLabels{discoveryv1.LabelServiceName: resources.LimiterName(f)})
 	if err := k8s.Delete(ctx, f); err != nil && !apierrors.IsNotFound(err) {
 		t.Errorf("deleting fleet %s/%s: %v", f.Namespace, f.Name, err)
 	}
@@ -349,10 +350,10 @@ func TestFleetRendersLimiters(t *testing.T) {
 	t.Cleanup(func() { deleteFleet(t, f) })
 	var dep appsv1.Deployment
 	eventually(t, 30*time.Second, "the limiter Deployment", func() error {
-		return k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: controllers.LimiterName(f)}, &dep)
+		return k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: resources.LimiterName(f)}, &dep)
 	})
 	args := strings.Join(dep.Spec.Template.Spec.Containers[0].Args, " ")
-	for _, want := range []string{"--snapshot-configmap=render/" + controllers.SnapshotConfigMapName(f), "--store=redis-cluster://redis-0.redis:6379,redis-1.redis:6379"} {
+	for _, want := range []string{"--snapshot-configmap=render/" + resources.SnapshotConfigMapName(f), "--store=redis-cluster://redis-0.redis:6379,redis-1.redis:6379"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("limiter args %q lack %q", args, want)
 		}
@@ -361,14 +362,14 @@ func TestFleetRendersLimiters(t *testing.T) {
 		t.Errorf("deployment replicas %d owners %+v", *dep.Spec.Replicas, dep.OwnerReferences)
 	}
 	// Zero-loss rolling: the grace period covers the limiter's drain.
-	if grace := dep.Spec.Template.Spec.TerminationGracePeriodSeconds; grace == nil || *grace < int64((controllers.LimiterDrainDelay+10*time.Second).Seconds()) ||
-		!strings.Contains(args, "--drain-delay="+controllers.LimiterDrainDelay.String()) {
-		t.Errorf("terminationGracePeriodSeconds %v, args %q: want a grace period past --drain-delay=%v and the 10s shutdown", grace, args, controllers.LimiterDrainDelay)
+	if grace := dep.Spec.Template.Spec.TerminationGracePeriodSeconds; grace == nil || *grace < int64((resources.LimiterDrainDelay+10*time.Second).Seconds()) ||
+		!strings.Contains(args, "--drain-delay="+resources.LimiterDrainDelay.String()) {
+		t.Errorf("terminationGracePeriodSeconds %v, args %q: want a grace period past --drain-delay=%v and the 10s shutdown", grace, args, resources.LimiterDrainDelay)
 	}
 	for _, obj := range []client.Object{&corev1.Service{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &corev1.ConfigMap{}, &policyv1.PodDisruptionBudget{}} {
-		name := controllers.LimiterName(f)
+		name := resources.LimiterName(f)
 		if _, ok := obj.(*corev1.ConfigMap); ok {
-			name = controllers.SnapshotConfigMapName(f)
+			name = resources.SnapshotConfigMapName(f)
 		}
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: name}, obj); err != nil {
 			t.Errorf("%T %s: %v", obj, name, err)
@@ -378,17 +379,17 @@ func TestFleetRendersLimiters(t *testing.T) {
 	}
 	// The limiter pods' PodDisruptionBudget: one eviction at a time.
 	pdb := &policyv1.PodDisruptionBudget{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: controllers.LimiterName(f)}, pdb); err == nil &&
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: resources.LimiterName(f)}, pdb); err == nil &&
 		(pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.Selector == nil ||
-			pdb.Spec.Selector.MatchLabels[controllers.LabelInstance] != "edge") {
+			pdb.Spec.Selector.MatchLabels[resources.LabelInstance] != "edge") {
 		t.Errorf("limiter PodDisruptionBudget %+v: want maxUnavailable 1 over the fleet's limiter pods", pdb.Spec)
 	}
 	// The headless Service, for gateways that balance each call over the
 	// pods themselves (kube-proxy balances connections).
 	headless := &corev1.Service{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: controllers.LimiterHeadlessName(f)}, headless); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: resources.LimiterHeadlessName(f)}, headless); err != nil {
 		t.Errorf("headless Service: %v", err)
-	} else if headless.Spec.ClusterIP != corev1.ClusterIPNone || headless.Spec.Selector[controllers.LabelInstance] != "edge" || len(headless.Spec.Ports) != 2 ||
+	} else if headless.Spec.ClusterIP != corev1.ClusterIPNone || headless.Spec.Selector[resources.LabelInstance] != "edge" || len(headless.Spec.Ports) != 2 ||
 		len(headless.OwnerReferences) != 1 || headless.OwnerReferences[0].Name != "edge" {
 		t.Errorf("headless Service %s: clusterIP %q, selector %v, ports %v, owners %v: want clusterIP None over the fleet's limiter pods, owned by the fleet",
 			headless.Name, headless.Spec.ClusterIP, headless.Spec.Selector, headless.Spec.Ports, headless.OwnerReferences)
@@ -397,10 +398,10 @@ func TestFleetRendersLimiters(t *testing.T) {
 	// The fleet's limiters may review their admin plane's callers.
 	eventually(t, 30*time.Second, "the fleet's limiters in the auth delegator binding", func() error {
 		var crb rbacv1.ClusterRoleBinding
-		if err := k8s.Get(ctx, client.ObjectKey{Name: controllers.LimiterAuthDelegatorBinding}, &crb); err != nil {
+		if err := k8s.Get(ctx, client.ObjectKey{Name: resources.LimiterAuthDelegatorBinding}, &crb); err != nil {
 			return err
 		}
-		if !slices.Contains(crb.Subjects, rbacv1.Subject{Kind: "ServiceAccount", Namespace: "render", Name: controllers.LimiterName(f)}) ||
+		if !slices.Contains(crb.Subjects, rbacv1.Subject{Kind: "ServiceAccount", Namespace: "render", Name: resources.LimiterName(f)}) ||
 			crb.RoleRef.Name != "system:auth-delegator" {
 			return fmt.Errorf("binding %+v lacks the fleet's ServiceAccount", crb)
 		}

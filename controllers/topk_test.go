@@ -16,7 +16,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
 // TestBuildLimiterDeploymentTopKKey: a fleet that reports hottest values
@@ -27,7 +27,7 @@ func TestBuildLimiterDeploymentTopKKey(t *testing.T) {
 	fleet := resFleet("sluice-system", "default", func(f *v1alpha1.LimiterFleet) {
 		f.Spec.Stats = &v1alpha1.FleetStats{TopDescriptors: ptr.To[int32](5)}
 	})
-	pod := controllers.BuildLimiterDeployment(fleet, controllers.LimiterDeploymentOptions{DefaultImage: resDefaultImage, StoreURL: "memory"}).Spec.Template.Spec
+	pod := resources.BuildLimiterDeployment(fleet, resources.LimiterDeploymentOptions{DefaultImage: resDefaultImage, StoreURL: "memory"}).Spec.Template.Spec
 	c := pod.Containers[0]
 	if len(pod.Volumes) != 2 || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != "default-limiter-topk-key" ||
 		len(pod.Volumes[0].Secret.Items) != 1 || pod.Volumes[0].Secret.Items[0].Key != "key" {
@@ -42,10 +42,10 @@ func TestBuildLimiterDeploymentTopKKey(t *testing.T) {
 	if file != "/etc/sluice/topk/key" || len(c.Env) != 2 || c.Env[0] != want[0] || c.Env[1] != want[1] {
 		t.Errorf("env %+v, key file %s: want SLUICE_TOPK_KEY_FILE=/etc/sluice/topk/key", c.Env, file)
 	}
-	if s := controllers.BuildTopKKeySecret(fleet, []byte("k")); s.Name != pod.Volumes[0].Secret.SecretName || s.Namespace != fleet.Namespace {
+	if s := resources.BuildTopKKeySecret(fleet, []byte("k")); s.Name != pod.Volumes[0].Secret.SecretName || s.Namespace != fleet.Namespace {
 		t.Errorf("the key Secret %s/%s is not the one mounted", s.Namespace, s.Name)
 	}
-	plain := controllers.BuildLimiterDeployment(resFleet("sluice-system", "default"), controllers.LimiterDeploymentOptions{DefaultImage: resDefaultImage, StoreURL: "memory"}).Spec.Template.Spec
+	plain := resources.BuildLimiterDeployment(resFleet("sluice-system", "default"), resources.LimiterDeploymentOptions{DefaultImage: resDefaultImage, StoreURL: "memory"}).Spec.Template.Spec
 	if len(plain.Volumes) != 1 || plain.Volumes[0].Name != "admin-tls" || len(plain.Containers[0].Env) != 1 || plain.Containers[0].Env[0].Name != "GOMEMLIMIT" {
 		t.Errorf("without hottest values: volumes %+v, env %+v", plain.Volumes, plain.Containers[0].Env)
 	}
@@ -64,7 +64,7 @@ func TestFleetTopKKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { deleteFleet(t, f) })
-	key := client.ObjectKey{Namespace: ns, Name: controllers.TopKKeySecretName(f)}
+	key := client.ObjectKey{Namespace: ns, Name: resources.TopKKeySecretName(f)}
 	secretKey := func() ([]byte, error) {
 		s := &corev1.Secret{}
 		if err := k8s.Get(ctx, key, s); err != nil {
@@ -85,7 +85,7 @@ func TestFleetTopKKey(t *testing.T) {
 	})
 	eventually(t, 30*time.Second, "the Deployment mounts it", func() error {
 		dep := &appsv1.Deployment{}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.LimiterName(f)}, dep); err != nil {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.LimiterName(f)}, dep); err != nil {
 			return err
 		}
 		for _, v := range dep.Spec.Template.Spec.Volumes {
@@ -115,7 +115,7 @@ func TestFleetTopKKey(t *testing.T) {
 	// A Secret of that name that exists is never read nor changed.
 	other := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "preset"},
 		Spec: v1alpha1.LimiterFleetSpec{Replicas: ptr.To(int32(0)), Stats: &v1alpha1.FleetStats{TopDescriptors: ptr.To[int32](5)}}}
-	planted := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: controllers.TopKKeySecretName(other)},
+	planted := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: resources.TopKKeySecretName(other)},
 		Data: map[string][]byte{limiterwire.TopKKeyName: bytes.Repeat([]byte("k"), 32)}}
 	if err := k8s.Create(ctx, planted); err != nil {
 		t.Fatal(err)

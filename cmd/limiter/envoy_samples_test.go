@@ -34,7 +34,7 @@ import (
 const (
 	ratelimitFilterName = "envoy.filters.http.ratelimit"
 	// limiterService is the gateways fleet's Service in the samples; 8081
-	// is the limiter's gRPC port (controllers.LimiterGRPCPort).
+	// is the limiter's gRPC port (resources.LimiterGRPCPort).
 	limiterService = "gateways-limiter.sluice-system.svc.cluster.local"
 	// limiterHeadless is its headless Service (controllers.
 	// LimiterHeadlessName), which Envoy clusters resolve to every pod.

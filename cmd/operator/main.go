@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/observe"
 )
 
 func main() {
@@ -43,7 +44,7 @@ func main() {
 	flag.StringVar(&limiterImage, "limiter-image", "ghcr.io/sluice-dev/sluice-limiter:latest", "limiter `image` of fleets that name none")
 	flag.StringVar(&redisImage, "redis-image", v1alpha1.DefaultRedisImage, "Redis `image` of the Redis Cluster of fleets that name none (spec.redis.image)")
 	flag.StringVar(&watchNS, "watch-namespaces", "", "comma-separated `namespaces` whose policies and fleets the operator watches (default: all)")
-	flag.DurationVar(&window, "enforcement-window", controllers.DefaultEnforcementWindow, "`window` of the decision counts in each policy's status.enforcement")
+	flag.DurationVar(&window, "enforcement-window", observe.DefaultEnforcementWindow, "`window` of the decision counts in each policy's status.enforcement")
 	flag.StringVar(&tokenFile, "limiter-token-file", "", "`file` of the bearer token sent (over TLS) to the limiter pods' admin plane: a projected ServiceAccount token for the audience "+limiterwire.AdminAudience+" (default: "+projectedTokenFile+", which the chart mounts)")
 	netpol := networkPolicyFlags(flag.CommandLine)
 	webhookOpts := webhookFlags(flag.CommandLine)

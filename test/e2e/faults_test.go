@@ -21,7 +21,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
 const (
@@ -75,7 +75,7 @@ func (j *journey) faults(t *testing.T) {
 		}
 		return true, ""
 	})
-	svc := fmt.Sprintf("%s.%s.svc:8081", controllers.LimiterName(f), f.Namespace)
+	svc := fmt.Sprintf("%s.%s.svc:8081", resources.LimiterName(f), f.Namespace)
 
 	// Exhaust the kept counters: 3 allowed, the 4th denied, for each key.
 	// A decision a failure mode made (a busy machine's missed deadline
@@ -118,7 +118,7 @@ func (j *journey) faults(t *testing.T) {
 		"-rate", "200", "-conns", "4", "-interval", "250ms"}
 	redisPods := func() []corev1.Pod {
 		pods := &corev1.PodList{}
-		if err := c.c.List(context.Background(), pods, client.InNamespace(f.Namespace), client.MatchingLabels(controllers.RedisSelectorLabels(f))); err != nil {
+		if err := c.c.List(context.Background(), pods, client.InNamespace(f.Namespace), client.MatchingLabels(resources.RedisSelectorLabels(f))); err != nil {
 			t.Fatal(err)
 		}
 		return pods.Items
@@ -168,7 +168,7 @@ func (j *journey) faultScenarios(redisPods func() []corev1.Pod) []faultScenario 
 	return []faultScenario{{
 		name: "RedisPodDeleted", title: "Redis pod deleted", redis: true,
 		inject: func(t *testing.T, start time.Time) func(*testing.T) string {
-			name := controllers.RedisShardName(f, 1) + "-0"
+			name := resources.RedisShardName(f, 1) + "-0"
 			old, err := c.cs.CoreV1().Pods(f.Namespace).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -190,7 +190,7 @@ func (j *journey) faultScenarios(redisPods func() []corev1.Pod) []faultScenario 
 	}, {
 		name: "LimiterRolloutRestart", title: "limiter rollout restart", clean: true,
 		inject: func(t *testing.T, start time.Time) func(*testing.T) string {
-			dep := "deployment/" + controllers.LimiterName(f)
+			dep := "deployment/" + resources.LimiterName(f)
 			c.kubectl(t, "rollout", "restart", "-n", f.Namespace, dep)
 			return func(t *testing.T) string {
 				c.kubectl(t, "rollout", "status", "-n", f.Namespace, dep, "--timeout=5m")
@@ -377,7 +377,7 @@ func (j *journey) dumpOnFailure(t *testing.T) {
 		out, _, err = j.c.cmd("", j.c.kubectlBin, "logs", "-n", system, "-l", "app.kubernetes.io/component=operator", "--tail=400")
 		t.Logf("post-mortem: operator log (%v):\n%s", err, out)
 		sel := []string{}
-		for k, v := range controllers.RedisSelectorLabels(f) {
+		for k, v := range resources.RedisSelectorLabels(f) {
 			sel = append(sel, k+"="+v)
 		}
 		out, _, err = j.c.cmd("", j.c.kubectlBin, "logs", "-n", f.Namespace, "-l", strings.Join(sel, ","), "--prefix", "--tail=60")
@@ -415,13 +415,13 @@ func (j *journey) limiterFailures(t *testing.T) string {
 		return err.Error()
 	}
 	pods := &corev1.PodList{}
-	if err := j.c.c.List(context.Background(), pods, client.InNamespace(j.fleet.Namespace), client.MatchingLabels(controllers.LimiterSelectorLabels(j.fleet))); err != nil {
+	if err := j.c.c.List(context.Background(), pods, client.InNamespace(j.fleet.Namespace), client.MatchingLabels(resources.LimiterSelectorLabels(j.fleet))); err != nil {
 		return err.Error()
 	}
 	// The admin plane is HTTPS, from the fleet's own CA, for the Service's
 	// name.
 	adminTLS := &corev1.Secret{}
-	if err := j.c.c.Get(context.Background(), client.ObjectKey{Namespace: j.fleet.Namespace, Name: controllers.AdminTLSSecretName(j.fleet)}, adminTLS); err != nil {
+	if err := j.c.c.Get(context.Background(), client.ObjectKey{Namespace: j.fleet.Namespace, Name: resources.AdminTLSSecretName(j.fleet)}, adminTLS); err != nil {
 		return err.Error()
 	}
 	var out []string
@@ -431,7 +431,7 @@ func (j *journey) limiterFailures(t *testing.T) string {
 			Body   string
 		}
 		j.c.execJSON(t, &answers, appNS, clientPod, "/e2eclient", "http", "-bearer-file", serviceAccountToken,
-			"-ca-pem", string(adminTLS.Data["ca.crt"]), "-server-name", controllers.AdminTLSServerName(j.fleet),
+			"-ca-pem", string(adminTLS.Data["ca.crt"]), "-server-name", resources.AdminTLSServerName(j.fleet),
 			"-url", fmt.Sprintf("https://%s:%d/metrics", p.Status.PodIP, limiterwire.AdminPort))
 		var lines []string
 		for _, a := range answers {

@@ -31,7 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
 const (
@@ -317,7 +317,7 @@ func TestAttackClusterListensOnHostAddress(t *testing.T) {
 
 // TestAttackOtherUserWritesPersistentVolume: a local user plants or reads
 // Redis's data in the hostPath PersistentVolumes (1777 directories). Each
-// is the Redis pods' user's (controllers.RedisUser) and 0700.
+// is the Redis pods' user's (resources.RedisUser) and 0700.
 func TestAttackOtherUserWritesPersistentVolume(t *testing.T) {
 	harnessDir(t)
 	c := connect(t)
@@ -343,8 +343,8 @@ func TestAttackOtherUserWritesPersistentVolume(t *testing.T) {
 		if perm := fi.Mode().Perm(); perm&0o007 != 0 || fi.Mode()&fs.ModeSticky != 0 {
 			t.Errorf("%s: %s is %v (%v): open to every user", pv.Name, path, fi.Mode(), perm)
 		}
-		if int64(st.Uid) != controllers.RedisUser || int64(st.Gid) != controllers.RedisUser {
-			t.Errorf("%s: %s is owned by %d:%d, not the Redis pods' %d", pv.Name, path, st.Uid, st.Gid, controllers.RedisUser)
+		if int64(st.Uid) != resources.RedisUser || int64(st.Gid) != resources.RedisUser {
+			t.Errorf("%s: %s is owned by %d:%d, not the Redis pods' %d", pv.Name, path, st.Uid, st.Gid, resources.RedisUser)
 		}
 		if out, ok := asOtherUser("touch", filepath.Join(path, "planted-by-"+otherUser)); ok {
 			t.Errorf("%s wrote into %s", otherUser, path)

@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
 const (
@@ -206,7 +206,7 @@ func (j *journey) redisClusterFleet(t *testing.T) {
 			return true, ""
 		}
 		return false, fmt.Sprintf("Ready %s (%s), RedisReady %s (%s); redis pods: %s", s, msg, rs, rmsg,
-			j.podsState(t, f.Namespace, controllers.RedisSelectorLabels(f)))
+			j.podsState(t, f.Namespace, resources.RedisSelectorLabels(f)))
 	})
 	j.mark("Redis Cluster fleet: RedisReady %s, Ready %s after create", redisReady.Round(100*time.Millisecond), ready.Round(100*time.Millisecond))
 	t.Logf("fleet %s/%s: RedisReady %v, Ready %v after kubectl create",
@@ -224,8 +224,8 @@ func (j *journey) redisClusterFleet(t *testing.T) {
 		// RedisReady is the operator's view of Redis itself; a pod's
 		// Ready is the kubelet's TCP probe, every 5s, so it may come a
 		// few seconds after the cluster formed.
-		waitFor(t, "StatefulSet "+controllers.RedisShardName(f, shard)+" ready", time.Minute, func() (bool, string) {
-			if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: controllers.RedisShardName(f, shard)}, sts); err != nil {
+		waitFor(t, "StatefulSet "+resources.RedisShardName(f, shard)+" ready", time.Minute, func() (bool, string) {
+			if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: resources.RedisShardName(f, shard)}, sts); err != nil {
 				return false, err.Error()
 			}
 			return sts.Status.ReadyReplicas == 1, fmt.Sprintf("%d ready, want 1", sts.Status.ReadyReplicas)
@@ -238,10 +238,10 @@ func (j *journey) redisClusterFleet(t *testing.T) {
 	// The limiters are given the Redis nodes' DNS names, and each name
 	// resolves, from a pod, to the pod that serves it.
 	dep := &appsv1.Deployment{}
-	if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: controllers.LimiterName(f)}, dep); err != nil {
+	if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: resources.LimiterName(f)}, dep); err != nil {
 		t.Fatal(err)
 	}
-	seeds := controllers.RedisSeeds(got)
+	seeds := resources.RedisSeeds(got)
 	store := "--store=redis-cluster://" + strings.Join(seeds, ",")
 	if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, store) {
 		t.Errorf("limiter arguments %q, want %s", args, store)
@@ -253,7 +253,7 @@ func (j *journey) redisClusterFleet(t *testing.T) {
 	resolved := map[string]any{}
 	c.execJSON(t, &resolved, appNS, clientPod, append([]string{"/e2eclient", "resolve"}, hosts...)...)
 	pods := &corev1.PodList{}
-	if err := c.c.List(context.Background(), pods, client.InNamespace(f.Namespace), client.MatchingLabels(controllers.RedisSelectorLabels(f))); err != nil {
+	if err := c.c.List(context.Background(), pods, client.InNamespace(f.Namespace), client.MatchingLabels(resources.RedisSelectorLabels(f))); err != nil {
 		t.Fatal(err)
 	}
 	ips := map[string]string{}
@@ -321,7 +321,7 @@ func (j *journey) samples(t *testing.T) {
 			"which only %v do: applying config/samples/ and config/samples/redis-cluster/ enforces nothing there "+
 			"(issue 15: the samples don't fit together)", f.Namespace, f.Name, f.Spec.PolicySelector, charges.Status.Fleets)
 	}
-	svc := fmt.Sprintf("%s.%s.svc", controllers.LimiterName(f), f.Namespace)
+	svc := fmt.Sprintf("%s.%s.svc", resources.LimiterName(f), f.Namespace)
 	var answers []struct {
 		Status  int
 		Headers http.Header
@@ -543,7 +543,7 @@ func (j *journey) nginx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limiterSvc := fmt.Sprintf("%s.%s.svc.cluster.local", controllers.LimiterName(fleet), fleet.Namespace)
+	limiterSvc := fmt.Sprintf("%s.%s.svc.cluster.local", resources.LimiterName(fleet), fleet.Namespace)
 	replaced := string(conf)
 	for old, repl := range map[string]string{
 		"server 127.0.0.1:8000;": "server app." + appNS + ".svc.cluster.local:8000;",

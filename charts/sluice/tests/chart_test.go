@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/internal/conversiontest"
 )
 
@@ -307,18 +307,18 @@ spec:
 		// that password.
 		authSecret := func(password string) *corev1.Secret {
 			t.Helper()
-			want := "user " + controllers.RedisLimiterUser + " on resetpass #" + sha256Hex(password) + " "
+			want := "user " + resources.RedisLimiterUser + " on resetpass #" + sha256Hex(password) + " "
 			var secret corev1.Secret
 			eventually(t, settle, func() error {
 				if err := k8s.Get(ctx, client.ObjectKey{Namespace: "cache", Name: "counted-redis-auth"}, &secret); err != nil {
 					return err
 				}
-				if users := string(secret.Data[controllers.RedisUsersKey]); !strings.Contains(users, want) {
+				if users := string(secret.Data[resources.RedisUsersKey]); !strings.Contains(users, want) {
 					return fmt.Errorf("users file has no %q", want)
 				}
 				return nil
 			})
-			if _, ok := secret.Data[controllers.RedisLimiterPasswordKey]; ok {
+			if _, ok := secret.Data[resources.RedisLimiterPasswordKey]; ok {
 				t.Errorf("the auth Secret holds the limiters' password, which redis.auth's Secret has")
 			}
 			if owner := metav1.GetControllerOf(&secret); owner == nil || owner.Kind != "LimiterFleet" || owner.Name != "counted" {

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
 // ciValues are the non-default value sets that helm lint and helm template
@@ -427,7 +427,7 @@ func TestMonitoringTemplates(t *testing.T) {
 	}
 	pm := monitors[0].Object["spec"].(map[string]any)
 	fleet := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "team-a"}}
-	pod := controllers.BuildLimiterDeployment(fleet, controllers.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "memory"}).Spec.Template
+	pod := resources.BuildLimiterDeployment(fleet, resources.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "memory"}).Spec.Template
 	sel := pm["selector"].(map[string]any)["matchLabels"].(map[string]any)
 	for k, v := range sel {
 		if pod.Labels[k] != v {
@@ -538,7 +538,7 @@ func TestFleetClients(t *testing.T) {
 	if !reflect.DeepEqual(fleet.Spec.Clients, want) {
 		t.Fatalf("spec.clients %+v, want %+v", fleet.Spec.Clients, want)
 	}
-	np := controllers.BuildLimiterNetworkPolicy(fleet, controllers.NetworkPolicyOptions{OperatorNamespace: "sluice-system"})
+	np := resources.BuildLimiterNetworkPolicy(fleet, resources.NetworkPolicyOptions{OperatorNamespace: "sluice-system"})
 	if from := np.Spec.Ingress[0].From; len(from) != 1 || !reflect.DeepEqual(from[0].PodSelector, want[0].PodSelector) ||
 		!reflect.DeepEqual(from[0].NamespaceSelector, want[0].NamespaceSelector) {
 		t.Errorf("the limiters' data ports admit %+v, want the chart's clients", from)
