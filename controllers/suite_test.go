@@ -721,7 +721,11 @@ func waitPolicy(t testing.TB, ns, name, typ string, status metav1.ConditionStatu
 		case err != nil:
 			return fmt.Errorf("reading the policy: %w", err)
 		case c == nil:
-			return fmt.Errorf("no %s condition yet", typ)
+			var have []string
+			for _, o := range p.Status.Conditions {
+				have = append(have, fmt.Sprintf("%s=%s (%s): %s", o.Type, o.Status, o.Reason, o.Message))
+			}
+			return fmt.Errorf("no %s condition yet; conditions %v; status.fleets %+v", typ, have, p.Status.Fleets)
 		case c.ObservedGeneration != p.Generation:
 			return fmt.Errorf("condition is for generation %d, policy is at %d", c.ObservedGeneration, p.Generation)
 		case c.Status != status || (reason != "" && c.Reason != reason):

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -131,7 +132,18 @@ func requireConverts(t *testing.T, k8s client.Client, ns string, log *bytes.Buff
 	if asAlpha.Spec.EffectiveAlgorithm() != v1alpha1.Concurrency || asAlpha.Spec.Concurrency == nil || asAlpha.Spec.Concurrency.MaxInFlight != 2 {
 		t.Errorf("read as v1alpha1: %+v", asAlpha.Spec)
 	}
-	if err := k8s.Update(t.Context(), asAlpha); err != nil {
+	// Written back as read, re-read on a conflict: the operator writes
+	// the policy's status meanwhile.
+	tries := 0
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		if tries++; tries > 1 {
+			if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(betaIn), asAlpha); err != nil {
+				return err
+			}
+		}
+		return k8s.Update(t.Context(), asAlpha)
+	})
+	if err != nil {
 		t.Fatalf("writing it back as v1alpha1: %v", err)
 	}
 	betaBack := &v1beta1.RateLimitPolicy{}
@@ -177,10 +189,11 @@ func TestOperatorIssuesWebhookCertificate(t *testing.T) {
 	certDir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go func() { // the kubelet's part: the Secret's files in the pod
+	secretKey := client.ObjectKeyFromObject(secret) // the test reads into secret meanwhile
+	go func() {                                     // the kubelet's part: the Secret's files in the pod
 		for ctx.Err() == nil {
 			var s corev1.Secret
-			if k8s.Get(ctx, client.ObjectKeyFromObject(secret), &s) == nil && len(s.Data["tls.crt"]) > 0 {
+			if k8s.Get(ctx, secretKey, &s) == nil && len(s.Data["tls.crt"]) > 0 {
 				for name, data := range s.Data {
 					_ = os.WriteFile(filepath.Join(certDir, name+".tmp"), data, 0o600)
 					_ = os.Rename(filepath.Join(certDir, name+".tmp"), filepath.Join(certDir, name))
