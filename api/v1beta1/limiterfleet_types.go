@@ -245,9 +245,10 @@ type Store struct {
 	// type is where counters live: Memory keeps them in each pod's memory,
 	// so every pod enforces the full limit on what it sees; Cluster is a
 	// Redis Cluster that the operator provisions and heals; External is a
-	// Redis server or cluster run by someone else.
-	// +required
-	Type StoreType `json:"type"`
+	// Redis server or cluster run by someone else. Defaults to Memory.
+	// +optional
+	// +kubebuilder:default=Memory
+	Type StoreType `json:"type,omitempty"`
 
 	// cluster configures the operator's Redis Cluster. Only for type
 	// Cluster, where every field has a default.
