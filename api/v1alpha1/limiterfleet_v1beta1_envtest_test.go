@@ -26,6 +26,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -172,6 +173,37 @@ func TestV1beta1FleetCRDRejects(t *testing.T) {
 		{"truncateTo with Hash", func(f *v1beta1.LimiterFleet) {
 			f.Spec.Stats = &v1beta1.FleetStats{TruncateTo: ptr.To[int32](4)}
 		}, "spec.stats.truncateTo applies only when spec.stats.descriptorValues is Truncate"},
+		{"bad override namespace", func(f *v1beta1.LimiterFleet) {
+			f.Spec.TenantBudget = &v1beta1.TenantBudgets{Overrides: []v1beta1.TenantBudgetOverride{{Namespace: "Team_A"}}}
+		}, "spec.tenantBudget.overrides[].namespace must be a namespace name"},
+		{"denyStatus 500", func(f *v1beta1.LimiterFleet) {
+			f.Spec.DataPlane = &v1beta1.DataPlane{ForwardAuth: []v1beta1.ForwardAuth{{Domain: "d", DenyStatus: ptr.To[int32](500), Descriptors: []v1beta1.ForwardAuthDescriptor{{Key: "k", From: v1beta1.FromPath}}}}}
+		}, "denyStatus must be a 4xx status, from 400 to 499"},
+		{"bad secret key", func(f *v1beta1.LimiterFleet) {
+			cluster(&f.Spec).Auth = &v1beta1.SecretKeyRef{SecretName: "s", Key: "a/b"}
+		}, "key must be a Secret key"},
+		{"bad username key", func(f *v1beta1.LimiterFleet) {
+			f.Spec.Store = v1beta1.Store{Type: v1beta1.StoreExternal, External: &v1beta1.ExternalStore{Addresses: []string{"redis:6379"},
+				Auth: &v1beta1.ExternalAuth{SecretKeyRef: v1beta1.SecretKeyRef{SecretName: "s"}, UsernameKey: ptr.To("a b")}}}
+		}, "usernameKey must be a Secret key"},
+		{"bad cluster CA Secret", func(f *v1beta1.LimiterFleet) {
+			cluster(&f.Spec).TLS = &v1beta1.ClusterTLS{CASecretName: ptr.To("CA")}
+		}, "caSecretName must be a Secret name"},
+		{"bad external CA Secret", func(f *v1beta1.LimiterFleet) {
+			f.Spec.Store = v1beta1.Store{Type: v1beta1.StoreExternal, External: &v1beta1.ExternalStore{Addresses: []string{"redis:6379"},
+				TLS: &v1beta1.ExternalTLS{CASecretName: ptr.To("CA")}}}
+		}, "caSecretName must be a Secret name"},
+		{"bad CA key", func(f *v1beta1.LimiterFleet) {
+			f.Spec.Store = v1beta1.Store{Type: v1beta1.StoreExternal, External: &v1beta1.ExternalStore{Addresses: []string{"redis:6379"},
+				TLS: &v1beta1.ExternalTLS{CAKey: ptr.To("ca/crt")}}}
+		}, "caKey must be a Secret key"},
+		{"bad server name", func(f *v1beta1.LimiterFleet) {
+			f.Spec.Store = v1beta1.Store{Type: v1beta1.StoreExternal, External: &v1beta1.ExternalStore{Addresses: []string{"redis:6379"},
+				TLS: &v1beta1.ExternalTLS{ServerName: ptr.To("-redis")}}}
+		}, "serverName must be a DNS name"},
+		{"storage of 0", func(f *v1beta1.LimiterFleet) {
+			cluster(&f.Spec).Storage = &v1beta1.RedisStorage{Size: resource.MustParse("0")}
+		}, "spec.store.cluster.storage.size must be greater than zero"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -182,6 +214,31 @@ func TestV1beta1FleetCRDRejects(t *testing.T) {
 			if err == nil {
 				deleteAtCleanup(t, f)
 				t.Fatalf("the API server accepted %+v", f.Spec)
+			}
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("API server: got %v, want Invalid with %q", err, tc.msg)
+			}
+		})
+	}
+	// Values the Go types can't hold.
+	for i, tc := range []struct {
+		name    string
+		cluster map[string]any
+		msg     string
+	}{
+		{"maxMemory not a quantity", map[string]any{"maxMemory": "lots"}, "spec.store.cluster.maxMemory must be a quantity such as 400Mi"},
+		{"storage size not a quantity", map[string]any{"storage": map[string]any{"size": "big"}}, "spec.store.cluster.storage.size must be a quantity such as 1Gi or 500Mi"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": v1beta1.GroupVersion.String(), "kind": "LimiterFleet",
+				"metadata": map[string]any{"name": fmt.Sprintf("raw-%d", i), "namespace": ns},
+				"spec":     map[string]any{"store": map[string]any{"type": "Cluster", "cluster": tc.cluster}},
+			}}
+			err := k8sClient.Create(t.Context(), u)
+			if err == nil {
+				deleteAtCleanup(t, u)
+				t.Fatalf("the API server accepted %v", u.Object["spec"])
 			}
 			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.msg) {
 				t.Fatalf("API server: got %v, want Invalid with %q", err, tc.msg)
