@@ -8,9 +8,10 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/yaml"
+
 	"github.com/sluice-dev/sluice/controllers/observe"
 	"github.com/sluice-dev/sluice/controllers/redisfleet"
-	"sigs.k8s.io/yaml"
 )
 
 // The alert rules parse, and the operator metrics they use exist.

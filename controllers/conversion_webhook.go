@@ -17,16 +17,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 )
 
-// The operator serves the CRDs' conversion webhook: RateLimitPolicy is
-// stored as v1beta1, and the API server converts every v1alpha1 read and
+// The operator serves the CRDs' conversion webhook: RateLimitPolicy and
+// LimiterFleet are stored as v1beta1, and the API server converts every v1alpha1 read and
 // write through it (the conversion functions are in api/v1alpha1).
 
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
-// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=update;patch,resourceNames=ratelimitpolicies.ratelimit.sluice.dev
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=update;patch,resourceNames=ratelimitpolicies.ratelimit.sluice.dev;limiterfleets.ratelimit.sluice.dev
 
 // ConvertedCRDs are the CRDs whose conversion the operator serves, and
 // whose caBundle it injects when it rotates its own certificate.
-var ConvertedCRDs = []string{"ratelimitpolicies.ratelimit.sluice.dev"}
+var ConvertedCRDs = []string{"ratelimitpolicies.ratelimit.sluice.dev", "limiterfleets.ratelimit.sluice.dev"}
 
 // ConversionWebhookPath is the path of the conversion webhook.
 const ConversionWebhookPath = "/convert"

@@ -6,10 +6,11 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/sluice-dev/sluice/controllers/observe"
-	"github.com/sluice-dev/sluice/controllers/resources"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sluice-dev/sluice/controllers/observe"
+	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
 // observeEndpoints finds the fleet's ready limiter pods through its

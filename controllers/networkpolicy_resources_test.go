@@ -254,7 +254,9 @@ func TestFleetRendersNetworkPolicies(t *testing.T) {
 	eventually(t, 30*time.Second, "the Redis NetworkPolicy", rendered(resources.RedisNetworkPolicyName(f), resources.BuildRedisNetworkPolicy(f, npOptions)))
 
 	// A selector the API server refuses in a NetworkPolicy.
-	kubectl(t, "-n", f.Namespace, "patch", "limiterfleet", f.Name, "--type=merge", "-p",
+	// kubectl's limiterfleet is v1beta1 (the preferred version): patch in
+	// v1alpha1's shape.
+	kubectl(t, "-n", f.Namespace, "patch", "limiterfleets.v1alpha1.ratelimit.sluice.dev", f.Name, "--type=merge", "-p",
 		`{"spec":{"clients":[{"podSelector":{"matchExpressions":[{"key":"app","operator":"Bogus"}]}}]}}`)
 	eventually(t, 30*time.Second, "the fleet reports the refused NetworkPolicy", func() error {
 		got := &v1alpha1.LimiterFleet{}
@@ -269,7 +271,7 @@ func TestFleetRendersNetworkPolicies(t *testing.T) {
 	})
 
 	// Mode None: no Redis pods, no Redis policy.
-	kubectl(t, "-n", f.Namespace, "patch", "limiterfleet", f.Name, "--type=merge", "-p", `{"spec":{"clients":null,"redis":{"mode":"None"}}}`)
+	kubectl(t, "-n", f.Namespace, "patch", "limiterfleets.v1alpha1.ratelimit.sluice.dev", f.Name, "--type=merge", "-p", `{"spec":{"clients":null,"redis":{"mode":"None"}}}`)
 	eventually(t, 30*time.Second, "the Redis NetworkPolicy gone", func() error {
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: resources.RedisNetworkPolicyName(f)}, &networkingv1.NetworkPolicy{})
 		if !apierrors.IsNotFound(err) {

@@ -1186,7 +1186,8 @@ func TestRedisObjectsGoWithModeCluster(t *testing.T) {
 		}
 		return nil
 	})
-	kubectl(t, "-n", ns, "patch", "lf", "leaves", "--type=merge", "-p",
+	// kubectl's lf is v1beta1 (the preferred version): patch in v1alpha1's shape.
+	kubectl(t, "-n", ns, "patch", "limiterfleets.v1alpha1.ratelimit.sluice.dev", "leaves", "--type=merge", "-p",
 		`{"spec":{"redis":{"mode":"None","shards":null,"replicasPerShard":null}}}`)
 	eventually(t, 30*time.Second, "the Redis objects deleted", func() error {
 		if s, p, n := count(); s != 0 || p != 1 || n != 0 {

@@ -58,7 +58,16 @@ func readSamples(t *testing.T, files ...string) sampleSet {
 				set.namespaces = append(set.namespaces, ns.Name)
 			case "LimiterFleet":
 				f := &v1alpha1.LimiterFleet{}
-				if err := yaml.UnmarshalStrict(doc, f); err != nil {
+				if head.APIVersion == v1beta1.GroupVersion.String() {
+					// As the API server serves it to the operator: converted.
+					b := &v1beta1.LimiterFleet{}
+					if err := yaml.UnmarshalStrict(doc, b); err != nil {
+						t.Fatalf("%s: %v", file, err)
+					}
+					if err := f.ConvertFrom(b); err != nil {
+						t.Fatalf("%s: %v", file, err)
+					}
+				} else if err := yaml.UnmarshalStrict(doc, f); err != nil {
 					t.Fatalf("%s: %v", file, err)
 				}
 				set.fleets = append(set.fleets, f)

@@ -90,8 +90,8 @@ func apiServer(t *testing.T) client.Client {
 			// KUBEBUILDER_ASSETS wins when set; hack/setup-envtest.sh builds these.
 			BinaryAssetsDirectory: filepath.Join(root, "bin", "k8s"),
 		}
-		// RateLimitPolicy is stored as v1beta1: the manual's v1alpha1
-		// objects convert through the conversion webhook.
+		// RateLimitPolicy and LimiterFleet are stored as v1beta1: the
+		// manual's v1alpha1 objects convert through the conversion webhook.
 		conversiontest.Prepare(env)
 		cfg, err := env.Start()
 		if err != nil {
@@ -281,15 +281,15 @@ func decodeObjects(text string) ([]map[string]any, error) {
 // The objects a spec fragment is merged onto: a fragment's fields replace
 // theirs, and a RateLimitPolicy fragment that names a domain is a whole spec.
 const (
-	basePolicy = `apiVersion: ratelimit.sluice.dev/v1alpha1
+	basePolicy = `apiVersion: ratelimit.sluice.dev/v1beta1
 kind: RateLimitPolicy
 metadata: {name: docs-fragment, namespace: docs}
 spec:
   domain: docs-api
   descriptors: [{key: user_id}]
-  rate: {limit: 5, period: 1m}
+  limit: {type: Rate, rate: {limit: 5, period: 1m}}
 `
-	baseFleet = `apiVersion: ratelimit.sluice.dev/v1alpha1
+	baseFleet = `apiVersion: ratelimit.sluice.dev/v1beta1
 kind: LimiterFleet
 metadata: {name: docs-fragment, namespace: docs}
 spec: {}

@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 // baseFleet is a valid fleet with nothing set; each case fills in what it needs.
@@ -829,7 +830,8 @@ func TestFleetSampleAccepted(t *testing.T) {
 		file     string
 		replicas int32
 	}{
-		{"ratelimit_v1alpha1_limiterfleet.yaml", 1},
+		{"ratelimit_v1beta1_limiterfleet.yaml", 1},
+		{filepath.Join("v1alpha1", "limiterfleet.yaml"), 1},
 		{filepath.Join("redis-cluster", "limiterfleet.yaml"), 3},
 		{filepath.Join("external-redis", "limiterfleet.yaml"), 3},
 	} {
@@ -840,7 +842,17 @@ func TestFleetSampleAccepted(t *testing.T) {
 				t.Fatal(err)
 			}
 			f := &v1alpha1.LimiterFleet{}
-			if err := yaml.UnmarshalStrict(data, f); err != nil {
+			if strings.Contains(string(data), "apiVersion: "+v1beta1.GroupVersion.String()) {
+				// Created as v1alpha1, as the operator reads it.
+				b := &v1beta1.LimiterFleet{}
+				if err := yaml.UnmarshalStrict(data, b); err != nil {
+					t.Fatalf("%s: %v", path, err)
+				}
+				if err := f.ConvertFrom(b); err != nil {
+					t.Fatalf("%s: %v", path, err)
+				}
+				f.APIVersion, f.Kind = v1alpha1.GroupVersion.String(), b.Kind
+			} else if err := yaml.UnmarshalStrict(data, f); err != nil {
 				t.Fatalf("%s: %v", path, err)
 			}
 			if f.APIVersion != v1alpha1.GroupVersion.String() || f.Kind != "LimiterFleet" {

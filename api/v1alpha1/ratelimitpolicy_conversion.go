@@ -39,7 +39,8 @@ import (
 // other version's spec, the way Cluster API keeps conversion data. An
 // annotation is used only when the plain mapping would lose something,
 // and only while it still matches: one left behind by an edit made in the
-// other version is dropped.
+// other version is dropped, and a hand-written one is believed only when
+// it says what the spec does (conversion_annotation.go).
 
 const (
 	// V1alpha1SpecAnnotation, on a v1beta1 object, holds the v1alpha1 spec
@@ -68,12 +69,10 @@ func (src *RateLimitPolicy) ConvertTo(dstRaw conversion.Hub) error {
 	if err != nil {
 		return err
 	}
-	if hasStored {
-		var b v1beta1.RateLimitPolicySpec
-		if json.Unmarshal([]byte(stored), &b) == nil {
-			if a, err := SpecFromV1beta1(&b); err == nil && equality.Semantic.DeepEqual(a, src.Spec) {
-				spec = b
-			}
+	var b v1beta1.RateLimitPolicySpec
+	if hasStored && decodeStored(stored, &b) && sameSpelledV1beta1.DeepEqual(b, spec) {
+		if a, err := SpecFromV1beta1(&b); err == nil && equality.Semantic.DeepEqual(a, src.Spec) {
+			spec = b
 		}
 	}
 	dst.Spec = spec
@@ -97,12 +96,10 @@ func (dst *RateLimitPolicy) ConvertFrom(srcRaw conversion.Hub) error {
 	if err != nil {
 		return err
 	}
-	if hasStored {
-		var a RateLimitPolicySpec
-		if json.Unmarshal([]byte(stored), &a) == nil {
-			if b, err := SpecToV1beta1(&a); err == nil && equality.Semantic.DeepEqual(b, src.Spec) {
-				spec = a
-			}
+	var a RateLimitPolicySpec
+	if hasStored && decodeStored(stored, &a) && subMillisecond.DeepEqual(policyLeftToFleet(&a), policyLeftToFleet(&spec)) {
+		if b, err := SpecToV1beta1(&a); err == nil && equality.Semantic.DeepEqual(b, src.Spec) {
+			spec = a
 		}
 	}
 	dst.Spec = spec

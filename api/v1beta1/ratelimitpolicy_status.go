@@ -20,8 +20,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// The status of a RateLimitPolicy is the same in v1alpha1 and v1beta1: the
-// conversion copies it field for field.
+// The status of a RateLimitPolicy is one definition for both versions:
+// v1alpha1 names these types by alias, so the two can't drift and the
+// conversion copies the status as it is.
 
 // RateLimitPolicyStatus is the observed state of a RateLimitPolicy.
 type RateLimitPolicyStatus struct {

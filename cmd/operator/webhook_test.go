@@ -208,15 +208,30 @@ func TestOperatorIssuesWebhookCertificate(t *testing.T) {
 		"--webhook-extra-dns-names=localhost")
 	requireConverts(t, k8s, ns, log)
 
-	var crd apiextensionsv1.CustomResourceDefinition
-	if err := k8s.Get(t.Context(), client.ObjectKey{Name: "ratelimitpolicies.ratelimit.sluice.dev"}, &crd); err != nil {
-		t.Fatal(err)
-	}
 	if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(secret), secret); err != nil {
 		t.Fatal(err)
 	}
-	got := crd.Spec.Conversion.Webhook.ClientConfig.CABundle
-	if !bytes.Equal(got, secret.Data["ca.crt"]) || bytes.Equal(got, o.LocalServingCAData) {
-		t.Errorf("the CRD's caBundle is not the CA the operator issued in its Secret (envtest's: %v)", bytes.Equal(got, o.LocalServingCAData))
+	for _, name := range []string{"ratelimitpolicies.ratelimit.sluice.dev", "limiterfleets.ratelimit.sluice.dev"} {
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := k8s.Get(t.Context(), client.ObjectKey{Name: name}, &crd); err != nil {
+			t.Fatal(err)
+		}
+		got := crd.Spec.Conversion.Webhook.ClientConfig.CABundle
+		if !bytes.Equal(got, secret.Data["ca.crt"]) || bytes.Equal(got, o.LocalServingCAData) {
+			t.Errorf("%s: the CRD's caBundle is not the CA the operator issued in its Secret (envtest's: %v)", name, bytes.Equal(got, o.LocalServingCAData))
+		}
+	}
+	// A v1alpha1 fleet converts through the operator's webhook too.
+	fleet := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "converted"},
+		Spec: v1alpha1.LimiterFleetSpec{Replicas: ptr.To[int32](0), Redis: v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisExternal), Addresses: []string{"redis.cache.svc:6379"}}}}
+	if err := k8s.Create(t.Context(), fleet); err != nil {
+		t.Fatalf("creating a v1alpha1 fleet through the operator's webhook: %v\noperator log:\n%s", err, log.String())
+	}
+	beta := &v1beta1.LimiterFleet{}
+	if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(fleet), beta); err != nil {
+		t.Fatal(err)
+	}
+	if s := beta.Spec.Store; s.Type != v1beta1.StoreExternal || s.External == nil || len(s.External.Addresses) != 1 || ptr.Deref(beta.Spec.Limiters.Replicas, -1) != 0 {
+		t.Errorf("the v1alpha1 fleet reads as v1beta1 %+v", beta.Spec)
 	}
 }

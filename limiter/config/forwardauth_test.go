@@ -105,6 +105,10 @@ func TestLoadBadFleet(t *testing.T) {
 		"unknown-field.yaml":    {"document 2 (gw/edge)", `unknown field "spec.forwardAuth[0].domian"`},
 		"enforcement.yaml":      {"document 2 (LimiterFleet gw/edge)", "spec.enforcement", `Unsupported value: "Paused"`},
 		"second-fleet.yaml":     {"document 3: a second LimiterFleet (gw/other), after", "document 2 (gw/edge)", "at most one"},
+		// A v1beta1 fleet is checked as the operator reads it, converted
+		// to v1alpha1, whose field paths the messages name.
+		"v1beta1-flat-field.yaml":     {"document 2 (gw/edge)", `unknown field "spec.forwardAuth"`},
+		"v1beta1-header-missing.yaml": {"document 2 (LimiterFleet gw/edge)", "header is required when from is Header"},
 	}
 	files, _ := filepath.Glob("testdata/bad-fleet/*.yaml")
 	if len(files) != len(want) {

@@ -169,14 +169,25 @@ func decodeFleet(where string, raw []byte) (*fileFleet, error) {
 	if err := yaml.Unmarshal(raw, &tm); err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	if want := v1alpha1.GroupVersion.String(); tm.APIVersion != want {
-		return nil, fmt.Errorf("%s: got apiVersion %q kind %q, want apiVersion %q", where, tm.APIVersion, tm.Kind, want)
+	alpha, beta := v1alpha1.GroupVersion.String(), v1beta1.GroupVersion.String()
+	if tm.APIVersion != alpha && tm.APIVersion != beta {
+		return nil, fmt.Errorf("%s: got apiVersion %q kind %q, want apiVersion %q or %q", where, tm.APIVersion, tm.Kind, beta, alpha)
 	}
 	js, err := yaml.YAMLToJSON(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	if err := unmarshalStrict(js, &f.LimiterFleet, where, &f.ObjectMeta); err != nil {
+	if tm.APIVersion == beta {
+		// As the API server serves it to the operator: converted.
+		var b v1beta1.LimiterFleet
+		if err := unmarshalStrict(js, &b, where, &b.ObjectMeta); err != nil {
+			return nil, err
+		}
+		if err := f.ConvertFrom(&b); err != nil {
+			return nil, fmt.Errorf("%s (%s/%s): %w", where, b.Namespace, b.Name, err)
+		}
+		f.APIVersion, f.Kind = alpha, "LimiterFleet"
+	} else if err := unmarshalStrict(js, &f.LimiterFleet, where, &f.ObjectMeta); err != nil {
 		return nil, err
 	}
 	if f.Namespace == "" {

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
@@ -181,16 +182,25 @@ func (j *journey) redisClusterFleet(t *testing.T) {
 	c.restrictedNamespace(t, appNS)
 	c.clientPod(t, appNS, clientPod)
 
-	f := &v1alpha1.LimiterFleet{}
-	readYAML(t, filepath.Join(c.root, "config/samples/redis-cluster/limiterfleet.yaml"), f)
-	c.restrictedNamespace(t, f.Namespace)
-	if r := ptr.Deref(f.Spec.Redis.ReplicasPerShard, -1); r != 0 {
+	// The sample is v1beta1; the operator (and this test, from here on)
+	// reads the fleet as v1alpha1, through the conversion webhook.
+	b := &v1beta1.LimiterFleet{}
+	readYAML(t, filepath.Join(c.root, "config/samples/redis-cluster/limiterfleet.yaml"), b)
+	c.restrictedNamespace(t, b.Namespace)
+	if b.Spec.Store.Type != v1beta1.StoreCluster || b.Spec.Store.Cluster == nil {
+		t.Fatalf("the Redis Cluster sample's store is %+v, want type Cluster", b.Spec.Store)
+	}
+	if r := ptr.Deref(b.Spec.Store.Cluster.ReplicasPerShard, -1); r != 0 {
 		t.Fatalf("the Redis Cluster sample asks for %d replicas per shard: a one-node cluster can only have 0", r)
 	}
-	f.Spec.Redis.Storage = &v1alpha1.RedisStorage{Size: resource.MustParse("1Gi")}
+	b.Spec.Store.Cluster.Storage = &v1beta1.RedisStorage{Size: resource.MustParse("1Gi")}
 	start := time.Now()
-	if err := c.c.Create(context.Background(), f); err != nil {
+	if err := c.c.Create(context.Background(), b); err != nil {
 		t.Fatal(err)
+	}
+	f := c.fleet(t, b.Namespace, b.Name)
+	if f.Spec.EffectiveRedisMode() != v1alpha1.RedisCluster || f.Spec.Redis.Storage == nil {
+		t.Fatalf("the v1beta1 fleet reads as v1alpha1 with redis %+v, want mode Cluster with storage", f.Spec.Redis)
 	}
 	j.fleet = f
 	var redisReady, ready time.Duration
@@ -499,14 +509,14 @@ func (j *journey) nginx(t *testing.T) {
 	c := j.c
 	ctx := context.Background()
 	// The gateway sample: its fleet and policies. Its fleet counts in each
-	// pod's memory (redis.mode None): with one pod, the limit is exact
+	// pod's memory (store type Memory): with one pod, the limit is exact
 	// whichever pod nginx's connections reach.
 	objs := readObjects(t, filepath.Join(c.root, "config/samples/gateways/policies.yaml"))
 	var manifests []string
 	var fleetKey client.ObjectKey
 	for _, u := range objs {
 		if u.GetKind() == "LimiterFleet" {
-			if err := unstructured.SetNestedField(u.Object, int64(1), "spec", "replicas"); err != nil {
+			if err := unstructured.SetNestedField(u.Object, int64(1), "spec", "limiters", "replicas"); err != nil { // a v1beta1 fleet
 				t.Fatal(err)
 			}
 			fleetKey = client.ObjectKey{Namespace: u.GetNamespace(), Name: u.GetName()}

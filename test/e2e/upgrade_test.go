@@ -16,6 +16,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
@@ -41,11 +42,13 @@ func (j *journey) upgradeUninstall(t *testing.T) {
 	j.mark("helm upgrade: operator rolled out and fleet Ready %s after", since(start))
 	t.Logf("helm upgrade --set operator.logLevel=debug: rolled out, fleet Ready, %s", since(start))
 
-	policies := &v1alpha1.RateLimitPolicyList{}
+	// Listed as v1beta1, the storage version: after helm uninstall no
+	// operator serves the conversion webhook, so only v1beta1 reads work.
+	policies := &v1beta1.RateLimitPolicyList{}
 	if err := c.c.List(ctx, policies); err != nil {
 		t.Fatal(err)
 	}
-	fleets := &v1alpha1.LimiterFleetList{}
+	fleets := &v1beta1.LimiterFleetList{}
 	if err := c.c.List(ctx, fleets); err != nil {
 		t.Fatal(err)
 	}
@@ -55,14 +58,14 @@ func (j *journey) upgradeUninstall(t *testing.T) {
 	for _, crd := range []string{"ratelimitpolicies.ratelimit.sluice.dev", "limiterfleets.ratelimit.sluice.dev"} {
 		c.kubectl(t, "get", "crd", crd)
 	}
-	after := &v1alpha1.RateLimitPolicyList{}
+	after := &v1beta1.RateLimitPolicyList{}
 	if err := c.c.List(ctx, after); err != nil {
 		t.Fatal(err)
 	}
 	if len(after.Items) != len(policies.Items) {
 		t.Errorf("%d policies after helm uninstall, %d before", len(after.Items), len(policies.Items))
 	}
-	afterFleets := &v1alpha1.LimiterFleetList{}
+	afterFleets := &v1beta1.LimiterFleetList{}
 	if err := c.c.List(ctx, afterFleets); err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ controllers' +kubebuilder:rbac markers). DO NOT EDIT: run make manifests. */ -}}
 - apiGroups:
   - apiextensions.k8s.io
   resourceNames:
+  - limiterfleets.ratelimit.sluice.dev
   - ratelimitpolicies.ratelimit.sluice.dev
   resources:
   - customresourcedefinitions

@@ -34,22 +34,25 @@ func startConversion(whole *testing.T) *envtest.WebhookInstallOptions {
 	return o
 }
 
-// trustConversion checks that the installed RateLimitPolicy CRD converts
-// through the webhook at operator.webhook.url, and puts the test webhook's
-// CA in its caBundle, as the operator does with its own.
+// trustConversion checks that the installed CRDs (RateLimitPolicy and
+// LimiterFleet) convert through the webhook at operator.webhook.url, and
+// puts the test webhook's CA in their caBundle, as the operator does with
+// its own.
 func trustConversion(t *testing.T, o *envtest.WebhookInstallOptions) {
 	t.Helper()
-	var crd apiextensionsv1.CustomResourceDefinition
-	if err := k8s.Get(ctx, client.ObjectKey{Name: "ratelimitpolicies.ratelimit.sluice.dev"}, &crd); err != nil {
-		t.Fatal(err)
-	}
-	conv := crd.Spec.Conversion
-	if conv == nil || conv.Strategy != apiextensionsv1.WebhookConverter || conv.Webhook == nil || conv.Webhook.ClientConfig == nil ||
-		conv.Webhook.ClientConfig.URL == nil || *conv.Webhook.ClientConfig.URL != conversiontest.URL(o) {
-		t.Fatalf("the chart's RateLimitPolicy CRD does not convert through the webhook at %s: %+v", conversiontest.URL(o), conv)
-	}
-	conv.Webhook.ClientConfig.CABundle = o.LocalServingCAData
-	if err := k8s.Update(ctx, &crd); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"ratelimitpolicies.ratelimit.sluice.dev", "limiterfleets.ratelimit.sluice.dev"} {
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := k8s.Get(ctx, client.ObjectKey{Name: name}, &crd); err != nil {
+			t.Fatal(err)
+		}
+		conv := crd.Spec.Conversion
+		if conv == nil || conv.Strategy != apiextensionsv1.WebhookConverter || conv.Webhook == nil || conv.Webhook.ClientConfig == nil ||
+			conv.Webhook.ClientConfig.URL == nil || *conv.Webhook.ClientConfig.URL != conversiontest.URL(o) {
+			t.Fatalf("the chart's CRD %s does not convert through the webhook at %s: %+v", name, conversiontest.URL(o), conv)
+		}
+		conv.Webhook.ClientConfig.CABundle = o.LocalServingCAData
+		if err := k8s.Update(ctx, &crd); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
@@ -527,8 +529,14 @@ func TestFleetClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fleet := &v1alpha1.LimiterFleet{}
-	if err := json.Unmarshal(data, fleet); err != nil {
+	rendered := &v1beta1.LimiterFleet{}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(rendered); err != nil {
+		t.Fatalf("the chart's fleet is not a v1beta1 LimiterFleet: %v", err)
+	}
+	fleet := &v1alpha1.LimiterFleet{} // as the operator reads it
+	if err := fleet.ConvertFrom(rendered); err != nil {
 		t.Fatal(err)
 	}
 	want := []v1alpha1.FleetClient{{
@@ -545,8 +553,8 @@ func TestFleetClients(t *testing.T) {
 	}
 
 	objs = render(t, "sluice", "sluice-system", "--set", "fleet.enabled=true")
-	if c, ok := find(objs, "LimiterFleet")[0].Object["spec"].(map[string]any)["clients"]; ok {
-		t.Errorf("without fleet.clients: spec.clients %v, want none (the fleet's namespace)", c)
+	if c, ok := find(objs, "LimiterFleet")[0].Object["spec"].(map[string]any)["dataPlane"]; ok {
+		t.Errorf("without fleet.clients: spec.dataPlane %v, want none (the fleet's namespace)", c)
 	}
 }
 
