@@ -75,8 +75,9 @@ type Options struct {
 
 // Tracer starts the limiter's spans. A nil *Tracer is tracing off.
 type Tracer struct {
-	tp *sdktrace.TracerProvider
-	tr trace.Tracer
+	tp      *sdktrace.TracerProvider
+	tr      trace.Tracer
+	sampler sampler
 }
 
 // New returns a Tracer exporting what it samples. The resource comes
@@ -102,9 +103,12 @@ func New(ctx context.Context, opts Options) (*Tracer, error) {
 		}
 		sp = sdktrace.NewBatchSpanProcessor(exp)
 	}
+	// Start draws (see sampler.draw) before it reads a traceparent or
+	// starts a span, so that an unsampled decision costs one draw; the
+	// provider's sampler then takes what Start starts.
 	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSpanProcessor(sp),
-		sdktrace.WithSampler(NewSampler(opts.SampleRatio)))
-	return &Tracer{tp: tp, tr: tp.Tracer(scope)}, nil
+		sdktrace.WithSampler(NewSampler(1)))
+	return &Tracer{tp: tp, tr: tp.Tracer(scope), sampler: NewSampler(opts.SampleRatio).(sampler)}, nil
 }
 
 // Shutdown exports what is queued and stops the exporter. Nil-safe.
@@ -117,10 +121,11 @@ func (t *Tracer) Shutdown(ctx context.Context) error {
 
 // Start starts the server span name of a request whose caller sent the
 // traceparent header values traceparent (see ExtractParent), and returns
-// ctx with it. A nil Tracer starts nothing and returns ctx and a zero
-// Span: read the header only when t is not nil.
+// ctx with it, for a share SampleRatio of its calls. Otherwise, and for a
+// nil Tracer, it starts nothing and returns ctx and a zero Span: read the
+// header only when t is not nil.
 func (t *Tracer) Start(ctx context.Context, name string, traceparent []string) (context.Context, Span) {
-	if t == nil {
+	if t == nil || !t.sampler.draw() {
 		return ctx, Span{}
 	}
 	if psc, ok := ExtractParent(traceparent); ok {
@@ -235,12 +240,17 @@ func (s sampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingRe
 	if psc.IsValid() && !psc.IsRemote() {
 		sample = psc.IsSampled()
 	} else {
-		sample = s.bound == math.MaxUint64 || (s.bound > 0 && rand.Uint64() < s.bound)
+		sample = s.draw()
 	}
 	if !sample {
 		return sdktrace.SamplingResult{Decision: sdktrace.Drop}
 	}
 	return sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample}
+}
+
+// draw is true for a share ratio of its calls.
+func (s sampler) draw() bool {
+	return s.bound == math.MaxUint64 || (s.bound > 0 && rand.Uint64() < s.bound)
 }
 
 func (s sampler) Description() string {
