@@ -217,9 +217,14 @@ func newServer(cfg Config, svc *service.Service, rl *reloader, pinger server.Pin
 	} else if pinger != nil {
 		readiness["store"] = server.PingCheck(pinger)
 	}
-	adminAuth, err := openAdminAuth(cfg, reg, log)
+	authz, err := openAdminAuth(cfg, reg, log)
 	if err != nil {
 		return nil, err
+	}
+	var adminAuth func(http.Handler) http.Handler
+	var policyAccess func(*http.Request, string) (bool, error)
+	if authz != nil {
+		adminAuth, policyAccess = authz.Wrap, authz.CanGetPolicies
 	}
 	var adminTLS *tls.Config
 	if cfg.AdminTLSCert != "" || cfg.AdminTLSKey != "" {
@@ -242,6 +247,7 @@ func newServer(cfg Config, svc *service.Service, rl *reloader, pinger server.Pin
 		TrustedProxies: cfg.TrustedProxies,
 		DrainDelay:     cfg.DrainDelay,
 		Tracer:         tracer,
+		PolicyAccess:   policyAccess,
 	})
 	if err != nil {
 		return nil, err
@@ -257,9 +263,9 @@ func newServer(cfg Config, svc *service.Service, rl *reloader, pinger server.Pin
 	return srv, nil
 }
 
-// openAdminAuth returns the admin plane's guard that cfg.AdminAuth names,
+// openAdminAuth returns the admin plane's authorizer that cfg.AdminAuth names,
 // nil for none.
-func openAdminAuth(cfg Config, reg prometheus.Registerer, log *slog.Logger) (func(http.Handler) http.Handler, error) {
+func openAdminAuth(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*adminauth.Authorizer, error) {
 	switch cfg.AdminAuth {
 	case "", limiterwire.AdminAuthNone:
 		return nil, nil
@@ -269,11 +275,12 @@ func openAdminAuth(cfg Config, reg prometheus.Registerer, log *slog.Logger) (fun
 			return nil, fmt.Errorf("--admin-auth=kubernetes: %w", err)
 		}
 		a, err := adminauth.New(rc, adminauth.Options{Registerer: reg, Logger: log,
-			Audience: cfg.AdminTokenAudience, APIAudiencePaths: []string{limiterwire.MetricsPath}})
+			// kubectl sluice explain calls with its user's own token.
+			Audience: cfg.AdminTokenAudience, APIAudiencePaths: []string{limiterwire.MetricsPath, limiterwire.ExplainPath}})
 		if err != nil {
 			return nil, fmt.Errorf("--admin-auth=kubernetes: %w", err)
 		}
-		return a.Wrap, nil
+		return a, nil
 	default:
 		return nil, fmt.Errorf("--admin-auth %q: want %s or %s", cfg.AdminAuth, limiterwire.AdminAuthNone, limiterwire.AdminAuthKubernetes)
 	}

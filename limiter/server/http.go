@@ -78,6 +78,8 @@ func (s *Server) adminRoutes() http.Handler {
 	mux.HandleFunc(limiterwire.SnapshotPath, methodNotAllowed(http.MethodGet, http.MethodHead))
 	mux.HandleFunc("GET "+limiterwire.StatsPath, s.adminStats)
 	mux.HandleFunc(limiterwire.StatsPath, methodNotAllowed(http.MethodGet, http.MethodHead))
+	mux.HandleFunc("GET "+limiterwire.ExplainPath, s.adminExplain)
+	mux.HandleFunc(limiterwire.ExplainPath, methodNotAllowed(http.MethodGet, http.MethodHead))
 	mux.Handle("GET "+limiterwire.MetricsPath, promhttp.HandlerFor(s.opts.Metrics, promhttp.HandlerOpts{
 		ErrorLog:          slogPrinter{s.log},
 		Registry:          s.opts.Metrics,

@@ -102,6 +102,11 @@ type Options struct {
 	// seconds, so that denied clients don't come back in lockstep. 0 means
 	// 0.1; negative disables jitter.
 	RetryAfterJitter float64
+	// PolicyAccess, when set, says whether the caller of an admin request
+	// may see the policies of a namespace in full (limiterwire.ExplainPath;
+	// see adminauth.Authorizer.CanGetPolicies). nil shows every policy, as
+	// the open admin plane of a standalone limiter does.
+	PolicyAccess func(r *http.Request, namespace string) (bool, error)
 	// Tracer, when set, traces each decision (see limiter/tracing); nil
 	// is tracing off.
 	Tracer *tracing.Tracer
