@@ -274,7 +274,8 @@ const ExplainPath = "/v1/admin/explain"
 type Explanation struct {
 	Domain string `json:"domain"`
 	// Policies are the policies of the domain that the entries match,
-	// shadow and hidden ones among them, in the snapshot's order.
+	// shadow and hidden ones among them, in the snapshot's order (sorted
+	// by namespace and name).
 	Policies []ExplainedPolicy `json:"policies"`
 	// SnapshotVersion is the snapshot the limiter answered from.
 	SnapshotVersion string `json:"snapshotVersion,omitempty"`
@@ -285,7 +286,8 @@ type Explanation struct {
 type ExplainedPolicy struct {
 	// Redacted is true when the caller may not get ratelimitpolicies in
 	// the policy's namespace: only WouldDeny and RetryAfterSeconds are set
-	// (what a client of the request is told).
+	// (what a client of the request is told). Such a shadow or soft
+	// policy is left out, as clients are never told of them.
 	Redacted  bool   `json:"redacted,omitempty"`
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name,omitempty"`

@@ -36,6 +36,7 @@ func explain(args []string, stdout, stderr io.Writer) int {
 	limiter := fs.String("limiter", "", "`URL` of a limiter's admin plane, such as https://127.0.0.1:8082 after kubectl port-forward to the fleet's limiter Service's admin port (required)")
 	caFile := fs.String("limiter-ca", "", "PEM `file` of the CA that issued the admin plane's certificate (the fleet's <fleet>-admin-ca Secret's ca.crt); default: the system's")
 	serverName := fs.String("tls-server-name", "", "the `name` the admin plane's certificate must carry, such as <fleet>-limiter.<namespace>.svc (default: the URL's host)")
+	tokenFile := fs.String("token-file", "", "`file` of the bearer token to call the admin plane with, issued for its audience sluice-limiter-admin (kubectl create token SA --audience sluice-limiter-admin); default: the kubeconfig's token")
 	domain := fs.String("domain", "", "the request's `domain` (required)")
 	output := fs.String("o", "text", "output: text or json")
 	fs.Usage = func() {
@@ -62,6 +63,9 @@ func explain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "kubectl sluice explain: kubeconfig: %v\n", err)
 		return 1
+	}
+	if *tokenFile != "" {
+		rc.BearerToken, rc.BearerTokenFile = "", *tokenFile
 	}
 	ex, err := callExplain(rc, *limiter, *caFile, *serverName, q)
 	if err != nil {
@@ -101,8 +105,11 @@ func explainQuery(domain string, pairs []string) (url.Values, error) {
 	return q, nil
 }
 
-// userToken is the bearer token of the user's kubeconfig: what the
-// limiter reviews with the API server.
+// userToken is the bearer token of the user's kubeconfig (or
+// --token-file): what the limiter reviews with the API server. The admin
+// plane takes tokens for its own audience only (limiterwire.AdminAudience),
+// so that no caller hands a limiter a credential it could replay to the
+// API server.
 func userToken(rc *rest.Config) (string, error) {
 	if rc.BearerToken != "" {
 		return rc.BearerToken, nil
@@ -161,7 +168,13 @@ func callExplain(rc *rest.Config, base, caFile, serverName string, q url.Values)
 	if err != nil {
 		return nil, err
 	}
-	if resp.StatusCode != http.StatusOK {
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusUnauthorized:
+		return nil, fmt.Errorf("the limiter answered %s: %s\nThe admin plane takes tokens issued for its audience %s: "+
+			"give one with --token-file (kubectl create token SA --audience %s) or a kubeconfig that holds one",
+			resp.Status, strings.TrimSpace(string(body)), limiterwire.AdminAudience, limiterwire.AdminAudience)
+	default:
 		return nil, fmt.Errorf("the limiter answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
 	}
 	var ex limiterwire.Explanation

@@ -129,13 +129,14 @@ func show(c condition, ok string) string {
 func printStatus(w io.Writer, fleets, policies []unstructured.Unstructured) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "FLEETS (%d)\n", len(fleets))
-	fmt.Fprintln(tw, "NAMESPACE\tNAME\tREADY\tSNAPSHOT SYNCED\tREDIS READY\tREDIS SHARDS")
+	fmt.Fprintln(tw, "NAMESPACE\tNAME\tREADY\tSNAPSHOT SYNCED\tREDIS READY\tREDIS CLUSTER")
 	for _, f := range fleets {
 		c := conditions(f)
-		shards, found, _ := unstructured.NestedSlice(f.Object, "status", "redis", "shards")
+		primaries, found, _ := unstructured.NestedSlice(f.Object, "status", "redis", "primaries")
+		state, _, _ := unstructured.NestedString(f.Object, "status", "redis", "clusterState")
 		sh := "-"
-		if found {
-			sh = fmt.Sprint(len(shards))
+		if found || state != "" {
+			sh = fmt.Sprintf("%d primaries, cluster %s", len(primaries), state)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", f.GetNamespace(), f.GetName(), show(c["Ready"], "True"),
 			show(c["SnapshotSynced"], "True"), show(c["RedisReady"], "True"), sh)

@@ -275,8 +275,7 @@ func openAdminAuth(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*ad
 			return nil, fmt.Errorf("--admin-auth=kubernetes: %w", err)
 		}
 		a, err := adminauth.New(rc, adminauth.Options{Registerer: reg, Logger: log,
-			// kubectl sluice explain calls with its user's own token.
-			Audience: cfg.AdminTokenAudience, APIAudiencePaths: []string{limiterwire.MetricsPath, limiterwire.ExplainPath}})
+			Audience: cfg.AdminTokenAudience, APIAudiencePaths: []string{limiterwire.MetricsPath}})
 		if err != nil {
 			return nil, fmt.Errorf("--admin-auth=kubernetes: %w", err)
 		}

@@ -11,7 +11,8 @@ import (
 // adminExplain answers limiterwire.ExplainPath: every policy the request
 // matches, peeked at cost 0 (nothing is spent), each in full when the
 // caller may see its namespace's policies (Options.PolicyAccess), else
-// redacted to what a client of the request is told.
+// redacted to what a client of the request is told: an enforcing policy's
+// denial and wait, and nothing of a shadow or soft one.
 func (s *Server) adminExplain(w http.ResponseWriter, r *http.Request) {
 	domain, entries, err := parseStatusQuery(r.URL.RawQuery)
 	if err != nil {
@@ -40,15 +41,16 @@ func (s *Server) adminExplain(w http.ResponseWriter, r *http.Request) {
 		} else if !known {
 			visible = true // no PolicyAccess: a standalone limiter's open admin plane
 		}
+		if !visible && !p.Enforcing() {
+			continue // a shadow or soft policy: a client is never told of it
+		}
 		out.Policies = append(out.Policies, explainPolicy(e, visible))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 // explainPolicy is e as the caller may see it: in full, or, redacted,
-// only whether an enforcing policy would deny and for how long. Of a
-// shadow or soft policy a redacted entry says nothing: a client is never
-// told of them.
+// only whether the (enforcing) policy would deny and for how long.
 func explainPolicy(e service.Explained, visible bool) limiterwire.ExplainedPolicy {
 	p, r := e.Policy, e.Result
 	var retry int64
@@ -56,9 +58,6 @@ func explainPolicy(e service.Explained, visible bool) limiterwire.ExplainedPolic
 		retry = ceilSecs(r.ResetAfter)
 	}
 	if !visible {
-		if !p.Enforcing() {
-			return limiterwire.ExplainedPolicy{Redacted: true}
-		}
 		return limiterwire.ExplainedPolicy{Redacted: true, WouldDeny: e.WouldDeny(), RetryAfterSeconds: retry}
 	}
 	return limiterwire.ExplainedPolicy{
