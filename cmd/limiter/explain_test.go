@@ -14,8 +14,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
 )
@@ -278,5 +281,81 @@ func TestAttackExplainAnotherNamespace(t *testing.T) {
 	code, _, errOut := plugin(t, append([]string{"explain", "--kubeconfig", x.kubeconfigOf(x.outsider), "--limiter", x.p.adminURL, "--domain", "shop"}, x.entries...)...)
 	if code != 1 || !strings.Contains(errOut, "403") {
 		t.Errorf("outsider: exit %d: %s, want 1 and 403", code, errOut)
+	}
+}
+
+// kubectl sluice status lists the fleets and policies of a namespace from
+// the API server (CRDs installed on envtest), each policy's conditions as
+// the operator wrote them, and counts them: one enforced, one refused for
+// SnapshotFull, one not yet reconciled.
+func TestKubectlSluiceStatus(t *testing.T) {
+	c, adminKubeconfig := apiServer(t)
+	ctx := t.Context()
+	if _, err := envtest.InstallCRDs(api.env.Config, envtest.CRDInstallOptions{
+		Paths: []string{filepath.Join("..", "..", "config", "crd", "bases")}}); err != nil {
+		t.Fatal(err)
+	}
+	ns := createNamespace(t, c, "status")
+	objs := []string{`apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: LimiterFleet
+metadata: {name: edge}
+spec: {replicas: 1}`}
+	for _, name := range []string{"checkout", "search", "new"} {
+		objs = append(objs, `apiVersion: ratelimit.sluice.dev/v1beta1
+kind: RateLimitPolicy
+metadata: {name: `+name+`}
+spec: {domain: shop, descriptors: [{key: `+name+`}], limit: {type: Rate, rate: {limit: 10, period: 1m}}}`)
+	}
+	for _, y := range objs {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(y), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		u.SetNamespace(ns)
+		eventually(t, "creating "+u.GetName()+" (the CRDs being established)", func() (bool, string) {
+			err := c.Create(ctx, u)
+			return err == nil, fmt.Sprint(err)
+		})
+	}
+	setConditions := func(kind, name string, conds ...map[string]any) {
+		t.Helper()
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("ratelimit.sluice.dev/v1beta1")
+		if kind == "LimiterFleet" {
+			u.SetAPIVersion("ratelimit.sluice.dev/v1alpha1")
+		}
+		u.SetKind(kind)
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
+			t.Fatal(err)
+		}
+		var list []any
+		for _, cond := range conds {
+			cond["lastTransitionTime"] = "2026-01-01T00:00:00Z"
+			cond["message"] = "set by the test"
+			list = append(list, cond)
+		}
+		if err := unstructured.SetNestedSlice(u.Object, list, "status", "conditions"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Status().Update(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setConditions("LimiterFleet", "edge", map[string]any{"type": "Ready", "status": "True", "reason": "Ready"},
+		map[string]any{"type": "SnapshotSynced", "status": "True", "reason": "Synced"})
+	setConditions("RateLimitPolicy", "checkout", map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
+		map[string]any{"type": "Enforced", "status": "True", "reason": "Enforced"})
+	setConditions("RateLimitPolicy", "search", map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
+		map[string]any{"type": "Enforced", "status": "False", "reason": "SnapshotFull"})
+
+	code, out, errOut := plugin(t, "status", "--kubeconfig", adminKubeconfig, "-n", ns)
+	if code != 0 {
+		t.Fatalf("status: exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"FLEETS (1)", "edge", "POLICIES (3)", "False (SnapshotFull)",
+		"Policies: 1 SnapshotFull, 1 enforced, 1 not yet reconciled"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
 	}
 }
