@@ -35,19 +35,19 @@ const (
 // startGRPC starts the span of an RLS call, continuing the traceparent in
 // its gRPC metadata.
 func startGRPC(t *tracing.Tracer, ctx context.Context, name string) (context.Context, tracing.Span) {
-	if t == nil {
-		return ctx, tracing.Span{}
+	if !t.Sampled() {
+		return ctx, tracing.Span{} // the metadata is not read
 	}
-	return t.Start(ctx, name, metadata.ValueFromIncomingContext(ctx, "traceparent"))
+	return t.StartSampled(ctx, name, metadata.ValueFromIncomingContext(ctx, "traceparent"))
 }
 
 // startHTTP starts the span of an HTTP call, continuing its traceparent
 // header, and returns r with it.
 func startHTTP(t *tracing.Tracer, r *http.Request, name string) (*http.Request, tracing.Span) {
-	if t == nil {
+	if !t.Sampled() {
 		return r, tracing.Span{}
 	}
-	ctx, sp := t.Start(r.Context(), name, r.Header.Values("Traceparent"))
+	ctx, sp := t.StartSampled(r.Context(), name, r.Header.Values("Traceparent"))
 	if !sp.Recording() {
 		return r, sp
 	}

@@ -125,9 +125,19 @@ func (t *Tracer) Shutdown(ctx context.Context) error {
 // nil Tracer, it starts nothing and returns ctx and a zero Span: read the
 // header only when t is not nil.
 func (t *Tracer) Start(ctx context.Context, name string, traceparent []string) (context.Context, Span) {
-	if t == nil || !t.sampler.draw() {
+	if !t.Sampled() {
 		return ctx, Span{}
 	}
+	return t.StartSampled(ctx, name, traceparent)
+}
+
+// Sampled draws whether to trace a decision: true for a share SampleRatio
+// of its calls; false for a nil Tracer. Read the caller's traceparent, and
+// call StartSampled, only when it is true.
+func (t *Tracer) Sampled() bool { return t != nil && t.sampler.draw() }
+
+// StartSampled is Start for a decision Sampled drew.
+func (t *Tracer) StartSampled(ctx context.Context, name string, traceparent []string) (context.Context, Span) {
 	if psc, ok := ExtractParent(traceparent); ok {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, psc)
 	}
