@@ -260,3 +260,64 @@ const (
 	// the calls in flight after its listeners close.
 	DefaultShutdownTimeout = 10 * time.Second
 )
+
+// ExplainPath explains a request without spending anything: GET it with
+// domain=D and one key=value query parameter per descriptor entry (the
+// status peek's query), as kubectl sluice explain does. Besides the
+// admin plane's own check (get on this non-resource URL), each matched
+// policy is shown in full only to a caller that may get
+// ratelimitpolicies in the policy's namespace; of any other, only whether
+// it would deny and for how long (see ExplainedPolicy.Redacted).
+const ExplainPath = "/v1/admin/explain"
+
+// Explanation is the JSON body of ExplainPath.
+type Explanation struct {
+	Domain string `json:"domain"`
+	// Policies are the policies of the domain that the entries match,
+	// shadow and hidden ones among them, in the snapshot's order (sorted
+	// by namespace and name).
+	Policies []ExplainedPolicy `json:"policies"`
+	// SnapshotVersion is the snapshot the limiter answered from.
+	SnapshotVersion string `json:"snapshotVersion,omitempty"`
+}
+
+// ExplainedPolicy is one matched policy, as a cost-0 peek of its counter
+// sees it.
+type ExplainedPolicy struct {
+	// Redacted is true when the caller may not get ratelimitpolicies in
+	// the policy's namespace: only WouldDeny and RetryAfterSeconds are set
+	// (what a client of the request is told). Such a shadow or soft
+	// policy is left out, as clients are never told of them.
+	Redacted  bool   `json:"redacted,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
+	// Algorithm, Limit, PeriodSeconds and Burst are the policy's threshold.
+	Algorithm     string `json:"algorithm,omitempty"`
+	Limit         int64  `json:"limit,omitempty"`
+	PeriodSeconds int64  `json:"periodSeconds,omitempty"`
+	Burst         int64  `json:"burst,omitempty"`
+	// Remaining is what the request's counter has left now.
+	Remaining int64 `json:"remaining"`
+	// ResetSeconds is how long until the counter is back to its full
+	// quota (a penalty's time left while penalized).
+	ResetSeconds int64 `json:"resetSeconds"`
+	// WouldDeny is true when a request of cost 1 would be denied by this
+	// policy now (a shadow or soft policy only reports it).
+	WouldDeny bool `json:"wouldDeny"`
+	// RetryAfterSeconds is, when WouldDeny, at most how long until it
+	// would pass.
+	RetryAfterSeconds int64 `json:"retryAfterSeconds,omitempty"`
+	// Penalized is true while the request's key is penalized.
+	Penalized bool `json:"penalized,omitempty"`
+	// Shadow, Soft and Hidden are the policy's spec.shadow, spec.soft and
+	// spec.visibility Hidden.
+	Shadow bool `json:"shadow,omitempty"`
+	Soft   bool `json:"soft,omitempty"`
+	Hidden bool `json:"hidden,omitempty"`
+	// FailureMode is spec.failureMode; Reason is set when the store could
+	// not answer and the failure mode made up the figures.
+	FailureMode string `json:"failureMode,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+	// Holds is true for a policy that holds (Concurrency, reservations).
+	Holds bool `json:"holds,omitempty"`
+}

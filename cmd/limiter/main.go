@@ -60,6 +60,8 @@ func main() {
 	fs.DurationVar(&cfg.DrainDelay, "drain-delay", server.DefaultDrainDelay, "on SIGTERM, how long to keep answering while /readyz fails and gRPC health is NOT_SERVING, before the listeners close: longer than endpoints take to drop the pod; 0 closes them at once")
 	budgetMatches := fs.Int("tenant-max-policies-per-request", v1alpha1.DefaultMaxPoliciesPerRequest, "with --policies: how many of a namespace's policies one request may match, 1 to 1024 (more is denied with a reason), or 0 for no limit; a fleet's snapshot carries its spec.tenantBudget")
 	budgetCalls := fs.Int("tenant-store-calls-per-second", v1alpha1.DefaultStoreCallsPerSecondPerNamespace, "with --policies: how many store calls per second this limiter makes for a namespace's policies, 1 to 1000000 (past it, each policy's failureMode answers), or 0 for no limit")
+	fs.BoolVar(&cfg.Tracing, "tracing", false, "export OpenTelemetry traces of decisions over OTLP/gRPC, configured by the standard OTEL_EXPORTER_OTLP_* and OTEL_SERVICE_NAME variables (default off)")
+	fs.Float64Var(&cfg.TraceSampleRatio, "trace-sample-ratio", 0.01, "with --tracing, the share of decisions traced, 0 to 1, drawn by the limiter: a caller's sampled flag can't raise it")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	format := fs.String("log-format", "text", "log format: text or json")
 	_ = fs.Parse(os.Args[1:])
@@ -108,6 +110,8 @@ func main() {
 		usage(fs, fmt.Sprintf("--top-descriptor-values %q: want hash or truncate", *topValues))
 	case cfg.Top.Interval < time.Second:
 		usage(fs, fmt.Sprintf("--top-descriptor-interval %v: want at least 1s", cfg.Top.Interval))
+	case !(cfg.TraceSampleRatio >= 0 && cfg.TraceSampleRatio <= 1):
+		usage(fs, fmt.Sprintf("--trace-sample-ratio %v: want 0 to 1", cfg.TraceSampleRatio))
 	case cfg.Top.TruncateTo < 1 || cfg.Top.TruncateTo > service.MaxTopTruncateTo:
 		usage(fs, fmt.Sprintf("--top-descriptor-truncate %d: want 1 to %d bytes", cfg.Top.TruncateTo, service.MaxTopTruncateTo))
 	}

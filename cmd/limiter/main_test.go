@@ -127,12 +127,22 @@ type process struct {
 // ends, expecting a clean exit.
 func startLimiter(t *testing.T, args ...string) *process {
 	t.Helper()
+	return startLimiterEnv(t, nil, args...)
+}
+
+// startLimiterEnv is startLimiter with env added to the test's
+// environment.
+func startLimiterEnv(t *testing.T, env []string, args ...string) *process {
+	t.Helper()
 	// No drain delay unless the test asks: nothing routes by readiness here.
 	args = append([]string{"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json", "--drain-delay", "0s"}, args...)
 	p := &process{
 		cmd:    exec.Command(limiterBin, args...),
 		log:    &logBuffer{serving: make(chan [3]string, 1)},
 		exited: make(chan error, 1),
+	}
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
 	}
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {

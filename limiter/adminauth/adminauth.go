@@ -216,9 +216,12 @@ func (a *Authorizer) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		a.calls.WithLabelValues(resultAllowed).Inc()
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, user)))
 	})
 }
+
+// userKey is the context key of the user Wrap reviewed.
+type userKey struct{}
 
 func (a *Authorizer) refuse(w http.ResponseWriter, code int, result, msg string) {
 	a.calls.WithLabelValues(result).Inc()

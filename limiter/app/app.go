@@ -31,6 +31,7 @@ import (
 	"github.com/sluice-dev/sluice/limiter/store/localtier"
 	"github.com/sluice-dev/sluice/limiter/store/memory"
 	"github.com/sluice-dev/sluice/limiter/store/redis"
+	"github.com/sluice-dev/sluice/limiter/tracing"
 )
 
 // Config is what a limiter process is told on its command line.
@@ -112,6 +113,13 @@ type Config struct {
 	// DrainDelay is how long the limiter keeps answering, unready, after
 	// it is told to stop and before its listeners close (--drain-delay).
 	DrainDelay time.Duration
+	// Tracing turns on OpenTelemetry traces of decisions (--tracing; see
+	// limiter/tracing), exported over OTLP/gRPC as the standard OTEL_*
+	// variables say. Off by default.
+	Tracing bool
+	// TraceSampleRatio is the share of decisions traced with Tracing, 0
+	// to 1, drawn by the limiter whatever the caller's traceparent says.
+	TraceSampleRatio float64
 	// Logger receives every log; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -163,12 +171,17 @@ func Run(ctx context.Context, cfg Config) error {
 	if ms, ok := st.(*memory.Store); ok {
 		reg.MustRegister(memoryCollectors(ms)...)
 	}
-	svc := service.New(st, service.Options{Registerer: reg, Logger: log,
+	tracer, err := openTracer(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer shutdownTracer(tracer, log)
+	svc := service.New(st, service.Options{Registerer: reg, Logger: log, Tracing: tracer != nil,
 		IdempotencyEntry: cfg.IdempotencyEntry, AcceptEntry: cfg.AcceptEntry, IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyMaxReplays: cfg.IdempotencyMaxReplays, IdempotencyMaxRecords: cfg.IdempotencyMaxRecords,
 		ReadyPods: cfg.LocalFallbackPods, EnforcementDisabled: cfg.EnforcementDisabled,
 		Top: cfg.Top, TopClock: topClock, LocalTier: tier, Fallback: fallback, Budgets: cfg.TenantBudget})
 	rl := newReloader(src, svc, reg, log)
-	srv, err := newServer(cfg, svc, rl, pinger, reg, log)
+	srv, err := newServer(cfg, svc, rl, pinger, reg, log, tracer)
 	if err != nil {
 		return err
 	}
@@ -192,7 +205,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 // newServer opens the limiter's listeners for svc: readiness from the
 // reloader, the store and the service; the admin plane guarded as cfg says.
-func newServer(cfg Config, svc *service.Service, rl *reloader, pinger server.Pinger, reg *prometheus.Registry, log *slog.Logger) (*server.Server, error) {
+func newServer(cfg Config, svc *service.Service, rl *reloader, pinger server.Pinger, reg *prometheus.Registry, log *slog.Logger, tracer *tracing.Tracer) (*server.Server, error) {
 	readiness := map[string]server.ReadinessChecker{"config": rl.check,
 		"degraded": degradedCheck(svc), "enforcement": enforcementCheck(svc)}
 	var storeStatus func(context.Context) (string, bool)
@@ -204,9 +217,14 @@ func newServer(cfg Config, svc *service.Service, rl *reloader, pinger server.Pin
 	} else if pinger != nil {
 		readiness["store"] = server.PingCheck(pinger)
 	}
-	adminAuth, err := openAdminAuth(cfg, reg, log)
+	authz, err := openAdminAuth(cfg, reg, log)
 	if err != nil {
 		return nil, err
+	}
+	var adminAuth func(http.Handler) http.Handler
+	var policyAccess func(*http.Request, string) (bool, error)
+	if authz != nil {
+		adminAuth, policyAccess = authz.Wrap, authz.CanGetPolicies
 	}
 	var adminTLS *tls.Config
 	if cfg.AdminTLSCert != "" || cfg.AdminTLSKey != "" {
@@ -228,6 +246,8 @@ func newServer(cfg Config, svc *service.Service, rl *reloader, pinger server.Pin
 		StoreStatus:    storeStatus,
 		TrustedProxies: cfg.TrustedProxies,
 		DrainDelay:     cfg.DrainDelay,
+		Tracer:         tracer,
+		PolicyAccess:   policyAccess,
 	})
 	if err != nil {
 		return nil, err
@@ -243,9 +263,9 @@ func newServer(cfg Config, svc *service.Service, rl *reloader, pinger server.Pin
 	return srv, nil
 }
 
-// openAdminAuth returns the admin plane's guard that cfg.AdminAuth names,
+// openAdminAuth returns the admin plane's authorizer that cfg.AdminAuth names,
 // nil for none.
-func openAdminAuth(cfg Config, reg prometheus.Registerer, log *slog.Logger) (func(http.Handler) http.Handler, error) {
+func openAdminAuth(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*adminauth.Authorizer, error) {
 	switch cfg.AdminAuth {
 	case "", limiterwire.AdminAuthNone:
 		return nil, nil
@@ -259,7 +279,7 @@ func openAdminAuth(cfg Config, reg prometheus.Registerer, log *slog.Logger) (fun
 		if err != nil {
 			return nil, fmt.Errorf("--admin-auth=kubernetes: %w", err)
 		}
-		return a.Wrap, nil
+		return a, nil
 	default:
 		return nil, fmt.Errorf("--admin-auth %q: want %s or %s", cfg.AdminAuth, limiterwire.AdminAuthNone, limiterwire.AdminAuthKubernetes)
 	}
@@ -321,6 +341,7 @@ func openStore(cfg Config) (st store.Store, pinger server.Pinger, desc string, e
 			return nil, nil, "", err
 		}
 		opts.Timeout = cfg.RedisTimeout
+		opts.Tracing = cfg.Tracing
 		opts.Logger = cfg.Logger
 		if opts.Logger == nil {
 			opts.Logger = slog.Default()

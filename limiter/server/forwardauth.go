@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/service"
+	"github.com/sluice-dev/sluice/limiter/tracing"
 )
 
 // ForwardAuthPath is where forward-auth calls go, followed by the domain:
@@ -72,6 +73,8 @@ func (s *Server) gatewayRoutes(mux *http.ServeMux) {
 // original request through, the mapping's denyStatus to refuse it, with the
 // decision's rate-limit headers either way.
 func (s *Server) forwardAuth(w http.ResponseWriter, r *http.Request) {
+	r, sp := startHTTP(s.opts.Tracer, r, tracing.SpanForwardAuth)
+	defer sp.End()
 	domain := r.PathValue("domain")
 	m := s.svc.Snapshot().ForwardAuthFor(domain)
 	if m == nil {
@@ -103,6 +106,7 @@ func (s *Server) forwardAuth(w http.ResponseWriter, r *http.Request) {
 		req := &service.Request{Domain: domain, Descriptors: []service.Descriptor{{Entries: entries}}, NoEnd: true}
 		resp := &service.Response{}
 		s.svc.RefuseInto(req, refusal, resp)
+		traceDecision(sp, domain, resp)
 		s.answer(w, r, resp, m.DenyStatus)
 		return
 	}
@@ -123,7 +127,9 @@ func (s *Server) forwardAuth(w http.ResponseWriter, r *http.Request) {
 		// the policies on the entries present still apply.
 	}
 	req := &service.Request{Domain: domain, Descriptors: []service.Descriptor{{Entries: entries}}, NoEnd: true}
-	s.decide(w, r, req, &service.Response{}, m.DenyStatus)
+	resp := &service.Response{}
+	s.decide(w, r, req, resp, m.DenyStatus)
+	traceDecision(sp, domain, resp)
 }
 
 // idempotencyCollision is the key of m's descriptors that is the service's

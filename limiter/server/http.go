@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/service"
+	"github.com/sluice-dev/sluice/limiter/tracing"
 )
 
 // CheckPath is the HTTP rate-limit check: POST a JSON RateLimitRequest.
@@ -77,6 +78,8 @@ func (s *Server) adminRoutes() http.Handler {
 	mux.HandleFunc(limiterwire.SnapshotPath, methodNotAllowed(http.MethodGet, http.MethodHead))
 	mux.HandleFunc("GET "+limiterwire.StatsPath, s.adminStats)
 	mux.HandleFunc(limiterwire.StatsPath, methodNotAllowed(http.MethodGet, http.MethodHead))
+	mux.HandleFunc("GET "+limiterwire.ExplainPath, s.adminExplain)
+	mux.HandleFunc(limiterwire.ExplainPath, methodNotAllowed(http.MethodGet, http.MethodHead))
 	mux.Handle("GET "+limiterwire.MetricsPath, promhttp.HandlerFor(s.opts.Metrics, promhttp.HandlerOpts{
 		ErrorLog:          slogPrinter{s.log},
 		Registry:          s.opts.Metrics,
@@ -94,6 +97,8 @@ func (s *Server) adminRoutes() http.Handler {
 // (an empty domain, no descriptors), is answered 400. Any Content-Type is
 // taken as JSON, so that `curl -d` works as is.
 func (s *Server) check(w http.ResponseWriter, r *http.Request) {
+	r, sp := startHTTP(s.opts.Tracer, r, tracing.SpanCheck)
+	defer sp.End()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
 	if err != nil {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
@@ -117,10 +122,12 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 	} else {
 		sr.req.IdempotencyKey = idem
 		if err := s.svc.DecideInto(r.Context(), &sr.req, &sr.resp); err != nil {
+			sp.Fail(err)
 			writeError(w, httpStatus(err), err.Error())
 			return
 		}
 	}
+	traceDecision(sp, sr.req.Domain, &sr.resp)
 	if sr.resp.Lease != "" {
 		// The application ends the request with it (release, settle).
 		w.Header().Set(HeaderLease, sr.resp.Lease)

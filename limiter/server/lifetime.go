@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/service"
 	"github.com/sluice-dev/sluice/limiter/store"
+	"github.com/sluice-dev/sluice/limiter/tracing"
 )
 
 // The end of a request over HTTP (see limiter/service/lifetime.go): a
@@ -96,6 +97,12 @@ func (s *Server) settle(w http.ResponseWriter, r *http.Request) { s.end(w, r, tr
 
 // end answers release (settle false) and settle.
 func (s *Server) end(w http.ResponseWriter, r *http.Request, settle bool) {
+	name := tracing.SpanRelease
+	if settle {
+		name = tracing.SpanSettle
+	}
+	r, sp := startHTTP(s.opts.Tracer, r, name)
+	defer sp.End()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
 	if err != nil {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
@@ -112,9 +119,11 @@ func (s *Server) end(w http.ResponseWriter, r *http.Request, settle bool) {
 	}
 	endings, err := s.svc.End(r.Context(), req)
 	if err != nil {
+		sp.Fail(err)
 		writeError(w, httpStatus(err), err.Error())
 		return
 	}
+	traceEnd(sp, req.Domain, endings)
 	out := EndResponse{Endings: make([]Ending, len(endings))}
 	found, unavailable := false, false
 	for i := range endings {

@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/service"
+	"github.com/sluice-dev/sluice/limiter/tracing"
 )
 
 // RLS is Envoy's RLS v3 RateLimitService (ShouldRateLimit) over a
@@ -31,6 +32,7 @@ type RLS struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 	svc    *service.Service
 	jitter float64
+	tracer *tracing.Tracer // nil: tracing off
 }
 
 // NewRLS returns the RLS service over svc, adding up to jitter of each
@@ -47,17 +49,25 @@ func NewRLS(svc *service.Service, jitter float64) *RLS {
 // service/refuse.go); only one that selects no policy (an empty domain, no
 // descriptors) is answered InvalidArgument, with what is wrong with it.
 func (r *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	ctx, sp := startGRPC(r.tracer, ctx, tracing.SpanRLS)
+	defer sp.End()
 	sr := getRequest(req)
 	defer putRequest(sr)
 	if err := r.svc.DecideInto(ctx, &sr.req, &sr.resp); err != nil {
+		sp.Fail(err)
 		return nil, grpcError(err)
 	}
+	traceDecision(sp, sr.req.Domain, &sr.resp)
 	out := toRLS(&sr.resp, r.jitter)
 	if sr.resp.OverLimit {
 		addProblem(out, &sr.resp, sr.req.Descriptors, r.svc.AcceptEntry())
 	}
 	return out, nil
 }
+
+// SetTracer makes r trace each decision with t (nil: off). Call it before
+// r serves.
+func (r *RLS) SetTracer(t *tracing.Tracer) { r.tracer = t }
 
 // addProblem makes out, a denial, carry problem details as the body Envoy
 // sends, when a descriptor's accept entry (acceptEntry: the client's

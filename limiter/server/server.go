@@ -31,6 +31,7 @@ import (
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/service"
+	"github.com/sluice-dev/sluice/limiter/tracing"
 )
 
 // Defaults of Options.
@@ -101,6 +102,14 @@ type Options struct {
 	// seconds, so that denied clients don't come back in lockstep. 0 means
 	// 0.1; negative disables jitter.
 	RetryAfterJitter float64
+	// PolicyAccess, when set, says whether the caller of an admin request
+	// may see the policies of a namespace in full (limiterwire.ExplainPath;
+	// see adminauth.Authorizer.CanGetPolicies). nil shows every policy, as
+	// the open admin plane of a standalone limiter does.
+	PolicyAccess func(r *http.Request, namespace string) (bool, error)
+	// Tracer, when set, traces each decision (see limiter/tracing); nil
+	// is tracing off.
+	Tracer *tracing.Tracer
 }
 
 // Server runs the gRPC and HTTP listeners of one limiter.
@@ -160,6 +169,7 @@ func New(svc *service.Service, opts Options) (*Server, error) {
 		// The service counts from its creation; it was just created.
 		startedAt: time.Now(),
 	}
+	s.rls.SetTracer(opts.Tracer)
 	s.loads = newLoads(svc.Snapshot())
 	setServing(s.health, svc.Snapshot() != nil)
 	s.grpc = newGRPCServer(s.rls, s.health, s.metrics, opts)

@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/store"
+	"github.com/sluice-dev/sluice/limiter/tracing"
 )
 
 // Reasons of decisions made by a failure mode, in X-Sluice-Reason.
@@ -47,6 +49,8 @@ type failover struct {
 	// overBudget is true when the last fallback decision was the
 	// namespace's store budget's, not the store's.
 	overBudget atomic.Bool
+	// tracing makes each store call a child span (Options.Tracing).
+	tracing bool
 }
 
 var _ store.Store = (*failover)(nil)
@@ -55,7 +59,7 @@ var _ store.Store = (*failover)(nil)
 // mode.
 func (s *Service) newFailover(p *compiled.Policy, next store.Store, stats *policyStats) *failover {
 	return &failover{next: next, policy: p.ID(), mode: p.FailureMode, fallback: s.fallback, pods: &s.readyPods,
-		stats: stats, errors: s.metrics.storeErrors, log: s.log}
+		stats: stats, errors: s.metrics.storeErrors, log: s.log, tracing: s.opts.Tracing}
 }
 
 // Take decides req in the store, or by the failure mode when the store
@@ -71,6 +75,24 @@ func (f *failover) Close() error { return nil }
 // decide is Take, with the reason of a decision the failure mode made
 // (empty when the store decided).
 func (f *failover) decide(ctx context.Context, req store.Request) (algo.Result, string) {
+	if !f.tracing {
+		return f.decideStore(ctx, req)
+	}
+	ctx, sp := tracing.StartStore(ctx)
+	r, reason := f.decideStore(ctx, req)
+	if sp.Recording() {
+		sp.Set(attribute.String("sluice.policy", f.policy), attribute.Int64("sluice.cost", req.Cost),
+			attribute.Bool("sluice.allowed", r.Allowed), attribute.Int64("sluice.remaining", r.Remaining))
+		if reason != "" {
+			sp.Set(attribute.String("sluice.failure_mode", string(f.mode)), attribute.String("sluice.reason", reason))
+		}
+		sp.End()
+	}
+	return r, reason
+}
+
+// decideStore is decide, untraced.
+func (f *failover) decideStore(ctx context.Context, req store.Request) (algo.Result, string) {
 	if f.budget != nil && !f.budget.take(time.Now().UnixNano()) {
 		// The namespace is over its store budget on this pod: answered as
 		// if the store could not, without calling it.
@@ -81,6 +103,9 @@ func (f *failover) decide(ctx context.Context, req store.Request) (algo.Result, 
 	r, err := f.next.Take(ctx, req)
 	if err == nil {
 		return r, ""
+	}
+	if f.tracing {
+		tracing.FromContext(ctx).Fail(err)
 	}
 	f.errors.Inc()
 	f.log.Debug("Store error: the policy's failureMode decides", "policy", f.policy, "failureMode", f.mode, "error", err)

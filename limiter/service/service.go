@@ -109,6 +109,11 @@ type Options struct {
 	// nil enforces none.
 	Budgets *compiled.Budgets
 
+	// Tracing makes each policy's call to the store a child span of the
+	// request's span (limiter/tracing), when that span records. Off, the
+	// request path never looks for a span.
+	Tracing bool
+
 	// Fallback holds this pod's own counters, where failureMode Local
 	// enforces its share of a limit while the store can't answer (a memory
 	// store). nil leaves Local nothing to count on: it allows, as Open does.

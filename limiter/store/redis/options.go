@@ -49,6 +49,10 @@ type Options struct {
 	// exists so that conformance tests can step a synthetic clock against a
 	// real server; production leaves it nil and time comes from Redis.
 	PinnedClock store.Clock
+	// Tracing adds each call's shard, breaker state, script and sends to
+	// the span of its context, when that records (see trace.go). Off, a
+	// call never looks for a span.
+	Tracing bool
 }
 
 // ParseURL parses a store address: redis://[user:pass@]host:port[/db] for a

@@ -52,6 +52,9 @@ type call struct {
 
 	// cmd is the call's script run, in the last send.
 	cmd *goredis.Cmd
+	// sends counts the call's sends: more than 1 after NOSCRIPT, TRYAGAIN
+	// or a redirect (trace.go).
+	sends int
 
 	// lease, when set, makes this a lease call (see Lease), answered in
 	// grant.
@@ -140,6 +143,7 @@ func noteOutcome(seen []outcome, b *breaker, failed bool) []outcome {
 func (s *Store) pipeline(ctx context.Context, calls []*call, eval bool) {
 	_, _ = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for _, c := range calls {
+			c.sends++
 			switch {
 			case c.hold != nil:
 				c.cmd = s.holdCmd(ctx, p, c, eval)

@@ -185,6 +185,14 @@ func (c *call) reset() {
 
 // decide sends c through its shard's breaker and the batcher.
 func (s *Store) decide(ctx context.Context, c *call) error {
+	if s.opts.Tracing {
+		return s.tracedDecide(ctx, c)
+	}
+	return s.route(ctx, c)
+}
+
+// route is decide, untraced.
+func (s *Store) route(ctx context.Context, c *call) error {
 	c.brk = s.shards.breakerFor(c.req.Key)
 	if c.brk.State() != BreakerClosed {
 		return c.brk.errOpen
