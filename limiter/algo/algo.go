@@ -116,6 +116,12 @@ type Limit struct {
 	// Penalty, when set, denies a key for a while once it was denied
 	// enough times (see Penalty).
 	Penalty Penalty
+	// CountDenied makes a FixedWindow count a denied cost too, as
+	// envoyproxy/ratelimit counts (INCRBY whatever the answer): a window's
+	// count may pass Limit, and a denial spends what it asked. Only ERL
+	// configuration sets it (limiter/config/erl.go); other algorithms
+	// ignore it.
+	CountDenied bool
 }
 
 // Leasable reports whether two-tier mode may lease units of the limit
