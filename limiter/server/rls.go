@@ -229,6 +229,10 @@ func descriptorStatus(d *service.Decision) *rlsv3.RateLimitResponse_DescriptorSt
 	if d.Policy == nil {
 		return st
 	}
+	if d.Policy.ERL != nil {
+		erlStatus(st, d)
+		return st
+	}
 	// The status, its limit and its duration in one allocation: every
 	// decided descriptor has them.
 	a := &struct {

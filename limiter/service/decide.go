@@ -239,6 +239,9 @@ func (s *Service) check(ctx context.Context, pl *plan, st *step) Decision {
 		ps := l.policies[p]
 		var dec Decision
 		switch {
+		case p.ERL != nil && p.ERL.Unlimited:
+			// ERL's unlimited: OK, nothing counted (erl.go).
+			dec = Decision{Policy: p, Result: erlUnlimited}
 		case !p.Holds():
 			dec = s.decide(ctx, sc, p, ps, domain, entries, cost, idem)
 		case st.ends:
@@ -260,6 +263,10 @@ func (s *Service) check(ctx context.Context, pl *plan, st *step) Decision {
 		if shadow {
 			if !dec.Result.Allowed {
 				s.logShadow(ps, p, domain)
+			}
+			if p.ERL != nil && !allShadow && moreRestrictive(dec, visible) {
+				// ERL tells a shadow or quota limit's figures, with OK.
+				visible = dec
 			}
 			continue
 		}

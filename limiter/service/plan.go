@@ -70,6 +70,9 @@ func (s *Service) newPlan(l *loaded, dom *compiled.Domain, req *Request, skip ui
 		pl.plan(st, d.Entries, s.opts.IdempotencyEntry)
 	}
 	pl.window()
+	if dom.ERL() {
+		pl.replace()
+	}
 	return pl
 }
 
