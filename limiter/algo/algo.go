@@ -127,9 +127,10 @@ type Limit struct {
 // Leasable reports whether two-tier mode may lease units of the limit
 // (limiter/store/localtier): not from SlidingLog, which stays exact, nor
 // from Concurrency, which holds slots, nor from a calendar window, with a
-// headroom or with a penalty; the API refuses localTier with any of them.
+// headroom, with a penalty, or counting denials (ERL's limits are exact);
+// the API refuses localTier with any of them.
 func (l Limit) Leasable() bool {
-	return l.Algorithm != SlidingLog && l.Algorithm != Concurrency && l.Calendar.IsZero() && l.Headroom == 0 && l.Penalty.IsZero()
+	return l.Algorithm != SlidingLog && l.Algorithm != Concurrency && l.Calendar.IsZero() && l.Headroom == 0 && l.Penalty.IsZero() && !l.CountDenied
 }
 
 // Span is the length of the window that holds now: Period, or for a
