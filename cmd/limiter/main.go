@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/app"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/server"
 	"github.com/sluice-dev/sluice/limiter/service"
@@ -60,6 +61,7 @@ func main() {
 	fs.DurationVar(&cfg.DrainDelay, "drain-delay", server.DefaultDrainDelay, "on SIGTERM, how long to keep answering while /readyz fails and gRPC health is NOT_SERVING, before the listeners close: longer than endpoints take to drop the pod; 0 closes them at once")
 	budgetMatches := fs.Int("tenant-max-policies-per-request", v1alpha1.DefaultMaxPoliciesPerRequest, "with --policies: how many of a namespace's policies one request may match, 1 to 1024 (more is denied with a reason), or 0 for no limit; a fleet's snapshot carries its spec.tenantBudget")
 	budgetCalls := fs.Int("tenant-store-calls-per-second", v1alpha1.DefaultStoreCallsPerSecondPerNamespace, "with --policies: how many store calls per second this limiter makes for a namespace's policies, 1 to 1000000 (past it, each policy's failureMode answers), or 0 for no limit")
+	erlMax := fs.String("erl-max-override", "", "the most a request may set its own limit to (an RLS descriptor's limit field) in an envoyproxy/ratelimit domain, as `REQUESTS/UNIT` (unit second to year); above it the descriptor is denied with a reason. Empty: a request's own limit may not pass the ERL limit its descriptor matches")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	format := fs.String("log-format", "text", "log format: text or json")
 	_ = fs.Parse(os.Args[1:])
@@ -76,6 +78,8 @@ func main() {
 		usage(fs, "give both --admin-tls-cert and --admin-tls-key, or neither")
 	case fs.NArg() > 0:
 		usage(fs, fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
+	case *erlMax != "" && parseERLRate(*erlMax, &cfg.ERLMaxOverride) != nil:
+		usage(fs, fmt.Sprintf("--erl-max-override: %v", parseERLRate(*erlMax, &cfg.ERLMaxOverride)))
 	case lvl.UnmarshalText([]byte(*level)) != nil:
 		usage(fs, fmt.Sprintf("--log-level %q: want debug, info, warn or error", *level))
 	case *format != "text" && *format != "json":
@@ -151,4 +155,11 @@ func usage(fs *flag.FlagSet, msg string) {
 	fmt.Fprintf(os.Stderr, "limiter: %s\n", msg)
 	fs.Usage()
 	os.Exit(2)
+}
+
+// parseERLRate parses --erl-max-override into r.
+func parseERLRate(s string, r *compiled.ERLRate) error {
+	v, err := config.ParseERLRate(s)
+	*r = v
+	return err
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/limiter/adminauth"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/config/kube"
 	"github.com/sluice-dev/sluice/limiter/server"
@@ -106,6 +107,9 @@ type Config struct {
 	// Top turns on each policy's hottest descriptor values on the admin
 	// stats endpoint and /metrics (--top-descriptors); off by default.
 	Top service.TopOptions
+	// ERLMaxOverride bounds a request's own limit in an ERL domain
+	// (service.Options.ERLMaxOverride).
+	ERLMaxOverride compiled.ERLRate
 	// TrustedProxies are the peers whose X-Forwarded-For forward-auth
 	// believes (--trusted-proxies).
 	TrustedProxies []netip.Prefix
@@ -166,7 +170,7 @@ func Run(ctx context.Context, cfg Config) error {
 	svc := service.New(st, service.Options{Registerer: reg, Logger: log,
 		IdempotencyEntry: cfg.IdempotencyEntry, AcceptEntry: cfg.AcceptEntry, IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyMaxReplays: cfg.IdempotencyMaxReplays, IdempotencyMaxRecords: cfg.IdempotencyMaxRecords,
 		ReadyPods: cfg.LocalFallbackPods, EnforcementDisabled: cfg.EnforcementDisabled,
-		Top: cfg.Top, TopClock: topClock, LocalTier: tier, Fallback: fallback, Budgets: cfg.TenantBudget})
+		Top: cfg.Top, TopClock: topClock, LocalTier: tier, Fallback: fallback, Budgets: cfg.TenantBudget, ERLMaxOverride: cfg.ERLMaxOverride})
 	rl := newReloader(src, svc, reg, log)
 	srv, err := newServer(cfg, svc, rl, pinger, reg, log)
 	if err != nil {

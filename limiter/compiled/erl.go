@@ -2,6 +2,7 @@ package compiled
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 
 	"github.com/sluice-dev/sluice/limiter/store"
@@ -29,6 +30,8 @@ type ERL struct {
 	// remains, and no time to reset (the policy is Shadow too: it never
 	// denies).
 	QuotaMode bool
+	// Override: the policy of a request's own limit (ERLTree.Overrides).
+	Override bool
 	// Levels are the configuration's levels the policy is matched at, one
 	// per entry of a matching descriptor (ERL finds a limit only at a
 	// descriptor's last entry).
@@ -55,6 +58,10 @@ type ERLLevel struct {
 // (see Domain.AppendMatches).
 type ERLTree struct {
 	root erlNode
+	// Overrides are the domain's policies of a request's own limit (an
+	// RLS descriptor's limit field), by RLS unit: their Limit.Limit is a
+	// placeholder, each request's limit takes its place (limiter/service).
+	Overrides [8]*Policy
 }
 
 type erlNode struct {
@@ -144,6 +151,15 @@ func (s *Snapshot) SetERL(name string, t *ERLTree) {
 	d.erl = t
 }
 
+// ERLOverride is the domain's policy of a request's own limit in RLS unit
+// unit, or nil when the domain is no ERL domain or the unit is not one.
+func (d *Domain) ERLOverride(unit int32) *Policy {
+	if d == nil || d.erl == nil || unit < 0 || int(unit) >= len(d.erl.Overrides) {
+		return nil
+	}
+	return d.erl.Overrides[unit]
+}
+
 // ERL reports whether the domain is an ERL domain.
 func (d *Domain) ERL() bool { return d != nil && d.erl != nil }
 
@@ -160,4 +176,30 @@ func (p *Policy) erlCounterKey(kb *store.KeyBuilder, entries []Entry) {
 		}
 		kb.Add(entries[i].Value)
 	}
+}
+
+// ERLRate is a rate in ERL's terms: RequestsPerUnit per RLS Unit.
+type ERLRate struct {
+	RequestsPerUnit uint32
+	Unit            int32
+}
+
+// erlUnitSeconds are the RLS units' windows, as ERL counts them.
+var erlUnitSeconds = [8]uint64{1: 1, 2: 60, 3: 3600, 4: 86400, 5: 30 * 86400, 6: 365 * 86400, 7: 7 * 86400}
+
+// Valid reports whether r's unit is one of ERL's.
+func (r ERLRate) Valid() bool { return r.Unit >= 1 && int(r.Unit) < len(erlUnitSeconds) }
+
+// AtMost reports whether r allows no more requests per second than max.
+// Both must be valid.
+func (r ERLRate) AtMost(max ERLRate) bool {
+	return uint64(r.RequestsPerUnit)*erlUnitSeconds[max.Unit] <= uint64(max.RequestsPerUnit)*erlUnitSeconds[r.Unit]
+}
+
+func (r ERLRate) String() string {
+	names := [8]string{1: "second", 2: "minute", 3: "hour", 4: "day", 5: "month", 6: "year", 7: "week"}
+	if !r.Valid() {
+		return fmt.Sprintf("%d per unit %d", r.RequestsPerUnit, r.Unit)
+	}
+	return fmt.Sprintf("%d/%s", r.RequestsPerUnit, names[r.Unit])
 }

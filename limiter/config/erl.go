@@ -115,7 +115,31 @@ func parseERL(name string, data []byte) (*erlFile, error) {
 	if err := c.descriptors(root.Domain+".", "descriptors", nil, root.Descriptors); err != nil {
 		return nil, err
 	}
+	for unitName, u := range erlUnits {
+		p := &Policy{
+			Namespace: ERLNamespace, Name: root.Domain + ".limit_override." + strings.ToLower(unitName), Domain: root.Domain,
+			// The key matches nothing: the domain's tree matches.
+			Descriptors: []compiled.Descriptor{{Key: "limit_override"}},
+			Limit:       algo.Limit{Algorithm: algo.FixedWindow, Period: u.window, CountDenied: true},
+			MaxCost:     math.MaxInt64, MaxCostSet: true, FailureMode: compiled.FailOpen, Source: name,
+			ERL: &compiled.ERL{Unit: u.enum, Override: true},
+		}
+		f.tree.Overrides[u.enum] = p
+		f.policies = append(f.policies, p)
+	}
 	return f, nil
+}
+
+// ParseERLRate parses a rate as "N/unit" in ERL's units (second to year),
+// the bound of a request's own limit (limiter --erl-max-override).
+func ParseERLRate(s string) (compiled.ERLRate, error) {
+	n, unit, ok := strings.Cut(s, "/")
+	u, valid := erlUnits[strings.ToUpper(unit)]
+	var rpu uint32
+	if _, err := fmt.Sscanf(n, "%d", &rpu); !ok || !valid || err != nil || fmt.Sprint(rpu) != n {
+		return compiled.ERLRate{}, fmt.Errorf("%q is no rate: want REQUESTS/UNIT, REQUESTS a whole number and UNIT one of second, minute, hour, day, week, month, year", s)
+	}
+	return compiled.ERLRate{RequestsPerUnit: rpu, Unit: u.enum}, nil
 }
 
 // validateERLKeys is ERL's validateYamlKeys, saying where the key is.

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluice-dev/sluice/limiter/config"
 )
 
 func erlFile(limit int) string {
@@ -22,15 +24,24 @@ func TestWatchERLFolder(t *testing.T) {
 	write(t, filepath.Join(dir, "policies.yaml"), policyFile(5, "a"))
 	w := startWatch(t, dir)
 	s := w.load(t)
+	user := func() *config.Policy {
+		for _, p := range s.Domain("erl").Policies {
+			if p.Name == "erl.user" {
+				return p
+			}
+		}
+		t.Fatalf("no policy erl/erl.user in %d policies", len(s.Domain("erl").Policies))
+		return nil
+	}
 	limits := func() (int64, int64) {
-		return s.Domain("erl").Policies[0].Limit.Limit, s.Domain("shop").Policies[0].Limit.Limit
+		return user().Limit.Limit, s.Domain("shop").Policies[0].Limit.Limit
 	}
 	if e, p := limits(); e != 3 || p != 5 {
 		t.Fatalf("first load: ERL limit %d, policy limit %d; want 3 and 5", e, p)
 	}
 	writeAtomic(t, erl, erlFile(4))
 	if s = w.load(t); func() bool { e, _ := limits(); return e != 4 }() {
-		t.Fatalf("after the ERL file changed: %v", s.Domain("erl").Policies[0].Limit)
+		t.Fatalf("after the ERL file changed: %v", user().Limit)
 	}
 	writeAtomic(t, erl, erlFile(4)+"    burst: 9\n")
 	if err := w.err(t); !strings.Contains(err.Error(), erl) || !strings.Contains(err.Error(), "unknown key 'burst'") {
@@ -43,7 +54,7 @@ func TestWatchERLFolder(t *testing.T) {
 	}
 	writeAtomic(t, erl, erlFile(6))
 	if s = w.load(t); s.Domain("erl-more") == nil || func() bool { e, _ := limits(); return e != 6 }() {
-		t.Fatalf("after the fix: domain erl-more %v, limit %v", s.Domain("erl-more"), s.Domain("erl").Policies[0].Limit)
+		t.Fatalf("after the fix: domain erl-more %v, limit %v", s.Domain("erl-more"), user().Limit)
 	}
 	if err := os.Remove(filepath.Join(dir, "policies.yaml")); err != nil {
 		t.Fatal(err)

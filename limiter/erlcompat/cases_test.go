@@ -2,6 +2,7 @@ package erlcompat_test
 
 import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 )
 
 // A Case is an ERL configuration (DOMAIN stands for its domain) and the
@@ -258,6 +259,17 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 1}
 `,
 		Steps: []Step{{Domain: "no-such-domain", Descriptors: []*ratelimitv3.RateLimitDescriptor{d("k", "v")}}, one(d("k", "other")), one(d("x", "y")), one(d("k", "v"), d("x", "y")), one(d("k", "v"), d("k", "other"))},
+	},
+	{
+		Name: "a request's own limit (the descriptor's limit field) wins, matched or not",
+		Config: `domain: DOMAIN
+descriptors:
+  - key: k
+    rate_limit: {unit: hour, requests_per_unit: 100, name: configured}
+`,
+		Steps: concat(times(3, one(withLimit(d("k", "1"), 2, typev3.RateLimitUnit_MINUTE))),
+			times(2, one(withLimit(d("x", "1"), 1, typev3.RateLimitUnit_DAY))),
+			times(2, one(withLimit(d("k", "2"), 0, typev3.RateLimitUnit_HOUR)))),
 	},
 	{
 		Name: "second windows",

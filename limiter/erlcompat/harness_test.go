@@ -14,6 +14,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -156,7 +157,8 @@ func startERL(t *testing.T, runtimeRoot, redisAddr string) rlsv3.RateLimitServic
 func startSluice(t *testing.T, configDir, store string) rlsv3.RateLimitServiceClient {
 	t.Helper()
 	grpcAddr := redistest.FreeAddr(t, "127.0.0.1")
-	p := start(t, "sluice limiter", nil, buildLimiter(t), "--policies", configDir, "--store", store,
+	// ERL honours any limit a request sets; Sluice bounds it.
+	p := start(t, "sluice limiter", nil, buildLimiter(t), "--policies", configDir, "--store", store, "--erl-max-override", "1000/second",
 		"--grpc-addr", grpcAddr, "--http-addr", redistest.FreeAddr(t, "127.0.0.1"), "--admin-addr", redistest.FreeAddr(t, "127.0.0.1"))
 	return rlsClient(t, p, grpcAddr)
 }
@@ -171,6 +173,13 @@ func desc(hits *uint64, kv ...string) *ratelimitv3.RateLimitDescriptor {
 	if hits != nil {
 		d.HitsAddend = wrapperspb.UInt64(*hits)
 	}
+	return d
+}
+
+// withLimit gives d its own limit (the descriptor's limit field), rpu per
+// unit.
+func withLimit(d *ratelimitv3.RateLimitDescriptor, rpu uint32, unit typev3.RateLimitUnit) *ratelimitv3.RateLimitDescriptor {
+	d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: rpu, Unit: unit}
 	return d
 }
 

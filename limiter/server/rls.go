@@ -130,6 +130,9 @@ func getRequest(req *rlsv3.RateLimitRequest) *rlsRequest {
 		sd := &sr.descriptors[i]
 		*sd = service.Descriptor{Entries: entries[start:len(entries):len(entries)],
 			NegativeHits: d.GetIsNegativeHits(), LimitOverride: d.GetLimit() != nil}
+		if o := d.GetLimit(); o != nil {
+			sd.Override = compiled.ERLRate{RequestsPerUnit: o.GetRequestsPerUnit(), Unit: int32(o.GetUnit())}
+		}
 		if h := d.GetHitsAddend(); h != nil {
 			sd.HitsAddend, sd.HasHitsAddend = h.GetValue(), true
 		}

@@ -237,6 +237,9 @@ func (s *Service) check(ctx context.Context, pl *plan, st *step) Decision {
 	allShadow := !s.enforcing(l)
 	for _, p := range st.matches {
 		ps := l.policies[p]
+		if st.override >= 0 && p.ERL != nil && p.ERL.Override {
+			p = withOverride(p, st.override)
+		}
 		var dec Decision
 		switch {
 		case p.ERL != nil && p.ERL.Unlimited:

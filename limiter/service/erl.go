@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 )
 
 // erlUnlimited is the result of an ERL limit marked unlimited: allowed,
@@ -38,4 +39,55 @@ func (pl *plan) replace() {
 			pl.steps[i].matches = pl.steps[i].matches[:0]
 		}
 	}
+}
+
+// validateOverride checks descriptor i's own limit in an ERL domain dom:
+// its unit must be one of ERL's, and its rate at most the bound, which is
+// Options.ERLMaxOverride when set, else the rate of the ERL limit the
+// descriptor matches (a descriptor that matches none may then take no
+// limit of its own). A client that could raise its own limit would have
+// none: past the bound, the descriptor is refused (refuse.go).
+func (s *Service) validateOverride(i int, d *Descriptor, dom *compiled.Domain) error {
+	o := d.Override
+	if !o.Valid() {
+		return invalidf("descriptors[%d].limit.unit %d is not a unit of envoyproxy/ratelimit (1 SECOND to 7 WEEK)", i, o.Unit)
+	}
+	bound, from := s.opts.ERLMaxOverride, "the limiter's --erl-max-override"
+	if !bound.Valid() {
+		var matched *compiled.Policy
+		if m := dom.AppendMatches(nil, d.Entries); len(m) == 1 && !m[0].ERL.Unlimited {
+			matched = m[0]
+		}
+		if matched == nil {
+			return invalidf("descriptors[%d].limit %s: the descriptor matches no limit of domain %s to bound it, and the limiter has no --erl-max-override", i, o, dom.Name)
+		}
+		bound, from = compiled.ERLRate{RequestsPerUnit: matched.ERL.RequestsPerUnit, Unit: matched.ERL.Unit}, "the limit "+matched.ID()+" it matches"
+	}
+	if !o.AtMost(bound) {
+		return invalidf("descriptors[%d].limit %s is above %s, %s", i, o, bound, from)
+	}
+	return nil
+}
+
+// overrideLimit makes st, in an ERL domain, decided by the domain's
+// policy of its own limit in d's unit instead of what it matched, as ERL
+// does (validateOverride bounded it).
+func (pl *plan) overrideLimit(st *step, d *Descriptor) {
+	p := pl.dom.ERLOverride(d.Override.Unit)
+	if p == nil {
+		return
+	}
+	pl.matches = append(pl.matches[:st.from], p)
+	st.to = len(pl.matches)
+	st.override = int64(d.Override.RequestsPerUnit)
+}
+
+// withOverride is p, a policy of a request's own limit, with that limit.
+// It is made per request: the request chose the limit.
+func withOverride(p *compiled.Policy, limit int64) *compiled.Policy {
+	cp, e := *p, *p.ERL
+	cp.Limit.Limit, cp.Limit.Burst = limit, limit
+	e.RequestsPerUnit = uint32(limit)
+	cp.ERL = &e
+	return &cp
 }
