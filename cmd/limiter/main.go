@@ -29,7 +29,7 @@ import (
 func main() {
 	fs := flag.NewFlagSet("limiter", flag.ExitOnError)
 	var cfg app.Config
-	fs.StringVar(&cfg.Policies, "policies", "", "RateLimitPolicy YAML `file` to enforce, reloaded on change (this or --snapshot-configmap)")
+	fs.StringVar(&cfg.Policies, "policies", "", "RateLimitPolicy YAML or envoyproxy/ratelimit configuration to enforce, a `path` to a file or to a folder of either, reloaded on change (this or --snapshot-configmap)")
 	fs.StringVar(&cfg.SnapshotConfigMap, "snapshot-configmap", "", "snapshot ConfigMap `NAMESPACE/NAME` to enforce, watched through the API server (this or --policies)")
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig `file` for --snapshot-configmap and --admin-auth=kubernetes (default: $KUBECONFIG, the in-cluster config, ~/.kube/config)")
 	fs.StringVar(&cfg.Store, "store", "memory", "counter store: memory, redis://[user:pass@]host:port[/db] or redis-cluster://host:port,host:port,...; rediss:// and rediss-cluster:// over TLS. Without user:pass@, the credentials come from $"+limiterwire.RedisUsernameEnv+" and $"+limiterwire.RedisPasswordEnv)
@@ -62,9 +62,13 @@ func main() {
 	budgetMatches := fs.Int("tenant-max-policies-per-request", v1alpha1.DefaultMaxPoliciesPerRequest, "with --policies: how many of a namespace's policies one request may match, 1 to 1024 (more is denied with a reason), or 0 for no limit; a fleet's snapshot carries its spec.tenantBudget")
 	budgetCalls := fs.Int("tenant-store-calls-per-second", v1alpha1.DefaultStoreCallsPerSecondPerNamespace, "with --policies: how many store calls per second this limiter makes for a namespace's policies, 1 to 1000000 (past it, each policy's failureMode answers), or 0 for no limit")
 	erlMax := fs.String("erl-max-override", "", "the most a request may set its own limit to (an RLS descriptor's limit field) in an envoyproxy/ratelimit domain, as `REQUESTS/UNIT` (unit second to year); above it the descriptor is denied with a reason. Empty: a request's own limit may not pass the ERL limit its descriptor matches")
+	erlEnv := fs.Bool("erl-env", false, "take envoyproxy/ratelimit's environment variables (RUNTIME_ROOT, REDIS_URL, REDIS_AUTH, GRPC_PORT, ...) for the flags not given, refusing those that ask for what the limiter does not do (docs/guides/migrate-from-envoy-ratelimit.md)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	format := fs.String("log-format", "text", "log format: text or json")
 	_ = fs.Parse(os.Args[1:])
+	if *erlEnv {
+		applyERLEnv(fs, &cfg, map[string]*string{"log-level": level, "log-format": format, "enforcement": enforcement})
+	}
 
 	var lvl slog.Level
 	switch {
@@ -162,4 +166,34 @@ func parseERLRate(s string, r *compiled.ERLRate) error {
 	v, err := config.ParseERLRate(s)
 	*r = v
 	return err
+}
+
+// applyERLEnv sets, from envoyproxy/ratelimit's environment, the flags the
+// command line does not give (strs holds the flags main keeps as
+// strings).
+func applyERLEnv(fs *flag.FlagSet, cfg *app.Config, strs map[string]*string) {
+	e, err := app.ReadERLEnv(os.Getenv)
+	if err != nil {
+		usage(fs, err.Error())
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for name, v := range map[string]struct {
+		dst *string
+		val string
+	}{
+		"store": {&cfg.Store, e.Store}, "redis-ca-file": {&cfg.RedisCAFile, e.RedisCAFile}, "grpc-addr": {&cfg.GRPCAddr, e.GRPCAddr},
+		"http-addr": {&cfg.HTTPAddr, e.HTTPAddr}, "admin-addr": {&cfg.AdminAddr, e.AdminAddr},
+		"log-level": {strs["log-level"], e.LogLevel}, "log-format": {strs["log-format"], e.LogFormat}, "enforcement": {strs["enforcement"], e.Enforcement},
+	} {
+		if !given[name] && v.val != "" {
+			*v.dst = v.val
+		}
+	}
+	if !given["policies"] && cfg.SnapshotConfigMap == "" {
+		cfg.Policies = e.Policies
+	}
+	for _, ig := range e.Ignored {
+		fmt.Fprintf(os.Stderr, "limiter: --erl-env: ignoring %s\n", ig)
+	}
 }

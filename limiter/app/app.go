@@ -36,7 +36,8 @@ import (
 
 // Config is what a limiter process is told on its command line.
 type Config struct {
-	// Policies is the RateLimitPolicy YAML file, watched for changes.
+	// Policies is the RateLimitPolicy YAML or envoyproxy/ratelimit file,
+	// or a folder of either (config.LoadPath), watched for changes.
 	// Exactly one of Policies and SnapshotConfigMap is set.
 	Policies string
 	// SnapshotConfigMap is the NAMESPACE/NAME of the snapshot ConfigMap an
