@@ -27,6 +27,10 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "convert-erl" {
+		convertERL(os.Args[2:])
+		return
+	}
 	fs := flag.NewFlagSet("limiter", flag.ExitOnError)
 	var cfg app.Config
 	fs.StringVar(&cfg.Policies, "policies", "", "RateLimitPolicy YAML or envoyproxy/ratelimit configuration to enforce, a `path` to a file or to a folder of either, reloaded on change (this or --snapshot-configmap)")
@@ -195,5 +199,25 @@ func applyERLEnv(fs *flag.FlagSet, cfg *app.Config, strs map[string]*string) {
 	}
 	for _, ig := range e.Ignored {
 		fmt.Fprintf(os.Stderr, "limiter: --erl-env: ignoring %s\n", ig)
+	}
+}
+
+// convertERL is `limiter convert-erl [--namespace NS] PATH`: it prints the
+// RateLimitPolicies of envoyproxy/ratelimit files (config.ConvertERL).
+func convertERL(args []string) {
+	fs := flag.NewFlagSet("limiter convert-erl", flag.ExitOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: limiter convert-erl [--namespace NS] PATH\n\nPrints a v1beta1 RateLimitPolicy per rate limit of the envoyproxy/ratelimit files at PATH (a file or a folder), with a comment on what has no exact equivalent, and the LimiterFleet domains entries.\n\n")
+		fs.PrintDefaults()
+	}
+	ns := fs.String("namespace", "default", "the `namespace` of the policies")
+	_ = fs.Parse(args)
+	if fs.NArg() != 1 {
+		fs.Usage()
+		os.Exit(2)
+	}
+	if err := config.ConvertERL(fs.Arg(0), *ns, os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "limiter convert-erl: %v\n", err)
+		os.Exit(1)
 	}
 }

@@ -74,6 +74,7 @@ type erlRateLimit struct {
 // erlFile is one ERL file, parsed and compiled.
 type erlFile struct {
 	name     string
+	root     erlRoot
 	domain   string
 	tree     *compiled.ERLTree
 	policies []*Policy
@@ -110,7 +111,7 @@ func parseERL(name string, data []byte) (*erlFile, error) {
 	if root.Domain == "" {
 		return nil, fmt.Errorf("%s: config file cannot have empty domain", name)
 	}
-	f := &erlFile{name: name, domain: root.Domain, tree: compiled.NewERLTree()}
+	f := &erlFile{name: name, root: root, domain: root.Domain, tree: compiled.NewERLTree()}
 	c := erlCompiler{file: f}
 	if err := c.descriptors(root.Domain+".", "descriptors", nil, root.Descriptors); err != nil {
 		return nil, err
