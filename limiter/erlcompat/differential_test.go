@@ -42,7 +42,9 @@ func writeCases(t *testing.T, dir string, cases []Case) {
 
 // TestDifferential sends every case's requests to ERL (on a real
 // redis-server) and to Sluice on the same configuration folder, on its
-// memory store and on Redis, and compares the answers field by field.
+// memory store and on Redis, and compares the answers field by field. On
+// Redis, Sluice runs as after an image swap: --erl-env with ERL's
+// environment.
 func TestDifferential(t *testing.T) {
 	needERL(t)
 	root := t.TempDir()
@@ -51,11 +53,22 @@ func TestDifferential(t *testing.T) {
 	erl := startERL(t, root, redistest.Start(t).Addr)
 	for _, store := range []string{"memory", "redis"} {
 		t.Run(store, func(t *testing.T) {
-			s := "memory"
+			var sluice rlsv3.RateLimitServiceClient
+			var redis *redistest.Server
 			if store == "redis" {
-				s = "redis://" + redistest.Start(t).Addr
+				redis = redistest.Start(t)
+				sluice = startSluiceERLEnv(t, root, redis.Addr)
+			} else {
+				sluice = startSluice(t, dir, "memory")
 			}
-			sluice := startSluice(t, dir, s)
+			if redis != nil {
+				// --erl-env took REDIS_URL: the counters are there.
+				defer func() {
+					if n, err := redis.Client(t).DBSize(context.Background()).Result(); err != nil || n == 0 {
+						t.Errorf("Sluice's redis-server holds %d keys (%v): --erl-env did not count there", n, err)
+					}
+				}()
+			}
 			for i, c := range Cases {
 				t.Run(c.Name, func(t *testing.T) { runCase(t, erl, sluice, i, c, store) })
 			}

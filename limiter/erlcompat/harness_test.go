@@ -153,6 +153,26 @@ func startERL(t *testing.T, runtimeRoot, redisAddr string) rlsv3.RateLimitServic
 	return rlsClient(t, p, "127.0.0.1:"+grpcPort)
 }
 
+// startSluiceERLEnv runs the limiter as ERL's Deployment would after an
+// image swap: --erl-env and ERL's environment (the one startERL sets), with
+// runtimeRoot's ratelimit/config folder and the redis-server at redisAddr.
+func startSluiceERLEnv(t *testing.T, runtimeRoot, redisAddr string) rlsv3.RateLimitServiceClient {
+	t.Helper()
+	port := func() string {
+		a := redistest.FreeAddr(t, "127.0.0.1")
+		return a[strings.LastIndexByte(a, ':')+1:]
+	}
+	grpcPort := port()
+	env := []string{
+		"RUNTIME_ROOT=" + runtimeRoot, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
+		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + redisAddr, "USE_STATSD=false", "LOG_LEVEL=warn",
+		"HOST=127.0.0.1", "PORT=" + port(), "GRPC_HOST=127.0.0.1", "GRPC_PORT=" + grpcPort,
+		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=" + port(),
+	}
+	p := start(t, "sluice limiter --erl-env", env, buildLimiter(t), "--erl-env", "--erl-max-override", "1000/second")
+	return rlsClient(t, p, "127.0.0.1:"+grpcPort)
+}
+
 // startSluice runs the limiter with --policies configDir on store.
 func startSluice(t *testing.T, configDir, store string) rlsv3.RateLimitServiceClient {
 	t.Helper()
