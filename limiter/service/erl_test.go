@@ -109,3 +109,24 @@ func TestAttackLimitOverride(t *testing.T) {
 		}
 	})
 }
+
+// TestERLLimitsHaveNoTenantBudget: the limiter's tenant budgets
+// (--tenant-store-calls-per-second, --tenant-max-policies-per-request)
+// budget namespaces of RateLimitPolicies; an ERL file has no tenant, and
+// its limits must not fail open past a budget ERL never had.
+func TestERLLimitsHaveNoTenantBudget(t *testing.T) {
+	svc := erlService(t, service.Options{Budgets: &compiled.Budgets{Default: compiled.NamespaceBudget{MaxPoliciesPerRequest: 1, StoreCallsPerSecond: 1}}})
+	for i := range 3 {
+		resp, err := svc.Decide(context.Background(), &service.Request{Domain: "erl",
+			Descriptors: []service.Descriptor{desc("user", "a"), desc("user", "b")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		over, remaining := i >= 2, int64(max(0, 1-i)) // 2 a minute each
+		for j, d := range resp.Decisions {
+			if d.OverLimit != over || d.Policy == nil || d.Result.Remaining != remaining {
+				t.Fatalf("request %d, descriptor %d: %+v, want decided by the store: over the limit %v, %d remaining", i+1, j, d, over, remaining)
+			}
+		}
+	}
+}
