@@ -272,6 +272,20 @@ descriptors:
 			times(2, one(withLimit(d("k", "2"), 0, typev3.RateLimitUnit_HOUR)))),
 	},
 	{
+		Name: "a '*' inside a value is literal, as in the ERL this table runs (#1085 came later)",
+		Config: `domain: DOMAIN
+descriptors:
+  - key: path
+    value: /v1/*/items
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: path
+    value: /v2/*
+    rate_limit: {unit: hour, requests_per_unit: 1}
+`,
+		Steps: []Step{one(d("path", "/v1/x/items")), one(d("path", "/v1/*/items")), one(d("path", "/v1/*/items")),
+			one(d("path", "/v2/*/deeper")), one(d("path", "/v2/*/deeper"))},
+	},
+	{
 		Name: "second windows",
 		Config: `domain: DOMAIN
 descriptors:

@@ -33,6 +33,7 @@ var convertDiffers = map[string]string{
 	"every unit, case-insensitive: windows aligned to the epoch (a month is 30 days, a year 365)": "a year has no policy",
 	"hits_addend: the request's, a descriptor's own (0 checks only), denied hits count":           "a FixedWindow does not count denied hits",
 	"a request's own limit (the descriptor's limit field) wins, matched or not":                   "a request's own limit is refused",
+	"a '*' inside a value is literal, as in the ERL this table runs (#1085 came later)":           "a wildcard becomes every value",
 }
 
 // TestConvert converts every case of the table with limiter convert-erl's
