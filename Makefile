@@ -121,6 +121,10 @@ envtest: ## Build kube-apiserver and etcd for envtest into bin/k8s (cached).
 kubectl: ## Build kubectl $(KUBECTL_VERSION) into bin/ from the Go module proxy (cached; under 2 minutes the first time).
 	KUBECTL_VERSION=$(KUBECTL_VERSION) hack/build-kubectl.sh $(BIN)/kubectl
 
+.PHONY: erl
+erl: ## Build envoyproxy/ratelimit's service into bin/erl from the Go module proxy (cached), for the ERL differential tests (limiter/erlcompat).
+	hack/build-erl.sh $(BIN)/erl
+
 # The test tiers (docs/development/testing.md). The unit tier is the packages
 # whose tests need no process, under -short, which skips the integration
 # tests among them (internal/testtier).
@@ -137,7 +141,7 @@ test-unit: ## The unit tier: pure tests, no redis-server, API server or limiter 
 	$(GO) test -race -short $(TESTFLAGS) $(UNIT_PKGS)
 
 .PHONY: test-integration
-test-integration: deps envtest kubectl helm-lint helm-template helm-test ## The unit and integration tiers with -race: real redis-server, envtest and limiter processes; the chart on envtest.
+test-integration: deps envtest kubectl erl helm-lint helm-template helm-test ## The unit and integration tiers with -race: real redis-server, envtest and limiter processes; the chart on envtest.
 	KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -race -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $$($(GO) list ./... | grep -v -e /charts/ -e /test/e2e$$)
 
 .PHONY: helm

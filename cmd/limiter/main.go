@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/app"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/server"
 	"github.com/sluice-dev/sluice/limiter/service"
@@ -26,9 +27,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "convert-erl" {
+		convertERL(os.Args[2:])
+		return
+	}
 	fs := flag.NewFlagSet("limiter", flag.ExitOnError)
 	var cfg app.Config
-	fs.StringVar(&cfg.Policies, "policies", "", "RateLimitPolicy YAML `file` to enforce, reloaded on change (this or --snapshot-configmap)")
+	fs.StringVar(&cfg.Policies, "policies", "", "RateLimitPolicy YAML or envoyproxy/ratelimit configuration to enforce, a `path` to a file or to a folder of either, reloaded on change (this or --snapshot-configmap)")
 	fs.StringVar(&cfg.SnapshotConfigMap, "snapshot-configmap", "", "snapshot ConfigMap `NAMESPACE/NAME` to enforce, watched through the API server (this or --policies)")
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig `file` for --snapshot-configmap and --admin-auth=kubernetes (default: $KUBECONFIG, the in-cluster config, ~/.kube/config)")
 	fs.StringVar(&cfg.Store, "store", "memory", "counter store: memory, redis://[user:pass@]host:port[/db] or redis-cluster://host:port,host:port,...; rediss:// and rediss-cluster:// over TLS. Without user:pass@, the credentials come from $"+limiterwire.RedisUsernameEnv+" and $"+limiterwire.RedisPasswordEnv)
@@ -62,9 +67,14 @@ func main() {
 	budgetCalls := fs.Int("tenant-store-calls-per-second", v1alpha1.DefaultStoreCallsPerSecondPerNamespace, "with --policies: how many store calls per second this limiter makes for a namespace's policies, 1 to 1000000 (past it, each policy's failureMode answers), or 0 for no limit")
 	fs.BoolVar(&cfg.Tracing, "tracing", false, "export OpenTelemetry traces of decisions over OTLP/gRPC, configured by the standard OTEL_EXPORTER_OTLP_* and OTEL_SERVICE_NAME variables (default off)")
 	fs.Float64Var(&cfg.TraceSampleRatio, "trace-sample-ratio", 0.01, "with --tracing, the share of decisions traced, 0 to 1, drawn by the limiter: a caller's sampled flag can't raise it")
+	erlMax := fs.String("erl-max-override", "", "the most a request may set its own limit to (an RLS descriptor's limit field) in an envoyproxy/ratelimit domain, as `REQUESTS/UNIT` (unit second to year); above it the descriptor is denied with a reason. Empty: a request's own limit may not pass the ERL limit its descriptor matches")
+	erlEnv := fs.Bool("erl-env", false, "take envoyproxy/ratelimit's environment variables (RUNTIME_ROOT, REDIS_URL, REDIS_AUTH, GRPC_PORT, ...) for the flags not given, refusing those that ask for what the limiter does not do (docs/guides/migrate-from-envoy-ratelimit.md)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	format := fs.String("log-format", "text", "log format: text or json")
 	_ = fs.Parse(os.Args[1:])
+	if *erlEnv {
+		applyERLEnv(fs, &cfg, map[string]*string{"log-level": level, "log-format": format, "enforcement": enforcement})
+	}
 
 	var lvl slog.Level
 	switch {
@@ -78,6 +88,8 @@ func main() {
 		usage(fs, "give both --admin-tls-cert and --admin-tls-key, or neither")
 	case fs.NArg() > 0:
 		usage(fs, fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
+	case *erlMax != "" && parseERLRate(*erlMax, &cfg.ERLMaxOverride) != nil:
+		usage(fs, fmt.Sprintf("--erl-max-override: %v", parseERLRate(*erlMax, &cfg.ERLMaxOverride)))
 	case lvl.UnmarshalText([]byte(*level)) != nil:
 		usage(fs, fmt.Sprintf("--log-level %q: want debug, info, warn or error", *level))
 	case *format != "text" && *format != "json":
@@ -155,4 +167,61 @@ func usage(fs *flag.FlagSet, msg string) {
 	fmt.Fprintf(os.Stderr, "limiter: %s\n", msg)
 	fs.Usage()
 	os.Exit(2)
+}
+
+// parseERLRate parses --erl-max-override into r.
+func parseERLRate(s string, r *compiled.ERLRate) error {
+	v, err := config.ParseERLRate(s)
+	*r = v
+	return err
+}
+
+// applyERLEnv sets, from envoyproxy/ratelimit's environment, the flags the
+// command line does not give (strs holds the flags main keeps as
+// strings).
+func applyERLEnv(fs *flag.FlagSet, cfg *app.Config, strs map[string]*string) {
+	e, err := app.ReadERLEnv(os.Getenv)
+	if err != nil {
+		usage(fs, err.Error())
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for name, v := range map[string]struct {
+		dst *string
+		val string
+	}{
+		"store": {&cfg.Store, e.Store}, "redis-ca-file": {&cfg.RedisCAFile, e.RedisCAFile}, "grpc-addr": {&cfg.GRPCAddr, e.GRPCAddr},
+		"http-addr": {&cfg.HTTPAddr, e.HTTPAddr}, "admin-addr": {&cfg.AdminAddr, e.AdminAddr},
+		"log-level": {strs["log-level"], e.LogLevel}, "log-format": {strs["log-format"], e.LogFormat}, "enforcement": {strs["enforcement"], e.Enforcement},
+	} {
+		if !given[name] && v.val != "" {
+			*v.dst = v.val
+		}
+	}
+	if !given["policies"] && cfg.SnapshotConfigMap == "" {
+		cfg.Policies = e.Policies
+	}
+	for _, ig := range e.Ignored {
+		fmt.Fprintf(os.Stderr, "limiter: --erl-env: ignoring %s\n", ig)
+	}
+}
+
+// convertERL is `limiter convert-erl [--namespace NS] PATH`: it prints the
+// RateLimitPolicies of envoyproxy/ratelimit files (config.ConvertERL).
+func convertERL(args []string) {
+	fs := flag.NewFlagSet("limiter convert-erl", flag.ExitOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: limiter convert-erl [--namespace NS] PATH\n\nPrints a v1beta1 RateLimitPolicy per rate limit of the envoyproxy/ratelimit files at PATH (a file or a folder), with a comment on what has no exact equivalent, and the LimiterFleet domains entries.\n\n")
+		fs.PrintDefaults()
+	}
+	ns := fs.String("namespace", "default", "the `namespace` of the policies")
+	_ = fs.Parse(args)
+	if fs.NArg() != 1 {
+		fs.Usage()
+		os.Exit(2)
+	}
+	if err := config.ConvertERL(fs.Arg(0), *ns, os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "limiter convert-erl: %v\n", err)
+		os.Exit(1)
+	}
 }

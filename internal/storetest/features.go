@@ -12,7 +12,9 @@ import (
 )
 
 // allCases are Cases and the policy features' tables.
-func allCases() []Case { return slices.Concat(Cases, CalendarCases, PriorityCases, PenaltyCases) }
+func allCases() []Case {
+	return slices.Concat(Cases, CalendarCases, PriorityCases, PenaltyCases, CountDeniedCases)
+}
 
 // at is the step time of an instant: how long after Base it is.
 func at(t time.Time) time.Duration { return t.Sub(Base) }
@@ -305,4 +307,28 @@ func RunFeaturesTogether(t *testing.T, a, b NewStore, steps int) {
 			}
 		})
 	}
+}
+
+func countDenied(l algo.Limit) algo.Limit {
+	l.CountDenied = true
+	return l
+}
+
+// CountDeniedCases are a FixedWindow that counts denied costs too
+// (algo.Limit.CountDenied), as envoyproxy/ratelimit counts: a denial
+// spends what it asked, so the count passes the limit and a later, smaller
+// cost is denied as well until the window ends.
+var CountDeniedCases = []Case{
+	{
+		Name:  "FixedWindow 3/min, denied costs count",
+		Limit: countDenied(limit(algo.FixedWindow, 3, time.Minute, 0)),
+		Steps: []Step{
+			{At: 0, Cost: 2, Allowed: true, Remaining: 1, Reset: 60 * s},
+			{At: 0, Cost: 2, Allowed: false, Remaining: 0, Reset: 60 * s, Retry: 60 * s},      // 4 counted
+			{At: 10 * s, Cost: 1, Allowed: false, Remaining: 0, Reset: 50 * s, Retry: 50 * s}, // 5: a plain FixedWindow would allow it
+			{At: 10 * s, Cost: 0, Allowed: false, Remaining: 0, Reset: 50 * s, Retry: 50 * s},
+			{At: 60 * s, Cost: 1, Allowed: true, Remaining: 2, Reset: 60 * s},
+			{At: 60 * s, Cost: 5, Allowed: false, Remaining: 0, Reset: 60 * s, Retry: algo.Never},
+		},
+	},
 }

@@ -116,14 +116,21 @@ type Limit struct {
 	// Penalty, when set, denies a key for a while once it was denied
 	// enough times (see Penalty).
 	Penalty Penalty
+	// CountDenied makes a FixedWindow count a denied cost too, as
+	// envoyproxy/ratelimit counts (INCRBY whatever the answer): a window's
+	// count may pass Limit, and a denial spends what it asked. Only ERL
+	// configuration sets it (limiter/config/erl.go); other algorithms
+	// ignore it.
+	CountDenied bool
 }
 
 // Leasable reports whether two-tier mode may lease units of the limit
 // (limiter/store/localtier): not from SlidingLog, which stays exact, nor
 // from Concurrency, which holds slots, nor from a calendar window, with a
-// headroom or with a penalty; the API refuses localTier with any of them.
+// headroom, with a penalty, or counting denials (ERL's limits are exact);
+// the API refuses localTier with any of them.
 func (l Limit) Leasable() bool {
-	return l.Algorithm != SlidingLog && l.Algorithm != Concurrency && l.Calendar.IsZero() && l.Headroom == 0 && l.Penalty.IsZero()
+	return l.Algorithm != SlidingLog && l.Algorithm != Concurrency && l.Calendar.IsZero() && l.Headroom == 0 && l.Penalty.IsZero() && !l.CountDenied
 }
 
 // Span is the length of the window that holds now: Period, or for a

@@ -265,7 +265,7 @@ func (l Limit) fixedWindow(s *State, present bool, n, cost int64, adj adjust) (R
 	}
 	lim := l.Limit - l.Headroom // what this request may fill
 	r := Result{Allowed: adj.force || count+cost <= lim}
-	if r.Allowed {
+	if r.Allowed || l.CountDenied {
 		count += cost
 		changed = changed || cost > 0
 	}

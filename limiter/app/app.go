@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/limiter/adminauth"
+	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/config/kube"
 	"github.com/sluice-dev/sluice/limiter/server"
@@ -36,7 +37,8 @@ import (
 
 // Config is what a limiter process is told on its command line.
 type Config struct {
-	// Policies is the RateLimitPolicy YAML file, watched for changes.
+	// Policies is the RateLimitPolicy YAML or envoyproxy/ratelimit file,
+	// or a folder of either (config.LoadPath), watched for changes.
 	// Exactly one of Policies and SnapshotConfigMap is set.
 	Policies string
 	// SnapshotConfigMap is the NAMESPACE/NAME of the snapshot ConfigMap an
@@ -107,6 +109,9 @@ type Config struct {
 	// Top turns on each policy's hottest descriptor values on the admin
 	// stats endpoint and /metrics (--top-descriptors); off by default.
 	Top service.TopOptions
+	// ERLMaxOverride bounds a request's own limit in an ERL domain
+	// (service.Options.ERLMaxOverride).
+	ERLMaxOverride compiled.ERLRate
 	// TrustedProxies are the peers whose X-Forwarded-For forward-auth
 	// believes (--trusted-proxies).
 	TrustedProxies []netip.Prefix
@@ -179,7 +184,7 @@ func Run(ctx context.Context, cfg Config) error {
 	svc := service.New(st, service.Options{Registerer: reg, Logger: log, Tracing: tracer != nil,
 		IdempotencyEntry: cfg.IdempotencyEntry, AcceptEntry: cfg.AcceptEntry, IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyMaxReplays: cfg.IdempotencyMaxReplays, IdempotencyMaxRecords: cfg.IdempotencyMaxRecords,
 		ReadyPods: cfg.LocalFallbackPods, EnforcementDisabled: cfg.EnforcementDisabled,
-		Top: cfg.Top, TopClock: topClock, LocalTier: tier, Fallback: fallback, Budgets: cfg.TenantBudget})
+		Top: cfg.Top, TopClock: topClock, LocalTier: tier, Fallback: fallback, Budgets: cfg.TenantBudget, ERLMaxOverride: cfg.ERLMaxOverride})
 	rl := newReloader(src, svc, reg, log)
 	srv, err := newServer(cfg, svc, rl, pinger, reg, log, tracer)
 	if err != nil {

@@ -27,7 +27,7 @@ func openSource(cfg Config) (source, *config.Snapshot, error) {
 	case cfg.Policies != "" && cfg.SnapshotConfigMap != "":
 		return source{}, nil, errors.New("policies: give a policy file or a snapshot ConfigMap, not both")
 	case cfg.Policies != "":
-		snap, err := config.LoadFile(cfg.Policies)
+		snap, err := config.LoadPath(cfg.Policies)
 		return source{file: cfg.Policies}, snap, err
 	case cfg.SnapshotConfigMap == "":
 		return source{}, nil, errors.New("policies: give a policy file or a snapshot ConfigMap")

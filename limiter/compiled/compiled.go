@@ -112,6 +112,9 @@ type Policy struct {
 	// defaulted spec), kept for the snapshot's document and for status:
 	// the request path never reads it.
 	Source any
+	// ERL is set for a policy compiled from envoyproxy/ratelimit
+	// configuration (erl.go), nil for a RateLimitPolicy.
+	ERL *ERL
 	// order is the policy's index in Snapshot.Policies.
 	order int
 	// counterID starts every counter key of this policy. It holds the
@@ -175,6 +178,9 @@ type Domain struct {
 	minMaxCost int64
 	// leaseEntries are the distinct LeaseEntry keys of its policies.
 	leaseEntries []string
+	// erl, when set, matches the domain as envoyproxy/ratelimit does
+	// (erl.go), instead of byKey.
+	erl *ERLTree
 }
 
 // New indexes policies into a Snapshot, sorted by ID, with enforcement
@@ -298,6 +304,10 @@ func Lookup(entries []Entry, key string) (string, bool) {
 func (p *Policy) CounterKey(kb *store.KeyBuilder, entries []Entry) store.Key {
 	kb.Reset()
 	kb.Add(p.counterID)
+	if p.ERL != nil {
+		p.erlCounterKey(kb, entries)
+		return kb.Key()
+	}
 	for i := range p.Descriptors {
 		v, _ := Lookup(entries, p.Descriptors[i].Key)
 		kb.Add(v)
@@ -306,9 +316,16 @@ func (p *Policy) CounterKey(kb *store.KeyBuilder, entries []Entry) store.Key {
 }
 
 // AppendMatches appends the domain's policies that entries match, in the
-// snapshot's order of policies, to dst.
+// snapshot's order of policies, to dst. An ERL domain (erl.go) matches at
+// most one: the most specific, as envoyproxy/ratelimit does.
 func (d *Domain) AppendMatches(dst []*Policy, entries []Entry) []*Policy {
 	if d == nil {
+		return dst
+	}
+	if d.erl != nil {
+		if p := d.erl.match(entries); p != nil {
+			dst = append(dst, p)
+		}
 		return dst
 	}
 	start := len(dst)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -19,7 +20,9 @@ const (
 	watchMaxDelay = 500 * time.Millisecond
 )
 
-// Watch hot-reloads the policy file at path until ctx ends.
+// Watch hot-reloads the policy file at path until ctx ends. path may be
+// a directory of policy files and ERL files (see LoadPath): then the
+// directory itself is watched, and any change in it reloads every file.
 //
 // It watches the file's directory rather than the file, so that every way of
 // replacing a file is seen: writing it in place, renaming a new file over it
@@ -51,14 +54,20 @@ func Watch(ctx context.Context, path string, onLoad func(*Snapshot), onError fun
 	}
 	defer w.Close()
 	dir := filepath.Dir(abs)
+	isDir := false
+	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
+		dir, isDir = abs, true
+	}
 	if err := w.Add(dir); err != nil {
 		return fmt.Errorf("watch %s: directory %s: %w", path, dir, err)
 	}
-	fw := &fileWatch{path: abs, dir: dir, w: w}
+	fw := &fileWatch{path: abs, dir: dir, w: w, isDir: isDir}
 	var version string
 	load := func() {
-		fw.follow()
-		snap, err := LoadFile(path)
+		if !fw.isDir {
+			fw.follow()
+		}
+		snap, err := LoadPath(path)
 		if err != nil {
 			version = "" // the next good load is news, even if unchanged
 			onError(err)
@@ -118,6 +127,8 @@ type fileWatch struct {
 	// announced by the "..data" swap in dir).
 	extra string
 	w     *fsnotify.Watcher
+	// isDir: path is a directory, every file of which counts.
+	isDir bool
 }
 
 // follow resolves path's symlinks and watches the target's directory.
@@ -148,6 +159,9 @@ func (f *fileWatch) follow() {
 // relevant reports whether ev may have changed the file's content.
 func (f *fileWatch) relevant(ev fsnotify.Event) bool {
 	name := filepath.Clean(ev.Name)
+	if f.isDir {
+		return filepath.Dir(name) == f.dir
+	}
 	switch {
 	case name == f.path, name == f.real:
 		return true

@@ -140,6 +140,9 @@ func getRequest(req *rlsv3.RateLimitRequest) *rlsRequest {
 		sd := &sr.descriptors[i]
 		*sd = service.Descriptor{Entries: entries[start:len(entries):len(entries)],
 			NegativeHits: d.GetIsNegativeHits(), LimitOverride: d.GetLimit() != nil}
+		if o := d.GetLimit(); o != nil {
+			sd.Override = compiled.ERLRate{RequestsPerUnit: o.GetRequestsPerUnit(), Unit: int32(o.GetUnit())}
+		}
 		if h := d.GetHitsAddend(); h != nil {
 			sd.HitsAddend, sd.HasHitsAddend = h.GetValue(), true
 		}
@@ -237,6 +240,10 @@ func descriptorStatus(d *service.Decision) *rlsv3.RateLimitResponse_DescriptorSt
 		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
 	if d.Policy == nil {
+		return st
+	}
+	if d.Policy.ERL != nil {
+		erlStatus(st, d)
 		return st
 	}
 	// The status, its limit and its duration in one allocation: every

@@ -103,7 +103,9 @@ func (s *Service) storeBudgets(snap *compiled.Snapshot, budgets *compiled.Budget
 	}
 	out := map[string]*storeBudget{}
 	for _, p := range snap.Policies {
-		if _, ok := out[p.Namespace]; ok {
+		if _, ok := out[p.Namespace]; ok || p.ERL != nil {
+			// ERL files come from the platform team, whole: no tenant to
+			// budget (and ERL's limits never fail open for want of one).
 			continue
 		}
 		rate := budgets.For(p.Namespace).StoreCallsPerSecond
@@ -145,6 +147,9 @@ func (s *Service) checkMatchBudget(pl *plan, req *Request, resp *Response) bool 
 	var tallies []tally
 	// Shadow policies count too: they cost the same work.
 	for _, p := range pl.matches {
+		if p.ERL != nil {
+			continue // at most one per descriptor: bounded by MaxDescriptors
+		}
 		k := -1
 		for j := range tallies {
 			if tallies[j].ns == p.Namespace {

@@ -237,8 +237,14 @@ func (s *Service) check(ctx context.Context, pl *plan, st *step) Decision {
 	allShadow := !s.enforcing(l)
 	for _, p := range st.matches {
 		ps := l.policies[p]
+		if st.override >= 0 && p.ERL != nil && p.ERL.Override {
+			p = withOverride(p, st.override)
+		}
 		var dec Decision
 		switch {
+		case p.ERL != nil && p.ERL.Unlimited:
+			// ERL's unlimited: OK, nothing counted (erl.go).
+			dec = Decision{Policy: p, Result: erlUnlimited}
 		case !p.Holds():
 			dec = s.decide(ctx, sc, p, ps, domain, entries, cost, idem)
 		case st.ends:
@@ -260,6 +266,10 @@ func (s *Service) check(ctx context.Context, pl *plan, st *step) Decision {
 		if shadow {
 			if !dec.Result.Allowed {
 				s.logShadow(ps, p, domain)
+			}
+			if p.ERL != nil && !allShadow && moreRestrictive(dec, visible) {
+				// ERL tells a shadow or quota limit's figures, with OK.
+				visible = dec
 			}
 			continue
 		}

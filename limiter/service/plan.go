@@ -42,6 +42,9 @@ type step struct {
 	skip bool
 	// from and to are matches' window in plan.matches.
 	from, to int
+	// override is the descriptor's own limit in an ERL domain (its one
+	// match is the domain's override policy), -1 for none.
+	override int64
 }
 
 // newPlan compiles req, screened, whose refused descriptors skip marks;
@@ -61,15 +64,21 @@ func (s *Service) newPlan(l *loaded, dom *compiled.Domain, req *Request, skip ui
 	for i := range req.Descriptors {
 		d := &req.Descriptors[i]
 		st := &pl.steps[i]
-		*st = step{cost: descriptorCost(req, d), idem: req.IdempotencyKey, skip: skip&(1<<i) != 0}
+		*st = step{cost: descriptorCost(req, d), idem: req.IdempotencyKey, skip: skip&(1<<i) != 0, override: -1}
 		if len(d.Entries) > MaxEntries {
 			st.skip = true
 			st.from, st.to = len(pl.matches), len(pl.matches)
 			continue
 		}
 		pl.plan(st, d.Entries, s.opts.IdempotencyEntry)
+		if d.LimitOverride && !st.skip {
+			pl.overrideLimit(st, d)
+		}
 	}
 	pl.window()
+	if dom.ERL() {
+		pl.replace()
+	}
 	return pl
 }
 
@@ -108,7 +117,7 @@ func (pl *plan) window() {
 func (s *Service) planOne(l *loaded, domain string, entries []compiled.Entry, cost int64) *plan {
 	pl := s.plans.Get().(*plan)
 	pl.l, pl.dom, pl.domain, pl.resp, pl.noEnd, pl.lt = l, l.snap.Domain(domain), domain, nil, true, nil
-	pl.steps = append(pl.steps[:0], step{cost: cost})
+	pl.steps = append(pl.steps[:0], step{cost: cost, override: -1})
 	pl.entries = slices.Grow(pl.entries[:0], len(entries))
 	pl.plan(&pl.steps[0], entries, s.opts.IdempotencyEntry)
 	pl.steps[0].ends = false

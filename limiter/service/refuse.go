@@ -52,7 +52,7 @@ func (s *Service) screen(l *loaded, dom *compiled.Domain, req *Request, resp *Re
 	// Each descriptor.
 	for i := range req.Descriptors {
 		d := &req.Descriptors[i]
-		err := s.validateDescriptor(i, d)
+		err := s.validateDescriptor(i, d, dom)
 		if err == nil {
 			err = validateLeaseEntries(dom, i, d)
 		}

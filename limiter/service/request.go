@@ -34,9 +34,11 @@ type Descriptor struct {
 	HitsAddend    uint64
 	HasHitsAddend bool
 	// NegativeHits asks to give units back, and LimitOverride to be decided
-	// against a limit of the caller's: the service supports neither, and
-	// refuses a descriptor that asks.
+	// against a limit of the caller's, Override: the service refuses
+	// negative hits, and overrides but in an ERL domain, within
+	// Options.ERLMaxOverride (erl.go).
 	NegativeHits, LimitOverride bool
+	Override                    compiled.ERLRate
 }
 
 // Response is the service's answer to a Request.

@@ -62,6 +62,11 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxCost bounds hits_addend; 0 means DefaultMaxCost.
 	MaxCost int64
+	// ERLMaxOverride, when its unit is set, bounds a request's own limit
+	// (an RLS descriptor's limit field) in an ERL domain; without it, a
+	// request's own limit may not pass the ERL limit its descriptor
+	// matches (erl.go).
+	ERLMaxOverride compiled.ERLRate
 	// IdempotencyEntry is the descriptor entry key whose value is an
 	// idempotency key. The entry names the request, not what it asks for:
 	// it is left out of matching and counter keys. Empty means

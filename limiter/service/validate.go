@@ -1,6 +1,10 @@
 package service
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/sluice-dev/sluice/limiter/compiled"
+)
 
 // Request bounds. A request over them is refused (refuse.go): a denial
 // with a reason when it matches an enforcing policy, never counted.
@@ -43,7 +47,7 @@ func (s *Service) Validate(req *Request) error {
 		return err
 	}
 	for i := range req.Descriptors {
-		if err := s.validateDescriptor(i, &req.Descriptors[i]); err != nil {
+		if err := s.validateDescriptor(i, &req.Descriptors[i], nil); err != nil {
 			return err
 		}
 	}
@@ -70,7 +74,9 @@ func tooManyEntries(i int, d *Descriptor) string {
 	return fmt.Sprintf("descriptors[%d] has %d entries, the maximum is %d", i, len(d.Entries), MaxEntries)
 }
 
-func (s *Service) validateDescriptor(i int, d *Descriptor) error {
+// validateDescriptor checks descriptor i; an ERL domain dom may take its
+// own limit (erl.go), any other refuses it.
+func (s *Service) validateDescriptor(i int, d *Descriptor, dom *compiled.Domain) error {
 	if len(d.Entries) == 0 {
 		return invalidf("descriptors[%d] has no entries", i)
 	}
@@ -83,7 +89,7 @@ func (s *Service) validateDescriptor(i int, d *Descriptor) error {
 	if d.NegativeHits {
 		return invalidf("descriptors[%d].is_negative_hits is not supported", i)
 	}
-	if d.LimitOverride {
+	if d.LimitOverride && !dom.ERL() {
 		return invalidf("descriptors[%d].limit overrides are not supported: limits come from RateLimitPolicies", i)
 	}
 	for j := range d.Entries {
@@ -100,6 +106,9 @@ func (s *Service) validateDescriptor(i int, d *Descriptor) error {
 				return err
 			}
 		}
+	}
+	if d.LimitOverride {
+		return s.validateOverride(i, d, dom)
 	}
 	return nil
 }

@@ -192,7 +192,8 @@ func anyErr(calls []*call, match func(error) bool) bool {
 // period_us, burst, cost, now_us; with an idempotency key, the records'
 // hash and index, the record's TTL in ms, its most replays, the counter's
 // most records and the record's name; then with a calendar, its windows;
-// the reserve; with a penalty, its key and settings. Trailing arguments a
+// the reserve; with a penalty, its key and settings; whether a denied cost
+// counts. Trailing arguments a
 // request does not need are left out, and those before one it needs are
 // zeros (an empty name).
 func (s *Store) prepare(c *call) {
@@ -225,6 +226,9 @@ func (s *Store) prepare(c *call) {
 		c.keys[c.nkeys], c.nkeys = s.PenaltyKey(r.Key), c.nkeys+1
 		c.ext[exactPenaltyDuration-ext], c.ext[exactPenaltyAfter-ext], c.ext[exactPenaltyWithin-ext] = p.Duration.Microseconds(), max(1, p.After), max(1, p.Within.Microseconds())
 		c.next = exactPenaltyWithin - exactRecord
+	}
+	if r.Limit.CountDenied {
+		c.ext[exactCountDenied-ext], c.next = 1, exactCountDenied-exactRecord
 	}
 	if c.next > 0 {
 		c.nargv = exactRecord - 1 // and the record's name, empty without one

@@ -105,7 +105,8 @@ const (
 	exactPenaltyDuration // µs
 	exactPenaltyAfter
 	exactPenaltyWithin // µs
-	exactArgs          = exactPenaltyWithin
+	exactCountDenied   // 1: a denied cost counts (algo.Limit.CountDenied)
+	exactArgs          = exactCountDenied
 )
 
 // hold.lua's own ARGV positions, after the prelude's; the calendar's and
@@ -150,6 +151,7 @@ var (
 		"record_ttl": exactRecordTTL, "max_replays": exactMaxReplays, "max_records": exactMaxRecords, "record": exactRecord,
 		"cal_start": exactCalStart, "cal_end": exactCalEnd, "cal_next": exactCalNext, "headroom": exactHeadroom,
 		"penalty_duration": exactPenaltyDuration, "penalty_after": exactPenaltyAfter, "penalty_within": exactPenaltyWithin,
+		"count_denied": exactCountDenied,
 	})
 	holdArgNames = withPrelude(argNames{
 		"op": holdOp, "hold": holdID, "hold_ttl": holdTTL, "actual": holdActual,

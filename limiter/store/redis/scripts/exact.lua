@@ -86,6 +86,7 @@ end
 
 local key, credit, credit_window, cap, force, win = KEYS[1], 0, 0, 0, false, 0
 local cal_start, cal_end, cal_next, headroom = 0, 0, 0, 0
+local count_denied = ARGV[ARG.count_denied] == '1'
 if ARGV[ARG.cal_start] then
   cal_start, cal_end, cal_next, headroom = tonumber(ARGV[ARG.cal_start]), tonumber(ARGV[ARG.cal_end]), tonumber(ARGV[ARG.cal_next]), tonumber(ARGV[ARG.headroom])
 end

@@ -4,6 +4,8 @@
 -- The key holds the window, a string "window_index count". Units credited
 -- back come off the count if they were leased in this window; a credit to
 -- a window that has passed is dropped. A forced cost counts past the limit.
+-- With count_denied (limiter/algo.Limit.CountDenied, envoyproxy/ratelimit's
+-- counting), a denied cost counts too.
 --
 -- A calendar window (cal_end > 0) is not computed here: the limiter sends
 -- the bounds of the window that holds its own time, cal_start to cal_end,
@@ -38,6 +40,9 @@ if allowed then
   if cap > 0 then granted = math.min(cap, limit - count - cost) end
   count = count + cost + granted
   changed = changed or cost + granted > 0
+elseif count_denied then
+  count = count + cost
+  changed = changed or cost > 0
 end
 reset = period - into
 if changed then redis.call('SET', key, string.format('%d %d', w, count), 'PX', slack + math.max(1, math.ceil(reset / 1000))) end

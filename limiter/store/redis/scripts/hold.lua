@@ -28,6 +28,7 @@
 -- the limit. A holding that is not live changes nothing: the core peeks.
 local key, credit, credit_window, cap, force, win = KEYS[1], 0, 0, 0, false, 0
 local cal_start, cal_end, cal_next, headroom = 0, 0, 0, 0
+local count_denied = false
 if ARGV[ARG.cal_start] then
   cal_start, cal_end, cal_next, headroom = tonumber(ARGV[ARG.cal_start]), tonumber(ARGV[ARG.cal_end]), tonumber(ARGV[ARG.cal_next]), tonumber(ARGV[ARG.headroom])
 end

@@ -27,6 +27,7 @@ local algorithm = tonumber(ARGV[ARG.algorithm])
 local want = tonumber(ARGV[ARG.want])
 local credit = tonumber(ARGV[ARG.credit])
 local credit_window = tonumber(ARGV[ARG.credit_window])
+local count_denied = false
 local pod = ARGV[ARG.pod]
 local bound = tonumber(ARGV[ARG.bound])
 local pod_cap = tonumber(ARGV[ARG.pod_cap])

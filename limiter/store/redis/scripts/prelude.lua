@@ -57,6 +57,8 @@ end
 --   cap            the most units it may grant beyond cost
 --   force          charge cost whatever the limit says (a settlement's
 --                  units spent beyond their reservation)
+--   count_denied   count a denied cost too (FixedWindow only; see
+--                  limiter/algo.Limit.CountDenied); false but in exact.lua
 --   headroom        the units cost must leave (priority shedding; see
 --                  limiter/algo.Limit.Headroom); 0 when leasing
 --   cal_start, cal_end, cal_next
