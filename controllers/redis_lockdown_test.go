@@ -251,8 +251,27 @@ func TestRedisMemoryBound(t *testing.T) {
 	}
 	kick()
 	t.Logf("%s: used_memory %d of %d after %d keys", victim.name, usedMemory(), maxMemory, keys)
-	f = rf.waitRedisReadyOr(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.MemoryNearLimitReason, func() string {
-		return fmt.Sprintf("%s's used_memory now %d; status: %s", victim.name, usedMemory(), nodeMemory(rf.get(t)))
+	// The condition is awaited with the node kept near its limit: a reading
+	// at the end of a fill can hold transient memory (a 96% reading once
+	// settled at 87%), so a node found under 93% is topped up and the
+	// operator asked for a pass again.
+	eventually(t, 30*time.Second, "RedisReady=False MemoryNearLimit", func() error {
+		if used := usedMemory(); float64(used) < 0.93*maxMemory {
+			keys += fill(0.96)
+			kick()
+			return fmt.Errorf("%s's used_memory was %d, under 93%% of %d: topped up to %d keys", victim.name, used, maxMemory, keys)
+		}
+		g := rf.get(t)
+		c := condition(g.Status.Conditions, v1alpha1.RedisReadyCondition)
+		switch {
+		case c == nil:
+			return fmt.Errorf("no RedisReady yet")
+		case c.ObservedGeneration != g.Generation || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.MemoryNearLimitReason:
+			return fmt.Errorf("RedisReady=%s (%s) at generation %d/%d: %s; %s's used_memory now %d; status: %s", c.Status, c.Reason,
+				c.ObservedGeneration, g.Generation, c.Message, victim.name, usedMemory(), nodeMemory(g))
+		}
+		f = g
+		return nil
 	})
 	c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
 	if !strings.Contains(c.Message, victim.name+" uses ") || !strings.Contains(c.Message, "of its maxmemory 8Mi") {

@@ -340,13 +340,6 @@ func (rf *redisFleet) get(t testing.TB) *v1alpha1.LimiterFleet {
 // the fleet's current generation, and returns the fleet.
 func (rf *redisFleet) waitRedisReady(t testing.TB, within time.Duration, status metav1.ConditionStatus, reason string) *v1alpha1.LimiterFleet {
 	t.Helper()
-	return rf.waitRedisReadyOr(t, within, status, reason, nil)
-}
-
-// waitRedisReadyOr is waitRedisReady whose failure also says what seen()
-// returns, when seen is not nil.
-func (rf *redisFleet) waitRedisReadyOr(t testing.TB, within time.Duration, status metav1.ConditionStatus, reason string, seen func() string) *v1alpha1.LimiterFleet {
-	t.Helper()
 	var got *v1alpha1.LimiterFleet
 	eventually(t, within, fmt.Sprintf("RedisReady=%s %s", status, reason), func() error {
 		f := rf.get(t)
@@ -355,11 +348,7 @@ func (rf *redisFleet) waitRedisReadyOr(t testing.TB, within time.Duration, statu
 		case c == nil:
 			return fmt.Errorf("no RedisReady yet")
 		case c.ObservedGeneration != f.Generation || c.Status != status || (reason != "" && c.Reason != reason):
-			err := fmt.Errorf("RedisReady=%s (%s) at generation %d/%d: %s", c.Status, c.Reason, c.ObservedGeneration, f.Generation, c.Message)
-			if seen != nil {
-				err = fmt.Errorf("%w; %s", err, seen())
-			}
-			return err
+			return fmt.Errorf("RedisReady=%s (%s) at generation %d/%d: %s", c.Status, c.Reason, c.ObservedGeneration, f.Generation, c.Message)
 		}
 		got = f
 		return nil
