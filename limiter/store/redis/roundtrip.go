@@ -50,8 +50,13 @@ type call struct {
 	ext  [exactArgs - exactRecord]int64
 	next int
 
-	// cmd is the call's script run, in the last send.
-	cmd *goredis.Cmd
+	// cmd is the call's script run, in the last send: its own, or the
+	// multi script run it shares (multi set; see multi.go), whose
+	// answer for it is res or multiErr.
+	cmd      *goredis.Cmd
+	multi    bool
+	multiErr error
+	header   int64 // its header in a multi script run
 
 	// lease, when set, makes this a lease call (see Lease), answered in
 	// grant.
@@ -95,11 +100,11 @@ func (s *Store) send(batch []*call) {
 	var outcomes [8]outcome
 	seen := outcomes[:0]
 	for _, c := range batch {
-		class := FailureClass(c.cmd.Err())
+		class := FailureClass(c.replyErr())
 		switch {
 		case class != "":
 			s.metrics.errors.WithLabelValues(class).Inc()
-		case isRedirect(c.cmd.Err()):
+		case isRedirect(c.replyErr()):
 			s.metrics.errors.WithLabelValues(ClassRedirect).Inc()
 		}
 		seen = noteOutcome(seen, c.brk, class != "")
@@ -110,6 +115,10 @@ func (s *Store) send(batch []*call) {
 			c.res = c.settled.Result
 		case c.lease != nil:
 			c.grant, err = parseLease(c.cmd)
+		case c.multi:
+			if c.multiErr != nil {
+				err = fmt.Errorf("redis store: %w", c.multiErr)
+			}
 		default:
 			c.res, err = parseResult(c.cmd)
 		}
@@ -136,21 +145,58 @@ func noteOutcome(seen []outcome, b *breaker, failed bool) []outcome {
 	return append(seen, outcome{b: b, failed: failed})
 }
 
-// pipeline sends one EVALSHA (or EVAL) per call in one round trip.
+// pipeline sends one EVALSHA (or EVAL) per call in one round trip; on a
+// standalone server, Takes share one, of the multi script (multi.go),
+// when there are at least multiMin of them.
 func (s *Store) pipeline(ctx context.Context, calls []*call, eval bool) {
+	var multi []*call
+	var mcmd *goredis.Cmd
 	_, _ = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		takes := 0
+		if !s.opts.Cluster {
+			for _, c := range calls {
+				if c.hold == nil && c.lease == nil {
+					takes++
+				}
+			}
+		}
+		if takes >= s.multiMin {
+			multi = make([]*call, 0, takes)
+		}
 		for _, c := range calls {
+			c.multi, c.multiErr = false, nil
 			switch {
 			case c.hold != nil:
 				c.cmd = s.holdCmd(ctx, p, c, eval)
 			case c.lease != nil:
 				c.cmd = s.leaseCmd(ctx, p, c.lease, eval)
+			case multi != nil:
+				c.multi = true
+				multi = append(multi, c)
 			default:
 				c.cmd = p.Do(ctx, takeArgs(eval, c)...)
 			}
 		}
+		if len(multi) > 0 {
+			mcmd = p.Do(ctx, multiArgs(eval, multi)...)
+			for _, c := range multi {
+				c.cmd = mcmd
+			}
+		}
 		return nil
 	})
+	if mcmd != nil {
+		splitMulti(mcmd, multi)
+	}
+}
+
+// replyErr is the error of c's script run, or of its share of a multi
+// script run.
+func (c *call) replyErr() error {
+	if c.multi {
+		return c.multiErr
+	}
+	return c.cmd.Err()
 }
 
 // notRunYet reports a reply that a slot in migration gives instead of
@@ -164,7 +210,7 @@ func notRunYet(err error) bool {
 func (s *Store) resend(ctx context.Context, calls []*call, match func(error) bool) {
 	var again []*call
 	for _, c := range calls {
-		if match(c.cmd.Err()) {
+		if match(c.replyErr()) {
 			again = append(again, c)
 		}
 	}
@@ -177,7 +223,7 @@ func (s *Store) resend(ctx context.Context, calls []*call, match func(error) boo
 // match picks.
 func anyErr(calls []*call, match func(error) bool) bool {
 	for _, c := range calls {
-		if match(c.cmd.Err()) {
+		if match(c.replyErr()) {
 			return true
 		}
 	}
@@ -243,15 +289,16 @@ func calendarWindows(cal algo.Calendar, now int64) (start, end, next int64) {
 
 // takeArgs are the arguments of one Take's script call.
 func takeArgs(eval bool, c *call) []any {
-	name := c.record != "" || c.next > 0
-	n := c.nkeys + c.nargv + c.next
-	if name {
-		n++
-	}
-	args := scripts[c.req.Limit.Algorithm].call(eval, c.nkeys, n)
+	args := scripts[c.req.Limit.Algorithm].call(eval, c.nkeys, c.nkeys+c.nargs())
 	for i := range c.nkeys {
 		args = append(args, &c.keys[i])
 	}
+	return appendArgs(args, c)
+}
+
+// appendArgs appends c's script ARGV to args.
+func appendArgs(args []any, c *call) []any {
+	name := c.record != "" || c.next > 0
 	for i := range c.nargv {
 		args = append(args, &c.argv[i])
 	}
