@@ -9,8 +9,9 @@ package redis
 // Invariants:
 //   - Each decision is decided by the text of its algorithm's exact
 //     script, made a function (multiDecider): the same Lua, so the same
-//     decision; only its arguments' and keys' positions are offset, and
-//     Redis TIME is read once per run.
+//     decision; only its arguments' and keys' positions are offset, its
+//     arguments are parsed through a memo (num), and Redis TIME is read
+//     once per run.
 //   - A decision that fails (an error reply inside the script) fails
 //     alone, with that reply; a failure of the run itself (a timeout, a
 //     dropped connection, NOSCRIPT) is every decision's, as it was every
@@ -75,34 +76,39 @@ var (
 )
 
 // multiDecider is the exact script src of algorithm a (the prelude's own
-// part, exact.lua, the core) as the multi script's function decide[a]:
-// ARGV[i] is ARGV[base + i], and absent (nil) past its na arguments;
-// KEYS[i] is KEYS[k + i], and #KEYS is nk.
+// part, exact.lua, the core) as the multi script's function m_decide[a]:
+// ARGV[i] is ARGV[m_base + i], and absent (nil) past its m_na arguments;
+// KEYS[i] is KEYS[m_k + i], and #KEYS is m_nk. The multi script's own
+// names start with m_, which the exact scripts do not use.
 func multiDecider(a algo.Algorithm, src string) string {
 	src = substitute(src, exactArgNames)
 	src = commentLn.ReplaceAllString(src, "")
+	if strings.Contains(src, "m_") {
+		panic("redis store: the exact script of " + a.String() + " names m_..., which the multi script keeps for its own")
+	}
 	if strings.Count(src, multiTime) != 1 {
 		panic("redis store: the prelude no longer reads Redis TIME as the multi script expects")
 	}
-	src = strings.Replace(src, multiTime, "now = clock()\n", 1)
+	src = strings.Replace(src, multiTime, "now = m_clock()\n", 1)
+	src = strings.ReplaceAll(src, "tonumber(ARGV[", "m_num(ARGV[")
 	src = argvAt.ReplaceAllStringFunc(src, func(m string) string {
 		i, _ := strconv.Atoi(argvAt.FindStringSubmatch(m)[1])
 		if i <= preludeArgs { // always sent
-			return "ARGV[base + " + strconv.Itoa(i) + "]"
+			return "ARGV[m_base + " + strconv.Itoa(i) + "]"
 		}
-		return fmt.Sprintf("(na >= %d and ARGV[base + %d] or nil)", i, i)
+		return fmt.Sprintf("(m_na >= %d and ARGV[m_base + %d] or nil)", i, i)
 	})
 	src = keysAt.ReplaceAllStringFunc(src, func(m string) string {
 		i := keysAt.FindStringSubmatch(m)[1]
 		if i == "#KEYS" {
-			return "KEYS[k + nk]"
+			return "KEYS[m_k + m_nk]"
 		}
-		return "KEYS[k + " + i + "]"
+		return "KEYS[m_k + " + i + "]"
 	})
 	if strings.Contains(src, "#KEYS") || strings.Contains(src, "#ARGV") || strings.Contains(src, "redis.call('TIME')") {
 		panic("redis store: the exact script of " + a.String() + " reads what the multi script can't offset")
 	}
-	return fmt.Sprintf("decide[%d] = function(base, k, nk, na)\n%send\n", int(a), src)
+	return fmt.Sprintf("m_decide[%d] = function(m_base, m_k, m_nk, m_na)\n%send\n", int(a), src)
 }
 
 // multiHeader is a decision's first argument in the multi script.

@@ -2,8 +2,9 @@
 -- standalone server (multi.go). Each decision is decided by the exact
 -- script of its algorithm (the prelude, exact.lua and its core), made a
 -- function here, so each decides exactly as that script would alone; what
--- the decisions share is one EVALSHA and one reply, and Redis TIME read
--- once.
+-- the decisions share is one EVALSHA and one reply, Redis TIME read
+-- once, and the parsing of arguments they have in common (a policy's
+-- limit and period, a cost of 1): tonumber of an argument is m_num here.
 --
 -- KEYS     each decision's KEYS, in turn, as exact.lua takes them
 -- ARGV     each decision's header, alg + 16 * nkeys + 256 * nargs, then its
@@ -14,25 +15,39 @@
 --          error reply in place of allowed, and fails alone.
 --
 -- scripts.go writes the prelude's shared part here, then one function per
--- algorithm, decide[ALG.<Name>](base, k, nk, na), whose arguments are
--- ARGV[base + i] and KEYS[k + i]: na ARGV and nk KEYS.
+-- algorithm, m_decide[ALG.<Name>](m_base, m_k, m_nk, m_na), whose arguments are
+-- ARGV[m_base + i] and KEYS[m_k + i]: m_na ARGV and m_nk KEYS. The names of
+-- this script start with m_, which the exact scripts do not use.
 --[[shared]]
 -- Redis TIME, read once, for every decision of the run that asks it.
-local clock_now = nil
-local function clock()
-  if not clock_now then
+local m_clock_now = nil
+local function m_clock()
+  if not m_clock_now then
     local t = redis.call('TIME')
-    clock_now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    m_clock_now = tonumber(t[1]) * 1000000 + tonumber(t[2])
   end
-  return clock_now
+  return m_clock_now
 end
-local decide = {}
+-- m_num is tonumber, remembering what it parsed: a number parsed costs Redis
+-- a few thousand instructions, a string found in a table a few hundred,
+-- and a run's decisions mostly share their policies' arguments. It holds
+-- at most one entry per argument of the run.
+local m_parsed = {}
+local function m_num(s)
+  local v = m_parsed[s]
+  if v == nil then
+    v = tonumber(s)
+    if v ~= nil then m_parsed[s] = v end
+  end
+  return v
+end
+local m_decide = {}
 --[[deciders]]
 local out, o, k, j, n = {}, 0, 0, 0, #ARGV
 while o < n do
-  local h = tonumber(ARGV[o + 1])
+  local h = m_num(ARGV[o + 1])
   local alg, nk, na = h % 16, math.floor(h / 16) % 16, math.floor(h / 256)
-  local f = decide[alg]
+  local f = m_decide[alg]
   local ok, r
   if f then
     ok, r = pcall(f, o + 1, k, nk, na)
