@@ -20,7 +20,7 @@ package redis
 //     of one slot, and a round trip's counters are in as many slots as
 //     there are counters. Calls that hold or lease keep their own scripts.
 //   - The run's work is the sum of its decisions', each bounded as
-//     exact.lua's is; a run holds at most Options.MaxBatch decisions.
+//     exact.lua's is; a run holds at most multiMax decisions.
 
 import (
 	_ "embed"
@@ -47,6 +47,11 @@ const (
 
 // multiStride is the integers the multi script answers per decision.
 const multiStride = 6
+
+// multiMax is the most decisions of one multi script run; a round trip
+// with more sends several. Redis answers no other client while a script
+// runs: this bounds that time to multiMax decisions' worst case.
+const multiMax = 64
 
 // multiScript decides many exact decisions, of any algorithms, in one run.
 var multiScript = func() script {

@@ -89,3 +89,39 @@ func TestMultiNoScript(t *testing.T) {
 		}
 	}
 }
+
+// A round trip of more than multiMax decisions sends them in runs of at
+// most multiMax (Redis answers no one else while a script runs), and each
+// decision gets its own answer.
+func TestMultiRunsOfAtMostMultiMax(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newInternal(t, srv.Addr, nil)
+	c := srv.Client(t)
+	ctx := context.Background()
+	lim := algo.Limit{Algorithm: algo.FixedWindow, Limit: 1000, Period: time.Hour}
+	reqs := make([]store.Request, 2*multiMax+multiMax/2)
+	for i := range reqs {
+		reqs[i] = store.Request{Key: storetest.KeyFor(t, fmt.Sprint("runs", i%100)), Limit: lim, Cost: 1 + int64(i%7)}
+	}
+	if _, errs := runBatch(s, reqs[:2]); errs[0] != nil || errs[1] != nil { // loads the script
+		t.Fatal(errs)
+	}
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	spent := map[store.Key]int64{reqs[0].Key: reqs[0].Cost, reqs[1].Key: reqs[1].Cost}
+	res, errs := runBatch(s, reqs)
+	for i, r := range res {
+		spent[reqs[i].Key] += reqs[i].Cost
+		if want := lim.Limit - spent[reqs[i].Key]; errs[i] != nil || !r.Allowed || r.Remaining != want {
+			t.Fatalf("decision %d of %d: %+v %v, want allowed with %d remaining", i, len(reqs), r, errs[i], want)
+		}
+	}
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(info, "cmdstat_evalsha:calls=3,") {
+		t.Errorf("%d decisions in one round trip, want 3 EVALSHA of at most %d; Redis counted:\n%s", len(reqs), multiMax, info)
+	}
+}

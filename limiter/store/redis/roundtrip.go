@@ -17,6 +17,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -150,7 +151,8 @@ func noteOutcome(seen []outcome, b *breaker, failed bool) []outcome {
 // when there are at least multiMin of them.
 func (s *Store) pipeline(ctx context.Context, calls []*call, eval bool) {
 	var multi []*call
-	var mcmd *goredis.Cmd
+	var runs [(defaultMaxBatch + multiMax - 1) / multiMax]*goredis.Cmd
+	mcmds := runs[:0]
 	_, _ = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		takes := 0
 		if !s.opts.Cluster {
@@ -177,16 +179,17 @@ func (s *Store) pipeline(ctx context.Context, calls []*call, eval bool) {
 				c.cmd = p.Do(ctx, takeArgs(eval, c)...)
 			}
 		}
-		if len(multi) > 0 {
-			mcmd = p.Do(ctx, multiArgs(eval, multi)...)
-			for _, c := range multi {
-				c.cmd = mcmd
+		for run := range slices.Chunk(multi, multiMax) {
+			cmd := p.Do(ctx, multiArgs(eval, run)...)
+			for _, c := range run {
+				c.cmd = cmd
 			}
+			mcmds = append(mcmds, cmd)
 		}
 		return nil
 	})
-	if mcmd != nil {
-		splitMulti(mcmd, multi)
+	for i, cmd := range mcmds {
+		splitMulti(cmd, multi[i*multiMax:min(len(multi), (i+1)*multiMax)])
 	}
 }
 
