@@ -36,11 +36,21 @@ func newGRPCServer(rls *RLS, hs *health.Server, m *metrics, opts Options) *grpc.
 			PermitWithoutStream: true,
 		}),
 		grpc.ChainUnaryInterceptor(observeUnary(m.grpc)),
+		// Calls run on long-lived goroutines whose stacks have grown to
+		// what a decision needs, not on a new goroutine each, which grows
+		// (copies) its stack on every call that waits for the store;
+		// gRPC starts a goroutine for a call when all are busy.
+		grpc.NumStreamWorkers(streamWorkers),
 	)
 	rlsv3.RegisterRateLimitServiceServer(gs, rls)
 	healthpb.RegisterHealthServer(gs, hs)
 	return gs
 }
+
+// streamWorkers is how many goroutines answer gRPC calls (see
+// grpc.NumStreamWorkers): enough for the calls a gateway keeps in flight
+// to one limiter under load.
+const streamWorkers = 128
 
 // observeUnary times every unary call except health checks.
 func observeUnary(o interface{ Observe(float64) }) grpc.UnaryServerInterceptor {

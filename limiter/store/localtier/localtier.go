@@ -102,6 +102,9 @@ type Tier struct {
 	done     chan struct{}
 	closing  sync.Once
 	policies atomic.Pointer[[]*Policy]
+	// grants counts leases installed with units: the sweeper scans the
+	// keys after one (see sweepLoop).
+	grants atomic.Int64
 
 	mu       sync.Mutex
 	counters map[string]*counters // by policy ID, kept across Swaps

@@ -400,6 +400,39 @@ func TestExpiredLeaseIsCreditedBack(t *testing.T) {
 	t.Fatalf("counter has %d left after %d admitted of %d: the unspent lease did not come back exactly (stats %+v)", left, got, lim.Limit, p.Stats())
 }
 
+// The sweeper running on its own credits an expired lease back: a tick
+// after a lease was granted scans the keys, though a tier of cold keys
+// skips the scans between its idle sweeps.
+func TestSweeperCreditsExpiredLease(t *testing.T) {
+	lim := algo.Limit{Algorithm: algo.FixedWindow, Limit: 1000, Period: time.Hour, Burst: 1000}
+	st := newRedis(t, false)
+	tier := newPod(t, st, localtier.Options{SweepInterval: 10 * time.Millisecond})
+	p := policy(tier, lim, v1alpha1.LocalTier{TTL: &metav1.Duration{Duration: 100 * time.Millisecond},
+		MaxOvershoot: ptr.To(intstr.FromInt32(50))})
+	key := storetest.KeyFor(t, "sweeper")
+	start := time.Now()
+	got := drive(t, []*localtier.Tier{tier}, []*localtier.Policy{p}, key, lim, 4, 200)
+	if p.Stats().Leased == 0 {
+		t.Fatalf("stats %+v: nothing was leased", p.Stats())
+	}
+	var left int64
+	deadline := time.Now().Add(2 * time.Minute) // a loaded machine's deadline, not a target
+	for time.Now().Before(deadline) {
+		if time.Now().Truncate(time.Hour) != start.Truncate(time.Hour) {
+			t.Skip("the run crossed an hour boundary: the window reset") // once an hour at most
+		}
+		peek, err := st.Take(context.Background(), store.Request{Key: key, Limit: lim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if left = peek.Remaining; left == lim.Limit-got {
+			return
+		}
+		time.Sleep(20 * time.Millisecond) // polling: the lease's ttl must pass
+	}
+	t.Fatalf("counter has %d left after %d admitted of %d: the sweeper did not give the unspent lease back (stats %+v)", left, got, lim.Limit, p.Stats())
+}
+
 // A pod waits for its fair share of a bucket's refill (rate / pods) to
 // cover the cost and its chunk before it asks an exhausted bucket again,
 // but never longer than MaxHold or a twentieth of the period.

@@ -30,7 +30,8 @@ type entry struct {
 	leased          bool
 	rate            float64
 	lastUsed        int64
-	// busy while a lease call is in flight; others wait on wait.
+	// busy while a lease call is in flight; others wait on wait, made
+	// by the first of them (most calls have no one waiting).
 	busy bool
 	wait chan struct{}
 	// dead once the sweeper dropped the entry: look it up again.
@@ -77,6 +78,9 @@ func (t *Tier) Take(ctx context.Context, p *Policy, req store.Request) (algo.Res
 			return r, nil
 		}
 		if e.busy {
+			if e.wait == nil {
+				e.wait = make(chan struct{})
+			}
 			w := e.wait
 			e.mu.Unlock()
 			select {
@@ -121,7 +125,7 @@ func (t *Tier) lease(ctx context.Context, p *Policy, e *entry, req store.Request
 		lr.Credit, lr.CreditWindow = e.tokens, e.window
 	}
 	e.tokens, e.expires = 0, 0
-	e.busy, e.wait = true, make(chan struct{})
+	e.busy = true
 	e.mu.Unlock()
 
 	l, err := t.call(ctx, p, lr)
@@ -129,7 +133,10 @@ func (t *Tier) lease(ctx context.Context, p *Policy, e *entry, req store.Request
 	e.mu.Lock()
 	defer func() {
 		e.busy = false
-		close(e.wait)
+		if e.wait != nil {
+			close(e.wait)
+			e.wait = nil
+		}
 		e.mu.Unlock()
 	}()
 	if err != nil {
@@ -151,6 +158,9 @@ func (t *Tier) lease(ctx context.Context, p *Policy, e *entry, req store.Request
 		e.denied = algo.Result{ResetAfter: l.Result.ResetAfter}
 	}
 	e.tokens, e.expires, e.window, e.limit, e.ttl, e.c = l.Granted, now+int64(l.Lifetime), l.Window, p.Limit, p.TTL, p.c
+	if l.Granted > 0 {
+		t.grants.Add(1) // the sweeper credits it back when it expires
+	}
 	e.remaining, e.resetAt = l.Result.Remaining, now+int64(l.Result.ResetAfter)
 	r := l.Result
 	r.Remaining += l.Granted
@@ -300,10 +310,10 @@ type credit struct {
 }
 
 // collect takes the unspent units of expired leases (all leases with all),
-// and drops keys idle for idleAfter.
-func (t *Tier) collect(all bool) []credit {
+// and drops keys idle for idleAfter. held is how many keys still hold a
+// lease, or have one in flight.
+func (t *Tier) collect(all bool) (out []credit, held int) {
 	now := t.now()
-	var out []credit
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
@@ -318,11 +328,14 @@ func (t *Tier) collect(all bool) []credit {
 				e.dead = true
 				delete(sh.m, k)
 			}
+			if e.busy || e.tokens > 0 {
+				held++
+			}
 			e.mu.Unlock()
 		}
 		sh.mu.Unlock()
 	}
-	return out
+	return out, held
 }
 
 // credit gives units back, a few calls at a time.
@@ -351,17 +364,26 @@ func (t *Tier) credit(cs []credit) {
 	wg.Wait()
 }
 
+// sweepLoop credits expired leases back every tick, and drops idle keys
+// every idleScan. A tick scans the keys only while some hold a lease or
+// were granted one since the last scan (grants moved): a tier of cold keys,
+// all decided exactly, is scanned once per idleScan, not once per tick.
 func (t *Tier) sweepLoop(every time.Duration) {
 	defer close(t.done)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	lastRotate := time.Now()
+	lastRotate, lastScan := time.Now(), time.Now()
+	held, seen := true, int64(0)
 	for {
 		select {
 		case <-t.stop:
 			return
 		case <-tick.C:
-			t.credit(t.collect(false))
+			if g := t.grants.Load(); held || g != seen || time.Since(lastScan) >= idleScan {
+				cs, n := t.collect(false)
+				t.credit(cs)
+				held, seen, lastScan = n > 0, g, time.Now()
+			}
 			if time.Since(lastRotate) >= podsWindow {
 				t.rotatePods()
 				lastRotate = time.Now()
@@ -369,6 +391,10 @@ func (t *Tier) sweepLoop(every time.Duration) {
 		}
 	}
 }
+
+// idleScan is how often the sweeper looks for idle keys when no key
+// holds a lease: a key idle for idleAfter is dropped within idleScan more.
+const idleScan = time.Second
 
 // podsWindow is how long a pod count seen in a lease reply is reported.
 const podsWindow = 5 * time.Second
@@ -382,7 +408,8 @@ func (t *Tier) rotatePods() {
 // Sweep credits back expired leases and drops idle keys now.
 func (t *Tier) Sweep() {
 	if t.granter != nil {
-		t.credit(t.collect(false))
+		cs, _ := t.collect(false)
+		t.credit(cs)
 	}
 }
 
@@ -393,7 +420,8 @@ func (t *Tier) Close() error {
 		close(t.stop)
 		<-t.done
 		if t.granter != nil {
-			t.credit(t.collect(true))
+			cs, _ := t.collect(true)
+			t.credit(cs)
 		}
 	})
 	return nil

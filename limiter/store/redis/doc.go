@@ -16,7 +16,10 @@
 //     longer than Timeout for its turn.
 //   - roundtrip.go: one pipeline of script runs with a deadline of Timeout
 //     (split per node by go-redis in cluster mode), NOSCRIPT and TRYAGAIN
-//     sent again, each shard's outcome told to its breaker.
+//     sent again, each shard's outcome told to its breaker. On a standalone
+//     server the round trip's exact decisions share one run of the multi
+//     script (multi.go): one EVALSHA for all of them, each decided by its
+//     algorithm's exact script, and failing alone.
 //   - scripts.go and scripts/: the scripts, one core per algorithm shared by
 //     the exact and the leasing entry points.
 //

@@ -116,6 +116,9 @@ func ParseURL(raw string) (Options, error) {
 	return o, nil
 }
 
+// defaultMaxBatch is MaxBatch's default.
+const defaultMaxBatch = 256
+
 // setDefaults fills the options left zero.
 func (o *Options) setDefaults() {
 	if o.Timeout <= 0 {
@@ -125,7 +128,7 @@ func (o *Options) setDefaults() {
 		o.KeyPrefix = defaultKeyPrefix
 	}
 	if o.MaxBatch <= 0 {
-		o.MaxBatch = 256
+		o.MaxBatch = defaultMaxBatch
 	}
 	if o.Workers <= 0 {
 		o.Workers = 2

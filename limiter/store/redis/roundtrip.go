@@ -17,6 +17,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -50,8 +51,13 @@ type call struct {
 	ext  [exactArgs - exactRecord]int64
 	next int
 
-	// cmd is the call's script run, in the last send.
-	cmd *goredis.Cmd
+	// cmd is the call's script run, in the last send: its own, or the
+	// multi script run it shares (multi set; see multi.go), whose
+	// answer for it is res or multiErr.
+	cmd      *goredis.Cmd
+	multi    bool
+	multiErr error
+	header   int64 // its header in a multi script run
 	// sends counts the call's sends: more than 1 after NOSCRIPT, TRYAGAIN
 	// or a redirect (trace.go).
 	sends int
@@ -98,11 +104,11 @@ func (s *Store) send(batch []*call) {
 	var outcomes [8]outcome
 	seen := outcomes[:0]
 	for _, c := range batch {
-		class := FailureClass(c.cmd.Err())
+		class := FailureClass(c.replyErr())
 		switch {
 		case class != "":
 			s.metrics.errors.WithLabelValues(class).Inc()
-		case isRedirect(c.cmd.Err()):
+		case isRedirect(c.replyErr()):
 			s.metrics.errors.WithLabelValues(ClassRedirect).Inc()
 		}
 		seen = noteOutcome(seen, c.brk, class != "")
@@ -113,6 +119,10 @@ func (s *Store) send(batch []*call) {
 			c.res = c.settled.Result
 		case c.lease != nil:
 			c.grant, err = parseLease(c.cmd)
+		case c.multi:
+			if c.multiErr != nil {
+				err = fmt.Errorf("redis store: %w", c.multiErr)
+			}
 		default:
 			c.res, err = parseResult(c.cmd)
 		}
@@ -139,22 +149,61 @@ func noteOutcome(seen []outcome, b *breaker, failed bool) []outcome {
 	return append(seen, outcome{b: b, failed: failed})
 }
 
-// pipeline sends one EVALSHA (or EVAL) per call in one round trip.
+// pipeline sends one EVALSHA (or EVAL) per call in one round trip; on a
+// standalone server, Takes share one, of the multi script (multi.go),
+// when there are at least multiMin of them.
 func (s *Store) pipeline(ctx context.Context, calls []*call, eval bool) {
+	var multi []*call
+	var runs [(defaultMaxBatch + multiMax - 1) / multiMax]*goredis.Cmd
+	mcmds := runs[:0]
 	_, _ = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		takes := 0
+		if !s.opts.Cluster {
+			for _, c := range calls {
+				if c.hold == nil && c.lease == nil {
+					takes++
+				}
+			}
+		}
+		if takes >= s.multiMin {
+			multi = make([]*call, 0, takes)
+		}
 		for _, c := range calls {
 			c.sends++
+			c.multi, c.multiErr = false, nil
 			switch {
 			case c.hold != nil:
 				c.cmd = s.holdCmd(ctx, p, c, eval)
 			case c.lease != nil:
 				c.cmd = s.leaseCmd(ctx, p, c.lease, eval)
+			case multi != nil:
+				c.multi = true
+				multi = append(multi, c)
 			default:
 				c.cmd = p.Do(ctx, takeArgs(eval, c)...)
 			}
 		}
+		for run := range slices.Chunk(multi, multiMax) {
+			cmd := p.Do(ctx, multiArgs(eval, run)...)
+			for _, c := range run {
+				c.cmd = cmd
+			}
+			mcmds = append(mcmds, cmd)
+		}
 		return nil
 	})
+	for i, cmd := range mcmds {
+		splitMulti(cmd, multi[i*multiMax:min(len(multi), (i+1)*multiMax)])
+	}
+}
+
+// replyErr is the error of c's script run, or of its share of a multi
+// script run.
+func (c *call) replyErr() error {
+	if c.multi {
+		return c.multiErr
+	}
+	return c.cmd.Err()
 }
 
 // notRunYet reports a reply that a slot in migration gives instead of
@@ -168,7 +217,7 @@ func notRunYet(err error) bool {
 func (s *Store) resend(ctx context.Context, calls []*call, match func(error) bool) {
 	var again []*call
 	for _, c := range calls {
-		if match(c.cmd.Err()) {
+		if match(c.replyErr()) {
 			again = append(again, c)
 		}
 	}
@@ -181,7 +230,7 @@ func (s *Store) resend(ctx context.Context, calls []*call, match func(error) boo
 // match picks.
 func anyErr(calls []*call, match func(error) bool) bool {
 	for _, c := range calls {
-		if match(c.cmd.Err()) {
+		if match(c.replyErr()) {
 			return true
 		}
 	}
@@ -251,15 +300,16 @@ func calendarWindows(cal algo.Calendar, now int64) (start, end, next int64) {
 
 // takeArgs are the arguments of one Take's script call.
 func takeArgs(eval bool, c *call) []any {
-	name := c.record != "" || c.next > 0
-	n := c.nkeys + c.nargv + c.next
-	if name {
-		n++
-	}
-	args := scripts[c.req.Limit.Algorithm].call(eval, c.nkeys, n)
+	args := scripts[c.req.Limit.Algorithm].call(eval, c.nkeys, c.nkeys+c.nargs())
 	for i := range c.nkeys {
 		args = append(args, &c.keys[i])
 	}
+	return appendArgs(args, c)
+}
+
+// appendArgs appends c's script ARGV to args.
+func appendArgs(args []any, c *call) []any {
+	name := c.record != "" || c.next > 0
 	for i := range c.nargv {
 		args = append(args, &c.argv[i])
 	}

@@ -210,6 +210,17 @@ func place(src, marker, code string) string {
 // numbers come from. A name algo or args does not know panics, when the
 // package loads.
 func newScript(src string, args argNames) script {
+	return scriptOf(substitute(src, args))
+}
+
+// scriptOf is src as a script, named by its SHA-1.
+func scriptOf(src string) script {
+	sum := sha1.Sum([]byte(src))
+	return script{src: src, sha: hex.EncodeToString(sum[:])}
+}
+
+// substitute writes the numbers in place of src's names (see newScript).
+func substitute(src string, args argNames) string {
 	src = argName.ReplaceAllStringFunc(src, func(m string) string {
 		i, ok := args[strings.TrimPrefix(m, "ARG.")]
 		if !ok {
@@ -224,8 +235,7 @@ func newScript(src string, args argNames) script {
 		}
 		return strconv.Itoa(int(a))
 	})
-	sum := sha1.Sum([]byte(src))
-	return script{src: src, sha: hex.EncodeToString(sum[:])}
+	return src
 }
 
 // algName is how the scripts name an algorithm.

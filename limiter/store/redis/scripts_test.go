@@ -16,7 +16,7 @@ import (
 
 // luaSources are the embedded scripts, by file.
 func luaSources() map[string]string {
-	src := map[string]string{"prelude.lua": preludeLua, "exact.lua": exactLua, "lease.lua": leaseLua, "hold.lua": holdLua}
+	src := map[string]string{"prelude.lua": preludeLua, "exact.lua": exactLua, "lease.lua": leaseLua, "hold.lua": holdLua, "multi.lua": multiLua}
 	for _, a := range append(algo.All, algo.Concurrency) {
 		src[a.String()+" core"] = cores[a]
 	}
@@ -39,7 +39,7 @@ func TestAlgorithmIDsAreGos(t *testing.T) {
 			t.Errorf("%s compares an algorithm with a bare number: %q", file, bare.FindString(src))
 		}
 	}
-	all := []script{leaseScript}
+	all := []script{leaseScript, multiScript}
 	for _, a := range algo.All {
 		all = append(all, scripts[a])
 	}
@@ -178,7 +178,7 @@ func TestScriptArgumentsNamed(t *testing.T) {
 			}
 		}
 	}
-	for _, sc := range append([]script{leaseScript}, append(scripts[:], holdScripts[:]...)...) {
+	for _, sc := range append([]script{leaseScript, multiScript}, append(scripts[:], holdScripts[:]...)...) {
 		if m := argName.FindString(sc.src); m != "" {
 			t.Errorf("a built script still names an argument: %s", m)
 		}

@@ -27,6 +27,9 @@ type Store struct {
 	bg      sync.WaitGroup // the map loop and breaker probes
 	batch   *batcher
 	shards  *shards
+	// multiMin is the fewest Takes of a round trip that share a multi
+	// script run (multi.go): 2, or 1 in tests that send every Take so.
+	multiMin int
 }
 
 // New connects to Redis. It does not wait for the server to answer: the
@@ -41,6 +44,8 @@ func New(opts Options) (*Store, error) {
 		log:     logger(opts.Logger),
 		metrics: newStoreMetrics(opts.Registerer),
 		stop:    make(chan struct{}),
+
+		multiMin: 2,
 	}
 	s.batch = &batcher{workers: opts.Workers, maxBatch: opts.MaxBatch, timeout: opts.Timeout, send: s.send}
 	env := &breakerEnv{opts: opts.Breaker, metrics: s.metrics, log: s.log, probe: s.probeCommand,

@@ -29,6 +29,9 @@ if now == 0 then
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
+-- What follows reads no argument: the multi script (multi.lua) runs it
+-- once for all its decisions.
+--[[shared]]
 -- As in limiter/algo: eps absorbs floating-point noise when token counts
 -- are compared or floored, so that 2.9999999999999996 tokens count as 3;
 -- sub-microsecond differences of GCRA's offsets count as zero; bucket times
