@@ -346,8 +346,11 @@ func flatten(h http.Header) []string {
 }
 
 // hiddenPolicies writes a policy file for domain sec: a hidden policy of
-// algorithm a allowing limit a minute per user, a visible one of 10 a
-// minute on the free tier, and a forward-auth mapping of X-User.
+// algorithm a allowing limit a day per user, a visible one of 10 a day
+// on the free tier, and a forward-auth mapping of X-User.
+// The periods are a day long, so that nothing refills or rolls over while
+// a probe runs on a loaded machine (a minute's GCRA at 3 refilled within
+// one slow run and decided one call differently).
 func hiddenPolicies(t *testing.T, a v1alpha1.Algorithm, limit int) string {
 	t.Helper()
 	doc := fmt.Sprintf(`apiVersion: ratelimit.sluice.dev/v1alpha1
@@ -365,7 +368,7 @@ spec:
   domain: sec
   descriptors: [{key: user_id}]
   algorithm: %s
-  rate: {limit: %d, period: 1m}
+  rate: {limit: %d, period: 24h}
   visibility: Hidden
 ---
 apiVersion: ratelimit.sluice.dev/v1alpha1
@@ -375,7 +378,7 @@ spec:
   domain: sec
   descriptors: [{key: user_id}, {key: tier, value: free}]
   algorithm: FixedWindow
-  rate: {limit: 10, period: 1m}
+  rate: {limit: 10, period: 24h}
 `, a, limit)
 	path := filepath.Join(t.TempDir(), "hidden.yaml")
 	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
