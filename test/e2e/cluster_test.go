@@ -296,21 +296,33 @@ func condition(conds []metav1.Condition, typ string) (metav1.ConditionStatus, st
 }
 
 // fleet reads a LimiterFleet.
+// It reads the storage version and converts it here, with the webhook's
+// own code: a read must not need the operator (faults delete it, helm
+// uninstall removes it); the journey's conversion step proves the webhook.
 func (c *cluster) fleet(t *testing.T, ns, name string) *v1alpha1.LimiterFleet {
 	t.Helper()
-	f := &v1alpha1.LimiterFleet{}
-	if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, f); err != nil {
+	hub := &v1beta1.LimiterFleet{}
+	if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, hub); err != nil {
 		t.Fatal(err)
+	}
+	f := &v1alpha1.LimiterFleet{}
+	if err := f.ConvertFrom(hub); err != nil {
+		t.Fatalf("converting fleet %s/%s to v1alpha1: %v", ns, name, err)
 	}
 	return f
 }
 
 // policy reads a RateLimitPolicy.
+// It reads the storage version, as fleet does.
 func (c *cluster) policy(t *testing.T, ns, name string) *v1alpha1.RateLimitPolicy {
 	t.Helper()
-	p := &v1alpha1.RateLimitPolicy{}
-	if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, p); err != nil {
+	hub := &v1beta1.RateLimitPolicy{}
+	if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, hub); err != nil {
 		t.Fatal(err)
+	}
+	p := &v1alpha1.RateLimitPolicy{}
+	if err := p.ConvertFrom(hub); err != nil {
+		t.Fatalf("converting policy %s/%s to v1alpha1: %v", ns, name, err)
 	}
 	return p
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
@@ -584,13 +585,13 @@ func (j *journey) watch(t *testing.T) *watcher {
 	poll := func() {
 		now := time.Now()
 		seen := map[string][2]string{}
-		fl := &v1alpha1.LimiterFleet{}
+		fl := &v1beta1.LimiterFleet{} // the storage version: no webhook needed
 		if err := j.c.c.Get(ctx, client.ObjectKeyFromObject(f), fl); err == nil {
 			for _, cond := range fl.Status.Conditions {
 				seen[fleetCond(cond.Type)] = [2]string{string(cond.Status), cond.Reason + ": " + cond.Message}
 			}
 		}
-		pols := &v1alpha1.RateLimitPolicyList{}
+		pols := &v1beta1.RateLimitPolicyList{}
 		if err := j.c.c.List(ctx, pols); err == nil {
 			for _, p := range pols.Items {
 				for _, cond := range p.Status.Conditions {
