@@ -354,7 +354,12 @@ func StartClusterWith(t testing.TB, o ClusterOptions) *Cluster {
 	cfg := append([]string{"cluster-enabled yes", fmt.Sprintf("cluster-node-timeout %d", o.NodeTimeout.Milliseconds()),
 		"cluster-config-file nodes.conf", "cluster-require-full-coverage no"}, o.Extra...)
 	start := func(addr string, extra ...string) *Server {
-		return startWithAuth(t, addr, t.TempDir(), o.Username, o.Password, extra...)
+		// A node learns a peer's address from where the peer's
+		// connection comes from, 127.0.0.1 for any loopback address the
+		// kernel is asked to reach: it announces its own address
+		// instead (the proxied ones the proxy's, set after this).
+		host, _, _ := net.SplitHostPort(addr)
+		return startWithAuth(t, addr, t.TempDir(), o.Username, o.Password, append([]string{"cluster-announce-ip " + host}, extra...)...)
 	}
 	c := &Cluster{Proxies: map[int]*Proxy{}, Replicas: make([][]*Server, n)}
 	for i := range n {
