@@ -21,9 +21,11 @@ func TestDeadlineOnEveryCall(t *testing.T) {
 	s := realStore(t, redisstore.Options{Addrs: []string{srv.Addr}, Timeout: 50 * time.Millisecond})
 	ctx := context.Background()
 	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 10, Period: time.Second, Burst: 10}
-	if _, err := s.Take(ctx, store.Request{Key: storetest.KeyFor(t, "a"), Limit: lim, Cost: 1}); err != nil {
-		t.Fatal(err)
-	}
+	// The first decision may meet a cold connection on a busy machine.
+	waitFor(t, settle, "a decision within the 50ms deadline", func() error {
+		_, err := s.Take(ctx, store.Request{Key: storetest.KeyFor(t, "a"), Limit: lim, Cost: 1})
+		return err
+	})
 	srv.Pause(t) // a stalled node: the connection stays open, nothing answers
 	defer srv.Resume(t)
 	start := time.Now()
@@ -45,7 +47,9 @@ func TestTryAgainDuringSlotMigrationIsRetried(t *testing.T) {
 	// slot closes before it on a loaded machine.
 	s := realStore(t, redisstore.Options{Addrs: c.Addrs(), Cluster: true, Timeout: settle})
 	ctx := context.Background()
-	lim := algo.Limit{Algorithm: algo.GCRA, Limit: 100, Period: time.Minute, Burst: 100}
+	// 100 an hour: one token's counter lives 36s, through a loaded
+	// machine's pauses between the steps (at 100 a minute, 600ms).
+	lim := algo.Limit{Algorithm: algo.GCRA, Limit: 100, Period: time.Hour, Burst: 100}
 	key := storetest.KeyFor(t, "migrating")
 	if _, err := s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1}); err != nil {
 		t.Fatal(err)
@@ -96,7 +100,9 @@ func TestRedirectLoopDuringSlotHandOverIsRetried(t *testing.T) {
 	// slot closes before it on a loaded machine.
 	s := realStore(t, redisstore.Options{Addrs: c.Addrs(), Cluster: true, Timeout: settle})
 	ctx := context.Background()
-	lim := algo.Limit{Algorithm: algo.GCRA, Limit: 100, Period: time.Minute, Burst: 100}
+	// 100 an hour: one token's counter lives 36s, through a loaded
+	// machine's pauses between the steps (at 100 a minute, 600ms).
+	lim := algo.Limit{Algorithm: algo.GCRA, Limit: 100, Period: time.Hour, Burst: 100}
 	key := storetest.KeyFor(t, "handed-over")
 	if _, err := s.Take(ctx, store.Request{Key: key, Limit: lim, Cost: 1}); err != nil {
 		t.Fatal(err)
@@ -151,7 +157,9 @@ func TestMovedSlotIsFollowedWithinTheDeadline(t *testing.T) {
 	c := redistest.StartCluster(t, 3)
 	s := realStore(t, redisstore.Options{Addrs: c.Addrs(), Cluster: true, Timeout: 20 * time.Millisecond})
 	ctx := context.Background()
-	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 100, Period: time.Minute, Burst: 100}
+	// 100 an hour: the counter lives 36s a token, through a loaded
+	// machine's pauses between the steps (at 100 a minute, 600ms).
+	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 100, Period: time.Hour, Burst: 100}
 	key := storetest.KeyFor(t, "moving")
 	eventuallyTake := func() {
 		t.Helper()
