@@ -127,7 +127,7 @@ kubectl: ## Build kubectl $(KUBECTL_VERSION) into bin/ from the Go module proxy 
 UNIT_PKGS ?= ./api/... ./limiter/... ./internal/... ./controllers/rediscluster/... ./cmd/loadgen/... ./hack/chartgen/...
 
 .PHONY: test
-test: ## Every tier, one after the other (they share loopback addresses): make test-integration, make bench-smoke, then make e2e (E2E=0 skips it).
+test: ## Every tier, one after the other (each takes the machine's cores; another make test may run beside it, docs/development/testing.md): make test-integration, make bench-smoke, then make e2e (E2E=0 skips it).
 	$(MAKE) --no-print-directory test-integration
 	$(MAKE) --no-print-directory bench-smoke
 	@if [ "$(E2E)" != 0 ]; then $(MAKE) --no-print-directory e2e; fi
