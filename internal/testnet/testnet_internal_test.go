@@ -1,6 +1,8 @@
 package testnet
 
 import (
+	"bufio"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -79,27 +81,36 @@ func mkLockDir(t *testing.T) string {
 	return LockDir()
 }
 
-// TestTwoProcesses: two test processes at once have two /24s, and each can
-// listen on its hosts.
+// TestTwoProcesses: two test processes at once, both trying the same /24
+// first, have two /24s, and each can listen on its hosts; once the first
+// has exited, its /24 is free again.
 func TestTwoProcesses(t *testing.T) {
+	a, b := "127.201.1", "127.201.2"
 	if os.Getenv("TESTNET_CHILD") != "" {
+		next := []string{a, b}
+		candidate = func() string { p := next[0]; next = append(next[1:], p); return p }
 		l, err := net.Listen("tcp", IP(1)+":0")
 		if err != nil {
 			t.Fatalf("listen on %s: %v", IP(1), err)
 		}
 		defer l.Close()
 		os.Stdout.WriteString("prefix=" + Prefix() + "\n")
-		// Hold the claim until the parent has read both.
+		// Hold the claim until the parent says.
 		_, _ = os.Stdin.Read(make([]byte, 1))
 		return
 	}
 	if os.Getenv(EnvVar) != "" {
 		t.Skipf("%s is set: the processes share the pinned /24", EnvVar)
 	}
-	var prefixes []string
-	for range 2 {
-		cmd := exec.Command(os.Args[0], "-test.run", "^TestTwoProcesses$", "-test.v")
-		cmd.Env = append(os.Environ(), "TESTNET_CHILD=1")
+	tmp := t.TempDir() // the children's lock dir: the test's alone
+	type child struct {
+		cmd   *exec.Cmd
+		stdin io.Closer
+	}
+	start := func() (child, string) {
+		t.Helper()
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestTwoProcesses$")
+		cmd.Env = append(os.Environ(), "TESTNET_CHILD=1", "TMPDIR="+tmp)
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -112,20 +123,22 @@ func TestTwoProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
-		buf := make([]byte, 4096)
-		var got string
-		for !strings.Contains(got, "\n") || !strings.Contains(got, "prefix=") {
-			n, err := out.Read(buf)
-			got += string(buf[:n])
-			if err != nil {
-				t.Fatalf("child: %v after %q", err, got)
-			}
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err != nil || !strings.HasPrefix(line, "prefix=") {
+			t.Fatalf("child: %q, %v", line, err)
 		}
-		i := strings.Index(got, "prefix=")
-		prefixes = append(prefixes, strings.Fields(got[i+len("prefix="):])[0])
+		return child{cmd, stdin}, strings.TrimSpace(strings.TrimPrefix(line, "prefix="))
 	}
-	if prefixes[0] == prefixes[1] || !strings.HasPrefix(prefixes[0], "127.") {
-		t.Fatalf("two processes at once: %v", prefixes)
+	first, p1 := start()
+	_, p2 := start()
+	if p1 != a+"." || p2 != b+"." {
+		t.Fatalf("two processes at once, both trying %s first: %s and %s, want %s. and %s.", a, p1, p2, a, b)
 	}
-	t.Logf("two processes at once: %v", prefixes)
+	first.stdin.Close()
+	if err := first.cmd.Wait(); err != nil {
+		t.Fatalf("first child: %v", err)
+	}
+	if _, p3 := start(); p3 != a+"." {
+		t.Fatalf("after the first process exited: %s, want %s. again", p3, a)
+	}
 }
