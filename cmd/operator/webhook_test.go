@@ -177,10 +177,11 @@ func TestOperatorIssuesWebhookCertificate(t *testing.T) {
 	certDir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	key := client.ObjectKeyFromObject(secret) // the test reads the Secret into secret meanwhile
 	go func() { // the kubelet's part: the Secret's files in the pod
 		for ctx.Err() == nil {
 			var s corev1.Secret
-			if k8s.Get(ctx, client.ObjectKeyFromObject(secret), &s) == nil && len(s.Data["tls.crt"]) > 0 {
+			if k8s.Get(ctx, key, &s) == nil && len(s.Data["tls.crt"]) > 0 {
 				for name, data := range s.Data {
 					_ = os.WriteFile(filepath.Join(certDir, name+".tmp"), data, 0o600)
 					_ = os.Rename(filepath.Join(certDir, name+".tmp"), filepath.Join(certDir, name))
