@@ -181,6 +181,30 @@ func (f *fleet) writeKeys(prefix string, n int) {
 			t.Fatalf("write keys: %v", err)
 		}
 	}
+	f.waitWritten()
+}
+
+// waitWritten waits until every running node has written its append-only
+// buffer to its file: with appendfsync everysec, Redis holds writes back
+// while an fsync is slow (a busy disk, another test run beside this one),
+// and a node killed meanwhile (as a deleted pod) comes back without them.
+func (f *fleet) waitWritten() {
+	t := f.t
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for pod, s := range f.servers {
+		for s.Running() {
+			v, err := s.Do("INFO", "persistence")
+			info, _ := v.(string)
+			if err == nil && strings.Contains(info, "aof_buffer_length:0\r\n") && strings.Contains(info, "aof_pending_bio_fsync:0\r\n") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s has not written its append-only file within 2m: %v\n%s", pod, err, info)
+			}
+			time.Sleep(50 * time.Millisecond) // polling Redis's background writes
+		}
+	}
 }
 
 // checkKeys fails unless every key writeKeys set is there, read through a
