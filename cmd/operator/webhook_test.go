@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -131,7 +132,14 @@ func requireConverts(t *testing.T, k8s client.Client, ns string, log *bytes.Buff
 	if asAlpha.Spec.EffectiveAlgorithm() != v1alpha1.Concurrency || asAlpha.Spec.Concurrency == nil || asAlpha.Spec.Concurrency.MaxInFlight != 2 {
 		t.Errorf("read as v1alpha1: %+v", asAlpha.Spec)
 	}
-	if err := k8s.Update(t.Context(), asAlpha); err != nil {
+	// The operator writes the policy's status meanwhile: write it back as
+	// kubectl edit would, again on a conflict.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(betaIn), asAlpha); err != nil {
+			return err
+		}
+		return k8s.Update(t.Context(), asAlpha)
+	}); err != nil {
 		t.Fatalf("writing it back as v1alpha1: %v", err)
 	}
 	betaBack := &v1beta1.RateLimitPolicy{}
@@ -178,7 +186,7 @@ func TestOperatorIssuesWebhookCertificate(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	key := client.ObjectKeyFromObject(secret) // the test reads the Secret into secret meanwhile
-	go func() { // the kubelet's part: the Secret's files in the pod
+	go func() {                               // the kubelet's part: the Secret's files in the pod
 		for ctx.Err() == nil {
 			var s corev1.Secret
 			if k8s.Get(ctx, key, &s) == nil && len(s.Data["tls.crt"]) > 0 {
