@@ -185,8 +185,9 @@ func TestOperatorIssuesWebhookCertificate(t *testing.T) {
 	certDir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	key := client.ObjectKeyFromObject(secret) // the test reads the Secret into secret meanwhile
-	go func() {                               // the kubelet's part: the Secret's files in the pod
+	// The test reads the Secret into secret meanwhile: the goroutine has its key.
+	key := client.ObjectKeyFromObject(secret)
+	go func() { // the kubelet's part: the Secret's files in the pod
 		for ctx.Err() == nil {
 			var s corev1.Secret
 			if k8s.Get(ctx, key, &s) == nil && len(s.Data["tls.crt"]) > 0 {
