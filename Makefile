@@ -17,7 +17,9 @@ GRPC_ADDR ?= 127.0.0.1:8081
 ADMIN_ADDR ?= 127.0.0.1:8082
 # go test flags; e.g. make test TESTFLAGS='-run TestConformance -v'
 TESTFLAGS ?=
-TEST_TIMEOUT ?= 30m
+# ./controllers alone takes 20-30 minutes on a loaded 2-core machine, twice
+# that beside another make test.
+TEST_TIMEOUT ?= 60m
 # Helm, built from the Go module proxy into bin/. The ldflags stamp what the
 # release binaries say: their version and the Kubernetes version (client-go
 # v0.34 is 1.34) that helm template and helm lint assume.
@@ -131,7 +133,7 @@ erl: ## Build envoyproxy/ratelimit's service into bin/erl from the Go module pro
 UNIT_PKGS ?= ./api/... ./limiter/... ./internal/... ./controllers/rediscluster/... ./cmd/loadgen/... ./hack/chartgen/...
 
 .PHONY: test
-test: ## Every tier, one after the other (they share loopback addresses): make test-integration, make bench-smoke, then make e2e (E2E=0 skips it).
+test: ## Every tier, one after the other (each takes the machine's cores; another make test may run beside it, docs/development/testing.md): make test-integration, make bench-smoke, then make e2e (E2E=0 skips it).
 	$(MAKE) --no-print-directory test-integration
 	$(MAKE) --no-print-directory bench-smoke
 	@if [ "$(E2E)" != 0 ]; then $(MAKE) --no-print-directory e2e; fi

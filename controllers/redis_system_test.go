@@ -47,10 +47,11 @@ import (
 	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/internal/testnet"
 )
 
 // Redis pods in these tests are real cluster-enabled redis-server processes
-// on 127.0.0.200-250:6379 (the engine's own tests use .100-.199), started
+// on hosts 200-250 of the test process's loopback /24 (internal/testnet), port 6379, started
 // with the redis.conf the operator renders. The test creates their Pod
 // objects with those addresses as status.podIP, as the kubelet would, and
 // the operator forms and heals the cluster against them.
@@ -61,23 +62,23 @@ type quietRedisLog struct{}
 
 func (quietRedisLog) Printf(context.Context, string, ...any) {}
 
-// redisIP hands out 127.0.0.200-250 in turn. The tests run one at a time
-// and stop their nodes at the end, and none holds more than 51 addresses,
-// so an address comes round again only once it is free (-count=N). An
-// address whose Redis ports another process holds (this package's tests
-// run from another checkout at the same time) is passed over: a node there
-// would be someone else's.
+// redisIP hands out hosts 200-250 of the process's loopback /24
+// (testnet.IP) in turn. The tests run one at a time and stop their nodes at
+// the end, and none holds more than 51 addresses, so an address comes round
+// again only once it is free (-count=N). The /24 is this process's alone;
+// an address whose Redis ports are still held all the same (a node of an
+// earlier test that has not exited yet) is passed over.
 var redisIP atomic.Int32
 
 func nextRedisIP(t testing.TB) string {
 	t.Helper()
 	for range 51 {
-		ip := fmt.Sprintf("127.0.0.%d", 200+(redisIP.Add(1)-1)%51)
+		ip := testnet.IP(200 + int(redisIP.Add(1)-1)%51)
 		if portsFree(ip, 6379, 6380, 16379) {
 			return ip
 		}
 	}
-	t.Fatal("no address of 127.0.0.200-250 has its Redis ports free")
+	t.Fatalf("no address of %s200-250 has its Redis ports free", testnet.Prefix())
 	return ""
 }
 
@@ -413,7 +414,7 @@ func TestRedisClusterBootstrap(t *testing.T) {
 		t.Fatalf("status.redis %+v", st)
 	}
 	for _, n := range append(slices.Clone(st.Primaries), st.Replicas...) {
-		if len(n.NodeID) != 40 || n.Link != "connected" || !strings.HasPrefix(n.Address, "127.0.0.") {
+		if len(n.NodeID) != 40 || n.Link != "connected" || !strings.HasPrefix(n.Address, testnet.Prefix()) {
 			t.Errorf("node %+v", n)
 		}
 	}
@@ -1363,12 +1364,12 @@ func TestRedisPodReplacedLimitersFollow(t *testing.T) {
 
 // TestRedisReadyNeedsTheLimiters: the operator reaches every node and finds
 // the cluster ok, but the limiters can't use it (here its nodes give clients
-// a hostname nobody answers at, 127.0.0.98, outside the addresses the
-// tests' nodes use): RedisReady is False, StoreUnreachable,
+// a hostname nobody answers at, host 98 of the process's testnet /24,
+// outside the addresses the tests' nodes use): RedisReady is False, StoreUnreachable,
 // naming a limiter pod and its error, and Ready with it.
 func TestRedisReadyNeedsTheLimiters(t *testing.T) {
 	rf := newRedisFleetExtra(t, "redis-unreachable", "unreachable", 3, 0,
-		[]string{"cluster-preferred-endpoint-type hostname", "cluster-announce-hostname 127.0.0.98"})
+		[]string{"cluster-preferred-endpoint-type hostname", "cluster-announce-hostname " + testnet.IP(98)})
 	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	fleetPodsWithEnv(t, rf.fleet, 2, "redis-cluster://"+startSeed(t, rf.fleet.Namespace, resources.RedisShardName(rf.fleet, 0)+"-0"), rf.limiterEnv(t))
 	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionFalse, v1alpha1.StoreUnreachableReason)
@@ -1380,7 +1381,7 @@ func TestRedisReadyNeedsTheLimiters(t *testing.T) {
 		f = rf.get(t)
 		c = condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
 		if c == nil || c.Reason != v1alpha1.StoreUnreachableReason ||
-			!strings.Contains(c.Message, "2/2 limiter pods can't use Redis") || !strings.Contains(c.Message, "127.0.0.98") {
+			!strings.Contains(c.Message, "2/2 limiter pods can't use Redis") || !strings.Contains(c.Message, testnet.IP(98)) {
 			return fmt.Errorf("RedisReady %+v", c)
 		}
 		return nil

@@ -7,9 +7,9 @@
 // See markdown_test.go for how a block says how it is checked.
 //
 // TestDocBlocks and TestLimiterFlagsReference start an envtest API server and
-// limiter processes: run them under the shared lock,
+// limiter processes (on ports the kernel gives, so beside any other run):
 //
-//	flock /tmp/sluice-systest.lock env KUBEBUILDER_ASSETS=$PWD/bin/k8s go test -race ./docs/
+//	KUBEBUILDER_ASSETS=$PWD/bin/k8s go test -race ./docs/
 package docs_test
 
 import (

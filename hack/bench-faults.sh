@@ -32,7 +32,9 @@
 #   BENCH_KEYS               distinct user_id values (default 10000)
 #   BENCH_REDIS_TIMEOUT      the limiter's --redis-timeout (default 20ms)
 #
-# All traffic stays on 127.0.0.1. Every process the script starts is stopped
+# All traffic stays on a loopback /24 of the script's own (127.A.B.1,
+# hack/lib/testnet.sh), so that another run beside it never takes its
+# ports. Every process the script starts is stopped
 # when it exits, however it exits.
 set -euo pipefail
 
@@ -48,7 +50,10 @@ CONNS=${BENCH_CONNS:-4}
 KEYS=${BENCH_KEYS:-10000}
 REDIS_TIMEOUT=${BENCH_REDIS_TIMEOUT:-20ms}
 NODE_TIMEOUT_MS=5000
-HOST=127.0.0.1
+# shellcheck source=hack/lib/testnet.sh
+source "$ROOT/hack/lib/testnet.sh"
+testnet_claim || exit 1
+HOST=$TESTNET_HOST
 
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
 

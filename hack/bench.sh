@@ -40,7 +40,9 @@
 #   BENCH_MEMORY_KEYS  counters created for the Redis memory figure (default 10000)
 #   BENCH_FAULT_*      see hack/bench-faults.sh --help
 #
-# All traffic stays on 127.0.0.1. Every process the script starts is stopped
+# All traffic stays on a loopback /24 of the script's own (127.A.B.1,
+# hack/lib/testnet.sh), so that another run beside it never takes its
+# ports. Every process the script starts is stopped
 # when it exits, however it exits.
 set -euo pipefail
 
@@ -60,7 +62,10 @@ BIN=${BENCH_BIN:-bin}
 GO_BENCH=1
 FAULTS=1
 LOCAL_TIER=0
-HOST=127.0.0.1
+# shellcheck source=hack/lib/testnet.sh
+source "$ROOT/hack/lib/testnet.sh"
+testnet_claim || exit 1
+HOST=$TESTNET_HOST
 
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
 

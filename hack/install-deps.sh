@@ -38,6 +38,10 @@ if [[ $(id -u) -ne 0 ]]; then
   command -v sudo >/dev/null 2>&1 || { echo "install-deps: need root (or sudo) to install ${need[*]}" >&2; exit 1; }
   sudo="sudo"
 fi
+# Two runs beside each other (two clones' make test on a fresh machine)
+# take turns: apt-get refuses to run while another holds dpkg's lock.
+exec {deps_lock}>>"${TMPDIR:-/tmp}/sluice-install-deps.lock"
+flock -n "$deps_lock" || { echo "install-deps: waiting for another hack/install-deps.sh" >&2; flock "$deps_lock"; }
 echo "install-deps: installing ${need[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq >/dev/null

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluice-dev/sluice/internal/testnet"
 )
 
 // proc is one child process: redis-server or a limiter.
@@ -62,9 +64,10 @@ func (p *proc) tail() string {
 	return strings.Join(lines[max(0, len(lines)-20):], "\n")
 }
 
-// freeAddr returns a free loopback address.
+// freeAddr returns a free address of the process's loopback /24
+// (internal/testnet): another run beside this one never binds there.
 func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", testnet.IP(1)+":0")
 	if err != nil {
 		return "", err
 	}

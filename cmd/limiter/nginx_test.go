@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/testnet"
 )
 
 const (
@@ -123,11 +125,12 @@ func startNginx(t *testing.T, bin, app, limiter string) *nginxProxy {
 	}
 }
 
-// freeLoopbackAddr is a loopback address with a port that was free a
-// moment ago.
+// freeLoopbackAddr is an address of the test process's loopback /24
+// (internal/testnet) with a port that was free a moment ago: no other test
+// process binds there meanwhile.
 func freeLoopbackAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", testnet.IP(1)+":0")
 	if err != nil {
 		t.Fatal(err)
 	}

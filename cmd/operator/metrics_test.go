@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/sluice-dev/sluice/internal/testnet"
 )
 
 // Attack (issue 24, 3): the operator's /metrics is open to every pod that
@@ -166,10 +168,11 @@ func TestAttackReadOperatorMetricsWithoutToken(t *testing.T) {
 	}
 }
 
-// freeAddr is a free loopback address.
+// freeAddr is a free address of the test process's loopback /24
+// (internal/testnet): no other test process binds there meanwhile.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", testnet.IP(1)+":0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
 	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/internal/testnet"
 )
 
 // listen serves addr with handle for every connection until the test ends.
@@ -59,7 +60,7 @@ func nodeErrors(err error) map[string]*rediscluster.NodeError {
 // pod and the reason, within the command timeout, and the pass still
 // reports the rest.
 func TestBadNodes(t *testing.T) {
-	listen(t, "127.0.0.180:6379", func(c net.Conn) { // an HTTP server where Redis should be
+	listen(t, testnet.Addr(180, 6379), func(c net.Conn) { // an HTTP server where Redis should be
 		buf := make([]byte, 512)
 		for {
 			if _, err := c.Read(buf); err != nil {
@@ -68,7 +69,7 @@ func TestBadNodes(t *testing.T) {
 			_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
 		}
 	})
-	listen(t, "127.0.0.181:6379", func(c net.Conn) { // accepts and never answers
+	listen(t, testnet.Addr(181, 6379), func(c net.Conn) { // accepts and never answers
 		buf := make([]byte, 512)
 		for {
 			if _, err := c.Read(buf); err != nil {
@@ -76,7 +77,7 @@ func TestBadNodes(t *testing.T) {
 			}
 		}
 	})
-	listen(t, "127.0.0.186:6379", func(c net.Conn) { // answers a RESP string that is no CLUSTER NODES
+	listen(t, testnet.Addr(186, 6379), func(c net.Conn) { // answers a RESP string that is no CLUSTER NODES
 		buf := make([]byte, 512)
 		for {
 			if _, err := c.Read(buf); err != nil {
@@ -85,16 +86,16 @@ func TestBadNodes(t *testing.T) {
 			_, _ = c.Write([]byte("+PONG\r\n"))
 		}
 	})
-	redistest.StartNode(t, "127.0.0.182:6379", t.TempDir(), nodeTimeout, "requirepass right")
-	redistest.StartAt(t, "127.0.0.184:6379") // cluster support disabled
+	redistest.StartNode(t, testnet.Addr(182, 6379), t.TempDir(), nodeTimeout, "requirepass right")
+	redistest.StartAt(t, testnet.Addr(184, 6379)) // cluster support disabled
 	spec := rediscluster.Spec{Shards: 3, Password: "wrong", Members: []rediscluster.Member{
-		{Pod: "junk", Shard: 0, Addr: "127.0.0.180:6379"},
-		{Pod: "silent", Shard: 1, Addr: "127.0.0.181:6379"},
-		{Pod: "wrongpass", Shard: 2, Addr: "127.0.0.182:6379"},
-		{Pod: "nothing", Shard: 0, Ordinal: 1, Addr: "127.0.0.183:6379"},
-		{Pod: "standalone", Shard: 1, Ordinal: 1, Addr: "127.0.0.184:6379"},
+		{Pod: "junk", Shard: 0, Addr: testnet.Addr(180, 6379)},
+		{Pod: "silent", Shard: 1, Addr: testnet.Addr(181, 6379)},
+		{Pod: "wrongpass", Shard: 2, Addr: testnet.Addr(182, 6379)},
+		{Pod: "nothing", Shard: 0, Ordinal: 1, Addr: testnet.Addr(183, 6379)},
+		{Pod: "standalone", Shard: 1, Ordinal: 1, Addr: testnet.Addr(184, 6379)},
 		{Pod: "noip", Shard: 2, Ordinal: 1},
-		{Pod: "pongs", Shard: 0, Ordinal: 2, Addr: "127.0.0.186:6379"},
+		{Pod: "pongs", Shard: 0, Ordinal: 2, Addr: testnet.Addr(186, 6379)},
 	}}
 	start := time.Now()
 	res, err := rediscluster.Reconcile(context.Background(), spec, rediscluster.WithTimeout(500*time.Millisecond))
@@ -122,7 +123,7 @@ func TestBadNodes(t *testing.T) {
 
 	// Two pods started from one copied volume share a node ID.
 	dir := t.TempDir()
-	redistest.StartNode(t, "127.0.0.187:6379", dir, nodeTimeout).Stop()
+	redistest.StartNode(t, testnet.Addr(187, 6379), dir, nodeTimeout).Stop()
 	copyDir := t.TempDir()
 	conf, err := os.ReadFile(filepath.Join(dir, "nodes.conf"))
 	if err != nil {
@@ -131,10 +132,10 @@ func TestBadNodes(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(copyDir, "nodes.conf"), conf, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	redistest.StartNode(t, "127.0.0.187:6379", dir, nodeTimeout)
-	redistest.StartNode(t, "127.0.0.188:6379", copyDir, nodeTimeout)
+	redistest.StartNode(t, testnet.Addr(187, 6379), dir, nodeTimeout)
+	redistest.StartNode(t, testnet.Addr(188, 6379), copyDir, nodeTimeout)
 	spec = rediscluster.Spec{Shards: 3, Members: []rediscluster.Member{
-		{Pod: "original", Addr: "127.0.0.187:6379"}, {Pod: "copy", Shard: 1, Addr: "127.0.0.188:6379"}}}
+		{Pod: "original", Addr: testnet.Addr(187, 6379)}, {Pod: "copy", Shard: 1, Addr: testnet.Addr(188, 6379)}}}
 	res, err = rediscluster.Reconcile(context.Background(), spec)
 	if ne := nodeErrors(err)["copy"]; ne == nil || ne.Reason != rediscluster.ReasonDuplicateID || !strings.Contains(ne.Error(), "also pod original's") {
 		t.Errorf("copy: %v", err)
@@ -144,7 +145,7 @@ func TestBadNodes(t *testing.T) {
 	}
 
 	// No password at all against a node that wants one.
-	spec = rediscluster.Spec{Shards: 3, Members: []rediscluster.Member{{Pod: "noauth", Addr: "127.0.0.182:6379"}}}
+	spec = rediscluster.Spec{Shards: 3, Members: []rediscluster.Member{{Pod: "noauth", Addr: testnet.Addr(182, 6379)}}}
 	_, err = rediscluster.Reconcile(context.Background(), spec)
 	if ne := nodeErrors(err)["noauth"]; ne == nil || ne.Reason != rediscluster.ReasonAuthFailed {
 		t.Errorf("noauth: %v", err)

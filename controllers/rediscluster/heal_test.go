@@ -221,7 +221,7 @@ func (f *fleet) otherShardsServe(shard int, prefix string, n int) error {
 // (make e2e, step 5): the operator forgot the node and gave its slots to
 // another shard while the replacement pod was being created.
 func TestPodAbsentKeepsShard(t *testing.T) {
-	f := newFleet(t, 144, 3, 0) // 127.0.0.200-250 are the controllers tests'
+	f := newFleet(t, 144, 3, 0) // hosts 144-146, 149 of this process's testnet /24
 	f.reconcileUntil(30*time.Second, converged)
 	f.writeKeys("absent", 3000)
 	res, _ := f.reconcile(context.Background())

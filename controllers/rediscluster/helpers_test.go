@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
 	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/internal/testnet"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
 )
 
@@ -18,8 +19,8 @@ import (
 const nodeTimeout = 2 * time.Second
 
 // fleet stands in for a LimiterFleet's Redis pods: one cluster-enabled
-// redis-server per pod, each on its own 127.0.0.x:6379 with its own data
-// directory.
+// redis-server per pod, each on its own address of the test process's
+// loopback /24 (internal/testnet), port 6379, with its own data directory.
 type fleet struct {
 	t       *testing.T
 	spec    rediscluster.Spec
@@ -60,7 +61,7 @@ func newACLFleet(t *testing.T, ip, shards, replicas int, extra ...string) *fleet
 	}, append(acl, extra...)...)
 }
 
-// newFleet starts shards x (1+replicas) nodes on 127.0.0.<ip>, <ip+1>, ...
+// newFleet starts shards x (1+replicas) nodes on testnet.IP(ip), IP(ip+1), ...
 func newFleet(t *testing.T, ip, shards, replicas int, extra ...string) *fleet {
 	t.Helper()
 	return newFleetWith(t, ip, shards, replicas, nil, extra...)
@@ -85,7 +86,7 @@ func newFleetWith(t *testing.T, ip, shards, replicas int, setup func(*fleet), ex
 	return f
 }
 
-// add starts pod <shard>-<ordinal> on 127.0.0.<ip> with a new data dir.
+// add starts pod <shard>-<ordinal> on testnet.IP(ip) with a new data dir.
 func (f *fleet) add(shard, ordinal, ip int) {
 	pod := fmt.Sprintf("redis-%d-%d", shard, ordinal)
 	f.dirs[pod] = f.t.TempDir()
@@ -93,9 +94,9 @@ func (f *fleet) add(shard, ordinal, ip int) {
 	f.start(pod, ip)
 }
 
-// start (re)starts pod on 127.0.0.<ip> with its data dir.
+// start (re)starts pod on testnet.IP(ip) with its data dir.
 func (f *fleet) start(pod string, ip int) {
-	addr := fmt.Sprintf("127.0.0.%d:6379", ip)
+	addr := testnet.Addr(ip, 6379)
 	f.servers[pod] = redistest.StartNode(f.t, addr, f.dirs[pod], nodeTimeout, f.extra...)
 	f.servers[pod].Username, f.servers[pod].Password = f.admin[0], f.admin[1]
 	for i := range f.spec.Members {
@@ -178,6 +179,30 @@ func (f *fleet) writeKeys(prefix string, n int) {
 		})
 		if err != nil {
 			t.Fatalf("write keys: %v", err)
+		}
+	}
+	f.waitWritten()
+}
+
+// waitWritten waits until every running node has written its append-only
+// buffer to its file: with appendfsync everysec, Redis holds writes back
+// while an fsync is slow (a busy disk, another test run beside this one),
+// and a node killed meanwhile (as a deleted pod) comes back without them.
+func (f *fleet) waitWritten() {
+	t := f.t
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for pod, s := range f.servers {
+		for s.Running() {
+			v, err := s.Do("INFO", "persistence")
+			info, _ := v.(string)
+			if err == nil && strings.Contains(info, "aof_buffer_length:0\r\n") && strings.Contains(info, "aof_pending_bio_fsync:0\r\n") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s has not written its append-only file within 2m: %v\n%s", pod, err, info)
+			}
+			time.Sleep(50 * time.Millisecond) // polling Redis's background writes
 		}
 	}
 }

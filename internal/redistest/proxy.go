@@ -27,11 +27,11 @@ type Proxy struct {
 	wg     sync.WaitGroup
 }
 
-// StartProxy runs a proxy to target on a free loopback port, closed when the
-// test ends.
+// StartProxy runs a proxy to target on a free port of Host(), closed when
+// the test ends.
 func StartProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
-	return StartProxyAt(t, FreeAddr(t, "127.0.0.1"), target)
+	return StartProxyAt(t, FreeAddr(t, Host()), target)
 }
 
 // StartProxyAt runs a proxy listening on addr. The target need not be up

@@ -3,6 +3,10 @@
 // optionally with replicas and TCP proxies in front), and injects faults:
 // kill, pause (SIGSTOP), restart, and latency or cuts through a Proxy.
 //
+// Servers listen on host 1 of the test process's loopback /24
+// (internal/testnet), Host(), on ports the kernel had free: another test
+// process, of this run or of another run beside it, never binds there.
+//
 // The binary is $REDIS_SERVER, or redis-server on PATH (`make test`
 // installs it). Tests fail, not skip, when it is missing: a skipped store
 // test proves nothing. Under -short (the unit tier, see internal/testtier)
@@ -27,6 +31,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluice-dev/sluice/internal/testnet"
 	"github.com/sluice-dev/sluice/internal/testtier"
 )
 
@@ -58,7 +63,11 @@ func Binary(t testing.TB) string {
 	return p
 }
 
-// FreeAddr returns a free TCP address on ip (e.g. "127.0.0.1").
+// Host is the loopback address the helpers start servers on: host 1 of the
+// process's own /24 (testnet.IP(1)).
+func Host() string { return testnet.IP(1) }
+
+// FreeAddr returns a free TCP address on ip (e.g. Host()).
 func FreeAddr(t testing.TB, ip string) string {
 	t.Helper()
 	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
@@ -69,31 +78,31 @@ func FreeAddr(t testing.TB, ip string) string {
 	return l.Addr().String()
 }
 
-// freeClusterAddr is FreeAddr for a cluster node on 127.0.0.1: its cluster
+// freeClusterAddr is FreeAddr for a cluster node on Host(): its cluster
 // bus port, the port + 10000, is free too.
 func freeClusterAddr(t testing.TB) string {
 	t.Helper()
 	for range 100 {
-		addr := FreeAddr(t, "127.0.0.1")
+		addr := FreeAddr(t, Host())
 		_, port, _ := net.SplitHostPort(addr)
 		p, _ := strconv.Atoi(port)
 		if p+10000 > 65535 {
 			continue
 		}
-		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p+10000))); err == nil {
+		if l, err := net.Listen("tcp", net.JoinHostPort(Host(), strconv.Itoa(p+10000))); err == nil {
 			l.Close()
 			return addr
 		}
 	}
-	t.Fatal("no free port pair for a cluster node on 127.0.0.1")
+	t.Fatalf("no free port pair for a cluster node on %s", Host())
 	return ""
 }
 
-// Start runs a standalone redis-server on a free loopback port, stopped
+// Start runs a standalone redis-server on a free port of Host(), stopped
 // when the test ends. Extra config directives may be given as "name value".
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	return StartAt(t, FreeAddr(t, "127.0.0.1"), extra...)
+	return StartAt(t, FreeAddr(t, Host()), extra...)
 }
 
 // StartAt runs redis-server on addr (host:port).
@@ -345,7 +354,12 @@ func StartClusterWith(t testing.TB, o ClusterOptions) *Cluster {
 	cfg := append([]string{"cluster-enabled yes", fmt.Sprintf("cluster-node-timeout %d", o.NodeTimeout.Milliseconds()),
 		"cluster-config-file nodes.conf", "cluster-require-full-coverage no"}, o.Extra...)
 	start := func(addr string, extra ...string) *Server {
-		return startWithAuth(t, addr, t.TempDir(), o.Username, o.Password, extra...)
+		// A node learns a peer's address from where the peer's
+		// connection comes from, 127.0.0.1 for any loopback address the
+		// kernel is asked to reach: it announces its own address
+		// instead (the proxied ones the proxy's, set after this).
+		host, _, _ := net.SplitHostPort(addr)
+		return startWithAuth(t, addr, t.TempDir(), o.Username, o.Password, append([]string{"cluster-announce-ip " + host}, extra...)...)
 	}
 	c := &Cluster{Proxies: map[int]*Proxy{}, Replicas: make([][]*Server, n)}
 	for i := range n {

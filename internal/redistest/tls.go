@@ -26,23 +26,23 @@ type TLSServer struct {
 	CAFile string
 }
 
-// ServerName is the DNS name in a TLSServer's certificate, besides the IP
-// 127.0.0.1.
+// ServerName is the DNS name in a TLSServer's certificate, besides the IPs
+// Host() and 127.0.0.1.
 const ServerName = "redis.sluice.test"
 
-// StartTLS runs a standalone redis-server on free loopback ports, one plain
-// and one TLS, with a certificate for 127.0.0.1 and ServerName signed by a
+// StartTLS runs a standalone redis-server on free ports of Host(), one plain
+// and one TLS, with a certificate for Host(), 127.0.0.1 and ServerName signed by a
 // CA of its own. Clients need no certificate. Extra config directives are
 // "name value".
 func StartTLS(t testing.TB, extra ...string) *TLSServer {
 	t.Helper()
 	dir := t.TempDir()
 	caFile, certFile, keyFile := writeCerts(t, dir)
-	tlsAddr := FreeAddr(t, "127.0.0.1")
+	tlsAddr := FreeAddr(t, Host())
 	_, tlsPort, _ := net.SplitHostPort(tlsAddr)
 	cfg := []string{"tls-port " + tlsPort, "tls-cert-file " + certFile, "tls-key-file " + keyFile,
 		"tls-ca-cert-file " + caFile, "tls-auth-clients no"}
-	s := startIn(t, FreeAddr(t, "127.0.0.1"), dir, append(cfg, extra...)...)
+	s := startIn(t, FreeAddr(t, Host()), dir, append(cfg, extra...)...)
 	return &TLSServer{Server: s, TLSAddr: tlsAddr, CAFile: caFile}
 }
 
@@ -55,7 +55,7 @@ func writeCerts(t testing.TB, dir string) (caFile, certFile, keyFile string) {
 	}, nil, nil)
 	key, cert := newCert(t, &x509.Certificate{
 		Subject: pkix.Name{CommonName: ServerName}, DNSNames: []string{ServerName},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		IPAddresses: []net.IP{net.ParseIP(Host()), net.ParseIP("127.0.0.1")},
 		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}, caCert, caKey)
 	keyDER, err := x509.MarshalECPrivateKey(key)

@@ -42,7 +42,7 @@ func TestFailureClass(t *testing.T) {
 	defer mute.Close()
 	deadCtx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	refused := goredis.NewClient(&goredis.Options{Addr: redistest.FreeAddr(t, "127.0.0.1"), MaxRetries: -1})
+	refused := goredis.NewClient(&goredis.Options{Addr: redistest.FreeAddr(t, redistest.Host()), MaxRetries: -1})
 	defer refused.Close()
 	canceled, cancelNow := context.WithCancel(ctx)
 	cancelNow()
