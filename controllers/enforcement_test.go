@@ -501,3 +501,34 @@ func TestRefusedInEnforcementStatus(t *testing.T) {
 		return nil
 	})
 }
+
+// A ready pod that never answers holds Enforced back, and a new policy
+// says so at once: Enforced=False SnapshotPending naming how many pods have
+// it, rather than no Enforced condition at all (which left a user, and a
+// test waiting for Enforced, with nothing to go on).
+func TestNewPolicyShowsAPodThatNeverAnswers(t *testing.T) {
+	needSuite(t)
+	ctx := context.Background()
+	fleet, pods := newFleet(t, "never-answers", "never", 1)
+	hang := make(chan struct{})
+	silent := standIn(t, pods[0], 11, func(w http.ResponseWriter, r *http.Request) { <-hang })
+	t.Cleanup(func() { close(hang) })
+	addStandIns(t, fleet, silent)
+
+	p := statsPolicy(fleet.Namespace, "pending", "never", "never-api", 5, false)
+	if err := k8s.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, p) })
+	waitPolicy(t, p.Namespace, p.Name, v1alpha1.EnforcedCondition, metav1.ConditionFalse, v1alpha1.SnapshotPendingReason)
+	eventually(t, 30*time.Second, "Enforced naming the one pod of two that has the policy", func() error {
+		c, _, err := policyConditionErr(p.Namespace, p.Name, v1alpha1.EnforcedCondition)
+		switch {
+		case err != nil:
+			return err
+		case c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "1/2 pods"):
+			return fmt.Errorf("Enforced %+v", c)
+		}
+		return nil
+	})
+}

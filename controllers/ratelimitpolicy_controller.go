@@ -95,9 +95,12 @@ func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		accepted.Status = metav1.ConditionTrue
 	}
 	meta.SetStatusCondition(&st.Conditions, accepted)
-	// Until every selecting fleet's ready pods have answered once, what was
-	// written stays: an operator restart must not flap Enforced.
-	if complete || !v.Accepted {
+	// Until every selecting fleet's ready pods have answered once, a True
+	// Enforced stays: an operator restart must not flap it. One that is
+	// absent or False is written at once (False while a pod has not
+	// answered: SnapshotPending, naming how many pods have the policy), so
+	// a pod that never answers shows.
+	if complete || !v.Accepted || !meta.IsStatusConditionTrue(policy.Status.Conditions, v1alpha1.EnforcedCondition) {
 		meta.SetStatusCondition(&st.Conditions, enforcedCondition(policy, v.Accepted, fleets))
 		meta.SetStatusCondition(&st.Conditions, degradedCondition(policy, fleets))
 		st.Fleets = fleetStatuses(policy, fleets)
