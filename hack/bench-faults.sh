@@ -163,6 +163,7 @@ start_node() {
 	mkdir -p "$dir"
 	redis-server --bind "$HOST" --port "$port" --dir "$dir" --save '' --appendonly no \
 		--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout "$NODE_TIMEOUT_MS" \
+		--cluster-announce-ip "$HOST" \
 		--cluster-require-full-coverage no --loglevel warning --logfile "$dir/redis.log" &
 	NODE_PID[$port]=$!
 	NODE_DIR[$port]=$dir
@@ -191,7 +192,10 @@ for _ in 1 2 3 4 5 6; do
 done
 addrs=()
 for p in "${PORTS[@]}"; do addrs+=("$HOST:$p"); done
-redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$WORK/cluster-create.log" 2>&1 ||
+# Nodes on an address other than 127.0.0.1 announce it (--cluster-announce-ip): their
+# bus connections come from 127.0.0.1, so without it they never meet, and redis-cli
+# waits for the join forever; the timeout turns any such wait into an error.
+timeout 120 redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$WORK/cluster-create.log" 2>&1 ||
 	{ cat "$WORK/cluster-create.log" >&2; die "redis-cli --cluster create failed"; }
 
 # cluster_ok: every running node says cluster_state:ok, every replica synced.
