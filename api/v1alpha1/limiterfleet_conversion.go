@@ -49,23 +49,11 @@ func (src *LimiterFleet) ConvertTo(dstRaw conversion.Hub) error {
 		return fmt.Errorf("converting a v1alpha1 LimiterFleet to %T: only v1beta1 is the hub", dstRaw)
 	}
 	dst.ObjectMeta = *src.ObjectMeta.DeepCopy()
-	stored, hasStored := takeAnnotation(&dst.ObjectMeta, V1beta1SpecAnnotation)
-	spec, err := FleetSpecToV1beta1(&src.Spec)
+	spec, err := specToHub(&dst.ObjectMeta, &src.Spec, FleetSpecToV1beta1, FleetSpecFromV1beta1)
 	if err != nil {
 		return err
 	}
-	var b v1beta1.LimiterFleetSpec
-	if hasStored && decodeStored(stored, &b) && sameSpelledV1beta1.DeepEqual(b, spec) {
-		if a, err := FleetSpecFromV1beta1(&b); err == nil && equality.Semantic.DeepEqual(a, src.Spec) {
-			spec = b
-		}
-	}
 	dst.Spec = spec
-	if back, err := FleetSpecFromV1beta1(&spec); err != nil || !equality.Semantic.DeepEqual(back, src.Spec) {
-		if err := putAnnotation(&dst.ObjectMeta, V1alpha1SpecAnnotation, &src.Spec); err != nil {
-			return err
-		}
-	}
 	dst.Status = *src.Status.DeepCopy()
 	return nil
 }
@@ -77,23 +65,11 @@ func (dst *LimiterFleet) ConvertFrom(srcRaw conversion.Hub) error {
 		return fmt.Errorf("converting %T to a v1alpha1 LimiterFleet: only v1beta1 is the hub", srcRaw)
 	}
 	dst.ObjectMeta = *src.ObjectMeta.DeepCopy()
-	stored, hasStored := takeAnnotation(&dst.ObjectMeta, V1alpha1SpecAnnotation)
-	spec, err := FleetSpecFromV1beta1(&src.Spec)
+	spec, err := specFromHub(&dst.ObjectMeta, &src.Spec, FleetSpecFromV1beta1, FleetSpecToV1beta1, fleetLeftToDefaults)
 	if err != nil {
 		return err
 	}
-	var a LimiterFleetSpec
-	if hasStored && decodeStored(stored, &a) && subMillisecond.DeepEqual(fleetLeftToDefaults(&a), fleetLeftToDefaults(&spec)) {
-		if b, err := FleetSpecToV1beta1(&a); err == nil && equality.Semantic.DeepEqual(b, src.Spec) {
-			spec = a
-		}
-	}
 	dst.Spec = spec
-	if back, err := FleetSpecToV1beta1(&spec); err != nil || !equality.Semantic.DeepEqual(back, src.Spec) {
-		if err := putAnnotation(&dst.ObjectMeta, V1beta1SpecAnnotation, &src.Spec); err != nil {
-			return err
-		}
-	}
 	dst.Status = *src.Status.DeepCopy()
 	return nil
 }

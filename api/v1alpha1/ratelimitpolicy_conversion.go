@@ -64,23 +64,11 @@ func (src *RateLimitPolicy) ConvertTo(dstRaw conversion.Hub) error {
 		return fmt.Errorf("converting a v1alpha1 RateLimitPolicy to %T: only v1beta1 is the hub", dstRaw)
 	}
 	dst.ObjectMeta = *src.ObjectMeta.DeepCopy()
-	stored, hasStored := takeAnnotation(&dst.ObjectMeta, V1beta1SpecAnnotation)
-	spec, err := SpecToV1beta1(&src.Spec)
+	spec, err := specToHub(&dst.ObjectMeta, &src.Spec, SpecToV1beta1, SpecFromV1beta1)
 	if err != nil {
 		return err
 	}
-	var b v1beta1.RateLimitPolicySpec
-	if hasStored && decodeStored(stored, &b) && sameSpelledV1beta1.DeepEqual(b, spec) {
-		if a, err := SpecFromV1beta1(&b); err == nil && equality.Semantic.DeepEqual(a, src.Spec) {
-			spec = b
-		}
-	}
 	dst.Spec = spec
-	if back, err := SpecFromV1beta1(&spec); err != nil || !equality.Semantic.DeepEqual(back, src.Spec) {
-		if err := putAnnotation(&dst.ObjectMeta, V1alpha1SpecAnnotation, &src.Spec); err != nil {
-			return err
-		}
-	}
 	return convertStatus(&src.Status, &dst.Status)
 }
 
@@ -91,24 +79,60 @@ func (dst *RateLimitPolicy) ConvertFrom(srcRaw conversion.Hub) error {
 		return fmt.Errorf("converting %T to a v1alpha1 RateLimitPolicy: only v1beta1 is the hub", srcRaw)
 	}
 	dst.ObjectMeta = *src.ObjectMeta.DeepCopy()
-	stored, hasStored := takeAnnotation(&dst.ObjectMeta, V1alpha1SpecAnnotation)
-	spec, err := SpecFromV1beta1(&src.Spec)
+	spec, err := specFromHub(&dst.ObjectMeta, &src.Spec, SpecFromV1beta1, SpecToV1beta1, policyLeftToFleet)
 	if err != nil {
 		return err
 	}
-	var a RateLimitPolicySpec
-	if hasStored && decodeStored(stored, &a) && subMillisecond.DeepEqual(policyLeftToFleet(&a), policyLeftToFleet(&spec)) {
-		if b, err := SpecToV1beta1(&a); err == nil && equality.Semantic.DeepEqual(b, src.Spec) {
+	dst.Spec = spec
+	return convertStatus(&src.Status, &dst.Status)
+}
+
+// specToHub converts spoke spec a to the hub's spec for an object whose
+// metadata is meta. A v1beta1 spec kept in meta's annotation is taken
+// instead only when it says the same as the plain conversion in another
+// spelling and converts back to exactly a; when the hub spec can't say all
+// of a, a itself is kept in an annotation. Both kinds convert this way.
+func specToHub[A, B any](meta *metav1.ObjectMeta, a *A, to func(*A) (B, error), from func(*B) (A, error)) (B, error) {
+	stored, hasStored := takeAnnotation(meta, V1beta1SpecAnnotation)
+	spec, err := to(a)
+	if err != nil {
+		return spec, err
+	}
+	var b B
+	if hasStored && decodeStored(stored, &b) && sameSpelledV1beta1.DeepEqual(b, spec) {
+		if back, err := from(&b); err == nil && equality.Semantic.DeepEqual(back, *a) {
+			spec = b
+		}
+	}
+	if back, err := from(&spec); err != nil || !equality.Semantic.DeepEqual(back, *a) {
+		if err := putAnnotation(meta, V1alpha1SpecAnnotation, a); err != nil {
+			return spec, err
+		}
+	}
+	return spec, nil
+}
+
+// specFromHub is specToHub's reverse: a v1alpha1 spec kept in meta's
+// annotation is taken only when, with what v1beta1 leaves out reset by
+// leftOut, it equals the plain conversion and converts back to exactly b.
+func specFromHub[A, B any](meta *metav1.ObjectMeta, b *B, from func(*B) (A, error), to func(*A) (B, error), leftOut func(*A) A) (A, error) {
+	stored, hasStored := takeAnnotation(meta, V1alpha1SpecAnnotation)
+	spec, err := from(b)
+	if err != nil {
+		return spec, err
+	}
+	var a A
+	if hasStored && decodeStored(stored, &a) && subMillisecond.DeepEqual(leftOut(&a), leftOut(&spec)) {
+		if back, err := to(&a); err == nil && equality.Semantic.DeepEqual(back, *b) {
 			spec = a
 		}
 	}
-	dst.Spec = spec
-	if back, err := SpecToV1beta1(&spec); err != nil || !equality.Semantic.DeepEqual(back, src.Spec) {
-		if err := putAnnotation(&dst.ObjectMeta, V1beta1SpecAnnotation, &src.Spec); err != nil {
-			return err
+	if back, err := to(&spec); err != nil || !equality.Semantic.DeepEqual(back, *b) {
+		if err := putAnnotation(meta, V1beta1SpecAnnotation, b); err != nil {
+			return spec, err
 		}
 	}
-	return convertStatus(&src.Status, &dst.Status)
+	return spec, nil
 }
 
 // takeAnnotation removes the annotation key from meta and returns its value.
