@@ -15,7 +15,9 @@ func TestERLRefusals(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"unknown key", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, burst: 2}\n",
 			"descriptors[0].rate_limit: config error, unknown key 'burst'"},
-		{"unknown top-level key", "domain: d\nmetadata: {a: b}\n", "config error, unknown key 'metadata'"},
+		{"unknown top-level key", "domain: d\nlimits: {a: b}\n", "config error, unknown key 'limits'"},
+		{"metadata that is no Struct", "domain: d\ndescriptors:\n  - key: k\n    metadata: {a: !!binary \"/w==\"}\n",
+			"descriptors[0].metadata: error parsing metadata"},
 		{"a float", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1.5}\n", "error checking config"},
 		{"a list of scalars", "domain: d\ndescriptors: [a]\n", "yaml file contains list of type other than map"},
 		{"not YAML", "domain: d\ndescriptors: [\n", "did not find expected node content"},
@@ -34,7 +36,7 @@ func TestERLRefusals(t *testing.T) {
 		{"replaces itself", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, name: a, replaces: [{name: a}]}\n",
 			"replaces should not contain name of same descriptor"},
 		{"share_threshold without a wildcard", "domain: d\ndescriptors:\n  - key: k\n    value: v\n    share_threshold: true\n",
-			"share_threshold can only be used with wildcard values (ending with '*'), but found key 'k_v'"},
+			"share_threshold can only be used with wildcard values (containing '*'), but found key 'k_v'"},
 		{"nested refusal", "domain: d\ndescriptors:\n  - key: a\n    descriptors:\n      - key: b\n        rate_limit: {unit: minute}\n        descriptors:\n          - key: \"\"\n",
 			"descriptors[0].descriptors[0].descriptors[0]: descriptor has empty key"},
 	} {
@@ -92,7 +94,7 @@ func TestERLDirectory(t *testing.T) {
 }
 
 // TestERLMatching holds the matching to ERL's GetLimit: the value beats
-// the key alone, then the first wildcard in file order; a limit only at a
+// the key alone, then the first wildcard in file order (a '*' anywhere); a limit only at a
 // descriptor's last entry; no deeper than the configuration.
 func TestERLMatching(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "erl.yaml")
@@ -107,6 +109,9 @@ descriptors:
   - key: path
     value: /a*
     rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: path
+    value: /m/*/x*y
+    rate_limit: {unit: minute, requests_per_unit: 7}
   - key: path
     rate_limit: {unit: minute, requests_per_unit: 4}
   - key: user
@@ -138,6 +143,13 @@ descriptors:
 		{e("path", "/a/c"), 2},
 		{e("path", "/ab"), 3},
 		{e("path", "/b"), 4},
+		// A '*' inside a value (ERL after #1085): any run of bytes, none
+		// too, in order, between a prefix and a suffix that don't overlap.
+		{e("path", "/m/1/x2y"), 7},
+		{e("path", "/m//xy"), 7},
+		{e("path", "/m/1/x2y/z"), 4},
+		{e("path", "/m/y"), 4},
+		{e("path", "/a/*/x"), 2},
 		{e("user", "u"), 0},
 		{e("user", "u", "op", "x"), 5},
 		{e("user", "u", "op", "x", "more", "y"), 0},

@@ -82,6 +82,9 @@ func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) 
 		}
 		resp.Decisions = append(resp.Decisions, dec)
 	}
+	if dom.ERL() {
+		quotaOver(resp)
+	}
 	if lt := pl.lt; lt != nil && len(lt.held) > 0 {
 		if resp.OverLimit {
 			s.giveBack(ctx, lt)
