@@ -42,6 +42,10 @@ type ERL struct {
 	// per entry of a matching descriptor (ERL finds a limit only at a
 	// descriptor's last entry).
 	Levels []ERLLevel
+	// DetailedMetric (detailed_metric) keys the limit's statistics by the
+	// request's values; ValueToMetric says a level of Levels has
+	// value_to_metric (limiter/service erlstats.go).
+	DetailedMetric, ValueToMetric bool
 	// Metadata is the descriptor's metadata (ERL after #1112), returned to
 	// Envoy in the RLS response's dynamic metadata when the descriptor is
 	// answered OK; nil when it has none. It is the configuration's, shared
@@ -63,6 +67,9 @@ type ERLLevel struct {
 	// Share is share_threshold: every value the wildcard matches shares
 	// one counter, keyed by the pattern.
 	Share bool
+	// ValueToMetric is value_to_metric: the request's value names the
+	// level in the limit's statistics.
+	ValueToMetric bool
 }
 
 // ERLTree is one ERL domain's descriptors, matched as ERL matches them

@@ -234,7 +234,7 @@ func (c *erlCompiler) descriptors(parentKey, at string, levels []compiled.ERLLev
 		if d.ShareThreshold && !wildcard {
 			return fmt.Errorf("%s: %s: share_threshold can only be used with wildcard values (containing '*'), but found key '%s'", file, here, finalKey)
 		}
-		level.Share = d.ShareThreshold
+		level.Share, level.ValueToMetric = d.ShareThreshold, d.ValueToMetric
 		path := append(levels[:len(levels):len(levels)], level)
 		md, err := erlMetadata(d.Metadata)
 		if err != nil {
@@ -243,6 +243,10 @@ func (c *erlCompiler) descriptors(parentKey, at string, levels []compiled.ERLLev
 		if p != nil {
 			p.ERL.Metadata = md
 			p.ERL.Levels = path
+			p.ERL.DetailedMetric = d.DetailedMetric
+			for _, l := range path {
+				p.ERL.ValueToMetric = p.ERL.ValueToMetric || l.ValueToMetric
+			}
 			p.Descriptors = make([]compiled.Descriptor, len(path))
 			for j, l := range path {
 				p.Descriptors[j] = compiled.Descriptor{Key: l.Key}

@@ -260,6 +260,9 @@ func (s *Service) check(ctx context.Context, pl *plan, st *step) Decision {
 			}
 			dec = s.takeHolding(ctx, sc, p, ps, entries, cost, pl.lt)
 		}
+		if p.ERL != nil && !p.ERL.Unlimited {
+			s.erlStats.count(p, entries, cost, &dec)
+		}
 		shadow := p.Shadow || allShadow
 		ps.stats.count(&dec, p.Limit, shadow, p.Soft)
 		countLevel(ps.levels, sc.level, &dec, shadow, p.Soft)
