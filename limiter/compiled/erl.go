@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -95,6 +96,8 @@ type erlNode struct {
 type erlWildcard struct {
 	name  string
 	parts [][]byte
+	// fixed is the parts' length: the shortest "key_value" that matches.
+	fixed int
 }
 
 // matches is ERL's wildcardMatch (after #1085): b starts with the first
@@ -106,11 +109,7 @@ type erlWildcard struct {
 func (w *erlWildcard) matches(b []byte) bool {
 	ps := w.parts
 	first, last := ps[0], ps[len(ps)-1]
-	fixed := 0
-	for _, p := range ps {
-		fixed += len(p)
-	}
-	if len(b) < fixed || !bytes.HasPrefix(b, first) || !bytes.HasSuffix(b, last) {
+	if len(b) < w.fixed || !bytes.HasPrefix(b, first) || !bytes.HasSuffix(b, last) {
 		return false
 	}
 	rest := b[len(first) : len(b)-len(last)]
@@ -139,7 +138,8 @@ func (t *ERLTree) Add(path []ERLLevel, p *Policy) {
 			next = &erlNode{children: map[string]*erlNode{}}
 			n.children[name] = next
 			if l.Wildcard {
-				n.wildcards = append(n.wildcards, erlWildcard{name: name, parts: bytes.Split([]byte(name), []byte("*"))})
+				n.wildcards = append(n.wildcards, erlWildcard{name: name, parts: bytes.Split([]byte(name), []byte("*")),
+					fixed: len(name) - strings.Count(name, "*")})
 			}
 		}
 		n = next

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -163,6 +164,38 @@ descriptors:
 		}
 		if len(m) > 1 || got != tc.want {
 			t.Errorf("%v: matched %d policies, limit %d; want limit %d", tc.entries, len(m), got, tc.want)
+		}
+	}
+}
+
+// BenchmarkERLWildcardMatch is the work of matching a value against '*'
+// patterns (ERL after #1085), the most a client can make of it: a
+// value of about 1024 bytes (MaxEntryLength) of near-misses against 16 wildcards of
+// 8 parts each, none of which matches, so that every one is scanned.
+func BenchmarkERLWildcardMatch(b *testing.B) {
+	var cfg strings.Builder
+	cfg.WriteString("domain: d\ndescriptors:\n")
+	for i := range 16 {
+		fmt.Fprintf(&cfg, "  - key: path\n    value: \"a*ab*abc*abcd*abcde*abcdef*abcdefg%d*z\"\n    rate_limit: {unit: minute, requests_per_unit: 1}\n", i)
+	}
+	path := filepath.Join(b.TempDir(), "erl.yaml")
+	if err := os.WriteFile(path, []byte(cfg.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	snap, err := LoadPath(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The prefix and the suffix match; every middle part but the last is
+	// found at once, and the last is looked for in the whole value.
+	value := "a" + strings.Repeat("abcdef", 1022/6) + "z"
+	entries := []compiled.Entry{{Key: "path", Value: value}}
+	dom := snap.Domain("d")
+	var m []*compiled.Policy
+	b.ReportAllocs()
+	for b.Loop() {
+		if m = dom.AppendMatches(m[:0], entries); len(m) != 0 {
+			b.Fatalf("matched %d", len(m))
 		}
 	}
 }
