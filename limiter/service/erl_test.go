@@ -130,3 +130,24 @@ func TestERLLimitsHaveNoTenantBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestERLQuotaOverKillSwitch: a request whose every quota_mode limit is
+// over is denied with a reason (ERL after #1059), and allowed under the
+// kill switch, which turns every limit into a shadow one.
+func TestERLQuotaOverKillSwitch(t *testing.T) {
+	svc, _ := erlStatsService(t, `  - key: q
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+`, service.Options{})
+	req := &service.Request{Domain: "erl", Descriptors: []service.Descriptor{desc("q", "x")}}
+	for i, want := range []bool{false, true} {
+		resp, err := svc.Decide(context.Background(), req)
+		if err != nil || resp.OverLimit != want || (want && resp.Reported.Reason != service.QuotaOverReason) {
+			t.Fatalf("request %d: over %v (%q), error %v; want over %v with %q", i, resp.OverLimit, resp.Reported.Reason, err, want, service.QuotaOverReason)
+		}
+	}
+	svc.SetEnforcement(false)
+	if resp, err := svc.Decide(context.Background(), req); err != nil || resp.OverLimit {
+		t.Fatalf("under the kill switch: over %v, error %v; want allowed", resp.OverLimit, err)
+	}
+}
