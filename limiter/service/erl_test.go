@@ -2,13 +2,10 @@ package service_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/sluice-dev/sluice/limiter/compiled"
-	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/service"
 )
 
@@ -16,17 +13,7 @@ import (
 // user limited to 2 a minute.
 func erlService(t *testing.T, opts service.Options) *service.Service {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "erl.yaml")
-	cfg := "domain: erl\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n"
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	snap, err := config.LoadPath(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := service.New(memoryStore(t), opts)
-	svc.Swap(snap)
+	svc, _ := erlStatsService(t, "  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n", opts)
 	return svc
 }
 
