@@ -33,7 +33,7 @@ var erlRefused = []struct{ name, value, instead string }{
 	{"CONFIG_TYPE", "grpc_xds", "Sluice reads files (--policies) or RateLimitPolicies through the operator (--snapshot-configmap)"},
 	{"MERGE_DOMAIN_CONFIG", "true", "Sluice refuses a domain in two files: put each domain's descriptors in one file"},
 	{"QUOTA_MODE", "true", "set quota_mode: true on the descriptors that are quotas"},
-	{"RESPONSE_DYNAMIC_METADATA", "true", "Sluice's RLS dynamic metadata carries a denial's reason and policy (docs/reference/http-api.md); ERL's descriptors and quota metadata are not sent"},
+	{"RESPONSE_DYNAMIC_METADATA", "true", "Sluice's RLS dynamic metadata carries a denial's reason and policy, and always the descriptors' metadata under \"metadata\" (docs/reference/http-api.md); ERL's echo of the domain, descriptors and hitsAddend is not sent: unset it"},
 	{"USE_STATSD", "true", "Sluice exports Prometheus metrics on --admin-addr /metrics (docs/guides/migrate-from-envoy-ratelimit.md maps ERL's counters): set USE_STATSD=false"},
 	{"USE_DOG_STATSD", "true", "Sluice exports Prometheus metrics on --admin-addr /metrics: unset USE_DOG_STATSD"},
 	{"LOCAL_CACHE_SIZE_IN_BYTES", "", "ERL limits are decided exactly in the store; a RateLimitPolicy's localTier (two-tier mode) answers from memory within a stated bound: unset LOCAL_CACHE_SIZE_IN_BYTES or set it to 0"},

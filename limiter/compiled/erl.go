@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/sluice-dev/sluice/limiter/store"
 )
@@ -26,32 +29,48 @@ type ERL struct {
 	// Unlimited: the descriptor is answered OK with no limit, and counts
 	// nothing.
 	Unlimited bool
-	// QuotaMode: over the limit is answered OK with the limit and what
-	// remains, and no time to reset (the policy is Shadow too: it never
-	// denies).
+	// QuotaMode: over the limit, the descriptor is answered OVER_LIMIT
+	// with its figures, and the request is over its limit only when every
+	// quota mode descriptor of it is (ERL after #1059; limiter/service
+	// erl.go). The policy is Shadow too: alone, it never denies.
 	QuotaMode bool
+	// ShadowMode: over the limit is answered OK with the limit's figures,
+	// quota mode or not (the policy is Shadow).
+	ShadowMode bool
 	// Override: the policy of a request's own limit (ERLTree.Overrides).
 	Override bool
 	// Levels are the configuration's levels the policy is matched at, one
 	// per entry of a matching descriptor (ERL finds a limit only at a
 	// descriptor's last entry).
 	Levels []ERLLevel
+	// DetailedMetric (detailed_metric) keys the limit's statistics by the
+	// request's values; ValueToMetric says a level of Levels has
+	// value_to_metric (limiter/service erlstats.go).
+	DetailedMetric, ValueToMetric bool
+	// Metadata is the descriptor's metadata (ERL after #1112), returned to
+	// Envoy in the RLS response's dynamic metadata when the descriptor is
+	// answered OK; nil when it has none. It is the configuration's, shared
+	// by every request: never modify it.
+	Metadata *structpb.Struct
 }
 
 // ERLLevel is one level of an ERL policy's path.
 type ERLLevel struct {
 	// Name is ERL's name of the level: "key", "key_value", or either
-	// ending in '*' for a wildcard (a prefix of the request's
-	// "key_value").
+	// holding a '*' for a wildcard (ERL after #1085: each '*' matches any
+	// run of bytes of the request's "key_value", in order).
 	Name string
 	Key  string
-	// Value is the value the level names ("" for a key alone); with
-	// Wildcard it is the prefix before the trailing '*'.
+	// Value is the value the level names as written ("" for a key alone),
+	// wildcards included.
 	Value    string
 	Wildcard bool
 	// Share is share_threshold: every value the wildcard matches shares
 	// one counter, keyed by the pattern.
 	Share bool
+	// ValueToMetric is value_to_metric: the request's value names the
+	// level in the limit's statistics.
+	ValueToMetric bool
 }
 
 // ERLTree is one ERL domain's descriptors, matched as ERL matches them
@@ -65,13 +84,43 @@ type ERLTree struct {
 }
 
 type erlNode struct {
-	// children by "key", "key_value", or "key_prefix*".
+	// children by "key", "key_value", or a wildcard name ("key_pre*fix*").
 	children map[string]*erlNode
-	// wildcards are the children whose name ends in '*', in file order:
-	// their names without the '*', and the names.
-	prefixes [][]byte
-	wildKeys []string
-	policy   *Policy
+	// wildcards are the children whose name holds a '*', in file order.
+	wildcards []erlWildcard
+	policy    *Policy
+}
+
+// erlWildcard is a wildcard name split on its '*'s once, when the
+// configuration is loaded, so that matching allocates nothing.
+type erlWildcard struct {
+	name  string
+	parts [][]byte
+	// fixed is the parts' length: the shortest "key_value" that matches.
+	fixed int
+}
+
+// matches is ERL's wildcardMatch (after #1085): b starts with the first
+// part and ends with the last, and holds the parts between in order, in
+// what is left between those two; each '*' matches any run of bytes,
+// none too. A name ending in '*' is a prefix. The work is bounded by
+// len(b) times the parts, which the configuration and MaxEntryLength
+// bound.
+func (w *erlWildcard) matches(b []byte) bool {
+	ps := w.parts
+	first, last := ps[0], ps[len(ps)-1]
+	if len(b) < w.fixed || !bytes.HasPrefix(b, first) || !bytes.HasSuffix(b, last) {
+		return false
+	}
+	rest := b[len(first) : len(b)-len(last)]
+	for _, p := range ps[1 : len(ps)-1] {
+		i := bytes.Index(rest, p)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(p):]
+	}
+	return true
 }
 
 // NewERLTree returns an empty tree.
@@ -89,8 +138,8 @@ func (t *ERLTree) Add(path []ERLLevel, p *Policy) {
 			next = &erlNode{children: map[string]*erlNode{}}
 			n.children[name] = next
 			if l.Wildcard {
-				n.prefixes = append(n.prefixes, []byte(name[:len(name)-1]))
-				n.wildKeys = append(n.wildKeys, name)
+				n.wildcards = append(n.wildcards, erlWildcard{name: name, parts: bytes.Split([]byte(name), []byte("*")),
+					fixed: len(name) - strings.Count(name, "*")})
 			}
 		}
 		n = next
@@ -104,7 +153,7 @@ func (t *ERLTree) Add(path []ERLLevel, p *Policy) {
 const erlNameMax = 256
 
 // match is ERL's GetLimit over entries: at each level, the child named
-// key_value, else the first wildcard child whose prefix key_value has (in
+// key_value, else the first wildcard child that matches key_value (in
 // file order), else the child named key; the limit found at the last entry
 // is the descriptor's; the walk stops at a level with no children. The
 // work is bounded by the entries (at most service.MaxEntries) and the
@@ -118,9 +167,9 @@ func (t *ERLTree) match(entries []Entry) *Policy {
 		b := append(append(append(buf[:0], e.Key...), '_'), e.Value...)
 		next := n.children[string(b)]
 		if next == nil {
-			for j, prefix := range n.prefixes {
-				if bytes.HasPrefix(b, prefix) {
-					next = n.children[n.wildKeys[j]]
+			for j := range n.wildcards {
+				if w := &n.wildcards[j]; w.matches(b) {
+					next = n.children[w.name]
 					break
 				}
 			}

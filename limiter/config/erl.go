@@ -7,6 +7,7 @@ import (
 	"time"
 
 	yamlv2 "go.yaml.in/yaml/v2"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/compiled"
@@ -29,6 +30,8 @@ var erlValidKeys = map[string]bool{
 	"domain": true, "key": true, "value": true, "descriptors": true, "rate_limit": true, "unit": true,
 	"requests_per_unit": true, "unlimited": true, "shadow_mode": true, "quota_mode": true, "name": true,
 	"replaces": true, "detailed_metric": true, "value_to_metric": true, "share_threshold": true,
+	// ERL after #1112: what Envoy is told of a descriptor answered OK.
+	"metadata": true,
 }
 
 // erlUnits are ERL's units: the RLS enum value and the window, aligned to
@@ -61,6 +64,7 @@ type erlDescriptor struct {
 	DetailedMetric bool `yaml:"detailed_metric"`
 	ValueToMetric  bool `yaml:"value_to_metric"`
 	ShareThreshold bool `yaml:"share_threshold"`
+	Metadata       map[string]interface{}
 }
 
 type erlRateLimit struct {
@@ -153,6 +157,11 @@ func validateERLKeys(file, at string, m map[interface{}]interface{}) error {
 		if !erlValidKeys[ks] {
 			return fmt.Errorf("%s: %sconfig error, unknown key '%s'", file, where(at), ks)
 		}
+		if ks == "metadata" {
+			// Its keys and values are the user's, checked when it is
+			// converted (erlMetadata), as ERL checks them.
+			continue
+		}
 		path := ks
 		if at != "" {
 			path = at + "." + ks
@@ -210,9 +219,11 @@ func (c *erlCompiler) descriptors(parentKey, at string, levels []compiled.ERLLev
 			return fmt.Errorf("%s: %s: duplicate descriptor composite key '%s'", file, here, fullKey)
 		}
 		seen[finalKey] = true
-		// ERL matches "key_prefix*" against "key_value" by prefix (a key
-		// alone ending in '*' is a prefix of "key..._value" as well).
-		level := compiled.ERLLevel{Name: finalKey, Key: d.Key, Value: d.Value, Wildcard: strings.HasSuffix(finalKey, "*")}
+		// ERL (after #1085) matches a name holding a '*' against
+		// "key_value", each '*' any run of bytes (a key alone holding one
+		// is matched against "key..._value" as well).
+		wildcard := strings.Contains(finalKey, "*")
+		level := compiled.ERLLevel{Name: finalKey, Key: d.Key, Value: d.Value, Wildcard: wildcard}
 		var p *Policy
 		if d.RateLimit != nil {
 			var err error
@@ -220,13 +231,22 @@ func (c *erlCompiler) descriptors(parentKey, at string, levels []compiled.ERLLev
 				return err
 			}
 		}
-		if d.ShareThreshold && !strings.HasSuffix(finalKey, "*") {
-			return fmt.Errorf("%s: %s: share_threshold can only be used with wildcard values (ending with '*'), but found key '%s'", file, here, finalKey)
+		if d.ShareThreshold && !wildcard {
+			return fmt.Errorf("%s: %s: share_threshold can only be used with wildcard values (containing '*'), but found key '%s'", file, here, finalKey)
 		}
-		level.Share = d.ShareThreshold
+		level.Share, level.ValueToMetric = d.ShareThreshold, d.ValueToMetric
 		path := append(levels[:len(levels):len(levels)], level)
+		md, err := erlMetadata(d.Metadata)
+		if err != nil {
+			return fmt.Errorf("%s: %s.metadata: error parsing metadata: %w", file, here, err)
+		}
 		if p != nil {
+			p.ERL.Metadata = md
 			p.ERL.Levels = path
+			p.ERL.DetailedMetric = d.DetailedMetric
+			for _, l := range path {
+				p.ERL.ValueToMetric = p.ERL.ValueToMetric || l.ValueToMetric
+			}
 			p.Descriptors = make([]compiled.Descriptor, len(path))
 			for j, l := range path {
 				p.Descriptors[j] = compiled.Descriptor{Key: l.Key}
@@ -239,6 +259,40 @@ func (c *erlCompiler) descriptors(parentKey, at string, levels []compiled.ERLLev
 		}
 	}
 	return nil
+}
+
+// erlMetadata is ERL's parseMetadata: a descriptor's metadata as a
+// protobuf Struct (nil for none), its maps' keys made strings. Metadata on
+// a descriptor without a rate_limit is never told, as in ERL.
+func erlMetadata(m map[string]interface{}) (*structpb.Struct, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]interface{}, len(m))
+	for k, v := range m {
+		out[k] = erlMetadataValue(v)
+	}
+	return structpb.NewStruct(out)
+}
+
+// erlMetadataValue is v with yaml.v2's maps made map[string]interface{}
+// (a key is printed with %v, as ERL does), at any depth.
+func erlMetadataValue(v interface{}) interface{} {
+	switch v := v.(type) {
+	case map[interface{}]interface{}:
+		m := make(map[string]interface{}, len(v))
+		for k, e := range v {
+			m[fmt.Sprintf("%v", k)] = erlMetadataValue(e)
+		}
+		return m
+	case []interface{}:
+		l := make([]interface{}, len(v))
+		for i, e := range v {
+			l[i] = erlMetadataValue(e)
+		}
+		return l
+	}
+	return v
 }
 
 // rateLimit compiles d's rate_limit, refusing what ERL refuses.
@@ -280,6 +334,6 @@ func (c *erlCompiler) rateLimit(here, fullKey string, d *erlDescriptor) (*Policy
 		FailureMode: compiled.FailOpen,
 		Source:      c.file.name,
 		ERL: &compiled.ERL{Name: rl.Name, Replaces: replaces, Unit: unit.enum, RequestsPerUnit: rl.RequestsPerUnit,
-			Unlimited: rl.Unlimited, QuotaMode: d.QuotaMode},
+			Unlimited: rl.Unlimited, QuotaMode: d.QuotaMode, ShadowMode: d.ShadowMode},
 	}, nil
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +16,9 @@ func TestERLRefusals(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"unknown key", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, burst: 2}\n",
 			"descriptors[0].rate_limit: config error, unknown key 'burst'"},
-		{"unknown top-level key", "domain: d\nmetadata: {a: b}\n", "config error, unknown key 'metadata'"},
+		{"unknown top-level key", "domain: d\nlimits: {a: b}\n", "config error, unknown key 'limits'"},
+		{"metadata that is no Struct", "domain: d\ndescriptors:\n  - key: k\n    metadata: {a: !!binary \"/w==\"}\n",
+			"descriptors[0].metadata: error parsing metadata"},
 		{"a float", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1.5}\n", "error checking config"},
 		{"a list of scalars", "domain: d\ndescriptors: [a]\n", "yaml file contains list of type other than map"},
 		{"not YAML", "domain: d\ndescriptors: [\n", "did not find expected node content"},
@@ -34,7 +37,7 @@ func TestERLRefusals(t *testing.T) {
 		{"replaces itself", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, name: a, replaces: [{name: a}]}\n",
 			"replaces should not contain name of same descriptor"},
 		{"share_threshold without a wildcard", "domain: d\ndescriptors:\n  - key: k\n    value: v\n    share_threshold: true\n",
-			"share_threshold can only be used with wildcard values (ending with '*'), but found key 'k_v'"},
+			"share_threshold can only be used with wildcard values (containing '*'), but found key 'k_v'"},
 		{"nested refusal", "domain: d\ndescriptors:\n  - key: a\n    descriptors:\n      - key: b\n        rate_limit: {unit: minute}\n        descriptors:\n          - key: \"\"\n",
 			"descriptors[0].descriptors[0].descriptors[0]: descriptor has empty key"},
 	} {
@@ -92,7 +95,7 @@ func TestERLDirectory(t *testing.T) {
 }
 
 // TestERLMatching holds the matching to ERL's GetLimit: the value beats
-// the key alone, then the first wildcard in file order; a limit only at a
+// the key alone, then the first wildcard in file order (a '*' anywhere); a limit only at a
 // descriptor's last entry; no deeper than the configuration.
 func TestERLMatching(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "erl.yaml")
@@ -107,6 +110,9 @@ descriptors:
   - key: path
     value: /a*
     rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: path
+    value: /m/*/x*y
+    rate_limit: {unit: minute, requests_per_unit: 7}
   - key: path
     rate_limit: {unit: minute, requests_per_unit: 4}
   - key: user
@@ -138,6 +144,13 @@ descriptors:
 		{e("path", "/a/c"), 2},
 		{e("path", "/ab"), 3},
 		{e("path", "/b"), 4},
+		// A '*' inside a value (ERL after #1085): any run of bytes, none
+		// too, in order, between a prefix and a suffix that don't overlap.
+		{e("path", "/m/1/x2y"), 7},
+		{e("path", "/m//xy"), 7},
+		{e("path", "/m/1/x2y/z"), 4},
+		{e("path", "/m/y"), 4},
+		{e("path", "/a/*/x"), 2},
 		{e("user", "u"), 0},
 		{e("user", "u", "op", "x"), 5},
 		{e("user", "u", "op", "x", "more", "y"), 0},
@@ -151,6 +164,38 @@ descriptors:
 		}
 		if len(m) > 1 || got != tc.want {
 			t.Errorf("%v: matched %d policies, limit %d; want limit %d", tc.entries, len(m), got, tc.want)
+		}
+	}
+}
+
+// BenchmarkERLWildcardMatch is the work of matching a value against '*'
+// patterns (ERL after #1085), the most a client can make of it: a
+// value of about 1024 bytes (MaxEntryLength) of near-misses against 16 wildcards of
+// 8 parts each, none of which matches, so that every one is scanned.
+func BenchmarkERLWildcardMatch(b *testing.B) {
+	var cfg strings.Builder
+	cfg.WriteString("domain: d\ndescriptors:\n")
+	for i := range 16 {
+		fmt.Fprintf(&cfg, "  - key: path\n    value: \"a*ab*abc*abcd*abcde*abcdef*abcdefg%d*z\"\n    rate_limit: {unit: minute, requests_per_unit: 1}\n", i)
+	}
+	path := filepath.Join(b.TempDir(), "erl.yaml")
+	if err := os.WriteFile(path, []byte(cfg.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	snap, err := LoadPath(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The prefix and the suffix match; every middle part but the last is
+	// found at once, and the last is looked for in the whole value.
+	value := "a" + strings.Repeat("abcdef", 1022/6) + "z"
+	entries := []compiled.Entry{{Key: "path", Value: value}}
+	dom := snap.Domain("d")
+	var m []*compiled.Policy
+	b.ReportAllocs()
+	for b.Loop() {
+		if m = dom.AppendMatches(m[:0], entries); len(m) != 0 {
+			b.Fatalf("matched %d", len(m))
 		}
 	}
 }

@@ -117,9 +117,9 @@ func (c *converter) descriptors(parent string, path []convLevel, ds []erlDescrip
 		}
 		l := convLevel{key: d.Key, value: d.Value}
 		switch {
-		case strings.HasSuffix(d.Key+d.Value, "*"):
+		case strings.Contains(d.Key+d.Value, "*"):
 			l.value = ""
-			l.notes = append(l.notes, fmt.Sprintf("ERL's %s matches by prefix; this policy counts every value of %s, each apart", jsonString(d.Key+"_"+d.Value), d.Key))
+			l.notes = append(l.notes, fmt.Sprintf("ERL's %s is a wildcard; this policy counts every value of %s, each apart", jsonString(d.Key+"_"+d.Value), d.Key))
 			if d.ShareThreshold {
 				l.notes = append(l.notes, "share_threshold: ERL gives every value the wildcard matches one counter; here each value has its own")
 			}
@@ -158,12 +158,15 @@ func (c *converter) policy(full string, levels []convLevel, d *erlDescriptor) {
 	if len(rl.Replaces) > 0 {
 		notes = append(notes, "replaces has no equivalent: every matching policy decides")
 	}
+	if len(d.Metadata) > 0 {
+		notes = append(notes, "metadata has no equivalent: a policy's answer carries no metadata of the user's")
+	}
 	mode := ""
 	switch {
 	case d.ShadowMode:
 		mode, notes = "Shadow", append(notes, "shadow_mode: a Shadow policy answers OK without its figures, where ERL tells them")
 	case d.QuotaMode:
-		mode, notes = "Soft", append(notes, "quota_mode: a Soft policy allows and marks the request past the limit, without ERL's quota metadata")
+		mode, notes = "Soft", append(notes, "quota_mode: a Soft policy allows and marks the request past the limit; ERL denies a request whose every quota is over")
 	}
 	fmt.Fprintf(c.w, "---\n# ERL %s (%s)\n", full, c.file.name)
 	for _, n := range notes {

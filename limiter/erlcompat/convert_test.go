@@ -27,13 +27,12 @@ var convertDiffers = map[string]string{
 	"share_threshold: every value the wildcard matches shares one counter":                 "a wildcard becomes every value, each its own counter",
 	"unlimited": "an unlimited limit has no policy",
 	"shadow_mode: over the limit is OK, with the limit's figures":                                 "a Shadow policy tells no figures",
-	"quota_mode: over the quota is OK, with no time to reset":                                     "a Soft policy",
+	"quota_mode: within the quota, OK with the quota's figures":                                   "a Soft policy",
 	"replaces: a matched limit drops the limits it names, whatever the order":                     "replaces has no equivalent",
 	"requests_per_unit 0 denies every hit":                                                        "no policy denies everything",
 	"every unit, case-insensitive: windows aligned to the epoch (a month is 30 days, a year 365)": "a year has no policy",
 	"hits_addend: the request's, a descriptor's own (0 checks only), denied hits count":           "a FixedWindow does not count denied hits",
 	"a request's own limit (the descriptor's limit field) wins, matched or not":                   "a request's own limit is refused",
-	"a '*' inside a value is literal, as in the ERL this table runs (#1085 came later)":           "a wildcard becomes every value",
 }
 
 // TestConvert converts every case of the table with limiter convert-erl's

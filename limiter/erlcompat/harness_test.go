@@ -138,19 +138,27 @@ func rlsClient(t *testing.T, p *process, addr string) rlsv3.RateLimitServiceClie
 // counting on the redis-server at redisAddr.
 func startERL(t *testing.T, runtimeRoot, redisAddr string) rlsv3.RateLimitServiceClient {
 	t.Helper()
+	env, grpcAddr := erlEnv(t, runtimeRoot, redisAddr)
+	p := start(t, "envoyproxy/ratelimit", env, erlBin)
+	return rlsClient(t, p, grpcAddr)
+}
+
+// erlEnv is ERL's environment for runtimeRoot's ratelimit/config folder
+// and the redis-server at redisAddr, on free ports of 127.0.0.1, and the
+// address of its gRPC port.
+func erlEnv(t *testing.T, runtimeRoot, redisAddr string) (env []string, grpcAddr string) {
+	t.Helper()
 	port := func() string {
 		a := redistest.FreeAddr(t, "127.0.0.1")
 		return a[strings.LastIndexByte(a, ':')+1:]
 	}
 	grpcPort := port()
-	env := []string{
+	return []string{
 		"RUNTIME_ROOT=" + runtimeRoot, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
 		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + redisAddr, "USE_STATSD=false", "LOG_LEVEL=warn",
 		"HOST=127.0.0.1", "PORT=" + port(), "GRPC_HOST=127.0.0.1", "GRPC_PORT=" + grpcPort,
 		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=" + port(),
-	}
-	p := start(t, "envoyproxy/ratelimit", env, erlBin)
-	return rlsClient(t, p, "127.0.0.1:"+grpcPort)
+	}, "127.0.0.1:" + grpcPort
 }
 
 // startSluiceERLEnv runs the limiter as ERL's Deployment would after an
@@ -158,19 +166,9 @@ func startERL(t *testing.T, runtimeRoot, redisAddr string) rlsv3.RateLimitServic
 // runtimeRoot's ratelimit/config folder and the redis-server at redisAddr.
 func startSluiceERLEnv(t *testing.T, runtimeRoot, redisAddr string) rlsv3.RateLimitServiceClient {
 	t.Helper()
-	port := func() string {
-		a := redistest.FreeAddr(t, "127.0.0.1")
-		return a[strings.LastIndexByte(a, ':')+1:]
-	}
-	grpcPort := port()
-	env := []string{
-		"RUNTIME_ROOT=" + runtimeRoot, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
-		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + redisAddr, "USE_STATSD=false", "LOG_LEVEL=warn",
-		"HOST=127.0.0.1", "PORT=" + port(), "GRPC_HOST=127.0.0.1", "GRPC_PORT=" + grpcPort,
-		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=" + port(),
-	}
+	env, grpcAddr := erlEnv(t, runtimeRoot, redisAddr)
 	p := start(t, "sluice limiter --erl-env", env, buildLimiter(t), "--erl-env", "--erl-max-override", "1000/second")
-	return rlsClient(t, p, "127.0.0.1:"+grpcPort)
+	return rlsClient(t, p, grpcAddr)
 }
 
 // startSluice runs the limiter with --policies configDir on store.

@@ -229,6 +229,13 @@ func toRLS(resp *service.Response, jitter float64) *rlsv3.RateLimitResponse {
 	if md != nil {
 		out.DynamicMetadata, _ = structpb.NewStruct(md)
 	}
+	if em := erlMetadata(resp, out.Statuses); em != nil {
+		// An ERL descriptor's own metadata (erl.go), beside Sluice's.
+		if out.DynamicMetadata == nil {
+			out.DynamicMetadata = &structpb.Struct{Fields: map[string]*structpb.Value{}}
+		}
+		out.DynamicMetadata.Fields["metadata"] = structpb.NewStructValue(em)
+	}
 	return out
 }
 

@@ -82,6 +82,9 @@ func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) 
 		}
 		resp.Decisions = append(resp.Decisions, dec)
 	}
+	if dom.ERL() {
+		quotaOver(resp)
+	}
 	if lt := pl.lt; lt != nil && len(lt.held) > 0 {
 		if resp.OverLimit {
 			s.giveBack(ctx, lt)
@@ -258,11 +261,7 @@ func (s *Service) check(ctx context.Context, pl *plan, st *step) Decision {
 			dec = s.takeHolding(ctx, sc, p, ps, entries, cost, pl.lt)
 		}
 		shadow := p.Shadow || allShadow
-		ps.stats.count(&dec, p.Limit, shadow, p.Soft)
-		countLevel(ps.levels, sc.level, &dec, shadow, p.Soft)
-		if s.opts.Top.K > 0 {
-			ps.stats.countTop(s.topClock(), sc.key, p, entries, &dec)
-		}
+		s.countDecision(sc, p, ps, entries, cost, &dec, shadow)
 		if shadow {
 			if !dec.Result.Allowed {
 				s.logShadow(ps, p, domain)
@@ -306,6 +305,20 @@ func (s *Service) check(ctx context.Context, pl *plan, st *step) Decision {
 		out.Reason = visible.Reason
 	}
 	return out
+}
+
+// countDecision counts dec, p's decision of entries at cost: in p's
+// stats, its priority level's, the hottest values' and, for an ERL limit,
+// ERL's statistics (erlstats.go).
+func (s *Service) countDecision(sc *scratch, p *compiled.Policy, ps *policyState, entries []compiled.Entry, cost int64, dec *Decision, shadow bool) {
+	if p.ERL != nil && !p.ERL.Unlimited {
+		s.erlStats.count(p, entries, cost, dec)
+	}
+	ps.stats.count(dec, p.Limit, shadow, p.Soft)
+	countLevel(ps.levels, sc.level, dec, shadow, p.Soft)
+	if s.opts.Top.K > 0 {
+		ps.stats.countTop(s.topClock(), sc.key, p, entries, dec)
+	}
 }
 
 // decide runs one policy against its store, whose failure mode answers

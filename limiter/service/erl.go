@@ -91,3 +91,42 @@ func withOverride(p *compiled.Policy, limit int64) *compiled.Policy {
 	cp.ERL = &e
 	return &cp
 }
+
+// QuotaOverReason is the reason of a request denied because every quota
+// mode limit it matched is over its quota.
+const QuotaOverReason = "every quota_mode limit of the request is over its quota"
+
+// quotaOver is ERL's overall answer in quota mode (after #1059): a
+// request is over its limit when it matched quota mode limits and every
+// one of them is over its quota (one under its quota lets it through;
+// other limits decide as always). Quota mode limits are shadow policies
+// here, so that alone none denies; this makes resp a denial when all are
+// over, reported with the quota that frees first (a retry then passes).
+// A quota mode limit in shadow_mode too is answered OK by ERL, so it is
+// never over. With enforcement off, the descriptors report no policy and
+// nothing is denied.
+func quotaOver(resp *Response) {
+	total, over := 0, 0
+	var first *Decision
+	for i := range resp.Decisions {
+		d := &resp.Decisions[i]
+		if d.Policy == nil || d.Policy.ERL == nil || !d.Policy.ERL.QuotaMode {
+			continue
+		}
+		total++
+		if d.Result.Allowed || d.Policy.ERL.ShadowMode {
+			continue
+		}
+		over++
+		if first == nil || longerWait(first.Result.RetryAfter, d.Result.RetryAfter) {
+			first = d
+		}
+	}
+	if total == 0 || over < total {
+		return
+	}
+	resp.OverLimit = true
+	dec := Decision{Policy: first.Policy, Result: first.Result, OverLimit: true, RetryAfter: first.Result.RetryAfter,
+		Denied: first.Policy, Reason: QuotaOverReason}
+	resp.Reported.merge(&dec)
+}

@@ -2,13 +2,10 @@ package service_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/sluice-dev/sluice/limiter/compiled"
-	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/service"
 )
 
@@ -16,17 +13,7 @@ import (
 // user limited to 2 a minute.
 func erlService(t *testing.T, opts service.Options) *service.Service {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "erl.yaml")
-	cfg := "domain: erl\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n"
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	snap, err := config.LoadPath(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := service.New(memoryStore(t), opts)
-	svc.Swap(snap)
+	svc, _ := erlStatsService(t, "  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n", opts)
 	return svc
 }
 
@@ -128,5 +115,26 @@ func TestERLLimitsHaveNoTenantBudget(t *testing.T) {
 				t.Fatalf("request %d, descriptor %d: %+v, want decided by the store: over the limit %v, %d remaining", i+1, j, d, over, remaining)
 			}
 		}
+	}
+}
+
+// TestERLQuotaOverKillSwitch: a request whose every quota_mode limit is
+// over is denied with a reason (ERL after #1059), and allowed under the
+// kill switch, which turns every limit into a shadow one.
+func TestERLQuotaOverKillSwitch(t *testing.T) {
+	svc, _ := erlStatsService(t, `  - key: q
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+`, service.Options{})
+	req := &service.Request{Domain: "erl", Descriptors: []service.Descriptor{desc("q", "x")}}
+	for i, want := range []bool{false, true} {
+		resp, err := svc.Decide(context.Background(), req)
+		if err != nil || resp.OverLimit != want || (want && resp.Reported.Reason != service.QuotaOverReason) {
+			t.Fatalf("request %d: over %v (%q), error %v; want over %v with %q", i, resp.OverLimit, resp.Reported.Reason, err, want, service.QuotaOverReason)
+		}
+	}
+	svc.SetEnforcement(false)
+	if resp, err := svc.Decide(context.Background(), req); err != nil || resp.OverLimit {
+		t.Fatalf("under the kill switch: over %v, error %v; want allowed", resp.OverLimit, err)
 	}
 }

@@ -67,6 +67,10 @@ type Options struct {
 	// request's own limit may not pass the ERL limit its descriptor
 	// matches (erl.go).
 	ERLMaxOverride compiled.ERLRate
+	// ERLMetricKeys bounds the keys of sluice_erl_hits_total built from
+	// requests' values (detailed_metric, value_to_metric); 0 means
+	// DefaultERLMetricKeys (erlstats.go).
+	ERLMetricKeys int
 	// IdempotencyEntry is the descriptor entry key whose value is an
 	// idempotency key. The entry names the request, not what it asks for:
 	// it is left out of matching and counter keys. Empty means
@@ -135,14 +139,16 @@ type Service struct {
 	metrics  *metrics
 	// budgetMetrics count what the tenant budgets refused (budget.go).
 	budgetMetrics *budgetMetrics
-	loaded        atomic.Pointer[loaded]
-	scratch       sync.Pool
-	plans         sync.Pool // of *plan
-	readyPods     atomic.Int64
-	enforce       atomic.Bool // this pod's switch (--enforcement)
-	swapMu        sync.Mutex  // serialises Swaps: each carries the last one's stats over
-	clock         func() time.Time
-	topClock      func() time.Time // the hottest-values sketches' clock on the request path
+	// erlStats count ERL limits' hits as ERL does (erlstats.go).
+	erlStats  *erlStats
+	loaded    atomic.Pointer[loaded]
+	scratch   sync.Pool
+	plans     sync.Pool // of *plan
+	readyPods atomic.Int64
+	enforce   atomic.Bool // this pod's switch (--enforcement)
+	swapMu    sync.Mutex  // serialises Swaps: each carries the last one's stats over
+	clock     func() time.Time
+	topClock  func() time.Time // the hottest-values sketches' clock on the request path
 }
 
 // loaded is a snapshot with its per-policy state, swapped as one.
@@ -217,6 +223,7 @@ func New(st store.Store, opts Options) *Service {
 		log:           opts.Logger,
 		metrics:       newMetrics(opts.Registerer),
 		budgetMetrics: newBudgetMetrics(opts.Registerer),
+		erlStats:      newERLStats(opts.ERLMetricKeys),
 		clock:         time.Now,
 		topClock:      opts.TopClock,
 	}
@@ -224,7 +231,7 @@ func New(st store.Store, opts Options) *Service {
 		s.topClock = time.Now
 	}
 	if opts.Registerer != nil {
-		opts.Registerer.MustRegister(decisionsCollector{s})
+		opts.Registerer.MustRegister(decisionsCollector{s}, erlStatsCollector{s.erlStats})
 	}
 	s.scratch.New = func() any { return &scratch{matches: make([]*compiled.Policy, 0, 8)} }
 	s.plans.New = func() any { return &plan{matches: make([]*compiled.Policy, 0, 8)} }
