@@ -22,8 +22,7 @@ import (
 // redis-µs/op is redis-server's CPU per decision, go-µs/op this process's
 // (the store and the benchmark's goroutines), decisions/read how many
 // decisions each socket read of Redis's carried (a pipeline takes one read
-// unless it is large). With 1 (the default on a standalone server), 2 (on a
-// cluster) and 4 round trips in flight
+// unless it is large). With 1, 2 (the default) and 4 round trips in flight
 // (Options.Workers): fewer send larger batches.
 func BenchmarkTakeParallel(b *testing.B) {
 	for _, w := range []int{1, 2, 4} {

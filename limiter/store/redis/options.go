@@ -42,13 +42,8 @@ type Options struct {
 	KeyPrefix string
 	// MaxBatch bounds the requests sent in one pipeline; 0 means 256.
 	MaxBatch int
-	// Workers bounds the round trips in flight at once; 0 means 1 on a
-	// standalone server and 2 on a cluster. More send smaller batches:
-	// on a standalone server, one at a time makes the decisions of a
-	// round trip share a larger multi script run, which costs Redis and
-	// the limiter less per decision (BenchmarkTakeParallel); a cluster's
-	// round trip waits for its slowest node, so a second one does not
-	// wait behind it.
+	// Workers bounds the round trips in flight at once; 0 means 2. More
+	// send smaller batches.
 	Workers int
 	// PinnedClock, when set, replaces Redis TIME inside the scripts. It
 	// exists so that conformance tests can step a synthetic clock against a
@@ -136,10 +131,7 @@ func (o *Options) setDefaults() {
 		o.MaxBatch = defaultMaxBatch
 	}
 	if o.Workers <= 0 {
-		o.Workers = 1
-		if o.Cluster {
-			o.Workers = 2
-		}
+		o.Workers = 2
 	}
 	o.Breaker.setDefaults()
 }
