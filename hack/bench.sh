@@ -36,6 +36,10 @@
 #   BENCH_STORES       which runs, comma-separated (default noop,memory,redis,two-tier)
 #   BENCH_BIN          where to build limiter and loadgen (default bin)
 #   BENCH_ROUNDS       interleaved rounds of all the runs (default 3)
+#   BENCH_GOMEMLIMIT   GOMEMLIMIT of the limiter runs (default 241591860: what
+#                      the operator sets for the chart's 256Mi memory limit,
+#                      under which the limiter collects at GOGC=400); empty
+#                      for none (the limiter then collects at Go's default)
 #   BENCH_GOTIME       -benchtime of the Go benchmarks (default 1s)
 #   BENCH_MEMORY_KEYS  counters created for the Redis memory figure (default 10000)
 #   BENCH_FAULT_*      see hack/bench-faults.sh --help
@@ -57,6 +61,7 @@ KEYS=${BENCH_KEYS:-10000}
 ALGORITHM=${BENCH_ALGORITHM:-TokenBucket}
 STORES=${BENCH_STORES:-noop,memory,redis,two-tier}
 ROUNDS=${BENCH_ROUNDS:-3}
+GOMEMLIMIT_LIMITER=${BENCH_GOMEMLIMIT-241591860}
 GOTIME=${BENCH_GOTIME:-1s}
 BIN=${BENCH_BIN:-bin}
 GO_BENCH=1
@@ -273,6 +278,7 @@ echo "cores:     $(nproc)   memory: $(free -h 2>/dev/null | awk '/^Mem:/ {print 
 echo "go:        $(go version)"
 echo "commit:    $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with local changes)')"
 echo "load:      concurrency $CONCURRENCY over $CONNS connections, $KEYS keys, $WARMUP warm-up + $DURATION measured, $ROUNDS interleaved rounds"
+echo "limiter:   GOMEMLIMIT=${GOMEMLIMIT_LIMITER:-none} (as the operator sets it for a 256Mi limit)"
 echo "policy:    $ALGORITHM, 1000000000 per 1s per user_id (decisions, not denials)"
 echo "note:      the server, Redis and the load generator share these cores"
 
@@ -374,14 +380,14 @@ start_noop() {
 }
 
 start_memory() {
-	start_server "$1" $BIN/limiter --policies "$POLICY" --store memory \
+	start_server "$1" env GOMEMLIMIT="$GOMEMLIMIT_LIMITER" $BIN/limiter --policies "$POLICY" --store memory \
 		--tenant-max-policies-per-request 0 --tenant-store-calls-per-second 0 \
 		--grpc-addr "$HOST:$GRPC_PORT" --http-addr "$HOST:$HTTP_PORT" --admin-addr "$HOST:$ADMIN_PORT"
 }
 
 RUN_POLICY=
 start_redis() {
-	start_server "$1" $BIN/limiter --policies "$RUN_POLICY" --store "redis://$HOST:$REDIS_PORT" \
+	start_server "$1" env GOMEMLIMIT="$GOMEMLIMIT_LIMITER" $BIN/limiter --policies "$RUN_POLICY" --store "redis://$HOST:$REDIS_PORT" \
 		--tenant-max-policies-per-request 0 --tenant-store-calls-per-second 0 \
 		--grpc-addr "$HOST:$GRPC_PORT" --http-addr "$HOST:$HTTP_PORT" --admin-addr "$HOST:$ADMIN_PORT"
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -153,6 +154,10 @@ func main() {
 	}
 	slog.SetDefault(cfg.Logger)
 	klog.SetSlogLogger(cfg.Logger) // client-go logs through klog
+	if p, ok := app.GCPercent(os.Getenv("GOGC"), debug.SetMemoryLimit(-1)); ok {
+		debug.SetGCPercent(p)
+		cfg.Logger.Info("Memory limit set and GOGC not: collecting less often", "GOGC", p, "GOMEMLIMIT", debug.SetMemoryLimit(-1))
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -43,6 +43,19 @@ const defaultJitter = 0.1
 // added; and the soft limits the request is over. Durations are whole
 // seconds, rounded up. None when nothing is to be said.
 func headers(resp *service.Response, jitter float64) []*corev3.HeaderValue {
+	return headersIn(resp, jitter, nil)
+}
+
+// headerRoom is room for the headers of most answers (a decided request's
+// five), kept in an RLS answer (see rlsAnswer) so that they cost no
+// allocation of their own.
+type headerRoom struct {
+	values [5]corev3.HeaderValue
+	ptrs   [5]*corev3.HeaderValue
+}
+
+// headersIn is headers, in room when they fit (nil: none).
+func headersIn(resp *service.Response, jitter float64, room *headerRoom) []*corev3.HeaderValue {
 	d := &resp.Reported
 	var values [9]struct{ k, v string }
 	n := 0
@@ -69,10 +82,16 @@ func headers(resp *service.Response, jitter float64) []*corev3.HeaderValue {
 	if n == 0 {
 		return nil
 	}
-	// One allocation for the headers, one for the pointers: this runs for
-	// every decided request.
-	hs := make([]corev3.HeaderValue, n)
-	out := make([]*corev3.HeaderValue, n)
+	// In room, or one allocation for the headers and one for the
+	// pointers: this runs for every decided request. The pointers' cap is
+	// n, so that one appended later (addProblem) goes elsewhere.
+	var hs []corev3.HeaderValue
+	var out []*corev3.HeaderValue
+	if room != nil && n <= len(room.values) {
+		hs, out = room.values[:n], room.ptrs[:n:n]
+	} else {
+		hs, out = make([]corev3.HeaderValue, n), make([]*corev3.HeaderValue, n)
+	}
 	for i := range out {
 		hs[i].Key, hs[i].Value = values[i].k, values[i].v
 		out[i] = &hs[i]

@@ -177,19 +177,41 @@ const maxPooledEntries = service.MaxDescriptors * service.MaxEntries
 // pooled response keeps room for.
 const maxPooledViolated = 64
 
+// rlsAnswer is an RLS response with room for what most answers hold: one
+// decided descriptor's status, limit and reset, and five headers. toRLS
+// makes it in one allocation where its parts took six; the parts of a
+// larger answer are allocated on their own. It is not pooled: gRPC keeps
+// the response until it has been written, after the handler returns.
+type rlsAnswer struct {
+	out      rlsv3.RateLimitResponse
+	statuses [1]*rlsv3.RateLimitResponse_DescriptorStatus
+	status   [1]rlsv3.RateLimitResponse_DescriptorStatus
+	room     [1]statusRoom
+	headers  headerRoom
+}
+
 // toRLS maps the service's answer to RLS.
 func toRLS(resp *service.Response, jitter float64) *rlsv3.RateLimitResponse {
-	out := &rlsv3.RateLimitResponse{
-		OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(resp.Decisions)),
+	a := &rlsAnswer{}
+	out := &a.out
+	out.OverallCode = rlsv3.RateLimitResponse_OK
+	if n := len(resp.Decisions); n <= len(a.statuses) {
+		out.Statuses = a.statuses[:n:n]
+	} else {
+		out.Statuses = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
 	}
 	if resp.OverLimit {
 		out.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
 	for i := range resp.Decisions {
-		out.Statuses[i] = descriptorStatus(&resp.Decisions[i])
+		if i < len(a.status) {
+			out.Statuses[i] = &a.status[i]
+			descriptorStatusIn(&a.status[i], &a.room[i], &resp.Decisions[i])
+		} else {
+			out.Statuses[i] = descriptorStatus(&resp.Decisions[i])
+		}
 	}
-	out.ResponseHeadersToAdd = headers(resp, jitter)
+	out.ResponseHeadersToAdd = headersIn(resp, jitter, &a.headers)
 	var md map[string]any
 	if d := &resp.Reported; d.OverLimit && reasonOf(d) != "" {
 		// Envoy logs and forwards the RLS dynamic metadata. A hidden
@@ -242,34 +264,46 @@ func toRLS(resp *service.Response, jitter float64) *rlsv3.RateLimitResponse {
 // descriptorStatus maps one decision to its RLS status. An unmatched
 // descriptor is OK with no limit.
 func descriptorStatus(d *service.Decision) *rlsv3.RateLimitResponse_DescriptorStatus {
-	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+	// The status, its limit and its duration in one allocation: every
+	// decided descriptor has them.
+	a := &struct {
+		st   rlsv3.RateLimitResponse_DescriptorStatus
+		room statusRoom
+	}{}
+	descriptorStatusIn(&a.st, &a.room, d)
+	return &a.st
+}
+
+// statusRoom is room for a decided descriptor's limit and reset.
+type statusRoom struct {
+	lim rlsv3.RateLimitResponse_RateLimit
+	dur durationpb.Duration
+}
+
+// descriptorStatusIn is descriptorStatus in st, a zero status, with its
+// limit and reset in room.
+func descriptorStatusIn(st *rlsv3.RateLimitResponse_DescriptorStatus, room *statusRoom, d *service.Decision) {
+	st.Code = rlsv3.RateLimitResponse_OK
 	if d.OverLimit {
 		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
 	if d.Policy == nil {
-		return st
+		return
 	}
 	if d.Policy.ERL != nil {
 		erlStatus(st, d)
-		return st
+		return
 	}
-	// The status, its limit and its duration in one allocation: every
-	// decided descriptor has them.
-	a := &struct {
-		lim rlsv3.RateLimitResponse_RateLimit
-		dur durationpb.Duration
-	}{}
 	unit, mult := limitUnit(d.Policy.Limit)
-	a.lim.Name, a.lim.RequestsPerUnit, a.lim.Unit = d.Policy.ID(), uint32(d.Policy.Limit.Limit), unit
+	room.lim.Name, room.lim.RequestsPerUnit, room.lim.Unit = d.Policy.ID(), uint32(d.Policy.Limit.Limit), unit
 	if mult != 1 {
-		a.lim.UnitMultiplier = wrapperspb.UInt32(mult)
+		room.lim.UnitMultiplier = wrapperspb.UInt32(mult)
 	}
-	st.CurrentLimit = &a.lim
+	st.CurrentLimit = &room.lim
 	st.LimitRemaining = uint32(min(d.Result.Remaining, int64(^uint32(0))))
 	reset := d.Result.ResetAfter
-	a.dur.Seconds, a.dur.Nanos = int64(reset/time.Second), int32(reset%time.Second)
-	st.DurationUntilReset = &a.dur
-	return st
+	room.dur.Seconds, room.dur.Nanos = int64(reset/time.Second), int32(reset%time.Second)
+	st.DurationUntilReset = &room.dur
 }
 
 // limitUnit is the RLS unit of a limit: its calendar period (DAY, WEEK or

@@ -61,6 +61,34 @@ spec:
 	}
 }
 
+// TestShouldRateLimitAllocations: a decided request of one descriptor, on
+// a counter the memory store holds, costs two allocations in the RLS
+// adapter and none in the service: the response with its status, limit,
+// reset and five headers, and the headers' one string (there were seven).
+// Counted, not timed; not under -race, which allocates of its own.
+func TestShouldRateLimitAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocations are not counted under -race")
+	}
+	rls := rlsOn(t, benchRLSPolicy)
+	req := &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{
+		{Key: "user_id", Value: "user-42"}, {Key: "path", Value: "/v1/charges"}}}}}
+	ctx := context.Background()
+	var resp *rlsv3.RateLimitResponse
+	allocs := testing.AllocsPerRun(1000, func() {
+		var err error
+		if resp, err = rls.ShouldRateLimit(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if len(resp.GetStatuses()) != 1 || resp.GetStatuses()[0].GetCurrentLimit() == nil || len(resp.GetResponseHeadersToAdd()) != 5 {
+		t.Fatalf("answer %v: want one decided status and five headers", resp)
+	}
+	if allocs > 2 {
+		t.Errorf("%.1f allocations per decided request, want at most 2", allocs)
+	}
+}
+
 const benchRLSPolicy = `
 apiVersion: ratelimit.sluice.dev/v1alpha1
 kind: RateLimitPolicy

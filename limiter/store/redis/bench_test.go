@@ -22,9 +22,16 @@ import (
 // redis-µs/op is redis-server's CPU per decision, go-µs/op this process's
 // (the store and the benchmark's goroutines), decisions/read how many
 // decisions each socket read of Redis's carried (a pipeline takes one read
-// unless it is large).
+// unless it is large). With 1, 2 (the default) and 4 round trips in flight
+// (Options.Workers): fewer send larger batches.
 func BenchmarkTakeParallel(b *testing.B) {
-	s, err := redisstore.New(redisstore.Options{Addrs: []string{standaloneAddr(b)}, Timeout: time.Second})
+	for _, w := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) { benchTakeParallel(b, w) })
+	}
+}
+
+func benchTakeParallel(b *testing.B, workers int) {
+	s, err := redisstore.New(redisstore.Options{Addrs: []string{standaloneAddr(b)}, Timeout: time.Second, Workers: workers})
 	if err != nil {
 		b.Fatal(err)
 	}
