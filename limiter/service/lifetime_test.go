@@ -16,8 +16,8 @@ import (
 )
 
 // lifetimePolicies: an LLM API. Each API key may have 2 requests in
-// flight, 1000 tokens a minute (reserved at the check, settled at the end),
-// and 3 chats an hour.
+// flight, 1000 tokens a day (reserved at the check, settled at the end;
+// a day, so that no test sees a refill), and 3 chats an hour.
 const lifetimePolicies = `
 apiVersion: ratelimit.sluice.dev/v1alpha1
 kind: RateLimitPolicy
@@ -35,7 +35,7 @@ spec:
   domain: llm
   descriptors: [{key: api_key}, {key: model}]
   algorithm: TokenBucket
-  rate: {limit: 1000, period: 1m}
+  rate: {limit: 1000, period: 24h}
   reserve: {expireAfter: 5m}
 ---
 apiVersion: ratelimit.sluice.dev/v1alpha1
@@ -238,11 +238,11 @@ func TestEndBadInput(t *testing.T) {
 	d := desc("api_key", "dave", "model", "m1")
 	r := call(t, svc, "llm", 100, d)
 	start, before := time.Now(), left(t, svc, "llm/tokens", d)
-	// llm/tokens refills 1000 a minute by the clock (a loaded machine takes
+	// llm/tokens refills 1000 a day by the clock (a loaded machine takes
 	// its time between reads); a refund of the reservation would be 100.
 	unchanged := func(what string) {
 		t.Helper()
-		got, refill := left(t, svc, "llm/tokens", d), int64(time.Since(start)*1000/time.Minute)+1
+		got, refill := left(t, svc, "llm/tokens", d), int64(time.Since(start)*1000/(24*time.Hour))+1
 		if got < before || got > before+refill {
 			t.Fatalf("tokens left %d after %s, want %d (plus at most %d refilled in %v)", got, what, before, refill, time.Since(start))
 		}
@@ -304,10 +304,10 @@ func TestForeignLeaseIsRefused(t *testing.T) {
 			if got := outcomes(end(t, svc, service.Lease{1, 2, 3}.String(), 0, victim)); got != "llm/inflight=not-held llm/tokens=not-held" {
 				t.Fatalf("a made-up lease on the victim's key: %s, want not-held", got)
 			}
-			// llm/tokens refills 1000 a minute meanwhile, by the clock (a
+			// llm/tokens refills 1000 a day meanwhile, by the clock (a
 			// loaded machine takes its time): a refund would be 900.
 			after := counts()
-			refill := int64(time.Since(start)*1000/time.Minute) + 1
+			refill := int64(time.Since(start)*1000/(24*time.Hour)) + 1
 			if after[0] > before[0]+refill || after[1] != before[1] || after[2] > before[2]+refill || after[3] != before[3] {
 				t.Fatalf("counters moved: before %v, after %v (tokens may refill %d in %v)", before, after, refill, time.Since(start))
 			}
