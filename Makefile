@@ -145,6 +145,13 @@ test-unit: ## The unit tier: pure tests, no redis-server, API server or limiter 
 .PHONY: test-integration
 test-integration: deps envtest kubectl erl helm-lint helm-template helm-test ## The unit and integration tiers with -race: real redis-server, envtest and limiter processes; the chart on envtest.
 	KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -race -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $$($(GO) list ./... | grep -v -e /charts/ -e /test/e2e$$)
+	$(MAKE) --no-print-directory test-dashboard
+
+.PHONY: test-dashboard
+test-dashboard: envtest ## The Grafana dashboard's every query on a real Prometheus engine over what a real limiter and operator expose (hack/dashboardcheck, a Go module of its own: Prometheus needs another k8s.io).
+	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
+	SLUICE_DASHBOARD_EXPOSITIONS=$$d KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -race -count=1 -run '^TestDashboardExpositions$$' ./controllers/ && \
+	cd hack/dashboardcheck && SLUICE_DASHBOARD_EXPOSITIONS=$$d $(GO) test -count=1 ./...
 
 .PHONY: helm
 helm: ## Build helm $(HELM_VERSION) into bin/ from the Go module proxy (cached; about 2 minutes the first time).
