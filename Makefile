@@ -148,7 +148,7 @@ test-integration: deps envtest kubectl erl helm-lint helm-template helm-test ## 
 	$(MAKE) --no-print-directory test-dashboard
 
 .PHONY: test-dashboard
-test-dashboard: envtest ## The Grafana dashboard's every query on a real Prometheus engine over what a real limiter and operator expose (hack/dashboardcheck, a Go module of its own: Prometheus needs another k8s.io).
+test-dashboard: deps envtest ## The Grafana dashboard's every query on a real Prometheus engine over what a real limiter and operator expose (hack/dashboardcheck, a Go module of its own: Prometheus needs another k8s.io).
 	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
 	SLUICE_DASHBOARD_EXPOSITIONS=$$d KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -race -count=1 -run '^TestDashboardExpositions$$' ./controllers/ && \
 	cd hack/dashboardcheck && SLUICE_DASHBOARD_EXPOSITIONS=$$d $(GO) test -count=1 ./...
