@@ -153,6 +153,12 @@ test-dashboard: deps envtest ## The Grafana dashboard's every query on a real Pr
 	SLUICE_DASHBOARD_EXPOSITIONS=$$d KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -race -count=1 -run '^TestDashboardExpositions$$' ./controllers/ && \
 	cd hack/dashboardcheck && SLUICE_DASHBOARD_EXPOSITIONS=$$d $(GO) test -count=1 ./...
 
+.PHONY: dashboard-picture
+dashboard-picture: deps envtest ## Draw docs/operations/dashboard.png: each dashboard panel's queries over a real limiter's and operator's metrics, plotted with gonum/plot (not Grafana).
+	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
+	SLUICE_DASHBOARD_EXPOSITIONS=$$d KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -count=1 -run '^TestDashboardExpositions$$' ./controllers/ && \
+	cd hack/dashboardcheck && SLUICE_DASHBOARD_EXPOSITIONS=$$d SLUICE_DASHBOARD_PICTURE=$(CURDIR)/docs/operations/dashboard.png $(GO) test -count=1 -run '^TestDashboardPicture$$' ./...
+
 .PHONY: helm
 helm: ## Build helm $(HELM_VERSION) into bin/ from the Go module proxy (cached; about 2 minutes the first time).
 	@[[ "$$($(HELM) version --template '{{.Version}}' 2>/dev/null)" == "$(HELM_VERSION)" ]] || { \

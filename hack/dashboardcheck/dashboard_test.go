@@ -84,11 +84,41 @@ func TestDashboardParses(t *testing.T) {
 // scrape, failing on one that returns no series (or only NaN: a quantile
 // of no observations).
 func TestDashboardQueriesReturnSeries(t *testing.T) {
+	d := readDashboard(t)
+	st, start := loadScrapes(t)
+	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 1_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
+	at := start.Add((scrapes - 1) * scrapeInterval)
+	for _, p := range d.Panels {
+		for _, q := range p.Targets {
+			expr := grafanaVars.Replace(q.Expr)
+			query, err := engine.NewInstantQuery(context.Background(), st, nil, expr, at)
+			if err != nil {
+				t.Errorf("panel %q query %s: %v", p.Title, q.RefID, err)
+				continue
+			}
+			res := query.Exec(context.Background())
+			switch {
+			case res.Err != nil:
+				t.Errorf("panel %q query %s: %v\n%s", p.Title, q.RefID, res.Err, expr)
+			case seriesOf(res) == 0:
+				t.Errorf("panel %q query %s returns no series from a real limiter and operator:\n%s", p.Title, q.RefID, expr)
+			default:
+				t.Logf("panel %q query %s: %s", p.Title, q.RefID, strings.ReplaceAll(res.String(), "\n", "; "))
+			}
+			query.Close()
+		}
+	}
+}
+
+// loadScrapes loads the limiter's and the operator's scrapes from
+// $SLUICE_DASHBOARD_EXPOSITIONS, scrapeInterval apart from start, into a
+// Prometheus TSDB.
+func loadScrapes(t *testing.T) (*teststorage.TestStorage, time.Time) {
+	t.Helper()
 	dir := os.Getenv("SLUICE_DASHBOARD_EXPOSITIONS")
 	if dir == "" {
 		t.Fatal("$SLUICE_DASHBOARD_EXPOSITIONS is not set: make test-dashboard scrapes real limiter and operator processes into it first")
 	}
-	d := readDashboard(t)
 	st := teststorage.New(t)
 	start := time.Unix(1_800_000_000, 0)
 	app := st.Appender(context.Background())
@@ -126,28 +156,7 @@ func TestDashboardQueriesReturnSeries(t *testing.T) {
 	if loaded == 0 {
 		t.Fatal("the expositions hold no samples")
 	}
-	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 1_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
-	at := start.Add((scrapes - 1) * scrapeInterval)
-	for _, p := range d.Panels {
-		for _, q := range p.Targets {
-			expr := grafanaVars.Replace(q.Expr)
-			query, err := engine.NewInstantQuery(context.Background(), st, nil, expr, at)
-			if err != nil {
-				t.Errorf("panel %q query %s: %v", p.Title, q.RefID, err)
-				continue
-			}
-			res := query.Exec(context.Background())
-			switch {
-			case res.Err != nil:
-				t.Errorf("panel %q query %s: %v\n%s", p.Title, q.RefID, res.Err, expr)
-			case seriesOf(res) == 0:
-				t.Errorf("panel %q query %s returns no series from a real limiter and operator:\n%s", p.Title, q.RefID, expr)
-			default:
-				t.Logf("panel %q query %s: %s", p.Title, q.RefID, strings.ReplaceAll(res.String(), "\n", "; "))
-			}
-			query.Close()
-		}
-	}
+	return st, start
 }
 
 // seriesOf is how many series (or a scalar's one) a result holds, leaving
