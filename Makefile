@@ -145,6 +145,19 @@ test-unit: ## The unit tier: pure tests, no redis-server, API server or limiter 
 .PHONY: test-integration
 test-integration: deps envtest kubectl erl helm-lint helm-template helm-test ## The unit and integration tiers with -race: real redis-server, envtest and limiter processes; the chart on envtest.
 	KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -race -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $$($(GO) list ./... | grep -v -e /charts/ -e /test/e2e$$)
+	$(MAKE) --no-print-directory test-dashboard
+
+.PHONY: test-dashboard
+test-dashboard: deps envtest ## The Grafana dashboard's every query on a real Prometheus engine over what a real limiter and operator expose (hack/dashboardcheck, a Go module of its own: Prometheus needs another k8s.io).
+	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
+	SLUICE_DASHBOARD_EXPOSITIONS=$$d KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -race -count=1 -run '^TestDashboardExpositions$$' ./controllers/ && \
+	cd hack/dashboardcheck && SLUICE_DASHBOARD_EXPOSITIONS=$$d $(GO) test -count=1 ./...
+
+.PHONY: dashboard-picture
+dashboard-picture: deps envtest ## Draw docs/operations/dashboard.png: each dashboard panel's queries over a real limiter's and operator's metrics, plotted with gonum/plot (not Grafana).
+	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
+	SLUICE_DASHBOARD_EXPOSITIONS=$$d KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -count=1 -run '^TestDashboardExpositions$$' ./controllers/ && \
+	cd hack/dashboardcheck && SLUICE_DASHBOARD_EXPOSITIONS=$$d SLUICE_DASHBOARD_PICTURE=$(CURDIR)/docs/operations/dashboard.png $(GO) test -count=1 -run '^TestDashboardPicture$$' ./...
 
 .PHONY: helm
 helm: ## Build helm $(HELM_VERSION) into bin/ from the Go module proxy (cached; about 2 minutes the first time).

@@ -37,7 +37,7 @@ import (
 // resources), policies (policySelector, namespaceSelector), dataPlane
 // (clients, trustedProxies, forwardAuth), and store, a union on type that
 // replaces redis.mode and the fields each mode allowed. The blocks whose
-// shape did not change (domains, entries, tenantBudget, stats, the
+// shape did not change (domains, entries, tenantBudget, stats, tracing, the
 // forward-auth mappings) are copied through JSON. The status is one type.
 
 var _ conversion.Convertible = &LimiterFleet{}
@@ -96,7 +96,7 @@ func FleetSpecToV1beta1(a *LimiterFleetSpec) (v1beta1.LimiterFleetSpec, error) {
 		}
 	}
 	for _, c := range []struct{ from, to any }{
-		{a.Domains, &b.Domains}, {a.Entries, &b.Entries}, {a.TenantBudget, &b.TenantBudget}, {a.Stats, &b.Stats},
+		{a.Domains, &b.Domains}, {a.Entries, &b.Entries}, {a.TenantBudget, &b.TenantBudget}, {a.Stats, &b.Stats}, {a.Tracing, &b.Tracing},
 	} {
 		if err := jsonCopy(c.from, c.to); err != nil {
 			return b, err
@@ -161,7 +161,7 @@ func FleetSpecFromV1beta1(b *v1beta1.LimiterFleetSpec) (LimiterFleetSpec, error)
 		}
 	}
 	for _, c := range []struct{ from, to any }{
-		{b.Domains, &a.Domains}, {b.Entries, &a.Entries}, {b.TenantBudget, &a.TenantBudget}, {b.Stats, &a.Stats},
+		{b.Domains, &a.Domains}, {b.Entries, &a.Entries}, {b.TenantBudget, &a.TenantBudget}, {b.Stats, &a.Stats}, {b.Tracing, &a.Tracing},
 	} {
 		if err := jsonCopy(c.from, c.to); err != nil {
 			return a, err

@@ -259,6 +259,9 @@ func randomAlphaFleet(rng *rand.Rand, i int, clean bool) *v1alpha1.LimiterFleet 
 		}
 	}
 	if maybe() {
+		s.Tracing = &v1alpha1.FleetTracing{Endpoint: "http://otel-collector.observability:4317", SamplesPerMillion: ptr.To(rng.Int32N(1000001))}
+	}
+	if maybe() {
 		s.Clients = []v1alpha1.FleetClient{{NamespaceSelector: sel()}, {PodSelector: sel()}}
 	}
 	if maybe() {

@@ -359,6 +359,69 @@ var fleetBadCases = []fleetBadCase{
 		message: "spec.stats.truncateTo applies only when spec.stats.descriptorValues is Truncate",
 	},
 	{
+		name: "tracing.endpoint with a path",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Tracing = &v1alpha1.FleetTracing{Endpoint: "http://otel:4317/v1/traces"}
+		},
+		field:   "spec.tracing.endpoint",
+		message: "spec.tracing.endpoint must be http:// or https:// then host:port with a port from 1 to 65535 and nothing else",
+	},
+	{
+		name: "tracing.endpoint with a password",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Tracing = &v1alpha1.FleetTracing{Endpoint: "https://user:secret@otel:4317"}
+		},
+		field:   "spec.tracing.endpoint",
+		message: "spec.tracing.endpoint must be http:// or https:// then host:port with a port from 1 to 65535 and nothing else",
+	},
+	{
+		name:    "tracing.endpoint without a port",
+		typed:   func(f *v1alpha1.LimiterFleet) { f.Spec.Tracing = &v1alpha1.FleetTracing{Endpoint: "http://otel"} },
+		field:   "spec.tracing.endpoint",
+		message: "spec.tracing.endpoint must be http:// or https:// then host:port with a port from 1 to 65535 and nothing else",
+	},
+	{
+		name: "tracing.endpoint another scheme",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Tracing = &v1alpha1.FleetTracing{Endpoint: "unix:///var/run/otel.sock"}
+		},
+		field:   "spec.tracing.endpoint",
+		message: "spec.tracing.endpoint must be http:// or https:// then host:port with a port from 1 to 65535 and nothing else",
+	},
+	{
+		name: "tracing.endpoint too long",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Tracing = &v1alpha1.FleetTracing{Endpoint: "http://" + strings.Repeat("a", 250) + ":4317"}
+		},
+		field:   "spec.tracing.endpoint",
+		message: "Too long: may not be more than 256 bytes",
+	},
+	{
+		name: "tracing without endpoint",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Tracing = &v1alpha1.FleetTracing{SamplesPerMillion: ptr.To[int32](5)}
+		},
+		raw:     func(obj map[string]any) { delete(obj["spec"].(map[string]any)["tracing"].(map[string]any), "endpoint") },
+		field:   "spec.tracing.endpoint",
+		message: "Required value",
+	},
+	{
+		name: "tracing.samplesPerMillion above a million",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Tracing = &v1alpha1.FleetTracing{Endpoint: "http://otel:4317", SamplesPerMillion: ptr.To[int32](1000001)}
+		},
+		field:   "spec.tracing.samplesPerMillion",
+		message: "should be less than or equal to 1000000",
+	},
+	{
+		name: "tracing.samplesPerMillion negative",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Tracing = &v1alpha1.FleetTracing{Endpoint: "http://otel:4317", SamplesPerMillion: ptr.To[int32](-1)}
+		},
+		field:   "spec.tracing.samplesPerMillion",
+		message: "should be greater than or equal to 0",
+	},
+	{
 		name: "stats.descriptorValues unknown",
 		typed: func(f *v1alpha1.LimiterFleet) {
 			f.Spec.Stats = &v1alpha1.FleetStats{DescriptorValues: ptr.To(v1alpha1.DescriptorValues("Plain"))}
@@ -695,6 +758,18 @@ var fleetGoodCases = []fleetGoodCase{
 		typed: func(f *v1alpha1.LimiterFleet) {
 			f.Spec.Stats = &v1alpha1.FleetStats{TopDescriptors: ptr.To[int32](20),
 				DescriptorValues: ptr.To(v1alpha1.DescriptorValuesTruncate), TruncateTo: ptr.To[int32](16)}
+		},
+	},
+	{
+		name: "tracing at the edges",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Tracing = &v1alpha1.FleetTracing{Endpoint: "https://[fd00::7]:65535", SamplesPerMillion: ptr.To[int32](1000000)}
+		},
+	},
+	{
+		name: "tracing at none",
+		typed: func(f *v1alpha1.LimiterFleet) {
+			f.Spec.Tracing = &v1alpha1.FleetTracing{Endpoint: "http://otel-collector.observability:1", SamplesPerMillion: ptr.To[int32](0)}
 		},
 	},
 	{

@@ -173,6 +173,9 @@ func TestV1beta1FleetCRDRejects(t *testing.T) {
 		{"truncateTo with Hash", func(f *v1beta1.LimiterFleet) {
 			f.Spec.Stats = &v1beta1.FleetStats{TruncateTo: ptr.To[int32](4)}
 		}, "spec.stats.truncateTo applies only when spec.stats.descriptorValues is Truncate"},
+		{"tracing endpoint with a path", func(f *v1beta1.LimiterFleet) {
+			f.Spec.Tracing = &v1beta1.FleetTracing{Endpoint: "http://otel:4317/v1/traces"}
+		}, "spec.tracing.endpoint must be http:// or https:// then host:port"},
 		{"bad override namespace", func(f *v1beta1.LimiterFleet) {
 			f.Spec.TenantBudget = &v1beta1.TenantBudgets{Overrides: []v1beta1.TenantBudgetOverride{{Namespace: "Team_A"}}}
 		}, "spec.tenantBudget.overrides[].namespace must be a namespace name"},

@@ -123,6 +123,15 @@ type LimiterFleetSpec struct {
 	// stats configures what the limiters report beyond decision counts.
 	// +optional
 	Stats *FleetStats `json:"stats,omitempty"`
+	// tracing makes the limiters export OpenTelemetry traces of their
+	// decisions over OTLP/gRPC: a share of decisions (samplesPerMillion), one
+	// span each with a child per store call, to a collector at endpoint. The
+	// operator renders it into the limiter pods' --tracing and
+	// --trace-sample-ratio flags and their OTEL_* environment, and lets the
+	// pods reach the endpoint's port through their NetworkPolicy. When
+	// omitted, tracing is off and costs nothing.
+	// +optional
+	Tracing *FleetTracing `json:"tracing,omitempty"`
 }
 
 // FleetLimiters are a fleet's limiter pods.
@@ -231,6 +240,29 @@ type FleetStats struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=16
 	TruncateTo *int32 `json:"truncateTo,omitempty"`
+}
+
+// FleetTracing is where and how much a fleet's limiters trace.
+type FleetTracing struct {
+	// endpoint is the OTLP/gRPC endpoint of the collector that receives the
+	// spans, a URL with a scheme, a host and a port and nothing else, such
+	// as "http://otel-collector.observability:4317". http sends them in
+	// plain text, https over TLS verified against the image's CAs. It
+	// carries no user or password. At most 256 characters.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="self.matches('^https?://([a-zA-Z0-9]([-a-zA-Z0-9.]*[a-zA-Z0-9])?|[[][0-9a-fA-F:.]+[]]):(6553[0-5]|655[0-2][0-9]|65[0-4][0-9][0-9]|6[0-4][0-9][0-9][0-9]|[1-5][0-9][0-9][0-9][0-9]|[1-9][0-9]{0,3})$')",message="spec.tracing.endpoint must be http:// or https:// then host:port with a port from 1 to 65535 and nothing else, such as http://otel-collector.observability:4317"
+	Endpoint string `json:"endpoint"`
+
+	// samplesPerMillion is how many decisions in a million are traced, from
+	// 0 to 1000000 (all), drawn by each limiter whatever the caller's
+	// traceparent says. Defaults to 10000 (1%).
+	// +optional
+	// +kubebuilder:default=10000
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	SamplesPerMillion *int32 `json:"samplesPerMillion,omitempty"`
 }
 
 // Store is where a fleet keeps its counters, a union on type: Memory has

@@ -33,10 +33,8 @@ func explain(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var kf kubeFlags
 	kf.add(fs)
-	limiter := fs.String("limiter", "", "`URL` of a limiter's admin plane, such as https://127.0.0.1:8082 after kubectl port-forward to the fleet's limiter Service's admin port (required)")
-	caFile := fs.String("limiter-ca", "", "PEM `file` of the CA that issued the admin plane's certificate (the fleet's <fleet>-admin-ca Secret's ca.crt); default: the system's")
-	serverName := fs.String("tls-server-name", "", "the `name` the admin plane's certificate must carry, such as <fleet>-limiter.<namespace>.svc (default: the URL's host)")
-	tokenFile := fs.String("token-file", "", "`file` of the bearer token to call the admin plane with, issued for its audience sluice-limiter-admin (kubectl create token SA --audience sluice-limiter-admin); default: the kubeconfig's token")
+	var af adminFlags
+	af.add(fs)
 	domain := fs.String("domain", "", "the request's `domain` (required)")
 	output := fs.String("o", "text", "output: text or json")
 	fs.Usage = func() {
@@ -48,8 +46,8 @@ func explain(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	q, err := explainQuery(*domain, fs.Args())
-	if err == nil && *limiter == "" {
-		err = errors.New("--limiter is required: the URL of a limiter's admin plane")
+	if err == nil {
+		err = af.check()
 	}
 	if err == nil && *output != "text" && *output != "json" {
 		err = fmt.Errorf("-o %q: want text or json", *output)
@@ -64,10 +62,8 @@ func explain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kubectl sluice explain: kubeconfig: %v\n", err)
 		return 1
 	}
-	if *tokenFile != "" {
-		rc.BearerToken, rc.BearerTokenFile = "", *tokenFile
-	}
-	ex, err := callExplain(rc, *limiter, *caFile, *serverName, q)
+	af.useToken(rc)
+	ex, err := callExplain(rc, af.limiter, af.caFile, af.serverName, q)
 	if err != nil {
 		fmt.Fprintf(stderr, "kubectl sluice explain: %v\n", err)
 		return 1
@@ -126,62 +122,71 @@ func userToken(rc *rest.Config) (string, error) {
 }
 
 // callExplain asks the admin plane at base to explain q, with the user's
-// token. The token goes over HTTPS, or plain HTTP to a loopback address
-// only (a port-forward).
+// token (callAdmin).
 func callExplain(rc *rest.Config, base, caFile, serverName string, q url.Values) (*limiterwire.Explanation, error) {
+	var ex limiterwire.Explanation
+	if err := callAdmin(rc, base, caFile, serverName, limiterwire.ExplainPath, q, &ex); err != nil {
+		return nil, err
+	}
+	return &ex, nil
+}
+
+// callAdmin GETs path with query q from the admin plane at base, with the
+// user's token, into out. The token goes over HTTPS, or plain HTTP to a
+// loopback address only (a port-forward).
+func callAdmin(rc *rest.Config, base, caFile, serverName, path string, q url.Values, out any) error {
 	u, err := url.Parse(base)
 	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
-		return nil, fmt.Errorf("--limiter %q: want https://host:port (or http:// to a loopback address)", base)
+		return fmt.Errorf("--limiter %q: want https://host:port (or http:// to a loopback address)", base)
 	}
 	if u.Scheme == "http" && !isLoopback(u.Hostname()) {
-		return nil, fmt.Errorf("--limiter %q: your token would cross the network in the clear; use https://, or http:// to a loopback port-forward", base)
+		return fmt.Errorf("--limiter %q: your token would cross the network in the clear; use https://, or http:// to a loopback port-forward", base)
 	}
 	token, err := userToken(rc)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
 		if err != nil {
-			return nil, fmt.Errorf("--limiter-ca: %w", err)
+			return fmt.Errorf("--limiter-ca: %w", err)
 		}
 		tlsConf.RootCAs = x509.NewCertPool()
 		if !tlsConf.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--limiter-ca %s: no PEM certificate in it", caFile)
+			return fmt.Errorf("--limiter-ca %s: no PEM certificate in it", caFile)
 		}
 	}
 	client := &http.Client{Timeout: explainTimeout, Transport: &http.Transport{TLSClientConfig: tlsConf, Proxy: http.ProxyFromEnvironment}}
-	u = u.JoinPath(limiterwire.ExplainPath)
+	u = u.JoinPath(path)
 	u.RawQuery = q.Encode()
 	req, err := http.NewRequest(http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusUnauthorized:
-		return nil, fmt.Errorf("the limiter answered %s: %s\nThe admin plane takes tokens issued for its audience %s: "+
+		return fmt.Errorf("the limiter answered %s: %s\nThe admin plane takes tokens issued for its audience %s: "+
 			"give one with --token-file (kubectl create token SA --audience %s) or a kubeconfig that holds one",
 			resp.Status, strings.TrimSpace(string(body)), limiterwire.AdminAudience, limiterwire.AdminAudience)
 	default:
-		return nil, fmt.Errorf("the limiter answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
+		return fmt.Errorf("the limiter answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
 	}
-	var ex limiterwire.Explanation
-	if err := json.Unmarshal(body, &ex); err != nil {
-		return nil, fmt.Errorf("the limiter's answer: %w", err)
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("the limiter's answer: %w", err)
 	}
-	return &ex, nil
+	return nil
 }
 
 func isLoopback(host string) bool {

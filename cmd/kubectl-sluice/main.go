@@ -1,6 +1,7 @@
 // Command kubectl-sluice is the kubectl plugin of Sluice (kubectl sluice):
 //
 //	kubectl sluice explain --limiter URL --domain D key=value ...
+//	kubectl sluice top --limiter URL [-A | -n NAMESPACE] [--sort decisions|limited]
 //	kubectl sluice status [-A | -n NAMESPACE]
 //
 // explain asks a limiter's admin plane (limiterwire.ExplainPath) which
@@ -9,7 +10,10 @@
 // allowed now, and if not when it would pass, without spending anything.
 // It calls with the bearer token of the user's kubeconfig, so the limiter
 // shows a policy in full only where the user may get ratelimitpolicies
-// (see limiter/adminauth). status summarizes LimiterFleets and
+// (see limiter/adminauth). top lists the policies with the most decisions
+// (or denials) on that limiter and their hottest keys, hashed as the
+// policies' status shows them (limiterwire.TopPath), again only of the
+// namespaces where the user may get ratelimitpolicies. status summarizes LimiterFleets and
 // RateLimitPolicies from the API server, with the user's credentials.
 package main
 
@@ -27,6 +31,8 @@ Commands:
   explain --limiter URL --domain DOMAIN key=value ...
       which policies a request matches, their counters, and why it would be
       allowed or denied and when it would pass; nothing is spent
+  top --limiter URL [-A | -n NAMESPACE] [--sort decisions|limited] [--top N]
+      the hottest policies on one limiter and their hottest keys (hashed)
   status [-A | -n NAMESPACE]
       LimiterFleets and RateLimitPolicies with their conditions
 
@@ -43,6 +49,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "explain":
 		return explain(args[1:], stdout, stderr)
+	case "top":
+		return top(args[1:], stdout, stderr)
 	case "status":
 		return status(args[1:], stdout, stderr)
 	case "-h", "--help", "help":

@@ -95,12 +95,13 @@ spec: {domain: shop, descriptors: [{key: region}], rate: {limit: 1, period: 1h},
 `, a, b)
 }
 
-// explainSetup is a limiter on explainPolicies whose admin plane reviews
+// explainSetup is a limiter on explainPolicies (with extra arguments)
+// whose admin plane reviews
 // each caller with envtest's API server, after two checks of one request
 // that match all five (the second denied, and a strike of per-ip), and
 // the people who explain: tenant A (reads A's policies), the platform
 // team (reads every namespace's) and an outsider (reads policies, may not
-// call explain).
+// call explain nor top).
 type explainSetup struct {
 	p                           *process
 	nsA, nsB                    string
@@ -109,7 +110,7 @@ type explainSetup struct {
 	kubeconfigOf                func(rbacv1.Subject) string
 }
 
-func setUpExplain(t *testing.T) *explainSetup {
+func setUpExplain(t *testing.T, extra ...string) *explainSetup {
 	c, _ := apiServer(t)
 	ctx := t.Context()
 	nsA, nsB := createNamespace(t, c, "tenant-a"), createNamespace(t, c, "tenant-b")
@@ -132,7 +133,7 @@ func setUpExplain(t *testing.T) *explainSetup {
 	}
 	limiter, tenantA, platform, outsider := sa(nsA, "limiter"), sa(nsA, "tenant"), sa(nsB, "platform"), sa(nsB, "outsider")
 	explainer := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: nsA + "-sluice-explain"},
-		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{limiterwire.ExplainPath}, Verbs: []string{"get"}}}}
+		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{limiterwire.ExplainPath, limiterwire.TopPath}, Verbs: []string{"get"}}}}
 	policyReader := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: nsA + "-policy-reader"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"ratelimit.sluice.dev"}, Resources: []string{"ratelimitpolicies"}, Verbs: []string{"get", "list"}}}}
 	ref := func(name string) rbacv1.RoleRef {
@@ -153,8 +154,8 @@ func setUpExplain(t *testing.T) *explainSetup {
 
 	path := filepath.Join(t.TempDir(), "policies.yaml")
 	writeAtomic(t, path, explainPolicies(nsA, nsB))
-	p := startLimiter(t, "--policies", path, "--admin-auth", "kubernetes",
-		"--kubeconfig", tokenKubeconfig(t, saToken(t, cs, limiter.Namespace, limiter.Name)))
+	p := startLimiter(t, append([]string{"--policies", path, "--admin-auth", "kubernetes",
+		"--kubeconfig", tokenKubeconfig(t, saToken(t, cs, limiter.Namespace, limiter.Name))}, extra...)...)
 	req := `{"domain":"shop","descriptors":[{"entries":[{"key":"user","value":"alice"},{"key":"plan","value":"free"},` +
 		`{"key":"ip","value":"10.1.2.3"},{"key":"path","value":"/checkout"},{"key":"region","value":"eu"}]}]}`
 	for i, want := range []int{200, 429} { // the second strikes per-ip: penalized

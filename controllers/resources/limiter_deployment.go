@@ -85,7 +85,8 @@ func LimiterArgs(fleet *v1alpha1.LimiterFleet, storeURL string) []string {
 		args = append(args, "--idempotency-entry="+*e.Idempotency)
 	}
 	args = append(args, "--drain-delay="+LimiterDrainDelay.String())
-	return append(args, topDescriptorArgs(fleet.Spec.Stats)...)
+	args = append(args, topDescriptorArgs(fleet.Spec.Stats)...)
+	return append(args, tracingArgs(fleet)...)
 }
 
 // redisCADir is where redis.tls's CA Secret is mounted in limiter pods.
@@ -269,7 +270,7 @@ func limiterContainer(fleet *v1alpha1.LimiterFleet, opts LimiterDeploymentOption
 			{Name: LimiterHTTPPortName, ContainerPort: LimiterHTTPPort, Protocol: corev1.ProtocolTCP},
 			{Name: LimiterAdminPortName, ContainerPort: LimiterAdminPort, Protocol: corev1.ProtocolTCP},
 		},
-		Env:            append(append(limiterEnv(fleet), keyEnv...), GoMemLimitEnv(resources)...),
+		Env:            append(append(append(limiterEnv(fleet), keyEnv...), GoMemLimitEnv(resources)...), tracingEnv(fleet)...),
 		VolumeMounts:   mounts,
 		Resources:      resources,
 		ReadinessProbe: probe("/readyz", LimiterHTTPPortName, 5),

@@ -33,8 +33,9 @@ import (
 // ConfigMap and review admin tokens there), and Redis: the fleet's Redis
 // pods on their client port in mode Cluster; in mode External the ports of
 // spec.redis.addresses on any address (they may be DNS names); none in
-// mode None. Nothing else: a limiter pod can't be made to call anywhere
-// else. Without the API server's addresses the egress stays open, rather
+// mode None; and, with spec.tracing, its endpoint's port on any address
+// (the collector, which is named by a host too). Nothing else: a limiter
+// pod can't be made to call anywhere else. Without the API server's addresses the egress stays open, rather
 // than cut the limiters off from their snapshot.
 //
 // Ports are named, as the pods' containers name them, so that a renumbered
@@ -196,6 +197,12 @@ func limiterEgress(fleet *v1alpha1.LimiterFleet, o NetworkPolicyOptions) []netwo
 		if len(redis.Ports) > 0 {
 			out = append(out, redis)
 		}
+	}
+	// The collector of spec.tracing, wherever its host resolves: like an
+	// external Redis, it is named by a host, which a NetworkPolicy can't
+	// select, so its port is opened to every destination.
+	if port := tracingPort(fleet); port != 0 {
+		out = append(out, networkingv1.NetworkPolicyEgressRule{Ports: []networkingv1.NetworkPolicyPort{numbered(corev1.ProtocolTCP, port)}})
 	}
 	return out
 }

@@ -80,6 +80,8 @@ func (s *Server) adminRoutes() http.Handler {
 	mux.HandleFunc(limiterwire.StatsPath, methodNotAllowed(http.MethodGet, http.MethodHead))
 	mux.HandleFunc("GET "+limiterwire.ExplainPath, s.adminExplain)
 	mux.HandleFunc(limiterwire.ExplainPath, methodNotAllowed(http.MethodGet, http.MethodHead))
+	mux.HandleFunc("GET "+limiterwire.TopPath, s.adminTop)
+	mux.HandleFunc(limiterwire.TopPath, methodNotAllowed(http.MethodGet, http.MethodHead))
 	mux.Handle("GET "+limiterwire.MetricsPath, promhttp.HandlerFor(s.opts.Metrics, promhttp.HandlerOpts{
 		ErrorLog:          slogPrinter{s.log},
 		Registry:          s.opts.Metrics,

@@ -584,3 +584,43 @@ func withoutWebhookCertRole(t *testing.T, roles []*unstructured.Unstructured) []
 	}
 	return out
 }
+
+// TestGrafanaDashboard: off by default; on, one ConfigMap with the label
+// Grafana's dashboard sidecar looks for, holding files/grafana-dashboard.json
+// byte for byte (hack/dashboardcheck runs its queries), in the namespace
+// asked for.
+func TestGrafanaDashboard(t *testing.T) {
+	if cms := find(render(t, "sluice", "sluice-system"), "ConfigMap"); len(cms) != 0 {
+		for _, cm := range cms {
+			if cm.GetLabels()["grafana_dashboard"] != "" {
+				t.Errorf("the dashboard ConfigMap %s is rendered by default", cm.GetName())
+			}
+		}
+	}
+	objs := render(t, "sluice", "sluice-system", "--set", "grafanaDashboard.enabled=true,grafanaDashboard.namespace=monitoring,grafanaDashboard.labels.team=platform")
+	var dash []*unstructured.Unstructured
+	for _, cm := range find(objs, "ConfigMap") {
+		if cm.GetLabels()["grafana_dashboard"] == "1" {
+			dash = append(dash, cm)
+		}
+	}
+	if len(dash) != 1 {
+		t.Fatalf("%d ConfigMaps labelled grafana_dashboard=1, want 1", len(dash))
+	}
+	cm := dash[0]
+	if cm.GetNamespace() != "monitoring" || cm.GetLabels()["team"] != "platform" || cm.GetLabels()["app.kubernetes.io/name"] != "sluice" {
+		t.Errorf("the dashboard ConfigMap: namespace %s, labels %v", cm.GetNamespace(), cm.GetLabels())
+	}
+	want, err := os.ReadFile(filepath.Join(chartDir, "files", "grafana-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ := unstructured.NestedString(cm.Object, "data", "sluice.json")
+	if got != string(want) {
+		t.Errorf("the ConfigMap's sluice.json differs from files/grafana-dashboard.json")
+	}
+	var d map[string]any
+	if err := json.Unmarshal([]byte(got), &d); err != nil || d["uid"] != "sluice-overview" {
+		t.Errorf("sluice.json: %v, uid %v", err, d["uid"])
+	}
+}

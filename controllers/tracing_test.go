@@ -1,0 +1,233 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/resources"
+)
+
+// TestLimiterTracingRendered: spec.tracing becomes --tracing, the sample
+// ratio as a fraction, the OTLP traces endpoint, the service name and the
+// fleet's resource attributes; a fleet without it renders none of them.
+func TestLimiterTracingRendered(t *testing.T) {
+	opts := resources.LimiterDeploymentOptions{DefaultImage: resDefaultImage, StoreURL: "memory"}
+	plain := resources.BuildLimiterDeployment(resFleet("edge", "f"), opts).Spec.Template.Spec.Containers[0]
+	for _, tc := range []struct {
+		name       string
+		perMillion *int32
+		ratio      string
+	}{
+		{"default 1%", nil, "0.01"},
+		{"all", ptr.To[int32](1000000), "1"},
+		{"none", ptr.To[int32](0), "0"},
+		{"one in a million", ptr.To[int32](1), "0.000001"},
+		{"12.5%", ptr.To[int32](125000), "0.125"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := resFleet("edge", "f", func(f *v1alpha1.LimiterFleet) {
+				f.Spec.Tracing = &v1alpha1.FleetTracing{Endpoint: "https://otel.observability:4317", SamplesPerMillion: tc.perMillion}
+			})
+			c := resources.BuildLimiterDeployment(f, opts).Spec.Template.Spec.Containers[0]
+			if diff := cmp.Diff(append(slices.Clone(plain.Args), "--tracing", "--trace-sample-ratio="+tc.ratio), c.Args); diff != "" {
+				t.Errorf("args (-want +got):\n%s", diff)
+			}
+			want := append(slices.Clone(plain.Env),
+				corev1.EnvVar{Name: "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", Value: "https://otel.observability:4317"},
+				corev1.EnvVar{Name: "OTEL_SERVICE_NAME", Value: "sluice-limiter"},
+				corev1.EnvVar{Name: "OTEL_RESOURCE_ATTRIBUTES", Value: "k8s.namespace.name=edge,sluice.fleet=f"})
+			if diff := cmp.Diff(want, c.Env); diff != "" {
+				t.Errorf("env (-want +got):\n%s", diff)
+			}
+		})
+	}
+	for _, a := range plain.Args {
+		if strings.HasPrefix(a, "--trac") {
+			t.Errorf("without spec.tracing: arg %s", a)
+		}
+	}
+	for _, e := range plain.Env {
+		if strings.HasPrefix(e.Name, "OTEL_") {
+			t.Errorf("without spec.tracing: env %s", e.Name)
+		}
+	}
+}
+
+// Attack: a fleet that traces lets its limiters reach the collector's port,
+// and nothing more: the egress it opens is that one TCP port, so tracing
+// can't be used to open the internet, a tenant's database or the cloud
+// metadata service to pods holding the Redis password.
+func TestAttackTracingEgress(t *testing.T) {
+	opts := npOptions
+	opts.APIServerEndpoints = []string{"10.0.0.1:6443"}
+	f := resFleet("edge", "traced", func(f *v1alpha1.LimiterFleet) {
+		f.Spec.Tracing = &v1alpha1.FleetTracing{Endpoint: "http://otel-collector.observability:4317"}
+	})
+	np := resources.BuildLimiterNetworkPolicy(f, opts)
+	collector := dest{what: "the collector", ip: "10.244.3.3", ns: "observability", labels: map[string]string{"app": "otel"}, proto: corev1.ProtocolTCP, port: 4317}
+	if !egressAllows(t, np, collector) {
+		t.Errorf("the limiters may not reach the collector on 4317: egress %+v", np.Spec.Egress)
+	}
+	for _, d := range []dest{
+		{what: "the internet on 443", ip: "203.0.113.7", proto: corev1.ProtocolTCP, port: 443},
+		{what: "a tenant's pod", ip: "10.244.1.9", ns: "tenant", labels: map[string]string{"app": "db"}, proto: corev1.ProtocolTCP, port: 5432},
+		{what: "the cloud metadata service", ip: "169.254.169.254", proto: corev1.ProtocolTCP, port: 80},
+		{what: "the collector's port over UDP", ip: "10.244.3.3", proto: corev1.ProtocolUDP, port: 4317},
+	} {
+		if egressAllows(t, np, d) {
+			t.Errorf("a traced fleet's limiters may reach %s (%s %s:%d)", d.what, d.proto, d.ip, d.port)
+		}
+	}
+	if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}) {
+		t.Errorf("policy types %v", np.Spec.PolicyTypes)
+	}
+	if got, plain := len(np.Spec.Egress), len(resources.BuildLimiterNetworkPolicy(resFleet("edge", "traced"), opts).Spec.Egress); got != plain+1 {
+		t.Errorf("%d egress rules with tracing, %d without: want one more", got, plain)
+	}
+}
+
+// spanReceiver is an OTLP/gRPC trace receiver: the collector's
+// TraceService, keeping every span with its resource's attributes.
+type spanReceiver struct {
+	coltracepb.UnimplementedTraceServiceServer
+	addr string
+
+	mu    sync.Mutex
+	spans []receivedSpan
+}
+
+type receivedSpan struct {
+	name     string
+	resource map[string]string
+}
+
+func startSpanReceiver(t *testing.T) *spanReceiver {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &spanReceiver{addr: lis.Addr().String()}
+	gs := grpc.NewServer()
+	coltracepb.RegisterTraceServiceServer(gs, r)
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	return r
+}
+
+func (r *spanReceiver) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rs := range req.GetResourceSpans() {
+		res := map[string]string{}
+		for _, kv := range rs.GetResource().GetAttributes() {
+			res[kv.GetKey()] = kv.GetValue().GetStringValue()
+		}
+		for _, ss := range rs.GetScopeSpans() {
+			for _, sp := range ss.GetSpans() {
+				r.spans = append(r.spans, receivedSpan{name: sp.GetName(), resource: res})
+			}
+		}
+	}
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+func (r *spanReceiver) received() []receivedSpan {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.spans)
+}
+
+// TestFleetTracing: a fleet's spec.tracing reaches its limiter Deployment,
+// and a limiter started as the kubelet would start that Deployment's
+// container (its args and env) exports a decision's span to the collector
+// at the endpoint, as the fleet's resource; removing spec.tracing takes it
+// all out of the Deployment again.
+func TestFleetTracing(t *testing.T) {
+	needSuite(t)
+	ctx := context.Background()
+	ns := namespace(t, "fleet-tracing")
+	recv := startSpanReceiver(t)
+	fleet := &v1alpha1.LimiterFleet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "traced"},
+		Spec: v1alpha1.LimiterFleetSpec{
+			Replicas: ptr.To(int32(1)),
+			Tracing:  &v1alpha1.FleetTracing{Endpoint: "http://" + recv.addr, SamplesPerMillion: ptr.To[int32](1000000)},
+		},
+	}
+	if err := k8s.Create(ctx, fleet); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteFleet(t, fleet) })
+
+	key := client.ObjectKey{Namespace: ns, Name: resources.LimiterName(fleet)}
+	dep := &appsv1.Deployment{}
+	eventually(t, 2*time.Minute, "the limiter Deployment with --tracing", func() error {
+		if err := k8s.Get(ctx, key, dep); err != nil {
+			return err
+		}
+		if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--tracing") || argValue(args, "--trace-sample-ratio") != "1" {
+			return fmt.Errorf("args %q", args)
+		}
+		return nil
+	})
+	args, env := asKubelet(t, dep)
+	var tracing []string
+	for _, a := range args {
+		if strings.HasPrefix(a, "--trac") {
+			tracing = append(tracing, a)
+		}
+	}
+	// Export at once rather than after the batch processor's 5 seconds.
+	env = append(env, "OTEL_BSP_SCHEDULE_DELAY=100")
+	pods := fleetPodsWithEnv(t, fleet, 1, "memory", env, tracing...)
+	if code := pods[0].check(t, "traced-domain", "user", "alice"); code != http.StatusOK {
+		t.Fatalf("check: %d", code)
+	}
+	eventually(t, 2*time.Minute, "the decision's span in the collector, from the fleet's limiter", func() error {
+		for _, sp := range recv.received() {
+			if sp.name == "sluice.check" && sp.resource["service.name"] == "sluice-limiter" &&
+				sp.resource["sluice.fleet"] == fleet.Name && sp.resource["k8s.namespace.name"] == ns {
+				return nil
+			}
+		}
+		return fmt.Errorf("spans %+v", recv.received())
+	})
+
+	updateFleet(t, client.ObjectKeyFromObject(fleet), func(f *v1alpha1.LimiterFleet) { f.Spec.Tracing = nil })
+	eventually(t, 2*time.Minute, "the limiter Deployment without tracing", func() error {
+		if err := k8s.Get(ctx, key, dep); err != nil {
+			return err
+		}
+		c := dep.Spec.Template.Spec.Containers[0]
+		for _, a := range c.Args {
+			if strings.HasPrefix(a, "--trac") {
+				return fmt.Errorf("args %q", c.Args)
+			}
+		}
+		for _, e := range c.Env {
+			if strings.HasPrefix(e.Name, "OTEL_") {
+				return fmt.Errorf("env %+v", c.Env)
+			}
+		}
+		return nil
+	})
+}
