@@ -20,9 +20,10 @@ import (
 
 // TestAttackRedisEvictionSteeredByTTL: one tenant fills a Redis node
 // with long-lived counters (a SlidingLog of an hour, through the limiters'
-// own store) while another keeps using short-lived ones (a SlidingWindow
-// of 30s, whose keys live a minute). Under volatile-ttl the node evicted
-// the keys nearest to expiry first: the other tenant's, whatever the
+// own store) while another keeps using shorter-lived ones (a
+// SlidingWindow of 10m, whose keys live 20 minutes; 30s was outlasted by a
+// round on a loaded machine). Under volatile-ttl the node evicted the keys
+// nearest to expiry first: the other tenant's, whatever the
 // flood, so its counters restarted and its limits stopped holding. The
 // node runs here with the maxmemory-policy the operator renders
 // (RedisConfig): a key in use is not evicted ahead of the flood's, so
@@ -57,7 +58,7 @@ func TestAttackRedisEvictionSteeredByTTL(t *testing.T) {
 		b.Add(strconv.Itoa(i))
 		return b.Key()
 	}
-	victimLim := algo.Limit{Algorithm: algo.SlidingWindow, Limit: 1000, Period: 30 * time.Second}
+	victimLim := algo.Limit{Algorithm: algo.SlidingWindow, Limit: 1000, Period: 10 * time.Minute}
 	const victims = 20
 	used := 0 // units each victim counter has admitted
 	useVictims := func(round int) {

@@ -48,6 +48,7 @@ import (
 	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/internal/conversiontest"
+	"github.com/sluice-dev/sluice/internal/testwait"
 )
 
 // The envtest suite is a real kube-apiserver and etcd, the operator's
@@ -356,22 +357,22 @@ func updateFleet(t testing.TB, key client.ObjectKey, mutate func(*v1alpha1.Limit
 // -race on loaded 2-core machines, beside other suites, where a pass of
 // the operator that takes a second when idle can take tens of seconds. A
 // deadline is only the bound at which a failure shows, so it costs nothing
-// when the condition comes true.
+// when the condition comes true; on a machine loaded far past its cores it
+// is extended (internal/testwait).
 const minWait = 2 * time.Minute
 
 // eventually polls f until it returns nil or the deadline (within, at
 // least minWait) passes, and then fails saying what f last returned.
 func eventually(t testing.TB, within time.Duration, what string, f func() error) {
 	t.Helper()
-	within = max(within, minWait)
-	deadline := time.Now().Add(within)
+	deadline := testwait.New(max(within, minWait))
 	var err error
 	for {
 		if err = f(); err == nil {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after %v: %v", what, within, err)
+		if deadline.Passed(func(format string, args ...any) { t.Logf("%s: "+format, append([]any{what}, args...)...) }) {
+			t.Fatalf("%s: still not true after %v: %v", what, deadline.Waited(), err)
 		}
 		time.Sleep(50 * time.Millisecond) // polling the API server and processes
 	}

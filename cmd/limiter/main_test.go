@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/internal/testwait"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
 
@@ -282,19 +283,18 @@ func (p *process) readyz(t *testing.T) (int, readiness) {
 	return code, r
 }
 
-// eventually polls cond until it holds or the deadline passes.
 // eventually polls cond until it says done, failing the test after settle
-// with what cond saw last.
+// (extended on a loaded machine: internal/testwait) with what cond saw last.
 func eventually(t *testing.T, what string, cond func() (done bool, saw string)) {
 	t.Helper()
-	deadline := time.Now().Add(settle)
+	deadline := testwait.New(settle)
 	for {
 		done, saw := cond()
 		if done {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v; last seen: %s", what, settle, saw)
+		if deadline.Passed(func(format string, args ...any) { t.Logf("%s: "+format, append([]any{what}, args...)...) }) {
+			t.Fatalf("%s: not within %v; last seen: %s", what, deadline.Waited(), saw)
 		}
 		time.Sleep(20 * time.Millisecond) // polling another process
 	}

@@ -125,9 +125,17 @@ func TestPenaltyKeyBesideCounter(t *testing.T) {
 func TestIdempotencyRecordsAreBoundedPerCounter(t *testing.T) {
 	s := realStore(t, redisstore.Options{Addrs: []string{standaloneAddr(t)}, KeyPrefix: "recflood"})
 	c := goredis.NewClient(&goredis.Options{Addr: standaloneAddr(t)})
-	defer c.Close()
+	t.Cleanup(func() { _ = c.Close() })
 	ctx := context.Background()
-	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 1 << 40, Period: time.Second, Burst: 1 << 40}
+	t.Cleanup(func() { // the keys live an hour; a second run lists only its own
+		if keys, err := c.Keys(ctx, "recflood:*").Result(); err == nil && len(keys) > 0 {
+			c.Del(ctx, keys...)
+		}
+	})
+	// A bucket that refills over an hour: the counter's key outlives the
+	// test however slow the machine (a second's bucket expired before the
+	// keys were listed, under load).
+	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 1 << 40, Period: time.Hour, Burst: 1 << 40}
 	key := storetest.KeyFor(t, "flooded")
 	const maxRecords = 50
 	for i := range 2000 {
