@@ -255,3 +255,14 @@ func TestGlobalBoundUnderSkewedLoad(t *testing.T) {
 		})
 	}
 }
+
+// closedAddr is an address where nothing listens.
+func closedAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", redistest.FreeAddr(t, testnet.IP(49)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
