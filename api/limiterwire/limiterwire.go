@@ -270,6 +270,14 @@ const (
 // it would deny and for how long (see ExplainedPolicy.Redacted).
 const ExplainPath = "/v1/admin/explain"
 
+// RegionsPath, on the admin plane of a limiter in a region (--region),
+// answers the region's view of its peers as JSON: for each, whether its
+// last grant call was answered, the reason (Reachable, Unreachable,
+// Unauthorized, UnknownRegion, Refused, NoExchangeYet), since when, and
+// the last exchange; and the Global keys and units it holds
+// (limiter/regions Status).
+const RegionsPath = "/v1/admin/regions"
+
 // Explanation is the JSON body of ExplainPath.
 type Explanation struct {
 	Domain string `json:"domain"`

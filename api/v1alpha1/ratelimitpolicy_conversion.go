@@ -121,9 +121,11 @@ func withHubOnly[B any](plain B, stored *B, hubOnly func(plain, stored *B)) B {
 	return plain
 }
 
-// policyHubOnly copies what only a v1beta1 policy says: a rate's scope.
+// policyHubOnly copies what only a v1beta1 policy says: a rate's scope,
+// when it is one the schema allows.
 func policyHubOnly(plain, stored *v1beta1.RateLimitPolicySpec) {
-	if plain.Limit.Rate != nil && stored.Limit.Rate != nil {
+	if plain.Limit.Rate != nil && stored.Limit.Rate != nil && stored.Limit.Rate.Scope != nil &&
+		(*stored.Limit.Rate.Scope == v1beta1.ScopeRegion || *stored.Limit.Rate.Scope == v1beta1.ScopeGlobal) {
 		r := *plain.Limit.Rate
 		r.Scope = ptrCopy(stored.Limit.Rate.Scope)
 		plain.Limit.Rate = &r

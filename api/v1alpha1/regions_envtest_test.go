@@ -235,4 +235,12 @@ func TestAttackScopeAnnotationCantLiftALimit(t *testing.T) {
 	if got.Spec.Limit.Rate.Scope == nil || *got.Spec.Limit.Rate.Scope != v1beta1.ScopeGlobal {
 		t.Fatalf("scope %v: an annotation matching the spec should carry its scope", got.Spec.Limit.Rate.Scope)
 	}
+	// A scope the schema does not allow is never believed.
+	alpha.Annotations = map[string]string{v1alpha1.V1beta1SpecAnnotation: strings.Replace(strings.Replace(raw, "1000000", "100", 1), "Global", "Planet", 1)}
+	if err := alpha.ConvertTo(got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Limit.Rate.Scope != nil {
+		t.Fatalf("scope %q came from a hand-written annotation", *got.Spec.Limit.Rate.Scope)
+	}
 }

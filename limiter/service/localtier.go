@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/compiled"
+	"github.com/sluice-dev/sluice/limiter/regions"
 	"github.com/sluice-dev/sluice/limiter/store"
 	"github.com/sluice-dev/sluice/limiter/store/localtier"
 )
@@ -25,9 +26,13 @@ func (s *Service) swapLocalTier(snap *compiled.Snapshot) map[string]*localtier.P
 	return s.tier.Swap(cfgs)
 }
 
-// policyStore is a policy's way to its counters: the local tier for a
-// policy in two-tier mode (tp set), else the store.
-func (s *Service) policyStore(tp *localtier.Policy) store.Store {
+// policyStore is a policy's way to its counters: the regions for a
+// Global policy of a fleet in regions, the local tier for a policy in
+// two-tier mode (tp set), else the store.
+func (s *Service) policyStore(p *compiled.Policy, tp *localtier.Policy) store.Store {
+	if p.Global && s.opts.Regions != nil {
+		return s.opts.Regions.Store(regions.Policy{ID: p.ID(), Limit: p.Limit})
+	}
 	if tp == nil {
 		return s.store
 	}
@@ -59,4 +64,18 @@ func (s *Service) LocalTierStats() map[string]localtier.Stats {
 		out[p.ID] = p
 	}
 	return out
+}
+
+// swapRegions installs snap's Global policies in the regions.
+func (s *Service) swapRegions(snap *compiled.Snapshot) {
+	if s.opts.Regions == nil {
+		return
+	}
+	var ps []regions.Policy
+	for _, p := range snap.Policies {
+		if p.Global {
+			ps = append(ps, regions.Policy{ID: p.ID(), Limit: p.Limit})
+		}
+	}
+	s.opts.Regions.Swap(ps)
 }
