@@ -46,7 +46,7 @@ func token(name string) string { return strings.Repeat(name[:1], MinTokenBytes) 
 
 // newLab starts regions named names (ip offsets from 40 up), each peering
 // with every other; tweak may change each region's options before New.
-func newLab(t *testing.T, names []string, policies []Policy, tweak func(name string, o *Options)) *lab {
+func newLab(t testing.TB, names []string, policies []Policy, tweak func(name string, o *Options)) *lab {
 	t.Helper()
 	testtier.Integration(t, "redis-server")
 	l := &lab{regions: map[string]*labRegion{}, names: names}
@@ -99,7 +99,7 @@ func newLab(t *testing.T, names []string, policies []Policy, tweak func(name str
 }
 
 // keyHomedAt returns a counter key of policy whose home is region.
-func keyHomedAt(t *testing.T, policy, region string, names []string) store.Key {
+func keyHomedAt(t testing.TB, policy, region string, names []string) store.Key {
 	sorted := slices.Sorted(slices.Values(names))
 	for i := range 10000 {
 		var b store.KeyBuilder
@@ -128,7 +128,7 @@ func (r *Regions) inFlight() int {
 
 // eventually waits for cond with a generous deadline, saying what it last
 // saw.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
+func eventually(t testing.TB, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -144,7 +144,7 @@ func eventually(t *testing.T, what string, cond func() (bool, string)) {
 }
 
 // quiet waits until no region has a grant call out.
-func (l *lab) quiet(t *testing.T) {
+func (l *lab) quiet(t testing.TB) {
 	t.Helper()
 	eventually(t, "every grant call to come back", func() (bool, string) {
 		var out []string
@@ -257,7 +257,7 @@ func TestGlobalBoundUnderSkewedLoad(t *testing.T) {
 }
 
 // closedAddr is an address where nothing listens.
-func closedAddr(t *testing.T) string {
+func closedAddr(t testing.TB) string {
 	ln, err := net.Listen("tcp", redistest.FreeAddr(t, testnet.IP(49)))
 	if err != nil {
 		t.Fatal(err)

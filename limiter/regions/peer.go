@@ -83,6 +83,7 @@ func (r *Regions) call(ctx context.Context, pe *peer, c grantCall) (grantAnswer,
 		return ans, err
 	}
 	req.Header.Set("Authorization", "Bearer "+pe.Token)
+	r.callsSent.Add(1)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := r.opts.Client.Do(req)
 	if err != nil {
@@ -302,7 +303,7 @@ func (r *Regions) grant(req *http.Request) (grantAnswer, error) {
 	want := min(max(c.Want, 0), g-1)
 	credit := r.ledger.take(c.Region, key, max(c.Credit, 0))
 	lr := store.GrantRequest{Key: key, Limit: p.Limit, Cost: cost, Want: want, Credit: credit, CreditWindow: c.CreditWindow,
-		Pod: "region:" + c.Region, Bound: int64(len(r.names)-1) * g, PodCap: g, TTL: r.opts.GrantTTL}
+		Pod: "region:" + c.Region, Bound: int64(len(r.names)-1) * g, PodCap: g, TTL: r.opts.GrantTTL, Horizon: min(r.opts.GrantTTL, grantHorizon)}
 	gr, err := r.granter.Grant(req.Context(), lr)
 	if err != nil {
 		return ans, err

@@ -29,6 +29,9 @@ const (
 	// ProbeInterval is how often a key whose home is down may try a grant
 	// call again.
 	ProbeInterval = 500 * time.Millisecond
+	// grantHorizon is the traffic a grant is for: near a window's end a
+	// window algorithm's grant shrinks in proportion to the time left.
+	grantHorizon = time.Second
 	// callTimeout bounds one grant call.
 	callTimeout = 2 * time.Second
 	// maxInFlight bounds the grant calls in flight to one peer.
@@ -88,8 +91,10 @@ type Regions struct {
 	keys map[store.Key]*entry
 
 	ledger ledger
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	// callsSent counts grant calls sent to peers.
+	callsSent atomic.Int64
+	stop      chan struct{}
+	wg        sync.WaitGroup
 }
 
 // New validates opts and returns a region deciding Global limits over
