@@ -60,7 +60,9 @@ func TestBuildLimiterDeploymentRegions(t *testing.T) {
 			t.Errorf("mount %s is writable", m.Name)
 		}
 	}
-	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == resources.LimiterPeerPortName && p.ContainerPort == resources.LimiterPeerPort }) {
+	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool {
+		return p.Name == resources.LimiterPeerPortName && p.ContainerPort == resources.LimiterPeerPort
+	}) {
 		t.Fatalf("ports %v: no peer port", c.Ports)
 	}
 
