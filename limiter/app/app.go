@@ -177,22 +177,12 @@ func Run(ctx context.Context, cfg Config) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		localtier.NewCollector(tier))
-	rg, err := openRegions(cfg.Region, st, log)
+	rg, err := startRegions(bg, cfg.Region, st, reg, &wg, log)
 	if err != nil {
 		return err
 	}
 	if rg != nil {
 		defer rg.Close()
-		reg.MustRegister(rg.Metrics().Collectors()...)
-		runPeers, err := servePeers(bg, rg, cfg.Region.Addr, log)
-		if err != nil {
-			return err
-		}
-		wg.Go(func() {
-			if err := runPeers(); err != nil {
-				log.Error("The peer endpoint stopped", "error", err)
-			}
-		})
 	}
 	if ms, ok := st.(*memory.Store); ok {
 		reg.MustRegister(memoryCollectors(ms)...)
@@ -205,8 +195,7 @@ func Run(ctx context.Context, cfg Config) error {
 	svc := service.New(st, service.Options{Registerer: reg, Logger: log, Tracing: tracer != nil,
 		IdempotencyEntry: cfg.IdempotencyEntry, AcceptEntry: cfg.AcceptEntry, IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyMaxReplays: cfg.IdempotencyMaxReplays, IdempotencyMaxRecords: cfg.IdempotencyMaxRecords,
 		ReadyPods: cfg.LocalFallbackPods, EnforcementDisabled: cfg.EnforcementDisabled,
-		Top: cfg.Top, TopClock: topClock, LocalTier: tier, Fallback: fallback, Budgets: cfg.TenantBudget, ERLMaxOverride: cfg.ERLMaxOverride,
-		Regions: rg})
+		Top: cfg.Top, TopClock: topClock, LocalTier: tier, Fallback: fallback, Budgets: cfg.TenantBudget, ERLMaxOverride: cfg.ERLMaxOverride, Regions: rg})
 	rl := newReloader(src, svc, reg, log)
 	srv, err := newServer(cfg, svc, rl, pinger, reg, log, tracer, rg)
 	if err != nil {

@@ -9,7 +9,10 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/limiter/regions"
 	"github.com/sluice-dev/sluice/limiter/store"
@@ -116,6 +119,27 @@ func ParsePeers(urls, tokenFiles []string) ([]RegionPeer, error) {
 		out[i].TokenFile = f
 	}
 	return out, nil
+}
+
+// startRegions opens the region cfg names (nil without --region),
+// registers its metrics and serves its peer endpoint in wg until ctx ends.
+func startRegions(ctx context.Context, cfg RegionConfig, st store.Store, reg prometheus.Registerer, wg *sync.WaitGroup, log *slog.Logger) (*regions.Regions, error) {
+	rg, err := openRegions(cfg, st, log)
+	if err != nil || rg == nil {
+		return nil, err
+	}
+	reg.MustRegister(rg.Metrics().Collectors()...)
+	run, err := servePeers(ctx, rg, cfg.Addr, log)
+	if err != nil {
+		_ = rg.Close()
+		return nil, err
+	}
+	wg.Go(func() {
+		if err := run(); err != nil {
+			log.Error("The peer endpoint stopped", "error", err)
+		}
+	})
+	return rg, nil
 }
 
 // servePeers serves the peer endpoint on addr until ctx ends.
