@@ -200,6 +200,18 @@ type PolicyStats struct {
 	HottestSince *time.Time `json:"hottestSince,omitempty"`
 	// LocalTier is set for a policy in two-tier mode (spec.localTier).
 	LocalTier *LocalTier `json:"localTier,omitempty"`
+	// Regions is set for a policy of scope Global on a limiter in a
+	// region (--region).
+	Regions *RegionsBound `json:"regions,omitempty"`
+}
+
+// RegionsBound is a Global policy's bound across regions.
+type RegionsBound struct {
+	// Bound is the most units the regions may admit above the limit per
+	// period while every region reaches every home: 2·(regions−1)·grant.
+	Bound int64 `json:"bound"`
+	// Regions is how many regions share the limit, this one included.
+	Regions int64 `json:"regions"`
 }
 
 // LocalTier are a two-tier policy's figures on one limiter.

@@ -141,6 +141,21 @@ func TestRegionsOfLimiters(t *testing.T) {
 	if admitted["a"] == 0 || admitted["b"] == 0 || admitted["c"] == 0 {
 		t.Fatalf("admitted %v: every region should have admitted some", admitted)
 	}
+	// Each limiter reports the Global policy's bound (the operator copies
+	// it into status.enforcement.overshootBound), and none for per-IP.
+	_, body := procs["c"].adminGet(t, limiterwire.StatsPath)
+	var stats limiterwire.Stats
+	if err := json.Unmarshal([]byte(body), &stats); err != nil {
+		t.Fatal(err)
+	}
+	for _, ps := range stats.Policies {
+		switch {
+		case ps.Name == "per-user" && (ps.Regions == nil || ps.Regions.Bound != int64(bound) || ps.Regions.Regions != 3):
+			t.Errorf("per-user stats: regions %+v, want bound %d of 3 regions", ps.Regions, bound)
+		case ps.Name == "per-ip" && ps.Regions != nil:
+			t.Errorf("per-ip (Region) stats: regions %+v, want none", ps.Regions)
+		}
+	}
 	for _, n := range names {
 		code, body := procs[n].adminGet(t, limiterwire.RegionsPath)
 		var st regions.Status

@@ -201,6 +201,10 @@ func (r *Regions) Bound(l algo.Limit) int64 {
 	return 2 * int64(len(r.names)-1) * r.GrantSize(l)
 }
 
+// Regions is how many regions share the Global limits, this one
+// included.
+func (r *Regions) Regions() int { return len(r.names) }
+
 // shareLimit is this region's partition share of l.
 func (r *Regions) shareLimit(l algo.Limit) algo.Limit {
 	pct := int64(r.opts.PartitionSharePercent)

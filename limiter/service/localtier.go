@@ -79,3 +79,23 @@ func (s *Service) swapRegions(snap *compiled.Snapshot) {
 	}
 	s.opts.Regions.Swap(ps)
 }
+
+// RegionBounds are the bounds across regions of the loaded Global
+// policies, by policy ID; empty without regions.
+func (s *Service) RegionBounds() map[string]RegionBound {
+	out := map[string]RegionBound{}
+	snap := s.Snapshot()
+	if s.opts.Regions == nil || snap == nil {
+		return out
+	}
+	for _, p := range snap.Policies {
+		if p.Global {
+			out[p.ID()] = RegionBound{Bound: s.opts.Regions.Bound(p.Limit), Regions: int64(s.opts.Regions.Regions())}
+		}
+	}
+	return out
+}
+
+// RegionBound is a Global policy's bound across regions and how many
+// regions share it.
+type RegionBound struct{ Bound, Regions int64 }
