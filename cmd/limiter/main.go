@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/limiter/app"
 	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/regions"
 	"github.com/sluice-dev/sluice/limiter/server"
 	"github.com/sluice-dev/sluice/limiter/service"
 	"github.com/sluice-dev/sluice/limiter/store"
@@ -73,6 +74,7 @@ func main() {
 	fs.StringVar(&cfg.Region.TokenFile, "region-token-file", "", "`file` holding the token (at least 32 bytes) other regions must present on this region's peer endpoint")
 	fs.StringVar(&cfg.Region.Addr, "peer-addr", app.DefaultPeerAddr, "with --region, the peer endpoint's listen `address`: other regions lease grants of Global limits here")
 	fs.IntVar(&cfg.Region.PartitionSharePercent, "partition-share", 0, "with --region, the `percent` of a Global limit this region admits per period for a key whose home region it can't reach (1 to 100; default 100 / regions)")
+	fs.DurationVar(&cfg.Region.CallTimeout, "peer-timeout", regions.DefaultCallTimeout, "with --region, the deadline of a grant call to another region; a call that takes longer counts the region as unreachable (its partition share decides)")
 	var peerURLs, peerTokens []string
 	fs.Func("peer", "another region as `NAME=URL` (the base URL of its peer endpoint, http or https); repeat for each", func(v string) error {
 		peerURLs = append(peerURLs, v)

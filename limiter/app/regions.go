@@ -36,6 +36,8 @@ type RegionConfig struct {
 	// PartitionSharePercent is the share of a Global limit this region
 	// admits per period for a key whose home it can't reach; 0: 100/N.
 	PartitionSharePercent int
+	// CallTimeout bounds a grant call to a peer; 0: the default.
+	CallTimeout time.Duration
 }
 
 // RegionPeer is one --peer NAME=URL with its --peer-token-file NAME=FILE.
@@ -57,7 +59,7 @@ func openRegions(cfg RegionConfig, st store.Store, log *slog.Logger) (*regions.R
 	if _, mem := st.(*memory.Store); mem && len(cfg.Peers) > 0 {
 		return nil, fmt.Errorf("--region %s with peers needs a Redis --store: a region's store must grant units to the others (each region counts its Global keys in its own Redis)", cfg.Name)
 	}
-	opts := regions.Options{Region: cfg.Name, PartitionSharePercent: int32(cfg.PartitionSharePercent), Logger: log}
+	opts := regions.Options{Region: cfg.Name, PartitionSharePercent: int32(cfg.PartitionSharePercent), CallTimeout: cfg.CallTimeout, Logger: log}
 	if cfg.PartitionSharePercent < 0 || cfg.PartitionSharePercent > 100 {
 		return nil, fmt.Errorf("--partition-share %d: want 1 to 100, or 0 for an even share", cfg.PartitionSharePercent)
 	}

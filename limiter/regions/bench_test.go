@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -51,8 +52,9 @@ func runRegionsBench(b *testing.B, period time.Duration) {
 	a := lab.regions["a"].r
 	bound := a.Bound(limit)
 	share := lab.regions["c"].r.shareLimit(limit).Limit
-	fmt.Printf("regions: 3 regions 80ms apart, Global FixedWindow %d per %v, home a, grant %d, bound %d, partition share %d\n",
-		limit.Limit, period, a.GrantSize(limit), bound, share)
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("regions: 3 regions 80ms apart, Global FixedWindow %d per %v, home a, grant %d, bound %d, partition share %d (load average %s)\n",
+		limit.Limit, period, a.GrantSize(limit), bound, share, strings.Join(strings.Fields(string(load))[:min(3, len(strings.Fields(string(load))))], " "))
 	// 60/30/10, the heaviest load away from the home (a): the worst case.
 	weights := []benchRegion{{"b", 6}, {"c", 3}, {"a", 1}}
 	steady := lab.load(b, p, key, weights, 2*period, 2*limit.Limit)

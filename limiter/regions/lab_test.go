@@ -74,7 +74,9 @@ func newLab(t testing.TB, names []string, policies []Policy, tweak func(name str
 	}
 	for _, n := range names {
 		lr := l.regions[n]
-		opts := Options{Region: n, Token: token(n), GrantTTL: time.Minute}
+		// A loaded machine may take seconds to answer: only a cut link
+		// (refused at once) makes a home unreachable here.
+		opts := Options{Region: n, Token: token(n), GrantTTL: time.Minute, CallTimeout: time.Minute}
 		for _, m := range names {
 			if m == n {
 				continue

@@ -32,8 +32,8 @@ const (
 	// grantHorizon is the traffic a grant is for: near a window's end a
 	// window algorithm's grant shrinks in proportion to the time left.
 	grantHorizon = time.Second
-	// callTimeout bounds one grant call.
-	callTimeout = 2 * time.Second
+	// DefaultCallTimeout bounds one grant call unless Options say.
+	DefaultCallTimeout = 2 * time.Second
 	// maxInFlight bounds the grant calls in flight to one peer.
 	maxInFlight = 64
 )
@@ -61,7 +61,10 @@ type Options struct {
 	GrantTTL time.Duration
 	// MaxKeys bounds the keys tracked; 0 means DefaultMaxKeys.
 	MaxKeys int
-	// Client makes the grant calls; nil means a client with callTimeout.
+	// CallTimeout bounds one grant call; 0 means DefaultCallTimeout. A call
+	// that takes longer counts as the home unreachable.
+	CallTimeout time.Duration
+	// Client makes the grant calls; nil means a client with CallTimeout.
 	Client *http.Client
 	Logger *slog.Logger
 }
@@ -109,8 +112,11 @@ func New(local store.Store, opts Options) (*Regions, error) {
 	if opts.MaxKeys <= 0 {
 		opts.MaxKeys = DefaultMaxKeys
 	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = DefaultCallTimeout
+	}
 	if opts.Client == nil {
-		opts.Client = &http.Client{Timeout: callTimeout}
+		opts.Client = &http.Client{Timeout: opts.CallTimeout}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

@@ -142,7 +142,7 @@ func (r *Regions) maybeCall(pe *peer, p Policy, key, gk store.Key, e *entry, now
 		defer r.wg.Done()
 		defer func() { <-pe.sem }()
 		sent := r.now()
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), r.opts.CallTimeout)
 		ans, err := r.call(ctx, pe, call)
 		cancel()
 		r.mu.Lock()
