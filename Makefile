@@ -228,13 +228,18 @@ bench-collector: envtest kubectl ## The collector at 500 policies x 20 limiter e
 bench-fleet: deps ## Two-tier mode with 1, 4 and 10 real limiter processes on one Redis: overshoot, false denials, Redis commands per decision; fast path; one pod vs noop.
 	hack/bench-fleet.sh
 
+.PHONY: bench-regions
+bench-regions: deps ## Regions: 3 regions 80ms apart (a redis-server each), a Global 1000/min per user at 60/30/10: admitted vs limit and bound, p99 per region vs a synchronous check, grant calls per decision, a partition and its healing.
+	REGIONS_BENCH_PERIOD=$(REGIONS_BENCH_PERIOD) $(GO) test -count=1 -run '^$$' -bench '^BenchmarkRegions$$' -benchtime 1x -timeout 30m ./limiter/regions/ | grep -E '^(regions|Benchmark|ok|FAIL|    )'
+
 .PHONY: bench-operator
 bench-operator: envtest kubectl ## Apply-to-enforced latency over 100 edits, on envtest with real limiter processes.
 	KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -count=1 -run '^$$' -bench ApplyToEnforced -benchtime 1x ./controllers/
 
-# What bench-smoke shortens: -benchtime of bench-priority, and the measured
-# phases of bench-collector.
+# What bench-smoke shortens: -benchtime of bench-priority, the measured
+# phases of bench-collector, and bench-regions' period.
 PRIORITY_BENCHTIME ?= 20000x
+REGIONS_BENCH_PERIOD ?= 1m
 COLLECTOR_PHASE ?= 1m
 # hack/bench.sh, hack/bench-faults.sh and hack/bench-fleet.sh with every
 # measured interval cut to a second (their figures mean nothing then).
@@ -243,9 +248,10 @@ BENCH_SMOKE_ENV := BENCH_DURATION=1s BENCH_WARMUP=0s BENCH_GOTIME=1x BENCH_MEMOR
 	BENCH_FLEET_PODS=1,2 BENCH_FLEET_FIXED_PODS=2 BENCH_FLEET_DURATION=1s
 
 .PHONY: bench-smoke
-bench-smoke: ## One short run of every make bench* target (hack/bench.sh with its Go benchmarks at -benchtime 1x, bench-fleet, -lifetime, -priority, -collector, -operator), so none rots unseen; make test runs it. The figures mean nothing.
+bench-smoke: ## One short run of every make bench* target (hack/bench.sh with its Go benchmarks at -benchtime 1x, bench-fleet, -lifetime, -priority, -collector, -operator, -regions), so none rots unseen; make test runs it. The figures mean nothing.
 	$(BENCH_SMOKE_ENV) $(MAKE) --no-print-directory bench PRIORITY_BENCHTIME=1x COLLECTOR_PHASE=2s
 	$(BENCH_SMOKE_ENV) $(MAKE) --no-print-directory bench-fleet
+	$(MAKE) --no-print-directory bench-regions REGIONS_BENCH_PERIOD=3s
 
 $(CONTROLLER_GEN):
 	GOBIN=$(BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)

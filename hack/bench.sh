@@ -494,9 +494,9 @@ done
 
 # ------------------------------------------------------------------ go benchmarks
 if ((GO_BENCH)); then
-	# The lifetime and priority benchmarks have their own make targets,
-	# with their own -benchtime: not run a second time here.
-	own='^Benchmark(LifetimeOvershoot|PriorityShedding)$'
+	# The lifetime, priority and regions benchmarks have their own make
+	# targets, with their own -benchtime: not run a second time here.
+	own='^Benchmark(LifetimeOvershoot|PriorityShedding|Regions)$'
 	say "in-process Go benchmarks: go test -run '^\$' -bench . -skip '$own' -benchmem -benchtime $GOTIME ./limiter/..."
 	if ! go test -run '^$' -bench . -skip "$own" -benchmem -benchtime "$GOTIME" ./limiter/... 2>&1 | tee "$WORK/gobench.txt"; then
 		warn "go test -bench failed"

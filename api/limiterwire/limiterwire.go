@@ -200,6 +200,18 @@ type PolicyStats struct {
 	HottestSince *time.Time `json:"hottestSince,omitempty"`
 	// LocalTier is set for a policy in two-tier mode (spec.localTier).
 	LocalTier *LocalTier `json:"localTier,omitempty"`
+	// Regions is set for a policy of scope Global on a limiter in a
+	// region (--region).
+	Regions *RegionsBound `json:"regions,omitempty"`
+}
+
+// RegionsBound is a Global policy's bound across regions.
+type RegionsBound struct {
+	// Bound is the most units the regions may admit above the limit per
+	// period while every region reaches every home: 2·(regions−1)·grant.
+	Bound int64 `json:"bound"`
+	// Regions is how many regions share the limit, this one included.
+	Regions int64 `json:"regions"`
 }
 
 // LocalTier are a two-tier policy's figures on one limiter.
@@ -269,6 +281,14 @@ const (
 // ratelimitpolicies in the policy's namespace; of any other, only whether
 // it would deny and for how long (see ExplainedPolicy.Redacted).
 const ExplainPath = "/v1/admin/explain"
+
+// RegionsPath, on the admin plane of a limiter in a region (--region),
+// answers the region's view of its peers as JSON: for each, whether its
+// last grant call was answered, the reason (Reachable, Unreachable,
+// Unauthorized, UnknownRegion, Refused, NoExchangeYet), since when, and
+// the last exchange; and the Global keys and units it holds
+// (limiter/regions Status).
+const RegionsPath = "/v1/admin/regions"
 
 // Explanation is the JSON body of ExplainPath.
 type Explanation struct {

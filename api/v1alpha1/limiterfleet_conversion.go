@@ -49,7 +49,7 @@ func (src *LimiterFleet) ConvertTo(dstRaw conversion.Hub) error {
 		return fmt.Errorf("converting a v1alpha1 LimiterFleet to %T: only v1beta1 is the hub", dstRaw)
 	}
 	dst.ObjectMeta = *src.ObjectMeta.DeepCopy()
-	spec, err := specToHub(&dst.ObjectMeta, &src.Spec, FleetSpecToV1beta1, FleetSpecFromV1beta1)
+	spec, err := specToHub(&dst.ObjectMeta, &src.Spec, FleetSpecToV1beta1, FleetSpecFromV1beta1, fleetHubOnly)
 	if err != nil {
 		return err
 	}
@@ -72,6 +72,11 @@ func (dst *LimiterFleet) ConvertFrom(srcRaw conversion.Hub) error {
 	dst.Spec = spec
 	dst.Status = *src.Status.DeepCopy()
 	return nil
+}
+
+// fleetHubOnly copies what only a v1beta1 fleet says: its regions.
+func fleetHubOnly(plain, stored *v1beta1.LimiterFleetSpec) {
+	plain.Regions = stored.Regions.DeepCopy()
 }
 
 // FleetSpecToV1beta1 maps a v1alpha1 fleet spec to v1beta1 field for

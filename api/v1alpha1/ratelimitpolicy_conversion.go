@@ -64,7 +64,7 @@ func (src *RateLimitPolicy) ConvertTo(dstRaw conversion.Hub) error {
 		return fmt.Errorf("converting a v1alpha1 RateLimitPolicy to %T: only v1beta1 is the hub", dstRaw)
 	}
 	dst.ObjectMeta = *src.ObjectMeta.DeepCopy()
-	spec, err := specToHub(&dst.ObjectMeta, &src.Spec, SpecToV1beta1, SpecFromV1beta1)
+	spec, err := specToHub(&dst.ObjectMeta, &src.Spec, SpecToV1beta1, SpecFromV1beta1, policyHubOnly)
 	if err != nil {
 		return err
 	}
@@ -90,16 +90,18 @@ func (dst *RateLimitPolicy) ConvertFrom(srcRaw conversion.Hub) error {
 // specToHub converts spoke spec a to the hub's spec for an object whose
 // metadata is meta. A v1beta1 spec kept in meta's annotation is taken
 // instead only when it says the same as the plain conversion in another
-// spelling and converts back to exactly a; when the hub spec can't say all
-// of a, a itself is kept in an annotation. Both kinds convert this way.
-func specToHub[A, B any](meta *metav1.ObjectMeta, a *A, to func(*A) (B, error), from func(*B) (A, error)) (B, error) {
+// spelling (or adds what only v1beta1 can say, which hubOnly copies from
+// the stored spec onto the plain one) and converts back to exactly a; when
+// the hub spec can't say all of a, a itself is kept in an annotation. Both
+// kinds convert this way.
+func specToHub[A, B any](meta *metav1.ObjectMeta, a *A, to func(*A) (B, error), from func(*B) (A, error), hubOnly func(plain, stored *B)) (B, error) {
 	stored, hasStored := takeAnnotation(meta, V1beta1SpecAnnotation)
 	spec, err := to(a)
 	if err != nil {
 		return spec, err
 	}
 	var b B
-	if hasStored && decodeStored(stored, &b) && sameSpelledV1beta1.DeepEqual(b, spec) {
+	if hasStored && decodeStored(stored, &b) && sameSpelledV1beta1.DeepEqual(b, withHubOnly(spec, &b, hubOnly)) {
 		if back, err := from(&b); err == nil && equality.Semantic.DeepEqual(back, *a) {
 			spec = b
 		}
@@ -110,6 +112,24 @@ func specToHub[A, B any](meta *metav1.ObjectMeta, a *A, to func(*A) (B, error), 
 		}
 	}
 	return spec, nil
+}
+
+// withHubOnly returns plain with what only v1beta1 can say copied from
+// stored (the fields v1alpha1 has no place for, such as a rate's scope).
+func withHubOnly[B any](plain B, stored *B, hubOnly func(plain, stored *B)) B {
+	hubOnly(&plain, stored)
+	return plain
+}
+
+// policyHubOnly copies what only a v1beta1 policy says: a rate's scope,
+// when it is one the schema allows.
+func policyHubOnly(plain, stored *v1beta1.RateLimitPolicySpec) {
+	if plain.Limit.Rate != nil && stored.Limit.Rate != nil && stored.Limit.Rate.Scope != nil &&
+		(*stored.Limit.Rate.Scope == v1beta1.ScopeRegion || *stored.Limit.Rate.Scope == v1beta1.ScopeGlobal) {
+		r := *plain.Limit.Rate
+		r.Scope = ptrCopy(stored.Limit.Rate.Scope)
+		plain.Limit.Rate = &r
+	}
 }
 
 // specFromHub is specToHub's reverse: a v1alpha1 spec kept in meta's

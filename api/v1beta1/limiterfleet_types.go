@@ -132,6 +132,13 @@ type LimiterFleetSpec struct {
 	// omitted, tracing is off and costs nothing.
 	// +optional
 	Tracing *FleetTracing `json:"tracing,omitempty"`
+
+	// regions places the fleet in one of several regions that share the
+	// policies of scope Global: this region's name, the token peers present
+	// here, and the other regions' endpoints and credentials. Omitted: the
+	// fleet is its own only region and counts every limit in its store.
+	// +optional
+	Regions *FleetRegions `json:"regions,omitempty"`
 }
 
 // FleetLimiters are a fleet's limiter pods.

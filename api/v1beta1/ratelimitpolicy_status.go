@@ -164,7 +164,10 @@ type EnforcementStatus struct {
 	// most units the fleet may admit above the exact algorithm while pods
 	// spend leased chunks, as the limiters last reported it: 0 for window
 	// algorithms (a lease never outlives its window), else maxOvershoot, or
-	// pods × each pod's cap without it. The largest any pod reports.
+	// pods × each pod's cap without it. For a policy of scope Global on a
+	// fleet in regions, the most units the regions may admit above the
+	// limit per period while they reach one another: 2·(regions−1)·grant,
+	// the grant being limit / (20·regions). The largest any pod reports.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	OvershootBound *int64 `json:"overshootBound,omitempty"`

@@ -227,6 +227,7 @@ type Limit struct {
 // +kubebuilder:validation:XValidation:rule="(!has(self.burst) || self.algorithm == 'TokenBucket' || self.algorithm == 'GCRA') && (!has(self.calendar) || self.algorithm == 'FixedWindow') && (self.algorithm != 'SlidingLog' || (self.limit <= 10000 && !has(self.localTier) && (!has(self.cost) || !has(self.cost.reserve))))",messageExpression="has(self.burst) && self.algorithm != 'TokenBucket' && self.algorithm != 'GCRA' ? 'spec.limit.rate.burst applies only to TokenBucket and GCRA' : has(self.calendar) && self.algorithm != 'FixedWindow' ? 'spec.limit.rate.calendar applies only to FixedWindow' : self.limit > 10000 ? 'spec.limit.rate.limit may be at most 10000 for SlidingLog, which keeps one entry per admitted request: use SlidingWindow or TokenBucket/GCRA for larger limits' : 'spec.limit.rate.localTier and spec.limit.rate.cost.reserve are not supported with SlidingLog, which stays exact and whose log cannot be charged after the fact'",fieldPath=".algorithm"
 // +kubebuilder:validation:XValidation:rule="!has(self.cost) || !has(self.cost.max) || self.cost.max <= (has(self.burst) ? self.burst : self.limit)",message="spec.limit.rate.cost.max must not exceed the capacity: burst, or limit without it",fieldPath=".cost.max"
 // +kubebuilder:validation:XValidation:rule="[has(self.localTier), has(self.cost) && has(self.cost.reserve), has(self.penalty)].filter(b, b).size() <= 1 && (!has(self.localTier) || (!has(self.calendar) && !has(self.priority)))",messageExpression="has(self.localTier) && (has(self.calendar) || has(self.priority)) ? 'spec.limit.rate.localTier is not supported with calendar or priority, which need the store\\'s exact count' : 'spec.limit.rate takes at most one of localTier (spends leased units locally), cost.reserve (holds what it takes in the store) and penalty (counts the exact decision\\'s denials)'"
+// +kubebuilder:validation:XValidation:rule="!has(self.scope) || self.scope != 'Global' || (self.algorithm != 'SlidingLog' && !has(self.localTier) && !has(self.penalty) && !has(self.priority) && !has(self.calendar) && (!has(self.cost) || !has(self.cost.reserve)))",messageExpression="self.algorithm == 'SlidingLog' ? 'spec.limit.rate.scope Global is not supported with SlidingLog, which stays exact: use SlidingWindow, FixedWindow, TokenBucket or GCRA' : 'spec.limit.rate.scope Global is not supported with localTier, cost.reserve, penalty, priority or calendar: a region spends grants leased from the key\\'s home region, which these would need counted exactly there'",fieldPath=".scope"
 type RateLimit struct {
 	// algorithm is the counting algorithm. Defaults to TokenBucket.
 	// +optional
@@ -283,6 +284,15 @@ type RateLimit struct {
 	// cost.reserve, nor with mode Soft (which never denies).
 	// +optional
 	Penalty *Penalty `json:"penalty,omitempty"`
+	// scope is where the counter lives: Region (the default) counts in the
+	// region's own store, so each region enforces the whole limit on its
+	// own traffic; Global counts a key once across all the regions of the
+	// fleet's spec.regions, each region spending grants leased from the
+	// key's home region. Global is for TokenBucket, GCRA, FixedWindow and
+	// SlidingWindow, without localTier, cost.reserve, penalty, priority or
+	// calendar.
+	// +optional
+	Scope *RegionScope `json:"scope,omitempty"`
 }
 
 // Calendar is a calendar window of a FixedWindow: Day (midnight to

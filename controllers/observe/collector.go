@@ -312,6 +312,11 @@ func (c *Collector) record(now time.Time, addr string, st *limiterwire.Stats, se
 				c.bounds[uid] = p.LocalTier.OvershootBound
 			}
 		}
+		if p.Regions != nil {
+			if b, ok := c.bounds[uid]; !ok || p.Regions.Bound > b {
+				c.bounds[uid] = p.Regions.Bound
+			}
+		}
 		if p.HottestSince != nil && len(p.Hottest) > 0 {
 			h := c.hot[uid]
 			if h == nil {

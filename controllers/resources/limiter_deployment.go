@@ -206,6 +206,11 @@ func limiterPodSpec(fleet *v1alpha1.LimiterFleet, opts LimiterDeploymentOptions)
 	volumes, mounts = append(volumes, keyVolumes...), append(mounts, keyMounts...)
 	adminVolume, adminMount := adminTLSVolume(fleet)
 	volumes, mounts = append(volumes, adminVolume), append(mounts, adminMount)
+	regionArgs, regionVolumes, regionMounts, regionPorts := limiterRegions(fleet)
+	volumes, mounts = append(volumes, regionVolumes...), append(mounts, regionMounts...)
+	container := limiterContainer(fleet, opts, mounts, keyEnv)
+	container.Args = append(container.Args, regionArgs...)
+	container.Ports = append(container.Ports, regionPorts...)
 	spread := func(key string) corev1.TopologySpreadConstraint {
 		return corev1.TopologySpreadConstraint{
 			MaxSkew:           1,
@@ -225,7 +230,7 @@ func limiterPodSpec(fleet *v1alpha1.LimiterFleet, opts LimiterDeploymentOptions)
 			RunAsGroup:     ptr.To(LimiterUser),
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
-		Containers: []corev1.Container{limiterContainer(fleet, opts, mounts, keyEnv)},
+		Containers: []corev1.Container{container},
 		Volumes:    volumes,
 		// Drain, then finish what is in flight, then give the
 		// local tier's leases back (see LimiterGracePeriod).

@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/config/kube"
+	"github.com/sluice-dev/sluice/limiter/regions"
 	"github.com/sluice-dev/sluice/limiter/server"
 	"github.com/sluice-dev/sluice/limiter/service"
 	"github.com/sluice-dev/sluice/limiter/store"
@@ -52,6 +53,9 @@ type Config struct {
 	Store string
 	// GRPCAddr and HTTPAddr are the data plane listeners' addresses.
 	GRPCAddr, HTTPAddr string
+	// Region places the limiter in one of several regions sharing the
+	// Global policies (regions.go); zero: none.
+	Region RegionConfig
 	// AdminAddr is the admin plane listener's address (/v1/admin/*,
 	// /metrics); empty means server.DefaultAdminAddr.
 	AdminAddr string
@@ -173,6 +177,13 @@ func Run(ctx context.Context, cfg Config) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		localtier.NewCollector(tier))
+	rg, err := startRegions(bg, cfg.Region, st, reg, &wg, log)
+	if err != nil {
+		return err
+	}
+	if rg != nil {
+		defer rg.Close()
+	}
 	if ms, ok := st.(*memory.Store); ok {
 		reg.MustRegister(memoryCollectors(ms)...)
 	}
@@ -184,9 +195,9 @@ func Run(ctx context.Context, cfg Config) error {
 	svc := service.New(st, service.Options{Registerer: reg, Logger: log, Tracing: tracer != nil,
 		IdempotencyEntry: cfg.IdempotencyEntry, AcceptEntry: cfg.AcceptEntry, IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyMaxReplays: cfg.IdempotencyMaxReplays, IdempotencyMaxRecords: cfg.IdempotencyMaxRecords,
 		ReadyPods: cfg.LocalFallbackPods, EnforcementDisabled: cfg.EnforcementDisabled,
-		Top: cfg.Top, TopClock: topClock, LocalTier: tier, Fallback: fallback, Budgets: cfg.TenantBudget, ERLMaxOverride: cfg.ERLMaxOverride})
+		Top: cfg.Top, TopClock: topClock, LocalTier: tier, Fallback: fallback, Budgets: cfg.TenantBudget, ERLMaxOverride: cfg.ERLMaxOverride, Regions: rg})
 	rl := newReloader(src, svc, reg, log)
-	srv, err := newServer(cfg, svc, rl, pinger, reg, log, tracer)
+	srv, err := newServer(cfg, svc, rl, pinger, reg, log, tracer, rg)
 	if err != nil {
 		return err
 	}
@@ -210,7 +221,11 @@ func Run(ctx context.Context, cfg Config) error {
 
 // newServer opens the limiter's listeners for svc: readiness from the
 // reloader, the store and the service; the admin plane guarded as cfg says.
-func newServer(cfg Config, svc *service.Service, rl *reloader, pinger server.Pinger, reg *prometheus.Registry, log *slog.Logger, tracer *tracing.Tracer) (*server.Server, error) {
+func newServer(cfg Config, svc *service.Service, rl *reloader, pinger server.Pinger, reg *prometheus.Registry, log *slog.Logger, tracer *tracing.Tracer, rg *regions.Regions) (*server.Server, error) {
+	var regionStatus func() any
+	if rg != nil {
+		regionStatus = func() any { return rg.Status() }
+	}
 	readiness := map[string]server.ReadinessChecker{"config": rl.check,
 		"degraded": degradedCheck(svc), "enforcement": enforcementCheck(svc)}
 	var storeStatus func(context.Context) (string, bool)
@@ -253,6 +268,7 @@ func newServer(cfg Config, svc *service.Service, rl *reloader, pinger server.Pin
 		DrainDelay:     cfg.DrainDelay,
 		Tracer:         tracer,
 		PolicyAccess:   policyAccess,
+		RegionStatus:   regionStatus,
 	})
 	if err != nil {
 		return nil, err

@@ -103,6 +103,10 @@ type Policy struct {
 	ProblemType, ProblemDetail string
 	// LocalTier is spec.localTier compiled, nil unless enabled.
 	LocalTier *LocalTier
+	// Global is v1beta1 spec.limit.rate.scope Global: the limit is counted
+	// once across the fleet's regions (limiter/regions); false counts it in
+	// this region's store.
+	Global bool
 	// Priority is spec.priority compiled, nil without it.
 	Priority *Priority
 	// Penalty is how spec.penalty answers a penalized request, nil

@@ -14,6 +14,7 @@ import (
 	kjson "sigs.k8s.io/json"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/limiter/compiled"
 )
 
@@ -107,6 +108,9 @@ type DocumentPolicy struct {
 	UID        string                       `json:"uid,omitempty"`
 	Generation int64                        `json:"generation,omitempty"`
 	Spec       v1alpha1.RateLimitPolicySpec `json:"spec"`
+	// Scope is the policy's v1beta1 spec.limit.rate.scope, which v1alpha1
+	// has no field for; omitted for Region.
+	Scope *v1beta1.RegionScope `json:"scope,omitempty"`
 }
 
 // DocumentFor builds the document of accepted policies.
@@ -116,6 +120,7 @@ func DocumentFor(policies []v1alpha1.RateLimitPolicy, enforcement Enforcement) D
 		p := &policies[i]
 		d.Policies = append(d.Policies, DocumentPolicy{
 			Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Generation: p.Generation, Spec: p.Spec,
+			Scope: globalOnly(scopeOf(p)),
 		})
 	}
 	return d
@@ -174,10 +179,11 @@ func ParseDocument(data []byte) (*Snapshot, error) {
 		return nil, fmt.Errorf("snapshot document: enforcement %q: want Enabled or Disabled", d.Enforcement)
 	}
 	objs := make([]v1alpha1.RateLimitPolicy, len(d.Policies))
+	scopes := make([]*v1beta1.RegionScope, len(d.Policies))
 	for i, p := range d.Policies {
-		objs[i] = *p.object()
+		objs[i], scopes[i] = *p.object(), p.Scope
 	}
-	snap, err := Compile(objs)
+	snap, err := compileScoped(objs, scopes)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot document: %w", err)
 	}
@@ -208,6 +214,9 @@ func DocumentOf(s *Snapshot) Document {
 		ForwardAuth: forwardAuthSource(s), Budgets: s.Budgets}
 	for i, p := range s.Policies {
 		d.Policies[i] = DocumentPolicy{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Generation: p.Generation, Spec: *SpecOf(p)}
+		if p.Global {
+			d.Policies[i].Scope = globalOnly(ptrTo(v1beta1.ScopeGlobal))
+		}
 	}
 	return d
 }

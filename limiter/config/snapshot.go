@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/compiled"
 )
@@ -32,6 +33,15 @@ func SpecOf(p *Policy) *v1alpha1.RateLimitPolicySpec {
 // the same domain and descriptors (keys and values, in any order) conflict:
 // the error names both.
 func Compile(policies []v1alpha1.RateLimitPolicy) (*Snapshot, error) {
+	scopes := make([]*v1beta1.RegionScope, len(policies))
+	for i := range policies {
+		scopes[i] = scopeOf(&policies[i])
+	}
+	return compileScoped(policies, scopes)
+}
+
+// compileScoped is Compile with each policy's scope given beside it.
+func compileScoped(policies []v1alpha1.RateLimitPolicy, scopes []*v1beta1.RegionScope) (*Snapshot, error) {
 	snap := &Snapshot{}
 	seen := map[string]*Policy{}
 	ids := map[string]bool{}
@@ -41,7 +51,11 @@ func Compile(policies []v1alpha1.RateLimitPolicy) (*Snapshot, error) {
 		if errs := ValidatePolicy(src); len(errs) > 0 {
 			return nil, fmt.Errorf("%s/%s: %v", src.Namespace, src.Name, errs.ToAggregate())
 		}
+		if err := validateScope(src, scopes[i]); err != nil {
+			return nil, err
+		}
 		p := compilePolicy(src)
+		p.Global = scopes[i] != nil && *scopes[i] == v1beta1.ScopeGlobal
 		if ids[p.ID()] {
 			return nil, fmt.Errorf("%s: defined twice", p.ID())
 		}

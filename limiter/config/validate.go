@@ -111,7 +111,13 @@ func DefaultPolicy(p *v1alpha1.RateLimitPolicy) {
 // their defaults; ValidatePolicy does not change p.
 func ValidatePolicy(p *v1alpha1.RateLimitPolicy) field.ErrorList {
 	errs := validatePolicyMeta(&p.ObjectMeta, field.NewPath("metadata"))
-	return append(errs, validatePolicySpec(&p.Spec, field.NewPath("spec"))...)
+	errs = append(errs, validatePolicySpec(&p.Spec, field.NewPath("spec"))...)
+	if scope := scopeOf(p); scope != nil && len(errs) == 0 {
+		if err := validateScope(p, scope); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "limit", "rate", "scope"), *scope, err.Error()))
+		}
+	}
+	return errs
 }
 
 func validatePolicyMeta(m *metav1.ObjectMeta, fld *field.Path) field.ErrorList {

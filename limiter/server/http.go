@@ -88,6 +88,13 @@ func (s *Server) adminRoutes() http.Handler {
 		EnableOpenMetrics: true,
 	}))
 	mux.HandleFunc(limiterwire.MetricsPath, methodNotAllowed(http.MethodGet, http.MethodHead))
+	if st := s.opts.RegionStatus; st != nil {
+		mux.HandleFunc("GET "+limiterwire.RegionsPath, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(st())
+		})
+		mux.HandleFunc(limiterwire.RegionsPath, methodNotAllowed(http.MethodGet, http.MethodHead))
+	}
 	return mux
 }
 

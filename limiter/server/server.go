@@ -107,6 +107,10 @@ type Options struct {
 	// see adminauth.Authorizer.CanGetPolicies). nil shows every policy, as
 	// the open admin plane of a standalone limiter does.
 	PolicyAccess func(r *http.Request, namespace string) (bool, error)
+	// RegionStatus, when set, answers GET limiterwire.RegionsPath on the
+	// admin plane: the region's peers, reachable or not since when, and
+	// the grants it holds (limiter/regions Status). nil: 404.
+	RegionStatus func() any
 	// Tracer, when set, traces each decision (see limiter/tracing); nil
 	// is tracing off.
 	Tracer *tracing.Tracer

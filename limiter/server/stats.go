@@ -19,6 +19,7 @@ func newBootID() string {
 func (s *Server) AdminStats() limiterwire.Stats {
 	ps := s.svc.PolicyStats()
 	tiers := s.svc.LocalTierStats()
+	bounds := s.svc.RegionBounds()
 	out := limiterwire.Stats{BootID: s.bootID, StartedAt: s.startedAt, Policies: make([]limiterwire.PolicyStats, len(ps))}
 	for i, p := range ps {
 		out.Policies[i] = limiterwire.PolicyStats{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Generation: p.Generation,
@@ -37,6 +38,9 @@ func (s *Server) AdminStats() limiterwire.Stats {
 		if lt, ok := tiers[p.Namespace+"/"+p.Name]; ok {
 			out.Policies[i].LocalTier = &limiterwire.LocalTier{OvershootBound: lt.OvershootBound, Pods: lt.Pods,
 				Local: lt.Local, Leases: lt.Leases, CachedDenials: lt.CachedDenials, Exact: lt.Exact}
+		}
+		if b, ok := bounds[p.Namespace+"/"+p.Name]; ok {
+			out.Policies[i].Regions = &limiterwire.RegionsBound{Bound: b.Bound, Regions: b.Regions}
 		}
 	}
 	return out

@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/compiled"
+	"github.com/sluice-dev/sluice/limiter/regions"
 	"github.com/sluice-dev/sluice/limiter/store"
 	"github.com/sluice-dev/sluice/limiter/store/localtier"
 )
@@ -25,9 +26,13 @@ func (s *Service) swapLocalTier(snap *compiled.Snapshot) map[string]*localtier.P
 	return s.tier.Swap(cfgs)
 }
 
-// policyStore is a policy's way to its counters: the local tier for a
-// policy in two-tier mode (tp set), else the store.
-func (s *Service) policyStore(tp *localtier.Policy) store.Store {
+// policyStore is a policy's way to its counters: the regions for a
+// Global policy of a fleet in regions, the local tier for a policy in
+// two-tier mode (tp set), else the store.
+func (s *Service) policyStore(p *compiled.Policy, tp *localtier.Policy) store.Store {
+	if p.Global && s.opts.Regions != nil {
+		return s.opts.Regions.Store(regions.Policy{ID: p.ID(), Limit: p.Limit})
+	}
 	if tp == nil {
 		return s.store
 	}
@@ -60,3 +65,37 @@ func (s *Service) LocalTierStats() map[string]localtier.Stats {
 	}
 	return out
 }
+
+// swapRegions installs snap's Global policies in the regions.
+func (s *Service) swapRegions(snap *compiled.Snapshot) {
+	if s.opts.Regions == nil {
+		return
+	}
+	var ps []regions.Policy
+	for _, p := range snap.Policies {
+		if p.Global {
+			ps = append(ps, regions.Policy{ID: p.ID(), Limit: p.Limit})
+		}
+	}
+	s.opts.Regions.Swap(ps)
+}
+
+// RegionBounds are the bounds across regions of the loaded Global
+// policies, by policy ID; empty without regions.
+func (s *Service) RegionBounds() map[string]RegionBound {
+	out := map[string]RegionBound{}
+	snap := s.Snapshot()
+	if s.opts.Regions == nil || snap == nil {
+		return out
+	}
+	for _, p := range snap.Policies {
+		if p.Global {
+			out[p.ID()] = RegionBound{Bound: s.opts.Regions.Bound(p.Limit), Regions: int64(s.opts.Regions.Regions())}
+		}
+	}
+	return out
+}
+
+// RegionBound is a Global policy's bound across regions and how many
+// regions share it.
+type RegionBound struct{ Bound, Regions int64 }

@@ -35,6 +35,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/limiter/compiled"
+	"github.com/sluice-dev/sluice/limiter/regions"
 	"github.com/sluice-dev/sluice/limiter/store"
 	"github.com/sluice-dev/sluice/limiter/store/localtier"
 )
@@ -113,6 +114,11 @@ type Options struct {
 	// each Swap. It must front the same store. nil decides those policies
 	// against the store exactly.
 	LocalTier *localtier.Tier
+	// Regions shares the policies of scope Global with the fleet's other
+	// regions (limiter/regions); the service installs them on each Swap.
+	// It must front the same store. nil counts Global policies in the
+	// store, as a region alone.
+	Regions *regions.Regions
 	// Budgets are the per-namespace budgets of a snapshot that carries
 	// none (a policy file; an operator's snapshot carries the fleet's).
 	// nil enforces none.
@@ -274,13 +280,14 @@ func (s *Service) Swap(snap *compiled.Snapshot) {
 		}
 	}
 	tiers := s.swapLocalTier(snap)
+	s.swapRegions(snap)
 	for _, p := range snap.Policies {
 		ps := &policyState{stats: s.statsFor(prevStats, p)}
 		ps.levels = ps.stats.levelsFor(p)
 		if ps.stats != nil {
 			l.stats[statsKey(p)] = ps.stats
 		}
-		ps.store = s.newFailover(p, s.policyStore(tiers[p.ID()]), ps.stats)
+		ps.store = s.newFailover(p, s.policyStore(p, tiers[p.ID()]), ps.stats)
 		ps.store.budget = l.budgets[p.Namespace]
 		l.policies[p] = ps
 	}

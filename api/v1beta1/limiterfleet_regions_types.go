@@ -1,0 +1,102 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1beta1
+
+// FleetRegions places a fleet in one region of several that share the
+// policies of scope Global (spec.limit.rate.scope). A Global key has a home
+// region, chosen from the key and the sorted region names alone, whose store
+// holds its counter; the other regions lease grants of units from the home
+// ahead of need and decide locally from them, so no decision waits on
+// another region. Written by the platform team: a tenant's policy only says
+// Global, and can name no peer, endpoint or credential.
+// +kubebuilder:validation:XValidation:rule="!has(self.peers) || self.peers.all(p, p.name != self.name)",message="spec.regions.peers must not name this fleet's own region (spec.regions.name)",fieldPath=".peers"
+// +kubebuilder:validation:XValidation:rule="!has(self.partitionSharePercent) || has(self.peers)",message="spec.regions.partitionSharePercent needs peers: a region without peers holds the whole limit",fieldPath=".partitionSharePercent"
+type FleetRegions struct {
+	// name is this fleet's region, such as "eu-west": a DNS label, 1 to 63
+	// characters. Every region's fleet must use the same name for it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="spec.regions.name must be a DNS label: lower-case letters, digits and '-'"
+	Name string `json:"name"`
+
+	// auth is the Secret key holding the token other regions' limiters must
+	// present (as a bearer token) on this region's peer endpoint. At least
+	// 32 bytes; the limiters refuse to start peering with a shorter one.
+	// +required
+	Auth SecretKeyRef `json:"auth"`
+
+	// peers are the other regions, at most 8, with unique names. Empty: this
+	// region is alone, and Global limits count in its own store.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	Peers []RegionPeer `json:"peers,omitempty"`
+
+	// partitionSharePercent is the share of a Global limit, in percent from
+	// 1 to 100, this region may admit per period for a key whose home it
+	// can't reach, beside the grant it already holds. Defaults to an even
+	// share: 100 / (1 + the number of peers).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	PartitionSharePercent *int32 `json:"partitionSharePercent,omitempty"`
+}
+
+// RegionPeer is another region: where its limiters' peer endpoint answers
+// and the token to present there.
+type RegionPeer struct {
+	// name is the peer's region name, as its own fleet's spec.regions.name
+	// says it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="spec.regions.peers[].name must be a DNS label: lower-case letters, digits and '-'"
+	Name string `json:"name"`
+
+	// endpoint is the base URL of the peer region's limiter peer endpoint,
+	// such as "https://sluice-peer.us-east.example.com:8083": http or https,
+	// a host and an optional port, with no user, query or fragment.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?/?$')",message="spec.regions.peers[].endpoint must be an http or https URL of a host and an optional port, with no user, path, query or fragment"
+	Endpoint string `json:"endpoint"`
+
+	// credentials is the Secret key holding the token this region presents
+	// to the peer: the peer's own spec.regions.auth token.
+	// +required
+	Credentials SecretKeyRef `json:"credentials"`
+}
+
+// RegionScope says where a rate limit's counter lives.
+// +kubebuilder:validation:Enum=Region;Global
+type RegionScope string
+
+const (
+	// ScopeRegion counts in the region's own store: each region enforces the
+	// whole limit on its own traffic (per-IP limits, as anycast keeps a
+	// client in one region). The default, and what a fleet without
+	// spec.regions does.
+	ScopeRegion RegionScope = "Region"
+	// ScopeGlobal counts a key once across every region of the fleet's
+	// spec.regions: its home region holds the counter, the others spend
+	// grants leased from it. At most the bound the policy's status reports
+	// above the limit per period.
+	ScopeGlobal RegionScope = "Global"
+)

@@ -1,0 +1,219 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/api/limiterwire"
+	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/internal/testnet"
+	"github.com/sluice-dev/sluice/internal/testtier"
+	"github.com/sluice-dev/sluice/limiter/regions"
+)
+
+// regionPolicies: per user, Global, 300 an hour; per IP, Region-scoped.
+const regionPolicies = `apiVersion: ratelimit.sluice.dev/v1beta1
+kind: RateLimitPolicy
+metadata: {name: per-user, namespace: shop}
+spec:
+  domain: shop
+  descriptors: [{key: user}]
+  limit:
+    type: Rate
+    rate: {algorithm: FixedWindow, limit: 300, period: 1h, scope: Global}
+---
+apiVersion: ratelimit.sluice.dev/v1beta1
+kind: RateLimitPolicy
+metadata: {name: per-ip, namespace: shop}
+spec:
+  domain: shop
+  descriptors: [{key: ip}]
+  limit:
+    type: Rate
+    rate: {algorithm: FixedWindow, limit: 50, period: 1h}
+`
+
+func writeFile(t *testing.T, dir, name, data string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func peerToken(name string) string { return strings.Repeat(name, 40) }
+
+// TestRegionsOfLimiters runs three limiter processes as three regions,
+// each with its own redis-server, their peer endpoints 80ms apart through
+// proxies. A Global per-user limit holds across them within its bound
+// under 60/30/10 load; per-IP (Region-scoped) traffic sends no message to
+// another region; each admin plane shows its peers reachable.
+func TestRegionsOfLimiters(t *testing.T) {
+	testtier.Integration(t, "redis-server")
+	dir := t.TempDir()
+	pol := writeFile(t, dir, "policies.yaml", regionPolicies)
+	names := []string{"a", "b", "c"}
+	peerAddr := map[string]string{}
+	for i, n := range names {
+		peerAddr[n] = redistest.FreeAddr(t, testnet.IP(60+i))
+		writeFile(t, dir, n+".token", peerToken(n))
+	}
+	procs := map[string]*process{}
+	for i, n := range names {
+		rs := redistest.StartAt(t, redistest.FreeAddr(t, testnet.IP(60+i)))
+		args := []string{"--policies", pol, "--store", "redis://" + rs.Addr, "--redis-timeout", "2s",
+			"--region", n, "--region-token-file", filepath.Join(dir, n+".token"), "--peer-addr", peerAddr[n],
+			// A loaded machine may take seconds to answer: no region is
+			// cut off here.
+			"--peer-timeout", "1m"}
+		for _, m := range names {
+			if m == n {
+				continue
+			}
+			px := redistest.StartProxy(t, peerAddr[m])
+			px.SetLatency(80 * time.Millisecond)
+			args = append(args, "--peer", m+"=http://"+px.Addr, "--peer-token-file", m+"="+filepath.Join(dir, m+".token"))
+		}
+		procs[n] = startLimiter(t, args...)
+	}
+	check := func(p *process, key, value string) bool {
+		code, _, body := p.post(t, "/v1/ratelimit/check", `{"domain":"shop","descriptors":[{"entries":[{"key":"`+key+`","value":"`+value+`"}]}]}`)
+		if code != 200 && code != 429 {
+			t.Fatalf("check: %d %s", code, body)
+		}
+		return code == 200
+	}
+	grantCalls := func() float64 {
+		var n float64
+		for _, p := range procs {
+			for _, m := range p.metrics(t)["sluice_region_grant_calls_total"].GetMetric() {
+				n += sampleValue(m)
+			}
+		}
+		return n
+	}
+
+	// Per-IP traffic, Region-scoped: no message to another region.
+	for _, n := range names {
+		for range 60 {
+			check(procs[n], "ip", "192.0.2.7")
+		}
+	}
+	if calls := grantCalls(); calls != 0 {
+		t.Fatalf("Region-scoped traffic sent %v grant calls to other regions, want 0", calls)
+	}
+
+	// Per-user traffic, Global, 60/30/10, until 50 rounds in a row admit
+	// nothing.
+	admitted := map[string]int{}
+	idle := 0
+	for round := 0; idle < 50; round++ {
+		if round > 20000 {
+			t.Fatal("the regions never stopped admitting")
+		}
+		any := false
+		for i, n := range names {
+			for range []int{6, 3, 1}[i] {
+				if check(procs[n], "user", "alice") {
+					admitted[n]++
+					any = true
+				}
+			}
+		}
+		if any {
+			idle = 0
+		} else {
+			idle++
+		}
+	}
+	total := admitted["a"] + admitted["b"] + admitted["c"]
+	bound := 2 * (len(names) - 1) * max(1, 300/(regions.GrantDivisor*len(names)))
+	t.Logf("admitted %v = %d of a Global 300 (bound %d); %v grant calls", admitted, total, bound, grantCalls())
+	if total > 300+bound {
+		t.Fatalf("the regions admitted %d: want at most the limit 300 + bound %d", total, bound)
+	}
+	if admitted["a"] == 0 || admitted["b"] == 0 || admitted["c"] == 0 {
+		t.Fatalf("admitted %v: every region should have admitted some", admitted)
+	}
+	// Each limiter reports the Global policy's bound (the operator copies
+	// it into status.enforcement.overshootBound), and none for per-IP.
+	_, body := procs["c"].adminGet(t, limiterwire.StatsPath)
+	var stats limiterwire.Stats
+	if err := json.Unmarshal([]byte(body), &stats); err != nil {
+		t.Fatal(err)
+	}
+	for _, ps := range stats.Policies {
+		switch {
+		case ps.Name == "per-user" && (ps.Regions == nil || ps.Regions.Bound != int64(bound) || ps.Regions.Regions != 3):
+			t.Errorf("per-user stats: regions %+v, want bound %d of 3 regions", ps.Regions, bound)
+		case ps.Name == "per-ip" && ps.Regions != nil:
+			t.Errorf("per-ip (Region) stats: regions %+v, want none", ps.Regions)
+		}
+	}
+	for _, n := range names {
+		code, body := procs[n].adminGet(t, limiterwire.RegionsPath)
+		var st regions.Status
+		if err := json.Unmarshal([]byte(body), &st); err != nil || code != 200 {
+			t.Fatalf("%s %s: %d %s", n, limiterwire.RegionsPath, code, body)
+		}
+		if st.Region != n || len(st.Peers) != 2 {
+			t.Fatalf("%s says %+v", n, st)
+		}
+		for _, p := range st.Peers {
+			// A peer this region never needed (it homes nothing of
+			// alice's) has had no exchange.
+			if p.Reason != regions.ReasonReachable && p.Reason != regions.ReasonNoExchange {
+				t.Errorf("%s sees %s as %+v", n, p.Name, p)
+			}
+		}
+	}
+}
+
+// TestRegionFlagsRefused: bad region flags stop the limiter with an error
+// that names what is wrong.
+func TestRegionFlagsRefused(t *testing.T) {
+	dir := t.TempDir()
+	pol := writeFile(t, dir, "policies.yaml", regionPolicies)
+	good := writeFile(t, dir, "good.token", peerToken("a"))
+	short := writeFile(t, dir, "short.token", "short")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"peers with the memory store", []string{"--region", "a", "--region-token-file", good, "--peer", "b=http://127.0.0.1:1", "--peer-token-file", "b=" + good},
+			"--region a with peers needs a Redis --store"},
+		{"peer without its token", []string{"--store", "redis://127.0.0.1:1", "--region", "a", "--region-token-file", good, "--peer", "b=http://127.0.0.1:1"},
+			"--peer b: give its token with --peer-token-file b=FILE"},
+		{"short token", []string{"--store", "redis://127.0.0.1:1", "--region", "a", "--region-token-file", short, "--peer", "b=http://127.0.0.1:1", "--peer-token-file", "b=" + good},
+			"is 5 bytes, want at least 32"},
+		{"token for no peer", []string{"--region", "a", "--peer-token-file", "b=" + good}, "--peer-token-file b: no --peer b=URL"},
+		{"peer without region", []string{"--store", "redis://127.0.0.1:1", "--peer", "b=http://127.0.0.1:1", "--peer-token-file", "b=" + good},
+			"--peer, --region-token-file and --partition-share need --region"},
+		{"peer URL with a path", []string{"--store", "redis://127.0.0.1:1", "--region", "a", "--region-token-file", good, "--peer", "b=http://h/x", "--peer-token-file", "b=" + good},
+			`endpoint "http://h/x" must be an http or https URL`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, limiterBin, append([]string{"--policies", pol, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--peer-addr", "127.0.0.1:0"}, tc.args...)...)
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+				t.Fatalf("limiter %v: %v, want a non-zero exit\n%s", tc.args, err, out)
+			}
+			if !strings.Contains(string(out), tc.want) {
+				t.Fatalf("the limiter's output does not say %q:\n%s", tc.want, fmt.Sprint(string(out)))
+			}
+		})
+	}
+}

@@ -1,0 +1,155 @@
+package regions
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/sluice-dev/sluice/limiter/store"
+)
+
+// takeUntilDenied sends requests for key to region n one at a time,
+// waiting for its grant calls, until it denies `settle` in a row with no
+// call out; it returns how many it admitted.
+func (l *lab) takeUntilDenied(t *testing.T, n string, p Policy, key store.Key) int64 {
+	t.Helper()
+	r := l.regions[n].r
+	var admitted int64
+	denials := 0
+	for i := 0; denials < 5; i++ {
+		if i > 100000 {
+			t.Fatalf("%s never stopped admitting", n)
+		}
+		res, err := r.Take(context.Background(), p, store.Request{Key: key, Limit: p.Limit, Cost: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Allowed {
+			admitted++
+			denials = 0
+			continue
+		}
+		l.quiet(t)
+		denials++
+	}
+	return admitted
+}
+
+func peerStatus(r *Regions, name string) PeerStatus {
+	for _, p := range r.Status().Peers {
+		if p.Name == name {
+			return p
+		}
+	}
+	return PeerStatus{}
+}
+
+// waitPeer waits until region r sees peer name with reason, sending a
+// request for key now and then (a call is what finds out).
+func waitPeer(t *testing.T, r *Regions, name, reason string, p Policy, key store.Key) PeerStatus {
+	t.Helper()
+	var st PeerStatus
+	eventually(t, fmt.Sprintf("%s to see %s as %s", r.Region(), name, reason), func() (bool, string) {
+		_, _ = r.Take(context.Background(), p, store.Request{Key: key, Limit: p.Limit, Cost: 0})
+		st = peerStatus(r, name)
+		return st.Reason == reason, fmt.Sprintf("%+v", st)
+	})
+	return st
+}
+
+// TestPartitionShareAndHealing: region c, cut off from the home of a key,
+// admits what it held plus its share of the limit (1/3), never more; the
+// status says since when it can't reach the home. When the link heals,
+// what c admitted meanwhile is charged to the home's counter and grants
+// resume, so over the whole window the three regions admit no more than
+// the limit plus the bound.
+func TestPartitionShareAndHealing(t *testing.T) {
+	names := []string{"a", "b", "c"}
+	p := Policy{ID: "ns/per-user", Limit: hourWindow}
+	lab := newLab(t, names, []Policy{p}, nil)
+	key := keyHomedAt(t, p.ID, "a", names)
+	c := lab.regions["c"].r
+	g := c.GrantSize(p.Limit)
+	share := c.shareLimit(p.Limit).Limit
+
+	// Warm: c holds a grant from a.
+	for range 3 {
+		if _, err := c.Take(context.Background(), p, store.Request{Key: key, Limit: p.Limit, Cost: 1}); err != nil {
+			t.Fatal(err)
+		}
+		lab.quiet(t)
+	}
+	if st := peerStatus(c, "a"); !st.Reachable || st.Since.IsZero() {
+		t.Fatalf("before the cut c sees a as %+v, want reachable", st)
+	}
+	lab.regions["c"].links["a"].Cut()
+	during := lab.takeUntilDenied(t, "c", p, key)
+	st := peerStatus(c, "a")
+	t.Logf("cut off, c admitted %d (grant %d, share %d); c sees a as %+v", during, g, share, st)
+	if st.Reachable || st.Reason != ReasonUnreachable || st.Since.IsZero() {
+		t.Fatalf("c sees a as %+v, want Unreachable since the cut", st)
+	}
+	if during < share || during > share+g {
+		t.Fatalf("cut off, c admitted %d: want its share %d, plus at most its grant %d", during, share, g)
+	}
+
+	lab.regions["c"].links["a"].Restore()
+	waitPeer(t, c, "a", ReasonReachable, p, key)
+	lab.quiet(t)
+	after := lab.drive(t, p, key, []int{6, 3, 1})
+	total := sum(after) + during + 3
+	bound := c.Bound(p.Limit)
+	t.Logf("healed: admitted %v after, %d in all (limit %d, bound %d)", after, total, p.Limit.Limit, bound)
+	if total > p.Limit.Limit+bound {
+		t.Fatalf("over the window the regions admitted %d: want at most limit + bound %d (the partition's units charged on healing)", total, p.Limit.Limit+bound)
+	}
+	if after["c"] == 0 && after["a"] == 0 {
+		t.Fatalf("after healing nothing was admitted (%v): grants did not resume", after)
+	}
+}
+
+// TestBadPeerConfiguration: a wrong token, a home that does not know the
+// region, and an endpoint where nothing listens each show in the status
+// with their own reason, and the region keeps limiting: it admits its
+// partition share, never more.
+func TestBadPeerConfiguration(t *testing.T) {
+	names := []string{"a", "c"}
+	p := Policy{ID: "ns/per-user", Limit: hourWindow}
+	for _, tc := range []struct {
+		name, reason string
+		tweak        func(name string, o *Options)
+	}{
+		{"wrong credentials", ReasonUnauthorized, func(n string, o *Options) {
+			if n == "c" {
+				o.Peers[0].Token = token("x")
+			}
+		}},
+		{"unknown region", ReasonUnknownRegion, func(n string, o *Options) {
+			if n == "a" {
+				o.Peers = nil // a knows no region but itself: every key is homed there
+			}
+		}},
+		{"unreachable peer", ReasonUnreachable, func(n string, o *Options) {
+			if n == "c" {
+				o.Peers[0].URL = "http://" + closedAddr(t)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lab := newLab(t, names, []Policy{p}, tc.tweak)
+			c := lab.regions["c"].r
+			// a key a is home of, in a's and c's eyes alike
+			key := keyHomedAt(t, p.ID, "a", names)
+			admitted := lab.takeUntilDenied(t, "c", p, key)
+			st := peerStatus(c, "a")
+			t.Logf("c admitted %d; c sees a as %+v", admitted, st)
+			if st.Reachable || st.Reason != tc.reason || st.Message == "" {
+				t.Fatalf("c sees a as %+v, want reason %s with a message", st, tc.reason)
+			}
+			share := c.shareLimit(p.Limit).Limit
+			if admitted > share+c.GrantSize(p.Limit) {
+				t.Fatalf("c admitted %d: want at most its share %d and a cold advance", admitted, share)
+			}
+		})
+	}
+}

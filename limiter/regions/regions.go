@@ -1,0 +1,256 @@
+package regions
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/store"
+	"github.com/sluice-dev/sluice/limiter/store/memory"
+)
+
+const (
+	// GrantDivisor sizes a grant: limit / (GrantDivisor · regions).
+	GrantDivisor = 20
+	// DefaultGrantTTL is the longest a grant may be spent.
+	DefaultGrantTTL = 5 * time.Second
+	// DefaultMaxKeys bounds the Global keys a region tracks; past it, new
+	// keys are decided from the partition share.
+	DefaultMaxKeys = 100_000
+	// MaxLedger bounds the grants a home remembers for credits.
+	MaxLedger = 100_000
+	// ProbeInterval is how often a key whose home is down may try a grant
+	// call again.
+	ProbeInterval = 500 * time.Millisecond
+	// grantHorizon is the traffic a grant is for: near a window's end a
+	// window algorithm's grant shrinks in proportion to the time left.
+	grantHorizon = time.Second
+	// DefaultCallTimeout bounds one grant call unless Options say.
+	DefaultCallTimeout = 2 * time.Second
+	// maxInFlight bounds the grant calls in flight to one peer.
+	maxInFlight = 64
+)
+
+// Peer is another region.
+type Peer struct {
+	Name string
+	// URL is the base URL of its peer endpoint (http or https).
+	URL string
+	// Token is what this region presents there (the peer's own token).
+	Token string
+}
+
+// Options configure a region.
+type Options struct {
+	// Region is this region's name.
+	Region string
+	// Token is what peers must present on this region's endpoint.
+	Token string
+	Peers []Peer
+	// PartitionSharePercent is the share of a limit this region admits per
+	// period for a key whose home it can't reach; 0 means 100/N.
+	PartitionSharePercent int32
+	// GrantTTL is the longest a grant lives; 0 means DefaultGrantTTL.
+	GrantTTL time.Duration
+	// MaxKeys bounds the keys tracked; 0 means DefaultMaxKeys.
+	MaxKeys int
+	// CallTimeout bounds one grant call; 0 means DefaultCallTimeout. A call
+	// that takes longer counts as the home unreachable.
+	CallTimeout time.Duration
+	// Client makes the grant calls; nil means a client with CallTimeout.
+	Client *http.Client
+	Logger *slog.Logger
+}
+
+// Policy is a Global policy as the regions see it.
+type Policy struct {
+	ID    string
+	Limit algo.Limit
+}
+
+// Regions is one region's side of the Global limits: the home of some
+// counters (answering peers from its store) and a grant holder for the
+// others. It is safe for concurrent use.
+type Regions struct {
+	opts     Options
+	local    store.Store
+	granter  store.Granter // nil: the local store grants nothing
+	names    []string      // every region, sorted
+	peers    map[string]*peer
+	share    *memory.Store // partition shares and cold advances, per key
+	start    time.Time
+	policies atomic.Pointer[map[string]*Policy]
+	log      *slog.Logger
+	metrics  *Metrics
+
+	mu   sync.Mutex
+	keys map[store.Key]*entry
+
+	ledger ledger
+	// callsSent counts grant calls sent to peers.
+	callsSent atomic.Int64
+	stop      chan struct{}
+	wg        sync.WaitGroup
+}
+
+// New validates opts and returns a region deciding Global limits over
+// local, its own store. Close it to stop its calls.
+func New(local store.Store, opts Options) (*Regions, error) {
+	if err := validate(&opts); err != nil {
+		return nil, err
+	}
+	if opts.GrantTTL <= 0 {
+		opts.GrantTTL = DefaultGrantTTL
+	}
+	if opts.MaxKeys <= 0 {
+		opts.MaxKeys = DefaultMaxKeys
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = DefaultCallTimeout
+	}
+	if opts.Client == nil {
+		opts.Client = &http.Client{Timeout: opts.CallTimeout}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Regions{opts: opts, local: local, names: []string{opts.Region}, peers: map[string]*peer{},
+		share: memory.New(memory.Options{MaxKeys: opts.MaxKeys}), start: time.Now(), log: opts.Logger,
+		metrics: newMetrics(), keys: map[store.Key]*entry{}, stop: make(chan struct{})}
+	r.granter, _ = local.(store.Granter)
+	r.ledger.m = map[ledgerKey]ledgerEntry{}
+	for _, p := range opts.Peers {
+		r.names = append(r.names, p.Name)
+		r.peers[p.Name] = &peer{Peer: p, reason: ReasonNoExchange, sem: make(chan struct{}, maxInFlight)}
+	}
+	slices.Sort(r.names)
+	r.policies.Store(&map[string]*Policy{})
+	for _, p := range r.peers {
+		r.metrics.reachable.WithLabelValues(p.Name).Set(0)
+	}
+	return r, nil
+}
+
+func validate(o *Options) error {
+	if !isLabel(o.Region) {
+		return fmt.Errorf("region %q: must be a DNS label (lower-case letters, digits and '-', at most 63)", o.Region)
+	}
+	if len(o.Peers) > 0 && len(o.Token) < MinTokenBytes {
+		return fmt.Errorf("region %s: the peer token peers must present here is %d bytes, want at least %d", o.Region, len(o.Token), MinTokenBytes)
+	}
+	if o.PartitionSharePercent < 0 || o.PartitionSharePercent > 100 {
+		return fmt.Errorf("partition share %d%%: must be from 1 to 100", o.PartitionSharePercent)
+	}
+	seen := map[string]bool{o.Region: true}
+	for _, p := range o.Peers {
+		if !isLabel(p.Name) {
+			return fmt.Errorf("peer %q: its name must be a DNS label", p.Name)
+		}
+		if seen[p.Name] {
+			return fmt.Errorf("peer %s: named twice, or this region's own name", p.Name)
+		}
+		seen[p.Name] = true
+		u, err := url.Parse(p.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("peer %s: endpoint %q must be an http or https URL of a host and an optional port", p.Name, p.URL)
+		}
+		if len(p.Token) < MinTokenBytes {
+			return fmt.Errorf("peer %s: its token is %d bytes, want at least %d", p.Name, len(p.Token), MinTokenBytes)
+		}
+	}
+	return nil
+}
+
+func isLabel(s string) bool {
+	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// Region is this region's name.
+func (r *Regions) Region() string { return r.opts.Region }
+
+// Metrics are the region's Prometheus collectors, to register.
+func (r *Regions) Metrics() *Metrics { return r.metrics }
+
+// Swap installs the Global policies of a new snapshot.
+func (r *Regions) Swap(ps []Policy) {
+	m := make(map[string]*Policy, len(ps))
+	for i := range ps {
+		p := ps[i]
+		m[p.ID] = &p
+	}
+	r.policies.Store(&m)
+}
+
+// GrantSize is g, the most units a region holds on one key of l.
+func (r *Regions) GrantSize(l algo.Limit) int64 {
+	return max(1, l.Limit/int64(GrantDivisor*len(r.names)))
+}
+
+// Bound is B, the most units the regions admit above l per period while
+// every region reaches every home: 2·(N−1)·g.
+func (r *Regions) Bound(l algo.Limit) int64 {
+	return 2 * int64(len(r.names)-1) * r.GrantSize(l)
+}
+
+// Regions is how many regions share the Global limits, this one
+// included.
+func (r *Regions) Regions() int { return len(r.names) }
+
+// shareLimit is this region's partition share of l.
+func (r *Regions) shareLimit(l algo.Limit) algo.Limit {
+	pct := int64(r.opts.PartitionSharePercent)
+	if pct == 0 {
+		pct = 100 / int64(len(r.names))
+	}
+	s := l
+	s.Limit = max(1, l.Limit*pct/100)
+	if s.Burst > 0 {
+		s.Burst = max(1, l.Burst*pct/100)
+	}
+	return s
+}
+
+// Close stops the grant calls in flight from being started again and
+// waits for them.
+func (r *Regions) Close() error {
+	select {
+	case <-r.stop:
+	default:
+		close(r.stop)
+	}
+	r.wg.Wait()
+	return r.share.Close()
+}
+
+// now is monotonic nanoseconds since the region started.
+func (r *Regions) now() int64 { return int64(time.Since(r.start)) }
+
+// Store is p's way to its counters, as a store.Store.
+func (r *Regions) Store(p Policy) store.Store { return policyStore{r: r, p: p} }
+
+type policyStore struct {
+	r *Regions
+	p Policy
+}
+
+func (s policyStore) Take(ctx context.Context, req store.Request) (algo.Result, error) {
+	return s.r.Take(ctx, s.p, req)
+}
+
+// Close does nothing: the regions are the caller's.
+func (s policyStore) Close() error { return nil }

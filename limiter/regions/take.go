@@ -1,0 +1,174 @@
+package regions
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluice-dev/sluice/limiter/algo"
+	"github.com/sluice-dev/sluice/limiter/store"
+)
+
+// entry is what this region holds on one Global counter whose home is
+// another region.
+type entry struct {
+	held     int64 // units of the grant not yet spent
+	expires  int64 // when the grant ends (now units)
+	window   int64 // the window the grant was taken in
+	credit   int64 // units of an expired grant, to give back
+	creditW  int64 // the window they were granted in
+	owed     int64 // admitted without a grant, to charge with the next call
+	answered bool  // the home has answered a grant call for this key
+	denied   int64 // the home denied: no advance, no call before this
+	busy     bool  // a grant call is in flight
+	lastUse  int64
+}
+
+// Take decides req for the Global policy p: in the home's store when this
+// region is the key's home, else from the grant this region holds, or its
+// partition share when the home can't be reached. It never waits for a
+// peer.
+func (r *Regions) Take(ctx context.Context, p Policy, req store.Request) (algo.Result, error) {
+	gk := globalKey(p.ID, req.Key)
+	h := home(gk, r.names)
+	if h == r.opts.Region {
+		r.metrics.decisions.WithLabelValues("home").Inc()
+		req.Key, req.Limit = gk, p.Limit
+		return r.local.Take(ctx, req)
+	}
+	pe := r.peers[h]
+	now := r.now()
+	r.mu.Lock()
+	e := r.keys[gk]
+	if e == nil {
+		if len(r.keys) >= r.opts.MaxKeys {
+			r.evictIdle(now)
+		}
+		if len(r.keys) >= r.opts.MaxKeys {
+			r.mu.Unlock()
+			r.metrics.decisions.WithLabelValues("share").Inc()
+			return r.share.Take(ctx, store.Request{Key: gk, Limit: r.shareLimit(p.Limit), Cost: req.Cost})
+		}
+		e = &entry{}
+		r.keys[gk] = e
+	}
+	e.lastUse = now
+	if e.expires <= now && e.held > 0 {
+		e.credit, e.creditW, e.held = e.credit+e.held, e.window, 0
+	}
+	g := r.GrantSize(p.Limit)
+	cost := req.Cost
+	if e.held < g/2+cost || e.held == 0 {
+		r.maybeCall(pe, p, req.Key, gk, e, now, g)
+	}
+	if cost == 0 || e.held >= cost {
+		e.held -= cost
+		res := algo.Result{Allowed: true, Remaining: e.held, ResetAfter: time.Duration(max(0, e.expires-now))}
+		r.mu.Unlock()
+		r.metrics.decisions.WithLabelValues("grant").Inc()
+		return res, nil
+	}
+	down := pe.down()
+	cold := !e.answered && e.owed+cost <= g
+	deniedUntil := e.denied
+	denied := deniedUntil > now
+	r.mu.Unlock()
+	switch {
+	case down:
+		// The home can't be reached: the partition share, never more.
+		r.metrics.decisions.WithLabelValues("share").Inc()
+		res, err := r.share.Take(ctx, store.Request{Key: gk, Limit: r.shareLimit(p.Limit), Cost: cost})
+		if err == nil && res.Allowed {
+			r.owe(gk, cost)
+		}
+		return res, err
+	case cold && !denied:
+		// No answer yet for this key: at most g on advance, charged by the
+		// grant call on its way.
+		r.metrics.decisions.WithLabelValues("advance").Inc()
+		r.owe(gk, cost)
+		return algo.Result{Allowed: true}, nil
+	default:
+		r.metrics.decisions.WithLabelValues("denied").Inc()
+		retry := time.Duration(max(deniedUntil-now, int64(10*time.Millisecond)))
+		return algo.Result{Allowed: false, RetryAfter: retry, ResetAfter: retry}, nil
+	}
+}
+
+func (r *Regions) owe(gk store.Key, cost int64) {
+	r.mu.Lock()
+	if e := r.keys[gk]; e != nil {
+		e.owed += cost
+	}
+	r.mu.Unlock()
+}
+
+// evictIdle drops keys that hold nothing and owe nothing and were not used
+// for a grant TTL. Called with r.mu held.
+func (r *Regions) evictIdle(now int64) {
+	for k, e := range r.keys {
+		if !e.busy && e.owed == 0 && (e.held == 0 || e.expires <= now) && now-e.lastUse > int64(r.opts.GrantTTL) {
+			delete(r.keys, k)
+		}
+	}
+}
+
+// maybeCall starts a grant call for gk (key's counter of p) unless one is in flight, the home
+// denied it lately, or the home is down and probed lately. Called with
+// r.mu held.
+func (r *Regions) maybeCall(pe *peer, p Policy, key, gk store.Key, e *entry, now, g int64) {
+	if e.busy || e.denied > now || !pe.mayProbe(now) {
+		return
+	}
+	select {
+	case pe.sem <- struct{}{}:
+	default:
+		return
+	}
+	select {
+	case <-r.stop:
+		<-pe.sem
+		return
+	default:
+	}
+	// What the grant in hand still holds is spent while the call is out,
+	// so the call asks only for the rest of g: a region never holds more
+	// than g on a key. Only an expired grant's units are credited.
+	call := grantCall{Region: r.opts.Region, Policy: p.ID, Key: key.String(), Cost: 1 + min(e.owed, p.Limit.Capacity()),
+		Want: max(0, g-1-e.held), Credit: e.credit, CreditWindow: e.creditW}
+	e.credit, e.busy = 0, true
+	owed := e.owed
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer func() { <-pe.sem }()
+		sent := r.now()
+		ctx, cancel := context.WithTimeout(context.Background(), r.opts.CallTimeout)
+		ans, err := r.call(ctx, pe, call)
+		cancel()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		e.busy = false
+		if err != nil {
+			// The call failed: the credit is lost (fewer admitted, never
+			// more), and what is owed waits for the home.
+			return
+		}
+		e.answered = true
+		e.owed = max(0, e.owed-owed)
+		if !ans.Allowed {
+			// Denied: what was owed stays uncounted (within the bound).
+			e.denied = r.now() + int64(max(time.Duration(ans.RetryAfterMS)*time.Millisecond, 10*time.Millisecond))
+			return
+		}
+		// The call's own unit of cost was never spent: it is held too. What
+		// is left of the last grant stays only within its window.
+		now := r.now()
+		if e.expires <= now || e.window != ans.Window {
+			e.held = 0
+		}
+		e.held += 1 + ans.Granted
+		e.expires = sent + int64(time.Duration(ans.LifetimeMS)*time.Millisecond)
+		e.window = ans.Window
+		r.metrics.units.WithLabelValues("granted").Add(float64(e.held))
+	}()
+}
