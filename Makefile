@@ -171,6 +171,9 @@ helm-test: helm envtest kubectl ## Install, upgrade and uninstall the chart on t
 # Where the cluster lives: certificates, etcd, containerd's root and state,
 # kubelet's root, volumes, logs. One cluster per machine.
 CLUSTER_DIR ?= $(CURDIR)/.cluster
+# How many nodes: 1 is the quick path; more are kubelets in network
+# namespaces of their own (hack/cluster/lib.sh).
+NODES ?= 1
 # go test flags of the journey, e.g. make e2e E2E_FLAGS='-run TestJourney/[125]-'
 E2E_FLAGS ?=
 E2E_TIMEOUT ?= 45m
@@ -185,7 +188,7 @@ cluster-build: cluster-deps envtest kubectl helm ## Build kubelet, kube-controll
 
 .PHONY: cluster-up
 cluster-up: cluster-build ## Start a one-node Kubernetes in $(CLUSTER_DIR) (then: . $(CLUSTER_DIR)/env; kubectl get pods -A).
-	CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster/up.sh
+	CLUSTER_DIR=$(CLUSTER_DIR) NODES=$(NODES) hack/cluster/up.sh
 
 .PHONY: cluster-down
 cluster-down: ## Stop the cluster and put the machine back as cluster-up found it.
@@ -193,7 +196,7 @@ cluster-down: ## Stop the cluster and put the machine back as cluster-up found i
 
 .PHONY: e2e
 e2e: cluster-build ## cluster-up, the user's journey on it (test/e2e: helm install, a Redis Cluster fleet, samples, nginx, faults, upgrade), cluster-down.
-	CLUSTER_DIR=$(CLUSTER_DIR) E2E_TIMEOUT=$(E2E_TIMEOUT) hack/cluster/e2e.sh $(E2E_FLAGS)
+	CLUSTER_DIR=$(CLUSTER_DIR) NODES=$(NODES) E2E_TIMEOUT=$(E2E_TIMEOUT) hack/cluster/e2e.sh $(E2E_FLAGS)
 
 .PHONY: bench
 bench: deps build bench-operator bench-collector bench-lifetime bench-priority ## Load-test the limiter (gRPC RLS) on memory and Redis, Go benchmarks, the operator's apply-to-enforced latency, reserve-then-settle's overshoot, and priority shedding.

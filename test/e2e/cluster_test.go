@@ -41,6 +41,23 @@ type cluster struct {
 	c          client.Client
 }
 
+// containerd is the address of the containerd of node, from
+// SLUICE_E2E_CONTAINERD ("NODE=SOCKET ...", hack/cluster/up.sh), or of the
+// one node's (CONTAINERD_ADDRESS) under an older up.sh.
+func (c *cluster) containerd(t *testing.T, node string) string {
+	t.Helper()
+	for _, kv := range strings.Fields(os.Getenv("SLUICE_E2E_CONTAINERD")) {
+		if n, sock, ok := strings.Cut(kv, "="); ok && n == node {
+			return sock
+		}
+	}
+	if os.Getenv("SLUICE_E2E_CONTAINERD") == "" && os.Getenv("CONTAINERD_ADDRESS") != "" {
+		return os.Getenv("CONTAINERD_ADDRESS")
+	}
+	t.Fatalf("no containerd for node %q in SLUICE_E2E_CONTAINERD=%q", node, os.Getenv("SLUICE_E2E_CONTAINERD"))
+	return ""
+}
+
 // connect reaches the cluster that hack/cluster/up.sh described in the
 // environment, or skips the test when there is none (unless make e2e said
 // one is required).
