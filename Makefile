@@ -166,7 +166,7 @@ helm-template: helm ## Render the chart with its default values and each ci/*-va
 helm-test: helm envtest kubectl ## Install, upgrade and uninstall the chart on the envtest API server; RBAC, schema and rendering checks.
 	KUBEBUILDER_ASSETS=$(BIN)/k8s HELM=$(HELM) $(GO) test -race -timeout $(TEST_TIMEOUT) -count=1 ./charts/sluice/tests/
 
-##@ A real cluster (as root: a one-node Kubernetes on this machine)
+##@ A real cluster (as root: a Kubernetes of one or two nodes on this machine)
 
 # Where the cluster lives: certificates, etcd, containerd's root and state,
 # kubelet's root, volumes, logs. One cluster per machine.
@@ -174,6 +174,8 @@ CLUSTER_DIR ?= $(CURDIR)/.cluster
 # How many nodes: 1 is the quick path; more are kubelets in network
 # namespaces of their own (hack/cluster/lib.sh).
 NODES ?= 1
+# 1: kube-router's firewall enforces NetworkPolicies on every node; 0: none.
+NETPOL ?= 1
 # go test flags of the journey, e.g. make e2e E2E_FLAGS='-run TestJourney/[125]-'
 E2E_FLAGS ?=
 E2E_TIMEOUT ?= 45m
@@ -183,12 +185,12 @@ cluster-deps: ## Install containerd, runc, the CNI plugins, iptables, conntrack 
 	hack/install-deps.sh --cluster
 
 .PHONY: cluster-build
-cluster-build: cluster-deps envtest kubectl helm ## Build kubelet, kube-controller-manager, kube-scheduler, kube-proxy, CoreDNS and every image into bin/cluster (cached; about 15 minutes the first time).
+cluster-build: cluster-deps envtest kubectl helm ## Build kubelet, kube-controller-manager, kube-scheduler, kube-proxy, CoreDNS, local-path-provisioner and every image into bin/cluster (cached; about 15 minutes the first time).
 	hack/cluster/build.sh
 
 .PHONY: cluster-up
-cluster-up: cluster-build ## Start a one-node Kubernetes in $(CLUSTER_DIR) (then: . $(CLUSTER_DIR)/env; kubectl get pods -A).
-	CLUSTER_DIR=$(CLUSTER_DIR) NODES=$(NODES) hack/cluster/up.sh
+cluster-up: cluster-build ## Start a Kubernetes of NODES nodes (default 1) in $(CLUSTER_DIR) (then: . $(CLUSTER_DIR)/env; kubectl get pods -A).
+	CLUSTER_DIR=$(CLUSTER_DIR) NODES=$(NODES) NETPOL=$(NETPOL) hack/cluster/up.sh
 
 .PHONY: cluster-down
 cluster-down: ## Stop the cluster and put the machine back as cluster-up found it.
@@ -196,7 +198,7 @@ cluster-down: ## Stop the cluster and put the machine back as cluster-up found i
 
 .PHONY: e2e
 e2e: cluster-build ## cluster-up, the user's journey on it (test/e2e: helm install, a Redis Cluster fleet, samples, nginx, faults, upgrade), cluster-down.
-	CLUSTER_DIR=$(CLUSTER_DIR) NODES=$(NODES) E2E_TIMEOUT=$(E2E_TIMEOUT) hack/cluster/e2e.sh $(E2E_FLAGS)
+	CLUSTER_DIR=$(CLUSTER_DIR) NODES=$(NODES) NETPOL=$(NETPOL) E2E_TIMEOUT=$(E2E_TIMEOUT) hack/cluster/e2e.sh $(E2E_FLAGS)
 
 .PHONY: bench
 bench: deps build bench-operator bench-collector bench-lifetime bench-priority ## Load-test the limiter (gRPC RLS) on memory and Redis, Go benchmarks, the operator's apply-to-enforced latency, reserve-then-settle's overshoot, and priority shedding.

@@ -92,7 +92,7 @@ shim_pids() {
 stop $(node_procs kubelet)
 kill_cgroup_tasks
 # shellcheck disable=SC2046
-stop $(node_procs kube-proxy) kube-scheduler kube-controller-manager $(node_procs containerd)
+stop $(node_procs kube-router) $(node_procs kube-proxy) kube-scheduler kube-controller-manager $(node_procs containerd)
 for pid in $(shim_pids); do kill -KILL "$pid" 2>/dev/null; done
 stop kube-apiserver etcd
 phase processes
@@ -186,6 +186,13 @@ while read -r tool; do
     done <"$state_dir/$tool-$table.remove"
   done
 done < <(iptables_tools)
+# kube-router's ipsets (the host's; the other nodes' went with their
+# namespaces), now that no rule uses them: those that were not there.
+if [[ -f "$state_dir/ipset.before" ]] && command -v ipset >/dev/null; then
+  while read -r set; do
+    grep -qxF -- "$set" "$state_dir/ipset.before" || ipset destroy "$set" 2>/dev/null || clog "could not destroy ipset $set"
+  done < <(ipset list -n 2>/dev/null)
+fi
 if command -v conntrack >/dev/null; then
   conntrack -D -s "$CLUSTER_CIDR" >/dev/null 2>&1
   conntrack -D -d "$CLUSTER_CIDR" >/dev/null 2>&1

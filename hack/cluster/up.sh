@@ -3,7 +3,8 @@
 # of its own ($CLUSTER_DIR, default .cluster): etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, and for each node containerd (its
 # own root, state and socket), kubelet, kube-proxy (iptables) and a CNI
-# bridge; CoreDNS, and a few hostPath PersistentVolumes. Node 1 is the
+# bridge; CoreDNS, and local-path-provisioner (the default StorageClass,
+# dynamic volumes in the work dir). Node 1 is the
 # host; the others each have a network namespace of their own (lib.sh,
 # node_vars). Images come from bin/cluster/images (hack/cluster/build.sh
 # builds them); nothing is pulled.
@@ -29,7 +30,11 @@ umask 077
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 [[ $(id -u) -eq 0 ]] || { clog "must run as root (it starts kubelet and containerd)"; exit 1; }
-for b in "$CLUSTER_K8S_BIN/etcd" "$CLUSTER_K8S_BIN/kube-apiserver" "$CLUSTER_BIN/kubelet" \
+NETPOL="${NETPOL:-1}"
+[[ "$NETPOL" == 0 || "$NETPOL" == 1 ]] || { clog "NETPOL=$NETPOL: want 1 (kube-router enforces NetworkPolicies) or 0"; exit 1; }
+netpol_bin=()
+[[ "$NETPOL" == 1 ]] && netpol_bin=("$CLUSTER_BIN/kube-router")
+for b in "$CLUSTER_K8S_BIN/etcd" "$CLUSTER_K8S_BIN/kube-apiserver" "$CLUSTER_BIN/kubelet" "${netpol_bin[@]}" \
   "$CLUSTER_BIN/kube-controller-manager" "$CLUSTER_BIN/kube-scheduler" "$CLUSTER_BIN/kube-proxy" \
   "$CLUSTER_BIN/images/images.txt"; do
   [[ -e "$b" ]] || { clog "$b is missing: run hack/cluster/build.sh (make cluster-build)"; exit 1; }
@@ -112,6 +117,8 @@ for s in "${SYSCTLS[@]}"; do
 done
 ls -1 /run/netns 2>/dev/null >"$state_dir/netns.before" || true
 ls -1 /var/lib/cni/results 2>/dev/null >"$state_dir/cni-results.before" || true
+# kube-router's sets: down.sh destroys those that were not there.
+if command -v ipset >/dev/null; then ipset list -n >"$state_dir/ipset.before"; fi
 # Every iptables table as it is: down.sh removes the chains named like
 # kube-proxy's and the CNI plugins' (OWN_CHAINS_RE) that are not in it, and
 # the rules that jump to them; what was there stays, whatever its name.
@@ -258,10 +265,11 @@ cert admin "/O=system:masters/CN=$CLUSTER_NAME-admin" "extendedKeyUsage=clientAu
 cert kube-controller-manager "/CN=system:kube-controller-manager" "extendedKeyUsage=clientAuth"
 cert kube-scheduler "/CN=system:kube-scheduler" "extendedKeyUsage=clientAuth"
 cert kube-proxy "/CN=system:kube-proxy" "extendedKeyUsage=clientAuth"
+cert kube-router "/CN=system:kube-router" "extendedKeyUsage=clientAuth"
 openssl genrsa -out "$pki_dir/sa.key" 2048 2>/dev/null
 openssl rsa -in "$pki_dir/sa.key" -pubout -out "$pki_dir/sa.pub" 2>/dev/null
 rm -f "$pki_dir"/*.srl
-for n in admin kube-controller-manager kube-scheduler kube-proxy; do kubeconfig "$n"; done
+for n in admin kube-controller-manager kube-scheduler kube-proxy kube-router; do kubeconfig "$n"; done
 for ((i = 1; i <= NODES; i++)); do
   node_vars "$i"
   kubeconfig "kubelet$node_sfx"
@@ -337,7 +345,10 @@ start kube-scheduler "$CLUSTER_BIN/kube-scheduler" \
   --authorization-kubeconfig "$CLUSTER_DIR/kube-scheduler.kubeconfig" \
   --bind-address 127.0.0.1 --secure-port 10259 --leader-elect=false
 
-# --- The nodes: containerd, CNI, kubelet, kube-proxy. ---------------------
+# --- The nodes: containerd, CNI, kubelet, kube-proxy, kube-router. -------
+if [[ "$NETPOL" == 1 ]]; then
+  k apply -f "$(dirname "${BASH_SOURCE[0]}")/manifests/kube-router.yaml" >/dev/null
+fi
 pause_image="$(grep '/pause:' "$CLUSTER_BIN/images/images.txt")"
 # start_containerd I: node I's containerd (in its network namespace: the
 # CNI plugins it runs make the pods' veths on its bridge), its CNI config.
@@ -512,6 +523,17 @@ iptables: {localhostNodePorts: false}
 nodePortAddresses: [primary]
 EOF
   start "kube-proxy$node_sfx" "${in[@]}" "$CLUSTER_BIN/kube-proxy" --config "$node_dir/kube-proxy.yaml"
+
+  # NetworkPolicies, enforced by kube-router's firewall alone (no router,
+  # no service proxy) in the node's iptables, with ipset: what runs on
+  # this kernel (an nftables agent that queues packets would need nft's
+  # queue, which it lacks). v2.1.0, pinned here, in the test harness only.
+  # No health or metrics port.
+  if [[ "$NETPOL" == 1 ]]; then
+    start "kube-router$node_sfx" "${in[@]}" "$CLUSTER_BIN/kube-router" --kubeconfig "$CLUSTER_DIR/kube-router.kubeconfig" \
+      --run-firewall=true --run-router=false --run-service-proxy=false --hostname-override "$node_name" \
+      --service-cluster-ip-range "$SERVICE_CIDR" --health-port 0 --metrics-port 0
+  fi
 }
 for ((i = 1; i <= NODES; i++)); do start_node "$i"; done
 
@@ -521,35 +543,25 @@ for ((i = 1; i <= NODES; i++)); do
 done
 clog "$NODES node(s) Ready ($(elapsed))"
 
-# --- Add-ons: CoreDNS and volumes. ----------------------------------------
+# --- Add-ons: CoreDNS and storage. ----------------------------------------
 coredns_image="$(grep '/coredns:' "$CLUSTER_BIN/images/images.txt")"
 sed -e "s#__COREDNS_IMAGE__#$coredns_image#g" -e "s#__DNS_SERVICE_IP__#$DNS_SERVICE_IP#g" \
   "$(dirname "${BASH_SOURCE[0]}")/manifests/coredns.yaml" | k apply -f - >/dev/null
-# No storage provisioner: hostPath PersistentVolumes without a class, which
-# claims without a class bind to (a StatefulSet's volumeClaimTemplates).
-# Each is the Redis pods' user's alone (REDIS_UID), as a provisioner would
-# make it; kubelet applies no fsGroup to hostPath volumes.
-for i in $(seq 0 "$((${CLUSTER_PVS:-8} - 1))"); do
-  mkdir -p "$CLUSTER_DIR/volumes/pv-$i"
-  chown "$REDIS_UID:$REDIS_UID" "$CLUSTER_DIR/volumes/pv-$i"
-  chmod 0700 "$CLUSTER_DIR/volumes/pv-$i"
-  cat <<EOF
----
-apiVersion: v1
-kind: PersistentVolume
-metadata:
-  name: $CLUSTER_NAME-pv-$i
-  labels: {sluice.dev/e2e: "true"}
-spec:
-  capacity: {storage: 1Gi}
-  accessModes: [ReadWriteOnce]
-  persistentVolumeReclaimPolicy: Retain
-  storageClassName: ""
-  hostPath: {path: $CLUSTER_DIR/volumes/pv-$i, type: Directory}
-EOF
-done | k apply -f - >/dev/null
+# Dynamic storage: local-path-provisioner, whose default StorageClass
+# (local-path) claims without a class get; each volume is a directory of
+# CLUSTER_DIR/volumes, made on the claim's node by the volume-helper, the
+# Redis pods' user's alone (REDIS_UID, 0700). The nodes share the host's
+# file system, but the volumes have node affinity as on real nodes.
+mkdir -p "$CLUSTER_DIR/volumes"
+chmod 0700 "$CLUSTER_DIR/volumes"
+provisioner_image="$(grep '/local-path-provisioner:' "$CLUSTER_BIN/images/images.txt")"
+helper_image="$(grep '/volume-helper:' "$CLUSTER_BIN/images/images.txt")"
+sed -e "s#__PROVISIONER_IMAGE__#$provisioner_image#g" -e "s#__HELPER_IMAGE__#$helper_image#g" \
+  -e "s#__VOLUMES_DIR__#$CLUSTER_DIR/volumes#g" -e "s#__REDIS_UID__#$REDIS_UID#g" \
+  "$(dirname "${BASH_SOURCE[0]}")/manifests/local-path.yaml" | k apply -f - >/dev/null
 k -n kube-system rollout status deployment/coredns --timeout=120s >/dev/null
-clog "CoreDNS Ready ($(elapsed))"
+k -n local-path-storage rollout status deployment/local-path-provisioner --timeout=120s >/dev/null
+clog "CoreDNS and local-path-provisioner Ready ($(elapsed))"
 
 node_socks=""
 for ((i = 1; i <= NODES; i++)); do
@@ -564,6 +576,7 @@ export CONTAINERD_NAMESPACE=k8s.io
 export SLUICE_E2E_CLUSTER_DIR=$CLUSTER_DIR
 export SLUICE_E2E_IMAGES=$CLUSTER_BIN/images/images.txt
 export SLUICE_E2E_NODES=$NODES
+export SLUICE_E2E_NETPOL=$NETPOL
 export SLUICE_E2E_CONTAINERD="$node_socks"
 EOF
 trap - ERR
