@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +57,21 @@ func (c *cluster) containerd(t *testing.T, node string) string {
 	}
 	t.Fatalf("no containerd for node %q in SLUICE_E2E_CONTAINERD=%q", node, os.Getenv("SLUICE_E2E_CONTAINERD"))
 	return ""
+}
+
+// nodes is how many nodes hack/cluster/up.sh started (SLUICE_E2E_NODES;
+// 1 under an older up.sh).
+func nodes(t *testing.T) int {
+	t.Helper()
+	v := os.Getenv("SLUICE_E2E_NODES")
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("SLUICE_E2E_NODES=%q: want a number of nodes", v)
+	}
+	return n
 }
 
 // connect reaches the cluster that hack/cluster/up.sh described in the

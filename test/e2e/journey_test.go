@@ -194,6 +194,13 @@ func (j *journey) redisClusterFleet(t *testing.T) {
 	if r := ptr.Deref(b.Spec.Store.Cluster.ReplicasPerShard, -1); r != 0 {
 		t.Fatalf("the Redis Cluster sample asks for %d replicas per shard: a one-node cluster can only have 0", r)
 	}
+	// On two nodes or more, a replica per shard, on another node than its
+	// primary's: deleting a primary's pod is a failover.
+	replicas := int32(0)
+	if nodes(t) >= 2 {
+		replicas = 1
+		b.Spec.Store.Cluster.ReplicasPerShard = ptr.To(replicas)
+	}
 	b.Spec.Store.Cluster.Storage = &v1beta1.RedisStorage{Size: resource.MustParse("1Gi")}
 	// The journey's client pods call the fleet from their namespace: its
 	// clients, whose pods alone the fleet's NetworkPolicy admits.
@@ -245,7 +252,7 @@ func (j *journey) redisClusterFleet(t *testing.T) {
 			if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: resources.RedisShardName(f, shard)}, sts); err != nil {
 				return false, err.Error()
 			}
-			return sts.Status.ReadyReplicas == 1, fmt.Sprintf("%d ready, want 1", sts.Status.ReadyReplicas)
+			return sts.Status.ReadyReplicas == 1+replicas, fmt.Sprintf("%d ready, want %d", sts.Status.ReadyReplicas, 1+replicas)
 		})
 		if img := sts.Spec.Template.Spec.Containers[0].Image; img != c.image(t, "redis") {
 			t.Errorf("StatefulSet %s runs %s, want the chart's redis.image %s", sts.Name, img, c.image(t, "redis"))
