@@ -523,17 +523,6 @@ iptables: {localhostNodePorts: false}
 nodePortAddresses: [primary]
 EOF
   start "kube-proxy$node_sfx" "${in[@]}" "$CLUSTER_BIN/kube-proxy" --config "$node_dir/kube-proxy.yaml"
-
-  # NetworkPolicies, enforced by kube-router's firewall alone (no router,
-  # no service proxy) in the node's iptables, with ipset: what runs on
-  # this kernel (an nftables agent that queues packets would need nft's
-  # queue, which it lacks). v2.1.0, pinned here, in the test harness only.
-  # No health or metrics port.
-  if [[ "$NETPOL" == 1 ]]; then
-    start "kube-router$node_sfx" "${in[@]}" "$CLUSTER_BIN/kube-router" --kubeconfig "$CLUSTER_DIR/kube-router.kubeconfig" \
-      --run-firewall=true --run-router=false --run-service-proxy=false --hostname-override "$node_name" \
-      --service-cluster-ip-range "$SERVICE_CIDR" --health-port 0 --metrics-port 0
-  fi
 }
 for ((i = 1; i <= NODES; i++)); do start_node "$i"; done
 
@@ -542,6 +531,26 @@ for ((i = 1; i <= NODES; i++)); do
   wait_for "node $node_name" 90 k wait --for=condition=Ready "node/$node_name" --timeout=1s
 done
 clog "$NODES node(s) Ready ($(elapsed))"
+
+# NetworkPolicies, enforced by kube-router's firewall alone (no router, no
+# service proxy) in each node's iptables, with ipset: what runs on this
+# kernel (an nftables agent that queues packets would need nft's queue,
+# which it lacks). v2.1.0, pinned here, in the test harness only. It
+# starts once its node is registered (it reads its addresses from it), and
+# listens on nothing (no health or metrics port).
+if [[ "$NETPOL" == 1 ]]; then
+  for ((i = 1; i <= NODES; i++)); do
+    node_vars "$i"
+    in=()
+    [[ -n "$node_netns" ]] && in=(nsenter --net="/run/netns/$node_netns")
+    start "kube-router$node_sfx" "${in[@]}" "$CLUSTER_BIN/kube-router" --kubeconfig "$CLUSTER_DIR/kube-router.kubeconfig" \
+      --run-firewall=true --run-router=false --run-service-proxy=false --hostname-override "$node_name" \
+      --service-cluster-ip-range "$SERVICE_CIDR" --health-port 0 --metrics-port 0
+  done
+  # Its chains in the host's filter table say it synced.
+  wait_for "kube-router's firewall" 60 iptables -S KUBE-ROUTER-FORWARD
+  clog "kube-router's firewall up ($(elapsed))"
+fi
 
 # --- Add-ons: CoreDNS and storage. ----------------------------------------
 coredns_image="$(grep '/coredns:' "$CLUSTER_BIN/images/images.txt")"
