@@ -60,19 +60,27 @@ func (j *journey) networkPolicies(t *testing.T) {
 	if len(limiters.Items) == 0 || len(redis.Items) == 0 {
 		t.Fatalf("%d limiter and %d Redis pods", len(limiters.Items), len(redis.Items))
 	}
-	admin := fmt.Sprintf("%s:%d", limiters.Items[0].Status.PodIP, limiterwire.AdminPort)
-	redisAddr := fmt.Sprintf("%s:%d", redis.Items[0].Status.PodIP, resources.RedisPort)
+	// A pod of each node: each node's firewall enforces its own pods' policies.
+	admins := onePerNode(limiters.Items, int(limiterwire.AdminPort))
+	redisAddrs := onePerNode(redis.Items, int(resources.RedisPort))
+	if len(admins) == 0 || len(redisAddrs) == 0 {
+		t.Fatalf("no limiter or Redis pod with an IP: %d limiter and %d Redis pods", len(limiters.Items), len(redis.Items))
+	}
 
 	// A fleet's client reaches the data port; a tenant outside spec.clients doesn't.
 	j.dialFrom(t, appNS, svc)
 	j.refusedFrom(t, outsiderNS, svc, "the data port of a fleet whose spec.clients leave its namespace out")
 	// Prometheus's namespace reaches the admin port (/metrics); the others don't.
-	j.dialFrom(t, monitoringNS, admin)
-	j.refusedFrom(t, outsiderNS, admin, "a limiter's admin port")
-	j.refusedFrom(t, appNS, admin, "a limiter's admin port (a client of the data ports, not the monitoring namespace)")
+	for _, admin := range admins {
+		j.dialFrom(t, monitoringNS, admin)
+		j.refusedFrom(t, outsiderNS, admin, "a limiter's admin port")
+	}
+	j.refusedFrom(t, appNS, admins[0], "a limiter's admin port, from a client of the data ports")
 	// No tenant pod reaches Redis, not even the fleet's clients.
-	j.refusedFrom(t, outsiderNS, redisAddr, "a Redis pod")
-	j.refusedFrom(t, appNS, redisAddr, "a Redis pod (from a client of the fleet)")
+	for _, addr := range redisAddrs {
+		j.refusedFrom(t, outsiderNS, addr, "a Redis pod")
+	}
+	j.refusedFrom(t, appNS, redisAddrs[0], "a Redis pod, from a client of the fleet")
 
 	// The operator and the limiters still reach Redis and each other: the
 	// operator reads every Redis node (RedisReady) and the limiters decide
@@ -96,6 +104,20 @@ func (j *journey) networkPolicies(t *testing.T) {
 	j.mark("NetworkPolicies enforced: data port, admin port and Redis closed to %s, open to %s, %s and the operator", outsiderNS, appNS, monitoringNS)
 }
 
+// onePerNode is the address, on port, of one of pods on each node.
+func onePerNode(pods []corev1.Pod, port int) []string {
+	seen := map[string]bool{}
+	var addrs []string
+	for _, p := range pods {
+		if p.Status.PodIP == "" || seen[p.Spec.NodeName] {
+			continue
+		}
+		seen[p.Spec.NodeName] = true
+		addrs = append(addrs, fmt.Sprintf("%s:%d", p.Status.PodIP, port))
+	}
+	return addrs
+}
+
 // dialFrom fails the test unless the client pod of ns connects to hostPort
 // (within e2eclient dial's minute: a new pod waits for the firewall to
 // list it).
@@ -115,10 +137,15 @@ func (j *journey) refusedFrom(t *testing.T, ns, hostPort, what string) {
 		t.Errorf("a pod of namespace %s opened %s, %s: %s", ns, hostPort, what, strings.TrimSpace(out))
 		return
 	}
-	t.Logf("%s -> %s (%s): closed (%s)", ns, hostPort, what, lastLine(err.Error()))
+	t.Logf("%s -> %s (%s): closed (%s)", ns, hostPort, what, dialError(err.Error()))
 }
 
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return lines[len(lines)-1]
+// dialError is e2eclient dial's own error in kubectl exec's output.
+func dialError(s string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, "e2eclient:") {
+			return l
+		}
+	}
+	return s
 }
