@@ -140,6 +140,11 @@ phase mounts
 #    removes every kube-proxy's chains on the machine, not only ours.
 # (An older up.sh, whose state has host-ip, refused to start beside the
 # bridge, and left it to the CNI plugin to make: it is that cluster's.)
+# The routing rules up.sh added (state/created-ip-rules).
+while read -r rule; do
+  # shellcheck disable=SC2086
+  [[ -n "$rule" ]] && ip rule del $rule 2>/dev/null
+done < <(cat "$state_dir/created-ip-rules" 2>/dev/null)
 # The other nodes' namespaces: their veths, bridges, routes, iptables
 # and conntrack go with them.
 while read -r ns; do

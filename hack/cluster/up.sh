@@ -196,6 +196,18 @@ iptables -A SLUICE-E2E -m comment --comment "$CLUSTER_NAME: no Service at this a
 for chain in FORWARD OUTPUT; do
   iptables -I "$chain" -d "$SERVICE_CIDR" -m comment --comment "$CLUSTER_NAME: Service addresses stay on this host" -j SLUICE-E2E
 done
+# What the pods send there is refused by routing too: a policy agent's
+# FORWARD rules (kube-router's ACCEPT of what the policies allow) come
+# before the rule above, and a pod's packet to a Service address that no
+# rule rewrote went on to the host's network (where something answered).
+# A routing rule sees the packet after kube-proxy's DNAT, whatever the
+# order of the iptables chains; the host's own packets (the API server's
+# calls to webhooks) come from no pod's interface and are not matched.
+: >"$state_dir/created-ip-rules"
+for dev in "$BRIDGE" $(for ((i = 2; i <= NODES; i++)); do echo "sluice-n$i"; done); do
+  ip rule add iif "$dev" to "$SERVICE_CIDR" prohibit
+  echo "iif $dev to $SERVICE_CIDR prohibit" >>"$state_dir/created-ip-rules"
+done
 # What the pods send off the cluster's networks leaves with the host's
 # address; between pods, on one node or two, their own addresses stay (the
 # CNI bridge's ipMasq would hide them from the node of the pod they call:
