@@ -179,11 +179,17 @@ helm-template: helm ## Render the chart with its default values and each ci/*-va
 helm-test: helm envtest kubectl ## Install, upgrade and uninstall the chart on the envtest API server; RBAC, schema and rendering checks.
 	KUBEBUILDER_ASSETS=$(BIN)/k8s HELM=$(HELM) $(GO) test -race -timeout $(TEST_TIMEOUT) -count=1 ./charts/sluice/tests/
 
-##@ A real cluster (as root: a one-node Kubernetes on this machine)
+##@ A real cluster (as root: a Kubernetes of one or two nodes on this machine)
 
 # Where the cluster lives: certificates, etcd, containerd's root and state,
 # kubelet's root, volumes, logs. One cluster per machine.
 CLUSTER_DIR ?= $(CURDIR)/.cluster
+# How many nodes (hack/cluster/lib.sh: the others than the host's are
+# kubelets in network namespaces of their own): cluster-up starts 1 unless
+# told, the quick path; e2e runs the journey on 2 unless told.
+NODES ?=
+# 1: kube-router's firewall enforces NetworkPolicies on every node; 0: none.
+NETPOL ?= 1
 # go test flags of the journey, e.g. make e2e E2E_FLAGS='-run TestJourney/[125]-'
 E2E_FLAGS ?=
 E2E_TIMEOUT ?= 45m
@@ -193,20 +199,20 @@ cluster-deps: ## Install containerd, runc, the CNI plugins, iptables, conntrack 
 	hack/install-deps.sh --cluster
 
 .PHONY: cluster-build
-cluster-build: cluster-deps envtest kubectl helm ## Build kubelet, kube-controller-manager, kube-scheduler, kube-proxy, CoreDNS and every image into bin/cluster (cached; about 15 minutes the first time).
+cluster-build: cluster-deps envtest kubectl helm ## Build kubelet, kube-controller-manager, kube-scheduler, kube-proxy, CoreDNS, local-path-provisioner and every image into bin/cluster (cached; about 15 minutes the first time).
 	hack/cluster/build.sh
 
 .PHONY: cluster-up
-cluster-up: cluster-build ## Start a one-node Kubernetes in $(CLUSTER_DIR) (then: . $(CLUSTER_DIR)/env; kubectl get pods -A).
-	CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster/up.sh
+cluster-up: cluster-build ## Start a Kubernetes of NODES nodes (default 1; NETPOL=0: no NetworkPolicy enforcement) in $(CLUSTER_DIR) (then: . $(CLUSTER_DIR)/env; kubectl get pods -A).
+	CLUSTER_DIR=$(CLUSTER_DIR) NODES=$(or $(NODES),1) NETPOL=$(NETPOL) hack/cluster/up.sh
 
 .PHONY: cluster-down
 cluster-down: ## Stop the cluster and put the machine back as cluster-up found it.
 	CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster/down.sh
 
 .PHONY: e2e
-e2e: cluster-build ## cluster-up, the user's journey on it (test/e2e: helm install, a Redis Cluster fleet, samples, nginx, faults, upgrade), cluster-down.
-	CLUSTER_DIR=$(CLUSTER_DIR) E2E_TIMEOUT=$(E2E_TIMEOUT) hack/cluster/e2e.sh $(E2E_FLAGS)
+e2e: cluster-build ## cluster-up (2 nodes unless NODES=1), the user's journey on it (test/e2e: helm install, a Redis Cluster fleet, samples, nginx, NetworkPolicies, faults, upgrade), cluster-down.
+	CLUSTER_DIR=$(CLUSTER_DIR) NODES=$(or $(NODES),2) NETPOL=$(NETPOL) E2E_TIMEOUT=$(E2E_TIMEOUT) hack/cluster/e2e.sh $(E2E_FLAGS)
 
 .PHONY: bench
 bench: deps build bench-operator bench-collector bench-lifetime bench-priority ## Load-test the limiter (gRPC RLS) on memory and Redis, Go benchmarks, the operator's apply-to-enforced latency, reserve-then-settle's overshoot, and priority shedding.

@@ -26,6 +26,8 @@ if $cluster; then
   # and conntrack for kube-proxy. Debian's base image has the first three.
   command -v ip >/dev/null 2>&1 || [[ -x /usr/sbin/ip ]] || need+=(iproute2)
   command -v conntrack >/dev/null 2>&1 || [[ -x /usr/sbin/conntrack ]] || need+=(conntrack)
+  # kube-router's NetworkPolicy firewall (hack/cluster) keeps its sets with ipset.
+  command -v ipset >/dev/null 2>&1 || [[ -x /usr/sbin/ipset ]] || need+=(ipset)
   command -v ldd >/dev/null 2>&1 || need+=(libc-bin)
 fi
 

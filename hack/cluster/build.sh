@@ -8,8 +8,15 @@
 #   bin/k8s/         kube-apiserver, etcd       hack/setup-envtest.sh (shared with envtest)
 #   bin/cluster/     kubelet, kube-controller-manager, kube-scheduler, kube-proxy
 #                    (k8s.io/kubernetes v$KUBE_VERSION, built as kube-apiserver is),
-#                    coredns (github.com/coredns/coredns v$COREDNS_VERSION)
+#                    coredns (github.com/coredns/coredns v$COREDNS_VERSION),
+#                    local-path-provisioner (github.com/rancher/local-path-provisioner
+#                    v$LOCAL_PATH_VERSION: the cluster's dynamic storage),
+#                    kube-router (github.com/cloudnativelabs/kube-router/v2
+#                    v$KUBE_ROUTER_VERSION: its NetworkPolicy firewall only; security
+#                    flaws are reported for this version: pinned for the test
+#                    cluster, never shipped)
 #   bin/cluster/images/*.tar   OCI archives (hack/imagebuild): pause, coredns,
+#                    local-path-provisioner and its volume-helper,
 #                    redis and nginx (Debian's, with the libraries ldd lists),
 #                    the tests' client, and Sluice's operator and limiter
 #                    (rebuilt every time: they are the code under test)
@@ -20,6 +27,8 @@ set -euo pipefail
 
 KUBE_VERSION="${KUBE_VERSION:-1.33.13}"
 COREDNS_VERSION="${COREDNS_VERSION:-1.12.4}"
+LOCAL_PATH_VERSION="${LOCAL_PATH_VERSION:-0.0.30}"
+KUBE_ROUTER_VERSION="${KUBE_ROUTER_VERSION:-2.1.0}"
 E2E_REGISTRY="${E2E_REGISTRY:-e2e.sluice.local}"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -105,6 +114,38 @@ build_coredns() {
   echo "$want" >"$out/.coredns-version"
 }
 
+build_local_path() {
+  local want="local-path-provisioner=$LOCAL_PATH_VERSION"
+  if [[ -x "$out/local-path-provisioner" ]] && stamp_is "$out/.local-path-version" "$want"; then return; fi
+  log "building local-path-provisioner v$LOCAL_PATH_VERSION (about 3 minutes on 2 cores)"
+  local try
+  for try in 1 2 3; do
+    GOBIN="$work/local-path" go install -trimpath -ldflags="-s -w" \
+      "github.com/rancher/local-path-provisioner@v$LOCAL_PATH_VERSION" && break
+    [[ $try -lt 3 ]] || return 1
+    log "go install local-path-provisioner failed; trying again"
+    sleep 10
+  done
+  mv -f "$work/local-path/local-path-provisioner" "$out/local-path-provisioner"
+  echo "$want" >"$out/.local-path-version"
+}
+
+build_kube_router() {
+  local want="kube-router=$KUBE_ROUTER_VERSION"
+  if [[ -x "$out/kube-router" ]] && stamp_is "$out/.kube-router-version" "$want"; then return; fi
+  log "building kube-router v$KUBE_ROUTER_VERSION (about 8 minutes on 2 cores)"
+  local try
+  for try in 1 2 3; do
+    GOBIN="$work/kube-router" go install -trimpath -ldflags="-s -w" \
+      "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@v$KUBE_ROUTER_VERSION" && break
+    [[ $try -lt 3 ]] || return 1
+    log "go install kube-router failed; trying again"
+    sleep 10
+  done
+  mv -f "$work/kube-router/kube-router" "$out/kube-router"
+  echo "$want" >"$out/.kube-router-version"
+}
+
 # debian_version PKG prints the package's upstream version (7.0.15 for
 # 5:7.0.15-1~deb12u10): the tag of the image made from it.
 debian_version() {
@@ -138,6 +179,8 @@ build_images() {
   }
   image pause pause 1
   image coredns coredns "$COREDNS_VERSION" -binary "coredns=$out/coredns"
+  image local-path-provisioner local-path-provisioner "$LOCAL_PATH_VERSION" -binary "local-path-provisioner=$out/local-path-provisioner"
+  image volume-helper volume-helper dev
   image redis redis "$(debian_version redis-server)"
   image nginx nginx "$(debian_version nginx)"
   image e2e-client e2e-client dev
@@ -150,5 +193,7 @@ build_images() {
 
 build_kube
 build_coredns
+build_local_path
+build_kube_router
 build_images
 log "done: $out"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stops the one-node cluster hack/cluster/up.sh started and puts the machine
+# Stops the cluster hack/cluster/up.sh started (every node of it) and puts the machine
 # back as up.sh found it: every process it started and every container
 # process, the mounts under the work dir, the pods' network namespaces,
 # the bridge, the iptables chains of kube-proxy, kubelet and the CNI
@@ -7,7 +7,8 @@
 # twice, and after a run that failed half way.
 #
 # It removes only what this cluster made: the network namespaces attached
-# to its bridge, the bridge if up.sh made it, the KUBE-*/CNI-* chains that
+# to its bridges, the bridge if up.sh made it, the other nodes' network
+# namespaces (state/created-netns), the KUBE-*/CNI-* chains that
 # were not there when up.sh started (state/) and the rules that jump to
 # them; other chains and rules stay, whatever their names.
 #
@@ -24,6 +25,14 @@ if [[ ! -d "$CLUSTER_DIR" ]]; then
   exit 0
 fi
 t0=$(date +%s%N)
+# The nodes up.sh started (state/nodes; an older up.sh's cluster has one).
+nodes="$(cat "$state_dir/nodes" 2>/dev/null || echo 1)"
+[[ "$nodes" =~ ^[1-9]$ ]] || nodes=1
+node_procs() { # node_procs NAME: NAME and its namesakes of the other nodes (kubelet kubelet-2 ...)
+  local i
+  echo "$1"
+  for ((i = 2; i <= nodes; i++)); do echo "$1-$i"; done
+}
 
 # stop NAME...: SIGKILL the processes in run/NAME.pid, and wait until they
 # are gone. Nothing of the cluster is worth a graceful stop: down removes
@@ -67,17 +76,23 @@ kill_cgroup_tasks() {
   clog "processes left in $CGROUP_ROOT: $pids"
 }
 
-# shim_pids prints the containerd shims of this cluster's containerd: the
-# processes with an argument that is its socket (-address SOCKET).
+# shim_pids prints the containerd shims of this cluster's containerds: the
+# processes with an argument that is one's socket (-address SOCKET).
 shim_pids() {
-  grep -lzxF -- "$containerd_sock" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3
+  local i
+  for ((i = 1; i <= nodes; i++)); do
+    node_vars "$i"
+    grep -lzxF -- "$node_sock" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3
+  done
 }
 
 # 1. Nothing may restart containers: kubelet first, then every container
 #    process, then the rest of the node and the control plane.
-stop kubelet
+# shellcheck disable=SC2046
+stop $(node_procs kubelet)
 kill_cgroup_tasks
-stop kube-proxy kube-scheduler kube-controller-manager containerd
+# shellcheck disable=SC2046
+stop $(node_procs kube-router) $(node_procs kube-proxy) kube-scheduler kube-controller-manager $(node_procs containerd)
 for pid in $(shim_pids); do kill -KILL "$pid" 2>/dev/null; done
 stop kube-apiserver etcd
 phase processes
@@ -87,9 +102,14 @@ phase processes
 #    did not exist before and hold the other end of a veth on our bridge.
 own_netns=()
 if ip link show "$BRIDGE" >/dev/null 2>&1 && [[ -d /run/netns ]]; then
-  # A pod's eth0@ifN: N is the index of its veth on the host, a port of
-  # the bridge.
+  # A pod's eth0@ifN: N is the index of its veth on its node, a port of
+  # the node's bridge (the host's, or one in another node's namespace).
   ports=" $(ip -o link show master "$BRIDGE" 2>/dev/null | cut -d: -f1 | tr '\n' ' ') "
+  for ((i = 2; i <= nodes; i++)); do
+    node_vars "$i"
+    grep -qxF "$node_netns" "$state_dir/created-netns" 2>/dev/null || continue
+    ports+="$(ip -n "$node_netns" -o link show master "$node_bridge" 2>/dev/null | cut -d: -f1 | tr '\n' ' ') "
+  done
   for p in /run/netns/cni-*; do
     [[ -e "$p" ]] || continue
     ns="$(basename "$p")"
@@ -120,6 +140,16 @@ phase mounts
 #    removes every kube-proxy's chains on the machine, not only ours.
 # (An older up.sh, whose state has host-ip, refused to start beside the
 # bridge, and left it to the CNI plugin to make: it is that cluster's.)
+# The routing rules up.sh added (state/created-ip-rules).
+while read -r rule; do
+  # shellcheck disable=SC2086
+  [[ -n "$rule" ]] && ip rule del $rule 2>/dev/null
+done < <(cat "$state_dir/created-ip-rules" 2>/dev/null)
+# The other nodes' namespaces: their veths, bridges, routes, iptables
+# and conntrack go with them.
+while read -r ns; do
+  [[ -n "$ns" && "$ns" == "$CLUSTER_NAME"-* && -e "/run/netns/$ns" ]] && ip netns del "$ns"
+done < <(cat "$state_dir/created-netns" 2>/dev/null)
 while read -r link; do
   [[ -n "$link" ]] && ip link del "$link" 2>/dev/null
 done < <(cat "$state_dir/created-links" 2>/dev/null || { [[ -f "$state_dir/host-ip" ]] && echo "$BRIDGE"; })
@@ -161,9 +191,16 @@ while read -r tool; do
     done <"$state_dir/$tool-$table.remove"
   done
 done < <(iptables_tools)
+# kube-router's ipsets (the host's; the other nodes' went with their
+# namespaces), now that no rule uses them: those that were not there.
+if [[ -f "$state_dir/ipset.before" ]] && command -v ipset >/dev/null; then
+  while read -r set; do
+    grep -qxF -- "$set" "$state_dir/ipset.before" || ipset destroy "$set" 2>/dev/null || clog "could not destroy ipset $set"
+  done < <(ipset list -n 2>/dev/null)
+fi
 if command -v conntrack >/dev/null; then
-  conntrack -D -s "$POD_CIDR" >/dev/null 2>&1
-  conntrack -D -d "$POD_CIDR" >/dev/null 2>&1
+  conntrack -D -s "$CLUSTER_CIDR" >/dev/null 2>&1
+  conntrack -D -d "$CLUSTER_CIDR" >/dev/null 2>&1
   conntrack -D -d "$SERVICE_CIDR" >/dev/null 2>&1
 fi
 phase network
@@ -195,7 +232,8 @@ if [[ -d /var/lib/cni/results && -f "$state_dir/cni-results.before" ]]; then
   # network ($CLUSTER_NAME) and containerd's loopback network (cni-loopback)
   # for the sandboxes of our containerd, which also had our network.
   declare -A own_sandbox=()
-  for f in /var/lib/cni/results/"$CLUSTER_NAME"-*-eth0 "$CLUSTER_DIR"/containerd/root/io.containerd.grpc.v1.cri/sandboxes/*; do
+  for f in /var/lib/cni/results/"$CLUSTER_NAME"-*-eth0 "$CLUSTER_DIR"/containerd/root/io.containerd.grpc.v1.cri/sandboxes/* \
+    "$CLUSTER_DIR"/node-*/containerd/root/io.containerd.grpc.v1.cri/sandboxes/*; do
     [[ -e "$f" ]] || continue
     id="$(basename "$f")"
     id="${id#"$CLUSTER_NAME"-}"

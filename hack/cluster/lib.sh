@@ -1,5 +1,5 @@
 # Sourced by hack/cluster/up.sh, down.sh and the e2e Makefile targets: where
-# the one-node cluster lives and what it is made of.
+# the cluster (one node, or NODES of them) lives and what it is made of.
 #
 # One cluster per machine: it owns a bridge, iptables chains, a cgroup and a
 # few ports. Its work dir holds everything else: certificates, kubeconfigs,
@@ -15,6 +15,8 @@ CLUSTER_NAME=sluice-e2e
 NODE_NAME=sluice-e2e
 BRIDGE=sluice0
 POD_CIDR=10.244.0.0/24
+# Every node's pod network: node i (1-based) has 10.244.(i-1).0/24.
+CLUSTER_CIDR=10.244.0.0/16
 # NODE_IP, the gateway of POD_CIDR, is the bridge's address, which up.sh
 # gives it before anything starts: the API server and kubelet listen on it
 # (and on 127.0.0.1), never on the host's routable address. The host and
@@ -56,6 +58,17 @@ SYSCTLS=(
   net.netfilter.nf_conntrack_tcp_timeout_close_wait net.netfilter.nf_conntrack_tcp_be_liberal
 )
 
+# NODES: how many nodes up.sh starts (1 to 4). Node 1 is the host itself
+# (the control plane's node, as ever); node i > 1 is a kubelet, containerd
+# and kube-proxy of their own in a network namespace of their own
+# ($CLUSTER_NAME-i), with a bridge there, joined to the host by a veth
+# (sluice-ni on the host's side, eth0 in the node's): the host routes each
+# node's pod network to it, and the nodes' default route is the host. The
+# nodes share the host's file system (hostPath volumes reach every node)
+# and its cgroups (under CGROUP_ROOT/node-i).
+NODES="${NODES:-1}"
+MAX_NODES=4
+
 run_dir="$CLUSTER_DIR/run"
 log_dir="$CLUSTER_DIR/logs"
 state_dir="$CLUSTER_DIR/state"
@@ -64,6 +77,36 @@ containerd_sock="$run_dir/containerd.sock"
 admin_kubeconfig="$CLUSTER_DIR/admin.kubeconfig"
 
 clog() { echo "cluster: $*" >&2; }
+
+# node_vars I sets, for node I (1-based), node_name, node_ip (the gateway
+# of its pod network, on its bridge, where its kubelet listens), node_cidr,
+# node_bridge, node_sfx (the suffix of its processes' names in run/ and
+# logs/: none for node 1), node_dir (its containerd, kubelet and CNI
+# config), node_sock (its containerd), node_netns (none for node 1: the
+# host's), node_veth (the host's end of its link) and node_cgroup.
+node_vars() {
+  local i="$1"
+  if [[ "$i" == 1 ]]; then
+    node_name="$NODE_NAME" node_ip="$NODE_IP" node_cidr="$POD_CIDR" node_bridge="$BRIDGE" node_sfx=""
+    node_dir="$CLUSTER_DIR" node_sock="$containerd_sock" node_netns="" node_veth="" node_cgroup="$CGROUP_ROOT"
+    return
+  fi
+  node_name="$NODE_NAME-$i" node_ip="10.244.$((i - 1)).1" node_cidr="10.244.$((i - 1)).0/24"
+  node_bridge="sluice$((i - 1))" node_sfx="-$i" node_dir="$CLUSTER_DIR/node-$i"
+  node_sock="$run_dir/containerd-$i.sock" node_netns="$CLUSTER_NAME-$i" node_veth="sluice-n$i"
+  node_cgroup="$CGROUP_ROOT/node-$i"
+}
+
+# in_node CMD...: runs CMD in the current node's (node_vars) network
+# namespace, in the host's mount namespace (kubelet's mounts must be
+# containerd's: not ip netns exec, which makes a mount namespace of its own).
+in_node() {
+  if [[ -n "$node_netns" ]]; then
+    nsenter --net="/run/netns/$node_netns" "$@"
+  else
+    "$@"
+  fi
+}
 
 # iptables_tools prints the iptables front ends this machine has.
 iptables_tools() {

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Starts a one-node Kubernetes on this machine, in a work dir of its own
-# ($CLUSTER_DIR, default .cluster): etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler, containerd (its own root, state
-# and socket), kubelet, kube-proxy (iptables), a CNI bridge, CoreDNS, and a
-# few hostPath PersistentVolumes. Images come from bin/cluster/images
-# (hack/cluster/build.sh builds them); nothing is pulled.
+# Starts a Kubernetes of one node (or NODES) on this machine, in a work dir
+# of its own ($CLUSTER_DIR, default .cluster): etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, and for each node containerd (its
+# own root, state and socket), kubelet, kube-proxy (iptables) and a CNI
+# bridge; CoreDNS, and local-path-provisioner (the default StorageClass,
+# dynamic volumes in the work dir). Node 1 is the
+# host; the others each have a network namespace of their own (lib.sh,
+# node_vars). Images come from bin/cluster/images (hack/cluster/build.sh
+# builds them); nothing is pulled.
 #
-#   hack/cluster/up.sh      # as root; prints how to reach the cluster
+#   hack/cluster/up.sh           # as root; prints how to reach the cluster
+#   NODES=2 hack/cluster/up.sh   # two nodes
 #   hack/cluster/down.sh    # stops it and puts the machine back as it was
 #
 # A run that fails on the way up tears down what it started. Then:
@@ -26,13 +30,19 @@ umask 077
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 [[ $(id -u) -eq 0 ]] || { clog "must run as root (it starts kubelet and containerd)"; exit 1; }
-for b in "$CLUSTER_K8S_BIN/etcd" "$CLUSTER_K8S_BIN/kube-apiserver" "$CLUSTER_BIN/kubelet" \
+NETPOL="${NETPOL:-1}"
+[[ "$NETPOL" == 0 || "$NETPOL" == 1 ]] || { clog "NETPOL=$NETPOL: want 1 (kube-router enforces NetworkPolicies) or 0"; exit 1; }
+netpol_bin=()
+[[ "$NETPOL" == 1 ]] && netpol_bin=("$CLUSTER_BIN/kube-router")
+for b in "$CLUSTER_K8S_BIN/etcd" "$CLUSTER_K8S_BIN/kube-apiserver" "$CLUSTER_BIN/kubelet" "${netpol_bin[@]}" \
   "$CLUSTER_BIN/kube-controller-manager" "$CLUSTER_BIN/kube-scheduler" "$CLUSTER_BIN/kube-proxy" \
   "$CLUSTER_BIN/images/images.txt"; do
   [[ -e "$b" ]] || { clog "$b is missing: run hack/cluster/build.sh (make cluster-build)"; exit 1; }
 done
 kubectl="${KUBECTL:-$CLUSTER_ROOT/bin/kubectl}"
 [[ -x "$kubectl" ]] || { clog "$kubectl is missing: make kubectl"; exit 1; }
+
+[[ "$NODES" =~ ^[1-9]$ && "$NODES" -le "$MAX_NODES" ]] || { clog "NODES=$NODES: want 1 to $MAX_NODES"; exit 1; }
 
 cluster_lock
 if [[ -f "$ACTIVE_MARKER" && "$(<"$ACTIVE_MARKER")" == "$CLUSTER_DIR" ]] &&
@@ -45,6 +55,13 @@ if ip link show "$BRIDGE" >/dev/null 2>&1; then
   clog "the bridge $BRIDGE exists but no cluster says it owns it; remove it (ip link del $BRIDGE) or run down.sh with its CLUSTER_DIR"
   exit 1
 fi
+for ((i = 2; i <= NODES; i++)); do
+  node_vars "$i"
+  if [[ -e "/run/netns/$node_netns" ]] || ip link show "$node_veth" >/dev/null 2>&1; then
+    clog "the network namespace $node_netns or the link $node_veth exists but no cluster says it owns it; remove them (ip netns del $node_netns; ip link del $node_veth) or run down.sh with its CLUSTER_DIR"
+    exit 1
+  fi
+done
 # Another kube-proxy on this machine would share (and rewrite) the chains
 # ours writes, and down.sh could not tell its rules from ours.
 for chain in KUBE-SERVICES KUBE-POSTROUTING; do
@@ -100,6 +117,8 @@ for s in "${SYSCTLS[@]}"; do
 done
 ls -1 /run/netns 2>/dev/null >"$state_dir/netns.before" || true
 ls -1 /var/lib/cni/results 2>/dev/null >"$state_dir/cni-results.before" || true
+# kube-router's sets: down.sh destroys those that were not there.
+if command -v ipset >/dev/null; then ipset list -n >"$state_dir/ipset.before"; fi
 # Every iptables table as it is: down.sh removes the chains named like
 # kube-proxy's and the CNI plugins' (OWN_CHAINS_RE) that are not in it, and
 # the rules that jump to them; what was there stays, whatever its name.
@@ -115,6 +134,8 @@ for d in /run/netns /var/lib/cni /var/lib/kubelet /var/log/containers /run/conta
   [[ -e "$d" ]] || echo "$d" >>"$state_dir/created-dirs"
 done
 echo "$NODE_IP" >"$state_dir/node-ip"
+echo "$NODES" >"$state_dir/nodes"
+: >"$state_dir/created-netns"
 
 # --- The bridge, and the node's address on it. ------------------------------
 # The CNI bridge plugin takes the bridge as it finds it (its gateway address
@@ -131,8 +152,38 @@ ip link set "$BRIDGE" up
 iptables -t raw -N SLUICE-E2E
 iptables -t raw -A SLUICE-E2E -i lo -j RETURN
 iptables -t raw -A SLUICE-E2E -i "$BRIDGE" -j RETURN
+# The other nodes: a network namespace each, its bridge and node address
+# (node_ip, the gateway of its pod network), and a veth to the host, which
+# routes the node's pod network to it; the node's default route is the
+# host (its address on the host's bridge, NODE_IP). No address on the veth:
+# routes onlink, through the nodes' addresses on their bridges.
+for ((i = 2; i <= NODES; i++)); do
+  node_vars "$i"
+  ip netns add "$node_netns"
+  echo "$node_netns" >>"$state_dir/created-netns"
+  ip link add "$node_veth" type veth peer name eth0 netns "$node_netns"
+  ip -n "$node_netns" link set lo up
+  ip -n "$node_netns" link add "$node_bridge" type bridge
+  ip -n "$node_netns" addr add "$node_ip/${node_cidr#*/}" dev "$node_bridge"
+  ip -n "$node_netns" link set "$node_bridge" up
+  ip -n "$node_netns" link set eth0 up
+  ip link set "$node_veth" up
+  ip route add "$node_cidr" via "$node_ip" dev "$node_veth" onlink src "$NODE_IP"
+  ip -n "$node_netns" route add default via "$NODE_IP" dev eth0 onlink src "$node_ip"
+  # A node forwards for its pods, and its bridged traffic passes its
+  # iptables (kube-proxy's hairpin, a policy agent's rules).
+  in_node sysctl -qw net.ipv4.ip_forward=1
+  if [[ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]]; then
+    in_node sysctl -qw net.bridge.bridge-nf-call-iptables=1 || true
+  fi
+  iptables -t raw -A SLUICE-E2E -i "$node_veth" -j RETURN
+done
+if [[ "$NODES" -gt 1 ]]; then
+  # The host routes between the nodes' pod networks.
+  echo 1 >/proc/sys/net/ipv4/ip_forward
+fi
 iptables -t raw -A SLUICE-E2E -m comment --comment "$CLUSTER_NAME: only this host and its pods" -j DROP
-for net in "$POD_CIDR" "$SERVICE_CIDR"; do
+for net in "$CLUSTER_CIDR" "$SERVICE_CIDR"; do
   iptables -t raw -I PREROUTING -d "$net" -m comment --comment "$CLUSTER_NAME: only this host and its pods" -j SLUICE-E2E
 done
 # And what the host or a pod sends to a Service address that kube-proxy
@@ -145,6 +196,26 @@ iptables -A SLUICE-E2E -m comment --comment "$CLUSTER_NAME: no Service at this a
 for chain in FORWARD OUTPUT; do
   iptables -I "$chain" -d "$SERVICE_CIDR" -m comment --comment "$CLUSTER_NAME: Service addresses stay on this host" -j SLUICE-E2E
 done
+# What the pods send there is refused by routing too: a policy agent's
+# FORWARD rules (kube-router's ACCEPT of what the policies allow) come
+# before the rule above, and a pod's packet to a Service address that no
+# rule rewrote went on to the host's network (where something answered).
+# A routing rule sees the packet after kube-proxy's DNAT, whatever the
+# order of the iptables chains; the host's own packets (the API server's
+# calls to webhooks) come from no pod's interface and are not matched.
+: >"$state_dir/created-ip-rules"
+for dev in "$BRIDGE" $(for ((i = 2; i <= NODES; i++)); do echo "sluice-n$i"; done); do
+  ip rule add iif "$dev" to "$SERVICE_CIDR" prohibit
+  echo "iif $dev to $SERVICE_CIDR prohibit" >>"$state_dir/created-ip-rules"
+done
+# What the pods send off the cluster's networks leaves with the host's
+# address; between pods, on one node or two, their own addresses stay (the
+# CNI bridge's ipMasq would hide them from the node of the pod they call:
+# from Redis Cluster's gossip and from NetworkPolicies).
+iptables -t nat -N SLUICE-E2E
+iptables -t nat -A SLUICE-E2E -d 224.0.0.0/4 -j RETURN
+iptables -t nat -A SLUICE-E2E -m comment --comment "$CLUSTER_NAME: pods off the cluster's networks" -j MASQUERADE
+iptables -t nat -A POSTROUTING -s "$CLUSTER_CIDR" ! -d "$CLUSTER_CIDR" -m comment --comment "$CLUSTER_NAME: pods off the cluster's networks" -j SLUICE-E2E
 
 # --- Certificates and kubeconfigs. ----------------------------------------
 cert() { # cert NAME SUBJECT EXTENSIONS, signed by pki/$CA.crt (default ca)
@@ -195,18 +266,26 @@ subjectAltName=IP:127.0.0.1,DNS:localhost"
 CA=etcd-ca cert apiserver-etcd-client "/CN=kube-apiserver-etcd-client" "extendedKeyUsage=clientAuth"
 cert apiserver "/CN=kube-apiserver" "extendedKeyUsage=serverAuth
 subjectAltName=IP:$NODE_IP,IP:$KUBERNETES_SERVICE_IP,IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
-cert kubelet-serving "/CN=$NODE_NAME" "extendedKeyUsage=serverAuth
-subjectAltName=IP:$NODE_IP,DNS:$NODE_NAME"
+for ((i = 1; i <= NODES; i++)); do
+  node_vars "$i"
+  cert "kubelet-serving$node_sfx" "/CN=$node_name" "extendedKeyUsage=serverAuth
+subjectAltName=IP:$node_ip,DNS:$node_name"
+  cert "kubelet$node_sfx" "/O=system:nodes/CN=system:node:$node_name" "extendedKeyUsage=clientAuth"
+done
 cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "extendedKeyUsage=clientAuth"
 cert admin "/O=system:masters/CN=$CLUSTER_NAME-admin" "extendedKeyUsage=clientAuth"
-cert kubelet "/O=system:nodes/CN=system:node:$NODE_NAME" "extendedKeyUsage=clientAuth"
 cert kube-controller-manager "/CN=system:kube-controller-manager" "extendedKeyUsage=clientAuth"
 cert kube-scheduler "/CN=system:kube-scheduler" "extendedKeyUsage=clientAuth"
 cert kube-proxy "/CN=system:kube-proxy" "extendedKeyUsage=clientAuth"
+cert kube-router "/CN=system:kube-router" "extendedKeyUsage=clientAuth"
 openssl genrsa -out "$pki_dir/sa.key" 2048 2>/dev/null
 openssl rsa -in "$pki_dir/sa.key" -pubout -out "$pki_dir/sa.pub" 2>/dev/null
 rm -f "$pki_dir"/*.srl
-for n in admin kubelet kube-controller-manager kube-scheduler kube-proxy; do kubeconfig "$n"; done
+for n in admin kube-controller-manager kube-scheduler kube-proxy kube-router; do kubeconfig "$n"; done
+for ((i = 1; i <= NODES; i++)); do
+  node_vars "$i"
+  kubeconfig "kubelet$node_sfx"
+done
 # umask 077 made them so; say it, whatever made them.
 chmod 0600 "$pki_dir"/* "$CLUSTER_DIR"/*.kubeconfig
 
@@ -278,23 +357,30 @@ start kube-scheduler "$CLUSTER_BIN/kube-scheduler" \
   --authorization-kubeconfig "$CLUSTER_DIR/kube-scheduler.kubeconfig" \
   --bind-address 127.0.0.1 --secure-port 10259 --leader-elect=false
 
-# --- The node: containerd, CNI, kubelet, kube-proxy. ----------------------
-mkdir -p "$CLUSTER_DIR/cni/net.d" "$CLUSTER_DIR/cni/ipam" "$CLUSTER_DIR/containerd" "$CLUSTER_DIR/kubelet" "$log_dir/pods"
+# --- The nodes: containerd, CNI, kubelet, kube-proxy, kube-router. -------
+if [[ "$NETPOL" == 1 ]]; then
+  k apply -f "$(dirname "${BASH_SOURCE[0]}")/manifests/kube-router.yaml" >/dev/null
+fi
 pause_image="$(grep '/pause:' "$CLUSTER_BIN/images/images.txt")"
-cat >"$CLUSTER_DIR/containerd/config.toml" <<EOF
+# start_containerd I: node I's containerd (in its network namespace: the
+# CNI plugins it runs make the pods' veths on its bridge), its CNI config.
+start_containerd() {
+  node_vars "$1"
+  mkdir -p "$node_dir/cni/net.d" "$node_dir/cni/ipam" "$node_dir/containerd" "$node_dir/kubelet" "$log_dir/pods$node_sfx"
+  cat >"$node_dir/containerd/config.toml" <<EOF
 version = 2
-root = "$CLUSTER_DIR/containerd/root"
-state = "$run_dir/containerd"
+root = "$node_dir/containerd/root"
+state = "$run_dir/containerd$node_sfx"
 [grpc]
-  address = "$containerd_sock"
+  address = "$node_sock"
 [ttrpc]
-  address = "$containerd_sock.ttrpc"
+  address = "$node_sock.ttrpc"
 [debug]
   address = ""
 [metrics]
   address = ""
 [plugins."io.containerd.internal.v1.opt"]
-  path = "$CLUSTER_DIR/containerd/opt"
+  path = "$node_dir/containerd/opt"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$pause_image"
   # kubectl exec and logs: on loopback only (kubelet proxies them).
@@ -310,54 +396,79 @@ state = "$run_dir/containerd"
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
-        Root = "$run_dir/runc"
+        Root = "$run_dir/runc$node_sfx"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
-    conf_dir = "$CLUSTER_DIR/cni/net.d"
+    conf_dir = "$node_dir/cni/net.d"
 EOF
-cat >"$CLUSTER_DIR/cni/net.d/10-$CLUSTER_NAME.conflist" <<EOF
+  # No ipMasq: the host's nat SLUICE-E2E chain masquerades what leaves
+  # the cluster's networks, and pods see each other's own addresses.
+  cat >"$node_dir/cni/net.d/10-$CLUSTER_NAME.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
   "name": "$CLUSTER_NAME",
   "plugins": [
     {
       "type": "bridge",
-      "bridge": "$BRIDGE",
+      "bridge": "$node_bridge",
       "isGateway": true,
-      "ipMasq": true,
+      "ipMasq": false,
       "hairpinMode": true,
       "ipam": {
         "type": "host-local",
-        "ranges": [[{"subnet": "$POD_CIDR"}]],
+        "ranges": [[{"subnet": "$node_cidr"}]],
         "routes": [{"dst": "0.0.0.0/0"}],
-        "dataDir": "$CLUSTER_DIR/cni/ipam"
+        "dataDir": "$node_dir/cni/ipam"
       }
     },
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
 EOF
-start containerd env PATH="/usr/sbin:/usr/bin:/sbin:/bin" containerd --config "$CLUSTER_DIR/containerd/config.toml"
-wait_for containerd 30 ctr --address "$containerd_sock" version
-while read -r ref; do
-  name="${ref##*/}"
-  name="${name%%:*}"
-  ctr --address "$containerd_sock" -n k8s.io images import "$CLUSTER_BIN/images/$name.tar" >/dev/null
-done <"$CLUSTER_BIN/images/images.txt"
-clog "containerd up, $(wc -l <"$CLUSTER_BIN/images/images.txt") images imported ($(elapsed))"
+  if [[ -n "$node_netns" ]]; then
+    start "containerd$node_sfx" nsenter --net="/run/netns/$node_netns" env PATH="/usr/sbin:/usr/bin:/sbin:/bin" containerd --config "$node_dir/containerd/config.toml"
+  else
+    start containerd env PATH="/usr/sbin:/usr/bin:/sbin:/bin" containerd --config "$node_dir/containerd/config.toml"
+  fi
+}
+
+# import_images I: every image into node I's containerd.
+import_images() {
+  node_vars "$1"
+  wait_for "containerd$node_sfx" 30 ctr --address "$node_sock" version
+  while read -r ref; do
+    name="${ref##*/}"
+    name="${name%%:*}"
+    ctr --address "$node_sock" -n k8s.io images import "$CLUSTER_BIN/images/$name.tar" >/dev/null
+  done <"$CLUSTER_BIN/images/images.txt"
+}
+
+for ((i = 1; i <= NODES; i++)); do start_containerd "$i"; done
+import_pids=()
+for ((i = 1; i <= NODES; i++)); do
+  import_images "$i" &
+  import_pids+=($!)
+done
+for p in "${import_pids[@]}"; do wait "$p"; done
+clog "containerd up on $NODES node(s), $(wc -l <"$CLUSTER_BIN/images/images.txt") images imported ($(elapsed))"
 
 # kubelet puts every pod under CGROUP_ROOT, which must exist in each
 # hierarchy (cpuset needs its CPUs and memory nodes set to hold tasks).
 # Its CPU weight is that of CLUSTER_CPU_SHARES/1024 busy processes, so that
 # the pods get the CPU they request when the machine's other processes keep
 # it busy, as on a node that runs only Kubernetes: the limiters' Redis
-# deadline is 20ms.
+# deadline is 20ms. The other nodes' kubelets have CGROUP_ROOT/node-I,
+# which shares that weight.
 cgroup_dirs | while read -r d; do
-  mkdir -p "$d"
-  if [[ -f "$(dirname "$d")/cpuset.cpus" ]]; then
-    cat "$(dirname "$d")/cpuset.cpus" >"$d/cpuset.cpus"
-    cat "$(dirname "$d")/cpuset.mems" >"$d/cpuset.mems"
-  fi
+  for ((i = 1; i <= NODES; i++)); do
+    node_vars "$i"
+    sub="$d${node_cgroup#"$CGROUP_ROOT"}"
+    mkdir -p "$sub"
+    if [[ -f "$(dirname "$sub")/cpuset.cpus" ]]; then
+      cat "$(dirname "$sub")/cpuset.cpus" >"$sub/cpuset.cpus"
+      cat "$(dirname "$sub")/cpuset.mems" >"$sub/cpuset.mems"
+    fi
+  done
   if [[ -f "$d/cpu.shares" ]]; then
     echo "${CLUSTER_CPU_SHARES:-65536}" >"$d/cpu.shares"
   elif [[ -f "$d/cpu.weight" ]]; then
@@ -365,31 +476,36 @@ cgroup_dirs | while read -r d; do
   fi
 done
 
-cat >"$CLUSTER_DIR/kubelet/config.yaml" <<EOF
+# start_node I: node I's kubelet and kube-proxy.
+start_node() {
+  node_vars "$1"
+  local in=()
+  [[ -n "$node_netns" ]] && in=(nsenter --net="/run/netns/$node_netns")
+  cat >"$node_dir/kubelet/config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: $NODE_IP
+address: $node_ip
 port: 10250
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 healthzPort: 10248
-tlsCertFile: $pki_dir/kubelet-serving.crt
-tlsPrivateKeyFile: $pki_dir/kubelet-serving.key
+tlsCertFile: $pki_dir/kubelet-serving$node_sfx.crt
+tlsPrivateKeyFile: $pki_dir/kubelet-serving$node_sfx.key
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: true}
   x509: {clientCAFile: $pki_dir/ca.crt}
 authorization: {mode: Webhook}
-containerRuntimeEndpoint: unix://$containerd_sock
+containerRuntimeEndpoint: unix://$node_sock
 cgroupDriver: cgroupfs
-cgroupRoot: $CGROUP_ROOT
+cgroupRoot: $node_cgroup
 # The machines run cgroup v1 and may have swap.
 failCgroupV1: false
 failSwapOn: false
 clusterDNS: [$DNS_SERVICE_IP]
 clusterDomain: cluster.local
 resolvConf: /etc/resolv.conf
-podLogsDir: $log_dir/pods
+podLogsDir: $log_dir/pods$node_sfx
 # A shared machine: evict only when it is really out of room, never
 # garbage-collect the imported images (nothing can pull them again).
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
@@ -397,17 +513,18 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 EOF
-start kubelet "$CLUSTER_BIN/kubelet" --config "$CLUSTER_DIR/kubelet/config.yaml" \
-  --kubeconfig "$CLUSTER_DIR/kubelet.kubeconfig" --root-dir "$CLUSTER_DIR/kubelet" \
-  --cert-dir "$pki_dir" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP"
+  mkdir -p "$node_dir/kubelet-pki"
+  start "kubelet$node_sfx" "${in[@]}" "$CLUSTER_BIN/kubelet" --config "$node_dir/kubelet/config.yaml" \
+    --kubeconfig "$CLUSTER_DIR/kubelet$node_sfx.kubeconfig" --root-dir "$node_dir/kubelet" \
+    --cert-dir "$node_dir/kubelet-pki" --hostname-override "$node_name" --node-ip "$node_ip"
 
-cat >"$CLUSTER_DIR/kube-proxy.yaml" <<EOF
+  cat >"$node_dir/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: $CLUSTER_DIR/kube-proxy.kubeconfig}
-hostnameOverride: $NODE_NAME
+hostnameOverride: $node_name
 mode: iptables
-clusterCIDR: $POD_CIDR
+clusterCIDR: $CLUSTER_CIDR
 metricsBindAddress: 127.0.0.1:10249
 healthzBindAddress: 127.0.0.1:10256
 # Leave the host's conntrack settings alone.
@@ -417,47 +534,71 @@ conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeou
 iptables: {localhostNodePorts: false}
 nodePortAddresses: [primary]
 EOF
-start kube-proxy "$CLUSTER_BIN/kube-proxy" --config "$CLUSTER_DIR/kube-proxy.yaml"
+  start "kube-proxy$node_sfx" "${in[@]}" "$CLUSTER_BIN/kube-proxy" --config "$node_dir/kube-proxy.yaml"
+}
+for ((i = 1; i <= NODES; i++)); do start_node "$i"; done
 
-wait_for "node $NODE_NAME" 90 k wait --for=condition=Ready "node/$NODE_NAME" --timeout=1s
-clog "node Ready ($(elapsed))"
+for ((i = 1; i <= NODES; i++)); do
+  node_vars "$i"
+  wait_for "node $node_name" 90 k wait --for=condition=Ready "node/$node_name" --timeout=1s
+done
+clog "$NODES node(s) Ready ($(elapsed))"
 
-# --- Add-ons: CoreDNS and volumes. ----------------------------------------
+# NetworkPolicies, enforced by kube-router's firewall alone (no router, no
+# service proxy) in each node's iptables, with ipset: what runs on this
+# kernel (an nftables agent that queues packets would need nft's queue,
+# which it lacks). v2.1.0, pinned here, in the test harness only. It
+# starts once its node is registered (it reads its addresses from it), and
+# listens on nothing (no health or metrics port).
+if [[ "$NETPOL" == 1 ]]; then
+  for ((i = 1; i <= NODES; i++)); do
+    node_vars "$i"
+    in=()
+    [[ -n "$node_netns" ]] && in=(nsenter --net="/run/netns/$node_netns")
+    start "kube-router$node_sfx" "${in[@]}" "$CLUSTER_BIN/kube-router" --kubeconfig "$CLUSTER_DIR/kube-router.kubeconfig" \
+      --run-firewall=true --run-router=false --run-service-proxy=false --hostname-override "$node_name" \
+      --service-cluster-ip-range "$SERVICE_CIDR" --health-port 0 --metrics-port 0
+  done
+  # Its chains in the host's filter table say it synced.
+  wait_for "kube-router's firewall" 60 iptables -S KUBE-ROUTER-FORWARD
+  clog "kube-router's firewall up ($(elapsed))"
+fi
+
+# --- Add-ons: CoreDNS and storage. ----------------------------------------
 coredns_image="$(grep '/coredns:' "$CLUSTER_BIN/images/images.txt")"
 sed -e "s#__COREDNS_IMAGE__#$coredns_image#g" -e "s#__DNS_SERVICE_IP__#$DNS_SERVICE_IP#g" \
   "$(dirname "${BASH_SOURCE[0]}")/manifests/coredns.yaml" | k apply -f - >/dev/null
-# No storage provisioner: hostPath PersistentVolumes without a class, which
-# claims without a class bind to (a StatefulSet's volumeClaimTemplates).
-# Each is the Redis pods' user's alone (REDIS_UID), as a provisioner would
-# make it; kubelet applies no fsGroup to hostPath volumes.
-for i in $(seq 0 "$((${CLUSTER_PVS:-8} - 1))"); do
-  mkdir -p "$CLUSTER_DIR/volumes/pv-$i"
-  chown "$REDIS_UID:$REDIS_UID" "$CLUSTER_DIR/volumes/pv-$i"
-  chmod 0700 "$CLUSTER_DIR/volumes/pv-$i"
-  cat <<EOF
----
-apiVersion: v1
-kind: PersistentVolume
-metadata:
-  name: $CLUSTER_NAME-pv-$i
-  labels: {sluice.dev/e2e: "true"}
-spec:
-  capacity: {storage: 1Gi}
-  accessModes: [ReadWriteOnce]
-  persistentVolumeReclaimPolicy: Retain
-  storageClassName: ""
-  hostPath: {path: $CLUSTER_DIR/volumes/pv-$i, type: Directory}
-EOF
-done | k apply -f - >/dev/null
+# Dynamic storage: local-path-provisioner, whose default StorageClass
+# (local-path) claims without a class get; each volume is a directory of
+# CLUSTER_DIR/volumes, made on the claim's node by the volume-helper, the
+# Redis pods' user's alone (REDIS_UID, 0700). The nodes share the host's
+# file system, but the volumes have node affinity as on real nodes.
+mkdir -p "$CLUSTER_DIR/volumes"
+chmod 0700 "$CLUSTER_DIR/volumes"
+provisioner_image="$(grep '/local-path-provisioner:' "$CLUSTER_BIN/images/images.txt")"
+helper_image="$(grep '/volume-helper:' "$CLUSTER_BIN/images/images.txt")"
+sed -e "s#__PROVISIONER_IMAGE__#$provisioner_image#g" -e "s#__HELPER_IMAGE__#$helper_image#g" \
+  -e "s#__VOLUMES_DIR__#$CLUSTER_DIR/volumes#g" -e "s#__REDIS_UID__#$REDIS_UID#g" \
+  "$(dirname "${BASH_SOURCE[0]}")/manifests/local-path.yaml" | k apply -f - >/dev/null
 k -n kube-system rollout status deployment/coredns --timeout=120s >/dev/null
-clog "CoreDNS Ready ($(elapsed))"
+k -n local-path-storage rollout status deployment/local-path-provisioner --timeout=120s >/dev/null
+clog "CoreDNS and local-path-provisioner Ready ($(elapsed))"
 
+node_socks=""
+for ((i = 1; i <= NODES; i++)); do
+  node_vars "$i"
+  node_socks+="${node_socks:+ }$node_name=$node_sock"
+done
 cat >"$CLUSTER_DIR/env" <<EOF
 export KUBECONFIG=$admin_kubeconfig
+# Node 1's containerd (ctr's default); each node's in SLUICE_E2E_CONTAINERD.
 export CONTAINERD_ADDRESS=$containerd_sock
 export CONTAINERD_NAMESPACE=k8s.io
 export SLUICE_E2E_CLUSTER_DIR=$CLUSTER_DIR
 export SLUICE_E2E_IMAGES=$CLUSTER_BIN/images/images.txt
+export SLUICE_E2E_NODES=$NODES
+export SLUICE_E2E_NETPOL=$NETPOL
+export SLUICE_E2E_CONTAINERD="$node_socks"
 EOF
 trap - ERR
 clog "up in $(elapsed): . $CLUSTER_DIR/env   (then kubectl get pods -A; ctr containers ls)"

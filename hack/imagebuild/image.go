@@ -82,6 +82,14 @@ var components = map[string]Component{
 		Description: "CoreDNS, built from the Go module proxy (-binary coredns=PATH)",
 		Ports:       []int{53},
 	},
+	"local-path-provisioner": {
+		Image: "local-path-provisioner", Entrypoint: "/local-path-provisioner",
+		Description: "rancher's local-path-provisioner, built from the Go module proxy (-binary local-path-provisioner=PATH)",
+	},
+	"volume-helper": {
+		Package: "./hack/cluster/volumehelper", Image: "volume-helper", Entrypoint: "/volume-helper",
+		Description: "Makes and removes local-path-provisioner's volume directories (hack/cluster)",
+	},
 	"redis": {
 		HostExecutables: []string{"/usr/bin/redis-server"}, Image: "redis", Entrypoint: "/usr/bin/redis-server",
 		Description: "Debian's redis-server and the libraries it links",

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,38 @@ type cluster struct {
 	images     map[string]string // "redis" -> "e2e.sluice.local/redis:7.0.15"
 	cs         kubernetes.Interface
 	c          client.Client
+}
+
+// containerd is the address of the containerd of node, from
+// SLUICE_E2E_CONTAINERD ("NODE=SOCKET ...", hack/cluster/up.sh), or of the
+// one node's (CONTAINERD_ADDRESS) under an older up.sh.
+func (c *cluster) containerd(t *testing.T, node string) string {
+	t.Helper()
+	for _, kv := range strings.Fields(os.Getenv("SLUICE_E2E_CONTAINERD")) {
+		if n, sock, ok := strings.Cut(kv, "="); ok && n == node {
+			return sock
+		}
+	}
+	if os.Getenv("SLUICE_E2E_CONTAINERD") == "" && os.Getenv("CONTAINERD_ADDRESS") != "" {
+		return os.Getenv("CONTAINERD_ADDRESS")
+	}
+	t.Fatalf("no containerd for node %q in SLUICE_E2E_CONTAINERD=%q", node, os.Getenv("SLUICE_E2E_CONTAINERD"))
+	return ""
+}
+
+// nodes is how many nodes hack/cluster/up.sh started (SLUICE_E2E_NODES;
+// 1 under an older up.sh).
+func nodes(t *testing.T) int {
+	t.Helper()
+	v := os.Getenv("SLUICE_E2E_NODES")
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("SLUICE_E2E_NODES=%q: want a number of nodes", v)
+	}
+	return n
 }
 
 // connect reaches the cluster that hack/cluster/up.sh described in the

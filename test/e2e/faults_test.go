@@ -252,11 +252,12 @@ func (j *journey) faultScenarios(redisPods func() []corev1.Pod) []faultScenario 
 		name: "RedisContainersKilled", title: "every Redis container killed", redis: true,
 		inject: func(t *testing.T, start time.Time) func(*testing.T) string {
 			restarts := map[string]int32{}
-			var ids []string
+			var ids, socks []string
 			for _, p := range redisPods() {
 				for _, cs := range p.Status.ContainerStatuses {
 					restarts[p.Name] = cs.RestartCount
 					ids = append(ids, strings.TrimPrefix(cs.ContainerID, "containerd://"))
+					socks = append(socks, j.c.containerd(t, p.Spec.NodeName))
 				}
 			}
 			var wg sync.WaitGroup
@@ -265,8 +266,8 @@ func (j *journey) faultScenarios(redisPods func() []corev1.Pod) []faultScenario 
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					if out, err := exec.Command("ctr", "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", id).CombinedOutput(); err != nil {
-						errs[i] = fmt.Errorf("ctr tasks kill %s: %v: %s", id, err, out)
+					if out, err := exec.Command("ctr", "--address", socks[i], "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", id).CombinedOutput(); err != nil {
+						errs[i] = fmt.Errorf("ctr --address %s tasks kill %s: %v: %s", socks[i], id, err, out)
 					}
 				}()
 			}

@@ -28,8 +28,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
@@ -316,42 +320,89 @@ func TestAttackClusterListensOnHostAddress(t *testing.T) {
 }
 
 // TestAttackOtherUserWritesPersistentVolume: a local user plants or reads
-// Redis's data in the hostPath PersistentVolumes (1777 directories). Each
-// is the Redis pods' user's (resources.RedisUser) and 0700.
+// Redis's data in the PersistentVolumes' directories (local-path's default
+// is 0777). A claim of the default StorageClass (local-path-provisioner,
+// hack/cluster/manifests/local-path.yaml) is provisioned when its pod is
+// scheduled: its directory is the Redis pods' user's (resources.RedisUser)
+// and 0700, other users can't write it, and it goes when the claim does.
 func TestAttackOtherUserWritesPersistentVolume(t *testing.T) {
 	harnessDir(t)
 	c := connect(t)
-	pvs, err := c.cs.CoreV1().PersistentVolumes().List(context.Background(), metav1.ListOptions{LabelSelector: "sluice.dev/e2e=true"})
-	if err != nil {
+	ctx := context.Background()
+	const ns = "e2e-volume"
+	if _, err := c.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	if len(pvs.Items) == 0 {
-		t.Fatal("no PersistentVolumes labelled sluice.dev/e2e=true")
+	defer func() {
+		_ = c.cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+	}()
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
 	}
-	for _, pv := range pvs.Items {
-		if pv.Spec.HostPath == nil {
-			t.Errorf("%s has no hostPath", pv.Name)
-			continue
-		}
-		path := pv.Spec.HostPath.Path
-		fi, err := os.Stat(path)
+	if _, err := c.cs.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "user", Namespace: ns},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "pause", Image: c.image(t, "pause"),
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
+		},
+	}
+	if _, err := c.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var pv *corev1.PersistentVolume
+	waitFor(t, "the claim bound to a provisioned volume", 3*time.Minute, func() (bool, string) {
+		got, err := c.cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data", metav1.GetOptions{})
 		if err != nil {
-			t.Errorf("%s: %v", pv.Name, err)
-			continue
+			return false, err.Error()
 		}
-		st := fi.Sys().(*syscall.Stat_t)
-		if perm := fi.Mode().Perm(); perm&0o007 != 0 || fi.Mode()&fs.ModeSticky != 0 {
-			t.Errorf("%s: %s is %v (%v): open to every user", pv.Name, path, fi.Mode(), perm)
+		if got.Status.Phase != corev1.ClaimBound {
+			return false, fmt.Sprintf("claim %s (class %v)", got.Status.Phase, ptr.Deref(got.Spec.StorageClassName, ""))
 		}
-		if int64(st.Uid) != resources.RedisUser || int64(st.Gid) != resources.RedisUser {
-			t.Errorf("%s: %s is owned by %d:%d, not the Redis pods' %d", pv.Name, path, st.Uid, st.Gid, resources.RedisUser)
-		}
-		if out, ok := asOtherUser("touch", filepath.Join(path, "planted-by-"+otherUser)); ok {
-			t.Errorf("%s wrote into %s", otherUser, path)
-		} else {
-			t.Logf("%s: %s", pv.Name, out)
-		}
+		pv, err = c.cs.CoreV1().PersistentVolumes().Get(ctx, got.Spec.VolumeName, metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	if pv.Spec.StorageClassName != "local-path" || pv.Spec.HostPath == nil || pv.Spec.NodeAffinity == nil {
+		t.Fatalf("%s: class %q, hostPath %v, node affinity %v: want local-path's hostPath volume on one node",
+			pv.Name, pv.Spec.StorageClassName, pv.Spec.HostPath, pv.Spec.NodeAffinity)
 	}
+	path := pv.Spec.HostPath.Path
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("%s: %v", pv.Name, err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 || fi.Mode()&fs.ModeSticky != 0 {
+		t.Errorf("%s: %s is %v (%v): open to other users", pv.Name, path, fi.Mode(), perm)
+	}
+	if int64(st.Uid) != resources.RedisUser || int64(st.Gid) != resources.RedisUser {
+		t.Errorf("%s: %s is owned by %d:%d, not the Redis pods' %d", pv.Name, path, st.Uid, st.Gid, resources.RedisUser)
+	}
+	if out, ok := asOtherUser("touch", filepath.Join(path, "planted-by-"+otherUser)); ok {
+		t.Errorf("%s wrote into %s", otherUser, path)
+	} else {
+		t.Logf("%s: %s", pv.Name, out)
+	}
+	// Reclaim policy Delete: the volume-helper removes the directory.
+	if err := c.cs.CoreV1().Pods(ns).Delete(ctx, "user", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cs.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "data", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the released volume and its directory removed", 3*time.Minute, func() (bool, string) {
+		_, err := c.cs.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+		_, serr := os.Stat(path)
+		return apierrors.IsNotFound(err) && os.IsNotExist(serr), fmt.Sprintf("volume: %v; %s: %v", err, path, serr)
+	})
 }
 
 // The foreign rules hack/cluster/e2e.sh plants before up.sh and removes

@@ -70,8 +70,9 @@ func TestJourney(t *testing.T) {
 		{"2-RedisClusterFleet", j.redisClusterFleet, true},
 		{"3-Samples", j.samples, false},
 		{"4-Nginx", j.nginx, false},
-		{"5-Faults", j.faults, false},
-		{"6-UpgradeUninstall", j.upgradeUninstall, false},
+		{"5-NetworkPolicies", j.networkPolicies, false},
+		{"6-Faults", j.faults, false},
+		{"7-UpgradeUninstall", j.upgradeUninstall, false},
 	}
 	var summary []string
 	for _, s := range steps {
@@ -193,7 +194,20 @@ func (j *journey) redisClusterFleet(t *testing.T) {
 	if r := ptr.Deref(b.Spec.Store.Cluster.ReplicasPerShard, -1); r != 0 {
 		t.Fatalf("the Redis Cluster sample asks for %d replicas per shard: a one-node cluster can only have 0", r)
 	}
+	// On two nodes or more, a replica per shard, on another node than its
+	// primary's: deleting a primary's pod is a failover.
+	replicas := int32(0)
+	if nodes(t) >= 2 {
+		replicas = 1
+		b.Spec.Store.Cluster.ReplicasPerShard = ptr.To(replicas)
+	}
 	b.Spec.Store.Cluster.Storage = &v1beta1.RedisStorage{Size: resource.MustParse("1Gi")}
+	// The journey's client pods call the fleet from their namespace: its
+	// clients, whose pods alone the fleet's NetworkPolicy admits.
+	if b.Spec.DataPlane == nil {
+		b.Spec.DataPlane = &v1beta1.DataPlane{}
+	}
+	b.Spec.DataPlane.Clients = []v1beta1.FleetClient{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": appNS}}}}
 	start := time.Now()
 	if err := c.c.Create(context.Background(), b); err != nil {
 		t.Fatal(err)
@@ -238,7 +252,7 @@ func (j *journey) redisClusterFleet(t *testing.T) {
 			if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: resources.RedisShardName(f, shard)}, sts); err != nil {
 				return false, err.Error()
 			}
-			return sts.Status.ReadyReplicas == 1, fmt.Sprintf("%d ready, want 1", sts.Status.ReadyReplicas)
+			return sts.Status.ReadyReplicas == 1+replicas, fmt.Sprintf("%d ready, want %d", sts.Status.ReadyReplicas, 1+replicas)
 		})
 		if img := sts.Spec.Template.Spec.Containers[0].Image; img != c.image(t, "redis") {
 			t.Errorf("StatefulSet %s runs %s, want the chart's redis.image %s", sts.Name, img, c.image(t, "redis"))
@@ -517,6 +531,11 @@ func (j *journey) nginx(t *testing.T) {
 	for _, u := range objs {
 		if u.GetKind() == "LimiterFleet" {
 			if err := unstructured.SetNestedField(u.Object, int64(1), "spec", "limiters", "replicas"); err != nil { // a v1beta1 fleet
+				t.Fatal(err)
+			}
+			// nginx, in the journey's namespace, is the fleet's client.
+			clients := []any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": appNS}}}}
+			if err := unstructured.SetNestedSlice(u.Object, clients, "spec", "dataPlane", "clients"); err != nil {
 				t.Fatal(err)
 			}
 			fleetKey = client.ObjectKey{Namespace: u.GetNamespace(), Name: u.GetName()}
