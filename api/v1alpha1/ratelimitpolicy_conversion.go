@@ -122,14 +122,21 @@ func withHubOnly[B any](plain B, stored *B, hubOnly func(plain, stored *B)) B {
 }
 
 // policyHubOnly copies what only a v1beta1 policy says: a rate's scope,
-// when it is one the schema allows.
+// when it is one the schema allows, and its requestOverride, when its
+// maximum is within the schema's bounds (the limiter checks the rest of
+// the CRD's rule on it, limiter/config override.go).
 func policyHubOnly(plain, stored *v1beta1.RateLimitPolicySpec) {
-	if plain.Limit.Rate != nil && stored.Limit.Rate != nil && stored.Limit.Rate.Scope != nil &&
-		(*stored.Limit.Rate.Scope == v1beta1.ScopeRegion || *stored.Limit.Rate.Scope == v1beta1.ScopeGlobal) {
-		r := *plain.Limit.Rate
-		r.Scope = ptrCopy(stored.Limit.Rate.Scope)
-		plain.Limit.Rate = &r
+	if plain.Limit.Rate == nil || stored.Limit.Rate == nil {
+		return
 	}
+	r := *plain.Limit.Rate
+	if s := stored.Limit.Rate.Scope; s != nil && (*s == v1beta1.ScopeRegion || *s == v1beta1.ScopeGlobal) {
+		r.Scope = ptrCopy(s)
+	}
+	if o := stored.Limit.Rate.RequestOverride; o != nil && o.Maximum >= 1 && o.Maximum <= 1_000_000_000 {
+		r.RequestOverride = &v1beta1.RequestOverride{Maximum: o.Maximum}
+	}
+	plain.Limit.Rate = &r
 }
 
 // specFromHub is specToHub's reverse: a v1alpha1 spec kept in meta's

@@ -107,6 +107,12 @@ type Policy struct {
 	// once across the fleet's regions (limiter/regions); false counts it in
 	// this region's store.
 	Global bool
+	// RequestOverrideMax is v1beta1 spec.limit.rate.requestOverride's
+	// maximum, in units per Limit.Period: a request's own limit (an RLS
+	// descriptor's limit field) replaces Limit.Limit for that request, at
+	// most this (limiter/service override.go). 0: the policy did not opt
+	// in, and a request's own limit is ignored.
+	RequestOverrideMax int64
 	// Priority is spec.priority compiled, nil without it.
 	Priority *Priority
 	// Penalty is how spec.penalty answers a penalized request, nil

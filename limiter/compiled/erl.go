@@ -236,6 +236,10 @@ type ERLRate struct {
 // erlUnitSeconds are the RLS units' windows, as ERL counts them.
 var erlUnitSeconds = [8]uint64{1: 1, 2: 60, 3: 3600, 4: 86400, 5: 30 * 86400, 6: 365 * 86400, 7: 7 * 86400}
 
+// UnitSeconds is the length of r's unit in seconds, as ERL counts it; r
+// must be valid.
+func (r ERLRate) UnitSeconds() uint64 { return erlUnitSeconds[r.Unit] }
+
 // Valid reports whether r's unit is one of ERL's.
 func (r ERLRate) Valid() bool { return r.Unit >= 1 && int(r.Unit) < len(erlUnitSeconds) }
 

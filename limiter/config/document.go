@@ -111,6 +111,9 @@ type DocumentPolicy struct {
 	// Scope is the policy's v1beta1 spec.limit.rate.scope, which v1alpha1
 	// has no field for; omitted for Region.
 	Scope *v1beta1.RegionScope `json:"scope,omitempty"`
+	// RequestOverride is the policy's v1beta1
+	// spec.limit.rate.requestOverride; omitted when it did not opt in.
+	RequestOverride *v1beta1.RequestOverride `json:"requestOverride,omitempty"`
 }
 
 // DocumentFor builds the document of accepted policies.
@@ -120,7 +123,7 @@ func DocumentFor(policies []v1alpha1.RateLimitPolicy, enforcement Enforcement) D
 		p := &policies[i]
 		d.Policies = append(d.Policies, DocumentPolicy{
 			Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Generation: p.Generation, Spec: p.Spec,
-			Scope: globalOnly(scopeOf(p)),
+			Scope: globalOnly(scopeOf(p)), RequestOverride: requestOverrideOf(p),
 		})
 	}
 	return d
@@ -180,10 +183,11 @@ func ParseDocument(data []byte) (*Snapshot, error) {
 	}
 	objs := make([]v1alpha1.RateLimitPolicy, len(d.Policies))
 	scopes := make([]*v1beta1.RegionScope, len(d.Policies))
+	overrides := make([]*v1beta1.RequestOverride, len(d.Policies))
 	for i, p := range d.Policies {
-		objs[i], scopes[i] = *p.object(), p.Scope
+		objs[i], scopes[i], overrides[i] = *p.object(), p.Scope, p.RequestOverride
 	}
-	snap, err := compileScoped(objs, scopes)
+	snap, err := compileScoped(objs, scopes, overrides)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot document: %w", err)
 	}
@@ -216,6 +220,9 @@ func DocumentOf(s *Snapshot) Document {
 		d.Policies[i] = DocumentPolicy{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Generation: p.Generation, Spec: *SpecOf(p)}
 		if p.Global {
 			d.Policies[i].Scope = globalOnly(ptrTo(v1beta1.ScopeGlobal))
+		}
+		if p.RequestOverrideMax > 0 {
+			d.Policies[i].RequestOverride = &v1beta1.RequestOverride{Maximum: p.RequestOverrideMax}
 		}
 	}
 	return d

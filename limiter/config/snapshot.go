@@ -34,14 +34,16 @@ func SpecOf(p *Policy) *v1alpha1.RateLimitPolicySpec {
 // the error names both.
 func Compile(policies []v1alpha1.RateLimitPolicy) (*Snapshot, error) {
 	scopes := make([]*v1beta1.RegionScope, len(policies))
+	overrides := make([]*v1beta1.RequestOverride, len(policies))
 	for i := range policies {
-		scopes[i] = scopeOf(&policies[i])
+		scopes[i], overrides[i] = scopeOf(&policies[i]), requestOverrideOf(&policies[i])
 	}
-	return compileScoped(policies, scopes)
+	return compileScoped(policies, scopes, overrides)
 }
 
-// compileScoped is Compile with each policy's scope given beside it.
-func compileScoped(policies []v1alpha1.RateLimitPolicy, scopes []*v1beta1.RegionScope) (*Snapshot, error) {
+// compileScoped is Compile with each policy's scope and requestOverride
+// given beside it.
+func compileScoped(policies []v1alpha1.RateLimitPolicy, scopes []*v1beta1.RegionScope, overrides []*v1beta1.RequestOverride) (*Snapshot, error) {
 	snap := &Snapshot{}
 	seen := map[string]*Policy{}
 	ids := map[string]bool{}
@@ -54,8 +56,14 @@ func compileScoped(policies []v1alpha1.RateLimitPolicy, scopes []*v1beta1.Region
 		if err := validateScope(src, scopes[i]); err != nil {
 			return nil, err
 		}
+		if err := validateRequestOverride(src, overrides[i], scopes[i]); err != nil {
+			return nil, err
+		}
 		p := compilePolicy(src)
 		p.Global = scopes[i] != nil && *scopes[i] == v1beta1.ScopeGlobal
+		if overrides[i] != nil {
+			p.RequestOverrideMax = overrides[i].Maximum
+		}
 		if ids[p.ID()] {
 			return nil, fmt.Errorf("%s: defined twice", p.ID())
 		}

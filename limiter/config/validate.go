@@ -117,6 +117,11 @@ func ValidatePolicy(p *v1alpha1.RateLimitPolicy) field.ErrorList {
 			errs = append(errs, field.Invalid(field.NewPath("spec", "limit", "rate", "scope"), *scope, err.Error()))
 		}
 	}
+	if o := requestOverrideOf(p); o != nil && len(errs) == 0 {
+		if err := validateRequestOverride(p, o, scopeOf(p)); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "limit", "rate", "requestOverride"), o.Maximum, err.Error()))
+		}
+	}
 	return errs
 }
 

@@ -244,7 +244,18 @@ func (s *Service) check(ctx context.Context, pl *plan, st *step) Decision {
 			p = withOverride(p, st.override)
 		}
 		var dec Decision
+		denied := ""
+		if st.hasOwn && p.RequestOverrideMax > 0 {
+			if own, reason := ownLimit(p, st.own); own != nil {
+				p = own
+			} else {
+				denied = reason
+			}
+		}
 		switch {
+		case denied != "":
+			// The request's own limit allows nothing: nothing counted.
+			dec = ownLimitDenial(p, denied)
 		case p.ERL != nil && p.ERL.Unlimited:
 			// ERL's unlimited: OK, nothing counted (erl.go).
 			dec = Decision{Policy: p, Result: erlUnlimited}

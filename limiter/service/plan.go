@@ -45,6 +45,10 @@ type step struct {
 	// override is the descriptor's own limit in an ERL domain (its one
 	// match is the domain's override policy), -1 for none.
 	override int64
+	// own is the descriptor's own limit outside ERL domains, when hasOwn:
+	// the policies that opted in take it (override.go).
+	own    compiled.ERLRate
+	hasOwn bool
 }
 
 // newPlan compiles req, screened, whose refused descriptors skip marks;
@@ -72,7 +76,11 @@ func (s *Service) newPlan(l *loaded, dom *compiled.Domain, req *Request, skip ui
 		}
 		pl.plan(st, d.Entries, s.opts.IdempotencyEntry)
 		if d.LimitOverride && !st.skip {
-			pl.overrideLimit(st, d)
+			if dom.ERL() {
+				pl.overrideLimit(st, d)
+			} else {
+				st.own, st.hasOwn = d.Override, true
+			}
 		}
 	}
 	pl.window()

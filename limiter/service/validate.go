@@ -74,8 +74,9 @@ func tooManyEntries(i int, d *Descriptor) string {
 	return fmt.Sprintf("descriptors[%d] has %d entries, the maximum is %d", i, len(d.Entries), MaxEntries)
 }
 
-// validateDescriptor checks descriptor i; an ERL domain dom may take its
-// own limit (erl.go), any other refuses it.
+// validateDescriptor checks descriptor i; its own limit is bounded here in
+// an ERL domain dom (erl.go), and elsewhere by each policy that opted in
+// to it, or ignored (override.go).
 func (s *Service) validateDescriptor(i int, d *Descriptor, dom *compiled.Domain) error {
 	if len(d.Entries) == 0 {
 		return invalidf("descriptors[%d] has no entries", i)
@@ -88,9 +89,6 @@ func (s *Service) validateDescriptor(i int, d *Descriptor, dom *compiled.Domain)
 	}
 	if d.NegativeHits {
 		return invalidf("descriptors[%d].is_negative_hits is not supported", i)
-	}
-	if d.LimitOverride && !dom.ERL() {
-		return invalidf("descriptors[%d].limit overrides are not supported: limits come from RateLimitPolicies", i)
 	}
 	for j := range d.Entries {
 		e := &d.Entries[j]
@@ -107,7 +105,7 @@ func (s *Service) validateDescriptor(i int, d *Descriptor, dom *compiled.Domain)
 			}
 		}
 	}
-	if d.LimitOverride {
+	if d.LimitOverride && dom.ERL() {
 		return s.validateOverride(i, d, dom)
 	}
 	return nil
