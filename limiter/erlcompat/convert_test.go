@@ -32,7 +32,7 @@ var convertDiffers = map[string]string{
 	"requests_per_unit 0 denies every hit":                                                        "no policy denies everything",
 	"every unit, case-insensitive: windows aligned to the epoch (a month is 30 days, a year 365)": "a year has no policy",
 	"hits_addend: the request's, a descriptor's own (0 checks only), denied hits count":           "a FixedWindow does not count denied hits",
-	"a request's own limit (the descriptor's limit field) wins, matched or not":                   "a request's own limit is refused",
+	"a request's own limit (the descriptor's limit field) wins, matched or not":                   "a request's own limit is ignored unless the policy opts in (requestOverride)",
 }
 
 // TestConvert converts every case of the table with limiter convert-erl's

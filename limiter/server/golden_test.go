@@ -124,7 +124,7 @@ func goldenSteps() []goldenStep {
 		{name: "rls invalid: empty domain", rls: rlsReq("", 0, rlsDesc("user_id", "ann"))},
 		{name: "rls unmatched: no entries", rls: rlsReq("pay", 0, &rlv3.RateLimitDescriptor{})},
 		{name: "rls refused: empty idempotency entry", rls: rlsReq("pay", 0, rlsDesc("user_id", "ann", "idempotency_key", ""))},
-		{name: "rls refused: limit override", rls: rlsReq("pay", 0, override)},
+		{name: "rls limit override on a policy that did not opt in: ignored", rls: rlsReq("pay", 0, override)},
 		{name: "rls refused: hits", rls: rlsReq("pay", 2_000_000, rlsDesc("user_id", "ann"))},
 
 		named("http allowed", check(`{"domain":"pay","descriptors":[{"entries":[{"key":"user_id","value":"dee"}]}]}`)),

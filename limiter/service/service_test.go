@@ -338,8 +338,6 @@ func TestRefusedRequestsAreDenied(t *testing.T) {
 	bigHits.HitsAddend, bigHits.HasHitsAddend = 1<<40, true
 	negative := desc("user", "a")
 	negative.NegativeHits = true
-	override := desc("user", "a")
-	override.LimitOverride = true
 	for _, tc := range []struct {
 		name string
 		req  service.Request
@@ -354,7 +352,6 @@ func TestRefusedRequestsAreDenied(t *testing.T) {
 		{"absurd hits", service.Request{Domain: "shop", Descriptors: many(1), HitsAddend: 2_000_000_000}, "hits_addend 2000000000 exceeds the maximum 1000000"},
 		{"absurd descriptor hits", service.Request{Domain: "shop", Descriptors: one(bigHits)}, "descriptors[0].hits_addend 1099511627776 exceeds"},
 		{"negative hits", service.Request{Domain: "shop", Descriptors: one(negative)}, "is_negative_hits is not supported"},
-		{"limit override", service.Request{Domain: "shop", Descriptors: one(override)}, "descriptors[0].limit overrides are not supported"},
 		{"long idempotency key", service.Request{Domain: "shop", Descriptors: one(desc("user", "a")), IdempotencyKey: strings.Repeat("k", 257)}, "Idempotency-Key: idempotency key is 257 bytes long"},
 	} {
 		resp, err := svc.Decide(context.Background(), &tc.req)
