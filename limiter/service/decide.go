@@ -240,18 +240,8 @@ func (s *Service) check(ctx context.Context, pl *plan, st *step) Decision {
 	allShadow := !s.enforcing(l)
 	for _, p := range st.matches {
 		ps := l.policies[p]
-		if st.override >= 0 && p.ERL != nil && p.ERL.Override {
-			p = withOverride(p, st.override)
-		}
+		p, denied := requestLimit(st, p)
 		var dec Decision
-		denied := ""
-		if st.hasOwn && p.RequestOverrideMax > 0 {
-			if own, reason := ownLimit(p, st.own); own != nil {
-				p = own
-			} else {
-				denied = reason
-			}
-		}
 		switch {
 		case denied != "":
 			// The request's own limit allows nothing: nothing counted.

@@ -24,6 +24,23 @@ import (
 // limit on a policy that opted in.
 const ownLimitDeniedReason = "the request's own limit (descriptor limit) "
 
+// requestLimit is p as step st decides it: with the request's own limit,
+// in an ERL domain (erl.go) or on a policy that opted in; and the reason
+// that limit denies the request, or "".
+func requestLimit(st *step, p *compiled.Policy) (*compiled.Policy, string) {
+	if st.override >= 0 && p.ERL != nil && p.ERL.Override {
+		return withOverride(p, st.override), ""
+	}
+	if st.hasOwn && p.RequestOverrideMax > 0 {
+		own, reason := ownLimit(p, st.own)
+		if own == nil {
+			return p, reason
+		}
+		return own, ""
+	}
+	return p, ""
+}
+
 // ownLimit is p, which opted in to a request's own limit, with o in its
 // place, or nil and the reason o denies the request.
 func ownLimit(p *compiled.Policy, o compiled.ERLRate) (*compiled.Policy, string) {
