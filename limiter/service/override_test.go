@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/service"
 	"github.com/sluice-dev/sluice/limiter/store"
+	"github.com/sluice-dev/sluice/limiter/store/memory"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
 )
 
@@ -201,4 +202,38 @@ func TestAttackRequestOverrideOnAnotherTenantsPolicy(t *testing.T) {
 			t.Fatal("tenant a's own limit of 100 was not honoured beside b's policy")
 		}
 	})
+}
+
+// BenchmarkRequestOverride is one memory-store decision of a policy that
+// opted in to a request's own limit, allowed, without and with one (the
+// same limit): the override costs one copy of the policy per request,
+// whatever the limit asked.
+func BenchmarkRequestOverride(b *testing.B) {
+	snap, err := config.Parse("policies.yaml", []byte(strings.NewReplacer("%s", "TokenBucket", "limit: 5, period: 1m", "limit: 1000000000, period: 1h", "maximum: 100", "maximum: 1000000000").Replace(overridePolicies)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := memory.New(memory.Options{})
+	b.Cleanup(func() { _ = st.Close() })
+	svc := service.New(st, service.Options{})
+	svc.Swap(snap)
+	for _, tc := range []struct {
+		name string
+		d    service.Descriptor
+	}{
+		{"policy-limit", desc("tenant", "t")},
+		{"own-limit", withLimit(desc("tenant", "t"), 1_000_000_000, hour)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			req := &service.Request{Domain: "api", Descriptors: []service.Descriptor{tc.d}}
+			var resp service.Response
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := svc.DecideInto(ctx, req, &resp); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
