@@ -38,7 +38,7 @@ func TestRequestOverrideCRD(t *testing.T) {
 	opt := func(s *v1beta1.RateLimitPolicySpec) {
 		s.Limit.Rate.RequestOverride = &v1beta1.RequestOverride{Maximum: 5000}
 	}
-	const msg = "spec.limit.rate.requestOverride needs a fixed period and is not supported with calendar, SlidingLog, burst, localTier or scope Global"
+	const msg = "spec.limit.rate.requestOverride needs a fixed period and is not supported with calendar, SlidingLog, burst, localTier, cost.reserve or scope Global"
 	cases := []struct {
 		name   string
 		change func(s *v1beta1.RateLimitPolicySpec)
@@ -56,6 +56,7 @@ func TestRequestOverrideCRD(t *testing.T) {
 		{"SlidingLog", func(s *v1beta1.RateLimitPolicySpec) { opt(s); s.Limit.Rate.Algorithm = ptr.To(v1beta1.SlidingLog) }, msg},
 		{"burst", func(s *v1beta1.RateLimitPolicySpec) { opt(s); s.Limit.Rate.Burst = ptr.To[int64](200) }, msg},
 		{"localTier", func(s *v1beta1.RateLimitPolicySpec) { opt(s); s.Limit.Rate.LocalTier = &v1beta1.LocalTier{} }, msg},
+		{"cost.reserve", func(s *v1beta1.RateLimitPolicySpec) { opt(s); s.Limit.Rate.Cost = &v1beta1.Cost{Reserve: &v1beta1.Reserve{}} }, msg},
 		{"Global", func(s *v1beta1.RateLimitPolicySpec) { opt(s); s.Limit.Rate.Scope = ptr.To(v1beta1.ScopeGlobal) }, msg},
 	}
 	for i, tc := range cases {

@@ -228,7 +228,7 @@ type Limit struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.cost) || !has(self.cost.max) || self.cost.max <= (has(self.burst) ? self.burst : self.limit)",message="spec.limit.rate.cost.max must not exceed the capacity: burst, or limit without it",fieldPath=".cost.max"
 // +kubebuilder:validation:XValidation:rule="[has(self.localTier), has(self.cost) && has(self.cost.reserve), has(self.penalty)].filter(b, b).size() <= 1 && (!has(self.localTier) || (!has(self.calendar) && !has(self.priority)))",messageExpression="has(self.localTier) && (has(self.calendar) || has(self.priority)) ? 'spec.limit.rate.localTier is not supported with calendar or priority, which need the store\\'s exact count' : 'spec.limit.rate takes at most one of localTier (spends leased units locally), cost.reserve (holds what it takes in the store) and penalty (counts the exact decision\\'s denials)'"
 // +kubebuilder:validation:XValidation:rule="!has(self.scope) || self.scope != 'Global' || (self.algorithm != 'SlidingLog' && !has(self.localTier) && !has(self.penalty) && !has(self.priority) && !has(self.calendar) && (!has(self.cost) || !has(self.cost.reserve)))",messageExpression="self.algorithm == 'SlidingLog' ? 'spec.limit.rate.scope Global is not supported with SlidingLog, which stays exact: use SlidingWindow, FixedWindow, TokenBucket or GCRA' : 'spec.limit.rate.scope Global is not supported with localTier, cost.reserve, penalty, priority or calendar: a region spends grants leased from the key\\'s home region, which these would need counted exactly there'",fieldPath=".scope"
-// +kubebuilder:validation:XValidation:rule="!has(self.requestOverride) || (has(self.period) && self.algorithm != 'SlidingLog' && !has(self.burst) && !has(self.localTier) && (!has(self.scope) || self.scope != 'Global'))",message="spec.limit.rate.requestOverride needs a fixed period and is not supported with calendar, SlidingLog, burst, localTier or scope Global: a request's own limit replaces limit (and the bucket size) for that request only, which these can't honour",fieldPath=".requestOverride"
+// +kubebuilder:validation:XValidation:rule="!has(self.requestOverride) || (has(self.period) && self.algorithm != 'SlidingLog' && !has(self.burst) && !has(self.localTier) && (!has(self.cost) || !has(self.cost.reserve)) && (!has(self.scope) || self.scope != 'Global'))",message="spec.limit.rate.requestOverride needs a fixed period and is not supported with calendar, SlidingLog, burst, localTier, cost.reserve or scope Global: a request's own limit replaces limit (and the bucket size) for that request only, which these can't honour",fieldPath=".requestOverride"
 type RateLimit struct {
 	// algorithm is the counting algorithm. Defaults to TokenBucket.
 	// +optional
@@ -301,7 +301,8 @@ type RateLimit struct {
 	// service) replaces limit for that request, converted to the policy's
 	// period and never above requestOverride.maximum. Off when omitted: a
 	// request's own limit is then ignored. Only with a period (not
-	// calendar), and not with SlidingLog, burst, localTier or scope Global.
+	// calendar), and not with SlidingLog, burst, localTier, cost.reserve or
+	// scope Global.
 	// +optional
 	RequestOverride *RequestOverride `json:"requestOverride,omitempty"`
 }

@@ -13,7 +13,7 @@ import (
 // the conversion annotation, and beside the spec in a snapshot document
 // (DocumentPolicy.RequestOverride).
 
-const requestOverrideMsg = "spec.limit.rate.requestOverride needs a fixed period and is not supported with calendar, SlidingLog, Concurrency, burst, localTier or scope Global: a request's own limit replaces limit (and the bucket size) for that request only, which these can't honour"
+const requestOverrideMsg = "spec.limit.rate.requestOverride needs a fixed period and is not supported with calendar, SlidingLog, Concurrency, burst, localTier, cost.reserve or scope Global: a request's own limit replaces limit (and the bucket size) for that request only, which these can't honour"
 
 // requestOverrideOf returns the requestOverride p's conversion annotation
 // says, nil for none.
@@ -40,7 +40,7 @@ func validateRequestOverride(src *v1alpha1.RateLimitPolicy, o *v1beta1.RequestOv
 	}
 	s := &src.Spec
 	a := s.EffectiveAlgorithm()
-	if a == v1alpha1.SlidingLog || a == v1alpha1.Concurrency || s.Rate.Calendar != nil || s.Burst != nil || s.LocalTierEnabled() ||
+	if a == v1alpha1.SlidingLog || a == v1alpha1.Concurrency || s.Rate.Calendar != nil || s.Burst != nil || s.LocalTierEnabled() || s.Reserve != nil ||
 		(scope != nil && *scope == v1beta1.ScopeGlobal) {
 		return fmt.Errorf("%s/%s: %s", src.Namespace, src.Name, requestOverrideMsg)
 	}

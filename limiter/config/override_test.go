@@ -66,7 +66,7 @@ func TestRequestOverrideCompiles(t *testing.T) {
 		t.Fatal("the same version for two maximums")
 	}
 
-	for _, bad := range []string{", localTier: {ttl: 2s}", ", algorithm: SlidingLog", ", burst: 200", ", scope: Global"} {
+	for _, bad := range []string{", localTier: {ttl: 2s}", ", algorithm: SlidingLog", ", burst: 200", ", scope: Global", ", cost: {reserve: {}}"} {
 		_, err = config.Parse("policies.yaml", []byte(strings.Replace(overridePolicy, "%s", bad, 1)))
 		if err == nil || !strings.Contains(err.Error(), "spec.limit.rate.requestOverride needs a fixed period and is not supported with") {
 			t.Errorf("requestOverride with %q: got %v, want the override's message", bad, err)
