@@ -56,7 +56,10 @@ func TestRequestOverrideCRD(t *testing.T) {
 		{"SlidingLog", func(s *v1beta1.RateLimitPolicySpec) { opt(s); s.Limit.Rate.Algorithm = ptr.To(v1beta1.SlidingLog) }, msg},
 		{"burst", func(s *v1beta1.RateLimitPolicySpec) { opt(s); s.Limit.Rate.Burst = ptr.To[int64](200) }, msg},
 		{"localTier", func(s *v1beta1.RateLimitPolicySpec) { opt(s); s.Limit.Rate.LocalTier = &v1beta1.LocalTier{} }, msg},
-		{"cost.reserve", func(s *v1beta1.RateLimitPolicySpec) { opt(s); s.Limit.Rate.Cost = &v1beta1.Cost{Reserve: &v1beta1.Reserve{}} }, msg},
+		{"cost.reserve", func(s *v1beta1.RateLimitPolicySpec) {
+			opt(s)
+			s.Limit.Rate.Cost = &v1beta1.Cost{Reserve: &v1beta1.Reserve{}}
+		}, msg},
 		{"Global", func(s *v1beta1.RateLimitPolicySpec) { opt(s); s.Limit.Rate.Scope = ptr.To(v1beta1.ScopeGlobal) }, msg},
 	}
 	for i, tc := range cases {
