@@ -36,7 +36,8 @@ func ConvertERL(path, namespace string, w io.Writer) error {
 # policy decides (the most restrictive answer wins), where ERL applies only the
 # most specific limit of a descriptor whose entries follow its tree exactly;
 # a FixedWindow does not count denied hits, which ERL does; a request's own
-# limit (the RLS descriptor's limit field) is refused.
+# limit (the RLS descriptor's limit field) is ignored unless the policy opts
+# in with spec.limit.rate.requestOverride and its maximum (not set here).
 `)
 	for _, f := range files {
 		c := converter{w: w, file: f, namespace: namespace, seen: map[string]string{}}
