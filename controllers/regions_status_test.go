@@ -45,41 +45,42 @@ func TestFleetStatusRegions(t *testing.T) {
 	bIP := fmt.Sprintf("127.0.%d.9", 100+ipBlock.Add(1))
 	bPeer := net.JoinHostPort(bIP, strconv.Itoa(freePort(t, bIP)))
 
-	fleet := &v1alpha1.LimiterFleet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rg"},
-		Spec: v1alpha1.LimiterFleetSpec{
-			Replicas:       ptr.To(int32(1)),
-			PolicySelector: &metav1.LabelSelector{MatchLabels: map[string]string{"fleet": "rg"}},
-			Redis:          v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisExternal), Addresses: []string{srvA.Addr}},
-		},
-	}
-	beta := &v1beta1.LimiterFleet{}
-	if err := fleet.ConvertTo(beta); err != nil {
+	// Created as v1beta1, the version that says regions and scopes.
+	bs := newScheme()
+	if err := v1beta1.AddToScheme(bs); err != nil {
 		t.Fatal(err)
 	}
-	beta.Spec.Regions = &v1beta1.FleetRegions{Name: "a", Auth: v1beta1.SecretKeyRef{SecretName: "a-token", Key: "token"},
+	beta, err := client.New(cfg, client.Options{Scheme: bs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bFleet := &v1beta1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rg"}}
+	bFleet.Spec.Limiters.Replicas = ptr.To(int32(1))
+	bFleet.Spec.Policies = &v1beta1.PolicySelection{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"fleet": "rg"}}}
+	bFleet.Spec.Store.Type = v1beta1.StoreExternal
+	bFleet.Spec.Store.External = &v1beta1.ExternalStore{Addresses: []string{srvA.Addr}}
+	bFleet.Spec.Regions = &v1beta1.FleetRegions{Name: "a", Auth: v1beta1.SecretKeyRef{SecretName: "a-token", Key: "token"},
 		Peers: []v1beta1.RegionPeer{{Name: "b", Endpoint: "http://" + bPeer, Credentials: v1beta1.SecretKeyRef{SecretName: "b-token", Key: "token"}}}}
-	if err := fleet.ConvertFrom(beta); err != nil {
+	if err := beta.Create(ctx, bFleet); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.Create(ctx, fleet); err != nil {
+	fleet := &v1alpha1.LimiterFleet{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(bFleet), fleet); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { deleteFleet(t, fleet) })
 
 	pol := statsPolicy(ns, "per-user", "rg", "regions-api", 1000, false)
-	betaPol := &v1beta1.RateLimitPolicy{}
-	if err := pol.ConvertTo(betaPol); err != nil {
+	bPol := &v1beta1.RateLimitPolicy{}
+	if err := pol.ConvertTo(bPol); err != nil {
 		t.Fatal(err)
 	}
-	betaPol.Spec.Limit.Rate.Scope = ptr.To(v1beta1.ScopeGlobal)
-	if err := pol.ConvertFrom(betaPol); err != nil {
+	bPol.Spec.Limit.Rate.Scope = ptr.To(v1beta1.ScopeGlobal)
+	bPol.TypeMeta = metav1.TypeMeta{}
+	if err := beta.Create(ctx, bPol); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.Create(ctx, pol); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = k8s.Delete(ctx, pol) })
+	t.Cleanup(func() { _ = beta.Delete(ctx, bPol) })
 
 	// The fleet's limiters, with the flags its Deployment renders and the
 	// tokens as files (envtest mounts no Secret).
