@@ -27,6 +27,7 @@ import (
 // listening (PeerUnreachable), a token b refuses (PeerUnauthorized), a b
 // whose peers don't include a (PeerUnknownRegion), and a b that grants
 // (PeersReachable, with the grants held). Each bad state names the peer.
+// A fleet that leaves its regions loses both.
 func TestFleetStatusRegions(t *testing.T) {
 	needSuite(t)
 	ctx := context.Background()
@@ -181,6 +182,26 @@ spec:
 	want(metav1.ConditionTrue, v1alpha1.PeersReachableReason, "Reachable", func(r v1alpha1.RegionStatus) error {
 		if !r.Reachable || r.LastExchange == nil || r.Keys == 0 {
 			return fmt.Errorf("b %+v: want reachable, a last exchange and keys tracked", r)
+		}
+		return nil
+	})
+
+	// The fleet leaves its regions: both are gone from its status.
+	eventually(t, 2*time.Minute, "spec.regions removed", func() error {
+		f := &v1beta1.LimiterFleet{}
+		if err := beta.Get(ctx, client.ObjectKeyFromObject(bFleet), f); err != nil {
+			return err
+		}
+		f.Spec.Regions = nil
+		return beta.Update(ctx, f)
+	})
+	eventually(t, 2*time.Minute, "status.regions and RegionsReachable gone", func() error {
+		f := &v1alpha1.LimiterFleet{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(f.Status.Conditions, v1alpha1.RegionsReachableCondition); c != nil || f.Status.Regions != nil {
+			return fmt.Errorf("RegionsReachable %+v, status.regions %+v", c, f.Status.Regions)
 		}
 		return nil
 	})

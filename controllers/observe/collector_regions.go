@@ -100,8 +100,11 @@ func (c *Collector) collectRegions(ctx context.Context, now time.Time) error {
 		spec := resources.RegionsOf(fleet)
 		prev := meta.FindStatusCondition(fleet.Status.Conditions, v1alpha1.RegionsReachableCondition)
 		if spec == nil {
-			if prev != nil || fleet.Status.Regions != nil {
-				errs = append(errs, c.WriteRegions(ctx, fleet, nil, nil)) // regions removed: so are their status
+			// Regions removed: so are their status, once per MinWrite at
+			// most (a condition another writer took over stays).
+			if (prev != nil || fleet.Status.Regions != nil) && now.Sub(c.regionWrites[key].at) >= c.MinWrite && c.writes.AllowN(now, 1) {
+				c.regionWrites[key] = regionsWrite{at: now}
+				errs = append(errs, c.WriteRegions(ctx, fleet, nil, nil))
 			}
 			continue
 		}
