@@ -75,3 +75,32 @@ func applyPolicyStatus(ctx context.Context, c client.Client, pol *v1alpha1.RateL
 	return client.IgnoreNotFound(c.Status().Patch(ctx, obj, client.RawPatch(types.ApplyPatchType, body),
 		client.FieldOwner(owner), client.ForceOwnership))
 }
+
+// fleetStatusApply is the body of a server-side apply to a fleet's status.
+type fleetStatusApply struct {
+	metav1.TypeMeta `json:",inline"`
+	Metadata        policyStatusApplyMeta        `json:"metadata"`
+	Status          *v1alpha1.LimiterFleetStatus `json:"status"`
+}
+
+// applyFleetRegions server-side applies a fleet's status.regions and its
+// RegionsReachable condition under EnforcementFieldOwner, the collector's
+// alone: the fleet controller's fields and conditions are left as they
+// are. nil regions and cond remove what the collector wrote before.
+func applyFleetRegions(ctx context.Context, c client.Client, fleet *v1alpha1.LimiterFleet, regions []v1alpha1.RegionStatus, cond *metav1.Condition) error {
+	st := &v1alpha1.LimiterFleetStatus{Regions: regions}
+	if cond != nil {
+		st.Conditions = []metav1.Condition{*cond}
+	}
+	body, err := json.Marshal(fleetStatusApply{
+		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "LimiterFleet"},
+		Metadata: policyStatusApplyMeta{Namespace: fleet.Namespace, Name: fleet.Name},
+		Status:   st,
+	})
+	if err != nil {
+		return err
+	}
+	obj := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: fleet.Namespace, Name: fleet.Name}}
+	return client.IgnoreNotFound(c.Status().Patch(ctx, obj, client.RawPatch(types.ApplyPatchType, body),
+		client.FieldOwner(EnforcementFieldOwner), client.ForceOwnership))
+}

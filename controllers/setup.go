@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -84,6 +85,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	collector := &observe.Collector{Client: mgr.GetClient(), WriteEnforcement: func(ctx context.Context, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
 		return applyEnforcement(ctx, mgr.GetClient(), pol, e)
+	}, WriteRegions: func(ctx context.Context, fleet *v1alpha1.LimiterFleet, regions []v1alpha1.RegionStatus, cond *metav1.Condition) error {
+		return applyFleetRegions(ctx, mgr.GetClient(), fleet, regions, cond)
 	}, Acks: acks, Admin: admin, Interval: opts.CollectInterval,
 		Window: opts.EnforcementWindow, MinWrite: opts.EnforcementMinWrite, Timeout: opts.CollectTimeout}
 	if err := mgr.Add(collector); err != nil {

@@ -290,6 +290,36 @@ const ExplainPath = "/v1/admin/explain"
 // (limiter/regions Status).
 const RegionsPath = "/v1/admin/regions"
 
+// Regions is the JSON body of RegionsPath (limiter/regions Status).
+type Regions struct {
+	// Region is the limiter's region name.
+	Region string `json:"region"`
+	// Peers are the other regions, sorted by name.
+	Peers []RegionPeer `json:"peers"`
+	// Keys is how many Global keys homed elsewhere the limiter tracks,
+	// HeldUnits what their grants hold now.
+	Keys      int   `json:"keys"`
+	HeldUnits int64 `json:"heldUnits"`
+}
+
+// RegionPeer is what a limiter knows of one peer region.
+type RegionPeer struct {
+	Name      string `json:"name"`
+	Reachable bool   `json:"reachable"`
+	// Reason is Reachable, Unreachable, Unauthorized, UnknownRegion,
+	// Refused or NoExchangeYet.
+	Reason  string `json:"reason"`
+	Message string `json:"message,omitempty"`
+	// Since is when Reachable last changed; LastExchange the last call
+	// the peer answered.
+	Since        time.Time `json:"since,omitzero"`
+	LastExchange time.Time `json:"lastExchange,omitzero"`
+	// Keys is how many Global keys homed at the peer the limiter tracks,
+	// HeldUnits what their grants from the peer hold now.
+	Keys      int   `json:"keys"`
+	HeldUnits int64 `json:"heldUnits"`
+}
+
 // Explanation is the JSON body of ExplainPath.
 type Explanation struct {
 	Domain string `json:"domain"`

@@ -42,6 +42,38 @@ const (
 	// person acknowledges it with AnnotationDataLossAcknowledged. It does not
 	// make the fleet less Ready: the cluster serves every slot again.
 	RedisDataLossCondition = "RedisDataLoss"
+
+	// RegionsReachableCondition, for a fleet with spec.regions (v1beta1),
+	// is True when every peer region that the fleet's limiter pods have
+	// called answered their last grant call, False (reason PeerUnreachable,
+	// PeerUnauthorized, PeerUnknownRegion or PeerRefused, the message
+	// naming the peer and the pod) when a call was not, and Unknown
+	// (NoExchangeYet) while no pod has called some peer yet, or no pod
+	// could be read (PodsUnread). A region that can't reach a peer keeps
+	// limiting from its partition share; status.regions has each peer.
+	RegionsReachableCondition = "RegionsReachable"
+)
+
+// Reasons of RegionsReachable.
+const (
+	// PeersReachableReason: every peer answered the last grant call.
+	PeersReachableReason = "PeersReachable"
+	// PeerUnreachableReason: nothing answered at a peer's endpoint.
+	PeerUnreachableReason = "PeerUnreachable"
+	// PeerUnauthorizedReason: a token was refused: this region's token for
+	// the peer (peers[].credentials) or the peer's for this region (auth).
+	PeerUnauthorizedReason = "PeerUnauthorized"
+	// PeerUnknownRegionReason: the peer's fleet does not list this region
+	// among its peers.
+	PeerUnknownRegionReason = "PeerUnknownRegion"
+	// PeerRefusedReason: the peer refused the call otherwise (a policy not
+	// Global there, a peer counting in memory).
+	PeerRefusedReason = "PeerRefused"
+	// NoExchangeYetReason: no limiter pod has called some peer yet (no
+	// Global key homed there was asked for), and none failed.
+	NoExchangeYetReason = "NoExchangeYet"
+	// PodsUnreadReason: no limiter pod's view of its peers could be read.
+	PodsUnreadReason = "PodsUnread"
 )
 
 // AnnotationDataLossAcknowledged on a LimiterFleet acknowledges its Redis

@@ -467,6 +467,8 @@ type (
 	RedisSlotMove = v1beta1.RedisSlotMove
 	// RedisAction is one mutating command the operator sent to the cluster.
 	RedisAction = v1beta1.RedisAction
+	// RegionStatus is what a fleet's limiter pods know of one peer region.
+	RegionStatus = v1beta1.RegionStatus
 )
 
 // +kubebuilder:object:root=true

@@ -32,7 +32,8 @@ type LimiterFleetStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions are Ready, RedisReady and SnapshotSynced.
+	// conditions are Ready, RedisReady and SnapshotSynced, RedisDataLoss
+	// for a Redis Cluster, and RegionsReachable with spec.regions.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -53,6 +54,74 @@ type LimiterFleetStatus struct {
 	// spec.redis.mode, Cluster).
 	// +optional
 	Redis *RedisStatus `json:"redis,omitempty"`
+
+	// regions is this region's view of each peer of spec.regions.peers, by
+	// name, as the fleet's limiter pods report it on their admin plane
+	// (GET /v1/admin/regions), summed over the pods the operator read.
+	// Unset without spec.regions. The RegionsReachable condition sums it
+	// up.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	Regions []RegionStatus `json:"regions,omitempty"`
+}
+
+// RegionStatus is what a fleet's limiter pods know of one peer region.
+type RegionStatus struct {
+	// name is the peer's region name (spec.regions.peers[].name).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+
+	// reachable is true when the last grant call of every pod read that
+	// made one to the peer was answered.
+	// +required
+	Reachable bool `json:"reachable"`
+
+	// reason is Reachable, NoExchangeYet (no pod has called the peer: no
+	// Global key homed there was asked for yet), or why a pod's last call
+	// was not answered: Unreachable (nothing answered at the endpoint),
+	// Unauthorized (a token was refused on either side), UnknownRegion
+	// (the peer's fleet does not list this region) or Refused.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	Reason string `json:"reason"`
+
+	// message says more when the peer is not reachable, naming the limiter
+	// pod that reported it, such as "10.0.0.7:8082: Post
+	// https://us-east.example.com:8083/v1/peer/grant: connection refused".
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Message string `json:"message,omitempty"`
+
+	// since is when reachable last changed, as the pod the reason is
+	// from reports it.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+
+	// lastExchange is the last time a pod's call to the peer was answered
+	// (refusals included), the latest of the pods read.
+	// +optional
+	LastExchange *metav1.Time `json:"lastExchange,omitempty"`
+
+	// keys is the number of Global keys homed at the peer that the pods
+	// read track, summed over them.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Keys int64 `json:"keys,omitempty"`
+
+	// heldUnits is the number of units the pods read hold now in grants
+	// leased from the peer, summed over them.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	HeldUnits int64 `json:"heldUnits,omitempty"`
+
+	// pods is the number of limiter pods whose view this sums.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Pods int32 `json:"pods,omitempty"`
 }
 
 // SnapshotStatus describes a fleet's current snapshot.

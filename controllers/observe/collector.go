@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -66,6 +67,11 @@ type Collector struct {
 	MinWrite time.Duration
 	// Timeout of one pod's answer; 0 means 2s.
 	Timeout time.Duration
+	// WriteRegions writes a fleet's status.regions and RegionsReachable
+	// condition, the collector's alone (controllers' applyFleetRegions, a
+	// server-side apply under EnforcementFieldOwner); nil regions and
+	// condition remove them. nil skips the regions pass.
+	WriteRegions func(context.Context, *v1alpha1.LimiterFleet, []v1alpha1.RegionStatus, *metav1.Condition) error
 	// MaxWritesPerSecond bounds the status writes of all policies together
 	// (a token bucket with 10s of burst), so that many busy policies don't
 	// flood the API server: each is then written in turn, less often than
@@ -83,6 +89,8 @@ type Collector struct {
 	unread   map[types.NamespacedName][]string // by fleet, this collection
 	hot      map[types.UID]*hotSum             // by policy, this collection
 	bounds   map[types.UID]int64               // the largest overshoot bound by policy, this collection
+
+	regionWrites map[types.NamespacedName]regionsWrite // the regions pass's last write, by fleet
 }
 
 // podCounts is the last reading of one limiter process.
@@ -233,7 +241,7 @@ func (c *Collector) collect(ctx context.Context) error {
 			delete(c.pods, addr) // gone for longer than the window: nothing left to count twice
 		}
 	}
-	return errors.Join(c.write(ctx, now), c.countFleetConditions(ctx))
+	return errors.Join(c.write(ctx, now), c.collectRegions(ctx, now), c.countFleetConditions(ctx))
 }
 
 // countFleetConditions sets sluice_operator_fleet_condition.

@@ -2,6 +2,8 @@ package resources
 
 import (
 	"net"
+	"net/url"
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,7 +23,11 @@ import (
 //   - limiter pods: the data ports (gRPC and HTTP) from spec.clients (the
 //     fleet's namespace by default); the admin port from the operator and
 //     from the monitoring namespace, whose Prometheus scrapes /metrics
-//     there (the limiter authorizes each caller's token as well);
+//     there (the limiter authorizes each caller's token as well); with
+//     spec.regions (v1beta1) only, the peer port from anywhere: the other
+//     regions call from other clusters, through load balancers whose
+//     addresses a NetworkPolicy can't name, and the region's bearer token
+//     guards it;
 //   - Redis pods (mode Cluster): the client port from the fleet's limiters,
 //     the operator and the other Redis pods (replication); the cluster bus
 //     from the other Redis pods.
@@ -34,7 +40,9 @@ import (
 // pods on their client port in mode Cluster; in mode External the ports of
 // spec.redis.addresses on any address (they may be DNS names); none in
 // mode None; and, with spec.tracing, its endpoint's port on any address
-// (the collector, which is named by a host too). Nothing else: a limiter
+// (the collector, which is named by a host too); with spec.regions (v1beta1),
+// the ports of its peers' endpoints on any address (other clusters' load
+// balancers, named by hosts). Nothing else: a limiter
 // pod can't be made to call anywhere else. Without the API server's addresses the egress stays open, rather
 // than cut the limiters off from their snapshot.
 //
@@ -131,6 +139,10 @@ func BuildLimiterNetworkPolicy(fleet *v1alpha1.LimiterFleet, o NetworkPolicyOpti
 			},
 		},
 	}
+	if RegionsOf(fleet) != nil {
+		np.Spec.Ingress = append(np.Spec.Ingress, networkingv1.NetworkPolicyIngressRule{
+			Ports: []networkingv1.NetworkPolicyPort{tcpPort(LimiterPeerPortName)}})
+	}
 	if egress := limiterEgress(fleet, o); egress != nil {
 		np.Spec.PolicyTypes = append(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress)
 		np.Spec.Egress = egress
@@ -204,6 +216,44 @@ func limiterEgress(fleet *v1alpha1.LimiterFleet, o NetworkPolicyOptions) []netwo
 	if port := tracingPort(fleet); port != 0 {
 		out = append(out, networkingv1.NetworkPolicyEgressRule{Ports: []networkingv1.NetworkPolicyPort{numbered(corev1.ProtocolTCP, port)}})
 	}
+	// The peers of spec.regions, on their endpoints' ports: in other
+	// clusters, named by hosts, so opened to every destination as well.
+	if ports := peerPorts(fleet); len(ports) > 0 {
+		peers := networkingv1.NetworkPolicyEgressRule{}
+		for _, port := range ports {
+			peers.Ports = append(peers.Ports, numbered(corev1.ProtocolTCP, port))
+		}
+		out = append(out, peers)
+	}
+	return out
+}
+
+// peerPorts are the ports of the fleet's region peers' endpoints, sorted
+// and each once: the URL's port, else 443 for https and 80 for http.
+func peerPorts(fleet *v1alpha1.LimiterFleet) []int {
+	r := RegionsOf(fleet)
+	if r == nil {
+		return nil
+	}
+	var out []int
+	for _, p := range r.Peers {
+		u, err := url.Parse(p.Endpoint)
+		if err != nil {
+			continue
+		}
+		port, err := strconv.Atoi(u.Port())
+		switch {
+		case u.Port() == "" && u.Scheme == "https":
+			port, err = 443, nil
+		case u.Port() == "" && u.Scheme == "http":
+			port, err = 80, nil
+		}
+		if err != nil || port < 1 || port > 65535 || slices.Contains(out, port) {
+			continue
+		}
+		out = append(out, port)
+	}
+	slices.Sort(out)
 	return out
 }
 

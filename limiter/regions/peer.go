@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/store"
 )
@@ -131,30 +132,14 @@ func (r *Regions) mark(pe *peer, ok bool, reason, message string) {
 	r.metrics.reachable.WithLabelValues(pe.Name).Set(v)
 }
 
-// PeerStatus is what this region knows of a peer.
-type PeerStatus struct {
-	Name      string `json:"name"`
-	Reachable bool   `json:"reachable"`
-	// Reason is Reachable, Unreachable, Unauthorized, UnknownRegion,
-	// Refused, or NoExchangeYet.
-	Reason  string `json:"reason"`
-	Message string `json:"message,omitempty"`
-	// Since is when Reachable last changed; LastExchange the last call
-	// the peer answered.
-	Since        time.Time `json:"since,omitzero"`
-	LastExchange time.Time `json:"lastExchange,omitzero"`
-}
-
-// Status is the region's view of its peers, sorted by name, and what it
-// holds.
-type Status struct {
-	Region string       `json:"region"`
-	Peers  []PeerStatus `json:"peers"`
-	// Keys is how many Global keys homed elsewhere it tracks, HeldUnits
-	// what their grants hold now.
-	Keys      int   `json:"keys"`
-	HeldUnits int64 `json:"heldUnits"`
-}
+// PeerStatus is what this region knows of a peer; Status is the region's
+// view of its peers, sorted by name, and what it holds. They are the
+// admin plane's wire types (limiterwire.RegionsPath), which the operator
+// reads.
+type (
+	PeerStatus = limiterwire.RegionPeer
+	Status     = limiterwire.Regions
+)
 
 // Status reports reachability per peer and the grants held.
 func (r *Regions) Status() Status {
@@ -169,11 +154,22 @@ func (r *Regions) Status() Status {
 		pe.mu.Unlock()
 	}
 	now := r.now()
+	byPeer := make(map[string]int, len(st.Peers))
+	for i := range st.Peers {
+		byPeer[st.Peers[i].Name] = i
+	}
 	r.mu.Lock()
 	st.Keys = len(r.keys)
 	for _, e := range r.keys {
+		i, ok := byPeer[e.home]
+		if ok {
+			st.Peers[i].Keys++
+		}
 		if e.expires > now {
 			st.HeldUnits += e.held
+			if ok {
+				st.Peers[i].HeldUnits += e.held
+			}
 		}
 	}
 	r.mu.Unlock()

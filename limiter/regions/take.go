@@ -21,6 +21,7 @@ type entry struct {
 	denied   int64 // the home denied: no advance, no call before this
 	busy     bool  // a grant call is in flight
 	lastUse  int64
+	home     string // the key's home region
 }
 
 // Take decides req for the Global policy p: in the home's store when this
@@ -48,7 +49,7 @@ func (r *Regions) Take(ctx context.Context, p Policy, req store.Request) (algo.R
 			r.metrics.decisions.WithLabelValues("share").Inc()
 			return r.share.Take(ctx, store.Request{Key: gk, Limit: r.shareLimit(p.Limit), Cost: req.Cost})
 		}
-		e = &entry{}
+		e = &entry{home: h}
 		r.keys[gk] = e
 	}
 	e.lastUse = now

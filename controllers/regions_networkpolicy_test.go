@@ -1,0 +1,120 @@
+package controllers_test
+
+import (
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
+	"github.com/sluice-dev/sluice/controllers/resources"
+)
+
+// regionFleet is a v1alpha1 fleet carrying regions (v1beta1
+// spec.regions) in its conversion annotation, as the operator reads it.
+func regionFleet(t *testing.T, r *v1beta1.FleetRegions) *v1alpha1.LimiterFleet {
+	t.Helper()
+	beta := &v1beta1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: "sluice-system"}}
+	beta.Spec.Regions = r
+	fleet := &v1alpha1.LimiterFleet{}
+	if err := fleet.ConvertFrom(beta); err != nil {
+		t.Fatal(err)
+	}
+	return fleet
+}
+
+// peerIngress reports whether the policy admits some source, in or out of
+// the cluster, on the limiters' peer port, and whether that rule admits
+// any source.
+func peerIngress(np *networkingv1.NetworkPolicy) (opened, fromAnywhere bool) {
+	for _, r := range np.Spec.Ingress {
+		if !slices.ContainsFunc(r.Ports, func(p networkingv1.NetworkPolicyPort) bool {
+			return p.Port != nil && (p.Port.StrVal == resources.LimiterPeerPortName || p.Port.IntVal == resources.LimiterPeerPort)
+		}) {
+			continue
+		}
+		opened = true
+		fromAnywhere = fromAnywhere || len(r.From) == 0
+	}
+	return opened, fromAnywhere
+}
+
+// TestBuildLimiterNetworkPolicyRegions: a fleet with spec.regions opens
+// its peer port (8083, named as the container names it) to ingress from
+// anywhere, as the other regions call from other clusters, and its egress
+// to the ports of its peers' endpoints (each once; 443 for an https
+// endpoint without a port), and nowhere else it could not reach before.
+func TestBuildLimiterNetworkPolicyRegions(t *testing.T) {
+	opts := npOptions
+	opts.APIServerEndpoints = []string{"10.0.0.1:6443"}
+	fleet := regionFleet(t, &v1beta1.FleetRegions{
+		Name: "eu-west",
+		Auth: v1beta1.SecretKeyRef{SecretName: "peer-token", Key: "token"},
+		Peers: []v1beta1.RegionPeer{
+			{Name: "us-east", Endpoint: "https://us-east.example.com:8083", Credentials: v1beta1.SecretKeyRef{SecretName: "us", Key: "token"}},
+			{Name: "ap-south", Endpoint: "https://ap-south.example.com", Credentials: v1beta1.SecretKeyRef{SecretName: "ap", Key: "token"}},
+			{Name: "sa-east", Endpoint: "http://sa-east.example.com:8083/", Credentials: v1beta1.SecretKeyRef{SecretName: "sa", Key: "token"}},
+		},
+	})
+	np := resources.BuildLimiterNetworkPolicy(fleet, opts)
+	if opened, anywhere := peerIngress(np); !opened || !anywhere {
+		t.Fatalf("peer port ingress: opened %v, from anywhere %v; want both: %+v", opened, anywhere, np.Spec.Ingress)
+	}
+	d := resources.BuildLimiterDeployment(fleet, resources.LimiterDeploymentOptions{DefaultImage: "sluice/limiter:test", StoreURL: "redis://redis:6379"})
+	if !slices.ContainsFunc(d.Spec.Template.Spec.Containers[0].Ports, func(p corev1.ContainerPort) bool {
+		return p.Name == resources.LimiterPeerPortName && p.ContainerPort == resources.LimiterPeerPort
+	}) {
+		t.Fatalf("the policy opens port %q, which the limiter container does not name", resources.LimiterPeerPortName)
+	}
+	for _, d := range []dest{
+		{what: "us-east's and sa-east's endpoint", ip: "198.51.100.8", proto: corev1.ProtocolTCP, port: 8083},
+		{what: "ap-south's endpoint (https, no port)", ip: "198.51.100.9", proto: corev1.ProtocolTCP, port: 443},
+	} {
+		if !egressAllows(t, np, d) {
+			t.Errorf("the limiters may not reach %s (%s:%d)", d.what, d.ip, d.port)
+		}
+	}
+	for _, d := range []dest{
+		{what: "the internet on 80", ip: "203.0.113.7", proto: corev1.ProtocolTCP, port: 80},
+		{what: "the cloud metadata service", ip: "169.254.169.254", proto: corev1.ProtocolTCP, port: 80},
+		{what: "a tenant's pod", ip: "10.244.1.9", ns: "tenant", labels: map[string]string{"app": "db"}, proto: corev1.ProtocolTCP, port: 5432},
+	} {
+		if egressAllows(t, np, d) {
+			t.Errorf("the limiters may reach %s (%s:%d)", d.what, d.ip, d.port)
+		}
+	}
+	var ports []int32
+	for _, r := range np.Spec.Egress {
+		for _, p := range r.Ports {
+			if p.Port.IntVal == 8083 {
+				ports = append(ports, p.Port.IntVal)
+			}
+		}
+	}
+	if len(ports) != 1 {
+		t.Errorf("port 8083 opened %d times for egress, want once", len(ports))
+	}
+}
+
+// Attack: the peer port takes grant calls from anywhere. A fleet that
+// names no region must not open it: its limiters listen on no peer port,
+// but a pod that did (a tenant's image, a debug build) would be reachable
+// from every cluster that routes to it. Neither does a fleet without
+// regions gain egress on 8083.
+func TestAttackPeerPortWithoutRegions(t *testing.T) {
+	opts := npOptions
+	opts.APIServerEndpoints = []string{"10.0.0.1:6443"}
+	for _, fleet := range append(npFleets(), resFleets()...) {
+		np := resources.BuildLimiterNetworkPolicy(fleet, opts)
+		if opened, _ := peerIngress(np); opened {
+			t.Errorf("fleet %s/%s without regions opens the peer port: %+v", fleet.Namespace, fleet.Name, np.Spec.Ingress)
+		}
+		if egressAllows(t, np, dest{what: "a peer endpoint", ip: "198.51.100.8", proto: corev1.ProtocolTCP, port: 8083}) &&
+			slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) {
+			t.Errorf("fleet %s/%s without regions may send to port 8083 anywhere", fleet.Namespace, fleet.Name)
+		}
+	}
+}
