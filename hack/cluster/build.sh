@@ -41,6 +41,20 @@ export GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0
 
 log() { echo "cluster-build: $*" >&2; }
 stamp_is() { [[ -f "$1" && "$(cat "$1")" == "$2" ]]; }
+
+# go_install NAME DIR GO-INSTALL-ARGS...: go install into DIR, again after
+# 10s when it fails (the module proxy sometimes answers 503; what was
+# fetched or compiled stays cached), three tries in all.
+go_install() {
+  local name=$1 dir=$2 try
+  shift 2
+  for try in 1 2 3; do
+    GOBIN="$dir" go install "$@" && return 0
+    [[ $try -lt 3 ]] || return 1
+    log "go install $name failed; trying again"
+    sleep 10
+  done
+}
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
@@ -99,17 +113,9 @@ build_coredns() {
   log "building coredns v$COREDNS_VERSION (about 6 minutes on 2 cores)"
   # CoreDNS's go.mod has no replace directives: go install builds it as
   # its release does, with the plugins of its committed plugin.cfg.
-  # The module proxy sometimes answers 503: try again (what was fetched or
-  # compiled stays cached).
-  local try
-  for try in 1 2 3; do
-    GOBIN="$work/coredns" go install -trimpath \
-      -ldflags="-s -w -X github.com/coredns/coredns/coremain.GitCommit=v$COREDNS_VERSION" \
-      "github.com/coredns/coredns@v$COREDNS_VERSION" && break
-    [[ $try -lt 3 ]] || return 1
-    log "go install coredns failed; trying again"
-    sleep 10
-  done
+  go_install coredns "$work/coredns" -trimpath \
+    -ldflags="-s -w -X github.com/coredns/coredns/coremain.GitCommit=v$COREDNS_VERSION" \
+    "github.com/coredns/coredns@v$COREDNS_VERSION" || return 1
   mv -f "$work/coredns/coredns" "$out/coredns"
   echo "$want" >"$out/.coredns-version"
 }
@@ -118,14 +124,8 @@ build_local_path() {
   local want="local-path-provisioner=$LOCAL_PATH_VERSION"
   if [[ -x "$out/local-path-provisioner" ]] && stamp_is "$out/.local-path-version" "$want"; then return; fi
   log "building local-path-provisioner v$LOCAL_PATH_VERSION (about 3 minutes on 2 cores)"
-  local try
-  for try in 1 2 3; do
-    GOBIN="$work/local-path" go install -trimpath -ldflags="-s -w" \
-      "github.com/rancher/local-path-provisioner@v$LOCAL_PATH_VERSION" && break
-    [[ $try -lt 3 ]] || return 1
-    log "go install local-path-provisioner failed; trying again"
-    sleep 10
-  done
+  go_install local-path-provisioner "$work/local-path" -trimpath -ldflags="-s -w" \
+    "github.com/rancher/local-path-provisioner@v$LOCAL_PATH_VERSION" || return 1
   mv -f "$work/local-path/local-path-provisioner" "$out/local-path-provisioner"
   echo "$want" >"$out/.local-path-version"
 }
@@ -134,14 +134,8 @@ build_kube_router() {
   local want="kube-router=$KUBE_ROUTER_VERSION"
   if [[ -x "$out/kube-router" ]] && stamp_is "$out/.kube-router-version" "$want"; then return; fi
   log "building kube-router v$KUBE_ROUTER_VERSION (about 8 minutes on 2 cores)"
-  local try
-  for try in 1 2 3; do
-    GOBIN="$work/kube-router" go install -trimpath -ldflags="-s -w" \
-      "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@v$KUBE_ROUTER_VERSION" && break
-    [[ $try -lt 3 ]] || return 1
-    log "go install kube-router failed; trying again"
-    sleep 10
-  done
+  go_install kube-router "$work/kube-router" -trimpath -ldflags="-s -w" \
+    "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@v$KUBE_ROUTER_VERSION" || return 1
   mv -f "$work/kube-router/kube-router" "$out/kube-router"
   echo "$want" >"$out/.kube-router-version"
 }
