@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -59,7 +61,16 @@ func main() {
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 	utilruntime.Must(v1beta1.AddToScheme(scheme))
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	cfg := ctrl.GetConfigOrDie()
+	var leaderLock resourcelock.Interface
+	if leaderElect {
+		var err error
+		if leaderLock, err = newLeaderLock(cfg, leaderNS); err != nil {
+			log.Error(err, "Unable to make the leader election lock")
+			os.Exit(1)
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		// The metrics are not open to every pod: HTTPS (a self-signed
 		// certificate), and a token the API server reviews (TokenReview,
@@ -67,12 +78,16 @@ func main() {
 		Metrics: metricsserver.Options{BindAddress: metricsAddr, SecureServing: true,
 			FilterProvider: metricsAuth},
 		HealthProbeBindAddress:  probeAddr,
-		LeaderElection:          leaderElect,
-		LeaderElectionID:        "operator.ratelimit.sluice.dev",
-		LeaderElectionNamespace: leaderNS,
+		LeaderElection:                      leaderElect,
+		LeaderElectionID:                    leaderElectionID,
+		LeaderElectionNamespace:             leaderNS,
+		LeaderElectionResourceLockInterface: leaderLock,
 		// Hand the Lease over on SIGTERM rather than let the next leader
 		// wait out its 15s: main exits as soon as the manager returns.
 		LeaderElectionReleaseOnCancel: true,
+		// The release comes after every runnable stopped: bound that
+		// well inside the pod's terminationGracePeriodSeconds (30).
+		GracefulShutdownTimeout: ptr.To(10 * time.Second),
 		Cache:                         cache.Options{DefaultNamespaces: watchNamespaces(watchNS), ByObject: controllers.CacheByObject()},
 	})
 	if err != nil {

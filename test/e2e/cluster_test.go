@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -362,3 +363,55 @@ func (c *cluster) policy(t *testing.T, ns, name string) *v1alpha1.RateLimitPolic
 
 // since formats the time from start to now, to the tenth of a second.
 func since(start time.Time) string { return time.Since(start).Round(100 * time.Millisecond).String() }
+
+// followedLog is a pod's log as kubectl logs -f would print it, gathered
+// in the background until the pod's container ends.
+type followedLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	err error
+}
+
+// followLog follows pod's log from now on; its tail stays readable after
+// the pod is gone.
+func (c *cluster) followLog(t *testing.T, namespace, pod string) *followedLog {
+	t.Helper()
+	l := &followedLog{}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		r, err := c.cs.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Follow: true, SinceSeconds: ptr.To[int64](5)}).Stream(ctx)
+		if err == nil {
+			defer r.Close()
+			var chunk [4096]byte
+			for {
+				n, rerr := r.Read(chunk[:])
+				l.mu.Lock()
+				l.buf.Write(chunk[:n])
+				l.mu.Unlock()
+				if rerr != nil {
+					err = rerr
+					break
+				}
+			}
+		}
+		l.mu.Lock()
+		l.err = err
+		l.mu.Unlock()
+	}()
+	return l
+}
+
+// tail is the log's last n lines, and how following it ended.
+func (l *followedLog) tail(n int) string {
+	if l == nil {
+		return "(not followed)"
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lines := strings.Split(strings.TrimRight(l.buf.String(), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n") + fmt.Sprintf("\n(following ended: %v)", l.err)
+}

@@ -166,6 +166,7 @@ func (j *journey) faultScenarios(redisPods func() []corev1.Pod) []faultScenario 
 	var oldLease, lease coordinationv1.Lease
 	var released bool
 	var lastRenew *metav1.MicroTime
+	var oldLog *followedLog // the deleted leader's log, to its end
 	return []faultScenario{{
 		name: "RedisPodDeleted", title: "Redis pod deleted", redis: true,
 		inject: func(t *testing.T, start time.Time) func(*testing.T) string {
@@ -212,6 +213,8 @@ func (j *journey) faultScenarios(redisPods func() []corev1.Pod) []faultScenario 
 			}
 			oldHolder := ptr.Deref(oldLease.Spec.HolderIdentity, "")
 			lastRenew = oldLease.Spec.RenewTime
+			// The holder is the pod's hostname_uuid.
+			oldLog = c.followLog(t, system, strings.SplitN(oldHolder, "_", 2)[0])
 			c.kubectl(t, "delete", "pod", "-n", system, "-l", "app.kubernetes.io/component=operator", "--wait=false")
 			return func(t *testing.T) string {
 				// The Lease as it changes: released (no holder) once the
@@ -242,9 +245,9 @@ func (j *journey) faultScenarios(redisPods func() []corev1.Pod) []faultScenario 
 			if !released && lastRenew != nil && oldLease.Spec.LeaseDurationSeconds != nil && lease.Spec.AcquireTime != nil {
 				expiry := lastRenew.Add(time.Duration(*oldLease.Spec.LeaseDurationSeconds) * time.Second)
 				if !lease.Spec.AcquireTime.Time.Before(expiry) {
-					t.Errorf("the deleted operator did not release its leader lease: never seen without a holder, and the new leader acquired it at %s, when it expired (last renewed %s, %ds) "+
-						"(issue 15: leader lease release on shutdown)", lease.Spec.AcquireTime.Format("15:04:05.000"),
-						lastRenew.Format("15:04:05.000"), *oldLease.Spec.LeaseDurationSeconds)
+					j.errorf(t, "the deleted operator did not release its leader lease: never seen without a holder, and the new leader acquired it at %s, when it expired (last renewed %s, %ds) "+
+						"(issue 15: leader lease release on shutdown); the deleted operator's log ends:\n%s", lease.Spec.AcquireTime.Format("15:04:05.000"),
+						lastRenew.Format("15:04:05.000"), *oldLease.Spec.LeaseDurationSeconds, oldLog.tail(30))
 				}
 			}
 		},
@@ -321,11 +324,11 @@ func (j *journey) runFault(t *testing.T, sc faultScenario, svc, keep string, loa
 	}
 	if sc.steady {
 		if flaps := w.changes(); len(flaps) > 0 {
-			t.Errorf("conditions changed (%s):\n  %s", sc.title, strings.Join(flaps, "\n  "))
+			j.errorf(t, "conditions changed (%s):\n  %s", sc.title, strings.Join(flaps, "\n  "))
 		}
 	}
 	if sc.clean && !rep.clean() {
-		t.Errorf("decisions failed (%s): %s", sc.title, rep)
+		j.errorf(t, "decisions failed (%s): %s", sc.title, rep)
 	}
 	if sc.check != nil {
 		sc.check(t)

@@ -56,6 +56,15 @@ func (j *journey) mark(format string, args ...any) {
 	j.timings = append(j.timings, fmt.Sprintf(format, args...))
 }
 
+// errorf fails t and repeats why in the journey's summary, the part of a
+// long run's output a reader (or CI's excerpt) is sure to see.
+func (j *journey) errorf(t *testing.T, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	t.Error(msg)
+	j.mark("FAILED %s: %s", t.Name(), msg)
+}
+
 // TestJourney is the user's journey on a real cluster, one subtest per
 // step. Steps 1 and 2 make what the others need; the later steps run even
 // when one before them failed.
