@@ -77,7 +77,7 @@ func main() {
 		// SubjectAccessReview of get /metrics), as kube-rbac-proxy does.
 		Metrics: metricsserver.Options{BindAddress: metricsAddr, SecureServing: true,
 			FilterProvider: metricsAuth},
-		HealthProbeBindAddress:  probeAddr,
+		HealthProbeBindAddress:              probeAddr,
 		LeaderElection:                      leaderElect,
 		LeaderElectionID:                    leaderElectionID,
 		LeaderElectionNamespace:             leaderNS,
@@ -88,7 +88,7 @@ func main() {
 		// The release comes after every runnable stopped: bound that
 		// well inside the pod's terminationGracePeriodSeconds (30).
 		GracefulShutdownTimeout: ptr.To(10 * time.Second),
-		Cache:                         cache.Options{DefaultNamespaces: watchNamespaces(watchNS), ByObject: controllers.CacheByObject()},
+		Cache:                   cache.Options{DefaultNamespaces: watchNamespaces(watchNS), ByObject: controllers.CacheByObject()},
 	})
 	if err != nil {
 		log.Error(err, "Unable to create the manager")
