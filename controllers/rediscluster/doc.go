@@ -10,6 +10,10 @@
 //
 //   - bootstrap: CLUSTER MEET, ADDSLOTSRANGE with the slots split evenly
 //     across the shards' ordinal-0 pods, CLUSTER REPLICATE for the others;
+//   - hand over: a master whose pod is terminating (Member.Terminating,
+//     while its preStop sleep keeps it serving) has its synced replica
+//     take its slots with a coordinated CLUSTER FAILOVER, so no count
+//     fails or is lost when a pod is deleted, drained or rolled;
 //   - heal: re-MEET a node whose address changed (matched by node ID),
 //     re-attach orphaned replicas or replicas of the wrong shard, CLUSTER
 //     FAILOVER FORCE when a dead master's replica was not promoted within

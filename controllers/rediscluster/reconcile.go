@@ -110,6 +110,7 @@ func (p *pass) run(ctx context.Context) error {
 	}{
 		{OperationHealing, p.meet},
 		{OperationBootstrap, p.bootstrap},
+		{OperationHandOver, p.handOver},
 		{OperationHealing, p.attachReplicas},
 		{OperationHealing, p.failover},
 		{OperationHealing, p.forgetGone},

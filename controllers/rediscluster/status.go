@@ -76,6 +76,8 @@ func (p *pass) waitingFor() string {
 	switch {
 	case !p.complete():
 		return "every member to answer"
+	case p.terminating() != nil:
+		return fmt.Sprintf("pod %s, terminating, to be replaced", p.terminating().m.Pod)
 	case p.res.Migration != nil:
 		return "the slot migration to finish"
 	case len(p.gone()) > 0:
@@ -142,4 +144,14 @@ func orNone(s string) string {
 		return "nothing"
 	}
 	return s
+}
+
+// terminating is the first member whose pod is being deleted, or nil.
+func (p *pass) terminating() *view {
+	for _, v := range p.views {
+		if v.m.Terminating {
+			return v
+		}
+	}
+	return nil
 }

@@ -21,6 +21,11 @@ type Member struct {
 	Ordinal int
 	// Addr is podIP:port, or "" while the pod has no IP.
 	Addr string
+	// Terminating is set once the pod is being deleted (a rollout, a
+	// drain, kubectl delete): a master serving slots hands them to a
+	// synced replica (CLUSTER FAILOVER) before it stops, so that clients
+	// move on at once instead of waiting for the pod to come back.
+	Terminating bool
 }
 
 // Spec is the cluster a fleet asks for, and what the caller persisted of the
@@ -82,6 +87,7 @@ const (
 	OperationWaiting   = "WaitingForNodes"
 	OperationBootstrap = "Bootstrapping"
 	OperationHealing   = "Healing"
+	OperationHandOver  = "HandingOver"
 	OperationMigrating = "MigratingSlots"
 )
 

@@ -289,22 +289,22 @@ func (r *Provisioner) redisSpec(ctx context.Context, fleet *v1alpha1.LimiterFlee
 }
 
 // redisMembers maps pods to members: the shard from its label, the ordinal
-// from its name, the address from status.podIP. Pods of other shards,
-// pods that are terminating and pods whose name is not their StatefulSet's
-// are left out.
+// from its name, the address from status.podIP, and whether it is being
+// deleted (a terminating master hands its slots over). Pods of other
+// shards and pods whose name is not their StatefulSet's are left out.
 func redisMembers(fleet *v1alpha1.LimiterFleet, pods []corev1.Pod, shards int) []rediscluster.Member {
 	var out []rediscluster.Member
 	for i := range pods {
 		pod := &pods[i]
 		shard, err := strconv.Atoi(pod.Labels[resources.LabelRedisShard])
-		if err != nil || shard < 0 || shard >= shards || !pod.DeletionTimestamp.IsZero() {
+		if err != nil || shard < 0 || shard >= shards {
 			continue
 		}
 		ordinal, err := strconv.Atoi(strings.TrimPrefix(pod.Name, resources.RedisShardName(fleet, shard)+"-"))
 		if err != nil || ordinal < 0 || pod.Name != fmt.Sprintf("%s-%d", resources.RedisShardName(fleet, shard), ordinal) {
 			continue
 		}
-		m := rediscluster.Member{Pod: pod.Name, Shard: shard, Ordinal: ordinal}
+		m := rediscluster.Member{Pod: pod.Name, Shard: shard, Ordinal: ordinal, Terminating: !pod.DeletionTimestamp.IsZero()}
 		if pod.Status.PodIP != "" {
 			m.Addr = net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(resources.RedisPort)))
 		}

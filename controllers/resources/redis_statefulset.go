@@ -175,6 +175,11 @@ func redisPodSpec(fleet *v1alpha1.LimiterFleet, shard int, defaultImage string) 
 	}, claims
 }
 
+// RedisHandOverSeconds is how long a deleted Redis pod keeps serving
+// before SIGTERM (its preStop sleep): the operator's hand-over of a
+// master's slots to its replica takes well under a second.
+const RedisHandOverSeconds = 5
+
 // redisContainer is the redis-server container, without the TLS mount.
 func redisContainer(fleet *v1alpha1.LimiterFleet, defaultImage string) corev1.Container {
 	spec := &fleet.Spec
@@ -212,6 +217,11 @@ func redisContainer(fleet *v1alpha1.LimiterFleet, defaultImage string) corev1.Co
 		Resources:      resources,
 		ReadinessProbe: tcpProbe(5, 3),
 		LivenessProbe:  tcpProbe(10, 6),
+		// A deleted master keeps serving while the operator, which sees
+		// the pod terminating, has a synced replica take its slots over
+		// (CLUSTER FAILOVER): clients follow the MOVED at once instead of
+		// failing until the pod is back.
+		Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: RedisHandOverSeconds}}},
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: redisDataVolume, MountPath: redisDataDir},
 			{Name: redisConfigVolume, MountPath: redisConfigDir, ReadOnly: true},
