@@ -153,6 +153,10 @@ type faultScenario struct {
 	clean bool
 	// steady: no condition of the fleet or of a policy may change.
 	steady bool
+	// maxFailedShare, when set, bounds the decisions failed (or RPC
+	// errors) as a share of those answered from the fault on (issue 29:
+	// losing one Redis pod fails under 1%).
+	maxFailedShare float64
 	// check, when set, runs last: the scenario's own assertions.
 	check func(t *testing.T)
 }
@@ -168,7 +172,9 @@ func (j *journey) faultScenarios(redisPods func() []corev1.Pod) []faultScenario 
 	var lastRenew *metav1.MicroTime
 	var oldLog *followedLog // the deleted leader's log, to its end
 	return []faultScenario{{
-		name: "RedisPodDeleted", title: "Redis pod deleted", redis: true,
+		// The deleted master's replica takes its slots over while the
+		// pod's preStop sleep keeps it serving (rediscluster's hand-over).
+		name: "RedisPodDeleted", title: "Redis pod deleted", redis: true, maxFailedShare: 0.01,
 		inject: func(t *testing.T, start time.Time) func(*testing.T) string {
 			name := resources.RedisShardName(f, 1) + "-0"
 			old, err := c.cs.CoreV1().Pods(f.Namespace).Get(ctx, name, metav1.GetOptions{})
@@ -326,6 +332,10 @@ func (j *journey) runFault(t *testing.T, sc faultScenario, svc, keep string, loa
 		if flaps := w.changes(); len(flaps) > 0 {
 			j.errorf(t, "conditions changed (%s):\n  %s", sc.title, strings.Join(flaps, "\n  "))
 		}
+	}
+	if sc.maxFailedShare > 0 && float64(rep.Failed+rep.RPCErrors) > sc.maxFailedShare*float64(rep.Answered) {
+		j.errorf(t, "%s: %d decisions failed and %d RPC errors of %d answered, over %.1f%% (%s)",
+			sc.title, rep.Failed, rep.RPCErrors, rep.Answered, 100*sc.maxFailedShare, rep)
 	}
 	if sc.clean && !rep.clean() {
 		j.errorf(t, "decisions failed (%s): %s", sc.title, rep)
