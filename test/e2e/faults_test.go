@@ -126,6 +126,9 @@ func (j *journey) faults(t *testing.T) {
 	}
 
 	for _, sc := range j.faultScenarios(redisPods) {
+		if sc.twoNodes && nodes(t) < 2 {
+			continue
+		}
 		t.Run(sc.name, func(t *testing.T) { j.runFault(t, sc, svc, keep, loadArgs) })
 	}
 }
@@ -159,6 +162,8 @@ type faultScenario struct {
 	maxFailedShare float64
 	// check, when set, runs last: the scenario's own assertions.
 	check func(t *testing.T)
+	// twoNodes: the fault needs a second node (skipped with NODES=1).
+	twoNodes bool
 }
 
 // faultScenarios are the faults of the journey's step 5, in order.
@@ -299,7 +304,84 @@ func (j *journey) faultScenarios(redisPods func() []corev1.Pod) []faultScenario 
 				return fmt.Sprintf("%d containers restarted and ready %s after", len(ids), since(start))
 			}
 		},
+	}, {
+		// A node drained of the fleet's pods (kubectl drain with the
+		// fleet's pods selected: the client pod and the cluster's own pods
+		// stay), then uncordoned. Each Redis master there hands its slots
+		// to its replica on the other node, the limiter pods move one at a
+		// time (their PodDisruptionBudget); the Redis pods, bound to the
+		// node by their local volumes, wait Pending for the uncordon.
+		name: "NodeDrained", title: "node drained", redis: true, maxFailedShare: 0.01, twoNodes: true,
+		inject: func(t *testing.T, start time.Time) func(*testing.T) string {
+			node := j.otherNode(t)
+			primaries := j.redisPrimariesOn(t, node, redisPods)
+			c.kubectl(t, "drain", node, "--pod-selector", resources.LabelInstance+"="+f.Name,
+				"--ignore-daemonsets", "--delete-emptydir-data", "--timeout=5m")
+			drained := since(start)
+			return func(t *testing.T) string {
+				c.kubectl(t, "uncordon", node)
+				want := int(f.Spec.EffectiveShards()) * (1 + int(f.Spec.EffectiveReplicasPerShard()))
+				waitFor(t, "every Redis pod back and ready after the uncordon", 5*time.Minute, func() (bool, string) {
+					var waiting []string
+					pods := redisPods()
+					for _, p := range pods {
+						if !isReady(&p) || p.DeletionTimestamp != nil {
+							waiting = append(waiting, p.Name+": "+podState(&p))
+						}
+					}
+					return len(pods) == want && len(waiting) == 0, fmt.Sprintf("%d of %d pods; %s", len(pods), want, strings.Join(waiting, "; "))
+				})
+				c.kubectl(t, "rollout", "status", "-n", f.Namespace, "deployment/"+resources.LimiterName(f), "--timeout=5m")
+				return fmt.Sprintf("node %s (Redis masters %v) drained of the fleet's pods %s after, uncordoned, and every pod back and ready %s after",
+					node, primaries, drained, since(start))
+			}
+		},
 	}}
+}
+
+// otherNode is a node the client pod, which makes the load, does not run
+// on.
+func (j *journey) otherNode(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	client, err := j.c.cs.CoreV1().Pods(appNS).Get(ctx, clientPod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := j.c.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Items {
+		if n.Name != client.Spec.NodeName {
+			return n.Name
+		}
+	}
+	t.Fatalf("no node besides the client pod's %s", client.Spec.NodeName)
+	return ""
+}
+
+// redisPrimariesOn lists the fleet's Redis masters (status.redis) whose
+// pods run on node.
+func (j *journey) redisPrimariesOn(t *testing.T, node string, redisPods func() []corev1.Pod) []string {
+	t.Helper()
+	onNode := map[string]bool{}
+	for _, p := range redisPods() {
+		onNode[p.Name] = p.Spec.NodeName == node
+	}
+	f := &v1alpha1.LimiterFleet{}
+	if err := j.c.c.Get(context.Background(), client.ObjectKeyFromObject(j.fleet), f); err != nil {
+		t.Fatal(err)
+	}
+	out := []string{}
+	if f.Status.Redis != nil {
+		for _, p := range f.Status.Redis.Primaries {
+			if onNode[p.Pod] {
+				out = append(out, p.Pod)
+			}
+		}
+	}
+	return out
 }
 
 // runFault runs one fault scenario under load (see faultScenario).
