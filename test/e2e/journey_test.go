@@ -80,8 +80,9 @@ func TestJourney(t *testing.T) {
 		{"3-Samples", j.samples, false},
 		{"4-Nginx", j.nginx, false},
 		{"5-NetworkPolicies", j.networkPolicies, false},
-		{"6-Faults", j.faults, false},
-		{"7-UpgradeUninstall", j.upgradeUninstall, false},
+		{"6-Explain", j.explainStep, false},
+		{"7-Faults", j.faults, false},
+		{"8-UpgradeUninstall", j.upgradeUninstall, false},
 	}
 	var summary []string
 	for _, s := range steps {
