@@ -33,6 +33,14 @@ func (r *LimiterFleetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	allFleets := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 		return r.allFleets(ctx)
 	})
+	// The fast path of a Redis pod's deletion: the fleet's full pass may
+	// be busy for longer than the pod's preStop sleep.
+	if err := ctrl.NewControllerManagedBy(mgr).
+		Named("redis-handover").
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(fleetOfRedisPod), builder.WithPredicates(redisPodTerminating)).
+		Complete(reconcile.Func(r.handOver)); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.LimiterFleet{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, redisfleet.DataLossAckChanged))).
 		Owns(&corev1.ConfigMap{}).
@@ -133,6 +141,22 @@ func restarts(p *corev1.Pod) int32 {
 		n += c.RestartCount
 	}
 	return n
+}
+
+// redisPodTerminating passes the events of a Redis pod being deleted.
+var redisPodTerminating = predicate.NewPredicateFuncs(func(obj client.Object) bool {
+	return isRedisPod(obj) && !obj.GetDeletionTimestamp().IsZero()
+})
+
+// handOver has a terminating Redis master's replica take its slots over
+// (redisfleet.Provisioner.HandOver), apart from the fleet's full pass.
+func (r *LimiterFleetReconciler) handOver(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	fleet := &v1alpha1.LimiterFleet{}
+	if err := r.Get(ctx, req.NamespacedName, fleet); err != nil || !fleet.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	after, err := r.redis.HandOver(ctx, fleet)
+	return reconcile.Result{RequeueAfter: after}, err
 }
 
 func isRedisPod(obj client.Object) bool {

@@ -5,6 +5,18 @@ import (
 	"time"
 )
 
+// HandOver is the fast path of Reconcile for a pod that starts
+// terminating: it observes the members and sends at most the hand-over's
+// CLUSTER FAILOVER, nothing else, so that a controller can call it at once
+// on the pod's deletion, apart from the fleet's full pass (which may be
+// busy for longer than the pod's preStop sleep). Result.RequeueAfter is set
+// while a hand-over may still show; Result.Converged is never set. Use the
+// same Tracker as the full passes, so that neither restarts the other's
+// hand-over.
+func HandOver(ctx context.Context, spec Spec, opts ...Option) (Result, error) {
+	return Reconcile(ctx, spec, append(opts, func(o *options) { o.handOverOnly = true })...)
+}
+
 // manualFailoverTimeout is how long Redis gives a manual failover
 // (CLUSTER_MF_TIMEOUT): a hand-over is not asked for again sooner.
 const manualFailoverTimeout = 5 * time.Second

@@ -139,3 +139,27 @@ func keyOfShard(t *testing.T, c *goredis.ClusterClient, shard, shards int) strin
 	t.Fatal(errors.New("no key of the shard among 1000"))
 	return ""
 }
+
+// TestHandOverFastPath: HandOver sends the hand-over and nothing else,
+// even while the full pass has other work (here a shard's replica
+// missing, which the full pass would only wait for), and nothing at all
+// when no pod terminates.
+func TestHandOverFastPath(t *testing.T) {
+	f := newACLFleet(t, 220, 3, 1)
+	f.reconcileUntil(30*time.Second, converged)
+	ctx := context.Background()
+	opts := rediscluster.WithTracker(f.tracker)
+	if res, err := rediscluster.HandOver(ctx, f.spec, opts); err != nil || len(res.Actions) != 0 || res.Converged {
+		t.Fatalf("nothing terminating: actions %v, converged %v, err %v; want no action", res.Actions, res.Converged, err)
+	}
+	f.servers["redis-2-1"].Stop()
+	f.terminate("redis-1-0")
+	res, err := rediscluster.HandOver(ctx, f.spec, opts)
+	if len(res.Actions) != 1 || res.Actions[0] != "redis-1-1: CLUSTER FAILOVER" || res.Status.Operation != rediscluster.OperationHandOver || res.RequeueAfter == 0 {
+		t.Fatalf("actions %v, operation %q, requeue %v (err %v); want only redis-1-1: CLUSTER FAILOVER, HandingOver, a requeue", res.Actions, res.Status.Operation, res.RequeueAfter, err)
+	}
+	// Asked again at once, it does not restart the failover in progress.
+	if res, _ := rediscluster.HandOver(ctx, f.spec, opts); len(res.Actions) != 0 {
+		t.Fatalf("a second HandOver at once sent %v", res.Actions)
+	}
+}

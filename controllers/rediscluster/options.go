@@ -15,6 +15,8 @@ type options struct {
 	tracker    *Tracker
 	migrateFor time.Duration
 	now        func() time.Time
+	// handOverOnly limits the pass to the hand-over phase (HandOver).
+	handOverOnly bool
 }
 
 func defaults() options {

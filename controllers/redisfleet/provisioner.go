@@ -44,14 +44,16 @@ type Provisioner struct {
 	// tracker's Confirm). Required.
 	Confirm func(fleet types.NamespacedName, after time.Time)
 
-	trackers trackers
-	health   healthSeen
+	trackers  trackers
+	health    healthSeen
+	handOvers handOvers
 }
 
 // Forget drops what the provisioner kept of a deleted fleet.
 func (r *Provisioner) Forget(fleet types.NamespacedName) {
 	r.trackers.forget(fleet)
 	r.health.forget(fleet)
+	r.handOvers.take(fleet)
 }
 
 // trackers holds each Cluster fleet's rediscluster.Tracker (the masters it

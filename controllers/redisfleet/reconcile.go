@@ -162,6 +162,9 @@ func (r *Provisioner) Reconcile(ctx context.Context, fleet *v1alpha1.LimiterFlee
 	rs.Result, rs.Err = rediscluster.Reconcile(ctx, spec, r.redisOptions(fleet)...)
 	recordRedisMemory(fleet, rs.Result.Status)
 	r.recordRedisActions(ctx, fleet, rs.Result.Actions)
+	// The fast path's hand-overs since the last pass join its actions in
+	// status (their Event is recorded already).
+	rs.Result.Actions = append(r.handOvers.take(client.ObjectKeyFromObject(fleet)), rs.Result.Actions...)
 	if rs.Result.DataLoss != "" {
 		r.reportDataLoss(ctx, fleet, rs.Result.DataLoss)
 	}

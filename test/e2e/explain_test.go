@@ -255,7 +255,7 @@ subjects: [{kind: ServiceAccount, name: platform, namespace: %[2]s}]
 // port until the test ends, and answers https://127.0.0.1:<port>.
 func (c *cluster) portForward(t *testing.T, ns, target string, port int) string {
 	t.Helper()
-	cmd := exec.Command(c.kubectlBin, "port-forward", "-n", ns, target, fmt.Sprintf("127.0.0.1::%d", port))
+	cmd := exec.Command(c.kubectlBin, "port-forward", "-n", ns, "--address", "127.0.0.1", target, fmt.Sprintf(":%d", port))
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.kubeconfig)
 	out, err := cmd.StdoutPipe()
 	if err != nil {

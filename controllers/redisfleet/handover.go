@@ -1,0 +1,86 @@
+package redisfleet
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/rediscluster"
+	"github.com/sluice-dev/sluice/controllers/resources"
+)
+
+// HandOver is the fast path for a Redis pod that starts terminating: it
+// reads the fleet's pods and credentials (creating nothing) and has a
+// synced replica of each terminating master take its slots over
+// (rediscluster.HandOver), while the pod's preStop sleep keeps the master
+// serving. The fleet's full pass may be busy for longer than that sleep,
+// so the operator calls this on its own, as soon as the pod's deletion is
+// seen. It answers when to look again (0: nothing is terminating, or no
+// hand-over is pending). What it sent reaches status.redis.lastActions
+// with the next full pass.
+func (r *Provisioner) HandOver(ctx context.Context, fleet *v1alpha1.LimiterFleet) (time.Duration, error) {
+	if fleet.Spec.EffectiveRedisMode() != v1alpha1.RedisCluster {
+		return 0, nil
+	}
+	shards, err := r.redisShards(ctx, fleet)
+	if err != nil {
+		return 0, err
+	}
+	spec, err := r.redisSpec(ctx, fleet, shards)
+	if err != nil || !slices.ContainsFunc(spec.Members, func(m rediscluster.Member) bool { return m.Terminating }) {
+		return 0, err
+	}
+	// The Secrets the full pass made, only if the fleet controls them; the
+	// full pass reports anything else.
+	auth, err := r.OwnedSecret(ctx, fleet, resources.RedisAuthSecretName(fleet))
+	if err != nil || auth == nil {
+		return 0, err
+	}
+	spec.Username, spec.Password = resources.RedisOperatorUser, string(auth.Data[resources.RedisOperatorPasswordKey])
+	if resources.RedisTLSEnabled(fleet) {
+		secret, err := r.OwnedSecret(ctx, fleet, resources.RedisTLSSecretName(fleet))
+		if err != nil || secret == nil {
+			return 0, err
+		}
+		if spec.TLS, err = RedisClientTLS(fleet, secret); err != nil {
+			return 0, err
+		}
+	}
+	res, err := rediscluster.HandOver(ctx, spec, r.redisOptions(fleet)...)
+	r.recordRedisActions(ctx, fleet, res.Actions)
+	r.handOvers.add(client.ObjectKeyFromObject(fleet), res.Actions)
+	return res.RequeueAfter, err
+}
+
+// handOvers keeps, per fleet, the commands HandOver sent since the last
+// full pass, for that pass's status.redis.lastActions.
+type handOvers struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName][]string
+}
+
+func (h *handOvers) add(fleet types.NamespacedName, actions []string) {
+	if len(actions) == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil {
+		h.m = map[types.NamespacedName][]string{}
+	}
+	h.m[fleet] = append(h.m[fleet], actions...)
+}
+
+// take answers and forgets the fleet's commands.
+func (h *handOvers) take(fleet types.NamespacedName) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	a := h.m[fleet]
+	delete(h.m, fleet)
+	return a
+}
