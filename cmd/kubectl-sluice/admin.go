@@ -15,7 +15,7 @@ type adminFlags struct {
 
 func (a *adminFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&a.limiter, "limiter", "", "`URL` of a limiter's admin plane, such as https://127.0.0.1:8082 after kubectl port-forward to the fleet's limiter Service's admin port (required)")
-	fs.StringVar(&a.caFile, "limiter-ca", "", "PEM `file` of the CA that issued the admin plane's certificate (the fleet's <fleet>-admin-ca Secret's ca.crt); default: the system's")
+	fs.StringVar(&a.caFile, "limiter-ca", "", "PEM `file` of the CA that issued the admin plane's certificate (ca.crt of the fleet's <fleet>-limiter-admin-tls Secret); default: the system's")
 	fs.StringVar(&a.serverName, "tls-server-name", "", "the `name` the admin plane's certificate must carry, such as <fleet>-limiter.<namespace>.svc (default: the URL's host)")
 	fs.StringVar(&a.tokenFile, "token-file", "", "`file` of the bearer token to call the admin plane with, issued for its audience sluice-limiter-admin (kubectl create token SA --audience sluice-limiter-admin); default: the kubeconfig's token")
 }

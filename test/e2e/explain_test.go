@@ -32,7 +32,7 @@ const (
 
 // explainStep is the journey's kubectl sluice explain, as
 // docs/guides/kubectl-sluice.md runs it: the admin plane port-forwarded,
-// its CA from the fleet's Secret, a token of the caller's own
+// its CA from the fleet's admin TLS Secret (ca.crt), a token of the caller's own
 // ServiceAccount. Five policies of one domain in two tenants' namespaces
 // match one request, sent twice from the client pod: tenant A sees its
 // own allowed, denied and penalized policies, B's hidden one only as "a
@@ -74,7 +74,7 @@ func (j *journey) explainStep(t *testing.T) {
 	dir := t.TempDir()
 	caFile := filepath.Join(dir, "ca.crt")
 	ca := &corev1.Secret{}
-	if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: resources.AdminCASecretName(f)}, ca); err != nil {
+	if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: resources.AdminTLSSecretName(f)}, ca); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(caFile, ca.Data["ca.crt"], 0o600); err != nil {
