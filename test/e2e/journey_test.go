@@ -48,6 +48,7 @@ const (
 type journey struct {
 	c       *cluster
 	fleet   *v1alpha1.LimiterFleet // the Redis Cluster fleet of step 2
+	gateway client.ObjectKey       // nginx's fleet, of step 4
 	notes   string                 // what helm install printed
 	timings []string
 }
@@ -81,8 +82,9 @@ func TestJourney(t *testing.T) {
 		{"4-Nginx", j.nginx, false},
 		{"5-NetworkPolicies", j.networkPolicies, false},
 		{"6-Explain", j.explainStep, false},
-		{"7-Faults", j.faults, false},
-		{"8-UpgradeUninstall", j.upgradeUninstall, false},
+		{"7-Traces", j.traces, false},
+		{"8-Faults", j.faults, false},
+		{"9-UpgradeUninstall", j.upgradeUninstall, false},
 	}
 	var summary []string
 	for _, s := range steps {
@@ -549,6 +551,7 @@ func (j *journey) nginx(t *testing.T) {
 				t.Fatal(err)
 			}
 			fleetKey = client.ObjectKey{Namespace: u.GetNamespace(), Name: u.GetName()}
+			j.gateway = fleetKey
 		}
 		b, err := yaml.Marshal(u.Object)
 		if err != nil {

@@ -1,0 +1,167 @@
+package e2e
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/resources"
+)
+
+// traces is the journey's span tree: nginx's fleet traces every decision
+// to an OTLP/gRPC receiver (the collector's TraceService, served by this
+// test on the node's address) through spec.tracing; one request through
+// nginx, under the client's traceparent, reaches the receiver as a
+// forward-auth span that is the client span's child in the client's trace,
+// with the store call as its child, and no span carries the request's
+// descriptor value.
+func (j *journey) traces(t *testing.T) {
+	c := j.c
+	if j.gateway.Name == "" {
+		t.Skip("no gateway fleet: step 4 did not make it")
+	}
+	recv := startOTLPReceiver(t, c.nodeIP(t))
+	endpoint := "http://" + recv.addr
+	setTracing := func(tr *v1alpha1.FleetTracing) {
+		t.Helper()
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			f := c.fleet(t, j.gateway.Namespace, j.gateway.Name)
+			f.Spec.Tracing = tr
+			return c.c.Update(context.Background(), f)
+		})
+		if err != nil {
+			t.Fatalf("spec.tracing of fleet %s: %v", j.gateway, err)
+		}
+	}
+	setTracing(&v1alpha1.FleetTracing{Endpoint: endpoint, SamplesPerMillion: ptr.To[int32](1_000_000)})
+	t.Cleanup(func() { setTracing(nil) })
+	dep := "deployment/" + resources.LimiterName(c.fleet(t, j.gateway.Namespace, j.gateway.Name))
+	waitFor(t, "the gateway limiters rendered with the tracing endpoint", 2*time.Minute, func() (bool, string) {
+		out := c.kubectl(t, "get", "-n", j.gateway.Namespace, dep, "-o", "jsonpath={.spec.template.spec.containers[0]}")
+		return strings.Contains(out, recv.addr), "not yet"
+	})
+	c.kubectl(t, "rollout", "status", "-n", j.gateway.Namespace, dep, "--timeout=3m")
+
+	traceID, parent := "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	const key = "trace-carol-7731"
+	var answers []struct{ Status int }
+	c.execJSON(t, &answers, appNS, clientPod, "/e2eclient", "http", "-url", "http://nginx."+appNS+".svc.cluster.local:8088/charges",
+		"-header", "X-Api-Key: "+key, "-header", "traceparent: 00-"+traceID+"-"+parent+"-01")
+	if len(answers) != 1 || answers[0].Status != 200 {
+		t.Fatalf("the traced request through nginx: %+v, want 200", answers)
+	}
+	var root *tracepb.Span
+	var spans []*tracepb.Span
+	waitFor(t, "the request's forward-auth span and its store call in the receiver", 2*time.Minute, func() (bool, string) {
+		spans = recv.trace(traceID)
+		root = nil
+		for _, sp := range spans {
+			if sp.GetName() == "sluice.forward_auth" && hex.EncodeToString(sp.GetParentSpanId()) == parent {
+				root = sp
+			}
+		}
+		if root == nil {
+			return false, fmt.Sprintf("%d spans of the trace: %s", len(spans), spanNames(spans))
+		}
+		return slices.ContainsFunc(spans, func(sp *tracepb.Span) bool {
+			return sp.GetName() == "sluice.store" && string(sp.GetParentSpanId()) == string(root.GetSpanId())
+		}), "spans: " + spanNames(spans)
+	})
+	for _, sp := range recv.all() {
+		if strings.Contains(sp.String(), key) {
+			j.errorf(t, "span %s carries the request's descriptor value %q: %s", sp.GetName(), key, sp.String())
+		}
+	}
+	j.mark("a request through nginx under the client's traceparent reached a real OTLP receiver as %s", spanNames(spans))
+}
+
+// spanNames lists spans as name(parent-of-whom) for messages.
+func spanNames(spans []*tracepb.Span) string {
+	var out []string
+	for _, sp := range spans {
+		out = append(out, fmt.Sprintf("%s[%s<-%s]", sp.GetName(), hex.EncodeToString(sp.GetSpanId()), hex.EncodeToString(sp.GetParentSpanId())))
+	}
+	return strings.Join(out, " ")
+}
+
+// otlpReceiver is an OTLP/gRPC trace receiver (the collector's
+// TraceService) keeping every span it is sent.
+type otlpReceiver struct {
+	coltracepb.UnimplementedTraceServiceServer
+	addr  string
+	mu    sync.Mutex
+	spans []*tracepb.Span
+}
+
+// startOTLPReceiver serves on host, a port of its own, until the test ends.
+func startOTLPReceiver(t *testing.T, host string) *otlpReceiver {
+	t.Helper()
+	lis, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &otlpReceiver{addr: lis.Addr().String()}
+	gs := grpc.NewServer()
+	coltracepb.RegisterTraceServiceServer(gs, r)
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	return r
+}
+
+func (r *otlpReceiver) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rs := range req.GetResourceSpans() {
+		for _, ss := range rs.GetScopeSpans() {
+			r.spans = append(r.spans, ss.GetSpans()...)
+		}
+	}
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+func (r *otlpReceiver) all() []*tracepb.Span {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.spans)
+}
+
+// trace is the spans of trace id (hex).
+func (r *otlpReceiver) trace(id string) []*tracepb.Span {
+	var out []*tracepb.Span
+	for _, sp := range r.all() {
+		if hex.EncodeToString(sp.GetTraceId()) == id {
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
+// nodeIP is the address the API server listens on, the first node's: pods
+// of every node reach it.
+func (c *cluster) nodeIP(t *testing.T) string {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Hostname()
+}
