@@ -30,6 +30,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluice-dev/sluice/limiter/store"
 )
 
@@ -112,6 +114,8 @@ type breaker struct {
 	name     string
 	probeKey string // a key in the shard's slots
 	errOpen  error  // returned while open: no allocation per decision
+	// roundtrip is the shard's sluice_redis_roundtrip_seconds.
+	roundtrip prometheus.Observer
 
 	state     atomic.Int32
 	fails     atomic.Int32 // consecutive failed round trips while closed
@@ -123,11 +127,12 @@ type breaker struct {
 
 func newBreaker(env *breakerEnv, name, probeKey string) *breaker {
 	b := &breaker{
-		env:      env,
-		name:     name,
-		probeKey: probeKey,
-		errOpen:  fmt.Errorf("redis store: shard %s: circuit breaker open: %w", name, store.ErrUnavailable),
-		retired:  make(chan struct{}),
+		env:       env,
+		name:      name,
+		probeKey:  probeKey,
+		errOpen:   fmt.Errorf("redis store: shard %s: circuit breaker open: %w", name, store.ErrUnavailable),
+		retired:   make(chan struct{}),
+		roundtrip: env.metrics.roundtrip.WithLabelValues(name),
 	}
 	b.since.Store(time.Now().UnixNano())
 	env.metrics.state.WithLabelValues(name).Set(float64(BreakerClosed))
@@ -163,6 +168,8 @@ func (b *breaker) retire() {
 	close(b.retired)
 	b.env.metrics.state.DeleteLabelValues(b.name)
 	b.env.metrics.opened.DeleteLabelValues(b.name)
+	b.env.metrics.roundtrip.DeleteLabelValues(b.name)
+	b.env.metrics.errors.DeletePartialMatch(prometheus.Labels{"shard": b.name})
 }
 
 func (b *breaker) set(st BreakerState) {
@@ -215,7 +222,7 @@ func (b *breaker) probe() {
 			b.env.log.Info("Redis shard answers again: circuit breaker closed", "shard", b.name, "open_for", time.Since(opened).Round(time.Millisecond))
 			return
 		}
-		b.env.metrics.errors.WithLabelValues(class).Inc()
+		b.env.metrics.errors.WithLabelValues(b.name, class).Inc()
 		b.set(BreakerOpen)
 		b.env.reload()
 		t.Reset(b.env.opts.Cooldown)

@@ -103,7 +103,7 @@ func TestBreakerPausedServer(t *testing.T) {
 // closes when the latency goes.
 func TestLatencyOnOneShard(t *testing.T) {
 	c := redistest.StartClusterWith(t, redistest.ClusterOptions{Primaries: 3, Proxied: []int{1}})
-	s, _ := faultStore(t, c.Addrs(), true, 200*time.Millisecond)
+	s, reg := faultStore(t, c.Addrs(), true, 200*time.Millisecond)
 	slow, fast := keysOn(t, s, c, 1, 2), append(keysOn(t, s, c, 0, 2), keysOn(t, s, c, 2, 2)...)
 	waitFor(t, settle, "every shard answers", func() error { return allAnswer(s, append(slices.Clone(slow), fast...), 3) })
 
@@ -150,4 +150,24 @@ func TestLatencyOnOneShard(t *testing.T) {
 		return err
 	})
 	t.Logf("slow shard decided by Redis %v after the latency went", resumed.Round(time.Millisecond))
+
+	// The metrics tell the shards apart: every shard's round trips, and
+	// the slow one's timeouts and slow round trips under its own name.
+	slowName := shardNameOf(t, reg, s, slow[0])
+	rt := shardSeries(t, reg, "sluice_redis_roundtrip_seconds")
+	if len(rt) != 3 {
+		t.Fatalf("sluice_redis_roundtrip_seconds has %d shards, want 3: %v", len(rt), rt)
+	}
+	if h := rt[slowName]; h.GetHistogram().GetSampleSum() < 0.2 {
+		t.Errorf("the slow shard %s's round trips sum to %vs, want at least one of 200ms+", slowName, h.GetHistogram().GetSampleSum())
+	}
+	var slowTimeouts float64
+	for _, m := range mustFamily(t, reg, "sluice_redis_errors_total").GetMetric() {
+		if label(m, "shard") == slowName && label(m, "class") == "timeout" {
+			slowTimeouts += m.GetCounter().GetValue()
+		}
+	}
+	if slowTimeouts == 0 {
+		t.Errorf("no timeout of the slow shard %s in sluice_redis_errors_total", slowName)
+	}
 }

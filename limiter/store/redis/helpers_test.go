@@ -7,11 +7,14 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/internal/storetest"
@@ -233,4 +236,61 @@ func settledGoroutines(want int, within time.Duration) int {
 		}
 		time.Sleep(20 * time.Millisecond) // goroutines exit asynchronously
 	}
+}
+
+// shardSeries is metric name's series by their shard label.
+func shardSeries(t *testing.T, reg *prometheus.Registry, name string) map[string]*dto.Metric {
+	t.Helper()
+	out := map[string]*dto.Metric{}
+	for _, m := range mustFamily(t, reg, name).GetMetric() {
+		out[label(m, "shard")] = m
+	}
+	return out
+}
+
+// mustFamily is metric name as reg gathers it.
+func mustFamily(t *testing.T, reg *prometheus.Registry, name string) *dto.MetricFamily {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return nil
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// shardNameOf is the name the store gives the shard of key k (its slot
+// ranges, as sluice_redis_breaker_state labels it).
+func shardNameOf(t *testing.T, reg *prometheus.Registry, s *redisstore.Store, k store.Key) string {
+	t.Helper()
+	slot := int(redisstore.Slot(s.RedisKey(k)))
+	for name := range shardSeries(t, reg, "sluice_redis_breaker_state") {
+		for _, r := range strings.Split(name, ",") {
+			lo, hi, ok := strings.Cut(r, "-")
+			if !ok {
+				hi = lo
+			}
+			a, errA := strconv.Atoi(lo)
+			b, errB := strconv.Atoi(hi)
+			if errA == nil && errB == nil && a <= slot && slot <= b {
+				return name
+			}
+		}
+	}
+	t.Fatalf("no shard serves slot %d", slot)
+	return ""
 }

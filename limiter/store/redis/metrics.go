@@ -3,9 +3,10 @@ package redis
 import "github.com/prometheus/client_golang/prometheus"
 
 type storeMetrics struct {
-	state  *prometheus.GaugeVec
-	opened *prometheus.CounterVec
-	errors *prometheus.CounterVec
+	state     *prometheus.GaugeVec
+	opened    *prometheus.CounterVec
+	errors    *prometheus.CounterVec
+	roundtrip *prometheus.HistogramVec
 }
 
 func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
@@ -20,11 +21,16 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 		}, []string{"shard"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_redis_errors_total",
-			Help: "Redis calls that failed because the shard could not answer, by class: timeout, connection, clusterdown, tryagain, masterdown, loading; and redirect, a MOVED or ASK not followed in time (no shard failure).",
-		}, []string{"class"}),
+			Help: "Redis calls that failed because the shard could not answer, by shard (as the breaker names it) and class: timeout, connection, clusterdown, tryagain, masterdown, loading; and redirect, a MOVED or ASK not followed in time (no shard failure).",
+		}, []string{"shard", "class"}),
+		roundtrip: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_redis_roundtrip_seconds",
+			Help:    "Round trips of the store's batched calls to each Redis shard: from the batch's first send to its last reply, resends after NOSCRIPT, TRYAGAIN or a redirect included.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+		}, []string{"shard"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.state, m.opened, m.errors)
+		reg.MustRegister(m.state, m.opened, m.errors, m.roundtrip)
 	}
 	return m
 }
@@ -35,5 +41,5 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 // Collectors are the store's metrics, for a registry that did not exist
 // when the store was made (Options.Registerer registers them at once).
 func (s *Store) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.metrics.state, s.metrics.opened, s.metrics.errors}
+	return []prometheus.Collector{s.metrics.state, s.metrics.opened, s.metrics.errors, s.metrics.roundtrip}
 }

@@ -83,6 +83,7 @@ const tryAgainBackoff = 5 * time.Millisecond
 // finishes every call, and tells each shard's breaker how its round trip
 // went.
 func (s *Store) send(batch []*call) {
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
 
@@ -107,9 +108,9 @@ func (s *Store) send(batch []*call) {
 		class := FailureClass(c.replyErr())
 		switch {
 		case class != "":
-			s.metrics.errors.WithLabelValues(class).Inc()
+			s.metrics.errors.WithLabelValues(c.shard(), class).Inc()
 		case isRedirect(c.replyErr()):
-			s.metrics.errors.WithLabelValues(ClassRedirect).Inc()
+			s.metrics.errors.WithLabelValues(c.shard(), ClassRedirect).Inc()
 		}
 		seen = noteOutcome(seen, c.brk, class != "")
 		var err error
@@ -128,9 +129,19 @@ func (s *Store) send(batch []*call) {
 		}
 		c.finish(err)
 	}
+	took := time.Since(start).Seconds()
 	for _, o := range seen {
 		o.b.record(!o.failed)
+		o.b.roundtrip.Observe(took)
 	}
+}
+
+// shard names the call's shard as its breaker does.
+func (c *call) shard() string {
+	if c.brk == nil {
+		return "unknown"
+	}
+	return c.brk.name
 }
 
 // outcome is how one round trip went for one shard.
