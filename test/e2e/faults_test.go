@@ -15,7 +15,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -499,20 +498,7 @@ func (j *journey) dumpOnFailure(t *testing.T) {
 // platform team would: the fleet's spec.domains, which tenants can't write.
 func (j *journey) allowDomain(t *testing.T, domain, ns string) {
 	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		f := &v1alpha1.LimiterFleet{}
-		if err := j.c.c.Get(context.Background(), client.ObjectKeyFromObject(j.fleet), f); err != nil {
-			return err
-		}
-		from := v1alpha1.NamespacesFromSelector
-		f.Spec.Domains = append(f.Spec.Domains, v1alpha1.FleetDomain{Name: domain, AllowedNamespaces: &v1alpha1.AllowedNamespaces{
-			From: &from, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
-		}})
-		return j.c.c.Update(context.Background(), f)
-	})
-	if err != nil {
-		t.Fatalf("allowing domain %s to namespace %s on fleet %s: %v", domain, ns, j.fleet.Name, err)
-	}
+	j.allowDomainTo(t, domain, ns)
 }
 
 // limiterFailures lists, for each limiter pod of the Redis Cluster fleet,
