@@ -157,7 +157,9 @@ func (j *journey) explainStep(t *testing.T) {
 	if e := byName["trial-per-region"]; !e.Shadow || !e.WouldDeny {
 		j.errorf(t, "platform: trial-per-region %+v, want shadow, would deny", e)
 	}
-	if e := byName["per-plan"]; e.Remaining != full[tenantA+"/per-plan"].Remaining {
+	// A spend would lower it; its token bucket refills one unit each 3.6s
+	// meanwhile, so it may rise.
+	if e := byName["per-plan"]; e.Remaining < full[tenantA+"/per-plan"].Remaining {
 		j.errorf(t, "per-plan remaining %d after explaining, %d before: explain spent", e.Remaining, full[tenantA+"/per-plan"].Remaining)
 	}
 
