@@ -774,6 +774,17 @@ func (l *limiterLoad) run(worker int) {
 	}
 }
 
+// waitAnswers waits until the load has n answers in all.
+func (l *limiterLoad) waitAnswers(t *testing.T, n int64) {
+	t.Helper()
+	eventually(t, 30*time.Second, fmt.Sprintf("%d decisions answered", n), func() error {
+		if got := l.answers(); got < n {
+			return fmt.Errorf("%d answers so far", got)
+		}
+		return nil
+	})
+}
+
 // answers is the number of answered requests so far.
 func (l *limiterLoad) answers() int64 {
 	var n int64
@@ -1302,12 +1313,7 @@ func TestRedisPodReplacedLimitersFollow(t *testing.T) {
 	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	writeKeys(t, rf.clusterClient(t), "kept", 300)
 	load := rf.startLimiters(t, 2)
-	eventually(t, 30*time.Second, "decisions from Redis", func() error {
-		if n := load.answers(); n < 200 {
-			return fmt.Errorf("%d answers so far", n)
-		}
-		return nil
-	})
+	load.waitAnswers(t, 200)
 	// unreached counts the calls that could not reach a node, the breaker
 	// openings, and the breakers open now, over the limiters.
 	unreached := func() (conn, opened, open float64) {
@@ -1498,12 +1504,7 @@ func TestRedisPodDeletedHandsOver(t *testing.T) {
 	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
 	writeKeys(t, rf.clusterClient(t), "kept", 300)
 	load := rf.startLimiters(t, 2)
-	eventually(t, 30*time.Second, "decisions from Redis", func() error {
-		if n := load.answers(); n < 200 {
-			return fmt.Errorf("%d answers so far", n)
-		}
-		return nil
-	})
+	load.waitAnswers(t, 200)
 	victim := rf.pod(t, resources.RedisShardName(rf.fleet, 1)+"-0")
 	heir := resources.RedisShardName(rf.fleet, 1) + "-1"
 	_, errsBefore := load.summary(t)
