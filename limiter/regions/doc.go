@@ -8,15 +8,18 @@
 // rendezvous hash of (counter, name) among the sorted region names, so every
 // region computes the same home from the key alone, and adding or removing
 // a region moves only the counters that region wins or held. The home's
-// store holds the counter. Another region spends locally from a grant it
-// leased from the home over the peer endpoint (POST /v1/peer/grant), the
-// two-tier lease of limiter/store/localtier with the region as the pod: the
-// home's Granter (lease.lua on Redis) takes the grant out of the counter and
-// registers it as that region's reserve. A region asks for its next grant
-// when what it holds falls to half a grant, in the background, so no
-// decision waits on the link; unspent units go back (credit) with its next
-// grant call, or when the grant expires (at most the grant TTL, and never
-// past the end of a window).
+// store holds the counter. Every region, the home included, spends locally
+// from a grant leased out of that counter: the two-tier lease of
+// limiter/store/localtier with the region as the pod, the home's Granter
+// (lease.lua on Redis) taking the grant out of the counter and registering
+// it as that region's reserve. Another region leases over the peer endpoint
+// (POST /v1/peer/grant); the home leases from its own store, with no
+// message, so its decisions no more wait on its store than the others' on
+// the link. A region asks for its next grant when what it holds falls to
+// half a grant, in the background, so no decision waits; unspent units go
+// back (credit) with its next grant call, or when the grant expires (at
+// most the grant TTL, and never past the end of a window). A home whose
+// store is memory, which grants nothing, decides its keys in it.
 //
 // # The bound
 //
@@ -24,21 +27,21 @@
 // limit / (GrantDivisor·N)). Units leave the home's counter before a region
 // spends them, so grants change only when a unit counts, as in two-tier
 // mode; a region holds at most g at once, and the home's lease script never
-// lets the others hold more than (N−1)·g together. A key no region has an
-// answer for yet (cold, in a region that is not its home) is admitted from
-// at most g units while its first grant is fetched, charged to the counter
-// by that grant call. So per period the regions admit at most
+// lets the regions hold more than N·g together. A key no region has an
+// answer for yet (cold) is admitted from at most g units while its first
+// grant is fetched, charged to the counter by that grant call. So per
+// period the regions admit at most
 //
-//	B = 2·(N−1)·g  units above the limit  (≤ limit / GrantDivisor · 2)
+//	B = 2·N·g  units above the limit  (≤ limit / GrantDivisor · 2)
 //
 // while every region reaches every home: g held outside the counter (0 for
 // window algorithms, whose grants never outlive their window) and g of cold
-// advance per other region.
+// advance per region.
 //
 // # Partitions
 //
-// A region that can't reach a key's home (a failed or refused grant call)
-// spends what it holds, then decides from its partition share of the limit
+// A region that can't reach a key's home (a failed or refused grant call,
+// or, at the home, its own store failing) spends what it holds, then decides from its partition share of the limit
 // (PartitionSharePercent, by default 100/N percent), counted in memory per
 // key. It never admits more than the grant it held plus that share per
 // period, so a partition of region r adds at most share_r to B. When the

@@ -73,7 +73,12 @@ func (p *peer) record(ok bool, reason, message string, now int64) {
 }
 
 // call sends one grant call to the home pe and records what came of it.
+// The call to this region itself (r.self) goes to its own store, with no
+// message.
 func (r *Regions) call(ctx context.Context, pe *peer, c grantCall) (grantAnswer, error) {
+	if pe == r.self {
+		return r.callSelf(ctx, c)
+	}
 	var ans grantAnswer
 	body, err := json.Marshal(c)
 	if err != nil {
@@ -294,22 +299,52 @@ func (r *Regions) grant(req *http.Request) (grantAnswer, error) {
 	if r.granter == nil {
 		return ans, refuse(http.StatusNotImplemented, ReasonRefused, "region %s counts in memory, which grants nothing: Global limits need a Redis store at every region", r.opts.Region)
 	}
+	return r.lease(req.Context(), c, *p, key)
+}
+
+// lease takes the grant call c of region c.Region out of counter key of p
+// in this region's store, the key's home. Every region's grants, this
+// one's own included, are reserves of the counter's lease: together at most
+// N·g.
+func (r *Regions) lease(ctx context.Context, c grantCall, p Policy, key store.Key) (grantAnswer, error) {
 	g := r.GrantSize(p.Limit)
 	cost := min(max(c.Cost, 1), max(1, p.Limit.Capacity()))
 	want := min(max(c.Want, 0), g-1)
 	credit := r.ledger.take(c.Region, key, max(c.Credit, 0))
 	lr := store.GrantRequest{Key: key, Limit: p.Limit, Cost: cost, Want: want, Credit: credit, CreditWindow: c.CreditWindow,
-		Pod: "region:" + c.Region, Bound: int64(len(r.names)-1) * g, PodCap: g, TTL: r.opts.GrantTTL, Horizon: min(r.opts.GrantTTL, grantHorizon)}
-	gr, err := r.granter.Grant(req.Context(), lr)
+		Pod: "region:" + c.Region, Bound: int64(len(r.names)) * g, PodCap: g, TTL: r.opts.GrantTTL, Horizon: min(r.opts.GrantTTL, grantHorizon)}
+	gr, err := r.granter.Grant(ctx, lr)
 	if err != nil {
-		return ans, err
+		return grantAnswer{}, err
 	}
-	ans = grantAnswer{Allowed: gr.Result.Allowed, Granted: gr.Granted, LifetimeMS: gr.Lifetime.Milliseconds(), Window: gr.Window,
+	ans := grantAnswer{Allowed: gr.Result.Allowed, Granted: gr.Granted, LifetimeMS: gr.Lifetime.Milliseconds(), Window: gr.Window,
 		Remaining: gr.Result.Remaining, RetryAfterMS: retryMS(gr.Result)}
 	if gr.Result.Allowed {
 		// The call's own unit and the grant may come back as a credit.
 		r.ledger.put(c.Region, key, 1+gr.Granted, time.Now().Add(gr.Lifetime+r.opts.GrantTTL))
 	}
+	return ans, nil
+}
+
+// callSelf is this region's grant call for a key it is the home of: the
+// same lease, in its own store. A store that fails makes the home down, as
+// a peer's failed call does: its keys are decided from the partition share
+// until the store answers again.
+func (r *Regions) callSelf(ctx context.Context, c grantCall) (grantAnswer, error) {
+	p := (*r.policies.Load())[c.Policy]
+	if p == nil {
+		return grantAnswer{}, fmt.Errorf("region %s has no Global policy %q", r.opts.Region, c.Policy)
+	}
+	var raw store.Key
+	if _, err := base64.RawURLEncoding.Decode(raw[:], []byte(c.Key)); err != nil {
+		return grantAnswer{}, err
+	}
+	ans, err := r.lease(ctx, c, *p, globalKey(p.ID, raw))
+	if err != nil {
+		r.self.record(false, ReasonUnreachable, err.Error(), r.now())
+		return ans, err
+	}
+	r.self.record(true, ReasonReachable, "", r.now())
 	return ans, nil
 }
 

@@ -79,11 +79,14 @@ type Policy struct {
 // counters (answering peers from its store) and a grant holder for the
 // others. It is safe for concurrent use.
 type Regions struct {
-	opts     Options
-	local    store.Store
-	granter  store.Granter // nil: the local store grants nothing
-	names    []string      // every region, sorted
-	peers    map[string]*peer
+	opts    Options
+	local   store.Store
+	granter store.Granter // nil: the local store grants nothing
+	names   []string      // every region, sorted
+	peers   map[string]*peer
+	// self is this region as the home of its own keys: its grant calls go
+	// to its own store (callSelf); it is not one of the peers.
+	self     *peer
 	share    *memory.Store // partition shares and cold advances, per key
 	start    time.Time
 	policies atomic.Pointer[map[string]*Policy]
@@ -125,6 +128,7 @@ func New(local store.Store, opts Options) (*Regions, error) {
 		share: memory.New(memory.Options{MaxKeys: opts.MaxKeys}), start: time.Now(), log: opts.Logger,
 		metrics: newMetrics(), keys: map[store.Key]*entry{}, stop: make(chan struct{})}
 	r.granter, _ = local.(store.Granter)
+	r.self = &peer{Peer: Peer{Name: opts.Region}, reason: ReasonNoExchange, sem: make(chan struct{}, maxInFlight)}
 	r.ledger.m = map[ledgerKey]ledgerEntry{}
 	for _, p := range opts.Peers {
 		r.names = append(r.names, p.Name)
@@ -202,9 +206,9 @@ func (r *Regions) GrantSize(l algo.Limit) int64 {
 }
 
 // Bound is B, the most units the regions admit above l per period while
-// every region reaches every home: 2·(N−1)·g.
+// every region reaches every home: 2·N·g.
 func (r *Regions) Bound(l algo.Limit) int64 {
-	return 2 * int64(len(r.names)-1) * r.GrantSize(l)
+	return 2 * int64(len(r.names)) * r.GrantSize(l)
 }
 
 // Regions is how many regions share the Global limits, this one

@@ -24,19 +24,26 @@ type entry struct {
 	home     string // the key's home region
 }
 
-// Take decides req for the Global policy p: in the home's store when this
-// region is the key's home, else from the grant this region holds, or its
-// partition share when the home can't be reached. It never waits for a
-// peer.
+// Take decides req for the Global policy p from the grant this region
+// holds on the key: leased from the key's home over the peer endpoint, or,
+// when this region is the home, from its own store without a message (so
+// the home's decisions wait on its store no more than the others' wait on
+// the link). Past the grant, a cold key's advance, then the partition share
+// when the home (or, at the home, its store) can't be reached. It never
+// waits for a peer or a store. A home that counts in memory, which grants
+// nothing, decides its keys in it.
 func (r *Regions) Take(ctx context.Context, p Policy, req store.Request) (algo.Result, error) {
 	gk := globalKey(p.ID, req.Key)
 	h := home(gk, r.names)
-	if h == r.opts.Region {
-		r.metrics.decisions.WithLabelValues("home").Inc()
-		req.Key, req.Limit = gk, p.Limit
-		return r.local.Take(ctx, req)
-	}
 	pe := r.peers[h]
+	if h == r.opts.Region {
+		if r.granter == nil {
+			r.metrics.decisions.WithLabelValues("home").Inc()
+			req.Key, req.Limit = gk, p.Limit
+			return r.local.Take(ctx, req)
+		}
+		pe = r.self
+	}
 	now := r.now()
 	r.mu.Lock()
 	e := r.keys[gk]
@@ -65,7 +72,7 @@ func (r *Regions) Take(ctx context.Context, p Policy, req store.Request) (algo.R
 		e.held -= cost
 		res := algo.Result{Allowed: true, Remaining: e.held, ResetAfter: time.Duration(max(0, e.expires-now))}
 		r.mu.Unlock()
-		r.metrics.decisions.WithLabelValues("grant").Inc()
+		r.metrics.decisions.WithLabelValues(grantPath(pe == r.self)).Inc()
 		return res, nil
 	}
 	down := pe.down()
@@ -93,6 +100,15 @@ func (r *Regions) Take(ctx context.Context, p Policy, req store.Request) (algo.R
 		retry := time.Duration(max(deniedUntil-now, int64(10*time.Millisecond)))
 		return algo.Result{Allowed: false, RetryAfter: retry, ResetAfter: retry}, nil
 	}
+}
+
+// grantPath is the decisions metric's path of a decision spent from a
+// grant: home for the home's own.
+func grantPath(home bool) string {
+	if home {
+		return "home"
+	}
+	return "grant"
 }
 
 func (r *Regions) owe(gk store.Key, cost int64) {
