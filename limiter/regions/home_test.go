@@ -114,3 +114,31 @@ func TestHomeStoreDownDecidesFromShare(t *testing.T) {
 		t.Errorf("%d admitted in all: over limit + bound + share %d", total, p.Limit.Limit+a.r.Bound(p.Limit)+share)
 	}
 }
+
+// TestHomeReplaysIdempotentRetries: a request with an idempotency key is
+// decided exactly in the home's store, so its retry is replayed there and
+// spends nothing, beside the home's grant on the same counter.
+func TestHomeReplaysIdempotentRetries(t *testing.T) {
+	names := []string{"a", "b", "c"}
+	p := Policy{ID: "ns/per-user", Limit: hourWindow}
+	lab := newLab(t, names, []Policy{p}, nil)
+	key := keyHomedAt(t, p.ID, "a", names)
+	a := lab.regions["a"]
+	var b store.KeyBuilder
+	b.Add("retry-7")
+	req := store.Request{Key: key, Limit: p.Limit, Cost: 10, Idempotency: b.Key()}
+	first, err := a.r.Take(context.Background(), p, req)
+	if err != nil || !first.Allowed || first.Replayed {
+		t.Fatalf("the first request: %+v, %v; want allowed, not a replay", first, err)
+	}
+	again, err := a.r.Take(context.Background(), p, req)
+	if err != nil || !again.Allowed || !again.Replayed || again.Remaining != first.Remaining {
+		t.Fatalf("its retry: %+v, %v; want the first decision replayed (%+v)", again, err, first)
+	}
+	// The grant path and the exact one share the counter: what the regions
+	// admit after is the limit less the one request's 10.
+	admitted := lab.drive(t, p, key, []int{2, 1, 1})
+	if total := sum(admitted); total < p.Limit.Limit-10-a.r.Bound(p.Limit) || total > p.Limit.Limit-10+a.r.Bound(p.Limit) {
+		t.Errorf("admitted %v = %d after the request of 10: want %d within the bound %d", admitted, total, p.Limit.Limit-10, a.r.Bound(p.Limit))
+	}
+}

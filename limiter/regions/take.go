@@ -31,13 +31,18 @@ type entry struct {
 // the link). Past the grant, a cold key's advance, then the partition share
 // when the home (or, at the home, its store) can't be reached. It never
 // waits for a peer or a store. A home that counts in memory, which grants
-// nothing, decides its keys in it.
+// nothing, decides its keys in it, and the home decides a request with an
+// idempotency key exactly in its store, which replays a retry.
 func (r *Regions) Take(ctx context.Context, p Policy, req store.Request) (algo.Result, error) {
 	gk := globalKey(p.ID, req.Key)
 	h := home(gk, r.names)
 	pe := r.peers[h]
 	if h == r.opts.Region {
-		if r.granter == nil {
+		if r.granter == nil || req.HasIdempotency() {
+			// Exact in the store: a home in memory, and a request with an
+			// idempotency key, whose retry the store replays (two-tier
+			// mode passes them through the same way). Elsewhere a retry
+			// spends again: fewer admitted, never more.
 			r.metrics.decisions.WithLabelValues("home").Inc()
 			req.Key, req.Limit = gk, p.Limit
 			return r.local.Take(ctx, req)
