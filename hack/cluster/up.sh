@@ -289,9 +289,10 @@ done
 # umask 077 made them so; say it, whatever made them.
 chmod 0600 "$pki_dir"/* "$CLUSTER_DIR"/*.kubeconfig
 
-start() { # start NAME COMMAND...: in its own session, logging to logs/NAME.log, without the cluster lock, umask 022
+start() { # start NAME COMMAND...: in its own session, logging to logs/NAME.log, without the cluster lock, umask 022; run/NAME.cmd is how node.sh starts it again
   local name="$1"
   shift
+  printf '%q ' "$@" >"$run_dir/$name.cmd"
   (
     umask 022
     exec setsid "$@" >"$log_dir/$name.log" 2>&1 </dev/null {SLUICE_CLUSTER_LOCK_FD}>&-

@@ -283,12 +283,19 @@ func (c *cluster) runPod(t *testing.T, pod *corev1.Pod) *corev1.Pod {
 	return got
 }
 
-// clientPod runs the e2e client as a pod that waits for kubectl exec.
+// clientPod runs the e2e client as a pod that waits for kubectl exec, on
+// node 1.
 func (c *cluster) clientPod(t *testing.T, ns, name string) {
 	t.Helper()
+	var onFirst map[string]string
+	if n := firstNode(); n != "" {
+		// On the control plane's node, which faults never stop or drain.
+		onFirst = map[string]string{corev1.LabelHostname: n}
+	}
 	c.runPod(t, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": name}},
 		Spec: corev1.PodSpec{
+			NodeSelector:                  onFirst,
 			TerminationGracePeriodSeconds: ptr.To[int64](1),
 			Containers: []corev1.Container{{
 				Name: "client", Image: c.image(t, "e2e-client"), ImagePullPolicy: corev1.PullNever,

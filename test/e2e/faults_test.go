@@ -160,6 +160,10 @@ type faultScenario struct {
 	// before it to 55s after (issue 29: losing one Redis pod fails under
 	// 1%).
 	maxFailedShare float64
+	// reportShare: the share of the minute around the fault that failed
+	// is measured and told as maxFailedShare's is, against issue 29's 1%
+	// goal, without failing the test.
+	reportShare bool
 	// check, when set, runs last: the scenario's own assertions.
 	check func(t *testing.T)
 	// twoNodes: the fault needs a second node (skipped with NODES=1).
@@ -304,7 +308,7 @@ func (j *journey) faultScenarios(redisPods func() []corev1.Pod) []faultScenario 
 				return fmt.Sprintf("%d containers restarted and ready %s after", len(ids), since(start))
 			}
 		},
-	}, {
+	}, j.nodeStopped(redisPods), {
 		// A node drained of the fleet's pods (kubectl drain with the
 		// fleet's pods selected: the client pod and the cluster's own pods
 		// stay), then uncordoned. Each Redis master there hands its slots
@@ -400,7 +404,7 @@ func (j *journey) runFault(t *testing.T, sc faultScenario, svc, keep string, loa
 		note += ", " + w.readyNote(fleetCond(v1alpha1.RedisReadyCondition), start)
 	}
 	l.waitQuiet(t, n, start, 5*time.Second, 3*time.Minute)
-	if sc.maxFailedShare > 0 {
+	if sc.maxFailedShare > 0 || sc.reportShare {
 		// The issue's measure is the minute around the fault: the noise's
 		// 5s before it and, under the same load, 55s from it.
 		if d := time.Until(start.Add(55 * time.Second)); d > 0 {
@@ -422,11 +426,15 @@ func (j *journey) runFault(t *testing.T, sc faultScenario, svc, keep string, loa
 			j.errorf(t, "conditions changed (%s):\n  %s", sc.title, strings.Join(flaps, "\n  "))
 		}
 	}
-	if sc.maxFailedShare > 0 {
-		failed, answered := rep.Failed+rep.RPCErrors+n.Failed, rep.Answered+n.Answered
+	if sc.maxFailedShare > 0 || sc.reportShare {
+		failed, answered := rep.Failed+n.Failed, rep.Answered+n.Answered // Failed counts the RPC errors too
 		share := float64(failed) / float64(max(answered, 1))
-		j.mark("fault %s: %.2f%% of the minute around it failed (%d of %d, the 5s before included)", sc.title, 100*share, failed, answered)
-		if share > sc.maxFailedShare {
+		goal := ""
+		if sc.reportShare {
+			goal = fmt.Sprintf(" (measured, not judged; issue 29's goal is under 1%%: %s)", map[bool]string{true: "met", false: "missed"}[share < 0.01])
+		}
+		j.mark("fault %s: %.2f%% of the minute around it failed (%d of %d, the 5s before included)%s", sc.title, 100*share, failed, answered, goal)
+		if sc.maxFailedShare > 0 && share > sc.maxFailedShare {
 			j.errorf(t, "%s: %d of the %d decisions of the minute around it failed (RPC errors included), over %.1f%% (%s)",
 				sc.title, failed, answered, 100*sc.maxFailedShare, rep)
 		}
@@ -631,7 +639,9 @@ func (j *journey) checkNoFailureWhileRedisReady(t *testing.T, w *watcher, l *loa
 	key := fleetCond(v1alpha1.RedisReadyCondition)
 	for _, s := range l.seconds(start, time.Now()) {
 		end := s.start.Add(time.Second)
-		if s.failed <= n.threshold() {
+		// The decisions the limiters answered as failed: an RPC error
+		// (a limiter pod that is down) says nothing of Redis.
+		if s.failed-s.rpcErr <= n.threshold() {
 			continue
 		}
 		since := w.trueSince(key, s.start)

@@ -1,0 +1,180 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/resources"
+)
+
+// nodeDownFor is how long NodeStopped keeps the node down: a reboot's
+// time, under the node controller's grace period (40s), so the node is
+// never NotReady and no pod is evicted.
+const nodeDownFor = 30 * time.Second
+
+// clusterNodes are the nodes up.sh started, node 1 (the control plane's)
+// first, from SLUICE_E2E_CONTAINERD ("NODE=SOCKET ...").
+func clusterNodes() []string {
+	var out []string
+	for _, kv := range strings.Fields(os.Getenv("SLUICE_E2E_CONTAINERD")) {
+		if n, _, ok := strings.Cut(kv, "="); ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// firstNode is node 1, the host's, which runs the control plane and is
+// never stopped; "" when up.sh did not say.
+func firstNode() string {
+	if ns := clusterNodes(); len(ns) > 0 {
+		return ns[0]
+	}
+	return ""
+}
+
+// nodeScript runs hack/cluster/node.sh action on node (stop or start).
+func (c *cluster) nodeScript(t *testing.T, action, node string) {
+	t.Helper()
+	i := slices.Index(clusterNodes(), node)
+	if i < 1 {
+		t.Fatalf("node %s: not one of the nodes up.sh started after the first (%v)", node, clusterNodes())
+	}
+	out, errOut, err := c.cmd("", "bash", filepath.Join(c.root, "hack/cluster/node.sh"), action, fmt.Sprint(i+1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("node.sh %s %d: %s%s", action, i+1, out, errOut)
+}
+
+// nodeStopped is the fault of a node losing every process at once, as in
+// a power cut, and starting again nodeDownFor later: the node the client
+// pod does not run on, with whatever Redis masters and limiter pods it
+// has. Each master there is failed over by its replica on the other node
+// (the Redis Cluster's own election, after spec.redis.nodeTimeout); the
+// kubelet, back, makes its pods again (new sandboxes, new IPs) and the old
+// masters rejoin as replicas. The share of the minute around it that
+// failed is measured and told, not judged: the limiter pods of the
+// stopped node stay endpoints of the Service (the node never turns
+// NotReady) and refuse their clients until they run again.
+func (j *journey) nodeStopped(redisPods func() []corev1.Pod) faultScenario {
+	c, f := j.c, j.fleet
+	return faultScenario{
+		name: "NodeStopped", title: "node stopped", redis: true, twoNodes: true, reportShare: true,
+		inject: func(t *testing.T, start time.Time) func(*testing.T) string {
+			node := j.otherNode(t)
+			masters := j.redisMastersOn(t, node, redisPods)
+			limiters := j.limiterPodsOn(t, node)
+			c.nodeScript(t, "stop", node)
+			stopped := time.Now()
+			// Each master's shard served by another pod, as the fleet's
+			// status tells it.
+			failedOver := map[int32]string{}
+			waitFor(t, "the stopped node's masters failed over in the fleet's status", 3*time.Minute, func() (bool, string) {
+				st := j.c.fleet(t, f.Namespace, f.Name).Status.Redis
+				if st == nil {
+					return false, "no status.redis"
+				}
+				for shard, pod := range masters {
+					if _, ok := failedOver[shard]; ok {
+						continue
+					}
+					for _, p := range st.Primaries {
+						if p.Shard == shard && p.Pod != pod && p.Slots > 0 {
+							failedOver[shard] = fmt.Sprintf("shard %d to %s %s after", shard, p.Pod, since(stopped))
+						}
+					}
+				}
+				return len(failedOver) == len(masters), fmt.Sprintf("failed over %v; primaries %+v", failedOver, st.Primaries)
+			})
+			if d := time.Until(stopped.Add(nodeDownFor)); d > 0 {
+				time.Sleep(d) // the load runs on meanwhile
+			}
+			c.nodeScript(t, "start", node)
+			restarted := since(start)
+			return func(t *testing.T) string {
+				waitFor(t, "every pod of the fleet on node "+node+" running again and ready", 5*time.Minute, func() (bool, string) {
+					pods := &corev1.PodList{}
+					if err := c.c.List(context.Background(), pods, client.InNamespace(f.Namespace), client.MatchingLabels{resources.LabelInstance: f.Name}); err != nil {
+						return false, err.Error()
+					}
+					var waiting []string
+					for _, p := range pods.Items {
+						if p.Spec.NodeName == node && (!isReady(&p) || !startedAfter(&p, stopped)) {
+							waiting = append(waiting, p.Name+": "+podState(&p))
+						}
+					}
+					return len(waiting) == 0, strings.Join(waiting, "; ")
+				})
+				var fo []string
+				for _, v := range failedOver {
+					fo = append(fo, v)
+				}
+				slices.Sort(fo)
+				return fmt.Sprintf("node %s stopped (Redis masters %v, limiter pods %v), masters failed over in the status: [%s]; started again %s after, and its pods running and ready %s after",
+					node, masters, limiters, strings.Join(fo, ", "), restarted, since(start))
+			}
+		},
+	}
+}
+
+// startedAfter reports that every container of p runs since after t.
+func startedAfter(p *corev1.Pod, t time.Time) bool {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Running == nil || !cs.State.Running.StartedAt.After(t) {
+			return false
+		}
+	}
+	return len(p.Status.ContainerStatuses) > 0
+}
+
+// redisMastersOn maps the shards whose master (status.redis.primaries,
+// serving slots) runs on node to that master's pod.
+func (j *journey) redisMastersOn(t *testing.T, node string, redisPods func() []corev1.Pod) map[int32]string {
+	t.Helper()
+	onNode := map[string]bool{}
+	for _, p := range redisPods() {
+		onNode[p.Name] = p.Spec.NodeName == node
+	}
+	f := &v1alpha1.LimiterFleet{}
+	if err := j.c.c.Get(context.Background(), client.ObjectKeyFromObject(j.fleet), f); err != nil {
+		t.Fatal(err)
+	}
+	out := map[int32]string{}
+	if f.Status.Redis != nil {
+		for _, p := range f.Status.Redis.Primaries {
+			if onNode[p.Pod] && p.Slots > 0 {
+				out[p.Shard] = p.Pod
+			}
+		}
+	}
+	return out
+}
+
+// limiterPodsOn names the fleet's limiter pods on node.
+func (j *journey) limiterPodsOn(t *testing.T, node string) []string {
+	t.Helper()
+	pods, err := j.c.cs.CoreV1().Pods(j.fleet.Namespace).List(context.Background(), metav1.ListOptions{
+		LabelSelector: resources.LabelInstance + "=" + j.fleet.Name + "," + resources.LabelComponent + "=" + resources.LimiterComponent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []string{}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == node {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
