@@ -47,7 +47,8 @@ kill_pods() {
   mapfile -t dirs < <(cgroup_dirs | while read -r d; do [[ -d "$d${node_cgroup#"$CGROUP_ROOT"}" ]] && echo "$d${node_cgroup#"$CGROUP_ROOT"}"; done)
   [[ ${#dirs[@]} -gt 0 ]] || return 0
   for ((k = 0; k < 50; k++)); do
-    pids="$(find "${dirs[@]}" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u)"
+    # A cgroup may go while find reads it: what it read is enough.
+    pids="$(find "${dirs[@]}" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u || true)"
     [[ -z "$pids" ]] && return 0
     # shellcheck disable=SC2086
     kill -KILL $pids 2>/dev/null || true
@@ -75,7 +76,7 @@ stop)
   kill_pid "kubelet$node_sfx"
   kill_pods
   for p in "kube-router$node_sfx" "kube-proxy$node_sfx" "containerd$node_sfx"; do kill_pid "$p"; done
-  for pid in $(grep -lzxF -- "$node_sock" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3); do kill -KILL "$pid" 2>/dev/null || true; done
+  for pid in $(grep -lzxF -- "$node_sock" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3 || true); do kill -KILL "$pid" 2>/dev/null || true; done
   clog "node $node_name stopped"
   ;;
 start)

@@ -78,29 +78,9 @@ func (j *journey) nodeStopped(redisPods func() []corev1.Pod) faultScenario {
 			limiters := j.limiterPodsOn(t, node)
 			c.nodeScript(t, "stop", node)
 			stopped := time.Now()
-			// Each master's shard served by another pod, as the fleet's
-			// status tells it.
-			failedOver := map[int32]string{}
-			waitFor(t, "the stopped node's masters failed over in the fleet's status", 3*time.Minute, func() (bool, string) {
-				st := j.c.fleet(t, f.Namespace, f.Name).Status.Redis
-				if st == nil {
-					return false, "no status.redis"
-				}
-				for shard, pod := range masters {
-					if _, ok := failedOver[shard]; ok {
-						continue
-					}
-					for _, p := range st.Primaries {
-						if p.Shard == shard && p.Pod != pod && p.Slots > 0 {
-							failedOver[shard] = fmt.Sprintf("shard %d to %s %s after", shard, p.Pod, since(stopped))
-						}
-					}
-				}
-				return len(failedOver) == len(masters), fmt.Sprintf("failed over %v; primaries %+v", failedOver, st.Primaries)
-			})
-			if d := time.Until(stopped.Add(nodeDownFor)); d > 0 {
-				time.Sleep(d) // the load runs on meanwhile
-			}
+			// Down for a reboot's time, the load running on; the operator
+			// may be on the node too, so what it says is read after.
+			time.Sleep(nodeDownFor)
 			c.nodeScript(t, "start", node)
 			restarted := since(start)
 			return func(t *testing.T) string {
@@ -117,13 +97,28 @@ func (j *journey) nodeStopped(redisPods func() []corev1.Pod) faultScenario {
 					}
 					return len(waiting) == 0, strings.Join(waiting, "; ")
 				})
-				var fo []string
-				for _, v := range failedOver {
-					fo = append(fo, v)
-				}
-				slices.Sort(fo)
-				return fmt.Sprintf("node %s stopped (Redis masters %v, limiter pods %v), masters failed over in the status: [%s]; started again %s after, and its pods running and ready %s after",
-					node, masters, limiters, strings.Join(fo, ", "), restarted, since(start))
+				// Each master of the node failed over to its replica (the
+				// node was down for longer than spec.redis.nodeTimeout),
+				// as the fleet's status tells it.
+				var failedOver []string
+				waitFor(t, "the stopped node's masters failed over in the fleet's status", 3*time.Minute, func() (bool, string) {
+					st := j.c.fleet(t, f.Namespace, f.Name).Status.Redis
+					if st == nil {
+						return false, "no status.redis"
+					}
+					failedOver = nil
+					for shard, pod := range masters {
+						for _, p := range st.Primaries {
+							if p.Shard == shard && p.Pod != pod && p.Slots > 0 {
+								failedOver = append(failedOver, fmt.Sprintf("shard %d to %s", shard, p.Pod))
+							}
+						}
+					}
+					return len(failedOver) == len(masters), fmt.Sprintf("masters %v; primaries %+v", masters, st.Primaries)
+				})
+				slices.Sort(failedOver)
+				return fmt.Sprintf("node %s stopped (Redis masters %v, limiter pods %v) for %v, started again %s after, its pods running and ready %s after; failed over: [%s]",
+					node, masters, limiters, nodeDownFor, restarted, since(start), strings.Join(failedOver, ", "))
 			}
 		},
 	}
