@@ -612,14 +612,23 @@ func TestStoreURL(t *testing.T) {
 		{name: "External without addresses", mutate: resExternal(nil), wantErr: "spec.redis.addresses is required"},
 		{name: "External, several addresses, cluster false", mutate: resExternal(ptr.To(false), "a:1", "b:1"), wantErr: "must hold one address"},
 		{
-			name:   "Cluster: the first three shards' ordinal 0 by DNS name",
+			name:   "Cluster: every ordinal of the first three shards by DNS name (a replica each by default), ordinal 0 first",
 			mutate: func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.Mode = ptr.To(v1alpha1.RedisCluster) },
-			want:   "redis-cluster://f-redis-0-0.f-redis.ns.svc:6379,f-redis-1-0.f-redis.ns.svc:6379,f-redis-2-0.f-redis.ns.svc:6379",
+			want: "redis-cluster://f-redis-0-0.f-redis.ns.svc:6379,f-redis-1-0.f-redis.ns.svc:6379,f-redis-2-0.f-redis.ns.svc:6379," +
+				"f-redis-0-1.f-redis.ns.svc:6379,f-redis-1-1.f-redis.ns.svc:6379,f-redis-2-1.f-redis.ns.svc:6379",
 		},
 		{
 			name: "Cluster, 5 shards: the same seeds",
 			mutate: func(f *v1alpha1.LimiterFleet) {
 				f.Spec.Redis.Mode, f.Spec.Redis.Shards = ptr.To(v1alpha1.RedisCluster), ptr.To[int32](5)
+			},
+			want: "redis-cluster://f-redis-0-0.f-redis.ns.svc:6379,f-redis-1-0.f-redis.ns.svc:6379,f-redis-2-0.f-redis.ns.svc:6379," +
+				"f-redis-0-1.f-redis.ns.svc:6379,f-redis-1-1.f-redis.ns.svc:6379,f-redis-2-1.f-redis.ns.svc:6379",
+		},
+		{
+			name: "Cluster without replicas: ordinal 0 only",
+			mutate: func(f *v1alpha1.LimiterFleet) {
+				f.Spec.Redis.Mode, f.Spec.Redis.ReplicasPerShard = ptr.To(v1alpha1.RedisCluster), ptr.To[int32](0)
 			},
 			want: "redis-cluster://f-redis-0-0.f-redis.ns.svc:6379,f-redis-1-0.f-redis.ns.svc:6379,f-redis-2-0.f-redis.ns.svc:6379",
 		},
@@ -628,7 +637,8 @@ func TestStoreURL(t *testing.T) {
 			mutate: func(f *v1alpha1.LimiterFleet) {
 				f.Spec.Redis.Mode, f.Spec.Redis.Auth = ptr.To(v1alpha1.RedisCluster), &v1alpha1.RedisAuth{SecretName: "pw"}
 			},
-			want: "redis-cluster://f-redis-0-0.f-redis.ns.svc:6379,f-redis-1-0.f-redis.ns.svc:6379,f-redis-2-0.f-redis.ns.svc:6379",
+			want: "redis-cluster://f-redis-0-0.f-redis.ns.svc:6379,f-redis-1-0.f-redis.ns.svc:6379,f-redis-2-0.f-redis.ns.svc:6379," +
+				"f-redis-0-1.f-redis.ns.svc:6379,f-redis-1-1.f-redis.ns.svc:6379,f-redis-2-1.f-redis.ns.svc:6379",
 		},
 		{
 			name: "External over TLS, one server",

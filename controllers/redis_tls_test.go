@@ -204,7 +204,8 @@ func TestRedisTLSBuilders(t *testing.T) {
 	}
 
 	url, err := resources.StoreURL(fleet)
-	if err != nil || url != "rediss-cluster://f-redis-0-0.f-redis.ns.svc:6379,f-redis-1-0.f-redis.ns.svc:6379,f-redis-2-0.f-redis.ns.svc:6379" {
+	if err != nil || url != "rediss-cluster://f-redis-0-0.f-redis.ns.svc:6379,f-redis-1-0.f-redis.ns.svc:6379,f-redis-2-0.f-redis.ns.svc:6379,"+
+		"f-redis-0-1.f-redis.ns.svc:6379,f-redis-1-1.f-redis.ns.svc:6379,f-redis-2-1.f-redis.ns.svc:6379" {
 		t.Errorf("store URL %q, %v", url, err)
 	}
 	dep := resources.BuildLimiterDeployment(fleet, resources.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: url})

@@ -259,15 +259,20 @@ func BuildRedisPDB(fleet *v1alpha1.LimiterFleet, shard int) *policyv1.PodDisrupt
 	}
 }
 
-// RedisSeeds are the addresses limiters start from: ordinal 0 of the first
-// three shards by DNS name. Every fleet has these three shards for life
-// (shards is at least 3 and never lowered), so the limiter Deployment's
-// arguments do not change when shards are added or pods move; the client
-// learns the rest of the cluster from CLUSTER SLOTS.
+// RedisSeeds are the addresses limiters start from: every ordinal of the
+// first three shards by DNS name, ordinal 0 of each first. Every fleet has
+// these three shards for life (shards is at least 3 and never lowered), so
+// the limiter Deployment's arguments change only with replicasPerShard,
+// not when shards are added or pods move; the client learns the rest of the
+// cluster from CLUSTER SLOTS. The replicas are seeds too: a limiter that
+// starts while every ordinal-0 pod is gone (their node drained or stopped)
+// takes the slot map from a replica.
 func RedisSeeds(fleet *v1alpha1.LimiterFleet) []string {
-	seeds := make([]string, v1alpha1.MinShards)
-	for i := range seeds {
-		seeds[i] = fmt.Sprintf("%s:%d", RedisPodHost(fleet, i, 0), RedisPort)
+	var seeds []string
+	for ordinal := range 1 + int(fleet.Spec.EffectiveReplicasPerShard()) {
+		for shard := range int(v1alpha1.MinShards) {
+			seeds = append(seeds, fmt.Sprintf("%s:%d", RedisPodHost(fleet, shard, ordinal), RedisPort))
+		}
 	}
 	return seeds
 }

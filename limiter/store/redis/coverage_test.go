@@ -41,3 +41,28 @@ func TestClusterSeedNotJoined(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterSeedsPartlyGone: a limiter starting while its first seeds are
+// gone (the fleet's ordinal-0 pods, drained or on a stopped node: their
+// DNS names resolve to nothing, or nothing listens) takes the slot map from
+// the seeds that answer (the replicas' names, which RedisSeeds lists
+// after them), and no decision fails.
+func TestClusterSeedsPartlyGone(t *testing.T) {
+	addrs := clusterAddrs(t)
+	closed := redistest.FreeAddr(t, redistest.Host())
+	seeds := []string{"f-redis-0-0.f-redis.ns.svc.invalid:6379", "f-redis-1-0.f-redis.ns.svc.invalid:6379", closed, addrs[len(addrs)-1]}
+	for i := range 4 {
+		s := realStore(t, redisstore.Options{Addrs: seeds, Cluster: true})
+		var failed []string
+		for k := range 100 {
+			var b store.KeyBuilder
+			b.Add(fmt.Sprintf("seeds-%d-%d", i, k))
+			if _, err := s.Take(context.Background(), store.Request{Key: b.Key(), Limit: faultLimit, Cost: 1}); err != nil {
+				failed = append(failed, err.Error())
+			}
+		}
+		if len(failed) > 0 {
+			t.Fatalf("store %d: %d of 100 decisions failed with one seed of %v answering, first: %s", i, len(failed), seeds, failed[0])
+		}
+	}
+}
