@@ -211,12 +211,18 @@ func limiterPodSpec(fleet *v1alpha1.LimiterFleet, opts LimiterDeploymentOptions)
 	container := limiterContainer(fleet, opts, mounts, keyEnv)
 	container.Args = append(container.Args, regionArgs...)
 	container.Ports = append(container.Ports, regionPorts...)
+	// Spread the pods of one revision (pod-template-hash: a rollout's new
+	// pods spread among themselves, not around the old ones they replace,
+	// which left every limiter on one node), over the nodes that take pods
+	// (a cordoned node's taint is honoured).
 	spread := func(key string) corev1.TopologySpreadConstraint {
 		return corev1.TopologySpreadConstraint{
 			MaxSkew:           1,
 			TopologyKey:       key,
 			WhenUnsatisfiable: corev1.ScheduleAnyway,
 			LabelSelector:     &metav1.LabelSelector{MatchLabels: LimiterSelectorLabels(fleet)},
+			MatchLabelKeys:    []string{appsv1.DefaultDeploymentUniqueLabelKey},
+			NodeTaintsPolicy:  ptr.To(corev1.NodeInclusionPolicyHonor),
 		}
 	}
 	return corev1.PodSpec{
