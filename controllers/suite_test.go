@@ -94,7 +94,19 @@ func newScheme() *runtime.Scheme {
 var stopConversion func()
 
 func TestMain(m *testing.M) {
-	logf.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	// SLUICE_TEST_OPERATOR_LOG=FILE keeps the in-process operator's log,
+	// to see why a test waited on it in vain.
+	var logTo io.Writer = io.Discard
+	if path := os.Getenv("SLUICE_TEST_OPERATOR_LOG"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "SLUICE_TEST_OPERATOR_LOG:", err)
+			os.Exit(2)
+		}
+		defer f.Close()
+		logTo = f
+	}
+	logf.SetLogger(zap.New(zap.WriteTo(logTo), zap.UseDevMode(false)))
 	code := m.Run()
 	stopSuite()
 	os.Exit(code)
