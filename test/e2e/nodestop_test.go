@@ -71,7 +71,7 @@ func (c *cluster) nodeScript(t *testing.T, action, node string) {
 func (j *journey) nodeStopped(redisPods func() []corev1.Pod) faultScenario {
 	c, f := j.c, j.fleet
 	return faultScenario{
-		name: "NodeStopped", title: "node stopped", redis: true, twoNodes: true, reportShare: true,
+		name: "NodeStopped", title: "node stopped", redis: true, twoNodes: true, reportShare: true, restartsLimiters: true,
 		inject: func(t *testing.T, start time.Time) func(*testing.T) string {
 			node := j.otherNode(t)
 			masters := j.redisMastersOn(t, node, redisPods)
