@@ -2,11 +2,15 @@ package controllers
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"k8s.io/apimachinery/pkg/types"
@@ -89,6 +93,19 @@ func SetupConversionWebhook(ctx context.Context, mgr manager.Manager, o WebhookO
 		return nil, fmt.Errorf("adding the webhook certificate rotator: %w", err)
 	}
 	log := ctrl.Log.WithName("conversion-webhook")
+	if mountedCertValid(o.CertDir, time.Now()) {
+		// A restart: the Secret's certificate is mounted already, and its
+		// CA injected. Serve it at once, before the manager's caches sync:
+		// they list the stored v1beta1 objects as v1alpha1 through this very
+		// webhook, and the rotator starts only after they have synced. With
+		// no other replica serving, waiting for the rotator would wait for
+		// ever (a lone operator restarted in place, its node rebooted).
+		log.Info("Serving the mounted certificate; starting the conversion webhook", "address", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
+		if err := mgr.Add(srv); err != nil {
+			return nil, err
+		}
+		return srv.StartedChecker(), nil
+	}
 	go func() {
 		select {
 		case <-ready:
@@ -108,4 +125,16 @@ func SetupConversionWebhook(ctx context.Context, mgr manager.Manager, o WebhookO
 			return errors.New("waiting for the webhook's serving certificate")
 		}
 	}, nil
+}
+
+// mountedCertValid reports that dir holds a serving key pair
+// (tls.crt, tls.key) whose certificate is valid for at least another
+// minute at now.
+func mountedCertValid(dir string, now time.Time) bool {
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
+	if err != nil || len(pair.Certificate) == 0 {
+		return false
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	return err == nil && now.After(leaf.NotBefore) && now.Add(time.Minute).Before(leaf.NotAfter)
 }

@@ -217,3 +217,79 @@ func TestOperatorIssuesWebhookCertificate(t *testing.T) {
 		t.Errorf("the CRD's caBundle is not the CA the operator issued in its Secret (envtest's: %v)", bytes.Equal(got, o.LocalServingCAData))
 	}
 }
+
+// A lone operator killed and started again (its container restarted in
+// place, its node rebooted) finds the policies stored as v1beta1, which its
+// caches list as v1alpha1 through its own conversion webhook: it must
+// serve the certificate mounted from its Secret before they sync, or no
+// replica answers the conversions and it waits for ever. The second
+// operator converts and reconciles a policy created after it started.
+func TestOperatorRestartsAloneWithStoredPolicies(t *testing.T) {
+	k8s, o, kubeconfig, bin := webhookEnv(t)
+	const ns = "sluice-system"
+	createNS(t, k8s, ns)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sluice-operator-webhook-cert"}}
+	if err := k8s.Create(t.Context(), secret); err != nil {
+		t.Fatal(err)
+	}
+	certDir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	key := client.ObjectKeyFromObject(secret)
+	go func() { // the kubelet's part, as in TestOperatorIssuesWebhookCertificate
+		for ctx.Err() == nil {
+			var s corev1.Secret
+			if k8s.Get(ctx, key, &s) == nil && len(s.Data["tls.crt"]) > 0 {
+				for name, data := range s.Data {
+					_ = os.WriteFile(filepath.Join(certDir, name+".tmp"), data, 0o600)
+					_ = os.Rename(filepath.Join(certDir, name+".tmp"), filepath.Join(certDir, name))
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	args := []string{"--webhook-port=" + strconv.Itoa(o.LocalServingPort), "--webhook-cert-dir=" + certDir,
+		"--webhook-namespace=" + ns, "--webhook-service=sluice-operator-webhook", "--webhook-cert-secret=" + secret.Name,
+		"--webhook-extra-dns-names=localhost", "--leader-elect", "--leader-election-namespace=" + ns, "--operator-namespace=" + ns}
+	first := exec.Command(bin, append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=" + freeAddr(t)}, args...)...)
+	first.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	var firstLog bytes.Buffer
+	first.Stdout, first.Stderr = &firstLog, &firstLog
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = first.Process.Kill(); _ = first.Wait() })
+	requireConverts(t, k8s, ns, &firstLog)
+	// Killed, as a node's power cut kills it: nothing serves conversions.
+	_ = first.Process.Kill()
+	_ = first.Wait()
+
+	log := runOperator(t, bin, kubeconfig, args...)
+	later := &v1alpha1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "after-restart"},
+		Spec: v1alpha1.RateLimitPolicySpec{Domain: "payments", Descriptors: []v1alpha1.Descriptor{{Key: "user_id"}},
+			Rate: v1alpha1.Rate{Limit: 5, Period: metav1.Duration{Duration: time.Minute}}}}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		err := k8s.Create(t.Context(), later)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no v1alpha1 policy could be created through the restarted operator's webhook within 3m; last error: %v\noperator log:\n%s", err, log.String())
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	for {
+		got := &v1alpha1.RateLimitPolicy{}
+		if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(later), got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Status.Conditions) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the restarted operator never reconciled policy %s (no condition within 3m): its caches did not sync\noperator log:\n%s", later.Name, log.String())
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
