@@ -136,7 +136,7 @@ func TestRegionsOfLimiters(t *testing.T) {
 		}
 	}
 	total := admitted["a"] + admitted["b"] + admitted["c"]
-	bound := 2 * (len(names) - 1) * max(1, 300/(regions.GrantDivisor*len(names)))
+	bound := 2 * len(names) * max(1, 300/(regions.GrantDivisor*len(names))) // B = 2·N·g
 	t.Logf("admitted %v = %d of a Global 300 (bound %d); %v grant calls", admitted, total, bound, grantCalls())
 	if total > 300+bound {
 		t.Fatalf("the regions admitted %d: want at most the limit 300 + bound %d", total, bound)
