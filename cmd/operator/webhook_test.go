@@ -187,18 +187,7 @@ func TestOperatorIssuesWebhookCertificate(t *testing.T) {
 	t.Cleanup(cancel)
 	// The test reads the Secret into secret meanwhile: the goroutine has its key.
 	key := client.ObjectKeyFromObject(secret)
-	go func() { // the kubelet's part: the Secret's files in the pod
-		for ctx.Err() == nil {
-			var s corev1.Secret
-			if k8s.Get(ctx, key, &s) == nil && len(s.Data["tls.crt"]) > 0 {
-				for name, data := range s.Data {
-					_ = os.WriteFile(filepath.Join(certDir, name+".tmp"), data, 0o600)
-					_ = os.Rename(filepath.Join(certDir, name+".tmp"), filepath.Join(certDir, name))
-				}
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}()
+	go mountSecret(ctx, k8s, key, certDir)
 	log := runOperator(t, bin, kubeconfig, "--watch-namespaces="+ns,
 		"--webhook-port="+strconv.Itoa(o.LocalServingPort), "--webhook-cert-dir="+certDir,
 		"--webhook-namespace="+ns, "--webhook-service=sluice-operator-webhook", "--webhook-cert-secret="+secret.Name,
@@ -236,18 +225,7 @@ func TestOperatorRestartsAloneWithStoredPolicies(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	key := client.ObjectKeyFromObject(secret)
-	go func() { // the kubelet's part, as in TestOperatorIssuesWebhookCertificate
-		for ctx.Err() == nil {
-			var s corev1.Secret
-			if k8s.Get(ctx, key, &s) == nil && len(s.Data["tls.crt"]) > 0 {
-				for name, data := range s.Data {
-					_ = os.WriteFile(filepath.Join(certDir, name+".tmp"), data, 0o600)
-					_ = os.Rename(filepath.Join(certDir, name+".tmp"), filepath.Join(certDir, name))
-				}
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}()
+	go mountSecret(ctx, k8s, key, certDir)
 	args := []string{"--webhook-port=" + strconv.Itoa(o.LocalServingPort), "--webhook-cert-dir=" + certDir,
 		"--webhook-namespace=" + ns, "--webhook-service=sluice-operator-webhook", "--webhook-cert-secret=" + secret.Name,
 		"--webhook-extra-dns-names=localhost", "--leader-elect", "--leader-election-namespace=" + ns, "--operator-namespace=" + ns}
@@ -291,5 +269,20 @@ func TestOperatorRestartsAloneWithStoredPolicies(t *testing.T) {
 			t.Fatalf("the restarted operator never reconciled policy %s (no condition within 3m): its caches did not sync\noperator log:\n%s", later.Name, log.String())
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// mountSecret is the kubelet's part: the Secret's files in the pod's dir,
+// each written whole, until ctx ends.
+func mountSecret(ctx context.Context, k8s client.Client, key client.ObjectKey, dir string) {
+	for ctx.Err() == nil {
+		var s corev1.Secret
+		if k8s.Get(ctx, key, &s) == nil && len(s.Data["tls.crt"]) > 0 {
+			for name, data := range s.Data {
+				_ = os.WriteFile(filepath.Join(dir, name+".tmp"), data, 0o600)
+				_ = os.Rename(filepath.Join(dir, name+".tmp"), filepath.Join(dir, name))
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -370,26 +370,15 @@ func (j *journey) otherNode(t *testing.T) string {
 	return ""
 }
 
-// redisPrimariesOn lists the fleet's Redis masters (status.redis) whose
-// pods run on node.
+// redisPrimariesOn lists the fleet's Redis masters (status.redis, serving
+// slots) whose pods run on node, sorted.
 func (j *journey) redisPrimariesOn(t *testing.T, node string, redisPods func() []corev1.Pod) []string {
 	t.Helper()
-	onNode := map[string]bool{}
-	for _, p := range redisPods() {
-		onNode[p.Name] = p.Spec.NodeName == node
-	}
-	f := &v1alpha1.LimiterFleet{}
-	if err := j.c.c.Get(context.Background(), client.ObjectKeyFromObject(j.fleet), f); err != nil {
-		t.Fatal(err)
-	}
 	out := []string{}
-	if f.Status.Redis != nil {
-		for _, p := range f.Status.Redis.Primaries {
-			if onNode[p.Pod] {
-				out = append(out, p.Pod)
-			}
-		}
+	for _, pod := range j.redisMastersOn(t, node, redisPods) {
+		out = append(out, pod)
 	}
+	slices.Sort(out)
 	return out
 }
 
