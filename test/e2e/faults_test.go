@@ -114,7 +114,14 @@ func (j *journey) faults(t *testing.T) {
 	// AOF is written every second: let it reach the disk.
 	time.Sleep(2 * time.Second)
 
-	loadArgs := []string{"-addr", svc, "-domain", loadDomain, "-descriptor", "client=%d", "-keys", "1000",
+	// The load reaches the pods as the docs tell gateways to: through the
+	// headless Service's name, each call balanced round robin over the
+	// ready pods that answer health checks (a gateway's STRICT_DNS cluster
+	// with health checks, gRPC's round_robin), not one pod per connection
+	// through the cluster IP, whose connections to a stopped pod fail
+	// until kube-proxy drops it.
+	headless := fmt.Sprintf("dns:///%s.%s.svc:8081", resources.LimiterHeadlessName(f), f.Namespace)
+	loadArgs := []string{"-addr", headless, "-domain", loadDomain, "-descriptor", "client=%d", "-keys", "1000",
 		"-rate", "200", "-conns", "4", "-interval", "250ms"}
 	redisPods := func() []corev1.Pod {
 		pods := &corev1.PodList{}

@@ -65,9 +65,12 @@ func (c *cluster) nodeScript(t *testing.T, action, node string) {
 // (the Redis Cluster's own election, after spec.redis.nodeTimeout); the
 // kubelet, back, makes its pods again (new sandboxes, new IPs) and the old
 // masters rejoin as replicas. The share of the minute around it that
-// failed is measured and told, not judged: the limiter pods of the
-// stopped node stay endpoints of the Service (the node never turns
-// NotReady) and refuse their clients until they run again.
+// failed is measured and told, not judged: the keys of each master on the
+// node fail closed until its replica is elected (spec.redis.nodeTimeout,
+// 5s, and an election), and for as long as the node is down when it held
+// two of the three masters (no majority is left to elect). The load's
+// client balances over the ready pods (runFault's headless target), so
+// the node's limiter pods cost only the calls in flight on them.
 func (j *journey) nodeStopped(redisPods func() []corev1.Pod) faultScenario {
 	c, f := j.c, j.fleet
 	return faultScenario{

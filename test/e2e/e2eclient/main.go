@@ -10,7 +10,7 @@
 //	e2eclient rls -addr HOST:8081 -domain D -descriptor 'k=v,k=v' [-n 6] [-new-conn] [-keys K]
 //	e2eclient resolve NAME...                       # the addresses each name resolves to, as JSON
 //	e2eclient dial [-timeout 1m] HOST:PORT          # waits until a TCP connection opens; prints how long, as JSON
-//	e2eclient load -addr HOST:8081 -domain D -descriptor 'key=%d' [-keys 1000] [-rate 200] [-conns 4] [-interval 250ms]
+//	e2eclient load -addr HOST:8081|dns:///NAME:8081 -domain D -descriptor 'key=%d' [-keys 1000] [-rate 200] [-conns 4] [-interval 250ms]
 //
 // http and rls print one JSON array of the answers. load sends -rate calls
 // a second until its stdin closes (or -duration passes) and prints a JSON
@@ -43,6 +43,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	_ "google.golang.org/grpc/health" // client-side health checks of balancedConfig
 	"google.golang.org/grpc/status"
 )
 
@@ -275,9 +276,21 @@ func rlsAnswer(resp *rlsv3.RateLimitResponse, err error) RLSAnswer {
 	return a
 }
 
+// balancedConfig is the service config of a dns:/// target, as the docs
+// tell gateways to reach the headless Service: calls go round robin over
+// every ready pod the name answers, and a pod whose connection fails, or
+// whose gRPC health says NOT_SERVING (draining), gets none until it serves.
+const balancedConfig = `{"loadBalancingConfig":[{"round_robin":{}}],"healthCheckConfig":{"serviceName":"envoy.service.ratelimit.v3.RateLimitService"}}`
+
+// dial connects to addr: host:port as it is (through a Service's cluster
+// IP, kube-proxy picks one pod per connection), or dns:///name:port
+// balanced per call (balancedConfig).
 func dial(addr string) (*grpc.ClientConn, error) {
-	return grpc.NewClient("passthrough:///"+addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithUserAgent("sluice-e2eclient"))
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithUserAgent("sluice-e2eclient")}
+	if strings.HasPrefix(addr, "dns:///") {
+		return grpc.NewClient(addr, append(opts, grpc.WithDefaultServiceConfig(balancedConfig))...)
+	}
+	return grpc.NewClient("passthrough:///"+addr, opts...)
 }
 
 // request builds a RateLimitRequest from "k=v,k=v;k=v", with %d in values
