@@ -79,6 +79,7 @@ func (j *journey) nodeStopped(redisPods func() []corev1.Pod) faultScenario {
 			node := j.otherNode(t)
 			masters := j.redisMastersOn(t, node, redisPods)
 			limiters := j.limiterPodsOn(t, node)
+			operators := j.operatorPodsOn(t, node)
 			c.nodeScript(t, "stop", node)
 			stopped := time.Now()
 			// Down for a reboot's time, the load running on; the operator
@@ -101,10 +102,12 @@ func (j *journey) nodeStopped(redisPods func() []corev1.Pod) faultScenario {
 					return len(waiting) == 0, strings.Join(waiting, "; ")
 				})
 				// Each master of the node failed over to its replica, as the
-				// fleet's status tells it, when the live masters were a
-				// majority to elect it (Redis Cluster's quorum: a node with
-				// two of three masters takes the vote with it, and its masters
-				// come back as masters). Told, not judged.
+				// fleet's status tells it: by Redis Cluster's election when
+				// the live masters are a majority, else by the operator's
+				// FAILOVER TAKEOVER, after two node timeouts, when the
+				// operator is not on the node too (with one replica, its pod
+				// there is gone until the node is back, and so is the
+				// takeover). Told, not judged.
 				var failedOver []string
 				if st := j.c.fleet(t, f.Namespace, f.Name).Status.Redis; st != nil {
 					for shard, pod := range masters {
@@ -118,8 +121,8 @@ func (j *journey) nodeStopped(redisPods func() []corev1.Pod) faultScenario {
 					}
 				}
 				slices.Sort(failedOver)
-				return fmt.Sprintf("node %s stopped (Redis masters %v, limiter pods %v) for %v, started again %s after, its pods running and ready %s after; masters after: [%s]",
-					node, masters, limiters, nodeDownFor, restarted, since(start), strings.Join(failedOver, ", "))
+				return fmt.Sprintf("node %s stopped (Redis masters %v, limiter pods %v, operator pods %v) for %v, started again %s after, its pods running and ready %s after; masters after: [%s]",
+					node, masters, limiters, operators, nodeDownFor, restarted, since(start), strings.Join(failedOver, ", "))
 			}
 		},
 	}
@@ -161,8 +164,21 @@ func (j *journey) redisMastersOn(t *testing.T, node string, redisPods func() []c
 // limiterPodsOn names the fleet's limiter pods on node.
 func (j *journey) limiterPodsOn(t *testing.T, node string) []string {
 	t.Helper()
-	pods, err := j.c.cs.CoreV1().Pods(j.fleet.Namespace).List(context.Background(), metav1.ListOptions{
-		LabelSelector: resources.LabelInstance + "=" + j.fleet.Name + "," + resources.LabelComponent + "=" + resources.LimiterComponent})
+	return j.podsOn(t, node, j.fleet.Namespace, resources.LabelInstance+"="+j.fleet.Name+","+resources.LabelComponent+"="+resources.LimiterComponent)
+}
+
+// operatorPodsOn names the operator's pods on node: with one replica
+// there, no operator is left to fail over a master the live ones can't
+// elect a replica for (FAILOVER TAKEOVER) until the node is back.
+func (j *journey) operatorPodsOn(t *testing.T, node string) []string {
+	t.Helper()
+	return j.podsOn(t, node, system, "app.kubernetes.io/component=operator")
+}
+
+// podsOn names the pods of namespace ns matching selector on node.
+func (j *journey) podsOn(t *testing.T, node, ns, selector string) []string {
+	t.Helper()
+	pods, err := j.c.cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		t.Fatal(err)
 	}
