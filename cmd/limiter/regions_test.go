@@ -59,32 +59,8 @@ func peerToken(name string) string { return strings.Repeat(name, 40) }
 // another region; each admin plane shows its peers reachable.
 func TestRegionsOfLimiters(t *testing.T) {
 	testtier.Integration(t, "redis-server")
-	dir := t.TempDir()
-	pol := writeFile(t, dir, "policies.yaml", regionPolicies)
 	names := []string{"a", "b", "c"}
-	peerAddr := map[string]string{}
-	for i, n := range names {
-		peerAddr[n] = redistest.FreeAddr(t, testnet.IP(60+i))
-		writeFile(t, dir, n+".token", peerToken(n))
-	}
-	procs := map[string]*process{}
-	for i, n := range names {
-		rs := redistest.StartAt(t, redistest.FreeAddr(t, testnet.IP(60+i)))
-		args := []string{"--policies", pol, "--store", "redis://" + rs.Addr, "--redis-timeout", "2s",
-			"--region", n, "--region-token-file", filepath.Join(dir, n+".token"), "--peer-addr", peerAddr[n],
-			// A loaded machine may take seconds to answer: no region is
-			// cut off here.
-			"--peer-timeout", "1m"}
-		for _, m := range names {
-			if m == n {
-				continue
-			}
-			px := redistest.StartProxy(t, peerAddr[m])
-			px.SetLatency(80 * time.Millisecond)
-			args = append(args, "--peer", m+"=http://"+px.Addr, "--peer-token-file", m+"="+filepath.Join(dir, m+".token"))
-		}
-		procs[n] = startLimiter(t, args...)
-	}
+	procs := startRegionLimiters(t, regionPolicies, names)
 	check := func(p *process, key, value string) bool {
 		code, _, body := p.post(t, "/v1/ratelimit/check", `{"domain":"shop","descriptors":[{"entries":[{"key":"`+key+`","value":"`+value+`"}]}]}`)
 		if code != 200 && code != 429 {
@@ -175,6 +151,122 @@ func TestRegionsOfLimiters(t *testing.T) {
 				t.Errorf("%s sees %s as %+v", n, p.Name, p)
 			}
 		}
+	}
+}
+
+// startRegionLimiters runs a limiter process per region name on policies,
+// each with its own redis-server, their peer endpoints 80ms apart through
+// proxies.
+func startRegionLimiters(t *testing.T, policies string, names []string) map[string]*process {
+	t.Helper()
+	dir := t.TempDir()
+	pol := writeFile(t, dir, "policies.yaml", policies)
+	peerAddr := map[string]string{}
+	for i, n := range names {
+		peerAddr[n] = redistest.FreeAddr(t, testnet.IP(60+i))
+		writeFile(t, dir, n+".token", peerToken(n))
+	}
+	procs := map[string]*process{}
+	for i, n := range names {
+		rs := redistest.StartAt(t, redistest.FreeAddr(t, testnet.IP(60+i)))
+		args := []string{"--policies", pol, "--store", "redis://" + rs.Addr, "--redis-timeout", "2s",
+			"--region", n, "--region-token-file", filepath.Join(dir, n+".token"), "--peer-addr", peerAddr[n],
+			// A loaded machine may take seconds to answer: no region is
+			// cut off here.
+			"--peer-timeout", "1m"}
+		for _, m := range names {
+			if m == n {
+				continue
+			}
+			px := redistest.StartProxy(t, peerAddr[m])
+			px.SetLatency(80 * time.Millisecond)
+			args = append(args, "--peer", m+"=http://"+px.Addr, "--peer-token-file", m+"="+filepath.Join(dir, m+".token"))
+		}
+		procs[n] = startLimiter(t, args...)
+	}
+	return procs
+}
+
+// modePolicies: per user, Global, 10 an hour, in Shadow mode and in
+// Soft mode.
+const modePolicies = `apiVersion: ratelimit.sluice.dev/v1beta1
+kind: RateLimitPolicy
+metadata: {name: shadow-user, namespace: shop}
+spec:
+  domain: modes
+  descriptors: [{key: s}]
+  limit:
+    type: Rate
+    rate: {algorithm: FixedWindow, limit: 10, period: 1h, scope: Global}
+  mode: Shadow
+---
+apiVersion: ratelimit.sluice.dev/v1beta1
+kind: RateLimitPolicy
+metadata: {name: soft-user, namespace: shop}
+spec:
+  domain: modes
+  descriptors: [{key: t}]
+  limit:
+    type: Rate
+    rate: {algorithm: FixedWindow, limit: 10, period: 1h, scope: Global}
+  mode: Soft
+`
+
+// TestRegionsGlobalModes: a Global policy in Shadow or Soft mode never
+// denies, in any region, while its count still holds across the regions:
+// over 60 requests from two regions, at most the limit and the bound are
+// counted allowed, the rest are counted shadow- or soft-limited (none
+// limited), and the requests a soft policy is over say so.
+func TestRegionsGlobalModes(t *testing.T) {
+	testtier.Integration(t, "redis-server")
+	names := []string{"a", "b"}
+	procs := startRegionLimiters(t, modePolicies, names)
+	const sent = 60
+	softMarked := 0
+	for _, key := range []string{"s", "t"} {
+		for i := range sent {
+			p := procs[names[i%2]]
+			code, h, body := p.post(t, "/v1/ratelimit/check", `{"domain":"modes","descriptors":[{"entries":[{"key":"`+key+`","value":"alice"}]}]}`)
+			if code != 200 {
+				t.Fatalf("%s request %d to region %s: %d %s, want 200 (Shadow and Soft never deny)", key, i, names[i%2], code, body)
+			}
+			if key == "t" && h.Get("X-Sluice-Soft-Limit") != "" {
+				softMarked++
+			}
+		}
+	}
+	sum := map[string]limiterwire.PolicyStats{}
+	for _, n := range names {
+		_, body := procs[n].adminGet(t, limiterwire.StatsPath)
+		var stats limiterwire.Stats
+		if err := json.Unmarshal([]byte(body), &stats); err != nil {
+			t.Fatal(err)
+		}
+		for _, ps := range stats.Policies {
+			s := sum[ps.Name]
+			s.Allowed += ps.Allowed
+			s.Limited += ps.Limited
+			s.ShadowLimited += ps.ShadowLimited
+			s.SoftLimited += ps.SoftLimited
+			sum[ps.Name] = s
+		}
+	}
+	bound := int64(2 * len(names) * max(1, 10/(regions.GrantDivisor*len(names)))) // B = 2·N·g
+	for name, over := range map[string]func(limiterwire.PolicyStats) int64{
+		"shadow-user": func(s limiterwire.PolicyStats) int64 { return s.ShadowLimited },
+		"soft-user":   func(s limiterwire.PolicyStats) int64 { return s.SoftLimited },
+	} {
+		s := sum[name]
+		t.Logf("%s: allowed %d, over %d, limited %d (limit 10, bound %d)", name, s.Allowed, over(s), s.Limited, bound)
+		if s.Limited != 0 || s.Allowed+over(s) != sent {
+			t.Errorf("%s: %+v: want every one of %d requests counted, allowed or over, none limited", name, s, sent)
+		}
+		if s.Allowed < 10 || s.Allowed > 10+bound {
+			t.Errorf("%s: %d counted allowed across the regions, want the limit 10 to 10 + bound %d", name, s.Allowed, bound)
+		}
+	}
+	if want := int64(sent) - sum["soft-user"].Allowed; int64(softMarked) != want {
+		t.Errorf("%d answers carried X-Sluice-Soft-Limit, want the %d counted over the soft limit", softMarked, want)
 	}
 }
 
