@@ -52,8 +52,8 @@ func TestAttackTenantFloodPushesOutAnotherTenantsPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = k8s.DeleteAllOf(ctx, &v1alpha1.RateLimitPolicy{}, client.InNamespace(a))
-		_ = k8s.DeleteAllOf(ctx, &v1alpha1.RateLimitPolicy{}, client.InNamespace(b))
+		deleteAllPolicies(t, a)
+		deleteAllPolicies(t, b)
 		deleteFleet(t, fleet)
 	})
 

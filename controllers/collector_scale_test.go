@@ -51,7 +51,7 @@ func TestCollectorScale(t *testing.T) {
 		uids = append(uids, string(p.UID))
 	}
 	t.Cleanup(func() {
-		_ = k8s.DeleteAllOf(ctx, &v1alpha1.RateLimitPolicy{}, client.InNamespace("scale"))
+		deleteAllPolicies(t, "scale")
 	})
 
 	// Stand-ins: the first limiter's snapshot answers, stats of their own.

@@ -76,7 +76,7 @@ func TestFleetOf2000Policies(t *testing.T) {
 	unbudgeted(t, fleet) // one namespace's policies fill the fleet
 	t.Cleanup(func() {
 		// Leave the API server as small as the other tests expect.
-		_ = k8s.DeleteAllOf(ctx, &v1alpha1.RateLimitPolicy{}, client.InNamespace("big"))
+		deleteAllPolicies(t, "big")
 	})
 	start := time.Now()
 	// Eight creates at a time: one at a time took minutes on a loaded

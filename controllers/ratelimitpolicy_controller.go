@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -35,6 +36,9 @@ const (
 	// write.
 	servedByIndex = "status.fleets"
 )
+
+// policyWorkers is how many policies are reconciled at once.
+const policyWorkers = 4
 
 // RateLimitPolicyReconciler writes each policy's Accepted and Enforced
 // conditions and the fleets that serve it.
@@ -217,6 +221,11 @@ func (r *RateLimitPolicyReconciler) SetupWithManager(ctx context.Context, mgr ct
 		WatchesRawSource(source.Channel(r.Acks.Subscribe(), handler.EnqueueRequestsFromMapFunc(r.policiesOfAckedFleet))).
 		WatchesRawSource(source.Channel(r.Fits.Subscribe(), &handler.EnqueueRequestForObject{})).
 		Named("ratelimitpolicy").
+		// Each reconcile is a few cache reads and at most one status
+		// write: several at once keep a fleet event that touches
+		// thousands of policies (a fleet deleted) from holding a new
+		// policy's first status behind a slow API server's round trips.
+		WithOptions(controller.Options{MaxConcurrentReconciles: policyWorkers}).
 		Complete(r)
 }
 

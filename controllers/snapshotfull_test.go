@@ -60,7 +60,7 @@ func TestSnapshotFullRefusesNewestPolicies(t *testing.T) {
 	fleet, pods := newFleet(t, ns, name, 1)
 	unbudgeted(t, fleet) // one namespace's policies fill the fleet
 	t.Cleanup(func() {
-		_ = k8s.DeleteAllOf(ctx, &v1alpha1.RateLimitPolicy{}, client.InNamespace(ns))
+		deleteAllPolicies(t, ns)
 	})
 
 	// Another tenant's policy, there before the flood.

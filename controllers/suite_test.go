@@ -402,6 +402,29 @@ func namespace(t testing.TB, name string) string {
 	return name
 }
 
+// deleteAllPolicies deletes every policy of namespace ns and waits until
+// none is left. One DeleteCollection of thousands of policies can time out
+// part way on a loaded API server; the policies it leaves, their fleet
+// gone, keep the operator writing their status for minutes while the next
+// tests' policies wait behind them.
+func deleteAllPolicies(t testing.TB, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	eventually(t, 5*time.Minute, "every policy of namespace "+ns+" deleted", func() error {
+		if err := k8s.DeleteAllOf(ctx, &v1alpha1.RateLimitPolicy{}, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		var left v1alpha1.RateLimitPolicyList
+		if err := k8s.List(ctx, &left, client.InNamespace(ns), client.Limit(1)); err != nil {
+			return err
+		}
+		if len(left.Items) > 0 {
+			return fmt.Errorf("%d policies left", 1+ptr.Deref(left.RemainingItemCount, 0))
+		}
+		return nil
+	})
+}
+
 // ipBlock hands each test its own 127.0.N.0/24 for limiter "pods".
 var ipBlock atomic.Int32
 
