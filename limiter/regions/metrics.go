@@ -20,7 +20,7 @@ func newMetrics() *Metrics {
 		served: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_region_grant_calls_served_total",
 			Help: "Grant calls peers sent to this region, by outcome."}, []string{"result"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_region_decisions_total",
-			Help: "Decisions of Global policies, by path: home (a key homed here, from this region's own grant of its store, or its memory store), grant (a grant of a home elsewhere), advance (a cold key before its first grant), share (the partition share), denied (the home denied the last grant call)."}, []string{"path"}),
+			Help: "Decisions of Global policies, by path: home (a key homed here, from this region's own grant of its store, or its memory store), grant (a grant of a home elsewhere), remote (a request costing more than a grant, decided at its home elsewhere), advance (a cold key before its first grant), share (the partition share), denied (the home denied the last grant call)."}, []string{"path"}),
 		units: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_region_units_total",
 			Help: "Units granted to this region by homes elsewhere."}, []string{"kind"}),
 	}

@@ -310,6 +310,9 @@ func (r *Regions) lease(ctx context.Context, c grantCall, p Policy, key store.Ke
 	g := r.GrantSize(p.Limit)
 	cost := min(max(c.Cost, 1), max(1, p.Limit.Capacity()))
 	want := min(max(c.Want, 0), g-1)
+	if c.Spend {
+		want = 0
+	}
 	credit := r.ledger.take(c.Region, key, max(c.Credit, 0))
 	lr := store.GrantRequest{Key: key, Limit: p.Limit, Cost: cost, Want: want, Credit: credit, CreditWindow: c.CreditWindow,
 		Pod: "region:" + c.Region, Bound: int64(len(r.names)) * g, PodCap: g, TTL: r.opts.GrantTTL, Horizon: min(r.opts.GrantTTL, grantHorizon)}
@@ -319,8 +322,9 @@ func (r *Regions) lease(ctx context.Context, c grantCall, p Policy, key store.Ke
 	}
 	ans := grantAnswer{Allowed: gr.Result.Allowed, Granted: gr.Granted, LifetimeMS: gr.Lifetime.Milliseconds(), Window: gr.Window,
 		Remaining: gr.Result.Remaining, RetryAfterMS: retryMS(gr.Result)}
-	if gr.Result.Allowed {
-		// The call's own unit and the grant may come back as a credit.
+	if gr.Result.Allowed && !c.Spend {
+		// The call's own unit and the grant may come back as a credit; a
+		// request's own cost, spent, may not.
 		r.ledger.put(c.Region, key, 1+gr.Granted, time.Now().Add(gr.Lifetime+r.opts.GrantTTL))
 	}
 	return ans, nil

@@ -32,22 +32,28 @@ type entry struct {
 // when the home (or, at the home, its store) can't be reached. It never
 // waits for a peer or a store. A home that counts in memory, which grants
 // nothing, decides its keys in it, and the home decides a request with an
-// idempotency key exactly in its store, which replays a retry.
+// idempotency key exactly in its store, which replays a retry. A request
+// that costs more than a grant holds is decided exactly at the home (see
+// takeAtHome).
 func (r *Regions) Take(ctx context.Context, p Policy, req store.Request) (algo.Result, error) {
 	gk := globalKey(p.ID, req.Key)
 	h := home(gk, r.names)
 	pe := r.peers[h]
+	big := req.Cost > r.GrantSize(p.Limit)
 	if h == r.opts.Region {
-		if r.granter == nil || req.HasIdempotency() {
-			// Exact in the store: a home in memory, and a request with an
+		if r.granter == nil || req.HasIdempotency() || big {
+			// Exact in the store: a home in memory, a request with an
 			// idempotency key, whose retry the store replays (two-tier
-			// mode passes them through the same way). Elsewhere a retry
-			// spends again: fewer admitted, never more.
+			// mode passes them through the same way; elsewhere a retry
+			// spends again: fewer admitted, never more), and one no grant
+			// can cover.
 			r.metrics.decisions.WithLabelValues("home").Inc()
 			req.Key, req.Limit = gk, p.Limit
 			return r.local.Take(ctx, req)
 		}
 		pe = r.self
+	} else if big {
+		return r.takeAtHome(ctx, pe, p, req.Key, gk, req.Cost)
 	}
 	now := r.now()
 	r.mu.Lock()
@@ -105,6 +111,75 @@ func (r *Regions) Take(ctx context.Context, p Policy, req store.Request) (algo.R
 		retry := time.Duration(max(deniedUntil-now, int64(10*time.Millisecond)))
 		return algo.Result{Allowed: false, RetryAfter: retry, ResetAfter: retry}, nil
 	}
+}
+
+// takeAtHome decides a request for key (gk its counter) that costs more
+// than a grant holds (g) at the key's home in another region, exactly, over
+// the link: no grant can cover it, and a larger grant would widen the
+// bound. It waits for the home at most half of what is left of the
+// request's deadline (a gateway that times out fails open) and at most
+// the call timeout; a home that is down, busy with maxInFlight calls of
+// this region, or slower than that leaves it to the partition share, as
+// for a region cut off. A call that answers after the wait still charges
+// the home (fewer admitted, never more).
+func (r *Regions) takeAtHome(ctx context.Context, pe *peer, p Policy, key, gk store.Key, cost int64) (algo.Result, error) {
+	if !pe.down() {
+		if ans, ok := r.callWithin(ctx, pe, grantCall{Region: r.opts.Region, Policy: p.ID, Key: key.String(), Cost: cost, Spend: true}); ok {
+			r.metrics.decisions.WithLabelValues("remote").Inc()
+			if ans.Allowed {
+				return algo.Result{Allowed: true, Remaining: ans.Remaining}, nil
+			}
+			retry := max(time.Duration(ans.RetryAfterMS)*time.Millisecond, 10*time.Millisecond)
+			return algo.Result{Allowed: false, RetryAfter: retry, ResetAfter: retry}, nil
+		}
+	}
+	r.metrics.decisions.WithLabelValues("share").Inc()
+	res, err := r.share.Take(ctx, store.Request{Key: gk, Limit: r.shareLimit(p.Limit), Cost: cost})
+	if err == nil && res.Allowed {
+		r.owe(gk, cost)
+	}
+	return res, err
+}
+
+// callWithin sends grant call c to pe and waits for its answer within
+// half of ctx's time left and the call timeout; ok is false when it did
+// not answer in time, failed, or pe had maxInFlight calls out. The call
+// itself runs to the call timeout whatever the wait: a wait cut short by
+// the request's deadline is not the peer's failure.
+func (r *Regions) callWithin(ctx context.Context, pe *peer, c grantCall) (grantAnswer, bool) {
+	select {
+	case pe.sem <- struct{}{}:
+	default:
+		return grantAnswer{}, false
+	}
+	wait := r.opts.CallTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl)/2)
+	}
+	type answer struct {
+		ans grantAnswer
+		err error
+	}
+	done := make(chan answer, 1)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer func() { <-pe.sem }()
+		cctx, cancel := context.WithTimeout(context.Background(), r.opts.CallTimeout)
+		defer cancel()
+		ans, err := r.call(cctx, pe, c)
+		done <- answer{ans, err}
+	}()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case a := <-done:
+		return a.ans, a.err == nil
+	case <-t.C:
+	case <-ctx.Done():
+	case <-r.stop:
+	}
+	return grantAnswer{}, false
 }
 
 // grantPath is the decisions metric's path of a decision spent from a

@@ -28,6 +28,9 @@ type grantCall struct {
 	// Key, taken in window CreditWindow.
 	Credit       int64 `json:"credit,omitempty"`
 	CreditWindow int64 `json:"creditWindow,omitempty"`
+	// Spend: Cost is one request's own, decided here and spent by it
+	// (takeAtHome), no unit of it held by the caller; Want is then 0.
+	Spend bool `json:"spend,omitempty"`
 }
 
 // grantAnswer is the home's answer.
