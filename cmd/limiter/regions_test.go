@@ -215,7 +215,7 @@ spec:
 // TestRegionsGlobalModes: a Global policy in Shadow or Soft mode never
 // denies, in any region, while its count still holds across the regions:
 // over 60 requests from two regions, at most the limit and the bound are
-// counted allowed, the rest are counted shadow- or soft-limited (none
+// counted allowed, the rest shadow- or soft-limited (none
 // limited), and the requests a soft policy is over say so.
 func TestRegionsGlobalModes(t *testing.T) {
 	testtier.Integration(t, "redis-server")
@@ -261,8 +261,10 @@ func TestRegionsGlobalModes(t *testing.T) {
 		if s.Limited != 0 || s.Allowed+over(s) != sent {
 			t.Errorf("%s: %+v: want every one of %d requests counted, allowed or over, none limited", name, s, sent)
 		}
-		if s.Allowed < 10 || s.Allowed > 10+bound {
-			t.Errorf("%s: %d counted allowed across the regions, want the limit 10 to 10 + bound %d", name, s.Allowed, bound)
+		// Fewer than the limit when a region held units of a grant while
+		// the other was refused one: fewer admitted, never more.
+		if s.Allowed == 0 || s.Allowed > 10+bound {
+			t.Errorf("%s: %d counted allowed across the regions, want some and at most the limit 10 + bound %d", name, s.Allowed, bound)
 		}
 	}
 	if want := int64(sent) - sum["soft-user"].Allowed; int64(softMarked) != want {
