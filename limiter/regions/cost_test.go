@@ -2,6 +2,9 @@ package regions
 
 import (
 	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,5 +101,61 @@ func TestCostAboveAGrant(t *testing.T) {
 	t.Logf("with the link to the home cut, b admitted %d requests of cost 100 (share %d)", got, share)
 	if got > share/100 {
 		t.Errorf("with the link cut, b admitted %d requests of cost 100: over its share %d", got, share)
+	}
+}
+
+// TestAttackCostlyFloodKeepsGrants: a client floods a region with requests
+// that each cost more than a grant, for a key homed elsewhere, while the
+// link is slow. Those wait on their own calls, at most maxSpendInFlight at
+// once (the rest are decided from the share at once, never an error), and
+// the grant calls every other key needs still go out.
+func TestAttackCostlyFloodKeepsGrants(t *testing.T) {
+	names := []string{"a", "b", "c"}
+	p := Policy{ID: "ns/tokens", Limit: hourWindow}
+	lab := newLab(t, names, []Policy{p}, nil)
+	b := lab.regions["b"]
+	costly := keyHomedAt(t, p.ID, "a", names)
+	var other store.Key
+	for i := range 10000 {
+		var kb store.KeyBuilder
+		kb.Add(fmt.Sprint("other-", i))
+		if k := kb.Key(); home(globalKey(p.ID, k), lab.names) == "a" {
+			other = k
+			break
+		}
+	}
+	b.links["a"].SetLatency(2 * time.Second)
+	const flood = 100
+	var wg sync.WaitGroup
+	var errs atomic.Int64
+	for range flood {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := b.r.Take(context.Background(), p, store.Request{Key: costly, Limit: p.Limit, Cost: 100}); err != nil {
+				errs.Add(1)
+			}
+		}()
+	}
+	pe := b.r.peers["a"]
+	eventually(t, "the costly calls holding every slot of their own", func() (bool, string) {
+		return len(pe.spendSem) == maxSpendInFlight, fmt.Sprintf("%d of %d", len(pe.spendSem), maxSpendInFlight)
+	})
+	if _, err := b.r.Take(context.Background(), p, store.Request{Key: other, Limit: p.Limit, Cost: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.r.inFlight(); n != 1 {
+		t.Errorf("%d grant calls out for another key during the flood, want 1: the flood held up its grant", n)
+	}
+	b.links["a"].SetLatency(labLatency)
+	wg.Wait()
+	if n := errs.Load(); n != 0 {
+		t.Errorf("%d of %d costly requests got an error, want decisions", n, flood)
+	}
+	share := testutil.ToFloat64(b.r.metrics.decisions.WithLabelValues("share"))
+	remote := testutil.ToFloat64(b.r.metrics.decisions.WithLabelValues("remote"))
+	t.Logf("of %d costly requests: %.0f decided at the home, %.0f from the share", flood, remote, share)
+	if remote > maxSpendInFlight || remote+share != flood {
+		t.Errorf("remote %.0f, share %.0f: want at most %d at the home at once and the rest from the share", remote, share, maxSpendInFlight)
 	}
 }

@@ -22,7 +22,11 @@ import (
 // peer is another region as this one sees it.
 type peer struct {
 	Peer
-	sem chan struct{}
+	// sem bounds the grant calls in flight to the peer; spendSem, apart,
+	// the calls of requests that cost more than a grant (takeAtHome), so
+	// that a flood of those can't hold up the grants every other key
+	// needs.
+	sem, spendSem chan struct{}
 
 	mu        sync.Mutex
 	reachable bool
@@ -39,6 +43,10 @@ func (p *peer) down() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.failed
+}
+
+func newPeer(p Peer) *peer {
+	return &peer{Peer: p, reason: ReasonNoExchange, sem: make(chan struct{}, maxInFlight), spendSem: make(chan struct{}, maxSpendInFlight)}
 }
 
 // mayProbe reports whether a grant call may go to the peer now: always

@@ -34,8 +34,10 @@ const (
 	grantHorizon = time.Second
 	// DefaultCallTimeout bounds one grant call unless Options say.
 	DefaultCallTimeout = 2 * time.Second
-	// maxInFlight bounds the grant calls in flight to one peer.
-	maxInFlight = 64
+	// maxInFlight bounds the grant calls in flight to one peer, and
+	// maxSpendInFlight the calls of requests that cost more than a grant.
+	maxInFlight      = 64
+	maxSpendInFlight = 16
 )
 
 // Peer is another region.
@@ -128,11 +130,11 @@ func New(local store.Store, opts Options) (*Regions, error) {
 		share: memory.New(memory.Options{MaxKeys: opts.MaxKeys}), start: time.Now(), log: opts.Logger,
 		metrics: newMetrics(), keys: map[store.Key]*entry{}, stop: make(chan struct{})}
 	r.granter, _ = local.(store.Granter)
-	r.self = &peer{Peer: Peer{Name: opts.Region}, reason: ReasonNoExchange, sem: make(chan struct{}, maxInFlight)}
+	r.self = newPeer(Peer{Name: opts.Region})
 	r.ledger.m = map[ledgerKey]ledgerEntry{}
 	for _, p := range opts.Peers {
 		r.names = append(r.names, p.Name)
-		r.peers[p.Name] = &peer{Peer: p, reason: ReasonNoExchange, sem: make(chan struct{}, maxInFlight)}
+		r.peers[p.Name] = newPeer(p)
 	}
 	slices.Sort(r.names)
 	r.policies.Store(&map[string]*Policy{})

@@ -143,12 +143,12 @@ func (r *Regions) takeAtHome(ctx context.Context, pe *peer, p Policy, key, gk st
 
 // callWithin sends grant call c to pe and waits for its answer within
 // half of ctx's time left and the call timeout; ok is false when it did
-// not answer in time, failed, or pe had maxInFlight calls out. The call
+// not answer in time, failed, or pe had maxSpendInFlight such calls out. The call
 // itself runs to the call timeout whatever the wait: a wait cut short by
 // the request's deadline is not the peer's failure.
 func (r *Regions) callWithin(ctx context.Context, pe *peer, c grantCall) (grantAnswer, bool) {
 	select {
-	case pe.sem <- struct{}{}:
+	case pe.spendSem <- struct{}{}:
 	default:
 		return grantAnswer{}, false
 	}
@@ -164,7 +164,7 @@ func (r *Regions) callWithin(ctx context.Context, pe *peer, c grantCall) (grantA
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		defer func() { <-pe.sem }()
+		defer func() { <-pe.spendSem }()
 		cctx, cancel := context.WithTimeout(context.Background(), r.opts.CallTimeout)
 		defer cancel()
 		ans, err := r.call(cctx, pe, c)
