@@ -21,6 +21,7 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"golang.org/x/sync/errgroup"
 	appsv1 "k8s.io/api/apps/v1"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -402,19 +403,28 @@ func namespace(t testing.TB, name string) string {
 	return name
 }
 
-// deleteAllPolicies deletes every policy of namespace ns and waits until
-// none is left. One DeleteCollection of thousands of policies can time out
-// part way on a loaded API server; the policies it leaves, their fleet
-// gone, keep the operator writing their status for minutes while the next
-// tests' policies wait behind them.
+// deleteAllPolicies deletes every policy of namespace ns, sixteen at a
+// time, and waits until none is left. One DeleteCollection of thousands of
+// policies deletes them one by one and timed out part way on a loaded API
+// server; the policies it left, their fleet gone, kept the operator
+// writing their status for minutes while the next tests' policies waited
+// behind them.
 func deleteAllPolicies(t testing.TB, ns string) {
 	t.Helper()
 	ctx := context.Background()
 	eventually(t, 5*time.Minute, "every policy of namespace "+ns+" deleted", func() error {
-		if err := k8s.DeleteAllOf(ctx, &v1alpha1.RateLimitPolicy{}, client.InNamespace(ns)); err != nil {
+		var left v1alpha1.RateLimitPolicyList
+		if err := k8s.List(ctx, &left, client.InNamespace(ns)); err != nil {
 			return err
 		}
-		var left v1alpha1.RateLimitPolicyList
+		var g errgroup.Group
+		g.SetLimit(16)
+		for i := range left.Items {
+			g.Go(func() error { return client.IgnoreNotFound(k8s.Delete(ctx, &left.Items[i])) })
+		}
+		if err := g.Wait(); err != nil {
+			return err
+		}
 		if err := k8s.List(ctx, &left, client.InNamespace(ns), client.Limit(1)); err != nil {
 			return err
 		}
