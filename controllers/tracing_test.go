@@ -3,17 +3,13 @@ package controllers_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/grpc"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -23,6 +19,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers/resources"
+	"github.com/sluice-dev/sluice/internal/otlptest"
 )
 
 // TestLimiterTracingRendered: spec.tracing becomes --tracing, the sample
@@ -104,58 +101,6 @@ func TestAttackTracingEgress(t *testing.T) {
 	}
 }
 
-// spanReceiver is an OTLP/gRPC trace receiver: the collector's
-// TraceService, keeping every span with its resource's attributes.
-type spanReceiver struct {
-	coltracepb.UnimplementedTraceServiceServer
-	addr string
-
-	mu    sync.Mutex
-	spans []receivedSpan
-}
-
-type receivedSpan struct {
-	name     string
-	resource map[string]string
-}
-
-func startSpanReceiver(t *testing.T) *spanReceiver {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &spanReceiver{addr: lis.Addr().String()}
-	gs := grpc.NewServer()
-	coltracepb.RegisterTraceServiceServer(gs, r)
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	return r
-}
-
-func (r *spanReceiver) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, rs := range req.GetResourceSpans() {
-		res := map[string]string{}
-		for _, kv := range rs.GetResource().GetAttributes() {
-			res[kv.GetKey()] = kv.GetValue().GetStringValue()
-		}
-		for _, ss := range rs.GetScopeSpans() {
-			for _, sp := range ss.GetSpans() {
-				r.spans = append(r.spans, receivedSpan{name: sp.GetName(), resource: res})
-			}
-		}
-	}
-	return &coltracepb.ExportTraceServiceResponse{}, nil
-}
-
-func (r *spanReceiver) received() []receivedSpan {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.spans)
-}
-
 // TestFleetTracing: a fleet's spec.tracing reaches its limiter Deployment,
 // and a limiter started as the kubelet would start that Deployment's
 // container (its args and env) exports a decision's span to the collector
@@ -165,12 +110,12 @@ func TestFleetTracing(t *testing.T) {
 	needSuite(t)
 	ctx := context.Background()
 	ns := namespace(t, "fleet-tracing")
-	recv := startSpanReceiver(t)
+	recv := otlptest.Start(t, "")
 	fleet := &v1alpha1.LimiterFleet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "traced"},
 		Spec: v1alpha1.LimiterFleetSpec{
 			Replicas: ptr.To(int32(1)),
-			Tracing:  &v1alpha1.FleetTracing{Endpoint: "http://" + recv.addr, SamplesPerMillion: ptr.To[int32](1000000)},
+			Tracing:  &v1alpha1.FleetTracing{Endpoint: "http://" + recv.Addr, SamplesPerMillion: ptr.To[int32](1000000)},
 		},
 	}
 	if err := k8s.Create(ctx, fleet); err != nil {
@@ -203,13 +148,13 @@ func TestFleetTracing(t *testing.T) {
 		t.Fatalf("check: %d", code)
 	}
 	eventually(t, 2*time.Minute, "the decision's span in the collector, from the fleet's limiter", func() error {
-		for _, sp := range recv.received() {
-			if sp.name == "sluice.check" && sp.resource["service.name"] == "sluice-limiter" &&
-				sp.resource["sluice.fleet"] == fleet.Name && sp.resource["k8s.namespace.name"] == ns {
+		for _, sp := range recv.Received() {
+			if sp.GetName() == "sluice.check" && sp.Resource["service.name"] == "sluice-limiter" &&
+				sp.Resource["sluice.fleet"] == fleet.Name && sp.Resource["k8s.namespace.name"] == ns {
 				return nil
 			}
 		}
-		return fmt.Errorf("spans %+v", recv.received())
+		return fmt.Errorf("spans %+v", recv.Received())
 	})
 
 	updateFleet(t, client.ObjectKeyFromObject(fleet), func(f *v1alpha1.LimiterFleet) { f.Spec.Tracing = nil })

@@ -4,78 +4,45 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/sluice-dev/sluice/internal/otlptest"
 	"github.com/sluice-dev/sluice/internal/redistest"
 )
 
-// otlpReceiver is an OTLP/gRPC trace receiver: the collector's
-// TraceService, keeping every span it is sent with its service.name.
-type otlpReceiver struct {
-	coltracepb.UnimplementedTraceServiceServer
-	addr string
+// otlpReceiver is the tests' OTLP/gRPC trace receiver.
+type otlpReceiver struct{ *otlptest.Receiver }
 
-	mu      sync.Mutex
-	spans   []*tracepb.Span
-	service string
-}
+func startReceiver(t *testing.T) otlpReceiver { return otlpReceiver{otlptest.Start(t, "")} }
 
-func startReceiver(t *testing.T) *otlpReceiver {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &otlpReceiver{addr: lis.Addr().String()}
-	gs := grpc.NewServer()
-	coltracepb.RegisterTraceServiceServer(gs, r)
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	return r
-}
-
-func (r *otlpReceiver) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, rs := range req.GetResourceSpans() {
-		for _, kv := range rs.GetResource().GetAttributes() {
-			if kv.GetKey() == "service.name" {
-				r.service = kv.GetValue().GetStringValue()
-			}
-		}
-		for _, ss := range rs.GetScopeSpans() {
-			r.spans = append(r.spans, ss.GetSpans()...)
+// snapshot is what the receiver has got so far, and the service.name of
+// the last span that had one.
+func (r otlpReceiver) snapshot() ([]*tracepb.Span, string) {
+	service := ""
+	for _, sp := range r.Received() {
+		if n := sp.Resource["service.name"]; n != "" {
+			service = n
 		}
 	}
-	return &coltracepb.ExportTraceServiceResponse{}, nil
-}
-
-// snapshot is what the receiver has got so far.
-func (r *otlpReceiver) snapshot() ([]*tracepb.Span, string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.spans), r.service
+	return r.Spans(), service
 }
 
 // env points a limiter's OTLP exporter at r, flushing every 100ms.
-func (r *otlpReceiver) env() []string {
-	return []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + r.addr, "OTEL_BSP_SCHEDULE_DELAY=100",
+func (r otlpReceiver) env() []string {
+	return []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + r.Addr, "OTEL_BSP_SCHEDULE_DELAY=100",
 		"OTEL_SERVICE_NAME=sluice-test", "OTEL_TRACES_SAMPLER=parentbased_always_on"}
 }
 
@@ -124,7 +91,7 @@ spec:
 `
 
 // tracedLimiter starts a limiter on Redis, tracing at ratio into r.
-func tracedLimiter(t *testing.T, r *otlpReceiver, ratio string) (*process, rlsv3.RateLimitServiceClient) {
+func tracedLimiter(t *testing.T, r otlpReceiver, ratio string) (*process, rlsv3.RateLimitServiceClient) {
 	t.Helper()
 	rs := redistest.Start(t)
 	path := filepath.Join(t.TempDir(), "policies.yaml")

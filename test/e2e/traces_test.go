@@ -4,17 +4,13 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/grpc"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
@@ -22,6 +18,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers/resources"
+	"github.com/sluice-dev/sluice/internal/otlptest"
 )
 
 // traces is the journey's span tree: nginx's fleet traces every decision
@@ -36,8 +33,8 @@ func (j *journey) traces(t *testing.T) {
 	if j.gateway.Name == "" {
 		t.Skip("no gateway fleet: step 4 did not make it")
 	}
-	recv := startOTLPReceiver(t, c.nodeIP(t))
-	endpoint := "http://" + recv.addr
+	recv := otlptest.Start(t, c.nodeIP(t))
+	endpoint := "http://" + recv.Addr
 	setTracing := func(tr *v1alpha1.FleetTracing) {
 		t.Helper()
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -54,7 +51,7 @@ func (j *journey) traces(t *testing.T) {
 	dep := "deployment/" + resources.LimiterName(c.fleet(t, j.gateway.Namespace, j.gateway.Name))
 	waitFor(t, "the gateway limiters rendered with the tracing endpoint", 2*time.Minute, func() (bool, string) {
 		out := c.kubectl(t, "get", "-n", j.gateway.Namespace, dep, "-o", "jsonpath={.spec.template.spec.containers[0]}")
-		return strings.Contains(out, recv.addr), "not yet"
+		return strings.Contains(out, recv.Addr), "not yet"
 	})
 	c.kubectl(t, "rollout", "status", "-n", j.gateway.Namespace, dep, "--timeout=3m")
 	t.Cleanup(func() {
@@ -88,7 +85,7 @@ func (j *journey) traces(t *testing.T) {
 	var root *tracepb.Span
 	var spans []*tracepb.Span
 	waitFor(t, "a request's forward-auth span and its store call in the receiver", 2*time.Minute, func() (bool, string) {
-		spans = recv.trace(traceID)
+		spans = recv.Trace(traceID)
 		root = nil
 		for _, sp := range spans {
 			if sp.GetName() == "sluice.forward_auth" && slices.Contains(parents, hex.EncodeToString(sp.GetParentSpanId())) {
@@ -100,13 +97,13 @@ func (j *journey) traces(t *testing.T) {
 				send()
 				lastSent = time.Now()
 			}
-			return false, fmt.Sprintf("%d requests sent; %d spans of the trace: %s; %d spans in all", len(parents), len(spans), spanNames(spans), len(recv.all()))
+			return false, fmt.Sprintf("%d requests sent; %d spans of the trace: %s; %d spans in all", len(parents), len(spans), spanNames(spans), len(recv.Spans()))
 		}
 		return slices.ContainsFunc(spans, func(sp *tracepb.Span) bool {
 			return sp.GetName() == "sluice.store" && string(sp.GetParentSpanId()) == string(root.GetSpanId())
 		}), "spans: " + spanNames(spans)
 	})
-	for _, sp := range recv.all() {
+	for _, sp := range recv.Spans() {
 		if strings.Contains(sp.String(), key) {
 			j.errorf(t, "span %s carries the request's descriptor value %q: %s", sp.GetName(), key, sp.String())
 		}
@@ -121,58 +118,6 @@ func spanNames(spans []*tracepb.Span) string {
 		out = append(out, fmt.Sprintf("%s[%s<-%s]", sp.GetName(), hex.EncodeToString(sp.GetSpanId()), hex.EncodeToString(sp.GetParentSpanId())))
 	}
 	return strings.Join(out, " ")
-}
-
-// otlpReceiver is an OTLP/gRPC trace receiver (the collector's
-// TraceService) keeping every span it is sent.
-type otlpReceiver struct {
-	coltracepb.UnimplementedTraceServiceServer
-	addr  string
-	mu    sync.Mutex
-	spans []*tracepb.Span
-}
-
-// startOTLPReceiver serves on host, a port of its own, until the test ends.
-func startOTLPReceiver(t *testing.T, host string) *otlpReceiver {
-	t.Helper()
-	lis, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &otlpReceiver{addr: lis.Addr().String()}
-	gs := grpc.NewServer()
-	coltracepb.RegisterTraceServiceServer(gs, r)
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	return r
-}
-
-func (r *otlpReceiver) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, rs := range req.GetResourceSpans() {
-		for _, ss := range rs.GetScopeSpans() {
-			r.spans = append(r.spans, ss.GetSpans()...)
-		}
-	}
-	return &coltracepb.ExportTraceServiceResponse{}, nil
-}
-
-func (r *otlpReceiver) all() []*tracepb.Span {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.spans)
-}
-
-// trace is the spans of trace id (hex).
-func (r *otlpReceiver) trace(id string) []*tracepb.Span {
-	var out []*tracepb.Span
-	for _, sp := range r.all() {
-		if hex.EncodeToString(sp.GetTraceId()) == id {
-			out = append(out, sp)
-		}
-	}
-	return out
 }
 
 // nodeIP is the address the API server listens on, the first node's: pods
