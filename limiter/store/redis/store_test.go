@@ -132,10 +132,12 @@ func TestIdempotencyRecordsAreBoundedPerCounter(t *testing.T) {
 			c.Del(ctx, keys...)
 		}
 	})
-	// A bucket that refills over an hour: the counter's key outlives the
-	// test however slow the machine (a second's bucket expired before the
-	// keys were listed, under load).
-	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 1 << 40, Period: time.Hour, Burst: 1 << 40}
+	// A bucket of 4000 an hour, which the 2000 takes leave half empty: its
+	// key lives until it is full again, half an hour, however slow the
+	// machine. (A bucket of 2^40 an hour was full again a few ns after the
+	// takes, its key gone after the store's slack, before the keys were
+	// listed under load; a second's bucket likewise.)
+	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 4000, Period: time.Hour, Burst: 4000}
 	key := storetest.KeyFor(t, "flooded")
 	const maxRecords = 50
 	for i := range 2000 {
