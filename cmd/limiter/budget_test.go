@@ -27,7 +27,10 @@ import (
 // matching any request that carries the entry k<i> (so one request can
 // match many), with failureMode mode; and tenant "steady"'s one policy,
 // 10 requests an hour per user in domain steady.
-func budgetPolicies(n int, mode string) string {
+func budgetPolicies(n int, mode string) string { return budgetPoliciesOf(n, mode, 1000000) }
+
+// budgetPoliciesOf is budgetPolicies with flood's policies limit an hour.
+func budgetPoliciesOf(n int, mode string, limit int) string {
 	var b strings.Builder
 	for i := range n {
 		fmt.Fprintf(&b, `apiVersion: ratelimit.sluice.dev/v1alpha1
@@ -36,10 +39,10 @@ metadata: {name: p%02d, namespace: flood}
 spec:
   domain: flood
   descriptors: [{key: k%02d}]
-  rate: {limit: 1000000, period: 1h}
+  rate: {limit: %d, period: 1h}
   failureMode: %s
 ---
-`, i, i, mode)
+`, i, i, limit, mode)
 	}
 	b.WriteString(`apiVersion: ratelimit.sluice.dev/v1alpha1
 kind: RateLimitPolicy
@@ -100,7 +103,10 @@ func metadataReason(resp *rlsv3.RateLimitResponse) string {
 // (32 by default), the request is denied with a reason, over RLS and HTTP
 // alike, before any store call; one within the budget is decided.
 func TestAttackRequestMatchesTooManyPolicies(t *testing.T) {
-	p, rls, rdb := budgetLimiter(t, budgetPolicies(40, "Open"))
+	// 100 an hour: a counter charged once lives 36 s, until its bucket is
+	// full again, long enough to be counted however slow the machine (at a
+	// million an hour it lived 4 ms, and some were gone when counted).
+	p, rls, rdb := budgetLimiter(t, budgetPoliciesOf(40, "Open", 100))
 	ctx := context.Background()
 
 	resp, err := rls.ShouldRateLimit(ctx, floodRequest(40, "mallory"))

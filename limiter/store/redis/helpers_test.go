@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/internal/storetest"
@@ -293,4 +294,14 @@ func shardNameOf(t *testing.T, reg *prometheus.Registry, s *redisstore.Store, k 
 	}
 	t.Fatalf("no shard serves slot %d", slot)
 	return ""
+}
+
+// deleteKeys deletes the standalone server's keys matching pattern.
+func deleteKeys(t *testing.T, pattern string) {
+	c := goredis.NewClient(&goredis.Options{Addr: standaloneAddr(t)})
+	defer c.Close()
+	ctx := context.Background()
+	if keys, err := c.Keys(ctx, pattern).Result(); err == nil && len(keys) > 0 {
+		c.Del(ctx, keys...)
+	}
 }
