@@ -13,7 +13,8 @@ import (
 // --webhook-port=0).
 func webhookFlags(fs *flag.FlagSet) func(operatorNamespace string) (o controllers.WebhookOptions, enabled bool, err error) {
 	var port int
-	var certDir, secret, service, extra, ns string
+	var host, certDir, secret, service, extra, ns string
+	fs.StringVar(&host, "webhook-host", "", "`address` the conversion webhook listens on; empty: every address of the pod")
 	fs.IntVar(&port, "webhook-port", 9443, "`port` of the CRDs' conversion webhook (HTTPS, path "+controllers.ConversionWebhookPath+"); 0 disables it, and the API server then can't serve v1alpha1 RateLimitPolicies")
 	fs.StringVar(&certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "`directory` of the webhook's tls.crt and tls.key, reloaded when they change")
 	fs.StringVar(&secret, "webhook-cert-secret", "", "`name` of the Secret in --webhook-namespace where the operator issues and rotates the webhook's certificate (mounted at --webhook-cert-dir) and from which it injects the CA into the CRDs' conversion caBundle; empty: the certificate comes from elsewhere (cert-manager)")
@@ -24,7 +25,7 @@ func webhookFlags(fs *flag.FlagSet) func(operatorNamespace string) (o controller
 		if ns == "" {
 			ns = operatorNamespace
 		}
-		o := controllers.WebhookOptions{Port: port, CertDir: certDir, SecretName: secret, Namespace: ns, ServiceName: service}
+		o := controllers.WebhookOptions{Host: host, Port: port, CertDir: certDir, SecretName: secret, Namespace: ns, ServiceName: service}
 		for _, n := range strings.Split(extra, ",") {
 			if n = strings.TrimSpace(n); n != "" {
 				o.ExtraDNSNames = append(o.ExtraDNSNames, n)

@@ -29,6 +29,16 @@ import (
 // builds the operator, and returns a client, the webhook options and a
 // kubeconfig and binary to run the operator with.
 func webhookEnv(t *testing.T) (k8s client.Client, o envtest.WebhookInstallOptions, kubeconfig, bin string) {
+	// Built first: envtest picks the webhook's free port when it starts,
+	// and another process may take it before the operator listens (two
+	// make test side by side met "address already in use" once).
+	dir := t.TempDir()
+	bin = filepath.Join(dir, "operator")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		t.Fatalf("building the operator: %v", err)
+	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: filepath.Join("..", "..", "bin", "k8s"),
 		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
@@ -51,16 +61,9 @@ func webhookEnv(t *testing.T) (k8s client.Client, o envtest.WebhookInstallOption
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
 	kubeconfig = filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
 		t.Fatal(err)
-	}
-	bin = filepath.Join(dir, "operator")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		t.Fatalf("building the operator: %v", err)
 	}
 	s := conversiontest.Scheme()
 	if err := apiextensionsv1.AddToScheme(s); err != nil {
@@ -75,7 +78,7 @@ func webhookEnv(t *testing.T) (k8s client.Client, o envtest.WebhookInstallOption
 // runOperator runs the operator binary with args until the test ends.
 func runOperator(t *testing.T, bin, kubeconfig string, args ...string) *bytes.Buffer {
 	var log bytes.Buffer
-	cmd := exec.Command(bin, append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=" + freeAddr(t)}, args...)...)
+	cmd := exec.Command(bin, append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=" + freeAddr(t), "--webhook-host=127.0.0.1"}, args...)...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
@@ -229,7 +232,7 @@ func TestOperatorRestartsAloneWithStoredPolicies(t *testing.T) {
 	args := []string{"--webhook-port=" + strconv.Itoa(o.LocalServingPort), "--webhook-cert-dir=" + certDir,
 		"--webhook-namespace=" + ns, "--webhook-service=sluice-operator-webhook", "--webhook-cert-secret=" + secret.Name,
 		"--webhook-extra-dns-names=localhost", "--leader-elect", "--leader-election-namespace=" + ns, "--operator-namespace=" + ns}
-	first := exec.Command(bin, append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=" + freeAddr(t)}, args...)...)
+	first := exec.Command(bin, append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=" + freeAddr(t), "--webhook-host=127.0.0.1"}, args...)...)
 	first.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	var firstLog bytes.Buffer
 	first.Stdout, first.Stderr = &firstLog, &firstLog
