@@ -114,14 +114,7 @@ func (j *journey) faults(t *testing.T) {
 	// AOF is written every second: let it reach the disk.
 	time.Sleep(2 * time.Second)
 
-	// The load reaches the pods as the docs tell gateways to: through the
-	// headless Service's name, each call balanced round robin over the
-	// ready pods that answer health checks (a gateway's STRICT_DNS cluster
-	// with health checks, gRPC's round_robin), not one pod per connection
-	// through the cluster IP, whose connections to a stopped pod fail
-	// until kube-proxy drops it.
-	headless := fmt.Sprintf("dns:///%s.%s.svc:8081", resources.LimiterHeadlessName(f), f.Namespace)
-	loadArgs := []string{"-addr", headless, "-domain", loadDomain, "-descriptor", "client=%d", "-keys", "1000",
+	loadArgs := []string{"-addr", svc, "-domain", loadDomain, "-descriptor", "client=%d", "-keys", "1000",
 		"-rate", "200", "-conns", "4", "-interval", "250ms"}
 	redisPods := func() []corev1.Pod {
 		pods := &corev1.PodList{}
@@ -180,6 +173,14 @@ type faultScenario struct {
 	check func(t *testing.T)
 	// twoNodes: the fault needs a second node (skipped with NODES=1).
 	twoNodes bool
+	// balanced: the load reaches the pods through the headless Service's
+	// name, each call balanced round robin over the pods that answer gRPC
+	// health checks, instead of a pod per connection through the cluster
+	// IP, whose connections to a stopped node's pods fail until the pods
+	// are back (kube-proxy keeps them: the node is never NotReady). Not for
+	// rollouts: gRPC's DNS resolver looks again at most every 30s, so a
+	// client that knew only the old pods fails until then.
+	balanced bool
 }
 
 // faultScenarios are the faults of the journey's step 5, in order.
@@ -393,6 +394,11 @@ func (j *journey) redisPrimariesOn(t *testing.T, node string, redisPods func() [
 func (j *journey) runFault(t *testing.T, sc faultScenario, svc, keep string, loadArgs []string) {
 	if sc.redis {
 		j.dumpOnFailure(t)
+	}
+	if sc.balanced {
+		f := j.fleet
+		headless := fmt.Sprintf("dns:///%s.%s.svc:8081", resources.LimiterHeadlessName(f), f.Namespace)
+		loadArgs = append(slices.Clone(loadArgs), "-addr", headless) // the last -addr wins
 	}
 	l := j.c.startLoad(t, appNS, clientPod, loadArgs...)
 	n := l.measureNoise(t, 5*time.Second)

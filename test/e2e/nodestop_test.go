@@ -68,13 +68,14 @@ func (c *cluster) nodeScript(t *testing.T, action, node string) {
 // failed is measured and told, not judged: the keys of each master on the
 // node fail closed until its replica is elected (spec.redis.nodeTimeout,
 // 5s, and an election), and for as long as the node is down when it held
-// two of the three masters (no majority is left to elect). The load's
-// client balances over the ready pods (runFault's headless target), so
-// the node's limiter pods cost only the calls in flight on them.
+// two of the three masters (no majority is left to elect) and the
+// operator went down with them. The load's client balances over the
+// pods (faultScenario.balanced), so the node's limiter pods cost only the
+// calls in flight on them.
 func (j *journey) nodeStopped(redisPods func() []corev1.Pod) faultScenario {
 	c, f := j.c, j.fleet
 	return faultScenario{
-		name: "NodeStopped", title: "node stopped", redis: true, twoNodes: true, reportShare: true, restartsLimiters: true,
+		name: "NodeStopped", title: "node stopped", redis: true, twoNodes: true, reportShare: true, restartsLimiters: true, balanced: true,
 		inject: func(t *testing.T, start time.Time) func(*testing.T) string {
 			node := j.otherNode(t)
 			masters := j.redisMastersOn(t, node, redisPods)
