@@ -244,6 +244,25 @@ func slotsPerPrimary(res rediscluster.Result) map[string]int {
 	return m
 }
 
+// requireRejoinedAsReplica fails the test if pod, a master restarted with
+// its disk after its replica was promoted, serves slots without having
+// rejoined as a replica first: it would serve its stale claim beside the
+// promoted one. Serving them after an election it won as a replica is
+// Redis's own failover (the promoted master stalled past the node timeout,
+// as a busy machine does), not a stale claim.
+func (f *fleet) requireRejoinedAsReplica(res rediscluster.Result, pod string) {
+	f.t.Helper()
+	if slotsPerPrimary(res)[pod] == 0 {
+		return
+	}
+	log := f.servers[pod].Log()
+	demoted := strings.Index(log, "Reconfiguring myself as a replica")
+	won := strings.LastIndex(log, "Failover election won")
+	if demoted < 0 || won < demoted {
+		f.t.Errorf("%s came back as a master without rejoining as a replica: %+v\nits log:\n%s", pod, res.Status.Primaries, log)
+	}
+}
+
 // requireNoDenials fails the test if a running node refused any user a
 // command or key since it started (ACL LOG): the users' rules cover what
 // the operator, replicas and limiters send.
