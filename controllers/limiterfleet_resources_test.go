@@ -326,7 +326,7 @@ func TestBuildLimiterDeployment(t *testing.T) {
 				t.Errorf("pod security context (-want +got):\n%s", diff)
 			}
 			wantSpread := []corev1.TopologySpreadConstraint{
-				{MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.ScheduleAnyway, LabelSelector: &metav1.LabelSelector{MatchLabels: selector},
+				{MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: &metav1.LabelSelector{MatchLabels: selector},
 					MatchLabelKeys: []string{"pod-template-hash"}, NodeTaintsPolicy: ptr.To(corev1.NodeInclusionPolicyHonor)},
 				{MaxSkew: 1, TopologyKey: "topology.kubernetes.io/zone", WhenUnsatisfiable: corev1.ScheduleAnyway, LabelSelector: &metav1.LabelSelector{MatchLabels: selector},
 					MatchLabelKeys: []string{"pod-template-hash"}, NodeTaintsPolicy: ptr.To(corev1.NodeInclusionPolicyHonor)},

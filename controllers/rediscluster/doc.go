@@ -17,9 +17,10 @@
 //   - heal: re-MEET a node whose address changed (matched by node ID),
 //     re-attach orphaned replicas or replicas of the wrong shard, CLUSTER
 //     FAILOVER FORCE when a dead master's replica was not promoted within
-//     about twice the node timeout (TAKEOVER when most masters are dead,
-//     so no vote can be won, or FORCE did not work by four node timeouts),
-//     assign uncovered slots only when their
+//     about twice the node timeout, TAKEOVER one node timeout after a
+//     master was last heard from when most masters are dead (no vote can
+//     be won) or when FORCE did not work by four node timeouts; assign
+//     uncovered slots only when their
 //     data is provably gone (reported in Result.DataLoss), and CLUSTER
 //     FORGET node IDs that no member holds any more;
 //   - scale out: new shards join empty, then slots move with SETSLOT

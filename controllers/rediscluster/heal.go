@@ -146,6 +146,11 @@ func (p *pass) attachReplicas(ctx context.Context) error {
 // masters are dead), or FORCE has not promoted anyone by four node
 // timeouts, FAILOVER TAKEOVER promotes without a vote. The operator can't
 // reach the old master, so it won't keep serving the slots alongside.
+//
+// With most masters dead no election can come, so waiting for one gains
+// nothing: TAKEOVER goes out one node timeout after the master was last
+// heard from, when Redis would have started an election of its own and
+// when a master cut off from the majority stops taking writes.
 func (p *pass) failover(ctx context.Context) error {
 	now := p.o.now()
 	failed := map[string]bool{}
@@ -172,13 +177,18 @@ func (p *pass) failover(ctx context.Context) error {
 				since = pong
 			}
 		}
-		if now.Sub(since) < 2*p.spec.NodeTimeout {
+		noVote := 2*(serving-dead) <= serving // no majority can vote
+		wait := 2 * p.spec.NodeTimeout
+		if noVote {
+			wait = p.spec.NodeTimeout
+		}
+		if now.Sub(since) < wait {
 			p.watchClosely = true // look again soon: the deadline is about time
 			continue
 		}
 		mode := "FORCE"
-		if 2*(serving-dead) <= serving || now.Sub(since) >= 4*p.spec.NodeTimeout {
-			mode = "TAKEOVER" // no majority can vote, or FORCE did not work
+		if noVote || now.Sub(since) >= 4*p.spec.NodeTimeout {
+			mode = "TAKEOVER" // FORCE can't win, or did not work
 		}
 		if v := p.promotable(n.ID); v != nil {
 			return p.act(ctx, v, "CLUSTER", "FAILOVER", mode)

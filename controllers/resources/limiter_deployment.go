@@ -214,12 +214,12 @@ func limiterPodSpec(fleet *v1alpha1.LimiterFleet, opts LimiterDeploymentOptions)
 	// Spread the pods of one revision (pod-template-hash: a rollout's new
 	// pods spread among themselves, not around the old ones they replace,
 	// which left every limiter on one node), over the nodes that take pods
-	// (a cordoned node's taint is honoured).
-	spread := func(key string) corev1.TopologySpreadConstraint {
+	// (a cordoned or unreachable node's taint is honoured).
+	spread := func(key string, when corev1.UnsatisfiableConstraintAction) corev1.TopologySpreadConstraint {
 		return corev1.TopologySpreadConstraint{
 			MaxSkew:           1,
 			TopologyKey:       key,
-			WhenUnsatisfiable: corev1.ScheduleAnyway,
+			WhenUnsatisfiable: when,
 			LabelSelector:     &metav1.LabelSelector{MatchLabels: LimiterSelectorLabels(fleet)},
 			MatchLabelKeys:    []string{appsv1.DefaultDeploymentUniqueLabelKey},
 			NodeTaintsPolicy:  ptr.To(corev1.NodeInclusionPolicyHonor),
@@ -241,11 +241,14 @@ func limiterPodSpec(fleet *v1alpha1.LimiterFleet, opts LimiterDeploymentOptions)
 		// Drain, then finish what is in flight, then give the
 		// local tier's leases back (see LimiterGracePeriod).
 		TerminationGracePeriodSeconds: ptr.To(int64(LimiterGracePeriod.Seconds())),
-		// Prefer one pod per node, and spreading over zones; never
-		// leave a pod pending for it.
+		// Nodes: at most one pod more on any node than on another. As a
+		// preference (ScheduleAnyway) the scheduler's other scores put all
+		// three on one node of two, and that node's loss took every
+		// limiter. Zones only as a preference: a node without the zone
+		// label would take no pod under DoNotSchedule.
 		TopologySpreadConstraints: []corev1.TopologySpreadConstraint{
-			spread(corev1.LabelHostname),
-			spread(corev1.LabelTopologyZone),
+			spread(corev1.LabelHostname, corev1.DoNotSchedule),
+			spread(corev1.LabelTopologyZone, corev1.ScheduleAnyway),
 		},
 	}
 }

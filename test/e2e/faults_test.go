@@ -43,7 +43,7 @@ func (j *journey) faults(t *testing.T) {
 		sel = f.Spec.PolicySelector.MatchLabels
 	}
 	j.allowDomain(t, loadDomain, appNS)
-	closed := v1alpha1.FailClosed
+	closed, local := v1alpha1.FailClosed, v1alpha1.FailLocal
 	tokenBucket := v1alpha1.TokenBucket
 	for _, p := range []*v1alpha1.RateLimitPolicy{
 		{ // the load: never over its limit, so every denial is a failure
@@ -52,6 +52,14 @@ func (j *journey) faults(t *testing.T) {
 				Domain: loadDomain, Descriptors: []v1alpha1.Descriptor{{Key: "client"}},
 				Algorithm: &tokenBucket, Rate: v1alpha1.Rate{Limit: 100000, Period: metav1.Duration{Duration: time.Second}},
 				FailureMode: &closed,
+			},
+		},
+		{ // the same load under failureMode Local (faultScenario.localToo)
+			ObjectMeta: metav1.ObjectMeta{Name: "e2e-load-local", Namespace: appNS, Labels: sel},
+			Spec: v1alpha1.RateLimitPolicySpec{
+				Domain: loadDomain, Descriptors: []v1alpha1.Descriptor{{Key: "local"}},
+				Algorithm: &tokenBucket, Rate: v1alpha1.Rate{Limit: 100000, Period: metav1.Duration{Duration: time.Second}},
+				FailureMode: &local,
 			},
 		},
 		{ // counters that must outlive the faults
@@ -68,7 +76,7 @@ func (j *journey) faults(t *testing.T) {
 		}
 	}
 	waitFor(t, "the fault policies Enforced", 2*time.Minute, func() (bool, string) {
-		for _, n := range []string{"e2e-load", "e2e-keep"} {
+		for _, n := range []string{"e2e-load", "e2e-load-local", "e2e-keep"} {
 			if s, msg := condition(c.policy(t, appNS, n).Status.Conditions, v1alpha1.EnforcedCondition); s != metav1.ConditionTrue {
 				return false, n + ": " + msg
 			}
@@ -181,6 +189,11 @@ type faultScenario struct {
 	// rollouts: gRPC's DNS resolver looks again at most every 30s, so a
 	// client that knew only the old pods fails until then.
 	balanced bool
+	// localToo: a second load, the same but for policy e2e-load-local
+	// (failureMode Local: each limiter decides from its share of the
+	// limit while Redis can't answer), runs beside the first, and the
+	// share of its minute around the fault that failed is told too.
+	localToo bool
 }
 
 // faultScenarios are the faults of the journey's step 5, in order.
@@ -400,6 +413,10 @@ func (j *journey) runFault(t *testing.T, sc faultScenario, svc, keep string, loa
 		headless := fmt.Sprintf("dns:///%s.%s.svc:8081", resources.LimiterHeadlessName(f), f.Namespace)
 		loadArgs = append(slices.Clone(loadArgs), "-addr", headless) // the last -addr wins
 	}
+	var local *load
+	if sc.localToo {
+		local = j.c.startLoad(t, appNS, clientPod, append(slices.Clone(loadArgs), "-descriptor", "local=%d")...)
+	}
 	l := j.c.startLoad(t, appNS, clientPod, loadArgs...)
 	n := l.measureNoise(t, 5*time.Second)
 	w := j.watch(t)
@@ -422,6 +439,9 @@ func (j *journey) runFault(t *testing.T, sc faultScenario, svc, keep string, loa
 	l.stop()
 	t.Logf("%s: %s; %s", sc.title, note, rep)
 	j.mark("fault %s: %s; %s", sc.title, rep, note)
+	if local != nil {
+		j.markLocalShare(t, sc, local, start)
+	}
 	if sc.redis {
 		t.Logf("RedisReady: %s", w.timeline(fleetCond(v1alpha1.RedisReadyCondition), start))
 		if !sc.restartsLimiters {
@@ -460,6 +480,31 @@ func (j *journey) runFault(t *testing.T, sc faultScenario, svc, keep string, loa
 	if sc.check != nil {
 		sc.check(t)
 	}
+}
+
+// localShareReason is the reason of a denial by a limiter's local share
+// (limiter/service.ReasonLocal): a decision enforced, not failed.
+const localShareReason = "store unavailable (failureMode Local)"
+
+// markLocalShare tells the share of the minute around the fault (5s
+// before it to 55s after) that failed under failureMode Local: RPC errors,
+// and answers with a reason other than the local share's.
+func (j *journey) markLocalShare(t *testing.T, sc faultScenario, l *load, start time.Time) {
+	var answered, failed, rpcErr int64
+	for _, s := range l.seconds(start.Add(-5*time.Second), start.Add(55*time.Second)) {
+		answered, failed, rpcErr = answered+s.answered, failed+s.failed, rpcErr+s.rpcErr
+	}
+	var byShare int64
+	for _, iv := range l.intervals() {
+		if e := iv.end(); !e.Before(start.Add(-5*time.Second)) && e.Before(start.Add(55*time.Second)) {
+			byShare += iv.Errors[localShareReason]
+		}
+	}
+	l.stop()
+	share := float64(failed-byShare) / float64(max(answered, 1))
+	t.Logf("%s under failureMode Local: %d of %d failed, %d of them RPC errors, %d denied by a limiter's local share", sc.title, failed-byShare, answered, rpcErr, byShare)
+	j.mark("fault %s, the same minute under failureMode Local: %.2f%% failed (%d of %d, %d RPC errors; %d denied by a local share; issue 29's goal is under 1%%: %s)",
+		sc.title, 100*share, failed-byShare, answered, rpcErr, byShare, map[bool]string{true: "met", false: "missed"}[share < 0.01])
 }
 
 // waitCollected waits until the operator's collector has written policy

@@ -71,11 +71,13 @@ func (c *cluster) nodeScript(t *testing.T, action, node string) {
 // two of the three masters (no majority is left to elect) and the
 // operator went down with them. The load's client balances over the
 // pods (faultScenario.balanced), so the node's limiter pods cost only the
-// calls in flight on them.
+// calls in flight on them. The same load under failureMode Local runs
+// beside it (faultScenario.localToo): its keys are decided from each
+// limiter's share meanwhile, so only the calls in flight fail.
 func (j *journey) nodeStopped(redisPods func() []corev1.Pod) faultScenario {
 	c, f := j.c, j.fleet
 	return faultScenario{
-		name: "NodeStopped", title: "node stopped", redis: true, twoNodes: true, reportShare: true, restartsLimiters: true, balanced: true,
+		name: "NodeStopped", title: "node stopped", redis: true, twoNodes: true, reportShare: true, restartsLimiters: true, balanced: true, localToo: true,
 		inject: func(t *testing.T, start time.Time) func(*testing.T) string {
 			node := j.otherNode(t)
 			masters := j.redisMastersOn(t, node, redisPods)
@@ -105,7 +107,7 @@ func (j *journey) nodeStopped(redisPods func() []corev1.Pod) faultScenario {
 				// Each master of the node failed over to its replica, as the
 				// fleet's status tells it: by Redis Cluster's election when
 				// the live masters are a majority, else by the operator's
-				// FAILOVER TAKEOVER, after two node timeouts, when the
+				// FAILOVER TAKEOVER, a node timeout after, when the
 				// operator is not on the node too (with one replica, its pod
 				// there is gone until the node is back, and so is the
 				// takeover). Told, not judged.
