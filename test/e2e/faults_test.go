@@ -687,38 +687,44 @@ func (j *journey) waitRedisReadyAfter(t *testing.T, w *watcher, start time.Time)
 	})
 }
 
-// checkNoFailureWhileRedisReady fails the test for a second of load that
-// failed beyond the noise after the fleet had said RedisReady=True for
-// more than 2s (what a status poll and the load's intervals can blur): the
-// condition must not claim Redis is usable while the limiters can't use
-// it. A RedisReady=True from before the fault is the operator's word
-// before it saw the fault: it has detectGrace to see it.
+// checkNoFailureWhileRedisReady fails the test for two seconds of load in
+// a row that failed beyond the noise after the fleet had said
+// RedisReady=True for more than 2s (what a status poll and the load's
+// intervals can blur): the condition must not claim Redis is usable while
+// the limiters can't use it. A limiter that can't reach a shard fails its
+// keys every second until it can; one second alone is a busy machine's
+// missed deadlines (10 of 183 once, beside another make test, with the
+// fleet saying RedisReady=False for those a few seconds before). A
+// RedisReady=True from before the fault is the operator's word before it
+// saw the fault: it has detectGrace to see it.
 func (j *journey) checkNoFailureWhileRedisReady(t *testing.T, w *watcher, l *load, n noise, start time.Time) {
 	t.Helper()
 	const detectGrace = 10 * time.Second
 	key := fleetCond(v1alpha1.RedisReadyCondition)
+	var last string // the previous second, when it failed while RedisReady=True
 	for _, s := range l.seconds(start, time.Now()) {
 		end := s.start.Add(time.Second)
 		// The decisions the limiters answered as failed: an RPC error
 		// (a limiter pod that is down) says nothing of Redis.
-		if s.failed-s.rpcErr <= n.threshold() {
-			continue
-		}
+		failing := s.failed-s.rpcErr > n.threshold()
 		since := w.trueSince(key, s.start)
-		if since.IsZero() {
-			continue
-		}
 		said := fmt.Sprintf("since +%v", since.Sub(start).Round(10*time.Millisecond))
-		if since.Before(start) {
+		if !since.IsZero() && since.Before(start) {
 			since = start.Add(detectGrace)
 			said = fmt.Sprintf("since before the fault, not seen %v after it", detectGrace)
 		}
-		if end.Sub(since) > 2*time.Second {
-			t.Errorf("%d of %d decisions failed in the second from +%v after the fault, while the fleet said RedisReady=True (%s) "+
+		if !failing || since.IsZero() || end.Sub(since) <= 2*time.Second {
+			last = ""
+			continue
+		}
+		this := fmt.Sprintf("%d of %d decisions failed in the second from +%v after the fault", s.failed, s.answered, s.start.Sub(start).Round(10*time.Millisecond))
+		if last != "" {
+			t.Errorf("%s and %s, while the fleet said RedisReady=True (%s) "+
 				"(issue 15: limiters must reach a replaced node once the operator healed the cluster, and RedisReady must not be True while they can't)",
-				s.failed, s.answered, s.start.Sub(start).Round(10*time.Millisecond), said)
+				last, this, said)
 			return
 		}
+		last = this
 	}
 }
 
