@@ -163,6 +163,11 @@ func (p *pass) failover(ctx context.Context) error {
 			}
 		}
 	}
+	noVote := 2*(serving-dead) <= serving // no majority can vote
+	wait := 2 * p.spec.NodeTimeout
+	if noVote {
+		wait = p.spec.NodeTimeout
+	}
 	for _, n := range p.anchor.nodes {
 		if !n.Master() || n.SlotCount() == 0 || !p.dead(n) {
 			continue
@@ -176,11 +181,6 @@ func (p *pass) failover(ctx context.Context) error {
 			if pong := time.UnixMilli(n.PongRecv); pong.Before(since) {
 				since = pong
 			}
-		}
-		noVote := 2*(serving-dead) <= serving // no majority can vote
-		wait := 2 * p.spec.NodeTimeout
-		if noVote {
-			wait = p.spec.NodeTimeout
 		}
 		if now.Sub(since) < wait {
 			p.watchClosely = true // look again soon: the deadline is about time
