@@ -1543,8 +1543,11 @@ func TestRedisPodDeletedHandsOver(t *testing.T) {
 		t.Errorf("lastActions %+v: want %s: CLUSTER FAILOVER", f.Status.Redis.LastActions, heir)
 	}
 
-	// The preStop sleep ends: SIGTERM, and the pod is gone; the StatefulSet
-	// makes it again with its volume, on a new IP.
+	// The preStop sleep ends, RedisHandOverSeconds after the deletion as on
+	// a kubelet (not as soon as the hand-over shows: a limiter's slot map
+	// may still name the old primary for a reload or two): SIGTERM, and the
+	// pod is gone; the StatefulSet makes it again with its volume, on a new IP.
+	time.Sleep(time.Until(deleted.Add(resources.RedisHandOverSeconds * time.Second))) // the preStop sleep's length
 	victim.shutdown(t)
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: rf.fleet.Namespace, Name: victim.name}, pod); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,9 @@ package redis
 //   - Every call in the batch is finished, and every shard the round trip
 //     touched tells its breaker once: failed if any of its calls failed in
 //     a way FailureClass names.
+//   - A node that could not be reached (ClassConnection) makes a cluster
+//     client reload its slot map at once, not when a breaker opens: the
+//     map may name a primary that has handed its slots over and gone.
 
 import (
 	"context"
@@ -104,8 +107,10 @@ func (s *Store) send(batch []*call) {
 	}
 	var outcomes [8]outcome
 	seen := outcomes[:0]
+	unreachable := false
 	for _, c := range batch {
 		class := FailureClass(c.replyErr())
+		unreachable = unreachable || class == ClassConnection
 		switch {
 		case class != "":
 			s.metrics.errors.WithLabelValues(c.shard(), class).Inc()
@@ -128,6 +133,9 @@ func (s *Store) send(batch []*call) {
 			c.res, err = parseResult(c.cmd)
 		}
 		c.finish(err)
+	}
+	if unreachable {
+		s.nodeUnreachable()
 	}
 	took := time.Since(start).Seconds()
 	for _, o := range seen {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/limiter/store"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
@@ -91,5 +93,43 @@ func TestBreakerPerShardClusterFailover(t *testing.T) {
 	if n := settledGoroutines(before+2, settle); n > before+2 {
 		buf := make([]byte, 1<<20)
 		t.Errorf("%d goroutines after Close, %d before the store: a leak\n%s", n, before, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// A primary hands its slots over (CLUSTER FAILOVER on its replica) and
+// goes away before the store has sent it anything since: the store's slot
+// map still names it, and its address refuses connections. The first
+// decision that cannot reach it makes the store reload the map, so the
+// shard is decided by the new primary again without a breaker opening
+// (these never open) and long before go-redis's own periodic reload (60s).
+func TestStaleSlotMapReloadedWhenPrimaryUnreachable(t *testing.T) {
+	c := redistest.StartClusterWith(t, redistest.ClusterOptions{Primaries: 3, Replicas: 1, NodeTimeout: 2 * time.Second})
+	reg := prometheus.NewRegistry()
+	s := realStore(t, redisstore.Options{Addrs: c.Addrs(), Cluster: true, Timeout: time.Second, Registerer: reg,
+		Breaker: redisstore.BreakerOptions{Failures: 1 << 30, Span: time.Hour}})
+	keys := keysOn(t, s, c, 0, 4)
+	waitFor(t, settle, "shard 0 answers", func() error { return allAnswer(s, keys, 3) })
+
+	old, heir := c.Nodes[0], c.Replicas[0][0]
+	if _, err := heir.Do("CLUSTER", "FAILOVER"); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitFailover(t, 0, old, settle)
+	old.Stop()
+
+	var failed []string
+	resumed := waitFor(t, 10*time.Second, "shard 0 decided by "+heir.Addr, func() error {
+		_, err, _ := take(s, keys[0])
+		if err != nil {
+			failed = append(failed, err.Error())
+		}
+		return err
+	})
+	t.Logf("decided again %v after %s went, %d decisions failed meanwhile", resumed.Round(time.Millisecond), old.Addr, len(failed))
+	if len(failed) == 0 {
+		t.Errorf("no decision failed: the store's slot map was reloaded before %s went, so this test proves nothing", old.Addr)
+	}
+	if got := gauge(t, reg, "sluice_redis_breaker_opened_total", c.RangeName(0)); got > 0 {
+		t.Errorf("shard %s breaker opened %v times, want never", c.RangeName(0), got)
 	}
 }

@@ -217,6 +217,17 @@ func (s *Store) reloadCluster() {
 	s.shards.reload()
 }
 
+// nodeUnreachable asks a cluster client to reload its slot map after a
+// round trip could not reach a node: the map may be older than a failover
+// (loaded from a node that had not heard of it yet, just before the old
+// primary went away). go-redis coalesces these reloads, one per 200ms at
+// most; the breakers' map is left to its own loop.
+func (s *Store) nodeUnreachable() {
+	if cc, ok := s.client.(*goredis.ClusterClient); ok {
+		cc.ReloadState(context.Background())
+	}
+}
+
 // Ping checks that Redis answers (every node, for a cluster).
 func (s *Store) Ping(ctx context.Context) error {
 	if cc, ok := s.client.(*goredis.ClusterClient); ok {
