@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/limiter/store"
@@ -28,6 +29,13 @@ func TestClusterSeedNotJoined(t *testing.T) {
 	// (each to a random known node) meet an unjoined node again.
 	for i := range 8 {
 		s := realStore(t, redisstore.Options{Addrs: seeds, Cluster: true})
+		// Ready first, as a limiter's /readyz gates its traffic: a seed's
+		// DNS name may take the resolver seconds to refuse.
+		waitFor(t, settle, "store ready", func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return s.Ping(ctx)
+		})
 		var failed []string
 		for k := range 200 {
 			var b store.KeyBuilder
@@ -46,13 +54,20 @@ func TestClusterSeedNotJoined(t *testing.T) {
 // gone (the fleet's ordinal-0 pods, drained or on a stopped node: their
 // DNS names resolve to nothing, or nothing listens) takes the slot map from
 // the seeds that answer (the replicas' names, which RedisSeeds lists
-// after them), and no decision fails.
+// after them), and no decision fails once it is ready.
 func TestClusterSeedsPartlyGone(t *testing.T) {
 	addrs := clusterAddrs(t)
 	closed := redistest.FreeAddr(t, redistest.Host())
 	seeds := []string{"f-redis-0-0.f-redis.ns.svc.invalid:6379", "f-redis-1-0.f-redis.ns.svc.invalid:6379", closed, addrs[len(addrs)-1]}
 	for i := range 4 {
 		s := realStore(t, redisstore.Options{Addrs: seeds, Cluster: true})
+		// Ready first, as a limiter's /readyz gates its traffic: a seed's
+		// DNS name may take the resolver seconds to refuse.
+		waitFor(t, settle, "store ready", func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return s.Ping(ctx)
+		})
 		var failed []string
 		for k := range 100 {
 			var b store.KeyBuilder
