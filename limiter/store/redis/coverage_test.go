@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,5 +80,39 @@ func TestClusterSeedsPartlyGone(t *testing.T) {
 		if len(failed) > 0 {
 			t.Fatalf("store %d: %d of 100 decisions failed with one seed of %v answering, first: %s", i, len(failed), seeds, failed[0])
 		}
+	}
+}
+
+// The store's status asks what decisions reach: each shard's primary. A
+// replica that does not answer (stalled, or its pod's address gone with
+// the pod: connections hang) leaves it "ping ok", as every decision is
+// still answered; a primary that is down fails it, naming the shard.
+func TestStatusAsksEachShardsPrimary(t *testing.T) {
+	c := redistest.StartClusterWith(t, redistest.ClusterOptions{Primaries: 3, Replicas: 1, NodeTimeout: time.Minute})
+	s := realStore(t, redisstore.Options{Addrs: c.Addrs(), Cluster: true})
+	status := func() (string, bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		return s.Status(ctx)
+	}
+	waitFor(t, settle, "status ok with a breaker per shard", func() error {
+		if detail, ok := status(); !ok || len(s.Breakers()) != 3 {
+			return fmt.Errorf("%s (%d breakers)", detail, len(s.Breakers()))
+		}
+		return nil
+	})
+
+	c.Replicas[1][0].Pause(t)
+	t.Cleanup(func() { c.Replicas[1][0].Resume(t) })
+	if detail, ok := status(); !ok || !strings.Contains(detail, "ping ok") {
+		t.Errorf("with shard 1's replica stalled: status %q, ok %v; want ping ok: no decision reaches a replica", detail, ok)
+	}
+	c.Nodes[2].Stop()
+	detail, ok := status()
+	if ok || !strings.Contains(detail, "ping failed: shard "+c.RangeName(2)) {
+		t.Errorf("with shard 2's primary down: status %q, ok %v; want a failed ping naming shard %s", detail, ok, c.RangeName(2))
+	}
+	if strings.Contains(detail, "shard "+c.RangeName(0)) || strings.Contains(detail, "shard "+c.RangeName(1)) {
+		t.Errorf("status %q names a shard whose primary answers", detail)
 	}
 }

@@ -228,14 +228,32 @@ func (s *Store) nodeUnreachable() {
 	}
 }
 
-// Ping checks that Redis answers (every node, for a cluster).
+// Ping checks that Redis answers as decisions reach it: for a cluster,
+// the primary of each shard of the store's map, found as a decision finds
+// it (the client's slot map, not reloaded first), all at once. Replicas
+// are not asked: no decision reaches them, and one that is down (a pod
+// being replaced, a node stopped) leaves every decision answered.
 func (s *Store) Ping(ctx context.Context) error {
-	if cc, ok := s.client.(*goredis.ClusterClient); ok {
-		return cc.ForEachShard(ctx, func(ctx context.Context, c *goredis.Client) error {
-			return c.Ping(ctx).Err()
+	cc, ok := s.client.(*goredis.ClusterClient)
+	if !ok {
+		return s.client.Ping(ctx).Err()
+	}
+	m := s.shards.current.Load()
+	errs := make([]error, len(m.breakers)) // in the map's order
+	var wg sync.WaitGroup
+	for i, b := range m.breakers {
+		wg.Go(func() {
+			c, err := cc.MasterForKey(ctx, b.probeKey)
+			if err == nil {
+				err = c.Ping(ctx).Err()
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("shard %s: %w", b.name, err)
+			}
 		})
 	}
-	return s.client.Ping(ctx).Err()
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // Status describes the store for readiness detail: whether every shard
