@@ -173,20 +173,32 @@ func (r *Provisioner) Reconcile(ctx context.Context, fleet *v1alpha1.LimiterFlee
 			want, rs.Shards, rs.Shards), v1alpha1.ScaleInRejectedReason
 	}
 	rs.SettledAt = r.settle(fleet, rs)
-	switch {
-	case rs.Err != nil:
+	if rs.Err != nil {
 		logf.FromContext(ctx).Info("Redis Cluster not converged", "fleet", client.ObjectKeyFromObject(fleet), "error", rs.Err.Error())
-		p.RequeueAfter = redisRequeueFailing
-	case rs.Result.RequeueAfter > 0:
-		p.RequeueAfter = rs.Result.RequeueAfter
-	case !rs.Result.Converged:
-		p.RequeueAfter = redisRequeueConverging
-	default:
-		// A node can fail without its pod changing (a hung process, a
-		// network split): look again now and then.
-		p.RequeueAfter = redisResync
 	}
+	p.RequeueAfter = requeueAfter(rs)
 	return p, nil
+}
+
+// requeueAfter is when to look at the cluster again after a pass. The
+// engine's own ask wins when it is sooner than redisRequeueFailing, even
+// after an error: a dead master's replica is promoted at a deadline the
+// engine watches closely, and when a Kubernetes node stops, every pass
+// has an error (the node's other Redis pods are unreachable too), which
+// must not put each promotion 5s after the last.
+func requeueAfter(rs *Scope) time.Duration {
+	asked := rs.Result.RequeueAfter
+	switch {
+	case asked > 0 && (rs.Err == nil || asked < redisRequeueFailing):
+		return asked
+	case rs.Err != nil:
+		return redisRequeueFailing
+	case !rs.Result.Converged:
+		return redisRequeueConverging
+	}
+	// A node can fail without its pod changing (a hung process, a network
+	// split): look again now and then.
+	return redisResync
 }
 
 // deleteRedis deletes the Redis objects of a fleet that left mode Cluster:
