@@ -115,4 +115,9 @@ func TestStatusAsksEachShardsPrimary(t *testing.T) {
 	if strings.Contains(detail, "shard "+c.RangeName(0)) || strings.Contains(detail, "shard "+c.RangeName(1)) {
 		t.Errorf("status %q names a shard whose primary answers", detail)
 	}
+	c.Nodes[0].Stop()
+	detail, _ = status()
+	if !strings.Contains(detail, "ping failed: shard "+c.RangeName(0)+": ") || !strings.Contains(detail, "; shard "+c.RangeName(2)+": ") || strings.Contains(detail, "\n") {
+		t.Errorf("with shards 0 and 2's primaries down: status %q; want both named, in shard order, on one line", detail)
+	}
 }

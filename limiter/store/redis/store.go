@@ -253,7 +253,22 @@ func (s *Store) Ping(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return joinErrs(errs)
+}
+
+// joinErrs wraps the errors that are not nil on one line, "; " between
+// them (errors.Join puts newlines in a status message), or returns nil.
+func joinErrs(errs []error) error {
+	var failed []any
+	for _, err := range errs {
+		if err != nil {
+			failed = append(failed, err)
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	return fmt.Errorf(strings.TrimSuffix(strings.Repeat("%w; ", len(failed)), "; "), failed...)
 }
 
 // Status describes the store for readiness detail: whether every shard
