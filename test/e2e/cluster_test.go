@@ -208,10 +208,22 @@ func (c *cluster) exec(t *testing.T, ns, pod string, args ...string) []byte {
 // execJSON runs a command in a pod and decodes its JSON output into v.
 func (c *cluster) execJSON(t *testing.T, v any, ns, pod string, args ...string) {
 	t.Helper()
-	out := c.exec(t, ns, pod, args...)
-	if err := json.Unmarshal(out, v); err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	if err := c.tryExecJSON(v, ns, pod, args...); err != nil {
+		t.Fatal(err)
 	}
+}
+
+// tryExecJSON is execJSON for what is told, never judged: it returns what
+// went wrong.
+func (c *cluster) tryExecJSON(v any, ns, pod string, args ...string) error {
+	out, _, err := c.cmd("", c.kubectlBin, append([]string{"exec", "-n", ns, pod, "--"}, args...)...)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		return fmt.Errorf("%s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
 }
 
 // waitFor polls f every 250ms until it says done, and fails the test after

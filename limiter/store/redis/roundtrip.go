@@ -135,7 +135,7 @@ func (s *Store) send(batch []*call) {
 		c.finish(err)
 	}
 	if unreachable {
-		s.nodeUnreachable()
+		s.reloadSlots()
 	}
 	took := time.Since(start).Seconds()
 	for _, o := range seen {

@@ -209,23 +209,23 @@ func (s *Store) route(ctx context.Context, c *call) error {
 // store to reload its map of shards: a replica promoted after a failover
 // is then found at once.
 func (s *Store) reloadCluster() {
-	cc, ok := s.client.(*goredis.ClusterClient)
-	if !ok {
-		return
+	if s.reloadSlots() {
+		s.shards.reload()
 	}
-	cc.ReloadState(context.Background()) // asynchronous
-	s.shards.reload()
 }
 
-// nodeUnreachable asks a cluster client to reload its slot map after a
-// round trip could not reach a node: the map may be older than a failover
-// (loaded from a node that had not heard of it yet, just before the old
-// primary went away). go-redis coalesces these reloads, one per 200ms at
-// most; the breakers' map is left to its own loop.
-func (s *Store) nodeUnreachable() {
-	if cc, ok := s.client.(*goredis.ClusterClient); ok {
+// reloadSlots asks a cluster client to reload its slot map, asynchronously,
+// and reports whether the store has one. It alone follows a round trip
+// that could not reach a node (see send): the map may be older than a
+// failover (read from a node that had not heard of it yet, just before the
+// old primary went away). go-redis coalesces these reloads, one per 200ms
+// at most; the breakers' map is left to its own loop.
+func (s *Store) reloadSlots() bool {
+	cc, ok := s.client.(*goredis.ClusterClient)
+	if ok {
 		cc.ReloadState(context.Background())
 	}
+	return ok
 }
 
 // Ping checks that Redis answers as decisions reach it: for a cluster,
