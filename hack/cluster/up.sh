@@ -3,7 +3,7 @@
 # of its own ($CLUSTER_DIR, default .cluster): etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, and for each node containerd (its
 # own root, state and socket), kubelet, kube-proxy (iptables) and a CNI
-# bridge; CoreDNS, and local-path-provisioner (the default StorageClass,
+# bridge; CoreDNS (a pod per node), and local-path-provisioner (the default StorageClass,
 # dynamic volumes in the work dir). Node 1 is the
 # host; the others each have a network namespace of their own (lib.sh,
 # node_vars). Images come from bin/cluster/images (hack/cluster/build.sh
@@ -567,7 +567,7 @@ fi
 
 # --- Add-ons: CoreDNS and storage. ----------------------------------------
 coredns_image="$(grep '/coredns:' "$CLUSTER_BIN/images/images.txt")"
-sed -e "s#__COREDNS_IMAGE__#$coredns_image#g" -e "s#__DNS_SERVICE_IP__#$DNS_SERVICE_IP#g" \
+sed -e "s#__COREDNS_IMAGE__#$coredns_image#g" -e "s#__DNS_SERVICE_IP__#$DNS_SERVICE_IP#g" -e "s#__COREDNS_REPLICAS__#$NODES#g" \
   "$(dirname "${BASH_SOURCE[0]}")/manifests/coredns.yaml" | k apply -f - >/dev/null
 # Dynamic storage: local-path-provisioner, whose default StorageClass
 # (local-path) claims without a class get; each volume is a directory of
