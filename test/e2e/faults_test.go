@@ -410,13 +410,7 @@ func (j *journey) runFault(t *testing.T, sc faultScenario, svc, keep string, loa
 	}
 	if sc.balanced {
 		f := j.fleet
-		// The rooted name, as a gateway should give it: a relative one
-		// goes through the pod's DNS search list first (ndots 5), and when
-		// the lookup of the real name times out (a stopped node's CoreDNS
-		// pod is still an endpoint of kube-dns) Go's resolver returns the
-		// first search name's NXDOMAIN, which gRPC takes as no address at
-		// all: "no children to pick from" until it looks again.
-		headless := fmt.Sprintf("dns:///%s.%s.svc.cluster.local.:8081", resources.LimiterHeadlessName(f), f.Namespace)
+		headless := fmt.Sprintf("dns:///%s.%s.svc:8081", resources.LimiterHeadlessName(f), f.Namespace)
 		loadArgs = append(slices.Clone(loadArgs), "-addr", headless) // the last -addr wins
 	}
 	var local *load
