@@ -160,6 +160,42 @@ func TestRenderedDefaults(t *testing.T) {
 	}
 }
 
+// TestOperatorSpread checks where the operator's pods go: two by default,
+// spread over nodes where they can; one, or the user's own affinity or
+// constraints, render no spread of the chart's.
+func TestOperatorSpread(t *testing.T) {
+	operatorPod := func(set ...string) (int32, corev1.PodSpec) {
+		t.Helper()
+		deps := find(render(t, "sluice", "sluice-system", set...), "Deployment")
+		if len(deps) != 1 {
+			t.Fatalf("%v: %d Deployments, want 1", set, len(deps))
+		}
+		d := convert[appsv1.Deployment](t, deps[0])
+		return *d.Spec.Replicas, d.Spec.Template.Spec
+	}
+	replicas, pod := operatorPod()
+	want := []corev1.TopologySpreadConstraint{{
+		MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.ScheduleAnyway,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
+			"app.kubernetes.io/name": "sluice", "app.kubernetes.io/instance": "sluice", "app.kubernetes.io/component": "operator",
+		}},
+	}}
+	if replicas != 2 || !reflect.DeepEqual(pod.TopologySpreadConstraints, want) {
+		t.Errorf("defaults: %d replicas, spread %+v; want 2 spread over hostnames", replicas, pod.TopologySpreadConstraints)
+	}
+	if _, pod := operatorPod("--set", "operator.replicas=1"); pod.TopologySpreadConstraints != nil {
+		t.Errorf("one replica: spread %+v, want none", pod.TopologySpreadConstraints)
+	}
+	if _, pod := operatorPod("--set", "operator.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight=1",
+		"--set", "operator.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.topologyKey=kubernetes.io/hostname"); pod.TopologySpreadConstraints != nil || pod.Affinity == nil {
+		t.Errorf("the user's affinity: spread %+v, affinity %+v; want the affinity alone", pod.TopologySpreadConstraints, pod.Affinity)
+	}
+	if _, pod := operatorPod("--set", "operator.topologySpreadConstraints[0].maxSkew=2", "--set", "operator.topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone",
+		"--set", "operator.topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule"); len(pod.TopologySpreadConstraints) != 1 || pod.TopologySpreadConstraints[0].TopologyKey != "topology.kubernetes.io/zone" {
+		t.Errorf("the user's constraints: spread %+v, want theirs alone", pod.TopologySpreadConstraints)
+	}
+}
+
 // TestCRDTemplates checks that the chart's CRDs are config/crd/bases'
 // with only the chart's labels and, with crds.keep, Helm's keep annotation;
 // and that crds.enabled=false renders none.
