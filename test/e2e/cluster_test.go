@@ -198,11 +198,17 @@ func (c *cluster) helm(t *testing.T, args ...string) (string, string) {
 // exec runs a command in a pod's first container and returns its stdout.
 func (c *cluster) exec(t *testing.T, ns, pod string, args ...string) []byte {
 	t.Helper()
-	out, _, err := c.cmd("", c.kubectlBin, append([]string{"exec", "-n", ns, pod, "--"}, args...)...)
+	out, err := c.tryExec(ns, pod, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return []byte(out)
+	return out
+}
+
+// tryExec is exec returning what went wrong.
+func (c *cluster) tryExec(ns, pod string, args ...string) ([]byte, error) {
+	out, _, err := c.cmd("", c.kubectlBin, append([]string{"exec", "-n", ns, pod, "--"}, args...)...)
+	return []byte(out), err
 }
 
 // execJSON runs a command in a pod and decodes its JSON output into v.
@@ -216,11 +222,11 @@ func (c *cluster) execJSON(t *testing.T, v any, ns, pod string, args ...string) 
 // tryExecJSON is execJSON for what is told, never judged: it returns what
 // went wrong.
 func (c *cluster) tryExecJSON(v any, ns, pod string, args ...string) error {
-	out, _, err := c.cmd("", c.kubectlBin, append([]string{"exec", "-n", ns, pod, "--"}, args...)...)
+	out, err := c.tryExec(ns, pod, args...)
 	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal([]byte(out), v); err != nil {
+	if err := json.Unmarshal(out, v); err != nil {
 		return fmt.Errorf("%s: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	return nil
