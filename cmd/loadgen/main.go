@@ -27,6 +27,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -36,6 +37,7 @@ import (
 )
 
 func main() {
+	strictLookups(net.DefaultResolver) // the resolver of dns:/// targets
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

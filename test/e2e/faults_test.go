@@ -494,17 +494,21 @@ func (j *journey) markLocalShare(t *testing.T, sc faultScenario, l *load, start 
 	for _, s := range l.seconds(start.Add(-5*time.Second), start.Add(55*time.Second)) {
 		answered, failed, rpcErr = answered+s.answered, failed+s.failed, rpcErr+s.rpcErr
 	}
-	var byShare int64
+	errs := map[string]int64{}
 	for _, iv := range l.intervals() {
 		if e := iv.end(); !e.Before(start.Add(-5*time.Second)) && e.Before(start.Add(55*time.Second)) {
-			byShare += iv.Errors[localShareReason]
+			for k, v := range iv.Errors {
+				errs[k] += v
+			}
 		}
 	}
 	l.stop()
+	byShare := errs[localShareReason]
+	delete(errs, localShareReason)
 	share := float64(failed-byShare) / float64(max(answered, 1))
-	t.Logf("%s under failureMode Local: %d of %d failed, %d of them RPC errors, %d denied by a limiter's local share", sc.title, failed-byShare, answered, rpcErr, byShare)
-	j.mark("fault %s, the same minute under failureMode Local: %.2f%% failed (%d of %d, %d RPC errors; %d denied by a local share; issue 29's goal is under 1%%: %s)",
-		sc.title, 100*share, failed-byShare, answered, rpcErr, byShare, map[bool]string{true: "met", false: "missed"}[share < 0.01])
+	t.Logf("%s under failureMode Local: %d of %d failed, %d of them RPC errors, %d denied by a limiter's local share; failures: %v", sc.title, failed-byShare, answered, rpcErr, byShare, errs)
+	j.mark("fault %s, the same minute under failureMode Local: %.2f%% failed (%d of %d, %d RPC errors; %d denied by a local share; issue 29's goal is under 1%%: %s) %v",
+		sc.title, 100*share, failed-byShare, answered, rpcErr, byShare, map[bool]string{true: "met", false: "missed"}[share < 0.01], errs)
 }
 
 // waitCollected waits until the operator's collector has written policy

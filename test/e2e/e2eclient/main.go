@@ -48,6 +48,10 @@ import (
 )
 
 func main() {
+	// A lookup one of whose queries times out fails rather than say "no
+	// such host", which gRPC's dns:/// resolver would read as no pod at
+	// all (loadgen's strictLookups says why).
+	net.DefaultResolver.StrictErrors = true
 	if len(os.Args) < 2 {
 		usage()
 	}
