@@ -177,6 +177,9 @@ type faultScenario struct {
 	// may miss their deadline while RedisReady truthfully says True; the
 	// check that no second fails while it does is left out.
 	restartsLimiters bool
+	// prepare, when set, runs before the load starts, and says what it
+	// did.
+	prepare func(t *testing.T) string
 	// check, when set, runs last: the scenario's own assertions.
 	check func(t *testing.T)
 	// twoNodes: the fault needs a second node (skipped with NODES=1).
@@ -413,6 +416,10 @@ func (j *journey) runFault(t *testing.T, sc faultScenario, svc, keep string, loa
 		headless := fmt.Sprintf("dns:///%s.%s.svc:8081", resources.LimiterHeadlessName(f), f.Namespace)
 		loadArgs = append(slices.Clone(loadArgs), "-addr", headless) // the last -addr wins
 	}
+	prepared := ""
+	if sc.prepare != nil {
+		prepared = sc.prepare(t) + "; "
+	}
 	var local *load
 	if sc.localToo {
 		local = j.c.startLoad(t, appNS, clientPod, append(slices.Clone(loadArgs), "-descriptor", "local=%d")...)
@@ -437,6 +444,7 @@ func (j *journey) runFault(t *testing.T, sc faultScenario, svc, keep string, loa
 	}
 	rep := l.report(n, start)
 	l.stop()
+	note = prepared + note
 	t.Logf("%s: %s; %s", sc.title, note, rep)
 	j.mark("fault %s: %s; %s", sc.title, rep, note)
 	if local != nil {
