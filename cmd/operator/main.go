@@ -49,6 +49,7 @@ func main() {
 	flag.DurationVar(&window, "enforcement-window", observe.DefaultEnforcementWindow, "`window` of the decision counts in each policy's status.enforcement")
 	flag.StringVar(&tokenFile, "limiter-token-file", "", "`file` of the bearer token sent (over TLS) to the limiter pods' admin plane: a projected ServiceAccount token for the audience "+limiterwire.AdminAudience+" (default: "+projectedTokenFile+", which the chart mounts)")
 	netpol := networkPolicyFlags(flag.CommandLine)
+	timing := leaderTimingFlags(flag.CommandLine)
 	webhookOpts := webhookFlags(flag.CommandLine)
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -61,6 +62,10 @@ func main() {
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 	utilruntime.Must(v1beta1.AddToScheme(scheme))
 
+	if err := timing.validate(); err != nil {
+		log.Error(err, "Bad flags")
+		os.Exit(2)
+	}
 	cfg := ctrl.GetConfigOrDie()
 	var leaderLock resourcelock.Interface
 	if leaderElect {
@@ -82,8 +87,12 @@ func main() {
 		LeaderElectionID:                    leaderElectionID,
 		LeaderElectionNamespace:             leaderNS,
 		LeaderElectionResourceLockInterface: leaderLock,
+		LeaseDuration:                       &timing.LeaseDuration,
+		RenewDeadline:                       &timing.RenewDeadline,
+		RetryPeriod:                         &timing.RetryPeriod,
 		// Hand the Lease over on SIGTERM rather than let the next leader
-		// wait out its 15s: main exits as soon as the manager returns.
+		// wait out its LeaseDuration: main exits as soon as the manager
+		// returns.
 		LeaderElectionReleaseOnCancel: true,
 		// The release comes after every runnable stopped: bound that
 		// well inside the pod's terminationGracePeriodSeconds (30).

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -215,7 +216,9 @@ func TestOperatorIssuesWebhookCertificate(t *testing.T) {
 // caches list as v1alpha1 through its own conversion webhook: it must
 // serve the certificate mounted from its Secret before they sync, or no
 // replica answers the conversions and it waits for ever. The second
-// operator converts and reconciles a policy created after it started.
+// operator converts and reconciles a policy created after it started, once
+// the Lease the first held has expired: both run with a Lease of 5s
+// (--leader-elect-lease-duration), which the Lease records.
 func TestOperatorRestartsAloneWithStoredPolicies(t *testing.T) {
 	k8s, o, kubeconfig, bin := webhookEnv(t)
 	const ns = "sluice-system"
@@ -231,7 +234,8 @@ func TestOperatorRestartsAloneWithStoredPolicies(t *testing.T) {
 	go mountSecret(ctx, k8s, key, certDir)
 	args := []string{"--webhook-port=" + strconv.Itoa(o.LocalServingPort), "--webhook-cert-dir=" + certDir,
 		"--webhook-namespace=" + ns, "--webhook-service=sluice-operator-webhook", "--webhook-cert-secret=" + secret.Name,
-		"--webhook-extra-dns-names=localhost", "--leader-elect", "--leader-election-namespace=" + ns, "--operator-namespace=" + ns}
+		"--webhook-extra-dns-names=localhost", "--leader-elect", "--leader-election-namespace=" + ns, "--operator-namespace=" + ns,
+		"--leader-elect-lease-duration=5s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s"}
 	first := exec.Command(bin, append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=" + freeAddr(t), "--webhook-host=127.0.0.1"}, args...)...)
 	first.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	var firstLog bytes.Buffer
@@ -241,6 +245,7 @@ func TestOperatorRestartsAloneWithStoredPolicies(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = first.Process.Kill(); _ = first.Wait() })
 	requireConverts(t, k8s, ns, &firstLog)
+	waitLease(t, k8s, ns, 5, &firstLog)
 	// Killed, as a node's power cut kills it: nothing serves conversions.
 	_ = first.Process.Kill()
 	_ = first.Wait()
@@ -272,6 +277,27 @@ func TestOperatorRestartsAloneWithStoredPolicies(t *testing.T) {
 			t.Fatalf("the restarted operator never reconciled policy %s (no condition within 3m): its caches did not sync\noperator log:\n%s", later.Name, log.String())
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// waitLease waits until the operator's leader election Lease in ns has a
+// holder, and checks that it holds for seconds.
+func waitLease(t *testing.T, k8s client.Client, ns string, seconds int32, log *bytes.Buffer) {
+	t.Helper()
+	lease := &coordinationv1.Lease{}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		err := k8s.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: leaderElectionID}, lease)
+		if err == nil && ptr.Deref(lease.Spec.HolderIdentity, "") != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no operator held Lease %s/%s within 2m (last read: %v, %+v)\noperator log:\n%s", ns, leaderElectionID, err, lease.Spec, log.String())
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if got := ptr.Deref(lease.Spec.LeaseDurationSeconds, 0); got != seconds {
+		t.Errorf("Lease %s/%s holds for %ds, want %ds (--leader-elect-lease-duration)", ns, leaderElectionID, got, seconds)
 	}
 }
 

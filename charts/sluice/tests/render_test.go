@@ -68,6 +68,8 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"fleet:\n  redis:\n    nodeTimeout: 5\n", "at '/fleet/redis/nodeTimeout': got number, want string"},
 		{"operator:\n  image:\n    digest: latest\n", "at '/operator/image/digest'"},
 		{"operator:\n  watchNamespaces: [Team_A]\n", "at '/operator/watchNamespaces/0'"},
+		{"operator:\n  leaderElection:\n    leaseDuration: fast\n", "at '/operator/leaderElection/leaseDuration'"},
+		{"operator:\n  leaderElection:\n    retryPeriod: -1s\n", "at '/operator/leaderElection/retryPeriod'"},
 		// Rules across values, from the templates.
 		{"operator:\n  replicas: 2\n  leaderElection:\n    enabled: false\n", "operator.replicas above 1 needs operator.leaderElection.enabled"},
 		{"operator:\n  watchNamespaces: [team-a]\nfleet:\n  enabled: true\n", `fleet's namespace "sluice-bad" must be one of operator.watchNamespaces`},
@@ -193,6 +195,36 @@ func TestOperatorSpread(t *testing.T) {
 	if _, pod := operatorPod("--set", "operator.topologySpreadConstraints[0].maxSkew=2", "--set", "operator.topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone",
 		"--set", "operator.topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule"); len(pod.TopologySpreadConstraints) != 1 || pod.TopologySpreadConstraints[0].TopologyKey != "topology.kubernetes.io/zone" {
 		t.Errorf("the user's constraints: spread %+v, want theirs alone", pod.TopologySpreadConstraints)
+	}
+}
+
+// TestOperatorLeaderTiming checks that the leader election's timing
+// values reach the operator's flags, and that none is passed without
+// leader election.
+func TestOperatorLeaderTiming(t *testing.T) {
+	args := func(set ...string) []string {
+		t.Helper()
+		deps := find(render(t, "sluice", "sluice-system", set...), "Deployment")
+		if len(deps) != 1 {
+			t.Fatalf("%v: %d Deployments, want 1", set, len(deps))
+		}
+		var out []string
+		for _, a := range convert[appsv1.Deployment](t, deps[0]).Spec.Template.Spec.Containers[0].Args {
+			if strings.HasPrefix(a, "--leader-elect-") {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+	if got, want := args(), []string{"--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("defaults: %v, want %v", got, want)
+	}
+	got := args("--set", "operator.leaderElection.leaseDuration=6s", "--set", "operator.leaderElection.renewDeadline=4s", "--set", "operator.leaderElection.retryPeriod=1s")
+	if want := []string{"--leader-elect-lease-duration=6s", "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("6s, 4s, 1s: %v, want %v", got, want)
+	}
+	if got := args("--set", "operator.replicas=1", "--set", "operator.leaderElection.enabled=false"); len(got) != 0 {
+		t.Errorf("no leader election: %v, want none", got)
 	}
 }
 
