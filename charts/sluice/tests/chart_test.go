@@ -76,7 +76,7 @@ func TestChart(t *testing.T) {
 		t.Logf("helm install:\n%s", out)
 		// The notes say what an uninstall leaves behind.
 		for _, want := range []string{"LimiterFleets you made outside the chart are not removed with it",
-			"kubectl -n sluice-system delete lease operator.ratelimit.sluice.dev"} {
+			"stays held until it expires, 15s later", "kubectl -n sluice-system delete lease operator.ratelimit.sluice.dev"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("the chart's notes lack %q", want)
 			}
