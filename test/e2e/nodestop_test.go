@@ -233,16 +233,26 @@ func (j *journey) primariesOnto(t *testing.T, node string, redisPods func() []co
 		}
 		addr := strings.TrimPrefix(j.c.portForward(t, f.Namespace, "pod/"+pod, int(resources.RedisPort)), "https://")
 		rdb := redis.NewClient(&redis.Options{Addr: addr, Username: resources.RedisOperatorUser, Password: password})
-		if err := rdb.Do(ctx, "CLUSTER", "FAILOVER").Err(); err != nil {
-			t.Fatalf("CLUSTER FAILOVER on %s: %v", pod, err)
-		}
-		waitFor(t, pod+" the master of shard "+fmt.Sprint(p.Shard), time.Minute, func() (bool, string) {
+		// CLUSTER FAILOVER is refused while the replica's link to its
+		// master is down (a resync after the fault before): sent again
+		// until it took.
+		var sent time.Time
+		waitFor(t, pod+" the master of shard "+fmt.Sprint(p.Shard), 2*time.Minute, func() (bool, string) {
 			info, err := rdb.Info(ctx, "replication").Result()
 			if err != nil {
 				return false, err.Error()
 			}
 			role, _, _ := strings.Cut(info[max(strings.Index(info, "role:"), 0):], "\n")
-			return strings.Contains(info, "role:master"), strings.TrimSpace(role)
+			if strings.HasPrefix(role, "role:master") {
+				return true, ""
+			}
+			if time.Since(sent) > 10*time.Second {
+				sent = time.Now()
+				if err := rdb.Do(ctx, "CLUSTER", "FAILOVER").Err(); err != nil {
+					return false, "CLUSTER FAILOVER: " + err.Error()
+				}
+			}
+			return false, strings.TrimSpace(role)
 		})
 		_ = rdb.Close()
 		moved = append(moved, fmt.Sprintf("shard %d %s -> %s", p.Shard, p.Pod, pod))
