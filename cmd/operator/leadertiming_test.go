@@ -13,12 +13,7 @@ import (
 // election timings client-go's elector would refuse: each exits 2 before
 // it reaches the API server, naming the flag that is wrong.
 func TestOperatorRefusesBadLeaderTiming(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "operator")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		t.Fatalf("building the operator: %v", err)
-	}
+	bin := buildOperator(t)
 	for _, tc := range []struct {
 		args []string
 		want string

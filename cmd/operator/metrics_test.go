@@ -55,12 +55,7 @@ func TestAttackReadOperatorMetricsWithoutToken(t *testing.T) {
 	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "operator")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		t.Fatalf("building the operator: %v", err)
-	}
+	bin := buildOperator(t)
 
 	// Tokens: a ServiceAccount allowed get /metrics, and one that is not.
 	cs, err := kubernetes.NewForConfig(cfg)

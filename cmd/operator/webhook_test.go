@@ -25,6 +25,19 @@ import (
 	"github.com/sluice-dev/sluice/internal/conversiontest"
 )
 
+// buildOperator builds the operator into a temporary directory and
+// returns its path.
+func buildOperator(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "operator")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		t.Fatalf("building the operator: %v", err)
+	}
+	return bin
+}
+
 // webhookEnv starts envtest with the RateLimitPolicy CRD converting at
 // https://localhost:<port>/convert (no server there: the operator is it),
 // builds the operator, and returns a client, the webhook options and a
@@ -33,13 +46,7 @@ func webhookEnv(t *testing.T) (k8s client.Client, o envtest.WebhookInstallOption
 	// Built first: envtest picks the webhook's free port when it starts,
 	// and another process may take it before the operator listens (two
 	// make test side by side met "address already in use" once).
-	dir := t.TempDir()
-	bin = filepath.Join(dir, "operator")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		t.Fatalf("building the operator: %v", err)
-	}
+	bin = buildOperator(t)
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: filepath.Join("..", "..", "bin", "k8s"),
 		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
@@ -62,7 +69,7 @@ func webhookEnv(t *testing.T) (k8s client.Client, o envtest.WebhookInstallOption
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubeconfig = filepath.Join(dir, "kubeconfig")
+	kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
