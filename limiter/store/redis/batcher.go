@@ -8,15 +8,21 @@ package redis
 //     them); then it hands the slot to the first caller still waiting and
 //     not yet handed one, who sends the next round trip, or frees it when
 //     none waits. So batches grow with the load, and nothing stands between
-//     a caller and Redis.
+//     a caller and Redis but the round trip in flight.
+//   - Only the first slot is taken at once. Another is taken only when the
+//     newest round trip in flight has been out overlapAfter (by a caller,
+//     or by the gate's timer for the first one waiting) or the waiting
+//     calls fill a batch: a round trip overlaps another when it is late,
+//     not whenever a call arrives during it, so round trips carry more
+//     calls each.
 //   - Every slot taken is given back exactly once (flushers counts them,
 //     and close waits for them). A caller whose context ends stops
 //     waiting, but a slot handed to it is passed on, never dropped.
 //   - Every call is completed exactly once, by one of: its round trip
 //     (send), flush (its context ended, or it waited timeout for a round
 //     trip to start: the store is overloaded), or close.
-//   - mu guards pending, slots, closed, and every call's promoted and
-//     abandoned flags.
+//   - mu guards pending, slots, closed, newest, the gate, and every call's
+//     promoted and abandoned flags.
 
 import (
 	"context"
@@ -57,6 +63,10 @@ type batcher struct {
 	workers  int
 	maxBatch int
 	timeout  time.Duration
+	// overlapAfter gates every slot but the first: another round trip
+	// starts beside those in flight only once the newest of them has been
+	// out this long (0: at once).
+	overlapAfter time.Duration
 	// send makes one round trip of batch and finishes every call in it.
 	send func(batch []*call)
 
@@ -65,6 +75,11 @@ type batcher struct {
 	slots    int     // round trips in flight or about to be sent
 	closed   bool
 	flushers sync.WaitGroup // one per slot taken
+	// newest is when the newest round trip in flight was given its slot;
+	// gate opens a slot for the pending calls once it is overlapAfter old.
+	newest    time.Time
+	gate      *time.Timer
+	gateArmed bool
 }
 
 // do queues c and waits for it to finish, sending round trips when its
@@ -81,9 +96,14 @@ func (b *batcher) do(ctx context.Context, c *call) error {
 	}
 	b.pending = append(b.pending, c)
 	lead := b.slots < b.workers
+	if lead && b.slots > 0 && !b.overlapDue(c.enq) {
+		lead = false
+		b.armGate(c.enq)
+	}
 	if lead {
 		b.slots++
 		b.flushers.Add(1)
+		b.newest = c.enq
 	}
 	b.mu.Unlock()
 	if lead {
@@ -152,15 +172,70 @@ func (b *batcher) flush() {
 // handOff gives a slot to the first pending caller still waiting and not
 // yet told, or frees it. b.mu must be held.
 func (b *batcher) handOff() {
-	for _, c := range b.pending {
-		if !c.promoted && !c.abandoned {
-			c.promoted = true
-			c.wake <- true
-			return
-		}
+	if b.promote() {
+		return
 	}
 	b.slots--
 	b.flushers.Done()
+}
+
+// promote tells the first pending caller still waiting and not yet told
+// to send the next round trip, and reports whether there was one. b.mu
+// must be held.
+func (b *batcher) promote() bool {
+	for _, c := range b.pending {
+		if !c.promoted && !c.abandoned {
+			c.promoted = true
+			b.newest = time.Now()
+			c.wake <- true
+			return true
+		}
+	}
+	return false
+}
+
+// overlapDue reports whether a round trip may start beside those in
+// flight: the newest of them has been out overlapAfter, or the calls
+// waiting fill a batch. b.mu must be held.
+func (b *batcher) overlapDue(now time.Time) bool {
+	return b.overlapAfter <= 0 || now.Sub(b.newest) >= b.overlapAfter || len(b.pending) >= b.maxBatch
+}
+
+// armGate makes unstall run when the newest round trip in flight is
+// overlapAfter old, unless it is set to already. b.mu must be held.
+func (b *batcher) armGate(now time.Time) {
+	if b.gateArmed {
+		return
+	}
+	b.gateArmed = true
+	d := b.overlapAfter - now.Sub(b.newest)
+	if b.gate == nil {
+		b.gate = time.AfterFunc(d, b.unstall)
+		return
+	}
+	b.gate.Reset(d)
+}
+
+// unstall opens another slot for the pending calls when every round trip
+// in flight has been out overlapAfter or longer (one stalled: a slow
+// server, a lost packet, a large batch), and calls still wait.
+func (b *batcher) unstall() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.gateArmed = false
+	if b.closed || b.slots == 0 || b.slots >= b.workers || len(b.pending) == 0 {
+		return
+	}
+	if now := time.Now(); !b.overlapDue(now) {
+		b.armGate(now)
+		return
+	}
+	b.slots++
+	b.flushers.Add(1)
+	if !b.promote() { // every pending caller already sends (or gave up)
+		b.slots--
+		b.flushers.Done()
+	}
 }
 
 // close fails the pending calls and every later one, and waits for the
@@ -172,6 +247,9 @@ func (b *batcher) close() bool {
 		return false
 	}
 	b.closed = true
+	if b.gate != nil {
+		b.gate.Stop()
+	}
 	for _, c := range b.pending {
 		c.finish(errClosed)
 	}

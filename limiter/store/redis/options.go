@@ -45,6 +45,14 @@ type Options struct {
 	// Workers bounds the round trips in flight at once; 0 means 2. More
 	// send smaller batches.
 	Workers int
+	// OverlapAfter gates every round trip but the first: another starts
+	// beside those in flight only once the newest of them has been out
+	// this long (it stalled: a slow server, a lost packet) or the waiting
+	// calls fill a batch. Until then calls wait for the trip in flight and
+	// go together in the next, so each round trip carries more decisions:
+	// fewer script runs and syscalls per decision. 0 means 500µs; a
+	// negative value starts one at once whenever a slot is free.
+	OverlapAfter time.Duration
 	// PinnedClock, when set, replaces Redis TIME inside the scripts. It
 	// exists so that conformance tests can step a synthetic clock against a
 	// real server; production leaves it nil and time comes from Redis.
@@ -116,6 +124,11 @@ func ParseURL(raw string) (Options, error) {
 	return o, nil
 }
 
+// defaultOverlapAfter is OverlapAfter's default: about two round trips of
+// a loaded limiter beside its Redis, so that a round trip overlaps another
+// only when it is late.
+const defaultOverlapAfter = 500 * time.Microsecond
+
 // defaultMaxBatch is MaxBatch's default.
 const defaultMaxBatch = 256
 
@@ -132,6 +145,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Workers <= 0 {
 		o.Workers = 2
+	}
+	if o.OverlapAfter == 0 {
+		o.OverlapAfter = defaultOverlapAfter
 	}
 	o.Breaker.setDefaults()
 }

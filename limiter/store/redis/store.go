@@ -47,7 +47,8 @@ func New(opts Options) (*Store, error) {
 
 		multiMin: 2,
 	}
-	s.batch = &batcher{workers: opts.Workers, maxBatch: opts.MaxBatch, timeout: opts.Timeout, send: s.send}
+	s.batch = &batcher{workers: opts.Workers, maxBatch: opts.MaxBatch, timeout: opts.Timeout,
+		overlapAfter: max(opts.OverlapAfter, 0), send: s.send}
 	env := &breakerEnv{opts: opts.Breaker, metrics: s.metrics, log: s.log, probe: s.probeCommand,
 		reload: s.reloadCluster, stop: s.stop, bg: &s.bg}
 	if opts.Cluster {
