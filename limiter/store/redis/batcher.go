@@ -147,6 +147,9 @@ func (b *batcher) flush() {
 	rest := copy(b.pending, b.pending[n:])
 	clear(b.pending[rest:])
 	b.pending = b.pending[:rest]
+	if rest > 0 && b.slots < b.workers { // left behind: they may wait on this round trip
+		b.armGate(time.Now())
+	}
 	b.mu.Unlock()
 	now := time.Now()
 	live := batch[:0]
@@ -172,6 +175,7 @@ func (b *batcher) flush() {
 // handOff gives a slot to the first pending caller still waiting and not
 // yet told, or frees it. b.mu must be held.
 func (b *batcher) handOff() {
+	b.disarmGate() // the pending calls go next: none waits on a late round trip
 	if b.promote() {
 		return
 	}
@@ -214,6 +218,14 @@ func (b *batcher) armGate(now time.Time) {
 		return
 	}
 	b.gate.Reset(d)
+}
+
+// disarmGate stops the gate's timer, unless it fired already (then unstall
+// runs, finds nothing to do, and disarms it). b.mu must be held.
+func (b *batcher) disarmGate() {
+	if b.gateArmed && b.gate.Stop() {
+		b.gateArmed = false
+	}
 }
 
 // unstall opens another slot for the pending calls when every round trip
