@@ -247,11 +247,12 @@ server_counters() {
 		warn "could not read http://$HOST:$ADMIN_PORT/metrics"
 		return 0
 	}
-	echo "limiter's /metrics (non-zero sluice_decisions_total series, sluice_store_errors_total):"
-	awk '/^sluice_store_errors_total/ || (/^sluice_decisions_total/ && $NF != 0) {print "  " $0}' <<<"$metrics"
+	echo "limiter's /metrics (non-zero sluice_decisions_total and sluice_store_errors_total series):"
+	awk '/^sluice_(decisions|store_errors)_total/ && $NF != 0 {print "  " $0}' <<<"$metrics"
 	decided=$(awk '/^sluice_decisions_total/ {s += $NF} END {printf "%.0f", s}' <<<"$metrics")
 	failed=$(awk '/^sluice_decisions_total/ && /result="(failed_open|failed_closed|local_fallback)"/ {s += $NF} END {printf "%.0f", s}' <<<"$metrics")
 	errors=$(awk '/^sluice_store_errors_total/ {s += $NF} END {printf "%.0f", s}' <<<"$metrics")
+	echo "  sluice_store_errors_total, all causes: $errors"
 	if [[ $failed != 0 || $errors != 0 ]]; then
 		warn "$name: $failed of $decided decisions did not come from the store ($errors store errors): its figures are flattered"
 		STORE_NOTES+=("$name: $failed of $decided decisions resolved by the failure mode, $errors store errors")

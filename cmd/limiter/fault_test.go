@@ -139,6 +139,19 @@ func (r *rig) breakers() map[string]float64 {
 	return out
 }
 
+// storeErrors reads sluice_store_errors_total by cause.
+func (r *rig) storeErrors() map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range r.lim.metrics(r.t)["sluice_store_errors_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "cause" {
+				out[l.GetValue()] = sampleValue(m)
+			}
+		}
+	}
+	return out
+}
+
 // gauge reads an unlabelled metric of the limiter.
 func (r *rig) gauge(name string) float64 {
 	for _, m := range r.lim.metrics(r.t)[name].GetMetric() {
@@ -329,6 +342,9 @@ type faultScenario struct {
 	repair func(t *testing.T, c *redistest.Cluster) time.Time
 	// after, when set, runs once enforcement has resumed.
 	after func(t *testing.T, c *redistest.Cluster)
+	// causes are the causes of sluice_store_errors_total the fault must
+	// have counted (besides unavailable, which every open breaker counts).
+	causes []string
 }
 
 func TestFaults(t *testing.T) {
@@ -350,6 +366,8 @@ func TestFaults(t *testing.T) {
 			},
 			// The old master comes back as a replica of the promoted one.
 			after: func(t *testing.T, c *redistest.Cluster) { killed.Restart(t) },
+			// Connections reset, then refused, until the breaker opened.
+			causes: []string{service.CauseError},
 		},
 		{
 			name:    "master paused (SIGSTOP)",
@@ -360,6 +378,8 @@ func TestFaults(t *testing.T) {
 				c.Nodes[1].Resume(t)
 				return time.Now()
 			},
+			// Sent, and never answered until the breaker opened.
+			causes: []string{service.CauseTimeout},
 		},
 		{
 			name:    "master restarted",
@@ -371,6 +391,7 @@ func TestFaults(t *testing.T) {
 				c.WaitHealthy(t, 30*time.Second)
 				return time.Now()
 			},
+			causes: []string{service.CauseError},
 		},
 		{
 			name:    "3s latency on one shard",
@@ -381,6 +402,7 @@ func TestFaults(t *testing.T) {
 				c.Proxies[1].SetLatency(0)
 				return time.Now()
 			},
+			causes: []string{service.CauseTimeout},
 		},
 	} {
 		t.Run(sc.name, func(t *testing.T) { runFault(t, sc) })
@@ -452,6 +474,14 @@ func runFault(t *testing.T, sc faultScenario) {
 		r.ask("closed", closedVictim) // the load keeps going meanwhile
 	}
 	p99, n := l.p99(opened.Add(50*time.Millisecond), time.Now())
+	// The store errors say why: the open breaker's calls were never tried.
+	errs := r.storeErrors()
+	t.Logf("%s: store errors by cause so far: %v", sc.name, errs)
+	for _, cause := range append([]string{service.CauseUnavailable}, sc.causes...) {
+		if errs[cause] == 0 {
+			t.Errorf("sluice_store_errors_total{cause=%q} is 0 during the fault; by cause: %v", cause, errs)
+		}
+	}
 
 	answered := sc.repair(t, c)
 	var resumed time.Time

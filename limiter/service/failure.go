@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/sluice-dev/sluice/limiter/algo"
@@ -37,7 +36,7 @@ type failover struct {
 	fallback store.Store   // nil: Local allows, as Open does
 	pods     *atomic.Int64 // ready pods, the divisor of Local
 	stats    *policyStats  // nil with Options.DisablePolicyStats
-	errors   prometheus.Counter
+	errors   storeErrorCounters
 	log      *slog.Logger
 	// budget is the store budget of the policy's namespace, nil for none:
 	// past it, the failure mode answers without calling the store.
@@ -107,7 +106,7 @@ func (f *failover) decideStore(ctx context.Context, req store.Request) (algo.Res
 	if f.tracing {
 		tracing.FromContext(ctx).Fail(err)
 	}
-	f.errors.Inc()
+	f.errors.inc(err)
 	f.log.Debug("Store error: the policy's failureMode decides", "policy", f.policy, "failureMode", f.mode, "error", err)
 	f.noteFallback()
 	f.overBudget.Store(false)

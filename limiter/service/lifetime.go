@@ -365,7 +365,7 @@ func (f *failover) settle(ctx context.Context, req store.SettleRequest) (store.S
 		st, err = h.Settle(ctx, req)
 	}
 	if err != nil {
-		f.errors.Inc()
+		f.errors.inc(err)
 		f.log.Debug("Store error on the end of a request", "policy", f.policy, "error", err)
 	}
 	if err == nil && st.Found {

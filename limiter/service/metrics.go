@@ -1,9 +1,13 @@
 package service
 
 import (
+	"context"
+	"errors"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/limiter/store"
 )
 
 // Decision results, the "result" label of sluice_decisions_total.
@@ -31,10 +35,77 @@ type metrics struct {
 	hotLimited  *prometheus.Desc
 	// priorityDecisions are collected from the level counts (priority.go).
 	priorityDecisions *prometheus.Desc
-	storeErrors       prometheus.Counter
+	storeErrors       storeErrorCounters
 	snapshotPolicies  prometheus.Gauge
 	enforcement       prometheus.Gauge
 	readyPods         prometheus.Gauge
+}
+
+// Causes of store errors, the "cause" label of sluice_store_errors_total.
+const (
+	// CauseUnavailable: the store did not try, knowing its backend can't
+	// answer now (store.ErrUnavailable; for Redis, the shard's breaker is
+	// open).
+	CauseUnavailable = "unavailable"
+	// CauseQueued: the call waited its whole deadline to be sent
+	// (store.ErrQueueTimeout): the limiter is overloaded.
+	CauseQueued = "queued"
+	// CauseTimeout: the call was sent and its answer did not come in time.
+	CauseTimeout = "timeout"
+	// CauseCanceled: the request's own context ended first (its client
+	// went away).
+	CauseCanceled = "canceled"
+	// CauseError: any other failure (a refused or dropped connection, an
+	// error reply).
+	CauseError = "error"
+)
+
+// storeErrorCauses are the cause label's values, each series made at
+// start so that every one reads 0 before its first error.
+var storeErrorCauses = [...]string{CauseUnavailable, CauseQueued, CauseTimeout, CauseCanceled, CauseError}
+
+// storeErrorCounters is sluice_store_errors_total, with a child per cause.
+type storeErrorCounters struct {
+	vec   *prometheus.CounterVec
+	cause [len(storeErrorCauses)]prometheus.Counter
+}
+
+func newStoreErrorCounters() storeErrorCounters {
+	c := storeErrorCounters{vec: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_store_errors_total",
+		Help: "Store calls that failed, by cause: unavailable (the store did not try: a Redis shard's breaker is open), queued (not sent within the deadline: the limiter is overloaded), timeout (sent, not answered in time), canceled (the client went away), error (any other). Each was resolved by the policy's failure mode.",
+	}, []string{"cause"})}
+	for i, name := range storeErrorCauses {
+		c.cause[i] = c.vec.WithLabelValues(name)
+	}
+	return c
+}
+
+// inc counts err under its cause.
+func (c storeErrorCounters) inc(err error) {
+	c.cause[storeErrorCause(err)].Inc()
+}
+
+// storeErrorCause is the index in storeErrorCauses of err's cause.
+func storeErrorCause(err error) int {
+	switch {
+	case errors.Is(err, store.ErrUnavailable):
+		return 0
+	case errors.Is(err, store.ErrQueueTimeout):
+		return 1
+	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
+		return 2
+	case errors.Is(err, context.Canceled):
+		return 3
+	default:
+		return 4
+	}
+}
+
+// isTimeout reports a network timeout (net.Error.Timeout, os.ErrDeadlineExceeded).
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -51,10 +122,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		priorityDecisions: prometheus.NewDesc("sluice_priority_decisions_total",
 			"Decisions of policies with priority shedding (spec.priority) by policy, priority level (requests with no or an unknown priority count under the default level) and result: allowed, limited, shadow_limited, and soft_limited for a soft policy.",
 			[]string{"domain", "policy", "priority", "result"}, nil),
-		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sluice_store_errors_total",
-			Help: "Store calls that failed (timeouts, connection errors); each one was resolved by the policy's failure mode.",
-		}),
+		storeErrors: newStoreErrorCounters(),
 		snapshotPolicies: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_snapshot_policies",
 			Help: "Policies in the loaded snapshot.",
@@ -69,7 +137,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.storeErrors, m.snapshotPolicies, m.enforcement, m.readyPods)
+		reg.MustRegister(m.storeErrors.vec, m.snapshotPolicies, m.enforcement, m.readyPods)
 	}
 	return m
 }

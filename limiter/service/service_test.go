@@ -439,6 +439,36 @@ func TestFailureModesWhenRedisIsDown(t *testing.T) {
 	if got := counterValue(t, reg, "sluice_store_errors_total"); got != float64(7+warmup) {
 		t.Errorf("store errors = %v, want %d", got, 7+warmup)
 	}
+	// Redis refused the connections, then the breaker opened: those seven
+	// are causes error and unavailable (the warm-up's missed deadlines
+	// are timeouts).
+	byCause := counterValues(t, reg, "sluice_store_errors_total", "cause")
+	if got := byCause[service.CauseError] + byCause[service.CauseUnavailable]; got < 7 || byCause[service.CauseQueued] != 0 {
+		t.Errorf("store errors by cause %v, want at least 7 error or unavailable and none queued", byCause)
+	}
+}
+
+// counterValues is the counter name by the value of its label.
+func counterValues(t *testing.T, reg *prometheus.Registry, name, label string) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.Metric {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label {
+					out[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
 }
 
 func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
@@ -449,7 +479,11 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	for _, mf := range mfs {
 		if mf.GetName() == name {
-			return mf.Metric[0].GetCounter().GetValue()
+			sum := 0.0 // over every label's series
+			for _, m := range mf.Metric {
+				sum += m.GetCounter().GetValue()
+			}
+			return sum
 		}
 	}
 	t.Fatalf("metric %s not found", name)

@@ -30,6 +30,11 @@ type Store interface {
 // circuit breaker of the key's shard is open). It comes back in microseconds.
 var ErrUnavailable = errors.New("store unavailable")
 
+// ErrQueueTimeout is wrapped by the errors of a call that waited its whole
+// deadline for the store's client to send it (for Redis: no round trip
+// started in time). The limiter is overloaded; the backend may be fine.
+var ErrQueueTimeout = errors.New("store call not sent within its deadline")
+
 // Request is one decision: spend Cost units of Limit on the counter Key.
 type Request struct {
 	Key   Key

@@ -31,6 +31,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/sluice-dev/sluice/limiter/store"
 )
 
 // turn is what the batcher keeps of a call.
@@ -57,7 +59,7 @@ var errClosed = errors.New("redis store: closed")
 
 // errQueued completes a call that waited Timeout for its round trip to
 // start: the store is overloaded, which is no shard's fault.
-var errQueued = fmt.Errorf("redis store: no round trip started within the deadline: %w", context.DeadlineExceeded)
+var errQueued = fmt.Errorf("redis store: no round trip started within the deadline: %w (%w)", store.ErrQueueTimeout, context.DeadlineExceeded)
 
 type batcher struct {
 	workers  int
