@@ -315,6 +315,36 @@ func TestColdKeyIsExact(t *testing.T) {
 	}
 }
 
+// A key used 10 times a second would lease 2 units per 250ms: not worth a
+// lease call (see minLease), so each call stays exact. Sleeps only stretch
+// on a loaded machine, which lowers the rate further.
+func TestWarmKeyBelowMinLeaseIsExact(t *testing.T) {
+	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 1000, Period: time.Second, Burst: 1000}
+	tier := newPod(t, newRedis(t, false), localtier.Options{})
+	p := policy(tier, lim, v1alpha1.LocalTier{MaxOvershoot: ptr.To(intstr.FromInt32(100))})
+	key := storetest.KeyFor(t, "warm")
+	for i := range 8 {
+		if i > 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if r, err := tier.Take(context.Background(), p, store.Request{Key: key, Limit: lim, Cost: 1}); err != nil || !r.Allowed {
+			t.Fatalf("take %d: %+v %v", i, r, err)
+		}
+	}
+	if st := p.Stats(); st.Leased != 0 || st.Leases != 0 || st.Exact != 8 {
+		t.Fatalf("stats %+v: want 8 exact calls and no lease", st)
+	}
+	// The same key used without a pause is hot: it leases.
+	for i := range 50 {
+		if r, err := tier.Take(context.Background(), p, store.Request{Key: key, Limit: lim, Cost: 1}); err != nil || !r.Allowed {
+			t.Fatalf("hot take %d: %+v %v", i, r, err)
+		}
+	}
+	if st := p.Stats(); st.Leases == 0 || st.Local == 0 {
+		t.Fatalf("stats %+v: a hot key should lease and spend locally", st)
+	}
+}
+
 // The bound is what the policy declares, 0 for windows, and pods ×
 // DefaultPodShare of the capacity without maxOvershoot.
 func TestOvershootBound(t *testing.T) {

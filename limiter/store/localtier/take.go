@@ -230,8 +230,9 @@ func pace(p *Policy, lr store.GrantRequest, l store.Grant) time.Duration {
 const maxHold = 100 * time.Millisecond
 
 // want is how many units beyond a request's cost to ask for: what the key's
-// recent local rate spends in leaseHorizon (or half the ttl, if shorter).
-// A key's first lease, and a cold key's, asks for none and is exact.
+// recent local rate spends in leaseHorizon (or half the ttl, if shorter),
+// when that is at least minLease. A key's first lease, and a cold key's,
+// asks for none and is exact.
 func (e *entry) want(now int64, ttl time.Duration) int64 {
 	if e.leased {
 		if el := float64(now-e.lastLease) / 1e9; el > 0 {
@@ -244,8 +245,20 @@ func (e *entry) want(now int64, ttl time.Duration) int64 {
 		}
 	}
 	e.seen, e.lastLease, e.leased = 0, now, true
-	return int64(e.rate * horizon(ttl).Seconds())
+	if w := int64(e.rate * horizon(ttl).Seconds()); w >= minLease {
+		return w
+	}
+	return 0
 }
+
+// minLease is the fewest units worth leasing. A lease call runs the larger
+// lease script alone, where an exact call shares its round trip's script
+// run with the others (scripts/multi.lua), and units left when the lease
+// ends cost another call to credit back: a lease of a unit or two saves
+// no store work and adds some. So a key is hot, and leased, from
+// minLease / leaseHorizon decisions a second on the pod (16 at the 250ms
+// horizon); below that each of its calls is exact.
+const minLease = 4
 
 // horizon is the span of a key's traffic one lease asks for.
 func horizon(ttl time.Duration) time.Duration { return min(ttl/2, leaseHorizon) }
