@@ -315,7 +315,7 @@ func TestColdKeyIsExact(t *testing.T) {
 	}
 }
 
-// A key used 10 times a second would lease 2 units per 250ms: not worth a
+// A key used 6 times a second would lease 1 unit per 250ms: not worth a
 // lease call (see minLease), so each call stays exact. Sleeps only stretch
 // on a loaded machine, which lowers the rate further.
 func TestWarmKeyBelowMinLeaseIsExact(t *testing.T) {
@@ -325,7 +325,7 @@ func TestWarmKeyBelowMinLeaseIsExact(t *testing.T) {
 	key := storetest.KeyFor(t, "warm")
 	for i := range 8 {
 		if i > 0 {
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(170 * time.Millisecond)
 		}
 		if r, err := tier.Take(context.Background(), p, store.Request{Key: key, Limit: lim, Cost: 1}); err != nil || !r.Allowed {
 			t.Fatalf("take %d: %+v %v", i, r, err)

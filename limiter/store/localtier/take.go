@@ -252,13 +252,15 @@ func (e *entry) want(now int64, ttl time.Duration) int64 {
 }
 
 // minLease is the fewest units worth leasing. A lease call runs the larger
-// lease script alone, where an exact call shares its round trip's script
+// lease script (about twice an exact decision's Redis time in
+// BenchmarkScriptCPU), where an exact call shares its round trip's script
 // run with the others (scripts/multi.lua), and units left when the lease
-// ends cost another call to credit back: a lease of a unit or two saves
-// no store work and adds some. So a key is hot, and leased, from
-// minLease / leaseHorizon decisions a second on the pod (16 at the 250ms
-// horizon); below that each of its calls is exact.
-const minLease = 4
+// ends cost another call to credit back: a lease of one unit serves two
+// decisions for about the Redis work of two exact ones, and risks the
+// credit call. So a key is hot, and leased, from minLease / leaseHorizon
+// decisions a second on the pod (8 at the 250ms horizon); below that each
+// of its calls is exact.
+const minLease = 2
 
 // horizon is the span of a key's traffic one lease asks for.
 func horizon(ttl time.Duration) time.Duration { return min(ttl/2, leaseHorizon) }
