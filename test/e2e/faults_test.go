@@ -582,7 +582,8 @@ func (j *journey) allowDomain(t *testing.T, domain, ns string) {
 }
 
 // limiterFailures lists, for each limiter pod of the Redis Cluster fleet,
-// its failed decisions and Redis errors from its /metrics, read from the
+// its failed decisions, store errors by cause and Redis errors from its
+// /metrics, read from the
 // client pod on the limiters' admin port with the client pod's
 // ServiceAccount token (see allowMetrics).
 func (j *journey) limiterFailures(t *testing.T) string {
@@ -619,7 +620,8 @@ func (j *journey) limiterFailures(t *testing.T) string {
 		var lines []string
 		for _, a := range answers {
 			for _, l := range strings.Split(a.Body, "\n") {
-				if strings.HasPrefix(l, "sluice_redis_errors_total") || (strings.HasPrefix(l, "sluice_decisions_total") && strings.Contains(l, `result="failed`)) {
+				if strings.HasPrefix(l, "sluice_redis_errors_total") || (strings.HasPrefix(l, "sluice_decisions_total") && strings.Contains(l, `result="failed`)) ||
+					(strings.HasPrefix(l, "sluice_store_errors_total") && !strings.HasSuffix(l, " 0")) {
 					lines = append(lines, l)
 				}
 			}
