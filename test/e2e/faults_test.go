@@ -583,9 +583,8 @@ func (j *journey) allowDomain(t *testing.T, domain, ns string) {
 
 // limiterFailures lists, for each limiter pod of the Redis Cluster fleet,
 // its failed decisions, store errors by cause and Redis errors from its
-// /metrics, read from the
-// client pod on the limiters' admin port with the client pod's
-// ServiceAccount token (see allowMetrics).
+// /metrics, read from the client pod on the limiters' admin port with the
+// client pod's ServiceAccount token (see allowMetrics).
 func (j *journey) limiterFailures(t *testing.T) string {
 	t.Helper()
 	if err := j.c.allowMetrics(appNS); err != nil {
