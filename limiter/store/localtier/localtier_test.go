@@ -315,33 +315,36 @@ func TestColdKeyIsExact(t *testing.T) {
 	}
 }
 
-// A key used 6 times a second would lease 1 unit per 250ms: not worth a
-// lease call (see minLease), so each call stays exact. Sleeps only stretch
-// on a loaded machine, which lowers the rate further.
-func TestWarmKeyBelowMinLeaseIsExact(t *testing.T) {
+// A key leases one unit when it is expected to spend two within the ttl,
+// though it spends less than one in the 250ms a lease asks for: used every
+// 400ms (2.5 a second), it does with a 2s ttl (every other call is then
+// spent from the lease), and used every 170ms it does not with a 200ms ttl
+// (each call is exact). Sleeps only stretch on a loaded machine, lowering
+// the rate: at the 2s ttl the key still leases unless sleeps take a second.
+func TestWarmKeyLeasesWhatItSpends(t *testing.T) {
 	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 1000, Period: time.Second, Burst: 1000}
 	tier := newPod(t, newRedis(t, false), localtier.Options{})
-	p := policy(tier, lim, v1alpha1.LocalTier{MaxOvershoot: ptr.To(intstr.FromInt32(100))})
-	key := storetest.KeyFor(t, "warm")
-	for i := range 8 {
-		if i > 0 {
-			time.Sleep(170 * time.Millisecond)
+	for _, c := range []struct {
+		ttl, every time.Duration
+		lease      bool
+	}{{200 * time.Millisecond, 170 * time.Millisecond, false}, {2 * time.Second, 400 * time.Millisecond, true}} {
+		p := policy(tier, lim, v1alpha1.LocalTier{TTL: &metav1.Duration{Duration: c.ttl}, MaxOvershoot: ptr.To(intstr.FromInt32(100))})
+		key := storetest.KeyFor(t, "warm-"+c.ttl.String())
+		for i := range 6 {
+			if i > 0 {
+				time.Sleep(c.every)
+			}
+			if r, err := tier.Take(context.Background(), p, store.Request{Key: key, Limit: lim, Cost: 1}); err != nil || !r.Allowed {
+				t.Fatalf("ttl %v, take %d: %+v %v", c.ttl, i, r, err)
+			}
 		}
-		if r, err := tier.Take(context.Background(), p, store.Request{Key: key, Limit: lim, Cost: 1}); err != nil || !r.Allowed {
-			t.Fatalf("take %d: %+v %v", i, r, err)
+		st := p.Stats()
+		if !c.lease && (st.Leases != 0 || st.Exact != 6) {
+			t.Errorf("ttl %v: stats %+v, want 6 exact calls and no lease", c.ttl, st)
 		}
-	}
-	if st := p.Stats(); st.Leased != 0 || st.Leases != 0 || st.Exact != 8 {
-		t.Fatalf("stats %+v: want 8 exact calls and no lease", st)
-	}
-	// The same key used without a pause is hot: it leases.
-	for i := range 50 {
-		if r, err := tier.Take(context.Background(), p, store.Request{Key: key, Limit: lim, Cost: 1}); err != nil || !r.Allowed {
-			t.Fatalf("hot take %d: %+v %v", i, r, err)
+		if c.lease && (st.Leases == 0 || st.Local == 0 || st.Leased > st.Leases) {
+			t.Errorf("ttl %v: stats %+v, want leases of one unit, spent locally", c.ttl, st)
 		}
-	}
-	if st := p.Stats(); st.Leases == 0 || st.Local == 0 {
-		t.Fatalf("stats %+v: a hot key should lease and spend locally", st)
 	}
 }
 

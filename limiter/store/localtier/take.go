@@ -231,8 +231,8 @@ const maxHold = 100 * time.Millisecond
 
 // want is how many units beyond a request's cost to ask for: what the key's
 // recent local rate spends in leaseHorizon (or half the ttl, if shorter),
-// when that is at least minLease. A key's first lease, and a cold key's,
-// asks for none and is exact.
+// and at least one when the rate spends minSpent units within the ttl. A
+// key's first lease, and a cold key's, asks for none and is exact.
 func (e *entry) want(now int64, ttl time.Duration) int64 {
 	if e.leased {
 		if el := float64(now-e.lastLease) / 1e9; el > 0 {
@@ -245,22 +245,24 @@ func (e *entry) want(now int64, ttl time.Duration) int64 {
 		}
 	}
 	e.seen, e.lastLease, e.leased = 0, now, true
-	if w := int64(e.rate * horizon(ttl).Seconds()); w >= minLease {
-		return w
+	w := int64(e.rate * horizon(ttl).Seconds())
+	if w == 0 && e.rate*ttl.Seconds() >= minSpent {
+		w = 1
 	}
-	return 0
+	return w
 }
 
-// minLease is the fewest units worth leasing. A lease call runs the larger
-// lease script (about twice an exact decision's Redis time in
-// BenchmarkScriptCPU), where an exact call shares its round trip's script
-// run with the others (scripts/multi.lua), and units left when the lease
-// ends cost another call to credit back: a lease of one unit serves two
-// decisions for about the Redis work of two exact ones, and risks the
-// credit call. So a key is hot, and leased, from minLease / leaseHorizon
-// decisions a second on the pod (8 at the 250ms horizon); below that each
-// of its calls is exact.
-const minLease = 2
+// minSpent is how many units a key must be expected to spend within a
+// lease's ttl for a lease to pay. A lease call costs Redis about two exact
+// decisions (BenchmarkScriptCPU), which share their round trip's script
+// run (scripts/multi.lua), and a unit left when the lease ends costs a
+// call to credit it back; a unit spent from the lease costs no round trip
+// at all, and the limiter's share of a round trip (its writes, reads, and
+// parking and waking the caller) is most of what a decision costs it. So a
+// lease of one unit pays when it is spent: from two units a ttl (a key
+// used once a second at the default 2s ttl) a key leases at least one,
+// and below that each of its calls is exact.
+const minSpent = 2
 
 // horizon is the span of a key's traffic one lease asks for.
 func horizon(ttl time.Duration) time.Duration { return min(ttl/2, leaseHorizon) }
