@@ -60,14 +60,29 @@ const (
 	CauseError = "error"
 )
 
+// storeErrorCause is a store error's cause, an index of the counters.
+type storeErrorCause int
+
+const (
+	causeUnavailable storeErrorCause = iota
+	causeQueued
+	causeTimeout
+	causeCanceled
+	causeError
+	numCauses
+)
+
 // storeErrorCauses are the cause label's values, each series made at
 // start so that every one reads 0 before its first error.
-var storeErrorCauses = [...]string{CauseUnavailable, CauseQueued, CauseTimeout, CauseCanceled, CauseError}
+var storeErrorCauses = [numCauses]string{
+	causeUnavailable: CauseUnavailable, causeQueued: CauseQueued, causeTimeout: CauseTimeout,
+	causeCanceled: CauseCanceled, causeError: CauseError,
+}
 
 // storeErrorCounters is sluice_store_errors_total, with a child per cause.
 type storeErrorCounters struct {
 	vec   *prometheus.CounterVec
-	cause [len(storeErrorCauses)]prometheus.Counter
+	cause [numCauses]prometheus.Counter
 }
 
 func newStoreErrorCounters() storeErrorCounters {
@@ -83,22 +98,23 @@ func newStoreErrorCounters() storeErrorCounters {
 
 // inc counts err under its cause.
 func (c storeErrorCounters) inc(err error) {
-	c.cause[storeErrorCause(err)].Inc()
+	c.cause[causeOf(err)].Inc()
 }
 
-// storeErrorCause is the index in storeErrorCauses of err's cause.
-func storeErrorCause(err error) int {
+// causeOf is err's cause. A call left unsent also wraps
+// context.DeadlineExceeded: it is queued, not a timeout.
+func causeOf(err error) storeErrorCause {
 	switch {
 	case errors.Is(err, store.ErrUnavailable):
-		return 0
+		return causeUnavailable
 	case errors.Is(err, store.ErrQueueTimeout):
-		return 1
+		return causeQueued
 	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
-		return 2
+		return causeTimeout
 	case errors.Is(err, context.Canceled):
-		return 3
+		return causeCanceled
 	default:
-		return 4
+		return causeError
 	}
 }
 

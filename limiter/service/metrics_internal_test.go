@@ -33,7 +33,7 @@ func TestStoreErrorCause(t *testing.T) {
 		{errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"), CauseError},
 		{errors.New("ERR Error running script"), CauseError},
 	} {
-		if got := storeErrorCauses[storeErrorCause(tc.err)]; got != tc.want {
+		if got := storeErrorCauses[causeOf(tc.err)]; got != tc.want {
 			t.Errorf("%v: cause %q, want %q", tc.err, got, tc.want)
 		}
 	}

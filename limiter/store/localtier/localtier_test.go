@@ -348,6 +348,23 @@ func TestWarmKeyLeasesWhatItSpends(t *testing.T) {
 	}
 }
 
+// With maxOvershoot 0 a pod may hold nothing: even a hot key's calls are
+// exact, never a lease call that could grant nothing.
+func TestZeroOvershootIsExact(t *testing.T) {
+	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 1000, Period: time.Second, Burst: 1000}
+	tier := newPod(t, newRedis(t, false), localtier.Options{})
+	p := policy(tier, lim, v1alpha1.LocalTier{MaxOvershoot: ptr.To(intstr.FromInt32(0))})
+	key := storetest.KeyFor(t, "hot")
+	for i := range 50 {
+		if r, err := tier.Take(context.Background(), p, store.Request{Key: key, Limit: lim, Cost: 1}); err != nil || !r.Allowed {
+			t.Fatalf("take %d: %+v %v", i, r, err)
+		}
+	}
+	if st := p.Stats(); st.Leases != 0 || st.Local != 0 || st.Exact != 50 {
+		t.Fatalf("stats %+v: want 50 exact calls and no lease", st)
+	}
+}
+
 // The bound is what the policy declares, 0 for windows, and pods ×
 // DefaultPodShare of the capacity without maxOvershoot.
 func TestOvershootBound(t *testing.T) {

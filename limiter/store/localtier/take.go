@@ -119,7 +119,9 @@ func (e *entry) fromDenial(now, cost int64) (algo.Result, bool) {
 // now is before the call is sent, so the lease ends locally no later than
 // its lifetime allows on the store's clock.
 func (t *Tier) lease(ctx context.Context, p *Policy, e *entry, req store.Request, now int64) (algo.Result, error) {
-	lr := store.GrantRequest{Key: req.Key, Limit: p.Limit, Cost: req.Cost, Want: e.want(now, p.TTL),
+	// A pod may hold at most PodCap: asking more is pointless, and with
+	// none (maxOvershoot 0) the call stays exact (see call).
+	lr := store.GrantRequest{Key: req.Key, Limit: p.Limit, Cost: req.Cost, Want: min(e.want(now, p.TTL), p.PodCap),
 		Pod: t.pod, Bound: p.Bound, PodCap: p.PodCap, TTL: p.TTL, Horizon: horizon(p.TTL)}
 	if e.tokens > 0 {
 		lr.Credit, lr.CreditWindow = e.tokens, e.window
