@@ -7,7 +7,9 @@
 #      limit so high that the run measures decisions, not denials);
 #   3. starts redis-server on a free loopback port;
 #   4. in each of BENCH_ROUNDS interleaved rounds, for each of: the
-#      do-nothing RLS server (baseline), the limiter with the memory store,
+#      do-nothing RLS server (baseline), the same server waiting
+#      BENCH_NOOP_WAIT a call (noop-wait: what a store's wait alone costs
+#      under this closed-loop load), the limiter with the memory store,
 #      the limiter with the Redis store in exact mode, and in two-tier mode
 #      (localTier): starts it, waits until it answers, sends load with
 #      bin/loadgen, prints the result, stops it. CPU is measured per process
@@ -20,7 +22,7 @@
 #   8. runs hack/bench-faults.sh: decisions/s and latency before, during and
 #      after Redis faults (a paused, a restarted, a failed-over primary).
 #
-# Usage: hack/bench.sh [--algorithm NAME] [--stores noop,memory,redis,two-tier] [--local-tier] [--no-go-bench] [--no-faults]
+# Usage: hack/bench.sh [--algorithm NAME] [--stores noop,noop-wait,memory,redis,two-tier] [--local-tier] [--no-go-bench] [--no-faults]
 #
 # --local-tier turns on two-tier mode (localTier, maxOvershoot 5%) in the
 # benchmark policy of the redis run too, and skips the Redis memory figure
@@ -33,7 +35,8 @@
 #   BENCH_CONNS        gRPC connections (default 4)
 #   BENCH_KEYS         distinct user_id values (default 10000)
 #   BENCH_ALGORITHM    TokenBucket (default), GCRA, SlidingWindow, FixedWindow or SlidingLog
-#   BENCH_STORES       which runs, comma-separated (default noop,memory,redis,two-tier)
+#   BENCH_STORES       which runs, comma-separated (default noop,noop-wait,memory,redis,two-tier)
+#   BENCH_NOOP_WAIT    how long the noop-wait server holds each call (default 500us)
 #   BENCH_BIN          where to build limiter and loadgen (default bin)
 #   BENCH_ROUNDS       interleaved rounds of all the runs (default 3)
 #   BENCH_GOMEMLIMIT   GOMEMLIMIT of the limiter runs (default 241591860: what
@@ -59,7 +62,8 @@ CONCURRENCY=${BENCH_CONCURRENCY:-64}
 CONNS=${BENCH_CONNS:-4}
 KEYS=${BENCH_KEYS:-10000}
 ALGORITHM=${BENCH_ALGORITHM:-TokenBucket}
-STORES=${BENCH_STORES:-noop,memory,redis,two-tier}
+STORES=${BENCH_STORES:-noop,noop-wait,memory,redis,two-tier}
+NOOP_WAIT=${BENCH_NOOP_WAIT:-500us}
 ROUNDS=${BENCH_ROUNDS:-3}
 GOMEMLIMIT_LIMITER=${BENCH_GOMEMLIMIT-241591860}
 GOTIME=${BENCH_GOTIME:-1s}
@@ -93,15 +97,16 @@ TokenBucket | GCRA | SlidingWindow | FixedWindow | SlidingLog) ;;
 *) echo "bench: unknown algorithm '$ALGORITHM': want TokenBucket, GCRA, SlidingWindow, FixedWindow or SlidingLog" >&2; exit 2 ;;
 esac
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "bench: BENCH_ROUNDS '$ROUNDS': want a positive number" >&2; exit 2; }
-want_noop=0 want_memory=0 want_redis=0 want_tier=0
+want_noop=0 want_wait=0 want_memory=0 want_redis=0 want_tier=0
 IFS=, read -r -a _stores <<<"$STORES"
 for s in "${_stores[@]}"; do
 	case $s in
 	noop) want_noop=1 ;;
+	noop-wait) want_wait=1 ;;
 	memory) want_memory=1 ;;
 	redis) want_redis=1 ;;
 	two-tier) want_tier=1 ;;
-	*) echo "bench: unknown store '$s' in --stores: want noop, memory, redis and/or two-tier" >&2; exit 2 ;;
+	*) echo "bench: unknown store '$s' in --stores: want noop, noop-wait, memory, redis and/or two-tier" >&2; exit 2 ;;
 	esac
 done
 
@@ -261,6 +266,19 @@ server_counters() {
 	fi
 }
 
+# redis_roundtrip: the limiter's mean Redis round trip (sent to answered;
+# not the wait for one to start) and decisions per round trip, from its
+# /metrics, warm-up included.
+redis_roundtrip() {
+	local metrics
+	command -v curl >/dev/null || return 0
+	metrics=$(curl -fsS --max-time 5 "http://$HOST:$ADMIN_PORT/metrics" 2>/dev/null) || return 0
+	awk '/^sluice_redis_roundtrip_seconds_sum/ {s += $NF}
+		/^sluice_redis_roundtrip_seconds_count/ {n += $NF}
+		/^sluice_decisions_total/ {d += $NF}
+		END {if (n > 0) printf "redis round trips: %d, %.0f µs each on average (sent to answered), %.1f decisions each\n", n, s / n * 1e6, d / n}' <<<"$metrics"
+}
+
 # start_server NAME CMD...: run CMD in the background, logging to
 # $WORK/NAME.log; its pid is SERVER_PID.
 SERVER_PID=
@@ -380,6 +398,12 @@ start_noop() {
 	HTTP_PORT=$ADMIN_PORT # no HTTP API: readiness on the metrics port
 }
 
+start_noop_wait() {
+	start_server "$1" $BIN/loadgen --serve-noop "$HOST:$GRPC_PORT" --noop-metrics-addr "$HOST:$ADMIN_PORT" \
+		--noop-wait "$NOOP_WAIT" --serve-for 1h
+	HTTP_PORT=$ADMIN_PORT
+}
+
 start_memory() {
 	start_server "$1" env GOMEMLIMIT="$GOMEMLIMIT_LIMITER" $BIN/limiter --policies "$POLICY" --store memory \
 		--tenant-max-policies-per-request 0 --tenant-store-calls-per-second 0 \
@@ -397,6 +421,19 @@ run_noop() {
 	local name=noop.$1
 	launch "$name" noop start_noop
 	load "round $1: noop baseline (gRPC + RLS protocol, no decision)" "$name" "$SERVER_PID"
+	stop_pid "$SERVER_PID"
+	forget_pid "$SERVER_PID"
+}
+
+# run_noop_wait: the do-nothing server holding each call NOOP_WAIT, doing
+# nothing: with a fixed number of calls in flight, a wait alone lowers the
+# rate and raises every process's CPU per decision (their transports' costs
+# per second are shared by fewer decisions), so exact mode's round trip
+# costs it even where Redis does no work.
+run_noop_wait() {
+	local name=noop-wait.$1
+	launch "$name" "noop (waiting)" start_noop_wait
+	load "round $1: noop, each call held $NOOP_WAIT (no decision, no store)" "$name" "$SERVER_PID"
 	stop_pid "$SERVER_PID"
 	forget_pid "$SERVER_PID"
 }
@@ -475,6 +512,7 @@ run_redis() {
 	launch "$name" "limiter (redis store)" start_redis
 	load "round $round: limiter, redis store, $ALGORITHM$note (server CPU = limiter + redis-server)" "$name" "$SERVER_PID,$REDIS_PID"
 	server_counters "$name"
+	redis_roundtrip
 	echo "redis commands (INFO commandstats, warm-up included):"
 	rcli INFO commandstats | tr -d '\r' | grep -E '^cmdstat_(evalsha|eval):' | sed 's/^/  /'
 	if ((!tier && round == 1)); then
@@ -488,6 +526,7 @@ run_redis() {
 # round, so that a change of other load on the machine moves both.
 for ((round = 1; round <= ROUNDS; round++)); do
 	if ((want_noop)); then run_noop "$round"; fi
+	if ((want_wait)); then run_noop_wait "$round"; fi
 	if ((want_memory)); then run_memory "$round"; fi
 	if ((want_redis)); then run_redis "$round" exact; fi
 	if ((want_tier)); then run_redis "$round" two-tier; fi
@@ -511,6 +550,7 @@ rounds=()
 for ((round = 1; round <= ROUNDS; round++)); do
 	report=()
 	if ((want_noop)); then report+=("noop=$WORK/noop.$round.json"); fi
+	if ((want_wait)); then report+=("noop-wait=$WORK/noop-wait.$round.json"); fi
 	if ((want_memory)); then report+=("memory=$WORK/memory.$round.json"); fi
 	if ((want_redis)); then report+=("redis=$WORK/redis.$round.json"); fi
 	if ((want_tier)); then report+=("two-tier=$WORK/two-tier.$round.json"); fi
@@ -524,6 +564,7 @@ $BIN/loadgen rounds "${rounds[@]}"
 echo
 echo "server µs/dec: CPU of the RLS server process per decision (utime+stime from /proc/PID/stat)."
 echo "other µs/dec: redis-server's CPU per decision, on top of the limiter's; total = both."
+if ((want_wait)); then echo "noop-wait: the do-nothing server holding each call $NOOP_WAIT (compare exact mode's mean Redis round trip above)."; fi
 echo "other load: cores busy with processes other than the server, Redis and the load generator"
 echo "  during the run (from /proc/stat); well above 0 means the figures are noisy."
 for note in "${STORE_NOTES[@]+"${STORE_NOTES[@]}"}"; do echo "$note (counted by the limiter, warm-up included)."; done

@@ -175,7 +175,7 @@ func TestAllowRemoteTargets(t *testing.T) {
 func TestBalancedTarget(t *testing.T) {
 	var servers []*noopServer
 	for _, ip := range []string{"127.0.0.2", "127.0.0.3"} {
-		s, err := startNoop(ip+":0", "")
+		s, err := startNoop(ip+":0", "", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,7 +213,7 @@ func TestBalancedTarget(t *testing.T) {
 	// dns:/// needs --allow-remote; localhost resolves through the
 	// system's resolver to the first server.
 	_, port, _ := strings.Cut(servers[0].GRPCAddr(), ":")
-	local, err := startNoop("127.0.0.1:"+port, "")
+	local, err := startNoop("127.0.0.1:"+port, "", 0)
 	if err != nil {
 		t.Fatalf("a server on 127.0.0.1:%s for dns:///localhost: %v", port, err)
 	}
@@ -276,7 +276,7 @@ func TestParseProcStatAndMetrics(t *testing.T) {
 // in-process do-nothing server, measuring its CPU through its /metrics. It
 // asserts counts, not timings.
 func TestRunAgainstNoop(t *testing.T) {
-	s, err := startNoop("127.0.0.1:0", "127.0.0.1:0")
+	s, err := startNoop("127.0.0.1:0", "127.0.0.1:0", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func TestRunAgainstNoop(t *testing.T) {
 // TestRunMaxRequestsAndReport bounds a run by count through the command
 // line, writes its JSON, and reads it back with the report subcommand.
 func TestRunMaxRequestsAndReport(t *testing.T) {
-	s, err := startNoop("127.0.0.1:0", "")
+	s, err := startNoop("127.0.0.1:0", "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,6 +401,47 @@ func TestRounds(t *testing.T) {
 	for _, want := range []string{"0.50–0.80", "1.50–2.00", "30.0–40.0", "500–1,600", "3.00–5.00", "0 (1 failed)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("rounds lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestNoopWait: with --noop-wait the do-nothing server holds every call at
+// least that long (a lower bound: a loaded machine only adds to it), and the
+// flag is refused when negative or without --serve-noop.
+func TestNoopWait(t *testing.T) {
+	const wait = 40 * time.Millisecond
+	s, err := startNoop("127.0.0.1:0", "", wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := Run(ctx, Config{
+		Addr: s.GRPCAddr(), Conns: 1, Concurrency: 4, Keys: 10,
+		Duration: 30 * time.Second, Warmup: 0, MaxRequests: 40,
+		Domain: "bench", Descriptor: "user_id=%d", Hits: 1, Timeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Decisions == 0 || res.Errors != 0 {
+		t.Fatalf("decisions %d errors %d (%s)", res.Decisions, res.Errors, res.FirstError)
+	}
+	if floor := float64(wait.Microseconds()); res.Latency.Mean < floor {
+		t.Fatalf("mean latency %.0fµs, want at least the wait, %.0fµs", res.Latency.Mean, floor)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--serve-noop", "127.0.0.1:0", "--noop-wait", "-1ms"}, "--noop-wait -1ms: want 0 or more"},
+		{[]string{"--noop-wait", "1ms"}, "--noop-wait 1ms: only with --serve-noop"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(tc.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("%q: exit %d, stderr %q, want exit 2 naming %q", tc.args, code, errb.String(), tc.want)
 		}
 	}
 }

@@ -72,6 +72,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		serveNoop   string
 		noopMetrics string
 		serveFor    time.Duration
+		noopWait    time.Duration
 	)
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8081", "RLS gRPC `target`: host:port, host:port,host:port (round robin), or dns:///name:port (round robin over its addresses); loopback only without --allow-remote")
 	fs.BoolVar(&cfg.AllowRemote, "allow-remote", false, "let --addr and --metrics-url be off this machine (a Service, from a pod); without it they must be loopback addresses")
@@ -95,6 +96,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&probe, "probe", false, "send one call to --addr and exit 0 if it is answered, 1 if not (a readiness check)")
 	fs.StringVar(&serveNoop, "serve-noop", "", "run a do-nothing RLS server on this `address` (always OK) instead of sending load")
 	fs.StringVar(&noopMetrics, "noop-metrics-addr", "", "with --serve-noop: serve /metrics and /healthz on this `address`")
+	fs.DurationVar(&noopWait, "noop-wait", 0, "with --serve-noop: wait this long before answering each call, doing nothing (a stand-in for a store's round trip)")
 	fs.DurationVar(&serveFor, "serve-for", 0, "with --serve-noop: exit after this long (0: until SIGINT or SIGTERM)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage:\n  loadgen [flags]            send load and print the result\n"+
@@ -122,8 +124,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	if noopWait != 0 && serveNoop == "" {
+		return fail(fmt.Errorf("--noop-wait %s: only with --serve-noop", noopWait))
+	}
 	if serveNoop != "" {
-		return runNoop(ctx, serveNoop, noopMetrics, serveFor, stdout, stderr)
+		return runNoop(ctx, serveNoop, noopMetrics, noopWait, serveFor, stdout, stderr)
 	}
 
 	if hits > 1_000_000_000 {
@@ -194,8 +199,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func runNoop(ctx context.Context, addr, metricsAddr string, serveFor time.Duration, stdout, stderr io.Writer) int {
-	s, err := startNoop(addr, metricsAddr)
+func runNoop(ctx context.Context, addr, metricsAddr string, wait, serveFor time.Duration, stdout, stderr io.Writer) int {
+	s, err := startNoop(addr, metricsAddr, wait)
 	if err != nil {
 		fmt.Fprintln(stderr, "loadgen:", err)
 		return 2

@@ -17,13 +17,25 @@ import (
 
 // noopService answers every request OK, with one OK status per descriptor
 // and nothing else: the baseline cost of gRPC and the RLS protocol alone.
+// With wait set it first waits that long, doing nothing: what a store's
+// round trip alone costs a server under closed-loop load (make bench).
 type noopService struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 	requests prometheus.Counter
+	wait     time.Duration
 }
 
-func (s *noopService) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+func (s *noopService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	s.requests.Inc()
+	if s.wait > 0 {
+		t := time.NewTimer(s.wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+	}
 	statuses := make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(req.GetDescriptors()))
 	for i := range statuses {
 		statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
@@ -42,7 +54,11 @@ type noopServer struct {
 
 // startNoop listens on grpcAddr for RLS and, unless metricsAddr is empty, on
 // metricsAddr for /metrics (with the process and Go collectors) and /healthz.
-func startNoop(grpcAddr, metricsAddr string) (*noopServer, error) {
+// Each call waits wait (0: none) before its answer.
+func startNoop(grpcAddr, metricsAddr string, wait time.Duration) (*noopServer, error) {
+	if wait < 0 {
+		return nil, fmt.Errorf("--noop-wait %s: want 0 or more", wait)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -51,7 +67,7 @@ func startNoop(grpcAddr, metricsAddr string) (*noopServer, error) {
 	svc := &noopService{requests: prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sluice_noop_requests_total",
 		Help: "ShouldRateLimit calls answered by the do-nothing RLS server.",
-	})}
+	}), wait: wait}
 	reg.MustRegister(svc.requests)
 
 	s := &noopServer{serveErr: make(chan error, 2)}
