@@ -276,7 +276,7 @@ redis_roundtrip() {
 	awk '/^sluice_redis_roundtrip_seconds_sum/ {s += $NF}
 		/^sluice_redis_roundtrip_seconds_count/ {n += $NF}
 		/^sluice_decisions_total/ {d += $NF}
-		END {if (n > 0) printf "redis round trips: %d, %.0f µs each on average (sent to answered), %.1f decisions each\n", n, s / n * 1e6, d / n}' <<<"$metrics"
+		END {if (n > 0) printf "redis round trips: %d, %.0f µs each on average (sent to answered), %.1f decisions per round trip (local ones included)\n", n, s / n * 1e6, d / n}' <<<"$metrics"
 }
 
 # start_server NAME CMD...: run CMD in the background, logging to
