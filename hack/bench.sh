@@ -242,8 +242,9 @@ new_ports() {
 }
 
 # server_counters NAME: prints the limiter's own decision and store-error
-# counters from /metrics, and warns when decisions did not reach the store
-# (failed open or local fallback), which would flatter the figures.
+# counters from /metrics (and on Redis its round trips), and warns when
+# decisions did not reach the store (failed open or local fallback), which
+# would flatter the figures.
 STORE_NOTES=()
 server_counters() {
 	local name=$1 metrics decided failed errors
@@ -258,25 +259,18 @@ server_counters() {
 	failed=$(awk '/^sluice_decisions_total/ && /result="(failed_open|failed_closed|local_fallback)"/ {s += $NF} END {printf "%.0f", s}' <<<"$metrics")
 	errors=$(awk '/^sluice_store_errors_total/ {s += $NF} END {printf "%.0f", s}' <<<"$metrics")
 	echo "  sluice_store_errors_total, all causes: $errors"
+	# On Redis: its round trips' mean time, sent to answered (not the wait
+	# for one to start), and decisions per round trip.
+	awk '/^sluice_redis_roundtrip_seconds_sum/ {s += $NF}
+		/^sluice_redis_roundtrip_seconds_count/ {n += $NF}
+		/^sluice_decisions_total/ {d += $NF}
+		END {if (n > 0) printf "redis round trips: %d, %.0f µs each on average (sent to answered), %.1f decisions per round trip (local ones included)\n", n, s / n * 1e6, d / n}' <<<"$metrics"
 	if [[ $failed != 0 || $errors != 0 ]]; then
 		warn "$name: $failed of $decided decisions did not come from the store ($errors store errors): its figures are flattered"
 		STORE_NOTES+=("$name: $failed of $decided decisions resolved by the failure mode, $errors store errors")
 	else
 		STORE_NOTES+=("$name: all $decided decisions came from the store, no store errors")
 	fi
-}
-
-# redis_roundtrip: the limiter's mean Redis round trip (sent to answered;
-# not the wait for one to start) and decisions per round trip, from its
-# /metrics, warm-up included.
-redis_roundtrip() {
-	local metrics
-	command -v curl >/dev/null || return 0
-	metrics=$(curl -fsS --max-time 5 "http://$HOST:$ADMIN_PORT/metrics" 2>/dev/null) || return 0
-	awk '/^sluice_redis_roundtrip_seconds_sum/ {s += $NF}
-		/^sluice_redis_roundtrip_seconds_count/ {n += $NF}
-		/^sluice_decisions_total/ {d += $NF}
-		END {if (n > 0) printf "redis round trips: %d, %.0f µs each on average (sent to answered), %.1f decisions per round trip (local ones included)\n", n, s / n * 1e6, d / n}' <<<"$metrics"
 }
 
 # start_server NAME CMD...: run CMD in the background, logging to
@@ -512,7 +506,6 @@ run_redis() {
 	launch "$name" "limiter (redis store)" start_redis
 	load "round $round: limiter, redis store, $ALGORITHM$note (server CPU = limiter + redis-server)" "$name" "$SERVER_PID,$REDIS_PID"
 	server_counters "$name"
-	redis_roundtrip
 	echo "redis commands (INFO commandstats, warm-up included):"
 	rcli INFO commandstats | tr -d '\r' | grep -E '^cmdstat_(evalsha|eval):' | sed 's/^/  /'
 	if ((!tier && round == 1)); then
