@@ -64,6 +64,7 @@ func main() {
 	fs.IntVar(&cfg.Top.TruncateTo, "top-descriptor-truncate", 8, "bytes of each value that --top-descriptor-values=truncate keeps, 1 to 16")
 	fs.DurationVar(&cfg.Top.Interval, "top-descriptor-interval", time.Minute, "what one --top-descriptors report covers, aligned to the clock, at least 1s")
 	trusted := fs.String("trusted-proxies", "", "comma-separated `CIDRs` (or addresses) of proxies whose X-Forwarded-For and X-Real-IP forward-auth believes, such as 10.0.0.0/8,127.0.0.1")
+	fs.IntVar(&cfg.MaxHeaderBytes, "max-header-bytes", server.DefaultMaxHeaderBytes, "most `bytes` of a data-plane HTTP request's head (request line and headers), 4096 or more; beyond it the limiter answers 431. Keep it above what your proxy passes to forward-auth: a proxy that fails open on the limiter's errors would admit such a request")
 	fs.DurationVar(&cfg.DrainDelay, "drain-delay", server.DefaultDrainDelay, "on SIGTERM, how long to keep answering while /readyz fails and gRPC health is NOT_SERVING, before the listeners close: longer than endpoints take to drop the pod; 0 closes them at once")
 	budgetMatches := fs.Int("tenant-max-policies-per-request", v1alpha1.DefaultMaxPoliciesPerRequest, "with --policies: how many of a namespace's policies one request may match, 1 to 1024 (more is denied with a reason), or 0 for no limit; a fleet's snapshot carries its spec.tenantBudget")
 	budgetCalls := fs.Int("tenant-store-calls-per-second", v1alpha1.DefaultStoreCallsPerSecondPerNamespace, "with --policies: how many store calls per second this limiter makes for a namespace's policies, 1 to 1000000 (past it, each policy's failureMode answers), or 0 for no limit")
@@ -128,6 +129,8 @@ func main() {
 		usage(fs, fmt.Sprintf("--idempotency-max-records %d: want 1 to %d", cfg.IdempotencyMaxRecords, store.MaxIdempotencyMaxRecords))
 	case cfg.IdempotencyMaxReplays < 1:
 		usage(fs, "--idempotency-max-replays must be at least 1")
+	case cfg.MaxHeaderBytes < 4096:
+		usage(fs, fmt.Sprintf("--max-header-bytes %d: want 4096 or more", cfg.MaxHeaderBytes))
 	case cfg.DrainDelay < 0:
 		usage(fs, "--drain-delay must not be negative")
 	case cfg.LocalFallbackPods < 1:

@@ -119,6 +119,9 @@ type Config struct {
 	// TrustedProxies are the peers whose X-Forwarded-For forward-auth
 	// believes (--trusted-proxies).
 	TrustedProxies []netip.Prefix
+	// MaxHeaderBytes bounds the head of a data-plane HTTP request
+	// (--max-header-bytes; 0: server.DefaultMaxHeaderBytes).
+	MaxHeaderBytes int
 	// DrainDelay is how long the limiter keeps answering, unready, after
 	// it is told to stop and before its listeners close (--drain-delay).
 	DrainDelay time.Duration
@@ -265,6 +268,7 @@ func newServer(cfg Config, svc *service.Service, rl *reloader, pinger server.Pin
 		SnapshotSource: rl.status,
 		StoreStatus:    storeStatus,
 		TrustedProxies: cfg.TrustedProxies,
+		MaxHeaderBytes: cfg.MaxHeaderBytes,
 		DrainDelay:     cfg.DrainDelay,
 		Tracer:         tracer,
 		PolicyAccess:   policyAccess,

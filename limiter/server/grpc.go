@@ -19,6 +19,9 @@ const RLSServiceName = "envoy.service.ratelimit.v3.RateLimitService"
 // newGRPCServer registers the RLS service and gRPC health on a new server.
 func newGRPCServer(rls *RLS, hs *health.Server, m *metrics, opts Options) *grpc.Server {
 	gs := grpc.NewServer(
+		// Strings that are not UTF-8 are decoded, for the service to
+		// refuse: an error would make Envoy fail open (codec.go).
+		grpc.ForceServerCodecV2(newRLSCodec()),
 		grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams),
 		grpc.MaxRecvMsgSize(int(opts.MaxBodyBytes)),
 		// Gateways hold long-lived connections: ping idle ones so dead peers

@@ -36,7 +36,12 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultMaxBodyBytes         = 1 << 20
+	DefaultMaxBodyBytes = 1 << 20
+	// DefaultMaxHeaderBytes is above what nginx (32 KiB of client header
+	// buffers by default) and Traefik (1 MiB) pass to forward-auth: a
+	// header block the limiter refused with 431 would be an error the
+	// proxy may fail open on.
+	DefaultMaxHeaderBytes       = 2 << 20
 	DefaultMaxConcurrentStreams = 1024
 	DefaultShutdownTimeout      = limiterwire.DefaultShutdownTimeout
 	DefaultReadinessTimeout     = time.Second
@@ -84,6 +89,9 @@ type Options struct {
 	// MaxBodyBytes bounds an HTTP check body (413 beyond) and a gRPC
 	// message; 0 means 1 MiB.
 	MaxBodyBytes int64
+	// MaxHeaderBytes bounds a data-plane HTTP request's head (431
+	// beyond); 0 means DefaultMaxHeaderBytes. The admin plane's is 64 KiB.
+	MaxHeaderBytes int
 	// MaxConcurrentStreams bounds the RLS calls in flight on one gRPC
 	// connection; 0 means 1024.
 	MaxConcurrentStreams uint32
@@ -150,6 +158,9 @@ func New(svc *service.Service, opts Options) (*Server, error) {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if opts.MaxHeaderBytes <= 0 {
+		opts.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
 	if opts.MaxConcurrentStreams == 0 {
 		opts.MaxConcurrentStreams = DefaultMaxConcurrentStreams
 	}
@@ -178,6 +189,7 @@ func New(svc *service.Service, opts Options) (*Server, error) {
 	setServing(s.health, svc.Snapshot() != nil)
 	s.grpc = newGRPCServer(s.rls, s.health, s.metrics, opts)
 	s.http = s.newHTTPServer(s.routes())
+	s.http.MaxHeaderBytes = opts.MaxHeaderBytes
 	admin := s.adminRoutes()
 	if opts.AdminAuth != nil {
 		admin = opts.AdminAuth(admin)
@@ -191,6 +203,9 @@ func New(svc *service.Service, opts Options) (*Server, error) {
 		_ = s.grpcLis.Close()
 		return nil, fmt.Errorf("HTTP listener: %w", err)
 	}
+	// Control bytes in a request's head are the service's to refuse, not
+	// Go's parser's (scrub.go).
+	s.httpLis = scrubListener{s.httpLis}
 	if s.adminLis, err = net.Listen("tcp", opts.AdminAddr); err != nil {
 		_ = s.grpcLis.Close()
 		_ = s.httpLis.Close()

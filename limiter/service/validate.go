@@ -2,6 +2,7 @@ package service
 
 import (
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/sluice-dev/sluice/limiter/compiled"
 )
@@ -99,6 +100,12 @@ func (s *Service) validateDescriptor(i int, d *Descriptor, dom *compiled.Domain)
 			return invalidf("descriptors[%d].entries[%d].key is %d bytes long, the maximum is %d", i, j, len(e.Key), MaxEntryLength)
 		case len(e.Value) > MaxEntryLength:
 			return invalidf("descriptors[%d].entries[%d].value is %d bytes long, the maximum is %d", i, j, len(e.Value), MaxEntryLength)
+		case !utf8.ValidString(e.Key):
+			return invalidf("descriptors[%d].entries[%d].key is not valid UTF-8", i, j)
+		case !utf8.ValidString(e.Value):
+			// Envoy copies a header's bytes (0x80-0xff among them) into a
+			// value; gRPC's codec takes them as sent (codec.go).
+			return invalidf("descriptors[%d].entries[%d].value is not valid UTF-8", i, j)
 		case e.Key == s.opts.IdempotencyEntry:
 			if err := s.validateIdempotencyEntry(i, j, d.Entries); err != nil {
 				return err
