@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"bufio"
 	"io"
 	"net"
 	"net/http"
@@ -319,5 +320,102 @@ func TestAttackNginxForwardAuthHeaders(t *testing.T) {
 	want := `sluice_decisions_total{domain="gateway",policy="default/requests-per-api-key",result="refused"} 4`
 	if _, m := lim.adminGet(t, "/metrics"); !strings.Contains(m, want) {
 		t.Fatalf("metrics lack %q:\n%s", want, m)
+	}
+}
+
+// rawGet sends GET /orders through nginx with header lines written by
+// hand, so that they may hold any byte (Go's client refuses control
+// bytes), and reads the answer.
+func (n *nginxProxy) rawGet(t *testing.T, lines ...string) *http.Response {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", strings.TrimPrefix(n.url, "http://"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	raw := "GET /orders?page=1 HTTP/1.1\r\nHost: shop\r\nConnection: close\r\n" + strings.Join(lines, "\r\n")
+	if len(lines) > 0 {
+		raw += "\r\n"
+	}
+	if _, err := io.WriteString(c, raw+"\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("reading nginx's answer: %v\n%s", err, n.stderr)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+// Through the shipped nginx sample: a control byte in any client header
+// (nginx passes 0x01-0x1f and 0x7f to the auth subrequest) no longer gets
+// Go's 400, which auth_request turned into a 500 that @fail_open served:
+// 5 of 5 admitted past the limit before. An unread header changes
+// nothing; X-Api-Key with one is refused. And a 4xx of the limiter (here a
+// 431, from a limiter whose --max-header-bytes is below what nginx passes)
+// is a denial in the sample, never failed open.
+func TestAttackNginxControlByteSkipsNoLimit(t *testing.T) {
+	bin := nginxBinary(t)
+	var served atomic.Int64
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		_, _ = io.WriteString(w, "orders\n")
+	}))
+	t.Cleanup(app.Close)
+	lim := startLimiter(t, "--policies", gatewayPolicies, "--trusted-proxies", "127.0.0.1")
+	proxy := startNginx(t, bin, strings.TrimPrefix(app.URL, "http://"), strings.TrimPrefix(lim.http, "http://"))
+	for i := 1; i <= apiKeyLimit; i++ {
+		if resp := proxy.rawGet(t, "X-Api-Key: key-a"); resp.StatusCode != http.StatusOK {
+			t.Fatalf("key-a request %d: %d, want 200\n%s", i, resp.StatusCode, proxy.stderr)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		lines []string
+	}{
+		{"X-Junk: a\\x01b", []string{"X-Api-Key: key-a", "X-Junk: a\x01b"}},
+		{"X-Junk: DEL", []string{"X-Api-Key: key-a", "X-Junk: \x7f"}},
+		{"X-Junk: ESC", []string{"X-Junk: \x1b[0m", "X-Api-Key: key-a"}},
+		{"X-Api-Key: key-a\\x01", []string{"X-Api-Key: key-a\x01"}},
+		{"X-Api-Key: \\x1f", []string{"X-Api-Key: \x1f"}},
+		{"X-Api-Key of obs-text", []string{"X-Api-Key: k\xe9y"}},
+	} {
+		for range 5 {
+			resp := proxy.rawGet(t, tc.lines...)
+			if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("X-Sluice-Fail-Open") != "" {
+				t.Fatalf("%s: %d (X-Sluice-Fail-Open %q), want 429\n%s", tc.name, resp.StatusCode, resp.Header.Get("X-Sluice-Fail-Open"), proxy.stderr)
+			}
+		}
+	}
+	if got := served.Load(); got != apiKeyLimit {
+		t.Fatalf("the app served %d requests, want %d: a request over key-a's limit got through", got, apiKeyLimit)
+	}
+	// A fresh key with junk beside it is decided as it is, and counted
+	// (the app, a Go server too, then answers the junk 400 itself).
+	for i := 1; i <= apiKeyLimit; i++ {
+		if resp := proxy.rawGet(t, "X-Api-Key: key-j", "X-Junk: a\x01b"); resp.StatusCode == http.StatusTooManyRequests {
+			t.Fatalf("key-j request %d with a junk header: 429, want it admitted", i)
+		}
+	}
+	if resp := proxy.rawGet(t, "X-Api-Key: key-j"); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("key-j after %d requests with a junk header: %d, want 429: they were counted", apiKeyLimit, resp.StatusCode)
+	}
+
+	// The sample's side: a 4xx of the limiter is a denial.
+	small := startLimiter(t, "--policies", gatewayPolicies, "--trusted-proxies", "127.0.0.1", "--max-header-bytes", "4096")
+	proxy = startNginx(t, bin, strings.TrimPrefix(app.URL, "http://"), strings.TrimPrefix(small.http, "http://"))
+	before := served.Load()
+	for range 3 {
+		resp := proxy.rawGet(t, "X-Api-Key: key-b", "X-Junk: "+strings.Repeat("j", 6000), "X-Junk-2: "+strings.Repeat("j", 6000))
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("X-Sluice-Fail-Open") != "" {
+			t.Fatalf("a head over the limiter's 4+4 KiB: %d (X-Sluice-Fail-Open %q), want 429 (the limiter's 431 is a denial)\n%s",
+				resp.StatusCode, resp.Header.Get("X-Sluice-Fail-Open"), proxy.stderr)
+		}
+	}
+	if served.Load() != before {
+		t.Fatal("the app served a request the limiter answered 431")
 	}
 }

@@ -22,6 +22,7 @@ type traefikDynamic struct {
 				Address             string   `json:"address"`
 				TrustForwardHeader  bool     `json:"trustForwardHeader"`
 				AuthResponseHeaders []string `json:"authResponseHeaders"`
+				AuthRequestHeaders  []string `json:"authRequestHeaders"`
 			} `json:"forwardAuth"`
 		} `json:"middlewares"`
 		Routers map[string]struct {
@@ -58,6 +59,12 @@ func TestTraefikSample(t *testing.T) {
 	}
 	if fa.TrustForwardHeader {
 		t.Error("trustForwardHeader is true: clients could choose their own X-Forwarded-For")
+	}
+	// Only the headers the mapping reads reach the limiter (Traefik adds
+	// its X-Forwarded-* to them): no other client header can make the
+	// limiter refuse to read the call.
+	if !slices.Equal(fa.AuthRequestHeaders, []string{"X-Api-Key"}) {
+		t.Errorf("authRequestHeaders %q, want [X-Api-Key], the one header the sample mapping reads", fa.AuthRequestHeaders)
 	}
 	for _, h := range []string{server.HeaderRateLimit, server.HeaderRateLimitPolicy, server.HeaderLimit, server.HeaderRemaining, server.HeaderReset} {
 		if !slices.Contains(fa.AuthResponseHeaders, h) {
