@@ -173,3 +173,50 @@ func TestKillSwitch(t *testing.T) {
 		t.Fatalf("after toggling: %+v", r)
 	}
 }
+
+const peekPolicy = `
+apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: tokens, namespace: peek}
+spec:
+  domain: peek
+  descriptors: [{key: user}]
+  algorithm: TokenBucket
+  rate: {limit: 1000, period: 1h}
+  failureMode: Open
+`
+
+// A status peek that could not read the store says so and reports no
+// quota: before, failureMode Open's made-up figures told a caller who had
+// spent 800 of 1000 that 1000 were left (seen once under load, when the
+// peek's store call timed out). Against a real redis-server, paused.
+func TestPeekWithoutTheStoreTellsNoFullQuota(t *testing.T) {
+	srv := redistest.Start(t)
+	st, err := redisstore.New(redisstore.Options{Addrs: []string{srv.Addr}, Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	svc, _ := newService(t, st)
+	snap, err := config.Parse("inline", []byte(peekPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Swap(snap)
+	if r := call(t, svc, "peek", 800, desc("user", "ann")); r.OverLimit || r.Reported.Reason != "" {
+		t.Fatalf("take 800: %+v", r.Reported)
+	}
+	ps, err := svc.Peek(t.Context(), "peek", desc("user", "ann").Entries)
+	if err != nil || len(ps) != 1 || ps[0].Remaining != 200 || ps[0].Unknown || ps[0].Reason != "" {
+		t.Fatalf("peek with the store up: %+v %v, want 200 left", ps, err)
+	}
+	srv.Pause(t)
+	defer srv.Resume(t)
+	ps, err = svc.Peek(t.Context(), "peek", desc("user", "ann").Entries)
+	if err != nil || len(ps) != 1 {
+		t.Fatalf("peek with the store paused: %+v %v", ps, err)
+	}
+	if p := ps[0]; !p.Unknown || p.Remaining != 0 || p.ResetSeconds != 0 || p.Reason != service.ReasonFailedOpen {
+		t.Fatalf("peek with the store paused: %+v, want unknown, 0 remaining and the reason %q", p, service.ReasonFailedOpen)
+	}
+}

@@ -31,6 +31,11 @@ type PolicyStatus struct {
 	// Reason is set when the store could not answer and the policy's
 	// failure mode made up the figures.
 	Reason string `json:"reason,omitempty"`
+	// Unknown is true when the store could not answer and no counter
+	// could stand in for it (failureMode Open or Closed): Remaining and
+	// ResetSeconds are then 0, never a full quota the caller may not have.
+	// failureMode Local reports this pod's share.
+	Unknown bool `json:"unknown,omitempty"`
 	// Penalized is true while the caller's key is penalized
 	// (spec.penalty): ResetSeconds is the time left.
 	Penalized bool `json:"penalized,omitempty"`
@@ -70,6 +75,19 @@ func (s *Service) Peek(ctx context.Context, domain string, entries []compiled.En
 }
 
 func policyStatus(p *compiled.Policy, d Decision) PolicyStatus {
+	if d.Reason != "" && d.Reason != ReasonLocal && d.Reason != ReasonBudgetLocal {
+		// Open's figures are a full quota, Closed's none: neither is the
+		// caller's (a peek under load once told 1000 of 1000 left after
+		// 800 were reserved).
+		d.Result.Remaining, d.Result.ResetAfter = 0, 0
+		st := policyStatusOf(p, d)
+		st.Unknown = true
+		return st
+	}
+	return policyStatusOf(p, d)
+}
+
+func policyStatusOf(p *compiled.Policy, d Decision) PolicyStatus {
 	return PolicyStatus{
 		Policy:        p.ID(),
 		Algorithm:     p.Limit.Algorithm.String(),
