@@ -10,7 +10,7 @@ import (
 // Redis with go-redis; it links none of the limiter's Envoy or gRPC
 // packages. A package of controllers/ that imports limiter/server or
 // limiter/store/redis for an identifier brings them back: move the
-// identifier to api/limiterwire or internal/redisacl instead.
+// identifier to api/limiterwire or api/redisacl instead.
 func TestOperatorLinksNoEnvoyOrGRPC(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
 	if err != nil {

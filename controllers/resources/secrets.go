@@ -14,7 +14,7 @@ import (
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
-	"github.com/sluice-dev/sluice/internal/redisacl"
+	"github.com/sluice-dev/sluice/api/redisacl"
 )
 
 // The users of the operator's Redis Cluster. Every node runs with the
@@ -22,7 +22,7 @@ import (
 // nothing, and three users whose rules come from the code that uses them:
 //
 //   - RedisLimiterUser, for the limiters: the store's commands and its
-//     scripts' on its own keys (internal/redisacl.LimiterRules, which
+//     scripts' on its own keys (api/redisacl.LimiterRules, which
 //     a test of limiter/store/redis checks against its scripts). It can't
 //     flush, reconfigure, reset, shut down or list keys.
 //   - RedisOperatorUser, for the operator's cluster engine

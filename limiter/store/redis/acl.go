@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sluice-dev/sluice/internal/redisacl"
+	"github.com/sluice-dev/sluice/api/redisacl"
 )
 
 // ACLRules are the rules of a Redis ACL user that may run a Store with

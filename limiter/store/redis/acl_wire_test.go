@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/sluice-dev/sluice/internal/redisacl"
+	"github.com/sluice-dev/sluice/api/redisacl"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
 )
 
@@ -13,7 +13,7 @@ import (
 // store reads from its scripts.
 func TestOperatorACLMatchesTheStore(t *testing.T) {
 	if got, want := redisacl.LimiterCommands, redisstore.ACLCommands(); !slices.Equal(got, want) {
-		t.Fatalf("internal/redisacl.LimiterCommands is stale:\n got  %q\n want %q (limiter/store/redis.ACLCommands, read from the scripts)", got, want)
+		t.Fatalf("api/redisacl.LimiterCommands is stale:\n got  %q\n want %q (limiter/store/redis.ACLCommands, read from the scripts)", got, want)
 	}
 	for _, prefix := range []string{"", "tenant-a"} {
 		if got, want := redisacl.LimiterRules(prefix), redisstore.ACLRules(prefix); got != want {
