@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-dev/sluice/limiter/service"
 	"github.com/sluice-dev/sluice/limiter/store/memory"
 	"github.com/sluice-dev/sluice/limiter/tracing"
+	"github.com/sluice-dev/sluice/limiter/tracing/otelsdk"
 )
 
 // discard is an exporter that drops what it is sent: the benchmark
@@ -44,7 +45,7 @@ func BenchmarkShouldRateLimitTracing(b *testing.B) {
 			defer st.Close()
 			var tr *tracing.Tracer
 			if c.on {
-				if tr, err = tracing.New(context.Background(), tracing.Options{SampleRatio: c.ratio, Exporter: discard{}}); err != nil {
+				if tr, err = otelsdk.New(context.Background(), otelsdk.Options{SampleRatio: c.ratio, Exporter: discard{}}); err != nil {
 					b.Fatal(err)
 				}
 				defer tr.Shutdown(context.Background())

@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-dev/sluice/limiter/service"
 	"github.com/sluice-dev/sluice/limiter/store/memory"
 	"github.com/sluice-dev/sluice/limiter/tracing"
+	"github.com/sluice-dev/sluice/limiter/tracing/otelsdk"
 )
 
 // Forward-auth, release and settle each make a server span in the
@@ -30,7 +31,7 @@ func TestTraceHTTPEntryPoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	exp := tracetest.NewInMemoryExporter()
-	tr, err := tracing.New(context.Background(), tracing.Options{SampleRatio: 1, Processor: sdktrace.NewSimpleSpanProcessor(exp)})
+	tr, err := otelsdk.New(context.Background(), otelsdk.Options{SampleRatio: 1, Processor: sdktrace.NewSimpleSpanProcessor(exp)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,10 +32,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -60,63 +57,32 @@ const DefaultServiceName = "sluice-limiter"
 
 const scope = "github.com/sluice-dev/sluice/limiter"
 
-// Options configure a Tracer.
-type Options struct {
-	// SampleRatio is the share of decisions traced, 0 to 1, drawn by this
-	// process (see the package comment).
-	SampleRatio float64
-	// Exporter receives the sampled spans; nil means OTLP over gRPC,
-	// configured by the standard OTEL_EXPORTER_OTLP_* variables.
-	Exporter sdktrace.SpanExporter
-	// Processor, when set, is used instead of a batch processor over
-	// Exporter (benchmarks and tests).
-	Processor sdktrace.SpanProcessor
-}
-
 // Tracer starts the limiter's spans. A nil *Tracer is tracing off.
 type Tracer struct {
-	tp      *sdktrace.TracerProvider
-	tr      trace.Tracer
-	sampler sampler
+	tr       trace.Tracer
+	ratio    Ratio
+	shutdown func(context.Context) error
 }
 
-// New returns a Tracer exporting what it samples. The resource comes
-// from OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES; the batch processor
-// reads OTEL_BSP_*.
-func New(ctx context.Context, opts Options) (*Tracer, error) {
-	if opts.SampleRatio < 0 || opts.SampleRatio > 1 || math.IsNaN(opts.SampleRatio) {
-		return nil, fmt.Errorf("tracing: sample ratio %v: want 0 to 1", opts.SampleRatio)
-	}
-	res, err := resource.New(ctx,
-		resource.WithAttributes(attribute.String("service.name", DefaultServiceName)),
-		resource.WithFromEnv(), resource.WithTelemetrySDK())
+// NewTracer returns a Tracer that starts its spans with tp's tracers, for
+// a share ratio of the decisions (see Sampled); shutdown, if not nil,
+// exports what is queued and stops the exporter. limiter/tracing/otelsdk
+// makes tp (the SDK) and limiter/app its exporter: this package, which the
+// service and the stores link, holds only the trace API.
+func NewTracer(tp trace.TracerProvider, ratio float64, shutdown func(context.Context) error) (*Tracer, error) {
+	r, err := NewRatio(ratio)
 	if err != nil {
-		return nil, fmt.Errorf("tracing: resource from OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES: %w", err)
+		return nil, err
 	}
-	sp := opts.Processor
-	if sp == nil {
-		exp := opts.Exporter
-		if exp == nil {
-			if exp, err = otlptracegrpc.New(ctx); err != nil {
-				return nil, fmt.Errorf("tracing: OTLP exporter from OTEL_EXPORTER_OTLP_*: %w", err)
-			}
-		}
-		sp = sdktrace.NewBatchSpanProcessor(exp)
-	}
-	// Start draws (see sampler.draw) before it reads a traceparent or
-	// starts a span, so that an unsampled decision costs one draw; the
-	// provider's sampler then takes what Start starts.
-	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSpanProcessor(sp),
-		sdktrace.WithSampler(NewSampler(1)))
-	return &Tracer{tp: tp, tr: tp.Tracer(scope), sampler: NewSampler(opts.SampleRatio).(sampler)}, nil
+	return &Tracer{tr: tp.Tracer(scope), ratio: r, shutdown: shutdown}, nil
 }
 
 // Shutdown exports what is queued and stops the exporter. Nil-safe.
 func (t *Tracer) Shutdown(ctx context.Context) error {
-	if t == nil {
+	if t == nil || t.shutdown == nil {
 		return nil
 	}
-	return t.tp.Shutdown(ctx)
+	return t.shutdown(ctx)
 }
 
 // Start starts the server span name of a request whose caller sent the
@@ -134,7 +100,7 @@ func (t *Tracer) Start(ctx context.Context, name string, traceparent []string) (
 // Sampled draws whether to trace a decision: true for a share SampleRatio
 // of its calls; false for a nil Tracer. Read the caller's traceparent, and
 // call StartSampled, only when it is true.
-func (t *Tracer) Sampled() bool { return t != nil && t.sampler.draw() }
+func (t *Tracer) Sampled() bool { return t != nil && t.ratio.Draw() }
 
 // StartSampled is Start for a decision Sampled drew.
 func (t *Tracer) StartSampled(ctx context.Context, name string, traceparent []string) (context.Context, Span) {
@@ -223,46 +189,32 @@ func (s Span) End() {
 	}
 }
 
-// Sampler samples a share ratio of root spans and of spans under a
-// remote parent, by its own draw: the parent's sampled flag and the trace
-// ID, both the caller's choice, count for nothing. A child of a local
-// span follows it, so a decision's spans are exported together or not at
-// all.
-func NewSampler(ratio float64) sdktrace.Sampler {
-	s := sampler{ratio: ratio}
+// Ratio draws true for a share of its calls, by this process's own
+// random numbers: nothing a caller sends counts.
+type Ratio struct {
+	ratio float64
+	bound uint64 // true when a draw is below it; 0 never
+}
+
+// NewRatio is a Ratio drawing true for a share ratio, 0 to 1.
+func NewRatio(ratio float64) (Ratio, error) {
+	if ratio < 0 || ratio > 1 || math.IsNaN(ratio) {
+		return Ratio{}, fmt.Errorf("tracing: sample ratio %v: want 0 to 1", ratio)
+	}
+	r := Ratio{ratio: ratio}
 	switch {
 	case ratio >= 1:
-		s.bound = math.MaxUint64
+		r.bound = math.MaxUint64
 	case ratio > 0:
-		s.bound = uint64(ratio * (1 << 63) * 2)
+		r.bound = uint64(ratio * (1 << 63) * 2)
 	}
-	return s
+	return r, nil
 }
 
-type sampler struct {
-	ratio float64
-	bound uint64 // sample when a draw is below it; 0 never
+// Draw is true for a share ratio of its calls.
+func (r Ratio) Draw() bool {
+	return r.bound == math.MaxUint64 || (r.bound > 0 && rand.Uint64() < r.bound)
 }
 
-func (s sampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
-	psc := trace.SpanContextFromContext(p.ParentContext)
-	var sample bool
-	if psc.IsValid() && !psc.IsRemote() {
-		sample = psc.IsSampled()
-	} else {
-		sample = s.draw()
-	}
-	if !sample {
-		return sdktrace.SamplingResult{Decision: sdktrace.Drop}
-	}
-	return sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample}
-}
-
-// draw is true for a share ratio of its calls.
-func (s sampler) draw() bool {
-	return s.bound == math.MaxUint64 || (s.bound > 0 && rand.Uint64() < s.bound)
-}
-
-func (s sampler) Description() string {
-	return fmt.Sprintf("SluiceLocalRatio{%g}", s.ratio)
-}
+// String names the ratio, as a sampler's description.
+func (r Ratio) String() string { return fmt.Sprintf("SluiceLocalRatio{%g}", r.ratio) }
