@@ -107,7 +107,7 @@ func TestAttackHostilePeer(t *testing.T) {
 		spentByAttack := int64(1 + 20)
 		admitted := lab.drive(t, p, key, []int{3, 1})
 		total := sum(admitted) + spentByAttack
-		limit := p.Limit.Limit + a.Bound(p.Limit) + 1 + ans.Granted // the one credit believed
+		limit := p.Limit.Limit + a.ReachBound(p.Limit) + 1 + ans.Granted // the one credit believed
 		t.Logf("after the attack the regions admitted %v; with the attack's units %d, at most %d", admitted, total, limit)
 		if total > limit {
 			t.Fatalf("the regions and the attacker took %d units: want at most %d", total, limit)

@@ -245,7 +245,7 @@ func TestGlobalBoundUnderSkewedLoad(t *testing.T) {
 			lab := newLab(t, names, []Policy{p}, nil)
 			key := keyHomedAt(t, p.ID, "b", names)
 			admitted := lab.drive(t, p, key, []int{6, 3, 1})
-			bound := lab.regions["a"].r.Bound(p.Limit)
+			bound := lab.regions["a"].r.ReachBound(p.Limit)
 			total := sum(admitted)
 			t.Logf("admitted %v = %d; limit %d, bound %d", admitted, total, p.Limit.Limit, bound)
 			if total < p.Limit.Limit || total > p.Limit.Limit+bound {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
@@ -27,6 +28,9 @@ type peer struct {
 	// that a flood of those can't hold up the grants every other key
 	// needs.
 	sem, spendSem chan struct{}
+	// share is the partition share, in percent, the peer last said it
+	// has; 0 until it says.
+	share atomic.Int32
 
 	mu        sync.Mutex
 	reachable bool
@@ -36,6 +40,14 @@ type peer struct {
 	last      time.Time // the last exchange that got an answer
 	lastProbe int64
 	failed    bool // the last call failed
+}
+
+// learnShare records the partition share the peer says it has; a
+// percent out of 1..100 is not believed.
+func (p *peer) learnShare(pct int32) {
+	if pct >= 1 && pct <= 100 {
+		p.share.Store(pct)
+	}
 }
 
 // down reports whether the last call to the peer failed.
@@ -131,6 +143,7 @@ func (r *Regions) call(ctx context.Context, pe *peer, c grantCall) (grantAnswer,
 	// asked for.
 	ans.Granted = min(ans.Granted, c.Want)
 	ans.LifetimeMS = min(ans.LifetimeMS, r.opts.GrantTTL.Milliseconds())
+	pe.learnShare(ans.SharePercent)
 	r.metrics.messages.WithLabelValues(pe.Name, ReasonReachable).Inc()
 	r.mark(pe, true, ReasonReachable, "")
 	return ans, nil
@@ -287,9 +300,11 @@ func (r *Regions) grant(req *http.Request) (grantAnswer, error) {
 	if err := dec.Decode(&c); err != nil {
 		return ans, refuse(http.StatusBadRequest, ReasonRefused, "a malformed grant call: %v", err)
 	}
-	if _, known := r.peers[c.Region]; !known {
+	caller, known := r.peers[c.Region]
+	if !known {
 		return ans, refuse(http.StatusForbidden, ReasonUnknownRegion, "region %s does not know region %q: add it to spec.regions.peers", r.opts.Region, c.Region)
 	}
+	caller.learnShare(c.SharePercent)
 	p := (*r.policies.Load())[c.Policy]
 	if p == nil {
 		return ans, refuse(http.StatusNotFound, ReasonRefused, "region %s has no Global policy %q", r.opts.Region, c.Policy)
@@ -329,7 +344,7 @@ func (r *Regions) lease(ctx context.Context, c grantCall, p Policy, key store.Ke
 		return grantAnswer{}, err
 	}
 	ans := grantAnswer{Allowed: gr.Result.Allowed, Granted: gr.Granted, LifetimeMS: gr.Lifetime.Milliseconds(), Window: gr.Window,
-		Remaining: gr.Result.Remaining, RetryAfterMS: retryMS(gr.Result)}
+		Remaining: gr.Result.Remaining, RetryAfterMS: retryMS(gr.Result), SharePercent: r.sharePercent()}
 	if gr.Result.Allowed && !c.Spend {
 		// The call's own unit and the grant may come back as a credit; a
 		// request's own cost, spent, may not.

@@ -207,26 +207,60 @@ func (r *Regions) GrantSize(l algo.Limit) int64 {
 	return max(1, l.Limit/int64(GrantDivisor*len(r.names)))
 }
 
-// Bound is B, the most units the regions admit above l per period while
-// every region reaches every home: 2·N·g.
-func (r *Regions) Bound(l algo.Limit) int64 {
+// ReachBound is B, the most units the regions admit above l per period
+// while every region reaches every home: 2·N·g.
+func (r *Regions) ReachBound(l algo.Limit) int64 {
 	return 2 * int64(len(r.names)) * r.GrantSize(l)
+}
+
+// Bound is what the regions admit above l per period at most, partitions
+// included: B, plus every region's partition share (a region cut off from
+// a key's home, or a home cut off from all, or one whose store is down,
+// admits its share on top of the counter). A peer's share is the percent
+// it last sent in a grant call or answer; one not heard from yet counts
+// as 100%.
+func (r *Regions) Bound(l algo.Limit) int64 {
+	b := r.ReachBound(l) + shareUnits(l, r.sharePercent())
+	for _, pe := range r.peers {
+		pct := pe.share.Load()
+		if pct == 0 {
+			pct = 100
+		}
+		b += shareUnits(l, pct)
+	}
+	return b
+}
+
+// shareUnits is the most a partition share of pct percent of l admits per
+// period: its limit, and its burst too for TokenBucket and GCRA.
+func shareUnits(l algo.Limit, pct int32) int64 {
+	s := shareOf(l, pct)
+	if s.Algorithm.UsesBurst() {
+		return s.Limit + s.Burst
+	}
+	return s.Limit
 }
 
 // Regions is how many regions share the Global limits, this one
 // included.
 func (r *Regions) Regions() int { return len(r.names) }
 
-// shareLimit is this region's partition share of l.
-func (r *Regions) shareLimit(l algo.Limit) algo.Limit {
-	pct := int64(r.opts.PartitionSharePercent)
-	if pct == 0 {
-		pct = 100 / int64(len(r.names))
+// sharePercent is this region's partition share in percent.
+func (r *Regions) sharePercent() int32 {
+	if r.opts.PartitionSharePercent > 0 {
+		return r.opts.PartitionSharePercent
 	}
+	return int32(100 / len(r.names))
+}
+
+// shareLimit is this region's partition share of l.
+func (r *Regions) shareLimit(l algo.Limit) algo.Limit { return shareOf(l, r.sharePercent()) }
+
+func shareOf(l algo.Limit, pct int32) algo.Limit {
 	s := l
-	s.Limit = max(1, l.Limit*pct/100)
+	s.Limit = max(1, l.Limit*int64(pct)/100)
 	if s.Burst > 0 {
-		s.Burst = max(1, l.Burst*pct/100)
+		s.Burst = max(1, l.Burst*int64(pct)/100)
 	}
 	return s
 }
