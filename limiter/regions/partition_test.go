@@ -119,9 +119,9 @@ func TestBadPeerConfiguration(t *testing.T) {
 		name, reason string
 		tweak        func(name string, o *Options)
 	}{
-		{"wrong credentials", ReasonUnauthorized, func(n string, o *Options) {
+		{"a certificate of another CA", ReasonUnauthorized, func(n string, o *Options) {
 			if n == "c" {
-				o.Peers[0].Token = token("x")
+				newLabCA(t).tlsFor(t, o, "c")
 			}
 		}},
 		{"unknown region", ReasonUnknownRegion, func(n string, o *Options) {
@@ -131,7 +131,7 @@ func TestBadPeerConfiguration(t *testing.T) {
 		}},
 		{"unreachable peer", ReasonUnreachable, func(n string, o *Options) {
 			if n == "c" {
-				o.Peers[0].URL = "http://" + closedAddr(t)
+				o.Peers[0].URL = "https://" + closedAddr(t)
 			}
 		}},
 	} {

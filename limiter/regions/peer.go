@@ -3,7 +3,6 @@ package regions
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -31,6 +30,8 @@ type peer struct {
 	// share is the partition share, in percent, the peer last said it
 	// has; 0 until it says.
 	share atomic.Int32
+	// client makes the grant calls to the peer.
+	client *http.Client
 
 	mu        sync.Mutex
 	reachable bool
@@ -108,13 +109,16 @@ func (r *Regions) call(ctx context.Context, pe *peer, c grantCall) (grantAnswer,
 	if err != nil {
 		return ans, err
 	}
-	req.Header.Set("Authorization", "Bearer "+pe.Token)
+	if r.opts.Insecure {
+		req.Header.Set("Authorization", "Bearer "+pe.Token)
+	}
 	r.callsSent.Add(1)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := r.opts.Client.Do(req)
+	resp, err := pe.client.Do(req)
 	if err != nil {
-		r.metrics.messages.WithLabelValues(pe.Name, ReasonUnreachable).Inc()
-		r.mark(pe, false, ReasonUnreachable, err.Error())
+		reason := transportReason(err)
+		r.metrics.messages.WithLabelValues(pe.Name, reason).Inc()
+		r.mark(pe, false, reason, err.Error())
 		return ans, err
 	}
 	defer resp.Body.Close()
@@ -290,15 +294,18 @@ func (r *Regions) serveGrant(w http.ResponseWriter, req *http.Request) {
 // grant decides one peer's grant call.
 func (r *Regions) grant(req *http.Request) (grantAnswer, error) {
 	var ans grantAnswer
-	token, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
-	if !ok || r.opts.Token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(r.opts.Token)) != 1 {
-		return ans, refuse(http.StatusUnauthorized, ReasonUnauthorized, "region %s: the bearer token is not this region's peer token", r.opts.Region)
+	identity, err := r.authenticate(req)
+	if err != nil {
+		return ans, err
 	}
 	var c grantCall
 	dec := json.NewDecoder(http.MaxBytesReader(nil, req.Body, MaxBodyBytes))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
 		return ans, refuse(http.StatusBadRequest, ReasonRefused, "a malformed grant call: %v", err)
+	}
+	if c.Region, err = r.callerRegion(identity, c.Region); err != nil {
+		return ans, err
 	}
 	caller, known := r.peers[c.Region]
 	if !known {
