@@ -230,7 +230,9 @@ func servePeers(ctx context.Context, r *regions.Regions, addr string, tlsCfg *tl
 		return nil, fmt.Errorf("--peer-addr: %w", err)
 	}
 	srv := &http.Server{Handler: r.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
-		WriteTimeout: 10 * time.Second, MaxHeaderBytes: 8 << 10}
+		WriteTimeout: 10 * time.Second, MaxHeaderBytes: 8 << 10,
+		// A refused handshake is any scanner's to cause: logged at debug.
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	if tlsCfg != nil {
 		ln = tls.NewListener(ln, tlsCfg)
 	}
