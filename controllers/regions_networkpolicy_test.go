@@ -52,11 +52,11 @@ func TestBuildLimiterNetworkPolicyRegions(t *testing.T) {
 	opts.APIServerEndpoints = []string{"10.0.0.1:6443"}
 	fleet := regionFleet(t, &v1beta1.FleetRegions{
 		Name: "eu-west",
-		Auth: v1beta1.SecretKeyRef{SecretName: "peer-token", Key: "token"},
+		TLS:  &v1beta1.RegionTLS{SecretName: "eu-west-peer-tls"},
 		Peers: []v1beta1.RegionPeer{
-			{Name: "us-east", Endpoint: "https://us-east.example.com:8083", Credentials: v1beta1.SecretKeyRef{SecretName: "us", Key: "token"}},
-			{Name: "ap-south", Endpoint: "https://ap-south.example.com", Credentials: v1beta1.SecretKeyRef{SecretName: "ap", Key: "token"}},
-			{Name: "sa-east", Endpoint: "http://sa-east.example.com:8083/", Credentials: v1beta1.SecretKeyRef{SecretName: "sa", Key: "token"}},
+			{Name: "us-east", Endpoint: "https://us-east.example.com:8083"},
+			{Name: "ap-south", Endpoint: "https://ap-south.example.com"},
+			{Name: "sa-east", Endpoint: "http://sa-east.example.com:8083/"}, // a lab's
 		},
 	})
 	np := resources.BuildLimiterNetworkPolicy(fleet, opts)

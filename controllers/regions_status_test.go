@@ -60,8 +60,9 @@ func TestFleetStatusRegions(t *testing.T) {
 	bFleet.Spec.Policies = &v1beta1.PolicySelection{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"fleet": "rg"}}}
 	bFleet.Spec.Store.Type = v1beta1.StoreExternal
 	bFleet.Spec.Store.External = &v1beta1.ExternalStore{Addresses: []string{srvA.Addr}}
-	bFleet.Spec.Regions = &v1beta1.FleetRegions{Name: "a", Auth: v1beta1.SecretKeyRef{SecretName: "a-token", Key: "token"},
-		Peers: []v1beta1.RegionPeer{{Name: "b", Endpoint: "http://" + bPeer, Credentials: v1beta1.SecretKeyRef{SecretName: "b-token", Key: "token"}}}}
+	// The insecure lab's bearer tokens: each wrong token is one setting.
+	bFleet.Spec.Regions = &v1beta1.FleetRegions{Name: "a", InsecureLab: ptr.To(true), Auth: &v1beta1.SecretKeyRef{SecretName: "a-token", Key: "token"},
+		Peers: []v1beta1.RegionPeer{{Name: "b", Endpoint: "http://" + bPeer, Credentials: &v1beta1.SecretKeyRef{SecretName: "b-token", Key: "token"}}}}
 	if err := beta.Create(ctx, bFleet); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestFleetStatusRegions(t *testing.T) {
 	// tokens as files (envtest mounts no Secret).
 	aPeer := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1")))
 	pods := fleetPodsWithArgs(t, fleet, 1, "redis://"+srvA.Addr, "--redis-timeout=2s",
-		"--region", "a", "--region-token-file", aAuth, "--peer-addr", aPeer,
+		"--region", "a", "--peer-insecure-lab", "--region-token-file", aAuth, "--peer-addr", aPeer,
 		"--peer", "b=http://"+bPeer, "--peer-token-file", "b="+aForB, "--peer-timeout", "10s")
 	waitPolicy(t, ns, pol.Name, v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
 
@@ -117,7 +118,7 @@ spec:
 		b = &limiterProc{ip: bIP, httpAddr: bHTTP}
 		b.args = append([]string{"--policies", policies, "--store", "redis://" + srvB.Addr, "--redis-timeout=2s",
 			"--http-addr", bHTTP, "--grpc-addr", bGRPC, "--admin-addr", bAdmin,
-			"--region", "b", "--region-token-file", auth, "--peer-addr", bPeer}, peers...)
+			"--region", "b", "--peer-insecure-lab", "--region-token-file", auth, "--peer-addr", bPeer}, peers...)
 		b.start(t)
 	}
 	t.Cleanup(func() {

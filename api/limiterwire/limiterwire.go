@@ -208,8 +208,12 @@ type PolicyStats struct {
 // RegionsBound is a Global policy's bound across regions.
 type RegionsBound struct {
 	// Bound is the most units the regions may admit above the limit per
-	// period while every region reaches every home: 2·(regions−1)·grant.
+	// period, partitions included: ReachBound plus every region's
+	// partition share (a peer's as it last said it, 100% until it has).
 	Bound int64 `json:"bound"`
+	// ReachBound is the most above the limit per period while every
+	// region reaches every home: 2·regions·grant.
+	ReachBound int64 `json:"reachBound"`
 	// Regions is how many regions share the limit, this one included.
 	Regions int64 `json:"regions"`
 }

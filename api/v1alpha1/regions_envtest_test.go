@@ -34,12 +34,23 @@ import (
 func regionsBlock() *v1beta1.FleetRegions {
 	return &v1beta1.FleetRegions{
 		Name: "eu-west",
-		Auth: v1beta1.SecretKeyRef{SecretName: "peer-token", Key: "token"},
+		TLS:  &v1beta1.RegionTLS{SecretName: "eu-west-peer-tls"},
 		Peers: []v1beta1.RegionPeer{
-			{Name: "us-east", Endpoint: "https://sluice-peer.us-east.example.com:8083", Credentials: v1beta1.SecretKeyRef{SecretName: "us-east-token", Key: "token"}},
-			{Name: "ap-south", Endpoint: "http://10.1.2.3:8083", Credentials: v1beta1.SecretKeyRef{SecretName: "ap-south-token", Key: "token"}},
+			{Name: "us-east", Endpoint: "https://sluice-peer.us-east.example.com:8083"},
+			{Name: "ap-south", Endpoint: "https://10.1.2.3:8083"},
 		},
 	}
+}
+
+// labRegionsBlock is regionsBlock in the insecure lab: bearer tokens, an
+// http:// endpoint.
+func labRegionsBlock() *v1beta1.FleetRegions {
+	r := regionsBlock()
+	r.TLS, r.InsecureLab = nil, ptr.To(true)
+	r.Auth = &v1beta1.SecretKeyRef{SecretName: "peer-token", Key: "token"}
+	r.Peers[0].Credentials = &v1beta1.SecretKeyRef{SecretName: "us-east-token", Key: "token"}
+	r.Peers[1].Endpoint, r.Peers[1].Credentials = "http://10.1.2.3:8083", &v1beta1.SecretKeyRef{SecretName: "ap-south-token", Key: "token"}
+	return r
 }
 
 // TestRegionsCRD shows the message of each rule of spec.limit.rate.scope
@@ -115,13 +126,29 @@ func TestRegionsCRD(t *testing.T) {
 			"spec.regions.peers[].endpoint must be an http or https URL"},
 		{"duplicate peer", func(r *v1beta1.FleetRegions) { r.Peers[1].Name = "us-east" },
 			"Duplicate value"},
-		{"bad credentials Secret", func(r *v1beta1.FleetRegions) { r.Peers[0].Credentials.SecretName = "Bad_Name" },
-			"secretName must be a Secret name"},
+		{"bad credentials Secret", func(r *v1beta1.FleetRegions) {
+			*r = *labRegionsBlock()
+			r.Peers[0].Credentials.SecretName = "Bad_Name"
+		}, "secretName must be a Secret name"},
+		{"bad TLS Secret", func(r *v1beta1.FleetRegions) { r.TLS.SecretName = "Bad_Name" },
+			"spec.regions.tls.secretName must be a Secret name"},
 		{"nine peers", func(r *v1beta1.FleetRegions) {
 			for i := range 7 {
-				r.Peers = append(r.Peers, v1beta1.RegionPeer{Name: fmt.Sprintf("r%d", i), Endpoint: "http://h", Credentials: v1beta1.SecretKeyRef{SecretName: "s"}})
+				r.Peers = append(r.Peers, v1beta1.RegionPeer{Name: fmt.Sprintf("r%d", i), Endpoint: "https://h"})
 			}
 		}, "must have at most 8 items"},
+		{"peers without TLS", func(r *v1beta1.FleetRegions) { r.TLS = nil },
+			"spec.regions.tls is required with peers: regions know each other by their certificates (mutual TLS)"},
+		{"plain http endpoint", func(r *v1beta1.FleetRegions) { r.Peers[1].Endpoint = "http://10.1.2.3:8083" },
+			"spec.regions.peers[].endpoint must be https://: over plain http anyone on the path can act as a region (spec.regions.insecureLab: true allows it in a lab)"},
+		{"a token beside TLS", func(r *v1beta1.FleetRegions) { r.Auth = &v1beta1.SecretKeyRef{SecretName: "peer-token"} },
+			"spec.regions.auth and spec.regions.peers[].credentials are the bearer tokens of spec.regions.insecureLab"},
+		{"a peer's token beside TLS", func(r *v1beta1.FleetRegions) { r.Peers[0].Credentials = &v1beta1.SecretKeyRef{SecretName: "t"} },
+			"spec.regions.auth and spec.regions.peers[].credentials are the bearer tokens of spec.regions.insecureLab"},
+		{"the lab without a peer's token", func(r *v1beta1.FleetRegions) {
+			*r = *labRegionsBlock()
+			r.Peers[1].Credentials = nil
+		}, "spec.regions.insecureLab needs spec.regions.auth and every peer's credentials"},
 	}
 	for i, tc := range fleetCases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,13 +170,15 @@ func TestRegionsCRD(t *testing.T) {
 			}
 			deleteAtCleanup(t, p)
 		}
-		f := &v1beta1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Name: "regional", Namespace: ns}}
-		f.Spec.Regions = regionsBlock()
-		f.Spec.Regions.PartitionSharePercent = ptr.To[int32](100)
-		if err := k8sClient.Create(t.Context(), f); err != nil {
-			t.Fatalf("the API server refused a fleet with regions: %v", err)
+		for name, r := range map[string]*v1beta1.FleetRegions{"regional": regionsBlock(), "regional-lab": labRegionsBlock()} {
+			f := &v1beta1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+			f.Spec.Regions = r
+			f.Spec.Regions.PartitionSharePercent = ptr.To[int32](100)
+			if err := k8sClient.Create(t.Context(), f); err != nil {
+				t.Fatalf("the API server refused fleet %s with regions: %v", name, err)
+			}
+			deleteAtCleanup(t, f)
 		}
-		deleteAtCleanup(t, f)
 	})
 }
 

@@ -25,6 +25,10 @@ package v1beta1
 // Global, and can name no peer, endpoint or credential.
 // +kubebuilder:validation:XValidation:rule="!has(self.peers) || self.peers.all(p, p.name != self.name)",message="spec.regions.peers must not name this fleet's own region (spec.regions.name)",fieldPath=".peers"
 // +kubebuilder:validation:XValidation:rule="!has(self.partitionSharePercent) || has(self.peers)",message="spec.regions.partitionSharePercent needs peers: a region without peers holds the whole limit",fieldPath=".partitionSharePercent"
+// +kubebuilder:validation:XValidation:rule="!has(self.peers) || size(self.peers) == 0 || has(self.tls) || (has(self.insecureLab) && self.insecureLab)",message="spec.regions.tls is required with peers: regions know each other by their certificates (mutual TLS); spec.regions.insecureLab: true uses bearer tokens instead, in a lab only",fieldPath=".tls"
+// +kubebuilder:validation:XValidation:rule="(has(self.insecureLab) && self.insecureLab) || !has(self.peers) || self.peers.all(p, p.endpoint.startsWith('https://'))",message="spec.regions.peers[].endpoint must be https://: over plain http anyone on the path can act as a region (spec.regions.insecureLab: true allows it in a lab)",fieldPath=".peers"
+// +kubebuilder:validation:XValidation:rule="(has(self.insecureLab) && self.insecureLab) || (!has(self.auth) && (!has(self.peers) || self.peers.all(p, !has(p.credentials))))",message="spec.regions.auth and spec.regions.peers[].credentials are the bearer tokens of spec.regions.insecureLab: with mutual TLS (spec.regions.tls) leave them out",fieldPath=".auth"
+// +kubebuilder:validation:XValidation:rule="!has(self.insecureLab) || !self.insecureLab || !has(self.peers) || size(self.peers) == 0 || (has(self.auth) && self.peers.all(p, has(p.credentials)))",message="spec.regions.insecureLab needs spec.regions.auth and every peer's credentials (its bearer tokens)",fieldPath=".auth"
 type FleetRegions struct {
 	// name is this fleet's region, such as "eu-west": a DNS label, 1 to 63
 	// characters. Every region's fleet must use the same name for it.
@@ -34,11 +38,30 @@ type FleetRegions struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="spec.regions.name must be a DNS label: lower-case letters, digits and '-'"
 	Name string `json:"name"`
 
-	// auth is the Secret key holding the token other regions' limiters must
-	// present (as a bearer token) on this region's peer endpoint. At least
-	// 32 bytes; the limiters refuse to start peering with a shorter one.
-	// +required
-	Auth SecretKeyRef `json:"auth"`
+	// tls names the Secret (kubernetes.io/tls, with ca.crt, as cert-manager
+	// writes it) holding this region's certificate, whose Common Name must
+	// be spec.regions.name, its key, and the CA every region's certificate
+	// chains to. The peer endpoint serves it and the limiters present it on
+	// their calls to the peers (mutual TLS): a region knows a caller's
+	// region by its certificate's name, and a home by its own. Required
+	// with peers unless insecureLab.
+	// +optional
+	TLS *RegionTLS `json:"tls,omitempty"`
+
+	// insecureLab, a lab only, allows http:// endpoints and authenticates
+	// peers with bearer tokens (auth and each peer's credentials) instead
+	// of certificates: a caller's region is then what its call says, so
+	// anyone holding this region's token can act as any region. Default
+	// false.
+	// +optional
+	InsecureLab *bool `json:"insecureLab,omitempty"`
+
+	// auth, with insecureLab only, is the Secret key holding the token
+	// other regions' limiters must present (as a bearer token) on this
+	// region's peer endpoint. At least 32 bytes; the limiters refuse to
+	// start peering with a shorter one.
+	// +optional
+	Auth *SecretKeyRef `json:"auth,omitempty"`
 
 	// peers are the other regions, at most 8, with unique names. Empty: this
 	// region is alone, and Global limits count in its own store.
@@ -70,18 +93,32 @@ type RegionPeer struct {
 	Name string `json:"name"`
 
 	// endpoint is the base URL of the peer region's limiter peer endpoint,
-	// such as "https://sluice-peer.us-east.example.com:8083": http or https,
-	// a host and an optional port, with no user, query or fragment.
+	// such as "https://sluice-peer.us-east.example.com:8083": https (http
+	// only with insecureLab), a host and an optional port, with no user,
+	// query or fragment. The peer's certificate must be valid for the host
+	// and name the peer's region.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self.matches('^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?/?$')",message="spec.regions.peers[].endpoint must be an http or https URL of a host and an optional port, with no user, path, query or fragment"
 	Endpoint string `json:"endpoint"`
 
-	// credentials is the Secret key holding the token this region presents
-	// to the peer: the peer's own spec.regions.auth token.
+	// credentials, with insecureLab only, is the Secret key holding the
+	// token this region presents to the peer: the peer's own
+	// spec.regions.auth token.
+	// +optional
+	Credentials *SecretKeyRef `json:"credentials,omitempty"`
+}
+
+// RegionTLS names a region's certificate Secret.
+type RegionTLS struct {
+	// secretName is the Secret, in the fleet's namespace, with tls.crt,
+	// tls.key and ca.crt.
 	// +required
-	Credentials SecretKeyRef `json:"credentials"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",message="spec.regions.tls.secretName must be a Secret name: lower-case letters, digits, '-' and '.'"
+	SecretName string `json:"secretName"`
 }
 
 // RegionScope says where a rate limit's counter lives.

@@ -83,8 +83,9 @@ type RegionStatus struct {
 	// reason is Reachable, NoExchangeYet (no pod has called the peer: no
 	// Global key homed there was asked for yet), or why a pod's last call
 	// was not answered: Unreachable (nothing answered at the endpoint),
-	// Unauthorized (a token was refused on either side), UnknownRegion
-	// (the peer's fleet does not list this region) or Refused.
+	// Unauthorized (a certificate, or a lab token, was refused on either
+	// side), UnknownRegion (the peer's fleet does not list this region) or
+	// Refused.
 	// +required
 	// +kubebuilder:validation:MaxLength=64
 	Reason string `json:"reason"`

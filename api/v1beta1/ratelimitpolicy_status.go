@@ -166,8 +166,10 @@ type EnforcementStatus struct {
 	// algorithms (a lease never outlives its window), else maxOvershoot, or
 	// pods × each pod's cap without it. For a policy of scope Global on a
 	// fleet in regions, the most units the regions may admit above the
-	// limit per period while they reach one another: 2·(regions−1)·grant,
-	// the grant being limit / (20·regions). The largest any pod reports.
+	// limit per period, partitions included: 2·regions·grant (the grant
+	// being limit / (20·regions)) plus every region's partition share, a
+	// peer's as it last said it in a grant call (100% until it has). The
+	// largest any pod reports.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	OvershootBound *int64 `json:"overshootBound,omitempty"`

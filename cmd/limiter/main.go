@@ -73,16 +73,20 @@ func main() {
 	erlMax := fs.String("erl-max-override", "", "the most a request may set its own limit to (an RLS descriptor's limit field) in an envoyproxy/ratelimit domain, as `REQUESTS/UNIT` (unit second to year); above it the descriptor is denied with a reason. Empty: a request's own limit may not pass the ERL limit its descriptor matches")
 	erlEnv := fs.Bool("erl-env", false, "take envoyproxy/ratelimit's environment variables (RUNTIME_ROOT, REDIS_URL, REDIS_AUTH, GRPC_PORT, ...) for the flags not given, refusing those that ask for what the limiter does not do (docs/guides/migrate-from-envoy-ratelimit.md)")
 	fs.StringVar(&cfg.Region.Name, "region", "", "this limiter's region `name` (a DNS label), among regions sharing the policies of scope Global; without it Global policies count in --store as a region alone")
-	fs.StringVar(&cfg.Region.TokenFile, "region-token-file", "", "`file` holding the token (at least 32 bytes) other regions must present on this region's peer endpoint")
+	fs.StringVar(&cfg.Region.CertFile, "peer-cert-file", "", "with --peer, this region's certificate `file` (PEM), its Common Name the --region name: the peer endpoint serves it and grant calls present it (mutual TLS)")
+	fs.StringVar(&cfg.Region.KeyFile, "peer-key-file", "", "with --peer, the key `file` (PEM) of --peer-cert-file")
+	fs.StringVar(&cfg.Region.CAFile, "peer-ca-file", "", "with --peer, the `file` (PEM) of the CA every region's certificate chains to")
+	fs.BoolVar(&cfg.Region.InsecureLab, "peer-insecure-lab", false, "a lab only: allow http:// --peer endpoints and bearer tokens (--region-token-file, --peer-token-file), with which any holder of a token can act as any region")
+	fs.StringVar(&cfg.Region.TokenFile, "region-token-file", "", "with --peer-insecure-lab, the `file` holding the token (at least 32 bytes) other regions must present on this region's peer endpoint")
 	fs.StringVar(&cfg.Region.Addr, "peer-addr", app.DefaultPeerAddr, "with --region, the peer endpoint's listen `address`: other regions lease grants of Global limits here")
 	fs.IntVar(&cfg.Region.PartitionSharePercent, "partition-share", 0, "with --region, the `percent` of a Global limit this region admits per period for a key whose home region it can't reach (1 to 100; default 100 / regions)")
 	fs.DurationVar(&cfg.Region.CallTimeout, "peer-timeout", regions.DefaultCallTimeout, "with --region, the deadline of a grant call to another region; a call that takes longer counts the region as unreachable (its partition share decides)")
 	var peerURLs, peerTokens []string
-	fs.Func("peer", "another region as `NAME=URL` (the base URL of its peer endpoint, http or https); repeat for each", func(v string) error {
+	fs.Func("peer", "another region as `NAME=URL` (the base URL of its peer endpoint, https; http only with --peer-insecure-lab); repeat for each", func(v string) error {
 		peerURLs = append(peerURLs, v)
 		return nil
 	})
-	fs.Func("peer-token-file", "`NAME=FILE`: the file holding the token to present to region NAME (its --region-token-file's); one per --peer", func(v string) error {
+	fs.Func("peer-token-file", "with --peer-insecure-lab, `NAME=FILE`: the file holding the token to present to region NAME (its --region-token-file's); one per --peer", func(v string) error {
 		peerTokens = append(peerTokens, v)
 		return nil
 	})

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/internal/testnet"
+	"github.com/sluice-dev/sluice/internal/testpki"
 	"github.com/sluice-dev/sluice/internal/testtier"
 	"github.com/sluice-dev/sluice/limiter/regions"
 )
@@ -129,8 +131,8 @@ func TestRegionsOfLimiters(t *testing.T) {
 	}
 	for _, ps := range stats.Policies {
 		switch {
-		case ps.Name == "per-user" && (ps.Regions == nil || ps.Regions.Bound != int64(bound) || ps.Regions.Regions != 3):
-			t.Errorf("per-user stats: regions %+v, want bound %d of 3 regions", ps.Regions, bound)
+		case ps.Name == "per-user" && (ps.Regions == nil || ps.Regions.ReachBound != int64(bound) || ps.Regions.Bound < int64(bound+3*99) || ps.Regions.Regions != 3):
+			t.Errorf("per-user stats: regions %+v, want reachBound %d of 3 regions, and a bound with the 3 shares of 99 at least", ps.Regions, bound)
 		case ps.Name == "per-ip" && ps.Regions != nil:
 			t.Errorf("per-ip (Region) stats: regions %+v, want none", ps.Regions)
 		}
@@ -156,21 +158,23 @@ func TestRegionsOfLimiters(t *testing.T) {
 
 // startRegionLimiters runs a limiter process per region name on policies,
 // each with its own redis-server, their peer endpoints 80ms apart through
-// proxies.
+// proxies, over mutual TLS: each region a certificate named after it.
 func startRegionLimiters(t *testing.T, policies string, names []string) map[string]*process {
 	t.Helper()
 	dir := t.TempDir()
 	pol := writeFile(t, dir, "policies.yaml", policies)
+	ca := testpki.NewCA(t, "regions CA")
+	caFile := ca.WriteCA(t, dir)
 	peerAddr := map[string]string{}
 	for i, n := range names {
 		peerAddr[n] = redistest.FreeAddr(t, testnet.IP(60+i))
-		writeFile(t, dir, n+".token", peerToken(n))
 	}
 	procs := map[string]*process{}
 	for i, n := range names {
 		rs := redistest.StartAt(t, redistest.FreeAddr(t, testnet.IP(60+i)))
+		certFile, keyFile := testpki.Write(t, dir, n, ca.Issue(t, n, redistest.Host(), testnet.IP(60+i)))
 		args := []string{"--policies", pol, "--store", "redis://" + rs.Addr, "--redis-timeout", "2s",
-			"--region", n, "--region-token-file", filepath.Join(dir, n+".token"), "--peer-addr", peerAddr[n],
+			"--region", n, "--peer-cert-file", certFile, "--peer-key-file", keyFile, "--peer-ca-file", caFile, "--peer-addr", peerAddr[n],
 			// A loaded machine may take seconds to answer: no region is
 			// cut off here.
 			"--peer-timeout", "1m"}
@@ -180,7 +184,7 @@ func startRegionLimiters(t *testing.T, policies string, names []string) map[stri
 			}
 			px := redistest.StartProxy(t, peerAddr[m])
 			px.SetLatency(80 * time.Millisecond)
-			args = append(args, "--peer", m+"=http://"+px.Addr, "--peer-token-file", m+"="+filepath.Join(dir, m+".token"))
+			args = append(args, "--peer", m+"=https://"+px.Addr)
 		}
 		procs[n] = startLimiter(t, args...)
 	}
@@ -279,22 +283,39 @@ func TestRegionFlagsRefused(t *testing.T) {
 	pol := writeFile(t, dir, "policies.yaml", regionPolicies)
 	good := writeFile(t, dir, "good.token", peerToken("a"))
 	short := writeFile(t, dir, "short.token", "short")
+	ca := testpki.NewCA(t, "regions CA")
+	caFile := ca.WriteCA(t, dir)
+	certA, keyA := testpki.Write(t, dir, "a", ca.Issue(t, "a"))
+	certB, keyB := testpki.Write(t, dir, "b", ca.Issue(t, "b"))
+	redis := []string{"--store", "redis://127.0.0.1:1", "--region", "a"}
+	tlsA := append(slices.Clone(redis), "--peer-cert-file", certA, "--peer-key-file", keyA, "--peer-ca-file", caFile)
+	lab := append(slices.Clone(redis), "--peer-insecure-lab", "--region-token-file", good)
 	for _, tc := range []struct {
 		name string
 		args []string
 		want string
 	}{
-		{"peers with the memory store", []string{"--region", "a", "--region-token-file", good, "--peer", "b=http://127.0.0.1:1", "--peer-token-file", "b=" + good},
+		{"peers with the memory store", []string{"--region", "a", "--peer-insecure-lab", "--region-token-file", good, "--peer", "b=http://127.0.0.1:1", "--peer-token-file", "b=" + good},
 			"--region a with peers needs a Redis --store"},
-		{"peer without its token", []string{"--store", "redis://127.0.0.1:1", "--region", "a", "--region-token-file", good, "--peer", "b=http://127.0.0.1:1"},
+		{"plain HTTP peer without the lab flag", append(slices.Clone(tlsA), "--peer", "b=http://127.0.0.1:1"),
+			"--peer b=http://127.0.0.1:1: plain HTTP lets anyone on the path act as a region; give an https:// endpoint (mutual TLS), or --peer-insecure-lab in a lab"},
+		{"peer without certificates", append(slices.Clone(redis), "--peer", "b=https://127.0.0.1:1"),
+			"--peer needs --peer-cert-file, --peer-key-file and --peer-ca-file (mutual TLS between regions), or --peer-insecure-lab in a lab"},
+		{"tokens without the lab flag", append(slices.Clone(tlsA), "--region-token-file", good, "--peer", "b=https://127.0.0.1:1"),
+			"--region-token-file and --peer-token-file are the insecure lab's (--peer-insecure-lab)"},
+		{"another region's certificate", append(slices.Clone(redis), "--peer-cert-file", certB, "--peer-key-file", keyB, "--peer-ca-file", caFile, "--peer", "b=https://127.0.0.1:1"),
+			`--peer-cert-file: its Common Name is "b", want this region's name "a" (--region)`},
+		{"certificate and key that differ", append(slices.Clone(redis), "--peer-cert-file", certA, "--peer-key-file", keyB, "--peer-ca-file", caFile, "--peer", "b=https://127.0.0.1:1"),
+			"--peer-cert-file certificate " + certA + " and key " + keyB},
+		{"lab peer without its token", append(slices.Clone(lab), "--peer", "b=http://127.0.0.1:1"),
 			"--peer b: give its token with --peer-token-file b=FILE"},
-		{"short token", []string{"--store", "redis://127.0.0.1:1", "--region", "a", "--region-token-file", short, "--peer", "b=http://127.0.0.1:1", "--peer-token-file", "b=" + good},
+		{"short lab token", []string{"--store", "redis://127.0.0.1:1", "--region", "a", "--peer-insecure-lab", "--region-token-file", short, "--peer", "b=http://127.0.0.1:1", "--peer-token-file", "b=" + good},
 			"is 5 bytes, want at least 32"},
 		{"token for no peer", []string{"--region", "a", "--peer-token-file", "b=" + good}, "--peer-token-file b: no --peer b=URL"},
-		{"peer without region", []string{"--store", "redis://127.0.0.1:1", "--peer", "b=http://127.0.0.1:1", "--peer-token-file", "b=" + good},
+		{"peer without region", []string{"--store", "redis://127.0.0.1:1", "--peer", "b=https://127.0.0.1:1"},
 			"--peer, --region-token-file and --partition-share need --region"},
-		{"peer URL with a path", []string{"--store", "redis://127.0.0.1:1", "--region", "a", "--region-token-file", good, "--peer", "b=http://h/x", "--peer-token-file", "b=" + good},
-			`endpoint "http://h/x" must be an http or https URL`},
+		{"peer URL with a path", append(slices.Clone(tlsA), "--peer", "b=https://h/x"),
+			`endpoint "https://h/x" must be an https URL`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

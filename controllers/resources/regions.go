@@ -15,9 +15,11 @@ import (
 )
 
 // A fleet's spec.regions (v1beta1 only) becomes the limiters' region
-// flags: --region, --peer-addr on LimiterPeerPort, --region-token-file
-// and one --peer and --peer-token-file per peer, each token a key of a
-// Secret in the fleet's namespace mounted read-only.
+// flags: --region, --peer-addr on LimiterPeerPort and one --peer per
+// peer, with --peer-cert-file, --peer-key-file and --peer-ca-file from the
+// spec.regions.tls Secret mounted read-only; or, with insecureLab,
+// --peer-insecure-lab, --region-token-file and one --peer-token-file per
+// peer, each token a key of a Secret in the fleet's namespace.
 
 const (
 	// LimiterPeerPort is the limiters' peer endpoint, where other regions
@@ -55,26 +57,42 @@ func limiterRegions(fleet *v1alpha1.LimiterFleet) ([]string, []corev1.Volume, []
 	args := []string{"--region", r.Name, "--peer-addr", fmt.Sprintf(":%d", LimiterPeerPort)}
 	var vols []corev1.Volume
 	var mounts []corev1.VolumeMount
-	secret := func(vol string, ref v1beta1.SecretKeyRef) string {
+	secret := func(vol, name string, items ...corev1.KeyToPath) string {
+		dir := path.Join(regionTokenDir, vol)
+		vols = append(vols, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: name, Items: items, DefaultMode: ptr.To[int32](0o444),
+		}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: dir, ReadOnly: true})
+		return dir
+	}
+	token := func(vol string, ref *v1beta1.SecretKeyRef) string {
+		if ref == nil {
+			return ""
+		}
 		key := ref.Key
 		if key == "" {
 			key = "password"
 		}
-		dir := path.Join(regionTokenDir, vol)
-		vols = append(vols, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: ref.SecretName, Items: []corev1.KeyToPath{{Key: key, Path: "token"}}, DefaultMode: ptr.To[int32](0o444),
-		}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: dir, ReadOnly: true})
-		return path.Join(dir, "token")
+		return path.Join(secret(vol, ref.SecretName, corev1.KeyToPath{Key: key, Path: "token"}), "token")
 	}
-	if len(r.Peers) > 0 {
-		args = append(args, "--region-token-file", secret("region-auth", r.Auth))
+	lab := ptr.Deref(r.InsecureLab, false)
+	switch {
+	case len(r.Peers) == 0:
+	case lab:
+		args = append(args, "--peer-insecure-lab", "--region-token-file", token("region-auth", r.Auth))
+	case r.TLS != nil:
+		dir := secret("region-tls", r.TLS.SecretName, corev1.KeyToPath{Key: corev1.TLSCertKey, Path: corev1.TLSCertKey},
+			corev1.KeyToPath{Key: corev1.TLSPrivateKeyKey, Path: corev1.TLSPrivateKeyKey}, corev1.KeyToPath{Key: "ca.crt", Path: "ca.crt"})
+		args = append(args, "--peer-cert-file", path.Join(dir, corev1.TLSCertKey), "--peer-key-file", path.Join(dir, corev1.TLSPrivateKeyKey),
+			"--peer-ca-file", path.Join(dir, "ca.crt"))
 	}
 	peers := slices.Clone(r.Peers)
 	slices.SortFunc(peers, func(a, b v1beta1.RegionPeer) int { return strings.Compare(a.Name, b.Name) })
 	for i, p := range peers {
-		file := secret(fmt.Sprintf("region-peer-%d", i), p.Credentials)
-		args = append(args, "--peer", p.Name+"="+p.Endpoint, "--peer-token-file", p.Name+"="+file)
+		args = append(args, "--peer", p.Name+"="+p.Endpoint)
+		if lab {
+			args = append(args, "--peer-token-file", p.Name+"="+token(fmt.Sprintf("region-peer-%d", i), p.Credentials))
+		}
 	}
 	if r.PartitionSharePercent != nil {
 		args = append(args, "--partition-share", fmt.Sprint(*r.PartitionSharePercent))

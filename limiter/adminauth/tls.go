@@ -28,17 +28,34 @@ func ServerTLS(certFile, keyFile string, log *slog.Logger) (*tls.Config, error) 
 	if log == nil {
 		log = slog.Default()
 	}
-	r := &certReloader{certFile: certFile, keyFile: keyFile, log: log}
-	if err := r.load(); err != nil {
+	get, err := CertReloader("admin TLS", certFile, keyFile, log)
+	if err != nil {
 		return nil, err
 	}
 	return &tls.Config{
 		MinVersion:     tls.VersionTLS12,
-		GetCertificate: r.get,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return get(), nil },
 	}, nil
 }
 
+// CertReloader returns the certificate and key in certFile and keyFile
+// (PEM), read again when either file changes, checked at most every
+// CertReloadCheck; what names them in errors and logs. A pair that can't
+// be read or doesn't match fails here; a later bad pair is logged and the
+// previous one kept.
+func CertReloader(what, certFile, keyFile string, log *slog.Logger) (func() *tls.Certificate, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	r := &certReloader{what: what, certFile: certFile, keyFile: keyFile, log: log}
+	if err := r.load(); err != nil {
+		return nil, err
+	}
+	return r.get, nil
+}
+
 type certReloader struct {
+	what              string
 	certFile, keyFile string
 	log               *slog.Logger
 
@@ -52,34 +69,34 @@ type certReloader struct {
 func (r *certReloader) load() error {
 	certPEM, err := os.ReadFile(r.certFile)
 	if err != nil {
-		return fmt.Errorf("admin TLS certificate: %w", err)
+		return fmt.Errorf("%s certificate: %w", r.what, err)
 	}
 	keyPEM, err := os.ReadFile(r.keyFile)
 	if err != nil {
-		return fmt.Errorf("admin TLS key: %w", err)
+		return fmt.Errorf("%s key: %w", r.what, err)
 	}
 	if bytes.Equal(certPEM, r.certPEM) && bytes.Equal(keyPEM, r.keyPEM) {
 		return nil
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return fmt.Errorf("admin TLS certificate %s and key %s: %w", r.certFile, r.keyFile, err)
+		return fmt.Errorf("%s certificate %s and key %s: %w", r.what, r.certFile, r.keyFile, err)
 	}
 	if r.cert != nil {
-		r.log.Info("Admin plane: loaded a new TLS certificate", "file", r.certFile)
+		r.log.Info("Loaded a new TLS certificate", "for", r.what, "file", r.certFile)
 	}
 	r.cert, r.certPEM, r.keyPEM = &cert, certPEM, keyPEM
 	return nil
 }
 
-func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+func (r *certReloader) get() *tls.Certificate {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if now := time.Now(); now.Sub(r.checked) >= CertReloadCheck {
 		r.checked = now
 		if err := r.load(); err != nil {
-			r.log.Error("Admin plane: keeping the TLS certificate loaded before", "error", err)
+			r.log.Error("Keeping the TLS certificate loaded before", "for", r.what, "error", err)
 		}
 	}
-	return r.cert, nil
+	return r.cert
 }

@@ -41,7 +41,7 @@ func mustJSON(t *testing.T, v any) []byte {
 }
 
 // TestAttackHostilePeer: calls on a home's peer endpoint that a hostile
-// client or peer makes up. Without the token nothing is decided; with it,
+// client or peer makes up, in the lab's insecure mode (bearer tokens). Without the token nothing is decided; with it,
 // a peer can't be granted more than g, can't credit units it was never
 // granted, can't lease from a policy that is not Global (Region-scoped
 // counters never leave their region) nor from a counter homed elsewhere,
@@ -50,7 +50,7 @@ func mustJSON(t *testing.T, v any) []byte {
 func TestAttackHostilePeer(t *testing.T) {
 	names := []string{"a", "c"}
 	p := Policy{ID: "ns/per-user", Limit: hourWindow}
-	lab := newLab(t, names, []Policy{p}, nil)
+	lab := newLab(t, names, []Policy{p}, func(_ string, o *Options) { o.Insecure = true })
 	key := keyHomedAt(t, p.ID, "a", names)
 	elsewhere := keyHomedAt(t, p.ID, "c", names)
 	a := lab.regions["a"].r
@@ -107,7 +107,7 @@ func TestAttackHostilePeer(t *testing.T) {
 		spentByAttack := int64(1 + 20)
 		admitted := lab.drive(t, p, key, []int{3, 1})
 		total := sum(admitted) + spentByAttack
-		limit := p.Limit.Limit + a.Bound(p.Limit) + 1 + ans.Granted // the one credit believed
+		limit := p.Limit.Limit + a.ReachBound(p.Limit) + 1 + ans.Granted // the one credit believed
 		t.Logf("after the attack the regions admitted %v; with the attack's units %d, at most %d", admitted, total, limit)
 		if total > limit {
 			t.Fatalf("the regions and the attacker took %d units: want at most %d", total, limit)
@@ -118,20 +118,26 @@ func TestAttackHostilePeer(t *testing.T) {
 // TestNewRefusesBadOptions: each bad option is refused with an error that
 // names it.
 func TestNewRefusesBadOptions(t *testing.T) {
+	ca := newLabCA(t)
 	good := func() Options {
-		return Options{Region: "a", Token: token("a"), Peers: []Peer{{Name: "b", URL: "https://b.example.com:8083", Token: token("b")}}}
+		o := Options{Region: "a", Peers: []Peer{{Name: "b", URL: "https://b.example.com:8083"}}}
+		ca.tlsFor(t, &o, "a")
+		return o
 	}
+	lab := func(o *Options) { o.Insecure, o.Token, o.Peers[0].Token = true, token("a"), token("b") }
 	for _, tc := range []struct {
 		name string
 		mod  func(o *Options)
 		want string
 	}{
 		{"region not a label", func(o *Options) { o.Region = "A_1" }, `region "A_1": must be a DNS label`},
-		{"short token", func(o *Options) { o.Token = "short" }, "the peer token peers must present here is 5 bytes, want at least 32"},
-		{"short peer token", func(o *Options) { o.Peers[0].Token = "x" }, "peer b: its token is 1 bytes"},
+		{"no TLS", func(o *Options) { o.ClientTLS, o.ServerTLS = nil, nil }, "region a: peers need mutual TLS"},
+		{"plain HTTP peer", func(o *Options) { o.Peers[0].URL = "http://b.example.com:8083" }, `peer b: endpoint "http://b.example.com:8083" is plain HTTP: peers need https (mutual TLS), http only in the insecure lab mode`},
+		{"short lab token", func(o *Options) { lab(o); o.Token = "short" }, "the peer token peers must present here is 5 bytes, want at least 32"},
+		{"short lab peer token", func(o *Options) { lab(o); o.Peers[0].Token = "x" }, "peer b: its token is 1 bytes"},
 		{"peer named as the region", func(o *Options) { o.Peers[0].Name = "a" }, "peer a: named twice, or this region's own name"},
-		{"peer URL with a path", func(o *Options) { o.Peers[0].URL = "https://b.example.com/x" }, `peer b: endpoint "https://b.example.com/x" must be an http or https URL`},
-		{"peer URL with a user", func(o *Options) { o.Peers[0].URL = "https://u:p@b.example.com" }, "must be an http or https URL"},
+		{"peer URL with a path", func(o *Options) { o.Peers[0].URL = "https://b.example.com/x" }, `peer b: endpoint "https://b.example.com/x" must be an https URL`},
+		{"peer URL with a user", func(o *Options) { o.Peers[0].URL = "https://u:p@b.example.com" }, "must be an https URL"},
 		{"share over 100", func(o *Options) { o.PartitionSharePercent = 101 }, "partition share 101%: must be from 1 to 100"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -145,6 +151,12 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	}
 	if _, err := New(nil, good()); err != nil {
 		t.Fatalf("good options refused: %v", err)
+	}
+	o := good()
+	lab(&o)
+	o.Peers[0].URL = "http://b.example.com:8083"
+	if _, err := New(nil, o); err != nil {
+		t.Fatalf("the insecure lab's http:// peer refused: %v", err)
 	}
 }
 

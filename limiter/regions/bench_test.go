@@ -50,7 +50,7 @@ func runRegionsBench(b *testing.B, period time.Duration) {
 	lab := newLab(b, names, []Policy{p}, nil)
 	key := keyHomedAt(b, p.ID, "a", names)
 	a := lab.regions["a"].r
-	bound := a.Bound(limit)
+	bound := a.ReachBound(limit)
 	share := lab.regions["c"].r.shareLimit(limit).Limit
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("regions: 3 regions 80ms apart, Global FixedWindow %d per %v, home a, grant %d, bound %d, partition share %d (load average %s)\n",

@@ -44,7 +44,13 @@
 // or, at the home, its own store failing) spends what it holds, then decides from its partition share of the limit
 // (PartitionSharePercent, by default 100/N percent), counted in memory per
 // key. It never admits more than the grant it held plus that share per
-// period, so a partition of region r adds at most share_r to B. When the
+// period, so region r cut off from a home adds at most share_r above
+// limit + B; the home, cut off from all the others, keeps admitting from
+// its counter while each of them admits its share, and a home whose store
+// is down admits its own share too. So with partitions the regions admit
+// per period at most limit + B + the sum of every region's share: Bound,
+// which counts a peer's share as the peer last said it in a grant call or
+// answer (SharePercent), and 100% until it has. When the
 // home answers again (a grant call succeeds, tried at most every
 // ProbeInterval while the peer is down) the units the region admitted from
 // its share are charged to the home's counter with that call, as far as the

@@ -41,7 +41,7 @@ func TestHomeSpendsItsOwnGrant(t *testing.T) {
 	before := scriptCalls(t, a.redis)
 	admitted := lab.drive(t, p, key, []int{10, 0, 0})
 	calls := scriptCalls(t, a.redis) - before
-	bound, g := a.r.Bound(p.Limit), a.r.GrantSize(p.Limit)
+	bound, g := a.r.ReachBound(p.Limit), a.r.GrantSize(p.Limit)
 	t.Logf("the home admitted %d (limit %d, bound %d, grant %d) with %d script runs in its Redis, %d grant calls to peers",
 		admitted["a"], p.Limit.Limit, bound, g, calls, lab.grantCalls())
 	if admitted["a"] < p.Limit.Limit || admitted["a"] > p.Limit.Limit+bound {
@@ -109,9 +109,9 @@ func TestHomeStoreDownDecidesFromShare(t *testing.T) {
 	admittedAfter := lab.drive(t, p, key, []int{1, 1, 1})
 	total := admitted + sum(admittedAfter)
 	t.Logf("after the store came back the regions admitted %v; with the share's %d, %d (limit %d, bound %d)",
-		admittedAfter, admitted, total, p.Limit.Limit, a.r.Bound(p.Limit))
-	if total > p.Limit.Limit+a.r.Bound(p.Limit)+share {
-		t.Errorf("%d admitted in all: over limit + bound + share %d", total, p.Limit.Limit+a.r.Bound(p.Limit)+share)
+		admittedAfter, admitted, total, p.Limit.Limit, a.r.ReachBound(p.Limit))
+	if total > p.Limit.Limit+a.r.ReachBound(p.Limit)+share {
+		t.Errorf("%d admitted in all: over limit + bound + share %d", total, p.Limit.Limit+a.r.ReachBound(p.Limit)+share)
 	}
 }
 
@@ -138,7 +138,7 @@ func TestHomeReplaysIdempotentRetries(t *testing.T) {
 	// The grant path and the exact one share the counter: what the regions
 	// admit after is the limit less the one request's 10.
 	admitted := lab.drive(t, p, key, []int{2, 1, 1})
-	if total := sum(admitted); total < p.Limit.Limit-10-a.r.Bound(p.Limit) || total > p.Limit.Limit-10+a.r.Bound(p.Limit) {
-		t.Errorf("admitted %v = %d after the request of 10: want %d within the bound %d", admitted, total, p.Limit.Limit-10, a.r.Bound(p.Limit))
+	if total := sum(admitted); total < p.Limit.Limit-10-a.r.ReachBound(p.Limit) || total > p.Limit.Limit-10+a.r.ReachBound(p.Limit) {
+		t.Errorf("admitted %v = %d after the request of 10: want %d within the bound %d", admitted, total, p.Limit.Limit-10, a.r.ReachBound(p.Limit))
 	}
 }

@@ -98,7 +98,7 @@ func TestPartitionShareAndHealing(t *testing.T) {
 	lab.quiet(t)
 	after := lab.drive(t, p, key, []int{6, 3, 1})
 	total := sum(after) + during + 3
-	bound := c.Bound(p.Limit)
+	bound := c.ReachBound(p.Limit)
 	t.Logf("healed: admitted %v after, %d in all (limit %d, bound %d)", after, total, p.Limit.Limit, bound)
 	if total > p.Limit.Limit+bound {
 		t.Fatalf("over the window the regions admitted %d: want at most limit + bound %d (the partition's units charged on healing)", total, p.Limit.Limit+bound)
@@ -119,9 +119,9 @@ func TestBadPeerConfiguration(t *testing.T) {
 		name, reason string
 		tweak        func(name string, o *Options)
 	}{
-		{"wrong credentials", ReasonUnauthorized, func(n string, o *Options) {
+		{"a certificate of another CA", ReasonUnauthorized, func(n string, o *Options) {
 			if n == "c" {
-				o.Peers[0].Token = token("x")
+				newLabCA(t).tlsFor(t, o, "c")
 			}
 		}},
 		{"unknown region", ReasonUnknownRegion, func(n string, o *Options) {
@@ -131,7 +131,7 @@ func TestBadPeerConfiguration(t *testing.T) {
 		}},
 		{"unreachable peer", ReasonUnreachable, func(n string, o *Options) {
 			if n == "c" {
-				o.Peers[0].URL = "http://" + closedAddr(t)
+				o.Peers[0].URL = "https://" + closedAddr(t)
 			}
 		}},
 	} {
@@ -151,5 +151,58 @@ func TestBadPeerConfiguration(t *testing.T) {
 				t.Fatalf("c admitted %d: want at most its share %d and a cold advance", admitted, share)
 			}
 		})
+	}
+}
+
+// TestAttackHomePartitioned: the home of a key, c, is cut off from the
+// other two regions, each with its own redis-server. a and b each admit
+// their partition share, and c keeps admitting from its own counter, so
+// the regions admit far more than the limit plus B and one region's
+// share. What they admit stays within the bound every region states
+// (Bound: B plus every region's share), and the home, which has heard
+// every peer's share, states exactly that.
+func TestAttackHomePartitioned(t *testing.T) {
+	names := []string{"a", "b", "c"}
+	l := hourWindow
+	l.Limit = 600
+	p := Policy{ID: "ns/per-user", Limit: l}
+	lab := newLab(t, names, []Policy{p}, func(_ string, o *Options) { o.PartitionSharePercent = 20 })
+	key := keyHomedAt(t, p.ID, "c", names)
+	var warm int64
+	for range 3 {
+		for _, n := range []string{"a", "b", "c"} {
+			res, err := lab.regions[n].r.Take(context.Background(), p, store.Request{Key: key, Limit: p.Limit, Cost: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Allowed {
+				warm++
+			}
+			lab.quiet(t)
+		}
+	}
+	for _, n := range []string{"a", "b"} {
+		lab.regions[n].links["c"].Cut()
+		lab.regions["c"].links[n].Cut()
+	}
+	admitted := map[string]int64{"warm": warm}
+	for _, n := range names {
+		admitted[n] = lab.takeUntilDenied(t, n, p, key)
+	}
+	total := sum(admitted)
+	c := lab.regions["c"].r
+	reach, share := c.ReachBound(p.Limit), c.shareLimit(p.Limit).Limit
+	t.Logf("home c cut off: admitted %v = %d; limit %d, B %d, share %d, stated bounds a %d, b %d, c %d",
+		admitted, total, p.Limit.Limit, reach, share, lab.regions["a"].r.Bound(p.Limit), lab.regions["b"].r.Bound(p.Limit), c.Bound(p.Limit))
+	if want := reach + 3*share; c.Bound(p.Limit) != want {
+		t.Errorf("the home states a bound of %d: want B %d plus the three regions' shares %d = %d", c.Bound(p.Limit), reach, 3*share, want)
+	}
+	for _, n := range names {
+		if b := lab.regions[n].r.Bound(p.Limit); total > p.Limit.Limit+b {
+			t.Errorf("the regions admitted %d with the home cut off: over the limit %d + the bound %s states, %d", total, p.Limit.Limit, n, b)
+		}
+	}
+	if admitted["a"] < share || admitted["b"] < share {
+		t.Errorf("cut off from the home, a and b admitted %v: want each at least its share %d (they keep limiting, never fail closed)", admitted, share)
 	}
 }

@@ -3,7 +3,6 @@ package regions
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -12,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
@@ -27,6 +27,11 @@ type peer struct {
 	// that a flood of those can't hold up the grants every other key
 	// needs.
 	sem, spendSem chan struct{}
+	// share is the partition share, in percent, the peer last said it
+	// has; 0 until it says.
+	share atomic.Int32
+	// client makes the grant calls to the peer.
+	client *http.Client
 
 	mu        sync.Mutex
 	reachable bool
@@ -36,6 +41,14 @@ type peer struct {
 	last      time.Time // the last exchange that got an answer
 	lastProbe int64
 	failed    bool // the last call failed
+}
+
+// learnShare records the partition share the peer says it has; a
+// percent out of 1..100 is not believed.
+func (p *peer) learnShare(pct int32) {
+	if pct >= 1 && pct <= 100 {
+		p.share.Store(pct)
+	}
 }
 
 // down reports whether the last call to the peer failed.
@@ -96,13 +109,16 @@ func (r *Regions) call(ctx context.Context, pe *peer, c grantCall) (grantAnswer,
 	if err != nil {
 		return ans, err
 	}
-	req.Header.Set("Authorization", "Bearer "+pe.Token)
+	if r.opts.Insecure {
+		req.Header.Set("Authorization", "Bearer "+pe.Token)
+	}
 	r.callsSent.Add(1)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := r.opts.Client.Do(req)
+	resp, err := pe.client.Do(req)
 	if err != nil {
-		r.metrics.messages.WithLabelValues(pe.Name, ReasonUnreachable).Inc()
-		r.mark(pe, false, ReasonUnreachable, err.Error())
+		reason := transportReason(err)
+		r.metrics.messages.WithLabelValues(pe.Name, reason).Inc()
+		r.mark(pe, false, reason, err.Error())
 		return ans, err
 	}
 	defer resp.Body.Close()
@@ -131,6 +147,7 @@ func (r *Regions) call(ctx context.Context, pe *peer, c grantCall) (grantAnswer,
 	// asked for.
 	ans.Granted = min(ans.Granted, c.Want)
 	ans.LifetimeMS = min(ans.LifetimeMS, r.opts.GrantTTL.Milliseconds())
+	pe.learnShare(ans.SharePercent)
 	r.metrics.messages.WithLabelValues(pe.Name, ReasonReachable).Inc()
 	r.mark(pe, true, ReasonReachable, "")
 	return ans, nil
@@ -277,9 +294,9 @@ func (r *Regions) serveGrant(w http.ResponseWriter, req *http.Request) {
 // grant decides one peer's grant call.
 func (r *Regions) grant(req *http.Request) (grantAnswer, error) {
 	var ans grantAnswer
-	token, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
-	if !ok || r.opts.Token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(r.opts.Token)) != 1 {
-		return ans, refuse(http.StatusUnauthorized, ReasonUnauthorized, "region %s: the bearer token is not this region's peer token", r.opts.Region)
+	identity, err := r.authenticate(req)
+	if err != nil {
+		return ans, err
 	}
 	var c grantCall
 	dec := json.NewDecoder(http.MaxBytesReader(nil, req.Body, MaxBodyBytes))
@@ -287,9 +304,14 @@ func (r *Regions) grant(req *http.Request) (grantAnswer, error) {
 	if err := dec.Decode(&c); err != nil {
 		return ans, refuse(http.StatusBadRequest, ReasonRefused, "a malformed grant call: %v", err)
 	}
-	if _, known := r.peers[c.Region]; !known {
+	if c.Region, err = r.callerRegion(identity, c.Region); err != nil {
+		return ans, err
+	}
+	caller, known := r.peers[c.Region]
+	if !known {
 		return ans, refuse(http.StatusForbidden, ReasonUnknownRegion, "region %s does not know region %q: add it to spec.regions.peers", r.opts.Region, c.Region)
 	}
+	caller.learnShare(c.SharePercent)
 	p := (*r.policies.Load())[c.Policy]
 	if p == nil {
 		return ans, refuse(http.StatusNotFound, ReasonRefused, "region %s has no Global policy %q", r.opts.Region, c.Policy)
@@ -329,7 +351,7 @@ func (r *Regions) lease(ctx context.Context, c grantCall, p Policy, key store.Ke
 		return grantAnswer{}, err
 	}
 	ans := grantAnswer{Allowed: gr.Result.Allowed, Granted: gr.Granted, LifetimeMS: gr.Lifetime.Milliseconds(), Window: gr.Window,
-		Remaining: gr.Result.Remaining, RetryAfterMS: retryMS(gr.Result)}
+		Remaining: gr.Result.Remaining, RetryAfterMS: retryMS(gr.Result), SharePercent: r.sharePercent()}
 	if gr.Result.Allowed && !c.Spend {
 		// The call's own unit and the grant may come back as a credit; a
 		// request's own cost, spent, may not.

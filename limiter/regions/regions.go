@@ -2,6 +2,7 @@ package regions
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -43,9 +44,11 @@ const (
 // Peer is another region.
 type Peer struct {
 	Name string
-	// URL is the base URL of its peer endpoint (http or https).
+	// URL is the base URL of its peer endpoint: https, or http in the lab
+	// (Options.Insecure).
 	URL string
-	// Token is what this region presents there (the peer's own token).
+	// Token is what this region presents there in the lab (the peer's own
+	// token); unused with TLS.
 	Token string
 }
 
@@ -53,7 +56,22 @@ type Peer struct {
 type Options struct {
 	// Region is this region's name.
 	Region string
-	// Token is what peers must present on this region's endpoint.
+	// ClientTLS is the TLS of this region's grant calls (ClientTLS): its
+	// certificate, whose Common Name is Region, and the CA of the peers'.
+	// Required with peers unless Insecure. The peer endpoint's listener
+	// serves ServerTLS; the handler takes a caller's region from its
+	// verified certificate.
+	ClientTLS *tls.Config
+	// ServerTLS is what the peer endpoint's listener serves (ServerTLS),
+	// nil in the lab; the region only hands it on (Regions.ServerTLS).
+	ServerTLS *tls.Config
+	// Insecure is the lab: plain http:// peer endpoints and one bearer
+	// token per region (Token), the caller's region taken from the call's
+	// body, so that any holder of the token can act as any region. Never
+	// in production.
+	Insecure bool
+	// Token is what peers must present on this region's endpoint in the
+	// lab (Insecure).
 	Token string
 	Peers []Peer
 	// PartitionSharePercent is the share of a limit this region admits per
@@ -66,7 +84,8 @@ type Options struct {
 	// CallTimeout bounds one grant call; 0 means DefaultCallTimeout. A call
 	// that takes longer counts as the home unreachable.
 	CallTimeout time.Duration
-	// Client makes the grant calls; nil means a client with CallTimeout.
+	// Client makes the grant calls; nil means a client with CallTimeout
+	// and, unless Insecure, ClientTLS, one per peer.
 	Client *http.Client
 	Logger *slog.Logger
 }
@@ -120,9 +139,6 @@ func New(local store.Store, opts Options) (*Regions, error) {
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = DefaultCallTimeout
 	}
-	if opts.Client == nil {
-		opts.Client = &http.Client{Timeout: opts.CallTimeout}
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -135,6 +151,7 @@ func New(local store.Store, opts Options) (*Regions, error) {
 	for _, p := range opts.Peers {
 		r.names = append(r.names, p.Name)
 		r.peers[p.Name] = newPeer(p)
+		r.peers[p.Name].client = r.clientOf(p.Name)
 	}
 	slices.Sort(r.names)
 	r.policies.Store(&map[string]*Policy{})
@@ -144,12 +161,26 @@ func New(local store.Store, opts Options) (*Regions, error) {
 	return r, nil
 }
 
+// clientOf is the client of grant calls to region name.
+func (r *Regions) clientOf(name string) *http.Client {
+	switch {
+	case r.opts.Client != nil:
+		return r.opts.Client
+	case r.opts.Insecure:
+		return &http.Client{Timeout: r.opts.CallTimeout}
+	}
+	return peerClient(r.opts.ClientTLS, name, r.opts.CallTimeout)
+}
+
 func validate(o *Options) error {
 	if !isLabel(o.Region) {
 		return fmt.Errorf("region %q: must be a DNS label (lower-case letters, digits and '-', at most 63)", o.Region)
 	}
-	if len(o.Peers) > 0 && len(o.Token) < MinTokenBytes {
+	if len(o.Peers) > 0 && o.Insecure && len(o.Token) < MinTokenBytes {
 		return fmt.Errorf("region %s: the peer token peers must present here is %d bytes, want at least %d", o.Region, len(o.Token), MinTokenBytes)
+	}
+	if len(o.Peers) > 0 && !o.Insecure && (o.ClientTLS == nil || o.ServerTLS == nil) {
+		return fmt.Errorf("region %s: peers need mutual TLS (a certificate of this region and the regions' CA), or the insecure lab mode", o.Region)
 	}
 	if o.PartitionSharePercent < 0 || o.PartitionSharePercent > 100 {
 		return fmt.Errorf("partition share %d%%: must be from 1 to 100", o.PartitionSharePercent)
@@ -163,13 +194,25 @@ func validate(o *Options) error {
 			return fmt.Errorf("peer %s: named twice, or this region's own name", p.Name)
 		}
 		seen[p.Name] = true
-		u, err := url.Parse(p.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-			return fmt.Errorf("peer %s: endpoint %q must be an http or https URL of a host and an optional port", p.Name, p.URL)
+		if err := validateURL(p, o.Insecure); err != nil {
+			return err
 		}
-		if len(p.Token) < MinTokenBytes {
+		if o.Insecure && len(p.Token) < MinTokenBytes {
 			return fmt.Errorf("peer %s: its token is %d bytes, want at least %d", p.Name, len(p.Token), MinTokenBytes)
 		}
+	}
+	return nil
+}
+
+// validateURL checks p's endpoint: an https URL of a host and an optional
+// port, or http in the lab.
+func validateURL(p Peer, insecure bool) error {
+	u, err := url.Parse(p.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("peer %s: endpoint %q must be an https URL of a host and an optional port", p.Name, p.URL)
+	}
+	if u.Scheme == "http" && !insecure {
+		return fmt.Errorf("peer %s: endpoint %q is plain HTTP: peers need https (mutual TLS), http only in the insecure lab mode", p.Name, p.URL)
 	}
 	return nil
 }
@@ -185,6 +228,9 @@ func isLabel(s string) bool {
 	}
 	return true
 }
+
+// ServerTLS is the peer endpoint's TLS, nil in the lab (Insecure).
+func (r *Regions) ServerTLS() *tls.Config { return r.opts.ServerTLS }
 
 // Region is this region's name.
 func (r *Regions) Region() string { return r.opts.Region }
@@ -207,26 +253,60 @@ func (r *Regions) GrantSize(l algo.Limit) int64 {
 	return max(1, l.Limit/int64(GrantDivisor*len(r.names)))
 }
 
-// Bound is B, the most units the regions admit above l per period while
-// every region reaches every home: 2·N·g.
-func (r *Regions) Bound(l algo.Limit) int64 {
+// ReachBound is B, the most units the regions admit above l per period
+// while every region reaches every home: 2·N·g.
+func (r *Regions) ReachBound(l algo.Limit) int64 {
 	return 2 * int64(len(r.names)) * r.GrantSize(l)
+}
+
+// Bound is what the regions admit above l per period at most, partitions
+// included: B, plus every region's partition share (a region cut off from
+// a key's home, or a home cut off from all, or one whose store is down,
+// admits its share on top of the counter). A peer's share is the percent
+// it last sent in a grant call or answer; one not heard from yet counts
+// as 100%.
+func (r *Regions) Bound(l algo.Limit) int64 {
+	b := r.ReachBound(l) + shareUnits(l, r.sharePercent())
+	for _, pe := range r.peers {
+		pct := pe.share.Load()
+		if pct == 0 {
+			pct = 100
+		}
+		b += shareUnits(l, pct)
+	}
+	return b
+}
+
+// shareUnits is the most a partition share of pct percent of l admits per
+// period: its limit, and its burst too for TokenBucket and GCRA.
+func shareUnits(l algo.Limit, pct int32) int64 {
+	s := shareOf(l, pct)
+	if s.Algorithm.UsesBurst() {
+		return s.Limit + s.Burst
+	}
+	return s.Limit
 }
 
 // Regions is how many regions share the Global limits, this one
 // included.
 func (r *Regions) Regions() int { return len(r.names) }
 
-// shareLimit is this region's partition share of l.
-func (r *Regions) shareLimit(l algo.Limit) algo.Limit {
-	pct := int64(r.opts.PartitionSharePercent)
-	if pct == 0 {
-		pct = 100 / int64(len(r.names))
+// sharePercent is this region's partition share in percent.
+func (r *Regions) sharePercent() int32 {
+	if r.opts.PartitionSharePercent > 0 {
+		return r.opts.PartitionSharePercent
 	}
+	return int32(100 / len(r.names))
+}
+
+// shareLimit is this region's partition share of l.
+func (r *Regions) shareLimit(l algo.Limit) algo.Limit { return shareOf(l, r.sharePercent()) }
+
+func shareOf(l algo.Limit, pct int32) algo.Limit {
 	s := l
-	s.Limit = max(1, l.Limit*pct/100)
+	s.Limit = max(1, l.Limit*int64(pct)/100)
 	if s.Burst > 0 {
-		s.Burst = max(1, l.Burst*pct/100)
+		s.Burst = max(1, l.Burst*int64(pct)/100)
 	}
 	return s
 }

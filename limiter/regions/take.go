@@ -124,7 +124,7 @@ func (r *Regions) Take(ctx context.Context, p Policy, req store.Request) (algo.R
 // the home (fewer admitted, never more).
 func (r *Regions) takeAtHome(ctx context.Context, pe *peer, p Policy, key, gk store.Key, cost int64) (algo.Result, error) {
 	if !pe.down() {
-		if ans, ok := r.callWithin(ctx, pe, grantCall{Region: r.opts.Region, Policy: p.ID, Key: key.String(), Cost: cost, Spend: true}); ok {
+		if ans, ok := r.callWithin(ctx, pe, grantCall{Region: r.opts.Region, Policy: p.ID, Key: key.String(), Cost: cost, Spend: true, SharePercent: r.sharePercent()}); ok {
 			r.metrics.decisions.WithLabelValues("remote").Inc()
 			if ans.Allowed {
 				return algo.Result{Allowed: true, Remaining: ans.Remaining}, nil
@@ -231,7 +231,7 @@ func (r *Regions) maybeCall(pe *peer, p Policy, key, gk store.Key, e *entry, now
 	// so the call asks only for the rest of g: a region never holds more
 	// than g on a key. Only an expired grant's units are credited.
 	call := grantCall{Region: r.opts.Region, Policy: p.ID, Key: key.String(), Cost: 1 + min(e.owed, p.Limit.Capacity()),
-		Want: max(0, g-1-e.held), Credit: e.credit, CreditWindow: e.creditW}
+		Want: max(0, g-1-e.held), Credit: e.credit, CreditWindow: e.creditW, SharePercent: r.sharePercent()}
 	e.credit, e.busy = 0, true
 	owed := e.owed
 	r.wg.Add(1)

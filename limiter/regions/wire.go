@@ -31,6 +31,9 @@ type grantCall struct {
 	// Spend: Cost is one request's own, decided here and spent by it
 	// (takeAtHome), no unit of it held by the caller; Want is then 0.
 	Spend bool `json:"spend,omitempty"`
+	// SharePercent is the caller's partition share, 1 to 100: what it
+	// admits per period on a key whose home it can't reach.
+	SharePercent int32 `json:"sharePercent"`
 }
 
 // grantAnswer is the home's answer.
@@ -41,6 +44,8 @@ type grantAnswer struct {
 	Window       int64 `json:"window"`
 	Remaining    int64 `json:"remaining"`
 	RetryAfterMS int64 `json:"retryAfterMs"`
+	// SharePercent is the home's partition share, as in grantCall.
+	SharePercent int32 `json:"sharePercent"`
 }
 
 // refusal is the body of a refused call: why, for the caller's status.

@@ -40,7 +40,7 @@ func (s *Server) AdminStats() limiterwire.Stats {
 				Local: lt.Local, Leases: lt.Leases, CachedDenials: lt.CachedDenials, Exact: lt.Exact}
 		}
 		if b, ok := bounds[p.Namespace+"/"+p.Name]; ok {
-			out.Policies[i].Regions = &limiterwire.RegionsBound{Bound: b.Bound, Regions: b.Regions}
+			out.Policies[i].Regions = &limiterwire.RegionsBound{Bound: b.Bound, ReachBound: b.ReachBound, Regions: b.Regions}
 		}
 	}
 	return out

@@ -90,12 +90,14 @@ func (s *Service) RegionBounds() map[string]RegionBound {
 	}
 	for _, p := range snap.Policies {
 		if p.Global {
-			out[p.ID()] = RegionBound{Bound: s.opts.Regions.Bound(p.Limit), Regions: int64(s.opts.Regions.Regions())}
+			rg := s.opts.Regions
+			out[p.ID()] = RegionBound{Bound: rg.Bound(p.Limit), ReachBound: rg.ReachBound(p.Limit), Regions: int64(rg.Regions())}
 		}
 	}
 	return out
 }
 
-// RegionBound is a Global policy's bound across regions and how many
-// regions share it.
-type RegionBound struct{ Bound, Regions int64 }
+// RegionBound is a Global policy's bound across regions (partitions
+// included), its bound while every region reaches every home, and how
+// many regions share it.
+type RegionBound struct{ Bound, ReachBound, Regions int64 }
