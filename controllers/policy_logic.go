@@ -261,15 +261,16 @@ func degradedCondition(p *v1alpha1.RateLimitPolicy, fleets []fleetView) metav1.C
 	var parts []string
 	storeDown := false
 	for _, f := range fleets {
-		n, over, mode := 0, 0, ""
+		n, over, mode, overMode := 0, 0, "", ""
 		for _, pod := range f.Pods {
 			if m, ok := pod.Degraded[id]; ok {
 				if m, ok = strings.CutSuffix(m, observe.BudgetExceededMark); ok {
 					over++
+					overMode = m
 				} else {
 					n++
+					mode = m
 				}
-				mode = m
 			}
 		}
 		if n > 0 {
@@ -278,8 +279,14 @@ func degradedCondition(p *v1alpha1.RateLimitPolicy, fleets []fleetView) metav1.C
 				f.Fleet.Namespace, f.Fleet.Name, n, len(f.Pods), mode))
 		}
 		if over > 0 {
-			parts = append(parts, fmt.Sprintf("fleet %s/%s: %d/%d pods answer by failureMode %s: namespace %s is over its store budget (spec.tenantBudget.storeCallsPerSecondPerNamespace)",
-				f.Fleet.Namespace, f.Fleet.Name, over, len(f.Pods), mode, p.Namespace))
+			// Past the budget, only failureMode Closed answers: the others
+			// decide against the store's last denials and the pod's share.
+			how := "decide against the store's last denials and their share of the limit"
+			if overMode == string(v1alpha1.FailClosed) {
+				how = "answer by failureMode Closed"
+			}
+			parts = append(parts, fmt.Sprintf("fleet %s/%s: %d/%d pods %s: namespace %s is over its store budget (spec.tenantBudget.storeCallsPerSecondPerNamespace)",
+				f.Fleet.Namespace, f.Fleet.Name, over, len(f.Pods), how, p.Namespace))
 		}
 	}
 	switch {

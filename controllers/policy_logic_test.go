@@ -175,6 +175,7 @@ func TestDegradedCondition(t *testing.T) {
 	down := []fleetView{{Fleet: fleet, Pods: []observe.PodAck{{Answered: true, Degraded: map[string]string{"ns/p": "Open"}}, {Answered: true}}}}
 	up := []fleetView{{Fleet: fleet, Pods: []observe.PodAck{{Answered: true}, {Answered: true}}}}
 	overBudget := []fleetView{{Fleet: fleet, Pods: []observe.PodAck{{Answered: true, Degraded: map[string]string{"ns/p": "Closed" + observe.BudgetExceededMark}}, {Answered: true}}}}
+	openOverBudget := []fleetView{{Fleet: fleet, Pods: []observe.PodAck{{Answered: true, Degraded: map[string]string{"ns/p": "Open" + observe.BudgetExceededMark}}, {Answered: true}}}}
 	window := func(open, closed, local int64) *v1alpha1.EnforcementStatus {
 		return &v1alpha1.EnforcementStatus{Allowed: ptr.To[int64](9), FailedOpen: ptr.To(open), FailedClosed: ptr.To(closed), LocalFallback: ptr.To(local),
 			Window: &metav1.Duration{Duration: 5 * time.Minute}}
@@ -196,6 +197,8 @@ func TestDegradedCondition(t *testing.T) {
 		{"both", down, window(4, 0, 0), "True", v1alpha1.StoreUnavailableReason, []string{"1/2 pods answer by failureMode Open", "4 failed open"}},
 		{"namespace over its store budget", overBudget, window(0, 7, 0), "True", v1alpha1.BudgetExceededReason,
 			[]string{"fleet sys/f: 1/2 pods answer by failureMode Closed: namespace ns is over its store budget (spec.tenantBudget.storeCallsPerSecondPerNamespace)", "7 failed closed"}},
+		{"an Open policy's namespace over its store budget", openOverBudget, window(0, 0, 7), "True", v1alpha1.BudgetExceededReason,
+			[]string{"fleet sys/f: 1/2 pods decide against the store's last denials and their share of the limit: namespace ns is over its store budget", "7 decided by the pod's local share"}},
 	} {
 		p.Status.Enforcement = tc.enf
 		c := degradedCondition(&p, tc.fleets)

@@ -74,10 +74,16 @@ type TenantBudget struct {
 	// the store (one per matched policy of a request) each limiter pod makes
 	// per second for a namespace's policies, from 1 to 1000000, with a burst
 	// of one second's worth. It is per pod: the fleet's total is this times
-	// its replicas. Past it, the namespace's decisions are answered by each
-	// policy's failureMode (Open allows, Closed denies, Local counts this
-	// pod's share in memory) with reason "namespace store budget exceeded",
-	// counted in sluice_budget_exceeded_total{namespace}. Defaults to 20000.
+	// its replicas. Past it, a decision is made without the store, whatever
+	// the policy's failureMode but Closed (which denies): a key the store
+	// last said is over its limit stays denied until the store said it would
+	// admit again, and the rest is decided against the pod's share of the
+	// limit in memory, with reason "namespace store budget exceeded (...)",
+	// counted in sluice_budget_exceeded_total{namespace}. Within a
+	// namespace, each key is metered by two of 16 shares of the budget: one
+	// key's flood takes what the others leave. Peeks (the status peek,
+	// explain, a cost of 0) take nothing from it: they have a tenth of it of
+	// their own. Defaults to 20000.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000000

@@ -74,9 +74,11 @@ const (
 	// some decisions of the enforcement window were answered by the failure
 	// mode; the message counts them.
 	FallbackDecisionsReason = "FallbackDecisions"
-	// BudgetExceededReason: some limiters answer the policy by its failure
-	// mode because its namespace is over its store budget (the fleet's
-	// spec.tenantBudget.storeCallsPerSecondPerNamespace).
+	// BudgetExceededReason: some limiters decide the policy without the
+	// store because its namespace is over its store budget (the fleet's
+	// spec.tenantBudget.storeCallsPerSecondPerNamespace): failureMode
+	// Closed denies, the others decide against the store's last denials
+	// and the pod's share of the limit.
 	BudgetExceededReason = "BudgetExceeded"
 )
 

@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -365,4 +366,109 @@ func budgetExceeded(t *testing.T, p *process, ns, budget string) float64 {
 		}
 	}
 	return 0
+}
+
+// sharedPolicy is one policy of tenant "shared": 3 requests an hour per
+// user in domain shared, with failureMode mode ("" for the default, Open).
+func sharedPolicy(mode string) string {
+	p := `apiVersion: ratelimit.sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: per-user, namespace: shared}
+spec:
+  domain: shared
+  descriptors: [{key: user}]
+  rate: {limit: 3, period: 1h}
+`
+	if mode != "" {
+		p += "  failureMode: " + mode + "\n"
+	}
+	return p
+}
+
+func userRequest(user string) *rlsv3.RateLimitRequest {
+	return &rlsv3.RateLimitRequest{Domain: "shared", Descriptors: []*rlv3.RateLimitDescriptor{{
+		Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "user", Value: user}}}}}
+}
+
+// A client over her limit of 3 an hour floods, from 4 workers, checks of
+// other keys of the same domain: past the namespace's store budget (50
+// calls a second here), on the base commit each decision was answered by
+// the policy's failureMode, Open by default, and she was admitted 123 of
+// 131 times (this test on the base commit: 78,902 of 79,494, none of them
+// saying why; under failureMode Local, 3 of 43, the pod's share of her
+// limit starting afresh). Now running out of budget opens no limit: the
+// pod remembers the store's denial of her key, and decides the rest
+// against its share of the limit in memory (as failureMode Local does),
+// whatever the policy's failureMode. Not one of her checks is admitted,
+// though most are answered without the store.
+func TestAttackSpentBudgetOpensLimits(t *testing.T) {
+	for _, mode := range []string{"", "Local"} {
+		t.Run("failureMode="+cmp.Or(mode, "default"), func(t *testing.T) {
+			p, rls, _ := budgetLimiter(t, sharedPolicy(mode), "--tenant-store-calls-per-second", "50")
+			ctx := context.Background()
+			// Mallory spends her 3, and is denied by the store.
+			for i := range 4 {
+				resp, err := rls.ShouldRateLimit(ctx, userRequest("mallory"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := i < 3; (resp.OverallCode == rlsv3.RateLimitResponse_OK) != want || metadataReason(resp) != "" {
+					t.Fatalf("mallory's check %d before the flood: %s %q, want allowed %v by the store", i+1, resp.OverallCode, metadataReason(resp), want)
+				}
+			}
+
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for w := range 4 {
+				wg.Go(func() {
+					for i := 0; ; i++ {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						c, cancel := context.WithTimeout(ctx, 10*time.Second)
+						_, _ = rls.ShouldRateLimit(c, userRequest(fmt.Sprintf("w%d-%d", w, i)))
+						cancel()
+					}
+				})
+			}
+			defer func() {
+				close(stop)
+				wg.Wait()
+			}()
+			eventually(t, "the namespace over its store budget", func() (bool, string) {
+				n := budgetExceeded(t, p, "shared", "storeCallsPerSecond")
+				return n > 0, fmt.Sprintf("sluice_budget_exceeded_total %v", n)
+			})
+
+			// Her checks during the flood, until 40 of them were answered
+			// past the budget (not by the store).
+			var checks, admitted, pastBudget int
+			reasons := map[string]int{}
+			deadline := time.Now().Add(settle)
+			for pastBudget < 40 && time.Now().Before(deadline) {
+				resp, err := rls.ShouldRateLimit(ctx, userRequest("mallory"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				checks++
+				if resp.OverallCode == rlsv3.RateLimitResponse_OK {
+					admitted++
+				}
+				r := metadataReason(resp)
+				reasons[r]++
+				if strings.Contains(r, "namespace store budget exceeded") {
+					pastBudget++
+				}
+			}
+			t.Logf("mallory during the flood: %d checks, %d admitted, %d answered past the budget; reasons %v", checks, admitted, pastBudget, reasons)
+			if admitted != 0 {
+				t.Errorf("mallory, over her limit of 3, was admitted %d of %d times during the flood; want never", admitted, checks)
+			}
+			if pastBudget < 40 {
+				t.Errorf("only %d of mallory's %d checks were answered past the budget: the flood did not spend it", pastBudget, checks)
+			}
+		})
+	}
 }

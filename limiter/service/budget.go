@@ -19,63 +19,183 @@ import (
 //   - A request may match at most maxPoliciesPerRequest policies of each
 //     namespace. One that matches more is denied with a reason before any
 //     store call (checkMatchBudget): no policy is skipped silently.
-//   - Each namespace has a token bucket of storeCallsPerSecond store calls
-//     (one per matched policy of a decision) on this pod, with one
-//     second's worth of burst. Past it, the namespace's decisions are
-//     answered by each policy's failure mode without calling the store
-//     (failover.decide), as when the store can't answer.
+//   - Each namespace has a token bucket of storeCallsPerSecond decisions
+//     against the store (one per matched policy of a decision that spends
+//     units) on this pod, with one second's worth of burst. Past it, a
+//     decision is made without calling the store, and running out of
+//     budget opens no limit (failover.pastBudget): a key the store lately
+//     said is over its limit stays denied until the store said it would
+//     admit again (denials.go), and the rest is decided against this pod's
+//     share of the limit in memory, as failureMode Local does, whatever
+//     the policy's failureMode (Closed denies). That share starts afresh:
+//     a key that spent part of its limit at the store may get up to the
+//     share more in a period, as under Local while the store is down.
+//   - Peeks (cost 0: the status peek, explain, a descriptor's hits_addend
+//     of 0), which admit nothing, are metered apart, at a tenth of the
+//     rate: they never take from the decisions. Past their own budget they
+//     answer this pod's figures, saying the store was not read.
+//   - Within a namespace, one key's flood can't spend its neighbours'
+//     calls (fairBucket): each key is metered by two of budgetShares
+//     shares, chosen by a keyed hash; a call whose two shares are spent
+//     may take from the bucket only while it holds more than half its
+//     burst, which is kept for the calls within their shares.
 //
-// Both are counted in sluice_budget_exceeded_total{namespace,budget}.
+// What each refuses is counted in
+// sluice_budget_exceeded_total{namespace,budget}.
 
 // Reasons of decisions a budget made, in X-Sluice-Reason.
 const (
+	// ReasonBudgetLocal is a decision against this pod's share of the
+	// limit, in memory.
+	ReasonBudgetLocal = "namespace store budget exceeded (decided against this pod's share of the limit)"
+	// ReasonBudgetDenied is a denial because the store's last answer for
+	// the key, still in force, was that it is over its limit.
+	ReasonBudgetDenied = "namespace store budget exceeded (over limit at the store's last answer)"
+	// ReasonBudgetFailedClosed is a denial of a policy of failureMode
+	// Closed, which never decides from anything but the store.
 	ReasonBudgetFailedClosed = "namespace store budget exceeded (failureMode Closed)"
-	ReasonBudgetLocal        = "namespace store budget exceeded (failureMode Local)"
-	ReasonBudgetFailedOpen   = "namespace store budget exceeded (failureMode Open)"
+	// ReasonBudgetNoShare is a denial by a service without the memory
+	// store of the pod's share (Options.Fallback).
+	ReasonBudgetNoShare = "namespace store budget exceeded (no share of the limit to decide against)"
+	// ReasonPeekBudget is a peek past the namespace's peek budget: the
+	// store was not read, and the figures are this pod's (its share of
+	// the limit, or the store's last denial).
+	ReasonPeekBudget = "namespace peek budget exceeded (the store was not read: this pod's figures)"
 )
 
 // Values of the budget label of sluice_budget_exceeded_total.
 const (
 	BudgetStoreCalls         = "storeCallsPerSecond"
+	BudgetStorePeeks         = "storePeeksPerSecond"
 	BudgetPoliciesPerRequest = "maxPoliciesPerRequest"
 )
 
-// storeBudget is one namespace's store calls per second on this pod: a
-// lock-free GCRA, the theoretical arrival time of the next call in Unix
-// ns. It admits rate calls per second with a burst of rate.
-type storeBudget struct {
-	namespace string
-	rate      int32
-	interval  int64 // ns per call
-	window    int64 // ns of burst: one second
-	tat       atomic.Int64
-	exceeded  prometheus.Counter
-	// last is when a call was last refused (Unix ns), 0 for never.
-	last atomic.Int64
-	// refused counts the calls refused since the budget was installed.
-	refused atomic.Int64
+// budgetShares is how many shares a namespace's budget is metered in, and
+// peeksPerCall how many decisions' budget one peek gets: a namespace may
+// peek at rate/peeksPerCall (at least 1) a second.
+const (
+	budgetShares = 16
+	peeksPerCall = 10
+)
+
+// gcra is a lock-free token bucket in its virtual-scheduling form: tat is
+// the theoretical arrival time of the next call (Unix ns), each call
+// moves it by interval, and a call is refused when that would put it more
+// than a given part of window (the burst) ahead of now.
+type gcra struct {
+	interval, window int64
+	tat              atomic.Int64
 }
 
-func newStoreBudget(ns string, rate int32, exceeded prometheus.Counter) *storeBudget {
-	return &storeBudget{namespace: ns, rate: rate, interval: int64(time.Second) / int64(rate), window: int64(time.Second), exceeded: exceeded}
-}
-
-// take spends one call at now, or reports that the namespace is over its
-// budget.
-func (b *storeBudget) take(now int64) bool {
+// take spends one call at now unless that would leave more than limit ns
+// of the window in use.
+func (g *gcra) take(now, limit int64) bool {
 	for {
-		tat := b.tat.Load()
-		next := max(tat, now) + b.interval
-		if next-now > b.window {
-			b.exceeded.Inc()
-			b.refused.Add(1)
-			b.last.Store(now)
+		tat := g.tat.Load()
+		next := max(tat, now) + g.interval
+		if next-now > limit {
 			return false
 		}
-		if b.tat.CompareAndSwap(tat, next) {
+		if g.tat.CompareAndSwap(tat, next) {
 			return true
 		}
 	}
+}
+
+// fairBucket is a token bucket of rate calls a second with a second's
+// worth of burst, shared fairly among keys in bounded memory: each key is
+// metered by two of budgetShares shares of rate/budgetShares a second
+// (each with a second's worth of burst, at least one call), picked by its
+// hash. A call
+// within one of its shares may empty the bucket; a call whose shares are
+// spent (a key, or a few, taking more than their part) may take only
+// while the bucket is more than half full (unfair). So a flood of one key
+// takes what the others leave, and the others keep at least their
+// shares: a key whose two shares are both a flooder's (1 in
+// budgetShares·(budgetShares-1)/2, 120, for a random key) is the only one
+// that competes with it.
+type fairBucket struct {
+	bucket gcra
+	unfair int64
+	shares [budgetShares]gcra
+}
+
+func (b *fairBucket) init(rate int64) {
+	b.bucket.interval, b.bucket.window = int64(time.Second)/rate, int64(time.Second)
+	// A budget of one call a second has no half to keep.
+	b.unfair = max(b.bucket.window/2, b.bucket.interval)
+	// Each share's burst is its second's worth, rounded up: together they
+	// cover the bucket's.
+	share := int64(time.Second) * budgetShares / rate
+	burst := (rate + budgetShares - 1) / budgetShares
+	for i := range b.shares {
+		b.shares[i].interval, b.shares[i].window = share, share*burst
+	}
+}
+
+// take spends one call at now for the key of hash h, or reports that it
+// may not.
+func (b *fairBucket) take(now int64, h uint64) bool {
+	first, second := shareIndexes(h)
+	limit := b.unfair
+	if s := &b.shares[first]; s.take(now, s.window) {
+		limit = b.bucket.window
+	} else if s := &b.shares[second]; s.take(now, s.window) {
+		limit = b.bucket.window
+	}
+	return b.bucket.take(now, limit)
+}
+
+// shareIndexes are the two distinct shares of the key of hash h.
+func shareIndexes(h uint64) (int, int) {
+	first := int(h % budgetShares)
+	second := (first + 1 + int((h/budgetShares)%(budgetShares-1))) % budgetShares
+	return first, second
+}
+
+// storeBudget is one namespace's store calls per second on this pod:
+// decisions (calls) and peeks, each a fairBucket.
+type storeBudget struct {
+	namespace string
+	rate      int32
+	calls     fairBucket
+	peeks     fairBucket
+	exceeded  prometheus.Counter // decisions past calls
+	peeksOver prometheus.Counter // peeks past peeks
+	// last is when a decision was last refused a call (Unix ns), 0 for
+	// never.
+	last atomic.Int64
+	// refused counts the decisions refused a call since the budget was
+	// installed.
+	refused atomic.Int64
+}
+
+func newStoreBudget(ns string, rate int32, exceeded, peeksOver prometheus.Counter) *storeBudget {
+	b := &storeBudget{namespace: ns, rate: rate, exceeded: exceeded, peeksOver: peeksOver}
+	b.calls.init(int64(rate))
+	b.peeks.init(max(1, int64(rate)/peeksPerCall))
+	return b
+}
+
+// take spends one call at now for a decision on the key of hash h, or
+// reports that the namespace is over its budget.
+func (b *storeBudget) take(now int64, h uint64) bool {
+	if b.calls.take(now, h) {
+		return true
+	}
+	b.exceeded.Inc()
+	b.refused.Add(1)
+	b.last.Store(now)
+	return false
+}
+
+// takePeek is take for a peek, from the peeks' budget.
+func (b *storeBudget) takePeek(now int64, h uint64) bool {
+	if b.peeks.take(now, h) {
+		return true
+	}
+	b.peeksOver.Inc()
+	return false
 }
 
 // budgetMetrics are the budgets' counters.
@@ -86,7 +206,7 @@ type budgetMetrics struct {
 func newBudgetMetrics(reg prometheus.Registerer) *budgetMetrics {
 	m := &budgetMetrics{exceeded: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_budget_exceeded_total",
-		Help: "Decisions past a namespace's budget (the fleet's spec.tenantBudget), by namespace and budget: storeCallsPerSecond (a policy decision answered by its failure mode without calling the store) or maxPoliciesPerRequest (a request denied for matching too many of the namespace's policies).",
+		Help: "Calls past a namespace's budget (the fleet's spec.tenantBudget), by namespace and budget: storeCallsPerSecond (a policy decision made without the store: the store's last denial, or this pod's share of the limit; failureMode Closed denies), storePeeksPerSecond (a peek answered without reading the store) or maxPoliciesPerRequest (a request denied for matching too many of the namespace's policies).",
 	}, []string{"namespace", "budget"})}
 	if reg != nil {
 		reg.MustRegister(m.exceeded)
@@ -113,7 +233,8 @@ func (s *Service) storeBudgets(snap *compiled.Snapshot, budgets *compiled.Budget
 			out[p.Namespace] = old
 			continue
 		}
-		out[p.Namespace] = newStoreBudget(p.Namespace, rate, s.budgetMetrics.exceeded.WithLabelValues(p.Namespace, BudgetStoreCalls))
+		out[p.Namespace] = newStoreBudget(p.Namespace, rate, s.budgetMetrics.exceeded.WithLabelValues(p.Namespace, BudgetStoreCalls),
+			s.budgetMetrics.exceeded.WithLabelValues(p.Namespace, BudgetStorePeeks))
 	}
 	// The series of a namespace with no policy left go with it.
 	for ns := range prev {

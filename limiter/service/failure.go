@@ -39,8 +39,13 @@ type failover struct {
 	errors   storeErrorCounters
 	log      *slog.Logger
 	// budget is the store budget of the policy's namespace, nil for none:
-	// past it, the failure mode answers without calling the store.
-	budget *storeBudget
+	// past it, the decision is made without calling the store
+	// (pastBudget), from denials, the store's last denials, and this
+	// pod's share of the limit; both are set together.
+	budget  *storeBudget
+	denials *denials
+	// clock is the budget's clock (the service's).
+	clock func() time.Time
 
 	// The current degraded episode (Unix ns): its first and last fallback
 	// decisions and their count.
@@ -58,7 +63,7 @@ var _ store.Store = (*failover)(nil)
 // mode.
 func (s *Service) newFailover(p *compiled.Policy, next store.Store, stats *policyStats) *failover {
 	return &failover{next: next, policy: p.ID(), mode: p.FailureMode, fallback: s.fallback, pods: &s.readyPods,
-		stats: stats, errors: s.metrics.storeErrors, log: s.log, tracing: s.opts.Tracing}
+		stats: stats, errors: s.metrics.storeErrors, log: s.log, tracing: s.opts.Tracing, clock: s.clock}
 }
 
 // Take decides req in the store, or by the failure mode when the store
@@ -92,15 +97,27 @@ func (f *failover) decide(ctx context.Context, req store.Request) (algo.Result, 
 
 // decideStore is decide, untraced.
 func (f *failover) decideStore(ctx context.Context, req store.Request) (algo.Result, string) {
-	if f.budget != nil && !f.budget.take(time.Now().UnixNano()) {
-		// The namespace is over its store budget on this pod: answered as
-		// if the store could not, without calling it.
-		f.noteFallback()
-		f.overBudget.Store(true)
-		return f.fallBack(ctx, req, ReasonBudgetFailedClosed, ReasonBudgetLocal, ReasonBudgetFailedOpen)
+	var (
+		h   uint64
+		now int64
+	)
+	if f.budget != nil {
+		h, now = f.denials.hash(req.Key), f.clock().UnixNano()
+		if req.Cost == 0 {
+			// A peek admits nothing: it takes from the peeks' budget,
+			// never the decisions'.
+			if !f.budget.takePeek(now, h) {
+				return f.peekPastBudget(ctx, req, h, now)
+			}
+		} else if !f.budget.take(now, h) {
+			return f.pastBudget(ctx, req, h, now)
+		}
 	}
 	r, err := f.next.Take(ctx, req)
 	if err == nil {
+		if f.budget != nil {
+			f.denials.note(h, &req, r, now)
+		}
 		return r, ""
 	}
 	if f.tracing {
@@ -111,6 +128,54 @@ func (f *failover) decideStore(ctx context.Context, req store.Request) (algo.Res
 	f.noteFallback()
 	f.overBudget.Store(false)
 	return f.fallBack(ctx, req, ReasonFailedClosed, ReasonLocal, ReasonFailedOpen)
+}
+
+// pastBudget decides req, of the key of hash h, at now, without calling
+// the store: the namespace is over its store budget on this pod. Whatever
+// the failure mode, running out of budget opens no limit: a key the store
+// lately said is over its limit stays denied until the store said it
+// would admit again (denials), and the rest is decided against this pod's
+// share of the limit in the fallback store, as failureMode Local does.
+// Closed denies, as it does whenever the store can't decide, and so does
+// a service without a fallback store, which has no share to decide
+// against.
+func (f *failover) pastBudget(ctx context.Context, req store.Request, h uint64, now int64) (algo.Result, string) {
+	f.noteFallback()
+	f.overBudget.Store(true)
+	if f.mode == compiled.FailClosed || f.fallback == nil {
+		if f.stats != nil {
+			f.stats.failedClosed.Add(1)
+		}
+		if f.mode == compiled.FailClosed {
+			return algo.Result{RetryAfter: time.Second}, ReasonBudgetFailedClosed
+		}
+		return algo.Result{RetryAfter: time.Second}, ReasonBudgetNoShare
+	}
+	if f.stats != nil {
+		f.stats.localFallback.Add(1)
+	}
+	if r, ok := f.denials.lookup(h, &req, now); ok {
+		return r, ReasonBudgetDenied
+	}
+	req.Limit = localShare(req.Limit, f.pods.Load())
+	r, _ := f.fallback.Take(ctx, req) // a memory store never fails
+	return r, ReasonBudgetLocal
+}
+
+// peekPastBudget answers a peek past the namespace's peek budget without
+// reading the store: the store's last denial of the key when one is in
+// force, else this pod's share of the limit, as a decision past the budget
+// would be decided. It is no fallback decision: it admits nothing.
+func (f *failover) peekPastBudget(ctx context.Context, req store.Request, h uint64, now int64) (algo.Result, string) {
+	if r, ok := f.denials.lookup(h, &req, now); ok {
+		return r, ReasonPeekBudget
+	}
+	if f.fallback == nil {
+		return algo.Result{Allowed: true, Remaining: req.Limit.Capacity()}, ReasonPeekBudget
+	}
+	req.Limit = localShare(req.Limit, f.pods.Load())
+	r, _ := f.fallback.Take(ctx, req)
+	return r, ReasonPeekBudget
 }
 
 // fallBack answers req by the failure mode, with the reason of each mode.
@@ -162,8 +227,9 @@ func localShare(l algo.Limit, pods int64) algo.Limit {
 	return l
 }
 
-// DegradedPolicy is a policy whose decisions come from its failure mode
-// because the store can't answer.
+// DegradedPolicy is a policy whose decisions are made without the store:
+// by its failure mode because the store can't answer, or past its
+// namespace's store budget (pastBudget).
 type DegradedPolicy struct {
 	Policy      string
 	FailureMode compiled.FailureMode
@@ -217,8 +283,13 @@ func (s *Service) DegradedDetail() string {
 		if d.Hidden {
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s runs degraded (%s, failureMode %s, %d fallback decisions since %s)",
-			d.Policy, d.Cause, d.FailureMode, d.Fallbacks, d.Since.UTC().Format(time.RFC3339)))
+		how := "failureMode " + string(d.FailureMode)
+		if d.Cause == CauseBudgetExceeded && d.FailureMode != compiled.FailClosed {
+			// Past the budget, only Closed answers by its failure mode.
+			how = "decided against the store's last denials and this pod's share"
+		}
+		parts = append(parts, fmt.Sprintf("%s runs degraded (%s, %s, %d fallback decisions since %s)",
+			d.Policy, d.Cause, how, d.Fallbacks, d.Since.UTC().Format(time.RFC3339)))
 	}
 	if len(parts) == 0 {
 		return "no policy degraded: the store decides"

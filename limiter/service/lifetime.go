@@ -353,9 +353,10 @@ func (s *Service) End(ctx context.Context, req *EndRequest) ([]Ending, error) {
 var errNotHolder = errors.New("the store keeps no holdings")
 
 // settle ends a holding in the store, or when the store can't answer or
-// finds nothing, in the fallback store of failureMode Local, where it was
-// taken while the store could not answer. reason is set when neither could
-// answer.
+// finds nothing, in the fallback store, where it was taken while the
+// store could not answer (failureMode Local) or past the namespace's
+// store budget (any failure mode but Closed). reason is set when neither
+// could answer.
 func (f *failover) settle(ctx context.Context, req store.SettleRequest) (store.Settlement, string) {
 	var (
 		st  store.Settlement
@@ -371,7 +372,7 @@ func (f *failover) settle(ctx context.Context, req store.SettleRequest) (store.S
 	if err == nil && st.Found {
 		return st, ""
 	}
-	if fb, ok := f.fallback.(store.Holder); ok && f.mode == compiled.FailLocal {
+	if fb, ok := f.fallback.(store.Holder); ok && f.mode != compiled.FailClosed {
 		if fst, ferr := fb.Settle(ctx, req); ferr == nil && fst.Found {
 			return fst, ""
 		}

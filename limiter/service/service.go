@@ -16,6 +16,8 @@
 //   - idempotency.go: idempotency keys and their scope
 //   - enforcement.go: shadow policies and the kill switch
 //   - failure.go: each policy's failure mode, a decorator around the store
+//   - budget.go and denials.go: the tenant budgets, and the store's last
+//     denials that decide past them
 //   - localtier.go: two-tier mode, through the injected local tier
 //   - stats.go, metrics.go and topk.go: counts, Prometheus metrics and the
 //     hottest descriptor values
@@ -145,6 +147,9 @@ type Service struct {
 	metrics  *metrics
 	// budgetMetrics count what the tenant budgets refused (budget.go).
 	budgetMetrics *budgetMetrics
+	// denials are the store's last denials of the budgeted namespaces'
+	// keys (denials.go), made by the first Swap with budgets; nil before.
+	denials *denials
 	// erlStats count ERL limits' hits as ERL does (erlstats.go).
 	erlStats  *erlStats
 	loaded    atomic.Pointer[loaded]
@@ -273,6 +278,9 @@ func (s *Service) Swap(snap *compiled.Snapshot) {
 		l.budgetCfg = s.opts.Budgets
 	}
 	l.budgets = s.storeBudgets(snap, l.budgetCfg, prev.budgets)
+	if l.budgets != nil && s.denials == nil {
+		s.denials = newDenials()
+	}
 	if b := l.budgetCfg; b != nil {
 		l.minMatchBudget = b.Default.MaxPoliciesPerRequest
 		for _, nb := range b.Namespaces {
@@ -288,7 +296,9 @@ func (s *Service) Swap(snap *compiled.Snapshot) {
 			l.stats[statsKey(p)] = ps.stats
 		}
 		ps.store = s.newFailover(p, s.policyStore(p, tiers[p.ID()]), ps.stats)
-		ps.store.budget = l.budgets[p.Namespace]
+		if b := l.budgets[p.Namespace]; b != nil {
+			ps.store.budget, ps.store.denials = b, s.denials
+		}
 		l.policies[p] = ps
 	}
 	s.warnIdempotencyDescriptors(snap)
