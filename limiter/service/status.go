@@ -75,10 +75,12 @@ func (s *Service) Peek(ctx context.Context, domain string, entries []compiled.En
 }
 
 func policyStatus(p *compiled.Policy, d Decision) PolicyStatus {
-	if d.Reason != "" && d.Reason != ReasonLocal && d.Reason != ReasonBudgetLocal {
+	switch d.Reason {
+	case ReasonFailedOpen, ReasonFailedClosed, ReasonBudgetFailedClosed, ReasonBudgetNoShare:
 		// Open's figures are a full quota, Closed's none: neither is the
 		// caller's (a peek under load once told 1000 of 1000 left after
-		// 800 were reserved).
+		// 800 were reserved). The other reasons come with a counter's
+		// figures: the pod's share, or the store's last denial.
 		d.Result.Remaining, d.Result.ResetAfter = 0, 0
 		st := policyStatusOf(p, d)
 		st.Unknown = true
