@@ -21,16 +21,17 @@ const shardCount = 64
 // Options configure a Store.
 type Options struct {
 	// MaxKeys bounds the number of live counters; 0 means 1,000,000. When a
-	// shard is full, expired keys are evicted first, then the sampled key
-	// closest to expiry.
+	// shard is full, the least recently used counter is evicted, of the
+	// writer's tenant (store.Request.Tenant) when it holds its share of the
+	// shard (an even split among the tenants with counters there), else of
+	// the tenant that holds the most (lru.go).
 	MaxKeys int
 	// MaxBytes bounds the memory of the live counters and penalty states,
 	// as estimated by entryBytes and penaltyBytes: keys, states, a
 	// SlidingLog's entries, Concurrency's leases and the maps' slots; 0
 	// means DefaultMaxBytes. Each of the 64 shards holds at most its 64th
-	// share; past it, expired keys are evicted first, then the sampled key
-	// closest to expiry, as when MaxKeys is reached, but never the key just
-	// written.
+	// share; past it, a counter is evicted as when MaxKeys is reached, by
+	// the tenants' shares of bytes, but never the key just written.
 	MaxBytes int64
 	// MaxIdempotencyRecords bounds the stored idempotency records; 0 means
 	// 100,000. When a shard is full, expired records are evicted first, then
@@ -97,6 +98,10 @@ type shard struct {
 	// bytes is the estimated memory of entries and penalties (entryBytes,
 	// penaltyBytes).
 	bytes int64
+	// tenants hold the entries by tenant, each in LRU order (lru.go);
+	// over is the tenant last found over its share, or nil.
+	tenants map[string]*tenant
+	over    *tenant
 }
 
 // holdKey names a reservation: per counter.
@@ -126,6 +131,10 @@ type entry struct {
 	state     algo.State
 	expiresAt int64 // Unix µs
 	bytes     int64 // entryBytes(&state) when last stored
+	key       store.Key
+	// tenant's list links its entries, most recently used first.
+	tenant     *tenant
+	prev, next *entry
 }
 
 // New returns a memory store. Close stops its sweeper.
@@ -162,6 +171,7 @@ func New(opts Options) *Store {
 		s.shards[i].records = make(map[store.Key]map[store.Key]record)
 		s.shards[i].holds = make(map[holdKey]hold)
 		s.shards[i].penalties = make(map[store.Key]penaltyEntry)
+		s.shards[i].tenants = make(map[string]*tenant)
 	}
 	if opts.SweepInterval > 0 {
 		go s.sweepLoop(opts.SweepInterval)
@@ -201,6 +211,9 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 	}
 	e, ok := sh.entries[req.Key]
 	present := ok && e.expiresAt > n
+	if ok {
+		touch(e)
+	}
 	// Decide on a copy: a decision that writes nothing leaves the entry as
 	// it was. An expired entry lends its log's backing array.
 	var st algo.State
@@ -218,8 +231,8 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 		sh.setEntry(e, st, n+ttl.Microseconds())
 		s.fit(sh, n, req.Key)
 	default:
-		s.makeRoom(sh, n)
-		s.addEntry(sh, req.Key, st, n, n+ttl.Microseconds())
+		s.makeRoom(sh, n, req.Tenant)
+		s.addEntry(sh, req.Key, req.Tenant, st, n, n+ttl.Microseconds())
 	}
 	if !pen.IsZero() && req.Limit.Strikes(req.Cost, r) {
 		st := algo.PenaltyState{}
@@ -291,6 +304,9 @@ func state(sh *shard, k store.Key, n int64) (st algo.State, e *entry, present bo
 	} else if ok {
 		st.Log = e.state.Log[:0]
 	}
+	if ok {
+		touch(e)
+	}
 	return st, e, present
 }
 
@@ -299,7 +315,7 @@ func state(sh *shard, k store.Key, n int64) (st algo.State, e *entry, present bo
 // lease released); a bucket's (TokenBucket, GCRA refilled by a credit) is
 // kept, expired at n, as the script keeps its key: a clock that goes back
 // before n decides from it, as Redis does. Caller holds sh.mu.
-func (s *Store) put(sh *shard, k store.Key, e *entry, st algo.State, n int64, ttl time.Duration, lim algo.Limit) {
+func (s *Store) put(sh *shard, k store.Key, tenant string, e *entry, st algo.State, n int64, ttl time.Duration, lim algo.Limit) {
 	switch {
 	case ttl <= 0 && !lim.Algorithm.UsesBurst():
 		sh.deleteEntry(k, e)
@@ -307,16 +323,17 @@ func (s *Store) put(sh *shard, k store.Key, e *entry, st algo.State, n int64, tt
 		sh.setEntry(e, st, n+ttl.Microseconds())
 		s.fit(sh, n, k)
 	default:
-		s.makeRoom(sh, n)
-		s.addEntry(sh, k, st, n, n+ttl.Microseconds())
+		s.makeRoom(sh, n, tenant)
+		s.addEntry(sh, k, tenant, st, n, n+ttl.Microseconds())
 	}
 }
 
-// addEntry stores a new counter, within the shard's bytes. Caller holds
-// sh.mu.
-func (s *Store) addEntry(sh *shard, k store.Key, st algo.State, now, expiresAt int64) {
-	e := &entry{state: st, expiresAt: expiresAt, bytes: entryBytes(&st)}
+// addEntry stores a new counter of tenant, within the shard's bytes.
+// Caller holds sh.mu.
+func (s *Store) addEntry(sh *shard, k store.Key, tenant string, st algo.State, now, expiresAt int64) {
+	e := &entry{state: st, expiresAt: expiresAt, bytes: entryBytes(&st), key: k}
 	sh.entries[k] = e
+	sh.tenantOf(tenant).link(e)
 	sh.bytes += e.bytes
 	s.fit(sh, now, k)
 }
@@ -325,6 +342,7 @@ func (s *Store) addEntry(sh *shard, k store.Key, st algo.State, now, expiresAt i
 func (sh *shard) setEntry(e *entry, st algo.State, expiresAt int64) {
 	b := entryBytes(&st)
 	sh.bytes += b - e.bytes
+	e.tenant.bytes += b - e.bytes
 	e.state, e.expiresAt, e.bytes = st, expiresAt, b
 }
 
@@ -335,6 +353,7 @@ func (sh *shard) deleteEntry(k store.Key, e *entry) {
 		return
 	}
 	delete(sh.entries, k)
+	sh.unlink(e)
 	sh.bytes -= e.bytes
 }
 
@@ -357,13 +376,17 @@ func (s *Store) fit(sh *shard, now int64, keep store.Key) {
 	}
 }
 
-// evictOne evicts one counter other than keep: an expired one among a
-// sample, else the one closest to expiry; when keep's is the only one, one
-// penalty state other than keep's. It reports whether it evicted
-// anything. Caller holds sh.mu.
+// evictOne evicts one counter other than keep, by the tenants' shares
+// of bytes (shard.victim; keep's tenant is the writer's); when keep's is
+// the only one, one penalty state other than keep's. It reports whether
+// it evicted anything. Caller holds sh.mu.
 func (s *Store) evictOne(sh *shard, now int64, keep store.Key) bool {
-	victim, _, ok := sampleVictim(sh.entries, now, &keep, entryExpiry)
-	if !ok {
+	var w *tenant
+	if e := sh.entries[keep]; e != nil {
+		w = e.tenant
+	}
+	victim := sh.victim(w, keep, byBytes, s.perBytes)
+	if victim == nil {
 		for k := range sh.penalties {
 			if k != keep {
 				sh.deletePenalty(k)
@@ -373,9 +396,17 @@ func (s *Store) evictOne(sh *shard, now int64, keep store.Key) bool {
 		}
 		return false
 	}
-	sh.deleteEntry(victim, sh.entries[victim])
-	s.evicted.Add(1)
+	s.evict(sh, victim, now)
 	return true
+}
+
+// evict removes e, a victim of a full shard, counting it when live.
+// Caller holds sh.mu.
+func (s *Store) evict(sh *shard, e *entry, now int64) {
+	if e.expiresAt > now {
+		s.evicted.Add(1)
+	}
+	sh.deleteEntry(e.key, e)
 }
 
 // evictionSample is how many items sampled eviction looks at.
@@ -406,7 +437,6 @@ func sampleVictim[K comparable, V any](m map[K]V, now int64, skip *K, expiresAt 
 	return victim, false, soonest >= 0
 }
 
-func entryExpiry(e *entry) int64         { return e.expiresAt }
 func holdExpiry(h hold) int64            { return h.expiresAt }
 func penaltyExpiry(p penaltyEntry) int64 { return p.expiresAt }
 
@@ -463,7 +493,7 @@ func (s *Store) takeHold(sh *shard, now time.Time, req store.Request) (algo.Resu
 		r, write, ttl = req.Limit.Acquire(&st, present, now, req.Hold.LeaseID())
 	}
 	if write {
-		s.put(sh, req.Key, e, st, n, max(0, ttl), req.Limit)
+		s.put(sh, req.Key, req.Tenant, e, st, n, max(0, ttl), req.Limit)
 	}
 	return r, nil
 }
@@ -525,7 +555,7 @@ func (s *Store) Settle(_ context.Context, req store.SettleRequest) (store.Settle
 		return out, fmt.Errorf("memory store: %v holds nothing to settle", a)
 	}
 	if write {
-		s.put(sh, req.Key, e, st, n, max(0, ttl), req.Limit)
+		s.put(sh, req.Key, req.Tenant, e, st, n, max(0, ttl), req.Limit)
 	}
 	return out, nil
 }
@@ -600,15 +630,16 @@ func (s *Store) Records() int {
 	return n
 }
 
-// makeRoom evicts from a full shard: expired keys first, otherwise the key
-// closest to expiry among a sample. Caller holds sh.mu.
-func (s *Store) makeRoom(sh *shard, now int64) {
+// makeRoom evicts from a full shard before tenant writes a new counter:
+// the least recently used counter of the tenant over its share
+// (shard.victim). Caller holds sh.mu.
+func (s *Store) makeRoom(sh *shard, now int64, tenant string) {
 	if len(sh.entries) < s.perShard {
 		return
 	}
-	victim, _, _ := sampleVictim(sh.entries, now, nil, entryExpiry)
-	sh.deleteEntry(victim, sh.entries[victim])
-	s.evicted.Add(1)
+	if victim := sh.victim(sh.tenants[tenant], store.Key{}, byKeys, int64(s.perShard)); victim != nil {
+		s.evict(sh, victim, now)
+	}
 }
 
 // MaxBytes is the store's bound on Bytes (Options.MaxBytes).
