@@ -6,7 +6,6 @@ package memory
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,27 +103,10 @@ type shard struct {
 	over    *tenant
 }
 
-// holdKey names a reservation: per counter.
-type holdKey struct{ counter, hold store.Key }
-
-// hold is a live reservation (times in Unix µs).
-type hold struct {
-	units, window int64
-	expiresAt     int64
-}
-
 // penaltyEntry is a counter's penalty state and its expiry (Unix µs).
 type penaltyEntry struct {
 	state     algo.PenaltyState
 	expiresAt int64
-}
-
-// record is a recorded admitted decision (times in Unix µs).
-type record struct {
-	remaining int64
-	resetAt   int64
-	expiresAt int64
-	replays   int64 // replays answered so far
 }
 
 type entry struct {
@@ -253,46 +235,6 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 	return r, nil
 }
 
-// replay answers req from its live idempotency record, with replays left:
-// r.Replayed. live says a record is live, its replays spent or not.
-// Caller holds sh.mu.
-func replay(sh *shard, req store.Request, n int64) (r algo.Result, live bool) {
-	rec, ok := sh.records[req.Key][req.Idempotency]
-	if !ok || rec.expiresAt <= n {
-		return algo.Result{}, false
-	}
-	if rec.replays >= req.EffectiveIdempotencyMaxReplays() {
-		return algo.Result{}, true
-	}
-	rec.replays++
-	sh.records[req.Key][req.Idempotency] = rec
-	return algo.Result{Allowed: true, Remaining: rec.remaining, ResetAfter: time.Duration(max(0, rec.resetAt-n)) * time.Microsecond, Replayed: true}, true
-}
-
-// record keeps req's admitted decision r as its idempotency record, within
-// the counter's bound of records and the shard's. Caller holds sh.mu.
-func (s *Store) record(sh *shard, req store.Request, n int64, r algo.Result) {
-	recs := sh.records[req.Key]
-	if recs == nil {
-		recs = make(map[store.Key]record)
-	}
-	if _, ok := recs[req.Idempotency]; !ok {
-		// One more record: within the counter's bound, as in Redis,
-		// then within the shard's.
-		for int64(len(recs)) >= req.EffectiveIdempotencyMaxRecords() {
-			sh.dropRecord(req.Key, recs, n)
-		}
-		s.makeRecordRoom(sh, n)
-		sh.nrecords++
-	}
-	recs[req.Idempotency] = record{
-		remaining: r.Remaining,
-		resetAt:   n + r.ResetAfter.Microseconds(),
-		expiresAt: n + req.EffectiveIdempotencyTTL().Microseconds(),
-	}
-	sh.records[req.Key] = recs // again: dropping may have emptied and removed it
-}
-
 // state returns a copy of the counter's state to decide on, and whether it
 // is live: a decision that writes nothing leaves the entry as it was. An
 // expired entry lends its log's backing array. Caller holds sh.mu.
@@ -409,200 +351,6 @@ func (s *Store) evict(sh *shard, e *entry, now int64) {
 	sh.deleteEntry(e.key, e)
 }
 
-// evictionSample is how many items sampled eviction looks at.
-const evictionSample = 16
-
-// sampleVictim is sampled eviction, for every map of the store: among up
-// to evictionSample items of m other than *skip's (nil skips none; in map
-// order, which Go randomizes), the first expired at now, else the one
-// closest to expiry. expired says which; ok is false when m holds nothing
-// else.
-func sampleVictim[K comparable, V any](m map[K]V, now int64, skip *K, expiresAt func(V) int64) (victim K, expired, ok bool) {
-	soonest, sampled := int64(-1), 0
-	for k, v := range m {
-		if skip != nil && k == *skip {
-			continue
-		}
-		at := expiresAt(v)
-		if at <= now {
-			return k, true, true
-		}
-		if soonest < 0 || at < soonest {
-			victim, soonest = k, at
-		}
-		if sampled++; sampled == evictionSample {
-			break
-		}
-	}
-	return victim, false, soonest >= 0
-}
-
-func holdExpiry(h hold) int64            { return h.expiresAt }
-func penaltyExpiry(p penaltyEntry) int64 { return p.expiresAt }
-
-// recordsExpiry is the expiry of one of a counter's records: eviction
-// samples one record per counter.
-func recordsExpiry(recs map[store.Key]record) int64 {
-	for _, r := range recs {
-		return r.expiresAt
-	}
-	return 0
-}
-
-// holdState is state for a holding. An expired Concurrency entry is
-// dropped, as the script drops every expired lease of a key it touches, so
-// that a clock that goes back later does not bring it back. (A rate
-// algorithm's stale state stays, as in Redis, where it decides as a fresh
-// key would.) Caller holds sh.mu.
-func holdState(sh *shard, k store.Key, lim algo.Limit, n int64) (algo.State, *entry, bool) {
-	st, e, present := state(sh, k, n)
-	if e != nil && !present && lim.Algorithm == algo.Concurrency {
-		sh.deleteEntry(k, e)
-		e = nil
-	}
-	return st, e, present
-}
-
-// takeHold is Take for a request that takes a holding (or peeks at
-// Concurrency). Caller holds sh.mu.
-func (s *Store) takeHold(sh *shard, now time.Time, req store.Request) (algo.Result, error) {
-	if !req.Limit.Penalty.IsZero() {
-		return algo.Result{}, fmt.Errorf("memory store: %w", store.ErrHoldPenalty)
-	}
-	n := now.UnixMicro()
-	st, e, present := holdState(sh, req.Key, req.Limit, n)
-	var (
-		r     algo.Result
-		write bool
-		ttl   time.Duration
-	)
-	switch {
-	case req.Limit.Algorithm != algo.Concurrency:
-		if !req.Limit.Algorithm.Reserves() {
-			return algo.Result{}, fmt.Errorf("memory store: %v can't hold a reservation", req.Limit.Algorithm)
-		}
-		r, write, ttl = req.Limit.Take(&st, present, now, req.Cost)
-		if r.Allowed && req.Cost > 0 {
-			s.reserve(sh, req, n, req.Limit.Window(now))
-		}
-	case req.Cost <= 0:
-		r, write, ttl = req.Limit.Take(&st, present, now, 0)
-	case !req.HasHold():
-		return algo.Result{}, fmt.Errorf("memory store: %w", store.ErrNoHold)
-	default:
-		r, write, ttl = req.Limit.Acquire(&st, present, now, req.Hold.LeaseID())
-	}
-	if write {
-		s.put(sh, req.Key, req.Tenant, e, st, n, max(0, ttl), req.Limit)
-	}
-	return r, nil
-}
-
-// reserve records units reserved under req.Hold, in window w, adding to a
-// live reservation of the same hold. Caller holds sh.mu.
-func (s *Store) reserve(sh *shard, req store.Request, n, w int64) {
-	hk := holdKey{req.Key, req.Hold}
-	h, ok := sh.holds[hk]
-	if !ok {
-		s.makeHoldRoom(sh, n)
-	}
-	units := req.Cost
-	if ok && h.expiresAt > n {
-		units += h.units
-	}
-	sh.holds[hk] = hold{units: units, window: w, expiresAt: n + max(1, req.HoldTTL.Microseconds())}
-}
-
-// Settle implements store.Holder.
-func (s *Store) Settle(_ context.Context, req store.SettleRequest) (store.Settlement, error) {
-	if !req.Limit.Penalty.IsZero() {
-		return store.Settlement{}, fmt.Errorf("memory store: %w", store.ErrHoldPenalty)
-	}
-	now := s.clock()
-	n := now.UnixMicro()
-	sh := &s.shards[req.Key[0]%shardCount]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	st, e, present := holdState(sh, req.Key, req.Limit, n)
-	var (
-		out   store.Settlement
-		write bool
-		ttl   time.Duration
-	)
-	switch a := req.Limit.Algorithm; {
-	case a == algo.Concurrency:
-		out.Result, out.Found, write, ttl = req.Limit.Release(&st, present, now, req.Hold.LeaseID())
-		if out.Found {
-			out.Held = 1
-		}
-	case a.Reserves():
-		hk := holdKey{req.Key, req.Hold}
-		h, ok := sh.holds[hk]
-		if ok {
-			delete(sh.holds, hk)
-		}
-		if !ok || h.expiresAt <= n {
-			out.Result, write, ttl = req.Limit.Take(&st, present, now, 0)
-			break
-		}
-		out.Found, out.Held = true, h.units
-		actual := req.Actual
-		if actual < 0 {
-			actual = h.units
-		}
-		out.Result, write, ttl = req.Limit.Settle(&st, present, now, h.units, h.window, actual)
-	default:
-		return out, fmt.Errorf("memory store: %v holds nothing to settle", a)
-	}
-	if write {
-		s.put(sh, req.Key, req.Tenant, e, st, n, max(0, ttl), req.Limit)
-	}
-	return out, nil
-}
-
-// makeHoldRoom evicts from a shard full of reservations, like makeRoom.
-// Caller holds sh.mu.
-func (s *Store) makeHoldRoom(sh *shard, now int64) {
-	if len(sh.holds) < s.perHolds {
-		return
-	}
-	victim, _, _ := sampleVictim(sh.holds, now, nil, holdExpiry)
-	delete(sh.holds, victim)
-}
-
-// dropRecord removes one of a counter's records: an expired one, else the
-// one closest to expiry (as Redis's ZPOPMIN of the index). Caller holds
-// sh.mu.
-func (sh *shard) dropRecord(counter store.Key, recs map[store.Key]record, now int64) {
-	var victim store.Key
-	soonest := int64(-1)
-	for k, r := range recs {
-		if r.expiresAt <= now {
-			victim = k
-			break
-		}
-		if soonest < 0 || r.expiresAt < soonest {
-			victim, soonest = k, r.expiresAt
-		}
-	}
-	delete(recs, victim)
-	sh.nrecords--
-	if len(recs) == 0 {
-		delete(sh.records, counter)
-	}
-}
-
-// makeRecordRoom evicts from a shard full of idempotency records: among a
-// sample of counters, an expired record, else the one closest to expiry.
-// Caller holds sh.mu.
-func (s *Store) makeRecordRoom(sh *shard, now int64) {
-	if sh.nrecords < s.perRecords {
-		return
-	}
-	victim, _, _ := sampleVictim(sh.records, now, nil, recordsExpiry)
-	sh.dropRecord(victim, sh.records[victim], now)
-}
-
 // makePenaltyRoom evicts from a shard full of penalty states, like
 // makeRoom; penalties share the bound of the counters they sit beside.
 // Caller holds sh.mu.
@@ -617,19 +365,6 @@ func (s *Store) makePenaltyRoom(sh *shard, now int64) {
 	}
 }
 
-// Records is the number of stored idempotency records, expired ones
-// included until swept.
-func (s *Store) Records() int {
-	n := 0
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		n += sh.nrecords
-		sh.mu.Unlock()
-	}
-	return n
-}
-
 // makeRoom evicts from a full shard before tenant writes a new counter:
 // the least recently used counter of the tenant over its share
 // (shard.victim). Caller holds sh.mu.
@@ -640,98 +375,6 @@ func (s *Store) makeRoom(sh *shard, now int64, tenant string) {
 	if victim := sh.victim(sh.tenants[tenant], store.Key{}, byKeys, int64(s.perShard)); victim != nil {
 		s.evict(sh, victim, now)
 	}
-}
-
-// MaxBytes is the store's bound on Bytes (Options.MaxBytes).
-func (s *Store) MaxBytes() int64 { return s.perBytes * shardCount }
-
-// Bytes is the estimated memory of the stored counters and penalty
-// states (see Options.MaxBytes), expired ones included until swept.
-func (s *Store) Bytes() int64 {
-	var n int64
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		n += sh.bytes
-		sh.mu.Unlock()
-	}
-	return n
-}
-
-// Evicted is the number of live keys evicted because the store was full.
-func (s *Store) Evicted() uint64 { return s.evicted.Load() }
-
-// Len is the number of stored keys, expired ones included until swept.
-func (s *Store) Len() int {
-	n := 0
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		n += len(sh.entries)
-		sh.mu.Unlock()
-	}
-	return n
-}
-
-// Sweep removes expired keys, idempotency records and penalties now.
-func (s *Store) Sweep() {
-	n := s.clock().UnixMicro()
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for k, e := range sh.entries {
-			if e.expiresAt <= n {
-				sh.deleteEntry(k, e)
-			}
-		}
-		for counter, recs := range sh.records {
-			for k, r := range recs {
-				if r.expiresAt <= n {
-					delete(recs, k)
-					sh.nrecords--
-				}
-			}
-			if len(recs) == 0 {
-				delete(sh.records, counter)
-			}
-		}
-		for k, h := range sh.holds {
-			if h.expiresAt <= n {
-				delete(sh.holds, k)
-			}
-		}
-		for k, p := range sh.penalties {
-			if p.expiresAt <= n {
-				sh.deletePenalty(k)
-			}
-		}
-		sh.mu.Unlock()
-	}
-}
-
-func (s *Store) sweepLoop(every time.Duration) {
-	defer close(s.done)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			s.Sweep()
-		}
-	}
-}
-
-// Close stops the sweeper. The store keeps answering.
-func (s *Store) Close() error {
-	select {
-	case <-s.stop:
-	default:
-		close(s.stop)
-	}
-	<-s.done
-	return nil
 }
 
 var _ store.Holder = (*Store)(nil)
