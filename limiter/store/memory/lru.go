@@ -1,6 +1,10 @@
 package memory
 
-import "github.com/sluice-dev/sluice/limiter/store"
+import (
+	"unsafe"
+
+	"github.com/sluice-dev/sluice/limiter/store"
+)
 
 // A shard's counters are kept per tenant (store.Request.Tenant: the
 // policy's namespace), each tenant's in a list from most to least
@@ -22,6 +26,10 @@ type tenant struct {
 	bytes int64
 }
 
+// tenantBytes is the estimated memory of a tenant in a shard: its struct,
+// its name's bytes aside, and its map slot (counted twice, as entryFixed).
+const tenantBytes = int64(unsafe.Sizeof(tenant{})) + 2*int64(unsafe.Sizeof("")+unsafe.Sizeof(&tenant{}))
+
 // tenantOf is the shard's tenant named name, made when new. Caller holds
 // sh.mu, and links a counter to it before unlocking.
 func (sh *shard) tenantOf(name string) *tenant {
@@ -30,6 +38,7 @@ func (sh *shard) tenantOf(name string) *tenant {
 		t = &tenant{name: name}
 		t.lru.next, t.lru.prev = &t.lru, &t.lru
 		sh.tenants[name] = t
+		sh.bytes += tenantBytes + int64(len(name))
 	}
 	return t
 }
@@ -53,6 +62,7 @@ func (sh *shard) unlink(e *entry) {
 	t.bytes -= e.bytes
 	if t.keys == 0 {
 		delete(sh.tenants, t.name)
+		sh.bytes -= tenantBytes + int64(len(t.name))
 		if sh.over == t {
 			sh.over = nil
 		}

@@ -26,8 +26,9 @@ type Options struct {
 	// the tenant that holds the most (lru.go).
 	MaxKeys int
 	// MaxBytes bounds the memory of the live counters and penalty states,
-	// as estimated by entryBytes and penaltyBytes: keys, states, a
-	// SlidingLog's entries, Concurrency's leases and the maps' slots; 0
+	// as estimated by entryBytes, penaltyBytes and tenantBytes: keys,
+	// states, a SlidingLog's entries, Concurrency's leases, the tenants'
+	// lists and the maps' slots; 0
 	// means DefaultMaxBytes. Each of the 64 shards holds at most its 64th
 	// share; past it, a counter is evicted as when MaxKeys is reached, by
 	// the tenants' shares of bytes, but never the key just written.
@@ -94,8 +95,8 @@ type shard struct {
 	// penalties are the penalty states of this shard's counters
 	// (algo.Penalty), beside them under the same lock.
 	penalties map[store.Key]penaltyEntry
-	// bytes is the estimated memory of entries and penalties (entryBytes,
-	// penaltyBytes).
+	// bytes is the estimated memory of entries, penalties and tenants
+	// (entryBytes, penaltyBytes, tenantBytes).
 	bytes int64
 	// tenants hold the entries by tenant, each in LRU order (lru.go);
 	// over is the tenant last found over its share, or nil.
