@@ -95,6 +95,8 @@ type shard struct {
 	// penalties are the penalty states of this shard's counters
 	// (algo.Penalty), beside them under the same lock.
 	penalties map[store.Key]penaltyEntry
+	// penaltiesOf counts the penalty states of each tenant (penalty.go).
+	penaltiesOf map[string]int
 	// bytes is the estimated memory of entries, penalties and tenants
 	// (entryBytes, penaltyBytes, tenantBytes).
 	bytes int64
@@ -104,8 +106,10 @@ type shard struct {
 	over    *tenant
 }
 
-// penaltyEntry is a counter's penalty state and its expiry (Unix µs).
+// penaltyEntry is a counter's penalty state, its expiry (Unix µs) and
+// its tenant.
 type penaltyEntry struct {
+	tenant    string
 	state     algo.PenaltyState
 	expiresAt int64
 }
@@ -154,6 +158,7 @@ func New(opts Options) *Store {
 		s.shards[i].records = make(map[store.Key]map[store.Key]record)
 		s.shards[i].holds = make(map[holdKey]hold)
 		s.shards[i].penalties = make(map[store.Key]penaltyEntry)
+		s.shards[i].penaltiesOf = make(map[string]int)
 		s.shards[i].tenants = make(map[string]*tenant)
 	}
 	if opts.SweepInterval > 0 {
@@ -224,10 +229,11 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 		}
 		ttl := pen.Strike(&st, penPresent, now, &r)
 		if !penOK {
-			s.makePenaltyRoom(sh, n)
+			s.makePenaltyRoom(sh, n, req.Tenant)
 			sh.bytes += penaltyBytes
+			sh.penaltiesOf[req.Tenant]++
 		}
-		sh.penalties[req.Key] = penaltyEntry{state: st, expiresAt: n + ttl.Microseconds()}
+		sh.penalties[req.Key] = penaltyEntry{state: st, expiresAt: n + ttl.Microseconds(), tenant: req.Tenant}
 		s.fit(sh, n, req.Key)
 	}
 	if idem && !live && r.Allowed && req.Cost > 0 {
@@ -302,9 +308,12 @@ func (sh *shard) deleteEntry(k store.Key, e *entry) {
 
 // deletePenalty removes counter k's penalty state. Caller holds sh.mu.
 func (sh *shard) deletePenalty(k store.Key) {
-	if _, ok := sh.penalties[k]; ok {
+	if p, ok := sh.penalties[k]; ok {
 		delete(sh.penalties, k)
 		sh.bytes -= penaltyBytes
+		if sh.penaltiesOf[p.tenant]--; sh.penaltiesOf[p.tenant] == 0 {
+			delete(sh.penaltiesOf, p.tenant)
+		}
 	}
 }
 
@@ -350,20 +359,6 @@ func (s *Store) evict(sh *shard, e *entry, now int64) {
 		s.evicted.Add(1)
 	}
 	sh.deleteEntry(e.key, e)
-}
-
-// makePenaltyRoom evicts from a shard full of penalty states, like
-// makeRoom; penalties share the bound of the counters they sit beside.
-// Caller holds sh.mu.
-func (s *Store) makePenaltyRoom(sh *shard, now int64) {
-	if len(sh.penalties) < s.perShard {
-		return
-	}
-	victim, expired, _ := sampleVictim(sh.penalties, now, nil, penaltyExpiry)
-	sh.deletePenalty(victim)
-	if !expired {
-		s.evicted.Add(1)
-	}
 }
 
 // makeRoom evicts from a full shard before tenant writes a new counter:

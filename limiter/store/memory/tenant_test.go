@@ -109,3 +109,37 @@ func TestAttackMemoryBytesAcrossNamespaces(t *testing.T) {
 		t.Errorf("alice after namespace b's logs (%d evicted, %d bytes): %+v, %v; want denied, her counter kept", s.Evicted(), s.Bytes(), r, err)
 	}
 }
+
+// As TestAttackMemoryEvictionAcrossNamespaces, for penalty states, which
+// were evicted nearest to expiry too: namespace b's 960 penalties of 720h
+// pushed out alice's of an hour, and she was let through again once her
+// window passed. Now alice stays penalized.
+func TestAttackMemoryPenaltiesAcrossNamespaces(t *testing.T) {
+	clock := storetest.NewClock()
+	s := memory.New(memory.Options{MaxKeys: 640, Clock: clock.Now, SweepInterval: -1})
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := context.Background()
+	penalized := func(p time.Duration) algo.Limit {
+		return algo.Limit{Algorithm: algo.FixedWindow, Limit: 1, Period: time.Minute,
+			Penalty: algo.Penalty{Duration: p, After: 1, Within: time.Minute}}
+	}
+	alice := store.Request{Key: storetest.KeyFor(t, "alice"), Tenant: "a", Cost: 1, Limit: penalized(time.Hour)}
+	for i := range 2 {
+		if r, err := s.Take(ctx, alice); err != nil || r.Allowed != (i == 0) || (i == 1 && !r.Penalized) {
+			t.Fatalf("alice's request %d: %+v, %v; want the 2nd denied and penalized", i+1, r, err)
+		}
+	}
+	for i := range 960 {
+		req := store.Request{Key: storetest.KeyFor(t, fmt.Sprint("b-", i)), Tenant: "b", Cost: 1, Limit: penalized(720 * time.Hour)}
+		for range 2 {
+			if _, err := s.Take(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Past alice's window, within her penalty: only the penalty denies.
+	clock.Set(storetest.Base.Add(2 * time.Minute))
+	if r, err := s.Take(ctx, alice); err != nil || r.Allowed || !r.Penalized {
+		t.Errorf("alice after namespace b's 960 penalties (%d evicted): %+v, %v; want denied, penalized", s.Evicted(), r, err)
+	}
+}
