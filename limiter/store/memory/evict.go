@@ -32,4 +32,3 @@ func sampleVictim[K comparable, V any](m map[K]V, now int64, skip *K, expiresAt 
 }
 
 func holdExpiry(h hold) int64 { return h.expiresAt }
-
