@@ -1,7 +1,8 @@
 package memory
 
-// Sampled eviction, nearest to expiry: of reservations, idempotency
-// records and penalty states (counters go by LRU, lru.go).
+// Sampled eviction, nearest to expiry: of reservations and idempotency
+// records (penalty states by namespace share, penalty.go; counters by
+// LRU, lru.go).
 
 // evictionSample is how many items sampled eviction looks at.
 const evictionSample = 16
