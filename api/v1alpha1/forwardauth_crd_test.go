@@ -127,6 +127,15 @@ var forwardAuthBadCases = []forwardAuthBadCase{
 		message: `Unsupported value: "Maybe": supported values: "Allow", "Deny"`,
 	},
 	{
+		name: "unknown pathCase",
+		typed: func(fa []v1alpha1.ForwardAuth) []v1alpha1.ForwardAuth {
+			fa[0].PathCase = ptr.To[v1alpha1.ForwardAuthPathCase]("Lower")
+			return fa
+		},
+		field:   "spec.forwardAuth[0].pathCase",
+		message: `Unsupported value: "Lower": supported values: "Sensitive", "Insensitive"`,
+	},
+	{
 		name: "duplicate descriptor key",
 		typed: func(fa []v1alpha1.ForwardAuth) []v1alpha1.ForwardAuth {
 			fa[0].Descriptors[1].Key = "api_key"

@@ -45,6 +45,20 @@ const (
 // enum.
 var ForwardAuthSources = []ForwardAuthSource{FromMethod, FromPath, FromHost, FromClientIP, FromHeader}
 
+// ForwardAuthPathCase says whether a mapping's Path entries keep the case
+// of the path or fold it.
+// +kubebuilder:validation:Enum=Sensitive;Insensitive
+type ForwardAuthPathCase string
+
+const (
+	// PathCaseSensitive keeps the path's case: /LOGIN is not /login.
+	PathCaseSensitive ForwardAuthPathCase = "Sensitive"
+	// PathCaseInsensitive lower-cases the path's letters (but for
+	// percent-encodings), for backends that route /LOGIN as /login; a
+	// policy's path value must then be in lower case.
+	PathCaseInsensitive ForwardAuthPathCase = "Insensitive"
+)
+
 // ForwardAuthOnMissing is what forward-auth answers when a request lacks a
 // value that a mapping needs.
 // +kubebuilder:validation:Enum=Allow;Deny
@@ -56,6 +70,10 @@ const (
 	// OnMissingDeny answers the deny status.
 	OnMissingDeny ForwardAuthOnMissing = "Deny"
 )
+
+// ForwardAuthPathCases lists every ForwardAuthPathCase, in the order of
+// the CRD enum.
+var ForwardAuthPathCases = []ForwardAuthPathCase{PathCaseSensitive, PathCaseInsensitive}
 
 // ForwardAuthOnMissings lists every ForwardAuthOnMissing, in the order of
 // the CRD enum.
@@ -113,6 +131,13 @@ type ForwardAuth struct {
 	// +kubebuilder:default=429
 	// +kubebuilder:validation:XValidation:rule="self >= 400 && self <= 499",message="denyStatus must be a 4xx status, from 400 to 499"
 	DenyStatus *int32 `json:"denyStatus,omitempty"`
+
+	// pathCase is whether the values of Path entries keep the path's case
+	// (Sensitive) or are lower-cased (Insensitive: /LOGIN counts as
+	// /login, for backends that route paths regardless of case; policies'
+	// path values must then be in lower case). Unset means Sensitive.
+	// +optional
+	PathCase *ForwardAuthPathCase `json:"pathCase,omitempty"`
 }
 
 // ForwardAuthDescriptor is one descriptor entry of a forward-auth mapping.

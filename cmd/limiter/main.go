@@ -49,7 +49,7 @@ func main() {
 	fs.StringVar(&cfg.AdminTLSCert, "admin-tls-cert", "", "PEM certificate `file` of the admin plane, which then serves HTTPS only (with --admin-tls-key); reloaded when it changes")
 	fs.StringVar(&cfg.AdminTLSKey, "admin-tls-key", "", "PEM private key `file` of --admin-tls-cert")
 	fs.DurationVar(&cfg.RedisTimeout, "redis-timeout", 20*time.Millisecond, "deadline of every Redis round trip (and of the wait for the round trip to start); then the policy's failureMode decides")
-	fs.IntVar(&cfg.MemoryMaxKeys, "memory-max-keys", 1_000_000, "most counters the memory store keeps")
+	fs.IntVar(&cfg.MemoryMaxKeys, "memory-max-keys", 1_000_000, "most counters the memory store keeps; past it, a shard evicts the least recently used counter of the namespace over its share")
 	memDefault, memSource := app.MemoryMaxBytesDefault()
 	fs.Int64Var(&cfg.MemoryMaxBytes, "memory-max-bytes", memDefault, "most bytes of counters the memory store keeps (estimated: keys, states, SlidingLog entries), at least 16MiB; past it, it evicts as past --memory-max-keys. Default: half the container's memory limit (cgroup memory.max), or 256MiB without one; here "+memSource)
 	enforcement := fs.String("enforcement", "enabled", "kill switch: disabled allows every request (decisions still counted, would-be denials as shadow_limited)")

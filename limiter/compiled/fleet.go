@@ -54,6 +54,9 @@ type ForwardAuth struct {
 	DenyOnMissing bool
 	// DenyStatus is the HTTP status of a denial.
 	DenyStatus int
+	// FoldPathCase is pathCase Insensitive: a Path entry's value is
+	// lower-cased (server.NormalizePath).
+	FoldPathCase bool
 	// Conflict, when not empty, says why the mapping fills an entry that
 	// steers the limiter for a policy of its domain (a lease entry, or a
 	// priority key from a request header): forward-auth refuses it.

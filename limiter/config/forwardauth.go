@@ -69,6 +69,9 @@ func ValidateForwardAuth(mappings []v1alpha1.ForwardAuth, fld *field.Path) field
 		if s := m.DenyStatus; s != nil && (*s < v1alpha1.MinForwardAuthDenyStatus || *s > v1alpha1.MaxForwardAuthDenyStatus) {
 			errs = append(errs, field.Invalid(idx.Child("denyStatus"), *s, forwardAuthDenyStatusMsg))
 		}
+		if c := m.PathCase; c != nil && !slices.Contains(v1alpha1.ForwardAuthPathCases, *c) {
+			errs = append(errs, field.NotSupported(idx.Child("pathCase"), *c, v1alpha1.ForwardAuthPathCases))
+		}
 	}
 	return errs
 }
@@ -119,7 +122,8 @@ func setForwardAuth(snap *Snapshot, mappings []v1alpha1.ForwardAuth) {
 	for i := range mappings {
 		m := &mappings[i]
 		out := compiled.ForwardAuth{Domain: m.Domain, Descriptors: make([]compiled.ForwardAuthDescriptor, len(m.Descriptors)),
-			DenyOnMissing: m.OnMissing != nil && *m.OnMissing == v1alpha1.OnMissingDeny}
+			DenyOnMissing: m.OnMissing != nil && *m.OnMissing == v1alpha1.OnMissingDeny,
+			FoldPathCase:  m.PathCase != nil && *m.PathCase == v1alpha1.PathCaseInsensitive}
 		if m.DenyStatus != nil {
 			out.DenyStatus = int(*m.DenyStatus)
 		}

@@ -146,10 +146,12 @@ func (s *Server) idempotencyCollision(m *compiled.ForwardAuth) string {
 }
 
 // forwardAuthEntries builds the descriptor entries of mapping m from r, a
-// path normalized by NormalizePath. The values m needs that r lacks are
+// path normalized by NormalizePath (folded to lower case with the
+// mapping's pathCase Insensitive). The values m needs that r lacks are
 // left out of entries and named in missing. What the limiter won't count
 // is named in refusal, the first such thing, its entry kept for matching:
 // a value longer than MaxForwardAuthHeader (a path's once normalized), a
+// path with an encoded slash, a
 // header the mapping reads that comes on more than one line (the app
 // behind the gateway may read any one of them, or all joined, so no value
 // is the one it sees), an X-Forwarded-For that isn't a list of addresses.
@@ -164,7 +166,10 @@ func forwardAuthEntries(r *http.Request, m *compiled.ForwardAuth, trusted []neti
 		case compiled.FromPath:
 			v, want, refused = firstHeader(r.Header, uriHeaders, "")
 			if v != "" {
-				v = NormalizePath(v)
+				var bad string
+				if v, bad = NormalizePath(v, m.FoldPathCase); refused == "" {
+					refused = bad
+				}
 			}
 		case compiled.FromHost:
 			v, want, refused = firstHeader(r.Header, hostHeaders, r.Host)

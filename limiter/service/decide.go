@@ -325,7 +325,7 @@ func (s *Service) countDecision(sc *scratch, p *compiled.Policy, ps *policyState
 // decide runs one policy against its store, whose failure mode answers
 // when the store can't.
 func (s *Service) decide(ctx context.Context, sc *scratch, p *compiled.Policy, ps *policyState, domain string, entries []compiled.Entry, cost int64, idem string) Decision {
-	req := store.Request{Key: p.CounterKey(&sc.kb, entries), Limit: p.Limit, Cost: cost}
+	req := store.Request{Key: p.CounterKey(&sc.kb, entries), Limit: p.Limit, Cost: cost, Tenant: p.Namespace}
 	sc.key = req.Key
 	req.Limit.Headroom, sc.level = priorityHeadroom(p, entries)
 	if idem != "" {

@@ -192,7 +192,7 @@ func validateLeaseEntries(dom *compiled.Domain, i int, d *Descriptor) error {
 // reservation that passes holds and is settled), under the request's
 // lease.
 func (s *Service) takeHolding(ctx context.Context, sc *scratch, p *compiled.Policy, ps *policyState, entries []compiled.Entry, cost int64, lt *lifetime) Decision {
-	req := store.Request{Key: p.CounterKey(&sc.kb, entries), Limit: p.Limit, Cost: cost, HoldTTL: p.HoldTTL}
+	req := store.Request{Key: p.CounterKey(&sc.kb, entries), Limit: p.Limit, Cost: cost, HoldTTL: p.HoldTTL, Tenant: p.Namespace}
 	sc.key = req.Key
 	// A request's priority leaves its reserve, of units or of slots; the
 	// holding's end is no decision and leaves none.
@@ -229,7 +229,7 @@ func (s *Service) takeHolding(ctx context.Context, sc *scratch, p *compiled.Poli
 func (s *Service) giveBack(ctx context.Context, lt *lifetime) {
 	for _, h := range lt.held {
 		// A reservation refunded in full: it spent nothing.
-		st, reason := h.ps.store.settle(ctx, store.SettleRequest{Key: h.key, Limit: h.p.Limit, Hold: h.hold, Actual: 0})
+		st, reason := h.ps.store.settle(ctx, store.SettleRequest{Key: h.key, Limit: h.p.Limit, Hold: h.hold, Actual: 0, Tenant: h.p.Namespace})
 		if reason != "" {
 			s.log.Debug("Could not give back the holding of a denied request: it frees itself when it expires", "policy", h.p.ID(), "reason", reason)
 		}
@@ -271,7 +271,7 @@ func (s *Service) endDescriptor(ctx context.Context, pl *plan, i int) Decision {
 // end ends lease's holding on p's counter for entries.
 func (s *Service) end(ctx context.Context, sc *scratch, p *compiled.Policy, ps *policyState, entries []compiled.Entry, lease Lease, cost int64) Ending {
 	key := p.CounterKey(&sc.kb, entries)
-	req := store.SettleRequest{Key: key, Limit: p.Limit, Hold: holdKey(&sc.kb, key, lease), Actual: cost}
+	req := store.SettleRequest{Key: key, Limit: p.Limit, Hold: holdKey(&sc.kb, key, lease), Actual: cost, Tenant: p.Namespace}
 	e := Ending{Policy: p, Cost: cost, key: key}
 	if p.Limit.Algorithm == algo.Concurrency {
 		req.Actual, e.Cost = 0, 0

@@ -33,6 +33,8 @@ type SettleRequest struct {
 	// even past the limit. AtEstimate (any negative value) changes nothing
 	// but ending the reservation. Concurrency ignores it.
 	Actual int64
+	// Tenant is Request.Tenant.
+	Tenant string
 }
 
 // Settlement is what Settle did.

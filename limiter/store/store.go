@@ -79,6 +79,11 @@ type Request struct {
 	// Penalty can't hold (ErrHoldPenalty).
 	Hold    Key
 	HoldTTL time.Duration
+	// Tenant names whose counter Key is: the namespace of its policy. The
+	// memory store splits its bounds between tenants, so that one
+	// namespace's counters can't push out another's; the Redis store
+	// ignores it.
+	Tenant string
 }
 
 // HasHold reports whether the request takes a holding.

@@ -6,7 +6,6 @@ package memory
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,16 +20,18 @@ const shardCount = 64
 // Options configure a Store.
 type Options struct {
 	// MaxKeys bounds the number of live counters; 0 means 1,000,000. When a
-	// shard is full, expired keys are evicted first, then the sampled key
-	// closest to expiry.
+	// shard is full, the least recently used counter is evicted, of the
+	// writer's tenant (store.Request.Tenant) when it holds its share of the
+	// shard (an even split among the tenants with counters there), else of
+	// the tenant that holds the most (lru.go).
 	MaxKeys int
 	// MaxBytes bounds the memory of the live counters and penalty states,
-	// as estimated by entryBytes and penaltyBytes: keys, states, a
-	// SlidingLog's entries, Concurrency's leases and the maps' slots; 0
+	// as estimated by entryBytes, penaltyBytes and tenantBytes: keys,
+	// states, a SlidingLog's entries, Concurrency's leases, the tenants'
+	// lists and the maps' slots; 0
 	// means DefaultMaxBytes. Each of the 64 shards holds at most its 64th
-	// share; past it, expired keys are evicted first, then the sampled key
-	// closest to expiry, as when MaxKeys is reached, but never the key just
-	// written.
+	// share; past it, a counter is evicted as when MaxKeys is reached, by
+	// the tenants' shares of bytes, but never the key just written.
 	MaxBytes int64
 	// MaxIdempotencyRecords bounds the stored idempotency records; 0 means
 	// 100,000. When a shard is full, expired records are evicted first, then
@@ -94,38 +95,33 @@ type shard struct {
 	// penalties are the penalty states of this shard's counters
 	// (algo.Penalty), beside them under the same lock.
 	penalties map[store.Key]penaltyEntry
-	// bytes is the estimated memory of entries and penalties (entryBytes,
-	// penaltyBytes).
+	// penaltiesOf counts the penalty states of each tenant (penalty.go).
+	penaltiesOf map[string]int
+	// bytes is the estimated memory of entries, penalties and tenants
+	// (entryBytes, penaltyBytes, tenantBytes).
 	bytes int64
+	// tenants hold the entries by tenant, each in LRU order (lru.go);
+	// over is the tenant last found over its share, or nil.
+	tenants map[string]*tenant
+	over    *tenant
 }
 
-// holdKey names a reservation: per counter.
-type holdKey struct{ counter, hold store.Key }
-
-// hold is a live reservation (times in Unix µs).
-type hold struct {
-	units, window int64
-	expiresAt     int64
-}
-
-// penaltyEntry is a counter's penalty state and its expiry (Unix µs).
+// penaltyEntry is a counter's penalty state, its expiry (Unix µs) and
+// its tenant.
 type penaltyEntry struct {
+	tenant    string
 	state     algo.PenaltyState
 	expiresAt int64
-}
-
-// record is a recorded admitted decision (times in Unix µs).
-type record struct {
-	remaining int64
-	resetAt   int64
-	expiresAt int64
-	replays   int64 // replays answered so far
 }
 
 type entry struct {
 	state     algo.State
 	expiresAt int64 // Unix µs
 	bytes     int64 // entryBytes(&state) when last stored
+	key       store.Key
+	// tenant's list links its entries, most recently used first.
+	tenant     *tenant
+	prev, next *entry
 }
 
 // New returns a memory store. Close stops its sweeper.
@@ -162,6 +158,8 @@ func New(opts Options) *Store {
 		s.shards[i].records = make(map[store.Key]map[store.Key]record)
 		s.shards[i].holds = make(map[holdKey]hold)
 		s.shards[i].penalties = make(map[store.Key]penaltyEntry)
+		s.shards[i].penaltiesOf = make(map[string]int)
+		s.shards[i].tenants = make(map[string]*tenant)
 	}
 	if opts.SweepInterval > 0 {
 		go s.sweepLoop(opts.SweepInterval)
@@ -201,6 +199,9 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 	}
 	e, ok := sh.entries[req.Key]
 	present := ok && e.expiresAt > n
+	if ok {
+		touch(e)
+	}
 	// Decide on a copy: a decision that writes nothing leaves the entry as
 	// it was. An expired entry lends its log's backing array.
 	var st algo.State
@@ -218,8 +219,8 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 		sh.setEntry(e, st, n+ttl.Microseconds())
 		s.fit(sh, n, req.Key)
 	default:
-		s.makeRoom(sh, n)
-		s.addEntry(sh, req.Key, st, n, n+ttl.Microseconds())
+		s.makeRoom(sh, n, req.Tenant)
+		s.addEntry(sh, req.Key, req.Tenant, st, n, n+ttl.Microseconds())
 	}
 	if !pen.IsZero() && req.Limit.Strikes(req.Cost, r) {
 		st := algo.PenaltyState{}
@@ -228,56 +229,17 @@ func (s *Store) Take(_ context.Context, req store.Request) (algo.Result, error) 
 		}
 		ttl := pen.Strike(&st, penPresent, now, &r)
 		if !penOK {
-			s.makePenaltyRoom(sh, n)
+			s.makePenaltyRoom(sh, n, req.Tenant)
 			sh.bytes += penaltyBytes
+			sh.penaltiesOf[req.Tenant]++
 		}
-		sh.penalties[req.Key] = penaltyEntry{state: st, expiresAt: n + ttl.Microseconds()}
+		sh.penalties[req.Key] = penaltyEntry{state: st, expiresAt: n + ttl.Microseconds(), tenant: req.Tenant}
 		s.fit(sh, n, req.Key)
 	}
 	if idem && !live && r.Allowed && req.Cost > 0 {
 		s.record(sh, req, n, r)
 	}
 	return r, nil
-}
-
-// replay answers req from its live idempotency record, with replays left:
-// r.Replayed. live says a record is live, its replays spent or not.
-// Caller holds sh.mu.
-func replay(sh *shard, req store.Request, n int64) (r algo.Result, live bool) {
-	rec, ok := sh.records[req.Key][req.Idempotency]
-	if !ok || rec.expiresAt <= n {
-		return algo.Result{}, false
-	}
-	if rec.replays >= req.EffectiveIdempotencyMaxReplays() {
-		return algo.Result{}, true
-	}
-	rec.replays++
-	sh.records[req.Key][req.Idempotency] = rec
-	return algo.Result{Allowed: true, Remaining: rec.remaining, ResetAfter: time.Duration(max(0, rec.resetAt-n)) * time.Microsecond, Replayed: true}, true
-}
-
-// record keeps req's admitted decision r as its idempotency record, within
-// the counter's bound of records and the shard's. Caller holds sh.mu.
-func (s *Store) record(sh *shard, req store.Request, n int64, r algo.Result) {
-	recs := sh.records[req.Key]
-	if recs == nil {
-		recs = make(map[store.Key]record)
-	}
-	if _, ok := recs[req.Idempotency]; !ok {
-		// One more record: within the counter's bound, as in Redis,
-		// then within the shard's.
-		for int64(len(recs)) >= req.EffectiveIdempotencyMaxRecords() {
-			sh.dropRecord(req.Key, recs, n)
-		}
-		s.makeRecordRoom(sh, n)
-		sh.nrecords++
-	}
-	recs[req.Idempotency] = record{
-		remaining: r.Remaining,
-		resetAt:   n + r.ResetAfter.Microseconds(),
-		expiresAt: n + req.EffectiveIdempotencyTTL().Microseconds(),
-	}
-	sh.records[req.Key] = recs // again: dropping may have emptied and removed it
 }
 
 // state returns a copy of the counter's state to decide on, and whether it
@@ -291,6 +253,9 @@ func state(sh *shard, k store.Key, n int64) (st algo.State, e *entry, present bo
 	} else if ok {
 		st.Log = e.state.Log[:0]
 	}
+	if ok {
+		touch(e)
+	}
 	return st, e, present
 }
 
@@ -299,7 +264,7 @@ func state(sh *shard, k store.Key, n int64) (st algo.State, e *entry, present bo
 // lease released); a bucket's (TokenBucket, GCRA refilled by a credit) is
 // kept, expired at n, as the script keeps its key: a clock that goes back
 // before n decides from it, as Redis does. Caller holds sh.mu.
-func (s *Store) put(sh *shard, k store.Key, e *entry, st algo.State, n int64, ttl time.Duration, lim algo.Limit) {
+func (s *Store) put(sh *shard, k store.Key, tenant string, e *entry, st algo.State, n int64, ttl time.Duration, lim algo.Limit) {
 	switch {
 	case ttl <= 0 && !lim.Algorithm.UsesBurst():
 		sh.deleteEntry(k, e)
@@ -307,16 +272,17 @@ func (s *Store) put(sh *shard, k store.Key, e *entry, st algo.State, n int64, tt
 		sh.setEntry(e, st, n+ttl.Microseconds())
 		s.fit(sh, n, k)
 	default:
-		s.makeRoom(sh, n)
-		s.addEntry(sh, k, st, n, n+ttl.Microseconds())
+		s.makeRoom(sh, n, tenant)
+		s.addEntry(sh, k, tenant, st, n, n+ttl.Microseconds())
 	}
 }
 
-// addEntry stores a new counter, within the shard's bytes. Caller holds
-// sh.mu.
-func (s *Store) addEntry(sh *shard, k store.Key, st algo.State, now, expiresAt int64) {
-	e := &entry{state: st, expiresAt: expiresAt, bytes: entryBytes(&st)}
+// addEntry stores a new counter of tenant, within the shard's bytes.
+// Caller holds sh.mu.
+func (s *Store) addEntry(sh *shard, k store.Key, tenant string, st algo.State, now, expiresAt int64) {
+	e := &entry{state: st, expiresAt: expiresAt, bytes: entryBytes(&st), key: k}
 	sh.entries[k] = e
+	sh.tenantOf(tenant).link(e)
 	sh.bytes += e.bytes
 	s.fit(sh, now, k)
 }
@@ -325,6 +291,7 @@ func (s *Store) addEntry(sh *shard, k store.Key, st algo.State, now, expiresAt i
 func (sh *shard) setEntry(e *entry, st algo.State, expiresAt int64) {
 	b := entryBytes(&st)
 	sh.bytes += b - e.bytes
+	e.tenant.bytes += b - e.bytes
 	e.state, e.expiresAt, e.bytes = st, expiresAt, b
 }
 
@@ -335,14 +302,18 @@ func (sh *shard) deleteEntry(k store.Key, e *entry) {
 		return
 	}
 	delete(sh.entries, k)
+	sh.unlink(e)
 	sh.bytes -= e.bytes
 }
 
 // deletePenalty removes counter k's penalty state. Caller holds sh.mu.
 func (sh *shard) deletePenalty(k store.Key) {
-	if _, ok := sh.penalties[k]; ok {
+	if p, ok := sh.penalties[k]; ok {
 		delete(sh.penalties, k)
 		sh.bytes -= penaltyBytes
+		if sh.penaltiesOf[p.tenant]--; sh.penaltiesOf[p.tenant] == 0 {
+			delete(sh.penaltiesOf, p.tenant)
+		}
 	}
 }
 
@@ -357,13 +328,17 @@ func (s *Store) fit(sh *shard, now int64, keep store.Key) {
 	}
 }
 
-// evictOne evicts one counter other than keep: an expired one among a
-// sample, else the one closest to expiry; when keep's is the only one, one
-// penalty state other than keep's. It reports whether it evicted
-// anything. Caller holds sh.mu.
+// evictOne evicts one counter other than keep, by the tenants' shares
+// of bytes (shard.victim; keep's tenant is the writer's); when keep's is
+// the only one, one penalty state other than keep's. It reports whether
+// it evicted anything. Caller holds sh.mu.
 func (s *Store) evictOne(sh *shard, now int64, keep store.Key) bool {
-	victim, _, ok := sampleVictim(sh.entries, now, &keep, entryExpiry)
-	if !ok {
+	var w *tenant
+	if e := sh.entries[keep]; e != nil {
+		w = e.tenant
+	}
+	victim := sh.victim(w, keep, byBytes, s.perBytes)
+	if victim == nil {
 		for k := range sh.penalties {
 			if k != keep {
 				sh.deletePenalty(k)
@@ -373,334 +348,29 @@ func (s *Store) evictOne(sh *shard, now int64, keep store.Key) bool {
 		}
 		return false
 	}
-	sh.deleteEntry(victim, sh.entries[victim])
-	s.evicted.Add(1)
+	s.evict(sh, victim, now)
 	return true
 }
 
-// evictionSample is how many items sampled eviction looks at.
-const evictionSample = 16
-
-// sampleVictim is sampled eviction, for every map of the store: among up
-// to evictionSample items of m other than *skip's (nil skips none; in map
-// order, which Go randomizes), the first expired at now, else the one
-// closest to expiry. expired says which; ok is false when m holds nothing
-// else.
-func sampleVictim[K comparable, V any](m map[K]V, now int64, skip *K, expiresAt func(V) int64) (victim K, expired, ok bool) {
-	soonest, sampled := int64(-1), 0
-	for k, v := range m {
-		if skip != nil && k == *skip {
-			continue
-		}
-		at := expiresAt(v)
-		if at <= now {
-			return k, true, true
-		}
-		if soonest < 0 || at < soonest {
-			victim, soonest = k, at
-		}
-		if sampled++; sampled == evictionSample {
-			break
-		}
-	}
-	return victim, false, soonest >= 0
-}
-
-func entryExpiry(e *entry) int64         { return e.expiresAt }
-func holdExpiry(h hold) int64            { return h.expiresAt }
-func penaltyExpiry(p penaltyEntry) int64 { return p.expiresAt }
-
-// recordsExpiry is the expiry of one of a counter's records: eviction
-// samples one record per counter.
-func recordsExpiry(recs map[store.Key]record) int64 {
-	for _, r := range recs {
-		return r.expiresAt
-	}
-	return 0
-}
-
-// holdState is state for a holding. An expired Concurrency entry is
-// dropped, as the script drops every expired lease of a key it touches, so
-// that a clock that goes back later does not bring it back. (A rate
-// algorithm's stale state stays, as in Redis, where it decides as a fresh
-// key would.) Caller holds sh.mu.
-func holdState(sh *shard, k store.Key, lim algo.Limit, n int64) (algo.State, *entry, bool) {
-	st, e, present := state(sh, k, n)
-	if e != nil && !present && lim.Algorithm == algo.Concurrency {
-		sh.deleteEntry(k, e)
-		e = nil
-	}
-	return st, e, present
-}
-
-// takeHold is Take for a request that takes a holding (or peeks at
-// Concurrency). Caller holds sh.mu.
-func (s *Store) takeHold(sh *shard, now time.Time, req store.Request) (algo.Result, error) {
-	if !req.Limit.Penalty.IsZero() {
-		return algo.Result{}, fmt.Errorf("memory store: %w", store.ErrHoldPenalty)
-	}
-	n := now.UnixMicro()
-	st, e, present := holdState(sh, req.Key, req.Limit, n)
-	var (
-		r     algo.Result
-		write bool
-		ttl   time.Duration
-	)
-	switch {
-	case req.Limit.Algorithm != algo.Concurrency:
-		if !req.Limit.Algorithm.Reserves() {
-			return algo.Result{}, fmt.Errorf("memory store: %v can't hold a reservation", req.Limit.Algorithm)
-		}
-		r, write, ttl = req.Limit.Take(&st, present, now, req.Cost)
-		if r.Allowed && req.Cost > 0 {
-			s.reserve(sh, req, n, req.Limit.Window(now))
-		}
-	case req.Cost <= 0:
-		r, write, ttl = req.Limit.Take(&st, present, now, 0)
-	case !req.HasHold():
-		return algo.Result{}, fmt.Errorf("memory store: %w", store.ErrNoHold)
-	default:
-		r, write, ttl = req.Limit.Acquire(&st, present, now, req.Hold.LeaseID())
-	}
-	if write {
-		s.put(sh, req.Key, e, st, n, max(0, ttl), req.Limit)
-	}
-	return r, nil
-}
-
-// reserve records units reserved under req.Hold, in window w, adding to a
-// live reservation of the same hold. Caller holds sh.mu.
-func (s *Store) reserve(sh *shard, req store.Request, n, w int64) {
-	hk := holdKey{req.Key, req.Hold}
-	h, ok := sh.holds[hk]
-	if !ok {
-		s.makeHoldRoom(sh, n)
-	}
-	units := req.Cost
-	if ok && h.expiresAt > n {
-		units += h.units
-	}
-	sh.holds[hk] = hold{units: units, window: w, expiresAt: n + max(1, req.HoldTTL.Microseconds())}
-}
-
-// Settle implements store.Holder.
-func (s *Store) Settle(_ context.Context, req store.SettleRequest) (store.Settlement, error) {
-	if !req.Limit.Penalty.IsZero() {
-		return store.Settlement{}, fmt.Errorf("memory store: %w", store.ErrHoldPenalty)
-	}
-	now := s.clock()
-	n := now.UnixMicro()
-	sh := &s.shards[req.Key[0]%shardCount]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	st, e, present := holdState(sh, req.Key, req.Limit, n)
-	var (
-		out   store.Settlement
-		write bool
-		ttl   time.Duration
-	)
-	switch a := req.Limit.Algorithm; {
-	case a == algo.Concurrency:
-		out.Result, out.Found, write, ttl = req.Limit.Release(&st, present, now, req.Hold.LeaseID())
-		if out.Found {
-			out.Held = 1
-		}
-	case a.Reserves():
-		hk := holdKey{req.Key, req.Hold}
-		h, ok := sh.holds[hk]
-		if ok {
-			delete(sh.holds, hk)
-		}
-		if !ok || h.expiresAt <= n {
-			out.Result, write, ttl = req.Limit.Take(&st, present, now, 0)
-			break
-		}
-		out.Found, out.Held = true, h.units
-		actual := req.Actual
-		if actual < 0 {
-			actual = h.units
-		}
-		out.Result, write, ttl = req.Limit.Settle(&st, present, now, h.units, h.window, actual)
-	default:
-		return out, fmt.Errorf("memory store: %v holds nothing to settle", a)
-	}
-	if write {
-		s.put(sh, req.Key, e, st, n, max(0, ttl), req.Limit)
-	}
-	return out, nil
-}
-
-// makeHoldRoom evicts from a shard full of reservations, like makeRoom.
+// evict removes e, a victim of a full shard, counting it when live.
 // Caller holds sh.mu.
-func (s *Store) makeHoldRoom(sh *shard, now int64) {
-	if len(sh.holds) < s.perHolds {
-		return
-	}
-	victim, _, _ := sampleVictim(sh.holds, now, nil, holdExpiry)
-	delete(sh.holds, victim)
-}
-
-// dropRecord removes one of a counter's records: an expired one, else the
-// one closest to expiry (as Redis's ZPOPMIN of the index). Caller holds
-// sh.mu.
-func (sh *shard) dropRecord(counter store.Key, recs map[store.Key]record, now int64) {
-	var victim store.Key
-	soonest := int64(-1)
-	for k, r := range recs {
-		if r.expiresAt <= now {
-			victim = k
-			break
-		}
-		if soonest < 0 || r.expiresAt < soonest {
-			victim, soonest = k, r.expiresAt
-		}
-	}
-	delete(recs, victim)
-	sh.nrecords--
-	if len(recs) == 0 {
-		delete(sh.records, counter)
-	}
-}
-
-// makeRecordRoom evicts from a shard full of idempotency records: among a
-// sample of counters, an expired record, else the one closest to expiry.
-// Caller holds sh.mu.
-func (s *Store) makeRecordRoom(sh *shard, now int64) {
-	if sh.nrecords < s.perRecords {
-		return
-	}
-	victim, _, _ := sampleVictim(sh.records, now, nil, recordsExpiry)
-	sh.dropRecord(victim, sh.records[victim], now)
-}
-
-// makePenaltyRoom evicts from a shard full of penalty states, like
-// makeRoom; penalties share the bound of the counters they sit beside.
-// Caller holds sh.mu.
-func (s *Store) makePenaltyRoom(sh *shard, now int64) {
-	if len(sh.penalties) < s.perShard {
-		return
-	}
-	victim, expired, _ := sampleVictim(sh.penalties, now, nil, penaltyExpiry)
-	sh.deletePenalty(victim)
-	if !expired {
+func (s *Store) evict(sh *shard, e *entry, now int64) {
+	if e.expiresAt > now {
 		s.evicted.Add(1)
 	}
+	sh.deleteEntry(e.key, e)
 }
 
-// Records is the number of stored idempotency records, expired ones
-// included until swept.
-func (s *Store) Records() int {
-	n := 0
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		n += sh.nrecords
-		sh.mu.Unlock()
-	}
-	return n
-}
-
-// makeRoom evicts from a full shard: expired keys first, otherwise the key
-// closest to expiry among a sample. Caller holds sh.mu.
-func (s *Store) makeRoom(sh *shard, now int64) {
+// makeRoom evicts from a full shard before tenant writes a new counter:
+// the least recently used counter of the tenant over its share
+// (shard.victim). Caller holds sh.mu.
+func (s *Store) makeRoom(sh *shard, now int64, tenant string) {
 	if len(sh.entries) < s.perShard {
 		return
 	}
-	victim, _, _ := sampleVictim(sh.entries, now, nil, entryExpiry)
-	sh.deleteEntry(victim, sh.entries[victim])
-	s.evicted.Add(1)
-}
-
-// MaxBytes is the store's bound on Bytes (Options.MaxBytes).
-func (s *Store) MaxBytes() int64 { return s.perBytes * shardCount }
-
-// Bytes is the estimated memory of the stored counters and penalty
-// states (see Options.MaxBytes), expired ones included until swept.
-func (s *Store) Bytes() int64 {
-	var n int64
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		n += sh.bytes
-		sh.mu.Unlock()
+	if victim := sh.victim(sh.tenants[tenant], store.Key{}, byKeys, int64(s.perShard)); victim != nil {
+		s.evict(sh, victim, now)
 	}
-	return n
-}
-
-// Evicted is the number of live keys evicted because the store was full.
-func (s *Store) Evicted() uint64 { return s.evicted.Load() }
-
-// Len is the number of stored keys, expired ones included until swept.
-func (s *Store) Len() int {
-	n := 0
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		n += len(sh.entries)
-		sh.mu.Unlock()
-	}
-	return n
-}
-
-// Sweep removes expired keys, idempotency records and penalties now.
-func (s *Store) Sweep() {
-	n := s.clock().UnixMicro()
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for k, e := range sh.entries {
-			if e.expiresAt <= n {
-				sh.deleteEntry(k, e)
-			}
-		}
-		for counter, recs := range sh.records {
-			for k, r := range recs {
-				if r.expiresAt <= n {
-					delete(recs, k)
-					sh.nrecords--
-				}
-			}
-			if len(recs) == 0 {
-				delete(sh.records, counter)
-			}
-		}
-		for k, h := range sh.holds {
-			if h.expiresAt <= n {
-				delete(sh.holds, k)
-			}
-		}
-		for k, p := range sh.penalties {
-			if p.expiresAt <= n {
-				sh.deletePenalty(k)
-			}
-		}
-		sh.mu.Unlock()
-	}
-}
-
-func (s *Store) sweepLoop(every time.Duration) {
-	defer close(s.done)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			s.Sweep()
-		}
-	}
-}
-
-// Close stops the sweeper. The store keeps answering.
-func (s *Store) Close() error {
-	select {
-	case <-s.stop:
-	default:
-		close(s.stop)
-	}
-	<-s.done
-	return nil
 }
 
 var _ store.Holder = (*Store)(nil)
