@@ -106,12 +106,23 @@ func TestHomeStoreDownDecidesFromShare(t *testing.T) {
 	lab.quiet(t)
 	// The counter was charged what the share admitted (as far as it
 	// admits): what is left for every region is the limit less that.
+	shared := func(n string) float64 { return testutil.ToFloat64(lab.regions[n].r.metrics.decisions.WithLabelValues("share")) }
+	sharedBefore := map[string]float64{"b": shared("b"), "c": shared("c")}
 	admittedAfter := lab.drive(t, p, key, []int{1, 1, 1})
 	total := admitted + sum(admittedAfter)
+	bound := p.Limit.Limit + a.r.ReachBound(p.Limit) + share
+	for n, before := range sharedBefore {
+		// On a loaded machine a grant call may time out: that region
+		// then decides from its own share, as the bound allows.
+		if shared(n) > before {
+			t.Logf("region %s decided %v from its share (a grant call failed)", n, shared(n)-before)
+			bound += lab.regions[n].r.shareLimit(p.Limit).Limit
+		}
+	}
 	t.Logf("after the store came back the regions admitted %v; with the share's %d, %d (limit %d, bound %d)",
 		admittedAfter, admitted, total, p.Limit.Limit, a.r.ReachBound(p.Limit))
-	if total > p.Limit.Limit+a.r.ReachBound(p.Limit)+share {
-		t.Errorf("%d admitted in all: over limit + bound + share %d", total, p.Limit.Limit+a.r.ReachBound(p.Limit)+share)
+	if total > bound {
+		t.Errorf("%d admitted in all: over limit + bound + the shares decided from, %d", total, bound)
 	}
 }
 
