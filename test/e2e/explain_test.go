@@ -85,7 +85,7 @@ func (j *journey) explainStep(t *testing.T) {
 	run := func(ns, sa string, extra ...string) string {
 		t.Helper()
 		token := filepath.Join(dir, ns+"-"+sa+".token")
-		if err := os.WriteFile(token, []byte(strings.TrimSpace(c.kubectl(t, "create", "token", sa, "-n", ns, "--audience", limiterwire.AdminAudience))), 0o600); err != nil {
+		if err := os.WriteFile(token, []byte(strings.TrimSpace(c.kubectl(t, "create", "token", sa, "-n", ns, "--audience", limiterwire.FleetAdminAudience(f.Namespace, f.Name)))), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		args := append([]string{"explain", "--kubeconfig", c.kubeconfig, "--limiter", url, "--limiter-ca", caFile,
