@@ -89,7 +89,7 @@ func (j *journey) explainStep(t *testing.T) {
 			t.Fatal(err)
 		}
 		args := append([]string{"explain", "--kubeconfig", c.kubeconfig, "--limiter", url, "--limiter-ca", caFile,
-			"--tls-server-name", svc, "--token-file", token, "--domain", explainDomain}, extra...)
+			"--tls-server-name", svc, "--fleet", f.Namespace + "/" + f.Name, "--token-file", token, "--domain", explainDomain}, extra...)
 		out, stderr, err := c.cmd("", bin, append(args, entries...)...)
 		if err != nil {
 			t.Fatalf("kubectl sluice explain as %s/%s: %v\n%s", ns, sa, err, stderr)
