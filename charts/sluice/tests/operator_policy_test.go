@@ -49,6 +49,12 @@ func TestAttackCompromisedOperator(t *testing.T) {
 	op := clientAs(t, "system:serviceaccount:"+ns+":"+sa, "system:serviceaccounts", "system:serviceaccounts:"+ns, "system:authenticated")
 	awaitPolicy(t, op, fleetNS)
 
+	// A RoleBinding's escalation check reads its Role: the fleet's
+	// limiter Role is created for real, as the operator (admitted).
+	role := resources.BuildLimiterRole(&v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: fleetNS, Name: "edge"}})
+	if err := op.Create(ctx, role); err != nil {
+		t.Fatalf("the limiter Role, as the operator renders it: %v", err)
+	}
 	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: fleetNS, Name: "theirs"}, Data: map[string]string{"a": "b"}}
 	if err := k8s.Create(ctx, theirs); err != nil {
 		t.Fatal(err)
@@ -79,6 +85,10 @@ func TestAttackCompromisedOperator(t *testing.T) {
 		{"a RoleBinding of a ClusterRole the operator may bind", func() error {
 			return op.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: meta("delegate"), RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:auth-delegator"},
 				Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: fleetNS, Name: "delegate"}}})
+		}},
+		{"a RoleBinding of its Role to another namespace's ServiceAccount", func() error {
+			return op.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: meta("edge-limiter"), RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "edge-limiter"},
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "kube-system", Name: "edge-limiter"}}})
 		}},
 		{"another ClusterRoleBinding of system:auth-delegator, to a user", func() error {
 			m := meta("another-delegator")
@@ -121,12 +131,7 @@ func TestAttackCompromisedOperator(t *testing.T) {
 		})
 	}
 	t.Run("what the operator renders", func(t *testing.T) {
-		// The RoleBinding's escalation check reads its Role: that one is
-		// created, the rest only dry run.
-		role := resources.BuildLimiterRole(&v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: fleetNS, Name: "edge"}})
-		if err := op.Create(ctx, role); err != nil {
-			t.Fatalf("the limiter Role: %v", err)
-		}
+		// The limiter Role is created above; the rest only dry run.
 		for _, obj := range renderedFleet(fleetNS) {
 			err := op.Create(ctx, obj, client.DryRunAll)
 			if err != nil && !apierrors.IsAlreadyExists(err) {
