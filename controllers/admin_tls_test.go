@@ -258,7 +258,7 @@ func TestLimiterAdminTLS(t *testing.T) {
 	}
 	args := strings.Join(c.Args, " ")
 	for _, want := range []string{"--admin-tls-cert=" + mount.MountPath + "/tls.crt", "--admin-tls-key=" + mount.MountPath + "/tls.key",
-		"--admin-token-audience=" + limiterwire.AdminAudience} {
+		"--admin-token-audience=" + limiterwire.FleetAdminAudience(fleet.Namespace, fleet.Name) + " "} {
 		if !strings.Contains(args, want) {
 			t.Errorf("args %q lack %s", args, want)
 		}

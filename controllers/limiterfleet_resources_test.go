@@ -349,7 +349,7 @@ func TestBuildLimiterDeployment(t *testing.T) {
 				"--http-addr=0.0.0.0:8080",
 				"--admin-addr=0.0.0.0:8082",
 				"--admin-auth=kubernetes",
-				"--admin-token-audience=sluice-limiter-admin",
+				"--admin-token-audience=sluice-limiter-admin." + tc.fleet.Namespace + "." + tc.fleet.Name,
 				"--log-format=json",
 				"--admin-tls-cert=/etc/sluice/admin-tls/tls.crt",
 				"--admin-tls-key=/etc/sluice/admin-tls/tls.key",

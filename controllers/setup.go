@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"time"
@@ -11,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,11 +34,15 @@ type Options struct {
 	// endpoint: its *http.Transport (dialer, timeouts) and Timeout, to
 	// which each fleet's TLS is added.
 	AckClient *http.Client
-	// AdminTokenFile, when set, is a file of the bearer token that the
-	// operator sends to the limiter pods' admin plane: a projected token of
-	// its ServiceAccount for the audience limiterwire.AdminAudience, which
-	// the limiters review with the API server (and the API server itself
-	// refuses). It is read again as the kubelet rotates it.
+	// AdminServiceAccount is the operator's own ServiceAccount: for each
+	// fleet, the operator mints a token of it for that fleet's audience
+	// (limiterwire.FleetAdminAudience, which the fleet's limiters require
+	// and the API server itself refuses) with the TokenRequest API, and
+	// sends it to that fleet's pods only.
+	AdminServiceAccount types.NamespacedName
+	// AdminTokenFile, when set, replaces the minted tokens with one for
+	// every fleet, read from a file (and again as it changes): for
+	// limiters started with one audience by hand, as in tests.
 	AdminTokenFile string
 	// EnforcementWindow is the window of status.enforcement; 0 means
 	// DefaultEnforcementWindow (5m).
@@ -74,7 +81,11 @@ type Options struct {
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	// The admin plane is HTTPS only, each fleet's pods verified with the
 	// fleet's CA (admin_tls.go): the token never crosses in clear.
-	admin, err := observe.NewAdminClients(opts.AckClient, opts.AdminTokenFile)
+	tokens, err := adminTokens(mgr, opts)
+	if err != nil {
+		return err
+	}
+	admin, err := observe.NewAdminClients(opts.AckClient, opts.AdminTokenFile, tokens)
 	if err != nil {
 		return err
 	}
@@ -123,3 +134,20 @@ var fleetPods = func() labels.Selector {
 	}
 	return labels.NewSelector().Add(*req)
 }()
+
+// adminTokens is the source of each fleet's admin token: nil when
+// opts.AdminTokenFile sends one token to every fleet. Minting needs create
+// on serviceaccounts/token of that one ServiceAccount, which the chart
+// grants with a Role naming it (no kubebuilder marker: the generated
+// ClusterRole would let the operator mint any ServiceAccount's token).
+func adminTokens(mgr ctrl.Manager, opts Options) (observe.TokenSource, error) {
+	sa := opts.AdminServiceAccount
+	if opts.AdminTokenFile != "" || sa.Name == "" {
+		return nil, nil
+	}
+	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, fmt.Errorf("the admin token minter: %w", err)
+	}
+	return &observe.TokenMinter{ServiceAccounts: cs.CoreV1().ServiceAccounts(sa.Namespace), Name: sa.Name}, nil
+}

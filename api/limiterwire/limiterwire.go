@@ -52,10 +52,11 @@ const (
 	AdminAuthNone       = "none"
 	AdminAuthKubernetes = "kubernetes"
 	// AdminAudience is the audience a token must be issued for to call
-	// AdminPathPrefix (the limiter's --admin-token-audience default): the
-	// operator sends a projected ServiceAccount token for it alone, which
-	// the API server itself does not accept, so that a limiter pod can't
-	// use what it receives as the operator.
+	// AdminPathPrefix (the limiter's --admin-token-audience default), and
+	// the prefix of each fleet's own (FleetAdminAudience), which the
+	// operator renders: the API server itself does not accept such a
+	// token, so that a limiter pod can't use what it receives as the
+	// operator.
 	AdminAudience = "sluice-limiter-admin"
 	// AdminTLSCertFlag and AdminTLSKeyFlag name the limiter flags of the
 	// admin plane's serving certificate and key (PEM files, read again
@@ -63,6 +64,14 @@ const (
 	AdminTLSCertFlag = "--admin-tls-cert"
 	AdminTLSKeyFlag  = "--admin-tls-key"
 )
+
+// FleetAdminAudience is the audience of fleet namespace/name's admin
+// plane, which its limiters require (--admin-token-audience): a token
+// minted for one fleet is refused by every other's, so a limiter pod
+// can't replay what it receives to another fleet's pods.
+func FleetAdminAudience(namespace, name string) string {
+	return AdminAudience + "." + namespace + "." + name
+}
 
 // SnapshotPath tells which snapshot a limiter has loaded: GET it for a
 // Snapshot. With ?waitForVersion=V the answer waits (a long poll) until

@@ -30,6 +30,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
+	"github.com/sluice-dev/sluice/limiter/config"
 )
 
 // A tenant who may write v1alpha1 RateLimitPolicies may also write the
@@ -283,4 +284,91 @@ func TestConversionAnnotationHonestSpellings(t *testing.T) {
 	a.Spec.Rate, a.Spec.Burst = v1alpha1.Rate{}, nil
 	a.Spec.Concurrency = &v1alpha1.ConcurrencyLimit{MaxInFlight: 3, LeaseEntry: ptr.To("my_lease"), LeaseDuration: &metav1.Duration{Duration: time.Second + time.Microsecond}}
 	alphaRoundTrip(t, a)
+}
+
+// TestAttackHandWrittenSpecAnnotation writes plain v1beta1 policies (a
+// Region-scoped rate, no requestOverride) carrying a hand-written
+// v1beta1-spec annotation that says scope Global, or a requestOverride of
+// 1,000,000,000: the v1alpha1 view the operator reads must not pass it on,
+// and the policy must compile (limiter/config, directly and through a
+// snapshot document, as the operator's snapshot does) with no override and
+// not Global. And the reverse: a v1alpha1 policy carrying a hand-written
+// v1alpha1-spec annotation is stored without it.
+func TestAttackHandWrittenSpecAnnotation(t *testing.T) {
+	ns := createNamespace(t, "attack-handwritten-annotation")
+	spec := v1beta1.RateLimitPolicySpec{Domain: "payments-api", Descriptors: []v1beta1.Descriptor{{Key: "user_id"}},
+		Limit: v1beta1.Limit{Type: v1beta1.LimitRate, Rate: &v1beta1.RateLimit{Limit: 10, Period: ptr.To(v1beta1.Duration("1m"))}}}
+	forgeries := map[string]func(r *v1beta1.RateLimit){
+		"global":   func(r *v1beta1.RateLimit) { r.Scope = ptr.To(v1beta1.ScopeGlobal) },
+		"override": func(r *v1beta1.RateLimit) { r.RequestOverride = &v1beta1.RequestOverride{Maximum: 1_000_000_000} },
+	}
+	for name, forge := range forgeries {
+		t.Run(name, func(t *testing.T) {
+			forged := *spec.DeepCopy()
+			forge(forged.Limit.Rate)
+			value, err := json.Marshal(forged)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := &v1beta1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Name: "forged-" + name, Namespace: ns,
+				Annotations: map[string]string{v1alpha1.V1beta1SpecAnnotation: string(value)}}, Spec: *spec.DeepCopy()}
+			if err := k8sClient.Create(t.Context(), p); err != nil {
+				t.Fatalf("the API server refused the policy: %v", err)
+			}
+			deleteAtCleanup(t, p)
+			alpha := &v1alpha1.RateLimitPolicy{}
+			if err := k8sClient.Get(t.Context(), client.ObjectKeyFromObject(p), alpha); err != nil {
+				t.Fatalf("reading it as v1alpha1 (the webhook failed?): %v", err)
+			}
+			if got, ok := alpha.Annotations[v1alpha1.V1beta1SpecAnnotation]; ok {
+				t.Errorf("the v1alpha1 view passes on the hand-written annotation %s", got)
+			}
+			assertPlainCompile(t, alpha)
+		})
+	}
+
+	// The reverse: a hand-written v1alpha1-spec annotation that would
+	// give a v1beta1 reader a higher limit is not stored.
+	a := basePolicy("forged-alpha")
+	a.Namespace = ns
+	lifted := *a.Spec.DeepCopy()
+	lifted.Rate.Limit = 1_000_000
+	alphaValue, err := json.Marshal(lifted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Annotations = map[string]string{v1alpha1.V1alpha1SpecAnnotation: string(alphaValue)}
+	if err := k8sClient.Create(t.Context(), a); err != nil {
+		t.Fatalf("the API server refused the policy: %v", err)
+	}
+	deleteAtCleanup(t, a)
+	beta := &v1beta1.RateLimitPolicy{}
+	if err := k8sClient.Get(t.Context(), client.ObjectKeyFromObject(a), beta); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := beta.Annotations[v1alpha1.V1alpha1SpecAnnotation]; ok && got == string(alphaValue) {
+		t.Errorf("the stored object keeps the hand-written v1alpha1-spec annotation %s", got)
+	}
+}
+
+// assertPlainCompile compiles alpha as the operator's snapshot does and
+// fails unless it is Region-scoped with no requestOverride.
+func assertPlainCompile(t *testing.T, alpha *v1alpha1.RateLimitPolicy) {
+	t.Helper()
+	snap, err := config.Compile([]v1alpha1.RateLimitPolicy{*alpha})
+	if err != nil {
+		t.Fatalf("compiling the v1alpha1 view: %v", err)
+	}
+	data, _ := config.EncodeDocument(config.DocumentFor([]v1alpha1.RateLimitPolicy{*alpha}, config.EnforcementEnabled))
+	fromDoc, err := config.ParseDocument(data)
+	if err != nil {
+		t.Fatalf("compiling the snapshot document: %v", err)
+	}
+	for _, s := range []*config.Snapshot{snap, fromDoc} {
+		for _, c := range s.Policies {
+			if c.Global || c.RequestOverrideMax != 0 {
+				t.Errorf("%s compiles Global=%v with requestOverride maximum %d; want Region and none", c.ID(), c.Global, c.RequestOverrideMax)
+			}
+		}
+	}
 }

@@ -92,10 +92,12 @@ func (dst *RateLimitPolicy) ConvertFrom(srcRaw conversion.Hub) error {
 // instead only when it says the same as the plain conversion in another
 // spelling (or adds what only v1beta1 can say, which hubOnly copies from
 // the stored spec onto the plain one) and converts back to exactly a; when
-// the hub spec can't say all of a, a itself is kept in an annotation. Both
-// kinds convert this way.
+// the hub spec can't say all of a, a itself is kept in an annotation (and
+// a v1alpha1-spec annotation written on a by hand is dropped). Both kinds
+// convert this way.
 func specToHub[A, B any](meta *metav1.ObjectMeta, a *A, to func(*A) (B, error), from func(*B) (A, error), hubOnly func(plain, stored *B)) (B, error) {
 	stored, hasStored := takeAnnotation(meta, V1beta1SpecAnnotation)
+	takeAnnotation(meta, V1alpha1SpecAnnotation) // hand-written on a spoke: the hub's is written below, or none
 	spec, err := to(a)
 	if err != nil {
 		return spec, err
@@ -142,8 +144,13 @@ func policyHubOnly(plain, stored *v1beta1.RateLimitPolicySpec) {
 // specFromHub is specToHub's reverse: a v1alpha1 spec kept in meta's
 // annotation is taken only when, with what v1beta1 leaves out reset by
 // leftOut, it equals the plain conversion and converts back to exactly b.
+// A v1beta1-spec annotation on the hub object is never passed on: the
+// spoke gets one only when b needs it, holding b itself, so a hand-written
+// one can't give the spoke's readers (the operator, limiter/config) a
+// scope or requestOverride the spec does not have.
 func specFromHub[A, B any](meta *metav1.ObjectMeta, b *B, from func(*B) (A, error), to func(*A) (B, error), leftOut func(*A) A) (A, error) {
 	stored, hasStored := takeAnnotation(meta, V1alpha1SpecAnnotation)
+	takeAnnotation(meta, V1beta1SpecAnnotation) // hand-written on the hub: the spoke's is written below, or none
 	spec, err := from(b)
 	if err != nil {
 		return spec, err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -15,8 +16,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"k8s.io/client-go/rest"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
 )
@@ -38,7 +37,7 @@ func explain(args []string, stdout, stderr io.Writer) int {
 	domain := fs.String("domain", "", "the request's `domain` (required)")
 	output := fs.String("o", "text", "output: text or json")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: kubectl sluice explain --limiter URL --domain DOMAIN key=value ...")
+		fmt.Fprintln(stderr, "Usage: kubectl sluice explain --limiter URL --fleet NS/NAME --domain DOMAIN key=value ...")
 		fmt.Fprintln(stderr, "Explains one request without spending anything. Flags:")
 		fs.PrintDefaults()
 	}
@@ -62,8 +61,12 @@ func explain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kubectl sluice explain: kubeconfig: %v\n", err)
 		return 1
 	}
-	af.useToken(rc)
-	ex, err := callExplain(rc, af.limiter, af.caFile, af.serverName, q)
+	token, err := af.adminToken(context.Background(), rc)
+	if err != nil {
+		fmt.Fprintf(stderr, "kubectl sluice explain: %v\n", err)
+		return 1
+	}
+	ex, err := callExplain(token, af.limiter, af.caFile, af.serverName, q)
 	if err != nil {
 		fmt.Fprintf(stderr, "kubectl sluice explain: %v\n", err)
 		return 1
@@ -101,48 +104,24 @@ func explainQuery(domain string, pairs []string) (url.Values, error) {
 	return q, nil
 }
 
-// userToken is the bearer token of the user's kubeconfig (or
-// --token-file): what the limiter reviews with the API server. The admin
-// plane takes tokens for its own audience only (limiterwire.AdminAudience),
-// so that no caller hands a limiter a credential it could replay to the
-// API server.
-func userToken(rc *rest.Config) (string, error) {
-	if rc.BearerToken != "" {
-		return rc.BearerToken, nil
-	}
-	if rc.BearerTokenFile != "" {
-		b, err := os.ReadFile(rc.BearerTokenFile)
-		if err != nil {
-			return "", fmt.Errorf("the kubeconfig's token file: %w", err)
-		}
-		return strings.TrimSpace(string(b)), nil
-	}
-	return "", errors.New("the kubeconfig's user has no bearer token, which the limiter needs to review who you are " +
-		"(a client certificate or an exec plugin can't be passed on): use a context with a token, such as one from kubectl create token")
-}
-
-// callExplain asks the admin plane at base to explain q, with the user's
-// token (callAdmin).
-func callExplain(rc *rest.Config, base, caFile, serverName string, q url.Values) (*limiterwire.Explanation, error) {
+// callExplain asks the admin plane at base to explain q, with token
+// (callAdmin).
+func callExplain(token, base, caFile, serverName string, q url.Values) (*limiterwire.Explanation, error) {
 	var ex limiterwire.Explanation
-	if err := callAdmin(rc, base, caFile, serverName, limiterwire.ExplainPath, q, &ex); err != nil {
+	if err := callAdmin(token, base, caFile, serverName, limiterwire.ExplainPath, q, &ex); err != nil {
 		return nil, err
 	}
 	return &ex, nil
 }
 
-// callAdmin GETs path with query q from the admin plane at base, with the
-// user's token, into out. The token goes over HTTPS, or plain HTTP to a
-// loopback address only (a port-forward).
-func callAdmin(rc *rest.Config, base, caFile, serverName, path string, q url.Values, out any) error {
+// callAdmin GETs path with query q from the admin plane at base, with
+// token (adminToken's), into out. The token goes over HTTPS, or plain HTTP
+// to a loopback address only (a port-forward).
+func callAdmin(token, base, caFile, serverName, path string, q url.Values, out any) error {
+	if err := checkLimiterURL(base); err != nil {
+		return err
+	}
 	u, err := url.Parse(base)
-	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
-		return fmt.Errorf("--limiter %q: want https://host:port (or http:// to a loopback address)", base)
-	}
-	if u.Scheme == "http" && !isLoopback(u.Hostname()) {
-		return fmt.Errorf("--limiter %q: your token would cross the network in the clear; use https://, or http:// to a loopback port-forward", base)
-	}
-	token, err := userToken(rc)
 	if err != nil {
 		return err
 	}
@@ -177,9 +156,8 @@ func callAdmin(rc *rest.Config, base, caFile, serverName, path string, q url.Val
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusUnauthorized:
-		return fmt.Errorf("the limiter answered %s: %s\nThe admin plane takes tokens issued for its audience %s: "+
-			"give one with --token-file (kubectl create token SA --audience %s) or a kubeconfig that holds one",
-			resp.Status, strings.TrimSpace(string(body)), limiterwire.AdminAudience, limiterwire.AdminAudience)
+		return fmt.Errorf("the limiter answered %s: %s\nThe admin plane takes tokens issued for its fleet's audience only: "+
+			"check --fleet (or --audience for a limiter started by hand)", resp.Status, strings.TrimSpace(string(body)))
 	default:
 		return fmt.Errorf("the limiter answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
 	}

@@ -1,16 +1,17 @@
 // Command kubectl-sluice is the kubectl plugin of Sluice (kubectl sluice):
 //
-//	kubectl sluice explain --limiter URL --domain D key=value ...
-//	kubectl sluice top --limiter URL [-A | -n NAMESPACE] [--sort decisions|limited]
+//	kubectl sluice explain --limiter URL --fleet NS/NAME --domain D key=value ...
+//	kubectl sluice top --limiter URL --fleet NS/NAME [-A | -n NAMESPACE] [--sort decisions|limited]
 //	kubectl sluice status [-A | -n NAMESPACE]
 //
 // explain asks a limiter's admin plane (limiterwire.ExplainPath) which
 // policies a request matches, each one's counter, remaining, reset,
 // failure mode and penalty, and prints whether the request would be
 // allowed now, and if not when it would pass, without spending anything.
-// It calls with the bearer token of the user's kubeconfig, so the limiter
-// shows a policy in full only where the user may get ratelimitpolicies
-// (see limiter/adminauth). top lists the policies with the most decisions
+// It calls with a token it mints for the fleet's admin audience alone
+// (token.go), never the kubeconfig's own credential, so the limiter shows
+// a policy in full only where that ServiceAccount may get
+// ratelimitpolicies (see limiter/adminauth). top lists the policies with the most decisions
 // (or denials) on that limiter and their hottest keys, hashed as the
 // policies' status shows them (limiterwire.TopPath), again only of the
 // namespaces where the user may get ratelimitpolicies. status summarizes LimiterFleets and
@@ -28,10 +29,10 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 const usageText = `kubectl sluice: see why a request is limited, and the fleet at a glance.
 
 Commands:
-  explain --limiter URL --domain DOMAIN key=value ...
+  explain --limiter URL --fleet NS/NAME --domain DOMAIN key=value ...
       which policies a request matches, their counters, and why it would be
       allowed or denied and when it would pass; nothing is spent
-  top --limiter URL [-A | -n NAMESPACE] [--sort decisions|limited] [--top N]
+  top --limiter URL --fleet NS/NAME [-A | -n NAMESPACE] [--sort decisions|limited] [--top N]
       the hottest policies on one limiter and their hottest keys (hashed)
   status [-A | -n NAMESPACE]
       LimiterFleets and RateLimitPolicies with their conditions

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"strings"
 	"testing"
 
@@ -61,8 +62,11 @@ func TestExplainUsage(t *testing.T) {
 		want string
 	}{
 		{[]string{"explain", "--domain", "shop", "a=b"}, 2, "--limiter is required"},
-		{[]string{"explain", "--limiter", "http://10.0.0.1:8082", "--domain", "shop", "--kubeconfig", "/nonexistent", "a=b"}, 1, "kubeconfig"},
-		{[]string{"explain", "--limiter", "http://127.0.0.1:8082", "-o", "yaml", "--domain", "shop", "a=b"}, 2, `-o "yaml": want text or json`},
+		{[]string{"explain", "--limiter", "https://10.0.0.1:8082", "--fleet", "edge/f", "--domain", "shop", "--kubeconfig", "/nonexistent", "a=b"}, 1, "kubeconfig"},
+		{[]string{"explain", "--limiter", "http://10.0.0.1:8082", "--fleet", "edge/f", "--domain", "shop", "a=b"}, 2, "in the clear"},
+		{[]string{"explain", "--limiter", "http://127.0.0.1:8082", "--domain", "shop", "a=b"}, 2, "--fleet is required"},
+		{[]string{"explain", "--limiter", "http://127.0.0.1:8082", "--fleet", "edge", "--domain", "shop", "a=b"}, 2, `--fleet "edge": want namespace/name`},
+		{[]string{"explain", "--limiter", "http://127.0.0.1:8082", "--fleet", "edge/f", "-o", "yaml", "--domain", "shop", "a=b"}, 2, `-o "yaml": want text or json`},
 		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{nil, 2, "Commands:"},
 	} {
@@ -74,8 +78,33 @@ func TestExplainUsage(t *testing.T) {
 }
 
 func TestCleartextTokenRefused(t *testing.T) {
-	_, err := callExplain(nil, "http://10.0.0.1:8082", "", "", nil)
+	_, err := callExplain("t", "http://10.0.0.1:8082", "", "", nil)
 	if err == nil || !strings.Contains(err.Error(), "in the clear") {
 		t.Errorf("plain HTTP to another host: %v, want a refusal", err)
+	}
+}
+
+// checkAudience reads the aud claim, a string or a list, and takes the
+// admin audience alone.
+func TestCheckAudience(t *testing.T) {
+	jwt := func(claims string) string {
+		return "e30." + base64.RawURLEncoding.EncodeToString([]byte(claims)) + ".sig"
+	}
+	const aud = "sluice-limiter-admin.edge.f"
+	for _, c := range []struct {
+		token string
+		ok    bool
+	}{
+		{jwt(`{"aud":"sluice-limiter-admin.edge.f"}`), true},
+		{jwt(`{"aud":["sluice-limiter-admin.edge.f"]}`), true},
+		{jwt(`{"aud":["https://kubernetes.default.svc"]}`), false},
+		{jwt(`{"aud":["sluice-limiter-admin.edge.f","https://kubernetes.default.svc"]}`), false},
+		{jwt(`{"aud":"sluice-limiter-admin.edge.g"}`), false},
+		{jwt(`{}`), false},
+		{"not-a-jwt", false},
+	} {
+		if err := checkAudience(c.token, aud); (err == nil) != c.ok {
+			t.Errorf("checkAudience(%s): %v, want ok %v", c.token, err, c.ok)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -26,7 +27,7 @@ func top(args []string, stdout, stderr io.Writer) int {
 	sortBy := fs.String("sort", limiterwire.TopSortDecisions, "rank by decisions or limited (denials)")
 	output := fs.String("o", "text", "output: text or json")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: kubectl sluice top --limiter URL [-A | -n NAMESPACE] [--sort decisions|limited] [--top N]")
+		fmt.Fprintln(stderr, "Usage: kubectl sluice top --limiter URL --fleet NS/NAME [-A | -n NAMESPACE] [--sort decisions|limited] [--top N]")
 		fmt.Fprintln(stderr, "The hottest policies on one limiter since it started, and their hottest keys. Flags:")
 		fs.PrintDefaults()
 	}
@@ -57,13 +58,17 @@ func top(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kubectl sluice top: kubeconfig: %v\n", err)
 		return 1
 	}
-	af.useToken(rc)
+	token, err := af.adminToken(context.Background(), rc)
+	if err != nil {
+		fmt.Fprintf(stderr, "kubectl sluice top: %v\n", err)
+		return 1
+	}
 	q := url.Values{"n": {strconv.Itoa(*n)}, "sort": {*sortBy}}
 	if !*all {
 		q.Set("namespace", ns)
 	}
 	var t limiterwire.Top
-	if err := callAdmin(rc, af.limiter, af.caFile, af.serverName, limiterwire.TopPath, q, &t); err != nil {
+	if err := callAdmin(token, af.limiter, af.caFile, af.serverName, limiterwire.TopPath, q, &t); err != nil {
 		fmt.Fprintf(stderr, "kubectl sluice top: %v\n", err)
 		return 1
 	}

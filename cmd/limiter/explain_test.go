@@ -104,6 +104,7 @@ spec: {domain: shop, descriptors: [{key: region}], rate: {limit: 1, period: 1h},
 // call explain nor top).
 type explainSetup struct {
 	p                           *process
+	fleet                       string // namespace/name: the limiter's audience
 	nsA, nsB                    string
 	tenantA, platform, outsider rbacv1.Subject
 	entries                     []string
@@ -127,9 +128,17 @@ func setUpExplain(t *testing.T, extra ...string) *explainSetup {
 			t.Cleanup(func() { _ = c.Delete(ctx, o) })
 		}
 	}
+	// Each may mint its own tokens (kubectl sluice mints one for the
+	// fleet's audience).
 	sa := func(ns, name string) rbacv1.Subject {
-		create(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
-		return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}
+		subject := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}
+		create(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
+			&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-mints-own-token"},
+				Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{name}, Verbs: []string{"create"}}}},
+			&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-mints-own-token"},
+				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name + "-mints-own-token"},
+				Subjects: []rbacv1.Subject{subject}})
+		return subject
 	}
 	limiter, tenantA, platform, outsider := sa(nsA, "limiter"), sa(nsA, "tenant"), sa(nsB, "platform"), sa(nsB, "outsider")
 	explainer := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: nsA + "-sluice-explain"},
@@ -148,14 +157,15 @@ func setUpExplain(t *testing.T, extra ...string) *explainSetup {
 		// The outsider may read policies everywhere, but not call explain.
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: nsA + "-outsider-reads-policies"}, RoleRef: ref(policyReader.Name), Subjects: []rbacv1.Subject{outsider}},
 	)
+	// Each caller's kubeconfig holds its ordinary API token.
 	kubeconfigOf := func(s rbacv1.Subject) string {
-		return tokenKubeconfig(t, saToken(t, cs, s.Namespace, s.Name, limiterwire.AdminAudience))
+		return tokenKubeconfig(t, saToken(t, cs, s.Namespace, s.Name))
 	}
 
 	path := filepath.Join(t.TempDir(), "policies.yaml")
 	writeAtomic(t, path, explainPolicies(nsA, nsB))
 	p := startLimiter(t, append([]string{"--policies", path, "--admin-auth", "kubernetes",
-		"--kubeconfig", tokenKubeconfig(t, saToken(t, cs, limiter.Namespace, limiter.Name))}, extra...)...)
+		"--admin-token-audience", limiterwire.FleetAdminAudience(nsA, "edge"), "--kubeconfig", tokenKubeconfig(t, saToken(t, cs, limiter.Namespace, limiter.Name))}, extra...)...)
 	req := `{"domain":"shop","descriptors":[{"entries":[{"key":"user","value":"alice"},{"key":"plan","value":"free"},` +
 		`{"key":"ip","value":"10.1.2.3"},{"key":"path","value":"/checkout"},{"key":"region","value":"eu"}]}]}`
 	for i, want := range []int{200, 429} { // the second strikes per-ip: penalized
@@ -163,14 +173,14 @@ func setUpExplain(t *testing.T, extra ...string) *explainSetup {
 			t.Fatalf("check %d: %d %s, want %d", i+1, code, body, want)
 		}
 	}
-	return &explainSetup{p: p, nsA: nsA, nsB: nsB, tenantA: tenantA, platform: platform, outsider: outsider,
+	return &explainSetup{p: p, fleet: nsA + "/edge", nsA: nsA, nsB: nsB, tenantA: tenantA, platform: platform, outsider: outsider,
 		entries: []string{"user=alice", "plan=free", "ip=10.1.2.3", "path=/checkout", "region=eu"}, kubeconfigOf: kubeconfigOf}
 }
 
 // explain runs kubectl sluice explain as s, answering its JSON.
 func (x *explainSetup) explain(t *testing.T, s rbacv1.Subject) (limiterwire.Explanation, string) {
 	t.Helper()
-	code, out, errOut := plugin(t, append([]string{"explain", "--kubeconfig", x.kubeconfigOf(s), "--limiter", x.p.adminURL, "--domain", "shop", "-o", "json"}, x.entries...)...)
+	code, out, errOut := plugin(t, append([]string{"explain", "--kubeconfig", x.kubeconfigOf(s), "--limiter", x.p.adminURL, "--fleet", x.fleet, "--domain", "shop", "-o", "json"}, x.entries...)...)
 	if code != 0 {
 		t.Fatalf("explain as %s: exit %d: %s", s.Name, code, errOut)
 	}
@@ -240,7 +250,7 @@ func TestExplain(t *testing.T) {
 	}
 
 	// The text a person reads names the verdict and the wait.
-	code, out, errOut := plugin(t, append([]string{"explain", "--kubeconfig", x.kubeconfigOf(x.tenantA), "--limiter", x.p.adminURL, "--domain", "shop"}, x.entries...)...)
+	code, out, errOut := plugin(t, append([]string{"explain", "--kubeconfig", x.kubeconfigOf(x.tenantA), "--limiter", x.p.adminURL, "--fleet", x.fleet, "--domain", "shop"}, x.entries...)...)
 	if code != 0 || !strings.Contains(out, "DENIED by "+nsA+"/per-ip, "+nsA+"/per-user, a policy you may not see: it would pass in") ||
 		!strings.Contains(out, "penalized") {
 		t.Errorf("explain's text (exit %d, %s):\n%s", code, errOut, out)
@@ -279,7 +289,7 @@ func TestAttackExplainAnotherNamespace(t *testing.T) {
 	if deny != 1 || other != 0 {
 		t.Errorf("tenant A: %d redacted denials and %d other redacted entries, want 1 and 0 (the shadow one left out): %+v", deny, other, a.Policies)
 	}
-	code, _, errOut := plugin(t, append([]string{"explain", "--kubeconfig", x.kubeconfigOf(x.outsider), "--limiter", x.p.adminURL, "--domain", "shop"}, x.entries...)...)
+	code, _, errOut := plugin(t, append([]string{"explain", "--kubeconfig", x.kubeconfigOf(x.outsider), "--limiter", x.p.adminURL, "--fleet", x.fleet, "--domain", "shop"}, x.entries...)...)
 	if code != 1 || !strings.Contains(errOut, "403") {
 		t.Errorf("outsider: exit %d: %s, want 1 and 403", code, errOut)
 	}

@@ -45,7 +45,7 @@ func main() {
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP data plane (check, forward-auth, status peek), /healthz and /readyz listen `address`")
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", "127.0.0.1:8082", "admin plane (/v1/admin/*, /metrics) listen `address`; keep it on loopback unless --admin-auth=kubernetes")
 	fs.StringVar(&cfg.AdminAuth, "admin-auth", limiterwire.AdminAuthNone, "how the admin plane checks its callers: none (open) or kubernetes (a bearer token, reviewed by the API server with TokenReview and SubjectAccessReview on the non-resource URL)")
-	fs.StringVar(&cfg.AdminTokenAudience, "admin-token-audience", limiterwire.AdminAudience, "with --admin-auth=kubernetes, the `audience` a token must be issued for to call /v1/admin/* (a projected ServiceAccount token; \"\" accepts the API server's own); /metrics takes the API server's")
+	fs.StringVar(&cfg.AdminTokenAudience, "admin-token-audience", limiterwire.AdminAudience, "with --admin-auth=kubernetes, the `audience` a token must be issued for to call /v1/admin/* (the operator renders each fleet's own, "+limiterwire.FleetAdminAudience("NAMESPACE", "FLEET")+"; \"\" accepts the API server's own); /metrics takes the API server's")
 	fs.StringVar(&cfg.AdminTLSCert, "admin-tls-cert", "", "PEM certificate `file` of the admin plane, which then serves HTTPS only (with --admin-tls-key); reloaded when it changes")
 	fs.StringVar(&cfg.AdminTLSKey, "admin-tls-key", "", "PEM private key `file` of --admin-tls-cert")
 	fs.DurationVar(&cfg.RedisTimeout, "redis-timeout", 20*time.Millisecond, "deadline of every Redis round trip (and of the wait for the round trip to start); then the policy's failureMode decides")

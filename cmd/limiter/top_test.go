@@ -17,7 +17,7 @@ import (
 // raw output.
 func (x *explainSetup) top(t *testing.T, s rbacv1.Subject, args ...string) (limiterwire.Top, string) {
 	t.Helper()
-	code, out, errOut := plugin(t, append([]string{"top", "--kubeconfig", x.kubeconfigOf(s), "--limiter", x.p.adminURL, "-o", "json"}, args...)...)
+	code, out, errOut := plugin(t, append([]string{"top", "--kubeconfig", x.kubeconfigOf(s), "--limiter", x.p.adminURL, "--fleet", x.fleet, "-o", "json"}, args...)...)
 	if code != 0 {
 		t.Fatalf("top %q as %s: exit %d: %s", args, s.Name, code, errOut)
 	}
@@ -94,7 +94,7 @@ func TestKubectlSluiceTop(t *testing.T) {
 		if code, _, body := x.p.post(t, "/v1/ratelimit/check", req); code != 429 {
 			return false, fmt.Sprintf("check: %d %s", code, body)
 		}
-		code, out, errOut := plugin(t, "top", "--kubeconfig", x.kubeconfigOf(x.tenantA), "--limiter", x.p.adminURL, "-n", nsA)
+		code, out, errOut := plugin(t, "top", "--kubeconfig", x.kubeconfigOf(x.tenantA), "--limiter", x.p.adminURL, "--fleet", x.fleet, "-n", nsA)
 		return code == 0 && strings.Contains(out, "POLICY") && strings.Contains(out, nsA+"/per-user") &&
 			strings.Contains(out, "Hottest keys of "+nsA+"/per-user"), fmt.Sprintf("exit %d, %s:\n%s", code, errOut, out)
 	})
@@ -106,7 +106,7 @@ func TestKubectlSluiceTop(t *testing.T) {
 		{[]string{"--sort", "name"}, `--sort "name": want decisions or limited`},
 		{[]string{"-A", "-n", nsA}, "give one"},
 	} {
-		code, _, errOut := plugin(t, append([]string{"top", "--kubeconfig", x.kubeconfigOf(x.tenantA), "--limiter", x.p.adminURL}, c.args...)...)
+		code, _, errOut := plugin(t, append([]string{"top", "--kubeconfig", x.kubeconfigOf(x.tenantA), "--limiter", x.p.adminURL, "--fleet", x.fleet}, c.args...)...)
 		if code != 2 || !strings.Contains(errOut, c.want) {
 			t.Errorf("top %q: exit %d, %q; want 2 and %q", c.args, code, errOut, c.want)
 		}
@@ -132,7 +132,7 @@ func TestAttackTopAnotherNamespace(t *testing.T) {
 			t.Errorf("tenant A's top names %q:\n%s\n%s", leak, raw, rawAll)
 		}
 	}
-	code, _, errOut := plugin(t, "top", "--kubeconfig", x.kubeconfigOf(x.outsider), "--limiter", x.p.adminURL, "-A")
+	code, _, errOut := plugin(t, "top", "--kubeconfig", x.kubeconfigOf(x.outsider), "--limiter", x.p.adminURL, "--fleet", x.fleet, "-A")
 	if code != 1 || !strings.Contains(errOut, "403") {
 		t.Errorf("outsider: exit %d: %s, want 1 and 403", code, errOut)
 	}

@@ -5,11 +5,13 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -38,6 +40,7 @@ func main() {
 		watchNS      string
 		window       time.Duration
 		tokenFile    string
+		adminSA      string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics `address` (0 disables), served over HTTPS to callers whose bearer token the API server authenticates and authorizes for get on the non-resource URL /metrics")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "/healthz and /readyz `address`")
@@ -47,7 +50,8 @@ func main() {
 	flag.StringVar(&redisImage, "redis-image", v1alpha1.DefaultRedisImage, "Redis `image` of the Redis Cluster of fleets that name none (spec.redis.image)")
 	flag.StringVar(&watchNS, "watch-namespaces", "", "comma-separated `namespaces` whose policies and fleets the operator watches (default: all)")
 	flag.DurationVar(&window, "enforcement-window", observe.DefaultEnforcementWindow, "`window` of the decision counts in each policy's status.enforcement")
-	flag.StringVar(&tokenFile, "limiter-token-file", "", "`file` of the bearer token sent (over TLS) to the limiter pods' admin plane: a projected ServiceAccount token for the audience "+limiterwire.AdminAudience+" (default: "+projectedTokenFile+", which the chart mounts)")
+	flag.StringVar(&adminSA, "admin-token-service-account", "", "`namespace/name` of the operator's own ServiceAccount: for each fleet, the operator mints a token of it for that fleet's audience ("+limiterwire.FleetAdminAudience("NAMESPACE", "FLEET")+") and sends it (over TLS) to that fleet's limiter pods only")
+	flag.StringVar(&tokenFile, "limiter-token-file", "", "`file` of one bearer token sent to every fleet's admin plane instead of minted ones (for limiters started by hand with one --admin-token-audience; the operator's fleets require their own)")
 	netpol := networkPolicyFlags(flag.CommandLine)
 	timing := leaderTimingFlags(flag.CommandLine)
 	webhookOpts := webhookFlags(flag.CommandLine)
@@ -104,14 +108,15 @@ func main() {
 		os.Exit(1)
 	}
 	ctx := ctrl.SetupSignalHandler()
-	if tokenFile == "" {
-		// Never the pod's own ServiceAccount token: the API server takes it,
-		// so a limiter pod could act with it as the operator.
-		if _, err := os.Stat(projectedTokenFile); err == nil {
-			tokenFile = projectedTokenFile
-		} else {
-			log.Error(err, "No token for the limiters' admin plane: they will refuse the operator's calls; mount a projected ServiceAccount token for the audience "+limiterwire.AdminAudience+" at "+projectedTokenFile+" or name one with --limiter-token-file")
-		}
+	// Never the pod's own ServiceAccount token: the API server takes it,
+	// so a limiter pod could act with it as the operator.
+	sa, err := serviceAccountFlag(adminSA)
+	if err != nil {
+		log.Error(err, "Bad flags")
+		os.Exit(2)
+	}
+	if tokenFile == "" && sa.Name == "" {
+		log.Error(nil, "No token for the limiters' admin plane: they will refuse the operator's calls; name the operator's ServiceAccount with --admin-token-service-account")
 	}
 	np, err := netpol()
 	if err != nil {
@@ -123,7 +128,7 @@ func main() {
 		log.Error(err, "Bad flags")
 		os.Exit(2)
 	}
-	if err := controllers.Setup(ctx, mgr, controllers.Options{LimiterImage: limiterImage, RedisImage: redisImage, EnforcementWindow: window, AdminTokenFile: tokenFile, NetworkPolicies: np}); err != nil {
+	if err := controllers.Setup(ctx, mgr, controllers.Options{LimiterImage: limiterImage, RedisImage: redisImage, EnforcementWindow: window, AdminTokenFile: tokenFile, AdminServiceAccount: sa, NetworkPolicies: np}); err != nil {
 		log.Error(err, "Unable to set up the controllers")
 		os.Exit(1)
 	}
@@ -144,10 +149,18 @@ func main() {
 	}
 }
 
-// projectedTokenFile is where the chart mounts the operator's projected
-// ServiceAccount token for the limiters' admin plane (audience
-// limiterwire.AdminAudience, rotated by the kubelet).
-const projectedTokenFile = "/var/run/secrets/sluice.dev/limiter-admin/token"
+// serviceAccountFlag parses --admin-token-service-account, namespace/name;
+// "" is none.
+func serviceAccountFlag(v string) (types.NamespacedName, error) {
+	if v == "" {
+		return types.NamespacedName{}, nil
+	}
+	ns, name, ok := strings.Cut(v, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return types.NamespacedName{}, fmt.Errorf("--admin-token-service-account %q: want namespace/name", v)
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, nil
+}
 
 // watchNamespaces turns --watch-namespaces into the cache's namespaces: nil
 // (every namespace) when the flag is empty. Cluster-scoped objects, such as

@@ -16,12 +16,14 @@ import (
 
 // AdminClients make the operator's calls to the limiter pods' admin
 // plane: HTTPS only, verifying each fleet's pods with that fleet's CA and
-// AdminTLSServerName, with the bearer token of a file (read again as the
-// kubelet rotates it). A fleet whose CA the operator does not know yet
-// can't be called.
+// AdminTLSServerName, with each fleet's own bearer token (Tokens: minted
+// for the fleet's audience), or one token for every fleet read from a file
+// (read again as the kubelet rotates it). A fleet whose CA the operator
+// does not know yet can't be called.
 type AdminClients struct {
 	base      *http.Client
 	tokenFile string
+	tokens    TokenSource
 
 	mu     sync.Mutex
 	fleets map[types.NamespacedName]*adminClient
@@ -34,9 +36,9 @@ type adminClient struct {
 
 // NewAdminClients returns the admin clients: base's Transport (nil: the
 // default), which must be an *http.Transport, with each fleet's TLS, base's
-// Timeout, and tokenFile's token when tokenFile is set. An unreadable token
-// file is an error.
-func NewAdminClients(base *http.Client, tokenFile string) (*AdminClients, error) {
+// Timeout, and the token of tokens for each fleet, or else tokenFile's token
+// when tokenFile is set. An unreadable token file is an error.
+func NewAdminClients(base *http.Client, tokenFile string, tokens TokenSource) (*AdminClients, error) {
 	if base == nil {
 		base = &http.Client{Timeout: 10 * time.Second} // above AckTracker.LongPoll
 	}
@@ -50,7 +52,7 @@ func NewAdminClients(base *http.Client, tokenFile string) (*AdminClients, error)
 			return nil, fmt.Errorf("admin token file: %w", err)
 		}
 	}
-	return &AdminClients{base: base, tokenFile: tokenFile, fleets: map[types.NamespacedName]*adminClient{}}, nil
+	return &AdminClients{base: base, tokenFile: tokenFile, tokens: tokens, fleets: map[types.NamespacedName]*adminClient{}}, nil
 }
 
 // SetCA makes the fleet's client trust caPEM for serverName; the same CA
@@ -77,7 +79,9 @@ func (a *AdminClients) SetCA(fleet types.NamespacedName, serverName string, caPE
 	tr.Proxy = nil
 	tr.TLSClientConfig = &tls.Config{RootCAs: pool, ServerName: serverName, MinVersion: tls.VersionTLS12}
 	var rt http.RoundTripper = tr
-	if a.tokenFile != "" {
+	if a.tokens != nil {
+		rt = &fleetBearer{tokens: a.tokens, fleet: fleet, next: tr}
+	} else if a.tokenFile != "" {
 		var err error
 		if rt, err = transport.NewBearerAuthWithRefreshRoundTripper("", a.tokenFile, tr); err != nil {
 			return fmt.Errorf("admin token file: %w", err)
@@ -110,6 +114,9 @@ func (a *AdminClients) Forget(fleet types.NamespacedName) {
 	if c := a.fleets[fleet]; c != nil {
 		c.client.CloseIdleConnections()
 		delete(a.fleets, fleet)
+	}
+	if m, ok := a.tokens.(*TokenMinter); ok {
+		m.Forget(fleet)
 	}
 }
 

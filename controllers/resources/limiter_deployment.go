@@ -62,7 +62,7 @@ func LimiterArgs(fleet *v1alpha1.LimiterFleet, storeURL string) []string {
 		fmt.Sprintf("--http-addr=0.0.0.0:%d", LimiterHTTPPort),
 		fmt.Sprintf("--admin-addr=0.0.0.0:%d", LimiterAdminPort),
 		limiterwire.AdminAuthFlag + "=" + limiterwire.AdminAuthKubernetes,
-		"--admin-token-audience=" + limiterwire.AdminAudience,
+		"--admin-token-audience=" + limiterwire.FleetAdminAudience(fleet.Namespace, fleet.Name),
 		"--log-format=json",
 	}
 	args = append(args, AdminTLSArgs()...)

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
@@ -16,14 +15,10 @@ import (
 const requestOverrideMsg = "spec.limit.rate.requestOverride needs a fixed period and is not supported with calendar, SlidingLog, Concurrency, burst, localTier, cost.reserve or scope Global: a request's own limit replaces limit (and the bucket size) for that request only, which these can't honour"
 
 // requestOverrideOf returns the requestOverride p's conversion annotation
-// says, nil for none.
+// says, nil for none (only an annotation that says what p's spec does).
 func requestOverrideOf(p *v1alpha1.RateLimitPolicy) *v1beta1.RequestOverride {
-	raw, ok := p.Annotations[v1alpha1.V1beta1SpecAnnotation]
-	if !ok || len(raw) > v1alpha1.MaxConversionAnnotationBytes {
-		return nil
-	}
-	var s v1beta1.RateLimitPolicySpec
-	if json.Unmarshal([]byte(raw), &s) != nil || s.Limit.Rate == nil {
+	s := hubSpecOf(p)
+	if s == nil || s.Limit.Rate == nil {
 		return nil
 	}
 	return s.Limit.Rate.RequestOverride

@@ -110,7 +110,7 @@ func TestAttackRequestOverrideOnV1alpha1(t *testing.T) {
 	p.Spec.Rate.Period.Duration = 60e9
 	burst := int64(20)
 	p.Spec.Burst = &burst
-	p.Annotations = map[string]string{v1alpha1.V1beta1SpecAnnotation: `{"limit":{"type":"Rate","rate":{"limit":10,"period":"1m","burst":20,"requestOverride":{"maximum":1000}}}}`}
+	p.Annotations = map[string]string{v1alpha1.V1beta1SpecAnnotation: `{"domain":"payments","descriptors":[{"key":"tenant"}],"limit":{"type":"Rate","rate":{"limit":10,"period":"1m","burst":20,"requestOverride":{"maximum":1000}}}}`}
 	config.DefaultPolicy(p)
 	errs := config.ValidatePolicy(p)
 	if len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), "spec.limit.rate.requestOverride needs a fixed period") {

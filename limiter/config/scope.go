@@ -1,7 +1,6 @@
 package config
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
@@ -17,17 +16,20 @@ import (
 const policyScopeMsg = "spec.limit.rate.scope Global is not supported with SlidingLog, Concurrency, localTier, reserve, penalty, priority or calendar: a region spends grants leased from the key's home region, which these would need counted exactly there"
 
 // scopeOf returns the scope p's conversion annotation says, nil for none
-// (Region).
+// (Region): only an annotation that says what p's spec does is believed
+// (v1alpha1.HubSpecOf).
 func scopeOf(p *v1alpha1.RateLimitPolicy) *v1beta1.RegionScope {
-	raw, ok := p.Annotations[v1alpha1.V1beta1SpecAnnotation]
-	if !ok || len(raw) > v1alpha1.MaxConversionAnnotationBytes {
-		return nil
-	}
-	var s v1beta1.RateLimitPolicySpec
-	if json.Unmarshal([]byte(raw), &s) != nil || s.Limit.Rate == nil || s.Limit.Rate.Scope == nil {
+	s := hubSpecOf(p)
+	if s == nil || s.Limit.Rate == nil {
 		return nil
 	}
 	return s.Limit.Rate.Scope
+}
+
+// hubSpecOf is p's v1beta1 spec from its conversion annotation, when the
+// annotation says what p's spec does (both sides defaulted), else nil.
+func hubSpecOf(p *v1alpha1.RateLimitPolicy) *v1beta1.RateLimitPolicySpec {
+	return v1alpha1.HubSpecOf(p, DefaultPolicy)
 }
 
 // validateScope checks scope against the spec it applies to, as the CRD's

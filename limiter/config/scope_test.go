@@ -85,10 +85,32 @@ func TestAttackScopeOnV1alpha1(t *testing.T) {
 	p.Spec.Rate.Period.Duration = 60e9
 	on := true
 	p.Spec.LocalTier = &v1alpha1.LocalTier{Enabled: &on}
-	p.Annotations = map[string]string{v1alpha1.V1beta1SpecAnnotation: `{"limit":{"type":"Rate","rate":{"limit":10,"period":"1m","scope":"Global","localTier":{}}}}`}
+	p.Annotations = map[string]string{v1alpha1.V1beta1SpecAnnotation: `{"domain":"payments","descriptors":[{"key":"user_id"}],"limit":{"type":"Rate","rate":{"limit":10,"period":"1m","scope":"Global","localTier":{}}}}`}
 	config.DefaultPolicy(p)
 	errs := config.ValidatePolicy(p)
 	if len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), "spec.limit.rate.scope Global is not supported with") {
 		t.Fatalf("got %v, want the scope's message", errs)
+	}
+}
+
+// TestForgedAnnotationIsNotBelieved: a conversion annotation that says
+// another policy than the spec (a higher limit) is not read for scope or
+// requestOverride: the policy compiles Region-scoped, with no override.
+func TestForgedAnnotationIsNotBelieved(t *testing.T) {
+	p := v1alpha1.RateLimitPolicy{}
+	p.Name, p.Namespace = "forged", "payments"
+	p.Spec.Domain = "payments"
+	p.Spec.Descriptors = []v1alpha1.Descriptor{{Key: "user_id"}}
+	p.Spec.Rate.Limit = 10
+	p.Spec.Rate.Period.Duration = 60e9
+	for _, rate := range []string{`"scope":"Global"`, `"requestOverride":{"maximum":1000000000}`} {
+		p.Annotations = map[string]string{v1alpha1.V1beta1SpecAnnotation: `{"domain":"payments","descriptors":[{"key":"user_id"}],"limit":{"type":"Rate","rate":{"limit":1000000,"period":"1m",` + rate + `}}}`}
+		snap, err := config.Compile([]v1alpha1.RateLimitPolicy{p})
+		if err != nil {
+			t.Fatalf("%s: %v", rate, err)
+		}
+		if c := snap.Policies[0]; c.Global || c.RequestOverrideMax != 0 {
+			t.Errorf("%s: compiled Global=%v, requestOverride maximum %d; want neither", rate, c.Global, c.RequestOverrideMax)
+		}
 	}
 }

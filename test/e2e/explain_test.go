@@ -85,11 +85,11 @@ func (j *journey) explainStep(t *testing.T) {
 	run := func(ns, sa string, extra ...string) string {
 		t.Helper()
 		token := filepath.Join(dir, ns+"-"+sa+".token")
-		if err := os.WriteFile(token, []byte(strings.TrimSpace(c.kubectl(t, "create", "token", sa, "-n", ns, "--audience", limiterwire.AdminAudience))), 0o600); err != nil {
+		if err := os.WriteFile(token, []byte(strings.TrimSpace(c.kubectl(t, "create", "token", sa, "-n", ns, "--audience", limiterwire.FleetAdminAudience(f.Namespace, f.Name)))), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		args := append([]string{"explain", "--kubeconfig", c.kubeconfig, "--limiter", url, "--limiter-ca", caFile,
-			"--tls-server-name", svc, "--token-file", token, "--domain", explainDomain}, extra...)
+			"--tls-server-name", svc, "--fleet", f.Namespace + "/" + f.Name, "--token-file", token, "--domain", explainDomain}, extra...)
 		out, stderr, err := c.cmd("", bin, append(args, entries...)...)
 		if err != nil {
 			t.Fatalf("kubectl sluice explain as %s/%s: %v\n%s", ns, sa, err, stderr)

@@ -635,6 +635,10 @@ func withoutWebhookCertRole(t *testing.T, roles []*unstructured.Unstructured) []
 	t.Helper()
 	var out []*unstructured.Unstructured
 	for _, o := range roles {
+		if strings.HasSuffix(o.GetName(), "-operator-admin-token") {
+			checkAdminTokenRole(t, o)
+			continue
+		}
 		if !strings.HasSuffix(o.GetName(), "-operator-webhook-cert") {
 			out = append(out, o)
 			continue
@@ -690,5 +694,16 @@ func TestGrafanaDashboard(t *testing.T) {
 	var d map[string]any
 	if err := json.Unmarshal([]byte(got), &d); err != nil || d["uid"] != "sluice-overview" {
 		t.Errorf("sluice.json: %v, uid %v", err, d["uid"])
+	}
+}
+
+// checkAdminTokenRole: the operator mints the admin plane's tokens of its
+// own ServiceAccount, and of no other, in the release namespace.
+func checkAdminTokenRole(t *testing.T, o *unstructured.Unstructured) {
+	t.Helper()
+	sa := strings.TrimSuffix(o.GetName(), "-admin-token")
+	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{sa}, Verbs: []string{"create"}}}
+	if got := convert[rbacv1.Role](t, o).Rules; o.GetNamespace() != "sluice-system" || !reflect.DeepEqual(got, want) {
+		t.Errorf("the admin token Role %s/%s grants %+v, want %+v in sluice-system", o.GetNamespace(), o.GetName(), got, want)
 	}
 }
