@@ -77,7 +77,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8081", "RLS gRPC `target`: host:port, host:port,host:port (round robin), or dns:///name:port (round robin over its addresses); loopback only without --allow-remote")
 	fs.BoolVar(&cfg.AllowRemote, "allow-remote", false, "let --addr and --metrics-url be off this machine (a Service, from a pod); without it they must be loopback addresses")
 	fs.IntVar(&cfg.Conns, "conns", 4, "gRPC connections; the concurrent calls are spread across them")
-	fs.IntVar(&cfg.Concurrency, "concurrency", 64, "concurrent in-flight ShouldRateLimit calls")
+	fs.IntVar(&cfg.Concurrency, "concurrency", 64, "closed loop: concurrent in-flight calls, each sending the next when answered")
+	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop: start calls at this many per second on a fixed schedule whether or not answers came back, latency counted from each call's scheduled start (0: closed loop, --concurrency)")
+	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", 1000, "with --rate: a call due while this many are in flight is dropped, not sent")
+	fs.DurationVar(&cfg.DropAfter, "drop-after", time.Second, "with --rate: a call unanswered this long after its scheduled start is dropped (cancelled)")
+	fs.StringVar(&cfg.Protocol, "protocol", protoRLS, "what the server speaks: rls (Envoy RLS v3 ShouldRateLimit) or gubernator (gubernator V1 GetRateLimits, one rate limit per descriptor, limit 1e9/s)")
 	fs.IntVar(&cfg.Keys, "keys", 10000, "distinct key indexes substituted for %d in --descriptor")
 	fs.StringVar(&keyOrder, "key-order", "cycle", "cycle through the keys in order, or pick them at random: cycle|random")
 	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "measured interval")
@@ -124,6 +128,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	if err := checkLoopFlags(fs, cfg.Rate); err != nil {
+		return fail(err)
+	}
 	if noopWait != 0 && serveNoop == "" {
 		return fail(fmt.Errorf("--noop-wait %s: only with --serve-noop", noopWait))
 	}
@@ -240,10 +247,35 @@ func runProbe(ctx context.Context, cfg Config, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer closeAll(conns)
-	if err := preflight(ctx, conns, tgt.name, newRequestBuilder(tmpl, cfg.Domain, cfg.Hits).build(0), cfg.Timeout); err != nil {
+	newCall, err := newCallerFunc(cfg.Protocol, tmpl, cfg.Domain, cfg.Hits)
+	if err != nil {
+		fmt.Fprintln(stderr, "loadgen:", err)
+		return 2
+	}
+	if err := preflight(ctx, conns, tgt.name, newCall, cfg.Timeout); err != nil {
 		fmt.Fprintln(stderr, "loadgen:", err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s answered\n", tgt.name)
 	return 0
+}
+
+// checkLoopFlags refuses flags of the other loop: --concurrency with
+// --rate (the schedule sets the load), --max-in-flight and --drop-after
+// without it.
+func checkLoopFlags(fs *flag.FlagSet, rate float64) error {
+	if rate < 0 {
+		return nil // validate names --rate
+	}
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		switch {
+		case err != nil:
+		case f.Name == "concurrency" && rate != 0:
+			err = fmt.Errorf("--concurrency %s: closed loop only; with --rate the schedule sets the load (bound it with --max-in-flight)", f.Value)
+		case (f.Name == "max-in-flight" || f.Name == "drop-after") && rate == 0:
+			err = fmt.Errorf("--%s %s: only with --rate (the open loop)", f.Name, f.Value)
+		}
+	})
+	return err
 }

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/peer"
@@ -41,13 +40,25 @@ type Config struct {
 	MaxRequests int64  // bound on calls sent, warm-up included
 	Timeout     time.Duration
 	CPU         []cpuSource // server processes whose CPU is measured
+	Protocol    string      // "rls" (or "") or "gubernator", see caller
+	// Open loop: with Rate > 0, call i starts at start + i/Rate whatever
+	// the answers; Concurrency is then unused.
+	Rate        float64       // calls per second; 0: closed loop
+	MaxInFlight int           // calls in flight beyond which a call is dropped, not sent
+	DropAfter   time.Duration // a call unanswered this long after its scheduled start is dropped
 }
 
 func (c *Config) validate() error {
 	switch {
 	case c.Conns < 1 || c.Conns > maxConns:
 		return fmt.Errorf("--conns %d: want 1 to %d", c.Conns, maxConns)
-	case c.Concurrency < 1 || c.Concurrency > maxConcurrency:
+	case c.Rate < 0 || c.Rate > maxRate:
+		return fmt.Errorf("--rate %g: want 0 (closed loop) to %d calls per second", c.Rate, maxRate)
+	case c.Rate > 0 && (c.MaxInFlight < 1 || c.MaxInFlight > maxMaxInFlight):
+		return fmt.Errorf("--max-in-flight %d: want 1 to %d", c.MaxInFlight, maxMaxInFlight)
+	case c.Rate > 0 && c.DropAfter <= 0:
+		return fmt.Errorf("--drop-after %s: want more than 0", c.DropAfter)
+	case c.Rate == 0 && (c.Concurrency < 1 || c.Concurrency > maxConcurrency):
 		return fmt.Errorf("--concurrency %d: want 1 to %d", c.Concurrency, maxConcurrency)
 	case c.Keys < 1:
 		return fmt.Errorf("--keys %d: want at least 1", c.Keys)
@@ -68,6 +79,7 @@ func (c *Config) validate() error {
 // Result is what a run measured. Times are in microseconds.
 type Result struct {
 	Target          string            `json:"target"`
+	Protocol        string            `json:"protocol"`
 	Domain          string            `json:"domain"`
 	Descriptor      string            `json:"descriptor"`
 	Conns           int               `json:"conns"`
@@ -100,6 +112,8 @@ type Result struct {
 	// Backends counts the measured answers by the server that gave them,
 	// when several may answer (a list or a dns:/// target).
 	Backends map[string]uint64 `json:"backends,omitempty"`
+	// Open is the open loop's own figures; nil for a closed loop.
+	Open *OpenLoop `json:"open_loop,omitempty"`
 }
 
 // Latency summarises answered calls in the measured interval, in µs.
@@ -182,21 +196,22 @@ func closeAll(cs []*grpc.ClientConn) {
 // preflight sends one call on every connection, so that a server that is not
 // there fails the run at once with a clear error, and every connection is up
 // before the clock starts.
-func preflight(ctx context.Context, cs []*grpc.ClientConn, target string, req *rlsv3.RateLimitRequest, timeout time.Duration) error {
+func preflight(ctx context.Context, cs []*grpc.ClientConn, target string, newCall func(*grpc.ClientConn) caller, timeout time.Duration) error {
 	for _, cc := range cs {
 		cctx, cancel := context.WithTimeout(ctx, timeout)
-		_, err := rlsv3.NewRateLimitServiceClient(cc).ShouldRateLimit(cctx, req, grpc.WaitForReady(true))
+		_, err := newCall(cc).call(cctx, 0, grpc.WaitForReady(true))
 		cancel()
 		if err != nil {
-			return fmt.Errorf("cannot get an answer from the RLS server at %s within %s: %w", target, timeout, err)
+			return fmt.Errorf("cannot get an answer from the rate-limit server at %s within %s: %w", target, timeout, err)
 		}
 	}
 	return nil
 }
 
-// Run sends load as cfg says and returns what it measured. It stops by
-// itself after cfg.Warmup + cfg.Duration, or when cfg.MaxRequests have been
-// sent, or when ctx is done.
+// Run sends load as cfg says and returns what it measured: a closed loop of
+// cfg.Concurrency calls in flight, or with cfg.Rate an open loop (runOpen).
+// It stops by itself after cfg.Warmup + cfg.Duration, or when
+// cfg.MaxRequests have been sent, or when ctx is done.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -205,140 +220,118 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	newCall, err := newCallerFunc(cfg.Protocol, tmpl, cfg.Domain, cfg.Hits)
+	if err != nil {
+		return nil, err
+	}
 	conns, tgt, err := dial(cfg.Addr, cfg.AllowRemote, cfg.Conns)
 	if err != nil {
 		return nil, err
 	}
 	defer closeAll(conns)
-	if err := preflight(ctx, conns, tgt.name, newRequestBuilder(tmpl, cfg.Domain, cfg.Hits).build(0), cfg.Timeout); err != nil {
+	if err := preflight(ctx, conns, tgt.name, newCall, cfg.Timeout); err != nil {
 		return nil, err
 	}
+	var res *Result
+	if cfg.Rate > 0 {
+		res, err = runOpen(ctx, cfg, newCall, conns, tgt.name)
+	} else {
+		res, err = runClosed(ctx, cfg, newCall, conns, tgt)
+	}
+	if err == nil && !tmpl.varies() {
+		res.Keys = 1
+	}
+	return res, err
+}
 
+// closedRun is one closed-loop run's state.
+type closedRun struct {
+	cfg      Config
+	phase    atomic.Int32
+	sent     atomic.Int64
+	nextKey  atomic.Uint64
+	inflight atomic.Int64
+	stopOnce sync.Once
+	stopCh   chan struct{}
+	stopBy   atomic.Value
+}
+
+func (r *closedRun) stop(why string) {
+	r.stopOnce.Do(func() { r.stopBy.Store(why); close(r.stopCh) })
+}
+
+// worker sends calls one after the other until the run stops.
+func (r *closedRun) worker(runCtx context.Context, c caller, st *workerStats, opts []grpc.CallOption, from *peer.Peer) {
+	for {
+		if r.phase.Load() == phaseStop {
+			return
+		}
+		if r.sent.Add(1) > r.cfg.MaxRequests {
+			r.sent.Add(-1)
+			r.stop("max-requests")
+			return
+		}
+		k := int(r.nextKey.Add(1)-1) % r.cfg.Keys
+		if r.cfg.Random {
+			k = rand.IntN(r.cfg.Keys)
+		}
+		r.inflight.Add(1)
+		start := time.Now()
+		out, err := c.call(runCtx, k, opts...)
+		elapsed := time.Since(start)
+		r.inflight.Add(-1)
+		switch r.phase.Load() {
+		case phaseWarmup:
+			continue
+		case phaseStop:
+			return // answered after the measured interval
+		}
+		if err != nil {
+			st.recordError(err)
+			if runCtx.Err() != nil {
+				return
+			}
+			continue
+		}
+		st.hist.Record(elapsed)
+		if st.backends != nil && from.Addr != nil {
+			st.backends[from.Addr.String()]++
+		}
+		st.record(out)
+	}
+}
+
+// runClosed is Run's closed loop: cfg.Concurrency workers, each sending its
+// next call when the last is answered.
+func runClosed(ctx context.Context, cfg Config, newCall func(*grpc.ClientConn) caller, conns []*grpc.ClientConn, tgt target) (*Result, error) {
 	// Calls run on runCtx, which ends well after the run should have: a
 	// server that stops answering cannot keep the load generator waiting.
 	hardStop := cfg.Warmup + cfg.Duration + cfg.Timeout + 5*time.Second
 	runCtx, cancel := context.WithTimeout(ctx, hardStop)
 	defer cancel()
 
-	var (
-		phase    atomic.Int32
-		sent     atomic.Int64
-		nextKey  atomic.Uint64
-		inflight atomic.Int64
-		stopOnce sync.Once
-		stopCh   = make(chan struct{})
-		stopBy   atomic.Value
-	)
-	stop := func(why string) {
-		stopOnce.Do(func() { stopBy.Store(why); close(stopCh) })
-	}
+	r := &closedRun{cfg: cfg, stopCh: make(chan struct{})}
 	stats := make([]*workerStats, cfg.Concurrency)
 	var wg sync.WaitGroup
 	for w := 0; w < cfg.Concurrency; w++ {
 		st := &workerStats{hist: NewHistogram(), byCode: map[string]uint64{}}
 		var opts []grpc.CallOption
-		var from peer.Peer
+		from := &peer.Peer{}
 		if tgt.balanced {
 			st.backends = map[string]uint64{}
-			opts = append(opts, grpc.Peer(&from))
+			opts = append(opts, grpc.Peer(from))
 		}
 		stats[w] = st
-		client := rlsv3.NewRateLimitServiceClient(conns[w%len(conns)])
-		b := newRequestBuilder(tmpl, cfg.Domain, cfg.Hits)
+		c := newCall(conns[w%len(conns)])
 		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				if phase.Load() == phaseStop {
-					return
-				}
-				if sent.Add(1) > cfg.MaxRequests {
-					sent.Add(-1)
-					stop("max-requests")
-					return
-				}
-				var k int
-				if cfg.Random {
-					k = rand.IntN(cfg.Keys)
-				} else {
-					k = int(nextKey.Add(1)-1) % cfg.Keys
-				}
-				req := b.build(k)
-				inflight.Add(1)
-				start := time.Now()
-				resp, err := client.ShouldRateLimit(runCtx, req, opts...)
-				elapsed := time.Since(start)
-				inflight.Add(-1)
-				switch phase.Load() {
-				case phaseWarmup:
-					continue
-				case phaseStop:
-					return // answered after the measured interval
-				}
-				if err != nil {
-					st.errors++
-					code := status.Code(err).String()
-					if len(st.byCode) < maxErrorKinds || st.byCode[code] > 0 {
-						st.byCode[code]++
-					}
-					if st.firstErr == "" {
-						st.firstErr = err.Error()
-					}
-					if runCtx.Err() != nil {
-						return
-					}
-					continue
-				}
-				st.hist.Record(elapsed)
-				if st.backends != nil && from.Addr != nil {
-					st.backends[from.Addr.String()]++
-				}
-				switch resp.GetOverallCode() {
-				case rlsv3.RateLimitResponse_OK:
-					st.ok++
-				case rlsv3.RateLimitResponse_OVER_LIMIT:
-					st.over++
-				default:
-					st.unknown++
-				}
-			}
-		}()
+		go func() { defer wg.Done(); r.worker(runCtx, c, st, opts, from) }()
 	}
 
-	// The clock: warm up, then measure, reading server CPU at both ends.
-	wait := func(d time.Duration) {
-		if d <= 0 {
-			return
-		}
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-stopCh:
-		case <-ctx.Done():
-		}
-	}
-	wait(cfg.Warmup)
-	cpu0, cpuErr := readCPU(ctx, cfg.CPU)
-	self0 := selfCPU()
-	busy0, busyErr := machineBusy()
-	t0 := time.Now()
-	phase.Store(phaseMeasure)
-	wait(cfg.Duration)
-	phase.Store(phaseStop)
-	t1 := time.Now()
-	self1 := selfCPU()
-	busy1, err := machineBusy()
-	if busyErr == nil {
-		busyErr = err
-	}
-	cpu1, err := readCPU(ctx, cfg.CPU)
-	if cpuErr == nil {
-		cpuErr = err
-	}
-	stop("duration")
+	t0 := time.Now().Add(cfg.Warmup)
+	m := measureIntervalStop(ctx, t0, t0.Add(cfg.Duration), cfg.CPU, r.stopCh, &r.phase)
+	r.stop("duration")
 	if ctx.Err() != nil {
-		stopBy.Store("interrupted")
+		r.stopBy.Store("interrupted")
 	}
 
 	// Let calls in flight finish, up to the timeout, then cut them off.
@@ -348,12 +341,82 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	case <-done:
 	case <-time.After(cfg.Timeout):
 	}
-	unfinished := inflight.Load()
+	unfinished := r.inflight.Load()
 	cancel()
 	<-done
 
-	res := &Result{
-		Target:          tgt.name,
+	res := baseResult(cfg, tgt.name, r.stopBy.Load().(string), r.sent.Load(), unfinished, m)
+	mergeStats(res, stats)
+	finishResult(res, cfg, m)
+	return res, nil
+}
+
+// measured is what was read at both ends of the measured interval.
+type measured struct {
+	t0, t1       time.Time
+	cpu0, cpu1   []float64
+	cpuErr       error
+	self0, self1 float64
+	busy0, busy1 float64
+	busyErr      error
+}
+
+// measureInterval waits until t0, reads CPU, waits until t1 (or ctx is
+// done) and reads it again.
+func measureInterval(ctx context.Context, t0, t1 time.Time, cpu []cpuSource) measured {
+	return measureIntervalStop(ctx, t0, t1, cpu, nil, nil)
+}
+
+// measureIntervalStop is measureInterval that also ends early on stop, and
+// moves phase to phaseMeasure at t0 and phaseStop at t1 (phase may be nil).
+func measureIntervalStop(ctx context.Context, t0, t1 time.Time, cpu []cpuSource, stop <-chan struct{}, phase *atomic.Int32) measured {
+	wait := func(until time.Time) {
+		d := time.Until(until)
+		if d <= 0 {
+			return
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-stop:
+		case <-ctx.Done():
+		}
+	}
+	var m measured
+	wait(t0)
+	m.cpu0, m.cpuErr = readCPU(ctx, cpu)
+	m.self0 = selfCPU()
+	m.busy0, m.busyErr = machineBusy()
+	m.t0 = time.Now()
+	if phase != nil {
+		phase.Store(phaseMeasure)
+	}
+	wait(t1)
+	if phase != nil {
+		phase.Store(phaseStop)
+	}
+	m.t1 = time.Now()
+	m.self1 = selfCPU()
+	var err error
+	if m.busy1, err = machineBusy(); m.busyErr == nil {
+		m.busyErr = err
+	}
+	if m.cpu1, err = readCPU(ctx, cpu); m.cpuErr == nil {
+		m.cpuErr = err
+	}
+	return m
+}
+
+// baseResult is a Result with the run's settings filled in.
+func baseResult(cfg Config, tgtName, stopBy string, sent, unfinished int64, m measured) *Result {
+	protocol := cfg.Protocol
+	if protocol == "" {
+		protocol = protoRLS
+	}
+	return &Result{
+		Target:          tgtName,
+		Protocol:        protocol,
 		Domain:          cfg.Domain,
 		Descriptor:      cfg.Descriptor,
 		Conns:           cfg.Conns,
@@ -362,15 +425,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		KeyOrder:        map[bool]string{false: "cycle", true: "random"}[cfg.Random],
 		Hits:            cfg.Hits,
 		WarmupSeconds:   cfg.Warmup.Seconds(),
-		MeasuredSeconds: t1.Sub(t0).Seconds(),
-		StoppedBy:       stopBy.Load().(string),
-		Sent:            sent.Load(),
+		MeasuredSeconds: m.t1.Sub(m.t0).Seconds(),
+		StoppedBy:       stopBy,
+		Sent:            sent,
 		Unfinished:      unfinished,
 		ErrorsByCode:    map[string]uint64{},
 	}
-	if !tmpl.varies() {
-		res.Keys = 1
-	}
+}
+
+// mergeStats adds the counters and latencies of stats to res.
+func mergeStats(res *Result, stats []*workerStats) {
 	hist := NewHistogram()
 	for _, st := range stats {
 		hist.Merge(st.hist)
@@ -395,26 +459,35 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.ErrorsByCode = nil
 	}
 	res.Decisions = res.OK + res.OverLimit + res.Unknown
+	res.Latency = latencyOf(hist)
+}
+
+// latencyOf summarises h in µs.
+func latencyOf(h *Histogram) Latency {
+	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
+	return Latency{
+		Count: h.Count(),
+		Mean:  us(h.Mean()),
+		P50:   us(h.Quantile(0.50)),
+		P90:   us(h.Quantile(0.90)),
+		P99:   us(h.Quantile(0.99)),
+		P999:  us(h.Quantile(0.999)),
+		Max:   us(h.Max()),
+	}
+}
+
+// finishResult adds the rates and CPU figures of interval m to res.
+func finishResult(res *Result, cfg Config, m measured) {
 	if res.MeasuredSeconds > 0 {
 		res.DecisionsPerSec = float64(res.Decisions) / res.MeasuredSeconds
-		res.LoadgenCores = (self1 - self0) / res.MeasuredSeconds
-	}
-	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
-	res.Latency = Latency{
-		Count: hist.Count(),
-		Mean:  us(hist.Mean()),
-		P50:   us(hist.Quantile(0.50)),
-		P90:   us(hist.Quantile(0.90)),
-		P99:   us(hist.Quantile(0.99)),
-		P999:  us(hist.Quantile(0.999)),
-		Max:   us(hist.Max()),
+		res.LoadgenCores = (m.self1 - m.self0) / res.MeasuredSeconds
 	}
 	if len(cfg.CPU) > 0 {
-		res.ServerCPU = cpuResult(cfg.CPU, cpu0, cpu1, cpuErr, res)
+		res.ServerCPU = cpuResult(cfg.CPU, m.cpu0, m.cpu1, m.cpuErr, res)
 	}
 	res.MachineCores, res.OtherCores = -1, -1
-	if busyErr == nil && res.MeasuredSeconds > 0 {
-		res.MachineCores = (busy1 - busy0) / res.MeasuredSeconds
+	if m.busyErr == nil && res.MeasuredSeconds > 0 {
+		res.MachineCores = (m.busy1 - m.busy0) / res.MeasuredSeconds
 		res.OtherCores = res.MachineCores - res.LoadgenCores
 		if res.ServerCPU != nil && res.ServerCPU.Error == "" {
 			res.OtherCores -= res.ServerCPU.Cores
@@ -423,7 +496,30 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			res.OtherCores = 0
 		}
 	}
-	return res, nil
+}
+
+// record counts one answered decision.
+func (st *workerStats) record(out outcome) {
+	switch out {
+	case outcomeOK:
+		st.ok++
+	case outcomeOver:
+		st.over++
+	default:
+		st.unknown++
+	}
+}
+
+// recordError counts one failed call by its gRPC code.
+func (st *workerStats) recordError(err error) {
+	st.errors++
+	code := status.Code(err).String()
+	if len(st.byCode) < maxErrorKinds || st.byCode[code] > 0 {
+		st.byCode[code]++
+	}
+	if st.firstErr == "" {
+		st.firstErr = err.Error()
+	}
 }
 
 func readCPU(ctx context.Context, srcs []cpuSource) ([]float64, error) {
