@@ -10,6 +10,9 @@
 //	loadgen --probe --addr 127.0.0.1:8081  # one call; exit 0 when answered
 //	loadgen report noop=a.json memory=b.json redis=c.json
 //	loadgen rounds noop=n1.json redis=r1.json noop=n2.json redis=r2.json
+//	loadgen --rate 10000 --addr 127.0.0.1:8081 ...  # open loop: calls on a schedule
+//	loadgen open-report noop=n.json memory=m.json   # the open-loop table
+//	loadgen held --p99-max 5ms m.json              # exit 0: the rate was held
 //
 // Targets must be loopback addresses unless --allow-remote is given: by
 // default load is never sent off this machine. With it, --addr may name any
@@ -42,19 +45,8 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "report" {
-		if err := runReport(args[1:], stdout); err != nil {
-			fmt.Fprintln(stderr, "loadgen:", err)
-			return 2
-		}
-		return 0
-	}
-	if len(args) > 0 && args[0] == "rounds" {
-		if err := runRounds(args[1:], stdout); err != nil {
-			fmt.Fprintln(stderr, "loadgen:", err)
-			return 2
-		}
-		return 0
+	if code, ok := runSubcommand(args, stdout, stderr); ok {
+		return code
 	}
 
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
@@ -107,7 +99,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			"  loadgen --serve-noop ADDR  serve a do-nothing RLS server\n"+
 			"  loadgen --probe            one call, exit status tells whether it was answered\n"+
 			"  loadgen report LABEL=FILE...  compare --json-file results with the first\n"+
-			"  loadgen rounds LABEL=FILE...  ranges over interleaved rounds, each run against its round's first\n\nFlags:\n")
+			"  loadgen rounds LABEL=FILE...  ranges over interleaved rounds, each run against its round's first\n"+
+			"  loadgen open-report [--base MODE] MODE=FILE...  the open-loop table (--rate results), by mode and rate\n"+
+			"  loadgen held [--p99-max 5ms] FILE  exit 0 if an open-loop result held its rate (p99 under, nothing dropped)\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -278,4 +272,33 @@ func checkLoopFlags(fs *flag.FlagSet, rate float64) error {
 		}
 	})
 	return err
+}
+
+// runSubcommand runs report, rounds, open-report or held when args name
+// one, and returns its exit status and true; false when they do not.
+func runSubcommand(args []string, stdout, stderr io.Writer) (int, bool) {
+	if len(args) == 0 {
+		return 0, false
+	}
+	var err error
+	switch args[0] {
+	case "report":
+		err = runReport(args[1:], stdout)
+	case "rounds":
+		err = runRounds(args[1:], stdout)
+	case "open-report":
+		err = runOpenReport(args[1:], stdout)
+	case "held":
+		var ok bool
+		if ok, err = runHeld(args[1:], stdout); err == nil && !ok {
+			return 1, true
+		}
+	default:
+		return 0, false
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "loadgen:", err)
+		return 2, true
+	}
+	return 0, true
 }
