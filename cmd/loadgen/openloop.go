@@ -207,5 +207,8 @@ func (o *openRun) result(tgtName, stopBy string, unfinished int64, m measured) *
 	res.Open = open
 	mergeStats(res, stats)
 	finishResult(res, o.cfg, m)
+	// Decisions are the answers of the calls scheduled in the measured
+	// interval: per second of that schedule, not of the clock's reading.
+	res.DecisionsPerSec = float64(res.Decisions) / o.cfg.Duration.Seconds()
 	return res
 }
