@@ -42,7 +42,10 @@
 #   BENCH_OPEN_DROP_AFTER   loadgen --drop-after (default 1s)
 #   BENCH_OPEN_CONNS        gRPC connections (default 4)
 #   BENCH_OPEN_STEP_RATES   rates of the step-up, ascending (default
-#                           2500,5000,7500,10000,15000,20000,30000,40000)
+#                           1000,2500,5000,7500,10000,15000,20000,30000,40000)
+#   BENCH_OPEN_PAUSE        seconds of rest between runs, so that a server still
+#                           working off an overloaded run's backlog does not load
+#                           the next (default 1)
 #   BENCH_OPEN_STEP_DURATION  measured interval of each step (default 5s)
 #   BENCH_OPEN_P99_MAX      the p99 a held rate stays under (default 5ms)
 #   BENCH_OPEN_MODES        modes, comma-separated (default all seven)
@@ -64,7 +67,8 @@ HOT_KEYS=${BENCH_OPEN_HOT_KEYS:-10}
 MAX_IN_FLIGHT=${BENCH_OPEN_MAX_IN_FLIGHT:-1000}
 DROP_AFTER=${BENCH_OPEN_DROP_AFTER:-1s}
 CONNS=${BENCH_OPEN_CONNS:-4}
-STEP_RATES=${BENCH_OPEN_STEP_RATES:-2500,5000,7500,10000,15000,20000,30000,40000}
+STEP_RATES=${BENCH_OPEN_STEP_RATES:-1000,2500,5000,7500,10000,15000,20000,30000,40000}
+PAUSE=${BENCH_OPEN_PAUSE:-1}
 STEP_DURATION=${BENCH_OPEN_STEP_DURATION:-5s}
 P99_MAX=${BENCH_OPEN_P99_MAX:-5ms}
 MODES=${BENCH_OPEN_MODES:-noop,memory,redis,two-tier-hot,two-tier-cold,erl,gubernator}
@@ -90,6 +94,7 @@ while [[ $# -gt 0 ]]; do
 	esac
 done
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "BENCH_OPEN_ROUNDS '$ROUNDS': want a positive number"
+[[ $PAUSE =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "BENCH_OPEN_PAUSE '$PAUSE': want a number of seconds"
 for r in ${RATES//,/ } ${STEP_RATES//,/ }; do
 	[[ $r =~ ^[1-9][0-9]*$ ]] || die "rate '$r' in BENCH_OPEN_RATES or BENCH_OPEN_STEP_RATES: want a positive whole number of calls per second"
 done
@@ -298,6 +303,7 @@ load() {
 	local mode=$1 rate=$2 duration=$3 file=$4 srv keys=$KEYS
 	srv=$(server_of "$mode")
 	if [[ $mode == two-tier-hot ]]; then keys=$HOT_KEYS; fi
+	sleep "$PAUSE"
 	if ! $BIN/loadgen --addr "${ADDR_OF[$srv]}" --protocol "${PROTO_OF[$srv]:-rls}" --conns "$CONNS" \
 		--rate "$rate" --max-in-flight "$MAX_IN_FLIGHT" --drop-after "$DROP_AFTER" \
 		--keys "$keys" --duration "$duration" --warmup "$WARMUP" \
@@ -388,3 +394,4 @@ echo "p50, p99, p99.9: latency from each call's scheduled start (queueing behind
 echo "dropped: calls not sent (--max-in-flight in flight) or not answered within --drop-after, of those scheduled."
 echo "CPU µs/dec: the server's CPU per answered decision plus its redis-server's (of it redis), from /proc."
 echo "vs noop: the median over rounds of each round's ratio to the do-nothing server at the same rate."
+echo "send lag p99: how late the load generator itself sent calls after their scheduled start (part of every latency)."

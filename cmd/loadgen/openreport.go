@@ -119,7 +119,7 @@ func runOpenReport(args []string, stdout io.Writer) error {
 		}
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "mode\toffered/s\trounds\tanswered/s\tp50\tp99\tp99.9\tdropped\terrors\tCPU µs/dec\tof it redis\tp99 vs %s\tCPU vs %s\t\n", *base, *base)
+	fmt.Fprintf(tw, "mode\toffered/s\trounds\tanswered/s\tp50\tp99\tp99.9\tdropped\terrors\tCPU µs/dec\tof it redis\tp99 vs %s\tCPU vs %s\tsend lag p99\t\n", *base, *base)
 	for _, c := range cells {
 		fmt.Fprintln(tw, openRow(c, baseOf[c.rate]))
 	}
@@ -129,13 +129,13 @@ func runOpenReport(args []string, stdout io.Writer) error {
 // openRow is one row of the open-loop table.
 func openRow(c, base *openCell) string {
 	if c.rate < 0 {
-		return fmt.Sprintf("%s\t-\t%d failed\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t", c.mode, c.bad)
+		return fmt.Sprintf("%s\t-\t%d failed\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t", c.mode, c.bad)
 	}
-	var p50, p99, p999, rate, cpu, redis, rP99, rCPU []float64
+	var p50, p99, p999, rate, cpu, redis, rP99, rCPU, lag []float64
 	var dropped, scheduled, errs uint64
 	for i, r := range c.runs {
 		p50, p99, p999 = append(p50, r.Latency.P50), append(p99, r.Latency.P99), append(p999, r.Latency.P999)
-		rate = append(rate, r.DecisionsPerSec)
+		rate, lag = append(rate, r.DecisionsPerSec), append(lag, r.Open.SendLag.P99)
 		dropped, scheduled, errs = dropped+r.Open.Dropped, scheduled+r.Open.Scheduled, errs+r.Errors
 		srv, oth, ok := cpuSplit(r)
 		if ok {
@@ -168,9 +168,9 @@ func openRow(c, base *openCell) string {
 	}
 	num := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 	ratio := func(v float64) string { return fmt.Sprintf("%.2fx", v) }
-	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t", c.mode, groupf(c.rate), rounds,
+	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t", c.mode, groupf(c.rate), rounds,
 		groupf(median(rate)), fmtUs(median(p50)), fmtUs(median(p99)), fmtUs(median(p999)), drop, group(errs),
-		opt(cpu, num), opt(redis, num), opt(rP99, ratio), opt(rCPU, ratio))
+		opt(cpu, num), opt(redis, num), opt(rP99, ratio), opt(rCPU, ratio), fmtUs(median(lag)))
 }
 
 // held reports whether r held its offered rate: every scheduled call
