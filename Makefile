@@ -259,7 +259,7 @@ BENCH_SMOKE_ENV := BENCH_DURATION=1s BENCH_WARMUP=0s BENCH_GOTIME=1x BENCH_MEMOR
 	BENCH_FAULT_BEFORE=1s BENCH_FAULT_DURING=1s BENCH_FAULT_AFTER=1s \
 	BENCH_FLEET_PODS=1,2 BENCH_FLEET_FIXED_PODS=2 BENCH_FLEET_DURATION=1s \
 	BENCH_OPEN_RATES=2000 BENCH_OPEN_ROUNDS=1 BENCH_OPEN_DURATION=1s BENCH_OPEN_WARMUP=0s \
-	BENCH_OPEN_STEP_RATES=2000 BENCH_OPEN_STEP_DURATION=1s
+	BENCH_OPEN_STEP_RATES=2000 BENCH_OPEN_STEP_DURATION=1s BENCH_OPEN_PAUSE=0
 
 .PHONY: bench-smoke
 bench-smoke: ## One short run of every make bench* target (hack/bench.sh with its Go benchmarks at -benchtime 1x, hack/bench-openloop.sh at one rate, bench-fleet, -lifetime, -priority, -collector, -operator, -regions), so none rots unseen; make test runs it. The figures mean nothing.
