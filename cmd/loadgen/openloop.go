@@ -167,9 +167,9 @@ func runOpen(ctx context.Context, cfg Config, newCall func(*grpc.ClientConn) cal
 	runCtx, cancel := context.WithTimeout(ctx, hardStop)
 	defer cancel()
 
-	stopped := make(chan string, 1)
-	go func() { stopped <- o.schedule(ctx, runCtx) }()
-	m := measureInterval(ctx, o.t0, o.t1, cfg.CPU)
+	stopped, scheduleDone := make(chan string, 1), make(chan struct{})
+	go func() { stopped <- o.schedule(ctx, runCtx); close(scheduleDone) }()
+	m := measureIntervalStop(ctx, o.t0, o.t1, cfg.CPU, scheduleDone, nil)
 	stopBy := <-stopped
 
 	// Calls in flight end by their drop deadline; wait a little past it.
@@ -208,7 +208,9 @@ func (o *openRun) result(tgtName, stopBy string, unfinished int64, m measured) *
 	mergeStats(res, stats)
 	finishResult(res, o.cfg, m)
 	// Decisions are the answers of the calls scheduled in the measured
-	// interval: per second of that schedule, not of the clock's reading.
-	res.DecisionsPerSec = float64(res.Decisions) / o.cfg.Duration.Seconds()
+	// interval: per second of that schedule, when it ran to its end.
+	if stopBy == "duration" {
+		res.DecisionsPerSec = float64(res.Decisions) / o.cfg.Duration.Seconds()
+	}
 	return res
 }

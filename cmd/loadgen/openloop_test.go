@@ -199,3 +199,26 @@ func TestGubernatorWire(t *testing.T) {
 		t.Error("one answer for two rate limits: no error")
 	}
 }
+
+// TestOpenLoopMaxRequests: --max-requests ends an open loop early, by
+// count.
+func TestOpenLoopMaxRequests(t *testing.T) {
+	s, err := startNoop("127.0.0.1:0", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	cfg := Config{Rate: 1000, MaxInFlight: 100, DropAfter: 30 * time.Second, Duration: 30 * time.Second}
+	cfg.Addr, cfg.Conns, cfg.Keys = s.GRPCAddr(), 1, 10
+	cfg.Domain, cfg.Descriptor, cfg.Hits = "bench", "user_id=%d", 1
+	cfg.MaxRequests, cfg.Timeout = 50, 10*time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StoppedBy != "max-requests" || res.Sent != 50 || res.Open.Scheduled != 50 {
+		t.Errorf("stopped by %q after %d sent, %d scheduled; want max-requests after 50", res.StoppedBy, res.Sent, res.Open.Scheduled)
+	}
+}

@@ -18,14 +18,9 @@ type measured struct {
 	busyErr      error
 }
 
-// measureInterval waits until t0, reads CPU, waits until t1 (or ctx is
-// done) and reads it again.
-func measureInterval(ctx context.Context, t0, t1 time.Time, cpu []cpuSource) measured {
-	return measureIntervalStop(ctx, t0, t1, cpu, nil, nil)
-}
-
-// measureIntervalStop is measureInterval that also ends early on stop, and
-// moves phase to phaseMeasure at t0 and phaseStop at t1 (phase may be nil).
+// measureIntervalStop waits until t0, reads CPU, waits until t1 (or stop
+// is closed, or ctx is done) and reads it again; it moves phase (unless
+// nil) to phaseMeasure at t0 and phaseStop at t1.
 func measureIntervalStop(ctx context.Context, t0, t1 time.Time, cpu []cpuSource, stop <-chan struct{}, phase *atomic.Int32) measured {
 	wait := func(until time.Time) {
 		d := time.Until(until)
