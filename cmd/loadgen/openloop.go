@@ -66,7 +66,7 @@ func (o *openRun) due(i int64) time.Time {
 
 // schedule issues call i at due(i), whether or not earlier calls were
 // answered, until the end of the measured interval, MaxRequests calls, or
-// stop. It returns why it stopped.
+// the end of ctx. It returns why it stopped.
 func (o *openRun) schedule(ctx context.Context, runCtx context.Context) string {
 	var next uint64
 	for i := int64(0); ; i++ {
