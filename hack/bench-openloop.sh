@@ -347,13 +347,35 @@ step() {
 				continue
 			fi
 			[[ -f $file ]] || why="$rate/s: the run failed"
+			why="first not held: $why"
 			break
 		done
-		summary+=("$(printf '%-14s %8s   first not held: %s' "$mode" "$best" "$why")")
+		summary+=("$(printf '%-14s %8s   %s' "$mode" "$best" "$why")")
 	done
 	say "highest rate held (p99 under $P99_MAX, nothing dropped, no errors; $WARMUP + $STEP_DURATION a step, steps $STEP_RATES)"
 	printf '%-14s %8s\n' mode "held/s"
 	printf '%s\n' "${summary[@]}"
+}
+
+# store_check: how many of each limiter's decisions (all runs, warm-ups
+# and steps included) its failure mode or local fallback gave instead of
+# its store: under overload they answer fast and flatter the figures.
+store_check() {
+	local m metrics decided failed errors
+	command -v curl >/dev/null || return 0
+	say "limiters' decisions by source (sluice_decisions_total, sluice_store_errors_total; all runs)"
+	for m in memory redis-exact two-tier; do
+		[[ -n ${ADMIN_OF[$m]:-} ]] || continue
+		metrics=$(curl -fsS --max-time 5 "http://${ADMIN_OF[$m]}/metrics" 2>/dev/null) || {
+			warn "could not read $m's /metrics"
+			continue
+		}
+		decided=$(awk '/^sluice_decisions_total/ {s += $NF} END {printf "%.0f", s}' <<<"$metrics")
+		failed=$(awk '/^sluice_decisions_total/ && /result="(failed_open|failed_closed|local_fallback)"/ {s += $NF} END {printf "%.0f", s}' <<<"$metrics")
+		errors=$(awk '/^sluice_store_errors_total/ {s += $NF} END {printf "%.0f", s}' <<<"$metrics")
+		echo "$m: $decided decisions, $failed of them by the failure mode or local fallback, $errors store errors"
+		if [[ $failed != 0 ]]; then warn "$m: $failed decisions did not come from its store: its figures are flattered"; fi
+	done
 }
 
 # drop_mode MODE: leaves MODE out of the run.
@@ -388,6 +410,7 @@ say "servers"
 start_all
 table
 if ((STEP)); then step; fi
+store_check
 echo
 echo "offered/s: the schedule's rate; answered/s: calls answered within --drop-after of their start."
 echo "p50, p99, p99.9: latency from each call's scheduled start (queueing behind late calls included), answered calls."
