@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
+	"strconv"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -99,18 +99,22 @@ func (c *gubernatorCaller) call(ctx context.Context, k int, opts ...grpc.CallOpt
 // render returns, for key index k, each descriptor of t as its entries
 // key=value joined by ','.
 func (t *template) render(out []string, k int) []string {
-	var b strings.Builder
+	var b []byte
 	for _, d := range t.descs {
-		b.Reset()
+		b = b[:0]
 		for i, e := range d {
 			if i > 0 {
-				b.WriteByte(',')
+				b = append(b, ',')
 			}
-			b.WriteString(e.key)
-			b.WriteByte('=')
-			b.WriteString(strings.Join(e.parts, fmt.Sprint(k)))
+			b = append(append(b, e.key...), '=')
+			for j, p := range e.parts {
+				if j > 0 {
+					b = strconv.AppendInt(b, int64(k), 10)
+				}
+				b = append(b, p...)
+			}
 		}
-		out = append(out, b.String())
+		out = append(out, string(b))
 	}
 	return out
 }

@@ -222,3 +222,16 @@ func TestOpenLoopMaxRequests(t *testing.T) {
 		t.Errorf("stopped by %q after %d sent, %d scheduled; want max-requests after 50", res.StoppedBy, res.Sent, res.Open.Scheduled)
 	}
 }
+
+// TestRender: gubernator's unique keys, one per descriptor of the
+// template, with the key index substituted.
+func TestRender(t *testing.T) {
+	tmpl, err := parseTemplate("user_id=u%d,path=/v1;plan=p%d-%d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := tmpl.render(nil, 42)
+	if want := []string{"user_id=u42,path=/v1", "plan=p42-42"}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("render = %q, want %q", got, want)
+	}
+}
