@@ -127,6 +127,10 @@ kubectl: ## Build kubectl $(KUBECTL_VERSION) into bin/ from the Go module proxy 
 erl: ## Build envoyproxy/ratelimit's service into bin/erl from the Go module proxy (cached), for the ERL differential tests (limiter/erlcompat).
 	hack/build-erl.sh $(BIN)/erl
 
+.PHONY: gubernator
+gubernator: ## Build gubernator v2.13.0's server into bin/gubernator from the Go module proxy (cached; a few minutes the first time), a peer of the open-loop benchmark.
+	hack/build-gubernator.sh $(BIN)/gubernator
+
 # The test tiers (docs/development/testing.md). The unit tier is the packages
 # whose tests need no process, under -short, which skips the integration
 # tests among them (internal/testtier).
@@ -215,8 +219,9 @@ e2e: cluster-build ## cluster-up (2 nodes unless NODES=1), the user's journey on
 	CLUSTER_DIR=$(CLUSTER_DIR) NODES=$(or $(NODES),2) NETPOL=$(NETPOL) E2E_TIMEOUT=$(E2E_TIMEOUT) hack/cluster/e2e.sh $(E2E_FLAGS)
 
 .PHONY: bench
-bench: deps build bench-operator bench-collector bench-lifetime bench-priority ## Load-test the limiter (gRPC RLS) on memory and Redis, Go benchmarks, the operator's apply-to-enforced latency, reserve-then-settle's overshoot, and priority shedding.
+bench: deps build erl gubernator bench-operator bench-collector bench-lifetime bench-priority ## Load-test the limiter (gRPC RLS) on memory and Redis, closed loop and open loop (with envoyproxy/ratelimit and gubernator beside it), Go benchmarks, the operator's apply-to-enforced latency, reserve-then-settle's overshoot, and priority shedding.
 	hack/bench.sh
+	hack/bench-openloop.sh
 
 .PHONY: bench-lifetime
 bench-lifetime: deps ## Costs known at the end: the overshoot of reserve-then-settle next to charge-at-end's, same run, memory and Redis, 4/16/64 requests in flight.
@@ -247,14 +252,17 @@ bench-operator: envtest kubectl ## Apply-to-enforced latency over 100 edits, on 
 PRIORITY_BENCHTIME ?= 20000x
 REGIONS_BENCH_PERIOD ?= 1m
 COLLECTOR_PHASE ?= 1m
-# hack/bench.sh, hack/bench-faults.sh and hack/bench-fleet.sh with every
-# measured interval cut to a second (their figures mean nothing then).
+# hack/bench.sh, hack/bench-faults.sh, hack/bench-fleet.sh and
+# hack/bench-openloop.sh (one rate, one round, one step) with every measured
+# interval cut to a second (their figures mean nothing then).
 BENCH_SMOKE_ENV := BENCH_DURATION=1s BENCH_WARMUP=0s BENCH_GOTIME=1x BENCH_MEMORY_KEYS=100 BENCH_KEYS=100 \
 	BENCH_FAULT_BEFORE=1s BENCH_FAULT_DURING=1s BENCH_FAULT_AFTER=1s \
-	BENCH_FLEET_PODS=1,2 BENCH_FLEET_FIXED_PODS=2 BENCH_FLEET_DURATION=1s
+	BENCH_FLEET_PODS=1,2 BENCH_FLEET_FIXED_PODS=2 BENCH_FLEET_DURATION=1s \
+	BENCH_OPEN_RATES=2000 BENCH_OPEN_ROUNDS=1 BENCH_OPEN_DURATION=1s BENCH_OPEN_WARMUP=0s \
+	BENCH_OPEN_STEP_RATES=2000 BENCH_OPEN_STEP_DURATION=1s BENCH_OPEN_PAUSE=0
 
 .PHONY: bench-smoke
-bench-smoke: ## One short run of every make bench* target (hack/bench.sh with its Go benchmarks at -benchtime 1x, bench-fleet, -lifetime, -priority, -collector, -operator, -regions), so none rots unseen; make test runs it. The figures mean nothing.
+bench-smoke: ## One short run of every make bench* target (hack/bench.sh with its Go benchmarks at -benchtime 1x, hack/bench-openloop.sh at one rate, bench-fleet, -lifetime, -priority, -collector, -operator, -regions), so none rots unseen; make test runs it. The figures mean nothing.
 	$(BENCH_SMOKE_ENV) $(MAKE) --no-print-directory bench PRIORITY_BENCHTIME=1x COLLECTOR_PHASE=2s
 	$(BENCH_SMOKE_ENV) $(MAKE) --no-print-directory bench-fleet
 	$(MAKE) --no-print-directory bench-regions REGIONS_BENCH_PERIOD=3s

@@ -56,8 +56,13 @@ func printResult(w io.Writer, label string, r *Result) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "target\t%s, domain %q, descriptor %q\n", r.Target, r.Domain, r.Descriptor)
-	fmt.Fprintf(tw, "load\tconcurrency %d over %d connections, %d keys (%s), hits %d\n",
-		r.Concurrency, r.Conns, r.Keys, r.KeyOrder, max(r.Hits, 1))
+	if o := r.Open; o != nil {
+		fmt.Fprintf(tw, "load\topen loop, %s calls/s offered over %d connections (%s), %d keys (%s), hits %d\n",
+			groupf(o.OfferedRate), r.Conns, r.Protocol, r.Keys, r.KeyOrder, max(r.Hits, 1))
+	} else {
+		fmt.Fprintf(tw, "load\tconcurrency %d over %d connections (%s), %d keys (%s), hits %d\n",
+			r.Concurrency, r.Conns, r.Protocol, r.Keys, r.KeyOrder, max(r.Hits, 1))
+	}
 	fmt.Fprintf(tw, "measured\t%.2fs after %.3gs warm-up, stopped by %s; %s calls sent in all\n",
 		r.MeasuredSeconds, r.WarmupSeconds, r.StoppedBy, group(uint64(r.Sent)))
 	fmt.Fprintf(tw, "decisions/s\t%s\n", groupf(r.DecisionsPerSec))
@@ -82,7 +87,16 @@ func printResult(w io.Writer, label string, r *Result) {
 		errs += fmt.Sprintf("; %d calls unanswered at the end", r.Unfinished)
 	}
 	fmt.Fprintf(tw, "errors\t%s\n", errs)
+	if o := r.Open; o != nil {
+		fmt.Fprintf(tw, "open loop\t%s scheduled in the measured interval: %s answered in time, %s dropped (%s at --max-in-flight %d, %s unanswered %gms after their start)\n",
+			group(o.Scheduled), group(r.Decisions), group(o.Dropped), group(o.DroppedCap), o.MaxInFlight, group(o.DroppedLate), o.DropAfterMs)
+		fmt.Fprintf(tw, "send lag\tp50 %s  p99 %s  max %s  (the load generator's own delay after each scheduled start, part of the latency)\n",
+			fmtUs(o.SendLag.P50), fmtUs(o.SendLag.P99), fmtUs(o.SendLag.Max))
+	}
 	l := r.Latency
+	if r.Open != nil {
+		fmt.Fprintf(tw, "latency\tfrom each call's scheduled start, answered calls:\n")
+	}
 	fmt.Fprintf(tw, "latency\tp50 %s  p90 %s  p99 %s  p99.9 %s  max %s  (mean %s)\n",
 		fmtUs(l.P50), fmtUs(l.P90), fmtUs(l.P99), fmtUs(l.P999), fmtUs(l.Max), fmtUs(l.Mean))
 	switch c := r.ServerCPU; {

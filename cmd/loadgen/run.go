@@ -10,11 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 )
 
 // Bounds on a run, whatever the flags say.
@@ -41,13 +39,25 @@ type Config struct {
 	MaxRequests int64  // bound on calls sent, warm-up included
 	Timeout     time.Duration
 	CPU         []cpuSource // server processes whose CPU is measured
+	Protocol    string      // "rls" (or "") or "gubernator", see caller
+	// Open loop: with Rate > 0, call i starts at start + i/Rate whatever
+	// the answers; Concurrency is then unused.
+	Rate        float64       // calls per second; 0: closed loop
+	MaxInFlight int           // calls in flight beyond which a call is dropped, not sent
+	DropAfter   time.Duration // a call unanswered this long after its scheduled start is dropped
 }
 
 func (c *Config) validate() error {
 	switch {
 	case c.Conns < 1 || c.Conns > maxConns:
 		return fmt.Errorf("--conns %d: want 1 to %d", c.Conns, maxConns)
-	case c.Concurrency < 1 || c.Concurrency > maxConcurrency:
+	case c.Rate < 0 || c.Rate > maxRate:
+		return fmt.Errorf("--rate %g: want 0 (closed loop) to %d calls per second", c.Rate, maxRate)
+	case c.Rate > 0 && (c.MaxInFlight < 1 || c.MaxInFlight > maxMaxInFlight):
+		return fmt.Errorf("--max-in-flight %d: want 1 to %d", c.MaxInFlight, maxMaxInFlight)
+	case c.Rate > 0 && c.DropAfter <= 0:
+		return fmt.Errorf("--drop-after %s: want more than 0", c.DropAfter)
+	case c.Rate == 0 && (c.Concurrency < 1 || c.Concurrency > maxConcurrency):
 		return fmt.Errorf("--concurrency %d: want 1 to %d", c.Concurrency, maxConcurrency)
 	case c.Keys < 1:
 		return fmt.Errorf("--keys %d: want at least 1", c.Keys)
@@ -68,6 +78,7 @@ func (c *Config) validate() error {
 // Result is what a run measured. Times are in microseconds.
 type Result struct {
 	Target          string            `json:"target"`
+	Protocol        string            `json:"protocol"`
 	Domain          string            `json:"domain"`
 	Descriptor      string            `json:"descriptor"`
 	Conns           int               `json:"conns"`
@@ -100,6 +111,8 @@ type Result struct {
 	// Backends counts the measured answers by the server that gave them,
 	// when several may answer (a list or a dns:/// target).
 	Backends map[string]uint64 `json:"backends,omitempty"`
+	// Open is the open loop's own figures; nil for a closed loop.
+	Open *OpenLoop `json:"open_loop,omitempty"`
 }
 
 // Latency summarises answered calls in the measured interval, in µs.
@@ -182,21 +195,22 @@ func closeAll(cs []*grpc.ClientConn) {
 // preflight sends one call on every connection, so that a server that is not
 // there fails the run at once with a clear error, and every connection is up
 // before the clock starts.
-func preflight(ctx context.Context, cs []*grpc.ClientConn, target string, req *rlsv3.RateLimitRequest, timeout time.Duration) error {
+func preflight(ctx context.Context, cs []*grpc.ClientConn, target string, newCall func(*grpc.ClientConn) caller, timeout time.Duration) error {
 	for _, cc := range cs {
 		cctx, cancel := context.WithTimeout(ctx, timeout)
-		_, err := rlsv3.NewRateLimitServiceClient(cc).ShouldRateLimit(cctx, req, grpc.WaitForReady(true))
+		_, err := newCall(cc).call(cctx, 0, grpc.WaitForReady(true))
 		cancel()
 		if err != nil {
-			return fmt.Errorf("cannot get an answer from the RLS server at %s within %s: %w", target, timeout, err)
+			return fmt.Errorf("cannot get an answer from the rate-limit server at %s within %s: %w", target, timeout, err)
 		}
 	}
 	return nil
 }
 
-// Run sends load as cfg says and returns what it measured. It stops by
-// itself after cfg.Warmup + cfg.Duration, or when cfg.MaxRequests have been
-// sent, or when ctx is done.
+// Run sends load as cfg says and returns what it measured: a closed loop of
+// cfg.Concurrency calls in flight, or with cfg.Rate an open loop (runOpen).
+// It stops by itself after cfg.Warmup + cfg.Duration, or when
+// cfg.MaxRequests have been sent, or when ctx is done.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -205,140 +219,118 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	newCall, err := newCallerFunc(cfg.Protocol, tmpl, cfg.Domain, cfg.Hits)
+	if err != nil {
+		return nil, err
+	}
 	conns, tgt, err := dial(cfg.Addr, cfg.AllowRemote, cfg.Conns)
 	if err != nil {
 		return nil, err
 	}
 	defer closeAll(conns)
-	if err := preflight(ctx, conns, tgt.name, newRequestBuilder(tmpl, cfg.Domain, cfg.Hits).build(0), cfg.Timeout); err != nil {
+	if err := preflight(ctx, conns, tgt.name, newCall, cfg.Timeout); err != nil {
 		return nil, err
 	}
+	var res *Result
+	if cfg.Rate > 0 {
+		res, err = runOpen(ctx, cfg, newCall, conns, tgt.name)
+	} else {
+		res, err = runClosed(ctx, cfg, newCall, conns, tgt)
+	}
+	if err == nil && !tmpl.varies() {
+		res.Keys = 1
+	}
+	return res, err
+}
 
+// closedRun is one closed-loop run's state.
+type closedRun struct {
+	cfg      Config
+	phase    atomic.Int32
+	sent     atomic.Int64
+	nextKey  atomic.Uint64
+	inflight atomic.Int64
+	stopOnce sync.Once
+	stopCh   chan struct{}
+	stopBy   atomic.Value
+}
+
+func (r *closedRun) stop(why string) {
+	r.stopOnce.Do(func() { r.stopBy.Store(why); close(r.stopCh) })
+}
+
+// worker sends calls one after the other until the run stops.
+func (r *closedRun) worker(runCtx context.Context, c caller, st *workerStats, opts []grpc.CallOption, from *peer.Peer) {
+	for {
+		if r.phase.Load() == phaseStop {
+			return
+		}
+		if r.sent.Add(1) > r.cfg.MaxRequests {
+			r.sent.Add(-1)
+			r.stop("max-requests")
+			return
+		}
+		k := int(r.nextKey.Add(1)-1) % r.cfg.Keys
+		if r.cfg.Random {
+			k = rand.IntN(r.cfg.Keys)
+		}
+		r.inflight.Add(1)
+		start := time.Now()
+		out, err := c.call(runCtx, k, opts...)
+		elapsed := time.Since(start)
+		r.inflight.Add(-1)
+		switch r.phase.Load() {
+		case phaseWarmup:
+			continue
+		case phaseStop:
+			return // answered after the measured interval
+		}
+		if err != nil {
+			st.recordError(err)
+			if runCtx.Err() != nil {
+				return
+			}
+			continue
+		}
+		st.hist.Record(elapsed)
+		if st.backends != nil && from.Addr != nil {
+			st.backends[from.Addr.String()]++
+		}
+		st.record(out)
+	}
+}
+
+// runClosed is Run's closed loop: cfg.Concurrency workers, each sending its
+// next call when the last is answered.
+func runClosed(ctx context.Context, cfg Config, newCall func(*grpc.ClientConn) caller, conns []*grpc.ClientConn, tgt target) (*Result, error) {
 	// Calls run on runCtx, which ends well after the run should have: a
 	// server that stops answering cannot keep the load generator waiting.
 	hardStop := cfg.Warmup + cfg.Duration + cfg.Timeout + 5*time.Second
 	runCtx, cancel := context.WithTimeout(ctx, hardStop)
 	defer cancel()
 
-	var (
-		phase    atomic.Int32
-		sent     atomic.Int64
-		nextKey  atomic.Uint64
-		inflight atomic.Int64
-		stopOnce sync.Once
-		stopCh   = make(chan struct{})
-		stopBy   atomic.Value
-	)
-	stop := func(why string) {
-		stopOnce.Do(func() { stopBy.Store(why); close(stopCh) })
-	}
+	r := &closedRun{cfg: cfg, stopCh: make(chan struct{})}
 	stats := make([]*workerStats, cfg.Concurrency)
 	var wg sync.WaitGroup
 	for w := 0; w < cfg.Concurrency; w++ {
 		st := &workerStats{hist: NewHistogram(), byCode: map[string]uint64{}}
 		var opts []grpc.CallOption
-		var from peer.Peer
+		from := &peer.Peer{}
 		if tgt.balanced {
 			st.backends = map[string]uint64{}
-			opts = append(opts, grpc.Peer(&from))
+			opts = append(opts, grpc.Peer(from))
 		}
 		stats[w] = st
-		client := rlsv3.NewRateLimitServiceClient(conns[w%len(conns)])
-		b := newRequestBuilder(tmpl, cfg.Domain, cfg.Hits)
+		c := newCall(conns[w%len(conns)])
 		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				if phase.Load() == phaseStop {
-					return
-				}
-				if sent.Add(1) > cfg.MaxRequests {
-					sent.Add(-1)
-					stop("max-requests")
-					return
-				}
-				var k int
-				if cfg.Random {
-					k = rand.IntN(cfg.Keys)
-				} else {
-					k = int(nextKey.Add(1)-1) % cfg.Keys
-				}
-				req := b.build(k)
-				inflight.Add(1)
-				start := time.Now()
-				resp, err := client.ShouldRateLimit(runCtx, req, opts...)
-				elapsed := time.Since(start)
-				inflight.Add(-1)
-				switch phase.Load() {
-				case phaseWarmup:
-					continue
-				case phaseStop:
-					return // answered after the measured interval
-				}
-				if err != nil {
-					st.errors++
-					code := status.Code(err).String()
-					if len(st.byCode) < maxErrorKinds || st.byCode[code] > 0 {
-						st.byCode[code]++
-					}
-					if st.firstErr == "" {
-						st.firstErr = err.Error()
-					}
-					if runCtx.Err() != nil {
-						return
-					}
-					continue
-				}
-				st.hist.Record(elapsed)
-				if st.backends != nil && from.Addr != nil {
-					st.backends[from.Addr.String()]++
-				}
-				switch resp.GetOverallCode() {
-				case rlsv3.RateLimitResponse_OK:
-					st.ok++
-				case rlsv3.RateLimitResponse_OVER_LIMIT:
-					st.over++
-				default:
-					st.unknown++
-				}
-			}
-		}()
+		go func() { defer wg.Done(); r.worker(runCtx, c, st, opts, from) }()
 	}
 
-	// The clock: warm up, then measure, reading server CPU at both ends.
-	wait := func(d time.Duration) {
-		if d <= 0 {
-			return
-		}
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-stopCh:
-		case <-ctx.Done():
-		}
-	}
-	wait(cfg.Warmup)
-	cpu0, cpuErr := readCPU(ctx, cfg.CPU)
-	self0 := selfCPU()
-	busy0, busyErr := machineBusy()
-	t0 := time.Now()
-	phase.Store(phaseMeasure)
-	wait(cfg.Duration)
-	phase.Store(phaseStop)
-	t1 := time.Now()
-	self1 := selfCPU()
-	busy1, err := machineBusy()
-	if busyErr == nil {
-		busyErr = err
-	}
-	cpu1, err := readCPU(ctx, cfg.CPU)
-	if cpuErr == nil {
-		cpuErr = err
-	}
-	stop("duration")
+	t0 := time.Now().Add(cfg.Warmup)
+	m := measureIntervalStop(ctx, t0, t0.Add(cfg.Duration), cfg.CPU, r.stopCh, &r.phase)
+	r.stop("duration")
 	if ctx.Err() != nil {
-		stopBy.Store("interrupted")
+		r.stopBy.Store("interrupted")
 	}
 
 	// Let calls in flight finish, up to the timeout, then cut them off.
@@ -348,81 +340,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	case <-done:
 	case <-time.After(cfg.Timeout):
 	}
-	unfinished := inflight.Load()
+	unfinished := r.inflight.Load()
 	cancel()
 	<-done
 
-	res := &Result{
-		Target:          tgt.name,
-		Domain:          cfg.Domain,
-		Descriptor:      cfg.Descriptor,
-		Conns:           cfg.Conns,
-		Concurrency:     cfg.Concurrency,
-		Keys:            cfg.Keys,
-		KeyOrder:        map[bool]string{false: "cycle", true: "random"}[cfg.Random],
-		Hits:            cfg.Hits,
-		WarmupSeconds:   cfg.Warmup.Seconds(),
-		MeasuredSeconds: t1.Sub(t0).Seconds(),
-		StoppedBy:       stopBy.Load().(string),
-		Sent:            sent.Load(),
-		Unfinished:      unfinished,
-		ErrorsByCode:    map[string]uint64{},
-	}
-	if !tmpl.varies() {
-		res.Keys = 1
-	}
-	hist := NewHistogram()
-	for _, st := range stats {
-		hist.Merge(st.hist)
-		res.OK += st.ok
-		res.OverLimit += st.over
-		res.Unknown += st.unknown
-		res.Errors += st.errors
-		for c, n := range st.byCode {
-			res.ErrorsByCode[c] += n
-		}
-		for b, n := range st.backends {
-			if res.Backends == nil {
-				res.Backends = map[string]uint64{}
-			}
-			res.Backends[b] += n
-		}
-		if res.FirstError == "" {
-			res.FirstError = st.firstErr
-		}
-	}
-	if len(res.ErrorsByCode) == 0 {
-		res.ErrorsByCode = nil
-	}
-	res.Decisions = res.OK + res.OverLimit + res.Unknown
-	if res.MeasuredSeconds > 0 {
-		res.DecisionsPerSec = float64(res.Decisions) / res.MeasuredSeconds
-		res.LoadgenCores = (self1 - self0) / res.MeasuredSeconds
-	}
-	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
-	res.Latency = Latency{
-		Count: hist.Count(),
-		Mean:  us(hist.Mean()),
-		P50:   us(hist.Quantile(0.50)),
-		P90:   us(hist.Quantile(0.90)),
-		P99:   us(hist.Quantile(0.99)),
-		P999:  us(hist.Quantile(0.999)),
-		Max:   us(hist.Max()),
-	}
-	if len(cfg.CPU) > 0 {
-		res.ServerCPU = cpuResult(cfg.CPU, cpu0, cpu1, cpuErr, res)
-	}
-	res.MachineCores, res.OtherCores = -1, -1
-	if busyErr == nil && res.MeasuredSeconds > 0 {
-		res.MachineCores = (busy1 - busy0) / res.MeasuredSeconds
-		res.OtherCores = res.MachineCores - res.LoadgenCores
-		if res.ServerCPU != nil && res.ServerCPU.Error == "" {
-			res.OtherCores -= res.ServerCPU.Cores
-		}
-		if res.OtherCores < 0 { // clock-tick rounding
-			res.OtherCores = 0
-		}
-	}
+	res := baseResult(cfg, tgt.name, r.stopBy.Load().(string), r.sent.Load(), unfinished, m)
+	mergeStats(res, stats)
+	finishResult(res, cfg, m)
 	return res, nil
 }
 
