@@ -59,8 +59,12 @@
 //
 // # Trust
 //
-// Peers authenticate with a bearer token per region (at least 32 bytes),
-// compared in constant time. The home believes no limit a peer sends: a
+// Peers talk mutual TLS (tls.go): a caller's region is the Common Name of
+// its certificate, verified against the regions' CA, and a call whose body
+// names another region is refused; a caller requires the home's
+// certificate to name the region it called. Only in the lab
+// (--peer-insecure-lab) do bearer tokens over plain HTTP stand in, each at
+// least 32 bytes and compared in constant time. The home believes no limit a peer sends: a
 // call names a policy, and the home leases from its own compiled limit of
 // that policy, only when the policy is Global there and the home is the
 // key's home; the counter is derived from the policy and the key, so a
