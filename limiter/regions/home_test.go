@@ -106,7 +106,9 @@ func TestHomeStoreDownDecidesFromShare(t *testing.T) {
 	lab.quiet(t)
 	// The counter was charged what the share admitted (as far as it
 	// admits): what is left for every region is the limit less that.
-	shared := func(n string) float64 { return testutil.ToFloat64(lab.regions[n].r.metrics.decisions.WithLabelValues("share")) }
+	shared := func(n string) float64 {
+		return testutil.ToFloat64(lab.regions[n].r.metrics.decisions.WithLabelValues("share"))
+	}
 	sharedBefore := map[string]float64{"b": shared("b"), "c": shared("c")}
 	admittedAfter := lab.drive(t, p, key, []int{1, 1, 1})
 	total := admitted + sum(admittedAfter)
