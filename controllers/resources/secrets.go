@@ -12,9 +12,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
+	"github.com/sluice-dev/sluice/api/redisacl"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
-	"github.com/sluice-dev/sluice/api/redisacl"
 )
 
 // The users of the operator's Redis Cluster. Every node runs with the
