@@ -3,10 +3,8 @@ package main_test
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 )
 
@@ -17,12 +15,7 @@ import (
 // answers 429 without the app serving it.
 func TestAttackNginxForwardAuthPathSpellings(t *testing.T) {
 	bin := nginxBinary(t)
-	var served atomic.Int64
-	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		served.Add(1)
-		_, _ = io.WriteString(w, "ok\n")
-	}))
-	t.Cleanup(app.Close)
+	app, served := countingApp(t)
 	path := filepath.Join(t.TempDir(), "policies.yaml")
 	writeAtomic(t, path, `apiVersion: ratelimit.sluice.dev/v1alpha1
 kind: LimiterFleet
@@ -46,7 +39,7 @@ spec:
   rate: {limit: 2, period: 1h}
 `)
 	lim := startLimiter(t, "--policies", path, "--trusted-proxies", "127.0.0.1")
-	proxy := startNginx(t, bin, strings.TrimPrefix(app.URL, "http://"), strings.TrimPrefix(lim.http, "http://"))
+	proxy := startNginx(t, bin, app, strings.TrimPrefix(lim.http, "http://"))
 	for i := range 2 {
 		if code := proxy.getPath(t, "/login"); code != http.StatusOK {
 			t.Fatalf("login %d of 2: %d\n%s", i+1, code, proxy.stderr)

@@ -165,18 +165,26 @@ func (n *nginxProxy) get(t *testing.T, apiKey string) *http.Response {
 	return resp
 }
 
-// TestNginxForwardAuth runs the shipped nginx config in front of an app,
-// with auth_request to a real limiter loaded with the shipped policies.
-func TestNginxForwardAuth(t *testing.T) {
-	bin := nginxBinary(t)
-	var served atomic.Int64
+// countingApp is the app behind nginx: its address, and how many
+// requests it served.
+func countingApp(t *testing.T) (string, *atomic.Int64) {
+	t.Helper()
+	served := &atomic.Int64{}
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		served.Add(1)
 		_, _ = io.WriteString(w, "orders\n")
 	}))
 	t.Cleanup(app.Close)
+	return strings.TrimPrefix(app.URL, "http://"), served
+}
+
+// TestNginxForwardAuth runs the shipped nginx config in front of an app,
+// with auth_request to a real limiter loaded with the shipped policies.
+func TestNginxForwardAuth(t *testing.T) {
+	bin := nginxBinary(t)
+	app, served := countingApp(t)
 	lim := startLimiter(t, "--policies", gatewayPolicies, "--trusted-proxies", "127.0.0.1")
-	proxy := startNginx(t, bin, strings.TrimPrefix(app.URL, "http://"), strings.TrimPrefix(lim.http, "http://"))
+	proxy := startNginx(t, bin, app, strings.TrimPrefix(lim.http, "http://"))
 
 	t.Run("200 until the limit, then 429 with the headers", func(t *testing.T) {
 		for i := 1; i <= apiKeyLimit; i++ {
@@ -359,14 +367,9 @@ func (n *nginxProxy) rawGet(t *testing.T, lines ...string) *http.Response {
 // is a denial in the sample, never failed open.
 func TestAttackNginxControlByteSkipsNoLimit(t *testing.T) {
 	bin := nginxBinary(t)
-	var served atomic.Int64
-	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		served.Add(1)
-		_, _ = io.WriteString(w, "orders\n")
-	}))
-	t.Cleanup(app.Close)
+	app, served := countingApp(t)
 	lim := startLimiter(t, "--policies", gatewayPolicies, "--trusted-proxies", "127.0.0.1")
-	proxy := startNginx(t, bin, strings.TrimPrefix(app.URL, "http://"), strings.TrimPrefix(lim.http, "http://"))
+	proxy := startNginx(t, bin, app, strings.TrimPrefix(lim.http, "http://"))
 	for i := 1; i <= apiKeyLimit; i++ {
 		if resp := proxy.rawGet(t, "X-Api-Key: key-a"); resp.StatusCode != http.StatusOK {
 			t.Fatalf("key-a request %d: %d, want 200\n%s", i, resp.StatusCode, proxy.stderr)
@@ -406,7 +409,7 @@ func TestAttackNginxControlByteSkipsNoLimit(t *testing.T) {
 
 	// The sample's side: a 4xx of the limiter is a denial.
 	small := startLimiter(t, "--policies", gatewayPolicies, "--trusted-proxies", "127.0.0.1", "--max-header-bytes", "4096")
-	proxy = startNginx(t, bin, strings.TrimPrefix(app.URL, "http://"), strings.TrimPrefix(small.http, "http://"))
+	proxy = startNginx(t, bin, app, strings.TrimPrefix(small.http, "http://"))
 	before := served.Load()
 	for range 3 {
 		resp := proxy.rawGet(t, "X-Api-Key: key-b", "X-Junk: "+strings.Repeat("j", 6000), "X-Junk-2: "+strings.Repeat("j", 6000))
