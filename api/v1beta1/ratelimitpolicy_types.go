@@ -223,10 +223,13 @@ type Limit struct {
 	Concurrency *ConcurrencyLimit `json:"concurrency,omitempty"`
 }
 
+// The rules of RateLimit, and those of Limit and RateLimitPolicySpec that
+// name features, are the table of features.go (Features), one rule per
+// refusal, each on the member it refuses, with the table's reason as its
+// message: change both together (TestFeatureParity holds them to it).
+
 // RateLimit is limit units per period, or per calendar window, counted by
-// an algorithm, with what a request may spend and how. Its rules are the
-// table of features.go (Features), one rule per refusal, each on the
-// member it refuses.
+// an algorithm, with what a request may spend and how.
 // +kubebuilder:validation:XValidation:rule="has(self.period) != has(self.calendar)",message="spec.limit.rate takes period, or calendar instead of it: set exactly one",fieldPath=".period"
 // +kubebuilder:validation:XValidation:rule="!has(self.calendar) || self.algorithm in ['FixedWindow']",message="spec.limit.rate.calendar applies only to FixedWindow",fieldPath=".calendar"
 // +kubebuilder:validation:XValidation:rule="!has(self.burst) || self.algorithm in ['TokenBucket', 'GCRA']",message="spec.limit.rate.burst applies only to TokenBucket and GCRA",fieldPath=".burst"
