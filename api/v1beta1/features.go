@@ -90,6 +90,9 @@ type Feature struct {
 	// reason.
 	Exclusions []Exclusion
 
+	// is is the CEL condition on the member's value that sets the
+	// feature, such as "== 'Global'"; empty, its presence sets it.
+	is  string
 	set func(s *RateLimitPolicySpec) bool
 }
 
@@ -147,7 +150,7 @@ var Features = []Feature{
 		set: rateSets(func(r *RateLimit) bool { return r.Calendar != nil })},
 	{Name: FeatureBurst, Path: "limit.rate.burst", TakenBy: []Taker{Taker(TokenBucket), Taker(GCRA)}, Refused: burstMsg,
 		set: rateSets(func(r *RateLimit) bool { return r.Burst != nil })},
-	{Name: FeatureLimitAbove10000, Path: "limit.rate.limit", TakenBy: exact, Refused: slidingLogLimitMsg,
+	{Name: FeatureLimitAbove10000, Path: "limit.rate.limit", TakenBy: exact, Refused: slidingLogLimitMsg, is: "> 10000",
 		set: rateSets(func(r *RateLimit) bool { return r.Limit > slidingLogMaxLimit })},
 	{Name: FeatureCostMax, Path: "limit.rate.cost.max", TakenBy: RateTakers,
 		set: rateSets(func(r *RateLimit) bool { return r.Cost != nil && r.Cost.Max != nil })},
@@ -166,6 +169,7 @@ var Features = []Feature{
 		set: rateSets(func(r *RateLimit) bool { return r.Penalty != nil })},
 	{Name: FeatureGlobal, Path: "limit.rate.scope", TakenBy: exact, Refused: globalLogMsg,
 		Exclusions: []Exclusion{{With: []FeatureName{FeatureLocalTier, FeatureReserve, FeaturePenalty, FeaturePriority, FeatureCalendar}, Reason: globalExactMsg}},
+		is:         "== 'Global'",
 		set:        rateSets(func(r *RateLimit) bool { return r.Scope != nil && *r.Scope == ScopeGlobal })},
 	{Name: FeatureRequestOverride, Path: "limit.rate.requestOverride", TakenBy: exact, Refused: requestOverrideMsg,
 		Exclusions: []Exclusion{{With: []FeatureName{FeatureCalendar, FeatureBurst, FeatureLocalTier, FeatureReserve, FeatureGlobal}, Reason: requestOverrideMsg}},
@@ -176,8 +180,9 @@ var Features = []Feature{
 		set: concurrencySets(func(c *ConcurrencyLimit) bool { return c.Priority != nil })},
 	{Name: FeatureSoft, Path: "mode",
 		Exclusions: []Exclusion{{With: []FeatureName{FeatureHidden}, Reason: softHiddenMsg}},
+		is:         "== 'Soft'",
 		set:        func(s *RateLimitPolicySpec) bool { return s.Mode != nil && *s.Mode == Soft }},
-	{Name: FeatureHidden, Path: "response.visibility",
+	{Name: FeatureHidden, Path: "response.visibility", is: "== 'Hidden'",
 		set: func(s *RateLimitPolicySpec) bool {
 			return s.Response != nil && s.Response.Visibility != nil && *s.Response.Visibility == Hidden
 		}},

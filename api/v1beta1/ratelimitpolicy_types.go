@@ -132,8 +132,8 @@ const (
 // named here: the LimiterFleet that serves the domain declares them once
 // (spec.entries). A later version may add spec.targetRef (Gateway API
 // policy attachment) beside domain and descriptors.
-// +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'Soft' || !(has(self.response) && has(self.response.visibility) && self.response.visibility == 'Hidden')",message="spec.mode Soft is not supported with spec.response.visibility Hidden: the mark on the requests over a soft limit would show its threshold; use mode Shadow for a limit that only operators see",fieldPath=".mode"
-// +kubebuilder:validation:XValidation:rule="!has(self.limit.rate) || !has(self.limit.rate.penalty) || !(has(self.mode) && self.mode == 'Soft')",message="spec.limit.rate.penalty does not apply to mode Soft, which never denies: use it on the hard limit",fieldPath=".limit.rate.penalty"
+// +kubebuilder:validation:XValidation:rule="!(has(self.limit) && has(self.limit.rate) && has(self.limit.rate.penalty)) || !(has(self.mode) && self.mode == 'Soft')",message="spec.limit.rate.penalty does not apply to mode Soft, which never denies: use it on the hard limit",fieldPath=".limit.rate.penalty"
+// +kubebuilder:validation:XValidation:rule="!(has(self.mode) && self.mode == 'Soft') || !(has(self.response) && has(self.response.visibility) && self.response.visibility == 'Hidden')",message="spec.mode Soft is not supported with spec.response.visibility Hidden: the mark on the requests over a soft limit would show its threshold; use mode Shadow for a limit that only operators see",fieldPath=".mode"
 type RateLimitPolicySpec struct {
 	// domain is the Envoy rate limit service domain this limit answers, such as
 	// "payments-api". Requests for other domains never match it.
@@ -204,8 +204,10 @@ type Descriptor struct {
 
 // Limit is a rate or a concurrency: set type and the member of that name.
 // +union
-// +kubebuilder:validation:XValidation:rule="has(self.rate) == (self.type == 'Rate')",message="spec.limit must set the member its type names, and only it: rate with type Rate, concurrency with type Concurrency",fieldPath=".rate"
-// +kubebuilder:validation:XValidation:rule="has(self.concurrency) == (self.type == 'Concurrency')",message="spec.limit must set the member its type names, and only it: rate with type Rate, concurrency with type Concurrency",fieldPath=".concurrency"
+// +kubebuilder:validation:XValidation:rule="self.type != 'Rate' || has(self.rate)",message="spec.limit must set the member its type names, and only it: rate with type Rate, concurrency with type Concurrency",fieldPath=".rate"
+// +kubebuilder:validation:XValidation:rule="self.type != 'Concurrency' || has(self.concurrency)",message="spec.limit must set the member its type names, and only it: rate with type Rate, concurrency with type Concurrency",fieldPath=".concurrency"
+// +kubebuilder:validation:XValidation:rule="!has(self.rate) || self.type == 'Rate'",message="spec.limit must set the member its type names, and only it: rate with type Rate, concurrency with type Concurrency",fieldPath=".rate"
+// +kubebuilder:validation:XValidation:rule="!has(self.concurrency) || self.type == 'Concurrency'",message="spec.limit must set the member its type names, and only it: rate with type Rate, concurrency with type Concurrency",fieldPath=".concurrency"
 type Limit struct {
 	// type is Rate (units per period, in spec.limit.rate) or Concurrency
 	// (requests in flight at once, in spec.limit.concurrency).
@@ -230,11 +232,12 @@ type Limit struct {
 
 // RateLimit is limit units per period, or per calendar window, counted by
 // an algorithm, with what a request may spend and how.
-// +kubebuilder:validation:XValidation:rule="has(self.period) != has(self.calendar)",message="spec.limit.rate takes period, or calendar instead of it: set exactly one",fieldPath=".period"
+// +kubebuilder:validation:XValidation:rule="has(self.period) || has(self.calendar)",message="spec.limit.rate takes period, or calendar instead of it: set exactly one",fieldPath=".period"
+// +kubebuilder:validation:XValidation:rule="!has(self.cost) || !has(self.cost.max) || self.cost.max <= (has(self.burst) ? self.burst : self.limit)",message="spec.limit.rate.cost.max must not exceed the capacity: burst, or limit without it",fieldPath=".cost.max"
+// +kubebuilder:validation:XValidation:rule="!has(self.period) || !has(self.calendar)",message="spec.limit.rate takes period, or calendar instead of it: set exactly one",fieldPath=".period"
 // +kubebuilder:validation:XValidation:rule="!has(self.calendar) || self.algorithm in ['FixedWindow']",message="spec.limit.rate.calendar applies only to FixedWindow",fieldPath=".calendar"
 // +kubebuilder:validation:XValidation:rule="!has(self.burst) || self.algorithm in ['TokenBucket', 'GCRA']",message="spec.limit.rate.burst applies only to TokenBucket and GCRA",fieldPath=".burst"
-// +kubebuilder:validation:XValidation:rule="self.limit <= 10000 || self.algorithm in ['TokenBucket', 'GCRA', 'SlidingWindow', 'FixedWindow']",message="spec.limit.rate.limit may be at most 10000 for SlidingLog, which keeps one entry per admitted request: use SlidingWindow or TokenBucket/GCRA for larger limits",fieldPath=".limit"
-// +kubebuilder:validation:XValidation:rule="!has(self.cost) || !has(self.cost.max) || self.cost.max <= (has(self.burst) ? self.burst : self.limit)",message="spec.limit.rate.cost.max must not exceed the capacity: burst, or limit without it",fieldPath=".cost.max"
+// +kubebuilder:validation:XValidation:rule="!(has(self.limit) && self.limit > 10000) || self.algorithm in ['TokenBucket', 'GCRA', 'SlidingWindow', 'FixedWindow']",message="spec.limit.rate.limit may be at most 10000 for SlidingLog, which keeps one entry per admitted request: use SlidingWindow or TokenBucket/GCRA for larger limits",fieldPath=".limit"
 // +kubebuilder:validation:XValidation:rule="!(has(self.cost) && has(self.cost.reserve)) || self.algorithm in ['TokenBucket', 'GCRA', 'SlidingWindow', 'FixedWindow']",message="spec.limit.rate.cost.reserve is not supported with SlidingLog, whose log cannot be charged after the fact",fieldPath=".cost.reserve"
 // +kubebuilder:validation:XValidation:rule="!has(self.localTier) || self.algorithm in ['TokenBucket', 'GCRA', 'SlidingWindow', 'FixedWindow']",message="spec.limit.rate.localTier is not supported with SlidingLog, which stays exact",fieldPath=".localTier"
 // +kubebuilder:validation:XValidation:rule="!has(self.localTier) || !(has(self.calendar) || has(self.priority) || (has(self.cost) && has(self.cost.reserve)) || has(self.penalty))",message="spec.limit.rate.localTier is not supported with calendar, priority, cost.reserve or penalty, which need the store's exact count",fieldPath=".localTier"
