@@ -216,10 +216,10 @@ func TakerOf(s *RateLimitPolicySpec, f *Feature) Taker {
 		return rateAlgorithm(s.Limit.Rate)
 	case strings.HasPrefix(f.Path, "limit.concurrency."):
 		return TakerConcurrency
-	case s.Limit.Type == LimitConcurrency:
-		return TakerConcurrency
+	case s.Limit.Type == LimitRate:
+		return rateAlgorithm(s.Limit.Rate)
 	}
-	return rateAlgorithm(s.Limit.Rate)
+	return Taker(s.Limit.Type)
 }
 
 func rateAlgorithm(r *RateLimit) Taker {

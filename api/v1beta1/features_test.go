@@ -25,6 +25,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/v1beta1"
@@ -111,4 +112,50 @@ func TestFeatureTable(t *testing.T) {
 		lines = append(lines, strings.Join(row, " "))
 	}
 	t.Logf("feature, path, takers:\n%s", strings.Join(lines, "\n"))
+}
+
+// TestValidateFeaturesPaths shows, without an API server, the v1beta1
+// path and reason ValidateFeatures gives a few refusals (the parity test
+// holds every one to the API server's).
+func TestValidateFeaturesPaths(t *testing.T) {
+	by := func(n v1beta1.FeatureName) setting {
+		i := slices.IndexFunc(settings, func(s setting) bool { return s.name == n })
+		return settings[i]
+	}
+	cases := []struct {
+		name   string
+		spec   v1beta1.RateLimitPolicySpec
+		want   []string
+		reason string
+	}{
+		{"TokenBucket with burst", specFor("TokenBucket", by(v1beta1.FeatureBurst)), nil, ""},
+		{"SlidingWindow with burst", specFor("SlidingWindow", by(v1beta1.FeatureBurst)),
+			[]string{"spec.limit.rate.burst"}, "applies only to TokenBucket and GCRA"},
+		{"SlidingLog with localTier", specFor("SlidingLog", by(v1beta1.FeatureLocalTier)),
+			[]string{"spec.limit.rate.localTier"}, "not supported with SlidingLog"},
+		{"penalty with reserve", specFor("GCRA", by(v1beta1.FeaturePenalty), by(v1beta1.FeatureReserve)),
+			[]string{"spec.limit.rate.penalty"}, "not supported with cost.reserve"},
+		{"Soft with penalty", specFor("FixedWindow", by(v1beta1.FeatureSoft), by(v1beta1.FeaturePenalty)),
+			[]string{"spec.limit.rate.penalty"}, "does not apply to mode Soft"},
+		{"Concurrency with scope Global", specFor(v1beta1.TakerConcurrency, by(v1beta1.FeatureGlobal)),
+			[]string{"spec.limit.rate"}, "spec.limit must set the member its type names"},
+		{"Global SlidingLog with priority", specFor("SlidingLog", by(v1beta1.FeatureGlobal), by(v1beta1.FeaturePriority)),
+			[]string{"spec.limit.rate.scope", "spec.limit.rate.scope"}, "scope Global is not supported with"},
+		{"Concurrency with priority", specFor(v1beta1.TakerConcurrency, by(v1beta1.FeatureConcurrencyPriority)), nil, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := v1beta1.ValidateFeatures(&tc.spec, field.NewPath("spec"))
+			var got []string
+			for _, e := range errs {
+				got = append(got, e.Field)
+				if !strings.Contains(e.Detail, tc.reason) {
+					t.Errorf("%s: %q, want it to say %q", e.Field, e.Detail, tc.reason)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("ValidateFeatures refuses %v, want %v: %v", got, tc.want, errs)
+			}
+		})
+	}
 }
