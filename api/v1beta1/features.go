@@ -25,11 +25,12 @@ import (
 
 // This file is the one table of what each limit type and rate algorithm
 // takes (Features), and ValidateFeatures, which applies it with v1beta1
-// field paths. The CRD's CEL rules on RateLimitPolicySpec, Limit and
-// RateLimit say the same, rule for rule and message for message; the
-// parity test (features_envtest_test.go) creates every taker x feature and
+// field paths. The CRD's rules on RateLimitPolicySpec, Limit and RateLimit
+// are written from it (CELRules in features_cel.go; hack/featurecel, run
+// by make manifests), rule for rule and message for message; the parity
+// test (features_envtest_test.go) creates every taker x feature and
 // feature x feature policy on a real API server and requires the same
-// verdict on the same field path from both.
+// verdict on the same field paths from both.
 
 // Taker is what takes, or refuses, a feature: a rate algorithm (a limit of
 // type Rate), or the limit type Concurrency.
@@ -114,23 +115,22 @@ func (f *Feature) Set(s *RateLimitPolicySpec) bool { return f.set(s) }
 
 // The reasons of the table, word for word the messages of the CRD's rules.
 const (
-	unionMsg            = "spec.limit must set the member its type names, and only it: rate with type Rate, concurrency with type Concurrency"
-	windowMsg           = "spec.limit.rate takes period, or calendar instead of it: set exactly one"
-	burstMsg            = "spec.limit.rate.burst applies only to TokenBucket and GCRA"
-	calendarMsg         = "spec.limit.rate.calendar applies only to FixedWindow"
-	slidingLogLimitMsg  = "spec.limit.rate.limit may be at most 10000 for SlidingLog, which keeps one entry per admitted request: use SlidingWindow or TokenBucket/GCRA for larger limits"
-	costMaxMsg          = "spec.limit.rate.cost.max must not exceed the capacity: burst, or limit without it"
-	reserveLogMsg       = "spec.limit.rate.cost.reserve is not supported with SlidingLog, whose log cannot be charged after the fact"
-	localTierLogMsg     = "spec.limit.rate.localTier is not supported with SlidingLog, which stays exact"
-	localTierExactMsg   = "spec.limit.rate.localTier is not supported with calendar, priority, cost.reserve or penalty, which need the store's exact count"
-	penaltyReserveMsg   = "spec.limit.rate.penalty is not supported with cost.reserve: a reservation holds what it takes apart from the exact decision that counts a penalty's denials"
-	penaltySoftMsg      = "spec.limit.rate.penalty does not apply to mode Soft, which never denies: use it on the hard limit"
-	globalLogMsg        = "spec.limit.rate.scope Global is not supported with SlidingLog, which stays exact: use SlidingWindow, FixedWindow, TokenBucket or GCRA"
-	globalExactMsg      = "spec.limit.rate.scope Global is not supported with localTier, cost.reserve, penalty, priority or calendar: a region spends grants leased from the key's home region, which these would need counted exactly there"
-	requestOverrideMsg  = "spec.limit.rate.requestOverride needs a fixed period and is not supported with calendar, SlidingLog, burst, localTier, cost.reserve or scope Global: a request's own limit replaces limit (and the bucket size) for that request only, which these can't honour"
-	softHiddenMsg       = "spec.mode Soft is not supported with spec.response.visibility Hidden: the mark on the requests over a soft limit would show its threshold; use mode Shadow for a limit that only operators see"
-	slidingLogMaxLimit  = 10000
-	concurrencyTakerMsg = unionMsg
+	unionMsg           = "spec.limit must set the member its type names, and only it: rate with type Rate, concurrency with type Concurrency"
+	windowMsg          = "spec.limit.rate takes period, or calendar instead of it: set exactly one"
+	burstMsg           = "spec.limit.rate.burst applies only to TokenBucket and GCRA"
+	calendarMsg        = "spec.limit.rate.calendar applies only to FixedWindow"
+	slidingLogLimitMsg = "spec.limit.rate.limit may be at most 10000 for SlidingLog, which keeps one entry per admitted request: use SlidingWindow or TokenBucket/GCRA for larger limits"
+	costMaxMsg         = "spec.limit.rate.cost.max must not exceed the capacity: burst, or limit without it"
+	reserveLogMsg      = "spec.limit.rate.cost.reserve is not supported with SlidingLog, whose log cannot be charged after the fact"
+	localTierLogMsg    = "spec.limit.rate.localTier is not supported with SlidingLog, which stays exact"
+	localTierExactMsg  = "spec.limit.rate.localTier is not supported with calendar, priority, cost.reserve or penalty, which need the store's exact count"
+	penaltyReserveMsg  = "spec.limit.rate.penalty is not supported with cost.reserve: a reservation holds what it takes apart from the exact decision that counts a penalty's denials"
+	penaltySoftMsg     = "spec.limit.rate.penalty does not apply to mode Soft, which never denies: use it on the hard limit"
+	globalLogMsg       = "spec.limit.rate.scope Global is not supported with SlidingLog, which stays exact: use SlidingWindow, FixedWindow, TokenBucket or GCRA"
+	globalExactMsg     = "spec.limit.rate.scope Global is not supported with localTier, cost.reserve, penalty, priority or calendar: a region spends grants leased from the key's home region, which these would need counted exactly there"
+	requestOverrideMsg = "spec.limit.rate.requestOverride needs a fixed period and is not supported with calendar, SlidingLog, burst, localTier, cost.reserve or scope Global: a request's own limit replaces limit (and the bucket size) for that request only, which these can't honour"
+	softHiddenMsg      = "spec.mode Soft is not supported with spec.response.visibility Hidden: the mark on the requests over a soft limit would show its threshold; use mode Shadow for a limit that only operators see"
+	slidingLogMaxLimit = 10000
 )
 
 // exact are the rate algorithms that may lease or hold what they take:
@@ -141,7 +141,7 @@ var exact = []Taker{Taker(TokenBucket), Taker(GCRA), Taker(SlidingWindow), Taker
 var Features = []Feature{
 	{Name: FeatureRate, Path: "limit.rate", TakenBy: RateTakers, Refused: unionMsg,
 		set: func(s *RateLimitPolicySpec) bool { return s.Limit.Rate != nil }},
-	{Name: FeatureConcurrency, Path: "limit.concurrency", TakenBy: []Taker{TakerConcurrency}, Refused: concurrencyTakerMsg,
+	{Name: FeatureConcurrency, Path: "limit.concurrency", TakenBy: []Taker{TakerConcurrency}, Refused: unionMsg,
 		set: func(s *RateLimitPolicySpec) bool { return s.Limit.Concurrency != nil }},
 	{Name: FeaturePeriod, Path: "limit.rate.period", TakenBy: RateTakers,
 		Exclusions: []Exclusion{{With: []FeatureName{FeatureCalendar}, Reason: windowMsg}},
