@@ -53,7 +53,8 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate the CRDs into config/crd/bases and the operator's RBAC into config/rbac.
+manifests: $(CONTROLLER_GEN) ## Generate the CRDs into config/crd/bases (the v1beta1 feature rules' markers from api/v1beta1/features.go first, hack/featurecel) and the operator's RBAC into config/rbac.
+	$(GO) run ./hack/featurecel
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=sluice-operator paths=./controllers/... output:rbac:artifacts:config=config/rbac
 	$(MAKE) --no-print-directory helm-crds

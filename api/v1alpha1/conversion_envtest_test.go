@@ -221,7 +221,7 @@ func TestV1beta1CRDRejects(t *testing.T) {
 		{"SlidingLog with reserve", func(s *v1beta1.RateLimitPolicySpec) {
 			s.Limit.Rate.Algorithm = ptr.To(v1beta1.SlidingLog)
 			s.Limit.Rate.Cost = &v1beta1.Cost{Reserve: &v1beta1.Reserve{}}
-		}, "spec.limit.rate.localTier and spec.limit.rate.cost.reserve are not supported with SlidingLog"},
+		}, "spec.limit.rate.cost.reserve is not supported with SlidingLog"},
 		// 4. cost.max within the capacity.
 		{"cost.max above burst", func(s *v1beta1.RateLimitPolicySpec) {
 			s.Limit.Rate.Burst, s.Limit.Rate.Cost = ptr.To[int64](150), &v1beta1.Cost{Max: ptr.To[int64](151)}
@@ -230,14 +230,14 @@ func TestV1beta1CRDRejects(t *testing.T) {
 		{"localTier and penalty", func(s *v1beta1.RateLimitPolicySpec) {
 			s.Limit.Rate.LocalTier = &v1beta1.LocalTier{}
 			s.Limit.Rate.Penalty = &v1beta1.Penalty{Duration: "10m"}
-		}, "spec.limit.rate takes at most one of localTier"},
+		}, "spec.limit.rate.localTier is not supported with calendar, priority, cost.reserve or penalty"},
 		{"reserve and penalty", func(s *v1beta1.RateLimitPolicySpec) {
 			s.Limit.Rate.Cost = &v1beta1.Cost{Reserve: &v1beta1.Reserve{}}
 			s.Limit.Rate.Penalty = &v1beta1.Penalty{Duration: "10m"}
-		}, "spec.limit.rate takes at most one of localTier"},
+		}, "spec.limit.rate.penalty is not supported with cost.reserve"},
 		{"localTier and priority", func(s *v1beta1.RateLimitPolicySpec) {
 			s.Limit.Rate.LocalTier, s.Limit.Rate.Priority = &v1beta1.LocalTier{}, levels()
-		}, "spec.limit.rate.localTier is not supported with calendar or priority"},
+		}, "spec.limit.rate.localTier is not supported with calendar, priority, cost.reserve or penalty"},
 		// 6. mode Soft.
 		{"Soft and Hidden", func(s *v1beta1.RateLimitPolicySpec) {
 			s.Mode = ptr.To(v1beta1.Soft)
