@@ -172,7 +172,7 @@ func (t *Tier) grant(ctx context.Context, p *Policy, e *entry, req store.Request
 // call sends lr: to the grant script, or, when it asks for nothing and
 // credits nothing (a cold key: its first call, or one whose local rate
 // wants no units), as an exact Take, which the grant script would decide
-// alike at a larger script's cost. Leasing pays only where a key is hot.
+// alike at a larger script's cost. A grant pays only where a key is hot.
 func (t *Tier) call(ctx context.Context, p *Policy, lr store.GrantRequest) (store.Grant, error) {
 	if lr.Want > 0 || lr.Credit > 0 {
 		p.c.grants.Add(1)
