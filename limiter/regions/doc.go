@@ -14,8 +14,8 @@
 // (grant.lua on Redis) taking the grant out of the counter and registering
 // it as that region's reserve. Another region takes its grants over the
 // peer endpoint (POST /v1/peer/grant); the home takes its own from its own
-// store, with no message, so its decisions no more wait on its store than the others' on
-// the link. A region asks for its next grant when what it holds falls to
+// store, with no message, so its decisions no more wait on its store than
+// the others' on the link. A region asks for its next grant when what it holds falls to
 // half a grant, in the background, so no decision waits; unspent units go
 // back (credit) with its next grant call, or when the grant expires (at
 // most the grant TTL, and never past the end of a window). A home whose
