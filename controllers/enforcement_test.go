@@ -386,7 +386,7 @@ func TestEnforcementOvershootBound(t *testing.T) {
 		}
 	}
 	waitEnforcement(t, ns, "bucket", bound(50)) // 5% of 1000
-	waitEnforcement(t, ns, "window", bound(0))  // a lease ends with its window
+	waitEnforcement(t, ns, "window", bound(0))  // a grant ends with its window
 	waitEnforcement(t, ns, "exact", func(e *v1alpha1.EnforcementStatus) error {
 		if ptr.Deref(e.Allowed, 0) != 20 || e.OvershootBound != nil {
 			return fmt.Errorf("want allowed 20 and no overshootBound")

@@ -10,7 +10,7 @@ import (
 )
 
 // A limiter pod's grace period covers its drain, the shutdown of what is
-// in flight and the return of its leases; its PodDisruptionBudget lets one
+// in flight and the return of its grants; its PodDisruptionBudget lets one
 // pod go at a time, even unready.
 func TestLimiterDisruption(t *testing.T) {
 	f := resFleet("ns", "f")

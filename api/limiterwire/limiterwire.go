@@ -233,12 +233,12 @@ type LocalTier struct {
 	// exact algorithm over any interval: 0 for window algorithms, else
 	// maxOvershoot, or pods × the per-pod cap without it.
 	OvershootBound int64 `json:"overshootBound"`
-	// Pods is the most pods seen leasing one of the policy's keys lately.
+	// Pods is the most pods seen holding grants on one of the policy's keys lately.
 	Pods int64 `json:"pods"`
-	// Decisions by path: spent from a lease, one store call, the
+	// Decisions by path: spent from a grant, one store call, the
 	// over-limit cache, passed through exactly.
 	Local         int64 `json:"local"`
-	Leases        int64 `json:"leases"`
+	Grants        int64 `json:"grants"`
 	CachedDenials int64 `json:"cachedDenials"`
 	Exact         int64 `json:"exact"`
 }

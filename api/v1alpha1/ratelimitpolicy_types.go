@@ -165,7 +165,7 @@ type RateLimitPolicySpec struct {
 	// +kubebuilder:default=Open
 	FailureMode *FailureMode `json:"failureMode,omitempty"`
 
-	// localTier turns on two-tier mode: each pod leases chunks of tokens from the
+	// localTier turns on two-tier mode: each pod takes grants (chunks of tokens) from the
 	// store and spends them locally, trading a bounded overshoot for fewer store
 	// calls. Off when omitted. Not supported with SlidingLog.
 	// +optional
@@ -348,7 +348,7 @@ type LocalTier struct {
 	// +kubebuilder:default=false
 	Enabled *bool `json:"enabled,omitempty"`
 
-	// ttl is how long a pod keeps a leased chunk before it returns the unused
+	// ttl is how long a pod keeps a granted chunk before it returns the unused
 	// tokens, as a Go duration from 100ms to 1m. Defaults to 2s.
 	// +optional
 	// +kubebuilder:default="2s"
@@ -359,9 +359,9 @@ type LocalTier struct {
 	TTL *metav1.Duration `json:"ttl,omitempty"`
 
 	// maxOvershoot caps how many units the fleet may admit above the exact
-	// algorithm, over any interval, while pods hold leased chunks: a count
+	// algorithm, over any interval, while pods hold granted chunks: a count
 	// from 0 to 1000000000, or a percentage of rate.limit from "0%" to "100%".
-	// Window algorithms never overshoot (a lease ends with its window). When
+	// Window algorithms never overshoot (a grant ends with its window). When
 	// omitted, pods × each pod's chunk cap bounds it; status.enforcement
 	// reports the bound in force.
 	// +optional

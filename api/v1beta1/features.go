@@ -127,7 +127,7 @@ const (
 	penaltyReserveMsg  = "spec.limit.rate.penalty is not supported with cost.reserve: a reservation holds what it takes apart from the exact decision that counts a penalty's denials"
 	penaltySoftMsg     = "spec.limit.rate.penalty does not apply to mode Soft, which never denies: use it on the hard limit"
 	globalLogMsg       = "spec.limit.rate.scope Global is not supported with SlidingLog, which stays exact: use SlidingWindow, FixedWindow, TokenBucket or GCRA"
-	globalExactMsg     = "spec.limit.rate.scope Global is not supported with localTier, cost.reserve, penalty, priority or calendar: a region spends grants leased from the key's home region, which these would need counted exactly there"
+	globalExactMsg     = "spec.limit.rate.scope Global is not supported with localTier, cost.reserve, penalty, priority or calendar: a region spends grants taken from the key's home region, which these would need counted exactly there"
 	requestOverrideMsg = "spec.limit.rate.requestOverride needs a fixed period and is not supported with calendar, SlidingLog, burst, localTier, cost.reserve or scope Global: a request's own limit replaces limit (and the bucket size) for that request only, which these can't honour"
 	softHiddenMsg      = "spec.mode Soft is not supported with spec.response.visibility Hidden: the mark on the requests over a soft limit would show its threshold; use mode Shadow for a limit that only operators see"
 	slidingLogMaxLimit = 10000

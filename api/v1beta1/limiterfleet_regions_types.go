@@ -19,7 +19,7 @@ package v1beta1
 // FleetRegions places a fleet in one region of several that share the
 // policies of scope Global (spec.limit.rate.scope). A Global key has a home
 // region, chosen from the key and the sorted region names alone, whose store
-// holds its counter; the other regions lease grants of units from the home
+// holds its counter; the other regions take grants of units from the home
 // ahead of need and decide locally from them, so no decision waits on
 // another region. Written by the platform team: a tenant's policy only says
 // Global, and can name no peer, endpoint or credential.
@@ -133,7 +133,7 @@ const (
 	ScopeRegion RegionScope = "Region"
 	// ScopeGlobal counts a key once across every region of the fleet's
 	// spec.regions: its home region holds the counter, the others spend
-	// grants leased from it. At most the bound the policy's status reports
+	// grants taken from it. At most the bound the policy's status reports
 	// above the limit per period.
 	ScopeGlobal RegionScope = "Global"
 )

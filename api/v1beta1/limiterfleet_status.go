@@ -114,7 +114,7 @@ type RegionStatus struct {
 	Keys int64 `json:"keys,omitempty"`
 
 	// heldUnits is the number of units the pods read hold now in grants
-	// leased from the peer, summed over them.
+	// taken from the peer, summed over them.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	HeldUnits int64 `json:"heldUnits,omitempty"`

@@ -162,8 +162,8 @@ type EnforcementStatus struct {
 
 	// overshootBound is, for a policy in two-tier mode (spec.localTier), the
 	// most units the fleet may admit above the exact algorithm while pods
-	// spend leased chunks, as the limiters last reported it: 0 for window
-	// algorithms (a lease never outlives its window), else maxOvershoot, or
+	// spend granted chunks, as the limiters last reported it: 0 for window
+	// algorithms (a grant never outlives its window), else maxOvershoot, or
 	// pods × each pod's cap without it. For a policy of scope Global on a
 	// fleet in regions, the most units the regions may admit above the
 	// limit per period, partitions included: 2·regions·grant (the grant

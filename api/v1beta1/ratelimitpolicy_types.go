@@ -243,7 +243,7 @@ type Limit struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.localTier) || !(has(self.calendar) || has(self.priority) || (has(self.cost) && has(self.cost.reserve)) || has(self.penalty))",message="spec.limit.rate.localTier is not supported with calendar, priority, cost.reserve or penalty, which need the store's exact count",fieldPath=".localTier"
 // +kubebuilder:validation:XValidation:rule="!has(self.penalty) || !(has(self.cost) && has(self.cost.reserve))",message="spec.limit.rate.penalty is not supported with cost.reserve: a reservation holds what it takes apart from the exact decision that counts a penalty's denials",fieldPath=".penalty"
 // +kubebuilder:validation:XValidation:rule="!(has(self.scope) && self.scope == 'Global') || self.algorithm in ['TokenBucket', 'GCRA', 'SlidingWindow', 'FixedWindow']",message="spec.limit.rate.scope Global is not supported with SlidingLog, which stays exact: use SlidingWindow, FixedWindow, TokenBucket or GCRA",fieldPath=".scope"
-// +kubebuilder:validation:XValidation:rule="!(has(self.scope) && self.scope == 'Global') || !(has(self.localTier) || (has(self.cost) && has(self.cost.reserve)) || has(self.penalty) || has(self.priority) || has(self.calendar))",message="spec.limit.rate.scope Global is not supported with localTier, cost.reserve, penalty, priority or calendar: a region spends grants leased from the key's home region, which these would need counted exactly there",fieldPath=".scope"
+// +kubebuilder:validation:XValidation:rule="!(has(self.scope) && self.scope == 'Global') || !(has(self.localTier) || (has(self.cost) && has(self.cost.reserve)) || has(self.penalty) || has(self.priority) || has(self.calendar))",message="spec.limit.rate.scope Global is not supported with localTier, cost.reserve, penalty, priority or calendar: a region spends grants taken from the key's home region, which these would need counted exactly there",fieldPath=".scope"
 // +kubebuilder:validation:XValidation:rule="!has(self.requestOverride) || self.algorithm in ['TokenBucket', 'GCRA', 'SlidingWindow', 'FixedWindow']",message="spec.limit.rate.requestOverride needs a fixed period and is not supported with calendar, SlidingLog, burst, localTier, cost.reserve or scope Global: a request's own limit replaces limit (and the bucket size) for that request only, which these can't honour",fieldPath=".requestOverride"
 // +kubebuilder:validation:XValidation:rule="!has(self.requestOverride) || !(has(self.calendar) || has(self.burst) || has(self.localTier) || (has(self.cost) && has(self.cost.reserve)) || (has(self.scope) && self.scope == 'Global'))",message="spec.limit.rate.requestOverride needs a fixed period and is not supported with calendar, SlidingLog, burst, localTier, cost.reserve or scope Global: a request's own limit replaces limit (and the bucket size) for that request only, which these can't honour",fieldPath=".requestOverride"
 type RateLimit struct {
@@ -305,7 +305,7 @@ type RateLimit struct {
 	// scope is where the counter lives: Region (the default) counts in the
 	// region's own store, so each region enforces the whole limit on its
 	// own traffic; Global counts a key once across all the regions of the
-	// fleet's spec.regions, each region spending grants leased from the
+	// fleet's spec.regions, each region spending grants taken from the
 	// key's home region. Global is for TokenBucket, GCRA, FixedWindow and
 	// SlidingWindow, without localTier, cost.reserve, penalty, priority or
 	// calendar.

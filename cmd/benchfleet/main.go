@@ -155,7 +155,7 @@ func run(ctx context.Context, p policySpec, ns []int, limiterBin, redisBin strin
 	}
 	fmt.Printf("; localTier ttl %s, maxOvershoot %s; %s of load per case\n", p.ttl, p.maxOvershoot, d)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "pods\tcase\toffered/s\tadmitted\tallowance\tovershoot (% of limit)\tbound\tadmitted/limit per window\tdenied\tfalse denials\tlocal/lease/cached\tevalsha/dec\tcmds/dec\tdecisions/s\tp99\terrors\t")
+	fmt.Fprintln(tw, "pods\tcase\toffered/s\tadmitted\tallowance\tovershoot (% of limit)\tbound\tadmitted/limit per window\tdenied\tfalse denials\tlocal/grant/cached\tevalsha/dec\tcmds/dec\tdecisions/s\tp99\terrors\t")
 	for _, n := range ns {
 		if err := runPods(ctx, tw, p, n, policies, dir, limiterBin, rc, d); err != nil {
 			return err
@@ -172,7 +172,7 @@ At and above the limit a bucket starts empty (one call spends its burst first), 
   overshoot shows; under the limit it starts full, as an idle key does.
 false denials: denials while the offered load is under the limit and evenly paced, when the exact
   algorithm denies nothing ("-" at or above the limit).
-local/lease/cached: the limiters' two-tier decisions by path: spent from a lease, one lease call,
+local/grant/cached: the limiters' two-tier decisions by path: spent from a grant, one grant call,
   the over-limit cache.
 evalsha/dec: script round trips (EVALSHA+EVAL) per decision; cmds/dec: every command Redis counted
   per decision, those run inside the scripts included (INFO commandstats, credits after the load
@@ -223,7 +223,7 @@ func runPods(ctx context.Context, tw *tabwriter.Writer, p policySpec, n int, pol
 		ss = append(ss, drive(ctx, clients, shares(rate, n, c.skew), domain, key, d)...)
 		slices.SortFunc(ss, func(a, b sample) int { return int(a.at - b.at) })
 		if !c.exact {
-			time.Sleep(p.ttl + 300*time.Millisecond) // the leases' credits land, and count
+			time.Sleep(p.ttl + 300*time.Millisecond) // the grants' credits land, and count
 		}
 		scripts, all, err := commandStats(ctx, rc)
 		if err != nil {
@@ -234,7 +234,7 @@ func runPods(ctx context.Context, tw *tabwriter.Writer, p policySpec, n int, pol
 		if !c.exact {
 			after := fleetTier(ls)
 			bound = strconv.FormatInt(after.OvershootBound, 10)
-			paths = fmt.Sprintf("%d/%d/%d", after.Local-before.Local, after.Leases-before.Leases, after.CachedDenials-before.CachedDenials)
+			paths = fmt.Sprintf("%d/%d/%d", after.Local-before.Local, after.Grants-before.Grants, after.CachedDenials-before.CachedDenials)
 		}
 		falseDenials := "-"
 		if c.load < 1 {

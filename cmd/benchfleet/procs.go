@@ -162,7 +162,7 @@ func ready(httpAddr string) error {
 type tierStats struct {
 	OvershootBound int64 `json:"overshootBound"`
 	Local          int64 `json:"local"`
-	Leases         int64 `json:"leases"`
+	Grants         int64 `json:"grants"`
 	CachedDenials  int64 `json:"cachedDenials"`
 }
 
@@ -202,7 +202,7 @@ func fleetTier(ls []*limiter) tierStats {
 		}
 		sum.OvershootBound = max(sum.OvershootBound, st.OvershootBound)
 		sum.Local += st.Local
-		sum.Leases += st.Leases
+		sum.Grants += st.Grants
 		sum.CachedDenials += st.CachedDenials
 	}
 	return sum

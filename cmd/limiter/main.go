@@ -78,7 +78,7 @@ func main() {
 	fs.StringVar(&cfg.Region.CAFile, "peer-ca-file", "", "with --peer, the `file` (PEM) of the CA every region's certificate chains to")
 	fs.BoolVar(&cfg.Region.InsecureLab, "peer-insecure-lab", false, "a lab only: allow http:// --peer endpoints and bearer tokens (--region-token-file, --peer-token-file), with which any holder of a token can act as any region")
 	fs.StringVar(&cfg.Region.TokenFile, "region-token-file", "", "with --peer-insecure-lab, the `file` holding the token (at least 32 bytes) other regions must present on this region's peer endpoint")
-	fs.StringVar(&cfg.Region.Addr, "peer-addr", app.DefaultPeerAddr, "with --region, the peer endpoint's listen `address`: other regions lease grants of Global limits here")
+	fs.StringVar(&cfg.Region.Addr, "peer-addr", app.DefaultPeerAddr, "with --region, the peer endpoint's listen `address`: other regions take grants of Global limits here")
 	fs.IntVar(&cfg.Region.PartitionSharePercent, "partition-share", 0, "with --region, the `percent` of a Global limit this region admits per period for a key whose home region it can't reach (1 to 100; default 100 / regions)")
 	fs.DurationVar(&cfg.Region.CallTimeout, "peer-timeout", regions.DefaultCallTimeout, "with --region, the deadline of a grant call to another region; a call that takes longer counts the region as unreachable (its partition share decides)")
 	var peerURLs, peerTokens []string

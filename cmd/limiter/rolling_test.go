@@ -99,7 +99,7 @@ func refused(err error) bool {
 // is sent SIGTERM. The terminating limiter fails readiness first and keeps
 // serving through its drain delay, so the client leaves it before its
 // listeners close; it then finishes what is in flight and gives back its
-// local-tier leases. Every request gets a decision, the only errors are
+// local-tier grants. Every request gets a decision, the only errors are
 // refused connections that the client retries on the other limiter, and
 // the counters in Redis hold every allowed decision exactly. On main the
 // limiter closed its listeners at once: the idle keep-alive connections
@@ -223,7 +223,7 @@ spec:
 	}
 
 	// Every allowed decision is counted in Redis once the survivor gives
-	// its leases back too: the terminated one gave back what it held.
+	// its grants back too: the terminated one gave back what it held.
 	other.stop(t)
 	if time.Now().Truncate(time.Hour) != start.Truncate(time.Hour) {
 		t.Skip("the run crossed an hour boundary: the window reset") // once an hour at most
@@ -237,6 +237,6 @@ spec:
 		t.Fatalf("status peek: %d %s (%v)", code, text, err)
 	}
 	if used := limit - st.Policies[0].Remaining; used != allowed.Load() {
-		t.Fatalf("Redis counted %d units, the limiters allowed %d: leases were not given back", used, allowed.Load())
+		t.Fatalf("Redis counted %d units, the limiters allowed %d: grants were not given back", used, allowed.Load())
 	}
 }

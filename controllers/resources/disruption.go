@@ -16,14 +16,14 @@ import (
 // keeps answering for LimiterDrainDelay, so that the endpoints of every
 // gateway drop it before its listeners close; then it finishes the calls
 // in flight (the limiter's shutdown timeout, 10s) and gives its local-tier
-// leases back to Redis. The pod's grace period covers all three, and a
+// grants back to Redis. The pod's grace period covers all three, and a
 // PodDisruptionBudget keeps voluntary evictions (node drains) to one pod
 // at a time.
 const (
 	// LimiterDrainDelay is the limiter's --drain-delay in fleets' pods.
 	LimiterDrainDelay = limiterwire.DefaultDrainDelay
 	// LimiterGracePeriod is the limiter pods' terminationGracePeriodSeconds:
-	// the drain delay, the shutdown timeout, and 5s to give leases back and
+	// the drain delay, the shutdown timeout, and 5s to give grants back and
 	// close the store.
 	LimiterGracePeriod = LimiterDrainDelay + limiterwire.DefaultShutdownTimeout + 5*time.Second
 )

@@ -239,7 +239,7 @@ func limiterPodSpec(fleet *v1alpha1.LimiterFleet, opts LimiterDeploymentOptions)
 		Containers: []corev1.Container{container},
 		Volumes:    volumes,
 		// Drain, then finish what is in flight, then give the
-		// local tier's leases back (see LimiterGracePeriod).
+		// local tier's grants back (see LimiterGracePeriod).
 		TerminationGracePeriodSeconds: ptr.To(int64(LimiterGracePeriod.Seconds())),
 		// Nodes: at most one pod more on any node than on another. As a
 		// preference (ScheduleAnyway) the scheduler's other scores put all

@@ -23,7 +23,7 @@ import (
 
 const (
 	// LimiterPeerPort is the limiters' peer endpoint, where other regions
-	// lease grants of Global limits.
+	// take grants of Global limits.
 	LimiterPeerPort int32 = 8083
 	// LimiterPeerPortName names it on the container.
 	LimiterPeerPortName = "peer"

@@ -4,7 +4,7 @@
 // The same semantics run in two places: here in Go, for the embedded memory
 // store, and as one Lua core per algorithm for Redis
 // (limiter/store/redis/scripts/*_core.lua), shared by the exact and the
-// leasing scripts. Go is the reference: the conformance table and the
+// granting scripts. Go is the reference: the conformance table and the
 // randomized differential test in internal/storetest hold the Lua to
 // it. All arithmetic is done on microseconds; fractional quantities use
 // float64 with the same operation order as the Lua cores, so both give
@@ -124,12 +124,12 @@ type Limit struct {
 	CountDenied bool
 }
 
-// Leasable reports whether two-tier mode may lease units of the limit
+// Grantable reports whether two-tier mode may grant units of the limit
 // (limiter/store/localtier): not from SlidingLog, which stays exact, nor
 // from Concurrency, which holds slots, nor from a calendar window, with a
 // headroom, with a penalty, or counting denials (ERL's limits are exact);
 // the API refuses localTier with any of them.
-func (l Limit) Leasable() bool {
+func (l Limit) Grantable() bool {
 	return l.Algorithm != SlidingLog && l.Algorithm != Concurrency && l.Calendar.IsZero() && l.Headroom == 0 && l.Penalty.IsZero() && !l.CountDenied
 }
 

@@ -160,7 +160,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer st.Close()
 
-	// The local tier credits its leases back to the store when it closes,
+	// The local tier credits its grants back to the store when it closes,
 	// so it closes first.
 	tier := localtier.New(st, localtier.Options{Logger: log})
 	defer tier.Close()

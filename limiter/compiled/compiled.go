@@ -145,7 +145,7 @@ type Descriptor struct {
 
 // LocalTier is a policy's compiled two-tier mode (spec.localTier).
 type LocalTier struct {
-	// TTL is how long a lease lives.
+	// TTL is how long a grant lives.
 	TTL time.Duration
 	// Bound is the most units all pods may hold at once (maxOvershoot),
 	// or -1 when it is not set.

@@ -13,7 +13,7 @@ import (
 // the limiter reads it, and a snapshot document carries it beside the
 // spec (DocumentPolicy.Scope).
 
-const policyScopeMsg = "spec.limit.rate.scope Global is not supported with SlidingLog, Concurrency, localTier, reserve, penalty, priority or calendar: a region spends grants leased from the key's home region, which these would need counted exactly there"
+const policyScopeMsg = "spec.limit.rate.scope Global is not supported with SlidingLog, Concurrency, localTier, reserve, penalty, priority or calendar: a region spends grants taken from the key's home region, which these would need counted exactly there"
 
 // scopeOf returns the scope p's conversion annotation says, nil for none
 // (Region): only an annotation that says what p's spec does is believed

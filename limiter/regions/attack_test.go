@@ -43,7 +43,7 @@ func mustJSON(t *testing.T, v any) []byte {
 // TestAttackHostilePeer: calls on a home's peer endpoint that a hostile
 // client or peer makes up, in the lab's insecure mode (bearer tokens). Without the token nothing is decided; with it,
 // a peer can't be granted more than g, can't credit units it was never
-// granted, can't lease from a policy that is not Global (Region-scoped
+// granted, can't take a grant from a policy that is not Global (Region-scoped
 // counters never leave their region) nor from a counter homed elsewhere,
 // and can't send a large body. The limit holds afterwards: the regions
 // admit at most limit + bound.

@@ -9,13 +9,13 @@
 // region computes the same home from the key alone, and adding or removing
 // a region moves only the counters that region wins or held. The home's
 // store holds the counter. Every region, the home included, spends locally
-// from a grant leased out of that counter: the two-tier lease of
+// from a grant taken out of that counter: the two-tier grant of
 // limiter/store/localtier with the region as the pod, the home's Granter
-// (lease.lua on Redis) taking the grant out of the counter and registering
-// it as that region's reserve. Another region leases over the peer endpoint
-// (POST /v1/peer/grant); the home leases from its own store, with no
-// message, so its decisions no more wait on its store than the others' on
-// the link. A region asks for its next grant when what it holds falls to
+// (grant.lua on Redis) taking the grant out of the counter and registering
+// it as that region's reserve. Another region takes its grants over the
+// peer endpoint (POST /v1/peer/grant); the home takes its own from its own
+// store, with no message, so its decisions no more wait on its store than
+// the others' on the link. A region asks for its next grant when what it holds falls to
 // half a grant, in the background, so no decision waits; unspent units go
 // back (credit) with its next grant call, or when the grant expires (at
 // most the grant TTL, and never past the end of a window). A home whose
@@ -26,7 +26,7 @@
 // Let N be the number of regions and g the grant size, max(1,
 // limit / (GrantDivisor·N)). Units leave the home's counter before a region
 // spends them, so grants change only when a unit counts, as in two-tier
-// mode; a region holds at most g at once, and the home's lease script never
+// mode; a region holds at most g at once, and the home's grant script never
 // lets the regions hold more than N·g together. A key no region has an
 // answer for yet (cold) is admitted from at most g units while its first
 // grant is fetched, charged to the counter by that grant call. So per
@@ -65,7 +65,7 @@
 // certificate to name the region it called. Only in the lab
 // (--peer-insecure-lab) do bearer tokens over plain HTTP stand in, each at
 // least 32 bytes and compared in constant time. The home believes no limit a peer sends: a
-// call names a policy, and the home leases from its own compiled limit of
+// call names a policy, and the home grants from its own compiled limit of
 // that policy, only when the policy is Global there and the home is the
 // key's home; the counter is derived from the policy and the key, so a
 // policy's limit always meets its own counters. A grant is at most g, a

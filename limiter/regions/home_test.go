@@ -28,7 +28,7 @@ func scriptCalls(t *testing.T, srv *redistest.Server) int64 {
 }
 
 // TestHomeSpendsItsOwnGrant: the home region decides its own keys from a
-// grant it leases from its own store, as the others do from theirs over
+// grant it takes from its own store, as the others do from theirs over
 // the link: a script run per half grant, not per decision, and no message
 // to another region. Alone on the key, it admits the whole limit and no
 // more than the bound above it.

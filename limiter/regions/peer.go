@@ -329,14 +329,14 @@ func (r *Regions) grant(req *http.Request) (grantAnswer, error) {
 	if r.granter == nil {
 		return ans, refuse(http.StatusNotImplemented, ReasonRefused, "region %s counts in memory, which grants nothing: Global limits need a Redis store at every region", r.opts.Region)
 	}
-	return r.lease(req.Context(), c, *p, key)
+	return r.grantOut(req.Context(), c, *p, key)
 }
 
-// lease takes the grant call c of region c.Region out of counter key of p
+// grantOut takes the grant call c of region c.Region out of counter key of p
 // in this region's store, the key's home. Every region's grants, this
-// one's own included, are reserves of the counter's lease: together at most
+// one's own included, are reserves on the counter: together at most
 // N·g.
-func (r *Regions) lease(ctx context.Context, c grantCall, p Policy, key store.Key) (grantAnswer, error) {
+func (r *Regions) grantOut(ctx context.Context, c grantCall, p Policy, key store.Key) (grantAnswer, error) {
 	g := r.GrantSize(p.Limit)
 	cost := min(max(c.Cost, 1), max(1, p.Limit.Capacity()))
 	want := min(max(c.Want, 0), g-1)
@@ -361,7 +361,7 @@ func (r *Regions) lease(ctx context.Context, c grantCall, p Policy, key store.Ke
 }
 
 // callSelf is this region's grant call for a key it is the home of: the
-// same lease, in its own store. A store that fails makes the home down, as
+// same grant, out of its own store. A store that fails makes the home down, as
 // a peer's failed call does: its keys are decided from the partition share
 // until the store answers again.
 func (r *Regions) callSelf(ctx context.Context, c grantCall) (grantAnswer, error) {
@@ -373,7 +373,7 @@ func (r *Regions) callSelf(ctx context.Context, c grantCall) (grantAnswer, error
 	if _, err := base64.RawURLEncoding.Decode(raw[:], []byte(c.Key)); err != nil {
 		return grantAnswer{}, err
 	}
-	ans, err := r.lease(ctx, c, *p, globalKey(p.ID, raw))
+	ans, err := r.grantOut(ctx, c, *p, globalKey(p.ID, raw))
 	if err != nil {
 		r.self.record(false, ReasonUnreachable, err.Error(), r.now())
 		return ans, err

@@ -25,7 +25,7 @@ type entry struct {
 }
 
 // Take decides req for the Global policy p from the grant this region
-// holds on the key: leased from the key's home over the peer endpoint, or,
+// holds on the key: granted from the key's home over the peer endpoint, or,
 // when this region is the home, from its own store without a message (so
 // the home's decisions wait on its store no more than the others' wait on
 // the link). Past the grant, a cold key's advance, then the partition share

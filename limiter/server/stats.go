@@ -37,7 +37,7 @@ func (s *Server) AdminStats() limiterwire.Stats {
 		}
 		if lt, ok := tiers[p.Namespace+"/"+p.Name]; ok {
 			out.Policies[i].LocalTier = &limiterwire.LocalTier{OvershootBound: lt.OvershootBound, Pods: lt.Pods,
-				Local: lt.Local, Leases: lt.Leases, CachedDenials: lt.CachedDenials, Exact: lt.Exact}
+				Local: lt.Local, Grants: lt.Grants, CachedDenials: lt.CachedDenials, Exact: lt.Exact}
 		}
 		if b, ok := bounds[p.Namespace+"/"+p.Name]; ok {
 			out.Policies[i].Regions = &limiterwire.RegionsBound{Bound: b.Bound, ReachBound: b.ReachBound, Regions: b.Regions}

@@ -22,7 +22,7 @@ import (
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
 )
 
-// tierSnapshot compiles one policy per algorithm that can lease, on keys
+// tierSnapshot compiles one policy per algorithm that can be granted, on keys
 // "a" to "d", 20 per period, with localTier as given (nil: off).
 func tierSnapshot(t testing.TB, period time.Duration, lt *v1alpha1.LocalTier) *config.Snapshot {
 	t.Helper()
@@ -101,7 +101,7 @@ func TestLocalTierOnMemoryIsExact(t *testing.T) {
 		}
 	}
 	for id, st := range tiered.LocalTierStats() {
-		if st.Exact == 0 || st.Local != 0 || st.Leases != 0 || st.OvershootBound != 0 {
+		if st.Exact == 0 || st.Local != 0 || st.Grants != 0 || st.OvershootBound != 0 {
 			t.Errorf("%s: %+v: want every decision passed through", id, st)
 		}
 	}
@@ -137,7 +137,7 @@ func TestLocalTierOnRedis(t *testing.T) {
 		t.Fatalf("allowed %d of 30 against 20 per hour with a bound of 3", allowed)
 	}
 	st := svc.LocalTierStats()["ns/p-a"]
-	if st.OvershootBound != 3 || st.Local == 0 || st.Exact > 1 || st.Leases+st.Local+st.CachedDenials+st.Exact != 30 {
+	if st.OvershootBound != 3 || st.Local == 0 || st.Exact > 1 || st.Grants+st.Local+st.CachedDenials+st.Exact != 30 {
 		t.Fatalf("stats %+v: want bound 3 and local decisions", st)
 	}
 	if w := svc.LocalTierStats()["ns/p-c"].OvershootBound; w != 0 {

@@ -11,7 +11,7 @@ import (
 // a chunk of a counter's units, and spends it in memory. (A "lease" in
 // limiter/service and limiter/algo is what a request holds until it ends:
 // a Concurrency slot or a reservation. The Redis script that grants is
-// still scripts/lease.lua.)
+// scripts/grant.lua.)
 
 // Granter is a shared store that can grant units to a pod for two-tier
 // mode: the Redis store. The memory store is exact and in-process already,
@@ -32,8 +32,8 @@ type GrantRequest struct {
 	Cost int64
 	// Want is how many units beyond Cost the pod asks to hold.
 	Want int64
-	// Credit is the unspent part of the pod's previous lease on Key, given
-	// back; CreditWindow is the window that lease was taken in (window
+	// Credit is the unspent part of the pod's previous grant on Key, given
+	// back; CreditWindow is the window that grant was taken in (window
 	// algorithms; a credit to a window that has passed is dropped).
 	Credit, CreditWindow int64
 	// Pod names the pod, unique per process: a restarted pod is a new pod.
@@ -43,10 +43,10 @@ type GrantRequest struct {
 	Bound int64
 	// PodCap is the most units one pod may hold on Key.
 	PodCap int64
-	// TTL is the longest a lease may be spent.
+	// TTL is the longest a grant may be spent.
 	TTL time.Duration
 	// Horizon is the span of traffic Want covers (0: TTL). A window
-	// algorithm's lease ends with its window: with less time left than
+	// algorithm's grant ends with its window: with less time left than
 	// Horizon, it grants Want in proportion.
 	Horizon time.Duration
 }
@@ -60,10 +60,10 @@ type Grant struct {
 	// counter's current window).
 	Granted  int64
 	Lifetime time.Duration
-	// Window is the index of the window the lease was taken in (window
+	// Window is the index of the window the grant was taken in (window
 	// algorithms), for CreditWindow.
 	Window int64
-	// Pods is the number of pods holding a live lease registration on
+	// Pods is the number of pods holding a live grant registration on
 	// Key, this one included.
 	Pods int64
 }

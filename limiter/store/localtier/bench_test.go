@@ -18,16 +18,16 @@ import (
 	"github.com/sluice-dev/sluice/limiter/store/localtier"
 )
 
-// BenchmarkLocalFastPath is a decision spent from a lease: no store call.
-// The lease is large (a limit of 1e9/s, a bound of 1e9 units, a 1m ttl), so
-// a lease call comes once in hundreds of thousands of decisions.
+// BenchmarkLocalFastPath is a decision spent from a grant: no store call.
+// The grant is large (a limit of 1e9/s, a bound of 1e9 units, a 1m ttl), so
+// a grant call comes once in hundreds of thousands of decisions.
 func BenchmarkLocalFastPath(b *testing.B) {
 	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 1_000_000_000, Period: time.Second, Burst: 1_000_000_000}
 	tier := newPod(b, newRedis(b, false), localtier.Options{})
 	p := policy(tier, lim, v1alpha1.LocalTier{TTL: &metav1.Duration{Duration: time.Minute}, MaxOvershoot: ptr.To(intstr.FromInt32(1_000_000_000))})
 	req := store.Request{Key: storetest.KeyFor(b, "hot"), Limit: lim, Cost: 1}
 	ctx := context.Background()
-	for range 1000 { // warm the rate estimate: leases grow
+	for range 1000 { // warm the rate estimate: grants grow
 		if _, err := tier.Take(ctx, p, req); err != nil {
 			b.Fatal(err)
 		}
@@ -52,12 +52,12 @@ func BenchmarkLocalFastPath(b *testing.B) {
 		})
 	})
 	st := p.Stats()
-	b.Logf("local %d, leases %d", st.Local, st.Leases)
+	b.Logf("local %d, grants %d", st.Local, st.Grants)
 }
 
 // BenchmarkColdKeys is two-tier mode where no key is hot (a new key for
 // every call, each far below its limit) beside the bare Redis store:
-// leasing should cost nothing there (the exact script decides each cold
+// granting should cost nothing there (the exact script decides each cold
 // key's call).
 func BenchmarkColdKeys(b *testing.B) {
 	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 1_000_000_000, Period: time.Second, Burst: 1_000_000_000}
@@ -85,7 +85,7 @@ func BenchmarkColdKeys(b *testing.B) {
 	b.Run("two-tier", func(b *testing.B) {
 		run(b, func(r store.Request) (algo.Result, error) { return tier.Take(ctx, p, r) })
 	})
-	if st := p.Stats(); st.Leases > 0 {
-		b.Errorf("stats %+v: a cold key leased", st)
+	if st := p.Stats(); st.Grants > 0 {
+		b.Errorf("stats %+v: a cold key took a grant", st)
 	}
 }

@@ -1,19 +1,19 @@
 // Package localtier is two-tier mode (a policy's spec.localTier): a pod
-// leases a chunk of units from the shared counter in one call (lease.lua on
-// Redis), spends it locally with no store call, and gives back what it did
-// not spend when the lease runs out or expires. Denials the store confirmed
+// takes a grant, a chunk of units, from the shared counter in one call
+// (grant.lua on Redis), spends it locally with no store call, and gives
+// back what it did not spend when the grant runs out or expires. Denials the store confirmed
 // are answered locally until the counter can admit again; a pod that finds
 // a bucket exhausted waits, briefly, for its share of the refill before it
 // asks again (pace).
 //
 // # The overshoot bound
 //
-// Leased units leave the counter before they are spent, so leasing never
+// Granted units leave the counter before they are spent, so granting never
 // lets the fleet spend a unit the counter did not hand out. What it changes
 // is when a unit counts:
 //
 //   - Window algorithms (FixedWindow, SlidingWindow) count a unit in the
-//     window it is leased in. A lease never outlives that window (its
+//     window it is granted in. A grant never outlives that window (its
 //     lifetime is capped at the window's end, measured from when the call
 //     was sent, so it ends no later than the window does on Redis's
 //     clock), and a credit to a window that has passed is dropped
@@ -23,23 +23,23 @@
 //   - Bucket algorithms (TokenBucket, GCRA) refill continuously. Let O(t)
 //     be the units that pods hold unspent at t, B(t) ≤ burst the bucket.
 //     Over any interval [a, b] the fleet spends at most what it held at a
-//     plus what it leased since, and it can lease at most B(a) plus the
+//     plus what it was granted since, and it can be granted at most B(a) plus the
 //     refill plus the credits, which are units it held and did not spend:
 //     spent ≤ B(a) + O(a) + rate·(b−a) ≤ burst + rate·(b−a) + O(a). The
 //     exact bucket admits burst + rate·(b−a): the overshoot is at most
 //     O(a), the units held outside the bucket while it refilled to full.
 //
 // Every pod registers the reserve it holds beside the counter, in the same
-// slot, until its lease ends, and lease.lua grants a reserve only while the
+// slot, until its grant ends, and grant.lua grants a reserve only while the
 // live reserves of all pods stay within the bound: O(t) ≤ bound at all
 // times. maxOvershoot is that bound (pods × chunk, where the chunk is a
-// lease's units beyond the request's own cost; a chunk of 1 unit per
+// grant's units beyond the request's own cost; a chunk of 1 unit per
 // request is exact). Without maxOvershoot each pod holds at most
 // DefaultPodShare of the capacity, and the bound is pods × that.
 //
 // A pod that dies loses the reserve it held: those units are never spent
 // and never credited, so the fleet admits less, never more. A restarted
-// pod is a new pod (a new id) and cannot credit its predecessor's lease
+// pod is a new pod (a new id) and cannot credit its predecessor's grant
 // twice.
 //
 // The memory store is exact and in-process: over it this tier passes every
@@ -67,7 +67,7 @@ const (
 	// DefaultPodShare is the most of a limit's capacity one pod may hold
 	// when maxOvershoot is not set: 1%.
 	DefaultPodShare = 0.01
-	// idleAfter is how long a key without a lease or a cached denial is
+	// idleAfter is how long a key without a grant or a cached denial is
 	// kept for its rate estimate.
 	idleAfter = 10 * time.Second
 	// creditTimeout bounds a background credit call.
@@ -81,7 +81,7 @@ type Options struct {
 	Pod string
 	// MaxKeys bounds the keys tracked; 0 means DefaultMaxKeys.
 	MaxKeys int
-	// SweepInterval is how often expired leases are credited back and idle
+	// SweepInterval is how often expired grants are credited back and idle
 	// keys dropped; 0 means 100ms, negative disables the sweeper (tests).
 	SweepInterval time.Duration
 	// Logger logs failed credits; nil discards.
@@ -92,7 +92,7 @@ type Options struct {
 // use.
 type Tier struct {
 	st       store.Store
-	granter  store.Granter // nil: the store does not lease; pass through
+	granter  store.Granter // nil: the store does not grant; pass through
 	pod      string
 	start    time.Time
 	perShard int
@@ -102,7 +102,7 @@ type Tier struct {
 	done     chan struct{}
 	closing  sync.Once
 	policies atomic.Pointer[[]*Policy]
-	// grants counts leases installed with units: the sweeper scans the
+	// grants counts grants installed with units: the sweeper scans the
 	// keys after one (see sweepLoop).
 	grants atomic.Int64
 
@@ -154,9 +154,9 @@ func randomID() string {
 // Pod is this tier's pod id.
 func (t *Tier) Pod() string { return t.pod }
 
-// Leasing reports whether the store leases; false means every decision
+// Granting reports whether the store grants; false means every decision
 // passes through to it exactly (the memory store).
-func (t *Tier) Leasing() bool { return t.granter != nil }
+func (t *Tier) Granting() bool { return t.granter != nil }
 
 // now is monotonic nanoseconds since the tier started.
 func (t *Tier) now() int64 { return int64(time.Since(t.start)) }
@@ -166,7 +166,7 @@ type PolicyConfig struct {
 	// ID names the policy (namespace/name) in stats and metrics.
 	ID    string
 	Limit algo.Limit
-	// TTL is how long a lease lives (spec.localTier.ttl, defaulted).
+	// TTL is how long a grant lives (spec.localTier.ttl, defaulted).
 	TTL time.Duration
 	// Bound is the overshoot spec.localTier.maxOvershoot allows, in units,
 	// or -1 when it is not set.
@@ -187,9 +187,9 @@ type Policy struct {
 
 // counters are one policy's two-tier counts since the process started.
 type counters struct {
-	local, leases, cachedDenials, exact atomic.Int64
-	leased, credited                    atomic.Int64
-	// pods is the most pods seen holding leases on one of the policy's
+	local, grants, cachedDenials, exact atomic.Int64
+	granted, credited                   atomic.Int64
+	// pods is the most pods seen holding grants on one of the policy's
 	// keys, over this sweep period and the last.
 	pods, podsLast atomic.Int64
 }
@@ -235,20 +235,20 @@ type Stats struct {
 	// OvershootBound is the most units the fleet may admit above the exact
 	// algorithm's answer over any interval (see the package comment).
 	OvershootBound int64
-	// Pods is the most pods seen leasing one of the policy's keys lately.
+	// Pods is the most pods seen holding grants on one of the policy's keys lately.
 	Pods int64
-	// Local decisions spent leased units; Leases called the store (each
+	// Local decisions spent granted units; Grants called the store (each
 	// one decision); CachedDenials were answered from the over-limit
 	// cache; Exact passed through (peeks, idempotency keys, a full tier,
-	// and cold keys, whose call would lease nothing).
-	Local, Leases, CachedDenials, Exact int64
-	// Leased and Credited count units taken beyond requests' own cost, and
+	// and cold keys, whose call would grant nothing).
+	Local, Grants, CachedDenials, Exact int64
+	// Granted and Credited count units taken beyond requests' own cost, and
 	// units given back.
-	Leased, Credited int64
+	Granted, Credited int64
 }
 
 // Stats returns the installed policies' figures, in Swap's order. Over a
-// store that does not lease every decision is exact: the bound is 0.
+// store that does not grant every decision is exact: the bound is 0.
 func (t *Tier) Stats() []Stats {
 	ps := *t.policies.Load()
 	out := make([]Stats, len(ps))
@@ -265,8 +265,8 @@ func (t *Tier) Stats() []Stats {
 func (p *Policy) Stats() Stats {
 	pods := max(1, p.c.pods.Load(), p.c.podsLast.Load())
 	return Stats{ID: p.ID, OvershootBound: p.OvershootBound(pods), Pods: pods,
-		Local: p.c.local.Load(), Leases: p.c.leases.Load(), CachedDenials: p.c.cachedDenials.Load(), Exact: p.c.exact.Load(),
-		Leased: p.c.leased.Load(), Credited: p.c.credited.Load()}
+		Local: p.c.local.Load(), Grants: p.c.grants.Load(), CachedDenials: p.c.cachedDenials.Load(), Exact: p.c.exact.Load(),
+		Granted: p.c.granted.Load(), Credited: p.c.credited.Load()}
 }
 
 // OvershootBound is the bound for pods pods: 0 for window algorithms, else

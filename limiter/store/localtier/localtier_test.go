@@ -105,8 +105,8 @@ func TestMemoryPassThroughIsExact(t *testing.T) {
 			bare := memory.New(memory.Options{Clock: clock.Now, SweepInterval: -1})
 			fronted := memory.New(memory.Options{Clock: clock.Now, SweepInterval: -1})
 			tier := newPod(t, fronted, localtier.Options{})
-			if tier.Leasing() {
-				t.Fatal("a tier over the memory store leases")
+			if tier.Granting() {
+				t.Fatal("a tier over the memory store grants")
 			}
 			p := policy(tier, lim, overshoot(intstr.FromString("100%")))
 			key := storetest.KeyFor(t, "k")
@@ -121,7 +121,7 @@ func TestMemoryPassThroughIsExact(t *testing.T) {
 					t.Fatalf("step %d: got %+v %v, want %+v", i, got, err, want)
 				}
 			}
-			if st := p.Stats(); st.Exact != 400 || st.Leases != 0 || st.Local != 0 {
+			if st := p.Stats(); st.Exact != 400 || st.Grants != 0 || st.Local != 0 {
 				t.Fatalf("stats %+v: want 400 exact decisions", st)
 			}
 		})
@@ -161,7 +161,7 @@ func driveUntil(t *testing.T, pods []*localtier.Tier, ps []*localtier.Policy, ke
 }
 
 // FixedWindow across pods: a window admits at most its limit however the
-// pods lease, and once they stop gracefully every unspent unit is back:
+// pods take grants, and once they stop gracefully every unspent unit is back:
 // the counter shows exactly what was admitted. Standalone and cluster.
 func TestFixedWindowAdmitsTheLimitAndCreditsBack(t *testing.T) {
 	for name, clustered := range map[string]bool{"standalone": false, "cluster": true} {
@@ -185,15 +185,15 @@ func TestFixedWindowAdmitsTheLimitAndCreditsBack(t *testing.T) {
 			if got > lim.Limit*windows {
 				t.Fatalf("admitted %d with a limit of %d per window over %d windows", got, lim.Limit, windows)
 			}
-			var leases, local int64
+			var grants, local int64
 			for i, tier := range pods {
 				st := ps[i].Stats()
-				leases, local = leases+st.Leases, local+st.Local
+				grants, local = grants+st.Grants, local+st.Local
 				_ = tier.Close()
 			}
-			t.Logf("%d admitted; %d leases, %d local decisions", got, leases, local)
-			if local == 0 || leases >= 1200 {
-				t.Errorf("leases %d, local decisions %d: want most decisions local", leases, local)
+			t.Logf("%d admitted; %d grants, %d local decisions", got, grants, local)
+			if local == 0 || grants >= 1200 {
+				t.Errorf("grants %d, local decisions %d: want most decisions local", grants, local)
 			}
 			if windows == 1 {
 				peek, err := newRedis(t, clustered).Take(context.Background(), store.Request{Key: key, Limit: lim})
@@ -245,7 +245,7 @@ func TestTokenBucketWithinBound(t *testing.T) {
 
 // A pod that dies loses at most the reserve it held, and its successor (a
 // new pod id) counts nothing twice.
-func TestCrashedPodLosesOnlyItsLease(t *testing.T) {
+func TestCrashedPodLosesOnlyItsGrant(t *testing.T) {
 	lim := algo.Limit{Algorithm: algo.FixedWindow, Limit: 1000, Period: time.Hour, Burst: 1000}
 	key := storetest.KeyFor(t, "crash")
 	st := newRedis(t, false)
@@ -287,7 +287,7 @@ func TestOverLimitCache(t *testing.T) {
 		t.Skip("the flood crossed an hour boundary: the window reset") // once an hour at most
 	}
 	st := p.Stats()
-	if got > 5 || st.CachedDenials < 990 || st.Leases > 10 {
+	if got > 5 || st.CachedDenials < 990 || st.Grants > 10 {
 		t.Fatalf("admitted %d; stats %+v: want at most 5 admitted and the flood answered from the cache", got, st)
 	}
 	r, err := tier.Take(context.Background(), p, store.Request{Key: key, Limit: lim, Cost: 1})
@@ -298,7 +298,7 @@ func TestOverLimitCache(t *testing.T) {
 
 // A cold key is exact: its first call asks for nothing beyond the cost,
 // and so does a key used once a second with a 100ms ttl; such a call runs
-// the exact script, not the lease script (leasing pays only where a key is
+// the exact script, not the grant script (a grant pays only where a key is
 // hot).
 func TestColdKeyIsExact(t *testing.T) {
 	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 1000, Period: time.Second, Burst: 1000}
@@ -310,23 +310,23 @@ func TestColdKeyIsExact(t *testing.T) {
 			t.Fatalf("take: %+v %v", r, err)
 		}
 	}
-	if st := p.Stats(); st.Leased != 0 || st.Leases != 0 || st.Exact != 50 {
-		t.Fatalf("stats %+v: want 50 exact calls and no lease", st)
+	if st := p.Stats(); st.Granted != 0 || st.Grants != 0 || st.Exact != 50 {
+		t.Fatalf("stats %+v: want 50 exact calls and no grant", st)
 	}
 }
 
-// A key leases one unit when it is expected to spend two within the ttl,
-// though it spends less than one in the 250ms a lease asks for: used every
+// A key takes a grant of one unit when it is expected to spend two within the ttl,
+// though it spends less than one in the 250ms a grant asks for: used every
 // 400ms (2.5 a second), it does with a 2s ttl (every other call is then
-// spent from the lease), and used every 170ms it does not with a 200ms ttl
+// spent from the grant), and used every 170ms it does not with a 200ms ttl
 // (each call is exact). Sleeps only stretch on a loaded machine, lowering
-// the rate: at the 2s ttl the key still leases unless sleeps take a second.
-func TestWarmKeyLeasesWhatItSpends(t *testing.T) {
+// the rate: at the 2s ttl the key still takes grants unless sleeps take a second.
+func TestWarmKeyIsGrantedWhatItSpends(t *testing.T) {
 	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 1000, Period: time.Second, Burst: 1000}
 	tier := newPod(t, newRedis(t, false), localtier.Options{})
 	for _, c := range []struct {
 		ttl, every time.Duration
-		lease      bool
+		grant      bool
 	}{{200 * time.Millisecond, 170 * time.Millisecond, false}, {2 * time.Second, 400 * time.Millisecond, true}} {
 		p := policy(tier, lim, v1alpha1.LocalTier{TTL: &metav1.Duration{Duration: c.ttl}, MaxOvershoot: ptr.To(intstr.FromInt32(100))})
 		key := storetest.KeyFor(t, "warm-"+c.ttl.String())
@@ -339,17 +339,17 @@ func TestWarmKeyLeasesWhatItSpends(t *testing.T) {
 			}
 		}
 		st := p.Stats()
-		if !c.lease && (st.Leases != 0 || st.Exact != 6) {
-			t.Errorf("ttl %v: stats %+v, want 6 exact calls and no lease", c.ttl, st)
+		if !c.grant && (st.Grants != 0 || st.Exact != 6) {
+			t.Errorf("ttl %v: stats %+v, want 6 exact calls and no grant", c.ttl, st)
 		}
-		if c.lease && (st.Leases == 0 || st.Local == 0 || st.Leased > st.Leases) {
-			t.Errorf("ttl %v: stats %+v, want leases of one unit, spent locally", c.ttl, st)
+		if c.grant && (st.Grants == 0 || st.Local == 0 || st.Granted > st.Grants) {
+			t.Errorf("ttl %v: stats %+v, want grants of one unit, spent locally", c.ttl, st)
 		}
 	}
 }
 
 // With maxOvershoot 0 a pod may hold nothing: even a hot key's calls are
-// exact, never a lease call that could grant nothing.
+// exact, never a grant call that could grant nothing.
 func TestZeroOvershootIsExact(t *testing.T) {
 	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 1000, Period: time.Second, Burst: 1000}
 	tier := newPod(t, newRedis(t, false), localtier.Options{})
@@ -360,8 +360,8 @@ func TestZeroOvershootIsExact(t *testing.T) {
 			t.Fatalf("take %d: %+v %v", i, r, err)
 		}
 	}
-	if st := p.Stats(); st.Leases != 0 || st.Local != 0 || st.Exact != 50 {
-		t.Fatalf("stats %+v: want 50 exact calls and no lease", st)
+	if st := p.Stats(); st.Grants != 0 || st.Local != 0 || st.Exact != 50 {
+		t.Fatalf("stats %+v: want 50 exact calls and no grant", st)
 	}
 }
 
@@ -415,9 +415,9 @@ func TestBoundedKeys(t *testing.T) {
 	}
 }
 
-// A lease that expires unspent is credited back by the sweep: the counter
+// A grant that expires unspent is credited back by the sweep: the counter
 // gets its units back, and no unit is counted twice.
-func TestExpiredLeaseIsCreditedBack(t *testing.T) {
+func TestExpiredGrantIsCreditedBack(t *testing.T) {
 	lim := algo.Limit{Algorithm: algo.FixedWindow, Limit: 1000, Period: time.Hour, Burst: 1000}
 	st := newRedis(t, false)
 	tier := newPod(t, st, localtier.Options{SweepInterval: -1})
@@ -426,14 +426,14 @@ func TestExpiredLeaseIsCreditedBack(t *testing.T) {
 	key := storetest.KeyFor(t, "expire")
 	start := time.Now()
 	got := drive(t, []*localtier.Tier{tier}, []*localtier.Policy{p}, key, lim, 4, 200)
-	if p.Stats().Leased == 0 {
-		t.Fatalf("stats %+v: nothing was leased", p.Stats())
+	if p.Stats().Granted == 0 {
+		t.Fatalf("stats %+v: nothing was granted", p.Stats())
 	}
 	if time.Now().Truncate(time.Hour) != start.Truncate(time.Hour) {
 		t.Skip("the run crossed an hour boundary: the window reset") // once an hour at most
 	}
 	// Once the 100ms ttl has passed, a sweep gives back whatever the last
-	// lease left: poll until the counter shows exactly what was admitted.
+	// grant left: poll until the counter shows exactly what was admitted.
 	var left int64
 	deadline := time.Now().Add(time.Minute) // a loaded machine's deadline, not a target
 	for time.Now().Before(deadline) {
@@ -445,15 +445,15 @@ func TestExpiredLeaseIsCreditedBack(t *testing.T) {
 		if left = peek.Remaining; left == lim.Limit-got {
 			return
 		}
-		time.Sleep(20 * time.Millisecond) // polling: the lease's ttl must pass
+		time.Sleep(20 * time.Millisecond) // polling: the grant's ttl must pass
 	}
-	t.Fatalf("counter has %d left after %d admitted of %d: the unspent lease did not come back exactly (stats %+v)", left, got, lim.Limit, p.Stats())
+	t.Fatalf("counter has %d left after %d admitted of %d: the unspent grant did not come back exactly (stats %+v)", left, got, lim.Limit, p.Stats())
 }
 
-// The sweeper running on its own credits an expired lease back: a tick
-// after a lease was granted scans the keys, though a tier of cold keys
+// The sweeper running on its own credits an expired grant back: a tick
+// after a grant was taken scans the keys, though a tier of cold keys
 // skips the scans between its idle sweeps.
-func TestSweeperCreditsExpiredLease(t *testing.T) {
+func TestSweeperCreditsExpiredGrant(t *testing.T) {
 	lim := algo.Limit{Algorithm: algo.FixedWindow, Limit: 1000, Period: time.Hour, Burst: 1000}
 	st := newRedis(t, false)
 	tier := newPod(t, st, localtier.Options{SweepInterval: 10 * time.Millisecond})
@@ -462,8 +462,8 @@ func TestSweeperCreditsExpiredLease(t *testing.T) {
 	key := storetest.KeyFor(t, "sweeper")
 	start := time.Now()
 	got := drive(t, []*localtier.Tier{tier}, []*localtier.Policy{p}, key, lim, 4, 200)
-	if p.Stats().Leased == 0 {
-		t.Fatalf("stats %+v: nothing was leased", p.Stats())
+	if p.Stats().Granted == 0 {
+		t.Fatalf("stats %+v: nothing was granted", p.Stats())
 	}
 	var left int64
 	deadline := time.Now().Add(2 * time.Minute) // a loaded machine's deadline, not a target
@@ -478,9 +478,9 @@ func TestSweeperCreditsExpiredLease(t *testing.T) {
 		if left = peek.Remaining; left == lim.Limit-got {
 			return
 		}
-		time.Sleep(20 * time.Millisecond) // polling: the lease's ttl must pass
+		time.Sleep(20 * time.Millisecond) // polling: the grant's ttl must pass
 	}
-	t.Fatalf("counter has %d left after %d admitted of %d: the sweeper did not give the unspent lease back (stats %+v)", left, got, lim.Limit, p.Stats())
+	t.Fatalf("counter has %d left after %d admitted of %d: the sweeper did not give the unspent grant back (stats %+v)", left, got, lim.Limit, p.Stats())
 }
 
 // A pod waits for its fair share of a bucket's refill (rate / pods) to
@@ -513,8 +513,8 @@ func TestPace(t *testing.T) {
 	}
 }
 
-// A lease call that empties a bucket leaves the pod answering locally that
-// it is exhausted once the lease is spent, for its pace (at most MaxHold),
+// A grant call that empties a bucket leaves the pod answering locally that
+// it is exhausted once the grant is spent, for its pace (at most MaxHold),
 // after which it asks the store again and is admitted from the refill.
 func TestExhaustedBucketIsPaced(t *testing.T) {
 	// 50 units a second, burst 10: the pace of a cost of 10 is 200ms,
@@ -556,7 +556,7 @@ func TestExhaustedBucketIsPaced(t *testing.T) {
 	// The flood between the drain and the admission was answered locally:
 	// the drain, the admission, and at most one denial the store confirmed
 	// if this machine stalled past the pace.
-	if st := p.Stats(); st.CachedDenials == 0 || st.Leases > 3 {
+	if st := p.Stats(); st.CachedDenials == 0 || st.Grants > 3 {
 		t.Fatalf("stats %+v: want the exhausted bucket's denials answered locally", st)
 	}
 }

@@ -7,13 +7,13 @@ var (
 		"Two-tier mode: the most units the fleet may admit above the exact algorithm over any interval, by policy (0 for window algorithms; maxOvershoot, or pods × the per-pod cap).",
 		[]string{"policy"}, nil)
 	podsDesc = prometheus.NewDesc("sluice_local_tier_pods",
-		"Two-tier mode: the most pods seen leasing one of the policy's keys lately.",
+		"Two-tier mode: the most pods seen holding grants on one of the policy's keys lately.",
 		[]string{"policy"}, nil)
 	decisionsDesc = prometheus.NewDesc("sluice_local_tier_decisions_total",
-		"Two-tier mode decisions by path: local (spent a leased unit, no store call), lease (one store call), cached_denial (the over-limit cache), exact (passed through: peeks, idempotency keys, the memory store).",
+		"Two-tier mode decisions by path: local (spent a granted unit, no store call), grant (one store call), cached_denial (the over-limit cache), exact (passed through: peeks, idempotency keys, the memory store).",
 		[]string{"policy", "path"}, nil)
 	unitsDesc = prometheus.NewDesc("sluice_local_tier_units_total",
-		"Two-tier mode units leased beyond requests' own cost, and credited back unspent.",
+		"Two-tier mode units granted beyond requests' own cost, and credited back unspent.",
 		[]string{"policy", "kind"}, nil)
 )
 
@@ -34,10 +34,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range c.t.Stats() {
 		ch <- prometheus.MustNewConstMetric(boundDesc, prometheus.GaugeValue, float64(s.OvershootBound), s.ID)
 		ch <- prometheus.MustNewConstMetric(podsDesc, prometheus.GaugeValue, float64(s.Pods), s.ID)
-		for path, n := range map[string]int64{"local": s.Local, "lease": s.Leases, "cached_denial": s.CachedDenials, "exact": s.Exact} {
+		for path, n := range map[string]int64{"local": s.Local, "grant": s.Grants, "cached_denial": s.CachedDenials, "exact": s.Exact} {
 			ch <- prometheus.MustNewConstMetric(decisionsDesc, prometheus.CounterValue, float64(n), s.ID, path)
 		}
-		ch <- prometheus.MustNewConstMetric(unitsDesc, prometheus.CounterValue, float64(s.Leased), s.ID, "leased")
+		ch <- prometheus.MustNewConstMetric(unitsDesc, prometheus.CounterValue, float64(s.Granted), s.ID, "granted")
 		ch <- prometheus.MustNewConstMetric(unitsDesc, prometheus.CounterValue, float64(s.Credited), s.ID, "credited")
 	}
 }

@@ -12,25 +12,25 @@ import (
 // entry is one key's local state. Times are tier nanoseconds (Tier.now).
 type entry struct {
 	mu sync.Mutex
-	// The lease: tokens left to spend until expires, taken in window
+	// The grant: tokens left to spend until expires, taken in window
 	// under limit, for policy counters c.
 	tokens, expires, window int64
 	limit                   algo.Limit
 	ttl                     time.Duration
 	c                       *counters
-	// What the counter said at the lease, for the answers spent from it.
+	// What the counter said at the grant, for the answers spent from it.
 	remaining, resetAt int64
 	// The over-limit cache: costs of deniedCost or more are denied until
 	// deniedUntil with the store's answer, denied, given at deniedAt.
 	deniedCost, deniedAt, deniedUntil int64
 	denied                            algo.Result
-	// The key's local rate: decisions since lastLease, and the estimate in
+	// The key's local rate: decisions since lastGrant, and the estimate in
 	// decisions per second.
-	seen, lastLease int64
-	leased          bool
+	seen, lastGrant int64
+	granted         bool
 	rate            float64
 	lastUsed        int64
-	// busy while a lease call is in flight; others wait on wait, made
+	// busy while a grant call is in flight; others wait on wait, made
 	// by the first of them (most calls have no one waiting).
 	busy bool
 	wait chan struct{}
@@ -38,12 +38,12 @@ type entry struct {
 	dead bool
 }
 
-// Take decides req for policy p: from the key's lease when it covers the
+// Take decides req for policy p: from the key's grant when it covers the
 // cost, from the over-limit cache when the store denied this cost lately,
-// and otherwise with one lease call that also credits back what is left of
-// the last lease. Peeks (cost 0), requests with an idempotency key and keys
+// and otherwise with one grant call that also credits back what is left of
+// the last grant. Peeks (cost 0), requests with an idempotency key and keys
 // beyond MaxKeys go to the store exactly, as does everything when the store
-// does not lease. An error means the store could not decide.
+// does not grant. An error means the store could not decide.
 func (t *Tier) Take(ctx context.Context, p *Policy, req store.Request) (algo.Result, error) {
 	if t.granter == nil || req.Cost <= 0 || req.HasIdempotency() {
 		p.c.exact.Add(1)
@@ -67,7 +67,7 @@ func (t *Tier) Take(ctx context.Context, p *Policy, req store.Request) (algo.Res
 			e.lastUsed = now
 			counted = true
 		}
-		if r, ok := e.fromLease(now, req.Cost); ok {
+		if r, ok := e.fromGrant(now, req.Cost); ok {
 			e.mu.Unlock()
 			p.c.local.Add(1)
 			return r, nil
@@ -90,12 +90,12 @@ func (t *Tier) Take(ctx context.Context, p *Policy, req store.Request) (algo.Res
 				return algo.Result{}, ctx.Err()
 			}
 		}
-		return t.lease(ctx, p, e, req, now)
+		return t.grant(ctx, p, e, req, now)
 	}
 }
 
-// fromLease spends cost from the lease, if it covers it and is live.
-func (e *entry) fromLease(now, cost int64) (algo.Result, bool) {
+// fromGrant spends cost from the grant, if it covers it and is live.
+func (e *entry) fromGrant(now, cost int64) (algo.Result, bool) {
 	if e.tokens < cost || now >= e.expires {
 		return algo.Result{}, false
 	}
@@ -114,11 +114,11 @@ func (e *entry) fromDenial(now, cost int64) (algo.Result, bool) {
 	return r, true
 }
 
-// lease calls the store for req, crediting what is left of the last lease,
+// grant calls the store for req, crediting what is left of the last grant,
 // and installs the answer. Called with e.mu held; returns with it released.
-// now is before the call is sent, so the lease ends locally no later than
+// now is before the call is sent, so the grant ends locally no later than
 // its lifetime allows on the store's clock.
-func (t *Tier) lease(ctx context.Context, p *Policy, e *entry, req store.Request, now int64) (algo.Result, error) {
+func (t *Tier) grant(ctx context.Context, p *Policy, e *entry, req store.Request, now int64) (algo.Result, error) {
 	// A pod may hold at most PodCap: asking more is pointless, and with
 	// none (maxOvershoot 0) the call stays exact (see call).
 	lr := store.GrantRequest{Key: req.Key, Limit: p.Limit, Cost: req.Cost, Want: min(e.want(now, p.TTL), p.PodCap),
@@ -145,7 +145,7 @@ func (t *Tier) lease(ctx context.Context, p *Policy, e *entry, req store.Request
 		return algo.Result{}, err // the credit may or may not have landed: those units are lost, never doubled
 	}
 	p.c.credited.Add(lr.Credit)
-	p.c.leased.Add(l.Granted)
+	p.c.granted.Add(l.Granted)
 	p.c.notePods(l.Pods)
 	if !l.Result.Allowed {
 		if hold := denialHold(p, lr, l); hold > 0 {
@@ -155,7 +155,7 @@ func (t *Tier) lease(ctx context.Context, p *Policy, e *entry, req store.Request
 	}
 	e.deniedCost = 0
 	if hold := exhaustedHold(p, lr, l); hold > 0 {
-		// Spent from the lease first (fromLease comes before fromDenial).
+		// Spent from the grant first (fromGrant comes before fromDenial).
 		e.deniedCost, e.deniedAt, e.deniedUntil = 1, now, now+int64(hold)
 		e.denied = algo.Result{ResetAfter: l.Result.ResetAfter}
 	}
@@ -169,13 +169,13 @@ func (t *Tier) lease(ctx context.Context, p *Policy, e *entry, req store.Request
 	return r, nil
 }
 
-// call sends lr: to the lease script, or, when it asks for nothing and
+// call sends lr: to the grant script, or, when it asks for nothing and
 // credits nothing (a cold key: its first call, or one whose local rate
-// wants no units), as an exact Take, which the lease script would decide
-// alike at a larger script's cost. Leasing pays only where a key is hot.
+// wants no units), as an exact Take, which the grant script would decide
+// alike at a larger script's cost. A grant pays only where a key is hot.
 func (t *Tier) call(ctx context.Context, p *Policy, lr store.GrantRequest) (store.Grant, error) {
 	if lr.Want > 0 || lr.Credit > 0 {
-		p.c.leases.Add(1)
+		p.c.grants.Add(1)
 		return t.granter.Grant(ctx, lr)
 	}
 	p.c.exact.Add(1)
@@ -196,10 +196,10 @@ func denialHold(p *Policy, lr store.GrantRequest, l store.Grant) time.Duration {
 	return max(r.RetryAfter, min(pace(p, lr, l), r.ResetAfter))
 }
 
-// exhaustedHold is how long, once a lease that emptied a bucket is spent,
+// exhaustedHold is how long, once a grant that emptied a bucket is spent,
 // the pod answers that the bucket is exhausted without asking the store:
 // its pace, no longer than until the bucket is full. 0 when the bucket has
-// units left for the cost, and for windows, whose leases end with the
+// units left for the cost, and for windows, whose grants end with the
 // window anyway.
 func exhaustedHold(p *Policy, lr store.GrantRequest, l store.Grant) time.Duration {
 	if !p.Limit.Algorithm.UsesBurst() || l.Result.Remaining >= lr.Cost {
@@ -211,12 +211,12 @@ func exhaustedHold(p *Policy, lr store.GrantRequest, l store.Grant) time.Duratio
 // pace is how long a pod waits before it asks an exhausted bucket again:
 // until the refill, at the pod's fair share of it (rate / pods), has
 // covered the cost and the chunk the pod would ask for. Every pod of the
-// key then takes a worthwhile lease per call instead of the few units
+// key then takes a worthwhile grant per call instead of the few units
 // refilled since another pod's call, so a flood costs one store call per
 // pod per pace. Only denials come of it (the units stay in the bucket for
 // the next call), so the bound holds; and since a denial answered after
 // the bucket could admit again is a false one, the pace is at most
-// maxHold, a twentieth of the period and the lease ttl.
+// maxHold, a twentieth of the period and the grant ttl.
 func pace(p *Policy, lr store.GrantRequest, l store.Grant) time.Duration {
 	share := min(lr.Want, p.PodCap)
 	pods := max(1, l.Pods)
@@ -232,12 +232,12 @@ func pace(p *Policy, lr store.GrantRequest, l store.Grant) time.Duration {
 const maxHold = 100 * time.Millisecond
 
 // want is how many units beyond a request's cost to ask for: what the key's
-// recent local rate spends in leaseHorizon (or half the ttl, if shorter),
+// recent local rate spends in grantHorizon (or half the ttl, if shorter),
 // and at least one when the rate spends minSpent units within the ttl. A
-// key's first lease, and a cold key's, asks for none and is exact.
+// key's first grant, and a cold key's, asks for none and is exact.
 func (e *entry) want(now int64, ttl time.Duration) int64 {
-	if e.leased {
-		if el := float64(now-e.lastLease) / 1e9; el > 0 {
+	if e.granted {
+		if el := float64(now-e.lastGrant) / 1e9; el > 0 {
 			inst := float64(e.seen) / el
 			if e.rate == 0 {
 				e.rate = inst
@@ -246,7 +246,7 @@ func (e *entry) want(now int64, ttl time.Duration) int64 {
 			}
 		}
 	}
-	e.seen, e.lastLease, e.leased = 0, now, true
+	e.seen, e.lastGrant, e.granted = 0, now, true
 	w := int64(e.rate * horizon(ttl).Seconds())
 	if w == 0 && e.rate*ttl.Seconds() >= minSpent {
 		w = 1
@@ -255,25 +255,25 @@ func (e *entry) want(now int64, ttl time.Duration) int64 {
 }
 
 // minSpent is how many units a key must be expected to spend within a
-// lease's ttl for a lease to pay. A lease call costs Redis about two exact
+// grant's ttl for a grant to pay. A grant call costs Redis about two exact
 // decisions (BenchmarkScriptCPU), which share their round trip's script
-// run (scripts/multi.lua), and a unit left when the lease ends costs a
-// call to credit it back; a unit spent from the lease costs no round trip
+// run (scripts/multi.lua), and a unit left when the grant ends costs a
+// call to credit it back; a unit spent from the grant costs no round trip
 // at all, and the limiter's share of a round trip (its writes, reads, and
 // parking and waking the caller) is most of what a decision costs it. So a
-// lease of one unit pays when it is spent: from two units a ttl (a key
-// used once a second at the default 2s ttl) a key leases at least one,
+// grant of one unit pays when it is spent: from two units a ttl (a key
+// used once a second at the default 2s ttl) a key takes a grant of at least one,
 // and below that each of its calls is exact.
 const minSpent = 2
 
-// horizon is the span of a key's traffic one lease asks for.
-func horizon(ttl time.Duration) time.Duration { return min(ttl/2, leaseHorizon) }
+// horizon is the span of a key's traffic one grant asks for.
+func horizon(ttl time.Duration) time.Duration { return min(ttl/2, grantHorizon) }
 
-// leaseHorizon is how much of a key's traffic one lease asks to hold. The
+// grantHorizon is how much of a key's traffic one grant asks to hold. The
 // units a pod holds are taken from the counter before they are spent: a
 // shorter horizon holds fewer of them back from the other pods when the
 // key is at its limit, a longer one calls the store less often.
-const leaseHorizon = 250 * time.Millisecond
+const grantHorizon = 250 * time.Millisecond
 
 func (c *counters) notePods(n int64) {
 	for {
@@ -318,7 +318,7 @@ func (t *Tier) Keys() int {
 	return n
 }
 
-// credit is a lease's unspent units to give back.
+// credit is a grant's unspent units to give back.
 type credit struct {
 	key    store.Key
 	limit  algo.Limit
@@ -328,9 +328,9 @@ type credit struct {
 	c      *counters
 }
 
-// collect takes the unspent units of expired leases (all leases with all),
+// collect takes the unspent units of expired grants (all grants with all),
 // and drops keys idle for idleAfter. held is how many keys still hold a
-// lease, or have one in flight.
+// grant, or have one in flight.
 func (t *Tier) collect(all bool) (out []credit, held int) {
 	now := t.now()
 	for i := range t.shards {
@@ -383,8 +383,8 @@ func (t *Tier) credit(cs []credit) {
 	wg.Wait()
 }
 
-// sweepLoop credits expired leases back every tick, and drops idle keys
-// every idleScan. A tick scans the keys only while some hold a lease or
+// sweepLoop credits expired grants back every tick, and drops idle keys
+// every idleScan. A tick scans the keys only while some hold a grant or
 // were granted one since the last scan (grants moved): a tier of cold keys,
 // all decided exactly, is scanned once per idleScan, not once per tick.
 func (t *Tier) sweepLoop(every time.Duration) {
@@ -412,10 +412,10 @@ func (t *Tier) sweepLoop(every time.Duration) {
 }
 
 // idleScan is how often the sweeper looks for idle keys when no key
-// holds a lease: a key idle for idleAfter is dropped within idleScan more.
+// holds a grant: a key idle for idleAfter is dropped within idleScan more.
 const idleScan = time.Second
 
-// podsWindow is how long a pod count seen in a lease reply is reported.
+// podsWindow is how long a pod count seen in a grant reply is reported.
 const podsWindow = 5 * time.Second
 
 func (t *Tier) rotatePods() {
@@ -424,7 +424,7 @@ func (t *Tier) rotatePods() {
 	}
 }
 
-// Sweep credits back expired leases and drops idle keys now.
+// Sweep credits back expired grants and drops idle keys now.
 func (t *Tier) Sweep() {
 	if t.granter != nil {
 		cs, _ := t.collect(false)
@@ -432,7 +432,7 @@ func (t *Tier) Sweep() {
 	}
 }
 
-// Close stops the sweeper and credits back every lease still held, so a
+// Close stops the sweeper and credits back every grant still held, so a
 // pod that stops gracefully gives back what it did not spend.
 func (t *Tier) Close() error {
 	t.closing.Do(func() {

@@ -38,7 +38,7 @@ func ACLCommands() []string {
 		"cluster|slots", "cluster|shards", "cluster|nodes", "readonly", "command", "asking",
 		"exists",
 	}
-	all := append(append([]script{leaseScript}, scripts[:]...), holdScripts[:]...)
+	all := append(append([]script{grantScript}, scripts[:]...), holdScripts[:]...)
 	for _, sc := range all {
 		cmds = append(cmds, ScriptCommands(sc.src)...)
 	}

@@ -9,7 +9,7 @@ import (
 // ACLCommands, which reads them from the source, misses none.
 func TestScriptsCallRedisByLiteralName(t *testing.T) {
 	anyCall := regexp.MustCompile(`redis\.p?call\(`)
-	for i, sc := range append([]script{leaseScript}, scripts[:]...) {
+	for i, sc := range append([]script{grantScript}, scripts[:]...) {
 		if sc.src == "" {
 			continue // no algorithm 0
 		}

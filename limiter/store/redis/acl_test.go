@@ -53,7 +53,7 @@ func aclDenials(t *testing.T, s *redistest.Server) []string {
 }
 
 // TestStoreRunsUnderItsACLUser: a store whose user has ACLRules and no
-// more passes the conformance table, idempotency and the lease script on a
+// more passes the conformance table, idempotency and the grant script on a
 // standalone server and a cluster, and no server refused any of its
 // commands or keys. A command the store or a script starts to send
 // without its rule fails this test.
@@ -89,7 +89,7 @@ func TestStoreRunsUnderItsACLUser(t *testing.T) {
 			}
 			t.Run("conformance", func(t *testing.T) { storetest.Run(t, newStore) })
 			t.Run("idempotency", func(t *testing.T) { storetest.RunIdempotency(t, newStore) })
-			t.Run("lease", func(t *testing.T) { storetest.Run(t, newExactLease(opts)) })
+			t.Run("grant", func(t *testing.T) { storetest.Run(t, newExactGrant(opts)) })
 			t.Run("holds", func(t *testing.T) {
 				storetest.RunHolds(t, func(t *testing.T, c store.Clock) store.Holder { return newStore(t, c).(store.Holder) })
 			})

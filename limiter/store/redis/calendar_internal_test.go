@@ -49,8 +49,8 @@ func TestCalendarWindowFollowsRedisTime(t *testing.T) {
 	if r := take(midnight.Add(time.Minute), midnight.Add(time.Minute)); !r.Allowed || r.Remaining != 0 || r.ResetAfter != 23*time.Hour-time.Minute {
 		t.Fatalf("today: %+v, want the same window as the call before", r)
 	}
-	// Two-tier mode never leases a calendar window (the API refuses it).
+	// Two-tier mode never grants a calendar window (the API refuses it).
 	if _, err := s.Grant(context.Background(), store.GrantRequest{Key: key, Limit: lim, Cost: 1, Pod: "p", Bound: -1, PodCap: 10, TTL: time.Second}); err == nil {
-		t.Fatal("a calendar window was leased")
+		t.Fatal("a calendar window was granted")
 	}
 }

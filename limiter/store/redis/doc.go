@@ -2,7 +2,7 @@
 // limiter/algo's algorithms, run with EVALSHA (falling back to EVAL on
 // NOSCRIPT) against a standalone Redis or a Redis Cluster.
 //
-// A decision (Take, or Lease in two-tier mode) goes through four parts,
+// A decision (Take, or Grant in two-tier mode) goes through four parts,
 // one file each, with its invariants at the top:
 //
 //   - shardmap.go: the breaker of the key's shard (a shard is the slots of
@@ -21,7 +21,7 @@
 //     script (multi.go): one EVALSHA for all of them, each decided by its
 //     algorithm's exact script, and failing alone.
 //   - scripts.go and scripts/: the scripts, one core per algorithm shared by
-//     the exact and the leasing entry points.
+//     the exact and the granting entry points.
 //
 // breaker.go is the breaker itself: timeouts, connection errors,
 // CLUSTERDOWN, TRYAGAIN, MASTERDOWN and LOADING (errors.go) open it;
@@ -30,6 +30,6 @@
 // coverage.go keeps go-redis from taking the slot map of a node that has
 // not joined (or not heard of every shard) yet. store.go
 // wires the parts; options.go parses store addresses; slot.go hashes keys
-// to slots; lease.go is two-tier mode's call; hold.go takes and settles
+// to slots; grant.go is two-tier mode's call; hold.go takes and settles
 // holdings (Concurrency leases, reservations) with scripts/hold.lua.
 package redis

@@ -18,7 +18,7 @@ package redis
 //     pipelined call's.
 //   - Only a standalone server: Redis Cluster runs a script only on keys
 //     of one slot, and a round trip's counters are in as many slots as
-//     there are counters. Calls that hold or lease keep their own scripts.
+//     there are counters. Calls that hold or grant keep their own scripts.
 //   - The run's work is the sum of its decisions', each bounded as
 //     exact.lua's is; a run holds at most multiMax decisions.
 

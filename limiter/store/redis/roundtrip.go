@@ -30,7 +30,7 @@ import (
 	"github.com/sluice-dev/sluice/limiter/store"
 )
 
-// call is one decision, Take's or Lease's, on its way through the batcher
+// call is one decision, Take's or Grant's, on its way through the batcher
 // and a round trip.
 type call struct {
 	turn
@@ -65,10 +65,10 @@ type call struct {
 	// or a redirect (trace.go).
 	sends int
 
-	// lease, when set, makes this a lease call (see Lease), answered in
+	// grantReq, when set, makes this a grant call (see Grant), answered in
 	// grant.
-	lease *store.GrantRequest
-	grant store.Grant
+	grantReq *store.GrantRequest
+	grant    store.Grant
 
 	// hold, when set, makes this a run of the hold script (see hold.go):
 	// a Take that holds, or a Settle, answered in res and settled.
@@ -123,8 +123,8 @@ func (s *Store) send(batch []*call) {
 		case c.hold != nil:
 			c.settled, err = parseHold(c.cmd)
 			c.res = c.settled.Result
-		case c.lease != nil:
-			c.grant, err = parseLease(c.cmd)
+		case c.grantReq != nil:
+			c.grant, err = parseGrant(c.cmd)
 		case c.multi:
 			if c.multiErr != nil {
 				err = fmt.Errorf("redis store: %w", c.multiErr)
@@ -179,7 +179,7 @@ func (s *Store) pipeline(ctx context.Context, calls []*call, eval bool) {
 		takes := 0
 		if !s.opts.Cluster {
 			for _, c := range calls {
-				if c.hold == nil && c.lease == nil {
+				if c.hold == nil && c.grantReq == nil {
 					takes++
 				}
 			}
@@ -193,8 +193,8 @@ func (s *Store) pipeline(ctx context.Context, calls []*call, eval bool) {
 			switch {
 			case c.hold != nil:
 				c.cmd = s.holdCmd(ctx, p, c, eval)
-			case c.lease != nil:
-				c.cmd = s.leaseCmd(ctx, p, c.lease, eval)
+			case c.grantReq != nil:
+				c.cmd = s.grantCmd(ctx, p, c.grantReq, eval)
 			case multi != nil:
 				c.multi = true
 				multi = append(multi, c)

@@ -21,12 +21,12 @@ import (
 )
 
 // BenchmarkScriptCPU is the Redis CPU of one decision, per algorithm, on
-// the exact path (Take) and the leasing path (Lease), against a real
+// the exact path (Take) and the grant path (Grant), against a real
 // redis-server of its own: redis-µs/call is INFO commandstats' usec per
 // EVALSHA call, Redis's own time inside the script, not counting network
 // or parsing. "allow" decisions are all admitted and write the counter (a
 // limit too large to reach); "deny" decisions are all denied after the
-// first (one unit an hour). Lease calls also give 3 units back and ask for
+// first (one unit an hour). Grant calls also give 3 units back and ask for
 // 10 more, so they write the counter even when denied.
 // Decisions are sent one at a time, in chunks of 1000 with the statistics
 // reset before each: redis-µs/call is the median of the chunks' means, and
@@ -67,10 +67,10 @@ func BenchmarkScriptCPU(b *testing.B) {
 			return algo.Limit{Algorithm: a, Limit: 1, Period: time.Hour, Burst: 1}
 		}},
 	}
-	for _, path := range []string{"exact", "lease"} {
+	for _, path := range []string{"exact", "grant"} {
 		for _, a := range algo.All {
-			if path == "lease" && a == algo.SlidingLog {
-				continue // not leased
+			if path == "grant" && a == algo.SlidingLog {
+				continue // not granted
 			}
 			for _, load := range loads {
 				lim := load.limit(a)

@@ -3,17 +3,17 @@ package redis
 // Scripts. Invariants:
 //   - Each algorithm is written once in Lua, as a core (scripts/*_core.lua)
 //     that mirrors limiter/algo.(Limit).Take bit for bit; the exact and the
-//     leasing entry points are thin wrappers around the cores.
+//     granting entry points are thin wrappers around the cores.
 //   - A script is built by concatenation: the prelude, then an entry point
 //     with its algorithm's core (exact.lua, hold.lua) or a branch per
-//     leasable algorithm (lease.lua) put in place. A core is a block, not a Lua
+//     grantable algorithm (grant.lua) put in place. A core is a block, not a Lua
 //     function: a closure costs Redis instructions on every call.
 //   - The scripts name algorithms as ALG.<Name>; newScript writes
 //     limiter/algo's ID in its place, so IDs come from Go alone and no
 //     script depends on the order of algo's constants.
 //   - The scripts read their arguments as ARGV[ARG.<name>]; each entry
 //     point's positions are named once, below (prelude*, exact*, hold*,
-//     lease*), newScript writes the number in place of ARG.<name>, and the
+//     grant*), newScript writes the number in place of ARG.<name>, and the
 //     Go that fills a call puts each value at its constant's position: the
 //     two can't drift. A name an entry point's table lacks panics when the
 //     package loads.
@@ -37,8 +37,8 @@ var (
 	preludeLua string
 	//go:embed scripts/exact.lua
 	exactLua string
-	//go:embed scripts/lease.lua
-	leaseLua string
+	//go:embed scripts/grant.lua
+	grantLua string
 	//go:embed scripts/hold.lua
 	holdLua string
 
@@ -71,9 +71,9 @@ var cores = [...]string{
 // reserve.
 var holders = []algo.Algorithm{algo.TokenBucket, algo.GCRA, algo.SlidingWindow, algo.FixedWindow, algo.Concurrency}
 
-// leasable are the algorithms two-tier mode may lease: all but SlidingLog,
+// grantable are the algorithms two-tier mode may grant: all but SlidingLog,
 // which would lose its exactness.
-var leasable = []algo.Algorithm{algo.TokenBucket, algo.GCRA, algo.SlidingWindow, algo.FixedWindow}
+var grantable = []algo.Algorithm{algo.TokenBucket, algo.GCRA, algo.SlidingWindow, algo.FixedWindow}
 
 // The markers where an entry point takes its core, or cores.
 const (
@@ -123,18 +123,18 @@ const (
 	holdArgs = holdHeadroom
 )
 
-// lease.lua's own ARGV positions, after the prelude's.
+// grant.lua's own ARGV positions, after the prelude's.
 const (
-	leaseAlgorithm = preludeArgs + 1 + iota
-	leaseWant
-	leaseCredit
-	leaseCreditWindow
-	leasePod
-	leaseBound
-	leasePodCap
-	leaseTTL     // µs
-	leaseHorizon // µs
-	leaseArgs    = leaseHorizon
+	grantAlgorithm = preludeArgs + 1 + iota
+	grantWant
+	grantCredit
+	grantCreditWindow
+	grantPod
+	grantBound
+	grantPodCap
+	grantTTL     // µs
+	grantHorizon // µs
+	grantArgs    = grantHorizon
 )
 
 // argNames are the names the scripts read each entry point's arguments
@@ -157,9 +157,9 @@ var (
 		"op": holdOp, "hold": holdID, "hold_ttl": holdTTL, "actual": holdActual,
 		"cal_start": holdCalStart, "cal_end": holdCalEnd, "cal_next": holdCalNext, "headroom": holdHeadroom,
 	})
-	leaseArgNames = withPrelude(argNames{
-		"algorithm": leaseAlgorithm, "want": leaseWant, "credit": leaseCredit, "credit_window": leaseCreditWindow,
-		"pod": leasePod, "bound": leaseBound, "pod_cap": leasePodCap, "ttl": leaseTTL, "horizon": leaseHorizon,
+	grantArgNames = withPrelude(argNames{
+		"algorithm": grantAlgorithm, "want": grantWant, "credit": grantCredit, "credit_window": grantCreditWindow,
+		"pod": grantPod, "bound": grantBound, "pod_cap": grantPodCap, "ttl": grantTTL, "horizon": grantHorizon,
 	})
 )
 
@@ -181,18 +181,18 @@ var holdScripts = func() (s [len(cores)]script) {
 	return s
 }()
 
-// leaseScript is two-tier mode's lease call (see lease.go): a branch per
-// leasable algorithm, on the ID the call passes, holding its core.
-var leaseScript = func() script {
+// grantScript is two-tier mode's grant call (see grant.go): a branch per
+// grantable algorithm, on the ID the call passes, holding its core.
+var grantScript = func() script {
 	var b strings.Builder
-	for i, a := range leasable {
+	for i, a := range grantable {
 		if i > 0 {
 			b.WriteString("else")
 		}
 		fmt.Fprintf(&b, "if algorithm == ALG.%s then\n%s", a, cores[a])
 	}
-	b.WriteString("else\n  return redis.error_reply('lease: no core for algorithm ' .. ARGV[ARG.algorithm])\nend\n")
-	return newScript(preludeLua+place(leaseLua, coresMarker, b.String()), leaseArgNames)
+	b.WriteString("else\n  return redis.error_reply('grant: no core for algorithm ' .. ARGV[ARG.algorithm])\nend\n")
+	return newScript(preludeLua+place(grantLua, coresMarker, b.String()), grantArgNames)
 }()
 
 // place puts code where marker stands in src, once.

@@ -16,7 +16,7 @@ import (
 
 // luaSources are the embedded scripts, by file.
 func luaSources() map[string]string {
-	src := map[string]string{"prelude.lua": preludeLua, "exact.lua": exactLua, "lease.lua": leaseLua, "hold.lua": holdLua, "multi.lua": multiLua}
+	src := map[string]string{"prelude.lua": preludeLua, "exact.lua": exactLua, "grant.lua": grantLua, "hold.lua": holdLua, "multi.lua": multiLua}
 	for _, a := range append(algo.All, algo.Concurrency) {
 		src[a.String()+" core"] = cores[a]
 	}
@@ -39,7 +39,7 @@ func TestAlgorithmIDsAreGos(t *testing.T) {
 			t.Errorf("%s compares an algorithm with a bare number: %q", file, bare.FindString(src))
 		}
 	}
-	all := []script{leaseScript, multiScript}
+	all := []script{grantScript, multiScript}
 	for _, a := range algo.All {
 		all = append(all, scripts[a])
 	}
@@ -64,9 +64,9 @@ func TestAlgorithmIDsAreGos(t *testing.T) {
 }
 
 // Each algorithm has exactly one core, in the exact script of that
-// algorithm and, when it is leasable, in the lease script's branch of its
-// ID; the lease script refuses an ID that has no core there. The
-// conformance table run through Lease (TestLeaseOfNothingIsExact) shows
+// algorithm and, when it is grantable, in the grant script's branch of its
+// ID; the grant script refuses an ID that has no core there. The
+// conformance table run through Grant (TestGrantOfNothingIsExact) shows
 // that each branch decides as its algorithm.
 func TestEachCoreOnce(t *testing.T) {
 	// A core as the scripts hold it: its ARG.<name>s in place (the cores
@@ -85,9 +85,9 @@ func TestEachCoreOnce(t *testing.T) {
 			}
 		}
 		branch := "if algorithm == " + strconv.Itoa(int(a)) + " then\n" + builtCores[a]
-		leased := strings.Count(leaseScript.src, branch) == 1
-		if want := a != algo.SlidingLog; leased != want {
-			t.Errorf("the lease script has a branch for %v: %v, want %v", a, leased, want)
+		granted := strings.Count(grantScript.src, branch) == 1
+		if want := a != algo.SlidingLog; granted != want {
+			t.Errorf("the grant script has a branch for %v: %v, want %v", a, granted, want)
 		}
 	}
 
@@ -103,15 +103,15 @@ func TestEachCoreOnce(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
 	for _, id := range []int{0, int(algo.SlidingLog), 99} {
-		err := c.Eval(context.Background(), leaseScript.src, []string{"k", "k:p"},
+		err := c.Eval(context.Background(), grantScript.src, []string{"k", "k:p"},
 			10, 1000000, 10, 1, 0, id, 0, 0, 0, "pod", -1, 10, 1000000, 0).Err()
 		if err == nil || !strings.Contains(err.Error(), "no core for algorithm "+strconv.Itoa(id)) {
-			t.Errorf("lease with algorithm %d: %v, want an error naming it", id, err)
+			t.Errorf("grant with algorithm %d: %v, want an error naming it", id, err)
 		}
 	}
 }
 
-// NOSCRIPT falls back to EVAL, for the exact and the lease scripts:
+// NOSCRIPT falls back to EVAL, for the exact and the grant scripts:
 // flushing the script cache before every decision loses none.
 func TestNoScriptFallback(t *testing.T) {
 	srv := redistest.Start(t)
@@ -155,7 +155,7 @@ func TestScriptArgumentsNamed(t *testing.T) {
 	}{
 		{"exact.lua", preludeLua + exactLua + allCores, exactArgNames},
 		{"hold.lua", preludeLua + holdLua + allCores, holdArgNames},
-		{"lease.lua", preludeLua + leaseLua + allCores, leaseArgNames},
+		{"grant.lua", preludeLua + grantLua + allCores, grantArgNames},
 	}
 	byNumber := regexp.MustCompile(`ARGV\[\s*[0-9]`)
 	for _, e := range entries {
@@ -178,7 +178,7 @@ func TestScriptArgumentsNamed(t *testing.T) {
 			}
 		}
 	}
-	for _, sc := range append([]script{leaseScript, multiScript}, append(scripts[:], holdScripts[:]...)...) {
+	for _, sc := range append([]script{grantScript, multiScript}, append(scripts[:], holdScripts[:]...)...) {
 		if m := argName.FindString(sc.src); m != "" {
 			t.Errorf("a built script still names an argument: %s", m)
 		}

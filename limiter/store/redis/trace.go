@@ -34,13 +34,13 @@ func (s *Store) tracedDecide(ctx context.Context, c *call) error {
 	return err
 }
 
-// scriptName names the script c runs: hold, lease, or the algorithm's.
+// scriptName names the script c runs: hold, grant, or the algorithm's.
 func scriptName(c *call) string {
 	switch {
 	case c.hold != nil:
 		return "hold"
-	case c.lease != nil:
-		return "lease"
+	case c.grantReq != nil:
+		return "grant"
 	default:
 		return "take/" + c.req.Limit.Algorithm.String()
 	}

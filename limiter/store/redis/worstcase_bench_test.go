@@ -22,7 +22,7 @@ import (
 // at the largest values a policy and a request may now have: rate.limit
 // and burst 1e9 with a cost of 1e6 (the service's MaxCost, within the
 // capacity) for the constant-time algorithms, on the exact path (Take)
-// and the leasing path (Lease, wanting 1e6 more); and for SlidingLog, a
+// and the grant path (Grant, wanting 1e6 more); and for SlidingLog, a
 // limit of 10,000 (its cap) and a cost of 1 ("cost1") or of 10,000 (the
 // capacity: a larger cost is refused before any script runs), into an
 // empty log ("fill") and into a full log whose entries all left the
@@ -104,7 +104,7 @@ func BenchmarkScriptWorstCase(b *testing.B) {
 		b.Run("exact/"+a.String()+"/max", func(b *testing.B) {
 			run(b, b.N, nil, take(big(a), service.DefaultMaxCost))
 		})
-		b.Run("lease/"+a.String()+"/max", func(b *testing.B) {
+		b.Run("grant/"+a.String()+"/max", func(b *testing.B) {
 			lim := big(a)
 			run(b, b.N, nil, func(k store.Key) error {
 				_, err := s.Grant(ctx, store.GrantRequest{Key: k, Limit: lim, Cost: service.DefaultMaxCost,

@@ -1,4 +1,4 @@
--- Exact: a decision by one algorithm's core, with nothing leased,
+-- Exact: a decision by one algorithm's core, with nothing granted,
 -- idempotent when asked, and with a penalty when the policy has one. The
 -- script is the prelude, then this with the algorithm's core in its place.
 --

@@ -2,7 +2,7 @@
 -- Unix epoch, or per calendar window. Mirrors limiter/algo.(Limit).fixedWindow.
 --
 -- The key holds the window, a string "window_index count". Units credited
--- back come off the count if they were leased in this window; a credit to
+-- back come off the count if they were granted in this window; a credit to
 -- a window that has passed is dropped. A forced cost counts past the limit.
 -- With count_denied (limiter/algo.Limit.CountDenied, envoyproxy/ratelimit's
 -- counting), a denied cost counts too.

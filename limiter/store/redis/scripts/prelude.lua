@@ -55,7 +55,7 @@ end
 -- point's core, or cores, where the entry point says. A core is a block,
 -- not a function, so that it captures no local (see above). It reads
 --   key            the counter
---   credit         units given back, leased in credit_window (window
+--   credit         units given back, granted in credit_window (window
 --                  algorithms drop a credit to a window that has passed)
 --   cap            the most units it may grant beyond cost
 --   force          charge cost whatever the limit says (a settlement's
@@ -63,7 +63,7 @@ end
 --   count_denied   count a denied cost too (FixedWindow only; see
 --                  limiter/algo.Limit.CountDenied); false but in exact.lua
 --   headroom        the units cost must leave (priority shedding; see
---                  limiter/algo.Limit.Headroom); 0 when leasing
+--                  limiter/algo.Limit.Headroom); 0 when granting
 --   cal_start, cal_end, cal_next
 --                  a calendar FixedWindow's bounds (fixed_window_core.lua);
 --                  0 for none

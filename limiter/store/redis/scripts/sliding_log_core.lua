@@ -12,7 +12,7 @@
 -- cost, but pruning, which removes each member once, and an insertion
 -- behind newer members (the clock went back), which renames them.
 --
--- The log is never leased (it would lose its exactness), so it takes no
+-- The log is never granted (it would lose its exactness), so it takes no
 -- credit and grants nothing.
 local pruned = redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - period))
 local n = redis.call('ZCARD', key)

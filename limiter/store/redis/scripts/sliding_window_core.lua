@@ -3,7 +3,7 @@
 -- window's count. Mirrors limiter/algo.(Limit).slidingWindow.
 --
 -- The key holds both windows, a string "window_index current previous".
--- Units credited back come off the count of the window they were leased
+-- Units credited back come off the count of the window they were granted
 -- in: the current one, or the previous one (what it weighs now). A forced
 -- cost counts past the limit.
 local w, into = window_at(now, period)

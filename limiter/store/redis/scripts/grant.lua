@@ -1,21 +1,21 @@
--- Lease: two-tier mode's one call. It credits back the unspent units of the
--- pod's previous lease, decides the request's own cost exactly as the
+-- Grant: two-tier mode's one call. It credits back the unspent units of the
+-- pod's previous grant, decides the request's own cost exactly as the
 -- exact script would, and, when that is admitted, takes up to `cap` more
 -- units for the pod to spend locally. The script is the prelude, then this
--- with the cores of every leasable algorithm in their place, each in the
+-- with the cores of every grantable algorithm in their place, each in the
 -- branch of its ID. The counter keeps the core's encoding, so switching
 -- localTier on or off keeps every counter. With want 0 and credit 0 it is
 -- the exact script.
 --
 -- KEYS[1]  the counter
--- KEYS[2]  the pods leasing from it, in the counter's slot: a hash of
---          pod id -> "reserve lease_expires_us seen_expires_us", pruned
+-- KEYS[2]  the pods holding grants on it, in the counter's slot: a hash of
+--          pod id -> "reserve grant_expires_us seen_expires_us", pruned
 --          here: a pod counts for a ttl after its last call, its reserve
---          while its lease lives
+--          while its grant lives
 -- ARGV     the prelude's (see prelude.lua), then in the order of
---          scripts.go's lease* constants: algorithm (an ALG id), want (extra units asked for),
+--          scripts.go's grant* constants: algorithm (an ALG id), want (extra units asked for),
 --          credit (unspent units returned),
---          credit_window (the window the credited units were leased in),
+--          credit_window (the window the credited units were granted in),
 --          pod, bound (most units all pods may hold at once; -1: none),
 --          pod_cap (most units one pod may hold), ttl_us,
 --          horizon_us (the span of traffic want covers; 0: the ttl)
@@ -36,17 +36,17 @@ local horizon = tonumber(ARGV[ARG.horizon] or 0)
 if horizon <= 0 or horizon > ttl then horizon = ttl end
 
 -- The other pods that served the key within a ttl, and their reserves
--- whose leases are still live: what they may still spend.
+-- whose grants are still live: what they may still spend.
 local others, held = 0, 0
 local pods = redis.call('HGETALL', KEYS[2])
 for i = 1, #pods, 2 do
   if pods[i] ~= pod then
-    local r, lease_exp, seen_exp = string.match(pods[i + 1], '^(%S+) (%S+) (%S+)$')
+    local r, grant_exp, seen_exp = string.match(pods[i + 1], '^(%S+) (%S+) (%S+)$')
     if not seen_exp or tonumber(seen_exp) <= now then
       redis.call('HDEL', KEYS[2], pods[i])
     else
       others = others + 1
-      if tonumber(lease_exp) > now then held = held + tonumber(r) end
+      if tonumber(grant_exp) > now then held = held + tonumber(r) end
     end
   end
 end
@@ -60,7 +60,7 @@ end
 local lifetime = ttl
 local window = 0
 
--- Window algorithms: a lease never outlives its window, and a reserve asked
+-- Window algorithms: a grant never outlives its window, and a reserve asked
 -- for a horizon longer than the time left shrinks with it.
 if algorithm == ALG.SlidingWindow or algorithm == ALG.FixedWindow then
   local into
@@ -72,14 +72,14 @@ if cap < 0 then cap = 0 end
 
 local key, force, win = KEYS[1], false, 0
 local allowed, remaining, reset, retry, granted = false, 0, 0, 0, 0
--- Calendar windows and headrooms are never leased (the API refuses
+-- Calendar windows and headrooms are never granted (the API refuses
 -- localTier with a calendar or priority shedding).
 local cal_start, cal_end, cal_next, headroom = 0, 0, 0, 0
--- scripts.go puts here one branch per leasable algorithm, on its ID,
+-- scripts.go puts here one branch per grantable algorithm, on its ID,
 -- holding its core; an unknown ID is an error reply:
 --[[cores]]
 
--- A pod that decides registers what it may still spend until its lease
+-- A pod that decides registers what it may still spend until its grant
 -- ends, and counts as serving the key for a ttl; a credit-only call (cost
 -- 0) deregisters it.
 if cost > 0 then
