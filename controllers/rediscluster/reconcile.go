@@ -104,6 +104,13 @@ func Reconcile(ctx context.Context, spec Spec, opts ...Option) (Result, error) {
 // run sends what the cluster needs next, one phase at a time: a phase that
 // acted ends the pass, and the next pass observes its effect.
 func (p *pass) run(ctx context.Context) error {
+	if p.o.failoverOnly {
+		err := p.failover(ctx)
+		if len(p.res.Actions) > 0 {
+			p.res.Status.Operation = OperationHealing
+		}
+		return err
+	}
 	if p.o.handOverOnly {
 		before := len(p.res.Actions)
 		err := p.handOver(ctx)
