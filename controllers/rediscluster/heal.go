@@ -197,6 +197,9 @@ func (p *pass) failover(ctx context.Context) error {
 		// wait per shard to the outage.
 		if v := p.promotable(n.ID); v != nil {
 			errs = append(errs, p.act(ctx, v, "CLUSTER", "FAILOVER", mode))
+			if p.lostT != nil {
+				p.lostT.failedOverBy(n.ID, mode)
+			}
 		}
 	}
 	if p.o.tracker != nil {

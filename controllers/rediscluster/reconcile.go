@@ -33,6 +33,8 @@ type pass struct {
 	// watchClosely is set when a dead master awaits its replica's
 	// promotion.
 	watchClosely bool
+	// lostT holds the lost masters (the Tracker's, or the pass's own).
+	lostT *Tracker
 }
 
 // Reconcile runs one level-based pass over the cluster spec describes and
@@ -90,7 +92,9 @@ func Reconcile(ctx context.Context, spec Spec, opts ...Option) (Result, error) {
 		p.status()
 		return p.res, err
 	}
+	p.trackLost()
 	err := p.run(ctx)
+	p.res.Status.Lost = p.trackedLost()
 	if p.watchClosely {
 		p.res.RequeueAfter = requeueFailover
 	}

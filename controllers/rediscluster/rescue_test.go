@@ -63,7 +63,21 @@ func TestRescueTakesOverEveryDeadMasterAtOnce(t *testing.T) {
 	served := func(res rediscluster.Result, err error) bool {
 		return shardServed(0)(res, err) && shardServed(1)(res, err) && shardServed(2)(res, err)
 	}
-	f.reconcileUntil(30*time.Second, served, opts...)
+	res, _ := f.reconcileUntil(30*time.Second, served, opts...)
+	// The status tells the failover: each lost primary, when it was last
+	// heard from, and its heir since when, by the operator's TAKEOVER.
+	if len(res.Status.Lost) != 3 {
+		t.Fatalf("status should name 3 lost primaries, has %+v", res.Status.Lost)
+	}
+	for _, lp := range res.Status.Lost {
+		if lp.Pod != podName(lp.Shard, 0) || lp.Heir != podName(lp.Shard, 1) || lp.By != "TAKEOVER" {
+			t.Errorf("lost primary %+v: want pod %s, heir %s, by TAKEOVER", lp, podName(lp.Shard, 0), podName(lp.Shard, 1))
+		}
+		if lp.LastHeard.IsZero() || lp.LastHeard.After(stalled.Add(time.Second)) || lp.HeirSince.Before(lp.LastHeard) {
+			t.Errorf("lost primary %+v: last heard should be before the stall (%v), its heir after", lp, stalled)
+		}
+	}
+	t.Logf("lost primaries in status: %+v", res.Status.Lost)
 	t.Logf("every master stalled (node timeout %v): 3 TAKEOVERs in one Rescue pass %v after, pass %d; every slot served by the new masters and cluster_state ok %v after",
 		nodeTimeout, sent.Round(time.Millisecond), passes, time.Since(stalled).Round(time.Millisecond))
 	f.checkKeys("rescue", 2000)
