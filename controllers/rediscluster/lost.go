@@ -65,7 +65,7 @@ func (p *pass) trackLost() {
 				lp.LastHeard = heard
 			}
 		}
-		if lp.Heir == "" && n.SlotCount() == 0 {
+		if lp.Heir == "" {
 			if h := p.servingMaster(lp.Shard); h != nil {
 				lp.Heir, lp.HeirSince = h.m.Pod, now
 			}
