@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -276,7 +277,7 @@ func degradedCondition(p *v1alpha1.RateLimitPolicy, fleets []fleetView) metav1.C
 		if n > 0 {
 			storeDown = true
 			parts = append(parts, fmt.Sprintf("fleet %s/%s: %d/%d pods answer by failureMode %s: the store is unavailable",
-				f.Fleet.Namespace, f.Fleet.Name, n, len(f.Pods), mode))
+				f.Fleet.Namespace, f.Fleet.Name, n, len(f.Pods), mode)+redisFailover(f.Fleet))
 		}
 		if over > 0 {
 			// Past the budget, only failureMode Closed answers: the others
@@ -343,4 +344,25 @@ func shortVersion(v string) string {
 		return "(none)"
 	}
 	return v
+}
+
+// redisFailover is what the fleet's RedisReady tells of lost primaries
+// ("shard 1: primary ... lost (...), ... serves its slots (seen at ...)"), in
+// parentheses to follow a store outage, or "".
+func redisFailover(f *v1alpha1.LimiterFleet) string {
+	c := meta.FindStatusCondition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
+	if c == nil || c.Status != metav1.ConditionFalse {
+		return ""
+	}
+	var lost []string
+	for part := range strings.SplitSeq(c.Message, "; ") {
+		if !strings.HasPrefix(part, "shard ") {
+			break
+		}
+		lost = append(lost, part)
+	}
+	if len(lost) == 0 {
+		return ""
+	}
+	return " (Redis Cluster: " + strings.Join(lost, "; ") + ")"
 }

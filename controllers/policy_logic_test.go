@@ -174,6 +174,10 @@ func TestDegradedCondition(t *testing.T) {
 	fleet := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "f"}}
 	down := []fleetView{{Fleet: fleet, Pods: []observe.PodAck{{Answered: true, Degraded: map[string]string{"ns/p": "Open"}}, {Answered: true}}}}
 	up := []fleetView{{Fleet: fleet, Pods: []observe.PodAck{{Answered: true}, {Answered: true}}}}
+	failingOver := fleet.DeepCopy()
+	failingOver.Status.Conditions = []metav1.Condition{{Type: v1alpha1.RedisReadyCondition, Status: metav1.ConditionFalse, Reason: v1alpha1.NodeUnreachableReason,
+		Message: "shard 1: primary f-redis-1-0 lost (last heard from at 01:02:03.400Z, 1.5s ago), no replica serves its slots yet; redis node f-redis-1-0: unreachable"}}
+	downFailingOver := []fleetView{{Fleet: failingOver, Pods: down[0].Pods}}
 	overBudget := []fleetView{{Fleet: fleet, Pods: []observe.PodAck{{Answered: true, Degraded: map[string]string{"ns/p": "Closed" + observe.BudgetExceededMark}}, {Answered: true}}}}
 	openOverBudget := []fleetView{{Fleet: fleet, Pods: []observe.PodAck{{Answered: true, Degraded: map[string]string{"ns/p": "Open" + observe.BudgetExceededMark}}, {Answered: true}}}}
 	window := func(open, closed, local int64) *v1alpha1.EnforcementStatus {
@@ -194,6 +198,8 @@ func TestDegradedCondition(t *testing.T) {
 		{"one failed open in the window", up, window(1, 0, 0), "True", v1alpha1.FallbackDecisionsReason,
 			[]string{"in the last 5m0s the store could not answer 1 decisions: 1 failed open (allowed uncounted), 0 failed closed", "decides against the store again"}},
 		{"closed and local", up, window(0, 2, 3), "True", v1alpha1.FallbackDecisionsReason, []string{"5 decisions", "2 failed closed (denied), 3 decided by the pod's local share"}},
+		{"a pod falls back while a primary is lost", downFailingOver, window(0, 0, 0), "True", v1alpha1.StoreUnavailableReason,
+			[]string{"the store is unavailable (Redis Cluster: shard 1: primary f-redis-1-0 lost (last heard from at 01:02:03.400Z, 1.5s ago), no replica serves its slots yet)"}},
 		{"both", down, window(4, 0, 0), "True", v1alpha1.StoreUnavailableReason, []string{"1/2 pods answer by failureMode Open", "4 failed open"}},
 		{"namespace over its store budget", overBudget, window(0, 7, 0), "True", v1alpha1.BudgetExceededReason,
 			[]string{"fleet sys/f: 1/2 pods answer by failureMode Closed: namespace ns is over its store budget (spec.tenantBudget.storeCallsPerSecondPerNamespace)", "7 failed closed"}},

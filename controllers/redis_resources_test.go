@@ -146,8 +146,8 @@ func TestRedisConfig(t *testing.T) {
 			t.Errorf("redis.conf lacks %q:\n%s", line, conf)
 		}
 	}
-	if def := resources.RedisConfig(resFleet("ns", "f", resCluster())); !strings.Contains(def, "cluster-node-timeout 5000\n") {
-		t.Errorf("default node timeout is not 5s:\n%s", def)
+	if def := resources.RedisConfig(resFleet("ns", "f", resCluster())); !strings.Contains(def, "cluster-node-timeout 2000\n") {
+		t.Errorf("default node timeout is not 2s:\n%s", def)
 	}
 	for _, line := range []string{
 		"protected-mode yes",

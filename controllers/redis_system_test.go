@@ -969,6 +969,17 @@ func TestRedisClusterHeals(t *testing.T) {
 	if otherErrs.Load() != 0 {
 		t.Errorf("the other shards failed %d writes while shard 0 failed over", otherErrs.Load())
 	}
+	// While the killed pod is gone, RedisReady tells the failover: the
+	// lost primary, when it was last heard from, its heir since when.
+	eventually(t, 30*time.Second, "RedisReady FailedOver, naming the lost primary and its heir", func() error {
+		c := condition(rf.get(t).Status.Conditions, v1alpha1.RedisReadyCondition)
+		want := fmt.Sprintf("shard 0: primary %s lost (last heard from at ", victim.Pod)
+		if c == nil || c.Reason != v1alpha1.FailedOverReason || !strings.HasPrefix(c.Message, want) || !strings.Contains(c.Message, heir+" serves its slots (seen at ") {
+			return fmt.Errorf("RedisReady %+v", c)
+		}
+		t.Logf("RedisReady while %s is gone: %s: %s", victim.Pod, c.Reason, c.Message)
+		return nil
+	})
 	// The pod restarts (same IP, same volume) and rejoins as a replica.
 	rf.pod(t, victim.Pod).srv.Restart(t)
 	rejoin := time.Now()

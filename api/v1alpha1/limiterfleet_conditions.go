@@ -130,6 +130,10 @@ const (
 	DegradedReason = "Degraded"
 	// NodeUnreachableReason: a Redis node does not answer.
 	NodeUnreachableReason = "NodeUnreachable"
+	// FailedOverReason: primaries were lost and their replicas serve every
+	// slot again; the lost nodes do not answer yet (the message says when
+	// each was last heard from and when its replica took over).
+	FailedOverReason = "FailedOver"
 	// AuthFailedReason: a Redis node refused the password, or a Secret the
 	// operator needs (redis.auth's, or redis.tls's CA) is missing or
 	// unusable.

@@ -1021,7 +1021,7 @@ func TestFleetEffectiveDefaults(t *testing.T) {
 		{"EffectiveShards", s.EffectiveShards(), int32(3)},
 		{"EffectiveReplicasPerShard", s.EffectiveReplicasPerShard(), int32(1)},
 		{"RedisIsCluster", s.RedisIsCluster(), false},
-		{"EffectiveNodeTimeout", s.EffectiveNodeTimeout(), 5 * time.Second},
+		{"EffectiveNodeTimeout", s.EffectiveNodeTimeout(), 2 * time.Second},
 		{"EffectiveRedisImage", s.EffectiveRedisImage(), "redis:7.2"},
 		{"EffectiveAuthKey", s.EffectiveAuthKey(), ""},
 	} {

@@ -31,7 +31,7 @@ const (
 	DefaultReplicasPerShard int32 = 1
 	MaxReplicasPerShard     int32 = 5
 	MaxRedisAddresses             = 16
-	DefaultRedisNodeTimeout       = 5 * time.Second
+	DefaultRedisNodeTimeout       = 2 * time.Second
 	DefaultRedisImage             = "redis:7.2"
 	DefaultRedisAuthKey           = "password"
 	// MaxFleetNameLength keeps "<name>-redis" a valid StatefulSet name
@@ -99,7 +99,7 @@ func (s *LimiterFleetSpec) RedisIsCluster() bool {
 	return len(s.Redis.Addresses) > 1
 }
 
-// EffectiveNodeTimeout returns redis.nodeTimeout, or 5s when unset. Only
+// EffectiveNodeTimeout returns redis.nodeTimeout, or 2s when unset. Only
 // Cluster mode uses it.
 func (s *LimiterFleetSpec) EffectiveNodeTimeout() time.Duration {
 	if s.Redis.NodeTimeout == nil || s.Redis.NodeTimeout.Duration <= 0 {

@@ -312,7 +312,10 @@ type RedisSpec struct {
 
 	// nodeTimeout is the cluster-node-timeout of the operator's Redis
 	// Cluster, as a Go duration from 1s to 60s: how long a primary may not
-	// answer before its replica takes over. Only for Cluster. Defaults to 5s.
+	// answer before its replica takes over. Only for Cluster. Defaults to 2s,
+	// which fails over within about 5s of a node's loss; longer is more
+	// patient with a slow network or a stalled node, at the cost of as
+	// many more seconds of failed decisions when one is lost.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32

@@ -322,7 +322,10 @@ type ClusterStore struct {
 	Storage *RedisStorage `json:"storage,omitempty"`
 
 	// nodeTimeout is the cluster-node-timeout, from 1s to 60s: how long a
-	// primary may not answer before its replica takes over. Defaults to 5s.
+	// primary may not answer before its replica takes over. Defaults to 2s,
+	// which fails over within about 5s of a node's loss; longer is more
+	// patient with a slow network or a stalled node, at the cost of as
+	// many more seconds of failed decisions when one is lost.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('60s')",message="spec.store.cluster.nodeTimeout must be between 1s and 60s"
 	NodeTimeout *Duration `json:"nodeTimeout,omitempty"`

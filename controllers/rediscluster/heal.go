@@ -2,6 +2,7 @@ package rediscluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -154,6 +155,7 @@ func (p *pass) attachReplicas(ctx context.Context) error {
 func (p *pass) failover(ctx context.Context) error {
 	now := p.o.now()
 	failed := map[string]bool{}
+	var errs []error
 	serving, dead := 0, 0
 	for _, n := range p.anchor.nodes {
 		if n.Master() && n.SlotCount() > 0 {
@@ -190,20 +192,37 @@ func (p *pass) failover(ctx context.Context) error {
 		if noVote || now.Sub(since) >= 4*p.spec.NodeTimeout {
 			mode = "TAKEOVER" // FORCE can't win, or did not work
 		}
+		// Every master due is failed over in this pass: a pass that
+		// waited on dead members' timeouts for each would add one such
+		// wait per shard to the outage.
 		if v := p.promotable(n.ID); v != nil {
-			return p.act(ctx, v, "CLUSTER", "FAILOVER", mode)
+			errs = append(errs, p.act(ctx, v, "CLUSTER", "FAILOVER", mode))
+			if p.lostT != nil {
+				p.lostT.failedOverBy(n.ID, mode)
+			}
 		}
 	}
 	if p.o.tracker != nil {
 		p.o.tracker.keepOnly(failed)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // dead reports whether master n is down: agreed failed by the cluster, or
-// suspected by the anchor and not answering the operator.
+// not answering the operator and either suspected by the anchor or not
+// heard from by it for a node timeout with a ping pending. The last is
+// what Redis's own suspicion (fail?) waits for, less the half node timeout
+// Redis may take to send that ping: on a lost node it brings the takeover
+// that much sooner.
 func (p *pass) dead(n Node) bool {
-	return n.Failed() || (n.Has("fail?") && p.byID[n.ID] == nil)
+	if n.Failed() {
+		return true
+	}
+	if p.byID[n.ID] != nil {
+		return false
+	}
+	silent := n.PingSent > 0 && n.PongRecv > 0 && p.o.now().Sub(time.UnixMilli(n.PongRecv)) >= p.spec.NodeTimeout
+	return n.Has("fail?") || silent
 }
 
 // promotable is the answering replica of master id with the most

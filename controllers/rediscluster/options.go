@@ -17,6 +17,8 @@ type options struct {
 	now        func() time.Time
 	// handOverOnly limits the pass to the hand-over phase (HandOver).
 	handOverOnly bool
+	// failoverOnly limits the pass to the failover phase (Rescue).
+	failoverOnly bool
 }
 
 func defaults() options {

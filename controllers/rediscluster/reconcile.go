@@ -33,6 +33,8 @@ type pass struct {
 	// watchClosely is set when a dead master awaits its replica's
 	// promotion.
 	watchClosely bool
+	// lostT holds the lost masters (the Tracker's, or the pass's own).
+	lostT *Tracker
 }
 
 // Reconcile runs one level-based pass over the cluster spec describes and
@@ -90,7 +92,9 @@ func Reconcile(ctx context.Context, spec Spec, opts ...Option) (Result, error) {
 		p.status()
 		return p.res, err
 	}
+	p.trackLost()
 	err := p.run(ctx)
+	p.res.Status.Lost = p.trackedLost()
 	if p.watchClosely {
 		p.res.RequeueAfter = requeueFailover
 	}
@@ -104,6 +108,13 @@ func Reconcile(ctx context.Context, spec Spec, opts ...Option) (Result, error) {
 // run sends what the cluster needs next, one phase at a time: a phase that
 // acted ends the pass, and the next pass observes its effect.
 func (p *pass) run(ctx context.Context) error {
+	if p.o.failoverOnly {
+		err := p.failover(ctx)
+		if len(p.res.Actions) > 0 {
+			p.res.Status.Operation = OperationHealing
+		}
+		return err
+	}
 	if p.o.handOverOnly {
 		before := len(p.res.Actions)
 		err := p.handOver(ctx)

@@ -1,6 +1,8 @@
 package rediscluster
 
 import (
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -14,6 +16,8 @@ type Tracker struct {
 	// handOvers maps a terminating master's node ID to when CLUSTER
 	// FAILOVER was last sent to its replica.
 	handOvers map[string]time.Time
+	// lostPrimaries maps a lost master's node ID to what became of it.
+	lostPrimaries map[string]LostPrimary
 }
 
 // NewTracker returns an empty Tracker.
@@ -67,4 +71,61 @@ func (t *Tracker) keepHandOvers(ids map[string]bool) {
 			delete(t.handOvers, id)
 		}
 	}
+}
+
+// lost returns the record of lost master id.
+func (t *Tracker) lost(id string) (LostPrimary, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lp, ok := t.lostPrimaries[id]
+	return lp, ok
+}
+
+// setLost records lp.
+func (t *Tracker) setLost(lp LostPrimary) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.lostPrimaries == nil {
+		t.lostPrimaries = map[string]LostPrimary{}
+	}
+	t.lostPrimaries[lp.NodeID] = lp
+}
+
+// failedOverBy records the CLUSTER FAILOVER mode sent for lost master id.
+func (t *Tracker) failedOverBy(id, mode string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if lp, ok := t.lostPrimaries[id]; ok {
+		lp.By = mode
+		t.lostPrimaries[id] = lp
+	}
+}
+
+// keepLost forgets the lost masters not in ids: they answer again, or no
+// member knows them any more.
+func (t *Tracker) keepLost(ids map[string]bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id := range t.lostPrimaries {
+		if !ids[id] {
+			delete(t.lostPrimaries, id)
+		}
+	}
+}
+
+// lostList is the lost masters by shard, then pod.
+func (t *Tracker) lostList() []LostPrimary {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]LostPrimary, 0, len(t.lostPrimaries))
+	for _, lp := range t.lostPrimaries {
+		out = append(out, lp)
+	}
+	slices.SortFunc(out, func(a, b LostPrimary) int {
+		if a.Shard != b.Shard {
+			return a.Shard - b.Shard
+		}
+		return strings.Compare(a.Pod+a.NodeID, b.Pod+b.NodeID)
+	})
+	return out
 }

@@ -111,6 +111,9 @@ type Status struct {
 	// WaitingFor names what keeps a pass that sent nothing from finding
 	// the cluster converged ("pod a to connect to pod b"), else "".
 	WaitingFor string
+	// Lost are the masters lost while serving slots that do not answer
+	// yet, by shard, with what serves their slots since.
+	Lost []LostPrimary
 }
 
 // NodeStatus is one member's place in the cluster.

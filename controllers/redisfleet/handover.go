@@ -24,37 +24,64 @@ import (
 // hand-over is pending). What it sent reaches status.redis.lastActions
 // with the next full pass.
 func (r *Provisioner) HandOver(ctx context.Context, fleet *v1alpha1.LimiterFleet) (time.Duration, error) {
-	if fleet.Spec.EffectiveRedisMode() != v1alpha1.RedisCluster {
-		return 0, nil
-	}
-	shards, err := r.redisShards(ctx, fleet)
-	if err != nil {
+	spec, ok, err := r.fastPathSpec(ctx, fleet)
+	if !ok || !slices.ContainsFunc(spec.Members, func(m rediscluster.Member) bool { return m.Terminating }) {
 		return 0, err
-	}
-	spec, err := r.redisSpec(ctx, fleet, shards)
-	if err != nil || !slices.ContainsFunc(spec.Members, func(m rediscluster.Member) bool { return m.Terminating }) {
-		return 0, err
-	}
-	// The Secrets the full pass made, only if the fleet controls them; the
-	// full pass reports anything else.
-	auth, err := r.OwnedSecret(ctx, fleet, resources.RedisAuthSecretName(fleet))
-	if err != nil || auth == nil {
-		return 0, err
-	}
-	spec.Username, spec.Password = resources.RedisOperatorUser, string(auth.Data[resources.RedisOperatorPasswordKey])
-	if resources.RedisTLSEnabled(fleet) {
-		secret, err := r.OwnedSecret(ctx, fleet, resources.RedisTLSSecretName(fleet))
-		if err != nil || secret == nil {
-			return 0, err
-		}
-		if spec.TLS, err = RedisClientTLS(fleet, secret); err != nil {
-			return 0, err
-		}
 	}
 	res, err := rediscluster.HandOver(ctx, spec, r.redisOptions(fleet)...)
 	r.recordRedisActions(ctx, fleet, res.Actions)
 	r.handOvers.add(client.ObjectKeyFromObject(fleet), res.Actions)
 	return res.RequeueAfter, err
+}
+
+// Rescue is the fast path for a lost master, run by the operator pods that
+// do not lead: it reads the fleet's pods and credentials (creating nothing)
+// and fails over each dead master that is due (rediscluster.Rescue), with
+// commands bounded by timeout. The leader does the same in its full pass;
+// Rescue matters when the leader went down with the masters, as on a lost
+// node, where waiting for a standby to lead (the Lease's duration) would
+// add to the outage. It answers when to look again (0: nothing is dead).
+func (r *Provisioner) Rescue(ctx context.Context, fleet *v1alpha1.LimiterFleet, timeout time.Duration) (time.Duration, []string, error) {
+	spec, ok, err := r.fastPathSpec(ctx, fleet)
+	if !ok {
+		return 0, nil, err
+	}
+	res, err := rediscluster.Rescue(ctx, spec, append(r.redisOptions(fleet), rediscluster.WithTimeout(timeout))...)
+	r.recordRedisActions(ctx, fleet, res.Actions)
+	return res.RequeueAfter, res.Actions, err
+}
+
+// fastPathSpec is the engine's Spec of an operator-run Redis Cluster with
+// the operator's credentials, from the Secrets the full pass made, only if
+// the fleet controls them (the full pass reports anything else); ok is
+// false when there is nothing to act on.
+func (r *Provisioner) fastPathSpec(ctx context.Context, fleet *v1alpha1.LimiterFleet) (rediscluster.Spec, bool, error) {
+	var spec rediscluster.Spec
+	if fleet.Spec.EffectiveRedisMode() != v1alpha1.RedisCluster {
+		return spec, false, nil
+	}
+	shards, err := r.redisShards(ctx, fleet)
+	if err != nil {
+		return spec, false, err
+	}
+	if spec, err = r.redisSpec(ctx, fleet, shards); err != nil {
+		return spec, false, err
+	}
+	auth, err := r.OwnedSecret(ctx, fleet, resources.RedisAuthSecretName(fleet))
+	if err != nil || auth == nil {
+		return spec, false, err
+	}
+	spec.Username, spec.Password = resources.RedisOperatorUser, string(auth.Data[resources.RedisOperatorPasswordKey])
+	if resources.RedisTLSEnabled(fleet) {
+		secret, err := r.OwnedSecret(ctx, fleet, resources.RedisTLSSecretName(fleet))
+		if err != nil || secret == nil {
+			return spec, false, err
+		}
+		if spec.TLS, err = RedisClientTLS(fleet, secret); err != nil {
+			return spec, false, err
+		}
+	}
+	return spec, true, nil
 }
 
 // handOvers keeps, per fleet, the commands HandOver sent since the last

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -79,9 +80,18 @@ func Status(prev *v1alpha1.RedisStatus, rs *Scope) (*v1alpha1.RedisStatus, metav
 	if res.DataLoss != "" {
 		summary += "; data lost: " + res.DataLoss
 	}
-	if rs.Err != nil {
-		return st, metav1.ConditionFalse, redisErrorReason(rs), truncate(rs.Err.Error()+"; "+summary, 32768)
+	lost := lostSummary(obs.Lost, rs.Now)
+	if lost != "" {
+		lost += "; "
 	}
+	if rs.Err != nil {
+		reason := redisErrorReason(rs)
+		if reason == v1alpha1.NodeUnreachableReason && failedOver(obs) {
+			reason = v1alpha1.FailedOverReason
+		}
+		return st, metav1.ConditionFalse, reason, truncate(lost+rs.Err.Error()+"; "+summary, 32768)
+	}
+	summary = lost + summary
 	switch {
 	case clusterOK(rs) && memoryNearLimit(obs) != "":
 		return st, metav1.ConditionFalse, v1alpha1.MemoryNearLimitReason, memoryNearLimit(obs) + "; " + summary
@@ -202,4 +212,57 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n]
+}
+
+// lostSummary tells each lost primary's failover: when it was last heard
+// from, and which replica serves its slots, seen when and after what, or that
+// none does yet.
+func lostSummary(lost []rediscluster.LostPrimary, now time.Time) string {
+	parts := make([]string, 0, len(lost))
+	for _, lp := range lost {
+		who := lp.Pod
+		if who == "" {
+			who = "node " + lp.NodeID
+		}
+		heard := "never heard from"
+		if !lp.LastHeard.IsZero() {
+			heard = "last heard from at " + lp.LastHeard.UTC().Format(stampMilli)
+		}
+		if lp.Heir == "" {
+			ago := ""
+			if !lp.LastHeard.IsZero() {
+				ago = fmt.Sprintf(", %s ago", now.Sub(lp.LastHeard).Round(100*time.Millisecond))
+			}
+			parts = append(parts, fmt.Sprintf("shard %d: primary %s lost (%s%s), no replica serves its slots yet", lp.Shard, who, heard, ago))
+			continue
+		}
+		by := "promoted by Redis's election"
+		if lp.By != "" {
+			by = "after the operator's CLUSTER FAILOVER " + lp.By
+		}
+		after := ""
+		if !lp.LastHeard.IsZero() {
+			after = fmt.Sprintf(", %s after", lp.HeirSince.Sub(lp.LastHeard).Round(100*time.Millisecond))
+		}
+		parts = append(parts, fmt.Sprintf("shard %d: primary %s lost (%s), %s serves its slots (seen at %s%s), %s",
+			lp.Shard, who, heard, lp.Heir, lp.HeirSince.UTC().Format(stampMilli), after, by))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// stampMilli is how condition messages write a time.
+const stampMilli = "15:04:05.000Z"
+
+// failedOver reports that primaries were lost and every slot is served
+// again, by their replicas.
+func failedOver(obs rediscluster.Status) bool {
+	if len(obs.Lost) == 0 || obs.ClusterState != "ok" || obs.SlotsAssigned != rediscluster.SlotCount {
+		return false
+	}
+	for _, lp := range obs.Lost {
+		if lp.Heir == "" {
+			return false
+		}
+	}
+	return true
 }

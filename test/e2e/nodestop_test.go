@@ -68,10 +68,11 @@ func (c *cluster) nodeScript(t *testing.T, action, node string) {
 // masters rejoin as replicas. The share of the minute around it that
 // failed is measured and told, not judged: the keys of each master on the
 // node fail closed until its replica is elected (spec.redis.nodeTimeout,
-// 5s, and an election), and for as long as the node is down when it held
-// two of the three masters (no majority is left to elect) and the
-// operator went down with them. The load's client balances over the
-// pods (faultScenario.balanced), so the node's limiter pods cost only the
+// 2s, and an election), and for as long as the node is down when it held
+// two of the three masters (no majority is left to elect), until the
+// operator's takeover a node timeout after: the leader's, or a standby's
+// when the leader went down with them (docs/operations/redis-cluster.md).
+// The load's client balances over the pods (faultScenario.balanced), so the node's limiter pods cost only the
 // calls in flight on them. The same load under failureMode Local runs
 // beside it (faultScenario.localToo): its keys are decided from each
 // limiter's share meanwhile, so only the calls in flight fail.

@@ -1,0 +1,81 @@
+package controllers
+
+import (
+	"context"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/redisfleet"
+)
+
+// failoverWatch fails over the dead Redis masters of operator-run
+// clusters from the operator pods that do not lead. When a Kubernetes
+// node is lost with most of a cluster's masters, no election can promote
+// their replicas and only the operator's CLUSTER FAILOVER TAKEOVER brings
+// the slots back; if the leader was on that node too, a standby would
+// otherwise wait for the Lease to expire and its controllers to start
+// before the takeover, and every second of that is a failed or denied
+// decision. Each standby looks at every fleet's cluster once a second
+// (one connection per Redis node) and sends the takeover when it is due,
+// exactly as the leader's pass would (redisfleet.Provisioner.Rescue). It
+// stops once its pod leads: the leader's passes heal from then on.
+type failoverWatch struct {
+	client  client.Reader
+	redis   *redisfleet.Provisioner
+	elected <-chan struct{}
+	// every is how long between looks while nothing awaits a failover.
+	every time.Duration
+	// timeout bounds each Redis command, the dial included: a dead node
+	// must not hold the look up for long.
+	timeout time.Duration
+}
+
+// NeedLeaderElection is false: the watch is for the pods that do not lead.
+func (w *failoverWatch) NeedLeaderElection() bool { return false }
+
+// Start looks until ctx ends or the pod leads.
+func (w *failoverWatch) Start(ctx context.Context) error {
+	wait := w.every
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.elected:
+			return nil
+		case <-time.After(wait):
+		}
+		wait = w.look(ctx)
+	}
+}
+
+// look rescues every Cluster fleet once and answers when to look again:
+// sooner while a dead master awaits its promotion.
+func (w *failoverWatch) look(ctx context.Context) time.Duration {
+	log := logf.FromContext(ctx).WithName("failover-watch")
+	fleets := &v1alpha1.LimiterFleetList{}
+	if err := w.client.List(ctx, fleets); err != nil {
+		log.Error(err, "Listing fleets")
+		return w.every
+	}
+	next := w.every
+	for i := range fleets.Items {
+		f := &fleets.Items[i]
+		if !f.DeletionTimestamp.IsZero() || f.Spec.EffectiveRedisMode() != v1alpha1.RedisCluster {
+			continue
+		}
+		after, actions, err := w.redis.Rescue(ctx, f, w.timeout)
+		if len(actions) > 0 {
+			log.Info("Failed over dead Redis masters while not leading", "fleet", client.ObjectKeyFromObject(f), "actions", actions)
+		}
+		if err != nil && len(actions) > 0 {
+			log.Error(err, "Failing over dead Redis masters", "fleet", client.ObjectKeyFromObject(f))
+		}
+		if after > 0 && after < next {
+			next = after
+		}
+	}
+	return next
+}

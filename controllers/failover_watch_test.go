@@ -1,0 +1,105 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers"
+)
+
+// TestStandbyFailsOverWithTheLeaderGone is a Kubernetes node lost with
+// every Redis master of a fleet and the operator's leader: the masters
+// stall (SIGSTOP: connections hang, nothing answers), the leader is gone
+// (the suite's operator stopped), and the other operator pod does not lead
+// (another holds the Lease for the whole test). No majority is left to
+// elect a replica, so only a TAKEOVER brings the slots back: the standby's
+// failover watch sends it, about a node timeout after, instead of the
+// cluster waiting for the Lease to expire and a new leader to start.
+func TestStandbyFailsOverWithTheLeaderGone(t *testing.T) {
+	needSuite(t)
+	ctx := context.Background()
+	rf := newRedisFleet(t, "redis-standby", "standby", 3, 1)
+	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+	startStandby(t, "sluice-standby-test")
+	stopOperator()
+	t.Cleanup(func() {
+		if err := startOperator(); err != nil {
+			t.Errorf("restarting the operator: %v", err)
+		}
+	})
+
+	stalled := time.Now()
+	heirs := map[int32]string{}
+	for _, r := range f.Status.Redis.Replicas {
+		heirs[r.Shard] = r.Pod
+	}
+	for _, p := range f.Status.Redis.Primaries {
+		rf.pod(t, p.Pod).srv.Pause(t)
+	}
+	eventually(t, 60*time.Second, "every replica a master and every live node ok, from the standby alone", func() error {
+		for shard, heir := range heirs {
+			role, err := rf.pod(t, heir).srv.Client(t).Do(ctx, "ROLE").Slice()
+			if err != nil || len(role) == 0 || role[0] != "master" {
+				return fmt.Errorf("shard %d: %s ROLE %v %v", shard, heir, role, err)
+			}
+		}
+		return rf.liveClusterOK(t)
+	})
+	t.Logf("every master stalled and the leader gone (node timeout %v): the standby's takeovers had every slot served, cluster_state ok, after %v",
+		f.Spec.EffectiveNodeTimeout(), time.Since(stalled).Round(time.Millisecond))
+	for _, p := range f.Status.Redis.Primaries {
+		rf.pod(t, p.Pod).srv.Resume(t)
+	}
+}
+
+// startStandby runs a second operator in-process that never leads:
+// another identity holds its Lease for longer than any test.
+func startStandby(t *testing.T, leaseName string) {
+	t.Helper()
+	ns := "default"
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: leaseName},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("elsewhere"), LeaseDurationSeconds: ptr.To[int32](3600),
+			AcquireTime: &metav1.MicroTime{Time: time.Now()}, RenewTime: &metav1.MicroTime{Time: time.Now()}}}
+	if err := k8s.Create(context.Background(), lease); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), lease) })
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: "0"},
+		Cache:                   cache.Options{ByObject: controllers.CacheByObject()},
+		Controller:              ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+		LeaderElection:          true,
+		LeaderElectionID:        leaseName,
+		LeaderElectionNamespace: ns,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	opts := controllers.Options{LimiterImage: "sluice-limiter:test", AckClient: podNetwork.client(), AdminTokenFile: operatorTokenFile}
+	if err := controllers.Setup(ctx, mgr, opts); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "standby operator stopped:", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
