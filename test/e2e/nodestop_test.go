@@ -88,6 +88,7 @@ func (j *journey) nodeStopped(redisPods func() []corev1.Pod) faultScenario {
 			operators := j.operatorPodsOn(t, node)
 			c.nodeScript(t, "stop", node)
 			stopped := time.Now()
+			chain := j.redisReadyChain(stopped)
 			// Down for a reboot's time, the load running on; the operator
 			// may be on the node too, so what it says is read after.
 			time.Sleep(nodeDownFor)
@@ -127,8 +128,8 @@ func (j *journey) nodeStopped(redisPods func() []corev1.Pod) faultScenario {
 					}
 				}
 				slices.Sort(failedOver)
-				return fmt.Sprintf("node %s stopped (Redis masters %v, limiter pods %v, operator pods %v) for %v, started again %s after, its pods running and ready %s after; masters after: [%s]",
-					node, masters, limiters, operators, nodeDownFor, restarted, since(start), strings.Join(failedOver, ", "))
+				return fmt.Sprintf("node %s stopped (Redis masters %v, limiter pods %v, operator pods %v) for %v, started again %s after, its pods running and ready %s after; masters after: [%s]; RedisReady after the stop: %s",
+					node, masters, limiters, operators, nodeDownFor, restarted, since(start), strings.Join(failedOver, ", "), chain())
 			}
 		},
 	}
