@@ -122,8 +122,14 @@ type Policy struct {
 	// defaulted spec), kept for the snapshot's document and for status:
 	// the request path never reads it.
 	Source any
-	// ERL is set for a policy compiled from envoyproxy/ratelimit
-	// configuration (erl.go), nil for a RateLimitPolicy.
+	// Behaviours (properties.go) a policy compiled from an edge's
+	// configuration (envoyproxy/ratelimit's: limiter/config erl.go) may
+	// carry; a RateLimitPolicy sets none.
+	Behaviours
+	// ERL is what the RLS edge tells of a policy compiled from
+	// envoyproxy/ratelimit configuration (erl.go), nil for a
+	// RateLimitPolicy. The request path decides by the policy's other
+	// fields alone: only the edge (limiter/server) reads it.
 	ERL *ERL
 	// order is the policy's index in Snapshot.Policies.
 	order int
@@ -191,6 +197,12 @@ type Domain struct {
 	// erl, when set, matches the domain as envoyproxy/ratelimit does
 	// (erl.go), instead of byKey.
 	erl *ERLTree
+	// hasQuotas and hasReplaces: some policy is a Quota, or Replaces
+	// others (properties.go).
+	hasQuotas, hasReplaces bool
+	// ownLimits, when set, are the domain's policies of a request's own
+	// limit by RLS unit (properties.go).
+	ownLimits *[8]*Policy
 }
 
 // New indexes policies into a Snapshot, sorted by ID, with enforcement
@@ -214,6 +226,8 @@ func New(policies []*Policy) *Snapshot {
 		if p.Enforcing() {
 			d.minMaxCost = min(d.minMaxCost, p.MaxCost)
 		}
+		d.hasQuotas = d.hasQuotas || p.Quota
+		d.hasReplaces = d.hasReplaces || len(p.Replaces) > 0
 		if p.Holds() && !slices.Contains(d.leaseEntries, p.LeaseEntry) {
 			d.leaseEntries = append(d.leaseEntries, p.LeaseEntry)
 		}

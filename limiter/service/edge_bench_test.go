@@ -47,7 +47,7 @@ func BenchmarkEdgeDecide(b *testing.B) {
 		return service.Descriptor{Entries: []compiled.Entry{{Key: k, Value: v}}}
 	}
 	own := one("user", "u")
-	own.LimitOverride, own.Override = true, compiled.ERLRate{RequestsPerUnit: 1000000000, Unit: 3}
+	own.LimitOverride, own.Override = true, compiled.UnitRate{RequestsPerUnit: 1000000000, Unit: 3}
 	for _, tc := range []struct {
 		name string
 		ds   []service.Descriptor

@@ -143,14 +143,14 @@ func TestERLMetricKeys(t *testing.T) {
 
 // TestAttackERLMetricValues: a client sends a new value on every request
 // to a detailed_metric limit, to grow the metric's series (and the
-// limiter's memory) without bound. Past Options.ERLMetricKeys keys built
+// limiter's memory) without bound. Past Options.HitStatsKeys keys built
 // from values, a new value's hits count under the limit's full key: the
 // series stop growing, and no hit is lost.
 func TestAttackERLMetricValues(t *testing.T) {
 	svc, reg := erlStatsService(t, `  - key: user
     detailed_metric: true
     rate_limit: {unit: hour, requests_per_unit: 10}
-`, service.Options{ERLMetricKeys: 5})
+`, service.Options{HitStatsKeys: 5})
 	for i := range 50 {
 		decideHits(t, svc, 0, desc("user", fmt.Sprintf("u%d", i)))
 	}

@@ -112,7 +112,7 @@ func (s *Service) validateDescriptor(i int, d *Descriptor, dom *compiled.Domain)
 			}
 		}
 	}
-	if d.LimitOverride && dom.ERL() {
+	if d.LimitOverride && dom.DecidesOwnLimits() {
 		return s.validateOverride(i, d, dom)
 	}
 	return nil
