@@ -23,7 +23,8 @@ type Behaviours struct {
 	Replaces  []string
 	// Quota: the policy is one of a request's quotas. Alone it never
 	// denies (it is Shadow too); a request that matched quotas is over its
-	// limit when every one of them is over (limiter/service quota.go).
+	// limit when every one of them is over (limiter/service quota.go), so
+	// its figures are reported, as ReportShadow's.
 	Quota bool
 	// DryRun: the policy was asked only to count (its source's shadow
 	// mode), whatever else makes it Shadow: a DryRun quota is never over,

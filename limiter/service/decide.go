@@ -271,8 +271,9 @@ func (s *Service) check(ctx context.Context, pl *plan, st *step) Decision {
 			if !dec.Result.Allowed {
 				s.logShadow(ps, p, domain)
 			}
-			if p.ReportShadow && !allShadow && moreRestrictive(dec, visible) {
-				// Its figures are told, as an allowance's.
+			if (p.ReportShadow || p.Quota) && !allShadow && moreRestrictive(dec, visible) {
+				// Its figures are told, as an allowance's (a quota's
+				// decide the request: quotaOver).
 				visible = dec
 			}
 			continue
