@@ -84,9 +84,6 @@ type Policy struct {
 	// MaxCost is the most units one request may spend (spec.maxCost, or
 	// the capacity); math.MaxInt64 for Concurrency, which counts requests.
 	MaxCost int64
-	// MaxCostSet is true when spec.maxCost sets MaxCost, false when it is
-	// the capacity by default.
-	MaxCostSet bool
 	// LeaseEntry is the descriptor entry key whose value is a lease or
 	// reservation ID, on the call that ends a request (spec.concurrency's
 	// or spec.reserve's leaseEntry); empty for a policy that holds nothing.
@@ -97,16 +94,20 @@ type Policy struct {
 	// Shadow, Soft and Hidden are spec.shadow, spec.soft, and
 	// spec.visibility Hidden.
 	Shadow, Soft, Hidden bool
-	FailureMode          FailureMode
+	// MaxCostSet is true when spec.maxCost sets MaxCost, false when it is
+	// the capacity by default.
+	MaxCostSet bool
+	// Global is v1beta1 spec.limit.rate.scope Global: the limit is counted
+	// once across the fleet's regions (limiter/regions); false counts it in
+	// this region's store.
+	Global bool
+	// FailureMode is spec.failureMode.
+	FailureMode FailureMode
 	// ProblemType and ProblemDetail are spec.problem's, defaulted: what an
 	// HTTP client that accepts problem details is told of a denial.
 	ProblemType, ProblemDetail string
 	// LocalTier is spec.localTier compiled, nil unless enabled.
 	LocalTier *LocalTier
-	// Global is v1beta1 spec.limit.rate.scope Global: the limit is counted
-	// once across the fleet's regions (limiter/regions); false counts it in
-	// this region's store.
-	Global bool
 	// RequestOverrideMax is v1beta1 spec.limit.rate.requestOverride's
 	// maximum, in units per Limit.Period: a request's own limit (an RLS
 	// descriptor's limit field) replaces Limit.Limit for that request, at

@@ -11,9 +11,6 @@ import (
 // an edge's configuration (envoyproxy/ratelimit's, erl.go there); a
 // RateLimitPolicy sets none, and the zero value changes nothing.
 type Behaviours struct {
-	// Unlimited: the policy allows every request it matches, counts
-	// nothing, and reports UnlimitedRemaining.
-	Unlimited bool
 	// LimitName names the policy for others' Replaces ("" for none), and
 	// is told as the RLS current_limit's name. Replaces are the LimitNames
 	// of the policies it replaces: a request that matches it is decided
@@ -21,6 +18,9 @@ type Behaviours struct {
 	// not it was itself replaced (limiter/service replace.go).
 	LimitName string
 	Replaces  []string
+	// Unlimited: the policy allows every request it matches, counts
+	// nothing, and reports UnlimitedRemaining.
+	Unlimited bool
 	// Quota: the policy is one of a request's quotas. Alone it never
 	// denies (it is Shadow too); a request that matched quotas is over its
 	// limit when every one of them is over (limiter/service quota.go), so
