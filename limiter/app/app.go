@@ -225,6 +225,7 @@ func Run(ctx context.Context, cfg Config) error {
 // newServer opens the limiter's listeners for svc: readiness from the
 // reloader, the store and the service; the admin plane guarded as cfg says.
 func newServer(cfg Config, svc *service.Service, rl *reloader, pinger server.Pinger, reg *prometheus.Registry, log *slog.Logger, tracer *tracing.Tracer, rg *regions.Regions) (*server.Server, error) {
+	reg.MustRegister(server.ERLStats(svc)) // the edge's names for the service's hit statistics
 	var regionStatus func() any
 	if rg != nil {
 		regionStatus = func() any { return rg.Status() }

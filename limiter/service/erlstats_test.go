@@ -10,11 +10,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/server"
 	"github.com/sluice-dev/sluice/limiter/service"
 )
 
 // erlStatsService is a service on a memory store with the ERL file cfg
-// (domain erl), its metrics in the registry it returns.
+// (domain erl), its metrics and the edge's ERL statistics
+// (server.ERLStats) in the registry it returns.
 func erlStatsService(t *testing.T, cfg string, opts service.Options) (*service.Service, *prometheus.Registry) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "erl.yaml")
@@ -28,6 +30,7 @@ func erlStatsService(t *testing.T, cfg string, opts service.Options) (*service.S
 	reg := prometheus.NewRegistry()
 	opts.Registerer = reg
 	svc := service.New(memoryStore(t), opts)
+	reg.MustRegister(server.ERLStats(svc))
 	svc.Swap(snap)
 	return svc, reg
 }

@@ -5,19 +5,18 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/sluice-dev/sluice/limiter/compiled"
 )
 
 // The hit statistics of the policies with HitStats (compiled.Behaviours;
 // those compiled from envoyproxy/ratelimit configuration, whose per-limit
 // statistics, ratelimit.service.rate_limit.KEY.STAT in ERL's statsd, they
-// are) are sluice_erl_hits_total{domain, key, stat}: KEY is the policy's
-// HitStatsKey and STAT one of hitStatNames. They count hits (a
-// descriptor's cost), where sluice_decisions_total counts decisions.
+// are) count hits (a descriptor's cost) by the policy's domain and
+// HitStatsKey, where sluice_decisions_total counts decisions. The edge
+// exports them (EachHitStats): limiter/server erlstats.go, as
+// sluice_erl_hits_total with ERL's names.
 //
-// KEY is the policy's name (an ERL limit's full key, domain.key_value...),
+// The key is the policy's name (an ERL limit's full key, domain.key_value...),
 // or a key built from the request's values (ERL's detailed_metric or
 // value_to_metric). Those values are the client's: the keys the service
 // keeps are bounded (Options.HitStatsKeys); past the bound a new value's
@@ -26,35 +25,40 @@ import (
 // descriptor's limit field) counts under its domain's policy of own
 // limits, never the client's values.
 
-// DefaultHitStatsKeys is the default bound on the keys of
-// sluice_erl_hits_total built from requests' values.
+// DefaultHitStatsKeys is the default bound on the keys of the hit
+// statistics built from requests' values.
 const DefaultHitStatsKeys = 10000
 
-// nearLimitRatio is envoyproxy/ratelimit's NEAR_LIMIT_RATIO default: hits past this
-// share of the limit are near_limit.
+// nearLimitRatio is envoyproxy/ratelimit's NEAR_LIMIT_RATIO default:
+// allowed hits past this share of the limit are near it.
 const nearLimitRatio = 0.8
 
-// The stat label's values, envoyproxy/ratelimit's statistics' names
-// (shadow_mode counts a DryRun policy's denied hits).
-var hitStatNames = [...]string{"total_hits", "over_limit", "near_limit", "within_limit", "shadow_mode"}
+// HitCounts are one key's hit statistics: every hit (Total), and the hits
+// allowed (Within), allowed past the near-limit ratio (Near), denied
+// (Over, a Shadow or Quota policy's too), and denied of a DryRun policy
+// (DryRun).
+type HitCounts struct {
+	Total, Over, Near, Within, DryRun uint64
+}
 
+// The counters of a key, by statistic.
 const (
 	statTotalHits = iota
 	statOverLimit
 	statNearLimit
 	statWithinLimit
 	statDryRun
+	statCount
 )
 
 type hitCounters struct {
 	domain string
-	n      [len(hitStatNames)]atomic.Uint64
+	n      [statCount]atomic.Uint64
 }
 
 // hitStats holds the counters by key. Safe for concurrent use.
 type hitStats struct {
 	max  int
-	desc *prometheus.Desc
 	mu   sync.RWMutex
 	keys map[string]*hitCounters
 	// detailed is how many keys were built from requests' values.
@@ -65,10 +69,7 @@ func newHitStats(max int) *hitStats {
 	if max <= 0 {
 		max = DefaultHitStatsKeys
 	}
-	return &hitStats{max: max, keys: map[string]*hitCounters{},
-		desc: prometheus.NewDesc("sluice_erl_hits_total",
-			"envoyproxy/ratelimit's per-limit statistics for limits read from ERL configuration: hits by domain, ERL's stats key (the limit's full key; with detailed_metric or value_to_metric, the request's values, up to a bound past which hits count under the full key) and stat: total_hits, over_limit, near_limit, within_limit, shadow_mode.",
-			[]string{"domain", "key", "stat"}, nil)}
+	return &hitStats{max: max, keys: map[string]*hitCounters{}}
 }
 
 // counters are key's, made when first needed; a key built from a
@@ -102,11 +103,9 @@ func (e *hitStats) counters(domain, key, fullKey string, detailed bool) *hitCoun
 }
 
 // count adds decision dec of policy p (with HitStats) on entries, at cost
-// hits, as ERL's base limiter counts them: every hit in total_hits; an
-// allowed one in within_limit, and in near_limit past the ratio; a denied
-// one (a Shadow or Quota policy's too) in over_limit, and in shadow_mode
-// for a DryRun policy's. A decision a failure mode made counts in
-// total_hits only (ERL would have answered an error).
+// hits, as ERL's base limiter counts them (HitCounts). A decision a
+// failure mode made counts in Total only (ERL would have answered an
+// error).
 func (e *hitStats) count(p *compiled.Policy, entries []compiled.Entry, hits int64, dec *Decision) {
 	key, detailed := p.HitStatsKey(entries)
 	c := e.counters(p.Domain, key, p.Name, detailed)
@@ -131,17 +130,15 @@ func (e *hitStats) count(p *compiled.Policy, entries []compiled.Entry, hits int6
 	}
 }
 
-// hitStatsCollector exports sluice_erl_hits_total.
-type hitStatsCollector struct{ e *hitStats }
-
-func (c hitStatsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.e.desc }
-
-func (c hitStatsCollector) Collect(ch chan<- prometheus.Metric) {
-	c.e.mu.RLock()
-	defer c.e.mu.RUnlock()
-	for key, n := range c.e.keys {
-		for i, stat := range hitStatNames {
-			ch <- prometheus.MustNewConstMetric(c.e.desc, prometheus.CounterValue, float64(n.n[i].Load()), n.domain, key, stat)
-		}
+// EachHitStats calls f with every key's hit statistics so far: its
+// domain, the key (a policy's HitStatsKey) and its counts. Safe for
+// concurrent use with decisions; f must not call the service.
+func (s *Service) EachHitStats(f func(domain, key string, c HitCounts)) {
+	e := s.hitStats
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	for key, c := range e.keys {
+		f(c.domain, key, HitCounts{Total: c.n[statTotalHits].Load(), Over: c.n[statOverLimit].Load(),
+			Near: c.n[statNearLimit].Load(), Within: c.n[statWithinLimit].Load(), DryRun: c.n[statDryRun].Load()})
 	}
 }

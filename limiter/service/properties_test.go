@@ -142,34 +142,19 @@ func TestUntenantedProperty(t *testing.T) {
 // TestHitStatsProperty: a policy with HitStats counts hits under its
 // HitStatsKey, its name outside ERL domains.
 func TestHitStatsProperty(t *testing.T) {
-	svc, reg := propService(t, nil, prop("counted", 2, compiled.Behaviours{HitStats: true}, "user"), prop("plain", 100, compiled.Behaviours{}, "user"))
+	svc, _ := propService(t, nil, prop("counted", 2, compiled.Behaviours{HitStats: true}, "user"), prop("plain", 100, compiled.Behaviours{}, "user"))
 	for range 3 {
 		propDecide(t, svc, desc("user", "u"))
 	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "sluice_erl_hits_total" {
-			continue
+	got := map[string]service.HitCounts{}
+	svc.EachHitStats(func(domain, key string, c service.HitCounts) {
+		if domain != "d" {
+			t.Errorf("key %s of domain %s, want d", key, domain)
 		}
-		for _, m := range mf.GetMetric() {
-			l := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				l[lp.GetName()] = lp.GetValue()
-			}
-			if l["key"] != "counted" || l["domain"] != "d" {
-				t.Errorf("a series of %v: only policy counted of domain d keeps hit statistics", l)
-			}
-			got[l["stat"]] = m.GetCounter().GetValue()
-		}
-	}
-	want := map[string]float64{"total_hits": 3, "over_limit": 1, "within_limit": 2, "near_limit": 1, "shadow_mode": 0}
-	for stat, n := range want {
-		if got[stat] != n {
-			t.Errorf("%s = %v, want %v (all: %v)", stat, got[stat], n, got)
-		}
+		got[key] = c
+	})
+	want := map[string]service.HitCounts{"counted": {Total: 3, Over: 1, Within: 2, Near: 1}}
+	if len(got) != len(want) || got["counted"] != want["counted"] {
+		t.Fatalf("hit statistics %+v, want %+v: only policy counted keeps them, under its name", got, want)
 	}
 }

@@ -71,7 +71,7 @@ type Options struct {
 	// it, a request's own limit may not pass the limit its descriptor
 	// matches (override.go).
 	MaxOwnLimit compiled.UnitRate
-	// HitStatsKeys bounds the keys of sluice_erl_hits_total built from
+	// HitStatsKeys bounds the keys of the hit statistics built from
 	// requests' values (detailed_metric, value_to_metric); 0 means
 	// DefaultHitStatsKeys (hitstats.go).
 	HitStatsKeys int
@@ -243,7 +243,7 @@ func New(st store.Store, opts Options) *Service {
 		s.topClock = time.Now
 	}
 	if opts.Registerer != nil {
-		opts.Registerer.MustRegister(decisionsCollector{s}, hitStatsCollector{s.hitStats})
+		opts.Registerer.MustRegister(decisionsCollector{s})
 	}
 	s.scratch.New = func() any { return &scratch{matches: make([]*compiled.Policy, 0, 8)} }
 	s.plans.New = func() any { return &plan{matches: make([]*compiled.Policy, 0, 8)} }
