@@ -29,14 +29,13 @@ func prop(name string, limit int64, b compiled.Behaviours, keys ...string) *comp
 		MaxCost: math.MaxInt64, MaxCostSet: true, FailureMode: compiled.FailOpen, Behaviours: b}
 }
 
-func propService(t *testing.T, budgets *compiled.Budgets, ps ...*compiled.Policy) (*service.Service, *prometheus.Registry) {
+func propService(t *testing.T, budgets *compiled.Budgets, ps ...*compiled.Policy) *service.Service {
 	t.Helper()
 	snap := compiled.New(ps)
 	snap.Version, snap.Budgets = "test", budgets
-	reg := prometheus.NewRegistry()
-	svc := service.New(memoryStore(t), service.Options{Registerer: reg})
+	svc := service.New(memoryStore(t), service.Options{Registerer: prometheus.NewRegistry()})
 	svc.Swap(snap)
-	return svc, reg
+	return svc
 }
 
 func propDecide(t *testing.T, svc *service.Service, ds ...service.Descriptor) service.Response {
@@ -51,7 +50,7 @@ func propDecide(t *testing.T, svc *service.Service, ds ...service.Descriptor) se
 // TestUnlimitedProperty: an Unlimited policy allows all, counts nothing,
 // and reports UnlimitedRemaining.
 func TestUnlimitedProperty(t *testing.T) {
-	svc, _ := propService(t, nil, prop("free", 0, compiled.Behaviours{Unlimited: true}, "user"))
+	svc := propService(t, nil, prop("free", 0, compiled.Behaviours{Unlimited: true}, "user"))
 	for i := range 3 {
 		r := propDecide(t, svc, desc("user", "u"))
 		if r.OverLimit || r.Decisions[0].Policy == nil || r.Decisions[0].Result.Remaining != compiled.UnlimitedRemaining {
@@ -64,7 +63,7 @@ func TestUnlimitedProperty(t *testing.T) {
 // it from any request that matches both, whichever descriptor matched
 // which and in whatever order.
 func TestReplacesProperty(t *testing.T) {
-	svc, _ := propService(t, nil, prop("closed", 0, compiled.Behaviours{LimitName: "closed"}, "user"),
+	svc := propService(t, nil, prop("closed", 0, compiled.Behaviours{LimitName: "closed"}, "user"),
 		prop("open", 100, compiled.Behaviours{Replaces: []string{"closed"}}, "route"))
 	if r := propDecide(t, svc, desc("user", "u")); !r.OverLimit {
 		t.Fatalf("closed alone: %+v, want denied", r.Reported)
@@ -91,7 +90,7 @@ func TestQuotaProperty(t *testing.T) {
 		p.Shadow = true
 		return p
 	}
-	svc, _ := propService(t, nil, q("a", quota), q("b", quota), q("c", compiled.Behaviours{Quota: true, DryRun: true}))
+	svc := propService(t, nil, q("a", quota), q("b", quota), q("c", compiled.Behaviours{Quota: true, DryRun: true}))
 	if r := propDecide(t, svc, desc("a", "1"), desc("b", "1")); r.OverLimit {
 		t.Fatalf("both within: %+v", r.Reported)
 	}
@@ -117,7 +116,7 @@ func TestReportShadowProperty(t *testing.T) {
 	for _, report := range []bool{false, true} {
 		p := prop("s", 1, compiled.Behaviours{ReportShadow: report}, "user")
 		p.Shadow = true
-		svc, _ := propService(t, nil, p)
+		svc := propService(t, nil, p)
 		propDecide(t, svc, desc("user", "u"))
 		d := propDecide(t, svc, desc("user", "u")).Decisions[0]
 		if d.OverLimit || (d.Policy != nil) != report || (report && d.Result.Allowed) {
@@ -132,7 +131,7 @@ func TestUntenantedProperty(t *testing.T) {
 	budgets := &compiled.Budgets{Default: compiled.NamespaceBudget{MaxPoliciesPerRequest: 1, StoreCallsPerSecond: 1 << 30}}
 	for _, untenanted := range []bool{false, true} {
 		b := compiled.Behaviours{Untenanted: untenanted}
-		svc, _ := propService(t, budgets, prop("one", 100, b, "user"), prop("two", 100, b, "user"))
+		svc := propService(t, budgets, prop("one", 100, b, "user"), prop("two", 100, b, "user"))
 		if r := propDecide(t, svc, desc("user", "u")); r.OverLimit == untenanted {
 			t.Errorf("Untenanted %v, two matches under a budget of one: %+v", untenanted, r.Reported)
 		}
@@ -142,7 +141,7 @@ func TestUntenantedProperty(t *testing.T) {
 // TestHitStatsProperty: a policy with HitStats counts hits under its
 // HitStatsKey, its name outside ERL domains.
 func TestHitStatsProperty(t *testing.T) {
-	svc, _ := propService(t, nil, prop("counted", 2, compiled.Behaviours{HitStats: true}, "user"), prop("plain", 100, compiled.Behaviours{}, "user"))
+	svc := propService(t, nil, prop("counted", 2, compiled.Behaviours{HitStats: true}, "user"), prop("plain", 100, compiled.Behaviours{}, "user"))
 	for range 3 {
 		propDecide(t, svc, desc("user", "u"))
 	}
