@@ -228,7 +228,7 @@ func New(policies []*Policy) *Snapshot {
 			d.minMaxCost = min(d.minMaxCost, p.MaxCost)
 		}
 		d.hasQuotas = d.hasQuotas || p.Quota
-		d.hasReplaces = d.hasReplaces || len(p.Replaces) > 0
+		d.hasReplaces = d.hasReplaces || (p.Replacement != nil && len(p.Replacement.Replaces) > 0)
 		if p.Holds() && !slices.Contains(d.leaseEntries, p.LeaseEntry) {
 			d.leaseEntries = append(d.leaseEntries, p.LeaseEntry)
 		}

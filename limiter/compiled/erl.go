@@ -16,10 +16,12 @@ import (
 // compiles it), beside what the request path decides by: its Limit (a
 // FixedWindow aligned to the epoch that counts denied hits,
 // algo.Limit.CountDenied, as ERL counts) and its Behaviours (Unlimited,
-// LimitName and Replaces, Quota for quota_mode, DryRun for shadow_mode,
+// Replacement for name and replaces, Quota for quota_mode, DryRun for shadow_mode,
 // ReportShadow, Untenanted, HitStats). limiter/service never reads it:
 // CounterKey and HitStatsKey do, here.
 type ERL struct {
+	// Name is rate_limit.name, told as current_limit.name ("" when unset).
+	Name string
 	// Unit is the RLS unit (envoy.service.ratelimit.v3
 	// RateLimitResponse.RateLimit.Unit: 1 SECOND to 7 YEAR), and
 	// RequestsPerUnit the limit as written.

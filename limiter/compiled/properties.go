@@ -11,13 +11,10 @@ import (
 // an edge's configuration (envoyproxy/ratelimit's, erl.go there); a
 // RateLimitPolicy sets none, and the zero value changes nothing.
 type Behaviours struct {
-	// LimitName names the policy for others' Replaces ("" for none), and
-	// is told as the RLS current_limit's name. Replaces are the LimitNames
-	// of the policies it replaces: a request that matches it is decided
-	// without them, whichever descriptors matched which, and whether or
-	// not it was itself replaced (limiter/service replace.go).
-	LimitName string
-	Replaces  []string
+	// Replacement, when set, names the policy, and the policies it
+	// replaces (nil for neither: a pointer, so that a per-request copy of
+	// a policy stays small).
+	Replacement *Replacement
 	// Unlimited: the policy allows every request it matches, counts
 	// nothing, and reports UnlimitedRemaining.
 	Unlimited bool
@@ -42,6 +39,16 @@ type Behaviours struct {
 	// HitStatsKey: every hit, and the hits over, near and within the
 	// limit, and over it while DryRun (limiter/service hitstats.go).
 	HitStats bool
+}
+
+// Replacement is a policy's name and the names of the policies it
+// replaces: a request that matches it is decided without them, whichever
+// descriptors matched which, and whether or not it was itself replaced
+// (limiter/service replace.go).
+type Replacement struct {
+	// Name names the policy for others' Replaces ("" for none).
+	Name     string
+	Replaces []string
 }
 
 // UnlimitedRemaining is what an Unlimited policy reports remaining: the

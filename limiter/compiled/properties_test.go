@@ -19,8 +19,8 @@ func policy(name, domain string, period time.Duration, limit int64, b compiled.B
 func TestDomainProperties(t *testing.T) {
 	snap := compiled.New([]*compiled.Policy{
 		policy("q", "quotas", time.Minute, 1, compiled.Behaviours{Quota: true}),
-		policy("r", "replacing", time.Minute, 1, compiled.Behaviours{Replaces: []string{"x"}}),
-		policy("n", "replacing", time.Minute, 1, compiled.Behaviours{LimitName: "x"}),
+		policy("r", "replacing", time.Minute, 1, compiled.Behaviours{Replacement: &compiled.Replacement{Replaces: []string{"x"}}}),
+		policy("n", "replacing", time.Minute, 1, compiled.Behaviours{Replacement: &compiled.Replacement{Name: "x"}}),
 		policy("p", "plain", time.Minute, 1, compiled.Behaviours{Unlimited: true, DryRun: true, ReportShadow: true, Untenanted: true, HitStats: true}),
 	})
 	for _, tc := range []struct {

@@ -335,7 +335,7 @@ func (c *erlCompiler) rateLimit(here, fullKey string, d *erlDescriptor) (*Policy
 		FailureMode: compiled.FailOpen,
 		Source:      c.file.name,
 		Behaviours:  erlLimitBehaviours(rl, replaces, d),
-		ERL:         &compiled.ERL{Unit: unit.enum, RequestsPerUnit: rl.RequestsPerUnit},
+		ERL:         &compiled.ERL{Name: rl.Name, Unit: unit.enum, RequestsPerUnit: rl.RequestsPerUnit},
 	}, nil
 }
 
@@ -352,7 +352,10 @@ var erlBehaviours = compiled.Behaviours{ReportShadow: true, Untenanted: true, Hi
 // mode is never over its quota); an unlimited one keeps no statistics.
 func erlLimitBehaviours(rl *erlRateLimit, replaces []string, d *erlDescriptor) compiled.Behaviours {
 	b := erlBehaviours
-	b.Unlimited, b.LimitName, b.Replaces, b.Quota, b.DryRun = rl.Unlimited, rl.Name, replaces, d.QuotaMode, d.ShadowMode
+	b.Unlimited, b.Quota, b.DryRun = rl.Unlimited, d.QuotaMode, d.ShadowMode
+	if rl.Name != "" || len(replaces) > 0 {
+		b.Replacement = &compiled.Replacement{Name: rl.Name, Replaces: replaces}
+	}
 	b.HitStats = !rl.Unlimited // an unlimited limit counts nothing
 	return b
 }

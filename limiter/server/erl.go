@@ -30,7 +30,7 @@ func erlStatus(st *rlsv3.RateLimitResponse_DescriptorStatus, d *service.Decision
 		// The request's own limit, which the service decided by.
 		rpu = uint32(min(max(p.Limit.Limit, 0), int64(^uint32(0))))
 	}
-	st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: p.LimitName, RequestsPerUnit: rpu,
+	st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: e.Name, RequestsPerUnit: rpu,
 		Unit: rlsv3.RateLimitResponse_RateLimit_Unit(e.Unit)}
 	if p.Quota && !p.DryRun && !d.Result.Allowed {
 		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT

@@ -59,12 +59,12 @@ func TestUnlimitedProperty(t *testing.T) {
 	}
 }
 
-// TestReplacesProperty: a policy that Replaces another by LimitName drops
+// TestReplacesProperty: a policy that Replaces another by Name drops
 // it from any request that matches both, whichever descriptor matched
 // which and in whatever order.
 func TestReplacesProperty(t *testing.T) {
-	svc := propService(t, nil, prop("closed", 0, compiled.Behaviours{LimitName: "closed"}, "user"),
-		prop("open", 100, compiled.Behaviours{Replaces: []string{"closed"}}, "route"))
+	svc := propService(t, nil, prop("closed", 0, compiled.Behaviours{Replacement: &compiled.Replacement{Name: "closed"}}, "user"),
+		prop("open", 100, compiled.Behaviours{Replacement: &compiled.Replacement{Replaces: []string{"closed"}}}, "route"))
 	if r := propDecide(t, svc, desc("user", "u")); !r.OverLimit {
 		t.Fatalf("closed alone: %+v, want denied", r.Reported)
 	}

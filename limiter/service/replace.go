@@ -3,7 +3,7 @@ package service
 import "github.com/sluice-dev/sluice/limiter/compiled"
 
 // replace drops from the plan the policies that another policy the
-// request matched replaces (compiled.Behaviours: Replaces, by LimitName):
+// request matched replaces (compiled.Replacement: Replaces, by Name):
 // every match's Replaces count, a replaced or unlimited one's too, so
 // that the order of the descriptors does not matter. Only a domain with
 // a policy that replaces others runs it (compiled.Domain.HasReplaces). A
@@ -17,7 +17,7 @@ func (pl *plan) replace() {
 	pl.drop = append(pl.drop[:0], make([]bool, n)...)
 	dropped := false
 	for k, p := range pl.matches {
-		pl.drop[k] = p.LimitName != "" && replaced(pl.matches, p.LimitName)
+		pl.drop[k] = p.Replacement != nil && p.Replacement.Name != "" && replaced(pl.matches, p.Replacement.Name)
 		dropped = dropped || pl.drop[k]
 	}
 	if !dropped {
@@ -39,7 +39,10 @@ func (pl *plan) replace() {
 // replaced reports whether a policy of matches replaces the name.
 func replaced(matches []*compiled.Policy, name string) bool {
 	for _, q := range matches {
-		for _, r := range q.Replaces {
+		if q.Replacement == nil {
+			continue
+		}
+		for _, r := range q.Replacement.Replaces {
 			if r == name {
 				return true
 			}
