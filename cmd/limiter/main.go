@@ -200,7 +200,7 @@ func usage(fs *flag.FlagSet, msg string) {
 }
 
 // parseERLRate parses --erl-max-override into r.
-func parseERLRate(s string, r *compiled.ERLRate) error {
+func parseERLRate(s string, r *compiled.UnitRate) error {
 	v, err := config.ParseERLRate(s)
 	*r = v
 	return err

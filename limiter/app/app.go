@@ -114,8 +114,8 @@ type Config struct {
 	// stats endpoint and /metrics (--top-descriptors); off by default.
 	Top service.TopOptions
 	// ERLMaxOverride bounds a request's own limit in an ERL domain
-	// (service.Options.ERLMaxOverride).
-	ERLMaxOverride compiled.ERLRate
+	// (service.Options.MaxOwnLimit).
+	ERLMaxOverride compiled.UnitRate
 	// TrustedProxies are the peers whose X-Forwarded-For forward-auth
 	// believes (--trusted-proxies).
 	TrustedProxies []netip.Prefix
@@ -198,7 +198,7 @@ func Run(ctx context.Context, cfg Config) error {
 	svc := service.New(st, service.Options{Registerer: reg, Logger: log, Tracing: tracer != nil,
 		IdempotencyEntry: cfg.IdempotencyEntry, AcceptEntry: cfg.AcceptEntry, IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyMaxReplays: cfg.IdempotencyMaxReplays, IdempotencyMaxRecords: cfg.IdempotencyMaxRecords,
 		ReadyPods: cfg.LocalFallbackPods, EnforcementDisabled: cfg.EnforcementDisabled,
-		Top: cfg.Top, TopClock: topClock, LocalTier: tier, Fallback: fallback, Budgets: cfg.TenantBudget, ERLMaxOverride: cfg.ERLMaxOverride, Regions: rg})
+		Top: cfg.Top, TopClock: topClock, LocalTier: tier, Fallback: fallback, Budgets: cfg.TenantBudget, MaxOwnLimit: cfg.ERLMaxOverride, Regions: rg})
 	rl := newReloader(src, svc, reg, log)
 	srv, err := newServer(cfg, svc, rl, pinger, reg, log, tracer, rg)
 	if err != nil {
@@ -225,6 +225,7 @@ func Run(ctx context.Context, cfg Config) error {
 // newServer opens the limiter's listeners for svc: readiness from the
 // reloader, the store and the service; the admin plane guarded as cfg says.
 func newServer(cfg Config, svc *service.Service, rl *reloader, pinger server.Pinger, reg *prometheus.Registry, log *slog.Logger, tracer *tracing.Tracer, rg *regions.Regions) (*server.Server, error) {
+	reg.MustRegister(server.ERLStats(svc)) // the edge's names for the service's hit statistics
 	var regionStatus func() any
 	if rg != nil {
 		regionStatus = func() any { return rg.Status() }

@@ -84,9 +84,6 @@ type Policy struct {
 	// MaxCost is the most units one request may spend (spec.maxCost, or
 	// the capacity); math.MaxInt64 for Concurrency, which counts requests.
 	MaxCost int64
-	// MaxCostSet is true when spec.maxCost sets MaxCost, false when it is
-	// the capacity by default.
-	MaxCostSet bool
 	// LeaseEntry is the descriptor entry key whose value is a lease or
 	// reservation ID, on the call that ends a request (spec.concurrency's
 	// or spec.reserve's leaseEntry); empty for a policy that holds nothing.
@@ -97,16 +94,20 @@ type Policy struct {
 	// Shadow, Soft and Hidden are spec.shadow, spec.soft, and
 	// spec.visibility Hidden.
 	Shadow, Soft, Hidden bool
-	FailureMode          FailureMode
+	// MaxCostSet is true when spec.maxCost sets MaxCost, false when it is
+	// the capacity by default.
+	MaxCostSet bool
+	// Global is v1beta1 spec.limit.rate.scope Global: the limit is counted
+	// once across the fleet's regions (limiter/regions); false counts it in
+	// this region's store.
+	Global bool
+	// FailureMode is spec.failureMode.
+	FailureMode FailureMode
 	// ProblemType and ProblemDetail are spec.problem's, defaulted: what an
 	// HTTP client that accepts problem details is told of a denial.
 	ProblemType, ProblemDetail string
 	// LocalTier is spec.localTier compiled, nil unless enabled.
 	LocalTier *LocalTier
-	// Global is v1beta1 spec.limit.rate.scope Global: the limit is counted
-	// once across the fleet's regions (limiter/regions); false counts it in
-	// this region's store.
-	Global bool
 	// RequestOverrideMax is v1beta1 spec.limit.rate.requestOverride's
 	// maximum, in units per Limit.Period: a request's own limit (an RLS
 	// descriptor's limit field) replaces Limit.Limit for that request, at
@@ -122,8 +123,14 @@ type Policy struct {
 	// defaulted spec), kept for the snapshot's document and for status:
 	// the request path never reads it.
 	Source any
-	// ERL is set for a policy compiled from envoyproxy/ratelimit
-	// configuration (erl.go), nil for a RateLimitPolicy.
+	// Behaviours (properties.go) a policy compiled from an edge's
+	// configuration (envoyproxy/ratelimit's: limiter/config erl.go) may
+	// carry; a RateLimitPolicy sets none.
+	Behaviours
+	// ERL is what the RLS edge tells of a policy compiled from
+	// envoyproxy/ratelimit configuration (erl.go), nil for a
+	// RateLimitPolicy. The request path decides by the policy's other
+	// fields alone: only the edge (limiter/server) reads it.
 	ERL *ERL
 	// order is the policy's index in Snapshot.Policies.
 	order int
@@ -191,6 +198,12 @@ type Domain struct {
 	// erl, when set, matches the domain as envoyproxy/ratelimit does
 	// (erl.go), instead of byKey.
 	erl *ERLTree
+	// hasQuotas and hasReplaces: some policy is a Quota, or Replaces
+	// others (properties.go).
+	hasQuotas, hasReplaces bool
+	// ownLimits, when set, are the domain's policies of a request's own
+	// limit by RLS unit (properties.go).
+	ownLimits *[8]*Policy
 }
 
 // New indexes policies into a Snapshot, sorted by ID, with enforcement
@@ -214,6 +227,8 @@ func New(policies []*Policy) *Snapshot {
 		if p.Enforcing() {
 			d.minMaxCost = min(d.minMaxCost, p.MaxCost)
 		}
+		d.hasQuotas = d.hasQuotas || p.Quota
+		d.hasReplaces = d.hasReplaces || (p.Replacement != nil && len(p.Replacement.Replaces) > 0)
 		if p.Holds() && !slices.Contains(d.leaseEntries, p.LeaseEntry) {
 			d.leaseEntries = append(d.leaseEntries, p.LeaseEntry)
 		}

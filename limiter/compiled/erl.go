@@ -11,33 +11,24 @@ import (
 	"github.com/sluice-dev/sluice/limiter/store"
 )
 
-// ERL is what a policy compiled from envoyproxy/ratelimit (ERL)
-// configuration answers beside its Limit (limiter/config/erl.go compiles
-// it): ERL's own name and unit for current_limit, and the modes ERL
-// decides by. Its Limit is a FixedWindow aligned to the epoch that counts
-// denied hits (algo.Limit.CountDenied), as ERL counts.
+// ERL is what the RLS edge (limiter/server) tells of a policy compiled
+// from envoyproxy/ratelimit (ERL) configuration (limiter/config/erl.go
+// compiles it), beside what the request path decides by: its Limit (a
+// FixedWindow aligned to the epoch that counts denied hits,
+// algo.Limit.CountDenied, as ERL counts) and its Behaviours (Unlimited,
+// Replacement for name and replaces, Quota for quota_mode, DryRun for shadow_mode,
+// ReportShadow, Untenanted, HitStats). limiter/service never reads it:
+// CounterKey and HitStatsKey do, here.
 type ERL struct {
-	// Name is rate_limit.name, told as current_limit.name ("" when unset);
-	// Replaces are the names of the limits it replaces in a request.
-	Name     string
-	Replaces []string
+	// Name is rate_limit.name, told as current_limit.name ("" when unset).
+	Name string
 	// Unit is the RLS unit (envoy.service.ratelimit.v3
 	// RateLimitResponse.RateLimit.Unit: 1 SECOND to 7 YEAR), and
 	// RequestsPerUnit the limit as written.
 	Unit            int32
 	RequestsPerUnit uint32
-	// Unlimited: the descriptor is answered OK with no limit, and counts
-	// nothing.
-	Unlimited bool
-	// QuotaMode: over the limit, the descriptor is answered OVER_LIMIT
-	// with its figures, and the request is over its limit only when every
-	// quota mode descriptor of it is (ERL after #1059; limiter/service
-	// erl.go). The policy is Shadow too: alone, it never denies.
-	QuotaMode bool
-	// ShadowMode: over the limit is answered OK with the limit's figures,
-	// quota mode or not (the policy is Shadow).
-	ShadowMode bool
-	// Override: the policy of a request's own limit (ERLTree.Overrides).
+	// Override: the policy of a request's own limit
+	// (Domain.OwnLimitPolicy): its current_limit is the request's.
 	Override bool
 	// Levels are the configuration's levels the policy is matched at, one
 	// per entry of a matching descriptor (ERL finds a limit only at a
@@ -45,7 +36,7 @@ type ERL struct {
 	Levels []ERLLevel
 	// DetailedMetric (detailed_metric) keys the limit's statistics by the
 	// request's values; ValueToMetric says a level of Levels has
-	// value_to_metric (limiter/service erlstats.go).
+	// value_to_metric (HitStatsKey).
 	DetailedMetric, ValueToMetric bool
 	// Metadata is the descriptor's metadata (ERL after #1112), returned to
 	// Envoy in the RLS response's dynamic metadata when the descriptor is
@@ -189,28 +180,17 @@ func (t *ERLTree) match(entries []Entry) *Policy {
 }
 
 // SetERL makes name an ERL domain answered by t: its policies (already in
-// the snapshot given to New) are matched by t alone. Call it while the
-// snapshot is built, before it is used.
+// the snapshot given to New) are matched by t alone, and a request's own
+// limit is decided by t.Overrides (Domain.OwnLimitPolicy). Call it while
+// the snapshot is built, before it is used.
 func (s *Snapshot) SetERL(name string, t *ERLTree) {
 	d := s.domains[name]
 	if d == nil {
 		d = &Domain{Name: name, byKey: map[string][]*Policy{}, minMaxCost: math.MaxInt64}
 		s.domains[name] = d
 	}
-	d.erl = t
+	d.erl, d.ownLimits = t, &t.Overrides
 }
-
-// ERLOverride is the domain's policy of a request's own limit in RLS unit
-// unit, or nil when the domain is no ERL domain or the unit is not one.
-func (d *Domain) ERLOverride(unit int32) *Policy {
-	if d == nil || d.erl == nil || unit < 0 || int(unit) >= len(d.erl.Overrides) {
-		return nil
-	}
-	return d.erl.Overrides[unit]
-}
-
-// ERL reports whether the domain is an ERL domain.
-func (d *Domain) ERL() bool { return d != nil && d.erl != nil }
 
 // erlCounterKey adds an ERL policy's counter identity for entries to kb:
 // every entry's key and value in order, as ERL keys its counters, with a
@@ -227,8 +207,9 @@ func (p *Policy) erlCounterKey(kb *store.KeyBuilder, entries []Entry) {
 	}
 }
 
-// ERLRate is a rate in ERL's terms: RequestsPerUnit per RLS Unit.
-type ERLRate struct {
+// UnitRate is a rate in RLS terms (an RLS descriptor's own limit, and
+// envoyproxy/ratelimit's): RequestsPerUnit per RLS Unit.
+type UnitRate struct {
 	RequestsPerUnit uint32
 	Unit            int32
 }
@@ -238,21 +219,68 @@ var erlUnitSeconds = [8]uint64{1: 1, 2: 60, 3: 3600, 4: 86400, 5: 30 * 86400, 6:
 
 // UnitSeconds is the length of r's unit in seconds, as ERL counts it; r
 // must be valid.
-func (r ERLRate) UnitSeconds() uint64 { return erlUnitSeconds[r.Unit] }
+func (r UnitRate) UnitSeconds() uint64 { return erlUnitSeconds[r.Unit] }
 
 // Valid reports whether r's unit is one of ERL's.
-func (r ERLRate) Valid() bool { return r.Unit >= 1 && int(r.Unit) < len(erlUnitSeconds) }
+func (r UnitRate) Valid() bool { return r.Unit >= 1 && int(r.Unit) < len(erlUnitSeconds) }
 
 // AtMost reports whether r allows no more requests per second than max.
 // Both must be valid.
-func (r ERLRate) AtMost(max ERLRate) bool {
+func (r UnitRate) AtMost(max UnitRate) bool {
 	return uint64(r.RequestsPerUnit)*erlUnitSeconds[max.Unit] <= uint64(max.RequestsPerUnit)*erlUnitSeconds[r.Unit]
 }
 
-func (r ERLRate) String() string {
+func (r UnitRate) String() string {
 	names := [8]string{1: "second", 2: "minute", 3: "hour", 4: "day", 5: "month", 6: "year", 7: "week"}
 	if !r.Valid() {
 		return fmt.Sprintf("%d per unit %d", r.RequestsPerUnit, r.Unit)
 	}
 	return fmt.Sprintf("%d/%s", r.RequestsPerUnit, names[r.Unit])
+}
+
+// HitStatsKey is the key of the policy's hit statistics for entries, and
+// whether it was built from the request's values: p's name unless it is
+// an ERL policy, else ERL's stats key (domain.key_value...), as ERL's
+// GetLimit builds it: with detailed_metric, every entry's key and value (a
+// share_threshold level's pattern in place of its value; without any
+// such level, key_value even for an empty value); else, with
+// value_to_metric on a level, the request's value at that level (a
+// wildcard's pattern, a key alone nothing, elsewhere); else p's full
+// key, its name. A request's own limit counts under its override
+// policy's name, never the client's values.
+func (p *Policy) HitStatsKey(entries []Entry) (string, bool) {
+	e := p.ERL
+	if e == nil || e.Override || (!e.DetailedMetric && !e.ValueToMetric) || len(entries) != len(e.Levels) {
+		return p.Name, false
+	}
+	share := false
+	for i := range e.Levels {
+		share = share || e.Levels[i].Share
+	}
+	var b strings.Builder
+	b.WriteString(p.Domain)
+	for i := range entries {
+		en, l := &entries[i], &e.Levels[i]
+		b.WriteByte('.')
+		b.WriteString(en.Key)
+		var v string
+		switch {
+		case l.Share:
+			v = l.Value
+		case e.DetailedMetric && !share:
+			b.WriteByte('_')
+			b.WriteString(en.Value)
+			continue
+		case e.DetailedMetric, l.Value != "" && !l.Wildcard, l.ValueToMetric:
+			v = en.Value
+		case l.Wildcard:
+			v = l.Value
+		}
+		if v != "" {
+			b.WriteByte('_')
+			b.WriteString(v)
+		}
+	}
+	key := b.String()
+	return key, key != p.Name
 }

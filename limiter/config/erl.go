@@ -127,7 +127,8 @@ func parseERL(name string, data []byte) (*erlFile, error) {
 			Descriptors: []compiled.Descriptor{{Key: "limit_override"}},
 			Limit:       algo.Limit{Algorithm: algo.FixedWindow, Period: u.window, CountDenied: true},
 			MaxCost:     math.MaxInt64, MaxCostSet: true, FailureMode: compiled.FailOpen, Source: name,
-			ERL: &compiled.ERL{Unit: u.enum, Override: true},
+			Behaviours: erlBehaviours,
+			ERL:        &compiled.ERL{Unit: u.enum, Override: true},
 		}
 		f.tree.Overrides[u.enum] = p
 		f.policies = append(f.policies, p)
@@ -137,14 +138,14 @@ func parseERL(name string, data []byte) (*erlFile, error) {
 
 // ParseERLRate parses a rate as "N/unit" in ERL's units (second to year),
 // the bound of a request's own limit (limiter --erl-max-override).
-func ParseERLRate(s string) (compiled.ERLRate, error) {
+func ParseERLRate(s string) (compiled.UnitRate, error) {
 	n, unit, ok := strings.Cut(s, "/")
 	u, valid := erlUnits[strings.ToUpper(unit)]
 	var rpu uint32
 	if _, err := fmt.Sscanf(n, "%d", &rpu); !ok || !valid || err != nil || fmt.Sprint(rpu) != n {
-		return compiled.ERLRate{}, fmt.Errorf("%q is no rate: want REQUESTS/UNIT, REQUESTS a whole number and UNIT one of second, minute, hour, day, week, month, year", s)
+		return compiled.UnitRate{}, fmt.Errorf("%q is no rate: want REQUESTS/UNIT, REQUESTS a whole number and UNIT one of second, minute, hour, day, week, month, year", s)
 	}
-	return compiled.ERLRate{RequestsPerUnit: rpu, Unit: u.enum}, nil
+	return compiled.UnitRate{RequestsPerUnit: rpu, Unit: u.enum}, nil
 }
 
 // validateERLKeys is ERL's validateYamlKeys, saying where the key is.
@@ -329,11 +330,32 @@ func (c *erlCompiler) rateLimit(here, fullKey string, d *erlDescriptor) (*Policy
 		// ERL answers any hits_addend: more than the limit is over it.
 		MaxCost: math.MaxInt64, MaxCostSet: true,
 		// Shadow and quota mode never deny; ERL tells their figures
-		// (limiter/service).
+		// (erlBehaviours' ReportShadow).
 		Shadow:      d.ShadowMode || d.QuotaMode,
 		FailureMode: compiled.FailOpen,
 		Source:      c.file.name,
-		ERL: &compiled.ERL{Name: rl.Name, Replaces: replaces, Unit: unit.enum, RequestsPerUnit: rl.RequestsPerUnit,
-			Unlimited: rl.Unlimited, QuotaMode: d.QuotaMode, ShadowMode: d.ShadowMode},
+		Behaviours:  erlLimitBehaviours(rl, replaces, d),
+		ERL:         &compiled.ERL{Name: rl.Name, Unit: unit.enum, RequestsPerUnit: rl.RequestsPerUnit},
 	}, nil
+}
+
+// erlBehaviours are what every ERL policy does: a shadow or quota mode
+// limit's figures are told (with OK), and the file, the platform's, has
+// no tenant to budget (nor do ERL's limits fail open for want of one).
+// Each is counted in ERL's per-limit statistics; its counters count
+// denied hits (algo.Limit.CountDenied), as ERL's do.
+var erlBehaviours = compiled.Behaviours{ReportShadow: true, Untenanted: true, HitStats: true}
+
+// erlLimitBehaviours are the behaviours of the limit rl of descriptor d,
+// as ERL decides it: unlimited; named, and replacing others by name;
+// quota_mode a Quota, shadow_mode a DryRun (a quota mode limit in shadow
+// mode is never over its quota); an unlimited one keeps no statistics.
+func erlLimitBehaviours(rl *erlRateLimit, replaces []string, d *erlDescriptor) compiled.Behaviours {
+	b := erlBehaviours
+	b.Unlimited, b.Quota, b.DryRun = rl.Unlimited, d.QuotaMode, d.ShadowMode
+	if rl.Name != "" || len(replaces) > 0 {
+		b.Replacement = &compiled.Replacement{Name: rl.Name, Replaces: replaces}
+	}
+	b.HitStats = !rl.Unlimited // an unlimited limit counts nothing
+	return b
 }

@@ -75,8 +75,8 @@ func TestERLDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LoadPath: %v", err)
 	}
-	if !snap.Domain("erl-a").ERL() || snap.Domain("payments-api") == nil || snap.Domain("payments-api").ERL() {
-		t.Fatalf("domains: erl-a ERL %v, payments-api %v", snap.Domain("erl-a").ERL(), snap.Domain("payments-api"))
+	if !(snap.Domain("erl-a").Matching() == compiled.MatchTree) || snap.Domain("payments-api") == nil || (snap.Domain("payments-api").Matching() == compiled.MatchTree) {
+		t.Fatalf("domains: erl-a ERL %v, payments-api %v", (snap.Domain("erl-a").Matching() == compiled.MatchTree), snap.Domain("payments-api"))
 	}
 	v1 := snap.Version
 	write("b.yaml", "domain: erl-a\ndescriptors: []\n")
@@ -89,7 +89,7 @@ func TestERLDirectory(t *testing.T) {
 	}
 	write("b.yaml", "domain: erl-b\n")
 	snap, err = LoadPath(dir)
-	if err != nil || snap.Version == v1 || !snap.Domain("erl-b").ERL() {
+	if err != nil || snap.Version == v1 || snap.Domain("erl-b").Matching() != compiled.MatchTree {
 		t.Fatalf("a third file: %v (version %s, was %s)", err, snap.Version, v1)
 	}
 }

@@ -117,7 +117,7 @@ func toService(d *ratelimitv3.RateLimitDescriptor) service.Descriptor {
 		sd.HitsAddend, sd.HasHitsAddend = h.GetValue(), true
 	}
 	if o := d.GetLimit(); o != nil {
-		sd.LimitOverride, sd.Override = true, compiled.ERLRate{RequestsPerUnit: o.GetRequestsPerUnit(), Unit: int32(o.GetUnit())}
+		sd.LimitOverride, sd.Override = true, compiled.UnitRate{RequestsPerUnit: o.GetRequestsPerUnit(), Unit: int32(o.GetUnit())}
 	}
 	return sd
 }

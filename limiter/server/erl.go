@@ -20,14 +20,19 @@ import (
 // over its quota is OVER_LIMIT, with its figures (ERL after #1059; the
 // request is over its limit only when every quota is: service.quotaOver).
 func erlStatus(st *rlsv3.RateLimitResponse_DescriptorStatus, d *service.Decision) {
-	e := d.Policy.ERL
+	p, e := d.Policy, d.Policy.ERL
 	st.LimitRemaining = uint32(min(d.Result.Remaining, int64(^uint32(0))))
-	if e.Unlimited {
+	if p.Unlimited {
 		return
 	}
-	st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: e.Name, RequestsPerUnit: e.RequestsPerUnit,
+	rpu := e.RequestsPerUnit
+	if e.Override {
+		// The request's own limit, which the service decided by.
+		rpu = uint32(min(max(p.Limit.Limit, 0), int64(^uint32(0))))
+	}
+	st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: e.Name, RequestsPerUnit: rpu,
 		Unit: rlsv3.RateLimitResponse_RateLimit_Unit(e.Unit)}
-	if e.QuotaMode && !e.ShadowMode && !d.Result.Allowed {
+	if p.Quota && !p.DryRun && !d.Result.Allowed {
 		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
 	secs := int64((d.Result.ResetAfter + time.Second - 1) / time.Second)
@@ -44,7 +49,7 @@ func erlMetadata(resp *service.Response, statuses []*rlsv3.RateLimitResponse_Des
 	var out *structpb.Struct
 	for i := range resp.Decisions {
 		p := resp.Decisions[i].Policy
-		if p == nil || p.ERL == nil || p.ERL.Metadata == nil || p.ERL.Unlimited || statuses[i].GetCode() != rlsv3.RateLimitResponse_OK {
+		if p == nil || p.ERL == nil || p.ERL.Metadata == nil || p.Unlimited || statuses[i].GetCode() != rlsv3.RateLimitResponse_OK {
 			continue
 		}
 		if out == nil {

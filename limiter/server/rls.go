@@ -141,7 +141,7 @@ func getRequest(req *rlsv3.RateLimitRequest) *rlsRequest {
 		*sd = service.Descriptor{Entries: entries[start:len(entries):len(entries)],
 			NegativeHits: d.GetIsNegativeHits(), LimitOverride: d.GetLimit() != nil}
 		if o := d.GetLimit(); o != nil {
-			sd.Override = compiled.ERLRate{RequestsPerUnit: o.GetRequestsPerUnit(), Unit: int32(o.GetUnit())}
+			sd.Override = compiled.UnitRate{RequestsPerUnit: o.GetRequestsPerUnit(), Unit: int32(o.GetUnit())}
 		}
 		if h := d.GetHitsAddend(); h != nil {
 			sd.HitsAddend, sd.HasHitsAddend = h.GetValue(), true

@@ -223,9 +223,9 @@ func (s *Service) storeBudgets(snap *compiled.Snapshot, budgets *compiled.Budget
 	}
 	out := map[string]*storeBudget{}
 	for _, p := range snap.Policies {
-		if _, ok := out[p.Namespace]; ok || p.ERL != nil {
-			// ERL files come from the platform team, whole: no tenant to
-			// budget (and ERL's limits never fail open for want of one).
+		if _, ok := out[p.Namespace]; ok || p.Untenanted {
+			// No tenant to budget (an ERL file comes from the platform
+			// team, whole; its limits never fail open for want of one).
 			continue
 		}
 		rate := budgets.For(p.Namespace).StoreCallsPerSecond
@@ -268,8 +268,8 @@ func (s *Service) checkMatchBudget(pl *plan, req *Request, resp *Response) bool 
 	var tallies []tally
 	// Shadow policies count too: they cost the same work.
 	for _, p := range pl.matches {
-		if p.ERL != nil {
-			continue // at most one per descriptor: bounded by MaxDescriptors
+		if p.Untenanted {
+			continue // no tenant (an ERL domain's: at most one per descriptor)
 		}
 		k := -1
 		for j := range tallies {

@@ -82,7 +82,7 @@ func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) 
 		}
 		resp.Decisions = append(resp.Decisions, dec)
 	}
-	if dom.ERL() {
+	if dom.HasQuotas() {
 		quotaOver(resp)
 	}
 	if lt := pl.lt; lt != nil && len(lt.held) > 0 {
@@ -94,6 +94,10 @@ func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) 
 	}
 	return nil
 }
+
+// unlimited is the result of an Unlimited policy: allowed, nothing
+// counted.
+var unlimited = algo.Result{Allowed: true, Remaining: compiled.UnlimitedRemaining}
 
 // merge adds dec, another descriptor's decision, to d, the decision
 // reported to the client: the most restrictive visible policy's figures,
@@ -246,9 +250,9 @@ func (s *Service) check(ctx context.Context, pl *plan, st *step) Decision {
 		case denied != "":
 			// The request's own limit allows nothing: nothing counted.
 			dec = ownLimitDenial(p, denied)
-		case p.ERL != nil && p.ERL.Unlimited:
-			// ERL's unlimited: OK, nothing counted (erl.go).
-			dec = Decision{Policy: p, Result: erlUnlimited}
+		case p.Unlimited:
+			// Allowed, nothing counted.
+			dec = Decision{Policy: p, Result: unlimited}
 		case !p.Holds():
 			dec = s.decide(ctx, sc, p, ps, domain, entries, cost, idem)
 		case st.ends:
@@ -267,8 +271,9 @@ func (s *Service) check(ctx context.Context, pl *plan, st *step) Decision {
 			if !dec.Result.Allowed {
 				s.logShadow(ps, p, domain)
 			}
-			if p.ERL != nil && !allShadow && moreRestrictive(dec, visible) {
-				// ERL tells a shadow or quota limit's figures, with OK.
+			if (p.ReportShadow || p.Quota) && !allShadow && moreRestrictive(dec, visible) {
+				// Its figures are told, as an allowance's (a quota's
+				// decide the request: quotaOver).
 				visible = dec
 			}
 			continue
@@ -309,11 +314,11 @@ func (s *Service) check(ctx context.Context, pl *plan, st *step) Decision {
 }
 
 // countDecision counts dec, p's decision of entries at cost: in p's
-// stats, its priority level's, the hottest values' and, for an ERL limit,
-// ERL's statistics (erlstats.go).
+// stats, its priority level's, the hottest values' and, for a policy with
+// HitStats, its hit statistics (hitstats.go).
 func (s *Service) countDecision(sc *scratch, p *compiled.Policy, ps *policyState, entries []compiled.Entry, cost int64, dec *Decision, shadow bool) {
-	if p.ERL != nil && !p.ERL.Unlimited {
-		s.erlStats.count(p, entries, cost, dec)
+	if p.HitStats {
+		s.hitStats.count(p, entries, cost, dec)
 	}
 	ps.stats.count(dec, p.Limit, shadow, p.Soft)
 	countLevel(ps.levels, sc.level, dec, shadow, p.Soft)

@@ -18,7 +18,7 @@ func erlService(t *testing.T, opts service.Options) *service.Service {
 }
 
 func withLimit(d service.Descriptor, rpu uint32, unit int32) service.Descriptor {
-	d.LimitOverride, d.Override = true, compiled.ERLRate{RequestsPerUnit: rpu, Unit: unit}
+	d.LimitOverride, d.Override = true, compiled.UnitRate{RequestsPerUnit: rpu, Unit: unit}
 	return d
 }
 
@@ -68,7 +68,7 @@ func TestAttackLimitOverride(t *testing.T) {
 		}
 	})
 	t.Run("bounded by --erl-max-override", func(t *testing.T) {
-		svc := erlService(t, service.Options{ERLMaxOverride: compiled.ERLRate{RequestsPerUnit: 10, Unit: minute}})
+		svc := erlService(t, service.Options{MaxOwnLimit: compiled.UnitRate{RequestsPerUnit: 10, Unit: minute}})
 		for _, tc := range []struct {
 			rpu     uint32
 			unit    int32

@@ -10,11 +10,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/limiter/server"
 	"github.com/sluice-dev/sluice/limiter/service"
 )
 
 // erlStatsService is a service on a memory store with the ERL file cfg
-// (domain erl), its metrics in the registry it returns.
+// (domain erl), its metrics and the edge's ERL statistics
+// (server.ERLStats) in the registry it returns.
 func erlStatsService(t *testing.T, cfg string, opts service.Options) (*service.Service, *prometheus.Registry) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "erl.yaml")
@@ -28,6 +30,7 @@ func erlStatsService(t *testing.T, cfg string, opts service.Options) (*service.S
 	reg := prometheus.NewRegistry()
 	opts.Registerer = reg
 	svc := service.New(memoryStore(t), opts)
+	reg.MustRegister(server.ERLStats(svc))
 	svc.Swap(snap)
 	return svc, reg
 }
@@ -143,14 +146,14 @@ func TestERLMetricKeys(t *testing.T) {
 
 // TestAttackERLMetricValues: a client sends a new value on every request
 // to a detailed_metric limit, to grow the metric's series (and the
-// limiter's memory) without bound. Past Options.ERLMetricKeys keys built
+// limiter's memory) without bound. Past Options.HitStatsKeys keys built
 // from values, a new value's hits count under the limit's full key: the
 // series stop growing, and no hit is lost.
 func TestAttackERLMetricValues(t *testing.T) {
 	svc, reg := erlStatsService(t, `  - key: user
     detailed_metric: true
     rate_limit: {unit: hour, requests_per_unit: 10}
-`, service.Options{ERLMetricKeys: 5})
+`, service.Options{HitStatsKeys: 5})
 	for i := range 50 {
 		decideHits(t, svc, 0, desc("user", fmt.Sprintf("u%d", i)))
 	}

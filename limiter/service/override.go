@@ -17,18 +17,21 @@ import (
 // window), so a client that switches units or values meets the count it
 // already has. A limit of 0, one that rounds down to 0, or a unit that is
 // none of the RLS units, is a denial with a reason, never an error. A
-// policy that did not opt in ignores the request's limit. ERL domains
-// decide a request's own limit their way (erl.go).
+// policy that did not opt in ignores the request's limit. A domain that
+// decides own limits by policies of its own (compiled.Domain
+// DecidesOwnLimits: envoyproxy/ratelimit's) decides a request's own limit
+// by the policy of its unit, with the limit as asked (validateOverride
+// bounds it).
 
 // ownLimitDeniedReason starts the reason of a request denied by its own
 // limit on a policy that opted in.
 const ownLimitDeniedReason = "the request's own limit (descriptor limit) "
 
 // requestLimit is p as step st decides it: with the request's own limit,
-// in an ERL domain (erl.go) or on a policy that opted in; and the reason
-// that limit denies the request, or "".
+// when p is its domain's policy of own limits (overrideLimit) or opted
+// in; and the reason that limit denies the request, or "".
 func requestLimit(st *step, p *compiled.Policy) (*compiled.Policy, string) {
-	if st.override >= 0 && p.ERL != nil && p.ERL.Override {
+	if st.override >= 0 {
 		return withOverride(p, st.override), ""
 	}
 	if st.hasOwn && p.RequestOverrideMax > 0 {
@@ -43,7 +46,7 @@ func requestLimit(st *step, p *compiled.Policy) (*compiled.Policy, string) {
 
 // ownLimit is p, which opted in to a request's own limit, with o in its
 // place, or nil and the reason o denies the request.
-func ownLimit(p *compiled.Policy, o compiled.ERLRate) (*compiled.Policy, string) {
+func ownLimit(p *compiled.Policy, o compiled.UnitRate) (*compiled.Policy, string) {
 	if !o.Valid() {
 		return nil, fmt.Sprintf("%sunit %d is none of the RLS units (1 SECOND to 7 WEEK)", ownLimitDeniedReason, o.Unit)
 	}
@@ -59,7 +62,7 @@ func ownLimit(p *compiled.Policy, o compiled.ERLRate) (*compiled.Policy, string)
 
 // convertRate is o's requests per period, rounded down, or a number above
 // any maximum when that does not fit in 64 bits. o must be valid.
-func convertRate(o compiled.ERLRate, period time.Duration) int64 {
+func convertRate(o compiled.UnitRate, period time.Duration) int64 {
 	unit := uint64(o.UnitSeconds()) * uint64(time.Second)
 	hi, lo := bits.Mul64(uint64(o.RequestsPerUnit), uint64(period))
 	if hi >= unit {
@@ -75,4 +78,56 @@ func convertRate(o compiled.ERLRate, period time.Duration) int64 {
 // ownLimitDenial is the decision of p denied by a request's own limit.
 func ownLimitDenial(p *compiled.Policy, reason string) Decision {
 	return Decision{Policy: p, Result: algo.Result{RetryAfter: algo.Never}, Reason: reason}
+}
+
+// validateOverride checks descriptor i's own limit in domain dom, which
+// decides own limits by policies of its own (DecidesOwnLimits): its unit
+// must be an RLS unit, and its rate at most the bound, which is
+// Options.MaxOwnLimit when set, else the rate of the one policy the
+// descriptor matches (not Unlimited; a descriptor that matches none may
+// then take no limit of its own). A client that could raise its own limit
+// would have none: past the bound, the descriptor is refused (refuse.go).
+func (s *Service) validateOverride(i int, d *Descriptor, dom *compiled.Domain) error {
+	o := d.Override
+	if !o.Valid() {
+		return invalidf("descriptors[%d].limit.unit %d is not a unit of envoyproxy/ratelimit (1 SECOND to 7 WEEK)", i, o.Unit)
+	}
+	bound, from := s.opts.MaxOwnLimit, "the limiter's --erl-max-override"
+	if !bound.Valid() {
+		var matched *compiled.Policy
+		if m := dom.AppendMatches(nil, d.Entries); len(m) == 1 && !m[0].Unlimited {
+			if r, ok := m[0].UnitRate(); ok {
+				matched, bound = m[0], r
+			}
+		}
+		if matched == nil {
+			return invalidf("descriptors[%d].limit %s: the descriptor matches no limit of domain %s to bound it, and the limiter has no --erl-max-override", i, o, dom.Name)
+		}
+		from = "the limit " + matched.ID() + " it matches"
+	}
+	if !o.AtMost(bound) {
+		return invalidf("descriptors[%d].limit %s is above %s, %s", i, o, bound, from)
+	}
+	return nil
+}
+
+// overrideLimit makes st, in a domain that decides own limits, decided by
+// the domain's policy of its own limit in d's unit instead of what it
+// matched (validateOverride bounded it).
+func (pl *plan) overrideLimit(st *step, d *Descriptor) {
+	p := pl.dom.OwnLimitPolicy(d.Override.Unit)
+	if p == nil {
+		return
+	}
+	pl.matches = append(pl.matches[:st.from], p)
+	st.to = len(pl.matches)
+	st.override = int64(d.Override.RequestsPerUnit)
+}
+
+// withOverride is p, a domain's policy of a request's own limit, with that
+// limit. It is made per request: the request chose the limit.
+func withOverride(p *compiled.Policy, limit int64) *compiled.Policy {
+	cp := *p
+	cp.Limit.Limit, cp.Limit.Burst = limit, limit
+	return &cp
 }

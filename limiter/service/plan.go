@@ -26,7 +26,9 @@ type plan struct {
 	// matches and entries hold every step's, each a window of them.
 	matches []*compiled.Policy
 	entries []compiled.Entry
-	sc      scratch
+	// drop marks the matches another match replaces (replace.go).
+	drop []bool
+	sc   scratch
 }
 
 // step is one descriptor of a plan.
@@ -42,12 +44,13 @@ type step struct {
 	skip bool
 	// from and to are matches' window in plan.matches.
 	from, to int
-	// override is the descriptor's own limit in an ERL domain (its one
-	// match is the domain's override policy), -1 for none.
+	// override is the descriptor's own limit in a domain that decides
+	// own limits (its one match is the domain's policy of the limit's
+	// unit: override.go), -1 for none.
 	override int64
-	// own is the descriptor's own limit outside ERL domains, when hasOwn:
+	// own is the descriptor's own limit in other domains, when hasOwn:
 	// the policies that opted in take it (override.go).
-	own    compiled.ERLRate
+	own    compiled.UnitRate
 	hasOwn bool
 }
 
@@ -76,7 +79,7 @@ func (s *Service) newPlan(l *loaded, dom *compiled.Domain, req *Request, skip ui
 		}
 		pl.plan(st, d.Entries, s.opts.IdempotencyEntry)
 		if d.LimitOverride && !st.skip {
-			if dom.ERL() {
+			if dom.DecidesOwnLimits() {
 				pl.overrideLimit(st, d)
 			} else {
 				st.own, st.hasOwn = d.Override, true
@@ -84,7 +87,7 @@ func (s *Service) newPlan(l *loaded, dom *compiled.Domain, req *Request, skip ui
 		}
 	}
 	pl.window()
-	if dom.ERL() {
+	if dom.HasReplaces() {
 		pl.replace()
 	}
 	return pl
@@ -138,7 +141,7 @@ func (s *Service) releasePlan(pl *plan) {
 	clear(pl.matches)
 	clear(pl.entries)
 	clear(pl.steps)
-	pl.matches, pl.entries, pl.steps = pl.matches[:0], pl.entries[:0], pl.steps[:0]
+	pl.matches, pl.entries, pl.steps, pl.drop = pl.matches[:0], pl.entries[:0], pl.steps[:0], pl.drop[:0]
 	pl.l, pl.dom, pl.resp, pl.lt = nil, nil, nil, nil
 	s.plans.Put(pl)
 }

@@ -35,10 +35,9 @@ type Descriptor struct {
 	HasHitsAddend bool
 	// NegativeHits asks to give units back, and LimitOverride to be decided
 	// against a limit of the caller's, Override: the service refuses
-	// negative hits, and overrides but in an ERL domain, within
-	// Options.ERLMaxOverride (erl.go).
+	// negative hits, and decides overrides as override.go says.
 	NegativeHits, LimitOverride bool
-	Override                    compiled.ERLRate
+	Override                    compiled.UnitRate
 }
 
 // Response is the service's answer to a Request.

@@ -65,15 +65,16 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxCost bounds hits_addend; 0 means DefaultMaxCost.
 	MaxCost int64
-	// ERLMaxOverride, when its unit is set, bounds a request's own limit
-	// (an RLS descriptor's limit field) in an ERL domain; without it, a
-	// request's own limit may not pass the ERL limit its descriptor
-	// matches (erl.go).
-	ERLMaxOverride compiled.ERLRate
-	// ERLMetricKeys bounds the keys of sluice_erl_hits_total built from
+	// MaxOwnLimit, when its unit is set, bounds a request's own limit
+	// (an RLS descriptor's limit field) in a domain that decides own
+	// limits (compiled.Domain.DecidesOwnLimits: an ERL domain); without
+	// it, a request's own limit may not pass the limit its descriptor
+	// matches (override.go).
+	MaxOwnLimit compiled.UnitRate
+	// HitStatsKeys bounds the keys of the hit statistics built from
 	// requests' values (detailed_metric, value_to_metric); 0 means
-	// DefaultERLMetricKeys (erlstats.go).
-	ERLMetricKeys int
+	// DefaultHitStatsKeys (hitstats.go).
+	HitStatsKeys int
 	// IdempotencyEntry is the descriptor entry key whose value is an
 	// idempotency key. The entry names the request, not what it asks for:
 	// it is left out of matching and counter keys. Empty means
@@ -150,8 +151,8 @@ type Service struct {
 	// denials are the store's last denials of the budgeted namespaces'
 	// keys (denials.go), made by the first Swap with budgets; nil before.
 	denials *denials
-	// erlStats count ERL limits' hits as ERL does (erlstats.go).
-	erlStats  *erlStats
+	// hitStats count the hits of the policies with HitStats (hitstats.go).
+	hitStats  *hitStats
 	loaded    atomic.Pointer[loaded]
 	scratch   sync.Pool
 	plans     sync.Pool // of *plan
@@ -234,7 +235,7 @@ func New(st store.Store, opts Options) *Service {
 		log:           opts.Logger,
 		metrics:       newMetrics(opts.Registerer),
 		budgetMetrics: newBudgetMetrics(opts.Registerer),
-		erlStats:      newERLStats(opts.ERLMetricKeys),
+		hitStats:      newHitStats(opts.HitStatsKeys),
 		clock:         time.Now,
 		topClock:      opts.TopClock,
 	}
@@ -242,7 +243,7 @@ func New(st store.Store, opts Options) *Service {
 		s.topClock = time.Now
 	}
 	if opts.Registerer != nil {
-		opts.Registerer.MustRegister(decisionsCollector{s}, erlStatsCollector{s.erlStats})
+		opts.Registerer.MustRegister(decisionsCollector{s})
 	}
 	s.scratch.New = func() any { return &scratch{matches: make([]*compiled.Policy, 0, 8)} }
 	s.plans.New = func() any { return &plan{matches: make([]*compiled.Policy, 0, 8)} }

@@ -76,8 +76,8 @@ func tooManyEntries(i int, d *Descriptor) string {
 }
 
 // validateDescriptor checks descriptor i; its own limit is bounded here in
-// an ERL domain dom (erl.go), and elsewhere by each policy that opted in
-// to it, or ignored (override.go).
+// a domain dom that decides own limits (validateOverride), and elsewhere
+// by each policy that opted in to it, or ignored (override.go).
 func (s *Service) validateDescriptor(i int, d *Descriptor, dom *compiled.Domain) error {
 	if len(d.Entries) == 0 {
 		return invalidf("descriptors[%d] has no entries", i)
@@ -112,7 +112,7 @@ func (s *Service) validateDescriptor(i int, d *Descriptor, dom *compiled.Domain)
 			}
 		}
 	}
-	if d.LimitOverride && dom.ERL() {
+	if d.LimitOverride && dom.DecidesOwnLimits() {
 		return s.validateOverride(i, d, dom)
 	}
 	return nil
