@@ -21,7 +21,7 @@ limitations under the License.
 // offender, one given as -enforce-func=DIR on a function over its limit
 // only (its long files are info), the others print theirs as info only.
 //
-//	go run ./hack/funclen -enforce controllers -enforce-func limiter
+//	go run ./hack/funclen -enforce controllers -enforce limiter
 package main
 
 import (
