@@ -135,7 +135,7 @@ gubernator: ## Build gubernator v2.13.0's server into bin/gubernator from the Go
 # The test tiers (docs/development/testing.md). The unit tier is the packages
 # whose tests need no process, under -short, which skips the integration
 # tests among them (internal/testtier).
-UNIT_PKGS ?= ./api/... ./limiter/... ./internal/... ./controllers/rediscluster/... ./cmd/loadgen/... ./hack/chartgen/...
+UNIT_PKGS ?= ./api/... ./limiter/... ./internal/... ./controllers/resources/... ./controllers/rediscluster/... ./cmd/loadgen/... ./hack/chartgen/...
 
 .PHONY: test
 test: ## Every tier, one after the other (each takes the machine's cores; another make test may run beside it, docs/development/testing.md): make test-integration, make bench-smoke, then make e2e (E2E=0 skips it).

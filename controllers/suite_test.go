@@ -55,9 +55,10 @@ import (
 // The envtest suite is a real kube-apiserver and etcd, the operator's
 // controllers in-process, and real limiter processes on loopback addresses
 // behind Pod and EndpointSlice objects (fleetPods). It starts on first use:
-// a test that needs it calls needSuite first, and the pure tests (builders,
-// status and window logic) run without it, in seconds, e.g.
-// `go test -run TestBuild ./controllers/`. TestMain stops it.
+// a test that needs it calls needSuite first, and the pure tests (status
+// and window logic; the builders' are in controllers/resources) run without
+// it, in seconds, e.g. `go test -run TestFitSnapshot ./controllers/`.
+// TestMain stops it.
 var (
 	testEnv    *envtest.Environment
 	cfg        *rest.Config

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"path"
 	"testing"
 	"time"
 
@@ -18,38 +17,6 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
-
-// TestBuildLimiterDeploymentTopKKey: a fleet that reports hottest values
-// mounts its key Secret read-only and names the key file in
-// SLUICE_TOPK_KEY_FILE, the file the mount gives; one that doesn't has
-// neither.
-func TestBuildLimiterDeploymentTopKKey(t *testing.T) {
-	fleet := resFleet("sluice-system", "default", func(f *v1alpha1.LimiterFleet) {
-		f.Spec.Stats = &v1alpha1.FleetStats{TopDescriptors: ptr.To[int32](5)}
-	})
-	pod := resources.BuildLimiterDeployment(fleet, resources.LimiterDeploymentOptions{DefaultImage: resDefaultImage, StoreURL: "memory"}).Spec.Template.Spec
-	c := pod.Containers[0]
-	if len(pod.Volumes) != 2 || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != "default-limiter-topk-key" ||
-		len(pod.Volumes[0].Secret.Items) != 1 || pod.Volumes[0].Secret.Items[0].Key != "key" {
-		t.Fatalf("volumes %+v: want the key of Secret default-limiter-topk-key", pod.Volumes)
-	}
-	if len(c.VolumeMounts) != 2 || !c.VolumeMounts[0].ReadOnly || c.VolumeMounts[0].Name != pod.Volumes[0].Name {
-		t.Fatalf("mounts %+v: want the key volume, read-only, and the admin TLS one", c.VolumeMounts)
-	}
-	file := path.Join(c.VolumeMounts[0].MountPath, pod.Volumes[0].Secret.Items[0].Path)
-	// and GOMEMLIMIT, 90% of the default memory limit (TestGoMemLimitEnv).
-	want := []corev1.EnvVar{{Name: "SLUICE_TOPK_KEY_FILE", Value: file}, {Name: "GOMEMLIMIT", Value: "241591860"}}
-	if file != "/etc/sluice/topk/key" || len(c.Env) != 2 || c.Env[0] != want[0] || c.Env[1] != want[1] {
-		t.Errorf("env %+v, key file %s: want SLUICE_TOPK_KEY_FILE=/etc/sluice/topk/key", c.Env, file)
-	}
-	if s := resources.BuildTopKKeySecret(fleet, []byte("k")); s.Name != pod.Volumes[0].Secret.SecretName || s.Namespace != fleet.Namespace {
-		t.Errorf("the key Secret %s/%s is not the one mounted", s.Namespace, s.Name)
-	}
-	plain := resources.BuildLimiterDeployment(resFleet("sluice-system", "default"), resources.LimiterDeploymentOptions{DefaultImage: resDefaultImage, StoreURL: "memory"}).Spec.Template.Spec
-	if len(plain.Volumes) != 1 || plain.Volumes[0].Name != "admin-tls" || len(plain.Containers[0].Env) != 1 || plain.Containers[0].Env[0].Name != "GOMEMLIMIT" {
-		t.Errorf("without hottest values: volumes %+v, env %+v", plain.Volumes, plain.Containers[0].Env)
-	}
-}
 
 // TestFleetTopKKey: the operator generates the key Secret of a fleet that
 // reports hottest values, owned by the fleet, once, and keeps it across

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package controllers_test
+package resources_test
 
 import (
 	"bytes"
@@ -48,15 +48,6 @@ import (
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
-func resCluster(mutate ...func(*v1alpha1.LimiterFleet)) func(*v1alpha1.LimiterFleet) {
-	return func(f *v1alpha1.LimiterFleet) {
-		f.Spec.Redis = v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisCluster)}
-		for _, m := range mutate {
-			m(f)
-		}
-	}
-}
 
 // testPasswords stand in for generated ones, which are random.
 var testPasswords = resources.RedisPasswords{
