@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kjson "sigs.k8s.io/json"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/limiter/compiled"
 )
@@ -73,7 +72,7 @@ type Document struct {
 	Pods int32 `json:"pods,omitempty"`
 	// ForwardAuth are the fleet's forward-auth mappings, sorted by domain
 	// in the canonical encoding.
-	ForwardAuth []v1alpha1.ForwardAuth `json:"forwardAuth,omitempty"`
+	ForwardAuth []v1beta1.ForwardAuth `json:"forwardAuth,omitempty"`
 	// Budgets are the per-namespace budgets the limiters enforce on the
 	// request path (the fleet's spec.tenantBudget, resolved); nil enforces
 	// none, as for a policy file.
@@ -110,10 +109,8 @@ func validateBudgets(b *Budgets) error {
 // PolicyDocumentBytes is the size of one policy in a snapshot document:
 // the canonical JSON of its defaulted entry, and the comma before it. A
 // document's size is about the sum over its policies.
-func PolicyDocumentBytes(p *v1alpha1.RateLimitPolicy) int {
-	obj := p.DeepCopy()
-	DefaultPolicy(obj)
-	data, err := json.Marshal(documentPolicyOf(obj, scopeOf(p), requestOverrideOf(p)))
+func PolicyDocumentBytes(p *Source) int {
+	data, err := json.Marshal(canonicalPolicy(documentPolicyOf(p)))
 	if err != nil {
 		panic(fmt.Sprintf("config: encoding a snapshot policy: %v", err))
 	}
@@ -136,28 +133,45 @@ type DocumentPolicy struct {
 }
 
 // DocumentFor builds the document of accepted policies.
-func DocumentFor(policies []v1alpha1.RateLimitPolicy, enforcement Enforcement) Document {
+func DocumentFor(policies []Source, enforcement Enforcement) Document {
 	d := Document{Enforcement: enforcement, Policies: make([]DocumentPolicy, 0, len(policies))}
 	for i := range policies {
-		p := &policies[i]
-		d.Policies = append(d.Policies, documentPolicyOf(p, scopeOf(p), requestOverrideOf(p)))
+		d.Policies = append(d.Policies, documentPolicyOf(&policies[i]))
 	}
 	return d
 }
 
-// documentPolicyOf is p's entry in a document, with the v1beta1 scope
-// (Global only: Region is said by saying nothing) and requestOverride
-// that v1alpha1 has no field for.
-func documentPolicyOf(p *v1alpha1.RateLimitPolicy, scope *v1beta1.RegionScope, o *v1beta1.RequestOverride) DocumentPolicy {
-	spec, err := v1alpha1.SpecToV1beta1(&p.Spec)
-	if err != nil {
-		panic(fmt.Sprintf("config: converting policy %s/%s: %v", p.Namespace, p.Name, err))
+// documentPolicyOf is p's entry in a document.
+func documentPolicyOf(p *Source) DocumentPolicy {
+	d := DocumentPolicy{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Generation: p.Generation, Spec: *p.Spec.DeepCopy()}
+	if p.Entries != nil {
+		d.Entries = &v1beta1.FleetEntries{Lease: p.Entries.Lease, Priority: p.Entries.Priority}
 	}
-	if r := spec.Limit.Rate; r != nil {
-		r.Scope, r.RequestOverride = globalOnly(scope), o.DeepCopy()
+	return d
+}
+
+// canonicalPolicy is p defaulted, with its entries only where they are
+// not the defaults and only those the policy counts on, and a Region
+// scope said by saying nothing.
+func canonicalPolicy(p DocumentPolicy) DocumentPolicy {
+	obj := p.source()
+	DefaultPolicy(&obj.RateLimitPolicy)
+	p.Namespace, p.Spec = obj.Namespace, obj.Spec
+	if r := p.Spec.Limit.Rate; r != nil && r.Scope != nil && *r.Scope == v1beta1.ScopeRegion {
+		r.Scope = nil
 	}
-	return DocumentPolicy{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Generation: p.Generation,
-		Spec: spec, Entries: v1alpha1.SpecEntries(&p.Spec)}
+	var e v1beta1.FleetEntries
+	if le, holds := leaseEntryOf(&p.Spec, p.Entries); holds && le != defaultLeaseEntry {
+		e.Lease = &le
+	}
+	if ps, _ := priorityOf(&p.Spec); ps != nil && priorityKeyOf(p.Entries) != defaultPriorityEntry {
+		e.Priority = ptrTo(priorityKeyOf(p.Entries))
+	}
+	p.Entries = nil
+	if e != (v1beta1.FleetEntries{}) {
+		p.Entries = &e
+	}
+	return p
 }
 
 // EncodeDocument returns the canonical JSON of d in format DocumentFormat
@@ -173,13 +187,8 @@ func EncodeDocument(d Document) (data []byte, version string) {
 	if c.Policies == nil {
 		c.Policies = []DocumentPolicy{}
 	}
-	for i, p := range c.Policies {
-		obj, scope, o, err := p.object()
-		if err != nil { // not a policy a limiter would load: kept as given
-			continue
-		}
-		DefaultPolicy(obj)
-		c.Policies[i] = documentPolicyOf(obj, scope, o)
+	for i := range c.Policies {
+		c.Policies[i] = canonicalPolicy(c.Policies[i])
 	}
 	slices.SortFunc(c.Policies, func(a, b DocumentPolicy) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
@@ -188,30 +197,26 @@ func EncodeDocument(d Document) (data []byte, version string) {
 	if err != nil {
 		panic(fmt.Sprintf("config: encoding a snapshot document: %v", err))
 	}
-	sum := sha256.Sum256(data)
-	return data, hex.EncodeToString(sum[:8])
+	return data, versionOf(data)
 }
 
-// object is the policy p's document entry describes, in the form the
-// limiter compiles, with its scope and requestOverride.
-func (p DocumentPolicy) object() (*v1alpha1.RateLimitPolicy, *v1beta1.RegionScope, *v1beta1.RequestOverride, error) {
-	for field, d := range v1beta1Durations(&p.Spec) {
-		if !gepDuration.MatchString(string(d)) {
-			return nil, nil, nil, fmt.Errorf("spec.%s: %q is not a duration of the form 30s, 1m or 1h30m", field, d)
-		}
-	}
-	spec, err := v1alpha1.SpecFromV1beta1Entries(&p.Spec, p.Entries)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	obj := &v1alpha1.RateLimitPolicy{
+// versionOf is the version of a canonical document: the first 16 hex
+// digits of its SHA-256.
+func versionOf(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8])
+}
+
+// source is the policy p describes, as the limiter compiles it.
+func (p DocumentPolicy) source() *Source {
+	s := &Source{RateLimitPolicy: v1beta1.RateLimitPolicy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: types.UID(p.UID), Generation: p.Generation},
-		Spec:       spec,
+		Spec:       *p.Spec.DeepCopy(),
+	}}
+	if p.Entries != nil {
+		s.Entries = p.Entries.DeepCopy()
 	}
-	if r := p.Spec.Limit.Rate; r != nil {
-		return obj, copyScope(r.Scope), r.RequestOverride.DeepCopy(), nil
-	}
-	return obj, nil, nil, nil
+	return s
 }
 
 // ParseDocument decodes and compiles a snapshot document of any format up
@@ -229,17 +234,11 @@ func ParseDocument(data []byte) (*Snapshot, error) {
 	if err := decodeDocument(data, &d); err != nil {
 		return nil, err
 	}
-	objs := make([]v1alpha1.RateLimitPolicy, len(d.Policies))
-	scopes := make([]*v1beta1.RegionScope, len(d.Policies))
-	overrides := make([]*v1beta1.RequestOverride, len(d.Policies))
+	sources := make([]Source, len(d.Policies))
 	for i, p := range d.Policies {
-		obj, scope, o, err := p.object()
-		if err != nil {
-			return nil, fmt.Errorf("snapshot document: policies[%d] (%s/%s): %w", i, p.Namespace, p.Name, err)
-		}
-		objs[i], scopes[i], overrides[i] = *obj, scope, o
+		sources[i] = *p.source()
 	}
-	snap, err := compileScoped(objs, scopes, overrides)
+	snap, err := CompileSources(sources)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot document: %w", err)
 	}
@@ -288,7 +287,7 @@ func decodeDocument(data []byte, d any) error {
 
 // finishDocument checks and sets on snap what a document says beside its
 // policies, in any format.
-func finishDocument(snap *Snapshot, enforcement Enforcement, pods int32, fa []v1alpha1.ForwardAuth, budgets *Budgets) error {
+func finishDocument(snap *Snapshot, enforcement Enforcement, pods int32, fa []v1beta1.ForwardAuth, budgets *Budgets) error {
 	switch enforcement {
 	case "", EnforcementEnabled:
 	case EnforcementDisabled:
@@ -318,27 +317,9 @@ func DocumentOf(s *Snapshot) Document {
 	d := Document{Format: DocumentFormat, Enforcement: s.Enforcement, Policies: make([]DocumentPolicy, len(s.Policies)), Pods: s.Pods,
 		ForwardAuth: forwardAuthSource(s), Budgets: s.Budgets}
 	for i, p := range s.Policies {
-		obj := &v1alpha1.RateLimitPolicy{Spec: *SpecOf(p)}
-		obj.Namespace, obj.Name, obj.UID, obj.Generation = p.Namespace, p.Name, types.UID(p.UID), p.Generation
-		d.Policies[i] = documentPolicyOf(obj, compiledScope(p), compiledOverride(p))
+		d.Policies[i] = documentPolicyOf(sourceOf(p))
 	}
 	return d
-}
-
-// compiledScope and compiledOverride are the scope and requestOverride p
-// was compiled with.
-func compiledScope(p *Policy) *v1beta1.RegionScope {
-	if p.Global {
-		return ptrTo(v1beta1.ScopeGlobal)
-	}
-	return nil
-}
-
-func compiledOverride(p *Policy) *v1beta1.RequestOverride {
-	if p.RequestOverrideMax > 0 {
-		return &v1beta1.RequestOverride{Maximum: p.RequestOverrideMax}
-	}
-	return nil
 }
 
 // hash is the version of the snapshot's canonical document.
@@ -347,9 +328,4 @@ func hash(s *Snapshot) string {
 	return v
 }
 
-func copyScope(s *v1beta1.RegionScope) *v1beta1.RegionScope {
-	if s == nil {
-		return nil
-	}
-	return ptrTo(*s)
-}
+func ptrTo[T any](v T) *T { return &v }

@@ -31,8 +31,13 @@ func samePolicies(t *testing.T, what string, a, b *config.Snapshot) {
 		t.Fatalf("%s: %d policies, want %d", what, len(b.Policies), len(a.Policies))
 	}
 	for i := range a.Policies {
-		if !reflect.DeepEqual(a.Policies[i], b.Policies[i]) {
-			t.Errorf("%s: policy %s compiled to\n%+v\nwant\n%+v", what, a.Policies[i].ID(), *b.Policies[i], *a.Policies[i])
+		pa, pb := *a.Policies[i], *b.Policies[i]
+		pa.Source, pb.Source = nil, nil // compared below: what compiled it, not how it was read
+		if !reflect.DeepEqual(pa, pb) {
+			t.Errorf("%s: policy %s compiled to\n%+v\nwant\n%+v", what, pa.ID(), pb, pa)
+		}
+		if !reflect.DeepEqual(config.SpecOf(a.Policies[i]), config.SpecOf(b.Policies[i])) {
+			t.Errorf("%s: policy %s compiled from the spec\n%+v\nwant\n%+v", what, pa.ID(), *config.SpecOf(b.Policies[i]), *config.SpecOf(a.Policies[i]))
 		}
 	}
 	if a.Pods != b.Pods || a.Enforcement != b.Enforcement || !reflect.DeepEqual(a.Budgets, b.Budgets) ||
@@ -95,12 +100,12 @@ func TestDocumentFormatRefused(t *testing.T) {
 		{`{"format":"2","enforcement":"Enabled","policies":[]}`, "snapshot document"},
 		{`{"format":1.5,"enforcement":"Enabled","policies":[]}`, "format 1.5: want a whole number"},
 		// Format 1 is strict about format 2's fields, and the other way round.
-		{`{"format":1,"enforcement":"Enabled","policies":[{"namespace":"a","name":"b","spec":{"domain":"d","descriptors":[{"key":"k"}],"limit":{"type":"Rate"}}}]}`, `unknown field "policies[0].spec.limit"`},
+		{`{"format":1,"enforcement":"Enabled","policies":[{"namespace":"a","name":"b","spec":{"domain":"d","descriptors":[{"key":"k"}],"limit":{"type":"Rate"}}}]}`, `policies[0].spec (a/b): unknown field "limit"`},
 		{`{"format":2,"enforcement":"Enabled","policies":[{"namespace":"a","name":"b","spec":{"domain":"d","descriptors":[{"key":"k"}],"rate":{"limit":1}}}]}`, `unknown field "policies[0].spec.rate"`},
 		{`{"format":2,"enforcement":"Enabled","policies":[{"namespace":"a","name":"b","entries":{"accept":"x"},"spec":{"domain":"d","descriptors":[{"key":"k"}],"limit":{"type":"Rate","rate":{"limit":1,"period":"1s"}}}}]}`,
-			"policies[0] (a/b): entries: only lease and priority"},
+			"a/b: entries: Forbidden: only lease and priority"},
 		{`{"format":2,"enforcement":"Enabled","policies":[{"namespace":"a","name":"b","spec":{"domain":"d","descriptors":[{"key":"k"}],"limit":{"type":"Rate","rate":{"limit":1,"period":"1.5s"}}}}]}`,
-			"policies[0] (a/b): spec.limit.rate.period"},
+			"a/b: spec.limit.rate.period"},
 	} {
 		if _, err := config.ParseDocument([]byte(tc.doc)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error containing %q", tc.doc, err, tc.want)

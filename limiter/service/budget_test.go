@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/policytest"
 	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/service"
@@ -130,7 +131,7 @@ func BenchmarkCheckBudgeted(b *testing.B) {
 // calls a second.
 func sharedSnapshot(t *testing.T, limit int64, mode v1alpha1.FailureMode, rate int32) *config.Snapshot {
 	t.Helper()
-	snap, err := config.Compile([]v1alpha1.RateLimitPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: "shared", Name: "per-user"},
+	snap, err := policytest.Compile([]v1alpha1.RateLimitPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: "shared", Name: "per-user"},
 		Spec: v1alpha1.RateLimitPolicySpec{Domain: "shared", Descriptors: []v1alpha1.Descriptor{{Key: "user"}}, FailureMode: ptr.To(mode),
 			Rate: v1alpha1.Rate{Limit: limit, Period: metav1.Duration{Duration: time.Hour}}}}})
 	if err != nil {

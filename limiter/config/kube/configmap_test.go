@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/policytest"
 	"github.com/sluice-dev/sluice/internal/testtier"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/config/kube"
@@ -32,7 +33,7 @@ func document(limit int64) ([]byte, string) {
 			Rate:        v1alpha1.Rate{Limit: limit, Period: metav1.Duration{Duration: time.Minute}},
 		},
 	}
-	return config.EncodeDocument(config.DocumentFor([]v1alpha1.RateLimitPolicy{p}, config.EnforcementEnabled))
+	return config.EncodeDocument(config.DocumentFor(policytest.Sources([]v1alpha1.RateLimitPolicy{p}...), config.EnforcementEnabled))
 }
 
 func gz(t testing.TB, b []byte) []byte {
