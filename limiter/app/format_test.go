@@ -56,7 +56,7 @@ func TestNewerDocumentFormatKeepsLastGood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deliver(old, strings.TrimSpace(string(oldVersion)))
+	deliver([]byte(strings.TrimSpace(string(old))), strings.TrimSpace(string(oldVersion))) // as the operator wrote it: no newline
 	if got := svc.Snapshot(); got == nil || got.Version != strings.TrimSpace(string(oldVersion)) || len(got.Policies) != 7 {
 		t.Fatalf("format 1 not loaded: %+v (last error %v)", got, rl.lastErr)
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/internal/policytest"
 	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/limiter/config"
@@ -74,7 +75,7 @@ func TestStoreBudgetFailureMode(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			snap := budgetSnapshot(t, 1)
 			doc := config.DocumentOf(snap)
-			doc.Policies[0].Spec.FailureMode = &mode
+			doc.Policies[0].Spec.FailureMode = ptr.To(v1beta1.FailureMode(mode))
 			doc.Budgets = &config.Budgets{Default: config.NamespaceBudget{MaxPoliciesPerRequest: 4, StoreCallsPerSecond: 1}}
 			data, _ := config.EncodeDocument(doc)
 			snap, err := config.ParseDocument(data)

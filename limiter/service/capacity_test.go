@@ -13,7 +13,6 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/policytest"
 	"github.com/sluice-dev/sluice/internal/redistest"
-	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/service"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
 )

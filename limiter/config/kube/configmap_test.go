@@ -74,7 +74,7 @@ func TestDecode(t *testing.T) {
 		}, "both data[snapshot.json] and binaryData[snapshot.json.gz]"},
 		{"garbled", plainCM([]byte(`{"policies": [`), version), "snapshot document"},
 		{"unknown field", plainCM([]byte(`{"policies":[],"extra":1}`), ""), `unknown field "extra"`},
-		{"invalid policy", plainCM(bytes.Replace(doc, []byte(`"limit":5`), []byte(`"limit":0`), 1), ""), "spec.rate.limit"},
+		{"invalid policy", plainCM(bytes.Replace(doc, []byte(`"limit":5`), []byte(`"limit":0`), 1), ""), "spec.limit.rate.limit"},
 		{"version mismatch", plainCM(other, version), fmt.Sprintf("data[version] is %q but the document's version is %q", version, otherVersion)},
 		{"not gzip", &corev1.ConfigMap{BinaryData: map[string][]byte{config.DocumentGzipKey: doc}}, "binaryData[snapshot.json.gz]: gzip: "},
 		{"truncated gzip", &corev1.ConfigMap{BinaryData: map[string][]byte{config.DocumentGzipKey: gz(t, doc)[:40]}}, "binaryData[snapshot.json.gz]: gzip: "},
