@@ -25,19 +25,6 @@ func limiterSource(p *v1alpha1.RateLimitPolicy) (config.Source, error) {
 	return config.Source{RateLimitPolicy: b, Entries: e}, nil
 }
 
-// limiterSources is limiterSource of each of ps.
-func limiterSources(ps []v1alpha1.RateLimitPolicy) ([]config.Source, error) {
-	out := make([]config.Source, len(ps))
-	for i := range ps {
-		s, err := limiterSource(&ps[i])
-		if err != nil {
-			return nil, err
-		}
-		out[i] = s
-	}
-	return out, nil
-}
-
 // sourceMap is the limiter's form of each of a fleet's selected
 // policies, by namespace/name.
 type sourceMap map[string]*config.Source

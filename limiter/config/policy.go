@@ -17,8 +17,8 @@ import (
 // counts on where they are not the defaults (sluice_lease, priority).
 // v1beta1 leaves those two to the fleet (LimiterFleet spec.entries); a
 // v1alpha1 policy in a policy file names them itself, and the API package
-// converts it to a Source (v1alpha1.ToSource's parts). Entries takes only
-// lease and priority; nil means the defaults.
+// (api/convert) converts it to a v1beta1 policy and these entries. Entries
+// takes only lease and priority; nil means the defaults.
 type Source struct {
 	v1beta1.RateLimitPolicy
 	Entries *v1beta1.FleetEntries
