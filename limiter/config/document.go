@@ -79,6 +79,14 @@ type Document struct {
 	Budgets *Budgets `json:"budgets,omitempty"`
 }
 
+// The defaults of a namespace's budget (LimiterFleet
+// spec.tenantBudget.maxPoliciesPerRequest and
+// storeCallsPerSecondPerNamespace, both API versions).
+const (
+	DefaultMaxPoliciesPerRequest           = 32
+	DefaultStoreCallsPerSecondPerNamespace = 20000
+)
+
 // Budgets and NamespaceBudget are package compiled's.
 type (
 	Budgets         = compiled.Budgets

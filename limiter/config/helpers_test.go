@@ -22,3 +22,11 @@ func alphaSources(t testing.TB, ps ...v1alpha1.RateLimitPolicy) []config.Source 
 	}
 	return out
 }
+
+// The budget defaults the limiter's flags take are the API's.
+func TestBudgetDefaultsAreTheAPIs(t *testing.T) {
+	if config.DefaultMaxPoliciesPerRequest != v1alpha1.DefaultMaxPoliciesPerRequest ||
+		config.DefaultStoreCallsPerSecondPerNamespace != v1alpha1.DefaultStoreCallsPerSecondPerNamespace {
+		t.Fatal("limiter/config's budget defaults differ from the API's")
+	}
+}
