@@ -160,6 +160,8 @@ func dropped(a *v1alpha1.RateLimitPolicySpec) error {
 			"which limits requests in flight (v1beta1: spec.limit.type Concurrency takes spec.limit.concurrency only)")
 	case a.IsSoft() && a.IsShadow():
 		return fmt.Errorf("spec.soft and spec.shadow are exclusive: a soft policy marks the requests over it, a shadow one tells no client anything (v1beta1: spec.mode is one of Enforce, Soft and Shadow)")
+	case a.Rate.TimeZone != nil && a.Rate.Calendar == nil:
+		return fmt.Errorf("spec.rate.timeZone applies only with spec.rate.calendar (v1beta1: spec.limit.rate.calendar.timeZone)")
 	case !conc && a.Concurrency != nil:
 		return fmt.Errorf("spec.concurrency is required with algorithm Concurrency, and only with it (v1beta1: spec.limit.concurrency, with spec.limit.type Concurrency)")
 	}
