@@ -112,3 +112,34 @@ func TestDocumentFormatRefused(t *testing.T) {
 		}
 	}
 }
+
+// The canonical encoding is deterministic: a duration's spelling (60s or
+// 1m) and a Region scope said or left out give the same bytes, so the same
+// version.
+func TestDocumentFormat2Canonical(t *testing.T) {
+	const policy = `apiVersion: ratelimit.sluice.dev/v1beta1
+kind: RateLimitPolicy
+metadata: {name: p, namespace: shop}
+spec:
+  domain: shop
+  descriptors: [{key: user}]
+  limit: {type: Rate, rate: {limit: 10, period: %s}}
+`
+	var versions []string
+	for _, period := range []string{"1m", "60s", "1m, scope: Region", "0h1m"} {
+		snap, err := config.Parse("p.yaml", []byte(strings.Replace(policy, "%s", period, 1)))
+		if err != nil {
+			t.Fatalf("%s: %v", period, err)
+		}
+		data, v := config.EncodeDocument(config.DocumentOf(snap))
+		if v != snap.Version || !strings.Contains(string(data), `"period":"1m"`) || strings.Contains(string(data), "scope") {
+			t.Errorf("%s: version %s (snapshot %s), document %s", period, v, snap.Version, data)
+		}
+		versions = append(versions, v)
+	}
+	for _, v := range versions[1:] {
+		if v != versions[0] {
+			t.Fatalf("versions %v: the spelling changed the document", versions)
+		}
+	}
+}
