@@ -20,7 +20,7 @@ func TestLoadBadClientView(t *testing.T) {
 		"soft-shadow.yaml":              {"shop/both", "spec.soft", "spec.soft and spec.shadow are exclusive"},
 		"soft-hidden.yaml":              {"shop/quiet-warning", "spec.mode", "spec.mode Soft is not supported with spec.response.visibility Hidden"},
 		"soft-conflict.yaml":            {"shop/warn-b conflicts with shop/warn-a", `domain "d"`},
-		"soft-penalty.yaml":             {"shop/warn", "spec.mode", "spec.limit.rate.penalty does not apply to mode Soft, which never denies"},
+		"soft-penalty.yaml":             {"shop/warn", "spec.limit.rate.penalty", "spec.limit.rate.penalty does not apply to mode Soft, which never denies"},
 	}
 	files, _ := filepath.Glob("testdata/bad-client-view/*.yaml")
 	if len(files) != len(want) {

@@ -91,7 +91,7 @@ func TestLoadBad(t *testing.T) {
 		"duplicate-name.yaml":                        {"shop/same: defined twice"},
 		"no-descriptors.yaml":                        {"shop/nodesc", "spec.descriptors"},
 		"unknown-failure-mode.yaml":                  {"shop/mode", "spec.failureMode", `"open"`, `"Open", "Closed", "Local"`},
-		"local-tier-sliding-log.yaml":                {"shop/log", "spec.limit.rate.algorithm", "spec.limit.rate.localTier and spec.limit.rate.cost.reserve are not supported with SlidingLog"},
+		"local-tier-sliding-log.yaml":                {"shop/log", "spec.limit.rate.localTier", "spec.limit.rate.localTier is not supported with SlidingLog, which stays exact"},
 		"max-cost-above-capacity.yaml":               {"shop/capped", "spec.limit.rate.cost.max", "must not exceed the capacity"},
 		"sliding-log-over-cap.yaml":                  {"shop/huge-log", "spec.limit.rate.limit", "at most 10000 for SlidingLog", "use SlidingWindow"},
 		"concurrency-lease-zero.yaml":                {"shop/inflight", "spec.limit.concurrency.leaseDuration", "leaseDuration must be above 0s and at most 24h"},
@@ -99,7 +99,7 @@ func TestLoadBad(t *testing.T) {
 		"concurrency-missing.yaml":                   {"shop/inflight", "spec.limit.concurrency.maxInFlight"},
 		"concurrency-with-rate.yaml":                 {"shop/inflight", "spec.rate", "do not apply to algorithm Concurrency", "spec.limit.type Concurrency takes spec.limit.concurrency only"},
 		"concurrency-lease-entry-is-descriptor.yaml": {"shop/inflight", "entries.lease", "spec.concurrency.leaseEntry", "must not be one of the policy's descriptor keys"},
-		"reserve-sliding-log.yaml":                   {"shop/tokens", "spec.limit.rate.algorithm", "cost.reserve are not supported with SlidingLog"},
+		"reserve-sliding-log.yaml":                   {"shop/tokens", "spec.limit.rate.cost.reserve", "cost.reserve is not supported with SlidingLog"},
 		"reserve-expire-over-a-day.yaml":             {"shop/tokens", "spec.limit.rate.cost.reserve.expireAfter", "expireAfter must be between 1s and 24h"},
 		"calendar-not-fixed-window.yaml":             {"shop/daily", "spec.limit.rate.calendar", "applies only to FixedWindow"},
 		"unknown-time-zone.yaml":                     {"shop/daily", "spec.limit.rate.calendar.timeZone", `"Europe/Atlantis"`, "time zone of the IANA database"},
@@ -107,7 +107,7 @@ func TestLoadBad(t *testing.T) {
 		"priority-shares-increasing.yaml":            {"shop/shed", "spec.limit.rate.priority.levels", "critical=50%, batch=80%", "must not increase"},
 		"penalty-over-30-days.yaml":                  {"shop/ban", "spec.limit.rate.penalty.duration", `"721h"`, "between 1s and 720h (30 days)"},
 		"penalty-with-concurrency.yaml":              {"shop/inflight", "spec.penalty", "do not apply to algorithm Concurrency"},
-		"penalty-with-reserve.yaml":                  {"shop/tokens", "spec.limit.rate", "at most one of localTier", "cost.reserve", "penalty"},
+		"penalty-with-reserve.yaml":                  {"shop/tokens", "spec.limit.rate.penalty", "not supported with cost.reserve"},
 		"priority-key-is-lease-entry.yaml":           {"shop/tokens", "spec.limit.rate.priority", `"sluice_lease"`, "must not be the policy's lease entry"},
 	}
 	files, _ := filepath.Glob("testdata/bad/*.yaml")

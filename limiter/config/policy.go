@@ -189,13 +189,6 @@ func reserveOf(s *v1beta1.RateLimitPolicySpec) *v1beta1.Reserve {
 	return nil
 }
 
-func localTierOf(s *v1beta1.RateLimitPolicySpec) *v1beta1.LocalTier {
-	if r := s.Limit.Rate; r != nil {
-		return r.LocalTier
-	}
-	return nil
-}
-
 func penaltyOf(s *v1beta1.RateLimitPolicySpec) *v1beta1.Penalty {
 	if r := s.Limit.Rate; r != nil {
 		return r.Penalty
@@ -242,21 +235,6 @@ func priorityKeyOf(e *v1beta1.FleetEntries) string {
 		return *e.Priority
 	}
 	return defaultPriorityEntry
-}
-
-// capacityOf is a counter's size: maxInFlight, burst or limit.
-func capacityOf(s *v1beta1.RateLimitPolicySpec) int64 {
-	if c := s.Limit.Concurrency; isConcurrency(s) && c != nil {
-		return c.MaxInFlight
-	}
-	r := s.Limit.Rate
-	if r == nil {
-		return 0
-	}
-	if r.Burst != nil {
-		return *r.Burst
-	}
-	return r.Limit
 }
 
 // overshootBound is the overshoot maxOvershoot allows for limit, in units,
