@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"github.com/sluice-dev/sluice/api/convert"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers/observe"
 	"github.com/sluice-dev/sluice/limiter/config"
@@ -55,13 +56,17 @@ func decideAcceptance(all []v1alpha1.RateLimitPolicy, tn tenancy) map[types.Name
 	owner := map[string]*v1alpha1.RateLimitPolicy{}
 	// domainPolicies: the accepted policies (defaulted) of each domain, in
 	// each fleet that allows them.
-	domainPolicies := map[string][]*v1alpha1.RateLimitPolicy{}
+	domainPolicies := map[string][]*config.Source{}
 	allowed := map[[2]string][]string{}
 	for _, p := range live {
 		key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
-		check := p.DeepCopy()
-		config.DefaultPolicy(check)
-		if errs := config.ValidatePolicy(check); len(errs) > 0 {
+		check, err := limiterSource(p) // limitersource.go: the limiter validates v1beta1
+		if err != nil {
+			out[key] = verdict{Reason: v1alpha1.InvalidSpecReason, Message: err.Error()}
+			continue
+		}
+		config.DefaultPolicy(&check.RateLimitPolicy)
+		if errs := config.ValidateSource(&check); len(errs) > 0 {
 			out[key] = verdict{Reason: v1alpha1.InvalidSpecReason, Message: errs.ToAggregate().Error()}
 			continue
 		}
@@ -87,17 +92,17 @@ func decideAcceptance(all []v1alpha1.RateLimitPolicy, tn tenancy) map[types.Name
 				"conflicts with the older policy %s/%s: same domain %q and descriptors", first.Namespace, first.Name, p.Spec.Domain)}
 			continue
 		}
-		if msg := tn.fleetEntryConflict(check, fleets); msg != "" {
+		if msg := tn.fleetEntryConflict(&check, fleets); msg != "" {
 			out[key] = verdict{Reason: v1alpha1.ReservedEntryReason, Message: msg}
 			continue
 		}
-		if msg := entryConflict(check, fleets, domainPolicies); msg != "" {
+		if msg := entryConflict(&check, fleets, domainPolicies); msg != "" {
 			out[key] = verdict{Reason: v1alpha1.ConflictReason, Message: msg}
 			continue
 		}
 		for _, f := range fleets {
 			owner[f+"\x00"+sig] = p
-			domainPolicies[f+"\x00"+p.Spec.Domain] = append(domainPolicies[f+"\x00"+p.Spec.Domain], check)
+			domainPolicies[f+"\x00"+p.Spec.Domain] = append(domainPolicies[f+"\x00"+p.Spec.Domain], &check)
 		}
 		out[key] = verdict{Accepted: true, Reason: v1alpha1.AcceptedReason, Message: "the policy is valid, its domain is allowed for its namespace, and it has no conflict"}
 	}
@@ -106,10 +111,10 @@ func decideAcceptance(all []v1alpha1.RateLimitPolicy, tn tenancy) map[types.Name
 
 // entryConflict says why p (defaulted) can't share its domain with the
 // older accepted policies of the fleets that allow it, or "".
-func entryConflict(p *v1alpha1.RateLimitPolicy, fleets []string, domainPolicies map[string][]*v1alpha1.RateLimitPolicy) string {
+func entryConflict(p *config.Source, fleets []string, domainPolicies map[string][]*config.Source) string {
 	for _, f := range fleets {
 		for _, o := range domainPolicies[f+"\x00"+p.Spec.Domain] {
-			if msg := config.EntryConflict(&p.Spec, &o.Spec, o.Namespace+"/"+o.Name); msg != "" {
+			if msg := config.EntryConflict(p, o, o.Namespace+"/"+o.Name); msg != "" {
 				return "conflicts with the older policy " + o.Namespace + "/" + o.Name + ": " + msg
 			}
 		}
@@ -121,14 +126,14 @@ func entryConflict(p *v1alpha1.RateLimitPolicy, fleets []string, domainPolicies 
 // allow p (defaulted), can't serve it: p counts on an entry the fleet
 // reserves, or names another lease entry or priority key
 // (config.FleetEntryConflict); "" when every fleet can.
-func (tn tenancy) fleetEntryConflict(p *v1alpha1.RateLimitPolicy, fleets []string) string {
+func (tn tenancy) fleetEntryConflict(p *config.Source, fleets []string) string {
 	for i := range tn.fleets {
 		f := &tn.fleets[i]
 		name := f.Namespace + "/" + f.Name
 		if f.Spec.Entries == nil || !slices.Contains(fleets, name) {
 			continue
 		}
-		if msg := config.FleetEntryConflict(f.Spec.Entries, name, &p.Spec); msg != "" {
+		if msg := config.FleetEntryConflict(convert.Entries(f.Spec.Entries), name, p); msg != "" {
 			return msg
 		}
 	}

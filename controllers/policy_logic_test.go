@@ -62,7 +62,7 @@ func TestDecideAcceptance(t *testing.T) {
 		"a/same-time-b":    "Conflict:a/same-time-a",
 		"a/other-value":    "Accepted",
 		"a/other-domain":   "Accepted",
-		"a/invalid":        "InvalidSpec:spec.rate.limit",
+		"a/invalid":        "InvalidSpec:spec.limit.rate.limit",
 		"z/after-deleting": "Accepted", // a policy being deleted holds nothing
 	}
 	if len(got) != len(want) {

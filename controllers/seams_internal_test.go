@@ -45,9 +45,9 @@ func TestAcceptanceWithFleetEntries(t *testing.T) {
 			Entries: &v1alpha1.FleetEntries{Lease: ptr.To("sluice_lease"), Idempotency: ptr.To("idem"), Priority: ptr.To("prio")}}}}}
 	want := map[string]string{
 		"a/default-lease":         "Accepted",
-		"b/own-lease":             `ReservedEntry:the policy's lease entry "b_lease" (spec.concurrency.leaseEntry or spec.reserve.leaseEntry, sluice_lease by default) is not the one LimiterFleet sys/f declares for its domains (spec.entries.lease: "sluice_lease")`,
+		"b/own-lease":             `ReservedEntry:the policy's lease entry "b_lease" (spec.concurrency.leaseEntry or spec.reserve.leaseEntry in v1alpha1, sluice_lease by default) is not the one LimiterFleet sys/f declares for its domains (spec.entries.lease: "sluice_lease")`,
 		"c/declared-priority":     "Accepted",
-		"e/own-priority":          `ReservedEntry:spec.priority.key "tier" is not the priority entry LimiterFleet sys/f declares for its domains (spec.entries.priority: "prio")`,
+		"e/own-priority":          `ReservedEntry:the policy's priority key "tier" (spec.priority.key in v1alpha1, priority by default) is not the priority entry LimiterFleet sys/f declares for its domains (spec.entries.priority: "prio")`,
 		"f/counts-on-idempotency": `ReservedEntry:spec.descriptors[0].key "idem" is an entry that LimiterFleet sys/f reserves (spec.entries.idempotency)`,
 		"g/counts-on-priority":    `ReservedEntry:spec.descriptors[0].key "prio" is an entry that LimiterFleet sys/f reserves (spec.entries.priority)`,
 		"h/plain":                 "Accepted",

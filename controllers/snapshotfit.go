@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/sluice-dev/sluice/api/convert"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/limiter/config"
@@ -267,7 +268,11 @@ func inputsFingerprint(policies []v1alpha1.RateLimitPolicy, doc config.Document,
 // fits in its ConfigMap, proves the limiters can load it, records it in s,
 // and publishes the fleet's refusals.
 func (r *LimiterFleetReconciler) fitSnapshot(ctx context.Context, s *fleetScope, selected []v1alpha1.RateLimitPolicy, enforcement config.Enforcement) (*fittedSnapshot, error) {
-	base := config.Document{Enforcement: enforcement, ForwardAuth: s.fleet.Spec.ForwardAuth, Budgets: documentBudgets(&s.fleet.Spec)}
+	base := config.Document{Enforcement: enforcement, ForwardAuth: convert.ForwardAuth(s.fleet.Spec.ForwardAuth), Budgets: documentBudgets(&s.fleet.Spec)}
+	sources, err := sourcesByName(selected) // limitersource.go
+	if err != nil {
+		return nil, err
+	}
 	// The pods that share the limits while the store is down: the ready
 	// ones, or the desired count before any is ready.
 	base.Pods = int32(len(s.endpoints))
@@ -275,7 +280,7 @@ func (r *LimiterFleetReconciler) fitSnapshot(ctx context.Context, s *fleetScope,
 		base.Pods = s.fleet.Spec.EffectiveReplicas()
 	}
 	build := func(ps []v1alpha1.RateLimitPolicy) builtSnapshot {
-		doc := config.DocumentFor(ps, enforcement)
+		doc := config.DocumentFor(sources.of(ps), enforcement)
 		doc.ForwardAuth, doc.Pods, doc.Budgets = base.ForwardAuth, base.Pods, base.Budgets
 		data, version := config.EncodeDocument(doc)
 		cm := resources.BuildSnapshotConfigMap(s.fleet, data, version)
@@ -285,7 +290,7 @@ func (r *LimiterFleetReconciler) fitSnapshot(ctx context.Context, s *fleetScope,
 	ordered := byAge(selected)
 	fingerprint := inputsFingerprint(ordered, base, s.fleet.Spec.TenantBudget)
 	hint, exact := r.Fits.hint(key, fingerprint)
-	fit := fitSnapshot(ordered, MaxSnapshotBytes, snapshotShares(&s.fleet.Spec), config.PolicyDocumentBytes, hint, exact, build)
+	fit := fitSnapshot(ordered, MaxSnapshotBytes, snapshotShares(&s.fleet.Spec), sources.documentBytes, hint, exact, build)
 	s.document, s.version = fit.document, fit.version
 	s.policies, s.refused = len(fit.kept), len(fit.refused)+len(fit.overBudget)
 	// What the operator writes, the limiters must load: prove it first.

@@ -18,9 +18,8 @@ const module = "github.com/sluice-dev/sluice/"
 // api/v1alpha1: the operator, which is yet to read and write v1beta1 only
 // (issue 41). Remove a package once it no longer does; never add one.
 var v1alpha1Importers = []string{
-	"cmd/limiter", "cmd/operator",
+	"cmd/operator",
 	"controllers", "controllers/observe", "controllers/redisfleet", "controllers/resources",
-	"limiter/config",
 }
 
 // TestLayers checks every package's imports against the layers of

@@ -160,34 +160,3 @@ func fleetLeftToDefaults(a *LimiterFleetSpec) LimiterFleetSpec {
 	}
 	return out
 }
-
-// HubSpecOf returns the v1beta1 spec in p's V1beta1SpecAnnotation when it
-// says what p's spec does, as the conversion writes it: decoded strictly,
-// and mapping to p's spec up to what v1beta1 leaves to the fleet and
-// durations below the millisecond, with normalize (the reader's
-// defaulting, nil for none) applied to both sides. Else nil: a
-// hand-written annotation can't give a reader (limiter/config) a scope or
-// requestOverride the spec does not have.
-func HubSpecOf(p *RateLimitPolicy, normalize func(*RateLimitPolicy)) *v1beta1.RateLimitPolicySpec {
-	raw, ok := p.Annotations[V1beta1SpecAnnotation]
-	if !ok {
-		return nil
-	}
-	var b v1beta1.RateLimitPolicySpec
-	if !decodeStored(raw, &b) {
-		return nil
-	}
-	spec, err := SpecFromV1beta1(&b)
-	if err != nil {
-		return nil
-	}
-	theirs, mine := &RateLimitPolicy{Spec: spec}, &RateLimitPolicy{Spec: *p.Spec.DeepCopy()}
-	if normalize != nil {
-		normalize(theirs)
-		normalize(mine)
-	}
-	if !subMillisecond.DeepEqual(policyLeftToFleet(&theirs.Spec), policyLeftToFleet(&mine.Spec)) {
-		return nil
-	}
-	return &b
-}

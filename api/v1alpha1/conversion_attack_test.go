@@ -30,6 +30,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
+	"github.com/sluice-dev/sluice/internal/policytest"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
 
@@ -355,11 +356,11 @@ func TestAttackHandWrittenSpecAnnotation(t *testing.T) {
 // fails unless it is Region-scoped with no requestOverride.
 func assertPlainCompile(t *testing.T, alpha *v1alpha1.RateLimitPolicy) {
 	t.Helper()
-	snap, err := config.Compile([]v1alpha1.RateLimitPolicy{*alpha})
+	snap, err := policytest.Compile([]v1alpha1.RateLimitPolicy{*alpha})
 	if err != nil {
 		t.Fatalf("compiling the v1alpha1 view: %v", err)
 	}
-	data, _ := config.EncodeDocument(config.DocumentFor([]v1alpha1.RateLimitPolicy{*alpha}, config.EnforcementEnabled))
+	data, _ := config.EncodeDocument(config.DocumentFor(policytest.Sources([]v1alpha1.RateLimitPolicy{*alpha}...), config.EnforcementEnabled))
 	fromDoc, err := config.ParseDocument(data)
 	if err != nil {
 		t.Fatalf("compiling the snapshot document: %v", err)

@@ -40,7 +40,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/internal/policytest"
 )
 
 // samplePolicies reads every RateLimitPolicy of config/samples and of the
@@ -152,8 +152,7 @@ func TestConversionRoundTripsSamples(t *testing.T) {
 	for i := range alpha {
 		p := &alpha[i]
 		alphaRoundTrip(t, p)
-		defaulted := p.DeepCopy()
-		config.DefaultPolicy(defaulted)
+		defaulted := defaultedAlpha(t, p)
 		hub := alphaRoundTrip(t, defaulted)
 		if _, ok := hub.Annotations[v1alpha1.V1alpha1SpecAnnotation]; ok && sayableInV1beta1(&defaulted.Spec) {
 			t.Errorf("%s/%s: the defaulted sample needed the %s annotation to convert to v1beta1: %s", p.Namespace, p.Name,
@@ -163,12 +162,13 @@ func TestConversionRoundTripsSamples(t *testing.T) {
 	for i := range beta {
 		p := &beta[i]
 		spoke := betaRoundTrip(t, p)
-		if v, ok := spoke.Annotations[v1alpha1.V1beta1SpecAnnotation]; ok {
+		r := p.Spec.Limit.Rate
+		onlyV1beta1 := r != nil && (r.Scope != nil || r.RequestOverride != nil) // v1alpha1 has no field for these
+		if v, ok := spoke.Annotations[v1alpha1.V1beta1SpecAnnotation]; ok && !onlyV1beta1 {
 			t.Errorf("%s/%s: the v1beta1 sample needed the %s annotation to convert to v1alpha1: %s", p.Namespace, p.Name, v1alpha1.V1beta1SpecAnnotation, v)
 		}
-		config.DefaultPolicy(spoke)
-		if errs := config.ValidatePolicy(spoke); len(errs) > 0 {
-			t.Errorf("%s/%s converts to a v1alpha1 spec the limiter refuses: %v", p.Namespace, p.Name, errs.ToAggregate())
+		if _, err := policytest.Compile([]v1alpha1.RateLimitPolicy{*spoke}); err != nil {
+			t.Errorf("%s/%s converts to a v1alpha1 spec the limiter refuses: %v", p.Namespace, p.Name, err)
 		}
 	}
 	t.Logf("%d v1alpha1 and %d v1beta1 samples round-trip", len(alpha), len(beta))
@@ -218,8 +218,8 @@ func TestConversionRoundTripsFuzzedSpecs(t *testing.T) {
 	for i := range 3000 {
 		clean := i%3 != 0
 		a := randomAlphaPolicy(rng, i, clean)
-		if errs := config.ValidatePolicy(a.DeepCopy()); len(errs) > 0 {
-			t.Fatalf("the generator made an invalid policy %s: %v\n%+v", a.Name, errs.ToAggregate(), a.Spec)
+		if _, err := policytest.Compile([]v1alpha1.RateLimitPolicy{*a}); err != nil {
+			t.Fatalf("the generator made an invalid policy %s: %v\n%+v", a.Name, err, a.Spec)
 		}
 		hub := alphaRoundTrip(t, a)
 		if _, ok := hub.Annotations[v1alpha1.V1alpha1SpecAnnotation]; ok {
@@ -233,9 +233,8 @@ func TestConversionRoundTripsFuzzedSpecs(t *testing.T) {
 		if v, ok := spoke.Annotations[v1alpha1.V1beta1SpecAnnotation]; ok {
 			t.Fatalf("%s: a v1beta1 spec in canonical form needed the conversion annotation: %s", b.Name, v)
 		}
-		config.DefaultPolicy(spoke)
-		if errs := config.ValidatePolicy(spoke); len(errs) > 0 {
-			t.Fatalf("%s converts to a v1alpha1 spec the limiter refuses: %v\n%+v", b.Name, errs.ToAggregate(), b.Spec)
+		if _, err := policytest.Compile([]v1alpha1.RateLimitPolicy{*spoke}); err != nil {
+			t.Fatalf("%s converts to a v1alpha1 spec the limiter refuses: %v\n%+v", b.Name, err, b.Spec)
 		}
 	}
 	if annotated == 0 {
@@ -444,4 +443,53 @@ func randomBetaPolicy(rng *rand.Rand, i int) *v1beta1.RateLimitPolicy {
 	}
 	b.Name = fmt.Sprintf("fuzz-beta-%d", i)
 	return b
+}
+
+// defaultedAlpha is a copy of p with the defaults the v1alpha1 CRD sets
+// on admission (as limiter/config's v1alpha1 defaulting did, before the
+// limiter worked on v1beta1 only).
+func defaultedAlpha(t *testing.T, p *v1alpha1.RateLimitPolicy) *v1alpha1.RateLimitPolicy {
+	t.Helper()
+	out := p.DeepCopy()
+	if out.Namespace == "" {
+		out.Namespace = "default"
+	}
+	s := &out.Spec
+	if s.Algorithm == nil {
+		s.Algorithm = ptr.To(v1alpha1.DefaultAlgorithm)
+	}
+	if s.FailureMode == nil {
+		s.FailureMode = ptr.To(v1alpha1.DefaultFailureMode)
+	}
+	if s.Shadow == nil {
+		s.Shadow = ptr.To(false)
+	}
+	if lt := s.LocalTier; lt != nil {
+		if lt.Enabled == nil {
+			lt.Enabled = ptr.To(false)
+		}
+		if lt.TTL == nil {
+			lt.TTL = &metav1.Duration{Duration: v1alpha1.DefaultLocalTierTTL}
+		}
+	}
+	if c := s.Concurrency; c != nil {
+		if c.LeaseDuration == nil {
+			c.LeaseDuration = &metav1.Duration{Duration: v1alpha1.DefaultLeaseDuration}
+		}
+		if c.LeaseEntry == nil {
+			c.LeaseEntry = ptr.To(v1alpha1.DefaultLeaseEntry)
+		}
+	}
+	if r := s.Reserve; r != nil {
+		if r.ExpireAfter == nil {
+			r.ExpireAfter = &metav1.Duration{Duration: v1alpha1.DefaultExpireAfter}
+		}
+		if r.LeaseEntry == nil {
+			r.LeaseEntry = ptr.To(v1alpha1.DefaultLeaseEntry)
+		}
+	}
+	if pen := s.Penalty; pen != nil && pen.After == nil {
+		pen.After = ptr.To(v1alpha1.DefaultPenaltyAfter)
+	}
+	return out
 }

@@ -47,6 +47,7 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/internal/conversiontest"
+	"github.com/sluice-dev/sluice/internal/policytest"
 	"github.com/sluice-dev/sluice/internal/testtier"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
@@ -211,23 +212,25 @@ func TestStatusSubresource(t *testing.T) {
 	}
 }
 
-// requireAccepted creates p and checks that ValidatePolicy accepts it too, and
-// that the API server's defaults are DefaultPolicy's.
+// requireAccepted creates p and checks that the limiter accepts it too (in
+// v1beta1, converted by api/convert), and that the API server's defaults,
+// converted, are DefaultPolicy's.
 func requireAccepted(t *testing.T, p *v1alpha1.RateLimitPolicy) {
 	t.Helper()
-	if errs := config.ValidatePolicy(p); len(errs) > 0 {
-		t.Errorf("ValidatePolicy: %v", errs.ToAggregate())
+	src := policytest.Sources(*p)[0]
+	if errs := config.ValidateSource(&src); len(errs) > 0 {
+		t.Errorf("ValidateSource: %v", errs.ToAggregate())
 	}
-	want := p.DeepCopy()
-	config.DefaultPolicy(want)
+	config.DefaultPolicy(&src.RateLimitPolicy)
 
 	got := p.DeepCopy()
 	if err := k8sClient.Create(t.Context(), got); err != nil {
 		t.Fatalf("API server rejected the policy: %v", err)
 	}
 	deleteAtCleanup(t, got)
-	if diff := cmp.Diff(want.Spec, got.Spec); diff != "" {
-		t.Errorf("API server defaults differ from DefaultPolicy (-DefaultPolicy +API server):\n%s", diff)
+	stored := policytest.Sources(*got)[0]
+	if diff := cmp.Diff(src.Spec, stored.Spec); diff != "" {
+		t.Errorf("API server defaults differ from DefaultPolicy (-DefaultPolicy +API server), in v1beta1:\n%s", diff)
 	}
 }
 
@@ -250,27 +253,22 @@ func requireCause(t *testing.T, err error, field, msg string) {
 	t.Fatalf("API server: no error on %s containing %q in:\n%v", field, msg, err)
 }
 
-// requireValidateRejects decodes obj as the limiter decodes a manifest and fails
-// unless decoding fails or ValidatePolicy names field, or a path below it, with
-// a message containing msg.
+// requireValidateRejects loads obj as the limiter loads a policy file and
+// fails unless it is refused. The limiter validates the v1beta1 form
+// (api/convert converts a v1alpha1 manifest), so its error names v1beta1
+// paths and the v1beta1 CRD's messages, not field and msg, the v1alpha1
+// CRD's: those are logged beside it.
 func requireValidateRejects(t *testing.T, obj map[string]any, field, msg string) {
 	t.Helper()
 	data, err := yaml.Marshal(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &v1alpha1.RateLimitPolicy{}
-	if err := yaml.Unmarshal(data, p); err != nil {
-		return // the limiter can't load it either
+	_, err = config.Parse("policy.yaml", data)
+	if err == nil {
+		t.Fatalf("the limiter loads a policy the v1alpha1 CRD refuses (%s: %s)", field, msg)
 	}
-	errs := config.ValidatePolicy(p)
-	for _, e := range errs {
-		if (e.Field == field || strings.HasPrefix(e.Field, field+".") || strings.HasPrefix(e.Field, field+"[")) &&
-			strings.Contains(e.Error(), msg) {
-			return
-		}
-	}
-	t.Fatalf("ValidatePolicy: no error on %s containing %q in: %v", field, msg, errs)
+	t.Logf("v1alpha1 %s: %s; the limiter: %v", field, msg, err)
 }
 
 // deleteAtCleanup deletes obj when the test ends, so that tests can run again

@@ -35,6 +35,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sluice-dev/sluice/api/convert"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
@@ -249,7 +250,7 @@ func requireForwardAuthRejected(t *testing.T, fa []any, fld, msg string) {
 	if err := json.Unmarshal(data, &decoded); err != nil {
 		t.Fatal(err)
 	}
-	errs := config.ValidateForwardAuth(decoded, field.NewPath("spec", "forwardAuth"))
+	errs := config.ValidateForwardAuth(convert.ForwardAuth(decoded), field.NewPath("spec", "forwardAuth"))
 	for _, e := range errs {
 		if e.Field == fld && strings.Contains(e.Error(), msg) {
 			return
@@ -273,6 +274,7 @@ func requireFileRejected(t *testing.T, obj map[string]any, fld, msg string) {
 		t.Fatal(err)
 	}
 	_, err = config.Parse("policies.yaml", []byte(string(policy)+"---\n"+string(fleet)))
+	fld = strings.Replace(fld, "spec.forwardAuth", "spec.dataPlane.forwardAuth", 1) // the limiter reads the fleet in v1beta1
 	name := obj["metadata"].(map[string]any)["name"].(string)
 	if err == nil || !strings.Contains(err.Error(), "policies.yaml: document 2 (LimiterFleet forward-auth-rejects/"+name+")") ||
 		!strings.Contains(err.Error(), fld) || !strings.Contains(err.Error(), msg) {
@@ -304,7 +306,7 @@ func TestForwardAuthCRDAccepts(t *testing.T) {
 			f := baseFleet(fmt.Sprintf("good-fa-%d", i))
 			f.Namespace = ns
 			f.Spec.ForwardAuth = fa
-			if errs := config.ValidateForwardAuth(fa, field.NewPath("spec", "forwardAuth")); len(errs) > 0 {
+			if errs := config.ValidateForwardAuth(convert.ForwardAuth(fa), field.NewPath("spec", "forwardAuth")); len(errs) > 0 {
 				t.Fatalf("ValidateForwardAuth: %v", errs.ToAggregate())
 			}
 			got := f.DeepCopy()
@@ -312,7 +314,7 @@ func TestForwardAuthCRDAccepts(t *testing.T) {
 				t.Fatalf("API server rejected the fleet: %v", err)
 			}
 			deleteAtCleanup(t, got)
-			if diff := cmp.Diff(config.DefaultForwardAuth(fa), config.DefaultForwardAuth(got.Spec.ForwardAuth)); diff != "" {
+			if diff := cmp.Diff(config.DefaultForwardAuth(convert.ForwardAuth(fa)), config.DefaultForwardAuth(convert.ForwardAuth(got.Spec.ForwardAuth))); diff != "" {
 				t.Errorf("API server defaults differ from DefaultForwardAuth (-DefaultForwardAuth +API server):\n%s", diff)
 			}
 			if got.Spec.ForwardAuth[0].OnMissing == nil || got.Spec.ForwardAuth[0].DenyStatus == nil {

@@ -126,7 +126,7 @@ func withHubOnly[B any](plain B, stored *B, hubOnly func(plain, stored *B)) B {
 // policyHubOnly copies what only a v1beta1 policy says: a rate's scope,
 // when it is one the schema allows, and its requestOverride, when its
 // maximum is within the schema's bounds (the limiter checks the rest of
-// the CRD's rule on it, limiter/config override.go).
+// the CRD's rule on it, limiter/config validate_features.go).
 func policyHubOnly(plain, stored *v1beta1.RateLimitPolicySpec) {
 	if plain.Limit.Rate == nil || stored.Limit.Rate == nil {
 		return
@@ -146,8 +146,8 @@ func policyHubOnly(plain, stored *v1beta1.RateLimitPolicySpec) {
 // leftOut, it equals the plain conversion and converts back to exactly b.
 // A v1beta1-spec annotation on the hub object is never passed on: the
 // spoke gets one only when b needs it, holding b itself, so a hand-written
-// one can't give the spoke's readers (the operator, limiter/config) a
-// scope or requestOverride the spec does not have.
+// one can't give the spoke's readers (the operator, and through api/convert
+// the limiter) a scope or requestOverride the spec does not have.
 func specFromHub[A, B any](meta *metav1.ObjectMeta, b *B, from func(*B) (A, error), to func(*A) (B, error), leftOut func(*A) A) (A, error) {
 	stored, hasStored := takeAnnotation(meta, V1alpha1SpecAnnotation)
 	takeAnnotation(meta, V1beta1SpecAnnotation) // hand-written on the hub: the spoke's is written below, or none

@@ -33,6 +33,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/policytest"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/server"
 )
@@ -133,9 +134,9 @@ func snapshotDocument(limit int64) (doc []byte, version string) {
 			},
 		}
 	}
-	return config.EncodeDocument(config.DocumentFor([]v1alpha1.RateLimitPolicy{
+	return config.EncodeDocument(config.DocumentFor(policytest.Sources([]v1alpha1.RateLimitPolicy{
 		pol("per-user", "user", limit), pol("per-ip", "ip", 1000),
-	}, config.EnforcementEnabled))
+	}...), config.EnforcementEnabled))
 }
 
 // setDocument puts doc in cm as the operator does: plain, or

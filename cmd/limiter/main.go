@@ -18,7 +18,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/app"
 	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/config"
@@ -66,8 +65,8 @@ func main() {
 	trusted := fs.String("trusted-proxies", "", "comma-separated `CIDRs` (or addresses) of proxies whose X-Forwarded-For and X-Real-IP forward-auth believes, such as 10.0.0.0/8,127.0.0.1")
 	fs.IntVar(&cfg.MaxHeaderBytes, "max-header-bytes", server.DefaultMaxHeaderBytes, "most `bytes` of a data-plane HTTP request's head (request line and headers), 4096 or more; beyond it the limiter answers 431. Keep it above what your proxy passes to forward-auth: a proxy that fails open on the limiter's errors would admit such a request")
 	fs.DurationVar(&cfg.DrainDelay, "drain-delay", server.DefaultDrainDelay, "on SIGTERM, how long to keep answering while /readyz fails and gRPC health is NOT_SERVING, before the listeners close: longer than endpoints take to drop the pod; 0 closes them at once")
-	budgetMatches := fs.Int("tenant-max-policies-per-request", v1alpha1.DefaultMaxPoliciesPerRequest, "with --policies: how many of a namespace's policies one request may match, 1 to 1024 (more is denied with a reason), or 0 for no limit; a fleet's snapshot carries its spec.tenantBudget")
-	budgetCalls := fs.Int("tenant-store-calls-per-second", v1alpha1.DefaultStoreCallsPerSecondPerNamespace, "with --policies: how many store calls per second this limiter makes for a namespace's policies, 1 to 1000000 (past it, decisions are made without the store: the store's last denials and this pod's share of each limit; failureMode Closed denies), or 0 for no limit")
+	budgetMatches := fs.Int("tenant-max-policies-per-request", config.DefaultMaxPoliciesPerRequest, "with --policies: how many of a namespace's policies one request may match, 1 to 1024 (more is denied with a reason), or 0 for no limit; a fleet's snapshot carries its spec.tenantBudget")
+	budgetCalls := fs.Int("tenant-store-calls-per-second", config.DefaultStoreCallsPerSecondPerNamespace, "with --policies: how many store calls per second this limiter makes for a namespace's policies, 1 to 1000000 (past it, decisions are made without the store: the store's last denials and this pod's share of each limit; failureMode Closed denies), or 0 for no limit")
 	fs.BoolVar(&cfg.Tracing, "tracing", false, "export OpenTelemetry traces of decisions over OTLP/gRPC, configured by the standard OTEL_EXPORTER_OTLP_* and OTEL_SERVICE_NAME variables (default off)")
 	fs.Float64Var(&cfg.TraceSampleRatio, "trace-sample-ratio", 0.01, "with --tracing, the share of decisions traced, 0 to 1, drawn by the limiter: a caller's sampled flag can't raise it")
 	erlMax := fs.String("erl-max-override", "", "the most a request may set its own limit to (an RLS descriptor's limit field) in an envoyproxy/ratelimit domain, as `REQUESTS/UNIT` (unit second to year); above it the descriptor is denied with a reason. Empty: a request's own limit may not pass the ERL limit its descriptor matches")

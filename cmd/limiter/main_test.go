@@ -320,7 +320,7 @@ func TestInvalidPolicyFileExits(t *testing.T) {
 		want       []string // in stderr
 	}{
 		{"rate-limit-zero.yaml", strings.Replace(policy(1), "limit: 1,", "limit: 0,", 1),
-			[]string{"document 1", "shop/per-user", "spec.rate.limit", "greater than or equal to 1"}},
+			[]string{"document 1", "shop/per-user", "spec.limit.rate.limit", "greater than or equal to 1"}},
 		{"unknown-field.yaml", strings.Replace(policy(5), "algorithm:", "algorithim:", 1),
 			[]string{"document 1", "shop/per-user", `unknown field "spec.algorithim"`}},
 	} {
@@ -438,7 +438,7 @@ func TestHotReload(t *testing.T) {
 	})
 	p.expectLimit(t, "cid", 2)
 	code, rd = p.readyz(t)
-	if code != http.StatusOK || rd.SnapshotVersion != v2 || !strings.Contains(rd.Checks["config"].Detail, "spec.rate.limit") {
+	if code != http.StatusOK || rd.SnapshotVersion != v2 || !strings.Contains(rd.Checks["config"].Detail, "spec.limit.rate.limit") {
 		t.Errorf("/readyz after a bad reload: %d %+v, want ready on %s with the error in config's detail", code, rd, v2)
 	}
 	_, metrics = p.adminGet(t, "/metrics")
@@ -451,7 +451,7 @@ func TestHotReload(t *testing.T) {
 			t.Errorf("/metrics after a bad reload lacks %q", want)
 		}
 	}
-	if log := p.log.String(); !strings.Contains(log, "Policy file not reloaded") || !strings.Contains(log, "spec.rate.limit") {
+	if log := p.log.String(); !strings.Contains(log, "Policy file not reloaded") || !strings.Contains(log, "spec.limit.rate.limit") {
 		t.Errorf("log lacks the reload error:\n%s", log)
 	}
 

@@ -42,6 +42,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers/resources"
+	"github.com/sluice-dev/sluice/internal/policytest"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/config/kube"
 )
@@ -77,7 +78,7 @@ func resBigDocument(n int) ([]byte, string) {
 			},
 		}
 	}
-	return config.EncodeDocument(config.DocumentFor(policies, config.EnforcementEnabled))
+	return config.EncodeDocument(config.DocumentFor(policytest.Sources(policies...), config.EnforcementEnabled))
 }
 
 // TestBuildersDeterministic builds every object twice from equal fleets and

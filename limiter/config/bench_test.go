@@ -32,11 +32,11 @@ func manyPolicies(n int) []v1alpha1.RateLimitPolicy {
 // BenchmarkSnapshot2000 is the operator's compile (encode) and a limiter's
 // load (parse and compile) of a 2,000-policy snapshot.
 func BenchmarkSnapshot2000(b *testing.B) {
-	pols := manyPolicies(2000)
+	srcs := alphaSources(b, manyPolicies(2000)...)
 	var data []byte
 	b.Run("encode", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			data, _ = config.EncodeDocument(config.DocumentFor(pols, config.EnforcementEnabled))
+			data, _ = config.EncodeDocument(config.DocumentFor(srcs, config.EnforcementEnabled))
 		}
 		b.ReportMetric(float64(len(data)), "bytes")
 	})

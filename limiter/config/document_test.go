@@ -4,19 +4,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
 
-func policiesOf(t *testing.T, file string) []v1alpha1.RateLimitPolicy {
+func policiesOf(t *testing.T, file string) []config.Source {
 	t.Helper()
 	snap, err := config.LoadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []v1alpha1.RateLimitPolicy
+	var out []config.Source
 	for _, p := range snap.Policies {
-		obj := v1alpha1.RateLimitPolicy{Spec: *config.SpecOf(p)}
+		obj := config.Source{RateLimitPolicy: v1beta1.RateLimitPolicy{Spec: *config.SpecOf(p)}}
 		obj.Namespace, obj.Name, obj.Generation = p.Namespace, p.Name, 3
 		out = append(out, obj)
 	}
@@ -40,7 +40,7 @@ func TestDocumentRoundTrip(t *testing.T) {
 		t.Fatal("re-encoding a parsed document changed it")
 	}
 	// Order does not matter; enforcement does.
-	rev := []v1alpha1.RateLimitPolicy{pols[2], pols[0], pols[1]}
+	rev := []config.Source{pols[2], pols[0], pols[1]}
 	if _, v := config.EncodeDocument(config.DocumentFor(rev, "")); v != version {
 		t.Fatal("order changed the version")
 	}
@@ -63,7 +63,8 @@ func TestParseDocumentRejectsGarbage(t *testing.T) {
 		{`{"policies": [`, "snapshot document"},
 		{`{"enforcement":"Maybe","policies":[]}`, `enforcement "Maybe"`},
 		{`{"policies":[],"extra":1}`, `unknown field "extra"`},
-		{`{"policies":[{"namespace":"a","name":"b","spec":{"domain":"d","descriptors":[{"key":"k"}],"rate":{"limit":0,"period":"1s"}}}]}`, "spec.rate.limit"},
+		{`{"policies":[{"namespace":"a","name":"b","spec":{"domain":"d","descriptors":[{"key":"k"}],"rate":{"limit":0,"period":"1s"}}}]}`, "spec.limit.rate.limit"},
+		{`{"format":2,"policies":[{"namespace":"a","name":"b","spec":{"domain":"d","descriptors":[{"key":"k"}],"limit":{"type":"Rate","rate":{"limit":0,"period":"1s"}}}}]}`, "spec.limit.rate.limit"},
 	} {
 		if _, err := config.ParseDocument([]byte(tc.in)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.in, err, tc.want)

@@ -61,7 +61,7 @@ spec:
   domain: shared
   descriptors: [{key: sluice_lease}]
   rate: {limit: 10, period: 1m}
-`, `tenant-c/by-lease: it counts on the entry "sluice_lease" (spec.descriptors or spec.priority.key), which is the lease entry of policy tenant-b/in-flight`},
+`, `tenant-c/by-lease: it counts on the entry "sluice_lease" (spec.descriptors or its priority key), which is the lease entry of policy tenant-b/in-flight`},
 		"priority key on a lease entry": {sharedDomain("prio") + `---
 apiVersion: ratelimit.sluice.dev/v1alpha1
 kind: RateLimitPolicy
@@ -116,7 +116,7 @@ spec:
 `
 	for name, tc := range map[string]struct{ mapping, want string }{
 		"priority from a header": {`    - {key: priority, from: Header, header: X-Priority}`,
-			`spec.forwardAuth[0]: the forwardAuth mapping of domain "shop" fills the entry "priority", the priority key of policy shop/shed, from the request header "X-Priority"`},
+			`spec.dataPlane.forwardAuth[0]: the forwardAuth mapping of domain "shop" fills the entry "priority", the priority key of policy shop/shed, from the request header "X-Priority"`},
 		"a lease entry": {`    - {key: sluice_lease, from: Header, header: X-Lease}`,
 			`the forwardAuth mapping of domain "shop" builds the entry "sluice_lease", the lease entry of policy shop/in-flight`},
 	} {
@@ -147,7 +147,7 @@ spec:
 		t.Fatalf("policies that agree with the fleet's entries: %v", err)
 	}
 	_, err := config.Parse("bad.yaml", []byte(sharedDomain("b_lease")+fleet))
-	want := `tenant-b/in-flight: the policy's lease entry "b_lease" (spec.concurrency.leaseEntry or spec.reserve.leaseEntry, sluice_lease by default) is not the one LimiterFleet sluice-system/edge declares for its domains (spec.entries.lease: "sluice_lease")`
+	want := `tenant-b/in-flight: the policy's lease entry "b_lease" (spec.concurrency.leaseEntry or spec.reserve.leaseEntry in v1alpha1, sluice_lease by default) is not the one LimiterFleet sluice-system/edge declares for its domains (spec.entries.lease: "sluice_lease")`
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("error %v, want one that says %q", err, want)
 	}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/limiter/compiled"
 )
 
@@ -23,36 +23,53 @@ const (
 	forwardAuthDenyStatusMsg     = "denyStatus must be a 4xx status, from 400 to 499"
 )
 
-var headerNameRE = regexp.MustCompile(v1alpha1.HeaderNamePattern)
+// Bounds and defaults of the v1beta1 LimiterFleet CRD's
+// spec.dataPlane.forwardAuth.
+const (
+	headerNamePattern            = `^[A-Za-z0-9!#$%&'*+.^_|~-]+$`
+	maxForwardAuthDomains        = 64
+	maxHeaderNameLength          = 256
+	defaultForwardAuthDenyStatus = int32(429)
+	minForwardAuthDenyStatus     = int32(400)
+	maxForwardAuthDenyStatus     = int32(499)
+)
+
+var (
+	headerNameRE          = regexp.MustCompile(headerNamePattern)
+	forwardAuthSources    = []v1beta1.ForwardAuthSource{v1beta1.FromMethod, v1beta1.FromPath, v1beta1.FromHost, v1beta1.FromClientIP, v1beta1.FromHeader}
+	forwardAuthPathCases  = []v1beta1.ForwardAuthPathCase{v1beta1.PathCaseSensitive, v1beta1.PathCaseInsensitive}
+	forwardAuthOnMissings = []v1beta1.ForwardAuthOnMissing{v1beta1.OnMissingAllow, v1beta1.OnMissingDeny}
+	enforcementModes      = []v1beta1.EnforcementMode{v1beta1.EnforcementEnabled, v1beta1.EnforcementDisabled}
+)
 
 // DefaultForwardAuth returns a copy of mappings with the API server's
 // defaults set (onMissing Allow, denyStatus 429), sorted by domain.
-func DefaultForwardAuth(mappings []v1alpha1.ForwardAuth) []v1alpha1.ForwardAuth {
+func DefaultForwardAuth(mappings []v1beta1.ForwardAuth) []v1beta1.ForwardAuth {
 	if len(mappings) == 0 {
 		return nil
 	}
-	out := make([]v1alpha1.ForwardAuth, len(mappings))
+	out := make([]v1beta1.ForwardAuth, len(mappings))
 	for i := range mappings {
 		m := mappings[i].DeepCopy()
 		if m.OnMissing == nil {
-			m.OnMissing = ptr.To(v1alpha1.DefaultForwardAuthOnMissing)
+			m.OnMissing = ptr.To(v1beta1.OnMissingAllow)
 		}
 		if m.DenyStatus == nil {
-			m.DenyStatus = ptr.To(v1alpha1.DefaultForwardAuthDenyStatus)
+			m.DenyStatus = ptr.To(defaultForwardAuthDenyStatus)
 		}
 		out[i] = *m
 	}
-	slices.SortStableFunc(out, func(a, b v1alpha1.ForwardAuth) int { return strings.Compare(a.Domain, b.Domain) })
+	slices.SortStableFunc(out, func(a, b v1beta1.ForwardAuth) int { return strings.Compare(a.Domain, b.Domain) })
 	return out
 }
 
 // ValidateForwardAuth checks mappings against the rules the LimiterFleet CRD
 // enforces on spec.forwardAuth, with the API server's field paths and
 // messages, so that a policy file and a fleet meet the same bar.
-func ValidateForwardAuth(mappings []v1alpha1.ForwardAuth, fld *field.Path) field.ErrorList {
+func ValidateForwardAuth(mappings []v1beta1.ForwardAuth, fld *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	if len(mappings) > v1alpha1.MaxForwardAuthDomains {
-		errs = append(errs, field.TooMany(fld, len(mappings), v1alpha1.MaxForwardAuthDomains))
+	if len(mappings) > maxForwardAuthDomains {
+		errs = append(errs, field.TooMany(fld, len(mappings), maxForwardAuthDomains))
 	}
 	seen := map[string]bool{}
 	for i := range mappings {
@@ -61,22 +78,22 @@ func ValidateForwardAuth(mappings []v1alpha1.ForwardAuth, fld *field.Path) field
 			errs = append(errs, field.Duplicate(idx, fmt.Sprintf("domain %q", m.Domain)))
 		}
 		seen[m.Domain] = true
-		errs = append(errs, validatePolicyString(m.Domain, true, v1alpha1.MaxDomainLength, idx.Child("domain"))...)
+		errs = append(errs, validatePolicyString(m.Domain, true, maxDomainLength, idx.Child("domain"))...)
 		errs = append(errs, validateForwardAuthDescriptors(m.Descriptors, idx.Child("descriptors"))...)
-		if m.OnMissing != nil && !slices.Contains(v1alpha1.ForwardAuthOnMissings, *m.OnMissing) {
-			errs = append(errs, field.NotSupported(idx.Child("onMissing"), *m.OnMissing, v1alpha1.ForwardAuthOnMissings))
+		if m.OnMissing != nil && !slices.Contains(forwardAuthOnMissings, *m.OnMissing) {
+			errs = append(errs, field.NotSupported(idx.Child("onMissing"), *m.OnMissing, forwardAuthOnMissings))
 		}
-		if s := m.DenyStatus; s != nil && (*s < v1alpha1.MinForwardAuthDenyStatus || *s > v1alpha1.MaxForwardAuthDenyStatus) {
+		if s := m.DenyStatus; s != nil && (*s < minForwardAuthDenyStatus || *s > maxForwardAuthDenyStatus) {
 			errs = append(errs, field.Invalid(idx.Child("denyStatus"), *s, forwardAuthDenyStatusMsg))
 		}
-		if c := m.PathCase; c != nil && !slices.Contains(v1alpha1.ForwardAuthPathCases, *c) {
-			errs = append(errs, field.NotSupported(idx.Child("pathCase"), *c, v1alpha1.ForwardAuthPathCases))
+		if c := m.PathCase; c != nil && !slices.Contains(forwardAuthPathCases, *c) {
+			errs = append(errs, field.NotSupported(idx.Child("pathCase"), *c, forwardAuthPathCases))
 		}
 	}
 	return errs
 }
 
-func validateForwardAuthDescriptors(ds []v1alpha1.ForwardAuthDescriptor, fld *field.Path) field.ErrorList {
+func validateForwardAuthDescriptors(ds []v1beta1.ForwardAuthDescriptor, fld *field.Path) field.ErrorList {
 	if errs := validateDescriptorCount(len(ds), fld); errs != nil {
 		return errs
 	}
@@ -88,24 +105,24 @@ func validateForwardAuthDescriptors(ds []v1alpha1.ForwardAuthDescriptor, fld *fi
 			errs = append(errs, field.Duplicate(idx, fmt.Sprintf("key %q", d.Key)))
 		}
 		seen[d.Key] = true
-		errs = append(errs, validatePolicyString(d.Key, true, v1alpha1.MaxDescriptorKeyLength, idx.Child("key"))...)
+		errs = append(errs, validatePolicyString(d.Key, true, maxDescriptorKeyLength, idx.Child("key"))...)
 		switch {
 		case d.From == "":
 			errs = append(errs, field.Required(idx.Child("from"), ""))
-		case !slices.Contains(v1alpha1.ForwardAuthSources, d.From):
-			errs = append(errs, field.NotSupported(idx.Child("from"), d.From, v1alpha1.ForwardAuthSources))
+		case !slices.Contains(forwardAuthSources, d.From):
+			errs = append(errs, field.NotSupported(idx.Child("from"), d.From, forwardAuthSources))
 		}
 		switch {
-		case d.From == v1alpha1.FromHeader && d.Header == nil:
+		case d.From == v1beta1.FromHeader && d.Header == nil:
 			errs = append(errs, field.Required(idx.Child("header"), forwardAuthHeaderRequiredMsg))
-		case d.From != v1alpha1.FromHeader && d.Header != nil:
+		case d.From != v1beta1.FromHeader && d.Header != nil:
 			errs = append(errs, field.Forbidden(idx.Child("header"), forwardAuthHeaderOnlyMsg))
 		}
 		if d.Header != nil {
 			h := *d.Header
-			errs = append(errs, validatePolicyString(h, false, v1alpha1.MaxHeaderNameLength, idx.Child("header"))...)
+			errs = append(errs, validatePolicyString(h, false, maxHeaderNameLength, idx.Child("header"))...)
 			if h != "" && !headerNameRE.MatchString(h) {
-				errs = append(errs, field.Invalid(idx.Child("header"), h, "should match '"+v1alpha1.HeaderNamePattern+"'"))
+				errs = append(errs, field.Invalid(idx.Child("header"), h, "should match '"+headerNamePattern+"'"))
 			}
 		}
 	}
@@ -116,14 +133,14 @@ func validateForwardAuthDescriptors(ds []v1alpha1.ForwardAuthDescriptor, fld *fi
 // snap, each with the conflict forward-auth refuses it for
 // (ForwardAuthEntryConflict against the policies of its domain), and
 // keeps them as the snapshot's source for its document.
-func setForwardAuth(snap *Snapshot, mappings []v1alpha1.ForwardAuth) {
+func setForwardAuth(snap *Snapshot, mappings []v1beta1.ForwardAuth) {
 	snap.Source = mappings
 	snap.ForwardAuth = make([]compiled.ForwardAuth, len(mappings))
 	for i := range mappings {
 		m := &mappings[i]
 		out := compiled.ForwardAuth{Domain: m.Domain, Descriptors: make([]compiled.ForwardAuthDescriptor, len(m.Descriptors)),
-			DenyOnMissing: m.OnMissing != nil && *m.OnMissing == v1alpha1.OnMissingDeny,
-			FoldPathCase:  m.PathCase != nil && *m.PathCase == v1alpha1.PathCaseInsensitive}
+			DenyOnMissing: m.OnMissing != nil && *m.OnMissing == v1beta1.OnMissingDeny,
+			FoldPathCase:  m.PathCase != nil && *m.PathCase == v1beta1.PathCaseInsensitive}
 		if m.DenyStatus != nil {
 			out.DenyStatus = int(*m.DenyStatus)
 		}
@@ -135,7 +152,7 @@ func setForwardAuth(snap *Snapshot, mappings []v1alpha1.ForwardAuth) {
 		}
 		if d := snap.Domain(m.Domain); d != nil {
 			for _, p := range d.Policies {
-				if out.Conflict = ForwardAuthEntryConflict(m, SpecOf(p), p.ID()); out.Conflict != "" {
+				if out.Conflict = ForwardAuthEntryConflict(m, sourceOf(p), p.ID()); out.Conflict != "" {
 					break
 				}
 			}
@@ -146,8 +163,8 @@ func setForwardAuth(snap *Snapshot, mappings []v1alpha1.ForwardAuth) {
 
 // forwardAuthSource is the defaulted forward-auth mappings snap was
 // compiled from.
-func forwardAuthSource(snap *Snapshot) []v1alpha1.ForwardAuth {
-	m, _ := snap.Source.([]v1alpha1.ForwardAuth)
+func forwardAuthSource(snap *Snapshot) []v1beta1.ForwardAuth {
+	m, _ := snap.Source.([]v1beta1.ForwardAuth)
 	return m
 }
 
@@ -159,11 +176,15 @@ func forwardAuthSource(snap *Snapshot) []v1alpha1.ForwardAuth {
 // --idempotency-entry.) The other
 // fields of the fleet describe pods and Redis, which a standalone limiter
 // takes from its flags: they are logged and ignored.
-func applyFleet(snap *Snapshot, f *v1alpha1.LimiterFleet, where string) error {
+func applyFleet(snap *Snapshot, f *v1beta1.LimiterFleet, where string) error {
 	fld := field.NewPath("spec")
-	errs := ValidateForwardAuth(f.Spec.ForwardAuth, fld.Child("forwardAuth"))
-	if e := f.Spec.Enforcement; e != nil && !slices.Contains(v1alpha1.EnforcementModes, *e) {
-		errs = append(errs, field.NotSupported(fld.Child("enforcement"), *e, v1alpha1.EnforcementModes))
+	var mappings []v1beta1.ForwardAuth
+	if dp := f.Spec.DataPlane; dp != nil {
+		mappings = dp.ForwardAuth
+	}
+	errs := ValidateForwardAuth(mappings, fld.Child("dataPlane", "forwardAuth"))
+	if e := f.Spec.Enforcement; e != nil && !slices.Contains(enforcementModes, *e) {
+		errs = append(errs, field.NotSupported(fld.Child("enforcement"), *e, enforcementModes))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%s (LimiterFleet %s/%s): %v", where, f.Namespace, f.Name, errs.ToAggregate())
@@ -171,35 +192,40 @@ func applyFleet(snap *Snapshot, f *v1alpha1.LimiterFleet, where string) error {
 	if err := checkFleetEntries(snap, f.Spec.Entries, f.Namespace+"/"+f.Name); err != nil {
 		return fmt.Errorf("%s (LimiterFleet %s/%s): %w", where, f.Namespace, f.Name, err)
 	}
-	if err := checkForwardAuthEntries(snap, f.Spec.ForwardAuth); err != nil {
+	if err := checkForwardAuthEntries(snap, mappings); err != nil {
 		return fmt.Errorf("%s (LimiterFleet %s/%s): %w", where, f.Namespace, f.Name, err)
 	}
 	if ignored := ignoredFleetFields(&f.Spec); len(ignored) > 0 {
 		slog.Info("A policy file's LimiterFleet configures only enforcement and forwardAuth; ignoring the rest",
 			"where", where, "fleet", f.Namespace+"/"+f.Name, "ignored", ignored)
 	}
-	if f.Spec.EffectiveEnforcement() == v1alpha1.EnforcementDisabled {
+	if e := f.Spec.Enforcement; e != nil && *e == v1beta1.EnforcementDisabled {
 		snap.Enforcement = EnforcementDisabled
 	}
-	setForwardAuth(snap, DefaultForwardAuth(f.Spec.ForwardAuth))
+	setForwardAuth(snap, DefaultForwardAuth(mappings))
 	snap.Version = hash(snap)
 	return nil
 }
 
 // ignoredFleetFields names the set fields of a fleet that a standalone
 // limiter ignores.
-func ignoredFleetFields(s *v1alpha1.LimiterFleetSpec) []string {
+func ignoredFleetFields(s *v1beta1.LimiterFleetSpec) []string {
 	var out []string
+	dp := s.DataPlane
 	for _, f := range []struct {
 		name string
 		set  bool
 	}{
-		{"replicas", s.Replicas != nil},
-		{"policySelector", s.PolicySelector != nil},
-		{"namespaceSelector", s.NamespaceSelector != nil},
-		{"redis", !reflect.ValueOf(s.Redis).IsZero()},
-		{"image", s.Image != nil},
-		{"resources", s.Resources != nil},
+		{"limiters", !reflect.ValueOf(s.Limiters).IsZero()},
+		{"policies", s.Policies != nil},
+		{"domains", len(s.Domains) > 0},
+		{"tenantBudget", s.TenantBudget != nil},
+		{"dataPlane.clients", dp != nil && len(dp.Clients) > 0},
+		{"dataPlane.trustedProxies", dp != nil && len(dp.TrustedProxies) > 0},
+		{"store", !reflect.ValueOf(s.Store).IsZero()},
+		{"stats", s.Stats != nil},
+		{"tracing", s.Tracing != nil},
+		{"regions", s.Regions != nil},
 	} {
 		if f.set {
 			out = append(out, "spec."+f.name)

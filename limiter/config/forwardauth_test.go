@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/utils/ptr"
 
+	"github.com/sluice-dev/sluice/api/convert"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
@@ -31,7 +32,7 @@ func TestLoadFleet(t *testing.T) {
 		snap.ForwardAuth[1].DenyOnMissing || snap.ForwardAuth[1].Descriptors[0].Header != "X-Api-Key" {
 		t.Errorf("forwardAuth compiled: %+v", snap.ForwardAuth)
 	}
-	if diff := cmp.Diff(want, config.DocumentOf(snap).ForwardAuth); diff != "" {
+	if diff := cmp.Diff(convert.ForwardAuth(want), config.DocumentOf(snap).ForwardAuth); diff != "" {
 		t.Errorf("forwardAuth, defaulted and sorted by domain (-want +got):\n%s", diff)
 	}
 	if m := snap.ForwardAuthFor("shop"); m == nil || m.Domain != "shop" {
@@ -67,8 +68,8 @@ func TestDocumentForwardAuthDeterministic(t *testing.T) {
 		Descriptors: []v1alpha1.ForwardAuthDescriptor{{Key: "p", From: v1alpha1.FromPath}}}
 	bDefaulted := b
 	bDefaulted.DenyStatus, bDefaulted.OnMissing = nil, nil
-	one, v1 := config.EncodeDocument(config.Document{ForwardAuth: []v1alpha1.ForwardAuth{a, b}})
-	two, v2 := config.EncodeDocument(config.Document{ForwardAuth: []v1alpha1.ForwardAuth{bDefaulted, a}})
+	one, v1 := config.EncodeDocument(config.Document{ForwardAuth: convert.ForwardAuth([]v1alpha1.ForwardAuth{a, b})})
+	two, v2 := config.EncodeDocument(config.Document{ForwardAuth: convert.ForwardAuth([]v1alpha1.ForwardAuth{bDefaulted, a})})
 	if string(one) != string(two) || v1 != v2 {
 		t.Fatalf("different documents for the same mappings:\n%s\n%s", one, two)
 	}
@@ -98,10 +99,10 @@ func TestParseDocumentRejectsBadForwardAuth(t *testing.T) {
 // file, the document and fleet, and what is wrong.
 func TestLoadBadFleet(t *testing.T) {
 	want := map[string][]string{
-		"header-missing.yaml":   {"document 2 (LimiterFleet gw/edge)", "spec.forwardAuth[0].descriptors[0].header", "header is required when from is Header"},
-		"deny-status.yaml":      {"document 2 (LimiterFleet gw/edge)", "spec.forwardAuth[0].denyStatus", "denyStatus must be a 4xx status, from 400 to 499"},
-		"duplicate-domain.yaml": {"document 2 (LimiterFleet gw/edge)", "spec.forwardAuth[1]", "Duplicate value", `domain \"shop\"`},
-		"unknown-from.yaml":     {"document 2 (LimiterFleet gw/edge)", "spec.forwardAuth[0].descriptors[0].from", `Unsupported value: "Cookie"`, `"Method", "Path", "Host", "ClientIP", "Header"`},
+		"header-missing.yaml":   {"document 2 (LimiterFleet gw/edge)", "spec.dataPlane.forwardAuth[0].descriptors[0].header", "header is required when from is Header"},
+		"deny-status.yaml":      {"document 2 (LimiterFleet gw/edge)", "spec.dataPlane.forwardAuth[0].denyStatus", "denyStatus must be a 4xx status, from 400 to 499"},
+		"duplicate-domain.yaml": {"document 2 (LimiterFleet gw/edge)", "spec.dataPlane.forwardAuth[1]", "Duplicate value", `domain \"shop\"`},
+		"unknown-from.yaml":     {"document 2 (LimiterFleet gw/edge)", "spec.dataPlane.forwardAuth[0].descriptors[0].from", `Unsupported value: "Cookie"`, `"Method", "Path", "Host", "ClientIP", "Header"`},
 		"unknown-field.yaml":    {"document 2 (gw/edge)", `unknown field "spec.forwardAuth[0].domian"`},
 		"enforcement.yaml":      {"document 2 (LimiterFleet gw/edge)", "spec.enforcement", `Unsupported value: "Paused"`},
 		"second-fleet.yaml":     {"document 3: a second LimiterFleet (gw/other), after", "document 2 (gw/edge)", "at most one"},

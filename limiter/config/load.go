@@ -13,7 +13,7 @@ import (
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/convert"
 	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
@@ -47,7 +47,7 @@ func Parse(source string, data []byte) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap, err := Compile(policies)
+	snap, err := CompileSources(policies)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)
 	}
@@ -59,9 +59,9 @@ func Parse(source string, data []byte) (*Snapshot, error) {
 	return snap, nil
 }
 
-// fileFleet is a policy file's LimiterFleet and where it is.
+// fileFleet is a policy file's LimiterFleet, in v1beta1, and where it is.
 type fileFleet struct {
-	v1alpha1.LimiterFleet
+	v1beta1.LimiterFleet
 	where string
 }
 
@@ -70,9 +70,9 @@ type typeMeta struct {
 	Kind       string `json:"kind"`
 }
 
-func decode(source string, data []byte) ([]v1alpha1.RateLimitPolicy, *fileFleet, error) {
+func decode(source string, data []byte) ([]Source, *fileFleet, error) {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var out []v1alpha1.RateLimitPolicy
+	var out []Source
 	var fleet *fileFleet
 	for doc := 1; ; doc++ {
 		raw, err := r.Read()
@@ -132,44 +132,60 @@ type yamlRaw []byte
 
 func (r *yamlRaw) UnmarshalJSON(b []byte) error { *r = append((*r)[:0], b...); return nil }
 
-func decodePolicy(where string, raw []byte) (v1alpha1.RateLimitPolicy, error) {
-	var p v1alpha1.RateLimitPolicy
+// decodePolicy decodes a RateLimitPolicy manifest, v1beta1 or v1alpha1
+// (converted by the API package, api/convert), defaults and validates it.
+func decodePolicy(where string, raw []byte) (Source, error) {
+	var p Source
 	var tm typeMeta
 	if err := yaml.Unmarshal(raw, &tm); err != nil {
 		return p, fmt.Errorf("%s: %w", where, err)
 	}
-	want, beta := v1alpha1.GroupVersion.String(), v1beta1.GroupVersion.String()
-	if tm.Kind != "RateLimitPolicy" || (tm.APIVersion != want && tm.APIVersion != beta) {
-		return p, fmt.Errorf("%s: got apiVersion %q kind %q, want apiVersion %q or %q kind \"RateLimitPolicy\"", where, tm.APIVersion, tm.Kind, want, beta)
+	alpha, beta := convert.V1alpha1, v1beta1.GroupVersion.String()
+	if tm.Kind != "RateLimitPolicy" || (tm.APIVersion != alpha && tm.APIVersion != beta) {
+		return p, fmt.Errorf("%s: got apiVersion %q kind %q, want apiVersion %q or %q kind \"RateLimitPolicy\"", where, tm.APIVersion, tm.Kind, beta, alpha)
 	}
 	js, err := yaml.YAMLToJSON(raw)
 	if err != nil {
 		return p, fmt.Errorf("%s: %w", where, err)
 	}
 	if tm.APIVersion == beta {
-		p, err = decodeV1beta1Policy(where, js) // load_v1beta1.go
+		err = unmarshalStrict(js, &p.RateLimitPolicy, where, &p.ObjectMeta)
 	} else {
-		err = unmarshalStrict(js, &p, where, &p.ObjectMeta)
+		p.RateLimitPolicy, p.Entries, err = convert.DecodePolicy(js)
+		err = convertError(err, where, &p.ObjectMeta)
 	}
 	if err != nil {
 		return p, err
 	}
-	DefaultPolicy(&p)
-	if errs := ValidatePolicy(&p); len(errs) > 0 {
+	DefaultPolicy(&p.RateLimitPolicy)
+	if errs := ValidateSource(&p); len(errs) > 0 {
 		return p, fmt.Errorf("%s (%s/%s): %v", where, p.Namespace, p.Name, errs.ToAggregate())
 	}
 	return p, nil
 }
 
-// decodeFleet decodes a LimiterFleet document strictly; applyFleet
-// validates what a policy file takes from it.
+// convertError says where a v1alpha1 manifest failed to decode or convert.
+func convertError(err error, where string, meta *metav1.ObjectMeta) error {
+	var strict *convert.StrictError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &strict) || meta.Name != "":
+		return fmt.Errorf("%s (%s/%s): %w", where, meta.Namespace, meta.Name, err)
+	}
+	return fmt.Errorf("%s: %w", where, err)
+}
+
+// decodeFleet decodes a LimiterFleet manifest strictly, v1beta1 or
+// v1alpha1 (converted by api/convert, as the API server serves it);
+// applyFleet validates what a policy file takes from it.
 func decodeFleet(where string, raw []byte) (*fileFleet, error) {
 	f := &fileFleet{where: where}
 	var tm typeMeta
 	if err := yaml.Unmarshal(raw, &tm); err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	alpha, beta := v1alpha1.GroupVersion.String(), v1beta1.GroupVersion.String()
+	alpha, beta := convert.V1alpha1, v1beta1.GroupVersion.String()
 	if tm.APIVersion != alpha && tm.APIVersion != beta {
 		return nil, fmt.Errorf("%s: got apiVersion %q kind %q, want apiVersion %q or %q", where, tm.APIVersion, tm.Kind, beta, alpha)
 	}
@@ -177,17 +193,13 @@ func decodeFleet(where string, raw []byte) (*fileFleet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	if tm.APIVersion == beta {
-		// As the API server serves it to the operator: converted.
-		var b v1beta1.LimiterFleet
-		if err := unmarshalStrict(js, &b, where, &b.ObjectMeta); err != nil {
-			return nil, err
-		}
-		if err := f.ConvertFrom(&b); err != nil {
-			return nil, fmt.Errorf("%s (%s/%s): %w", where, b.Namespace, b.Name, err)
-		}
-		f.APIVersion, f.Kind = alpha, "LimiterFleet"
-	} else if err := unmarshalStrict(js, &f.LimiterFleet, where, &f.ObjectMeta); err != nil {
+	if tm.APIVersion == alpha {
+		f.LimiterFleet, err = convert.DecodeFleet(js)
+		err = convertError(err, where, &f.ObjectMeta)
+	} else {
+		err = unmarshalStrict(js, &f.LimiterFleet, where, &f.ObjectMeta)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if f.Namespace == "" {

@@ -14,13 +14,13 @@ import (
 // the field.
 func TestLoadBadClientView(t *testing.T) {
 	want := map[string][]string{
-		"unknown-problem-type.yaml":     {"shop/typo", "spec.problem.type", `"quota-exceeded"`, `"QuotaExceeded", "TemporaryReducedCapacity", "AbnormalUsageDetected"`},
-		"problem-detail-two-lines.yaml": {"shop/chatty", "spec.problem.detail", "one line of printable text"},
-		"unknown-visibility.yaml":       {"shop/secret", "spec.visibility", `"hidden"`, `"Visible", "Hidden"`},
+		"unknown-problem-type.yaml":     {"shop/typo", "spec.response.problem.type", `"quota-exceeded"`, `"QuotaExceeded", "TemporaryReducedCapacity", "AbnormalUsageDetected"`},
+		"problem-detail-two-lines.yaml": {"shop/chatty", "spec.response.problem.detail", "one line of printable text"},
+		"unknown-visibility.yaml":       {"shop/secret", "spec.response.visibility", `"hidden"`, `"Visible", "Hidden"`},
 		"soft-shadow.yaml":              {"shop/both", "spec.soft", "spec.soft and spec.shadow are exclusive"},
-		"soft-hidden.yaml":              {"shop/quiet-warning", "spec.soft", "not supported with spec.visibility Hidden"},
+		"soft-hidden.yaml":              {"shop/quiet-warning", "spec.mode", "spec.mode Soft is not supported with spec.response.visibility Hidden"},
 		"soft-conflict.yaml":            {"shop/warn-b conflicts with shop/warn-a", `domain "d"`},
-		"soft-penalty.yaml":             {"shop/warn", "spec.penalty", "does not apply to a soft policy, which never denies"},
+		"soft-penalty.yaml":             {"shop/warn", "spec.limit.rate.penalty", "spec.limit.rate.penalty does not apply to mode Soft, which never denies"},
 	}
 	files, _ := filepath.Glob("testdata/bad-client-view/*.yaml")
 	if len(files) != len(want) {

@@ -128,10 +128,10 @@ spec:
 		t.Fatalf("the base is refused: %v", err)
 	}
 	for name, tc := range map[string]struct{ from, to, want string }{
-		"Go duration":           {"period: 1m", "period: 1.5s", `spec.limit.rate.period: "1.5s" is not a duration`},
+		"Go duration":           {"period: 1m", "period: 1.5s", `spec.limit.rate.period: Invalid value: "1.5s": "1.5s" is not a duration`},
 		"unknown field":         {"limit: 10,", "limit: 10, burts: 3,", `unknown field "spec.limit.rate.burts"`},
 		"v1alpha1 field":        {"  limit:\n", "  shadow: true\n  limit:\n", `unknown field "spec.shadow"`},
-		"rule after conversion": {"{limit: 10, period: 1m}", "{limit: 10, period: 1m, burst: 11, cost: {max: 12}}", "spec.maxCost"},
+		"rule after conversion": {"{limit: 10, period: 1m}", "{limit: 10, period: 1m, burst: 11, cost: {max: 12}}", "spec.limit.rate.cost.max"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := config.Parse(name, []byte(strings.Replace(base, tc.from, tc.to, 1)))

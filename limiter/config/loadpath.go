@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/limiter/compiled"
 )
 
@@ -84,7 +83,7 @@ func readBounded(path string) ([]byte, error) {
 
 // loadFiles compiles the named files, policy files and ERL files.
 func loadFiles(names []string, contents map[string][]byte) (*Snapshot, error) {
-	var policies []v1alpha1.RateLimitPolicy
+	var policies []Source
 	var fleet *fileFleet
 	var erls []*erlFile
 	h := sha256.New()
@@ -113,7 +112,7 @@ func loadFiles(names []string, contents map[string][]byte) (*Snapshot, error) {
 		}
 		policies = append(policies, ps...)
 	}
-	snap, err := Compile(policies)
+	snap, err := CompileSources(policies)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +128,7 @@ func loadFiles(names []string, contents map[string][]byte) (*Snapshot, error) {
 }
 
 // withERL is snap with the ERL files' domains added.
-func withERL(snap *Snapshot, policies []v1alpha1.RateLimitPolicy, erls []*erlFile, erlHash string) (*Snapshot, error) {
+func withERL(snap *Snapshot, policies []Source, erls []*erlFile, erlHash string) (*Snapshot, error) {
 	files := map[string]string{}
 	for _, f := range erls {
 		if other, ok := files[f.domain]; ok {

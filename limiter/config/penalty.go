@@ -3,7 +3,7 @@ package config
 import (
 	"fmt"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/compiled"
 )
@@ -13,14 +13,21 @@ type PenaltyAnswer = compiled.PenaltyAnswer
 
 // compilePenalty compiles spec.penalty of the policy id, or returns none.
 // A hidden policy's default reason does not name it (spec.visibility).
-func compilePenalty(p *v1alpha1.Penalty, id string, hidden bool) (algo.Penalty, *PenaltyAnswer) {
+func compilePenalty(p *v1beta1.Penalty, id string, hidden bool) (algo.Penalty, *PenaltyAnswer) {
 	if p == nil {
 		return algo.Penalty{}, nil
 	}
-	pen := algo.Penalty{Duration: p.Duration.Duration, After: int64(p.EffectiveAfter()), Within: p.EffectiveWithin()}
-	ans := &PenaltyAnswer{Status: int(p.EffectiveStatus()), Reason: fmt.Sprintf("penalized by %s for %s", id, p.Duration.Duration)}
+	d := durationOf(&p.Duration, 0)
+	pen := algo.Penalty{Duration: d, After: 3, Within: durationOf(p.Within, defaultPenaltyWithin)}
+	if p.After != nil {
+		pen.After = int64(*p.After)
+	}
+	ans := &PenaltyAnswer{Status: defaultPenaltyStatus, Reason: fmt.Sprintf("penalized by %s for %s", id, d)}
+	if p.Status != nil {
+		ans.Status = int(*p.Status)
+	}
 	if hidden {
-		ans.Reason = fmt.Sprintf("penalized for %s", p.Duration.Duration)
+		ans.Reason = fmt.Sprintf("penalized for %s", d)
 	}
 	if p.Reason != nil {
 		ans.Reason = *p.Reason

@@ -5,19 +5,19 @@ import (
 
 	"k8s.io/utils/ptr"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 // A level's reserve is the capacity less its share, rounded down: a share
 // admits at most share% of the capacity.
 func TestCompilePriority(t *testing.T) {
 	p := validPolicy()
-	p.Spec.Algorithm = ptr.To(v1alpha1.TokenBucket)
-	p.Spec.Burst = ptr.To[int64](7)
-	p.Spec.Priority = &v1alpha1.PriorityShedding{Key: "priority", Default: "default", Levels: []v1alpha1.PriorityLevel{
+	rate(p).Algorithm = ptr.To(v1beta1.TokenBucket)
+	rate(p).Burst = ptr.To[int64](7)
+	rate(p).Priority = &v1beta1.PriorityShedding{Default: "default", Levels: []v1beta1.PriorityLevel{
 		{Value: "critical", Share: 100}, {Value: "default", Share: 80}, {Value: "batch", Share: 50}, {Value: "never", Share: 0},
 	}}
-	snap, err := Compile([]v1alpha1.RateLimitPolicy{*p})
+	snap, err := Compile([]v1beta1.RateLimitPolicy{*p})
 	if err != nil {
 		t.Fatal(err)
 	}

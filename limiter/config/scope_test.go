@@ -86,10 +86,9 @@ func TestAttackScopeOnV1alpha1(t *testing.T) {
 	on := true
 	p.Spec.LocalTier = &v1alpha1.LocalTier{Enabled: &on}
 	p.Annotations = map[string]string{v1alpha1.V1beta1SpecAnnotation: `{"domain":"payments","descriptors":[{"key":"user_id"}],"limit":{"type":"Rate","rate":{"limit":10,"period":"1m","scope":"Global","localTier":{}}}}`}
-	config.DefaultPolicy(p)
-	errs := config.ValidatePolicy(p)
-	if len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), "spec.limit.rate.scope Global is not supported with") {
-		t.Fatalf("got %v, want the scope's message", errs)
+	_, err := config.CompileSources(alphaSources(t, *p))
+	if err == nil || !strings.Contains(err.Error(), "spec.limit.rate.scope Global is not supported with") {
+		t.Fatalf("got %v, want the scope's message", err)
 	}
 }
 
@@ -105,7 +104,7 @@ func TestForgedAnnotationIsNotBelieved(t *testing.T) {
 	p.Spec.Rate.Period.Duration = 60e9
 	for _, rate := range []string{`"scope":"Global"`, `"requestOverride":{"maximum":1000000000}`} {
 		p.Annotations = map[string]string{v1alpha1.V1beta1SpecAnnotation: `{"domain":"payments","descriptors":[{"key":"user_id"}],"limit":{"type":"Rate","rate":{"limit":1000000,"period":"1m",` + rate + `}}}`}
-		snap, err := config.Compile([]v1alpha1.RateLimitPolicy{p})
+		snap, err := config.CompileSources(alphaSources(t, p))
 		if err != nil {
 			t.Fatalf("%s: %v", rate, err)
 		}

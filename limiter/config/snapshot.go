@@ -5,8 +5,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/compiled"
@@ -24,46 +24,44 @@ type (
 	FailureMode = compiled.FailureMode
 )
 
-// SpecOf is the defaulted spec p was compiled from.
-func SpecOf(p *Policy) *v1alpha1.RateLimitPolicySpec {
-	return p.Source.(*v1alpha1.RateLimitPolicySpec)
+// SpecOf is the defaulted v1beta1 spec p was compiled from.
+func SpecOf(p *Policy) *v1beta1.RateLimitPolicySpec {
+	return &sourceOf(p).Spec
 }
 
-// Compile validates and compiles policies into a Snapshot. Two policies with
-// the same domain and descriptors (keys and values, in any order) conflict:
+// sourceOf is the defaulted source p was compiled from.
+func sourceOf(p *Policy) *Source {
+	return p.Source.(*Source)
+}
+
+// Compile validates and compiles v1beta1 policies into a Snapshot, each
+// with the default lease entry and priority key. Two policies with the
+// same domain and descriptors (keys and values, in any order) conflict:
 // the error names both.
-func Compile(policies []v1alpha1.RateLimitPolicy) (*Snapshot, error) {
-	scopes := make([]*v1beta1.RegionScope, len(policies))
-	overrides := make([]*v1beta1.RequestOverride, len(policies))
+func Compile(policies []v1beta1.RateLimitPolicy) (*Snapshot, error) {
+	sources := make([]Source, len(policies))
 	for i := range policies {
-		scopes[i], overrides[i] = scopeOf(&policies[i]), requestOverrideOf(&policies[i])
+		sources[i].RateLimitPolicy = policies[i]
 	}
-	return compileScoped(policies, scopes, overrides)
+	return CompileSources(sources)
 }
 
-// compileScoped is Compile with each policy's scope and requestOverride
-// given beside it.
-func compileScoped(policies []v1alpha1.RateLimitPolicy, scopes []*v1beta1.RegionScope, overrides []*v1beta1.RequestOverride) (*Snapshot, error) {
+// CompileSources is Compile for policies with the lease entry and priority
+// key each counts on.
+func CompileSources(policies []Source) (*Snapshot, error) {
 	snap := &Snapshot{}
 	seen := map[string]*Policy{}
 	ids := map[string]bool{}
 	for i := range policies {
-		src := policies[i].DeepCopy()
-		DefaultPolicy(src)
-		if errs := ValidatePolicy(src); len(errs) > 0 {
+		src := &Source{RateLimitPolicy: *policies[i].DeepCopy()}
+		if e := policies[i].Entries; e != nil {
+			src.Entries = e.DeepCopy()
+		}
+		DefaultPolicy(&src.RateLimitPolicy)
+		if errs := ValidateSource(src); len(errs) > 0 {
 			return nil, fmt.Errorf("%s/%s: %v", src.Namespace, src.Name, errs.ToAggregate())
 		}
-		if err := validateScope(src, scopes[i]); err != nil {
-			return nil, err
-		}
-		if err := validateRequestOverride(src, overrides[i], scopes[i]); err != nil {
-			return nil, err
-		}
 		p := compilePolicy(src)
-		p.Global = scopes[i] != nil && *scopes[i] == v1beta1.ScopeGlobal
-		if overrides[i] != nil {
-			p.RequestOverrideMax = overrides[i].Maximum
-		}
 		if ids[p.ID()] {
 			return nil, fmt.Errorf("%s: defined twice", p.ID())
 		}
@@ -83,11 +81,11 @@ func compileScoped(policies []v1alpha1.RateLimitPolicy, scopes []*v1beta1.Region
 	return snap, nil
 }
 
-func compilePolicy(src *v1alpha1.RateLimitPolicy) *Policy {
+func compilePolicy(src *Source) *Policy {
 	s := &src.Spec
-	a, err := algo.Parse(string(s.EffectiveAlgorithm()))
+	a, err := algo.Parse(algorithmOf(s))
 	if err != nil {
-		panic(err) // ValidatePolicy admitted only known algorithms
+		panic(err) // validation admitted only known algorithms
 	}
 	p := &Policy{
 		Namespace:   src.Namespace,
@@ -96,49 +94,69 @@ func compilePolicy(src *v1alpha1.RateLimitPolicy) *Policy {
 		Generation:  src.Generation,
 		Domain:      s.Domain,
 		Descriptors: compileDescriptors(s.Descriptors),
-		Limit: algo.Limit{
-			Algorithm: a,
-			Limit:     s.Rate.Limit,
-			Period:    s.Rate.Period.Duration,
-			Burst:     s.EffectiveBurst(),
-		},
-		MaxCost:       s.EffectiveMaxCost(),
-		MaxCostSet:    s.MaxCost != nil,
-		Shadow:        s.IsShadow(),
-		Soft:          s.IsSoft(),
-		Hidden:        s.IsHidden(),
-		FailureMode:   FailureMode(s.EffectiveFailureMode()),
-		ProblemType:   string(s.EffectiveProblemType()),
-		ProblemDetail: s.ProblemDetail(),
-		Source:        s,
+		FailureMode: FailureMode(*s.FailureMode),
+		Shadow:      modeIs(s, v1beta1.Shadow),
+		Soft:        modeIs(s, v1beta1.Soft),
+		Hidden:      isHidden(s),
+		ProblemType: string(v1beta1.QuotaExceeded),
+		Source:      src,
 	}
-	if !a.UsesBurst() {
-		p.Limit.Burst = p.Limit.Limit
-	}
-	switch {
-	case a == algo.Concurrency:
-		c := s.Concurrency
-		p.Limit = algo.Limit{Algorithm: a, Limit: c.MaxInFlight, Period: c.EffectiveLeaseDuration(), Burst: c.MaxInFlight}
-		p.MaxCost = math.MaxInt64
-		p.LeaseEntry, p.HoldTTL = c.EffectiveLeaseEntry(), c.EffectiveLeaseDuration()
-	case s.Reserve != nil:
-		p.LeaseEntry, p.HoldTTL = s.Reserve.EffectiveLeaseEntry(), s.Reserve.EffectiveExpireAfter()
-	}
-	p.Limit.Calendar = compileCalendar(&s.Rate)
-	if s.LocalTierEnabled() {
-		p.LocalTier = &compiled.LocalTier{TTL: s.LocalTier.EffectiveTTL(), Bound: -1}
-		if b, ok := s.LocalTier.OvershootBound(p.Limit.Limit); ok {
-			p.LocalTier.Bound = b
+	if r := s.Response; r != nil && r.Problem != nil {
+		if r.Problem.Type != nil && *r.Problem.Type != "" {
+			p.ProblemType = string(*r.Problem.Type)
+		}
+		if r.Problem.Detail != nil {
+			p.ProblemDetail = *r.Problem.Detail
 		}
 	}
+	if c := s.Limit.Concurrency; isConcurrency(s) {
+		lease := durationOf(c.LeaseDuration, 5*time.Minute)
+		p.Limit = algo.Limit{Algorithm: a, Limit: c.MaxInFlight, Period: lease, Burst: c.MaxInFlight}
+		p.MaxCost = math.MaxInt64
+		p.LeaseEntry, _ = leaseEntryOf(s, src.Entries)
+		p.HoldTTL = lease
+	} else {
+		compileRate(p, a, s.Limit.Rate, src.Entries)
+	}
 	// Shares of the capacity: units, or for Concurrency slots.
-	p.Priority = compilePriority(s.Priority, p.Limit.Capacity())
-	p.Limit.Penalty, p.Penalty = compilePenalty(s.Penalty, p.ID(), s.IsHidden())
+	ps, _ := priorityOf(s)
+	p.Priority = compilePriority(ps, priorityKeyOf(src.Entries), p.Limit.Capacity())
+	p.Limit.Penalty, p.Penalty = compilePenalty(penaltyOf(s), p.ID(), p.Hidden)
 	return p
 }
 
+// compileRate compiles a rate limit into p.
+func compileRate(p *Policy, a algo.Algorithm, r *v1beta1.RateLimit, e *v1beta1.FleetEntries) {
+	p.Limit = algo.Limit{Algorithm: a, Limit: r.Limit, Period: durationOf(r.Period, 0), Burst: r.Limit}
+	if r.Burst != nil && a.UsesBurst() {
+		p.Limit.Burst = *r.Burst
+	}
+	p.MaxCost = p.Limit.Burst // the capacity: burst (TokenBucket and GCRA only) or limit
+	if r.Cost != nil && r.Cost.Max != nil {
+		p.MaxCost, p.MaxCostSet = *r.Cost.Max, true
+	}
+	if r.Cost != nil && r.Cost.Reserve != nil {
+		p.LeaseEntry = defaultLeaseEntry
+		if e != nil && e.Lease != nil {
+			p.LeaseEntry = *e.Lease
+		}
+		p.HoldTTL = durationOf(r.Cost.Reserve.ExpireAfter, 10*time.Minute)
+	}
+	p.Limit.Calendar = compileCalendar(r.Calendar)
+	if t := r.LocalTier; t != nil {
+		p.LocalTier = &compiled.LocalTier{TTL: durationOf(t.TTL, 2*time.Second), Bound: -1}
+		if b, ok := overshootBound(t.MaxOvershoot, p.Limit.Limit); ok {
+			p.LocalTier.Bound = b
+		}
+	}
+	p.Global = r.Scope != nil && *r.Scope == v1beta1.ScopeGlobal
+	if r.RequestOverride != nil {
+		p.RequestOverrideMax = r.RequestOverride.Maximum
+	}
+}
+
 // compileDescriptors copies a spec's descriptors.
-func compileDescriptors(ds []v1alpha1.Descriptor) []Descriptor {
+func compileDescriptors(ds []v1beta1.Descriptor) []Descriptor {
 	out := make([]Descriptor, len(ds))
 	for i, d := range ds {
 		out[i] = Descriptor{Key: d.Key, Value: d.Value}
@@ -146,13 +164,17 @@ func compileDescriptors(ds []v1alpha1.Descriptor) []Descriptor {
 	return out
 }
 
-// compileCalendar is rate's calendar, or none.
-func compileCalendar(r *v1alpha1.Rate) algo.Calendar {
-	if r.Calendar == nil {
+// compileCalendar is a rate's calendar, or none.
+func compileCalendar(c *v1beta1.Calendar) algo.Calendar {
+	if c == nil {
 		return algo.Calendar{}
 	}
-	period, err1 := algo.ParseCalendarPeriod(string(*r.Calendar))
-	loc, err2 := algo.LoadTimeZone(r.EffectiveTimeZone())
+	tz := defaultTimeZone
+	if c.TimeZone != nil && *c.TimeZone != "" {
+		tz = *c.TimeZone
+	}
+	period, err1 := algo.ParseCalendarPeriod(string(c.Period))
+	loc, err2 := algo.LoadTimeZone(tz)
 	if err1 != nil || err2 != nil {
 		panic(fmt.Sprintf("compiling a calendar ValidatePolicy admitted: %v %v", err1, err2))
 	}
@@ -166,7 +188,7 @@ func signature(p *Policy) string { return Signature(SpecOf(p)) }
 // descriptor keys and values, and whether it is a soft limit, which may
 // sit beside the hard limit of the same requests. Two policies with equal
 // signatures conflict.
-func Signature(spec *v1alpha1.RateLimitPolicySpec) string {
+func Signature(spec *v1beta1.RateLimitPolicySpec) string {
 	parts := make([]string, len(spec.Descriptors))
 	for i, d := range spec.Descriptors {
 		parts[i] = fmt.Sprintf("%q", d.Key)
@@ -176,7 +198,7 @@ func Signature(spec *v1alpha1.RateLimitPolicySpec) string {
 	}
 	slices.Sort(parts)
 	sig := fmt.Sprintf("%q|%s", spec.Domain, strings.Join(parts, ","))
-	if spec.IsSoft() {
+	if modeIs(spec, v1beta1.Soft) {
 		sig += "|soft"
 	}
 	return sig

@@ -18,111 +18,52 @@ package config
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"time"
 	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/utils/ptr"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
-// Messages of the CEL rules in the RateLimitPolicy CRD, repeated word for word.
+// Messages of the v1beta1 RateLimitPolicy CRD's rules, repeated word for
+// word where the CRD has one.
 const (
-	policyDuplicateKeyMsg = "descriptor keys must be unique"
-	policyBurstMsg        = "spec.burst applies only to TokenBucket and GCRA"
-	policyLocalTierMsg    = "spec.localTier is not supported with SlidingLog, which stays exact"
-	policyPeriodRangeMsg  = "period must be between 1s and 720h"
-	policyTTLRangeMsg     = "ttl must be between 100ms and 1m"
-	policyMaxOvershootMsg = "maxOvershoot must be a count from 0 to 1000000000 or a percentage from 0% to 100%"
-	policyMaxCostMsg      = "spec.maxCost must not exceed the policy's capacity: spec.burst, or spec.rate.limit without it"
-	policySlidingLogMsg   = "spec.rate.limit may be at most 10000 for SlidingLog, which keeps one entry per admitted request, so a counter's memory grows with the limit: use SlidingWindow (constant memory, close to exact) or TokenBucket/GCRA for larger limits"
-
-	policyRateRequiredMsg      = "spec.rate is required, except with algorithm Concurrency"
-	policyRateConcurrencyMsg   = "spec.rate does not apply to Concurrency, which limits requests in flight: set spec.concurrency.maxInFlight"
-	policyConcurrencyMsg       = "spec.concurrency is required with algorithm Concurrency, and only with it"
-	policyMaxCostConcMsg       = "spec.maxCost does not apply to Concurrency, which counts requests, not units"
-	policyReserveMsg           = "spec.reserve is not supported with Concurrency, which holds its slots already, or SlidingLog, whose log can't be charged after the fact"
-	policyLocalTierHoldMsg     = "spec.localTier is not supported with Concurrency or spec.reserve, which hold what they take in the store"
-	policyConcLeaseEntryMsg    = "spec.concurrency.leaseEntry must not be one of the policy's descriptor keys"
-	policyReserveLeaseEntryMsg = "spec.reserve.leaseEntry must not be one of the policy's descriptor keys"
-	policyLeaseDurationMsg     = "leaseDuration must be above 0s and at most 24h"
-	policyExpireAfterMsg       = "expireAfter must be between 1s and 24h"
+	policyDuplicateKeyMsg   = "descriptor keys must be unique"
+	policyLimitMemberMsg    = "spec.limit must set the member its type names, and only it: rate with type Rate, concurrency with type Concurrency"
+	policyPeriodOrCalMsg    = "spec.limit.rate takes period, or calendar instead of it: set exactly one"
+	policyPeriodRangeMsg    = "period must be between 1s and 720h"
+	policyTTLRangeMsg       = "ttl must be between 100ms and 1m"
+	policyMaxOvershootMsg   = "maxOvershoot must be a count from 0 to 1000000000 or a percentage from 0% to 100%"
+	policyLeaseDurationMsg  = "leaseDuration must be above 0s and at most 24h"
+	policyExpireAfterMsg    = "expireAfter must be between 1s and 24h"
+	policyLeaseEntryDescMsg = "the policy's lease entry (LimiterFleet spec.entries.lease; spec.concurrency.leaseEntry or spec.reserve.leaseEntry in v1alpha1) must not be one of the policy's descriptor keys"
 )
 
-var policyPercentRE = regexp.MustCompile(`^(100|[1-9]?[0-9])%$`)
+var (
+	limitTypes   = []v1beta1.LimitType{v1beta1.LimitRate, v1beta1.LimitConcurrency}
+	algorithms   = []v1beta1.Algorithm{v1beta1.TokenBucket, v1beta1.GCRA, v1beta1.SlidingWindow, v1beta1.FixedWindow, v1beta1.SlidingLog}
+	failureModes = []v1beta1.FailureMode{v1beta1.FailOpen, v1beta1.FailClosed, v1beta1.FailLocal}
+	modes        = []v1beta1.Mode{v1beta1.Enforce, v1beta1.Soft, v1beta1.Shadow}
+)
 
-// DefaultPolicy sets the fields the API server would default on admission:
-// algorithm, failureMode, shadow, localTier's enabled and ttl, and
-// penalty's after (3), among others. It also sets
-// an empty namespace to "default", as kubectl does. burst stays nil; use
-// Spec.EffectiveBurst.
-func DefaultPolicy(p *v1alpha1.RateLimitPolicy) {
-	if p.Namespace == "" {
-		p.Namespace = metav1.NamespaceDefault
-	}
-	s := &p.Spec
-	if s.Algorithm == nil {
-		s.Algorithm = ptr.To(v1alpha1.DefaultAlgorithm)
-	}
-	if s.FailureMode == nil {
-		s.FailureMode = ptr.To(v1alpha1.DefaultFailureMode)
-	}
-	if s.Shadow == nil {
-		s.Shadow = ptr.To(false)
-	}
-	if t := s.LocalTier; t != nil {
-		if t.Enabled == nil {
-			t.Enabled = ptr.To(false)
-		}
-		if t.TTL == nil {
-			t.TTL = &metav1.Duration{Duration: v1alpha1.DefaultLocalTierTTL}
-		}
-	}
-	if c := s.Concurrency; c != nil {
-		if c.LeaseDuration == nil {
-			c.LeaseDuration = &metav1.Duration{Duration: v1alpha1.DefaultLeaseDuration}
-		}
-		if c.LeaseEntry == nil {
-			c.LeaseEntry = ptr.To(v1alpha1.DefaultLeaseEntry)
-		}
-	}
-	if r := s.Reserve; r != nil {
-		if r.ExpireAfter == nil {
-			r.ExpireAfter = &metav1.Duration{Duration: v1alpha1.DefaultExpireAfter}
-		}
-		if r.LeaseEntry == nil {
-			r.LeaseEntry = ptr.To(v1alpha1.DefaultLeaseEntry)
-		}
-	}
-	if pen := s.Penalty; pen != nil && pen.After == nil {
-		pen.After = ptr.To(v1alpha1.DefaultPenaltyAfter)
-	}
+// ValidatePolicy checks p against the rules the v1beta1 CRD enforces
+// through its OpenAPI schema and CEL rules, so that a policy loaded from a
+// file meets the same bar as one the API server admitted. Errors name
+// v1beta1 field paths. Unset optional fields are read as their defaults;
+// ValidatePolicy does not change p.
+func ValidatePolicy(p *v1beta1.RateLimitPolicy) field.ErrorList {
+	return ValidateSource(&Source{RateLimitPolicy: *p})
 }
 
-// ValidatePolicy checks p against the rules the CRD enforces through its
-// OpenAPI schema and CEL rules, so that a policy loaded from a file meets the
-// same bar as one the API server admitted. Unset optional fields are read as
-// their defaults; ValidatePolicy does not change p.
-func ValidatePolicy(p *v1alpha1.RateLimitPolicy) field.ErrorList {
+// ValidateSource is ValidatePolicy with the lease entry and priority key
+// the policy counts on.
+func ValidateSource(p *Source) field.ErrorList {
 	errs := validatePolicyMeta(&p.ObjectMeta, field.NewPath("metadata"))
-	errs = append(errs, validatePolicySpec(&p.Spec, field.NewPath("spec"))...)
-	if scope := scopeOf(p); scope != nil && len(errs) == 0 {
-		if err := validateScope(p, scope); err != nil {
-			errs = append(errs, field.Invalid(field.NewPath("spec", "limit", "rate", "scope"), *scope, err.Error()))
-		}
-	}
-	if o := requestOverrideOf(p); o != nil && len(errs) == 0 {
-		if err := validateRequestOverride(p, o, scopeOf(p)); err != nil {
-			errs = append(errs, field.Invalid(field.NewPath("spec", "limit", "rate", "requestOverride"), o.Maximum, err.Error()))
-		}
-	}
-	return errs
+	return append(errs, validatePolicySpec(&p.Spec, p.Entries, field.NewPath("spec"))...)
 }
 
 func validatePolicyMeta(m *metav1.ObjectMeta, fld *field.Path) field.ErrorList {
@@ -142,114 +83,132 @@ func validatePolicyMeta(m *metav1.ObjectMeta, fld *field.Path) field.ErrorList {
 	return errs
 }
 
-func validatePolicySpec(s *v1alpha1.RateLimitPolicySpec, fld *field.Path) field.ErrorList {
+// validatePolicySpec checks each field on its own, then what fields say
+// together (validateFeatures) when each was valid.
+func validatePolicySpec(s *v1beta1.RateLimitPolicySpec, e *v1beta1.FleetEntries, fld *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	errs = append(errs, validatePolicyString(s.Domain, true, v1alpha1.MaxDomainLength, fld.Child("domain"))...)
+	errs = append(errs, validatePolicyString(s.Domain, true, maxDomainLength, fld.Child("domain"))...)
 	errs = append(errs, validatePolicyDescriptors(s.Descriptors, fld.Child("descriptors"))...)
-
-	algo := s.EffectiveAlgorithm()
-	if s.Algorithm != nil && !slices.Contains(v1alpha1.Algorithms, *s.Algorithm) {
-		errs = append(errs, field.NotSupported(fld.Child("algorithm"), *s.Algorithm, v1alpha1.Algorithms))
+	if s.FailureMode != nil && !slices.Contains(failureModes, *s.FailureMode) {
+		errs = append(errs, field.NotSupported(fld.Child("failureMode"), *s.FailureMode, failureModes))
 	}
-	if s.FailureMode != nil && !slices.Contains(v1alpha1.FailureModes, *s.FailureMode) {
-		errs = append(errs, field.NotSupported(fld.Child("failureMode"), *s.FailureMode, v1alpha1.FailureModes))
+	if s.Mode != nil && !slices.Contains(modes, *s.Mode) {
+		errs = append(errs, field.NotSupported(fld.Child("mode"), *s.Mode, modes))
 	}
-
-	concurrency := algo == v1alpha1.Concurrency
-	switch {
-	case concurrency && s.Rate != v1alpha1.Rate{}:
-		errs = append(errs, field.Forbidden(fld.Child("rate"), policyRateConcurrencyMsg))
-	case !concurrency:
-		errs = append(errs, validatePolicyRate(s.Rate, fld.Child("rate"))...)
-	}
-	errs = append(errs, validatePolicyCalendar(s, fld)...)
-	if (s.Concurrency != nil) != concurrency {
-		if concurrency {
-			errs = append(errs, field.Required(fld.Child("concurrency"), policyConcurrencyMsg))
-		} else {
-			errs = append(errs, field.Forbidden(fld.Child("concurrency"), policyConcurrencyMsg))
-		}
-	}
-	if c := s.Concurrency; c != nil {
-		errs = append(errs, validateConcurrency(c, s.Descriptors, fld.Child("concurrency"))...)
-	}
-	if r := s.Reserve; r != nil {
-		errs = append(errs, validateReserve(r, s.Descriptors, fld.Child("reserve"))...)
-		if concurrency || algo == v1alpha1.SlidingLog {
-			errs = append(errs, field.Forbidden(fld.Child("reserve"), policyReserveMsg))
-		}
-	}
-	errs = append(errs, validatePolicyPriority(s, fld)...)
-	errs = append(errs, validatePolicyPenalty(s, fld)...)
-	if algo == v1alpha1.SlidingLog && s.Rate.Limit > v1alpha1.MaxSlidingLogLimit {
-		errs = append(errs, field.Invalid(fld.Child("rate", "limit"), s.Rate.Limit, policySlidingLogMsg))
-	}
-
-	if s.Burst != nil {
-		errs = append(errs, validatePolicyRange(*s.Burst, 1, v1alpha1.MaxBurst, fld.Child("burst"))...)
-		if algo != v1alpha1.TokenBucket && algo != v1alpha1.GCRA {
-			errs = append(errs, field.Forbidden(fld.Child("burst"), policyBurstMsg))
-		}
-	}
-
-	if s.MaxCost != nil {
-		errs = append(errs, validatePolicyRange(*s.MaxCost, 1, v1alpha1.MaxMaxCost, fld.Child("maxCost"))...)
-		// As the CEL rule reads it: burst when set, whatever the algorithm.
-		if capacity := s.EffectiveBurst(); s.Rate != (v1alpha1.Rate{}) && *s.MaxCost > capacity {
-			errs = append(errs, field.Invalid(fld.Child("maxCost"), *s.MaxCost, policyMaxCostMsg))
-		}
-		if concurrency {
-			errs = append(errs, field.Forbidden(fld.Child("maxCost"), policyMaxCostConcMsg))
-		}
-	}
-
-	if t := s.LocalTier; t != nil {
-		errs = append(errs, validatePolicyLocalTier(t, fld.Child("localTier"))...)
-		if s.LocalTierEnabled() && algo == v1alpha1.SlidingLog {
-			errs = append(errs, field.Forbidden(fld.Child("localTier"), policyLocalTierMsg))
-		}
-		if s.LocalTierEnabled() && (concurrency || s.Reserve != nil) {
-			errs = append(errs, field.Forbidden(fld.Child("localTier"), policyLocalTierHoldMsg))
-		}
-	}
-	return append(errs, validatePolicyResponse(s, fld)...)
-}
-
-func validateConcurrency(c *v1alpha1.ConcurrencyLimit, ds []v1alpha1.Descriptor, fld *field.Path) field.ErrorList {
-	errs := validatePolicyRange(c.MaxInFlight, 1, v1alpha1.MaxInFlight, fld.Child("maxInFlight"))
-	if d := c.LeaseDuration; d != nil && (d.Duration <= 0 || d.Duration > v1alpha1.MaxLeaseDuration) {
-		errs = append(errs, field.Invalid(fld.Child("leaseDuration"), d.Duration.String(), policyLeaseDurationMsg))
-	}
-	return append(errs, validateLeaseEntry(c.LeaseEntry, ds, policyConcLeaseEntryMsg, fld.Child("leaseEntry"))...)
-}
-
-func validateReserve(r *v1alpha1.Reserve, ds []v1alpha1.Descriptor, fld *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	if d := r.ExpireAfter; d != nil {
-		errs = append(errs, validatePolicyDuration(d.Duration, v1alpha1.MinExpireAfter, v1alpha1.MaxExpireAfter,
-			policyExpireAfterMsg, fld.Child("expireAfter"))...)
-	}
-	return append(errs, validateLeaseEntry(r.LeaseEntry, ds, policyReserveLeaseEntryMsg, fld.Child("leaseEntry"))...)
-}
-
-// validateLeaseEntry checks a lease entry key: a descriptor key that is
-// none of the policy's own.
-func validateLeaseEntry(e *string, ds []v1alpha1.Descriptor, msg string, fld *field.Path) field.ErrorList {
-	if e == nil {
-		return nil
-	}
-	if errs := validatePolicyString(*e, false, v1alpha1.MaxDescriptorKeyLength, fld); errs != nil {
+	errs = append(errs, validateLimit(&s.Limit, fld.Child("limit"))...)
+	errs = append(errs, validatePolicyResponse(s.Response, fld.Child("response"))...)
+	if len(errs) > 0 {
 		return errs
 	}
-	for _, d := range ds {
-		if d.Key == *e {
-			return field.ErrorList{field.Invalid(fld, *e, msg)}
-		}
-	}
-	return nil
+	errs = append(errs, validateFeatures(s, fld)...)
+	return append(errs, validateEntries(s, e, fld)...)
 }
 
-func validatePolicyDescriptors(ds []v1alpha1.Descriptor, fld *field.Path) field.ErrorList {
+func validateLimit(l *v1beta1.Limit, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case l.Type == "":
+		errs = append(errs, field.Required(fld.Child("type"), ""))
+	case !slices.Contains(limitTypes, l.Type):
+		errs = append(errs, field.NotSupported(fld.Child("type"), l.Type, limitTypes))
+	case l.Type == v1beta1.LimitRate && l.Rate == nil:
+		errs = append(errs, field.Required(fld.Child("rate"), policyLimitMemberMsg))
+	case l.Type == v1beta1.LimitRate && l.Concurrency != nil:
+		errs = append(errs, field.Forbidden(fld.Child("concurrency"), policyLimitMemberMsg))
+	case l.Type == v1beta1.LimitConcurrency && l.Concurrency == nil:
+		errs = append(errs, field.Required(fld.Child("concurrency"), policyLimitMemberMsg))
+	case l.Type == v1beta1.LimitConcurrency && l.Rate != nil:
+		errs = append(errs, field.Forbidden(fld.Child("rate"), policyLimitMemberMsg))
+	}
+	if r := l.Rate; r != nil {
+		errs = append(errs, validateRate(r, fld.Child("rate"))...)
+	}
+	if c := l.Concurrency; c != nil {
+		errs = append(errs, validateConcurrency(c, fld.Child("concurrency"))...)
+	}
+	return errs
+}
+
+func validateRate(r *v1beta1.RateLimit, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if r.Algorithm != nil && !slices.Contains(algorithms, *r.Algorithm) {
+		errs = append(errs, field.NotSupported(fld.Child("algorithm"), *r.Algorithm, algorithms))
+	}
+	errs = append(errs, validatePolicyRange(r.Limit, 1, maxLimit, fld.Child("limit"))...)
+	if (r.Period == nil) == (r.Calendar == nil) {
+		errs = append(errs, field.Invalid(fld.Child("period"), r.Period, policyPeriodOrCalMsg))
+	}
+	errs = append(errs, validatePolicyDuration(r.Period, minPeriod, maxPeriod, policyPeriodRangeMsg, fld.Child("period"))...)
+	errs = append(errs, validatePolicyCalendar(r.Calendar, fld.Child("calendar"))...)
+	if r.Burst != nil {
+		errs = append(errs, validatePolicyRange(*r.Burst, 1, maxLimit, fld.Child("burst"))...)
+	}
+	if c := r.Cost; c != nil {
+		if c.Max != nil {
+			errs = append(errs, validatePolicyRange(*c.Max, 1, maxLimit, fld.Child("cost", "max"))...)
+		}
+		if res := c.Reserve; res != nil {
+			errs = append(errs, validatePolicyDuration(res.ExpireAfter, minExpireAfter, maxExpireAfter, policyExpireAfterMsg,
+				fld.Child("cost", "reserve", "expireAfter"))...)
+		}
+	}
+	if t := r.LocalTier; t != nil {
+		errs = append(errs, validatePolicyLocalTier(t, fld.Child("localTier"))...)
+	}
+	errs = append(errs, validatePolicyPriority(r.Priority, fld.Child("priority"))...)
+	errs = append(errs, validatePolicyPenalty(r.Penalty, fld.Child("penalty"))...)
+	if s := r.Scope; s != nil && *s != v1beta1.ScopeRegion && *s != v1beta1.ScopeGlobal {
+		errs = append(errs, field.NotSupported(fld.Child("scope"), *s, []v1beta1.RegionScope{v1beta1.ScopeRegion, v1beta1.ScopeGlobal}))
+	}
+	if o := r.RequestOverride; o != nil {
+		errs = append(errs, validatePolicyRange(o.Maximum, 1, maxRequestOverride, fld.Child("requestOverride", "maximum"))...)
+	}
+	return errs
+}
+
+func validateConcurrency(c *v1beta1.ConcurrencyLimit, fld *field.Path) field.ErrorList {
+	errs := validatePolicyRange(c.MaxInFlight, 1, maxInFlight, fld.Child("maxInFlight"))
+	if d := c.LeaseDuration; d != nil {
+		if v, err := parseDuration(*d); err != nil {
+			errs = append(errs, field.Invalid(fld.Child("leaseDuration"), *d, err.Error()))
+		} else if v <= 0 || v > maxLeaseDuration {
+			errs = append(errs, field.Invalid(fld.Child("leaseDuration"), *d, policyLeaseDurationMsg))
+		}
+	}
+	return append(errs, validatePolicyPriority(c.Priority, fld.Child("priority"))...)
+}
+
+// validateEntries checks the lease entry and priority key the policy
+// counts on against its descriptors and each other. A v1alpha1 policy
+// names them in its spec; v1beta1 leaves them to the fleet.
+func validateEntries(s *v1beta1.RateLimitPolicySpec, e *v1beta1.FleetEntries, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	efld := field.NewPath("entries")
+	if e != nil && (e.Idempotency != nil || e.Accept != nil) {
+		errs = append(errs, field.Forbidden(efld, "only lease and priority may be given for one policy"))
+	}
+	le, holds := leaseEntryOf(s, e)
+	if holds {
+		errs = append(errs, validatePolicyString(le, false, maxDescriptorKeyLength, efld.Child("lease"))...)
+		for _, d := range s.Descriptors {
+			if d.Key == le {
+				errs = append(errs, field.Invalid(efld.Child("lease"), le, policyLeaseEntryDescMsg))
+			}
+		}
+	} else if e != nil && e.Lease != nil {
+		errs = append(errs, field.Forbidden(efld.Child("lease"), "the policy holds nothing: no Concurrency limit, no spec.limit.rate.cost.reserve"))
+	}
+	ps, member := priorityOf(s)
+	if ps == nil {
+		if e != nil && e.Priority != nil {
+			errs = append(errs, field.Forbidden(efld.Child("priority"), "the policy has no priority levels"))
+		}
+		return errs
+	}
+	return append(errs, validatePriorityKey(s, priorityKeyOf(e), le, holds, fld.Child("limit", member, "priority"))...)
+}
+
+func validatePolicyDescriptors(ds []v1beta1.Descriptor, fld *field.Path) field.ErrorList {
 	if errs := validateDescriptorCount(len(ds), fld); errs != nil {
 		return errs
 	}
@@ -257,51 +216,14 @@ func validatePolicyDescriptors(ds []v1alpha1.Descriptor, fld *field.Path) field.
 	seen := make(map[string]bool, len(ds))
 	for i, d := range ds {
 		idx := fld.Index(i)
-		errs = append(errs, validatePolicyString(d.Key, true, v1alpha1.MaxDescriptorKeyLength, idx.Child("key"))...)
+		errs = append(errs, validatePolicyString(d.Key, true, maxDescriptorKeyLength, idx.Child("key"))...)
 		if d.Value != nil {
-			errs = append(errs, validatePolicyString(*d.Value, false, v1alpha1.MaxDescriptorValueLength, idx.Child("value"))...)
+			errs = append(errs, validatePolicyString(*d.Value, false, maxDescriptorValueLength, idx.Child("value"))...)
 		}
 		if seen[d.Key] {
 			errs = append(errs, field.Invalid(idx.Child("key"), d.Key, policyDuplicateKeyMsg))
 		}
 		seen[d.Key] = true
-	}
-	return errs
-}
-
-func validatePolicyRate(r v1alpha1.Rate, fld *field.Path) field.ErrorList {
-	switch {
-	case r == v1alpha1.Rate{}:
-		return field.ErrorList{field.Required(fld, policyRateRequiredMsg)}
-	case r.Calendar != nil:
-		// validatePolicyCalendar checks the rest.
-		return validatePolicyRange(r.Limit, 1, v1alpha1.MaxLimit, fld.Child("limit"))
-	case r.Period.Duration == 0:
-		// Missing, as far as a decoded manifest can tell.
-		errs := validatePolicyRange(r.Limit, 1, v1alpha1.MaxLimit, fld.Child("limit"))
-		return append(errs, field.Required(fld.Child("period"), policyPeriodMissingMsg))
-	}
-	errs := validatePolicyRange(r.Limit, 1, v1alpha1.MaxLimit, fld.Child("limit"))
-	return append(errs, validatePolicyDuration(r.Period.Duration, v1alpha1.MinPeriod, v1alpha1.MaxPeriod,
-		policyPeriodRangeMsg, fld.Child("period"))...)
-}
-
-func validatePolicyLocalTier(t *v1alpha1.LocalTier, fld *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	if t.TTL != nil {
-		errs = append(errs, validatePolicyDuration(t.TTL.Duration, v1alpha1.MinLocalTierTTL, v1alpha1.MaxLocalTierTTL,
-			policyTTLRangeMsg, fld.Child("ttl"))...)
-	}
-	if o := t.MaxOvershoot; o != nil {
-		ok := false
-		if o.Type == intstr.Int {
-			ok = o.IntVal >= 0 && o.IntVal <= v1alpha1.MaxOvershootCount
-		} else {
-			ok = policyPercentRE.MatchString(o.StrVal)
-		}
-		if !ok {
-			errs = append(errs, field.Invalid(fld.Child("maxOvershoot"), o.String(), policyMaxOvershootMsg))
-		}
 	}
 	return errs
 }
@@ -330,21 +252,30 @@ func validatePolicyRange(v, minV, maxV int64, fld *field.Path) field.ErrorList {
 	return nil
 }
 
-func validatePolicyDuration(d, minD, maxD time.Duration, msg string, fld *field.Path) field.ErrorList {
-	if d < minD || d > maxD {
-		return field.ErrorList{field.Invalid(fld, d.String(), msg)}
+// validatePolicyDuration checks a v1beta1 duration's form and range; nil
+// is left to the caller.
+func validatePolicyDuration(d *v1beta1.Duration, minD, maxD time.Duration, msg string, fld *field.Path) field.ErrorList {
+	if d == nil {
+		return nil
+	}
+	v, err := parseDuration(*d)
+	if err != nil {
+		return field.ErrorList{field.Invalid(fld, *d, err.Error())}
+	}
+	if v < minD || v > maxD {
+		return field.ErrorList{field.Invalid(fld, *d, msg)}
 	}
 	return nil
 }
 
 // validateDescriptorCount checks that a list of descriptors holds 1 to
-// MaxDescriptors entries.
+// maxDescriptors entries.
 func validateDescriptorCount(n int, fld *field.Path) field.ErrorList {
 	switch {
 	case n == 0:
-		return field.ErrorList{field.Required(fld, fmt.Sprintf("must have 1 to %d entries", v1alpha1.MaxDescriptors))}
-	case n > v1alpha1.MaxDescriptors:
-		return field.ErrorList{field.TooMany(fld, n, v1alpha1.MaxDescriptors)}
+		return field.ErrorList{field.Required(fld, fmt.Sprintf("must have 1 to %d entries", maxDescriptors))}
+	case n > maxDescriptors:
+		return field.ErrorList{field.TooMany(fld, n, maxDescriptors)}
 	}
 	return nil
 }

@@ -166,7 +166,7 @@ func TestWatchReloadsOnChange(t *testing.T) {
 	writeAtomic(t, path, brokenFile)
 	err := w.err(t)
 	w.noLoad(t)
-	for _, want := range []string{path, "document 1", "shop/per-user", "spec.rate.limit"} {
+	for _, want := range []string{path, "document 1", "shop/per-user", "spec.limit.rate.limit"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
 		}
@@ -259,8 +259,8 @@ func TestWatchConfigMapSwap(t *testing.T) {
 
 	version("..2024_01_01_00_02_00.3", brokenFile)
 	swap("..2024_01_01_00_02_00.3")
-	if err := w.err(t); !strings.Contains(err.Error(), "spec.rate.limit") {
-		t.Fatalf("broken swap: error %v, want one naming spec.rate.limit", err)
+	if err := w.err(t); !strings.Contains(err.Error(), "spec.limit.rate.limit") {
+		t.Fatalf("broken swap: error %v, want one naming spec.limit.rate.limit", err)
 	}
 }
 

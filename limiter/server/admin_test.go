@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/policytest"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/server"
 	"github.com/sluice-dev/sluice/limiter/service"
@@ -32,7 +33,7 @@ func snapshotOf(t *testing.T, limit int64, enforcement config.Enforcement) *conf
 			Rate:        v1alpha1.Rate{Limit: limit, Period: metav1.Duration{Duration: time.Minute}},
 		},
 	}
-	doc, version := config.EncodeDocument(config.DocumentFor([]v1alpha1.RateLimitPolicy{p}, enforcement))
+	doc, version := config.EncodeDocument(config.DocumentFor(policytest.Sources([]v1alpha1.RateLimitPolicy{p}...), enforcement))
 	snap, err := config.ParseDocument(doc)
 	if err != nil || snap.Version != version {
 		t.Fatalf("ParseDocument: %v (version %s, want %s)", err, snap.Version, version)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/limiter/config"
+	"github.com/sluice-dev/sluice/internal/policytest"
 	"github.com/sluice-dev/sluice/limiter/server"
 )
 
@@ -29,7 +29,7 @@ func TestAdminStatsLocalTier(t *testing.T) {
 				Rate: v1alpha1.Rate{Limit: 100, Period: metav1.Duration{Duration: time.Minute}}, LocalTier: lt},
 		}
 	}
-	snap, err := config.Compile([]v1alpha1.RateLimitPolicy{
+	snap, err := policytest.Compile([]v1alpha1.RateLimitPolicy{
 		policy("tiered", "user", &v1alpha1.LocalTier{Enabled: ptr.To(true), MaxOvershoot: ptr.To(intstr.FromString("3%"))}),
 		policy("exact", "ip", nil),
 	})

@@ -9,7 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
 
@@ -23,19 +23,23 @@ func TestAttackFleetForwardAuthFillsPriorityFromHeader(t *testing.T) {
 	const policy = `
 domain: shop
 descriptors: [{key: service, value: shop}]
-algorithm: FixedWindow
-rate: {limit: 10, period: 1m}
-priority: {key: priority, levels: [{value: critical, share: 100}, {value: batch, share: 50}], default: batch}
+limit:
+  type: Rate
+  rate:
+    algorithm: FixedWindow
+    limit: 10
+    period: 1m
+    priority: {levels: [{value: critical, share: 100}, {value: batch, share: 50}], default: batch}
 `
-	var spec v1alpha1.RateLimitPolicySpec
+	var spec v1beta1.RateLimitPolicySpec
 	if err := yaml.UnmarshalStrict([]byte(policy), &spec); err != nil {
 		t.Fatal(err)
 	}
 	doc := config.Document{
 		Policies: []config.DocumentPolicy{{Namespace: "shop", Name: "shed", Spec: spec}},
-		ForwardAuth: []v1alpha1.ForwardAuth{{Domain: "shop", Descriptors: []v1alpha1.ForwardAuthDescriptor{
-			{Key: "service", From: v1alpha1.FromHost},
-			{Key: "priority", From: v1alpha1.FromHeader, Header: ptr.To("X-Priority")},
+		ForwardAuth: []v1beta1.ForwardAuth{{Domain: "shop", Descriptors: []v1beta1.ForwardAuthDescriptor{
+			{Key: "service", From: v1beta1.FromHost},
+			{Key: "priority", From: v1beta1.FromHeader, Header: ptr.To("X-Priority")},
 		}}},
 	}
 	data, _ := config.EncodeDocument(doc)

@@ -14,6 +14,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
+	"github.com/sluice-dev/sluice/internal/policytest"
 	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/service"
@@ -73,7 +75,7 @@ func TestStoreBudgetFailureMode(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			snap := budgetSnapshot(t, 1)
 			doc := config.DocumentOf(snap)
-			doc.Policies[0].Spec.FailureMode = &mode
+			doc.Policies[0].Spec.FailureMode = ptr.To(v1beta1.FailureMode(mode))
 			doc.Budgets = &config.Budgets{Default: config.NamespaceBudget{MaxPoliciesPerRequest: 4, StoreCallsPerSecond: 1}}
 			data, _ := config.EncodeDocument(doc)
 			snap, err := config.ParseDocument(data)
@@ -130,7 +132,7 @@ func BenchmarkCheckBudgeted(b *testing.B) {
 // calls a second.
 func sharedSnapshot(t *testing.T, limit int64, mode v1alpha1.FailureMode, rate int32) *config.Snapshot {
 	t.Helper()
-	snap, err := config.Compile([]v1alpha1.RateLimitPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: "shared", Name: "per-user"},
+	snap, err := policytest.Compile([]v1alpha1.RateLimitPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: "shared", Name: "per-user"},
 		Spec: v1alpha1.RateLimitPolicySpec{Domain: "shared", Descriptors: []v1alpha1.Descriptor{{Key: "user"}}, FailureMode: ptr.To(mode),
 			Rate: v1alpha1.Rate{Limit: limit, Period: metav1.Duration{Duration: time.Hour}}}}})
 	if err != nil {

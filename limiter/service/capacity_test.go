@@ -11,8 +11,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/policytest"
 	"github.com/sluice-dev/sluice/internal/redistest"
-	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/service"
 	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
 )
@@ -53,7 +53,7 @@ func TestCostAboveCapacityRefusedBeforeRedis(t *testing.T) {
 			Spec: v1alpha1.RateLimitPolicySpec{Domain: "cap", Algorithm: ptr.To(a), Descriptors: []v1alpha1.Descriptor{{Key: key}},
 				Rate: v1alpha1.Rate{Limit: limit, Period: metav1.Duration{Duration: time.Minute}}, Burst: burst, Shadow: ptr.To(shadow)}}
 	}
-	snap, err := config.Compile([]v1alpha1.RateLimitPolicy{
+	snap, err := policytest.Compile([]v1alpha1.RateLimitPolicy{
 		pol("log", v1alpha1.SlidingLog, "user", 100, nil, false),
 		pol("bucket", v1alpha1.TokenBucket, "tenant", 10, ptr.To[int64](50), false),
 		pol("watch", v1alpha1.FixedWindow, "ip", 5, nil, true),

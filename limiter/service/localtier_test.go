@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/policytest"
 	"github.com/sluice-dev/sluice/internal/redistest"
 	"github.com/sluice-dev/sluice/internal/storetest"
 	"github.com/sluice-dev/sluice/limiter/config"
@@ -39,7 +40,7 @@ func tierSnapshot(t testing.TB, period time.Duration, lt *v1alpha1.LocalTier) *c
 			},
 		})
 	}
-	snap, err := config.Compile(ps)
+	snap, err := policytest.Compile(ps)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/policytest"
 	"github.com/sluice-dev/sluice/internal/testtier"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/config/kube"
@@ -32,7 +33,7 @@ func document(limit int64) ([]byte, string) {
 			Rate:        v1alpha1.Rate{Limit: limit, Period: metav1.Duration{Duration: time.Minute}},
 		},
 	}
-	return config.EncodeDocument(config.DocumentFor([]v1alpha1.RateLimitPolicy{p}, config.EnforcementEnabled))
+	return config.EncodeDocument(config.DocumentFor(policytest.Sources([]v1alpha1.RateLimitPolicy{p}...), config.EnforcementEnabled))
 }
 
 func gz(t testing.TB, b []byte) []byte {
@@ -73,7 +74,7 @@ func TestDecode(t *testing.T) {
 		}, "both data[snapshot.json] and binaryData[snapshot.json.gz]"},
 		{"garbled", plainCM([]byte(`{"policies": [`), version), "snapshot document"},
 		{"unknown field", plainCM([]byte(`{"policies":[],"extra":1}`), ""), `unknown field "extra"`},
-		{"invalid policy", plainCM(bytes.Replace(doc, []byte(`"limit":5`), []byte(`"limit":0`), 1), ""), "spec.rate.limit"},
+		{"invalid policy", plainCM(bytes.Replace(doc, []byte(`"limit":5`), []byte(`"limit":0`), 1), ""), "spec.limit.rate.limit"},
 		{"version mismatch", plainCM(other, version), fmt.Sprintf("data[version] is %q but the document's version is %q", version, otherVersion)},
 		{"not gzip", &corev1.ConfigMap{BinaryData: map[string][]byte{config.DocumentGzipKey: doc}}, "binaryData[snapshot.json.gz]: gzip: "},
 		{"truncated gzip", &corev1.ConfigMap{BinaryData: map[string][]byte{config.DocumentGzipKey: gz(t, doc)[:40]}}, "binaryData[snapshot.json.gz]: gzip: "},
