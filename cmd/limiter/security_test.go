@@ -382,7 +382,7 @@ spec:
 		cost       int
 		want       string
 	}{
-		{"user", "alice", 5, "descriptors[0] costs 5, above the maximum cost of 1 of policy shop/per-user (spec.maxCost)"},
+		{"user", "alice", 5, "descriptors[0] costs 5, above the maximum cost of 1 of policy shop/per-user (spec.limit.rate.cost.max)"},
 		{"user", "alice", 1_000_000, "descriptors[0] costs 1000000, above the maximum cost of 1 of policy shop/per-user"},
 		// No maxCost: the capacity, burst 10, caps it.
 		{"tenant", "acme", 11, "descriptors[0] costs 11, above the maximum cost of 10 of policy shop/per-tenant"},

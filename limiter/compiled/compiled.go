@@ -81,8 +81,9 @@ type Policy struct {
 	// Descriptors are the entries a request must carry, in the policy's order.
 	Descriptors []Descriptor
 	Limit       algo.Limit
-	// MaxCost is the most units one request may spend (spec.maxCost, or
-	// the capacity); math.MaxInt64 for Concurrency, which counts requests.
+	// MaxCost is the most units one request may spend
+	// (spec.limit.rate.cost.max, or the capacity); math.MaxInt64 for
+	// Concurrency, which counts requests.
 	MaxCost int64
 	// LeaseEntry is the descriptor entry key whose value is a lease or
 	// reservation ID, on the call that ends a request (spec.concurrency's

@@ -88,7 +88,7 @@ func TestAttackCostAboveCapSkipsNoLimitOverRLS(t *testing.T) {
 	e := startRefusals(t)
 	for range 3 {
 		resp, err := e.rls.ShouldRateLimit(ctxT(t), llmRequest("a", "192.0.2.1", 500))
-		wantRefusedRLS(t, "cost 500", resp, err, "descriptors[0] costs 500, above the maximum cost of 100 of policy llm/tokens (spec.maxCost)")
+		wantRefusedRLS(t, "cost 500", resp, err, "descriptors[0] costs 500, above the maximum cost of 100 of policy llm/tokens (spec.limit.rate.cost.max)")
 		if md := resp.GetDynamicMetadata().AsMap(); md["policy"] != "llm/tokens" {
 			t.Fatalf("metadata %v, want the policy llm/tokens", md)
 		}
@@ -119,7 +119,7 @@ func TestAttackCostAboveCapSkipsNoLimitOverHTTP(t *testing.T) {
 	e := startRefusals(t)
 	const body = `{"domain":"llm","descriptors":[{"entries":[{"key":"user","value":"a"}]}],"hitsAddend":500}`
 	resp, b := post(t, e.http, "", body)
-	want := "descriptors[0] costs 500, above the maximum cost of 100 of policy llm/tokens (spec.maxCost)"
+	want := "descriptors[0] costs 500, above the maximum cost of 100 of policy llm/tokens (spec.limit.rate.cost.max)"
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get(server.HeaderReason) != want {
 		t.Fatalf("cost 500: %d %s %q %s, want 429 with the reason", resp.StatusCode, server.HeaderReason, resp.Header.Get(server.HeaderReason), b)
 	}

@@ -76,8 +76,8 @@ func TestCostAboveCapacityRefusedBeforeRedis(t *testing.T) {
 		entry string
 		want  string
 	}{
-		{101, "user", "costs 101, above the maximum cost of 100 of policy shop/log (spec.maxCost, by default the capacity, its rate.limit)"},
-		{51, "tenant", "costs 51, above the maximum cost of 50 of policy shop/bucket (spec.maxCost, by default the capacity, its burst)"},
+		{101, "user", "costs 101, above the maximum cost of 100 of policy shop/log (spec.limit.rate.cost.max, by default the capacity, its limit)"},
+		{51, "tenant", "costs 51, above the maximum cost of 50 of policy shop/bucket (spec.limit.rate.cost.max, by default the capacity, its burst)"},
 	} {
 		if got := answer(decide(tc.cost, tc.entry, "x")); !strings.HasPrefix(got, "refused: ") || !strings.Contains(got, tc.want) {
 			t.Fatalf("cost %d: %s, want refused %q", tc.cost, got, tc.want)

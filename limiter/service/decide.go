@@ -187,16 +187,17 @@ func checkCost(i int, st *step) (*compiled.Policy, string) {
 	return nil, ""
 }
 
-// maxCostSource says where p's MaxCost comes from: spec.maxCost, or the
-// capacity by default, which no cost above could ever be allowed by.
+// maxCostSource says where p's MaxCost comes from, by its v1beta1 path:
+// spec.limit.rate.cost.max, or the capacity by default, which no cost
+// above could ever be allowed by.
 func maxCostSource(p *compiled.Policy) string {
 	switch {
 	case p.MaxCostSet:
-		return "spec.maxCost"
+		return "spec.limit.rate.cost.max"
 	case p.Limit.Algorithm.UsesBurst():
-		return "spec.maxCost, by default the capacity, its burst"
+		return "spec.limit.rate.cost.max, by default the capacity, its burst"
 	default:
-		return "spec.maxCost, by default the capacity, its rate.limit"
+		return "spec.limit.rate.cost.max, by default the capacity, its limit"
 	}
 }
 

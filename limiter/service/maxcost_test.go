@@ -50,7 +50,7 @@ func TestMaxCost(t *testing.T) {
 		want string // "" for a decision
 	}{
 		{"within the cap", 2, []service.Descriptor{desc("user", "ann")}, ""},
-		{"above the cap", 3, []service.Descriptor{desc("user", "ann")}, "descriptors[0] costs 3, above the maximum cost of 2 of policy a/capped (spec.maxCost)"},
+		{"above the cap", 3, []service.Descriptor{desc("user", "ann")}, "descriptors[0] costs 3, above the maximum cost of 2 of policy a/capped (spec.limit.rate.cost.max)"},
 		{"the second descriptor", 0, []service.Descriptor{desc("ip", "1.2.3.4"), {Entries: desc("user", "ann").Entries, HitsAddend: 5, HasHitsAddend: true}},
 			"descriptors[1] costs 5, above the maximum cost of 2 of policy a/capped"},
 		{"the capacity caps a policy without maxCost", 5, []service.Descriptor{desc("ip", "1.2.3.4")}, "maximum cost of 4 of policy a/per-ip"},
