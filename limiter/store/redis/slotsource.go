@@ -16,6 +16,8 @@ package redis
 import (
 	"context"
 	"errors"
+	"maps"
+	"net"
 	"slices"
 	"sync"
 	"time"
@@ -36,11 +38,44 @@ type slotSource struct {
 	// it out: the next map that lists it brings it back.
 	dead map[string]bool
 	last []goredis.ClusterSlot
+	// loopback are the loopback addresses of the seeds and the last map,
+	// by port (see unstrip).
+	loopback map[string]string
 }
 
 func newSlotSource(seeds []string, timeout time.Duration, newClient func(string) *goredis.Client) *slotSource {
-	return &slotSource{seeds: seeds, timeout: timeout, newClient: newClient,
-		clients: map[string]*goredis.Client{}, dead: map[string]bool{}}
+	ss := &slotSource{seeds: seeds, timeout: timeout, newClient: newClient,
+		clients: map[string]*goredis.Client{}, dead: map[string]bool{}, loopback: map[string]string{}}
+	ss.noteLoopback(seeds)
+	return ss
+}
+
+// noteLoopback records the loopback addresses among addrs. ss.mu must be
+// held, or ss not shared yet.
+func (ss *slotSource) noteLoopback(addrs []string) {
+	for _, a := range addrs {
+		host, port, err := net.SplitHostPort(a)
+		if ip := net.ParseIP(host); err == nil && ip != nil && ip.IsLoopback() {
+			ss.loopback[port] = a
+		}
+	}
+}
+
+// unstrip undoes what go-redis does to a loopback address of a map it is
+// handed (ClusterSlots): taking it for another host's, it strips the host
+// (":port"); the address is the loopback one the map named with that port.
+// Others are returned as they are.
+func (ss *slotSource) unstrip(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host != "" {
+		return addr
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if a, ok := ss.loopback[port]; ok {
+		return a
+	}
+	return addr
 }
 
 // errNoSlots fails a fetch that no node answered.
@@ -166,6 +201,7 @@ func (ss *slotSource) took(slots []goredis.ClusterSlot) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	ss.last = slots
+	ss.noteLoopback(slices.Collect(maps.Keys(listed)))
 	for addr, c := range ss.clients {
 		if !listed[addr] && !slices.Contains(ss.seeds, addr) {
 			_ = c.Close() // a node that left the cluster

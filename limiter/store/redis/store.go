@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -192,9 +193,13 @@ func (s *Store) newCluster(env *breakerEnv) {
 		c.AddHook(cov)
 		return c
 	})
+	dial := goredis.NewDialer(&goredis.Options{DialTimeout: time.Second, TLSConfig: opts.TLS})
 	cc := goredis.NewClusterClient(&goredis.ClusterOptions{
-		Addrs:                 opts.Addrs,
-		ClusterSlots:          s.slots.forClient, // go-redis routes by the store's map
+		Addrs:        opts.Addrs,
+		ClusterSlots: s.slots.forClient, // go-redis routes by the store's map
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return dial(ctx, network, s.slots.unstrip(addr))
+		},
 		Username:              opts.Username,
 		Password:              opts.Password,
 		TLSConfig:             opts.TLS,
@@ -249,7 +254,7 @@ func (s *Store) routesTo(key, addr string) bool {
 		return true
 	}
 	c, err := cc.MasterForKey(context.Background(), key)
-	return err == nil && c.Options().Addr == addr
+	return err == nil && s.slots.unstrip(c.Options().Addr) == addr
 }
 
 // Ping checks that Redis answers as decisions reach it: for a cluster,
