@@ -37,7 +37,10 @@ type slotSource struct {
 	// dead are the nodes that did not answer, each true once a map left
 	// it out: the next map that lists it brings it back.
 	dead map[string]bool
-	last []goredis.ClusterSlot
+	// asking are the nodes asked and not answered yet: a stopped node is
+	// asked once at a time, not once per load while it keeps silent.
+	asking map[string]bool
+	last   []goredis.ClusterSlot
 	// loopback are the loopback addresses of the seeds and the last map,
 	// by port (see unstrip).
 	loopback map[string]string
@@ -45,7 +48,7 @@ type slotSource struct {
 
 func newSlotSource(seeds []string, timeout time.Duration, newClient func(string) *goredis.Client) *slotSource {
 	ss := &slotSource{seeds: seeds, timeout: timeout, newClient: newClient,
-		clients: map[string]*goredis.Client{}, dead: map[string]bool{}, loopback: map[string]string{}}
+		clients: map[string]*goredis.Client{}, dead: map[string]bool{}, asking: map[string]bool{}, loopback: map[string]string{}}
 	ss.noteLoopback(seeds)
 	return ss
 }
@@ -104,6 +107,9 @@ func (ss *slotSource) fetch(ctx context.Context) ([]goredis.ClusterSlot, error) 
 			actx, cancel := context.WithTimeout(context.Background(), ss.timeout)
 			defer cancel()
 			slots, err := c.ClusterSlots(actx).Result()
+			ss.mu.Lock()
+			delete(ss.asking, addr)
+			ss.mu.Unlock()
 			answers <- answer{addr, slots, err}
 		}()
 	}
@@ -144,8 +150,9 @@ func (ss *slotSource) drain(answers <-chan answer, n int) {
 	}
 }
 
-// candidates are the nodes a fetch asks: the seeds and the last map's
-// nodes that are not known dead, or all of them when every one is.
+// candidates are the nodes a fetch asks, marked asking: the seeds and the
+// last map's nodes that are not known dead (or all of them when every one
+// is), less those asked already and not answered yet.
 func (ss *slotSource) candidates() []string {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -157,9 +164,13 @@ func (ss *slotSource) candidates() []string {
 			}
 		}
 	}
+	all = slices.DeleteFunc(all, func(a string) bool { return ss.asking[a] })
 	alive := slices.DeleteFunc(slices.Clone(all), func(a string) bool { _, dead := ss.dead[a]; return dead })
 	if len(alive) == 0 {
-		return all
+		alive = all
+	}
+	for _, a := range alive {
+		ss.asking[a] = true
 	}
 	return alive
 }

@@ -215,6 +215,9 @@ func (s *Store) newCluster(env *breakerEnv) {
 		// No CLIENT SETINFO on connect: Redis before 7.2 answers it
 		// with an error, counted in its errorstats.
 		DisableIdentity: true,
+		// Every command is routed by its key's slot: no COMMAND asked of
+		// random nodes first (a stopped one among them) for policies.
+		DisableRoutingPolicies: true,
 	})
 	mv := &movedHook{refresh: s.refresh}
 	cc.OnNewNode(func(c *goredis.Client) { c.AddHook(mv) })
