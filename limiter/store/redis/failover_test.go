@@ -54,6 +54,15 @@ func loads(t *testing.T, reg *prometheus.Registry, trigger string) float64 {
 	return 0
 }
 
+// loadsByTrigger lists sluice_redis_slotmap_loads_total, for the log.
+func loadsByTrigger(t *testing.T, reg *prometheus.Registry) string {
+	var out []string
+	for _, m := range mustFamily(t, reg, "sluice_redis_slotmap_loads_total").GetMetric() {
+		out = append(out, fmt.Sprintf("%s %v", label(m, "trigger"), m.GetCounter().GetValue()))
+	}
+	return strings.Join(out, ", ")
+}
+
 // healthyTaker decides keys of healthy shards and keeps what failed: a
 // decision refused by a breaker is a failure; one that missed its deadline
 // on a busy machine is noise, logged.
@@ -120,6 +129,7 @@ func failover(t *testing.T, what string, fault func(old *redistest.Server)) {
 		}
 	}
 	h.check(t)
+	t.Logf("slot map loads by trigger: %s", loadsByTrigger(t, reg))
 	if n := loads(t, reg, "timer"); n != 1 {
 		t.Errorf("%v slot map loads on the timer, want 1 (at start): the failover was found on a timer", n)
 	}

@@ -31,7 +31,7 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 		}, []string{"shard"}),
 		loads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_redis_slotmap_loads_total",
-			Help: "Redis Cluster slot map loads, by trigger: timer (start and periodic), open (a breaker is open), breaker (one opened or its probe failed), or what a round trip met: timeout, connection, clusterdown, masterdown, moved.",
+			Help: "Redis Cluster slot map loads, by trigger: timer (start and periodic), retry (after a failed load), open (a breaker is open), breaker (one opened or its probe failed), or what a round trip met: timeout, connection, clusterdown, masterdown, moved.",
 		}, []string{"trigger"}),
 	}
 	if reg != nil {

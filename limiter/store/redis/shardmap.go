@@ -23,6 +23,7 @@ package redis
 import (
 	"context"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,7 +48,8 @@ const (
 // sluice_redis_slotmap_loads_total; a failed round trip's trigger is its
 // FailureClass, or "moved".
 const (
-	triggerTimer   = "timer"   // start, mapRefreshEvery, mapRetryEvery
+	triggerTimer   = "timer"   // start, mapRefreshEvery
+	triggerRetry   = "retry"   // mapRetryEvery after a failed load
 	triggerOpen    = "open"    // a breaker is open: mapOpenEvery
 	triggerBreaker = "breaker" // a breaker opened, or its probe failed
 	triggerMoved   = "moved"   // a MOVED reply: slots moved
@@ -108,8 +110,10 @@ func (sh *shards) loop(fetch func(context.Context) ([]goredis.ClusterSlot, error
 	t := time.NewTimer(0)
 	defer t.Stop()
 	var last time.Time
+	var prev []goredis.ClusterSlot
+	onTimer := triggerTimer
 	for {
-		trigger := triggerTimer
+		trigger := onTimer
 		select {
 		case <-stop:
 			return
@@ -129,14 +133,18 @@ func (sh *shards) loop(fetch func(context.Context) ([]goredis.ClusterSlot, error
 		slots, err := fetch(ctx)
 		cancel()
 		next := sh.every
+		onTimer = triggerTimer
 		if err != nil || len(slots) == 0 {
 			if sh.loaded.Load() {
 				sh.log.Debug("Could not reload the Redis Cluster slot map; keeping the last one", "error", err)
 			}
-			next = mapRetryEvery
+			next, onTimer = mapRetryEvery, triggerRetry
 		} else {
 			handed := sh.install(slots)
-			loaded()
+			if !reflect.DeepEqual(slots, prev) { // a new go-redis state per load is garbage
+				loaded()
+			}
+			prev = slots
 			for _, h := range handed {
 				h.b.kick(h.addr) // after loaded: go-redis has the new primary
 			}

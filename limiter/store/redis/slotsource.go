@@ -151,8 +151,8 @@ func (ss *slotSource) drain(answers <-chan answer, n int) {
 }
 
 // candidates are the nodes a fetch asks, marked asking: the seeds and the
-// last map's nodes that are not known dead (or all of them when every one
-// is), less those asked already and not answered yet.
+// last map's nodes that are not known dead and not asked already without
+// an answer yet; failing that, those not asked already; failing that, all.
 func (ss *slotSource) candidates() []string {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -164,10 +164,14 @@ func (ss *slotSource) candidates() []string {
 			}
 		}
 	}
-	all = slices.DeleteFunc(all, func(a string) bool { return ss.asking[a] })
-	alive := slices.DeleteFunc(slices.Clone(all), func(a string) bool { _, dead := ss.dead[a]; return dead })
-	if len(alive) == 0 {
-		alive = all
+	quiet := slices.DeleteFunc(slices.Clone(all), func(a string) bool { return ss.asking[a] })
+	alive := slices.DeleteFunc(slices.Clone(quiet), func(a string) bool { _, dead := ss.dead[a]; return dead })
+	switch {
+	case len(alive) > 0:
+	case len(quiet) > 0:
+		alive = quiet
+	default:
+		alive = all // each asked already, by a fetch beside this one
 	}
 	for _, a := range alive {
 		ss.asking[a] = true
