@@ -146,7 +146,7 @@ func (sh *shards) loop(fetch func(context.Context) ([]goredis.ClusterSlot, error
 			}
 			prev = slots
 			for _, h := range handed {
-				h.b.kick(h.addr) // after loaded: go-redis has the new primary
+				h.b.kick(h.addr) // its probe waits until go-redis routes there
 			}
 		}
 		if sh.anyOpen() {
