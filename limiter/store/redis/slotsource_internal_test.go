@@ -37,9 +37,9 @@ func TestSlotSourceDeadNodeUntilBack(t *testing.T) {
 	ss.failed(primary, context.DeadlineExceeded)
 	ss.failed(seed, goredis.Nil) // an answer, if not a map: not dead
 	steps := []struct {
-		what string
+		what   string
 		listed []string
-		want []string
+		want   []string
 	}{
 		{"still listed (no failover yet)", []string{primary, replica}, []string{seed, replica}},
 		{"left out (its replica took over)", []string{replica}, []string{seed, replica}},
