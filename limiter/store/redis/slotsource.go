@@ -16,9 +16,9 @@ package redis
 import (
 	"context"
 	"errors"
-	"maps"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,44 +41,46 @@ type slotSource struct {
 	// asked once at a time, not once per load while it keeps silent.
 	asking map[string]bool
 	last   []goredis.ClusterSlot
-	// loopback are the loopback addresses of the seeds and the last map,
-	// by port (see unstrip).
-	loopback map[string]string
+	// handed is last as go-redis is handed it (see forClient).
+	handed []goredis.ClusterSlot
 }
 
 func newSlotSource(seeds []string, timeout time.Duration, newClient func(string) *goredis.Client) *slotSource {
 	ss := &slotSource{seeds: seeds, timeout: timeout, newClient: newClient,
-		clients: map[string]*goredis.Client{}, dead: map[string]bool{}, asking: map[string]bool{}, loopback: map[string]string{}}
-	ss.noteLoopback(seeds)
+		clients: map[string]*goredis.Client{}, dead: map[string]bool{}, asking: map[string]bool{}}
 	return ss
 }
 
-// noteLoopback records the loopback addresses among addrs. ss.mu must be
-// held, or ss not shared yet.
-func (ss *slotSource) noteLoopback(addrs []string) {
-	for _, a := range addrs {
-		host, port, err := net.SplitHostPort(a)
-		if ip := net.ParseIP(host); err == nil && ip != nil && ip.IsLoopback() {
-			ss.loopback[port] = a
+// loopbackName is added to a loopback IP in the maps go-redis is handed:
+// go-redis takes a loopback IP in a map with no origin (ClusterSlots) for
+// another host's, and strips it to ":port", which would make every node
+// on one port one node. A name it leaves alone; realAddr turns it back into
+// the IP for the dial. Only nodes on loopback addresses (one host, as in
+// tests) have one.
+const loopbackName = ".loopback.sluice.invalid"
+
+// forGoRedis is slots with loopbackName added to each loopback IP.
+func forGoRedis(slots []goredis.ClusterSlot) []goredis.ClusterSlot {
+	out := slices.Clone(slots)
+	for i, r := range out {
+		out[i].Nodes = slices.Clone(r.Nodes)
+		for j, n := range out[i].Nodes {
+			host, port, err := net.SplitHostPort(n.Addr)
+			if ip := net.ParseIP(host); err == nil && ip != nil && ip.IsLoopback() {
+				out[i].Nodes[j].Addr = net.JoinHostPort(host+loopbackName, port)
+			}
 		}
 	}
+	return out
 }
 
-// unstrip undoes what go-redis does to a loopback address of a map it is
-// handed (ClusterSlots): taking it for another host's, it strips the host
-// (":port"); the address is the loopback one the map named with that port.
-// Others are returned as they are.
-func (ss *slotSource) unstrip(addr string) string {
+// realAddr is the address go-redis's node addr stands for (see loopbackName).
+func realAddr(addr string) string {
 	host, port, err := net.SplitHostPort(addr)
-	if err != nil || host != "" {
+	if err != nil || !strings.HasSuffix(host, loopbackName) {
 		return addr
 	}
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if a, ok := ss.loopback[port]; ok {
-		return a
-	}
-	return addr
+	return net.JoinHostPort(strings.TrimSuffix(host, loopbackName), port)
 }
 
 // errNoSlots fails a fetch that no node answered.
@@ -88,12 +90,16 @@ var errNoSlots = errors.New("redis store: no cluster node answered CLUSTER SLOTS
 // when there is none yet.
 func (ss *slotSource) forClient(ctx context.Context) ([]goredis.ClusterSlot, error) {
 	ss.mu.Lock()
-	last := ss.last
+	handed := ss.handed
 	ss.mu.Unlock()
-	if last != nil {
-		return last, nil
+	if handed != nil {
+		return handed, nil
 	}
-	return ss.fetch(ctx)
+	slots, err := ss.fetch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return forGoRedis(slots), nil
 }
 
 // fetch asks every node that may answer at once and returns the first
@@ -215,8 +221,7 @@ func (ss *slotSource) took(slots []goredis.ClusterSlot) {
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	ss.last = slots
-	ss.noteLoopback(slices.Collect(maps.Keys(listed)))
+	ss.last, ss.handed = slots, forGoRedis(slots)
 	for addr, c := range ss.clients {
 		if !listed[addr] && !slices.Contains(ss.seeds, addr) {
 			_ = c.Close() // a node that left the cluster

@@ -198,7 +198,7 @@ func (s *Store) newCluster(env *breakerEnv) {
 		Addrs:        opts.Addrs,
 		ClusterSlots: s.slots.forClient, // go-redis routes by the store's map
 		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return dial(ctx, network, s.slots.unstrip(addr))
+			return dial(ctx, network, realAddr(addr))
 		},
 		Username:              opts.Username,
 		Password:              opts.Password,
@@ -257,7 +257,7 @@ func (s *Store) routesTo(key, addr string) bool {
 		return true
 	}
 	c, err := cc.MasterForKey(context.Background(), key)
-	return err == nil && s.slots.unstrip(c.Options().Addr) == addr
+	return err == nil && realAddr(c.Options().Addr) == addr
 }
 
 // Ping checks that Redis answers as decisions reach it: for a cluster,
