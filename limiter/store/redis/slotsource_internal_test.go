@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"net"
 	"slices"
 	"testing"
 	"time"
@@ -57,5 +58,21 @@ func TestSlotSourceDeadNodeUntilBack(t *testing.T) {
 	}
 	if got := asked(); len(got) != 3 {
 		t.Errorf("every node dead: asked %v, want all 3", got)
+	}
+}
+
+// go-redis is handed loopback nodes under a name it does not rewrite, and
+// dials the address the map named; other addresses pass as they are.
+func TestLoopbackNodesKeepTheirAddress(t *testing.T) {
+	for _, addr := range []string{"127.0.0.5:6379", "127.0.0.6:6379", "[::1]:7000", "10.0.0.1:6379", "redis-0.redis:6379"} {
+		handed := forGoRedis([]goredis.ClusterSlot{{Start: 0, End: 1, Nodes: []goredis.ClusterNode{{Addr: addr}}}})
+		got := handed[0].Nodes[0].Addr
+		if back := realAddr(got); back != addr {
+			t.Errorf("%s handed as %s, dialled as %s", addr, got, back)
+		}
+		host, _, _ := net.SplitHostPort(got)
+		if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+			t.Errorf("%s handed as a loopback IP, %s: go-redis strips it", addr, got)
+		}
 	}
 }
