@@ -13,6 +13,7 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/store"
@@ -218,6 +219,10 @@ func (s *Store) newCluster(env *breakerEnv) {
 		// Every command is routed by its key's slot: no COMMAND asked of
 		// random nodes first (a stopped one among them) for policies.
 		DisableRoutingPolicies: true,
+		// Redis Cluster sends no maintenance notifications (a Redis
+		// Enterprise feature); go-redis's auto mode would look each
+		// node's name up in DNS (loopbackName) when making its client.
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	})
 	mv := &movedHook{refresh: s.refresh}
 	cc.OnNewNode(func(c *goredis.Client) { c.AddHook(mv) })
