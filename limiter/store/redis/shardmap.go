@@ -40,7 +40,7 @@ const (
 	mapRefreshEvery = 10 * time.Second
 	mapRetryEvery   = time.Second
 	mapOpenEvery    = 100 * time.Millisecond
-	mapMinGap       = 50 * time.Millisecond
+	mapMinGap       = 100 * time.Millisecond
 	mapLoadTimeout  = time.Second
 )
 

@@ -238,10 +238,12 @@ func (s *Store) newCluster(env *breakerEnv) {
 	}()
 }
 
-// fetchTimeout bounds one node's CLUSTER SLOTS answer, dial included: a
-// few decision deadlines, between 100ms and mapLoadTimeout.
+// fetchTimeout bounds one node's CLUSTER SLOTS answer, dial (and TLS
+// handshake) included: a few decision deadlines, between 500ms and
+// mapLoadTimeout. No decision waits on it, and a node that does not answer
+// is asked once at a time (slotsource.go).
 func fetchTimeout(timeout time.Duration) time.Duration {
-	return min(max(4*timeout, 100*time.Millisecond), mapLoadTimeout)
+	return min(max(4*timeout, 500*time.Millisecond), mapLoadTimeout)
 }
 
 // refresh asks for a cluster's slot map at once, saying why: the map loop
