@@ -19,6 +19,9 @@ type Proxy struct {
 	target  string
 	ln      net.Listener
 	latency atomic.Int64 // ns added to every chunk the server sends
+	// accepted counts the connections clients made to the proxy: their
+	// dials of the server behind it.
+	accepted atomic.Int64
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -80,6 +83,10 @@ func (p *Proxy) Conns() int {
 	return len(p.conns)
 }
 
+// Accepted is the number of connections clients made to the proxy, cut
+// ones included: how often they dialled the server behind it.
+func (p *Proxy) Accepted() int64 { return p.accepted.Load() }
+
 // Close stops the proxy and closes every connection through it.
 func (p *Proxy) Close() {
 	p.mu.Lock()
@@ -121,6 +128,7 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return // closed
 		}
+		p.accepted.Add(1)
 		if !p.track(client) {
 			_ = client.Close()
 			continue

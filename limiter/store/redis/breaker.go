@@ -13,7 +13,10 @@ package redis
 //     goroutine, which ends when the breaker closes, retires or the store
 //     closes.
 //   - Opening and every failed probe tell the store to reload the slot
-//     map, so that a promoted replica is found at once.
+//     map, so that a promoted replica is found at once. A map that names a
+//     new primary for the shard kicks the probe: it probes now, and again
+//     every kickRetry for kickTries while go-redis takes the new map, so the
+//     breaker closes on the new primary without waiting out its cool-down.
 //   - A retired breaker (its shard left the slot map) never opens again.
 //
 // sony/gobreaker's two-step breaker was considered: its half-open state
@@ -100,8 +103,10 @@ type breakerEnv struct {
 	// probe sends one command for key, routed like a decision, with a
 	// deadline.
 	probe func(key string) error
-	// reload asks for the slot map again (asynchronously).
-	reload func()
+	// reload asks for the slot map again (asynchronously), saying why.
+	reload func(trigger string)
+	// routes reports whether a decision on key goes to the node at addr.
+	routes func(key, addr string) bool
 	stop   <-chan struct{} // closed when the store closes
 	bg     *sync.WaitGroup // counts the probe goroutines
 }
@@ -122,8 +127,17 @@ type breaker struct {
 	firstFail atomic.Int64 // Unix ns of the first of them
 	since     atomic.Int64 // Unix ns of the last state change
 
-	retired chan struct{} // closed when the shard leaves the map
+	retired chan struct{}          // closed when the shard leaves the map
+	kicked  chan struct{}          // a new primary: probe now (see kick)
+	heir    atomic.Pointer[string] // the new primary's address, from kick
 }
+
+// kickRetry and kickTries pace the probes after a kick: go-redis takes a
+// new slot map at most every 200ms.
+const (
+	kickRetry = 25 * time.Millisecond
+	kickTries = 12
+)
 
 func newBreaker(env *breakerEnv, name, probeKey string) *breaker {
 	b := &breaker{
@@ -132,6 +146,7 @@ func newBreaker(env *breakerEnv, name, probeKey string) *breaker {
 		probeKey:  probeKey,
 		errOpen:   fmt.Errorf("redis store: shard %s: circuit breaker open: %w", name, store.ErrUnavailable),
 		retired:   make(chan struct{}),
+		kicked:    make(chan struct{}, 1),
 		roundtrip: env.metrics.roundtrip.WithLabelValues(name),
 	}
 	b.since.Store(time.Now().UnixNano())
@@ -192,7 +207,7 @@ func (b *breaker) open() {
 	b.env.metrics.opened.WithLabelValues(b.name).Inc()
 	b.env.log.Warn("Redis shard unavailable: circuit breaker open; its decisions follow each policy's failureMode",
 		"shard", b.name, "failures", b.fails.Load())
-	b.env.reload()
+	b.env.reload(triggerBreaker)
 	b.env.bg.Add(1)
 	go func() {
 		defer b.env.bg.Done()
@@ -200,12 +215,23 @@ func (b *breaker) open() {
 	}()
 }
 
-// probe waits Cooldown, then asks the shard one routed command, until it
-// answers; then it closes the breaker.
+// kick tells an open breaker's probe that its shard has a new primary, at
+// addr.
+func (b *breaker) kick(addr string) {
+	b.heir.Store(&addr)
+	select {
+	case b.kicked <- struct{}{}:
+	default:
+	}
+}
+
+// probe waits Cooldown, or a kick, then asks the shard one routed command,
+// until it answers; then it closes the breaker.
 func (b *breaker) probe() {
 	t := time.NewTimer(b.env.opts.Cooldown)
 	defer t.Stop()
 	opened := time.Now()
+	tries := 0 // left after a kick
 	for {
 		select {
 		case <-b.env.stop:
@@ -213,6 +239,16 @@ func (b *breaker) probe() {
 		case <-b.retired:
 			return
 		case <-t.C:
+		case <-b.kicked:
+			tries = kickTries
+			t.Stop()
+		}
+		if tries > 0 && !b.routed() {
+			// go-redis has not taken the new map yet: the probe would
+			// go to the old primary, known dead.
+			tries--
+			t.Reset(kickRetry)
+			continue
 		}
 		b.set(BreakerHalfOpen)
 		class := FailureClass(b.env.probe(b.probeKey))
@@ -224,9 +260,21 @@ func (b *breaker) probe() {
 		}
 		b.env.metrics.errors.WithLabelValues(b.name, class).Inc()
 		b.set(BreakerOpen)
-		b.env.reload()
-		t.Reset(b.env.opts.Cooldown)
+		b.env.reload(triggerBreaker)
+		next := b.env.opts.Cooldown
+		if tries > 0 {
+			tries--
+			next = min(next, kickRetry)
+		}
+		t.Reset(next)
 	}
+}
+
+// routed reports whether a probe goes to the new primary the last kick
+// named.
+func (b *breaker) routed() bool {
+	heir := b.heir.Load()
+	return heir == nil || b.env.routes == nil || b.env.routes(b.probeKey, *heir)
 }
 
 // probeCommand is the breakers' probe: EXISTS on a key of the shard, with

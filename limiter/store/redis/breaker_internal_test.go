@@ -21,7 +21,7 @@ func testEnv(t *testing.T, opts BreakerOptions, addr string) (*breakerEnv, *atom
 	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { close(stop); bg.Wait(); _ = c.Close() })
 	env := &breakerEnv{opts: opts, metrics: newStoreMetrics(nil), log: logger(nil), stop: stop, bg: &bg,
-		reload: func() { reloads.Add(1) },
+		reload: func(string) { reloads.Add(1) },
 		probe: func(key string) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 			defer cancel()

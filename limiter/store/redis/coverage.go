@@ -1,22 +1,20 @@
 package redis
 
-// Slot-map coverage: which CLUSTER SLOTS answers the store takes. go-redis
-// loads its slot map from the first node that answers CLUSTER SLOTS, even
-// one that knows no slot: a node not yet joined (a seed pod replaced with an
-// empty disk, a node a scale-out is adding) or one just met that has not
-// heard of every shard yet. With such a map, every command of a slot it
-// lacks goes to a random node, and one that does not know the slot either
-// answers CLUSTERDOWN Hash slot not served: a failed decision on a healthy
-// cluster. Invariants:
+// Slot-map coverage: which CLUSTER SLOTS answers the store takes. A node
+// may answer a map that knows no slot: a node not yet joined (a seed pod
+// replaced with an empty disk, a node a scale-out is adding) or one just
+// met that has not heard of every shard yet. go-redis, handed such a map,
+// sends every command of a slot it lacks to a random node, and one that
+// does not know the slot either answers CLUSTERDOWN Hash slot not served: a
+// failed decision on a healthy cluster. Invariants:
 //   - An answer that covers no slot is refused, and so is one that covers
-//     fewer slots than an answer taken within coverageMemory; go-redis then
-//     asks the next node, or keeps the map it has. The shard map loop reads
-//     through the same filter (it runs CLUSTER SLOTS every mapRefreshEvery,
-//     which keeps the memory fresh).
+//     fewer slots than an answer taken within coverageMemory; the slot
+//     source (slotsource.go) then takes another node's, or keeps the map
+//     it has.
 //   - A cluster that really lost coverage (rebuilt from empty nodes) is
 //     taken again once coverageMemory has passed since the last answer taken.
-//   - The filter is a hook on every node client; commands other than
-//     CLUSTER SLOTS pass through untouched.
+//   - The filter is a hook on every client the slot source asks; commands
+//     other than CLUSTER SLOTS pass through untouched.
 
 import (
 	"context"

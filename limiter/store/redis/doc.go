@@ -25,9 +25,11 @@
 //
 // breaker.go is the breaker itself: timeouts, connection errors,
 // CLUSTERDOWN, TRYAGAIN, MASTERDOWN and LOADING (errors.go) open it;
-// opening reloads the cluster's slot map, so a promoted replica is found
-// at once, and a probe closes it as soon as the shard answers.
-// coverage.go keeps go-redis from taking the slot map of a node that has
+// a probe closes it as soon as the shard answers, at once when the slot
+// map names a new primary. slotsource.go fetches the cluster's slot map
+// from every node at once, for the shard map (shardmap.go) and go-redis
+// alike; a failed call or a breaker open reloads it, so a promoted replica
+// is found at once. coverage.go keeps go-redis from taking the slot map of a node that has
 // not joined (or not heard of every shard) yet. store.go
 // wires the parts; options.go parses store addresses; slot.go hashes keys
 // to slots; grant.go is two-tier mode's call; hold.go takes and settles

@@ -7,6 +7,7 @@ type storeMetrics struct {
 	opened    *prometheus.CounterVec
 	errors    *prometheus.CounterVec
 	roundtrip *prometheus.HistogramVec
+	loads     *prometheus.CounterVec
 }
 
 func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
@@ -28,9 +29,13 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 			Help:    "Round trips of the store's batched calls to each Redis shard: from the batch's first send to its last reply, resends after NOSCRIPT, TRYAGAIN or a redirect included.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
 		}, []string{"shard"}),
+		loads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_redis_slotmap_loads_total",
+			Help: "Redis Cluster slot map loads, by trigger: timer (start and periodic), retry (after a failed load), open (a breaker is open), breaker (one opened or its probe failed), or what a round trip met: timeout, connection, clusterdown, masterdown, moved.",
+		}, []string{"trigger"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.state, m.opened, m.errors, m.roundtrip)
+		reg.MustRegister(m.state, m.opened, m.errors, m.roundtrip, m.loads)
 	}
 	return m
 }
@@ -41,5 +46,5 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 // Collectors are the store's metrics, for a registry that did not exist
 // when the store was made (Options.Registerer registers them at once).
 func (s *Store) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.metrics.state, s.metrics.opened, s.metrics.errors, s.metrics.roundtrip}
+	return []prometheus.Collector{s.metrics.state, s.metrics.opened, s.metrics.errors, s.metrics.roundtrip, s.metrics.loads}
 }

@@ -57,6 +57,9 @@ type Options struct {
 	// exists so that conformance tests can step a synthetic clock against a
 	// real server; production leaves it nil and time comes from Redis.
 	PinnedClock store.Clock
+	// mapRefresh, when set, replaces mapRefreshEvery (tests: a failover
+	// must be followed without the periodic load).
+	mapRefresh time.Duration
 	// Tracing adds each call's shard, breaker state, script and sends to
 	// the span of its context, when that records (see trace.go). Off, a
 	// call never looks for a span.

@@ -13,9 +13,9 @@ package redis
 //   - Every call in the batch is finished, and every shard the round trip
 //     touched tells its breaker once: failed if any of its calls failed in
 //     a way FailureClass names.
-//   - A node that could not be reached (ClassConnection) makes a cluster
-//     client reload its slot map at once, not when a breaker opens: the
-//     map may name a primary that has handed its slots over and gone.
+//   - A call that timed out, could not reach its node, or met CLUSTERDOWN,
+//     MASTERDOWN or a redirect has a cluster's slot map reloaded at once
+//     (Store.refresh; coalesced and rate-limited), not when a breaker opens.
 
 import (
 	"context"
@@ -107,15 +107,18 @@ func (s *Store) send(batch []*call) {
 	}
 	var outcomes [8]outcome
 	seen := outcomes[:0]
-	unreachable := false
+	trigger := ""
 	for _, c := range batch {
 		class := FailureClass(c.replyErr())
-		unreachable = unreachable || class == ClassConnection
 		switch {
 		case class != "":
 			s.metrics.errors.WithLabelValues(c.shard(), class).Inc()
+			if class != ClassTryAgain && class != ClassLoading {
+				trigger = class
+			}
 		case isRedirect(c.replyErr()):
 			s.metrics.errors.WithLabelValues(c.shard(), ClassRedirect).Inc()
+			trigger = triggerMoved
 		}
 		seen = noteOutcome(seen, c.brk, class != "")
 		var err error
@@ -134,8 +137,8 @@ func (s *Store) send(batch []*call) {
 		}
 		c.finish(err)
 	}
-	if unreachable {
-		s.reloadSlots()
+	if trigger != "" {
+		s.refresh(trigger)
 	}
 	took := time.Since(start).Seconds()
 	for _, o := range seen {

@@ -11,12 +11,19 @@ package redis
 //   - Until a cluster's map is loaded, and always for a standalone server,
 //     one breaker guards every slot.
 //   - A cluster's map is loaded at start, every mapRefreshEvery (slots move
-//     when shards are added), and at once when a breaker asks (reload); a
-//     failed load keeps the last map and retries every mapRetryEvery.
+//     when shards are added), every mapOpenEvery while a breaker is open (a
+//     failover is found when Redis completes it), and at once when a round
+//     trip fails or a breaker asks (reload): one load at a time, at most
+//     one per mapMinGap, so a burst of failures costs one load. A failed
+//     load keeps the last map and retries every mapRetryEvery.
+//   - A load that finds a new primary for a shard whose breaker is open
+//     kicks its probe: the breaker closes on the new primary at once, not
+//     after its cool-down.
 
 import (
 	"context"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,7 +39,20 @@ import (
 const (
 	mapRefreshEvery = 10 * time.Second
 	mapRetryEvery   = time.Second
+	mapOpenEvery    = 100 * time.Millisecond
+	mapMinGap       = 100 * time.Millisecond
 	mapLoadTimeout  = time.Second
+)
+
+// Triggers of a slot map load, the "trigger" label of
+// sluice_redis_slotmap_loads_total; a failed round trip's trigger is its
+// FailureClass, or "moved".
+const (
+	triggerTimer   = "timer"   // start, mapRefreshEvery
+	triggerRetry   = "retry"   // mapRetryEvery after a failed load
+	triggerOpen    = "open"    // a breaker is open: mapOpenEvery
+	triggerBreaker = "breaker" // a breaker opened, or its probe failed
+	triggerMoved   = "moved"   // a MOVED reply: slots moved
 )
 
 // shardMap maps every hash slot to its shard's breaker.
@@ -48,17 +68,20 @@ type shards struct {
 	log    *slog.Logger
 
 	current atomic.Pointer[shardMap]
-	loaded  atomic.Bool   // a cluster's map was installed once
-	refresh chan struct{} // asks the map loop to reload now
+	loaded  atomic.Bool // a cluster's map was installed once
+	refresh chan string // asks the map loop to reload now, and why
+	every   time.Duration
 
 	mu     sync.Mutex          // installs maps one at a time
 	byName map[string]*breaker // the breakers of the current map
+	owners map[string]string   // the primary of each, by breaker name
 }
 
 // newShards starts with one breaker, name, for every slot.
 func newShards(env *breakerEnv, prefix, name string, log *slog.Logger) *shards {
 	b := newBreaker(env, name, prefix+":{probe}")
-	sh := &shards{env: env, prefix: prefix, log: log, refresh: make(chan struct{}, 1), byName: map[string]*breaker{name: b}}
+	sh := &shards{env: env, prefix: prefix, log: log, refresh: make(chan string, 1), every: mapRefreshEvery,
+		byName: map[string]*breaker{name: b}, owners: map[string]string{}}
 	sh.current.Store(&shardMap{breakers: []*breaker{b}})
 	return sh
 }
@@ -72,52 +95,99 @@ func (sh *shards) breakerFor(k store.Key) *breaker {
 	return m.breakers[m.index[keySlot(k)]]
 }
 
-// reload asks the map loop to load the map now, without waiting.
-func (sh *shards) reload() {
+// reload asks the map loop to load the map now, without waiting; a load
+// already asked for keeps its trigger.
+func (sh *shards) reload(trigger string) {
 	select {
-	case sh.refresh <- struct{}{}:
+	case sh.refresh <- trigger:
 	default:
 	}
 }
 
-// loop keeps the cluster's map until stop is closed.
-func (sh *shards) loop(cc *goredis.ClusterClient, stop <-chan struct{}) {
+// loop keeps the cluster's map until stop is closed: it loads it with
+// fetch, then calls loaded.
+func (sh *shards) loop(fetch func(context.Context) ([]goredis.ClusterSlot, error), loaded func(), stop <-chan struct{}) {
 	t := time.NewTimer(0)
 	defer t.Stop()
+	var last time.Time
+	var prev []goredis.ClusterSlot
+	onTimer := triggerTimer
 	for {
+		trigger := onTimer
 		select {
 		case <-stop:
 			return
 		case <-t.C:
-		case <-sh.refresh:
-			if !t.Stop() {
-				select {
-				case <-t.C:
-				default:
-				}
+			if sh.anyOpen() {
+				trigger = triggerOpen
+			}
+		case trigger = <-sh.refresh:
+			t.Stop()
+			if !sh.wait(time.Until(last.Add(mapMinGap)), stop) {
+				return
 			}
 		}
+		last = time.Now()
+		sh.env.metrics.loads.WithLabelValues(trigger).Inc()
 		ctx, cancel := context.WithTimeout(context.Background(), mapLoadTimeout)
-		slots, err := cc.ClusterSlots(ctx).Result()
+		slots, err := fetch(ctx)
 		cancel()
-		next := mapRefreshEvery
+		next := sh.every
+		onTimer = triggerTimer
 		if err != nil || len(slots) == 0 {
 			if sh.loaded.Load() {
 				sh.log.Debug("Could not reload the Redis Cluster slot map; keeping the last one", "error", err)
 			}
-			next = mapRetryEvery
+			next, onTimer = mapRetryEvery, triggerRetry
 		} else {
-			sh.install(slots)
+			handed := sh.install(slots)
+			if !reflect.DeepEqual(slots, prev) { // a new go-redis state per load is garbage
+				loaded()
+			}
+			prev = slots
+			for _, h := range handed {
+				h.b.kick(h.addr) // its probe waits until go-redis routes there
+			}
+		}
+		if sh.anyOpen() {
+			next = min(next, mapOpenEvery)
 		}
 		t.Reset(next)
 	}
 }
 
+// wait sleeps d, or returns false when stop is closed first.
+func (sh *shards) wait(d time.Duration, stop <-chan struct{}) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-stop:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// anyOpen reports whether a breaker of the current map is not closed.
+func (sh *shards) anyOpen() bool {
+	for _, b := range sh.current.Load().breakers {
+		if b.State() != BreakerClosed {
+			return true
+		}
+	}
+	return false
+}
+
 // install groups slots by the primary that owns them (unassigned slots
 // form a group of their own) and installs a breaker per group, keeping the
-// breakers of groups whose slots did not change.
-func (sh *shards) install(slots []goredis.ClusterSlot) {
+// breakers of groups whose slots did not change. It returns the breakers
+// whose shard has a new primary (a failover).
+func (sh *shards) install(slots []goredis.ClusterSlot) (handed []handover) {
 	owner := make([]string, Slots) // "" is unassigned
+	addrs := map[string]string{}   // of each owner
 	for _, r := range slots {
 		if len(r.Nodes) == 0 || r.Start < 0 || r.End >= Slots || r.Start > r.End {
 			continue
@@ -126,6 +196,7 @@ func (sh *shards) install(slots []goredis.ClusterSlot) {
 		if id == "" {
 			id = r.Nodes[0].Addr
 		}
+		addrs["node:"+id] = r.Nodes[0].Addr
 		for i := r.Start; i <= r.End; i++ {
 			owner[i] = "node:" + id
 		}
@@ -153,7 +224,7 @@ func (sh *shards) install(slots []goredis.ClusterSlot) {
 	idx := map[string]uint16{}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	byName := map[string]*breaker{}
+	byName, owners := map[string]*breaker{}, map[string]string{}
 	for _, o := range order {
 		name := strings.Join(ranges[o], ",")
 		idx[o] = uint16(len(m.breakers))
@@ -161,7 +232,10 @@ func (sh *shards) install(slots []goredis.ClusterSlot) {
 		if b == nil {
 			b = newBreaker(sh.env, name, "")
 		}
-		byName[name] = b
+		if was := sh.owners[name]; was != "" && was != o && o != "" {
+			handed = append(handed, handover{b, addrs[o]})
+		}
+		byName[name], owners[name] = b, o
 		m.breakers = append(m.breakers, b)
 	}
 	for i := range m.index {
@@ -177,7 +251,7 @@ func (sh *shards) install(slots []goredis.ClusterSlot) {
 			b.retire()
 		}
 	}
-	sh.byName = byName
+	sh.byName, sh.owners = byName, owners
 	prev := sh.current.Swap(m)
 	sh.loaded.Store(true)
 	if len(prev.breakers) != len(m.breakers) || !slices.Equal(prev.index[:], m.index[:]) {
@@ -187,6 +261,13 @@ func (sh *shards) install(slots []goredis.ClusterSlot) {
 		}
 		sh.log.Info("Redis Cluster shards", "shards", names)
 	}
+	return handed
+}
+
+// handover is a shard whose slots a new primary, at addr, took over.
+type handover struct {
+	b    *breaker
+	addr string
 }
 
 // probeKey finds a key in b's slots, for its probes.

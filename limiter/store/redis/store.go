@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/store"
@@ -27,6 +29,7 @@ type Store struct {
 	bg      sync.WaitGroup // the map loop and breaker probes
 	batch   *batcher
 	shards  *shards
+	slots   *slotSource // a cluster's (slotsource.go)
 	// multiMin is the fewest Takes of a round trip that share a multi
 	// script run (multi.go): 2, or 1 in tests that send every Take so.
 	multiMin int
@@ -50,37 +53,9 @@ func New(opts Options) (*Store, error) {
 	s.batch = &batcher{workers: opts.Workers, maxBatch: opts.MaxBatch, timeout: opts.Timeout,
 		overlapAfter: max(opts.OverlapAfter, 0), send: s.send}
 	env := &breakerEnv{opts: opts.Breaker, metrics: s.metrics, log: s.log, probe: s.probeCommand,
-		reload: s.reloadCluster, stop: s.stop, bg: &s.bg}
+		reload: s.refresh, routes: s.routesTo, stop: s.stop, bg: &s.bg}
 	if opts.Cluster {
-		cc := goredis.NewClusterClient(&goredis.ClusterOptions{
-			Addrs:                 opts.Addrs,
-			Username:              opts.Username,
-			Password:              opts.Password,
-			TLSConfig:             opts.TLS,
-			ContextTimeoutEnabled: true,
-			PoolSize:              opts.Workers + 4,
-			MaxRetries:            1,
-			// Follow MOVED and ASK at once: the reply names the node, and
-			// go-redis's default backoff (10ms, then 20ms) outlasts the
-			// whole deadline. The store backs off itself on TRYAGAIN.
-			MinRetryBackoff: -1,
-			DialTimeout:     time.Second,
-			DialerRetries:   1, // a refused connection fails now: the breaker decides
-			// No CLIENT SETINFO on connect: Redis before 7.2 answers it
-			// with an error, counted in its errorstats.
-			DisableIdentity: true,
-		})
-		// One filter for every node, added before any command (node
-		// clients are made on first use): see coverage.go.
-		cov := &coverageFilter{now: time.Now}
-		cc.OnNewNode(func(c *goredis.Client) { c.AddHook(cov) })
-		s.client = cc
-		s.shards = newShards(env, opts.KeyPrefix, "0-"+strconv.Itoa(Slots-1), s.log)
-		s.bg.Add(1)
-		go func() {
-			defer s.bg.Done()
-			s.shards.loop(cc, s.stop)
-		}()
+		s.newCluster(env)
 	} else {
 		s.client = goredis.NewClient(&goredis.Options{
 			Addr:                  opts.Addrs[0],
@@ -206,27 +181,90 @@ func (s *Store) route(ctx context.Context, c *call) error {
 	return s.batch.do(ctx, c)
 }
 
-// reloadCluster asks the cluster client to reload its slot map, and the
-// store to reload its map of shards: a replica promoted after a failover
-// is then found at once.
-func (s *Store) reloadCluster() {
-	if s.reloadSlots() {
-		s.shards.reload()
+// newCluster makes a cluster's client, slot source and shard map, and
+// starts the map loop.
+func (s *Store) newCluster(env *breakerEnv) {
+	opts := s.opts
+	// One filter for every node, added before any command: see coverage.go.
+	cov := &coverageFilter{now: time.Now}
+	s.slots = newSlotSource(opts.Addrs, fetchTimeout(opts.Timeout), func(addr string) *goredis.Client {
+		c := goredis.NewClient(&goredis.Options{Addr: addr, Username: opts.Username, Password: opts.Password,
+			TLSConfig: opts.TLS, ContextTimeoutEnabled: true, PoolSize: 1, MaxRetries: -1,
+			DialTimeout: fetchTimeout(opts.Timeout), DialerRetries: 1, DisableIdentity: true})
+		c.AddHook(cov)
+		return c
+	})
+	dial := goredis.NewDialer(&goredis.Options{DialTimeout: time.Second, TLSConfig: opts.TLS})
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{
+		Addrs:        opts.Addrs,
+		ClusterSlots: s.slots.forClient, // go-redis routes by the store's map
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return dial(ctx, network, realAddr(addr))
+		},
+		Username:              opts.Username,
+		Password:              opts.Password,
+		TLSConfig:             opts.TLS,
+		ContextTimeoutEnabled: true,
+		PoolSize:              opts.Workers + 4,
+		MaxRetries:            1,
+		// Follow MOVED and ASK at once: the reply names the node, and
+		// go-redis's default backoff (10ms, then 20ms) outlasts the
+		// whole deadline. The store backs off itself on TRYAGAIN.
+		MinRetryBackoff: -1,
+		DialTimeout:     time.Second, // a decision's dial has the round trip's deadline
+		DialerRetries:   1,           // a refused connection fails now: the breaker decides
+		// No CLIENT SETINFO on connect: Redis before 7.2 answers it
+		// with an error, counted in its errorstats.
+		DisableIdentity: true,
+		// Every command is routed by its key's slot: no COMMAND asked of
+		// random nodes first (a stopped one among them) for policies.
+		DisableRoutingPolicies: true,
+		// Redis Cluster sends no maintenance notifications (a Redis
+		// Enterprise feature); go-redis's auto mode would look each
+		// node's name up in DNS (loopbackName) when making its client.
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
+	mv := &movedHook{refresh: s.refresh}
+	cc.OnNewNode(func(c *goredis.Client) { c.AddHook(mv) })
+	s.client = cc
+	s.shards = newShards(env, opts.KeyPrefix, "0-"+strconv.Itoa(Slots-1), s.log)
+	if opts.mapRefresh > 0 {
+		s.shards.every = opts.mapRefresh
+	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.shards.loop(s.slots.fetch, func() { cc.ReloadState(context.Background()) }, s.stop)
+	}()
+}
+
+// fetchTimeout bounds one node's CLUSTER SLOTS answer, dial (and TLS
+// handshake) included: a few decision deadlines, between 500ms and
+// mapLoadTimeout. No decision waits on it, and a node that does not answer
+// is asked once at a time (slotsource.go).
+func fetchTimeout(timeout time.Duration) time.Duration {
+	return min(max(4*timeout, 500*time.Millisecond), mapLoadTimeout)
+}
+
+// refresh asks for a cluster's slot map at once, saying why: the map loop
+// loads it from every node that may answer (one load at a time, at most
+// one per mapMinGap) and hands it to go-redis, so that a promoted replica
+// is found at once.
+func (s *Store) refresh(trigger string) {
+	if s.opts.Cluster {
+		s.shards.reload(trigger)
 	}
 }
 
-// reloadSlots asks a cluster client to reload its slot map, asynchronously,
-// and reports whether the store has one. It alone follows a round trip
-// that could not reach a node (see send): the map may be older than a
-// failover (read from a node that had not heard of it yet, just before the
-// old primary went away). go-redis coalesces these reloads, one per 200ms
-// at most; the breakers' map is left to its own loop.
-func (s *Store) reloadSlots() bool {
+// routesTo reports whether a cluster client sends a command on key to the
+// node at addr, by its slot map (no command is sent).
+func (s *Store) routesTo(key, addr string) bool {
 	cc, ok := s.client.(*goredis.ClusterClient)
-	if ok {
-		cc.ReloadState(context.Background())
+	if !ok {
+		return true
 	}
-	return ok
+	c, err := cc.MasterForKey(context.Background(), key)
+	return err == nil && realAddr(c.Options().Addr) == addr
 }
 
 // Ping checks that Redis answers as decisions reach it: for a cluster,
@@ -304,6 +342,9 @@ func (s *Store) Close() error {
 	}
 	close(s.stop)
 	s.bg.Wait()
+	if s.slots != nil {
+		s.slots.close()
+	}
 	return s.client.Close()
 }
 

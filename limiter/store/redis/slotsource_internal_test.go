@@ -1,0 +1,78 @@
+package redis
+
+import (
+	"context"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// A node that did not answer is not asked for the slot map again while
+// maps list it (a stopped primary before its failover), nor once they
+// leave it out (failed over); it is asked again when a map lists it after
+// leaving it out (back, as a replica). The bookkeeping alone: the fetches
+// themselves run against real servers in failover_test.go.
+func TestSlotSourceDeadNodeUntilBack(t *testing.T) {
+	slotsOf := func(addrs ...string) []goredis.ClusterSlot {
+		var nodes []goredis.ClusterNode
+		for _, a := range addrs {
+			nodes = append(nodes, goredis.ClusterNode{Addr: a})
+		}
+		return []goredis.ClusterSlot{{Start: 0, End: Slots - 1, Nodes: nodes}}
+	}
+	ss := newSlotSource([]string{"10.0.0.1:6379"}, time.Second, nil)
+	asked := func() []string {
+		c := ss.candidates()
+		ss.asking = map[string]bool{}
+		slices.Sort(c)
+		return c
+	}
+	const seed, primary, replica = "10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"
+	ss.took(slotsOf(primary, replica))
+	if got := asked(); !slices.Equal(got, []string{seed, primary, replica}) {
+		t.Fatalf("asked %v, want the seed and every node of the map", got)
+	}
+	ss.failed(primary, context.DeadlineExceeded)
+	ss.failed(seed, goredis.Nil) // an answer, if not a map: not dead
+	steps := []struct {
+		what   string
+		listed []string
+		want   []string
+	}{
+		{"still listed (no failover yet)", []string{primary, replica}, []string{seed, replica}},
+		{"left out (its replica took over)", []string{replica}, []string{seed, replica}},
+		{"listed again (back as a replica)", []string{replica, primary}, []string{seed, primary, replica}},
+	}
+	for _, s := range steps {
+		ss.took(slotsOf(s.listed...))
+		if got := asked(); !slices.Equal(got, s.want) {
+			t.Errorf("%s: asked %v, want %v", s.what, got, s.want)
+		}
+	}
+	// Every node dead: all are asked rather than none.
+	for _, a := range []string{seed, primary, replica} {
+		ss.failed(a, context.DeadlineExceeded)
+	}
+	if got := asked(); len(got) != 3 {
+		t.Errorf("every node dead: asked %v, want all 3", got)
+	}
+}
+
+// go-redis is handed loopback nodes under a name it does not rewrite, and
+// dials the address the map named; other addresses pass as they are.
+func TestLoopbackNodesKeepTheirAddress(t *testing.T) {
+	for _, addr := range []string{"127.0.0.5:6379", "127.0.0.6:6379", "[::1]:7000", "10.0.0.1:6379", "redis-0.redis:6379"} {
+		handed := forGoRedis([]goredis.ClusterSlot{{Start: 0, End: 1, Nodes: []goredis.ClusterNode{{Addr: addr}}}})
+		got := handed[0].Nodes[0].Addr
+		if back := realAddr(got); back != addr {
+			t.Errorf("%s handed as %s, dialled as %s", addr, got, back)
+		}
+		host, _, _ := net.SplitHostPort(got)
+		if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+			t.Errorf("%s handed as a loopback IP, %s: go-redis strips it", addr, got)
+		}
+	}
+}
