@@ -139,10 +139,17 @@ func startLimiter(t *testing.T, args ...string) *process {
 // environment.
 func startLimiterEnv(t *testing.T, env []string, args ...string) *process {
 	t.Helper()
+	return startLimiterBinary(t, limiterBin, env, args...)
+}
+
+// startLimiterBinary is startLimiterEnv with the limiter binary bin, such
+// as an earlier release's.
+func startLimiterBinary(t *testing.T, bin string, env []string, args ...string) *process {
+	t.Helper()
 	// No drain delay unless the test asks: nothing routes by readiness here.
 	args = append([]string{"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json", "--drain-delay", "0s"}, args...)
 	p := &process{
-		cmd:    exec.Command(limiterBin, args...),
+		cmd:    exec.Command(bin, args...),
 		log:    &logBuffer{serving: make(chan [3]string, 1)},
 		exited: make(chan error, 1),
 	}
