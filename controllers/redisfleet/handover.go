@@ -24,8 +24,11 @@ import (
 // hand-over is pending). What it sent reaches status.redis.lastActions
 // with the next full pass.
 func (r *Provisioner) HandOver(ctx context.Context, fleet *v1alpha1.LimiterFleet) (time.Duration, error) {
-	spec, ok, err := r.fastPathSpec(ctx, fleet)
-	if !ok || !slices.ContainsFunc(spec.Members, func(m rediscluster.Member) bool { return m.Terminating }) {
+	terminating := func(spec rediscluster.Spec) bool {
+		return slices.ContainsFunc(spec.Members, func(m rediscluster.Member) bool { return m.Terminating })
+	}
+	spec, ok, err := r.fastPathSpec(ctx, fleet, terminating)
+	if !ok {
 		return 0, err
 	}
 	res, err := rediscluster.HandOver(ctx, spec, r.redisOptions(fleet)...)
@@ -42,7 +45,7 @@ func (r *Provisioner) HandOver(ctx context.Context, fleet *v1alpha1.LimiterFleet
 // node, where waiting for a standby to lead (the Lease's duration) would
 // add to the outage. It answers when to look again (0: nothing is dead).
 func (r *Provisioner) Rescue(ctx context.Context, fleet *v1alpha1.LimiterFleet, timeout time.Duration) (time.Duration, []string, error) {
-	spec, ok, err := r.fastPathSpec(ctx, fleet)
+	spec, ok, err := r.fastPathSpec(ctx, fleet, nil)
 	if !ok {
 		return 0, nil, err
 	}
@@ -54,8 +57,9 @@ func (r *Provisioner) Rescue(ctx context.Context, fleet *v1alpha1.LimiterFleet, 
 // fastPathSpec is the engine's Spec of an operator-run Redis Cluster with
 // the operator's credentials, from the Secrets the full pass made, only if
 // the fleet controls them (the full pass reports anything else); ok is
-// false when there is nothing to act on.
-func (r *Provisioner) fastPathSpec(ctx context.Context, fleet *v1alpha1.LimiterFleet) (rediscluster.Spec, bool, error) {
+// false when there is nothing to act on, as when need (if not nil) says the
+// members call for nothing: the Secrets are read only after it.
+func (r *Provisioner) fastPathSpec(ctx context.Context, fleet *v1alpha1.LimiterFleet, need func(rediscluster.Spec) bool) (rediscluster.Spec, bool, error) {
 	var spec rediscluster.Spec
 	if fleet.Spec.EffectiveRedisMode() != v1alpha1.RedisCluster {
 		return spec, false, nil
@@ -64,7 +68,7 @@ func (r *Provisioner) fastPathSpec(ctx context.Context, fleet *v1alpha1.LimiterF
 	if err != nil {
 		return spec, false, err
 	}
-	if spec, err = r.redisSpec(ctx, fleet, shards); err != nil {
+	if spec, err = r.redisSpec(ctx, fleet, shards); err != nil || (need != nil && !need(spec)) {
 		return spec, false, err
 	}
 	auth, err := r.OwnedSecret(ctx, fleet, resources.RedisAuthSecretName(fleet))
