@@ -2,17 +2,22 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
+	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
 // maxChainSteps bounds what a failover chain tells.
@@ -83,4 +88,52 @@ func failoverPart(msg string) string {
 		return msg[:100] + "..."
 	}
 	return msg
+}
+
+// limiterFailoverLog tells each limiter pod's side of a failover from its
+// log since stopped: when it took a shard's new primary from the slot map
+// ("Redis shard has a new primary") and when that shard first decided
+// again on it, each as a time after stopped. Pods on a stopped node start
+// again with a new log and a fresh map, so only what the pods that kept
+// running logged is told. Reads that fail are told as such.
+func (j *journey) limiterFailoverLog(stopped time.Time) string {
+	ctx := context.Background()
+	pods, err := j.c.cs.CoreV1().Pods(j.fleet.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: resources.LabelInstance + "=" + j.fleet.Name + "," + resources.LabelComponent + "=" + resources.LimiterComponent})
+	if err != nil {
+		return "limiter pods: " + err.Error()
+	}
+	since := metav1.NewTime(stopped.Add(-time.Second))
+	var out []string
+	for _, p := range pods.Items {
+		raw, err := j.c.cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{SinceTime: &since}).DoRaw(ctx)
+		if err != nil {
+			out = append(out, p.Name+": "+err.Error())
+			continue
+		}
+		var events []string
+		for line := range strings.SplitSeq(string(raw), "\n") {
+			var e struct {
+				Time    time.Time `json:"time"`
+				Msg     string    `json:"msg"`
+				Shard   string    `json:"shard"`
+				Trigger string    `json:"trigger"`
+			}
+			if json.Unmarshal([]byte(line), &e) != nil || e.Time.Before(stopped) {
+				continue
+			}
+			switch e.Msg {
+			case "Redis shard has a new primary":
+				events = append(events, fmt.Sprintf("+%s shard %s new primary (on %s)", e.Time.Sub(stopped).Round(10*time.Millisecond), e.Shard, e.Trigger))
+			case "Redis shard decides again, on its new primary":
+				events = append(events, fmt.Sprintf("+%s shard %s first decision on it", e.Time.Sub(stopped).Round(10*time.Millisecond), e.Shard))
+			}
+		}
+		if len(events) == 0 {
+			events = []string{"no failover logged (started again, or never routed to a lost primary)"}
+		}
+		out = append(out, p.Name+": "+strings.Join(events[:min(len(events), maxChainSteps)], ", "))
+	}
+	slices.Sort(out)
+	return strings.Join(out, " | ")
 }

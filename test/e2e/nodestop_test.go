@@ -128,8 +128,8 @@ func (j *journey) nodeStopped(redisPods func() []corev1.Pod) faultScenario {
 					}
 				}
 				slices.Sort(failedOver)
-				return fmt.Sprintf("node %s stopped (Redis masters %v, limiter pods %v, operator pods %v) for %v, started again %s after, its pods running and ready %s after; masters after: [%s]; RedisReady after the stop: %s",
-					node, masters, limiters, operators, nodeDownFor, restarted, since(start), strings.Join(failedOver, ", "), chain())
+				return fmt.Sprintf("node %s stopped (Redis masters %v, limiter pods %v, operator pods %v) for %v, started again %s after, its pods running and ready %s after; masters after: [%s]; RedisReady after the stop: %s; the limiters' logs after the stop: %s",
+					node, masters, limiters, operators, nodeDownFor, restarted, since(start), strings.Join(failedOver, ", "), chain(), j.limiterFailoverLog(stopped))
 			}
 		},
 	}

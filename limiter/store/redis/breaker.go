@@ -130,6 +130,10 @@ type breaker struct {
 	retired chan struct{}          // closed when the shard leaves the map
 	kicked  chan struct{}          // a new primary: probe now (see kick)
 	heir    atomic.Pointer[string] // the new primary's address, from kick
+	// heirAt is when the last kick named a new primary (Unix ns) until a
+	// round trip to the shard first succeeds after it: that decision is
+	// logged, the limiter's side of a failover's timeline.
+	heirAt atomic.Int64
 }
 
 // kickRetry and kickTries pace the probes after a kick: go-redis takes a
@@ -159,6 +163,12 @@ func (b *breaker) State() BreakerState { return BreakerState(b.state.Load()) }
 // record counts the outcome of one round trip to the shard. Only a closed
 // breaker counts; an open one changes state through its probes alone.
 func (b *breaker) record(ok bool) {
+	if ok {
+		if at := b.heirAt.Load(); at != 0 && b.heirAt.CompareAndSwap(at, 0) {
+			b.env.log.Info("Redis shard decides again, on its new primary", "shard", b.name, "primary", *b.heir.Load(),
+				"after", time.Since(time.Unix(0, at)).Round(time.Millisecond))
+		}
+	}
 	if b.State() != BreakerClosed {
 		return
 	}
@@ -216,9 +226,10 @@ func (b *breaker) open() {
 }
 
 // kick tells an open breaker's probe that its shard has a new primary, at
-// addr.
+// addr, and marks the shard's next answered round trip for the log.
 func (b *breaker) kick(addr string) {
 	b.heir.Store(&addr)
+	b.heirAt.Store(time.Now().UnixNano())
 	select {
 	case b.kicked <- struct{}{}:
 	default:

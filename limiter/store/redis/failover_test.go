@@ -1,11 +1,14 @@
 package redis_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,12 +29,43 @@ import (
 // failoverStore is a cluster store whose breakers open after 3 failures
 // and then wait an hour to probe, and whose slot map is loaded on a timer
 // once an hour.
-func failoverStore(t *testing.T, addrs []string) (*redisstore.Store, *prometheus.Registry) {
+func failoverStore(t *testing.T, addrs []string) (*redisstore.Store, *prometheus.Registry, *logBuffer) {
 	reg := prometheus.NewRegistry()
+	logs := &logBuffer{}
 	s := realStore(t, redisstore.WithMapRefresh(redisstore.Options{Addrs: addrs, Cluster: true,
-		Timeout: 300 * time.Millisecond, Registerer: reg,
+		Timeout: 300 * time.Millisecond, Registerer: reg, Logger: slog.New(slog.NewTextHandler(logs, nil)),
 		Breaker: redisstore.BreakerOptions{Failures: 3, Cooldown: time.Hour}}, time.Hour))
-	return s, reg
+	return s, reg, logs
+}
+
+// logBuffer is a store's log, read while the store writes it.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// line is the first line of the log holding every one of parts, or "".
+func (l *logBuffer) line(parts ...string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for line := range strings.SplitSeq(l.buf.String(), "\n") {
+		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(line, p) }) {
+			return line
+		}
+	}
+	return ""
 }
 
 // loads is sluice_redis_slotmap_loads_total for trigger.
@@ -98,7 +132,7 @@ func (h *healthyTaker) check(t *testing.T) {
 // decided by the new primary. It logs how long each step took.
 func failover(t *testing.T, what string, fault func(old *redistest.Server)) {
 	c := redistest.StartClusterWith(t, redistest.ClusterOptions{Primaries: 3, Replicas: 1, NodeTimeout: 5 * time.Second})
-	s, reg := failoverStore(t, c.Addrs())
+	s, reg, logs := failoverStore(t, c.Addrs())
 	victim := keysOn(t, s, c, 0, 4)
 	h := &healthyTaker{s: s, keys: append(keysOn(t, s, c, 1, 2), keysOn(t, s, c, 2, 2)...)}
 	waitFor(t, settle, "every shard answers", func() error { return allAnswer(s, append(slices.Clone(victim), h.keys...), 3) })
@@ -129,6 +163,16 @@ func failover(t *testing.T, what string, fault func(old *redistest.Server)) {
 		}
 	}
 	h.check(t)
+	// The log tells the limiter's side of the failover's timeline: the
+	// new primary taken from the slot map, then the shard's first
+	// decision on it.
+	for _, msg := range []string{"Redis shard has a new primary", "Redis shard decides again, on its new primary"} {
+		if line := logs.line(msg, "primary="+heir.Addr); line == "" {
+			t.Errorf("no log line %q naming primary=%s; the store logged:\n%s", msg, heir.Addr, logs)
+		} else {
+			t.Log(line)
+		}
+	}
 	t.Logf("slot map loads by trigger: %s", loadsByTrigger(t, reg))
 	if n := loads(t, reg, "timer"); n != 1 {
 		t.Errorf("%v slot map loads on the timer, want 1 (at start): the failover was found on a timer", n)
@@ -224,7 +268,7 @@ func shardHas(s *redisstore.Store, prefix string) error {
 // answer; and once its replica has taken over, nothing dials it again.
 func TestDeadPrimaryNotDialledAgain(t *testing.T) {
 	c := redistest.StartClusterWith(t, redistest.ClusterOptions{Primaries: 3, Replicas: 1, NodeTimeout: 5 * time.Second, Proxied: []int{0}})
-	s, reg := failoverStore(t, c.Addrs())
+	s, reg, _ := failoverStore(t, c.Addrs())
 	victim := keysOn(t, s, c, 0, 3)
 	waitFor(t, settle, "every shard answers", func() error {
 		return allAnswer(s, append(slices.Clone(victim), keysOn(t, s, c, 1, 2)...), 3)

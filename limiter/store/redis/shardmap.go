@@ -146,6 +146,7 @@ func (sh *shards) loop(fetch func(context.Context) ([]goredis.ClusterSlot, error
 			}
 			prev = slots
 			for _, h := range handed {
+				sh.log.Info("Redis shard has a new primary", "shard", h.b.name, "primary", realAddr(h.addr), "trigger", trigger)
 				h.b.kick(h.addr) // its probe waits until go-redis routes there
 			}
 		}
