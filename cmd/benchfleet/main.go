@@ -155,9 +155,9 @@ func run(ctx context.Context, p policySpec, ns []int, limiterBin, redisBin strin
 	}
 	fmt.Printf("; localTier ttl %s, maxOvershoot %s; %s of load per case\n", p.ttl, p.maxOvershoot, d)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "pods\tcase\toffered/s\tadmitted\tallowance\tovershoot (% of limit)\tbound\tadmitted/limit per window\tdenied\tfalse denials\tlocal/grant/cached\tevalsha/dec\tcmds/dec\tdecisions/s\tp99\terrors\t")
+	fmt.Fprintln(tw, "pods\tcase\toffered/s\tadmitted\tallowance\tovershoot (% of limit)\tbound\tadmitted/limit per window\tdenied\tfalse denials\tlocal/grant/cached\tevalsha/dec\tcmds/dec\tdecisions/s\tp99\terrors\tlimiters µs/dec\tredis µs/dec\t")
 	for _, n := range ns {
-		if err := runPods(ctx, tw, p, n, policies, dir, limiterBin, rc, d); err != nil {
+		if err := runPods(ctx, tw, p, n, policies, dir, limiterBin, rp, rc, d); err != nil {
 			return err
 		}
 	}
@@ -176,11 +176,14 @@ local/grant/cached: the limiters' two-tier decisions by path: spent from a grant
   the over-limit cache.
 evalsha/dec: script round trips (EVALSHA+EVAL) per decision; cmds/dec: every command Redis counted
   per decision, those run inside the scripts included (INFO commandstats, credits after the load
-  included).`)
+  included).
+limiters µs/dec, redis µs/dec: CPU (utime+stime from /proc) of every limiter process and of the
+  redis-server while the case's load ran, per decision; the driver runs beside them on the same
+  cores and its wake-ups are not counted.`)
 	return nil
 }
 
-func runPods(ctx context.Context, tw *tabwriter.Writer, p policySpec, n int, policies, dir, limiterBin string, rc *goredis.Client, d time.Duration) error {
+func runPods(ctx context.Context, tw *tabwriter.Writer, p policySpec, n int, policies, dir, limiterBin string, rp *proc, rc *goredis.Client, d time.Duration) error {
 	ls, err := startLimiters(dir, limiterBin, policies, rc.Options().Addr, n)
 	defer func() {
 		for _, l := range ls {
@@ -213,6 +216,7 @@ func runPods(ctx context.Context, tw *tabwriter.Writer, p policySpec, n int, pol
 			return err
 		}
 		var ss []sample
+		lcpu0, rcpu0 := cpuSeconds(limiterProcs(ls)...), cpuSeconds(rp)
 		if c.load >= 1 && p.algorithm != "FixedWindow" {
 			s, err := drain(ctx, clients[0], domain, key, p.burst)
 			if err != nil {
@@ -221,6 +225,7 @@ func runPods(ctx context.Context, tw *tabwriter.Writer, p policySpec, n int, pol
 			ss = append(ss, s)
 		}
 		ss = append(ss, drive(ctx, clients, shares(rate, n, c.skew), domain, key, d)...)
+		lcpu, rcpu := cpuSeconds(limiterProcs(ls)...)-lcpu0, cpuSeconds(rp)-rcpu0
 		slices.SortFunc(ss, func(a, b sample) int { return int(a.at - b.at) })
 		if !c.exact {
 			time.Sleep(p.ttl + 300*time.Millisecond) // the grants' credits land, and count
@@ -240,11 +245,12 @@ func runPods(ctx context.Context, tw *tabwriter.Writer, p policySpec, n int, pol
 		if c.load < 1 {
 			falseDenials = strconv.FormatInt(r.denied, 10)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%d\t%d\t%d (%.1f%%)\t%s\t%s\t%d\t%s\t%s\t%.3f\t%.3f\t%.0f\t%s\t%d\t\n",
+		perDec := func(sec float64) float64 { return 1e6 * sec / float64(max(1, r.decisions)) }
+		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%d\t%d\t%d (%.1f%%)\t%s\t%s\t%d\t%s\t%s\t%.3f\t%.3f\t%.0f\t%s\t%d\t%.1f\t%.1f\t\n",
 			n, c.name, rate, r.admitted, r.allowance, r.overshoot, 100*float64(r.overshoot)/float64(p.limit), bound,
 			fmtWindows(r.windows), r.denied, falseDenials, paths,
 			float64(scripts)/float64(max(1, r.decisions)), float64(all)/float64(max(1, r.decisions)),
-			r.perSecond, r.p99.Round(10*time.Microsecond), r.errors)
+			r.perSecond, r.p99.Round(10*time.Microsecond), r.errors, perDec(lcpu), perDec(rcpu))
 	}
 	return nil
 }

@@ -17,6 +17,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/prometheus/procfs"
+
 	"github.com/sluice-dev/sluice/internal/testnet"
 )
 
@@ -233,4 +235,34 @@ func commandStats(ctx context.Context, c *goredis.Client) (scripts, all int64, e
 		all += n
 	}
 	return scripts, all, sc.Err()
+}
+
+// cpuSeconds is the CPU (utime+stime, /proc/PID/stat) the processes spent
+// so far, summed; a process whose stat can't be read counts 0.
+func cpuSeconds(ps ...*proc) float64 {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return 0
+	}
+	total := 0.0
+	for _, p := range ps {
+		if p == nil || p.cmd.Process == nil {
+			continue
+		}
+		if pr, err := fs.Proc(p.cmd.Process.Pid); err == nil {
+			if st, err := pr.Stat(); err == nil {
+				total += st.CPUTime()
+			}
+		}
+	}
+	return total
+}
+
+// limiterProcs are the limiters' processes.
+func limiterProcs(ls []*limiter) []*proc {
+	out := make([]*proc, len(ls))
+	for i, l := range ls {
+		out[i] = l.proc
+	}
+	return out
 }
