@@ -2,8 +2,11 @@ package controllers
 
 import (
 	"context"
+	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -24,7 +27,7 @@ import (
 // exactly as the leader's pass would (redisfleet.Provisioner.Rescue). It
 // stops once its pod leads: the leader's passes heal from then on.
 type failoverWatch struct {
-	client  client.Reader
+	client  client.Client
 	redis   *redisfleet.Provisioner
 	elected <-chan struct{}
 	// every is how long between looks while nothing awaits a failover.
@@ -67,16 +70,44 @@ func (w *failoverWatch) look(ctx context.Context) time.Duration {
 		if !f.DeletionTimestamp.IsZero() || f.Spec.EffectiveRedisMode() != v1alpha1.RedisCluster {
 			continue
 		}
-		after, actions, err := w.redis.Rescue(ctx, f, w.timeout)
-		if len(actions) > 0 {
-			log.Info("Failed over dead Redis masters while not leading", "fleet", client.ObjectKeyFromObject(f), "actions", actions)
+		rescued, err := w.redis.Rescue(ctx, f, w.timeout)
+		if len(rescued.Actions) > 0 {
+			log.Info("Failed over dead Redis masters while not leading", "fleet", client.ObjectKeyFromObject(f), "actions", rescued.Actions)
 		}
-		if err != nil && len(actions) > 0 {
+		if err != nil && len(rescued.Actions) > 0 {
 			log.Error(err, "Failing over dead Redis masters", "fleet", client.ObjectKeyFromObject(f))
 		}
-		if after > 0 && after < next {
-			next = after
+		if err := w.tell(ctx, f, rescued); err != nil {
+			log.Error(err, "Writing RedisReady while not leading", "fleet", client.ObjectKeyFromObject(f))
+		}
+		if rescued.After > 0 && rescued.After < next {
+			next = rescued.After
 		}
 	}
 	return next
+}
+
+// tell writes RedisReady from a pod that does not lead, so that the
+// fleet's status tells a failover while the leader is gone with the
+// masters: once this pod sent a takeover, and then again while the
+// condition is still the one a standby wrote (the heir seen serving, or
+// none lost any more). A condition the leader wrote since is left alone:
+// a leader that is alive tells the failover itself. The write is an
+// update at the fleet's resourceVersion, so it never overwrites a status
+// written meanwhile.
+func (w *failoverWatch) tell(ctx context.Context, f *v1alpha1.LimiterFleet, rescued redisfleet.Rescued) error {
+	cur := meta.FindStatusCondition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
+	ours := cur != nil && strings.HasSuffix(cur.Message, redisfleet.StandbyNote)
+	if len(rescued.Actions) == 0 && !ours {
+		return nil
+	}
+	cond := redisfleet.StandbyRedisReady(f, rescued)
+	if cond == nil || (cur != nil && cur.Status == cond.Status && cur.Reason == cond.Reason && cur.Message == cond.Message) {
+		return nil
+	}
+	meta.SetStatusCondition(&f.Status.Conditions, *cond)
+	if err := w.client.Status().Update(ctx, f); err != nil && !apierrors.IsConflict(err) {
+		return err
+	}
+	return nil
 }

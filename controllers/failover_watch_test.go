@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/redisfleet"
 )
 
 // TestStandbyFailsOverWithTheLeaderGone is a Kubernetes node lost with
@@ -59,6 +61,21 @@ func TestStandbyFailsOverWithTheLeaderGone(t *testing.T) {
 	})
 	t.Logf("every master stalled and the leader gone (node timeout %v): the standby's takeovers had every slot served, cluster_state ok, after %v",
 		f.Spec.EffectiveNodeTimeout(), time.Since(stalled).Round(time.Millisecond))
+	// With no leader, the standby tells the failover in RedisReady: each
+	// lost primary and the replica that serves its slots.
+	eventually(t, 30*time.Second, "RedisReady FailedOver, written by the standby, naming every heir", func() error {
+		c := condition(rf.get(t).Status.Conditions, v1alpha1.RedisReadyCondition)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.FailedOverReason || !strings.HasSuffix(c.Message, redisfleet.StandbyNote) {
+			return fmt.Errorf("RedisReady %+v", c)
+		}
+		for shard, heir := range heirs {
+			if !strings.Contains(c.Message, fmt.Sprintf("shard %d: primary ", shard)) || !strings.Contains(c.Message, heir+" serves its slots") {
+				return fmt.Errorf("shard %d's heir %s not told: %s", shard, heir, c.Message)
+			}
+		}
+		t.Logf("RedisReady %.1fs after the stall, from the standby: %s: %s", time.Since(stalled).Seconds(), c.Reason, c.Message)
+		return nil
+	})
 	for _, p := range f.Status.Redis.Primaries {
 		rf.pod(t, p.Pod).srv.Resume(t)
 	}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -43,16 +44,43 @@ func (r *Provisioner) HandOver(ctx context.Context, fleet *v1alpha1.LimiterFleet
 // commands bounded by timeout. The leader does the same in its full pass;
 // Rescue matters when the leader went down with the masters, as on a lost
 // node, where waiting for a standby to lead (the Lease's duration) would
-// add to the outage. It answers when to look again (0: nothing is dead).
-func (r *Provisioner) Rescue(ctx context.Context, fleet *v1alpha1.LimiterFleet, timeout time.Duration) (time.Duration, []string, error) {
+// add to the outage.
+func (r *Provisioner) Rescue(ctx context.Context, fleet *v1alpha1.LimiterFleet, timeout time.Duration) (Rescued, error) {
 	spec, ok, err := r.fastPathSpec(ctx, fleet, nil)
 	if !ok {
-		return 0, nil, err
+		return Rescued{}, err
 	}
 	res, err := rediscluster.Rescue(ctx, spec, append(r.redisOptions(fleet), rediscluster.WithTimeout(timeout))...)
 	r.recordRedisActions(ctx, fleet, res.Actions)
-	return res.RequeueAfter, res.Actions, err
+	return Rescued{After: res.RequeueAfter, Actions: res.Actions, Lost: lostSummary(res.Status.Lost, time.Now())}, err
 }
+
+// Rescued is what a Rescue did and saw.
+type Rescued struct {
+	// After is when to look again (0: nothing is dead).
+	After time.Duration
+	// Actions are the CLUSTER FAILOVERs sent.
+	Actions []string
+	// Lost tells each lost primary's failover, as RedisReady does, or "".
+	Lost string
+}
+
+// StandbyRedisReady is the RedisReady condition an operator pod that does
+// not lead writes after its Rescue: False, FailedOver, telling the lost
+// primaries, so that the fleet's status says what happened while the
+// leader is gone with the masters, not only once a standby leads. Nil
+// when there is nothing to tell.
+func StandbyRedisReady(fleet *v1alpha1.LimiterFleet, rescued Rescued) *metav1.Condition {
+	if rescued.Lost == "" {
+		return nil
+	}
+	return &metav1.Condition{Type: v1alpha1.RedisReadyCondition, Status: metav1.ConditionFalse, Reason: v1alpha1.FailedOverReason,
+		ObservedGeneration: fleet.Generation,
+		Message:            rescued.Lost + "; " + StandbyNote}
+}
+
+// StandbyNote ends the RedisReady message a standby writes.
+const StandbyNote = "told by an operator pod that does not lead (the leader's passes tell the rest once one leads)"
 
 // fastPathSpec is the engine's Spec of an operator-run Redis Cluster with
 // the operator's credentials, from the Secrets the full pass made, only if
