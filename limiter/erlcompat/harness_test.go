@@ -144,21 +144,22 @@ func startERL(t *testing.T, runtimeRoot, redisAddr string) rlsv3.RateLimitServic
 }
 
 // erlEnv is ERL's environment for runtimeRoot's ratelimit/config folder
-// and the redis-server at redisAddr, on free ports of 127.0.0.1, and the
-// address of its gRPC port.
+// and the redis-server at redisAddr, on free ports of the test process's
+// own loopback address (another process can't take them between the pick
+// and ERL's listen), and the address of its gRPC port.
 func erlEnv(t *testing.T, runtimeRoot, redisAddr string) (env []string, grpcAddr string) {
 	t.Helper()
 	port := func() string {
-		a := redistest.FreeAddr(t, "127.0.0.1")
+		a := redistest.FreeAddr(t, redistest.Host())
 		return a[strings.LastIndexByte(a, ':')+1:]
 	}
 	grpcPort := port()
 	return []string{
 		"RUNTIME_ROOT=" + runtimeRoot, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
 		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + redisAddr, "USE_STATSD=false", "LOG_LEVEL=warn",
-		"HOST=127.0.0.1", "PORT=" + port(), "GRPC_HOST=127.0.0.1", "GRPC_PORT=" + grpcPort,
-		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=" + port(),
-	}, "127.0.0.1:" + grpcPort
+		"HOST=" + redistest.Host(), "PORT=" + port(), "GRPC_HOST=" + redistest.Host(), "GRPC_PORT=" + grpcPort,
+		"DEBUG_HOST=" + redistest.Host(), "DEBUG_PORT=" + port(),
+	}, redistest.Host() + ":" + grpcPort
 }
 
 // startSluiceERLEnv runs the limiter as ERL's Deployment would after an
@@ -174,10 +175,10 @@ func startSluiceERLEnv(t *testing.T, runtimeRoot, redisAddr string) rlsv3.RateLi
 // startSluice runs the limiter with --policies configDir on store.
 func startSluice(t *testing.T, configDir, store string) rlsv3.RateLimitServiceClient {
 	t.Helper()
-	grpcAddr := redistest.FreeAddr(t, "127.0.0.1")
+	grpcAddr := redistest.FreeAddr(t, redistest.Host())
 	// ERL honours any limit a request sets; Sluice bounds it.
 	p := start(t, "sluice limiter", nil, buildLimiter(t), "--policies", configDir, "--store", store, "--erl-max-override", "1000/second",
-		"--grpc-addr", grpcAddr, "--http-addr", redistest.FreeAddr(t, "127.0.0.1"), "--admin-addr", redistest.FreeAddr(t, "127.0.0.1"))
+		"--grpc-addr", grpcAddr, "--http-addr", redistest.FreeAddr(t, redistest.Host()), "--admin-addr", redistest.FreeAddr(t, redistest.Host()))
 	return rlsClient(t, p, grpcAddr)
 }
 
