@@ -58,13 +58,9 @@ type LimiterFleetReconciler struct {
 	// NetworkPolicies; none are rendered when it is empty.
 	NetworkPolicies resources.NetworkPolicyOptions
 
-	applied appliedObjects
-	// delegation is the content of the last LimiterAuthDelegatorBinding
-	// applied, so that it is applied only when the fleets change.
-	delegationMu sync.Mutex
-	delegation   [32]byte
-	topKKeys     topKKeysMade
-	adminCerts   adminCertsSeen
+	applied    appliedObjects
+	topKKeys   topKKeysMade
+	adminCerts adminCertsSeen
 	// apiServer are the API server's endpoints, read at apiServerRead.
 	apiServerMu   sync.Mutex
 	apiServer     []string
@@ -91,12 +87,6 @@ const allDomains = "\x00all"
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
-// Server-side apply creates the binding with create, and updates it with
-// patch, of that one name; the API server lets the operator bind no
-// ClusterRole but system:auth-delegator (and its own permissions).
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=create
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=patch,resourceNames=sluice-limiter-auth-delegator
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames="system:auth-delegator"
 // +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch
 
 // fleetScope carries one reconcile pass's observations to the status.
@@ -127,11 +117,6 @@ type fleetScope struct {
 
 // Reconcile runs the phases in order and always ends with one status patch.
 func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	// Every fleet's limiters may review their admin plane's callers; a
-	// deleted fleet's may no longer.
-	if err := r.reconcileAuthDelegation(ctx); err != nil {
-		return ctrl.Result{}, fmt.Errorf("applying ClusterRoleBinding %s: %w", resources.LimiterAuthDelegatorBinding, err)
-	}
 	fleet := &v1alpha1.LimiterFleet{}
 	if err := r.Get(ctx, req.NamespacedName, fleet); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -352,33 +337,6 @@ func (r *LimiterFleetReconciler) apply(ctx context.Context, fleet *v1alpha1.Limi
 		return err
 	}
 	r.applied.record(key, obj.GetResourceVersion(), sum)
-	return nil
-}
-
-// reconcileAuthDelegation applies BuildLimiterAuthDelegation of the fleets
-// that exist, when they changed since the last time. It is not read back
-// (that would cache every ClusterRoleBinding of the cluster): an operator
-// restart applies it again.
-func (r *LimiterFleetReconciler) reconcileAuthDelegation(ctx context.Context) error {
-	var fleets v1alpha1.LimiterFleetList
-	if err := r.List(ctx, &fleets); err != nil {
-		return err
-	}
-	desired := resources.BuildLimiterAuthDelegation(fleets.Items)
-	body, err := json.Marshal(desired)
-	if err != nil {
-		return err
-	}
-	sum := sha256.Sum256(body)
-	r.delegationMu.Lock()
-	defer r.delegationMu.Unlock()
-	if r.delegation == sum {
-		return nil
-	}
-	if err := r.Patch(ctx, desired, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return err
-	}
-	r.delegation = sum
 	return nil
 }
 

@@ -110,6 +110,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := fleets.SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if err := (&authDelegationReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	if err := mgr.Add(&failoverWatch{client: mgr.GetClient(), redis: fleets.redis, elected: mgr.Elected(),
 		every: time.Second, timeout: 500 * time.Millisecond}); err != nil {
 		return err
