@@ -19,6 +19,8 @@
 #                       primaries (no replicas) started here; each call has
 #                       BENCH_OPEN_SPREAD descriptors (default 3), each its own
 #                       key, so one call's decisions spread over the shards
+#        redis-spread   redis's limiter and redis-server with redis-cluster's
+#                       calls: its standalone twin (not in the default modes)
 #        erl            envoyproxy/ratelimit (bin/erl, make erl) on its own redis-server
 #        gubernator     gubernator v2.13.0 (bin/gubernator, make gubernator), one
 #                       in-memory node, over its own GetRateLimits API
@@ -110,8 +112,8 @@ done
 IFS=, read -r -a MODE_LIST <<<"$MODES"
 for m in "${MODE_LIST[@]}"; do
 	case $m in
-	noop | memory | redis | two-tier-hot | two-tier-cold | redis-cluster | erl | gubernator) ;;
-	*) die "unknown mode '$m' in --modes: want noop, memory, redis, two-tier-hot, two-tier-cold, redis-cluster, erl and/or gubernator" ;;
+	noop | memory | redis | two-tier-hot | two-tier-cold | redis-cluster | redis-spread | erl | gubernator) ;;
+	*) die "unknown mode '$m' in --modes: want noop, memory, redis, two-tier-hot, two-tier-cold, redis-cluster, redis-spread, erl and/or gubernator" ;;
 	esac
 done
 
@@ -319,10 +321,10 @@ has_mode() { [[ ",$MODES," == *",$1,"* ]]; }
 # start_all: every server the modes need, each once for the whole run.
 start_all() {
 	local m
-	if has_mode redis || has_mode two-tier-hot || has_mode two-tier-cold; then start_redis redis; fi
+	if has_mode redis || has_mode redis-spread || has_mode two-tier-hot || has_mode two-tier-cold; then start_redis redis; fi
 	if has_mode noop; then start_noop; fi
 	if has_mode memory; then start_limiter memory "$POLICY" memory; fi
-	if has_mode redis; then start_limiter redis-exact "$POLICY" "redis://${ADDR_OF[redis]}"; fi
+	if has_mode redis || has_mode redis-spread; then start_limiter redis-exact "$POLICY" "redis://${ADDR_OF[redis]}"; fi
 	if has_mode redis-cluster; then
 		start_cluster
 		start_limiter redis-cluster "$POLICY" "$CLUSTER_URL"
@@ -346,7 +348,7 @@ start_all() {
 server_of() {
 	case $1 in
 	two-tier-*) echo two-tier ;;
-	redis) echo redis-exact ;;
+	redis | redis-spread) echo redis-exact ;;
 	*) echo "$1" ;;
 	esac
 }
@@ -356,7 +358,7 @@ load() {
 	local mode=$1 rate=$2 duration=$3 file=$4 srv keys=$KEYS desc='user_id=%d' i
 	srv=$(server_of "$mode")
 	if [[ $mode == two-tier-hot ]]; then keys=$HOT_KEYS; fi
-	if [[ $mode == redis-cluster ]]; then
+	if [[ $mode == redis-cluster || $mode == redis-spread ]]; then
 		for ((i = 2; i <= SPREAD; i++)); do desc+=";user_id=%d.$i"; done
 	fi
 	sleep "$PAUSE"
@@ -385,7 +387,7 @@ table() {
 			done
 		done
 	done
-	say "open loop: $ROUNDS rounds, $WARMUP + $DURATION a run, $KEYS keys ($HOT_KEYS for two-tier-hot; $SPREAD descriptors a call for redis-cluster), --max-in-flight $MAX_IN_FLIGHT, --drop-after $DROP_AFTER, $(nproc) cores shared by the servers, Redis and the load generator"
+	say "open loop: $ROUNDS rounds, $WARMUP + $DURATION a run, $KEYS keys ($HOT_KEYS for two-tier-hot; $SPREAD descriptors a call for redis-cluster and redis-spread), --max-in-flight $MAX_IN_FLIGHT, --drop-after $DROP_AFTER, $(nproc) cores shared by the servers, Redis and the load generator"
 	$BIN/loadgen open-report --base noop "${args[@]}"
 }
 
@@ -450,7 +452,7 @@ if [[ -n ${BENCH_NO_BUILD:-} ]]; then
 	echo "binaries:  $BIN/loadgen and $BIN/limiter as they are (BENCH_NO_BUILD)"
 else
 	go build -o "$BIN/loadgen" ./cmd/loadgen || die "building $BIN/loadgen failed"
-	if has_mode memory || has_mode redis || has_mode two-tier-hot || has_mode two-tier-cold || has_mode redis-cluster; then
+	if has_mode memory || has_mode redis || has_mode redis-spread || has_mode two-tier-hot || has_mode two-tier-cold || has_mode redis-cluster; then
 		go build -o "$BIN/limiter" ./cmd/limiter || die "building $BIN/limiter failed"
 	fi
 fi
@@ -462,7 +464,7 @@ for peer in erl gubernator; do
 done
 ((${#MODE_LIST[@]} > 0)) || die "no mode left to run"
 echo "rates:     $RATES; modes: $MODES"
-if has_mode redis || has_mode two-tier-hot || has_mode two-tier-cold || has_mode redis-cluster || has_mode erl; then
+if has_mode redis || has_mode redis-spread || has_mode two-tier-hot || has_mode two-tier-cold || has_mode redis-cluster || has_mode erl; then
 	command -v redis-server >/dev/null && command -v redis-cli >/dev/null || die "redis-server and redis-cli are needed (make deps)"
 fi
 write_policies
@@ -476,6 +478,6 @@ echo "offered/s: the schedule's rate; answered/s: calls answered within --drop-a
 echo "p50, p99, p99.9: latency from each call's scheduled start (queueing behind late calls included), answered calls."
 echo "dropped: calls not sent (--max-in-flight in flight) or not answered within --drop-after, of those scheduled."
 echo "CPU µs/dec: the server's CPU per answered decision plus its redis-server's (of it redis), from /proc."
-echo "redis-cluster: a call is $SPREAD decisions (descriptors), each on its own key, over 3 shards; its µs/dec is per call."
+echo "redis-cluster, redis-spread: a call is $SPREAD decisions (descriptors), each on its own key (over 3 shards in the cluster); µs/dec is per call."
 echo "vs noop: the median over rounds of each round's ratio to the do-nothing server at the same rate."
 echo "send lag p99: how late the load generator itself sent calls after their scheduled start (part of every latency)."
