@@ -142,3 +142,33 @@ func firstErr(errs []error) error {
 	}
 	return nil
 }
+
+// A Take's script arguments cost no allocation: they go into the call's
+// own array, and the script's SHA-1 is boxed once, when the package loads
+// (in cluster mode each decision is its own EVALSHA, so this was two
+// allocations a decision). Counted, not timed.
+func TestTakeArgsDoNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocations are not counted under -race")
+	}
+	s, err := New(Options{Addrs: []string{"127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	c := &call{req: store.Request{Key: storetest.KeyFor(t, "args"), Cost: 1,
+		Limit: algo.Limit{Algorithm: algo.GCRA, Limit: 10, Period: time.Second, Burst: 10, CountDenied: true}}}
+	s.prepare(c)
+	var args []any
+	for _, eval := range []bool{false, true} {
+		if allocs := testing.AllocsPerRun(100, func() { args = takeArgs(eval, c) }); allocs != 0 {
+			t.Errorf("takeArgs(eval %v): %.1f allocations, want 0", eval, allocs)
+		}
+		if want := 3 + c.nkeys + c.nargs(); len(args) != want || args[2] != c.nkeys {
+			t.Errorf("takeArgs(eval %v): %d arguments %v, want %d with numkeys %d", eval, len(args), args[:3], want, c.nkeys)
+		}
+	}
+	if args[0] != "eval" || args[1] != scripts[algo.GCRA].src {
+		t.Errorf("takeArgs(eval): %v, want eval and the script's source", args[:2])
+	}
+}
