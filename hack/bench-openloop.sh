@@ -24,7 +24,7 @@
 #        erl            envoyproxy/ratelimit (bin/erl, make erl) on its own redis-server
 #        gubernator     gubernator v2.13.0 (bin/gubernator, make gubernator), one
 #                       in-memory node, over its own GetRateLimits API
-#      (redis and the two-tier modes share one redis-server);
+#      (redis, redis-spread and the two-tier modes share one redis-server);
 #   2. in each of BENCH_OPEN_ROUNDS interleaved rounds, for each rate of
 #      BENCH_OPEN_RATES, runs every mode in turn; CPU per decision is the
 #      server's own plus its redis-server's, from /proc;
