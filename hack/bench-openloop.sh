@@ -15,10 +15,16 @@
 #        two-tier-hot   the limiter, Redis store, two-tier (localTier), on
 #                       BENCH_OPEN_HOT_KEYS keys (default 10): hot keys
 #        two-tier-cold  the same, on BENCH_OPEN_KEYS keys (default 10000), none hot
+#        redis-cluster  the limiter, Redis store, exact, on a Redis Cluster of 3
+#                       primaries (no replicas) started here; each call has
+#                       BENCH_OPEN_SPREAD descriptors (default 3), each its own
+#                       key, so one call's decisions spread over the shards
+#        redis-spread   redis's limiter and redis-server with redis-cluster's
+#                       calls: its standalone twin (not in the default modes)
 #        erl            envoyproxy/ratelimit (bin/erl, make erl) on its own redis-server
 #        gubernator     gubernator v2.13.0 (bin/gubernator, make gubernator), one
 #                       in-memory node, over its own GetRateLimits API
-#      (redis and the two-tier modes share one redis-server);
+#      (redis, redis-spread and the two-tier modes share one redis-server);
 #   2. in each of BENCH_OPEN_ROUNDS interleaved rounds, for each rate of
 #      BENCH_OPEN_RATES, runs every mode in turn; CPU per decision is the
 #      server's own plus its redis-server's, from /proc;
@@ -48,9 +54,12 @@
 #                           the next (default 1)
 #   BENCH_OPEN_STEP_DURATION  measured interval of each step (default 5s)
 #   BENCH_OPEN_P99_MAX      the p99 a held rate stays under (default 5ms)
-#   BENCH_OPEN_MODES        modes, comma-separated (default all seven)
+#   BENCH_OPEN_SPREAD       descriptors (decisions) per call of redis-cluster (default 3)
+#   BENCH_OPEN_MODES        modes, comma-separated (default all eight)
 #   BENCH_GOMEMLIMIT        as in hack/bench.sh (default 241591860)
 #   BENCH_BIN               where the binaries are (default bin)
+#   BENCH_NO_BUILD          when set, use BENCH_BIN's loadgen and limiter as they
+#                           are (an A/B of two builds), not built from this tree
 #
 # Every process the script starts is stopped when it exits, however it exits.
 set -euo pipefail
@@ -71,7 +80,8 @@ STEP_RATES=${BENCH_OPEN_STEP_RATES:-1000,2500,5000,7500,10000,15000,20000,30000,
 PAUSE=${BENCH_OPEN_PAUSE:-1}
 STEP_DURATION=${BENCH_OPEN_STEP_DURATION:-5s}
 P99_MAX=${BENCH_OPEN_P99_MAX:-5ms}
-MODES=${BENCH_OPEN_MODES:-noop,memory,redis,two-tier-hot,two-tier-cold,erl,gubernator}
+SPREAD=${BENCH_OPEN_SPREAD:-3}
+MODES=${BENCH_OPEN_MODES:-noop,memory,redis,two-tier-hot,two-tier-cold,redis-cluster,erl,gubernator}
 GOMEMLIMIT_LIMITER=${BENCH_GOMEMLIMIT-241591860}
 BIN=${BENCH_BIN:-bin}
 STEP=1
@@ -94,6 +104,7 @@ while [[ $# -gt 0 ]]; do
 	esac
 done
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "BENCH_OPEN_ROUNDS '$ROUNDS': want a positive number"
+[[ $SPREAD =~ ^[1-9][0-9]*$ ]] || die "BENCH_OPEN_SPREAD '$SPREAD': want a positive number"
 [[ $PAUSE =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "BENCH_OPEN_PAUSE '$PAUSE': want a number of seconds"
 for r in ${RATES//,/ } ${STEP_RATES//,/ }; do
 	[[ $r =~ ^[1-9][0-9]*$ ]] || die "rate '$r' in BENCH_OPEN_RATES or BENCH_OPEN_STEP_RATES: want a positive whole number of calls per second"
@@ -101,8 +112,8 @@ done
 IFS=, read -r -a MODE_LIST <<<"$MODES"
 for m in "${MODE_LIST[@]}"; do
 	case $m in
-	noop | memory | redis | two-tier-hot | two-tier-cold | erl | gubernator) ;;
-	*) die "unknown mode '$m' in --modes: want noop, memory, redis, two-tier-hot, two-tier-cold, erl and/or gubernator" ;;
+	noop | memory | redis | two-tier-hot | two-tier-cold | redis-cluster | redis-spread | erl | gubernator) ;;
+	*) die "unknown mode '$m' in --modes: want noop, memory, redis, two-tier-hot, two-tier-cold, redis-cluster, redis-spread, erl and/or gubernator" ;;
 	esac
 done
 
@@ -181,6 +192,45 @@ start_redis() {
 		sleep 0.1
 	done
 	die "$name did not answer PING within 10s"
+}
+
+# start_cluster: 3 redis-servers in cluster mode, one primary each of a
+# third of the slots (redis-cli --cluster create), no replicas; their
+# pids go to CLUSTER_PIDS, the store URL to CLUSTER_URL.
+CLUSTER_PIDS='' CLUSTER_URL=''
+start_cluster() {
+	local i j port addrs=() name a
+	for i in 1 2 3; do
+		name=cluster-$i
+		next_port port
+		# The cluster bus listens on port+10000: skip ports whose bus port is taken.
+		while (exec 3<>"/dev/tcp/$HOST/$((port + 10000))") 2>/dev/null; do next_port port; done
+		mkdir -p "$WORK/$name"
+		start "$name" redis-server --bind "$HOST" --port "$port" --save '' --appendonly no \
+			--dir "$WORK/$name" --loglevel warning --protected-mode yes \
+			--cluster-enabled yes --cluster-config-file nodes.conf --cluster-announce-ip "$HOST" \
+			--cluster-node-timeout 5000
+		addrs+=("$HOST:$port")
+		CLUSTER_PIDS+=${CLUSTER_PIDS:+,}${PID_OF[$name]}
+		for ((j = 0; j < 100; j++)); do
+			[[ $(redis-cli -h "$HOST" -p "$port" PING 2>/dev/null) == PONG ]] && break
+			((j < 99)) || die "$name did not answer PING within 10s"
+			sleep 0.1
+		done
+	done
+	timeout 120 redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >"$WORK/cluster-create.log" 2>&1 ||
+		{ cat "$WORK/cluster-create.log" >&2; die "redis-cli --cluster create failed"; }
+	for ((j = 0; j < 600; j++)); do
+		local ok=1
+		for a in "${addrs[@]}"; do
+			[[ $(redis-cli -h "${a%:*}" -p "${a##*:}" CLUSTER INFO 2>/dev/null | tr -d '\r') == *cluster_state:ok* ]] || ok=0
+		done
+		((ok)) && break
+		((j < 599)) || die "the Redis Cluster did not report cluster_state:ok within 60s"
+		sleep 0.1
+	done
+	CLUSTER_URL="redis-cluster://$(IFS=,; echo "${addrs[*]}")"
+	echo "redis cluster: ${addrs[*]} (pids $CLUSTER_PIDS)"
 }
 
 # start_limiter NAME POLICY STORE: the limiter on ports of its own.
@@ -271,17 +321,22 @@ has_mode() { [[ ",$MODES," == *",$1,"* ]]; }
 # start_all: every server the modes need, each once for the whole run.
 start_all() {
 	local m
-	if has_mode redis || has_mode two-tier-hot || has_mode two-tier-cold; then start_redis redis; fi
+	if has_mode redis || has_mode redis-spread || has_mode two-tier-hot || has_mode two-tier-cold; then start_redis redis; fi
 	if has_mode noop; then start_noop; fi
 	if has_mode memory; then start_limiter memory "$POLICY" memory; fi
-	if has_mode redis; then start_limiter redis-exact "$POLICY" "redis://${ADDR_OF[redis]}"; fi
+	if has_mode redis || has_mode redis-spread; then start_limiter redis-exact "$POLICY" "redis://${ADDR_OF[redis]}"; fi
+	if has_mode redis-cluster; then
+		start_cluster
+		start_limiter redis-cluster "$POLICY" "$CLUSTER_URL"
+		CPU_OF[redis-cluster]+=,$CLUSTER_PIDS
+	fi
 	if has_mode two-tier-hot || has_mode two-tier-cold; then start_limiter two-tier "$POLICY_TIER" "redis://${ADDR_OF[redis]}"; fi
 	if has_mode erl; then start_erl; fi
 	if has_mode gubernator; then start_gubernator; fi
 	# The Redis modes' CPU is the limiter's and its redis-server's.
 	if [[ -n ${CPU_OF[redis-exact]:-} ]]; then CPU_OF[redis-exact]+=,${PID_OF[redis]}; fi
 	if [[ -n ${CPU_OF[two-tier]:-} ]]; then CPU_OF[two-tier]+=,${PID_OF[redis]}; fi
-	for m in noop memory redis-exact two-tier erl gubernator; do
+	for m in noop memory redis-exact two-tier redis-cluster erl gubernator; do
 		[[ -n ${PID_OF[$m]:-} ]] || continue
 		wait_answers "$m"
 		if [[ -n ${ADMIN_OF[$m]:-} ]]; then wait_policies "$m"; fi
@@ -293,21 +348,24 @@ start_all() {
 server_of() {
 	case $1 in
 	two-tier-*) echo two-tier ;;
-	redis) echo redis-exact ;;
+	redis | redis-spread) echo redis-exact ;;
 	*) echo "$1" ;;
 	esac
 }
 
 # load MODE RATE DURATION FILE: one open-loop run; its JSON goes to FILE.
 load() {
-	local mode=$1 rate=$2 duration=$3 file=$4 srv keys=$KEYS
+	local mode=$1 rate=$2 duration=$3 file=$4 srv keys=$KEYS desc='user_id=%d' i
 	srv=$(server_of "$mode")
 	if [[ $mode == two-tier-hot ]]; then keys=$HOT_KEYS; fi
+	if [[ $mode == redis-cluster || $mode == redis-spread ]]; then
+		for ((i = 2; i <= SPREAD; i++)); do desc+=";user_id=%d.$i"; done
+	fi
 	sleep "$PAUSE"
 	if ! $BIN/loadgen --addr "${ADDR_OF[$srv]}" --protocol "${PROTO_OF[$srv]:-rls}" --conns "$CONNS" \
 		--rate "$rate" --max-in-flight "$MAX_IN_FLIGHT" --drop-after "$DROP_AFTER" \
 		--keys "$keys" --duration "$duration" --warmup "$WARMUP" \
-		--domain bench --descriptor 'user_id=%d' --hits 1 \
+		--domain bench --descriptor "$desc" --hits 1 \
 		--server-pid "${CPU_OF[$srv]}" --json-file "$file" --label "$mode at $rate/s" >"$file.txt" 2>&1; then
 		warn "$mode at $rate/s failed: $(tail -n 1 "$file.txt")"
 		rm -f "$file"
@@ -329,7 +387,7 @@ table() {
 			done
 		done
 	done
-	say "open loop: $ROUNDS rounds, $WARMUP + $DURATION a run, $KEYS keys ($HOT_KEYS for two-tier-hot), --max-in-flight $MAX_IN_FLIGHT, --drop-after $DROP_AFTER, $(nproc) cores shared by the servers, Redis and the load generator"
+	say "open loop: $ROUNDS rounds, $WARMUP + $DURATION a run, $KEYS keys ($HOT_KEYS for two-tier-hot; $SPREAD descriptors a call for redis-cluster and redis-spread), --max-in-flight $MAX_IN_FLIGHT, --drop-after $DROP_AFTER, $(nproc) cores shared by the servers, Redis and the load generator"
 	$BIN/loadgen open-report --base noop "${args[@]}"
 }
 
@@ -364,7 +422,7 @@ store_check() {
 	local m metrics decided failed errors
 	command -v curl >/dev/null || return 0
 	say "limiters' decisions by source (sluice_decisions_total, sluice_store_errors_total; all runs)"
-	for m in memory redis-exact two-tier; do
+	for m in memory redis-exact two-tier redis-cluster; do
 		[[ -n ${ADMIN_OF[$m]:-} ]] || continue
 		metrics=$(curl -fsS --max-time 5 "http://${ADMIN_OF[$m]}/metrics" 2>/dev/null) || {
 			warn "could not read $m's /metrics"
@@ -390,9 +448,13 @@ say "open-loop benchmark"
 echo "cores:     $(nproc)   load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "commit:    $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with local changes)')"
 mkdir -p "$BIN"
-go build -o "$BIN/loadgen" ./cmd/loadgen || die "building $BIN/loadgen failed"
-if has_mode memory || has_mode redis || has_mode two-tier-hot || has_mode two-tier-cold; then
-	go build -o "$BIN/limiter" ./cmd/limiter || die "building $BIN/limiter failed"
+if [[ -n ${BENCH_NO_BUILD:-} ]]; then
+	echo "binaries:  $BIN/loadgen and $BIN/limiter as they are (BENCH_NO_BUILD)"
+else
+	go build -o "$BIN/loadgen" ./cmd/loadgen || die "building $BIN/loadgen failed"
+	if has_mode memory || has_mode redis || has_mode redis-spread || has_mode two-tier-hot || has_mode two-tier-cold || has_mode redis-cluster; then
+		go build -o "$BIN/limiter" ./cmd/limiter || die "building $BIN/limiter failed"
+	fi
 fi
 for peer in erl gubernator; do
 	if has_mode "$peer" && [[ ! -x $BIN/$peer ]]; then
@@ -402,7 +464,7 @@ for peer in erl gubernator; do
 done
 ((${#MODE_LIST[@]} > 0)) || die "no mode left to run"
 echo "rates:     $RATES; modes: $MODES"
-if has_mode redis || has_mode two-tier-hot || has_mode two-tier-cold || has_mode erl; then
+if has_mode redis || has_mode redis-spread || has_mode two-tier-hot || has_mode two-tier-cold || has_mode redis-cluster || has_mode erl; then
 	command -v redis-server >/dev/null && command -v redis-cli >/dev/null || die "redis-server and redis-cli are needed (make deps)"
 fi
 write_policies
@@ -416,5 +478,6 @@ echo "offered/s: the schedule's rate; answered/s: calls answered within --drop-a
 echo "p50, p99, p99.9: latency from each call's scheduled start (queueing behind late calls included), answered calls."
 echo "dropped: calls not sent (--max-in-flight in flight) or not answered within --drop-after, of those scheduled."
 echo "CPU µs/dec: the server's CPU per answered decision plus its redis-server's (of it redis), from /proc."
+echo "redis-cluster, redis-spread: a call is $SPREAD decisions (descriptors), each on its own key (over 3 shards in the cluster); µs/dec is per call."
 echo "vs noop: the median over rounds of each round's ratio to the do-nothing server at the same rate."
 echo "send lag p99: how late the load generator itself sent calls after their scheduled start (part of every latency)."

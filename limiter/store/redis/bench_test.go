@@ -30,6 +30,33 @@ func BenchmarkTakeParallel(b *testing.B) {
 	}
 }
 
+// BenchmarkTakeParallelCluster is BenchmarkTakeParallel on the test's
+// 3-primary cluster: no multi script there (a script's keys share a
+// slot), so a round trip is one EVALSHA a decision, grouped per shard.
+// allocs/op is the store's cost of a decision in cluster mode.
+func BenchmarkTakeParallelCluster(b *testing.B) {
+	s, err := redisstore.New(redisstore.Options{Addrs: clusterAddrsB(b), Cluster: true, Timeout: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	lim := algo.Limit{Algorithm: algo.TokenBucket, Limit: 1 << 40, Period: time.Hour, Burst: 1 << 40}
+	var n atomic.Int64
+	b.SetParallelism(32)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		var kb store.KeyBuilder
+		for pb.Next() {
+			kb.Reset()
+			kb.Add(string(rune(n.Add(1) % 10000)))
+			if _, err := s.Take(context.Background(), store.Request{Key: kb.Key(), Limit: lim, Cost: 1}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
 func benchTakeParallel(b *testing.B, workers int) {
 	s, err := redisstore.New(redisstore.Options{Addrs: []string{standaloneAddr(b)}, Timeout: time.Second, Workers: workers})
 	if err != nil {

@@ -44,7 +44,9 @@ func standaloneAddr(t testing.TB) string {
 	return standalone.Addr
 }
 
-func clusterAddrs(t *testing.T) []string {
+func clusterAddrs(t *testing.T) []string { return clusterAddrsB(t) }
+
+func clusterAddrsB(t testing.TB) []string {
 	testtier.Integration(t, "redis-server")
 	clusterOnce.Do(func() { cluster = redistest.StartCluster(redistest.Shared(t), 3) })
 	if cluster == nil {

@@ -53,6 +53,7 @@ type call struct {
 	// settings; the first next of them are sent.
 	ext  [exactArgs - exactRecord]int64
 	next int
+	args [3 + 4 + exactArgs]any // backs takeArgs' (read only in the round trip)
 
 	// cmd is the call's script run, in the last send: its own, or the
 	// multi script run it shares (multi set; see multi.go), whose
@@ -322,7 +323,7 @@ func calendarWindows(cal algo.Calendar, now int64) (start, end, next int64) {
 
 // takeArgs are the arguments of one Take's script call.
 func takeArgs(eval bool, c *call) []any {
-	args := scripts[c.req.Limit.Algorithm].call(eval, c.nkeys, c.nkeys+c.nargs())
+	args := scripts[c.req.Limit.Algorithm].callInto(c.args[:0], eval, c.nkeys)
 	for i := range c.nkeys {
 		args = append(args, &c.keys[i])
 	}

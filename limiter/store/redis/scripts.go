@@ -216,7 +216,9 @@ func newScript(src string, args argNames) script {
 // scriptOf is src as a script, named by its SHA-1.
 func scriptOf(src string) script {
 	sum := sha1.Sum([]byte(src))
-	return script{src: src, sha: hex.EncodeToString(sum[:])}
+	sc := script{src: src, sha: hex.EncodeToString(sum[:])}
+	sc.srcArg, sc.shaArg = sc.src, sc.sha
+	return sc
 }
 
 // substitute writes the numbers in place of src's names (see newScript).
@@ -246,14 +248,23 @@ var argName = regexp.MustCompile(`\bARG\.\w+`)
 
 // script is a Lua script, run with EVALSHA, or EVAL once a server answers
 // NOSCRIPT.
-type script struct{ src, sha string }
+type script struct {
+	src, sha string
+	// srcArg and shaArg are src and sha boxed once, so that a run's
+	// arguments do not box them again (an allocation each).
+	srcArg, shaArg any
+}
 
 // call starts the arguments of a run of the script with numKeys KEYS,
 // with room for n more arguments.
 func (sc script) call(eval bool, numKeys, n int) []any {
-	args := make([]any, 0, 3+n)
+	return sc.callInto(make([]any, 0, 3+n), eval, numKeys)
+}
+
+// callInto is call, the arguments appended to buf.
+func (sc script) callInto(buf []any, eval bool, numKeys int) []any {
 	if eval {
-		return append(args, "eval", sc.src, numKeys)
+		return append(buf, "eval", sc.srcArg, numKeys)
 	}
-	return append(args, "evalsha", sc.sha, numKeys)
+	return append(buf, "evalsha", sc.shaArg, numKeys)
 }
