@@ -1,0 +1,281 @@
+package e2e
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/resources"
+	"github.com/sluice-dev/sluice/limiter/config"
+)
+
+// upgradeDomain is the domain of the load the upgrade runs under.
+const upgradeDomain = "e2e-upgrade"
+
+// imageValues are the chart values step 1 installs with and step 3
+// upgrades with: the operator's and the limiter's images (the previous
+// release's, then this tree's), never pulled, and the cluster's Redis.
+func (j *journey) imageValues(t *testing.T, operator, limiter string) []string {
+	t.Helper()
+	opRepo, opTag := splitRef(t, operator)
+	limRepo, limTag := splitRef(t, limiter)
+	redisRepo, redisTag := splitRef(t, j.c.image(t, "redis"))
+	return []string{
+		"--set", "operator.image.repository=" + opRepo, "--set", "operator.image.tag=" + opTag,
+		"--set", "operator.image.pullPolicy=Never",
+		"--set", "limiter.image.repository=" + limRepo, "--set", "limiter.image.tag=" + limTag,
+		"--set", "redis.image.repository=" + redisRepo, "--set", "redis.image.tag=" + redisTag,
+	}
+}
+
+// previousChart extracts the chart of commit from this clone's history
+// and returns its directory.
+func (j *journey) previousChart(t *testing.T, commit string) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command("sh", "-c", `git -C "$1" archive --format=tar "$2" charts/sluice | tar -x -C "$3"`, "sh", j.c.root, commit, dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("extracting the chart of %s: %v\n%s", commit, err, out)
+	}
+	return filepath.Join(dir, "charts", "sluice")
+}
+
+// upgradeFromPrevious upgrades the previous release, which step 1
+// installed and step 2's fleet runs on, to this tree's chart and images
+// with helm upgrade (the same values otherwise), under steady load on the
+// fleet's limiters: a policy that allows all of it, and one that denies
+// (1 an hour per key). It waits for the operator and every limiter pod to
+// run the new image, the snapshot ConfigMap to carry format 2 and the
+// Redis pods to run what the new operator renders, then judges the load:
+// no decision may fail (as the faults' rolling restart, see clean), and
+// the denying policy still denies.
+func (j *journey) upgradeFromPrevious(t *testing.T) {
+	if j.previous == "" {
+		msg := "the upgrade from the previous release was NOT exercised: its commit (hack/previous-release) is not in this clone's history, so step 1 installed this tree"
+		t.Log(msg)
+		j.mark("%s", msg)
+		t.Skip(msg)
+	}
+	c, f := j.c, j.fleet
+	j.allowDomainTo(t, upgradeDomain, appNS)
+	j.upgradePolicies(t)
+	svc := fmt.Sprintf("%s.%s.svc:8081", resources.LimiterName(f), f.Namespace)
+	j.checkDenies(t, svc, "upgrade-deny=before%d", []string{"OK", "OVER_LIMIT"})
+
+	common := []string{"-addr", svc, "-domain", upgradeDomain, "-conns", "4", "-interval", "250ms"}
+	allow := c.startLoad(t, appNS, clientPod, append(slices.Clone(common), "-descriptor", "upgrade-allow=%d", "-keys", "1000", "-rate", "150")...)
+	deny := c.startLoad(t, appNS, clientPod, append(slices.Clone(common), "-descriptor", "upgrade-deny=load%d", "-keys", "20", "-rate", "50")...)
+	n := allow.measureNoise(t, 5*time.Second)
+	nd := deny.measureNoise(t, time.Second)
+	op, lim := c.image(t, "sluice-operator"), c.image(t, "sluice-limiter")
+	start := time.Now()
+	out, stderr := c.helm(t, append([]string{"upgrade", release, "charts/sluice", "--namespace", system}, j.imageValues(t, op, lim)...)...)
+	t.Logf("helm upgrade from %s to this tree (%s):\n%s%s", j.previous, since(start), out, stderr)
+	timing := j.awaitUpgrade(t, start, op, lim)
+	j.upgraded = true
+	allow.waitQuiet(t, n, start, 5*time.Second, 3*time.Minute)
+	rep, repDeny := allow.report(n, start), deny.report(nd, start)
+	allow.stop()
+	deny.stop()
+
+	t.Logf("upgrade from %s: %s; the allowing load: %s; the denying load: %s", j.previous, timing, rep, repDeny)
+	j.mark("upgrade from %s under load: %s; %d decisions allowed-or-failed sent, %d failed (%d RPC errors); denying load %d sent, %d failed",
+		j.previous, timing, rep.Answered, rep.Failed, rep.RPCErrors, repDeny.Answered, repDeny.Failed)
+	if !rep.clean() {
+		j.errorf(t, "decisions failed during the upgrade from %s (the allowing load): %s\n%s", j.previous, rep, j.limiterFailures(t))
+	}
+	if !repDeny.clean() {
+		j.errorf(t, "decisions failed during the upgrade from %s (the denying load): %s", j.previous, repDeny)
+	}
+	// Denied before the upgrade, denied after: the counters survived it;
+	// and a new key's second call is denied by the new limiters.
+	j.checkDenies(t, svc, "upgrade-deny=before%d", []string{"OVER_LIMIT", "OVER_LIMIT"})
+	j.checkDenies(t, svc, "upgrade-deny=after%d", []string{"OK", "OVER_LIMIT"})
+}
+
+// upgradePolicies creates the policies of the upgrade's load, on the
+// previous release, and waits until it enforces them: upgrade-allow never
+// limits the load, upgrade-deny allows 1 an hour per key.
+func (j *journey) upgradePolicies(t *testing.T) {
+	c, f := j.c, j.fleet
+	sel := map[string]string{}
+	if f.Spec.PolicySelector != nil {
+		sel = f.Spec.PolicySelector.MatchLabels
+	}
+	closed, tokenBucket := v1alpha1.FailClosed, v1alpha1.TokenBucket
+	policy := func(name, key string, limit int64, period time.Duration) *v1alpha1.RateLimitPolicy {
+		return &v1alpha1.RateLimitPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: appNS, Labels: sel},
+			Spec: v1alpha1.RateLimitPolicySpec{
+				Domain: upgradeDomain, Descriptors: []v1alpha1.Descriptor{{Key: key}},
+				Algorithm: &tokenBucket, Rate: v1alpha1.Rate{Limit: limit, Period: metav1.Duration{Duration: period}},
+				Burst: ptr.To(limit), FailureMode: &closed,
+			},
+		}
+	}
+	for _, p := range []*v1alpha1.RateLimitPolicy{
+		policy("e2e-upgrade-allow", "upgrade-allow", 100000, time.Second),
+		policy("e2e-upgrade-deny", "upgrade-deny", 1, time.Hour),
+	} {
+		if err := c.c.Create(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the upgrade's policies Enforced by the previous release", 2*time.Minute, func() (bool, string) {
+		for _, n := range []string{"e2e-upgrade-allow", "e2e-upgrade-deny"} {
+			if s, msg := condition(c.policy(t, appNS, n).Status.Conditions, v1alpha1.EnforcedCondition); s != metav1.ConditionTrue {
+				return false, n + ": " + msg
+			}
+		}
+		return true, ""
+	})
+}
+
+// checkDenies calls the limiters twice for each of 5 keys of pattern and
+// wants the answers want for each.
+func (j *journey) checkDenies(t *testing.T, svc, pattern string, want []string) {
+	t.Helper()
+	var answers []rlsAnswer
+	j.c.execJSON(t, &answers, appNS, clientPod, "/e2eclient", "rls", "-addr", svc, "-domain", upgradeDomain,
+		"-descriptor", pattern, "-keys", "5", "-n", fmt.Sprint(len(want)))
+	for k := 0; k < 5 && len(answers) == 5*len(want); k++ {
+		var got []string
+		for _, a := range answers[k*len(want) : (k+1)*len(want)] {
+			got = append(got, a.Code+a.Error+a.Reason)
+		}
+		if !slices.Equal(got, want) {
+			j.errorf(t, "%s key %d: %v, want %v", pattern, k, got, want)
+		}
+	}
+	if len(answers) != 5*len(want) {
+		t.Errorf("%s: %d answers, want %d: %+v", pattern, len(answers), 5*len(want), answers)
+	}
+}
+
+// awaitUpgrade waits, after helm upgrade at start, until the operator's
+// pods and every limiter pod run this tree's images (and no other pod is
+// left), the snapshot says format 2, and the Redis pods run what the new
+// operator renders; it says how long each took.
+func (j *journey) awaitUpgrade(t *testing.T, start time.Time, op, lim string) string {
+	c, f := j.c, j.fleet
+	dep := j.operatorDeployment(t)
+	j.awaitPods(t, "the operator", system, dep.Spec.Selector.MatchLabels, op, ptr.Deref(dep.Spec.Replicas, 1))
+	opAt := time.Since(start)
+	limDep := &appsv1.Deployment{}
+	if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: resources.LimiterName(f)}, limDep); err != nil {
+		t.Fatal(err)
+	}
+	j.awaitPods(t, "every limiter", f.Namespace, resources.LimiterSelectorLabels(f), lim, ptr.Deref(limDep.Spec.Replicas, 1))
+	limAt := time.Since(start)
+	var format int
+	waitFor(t, "the snapshot ConfigMap in format 2", 3*time.Minute, func() (bool, string) {
+		var msg string
+		format, msg = j.snapshotFormat(t)
+		return format == config.DocumentFormat, msg
+	})
+	formatAt := time.Since(start)
+	j.awaitRedisRendered(t)
+	r := func(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }
+	return fmt.Sprintf("operator pods new %v, every limiter pod new %v, snapshot format %d %v, Redis pods as rendered %s after helm upgrade",
+		r(opAt), r(limAt), format, r(formatAt), since(start))
+}
+
+// awaitPods waits until the pods of selector in ns are want, all ready,
+// none terminating, each running image.
+func (j *journey) awaitPods(t *testing.T, what, ns string, selector map[string]string, image string, want int32) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%s pods (%d) ready on %s, no other left", what, want, image), 4*time.Minute, func() (bool, string) {
+		pods := &corev1.PodList{}
+		if err := j.c.c.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels(selector)); err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		done := len(pods.Items) == int(want)
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			img := p.Spec.Containers[0].Image
+			seen = append(seen, fmt.Sprintf("%s %s %s", p.Name, img, podState(p)))
+			done = done && img == image && isReady(p) && p.DeletionTimestamp == nil
+		}
+		return done, strings.Join(seen, "; ")
+	})
+}
+
+// snapshotFormat reads the format of the document in the fleet's snapshot
+// ConfigMap (1 when it says none, as the previous release writes it).
+func (j *journey) snapshotFormat(t *testing.T) (int, string) {
+	cm := &corev1.ConfigMap{}
+	f := j.fleet
+	if err := j.c.c.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: resources.SnapshotConfigMapName(f)}, cm); err != nil {
+		return 0, err.Error()
+	}
+	doc := []byte(cm.Data[config.DocumentKey])
+	if z, ok := cm.BinaryData[config.DocumentGzipKey]; ok {
+		r, err := gzip.NewReader(bytes.NewReader(z))
+		if err != nil {
+			return 0, err.Error()
+		}
+		if doc, err = io.ReadAll(r); err != nil {
+			return 0, err.Error()
+		}
+	}
+	var d struct {
+		Format *int `json:"format"`
+	}
+	if err := json.Unmarshal(doc, &d); err != nil {
+		return 0, fmt.Sprintf("the document: %v", err)
+	}
+	format := ptr.Deref(d.Format, config.DocumentFormatV1alpha1)
+	return format, fmt.Sprintf("format %d", format)
+}
+
+// awaitRedisRendered waits until every Redis StatefulSet of the fleet
+// carries the hash of the redis.conf this tree renders and has rolled its
+// pods to it, all ready: the later steps must not run during a Redis roll
+// the upgrade started.
+func (j *journey) awaitRedisRendered(t *testing.T) {
+	t.Helper()
+	c := j.c
+	waitFor(t, "the Redis pods running the redis.conf this tree renders", 4*time.Minute, func() (bool, string) {
+		f := c.fleet(t, j.fleet.Namespace, j.fleet.Name)
+		sum := sha256.Sum256([]byte(resources.RedisConfig(f)))
+		hash := hex.EncodeToString(sum[:8])
+		list := &appsv1.StatefulSetList{}
+		if err := c.c.List(context.Background(), list, client.InNamespace(f.Namespace), client.MatchingLabels(resources.RedisSelectorLabels(f))); err != nil {
+			return false, err.Error()
+		}
+		if len(list.Items) == 0 {
+			return false, "no Redis StatefulSet"
+		}
+		for _, s := range list.Items {
+			st := s.Status
+			if h := s.Spec.Template.Annotations[resources.RedisConfigHashAnnotation]; h != hash {
+				return false, fmt.Sprintf("%s renders redis.conf %s, this tree %s", s.Name, h, hash)
+			}
+			if st.ObservedGeneration != s.Generation || st.UpdateRevision != st.CurrentRevision ||
+				st.UpdatedReplicas != ptr.Deref(s.Spec.Replicas, 1) || st.ReadyReplicas != ptr.Deref(s.Spec.Replicas, 1) {
+				return false, fmt.Sprintf("%s rolling: %d updated, %d ready of %d", s.Name, st.UpdatedReplicas, st.ReadyReplicas, ptr.Deref(s.Spec.Replicas, 1))
+			}
+		}
+		s, msg := condition(f.Status.Conditions, v1alpha1.ReadyCondition)
+		return s == metav1.ConditionTrue, "fleet Ready " + string(s) + ": " + msg
+	})
+}
