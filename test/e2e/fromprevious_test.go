@@ -75,6 +75,7 @@ func (j *journey) upgradeFromPrevious(t *testing.T) {
 		t.Skip(msg)
 	}
 	c, f := j.c, j.fleet
+	j.upgrade = "started"
 	j.allowDomainTo(t, upgradeDomain, appNS)
 	j.upgradePolicies(t)
 	svc := fmt.Sprintf("%s.%s.svc:8081", resources.LimiterName(f), f.Namespace)
@@ -90,7 +91,7 @@ func (j *journey) upgradeFromPrevious(t *testing.T) {
 	out, stderr := c.helm(t, append([]string{"upgrade", release, "charts/sluice", "--namespace", system}, j.imageValues(t, op, lim)...)...)
 	t.Logf("helm upgrade from %s to this tree (%s):\n%s%s", j.previous, since(start), out, stderr)
 	timing := j.awaitUpgrade(t, start, op, lim)
-	j.upgraded = true
+	j.upgrade = "done"
 	allow.waitQuiet(t, n, start, 5*time.Second, 3*time.Minute)
 	rep, repDeny := allow.report(n, start), deny.report(nd, start)
 	allow.stop()
