@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluice-dev/sluice/limiter/server"
@@ -26,24 +25,20 @@ type warmer interface {
 }
 
 // storeCheck reports the Redis store: ping and breakers. A new limiter is
-// not ready until its store first knows its shards and every one answers a
-// ping, or until warmup has passed (Redis may be down: the failure modes
-// decide then): on a rolling update the old pods keep the calls until the
-// new one can make decisions, instead of it failing its first ones while
-// it dials Redis. After that it never fails.
+// not ready until its store knows its shards (a cluster's slot map loaded:
+// its nodes answered), or until warmup has passed (Redis may be down: the
+// failure modes decide then): on a rolling update the old pods keep the
+// calls until the new one can make decisions, instead of it failing its
+// first ones while it finds and dials Redis. After that it never fails.
 func storeCheck(rs warmer, warmup time.Duration) server.ReadinessChecker {
 	start := time.Now()
-	var warm atomic.Bool
 	return func(ctx context.Context) (string, error) {
 		detail, ok := rs.Status(ctx)
-		if ok && rs.Warm() {
-			warm.Store(true)
-		}
 		if !ok {
 			detail = "degraded, decisions follow each policy's failureMode: " + detail
 		}
-		if !warm.Load() && time.Since(start) < warmup {
-			return "", fmt.Errorf("warming up: not ready until the store knows its shards and each answers, at most %v after start: %s", warmup, detail)
+		if !rs.Warm() && time.Since(start) < warmup {
+			return "", fmt.Errorf("warming up: not ready until the store knows its shards, at most %v after start: %s", warmup, detail)
 		}
 		return detail, nil
 	}

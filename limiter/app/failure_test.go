@@ -23,10 +23,10 @@ func openRedis(t *testing.T, url string) *redis.Store {
 }
 
 // TestStoreCheckWaitsForTheStoreToWarmUp: a new limiter is not ready
-// while its Redis Cluster store has not found its shards or they don't
-// answer, within the warm-up; it is once they do, and from then on a
-// store that stops answering leaves it ready (degraded: the failure modes
-// decide). A store that never answers makes it ready after the warm-up.
+// while its Redis Cluster store has not found its shards, within the
+// warm-up; it is once it has, and from then on a store that stops
+// answering leaves it ready (degraded: the failure modes decide). A store
+// that never answers makes it ready after the warm-up.
 func TestStoreCheckWaitsForTheStoreToWarmUp(t *testing.T) {
 	ctx := context.Background()
 	cluster := redistest.StartCluster(t, 3)
@@ -41,8 +41,8 @@ func TestStoreCheckWaitsForTheStoreToWarmUp(t *testing.T) {
 			}
 			break
 		}
-		if !strings.Contains(err.Error(), "warming up") {
-			t.Fatalf("not ready for another reason than the warm-up: %v", err)
+		if !strings.Contains(err.Error(), "warming up") || rs.Warm() {
+			t.Fatalf("not ready with the store warm %v: %v", rs.Warm(), err)
 		}
 		if deadline.Passed(t.Logf) {
 			t.Fatalf("not ready %v after start with every shard up; last: %v", deadline.Waited(), err)
@@ -56,11 +56,15 @@ func TestStoreCheckWaitsForTheStoreToWarmUp(t *testing.T) {
 		t.Errorf("once warm, with Redis gone: %q, %v; want ready, degraded", detail, err)
 	}
 
-	down := "redis://" + redistest.FreeAddr(t, redistest.Host()) // nothing listens
+	down := "redis-cluster://" + redistest.FreeAddr(t, redistest.Host()) // nothing listens
 	if detail, err := storeCheck(openRedis(t, down), time.Hour)(ctx); err == nil || !strings.Contains(err.Error(), "warming up") {
 		t.Errorf("a new limiter whose store does not answer, within the warm-up: %q, %v; want not ready, warming up", detail, err)
 	}
 	if detail, err := storeCheck(openRedis(t, down), 0)(ctx); err != nil || !strings.Contains(detail, "degraded") {
 		t.Errorf("a limiter whose store never answered, after the warm-up: %q, %v; want ready, degraded", detail, err)
+	}
+	// A standalone server's store knows its one shard from the start.
+	if !openRedis(t, "redis://"+redistest.FreeAddr(t, redistest.Host())).Warm() {
+		t.Error("a standalone store is not warm at start")
 	}
 }
