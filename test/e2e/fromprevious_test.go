@@ -96,9 +96,13 @@ func (j *journey) upgradeFromPrevious(t *testing.T) {
 	n := allow.measureNoise(t, 5*time.Second)
 	nd := deny.measureNoise(t, time.Second)
 	op, lim := c.image(t, "sluice-operator"), c.image(t, "sluice-limiter")
+	t.Logf("the previous release's limiters before helm upgrade (failed decisions, store and Redis errors):\n%s", j.limiterFailures(t))
 	start := time.Now()
 	out, stderr := c.helm(t, append([]string{"upgrade", release, "charts/sluice", "--namespace", system}, j.imageValues(t, op, lim)...)...)
 	t.Logf("helm upgrade from %s to this tree (%s):\n%s%s", j.previous, since(start), out, stderr)
+	// Told, to tell where failures came from: the limiters still are the
+	// previous release's while the CRDs and the operator change.
+	t.Logf("the limiters when helm upgrade returned (failing seconds so far: %s):\n%s", allow.failingSeconds(start), j.limiterFailures(t))
 	timing := j.awaitUpgrade(t, start, op, lim)
 	j.upgrade = "done"
 	allow.waitQuiet(t, n, start, 5*time.Second, 3*time.Minute)
