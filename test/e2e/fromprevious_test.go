@@ -70,12 +70,12 @@ func (j *journey) previousChart(t *testing.T, commit string) string {
 // and no decision failed beyond the noise, or only Redis round trips that
 // missed their 20ms deadline within the busy machine's tolerance: the
 // upgrade starts pods and applies CRDs on a shared 2-core machine, which
-// the noise measured before did not see. Seen: 9 of 6,406, then 9 of
-// 13,572 at a load average of 23, all answered by the previous release's
-// pods (the new ones failed none), then 44 of 7,011 (over the tolerance),
-// 42 of them while helm applied the CRDs (the API server rebuilding their
-// handlers, its watchers ended), before any Sluice pod changed; never an
-// RPC error. And the denying policy still denies.
+// the noise measured before did not see. Seen: 9 of 6,406; 9 of 13,572
+// at a load average of 23, 7 of them before any new limiter pod ran; 44
+// of 7,011 (over the tolerance), 42 of them while helm applied the CRDs
+// (the API server rebuilding their handlers, its watchers ended), before
+// any Sluice pod changed; 6 of 14,087; never an RPC error. And the
+// denying policy still denies.
 func (j *journey) upgradeFromPrevious(t *testing.T) {
 	if j.previous == "" {
 		msg := "the upgrade from the previous release was NOT exercised: its commit (hack/previous-release) is not in this clone's history, so step 1 installed this tree"
