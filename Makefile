@@ -195,7 +195,7 @@ CLUSTER_DIR ?= $(CURDIR)/.cluster
 NODES ?=
 # 1: kube-router's firewall enforces NetworkPolicies on every node; 0: none.
 NETPOL ?= 1
-# go test flags of the journey, e.g. make e2e E2E_FLAGS='-run TestJourney/[125]-'
+# go test flags of the journey, e.g. make e2e E2E_FLAGS='-run TestJourney/[1235]-'
 E2E_FLAGS ?=
 E2E_TIMEOUT ?= 45m
 

@@ -16,8 +16,16 @@ import (
 )
 
 // previousRelease is the last commit whose operator wrote the snapshot
-// document in format 1 (v1alpha1 specs) and whose limiter knows no other.
-const previousRelease = "ca0d833"
+// document in format 1 (v1alpha1 specs) and whose limiter knows no other:
+// hack/previous-release, which the e2e journey's upgrade reads too
+// (hack/cluster/build.sh builds its images).
+var previousRelease = func() string {
+	b, err := os.ReadFile("../../hack/previous-release")
+	if err != nil {
+		return "unknown (hack/previous-release: " + err.Error() + ")"
+	}
+	return strings.TrimSpace(string(b))
+}()
 
 // formatOneDocument is what the operator of previousRelease writes for one
 // policy of domain shop, limit requests a minute per user: format 1, with

@@ -213,7 +213,7 @@ func (f *fleet) otherShardsServe(shard int, prefix string, n int) error {
 // however long the cluster has marked the node failed (the StatefulSet has
 // not made the new pod yet, or it has no address); the pod comes back on a
 // new IP with its volume, and every key is there. Found on a real cluster
-// (make e2e, step 5): the operator forgot the node and gave its slots to
+// (make e2e, the faults step): the operator forgot the node and gave its slots to
 // another shard while the replacement pod was being created.
 func TestPodAbsentKeepsShard(t *testing.T) {
 	f := newFleet(t, 144, 3, 0) // hosts 144-146, 149 of this process's testnet /24

@@ -20,6 +20,10 @@
 #                    redis and nginx (Debian's, with the libraries ldd lists),
 #                    the tests' client, and Sluice's operator and limiter
 #                    (rebuilt every time: they are the code under test)
+#   bin/cluster/images/previous/*.tar   the operator and limiter of the
+#                    previous release (hack/previous-release, a commit of this
+#                    clone's history), which the journey installs and then
+#                    upgrades from: built again only when that commit changes
 #
 # Each binary is rebuilt only when it is missing or its pinned version
 # changes; bin/cluster/images/images.txt lists the image references.
@@ -30,6 +34,7 @@ COREDNS_VERSION="${COREDNS_VERSION:-1.12.4}"
 LOCAL_PATH_VERSION="${LOCAL_PATH_VERSION:-0.0.30}"
 KUBE_ROUTER_VERSION="${KUBE_ROUTER_VERSION:-2.1.0}"
 E2E_REGISTRY="${E2E_REGISTRY:-e2e.sluice.local}"
+PREVIOUS_RELEASE="${PREVIOUS_RELEASE:-}"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=hack/lib/kube-version.sh
@@ -178,11 +183,42 @@ build_images() {
   image redis redis "$(debian_version redis-server)"
   image nginx nginx "$(debian_version nginx)"
   image e2e-client e2e-client dev
+  previous_images "$ib" "$list"
   # Sluice's own images, as make images builds them, under the test registry:
   # the chart is installed with only these image settings changed.
   image operator sluice-operator dev
   image limiter sluice-limiter dev
   mv -f "$list" "$images/images.txt"
+}
+
+# previous_images IMAGEBUILD LIST: the previous release's operator and
+# limiter, built from its commit's tree (git archive) as make images built
+# them then, as $E2E_REGISTRY/previous/sluice-<component>:<commit>, into
+# images/previous/, listed before today's (a harness that names an image
+# by its last path element still finds today's). Without the commit (a
+# shallow clone) none: the journey then installs this tree only and says
+# that the upgrade was not exercised.
+previous_images() {
+  local ib="$1" list="$2" commit full dir="$images/previous" src c ok=true
+  commit="${PREVIOUS_RELEASE:-$(cat "$root/hack/previous-release")}"
+  if ! full="$(cd "$root" && git rev-parse --verify -q "$commit^{commit}")"; then
+    log "the previous release $commit (hack/previous-release) is not in this clone's history (shallow?): no previous images; the e2e journey will not exercise the upgrade (git fetch --unshallow)"
+    rm -rf "$dir"
+    return 0
+  fi
+  for c in operator limiter; do
+    [[ -f "$dir/sluice-$c.tar" ]] && stamp_is "$dir/.sluice-$c.version" "$full" || ok=false
+  done
+  if ! $ok; then
+    log "building the previous release's operator and limiter images ($commit)"
+    src="$work/previous"
+    rm -rf "$dir" && mkdir -p "$src" "$dir"
+    (cd "$root" && git archive --format=tar "$full") | tar -x -C "$src"
+    (cd "$src" && SOURCE_DATE_EPOCH="$(cd "$root" && git log -1 --format=%ct "$full")" "$ib" -out "$dir" \
+      -registry "$E2E_REGISTRY/previous" -version "$commit" -revision "$full" operator limiter >/dev/null)
+    for c in operator limiter; do echo "$full" >"$dir/.sluice-$c.version"; done
+  fi
+  for c in operator limiter; do echo "$E2E_REGISTRY/previous/sluice-$c:$commit" >>"$list"; done
 }
 
 build_kube

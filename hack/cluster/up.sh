@@ -437,8 +437,10 @@ EOF
 import_images() {
   node_vars "$1"
   wait_for "containerd$node_sfx" 30 ctr --address "$node_sock" version
+  # An image's archive is its reference's path under the registry:
+  # e2e.sluice.local/previous/sluice-operator:ca0d833 in previous/.
   while read -r ref; do
-    name="${ref##*/}"
+    name="${ref#*/}"
     name="${name%%:*}"
     ctr --address "$node_sock" -n k8s.io images import "$CLUSTER_BIN/images/$name.tar" >/dev/null
   done <"$CLUSTER_BIN/images/images.txt"

@@ -233,7 +233,7 @@ func newServer(cfg Config, svc *service.Service, rl *reloader, pinger server.Pin
 	if rs, ok := pinger.(*redis.Store); ok {
 		reg.MustRegister(rs.Collectors()...)
 		redis.LogClientTo(log)
-		readiness["store"] = storeCheck(rs)
+		readiness["store"] = storeCheck(rs, storeWarmup)
 		storeStatus = rs.Status
 	} else if pinger != nil {
 		readiness["store"] = server.PingCheck(pinger)

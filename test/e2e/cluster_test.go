@@ -110,8 +110,13 @@ func connect(t *testing.T) *cluster {
 		if ref == "" {
 			continue
 		}
-		name := ref[strings.LastIndex(ref, "/")+1:]
-		name, _, _ = strings.Cut(name, ":")
+		// Named by the path under the registry: e2e.sluice.local/redis:7.0.15
+		// is redis, e2e.sluice.local/previous/sluice-operator:ca0d833 (the
+		// previous release's, hack/cluster/build.sh) previous/sluice-operator.
+		_, name, _ := strings.Cut(ref, "/")
+		if i := strings.LastIndex(name, ":"); i >= 0 {
+			name = name[:i]
+		}
 		c.images[name] = ref
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -146,6 +151,14 @@ func (c *cluster) image(t *testing.T, name string) string {
 		t.Fatalf("no %s image in the cluster's list: %v", name, c.images)
 	}
 	return ref
+}
+
+// previousImage is the previous release's image of name (sluice-operator,
+// sluice-limiter), and whether the cluster has it: not when this clone's
+// history lacks the commit (hack/cluster/build.sh says so).
+func (c *cluster) previousImage(name string) (string, bool) {
+	ref, ok := c.images["previous/"+name]
+	return ref, ok
 }
 
 // cmd runs a binary with the cluster's kubeconfig, stdin from stdin, and

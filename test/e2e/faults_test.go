@@ -140,7 +140,7 @@ func (j *journey) faults(t *testing.T) {
 	}
 }
 
-// faultScenario is one fault of the journey's step 5. Every one runs the
+// faultScenario is one fault of the journey's step 9. Every one runs the
 // same way (runFault): under steady load from the client pod, its noise
 // measured first and the conditions watched; inject causes the fault at
 // start; then the runner waits for the repair inject returned, for
@@ -199,7 +199,7 @@ type faultScenario struct {
 	localToo bool
 }
 
-// faultScenarios are the faults of the journey's step 5, in order.
+// faultScenarios are the faults of the journey's step 9, in order.
 func (j *journey) faultScenarios(redisPods func() []corev1.Pod) []faultScenario {
 	c, f := j.c, j.fleet
 	ctx := context.Background()

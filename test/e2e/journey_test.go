@@ -48,8 +48,15 @@ const (
 type journey struct {
 	c       *cluster
 	fleet   *v1alpha1.LimiterFleet // the Redis Cluster fleet of step 2
-	gateway client.ObjectKey       // nginx's fleet, of step 4
+	gateway client.ObjectKey       // nginx's fleet, of step 5
 	notes   string                 // what helm install printed
+	// previous is the release step 1 installed when it was the previous
+	// one (hack/previous-release), which step 3 upgrades from; empty when
+	// step 1 installed this tree's.
+	previous string
+	// upgrade is how far step 3 went: "" (not run), "started", "done"
+	// (every pod runs this tree's images).
+	upgrade string
 	timings []string
 }
 
@@ -67,8 +74,9 @@ func (j *journey) errorf(t *testing.T, format string, args ...any) {
 }
 
 // TestJourney is the user's journey on a real cluster, one subtest per
-// step. Steps 1 and 2 make what the others need; the later steps run even
-// when one before them failed.
+// step. Steps 1 to 3 make what the others need (the previous release, its
+// fleet, the upgrade to this one); the later steps run even when one
+// before them failed.
 func TestJourney(t *testing.T) {
 	j := &journey{c: connect(t)}
 	steps := []struct {
@@ -78,13 +86,16 @@ func TestJourney(t *testing.T) {
 	}{
 		{"1-HelmInstall", j.helmInstall, true},
 		{"2-RedisClusterFleet", j.redisClusterFleet, true},
-		{"3-Samples", j.samples, false},
-		{"4-Nginx", j.nginx, false},
-		{"5-NetworkPolicies", j.networkPolicies, false},
-		{"6-Explain", j.explainStep, false},
-		{"7-Traces", j.traces, false},
-		{"8-Faults", j.faults, false},
-		{"9-UpgradeUninstall", j.upgradeUninstall, false},
+		// Its failed decisions fail it, not the journey; but the later
+		// steps test this tree's release, so they need its rollout.
+		{"3-UpgradeFromPrevious", j.upgradeFromPrevious, false},
+		{"4-Samples", j.samples, false},
+		{"5-Nginx", j.nginx, false},
+		{"6-NetworkPolicies", j.networkPolicies, false},
+		{"7-Explain", j.explainStep, false},
+		{"8-Traces", j.traces, false},
+		{"9-Faults", j.faults, false},
+		{"10-UpgradeUninstall", j.upgradeUninstall, false},
 	}
 	var summary []string
 	for _, s := range steps {
@@ -99,6 +110,10 @@ func TestJourney(t *testing.T) {
 			t.Errorf("step %s failed; the later steps need it", s.name)
 			break
 		}
+		if j.upgrade == "started" {
+			t.Errorf("step %s did not see this tree's release run; the later steps test it", s.name)
+			break
+		}
 	}
 	t.Logf("journey:\n%s\n  measured:\n    %s", strings.Join(summary, "\n"), strings.Join(j.timings, "\n    "))
 }
@@ -106,21 +121,29 @@ func TestJourney(t *testing.T) {
 // --- Step 1 ------------------------------------------------------------------
 
 // helmInstall installs the chart with the README's command, changing only
-// the image settings (the images are the ones built from this tree and
-// imported into the node), into a namespace that enforces the restricted
-// Pod Security profile.
+// the image settings, into a namespace that enforces the restricted Pod
+// Security profile. The chart and images are the previous release's
+// (hack/previous-release, built from this clone's history), which step 3
+// upgrades to this tree's; without them, this tree's.
 func (j *journey) helmInstall(t *testing.T) {
 	c := j.c
 	c.restrictedNamespace(t, system)
-	opRepo, opTag := splitRef(t, c.image(t, "sluice-operator"))
-	limRepo, limTag := splitRef(t, c.image(t, "sluice-limiter"))
-	redisRepo, redisTag := splitRef(t, c.image(t, "redis"))
+	chart, op, lim := "charts/sluice", c.image(t, "sluice-operator"), c.image(t, "sluice-limiter")
+	if prevOp, ok := c.previousImage("sluice-operator"); ok {
+		prevLim, ok := c.previousImage("sluice-limiter")
+		if !ok {
+			t.Fatalf("the cluster has the previous release's operator image %s but not its limiter's: %v", prevOp, c.images)
+		}
+		_, j.previous = splitRef(t, prevOp)
+		chart, op, lim = j.previousChart(t, j.previous), prevOp, prevLim
+		t.Logf("installing the previous release %s (its chart and images), which step 3 upgrades from", j.previous)
+	} else {
+		t.Logf("no previous release's images (hack/cluster/build.sh: its commit is not in this clone's history): " +
+			"installing this tree's chart; the upgrade from the previous release is NOT exercised")
+	}
 	start := time.Now()
-	out, stderr := c.helm(t, "install", release, "charts/sluice", "--namespace", system, "--create-namespace",
-		"--set", "operator.image.repository="+opRepo, "--set", "operator.image.tag="+opTag,
-		"--set", "operator.image.pullPolicy=Never",
-		"--set", "limiter.image.repository="+limRepo, "--set", "limiter.image.tag="+limTag,
-		"--set", "redis.image.repository="+redisRepo, "--set", "redis.image.tag="+redisTag)
+	out, stderr := c.helm(t, append([]string{"install", release, chart, "--namespace", system, "--create-namespace"},
+		j.imageValues(t, op, lim)...)...)
 	if strings.Contains(stderr, "PodSecurity") || strings.Contains(stderr, "would violate") {
 		t.Errorf("helm install printed Pod Security warnings:\n%s", stderr)
 	}

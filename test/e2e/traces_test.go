@@ -31,7 +31,7 @@ import (
 func (j *journey) traces(t *testing.T) {
 	c := j.c
 	if j.gateway.Name == "" {
-		t.Skip("no gateway fleet: step 4 did not make it")
+		t.Skip("no gateway fleet: step 5 did not make it")
 	}
 	recv := otlptest.Start(t, c.nodeIP(t))
 	endpoint := "http://" + recv.Addr

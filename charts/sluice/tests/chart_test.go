@@ -466,7 +466,7 @@ spec:
 		// As the notes say: the Lease stays; released here, since this test
 		// stops the operator before the release's RBAC goes (on a real
 		// cluster the pod outlives it, and the Lease expires instead: the
-		// e2e journey's step 6).
+		// e2e journey's step 10).
 		lease := unstructuredOf("coordination.k8s.io/v1", "Lease")
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "operator.ratelimit.sluice.dev"}, lease); err != nil {
 			t.Errorf("the Lease the notes say helm uninstall leaves: %v", err)
