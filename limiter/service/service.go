@@ -140,9 +140,11 @@ type Options struct {
 
 // Service answers rate-limit requests. It is safe for concurrent use.
 type Service struct {
-	store    store.Store
-	tier     *localtier.Tier // nil: no two-tier mode
-	fallback store.Store     // nil: failureMode Local allows
+	store store.Store
+	tier  *localtier.Tier // nil: no two-tier mode
+	// gathers: store gathers a request's calls (concurrent.go).
+	gathers  bool
+	fallback store.Store // nil: failureMode Local allows
 	opts     Options
 	log      *slog.Logger
 	metrics  *metrics
@@ -239,6 +241,7 @@ func New(st store.Store, opts Options) *Service {
 		clock:         time.Now,
 		topClock:      opts.TopClock,
 	}
+	_, s.gathers = st.(store.Gatherer)
 	if s.topClock == nil {
 		s.topClock = time.Now
 	}
