@@ -6,7 +6,9 @@ package service
 // round trip rather than one after another. Invariants:
 //   - Only a store that gathers, and only a request whose order can't
 //     change an answer: at least two descriptors that match policies, no
-//     holding policy matched, no lease ended, and no counter taken by two
+//     holding policy matched, no lease ended, no policy reaching the store
+//     another way than directly (the local tier, the regions: their calls
+//     may wait on other requests'), and no counter taken by two
 //     descriptors (their order would decide which is denied). Anything
 //     else, and one descriptor, is decided serially as before.
 //   - Each step has its own scratch, decision and violated and
@@ -59,7 +61,10 @@ func (s *Service) concurrent(pl *plan) bool {
 		}
 		n++
 		for _, p := range st.matches {
-			if p.Holds() {
+			if p.Holds() || pl.l.policies[p].store.next != s.store {
+				// A hold, or a way to the store (the local tier, the
+				// regions) whose calls may wait on another request's:
+				// a gathered call waits on every party of its gather.
 				return false
 			}
 			p, denied := requestLimit(st, p)

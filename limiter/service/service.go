@@ -19,13 +19,17 @@
 //   - budget.go and denials.go: the tenant budgets, and the store's last
 //     denials that decide past them
 //   - localtier.go: two-tier mode, through the injected local tier
+//   - concurrent.go: a request's descriptors decided concurrently, so that
+//     their store calls share a round trip
 //   - stats.go, metrics.go and topk.go: counts, Prometheus metrics and the
 //     hottest descriptor values
 //   - status.go: the status peek
 //
-// The service starts no goroutine: the store, the local tier, the fallback
-// store of failureMode Local and the top-K clock are its caller's (see
-// limiter/app), which starts and stops them.
+// The service starts no long-lived goroutine: the store, the local tier,
+// the fallback store of failureMode Local and the top-K clock are its
+// caller's (see limiter/app), which starts and stops them. A request's
+// descriptors may be decided on goroutines of their own, all ended before
+// it is answered (concurrent.go).
 package service
 
 import (
