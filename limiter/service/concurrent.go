@@ -19,7 +19,6 @@ package service
 import (
 	"context"
 	"slices"
-	"sync"
 
 	"github.com/sluice-dev/sluice/limiter/store"
 )
@@ -99,7 +98,7 @@ func (s *Service) decideConcurrently(ctx context.Context, pl *plan) {
 	}
 	pl.gather.Reset(parties)
 	gctx := store.WithGather(ctx, &pl.gather)
-	var wg sync.WaitGroup
+	wg := &pl.wg
 	first := -1
 	for i := range pl.par {
 		switch {

@@ -2,6 +2,7 @@ package service
 
 import (
 	"slices"
+	"sync"
 
 	"github.com/sluice-dev/sluice/limiter/compiled"
 	"github.com/sluice-dev/sluice/limiter/store"
@@ -33,6 +34,7 @@ type plan struct {
 	// par and gather decide the steps concurrently (concurrent.go).
 	par    []parStep
 	gather store.Gather
+	wg     sync.WaitGroup
 }
 
 // step is one descriptor of a plan.
