@@ -52,6 +52,10 @@ func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) 
 		return nil
 	}
 	resp.Decisions = slices.Grow(resp.Decisions, len(req.Descriptors))
+	conc := s.concurrent(pl)
+	if conc {
+		s.decideConcurrently(ctx, pl) // concurrent.go
+	}
 	for i := range pl.steps {
 		st := &pl.steps[i]
 		if st.skip {
@@ -67,7 +71,7 @@ func (s *Service) DecideInto(ctx context.Context, req *Request, resp *Response) 
 			// changes no other policy's decision).
 			ending = s.endDescriptor(ctx, pl, i)
 		}
-		dec := s.check(ctx, pl, st)
+		dec := s.stepDecision(ctx, pl, i, conc)
 		if stricter(dec.FailureMode, resp.FailureMode) {
 			resp.FailureMode = dec.FailureMode
 		}
@@ -236,8 +240,12 @@ func (s *Service) Check(ctx context.Context, domain string, entries []compiled.E
 // peeked at; for a step that ends holdings (endDescriptor ended them),
 // they are left out.
 func (s *Service) check(ctx context.Context, pl *plan, st *step) Decision {
-	l, domain, entries, cost, idem, resp := pl.l, pl.domain, st.entries, st.cost, st.idem, pl.resp
-	sc := &pl.sc
+	return s.checkWith(ctx, pl, st, &pl.sc, pl.resp)
+}
+
+// checkWith is check with scratch sc, collecting into resp (nil: none).
+func (s *Service) checkWith(ctx context.Context, pl *plan, st *step, sc *scratch, resp *Response) Decision {
+	l, domain, entries, cost, idem := pl.l, pl.domain, st.entries, st.cost, st.idem
 	var out, visible Decision
 	var mode compiled.FailureMode
 	// The kill switch (this pod's or the fleet's) turns every policy into

@@ -2,8 +2,10 @@ package service
 
 import (
 	"slices"
+	"sync"
 
 	"github.com/sluice-dev/sluice/limiter/compiled"
+	"github.com/sluice-dev/sluice/limiter/store"
 )
 
 // A plan is a request compiled once, after it is screened (refuse.go):
@@ -29,6 +31,10 @@ type plan struct {
 	// drop marks the matches another match replaces (replace.go).
 	drop []bool
 	sc   scratch
+	// par and gather decide the steps concurrently (concurrent.go).
+	par    []parStep
+	gather store.Gather
+	wg     sync.WaitGroup
 }
 
 // step is one descriptor of a plan.
@@ -141,6 +147,7 @@ func (s *Service) releasePlan(pl *plan) {
 	clear(pl.matches)
 	clear(pl.entries)
 	clear(pl.steps)
+	releasePar(pl)
 	pl.matches, pl.entries, pl.steps, pl.drop = pl.matches[:0], pl.entries[:0], pl.steps[:0], pl.drop[:0]
 	pl.l, pl.dom, pl.resp, pl.lt = nil, nil, nil, nil
 	s.plans.Put(pl)

@@ -19,13 +19,17 @@
 //   - budget.go and denials.go: the tenant budgets, and the store's last
 //     denials that decide past them
 //   - localtier.go: two-tier mode, through the injected local tier
+//   - concurrent.go: a request's descriptors decided concurrently, so that
+//     their store calls share a round trip
 //   - stats.go, metrics.go and topk.go: counts, Prometheus metrics and the
 //     hottest descriptor values
 //   - status.go: the status peek
 //
-// The service starts no goroutine: the store, the local tier, the fallback
-// store of failureMode Local and the top-K clock are its caller's (see
-// limiter/app), which starts and stops them.
+// The service starts no long-lived goroutine: the store, the local tier,
+// the fallback store of failureMode Local and the top-K clock are its
+// caller's (see limiter/app), which starts and stops them. A request's
+// descriptors may be decided on goroutines of their own, all ended before
+// it is answered (concurrent.go).
 package service
 
 import (
@@ -140,9 +144,11 @@ type Options struct {
 
 // Service answers rate-limit requests. It is safe for concurrent use.
 type Service struct {
-	store    store.Store
-	tier     *localtier.Tier // nil: no two-tier mode
-	fallback store.Store     // nil: failureMode Local allows
+	store store.Store
+	tier  *localtier.Tier // nil: no two-tier mode
+	// gathers: store gathers a request's calls (concurrent.go).
+	gathers  bool
+	fallback store.Store // nil: failureMode Local allows
 	opts     Options
 	log      *slog.Logger
 	metrics  *metrics
@@ -239,6 +245,7 @@ func New(st store.Store, opts Options) *Service {
 		clock:         time.Now,
 		topClock:      opts.TopClock,
 	}
+	_, s.gathers = st.(store.Gatherer)
 	if s.topClock == nil {
 		s.topClock = time.Now
 	}

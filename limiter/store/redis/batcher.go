@@ -21,6 +21,10 @@ package redis
 //   - Every call is completed exactly once, by one of: its round trip
 //     (send), flush (its context ended, or it waited timeout for a round
 //     trip to start: the store is overloaded), or close.
+//   - A call made under a store.Gather (several decisions of one request)
+//     takes no slot: it waits queued until the gather's last party queues
+//     its call or finishes, which kicks the batcher (Kick), so the
+//     request's calls share a round trip.
 //   - mu guards pending, slots, closed, newest, the gate, and every call's
 //     promoted and abandoned flags.
 
@@ -97,7 +101,8 @@ func (b *batcher) do(ctx context.Context, c *call) error {
 		return errClosed
 	}
 	b.pending = append(b.pending, c)
-	lead := b.slots < b.workers
+	g := store.GatherFrom(ctx)
+	lead := b.slots < b.workers && g == nil // a gathered call waits to be kicked
 	if lead && b.slots > 0 && !b.overlapDue(c.enq) {
 		lead = false
 		b.armGate(c.enq)
@@ -111,7 +116,38 @@ func (b *batcher) do(ctx context.Context, c *call) error {
 	if lead {
 		b.flush()
 	}
+	if g != nil {
+		g.Park(b)
+		defer g.Unpark()
+	}
 	return b.await(ctx, c)
+}
+
+// Kick sends the pending calls when a Gather's parties have all queued
+// theirs (or finished): it gives a slot to a pending caller, as do does
+// for a caller that finds one free; a round trip in flight, or the gate,
+// sends them otherwise.
+func (b *batcher) Kick() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || len(b.pending) == 0 || b.slots >= b.workers {
+		return
+	}
+	if now := time.Now(); b.slots > 0 && !b.overlapDue(now) {
+		b.armGate(now)
+		return
+	}
+	for _, c := range b.pending {
+		if c.promoted && !c.abandoned {
+			return // told to send already
+		}
+	}
+	b.slots++
+	b.flushers.Add(1)
+	if !b.promote() {
+		b.slots--
+		b.flushers.Done()
+	}
 }
 
 // await waits for c to finish, sending round trips when told to (see

@@ -334,6 +334,12 @@ func (s *Store) Status(ctx context.Context) (detail string, ok bool) {
 	return strings.Join(parts, "; "), ok && open == 0
 }
 
+// GathersCalls marks the store a store.Gatherer: the calls of a
+// store.Gather share round trips (see batcher).
+func (s *Store) GathersCalls() {}
+
+var _ store.Gatherer = (*Store)(nil)
+
 // Close fails pending calls, waits for the round trips in flight, and
 // closes the connections.
 func (s *Store) Close() error {
