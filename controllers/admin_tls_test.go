@@ -23,7 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
@@ -50,7 +50,7 @@ func TestAttackAdminPlaneImpostor(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = k8s.Delete(ctx, p) })
-	waitPolicy(t, ns, "five", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	waitPolicy(t, ns, "five", v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
 	awayFromTheHour(t, 2*time.Minute)
 	for range 7 {
 		pods[0].check(t, "admin-tls-api", "user", "max")

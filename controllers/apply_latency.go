@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 var applyToEnforcedSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -85,6 +86,6 @@ func (a *applyLatency) clock() time.Time {
 }
 
 func isEnforced(conds []metav1.Condition, gen int64) bool {
-	c := meta.FindStatusCondition(conds, v1alpha1.EnforcedCondition)
+	c := meta.FindStatusCondition(conds, v1beta1.EnforcedCondition)
 	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == gen
 }

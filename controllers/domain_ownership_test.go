@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 func domain(name string, from v1alpha1.FromNamespaces, sel map[string]string) v1alpha1.FleetDomain {
@@ -121,7 +122,7 @@ func TestDecideAcceptanceDomainOwnership(t *testing.T) {
 	// Without any fleet, nothing is allowed, and the message says how a
 	// fleet would allow it.
 	none := decideAcceptance(all, tenancy{})[types.NamespacedName{Namespace: "pay", Name: "charges"}]
-	if none.Accepted || none.Reason != v1alpha1.DomainNotAllowedReason || !strings.Contains(none.Message, "spec.domains") {
+	if none.Accepted || none.Reason != v1beta1.DomainNotAllowedReason || !strings.Contains(none.Message, "spec.domains") {
 		t.Errorf("no fleet: %+v", none)
 	}
 	// A fleet being deleted allows nothing.

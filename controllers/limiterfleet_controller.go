@@ -45,7 +45,7 @@ type LimiterFleetReconciler struct {
 	// DefaultImage is the limiter image of fleets that name none.
 	DefaultImage string
 	// DefaultRedisImage is the Redis image of Cluster fleets that name
-	// none; empty means v1alpha1.DefaultRedisImage.
+	// none; empty means v1beta1.DefaultRedisImage.
 	DefaultRedisImage string
 	// APIReader reads the Redis password Secret uncached; nil means Client.
 	APIReader client.Reader

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/observe"
 	"github.com/sluice-dev/sluice/controllers/redisfleet"
 	"github.com/sluice-dev/sluice/controllers/resources"
@@ -36,8 +37,8 @@ func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileEr
 		st.Limiters, synced = snapshotSyncedCondition(fleet, s)
 		meta.SetStatusCondition(&st.Conditions, synced)
 	}
-	ready := readyCondition(fleet.Generation, redis, meta.FindStatusCondition(st.Conditions, v1alpha1.SnapshotSyncedCondition), reconcileErr)
-	if observed || reconcileErr != nil || meta.FindStatusCondition(st.Conditions, v1alpha1.ReadyCondition) == nil {
+	ready := readyCondition(fleet.Generation, redis, meta.FindStatusCondition(st.Conditions, v1beta1.SnapshotSyncedCondition), reconcileErr)
+	if observed || reconcileErr != nil || meta.FindStatusCondition(st.Conditions, v1beta1.ReadyCondition) == nil {
 		meta.SetStatusCondition(&st.Conditions, ready)
 	}
 	if reconcileErr == nil {
@@ -62,15 +63,15 @@ func snapshotStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope) *v1alpha1.Snaps
 // sets fleet.Status.Redis too, and records a data loss of the Cluster.
 func redisReadyCondition(fleet *v1alpha1.LimiterFleet, s *fleetScope) metav1.Condition {
 	st := &fleet.Status
-	redis := metav1.Condition{Type: v1alpha1.RedisReadyCondition, ObservedGeneration: fleet.Generation}
+	redis := metav1.Condition{Type: v1beta1.RedisReadyCondition, ObservedGeneration: fleet.Generation}
 	switch fleet.Spec.EffectiveRedisMode() {
 	case v1alpha1.RedisExternal:
-		redis.Status, redis.Reason = metav1.ConditionTrue, v1alpha1.RedisExternalReason
+		redis.Status, redis.Reason = metav1.ConditionTrue, v1beta1.RedisExternalReason
 		redis.Message = "limiters count in the external Redis at " + strings.Join(fleet.Spec.Redis.Addresses, ",")
 		st.Redis = &v1alpha1.RedisStatus{ClusterState: "external"}
 	case v1alpha1.RedisCluster:
-		prev := meta.FindStatusCondition(st.Conditions, v1alpha1.RedisReadyCondition)
-		if s.redis == nil && prev != nil && prev.Reason != v1alpha1.RedisNotManagedReason && prev.Reason != v1alpha1.RedisExternalReason {
+		prev := meta.FindStatusCondition(st.Conditions, v1beta1.RedisReadyCondition)
+		if s.redis == nil && prev != nil && prev.Reason != v1beta1.RedisNotManagedReason && prev.Reason != v1beta1.RedisExternalReason {
 			redis = *prev // the Redis phase did not run: keep what it last observed
 			break
 		}
@@ -78,7 +79,7 @@ func redisReadyCondition(fleet *v1alpha1.LimiterFleet, s *fleetScope) metav1.Con
 		st.Redis, redis.Status, redis.Reason, redis.Message = redisfleet.Status(st.Redis, s.redis)
 		redisfleet.RecordDataLoss(fleet, prevRedis, st.Redis, s.redis)
 	default:
-		redis.Status, redis.Reason = metav1.ConditionTrue, v1alpha1.RedisNotManagedReason
+		redis.Status, redis.Reason = metav1.ConditionTrue, v1beta1.RedisNotManagedReason
 		redis.Message = "redis mode None: each limiter pod counts in its own memory"
 		st.Redis = &v1alpha1.RedisStatus{ClusterState: "none"}
 	}
@@ -99,10 +100,10 @@ func limitersReachRedis(redis *metav1.Condition, mode v1alpha1.RedisMode, s *fle
 	switch {
 	case mode != v1alpha1.RedisExternal && (mode != v1alpha1.RedisCluster || redis.Status != metav1.ConditionTrue):
 	case storeUnreachable(s.acks) != "":
-		redis.Status, redis.Reason, redis.Message = metav1.ConditionFalse, v1alpha1.StoreUnreachableReason, storeUnreachable(s.acks)
+		redis.Status, redis.Reason, redis.Message = metav1.ConditionFalse, v1beta1.StoreUnreachableReason, storeUnreachable(s.acks)
 	case mode == v1alpha1.RedisCluster && s.redis != nil:
 		if msg := unconfirmed(s.acks, s.redis.SettledAt); msg != "" {
-			redis.Status, redis.Reason, redis.Message = metav1.ConditionFalse, v1alpha1.WaitingForLimitersReason, msg
+			redis.Status, redis.Reason, redis.Message = metav1.ConditionFalse, v1beta1.WaitingForLimitersReason, msg
 		}
 	}
 }
@@ -110,7 +111,7 @@ func limitersReachRedis(redis *metav1.Condition, mode v1alpha1.RedisMode, s *fle
 // snapshotSyncedCondition is SnapshotSynced, from the pods'
 // acknowledgements, with the limiter counts it is computed from.
 func snapshotSyncedCondition(fleet *v1alpha1.LimiterFleet, s *fleetScope) (*v1alpha1.LimitersStatus, metav1.Condition) {
-	synced := metav1.Condition{Type: v1alpha1.SnapshotSyncedCondition, ObservedGeneration: fleet.Generation}
+	synced := metav1.Condition{Type: v1beta1.SnapshotSyncedCondition, ObservedGeneration: fleet.Generation}
 	var acked int32
 	for _, a := range s.acks {
 		if a.Version == s.version {
@@ -120,14 +121,14 @@ func snapshotSyncedCondition(fleet *v1alpha1.LimiterFleet, s *fleetScope) (*v1al
 	ready := int32(len(s.endpoints))
 	switch {
 	case fleet.Spec.EffectiveReplicas() == 0:
-		synced.Status, synced.Reason, synced.Message = metav1.ConditionFalse, v1alpha1.ScaledToZeroReason, "the fleet has 0 replicas"
+		synced.Status, synced.Reason, synced.Message = metav1.ConditionFalse, v1beta1.ScaledToZeroReason, "the fleet has 0 replicas"
 	case ready == 0:
-		synced.Status, synced.Reason, synced.Message = metav1.ConditionFalse, v1alpha1.NoReadyPodsReason, "no ready limiter pods"
+		synced.Status, synced.Reason, synced.Message = metav1.ConditionFalse, v1beta1.NoReadyPodsReason, "no ready limiter pods"
 	case acked < ready:
-		synced.Status, synced.Reason = metav1.ConditionFalse, v1alpha1.PodsNotSyncedReason
+		synced.Status, synced.Reason = metav1.ConditionFalse, v1beta1.PodsNotSyncedReason
 		synced.Message = fmt.Sprintf("%d/%d pods on snapshot %s%s", acked, ready, s.version, podErrors(s.acks))
 	default:
-		synced.Status, synced.Reason = metav1.ConditionTrue, v1alpha1.PodsSyncedReason
+		synced.Status, synced.Reason = metav1.ConditionTrue, v1beta1.PodsSyncedReason
 		synced.Message = fmt.Sprintf("%d/%d pods on snapshot %s", acked, ready, s.version)
 	}
 	synced.Message += untrustedNote(s.untrusted)
@@ -138,22 +139,22 @@ func snapshotSyncedCondition(fleet *v1alpha1.LimiterFleet, s *fleetScope) (*v1al
 // not True, else SnapshotSynced (synced, nil before the pods were
 // observed).
 func readyCondition(gen int64, redis metav1.Condition, synced *metav1.Condition, reconcileErr error) metav1.Condition {
-	ready := metav1.Condition{Type: v1alpha1.ReadyCondition, ObservedGeneration: gen}
+	ready := metav1.Condition{Type: v1beta1.ReadyCondition, ObservedGeneration: gen}
 	switch {
 	case isObjectInTheWay(reconcileErr):
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ObjectInTheWayReason, reconcileErr.Error()
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1beta1.ObjectInTheWayReason, reconcileErr.Error()
 	case reconcileErr != nil:
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ReconcileErrorReason, reconcileErr.Error()
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1beta1.ReconcileErrorReason, reconcileErr.Error()
 	case redis.Status != metav1.ConditionTrue:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, redis.Reason, redis.Message
 	case synced == nil || synced.Status != metav1.ConditionTrue:
 		ready.Status = metav1.ConditionFalse
-		ready.Reason, ready.Message = v1alpha1.PodsNotSyncedReason, "waiting for limiter pods to load the snapshot"
+		ready.Reason, ready.Message = v1beta1.PodsNotSyncedReason, "waiting for limiter pods to load the snapshot"
 		if synced != nil {
 			ready.Reason, ready.Message = synced.Reason, synced.Message
 		}
 	default:
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, v1alpha1.PodsSyncedReason, synced.Message
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, v1beta1.PodsSyncedReason, synced.Message
 	}
 	return ready
 }

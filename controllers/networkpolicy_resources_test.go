@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
@@ -84,8 +85,8 @@ func TestFleetRendersNetworkPolicies(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(f), got); err != nil {
 			return err
 		}
-		c := condition(got.Status.Conditions, v1alpha1.ReadyCondition)
-		if c == nil || c.Reason != v1alpha1.ReconcileErrorReason || !regexp.MustCompile(`NetworkPolicy edge-limiter.*Bogus`).MatchString(c.Message) {
+		c := condition(got.Status.Conditions, v1beta1.ReadyCondition)
+		if c == nil || c.Reason != v1beta1.ReconcileErrorReason || !regexp.MustCompile(`NetworkPolicy edge-limiter.*Bogus`).MatchString(c.Message) {
 			return fmt.Errorf("Ready %+v", c)
 		}
 		return nil

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
@@ -45,8 +46,8 @@ func TestSnapshotConfigMapInTheWayIsLeftAlone(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {
 			return err
 		}
-		c := condition(f.Status.Conditions, v1alpha1.ReadyCondition)
-		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ObjectInTheWayReason ||
+		c := condition(f.Status.Conditions, v1beta1.ReadyCondition)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1beta1.ObjectInTheWayReason ||
 			!strings.Contains(c.Message, "ConfigMap "+ns+"/"+name) {
 			return fmt.Errorf("Ready %+v", c)
 		}

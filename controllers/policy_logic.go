@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/convert"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/observe"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
@@ -62,12 +63,12 @@ func decideAcceptance(all []v1alpha1.RateLimitPolicy, tn tenancy) map[types.Name
 		key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
 		check, err := limiterSource(p) // limitersource.go: the limiter validates v1beta1
 		if err != nil {
-			out[key] = verdict{Reason: v1alpha1.InvalidSpecReason, Message: err.Error()}
+			out[key] = verdict{Reason: v1beta1.InvalidSpecReason, Message: err.Error()}
 			continue
 		}
 		config.DefaultPolicy(&check.RateLimitPolicy)
 		if errs := config.ValidateSource(&check); len(errs) > 0 {
-			out[key] = verdict{Reason: v1alpha1.InvalidSpecReason, Message: errs.ToAggregate().Error()}
+			out[key] = verdict{Reason: v1beta1.InvalidSpecReason, Message: errs.ToAggregate().Error()}
 			continue
 		}
 		nd := [2]string{p.Namespace, p.Spec.Domain}
@@ -77,7 +78,7 @@ func decideAcceptance(all []v1alpha1.RateLimitPolicy, tn tenancy) map[types.Name
 			allowed[nd] = fleets
 		}
 		if len(fleets) == 0 {
-			out[key] = verdict{Reason: v1alpha1.DomainNotAllowedReason, Message: tn.notAllowedMessage(p.Spec.Domain, p.Namespace)}
+			out[key] = verdict{Reason: v1beta1.DomainNotAllowedReason, Message: tn.notAllowedMessage(p.Spec.Domain, p.Namespace)}
 			continue
 		}
 		sig := config.Signature(&check.Spec)
@@ -88,23 +89,23 @@ func decideAcceptance(all []v1alpha1.RateLimitPolicy, tn tenancy) map[types.Name
 			}
 		}
 		if first != nil {
-			out[key] = verdict{Reason: v1alpha1.ConflictReason, Message: fmt.Sprintf(
+			out[key] = verdict{Reason: v1beta1.ConflictReason, Message: fmt.Sprintf(
 				"conflicts with the older policy %s/%s: same domain %q and descriptors", first.Namespace, first.Name, p.Spec.Domain)}
 			continue
 		}
 		if msg := tn.fleetEntryConflict(&check, fleets); msg != "" {
-			out[key] = verdict{Reason: v1alpha1.ReservedEntryReason, Message: msg}
+			out[key] = verdict{Reason: v1beta1.ReservedEntryReason, Message: msg}
 			continue
 		}
 		if msg := entryConflict(&check, fleets, domainPolicies); msg != "" {
-			out[key] = verdict{Reason: v1alpha1.ConflictReason, Message: msg}
+			out[key] = verdict{Reason: v1beta1.ConflictReason, Message: msg}
 			continue
 		}
 		for _, f := range fleets {
 			owner[f+"\x00"+sig] = p
 			domainPolicies[f+"\x00"+p.Spec.Domain] = append(domainPolicies[f+"\x00"+p.Spec.Domain], &check)
 		}
-		out[key] = verdict{Accepted: true, Reason: v1alpha1.AcceptedReason, Message: "the policy is valid, its domain is allowed for its namespace, and it has no conflict"}
+		out[key] = verdict{Accepted: true, Reason: v1beta1.AcceptedReason, Message: "the policy is valid, its domain is allowed for its namespace, and it has no conflict"}
 	}
 	return out
 }
@@ -215,13 +216,13 @@ type fleetView struct {
 // every ready limiter pod of every selecting fleet has loaded a snapshot
 // holding this generation of the policy.
 func enforcedCondition(p *v1alpha1.RateLimitPolicy, accepted bool, fleets []fleetView) metav1.Condition {
-	c := metav1.Condition{Type: v1alpha1.EnforcedCondition, Status: metav1.ConditionFalse, ObservedGeneration: p.Generation}
+	c := metav1.Condition{Type: v1beta1.EnforcedCondition, Status: metav1.ConditionFalse, ObservedGeneration: p.Generation}
 	switch {
 	case !accepted:
-		c.Reason, c.Message = v1alpha1.NotAcceptedReason, "the policy is not accepted, so no limiter loads it"
+		c.Reason, c.Message = v1beta1.NotAcceptedReason, "the policy is not accepted, so no limiter loads it"
 		return c
 	case len(fleets) == 0:
-		c.Reason, c.Message = v1alpha1.NoFleetReason, "no LimiterFleet selects this policy"
+		c.Reason, c.Message = v1beta1.NoFleetReason, "no LimiterFleet selects this policy"
 		return c
 	}
 	var pending, disabled []string
@@ -244,11 +245,11 @@ func enforcedCondition(p *v1alpha1.RateLimitPolicy, accepted bool, fleets []flee
 	}
 	switch {
 	case len(pending) > 0:
-		c.Reason, c.Message = v1alpha1.SnapshotPendingReason, strings.Join(pending, "; ")
+		c.Reason, c.Message = v1beta1.SnapshotPendingReason, strings.Join(pending, "; ")
 	case len(disabled) > 0:
-		c.Reason, c.Message = v1alpha1.EnforcementDisabledReason, "loaded, but enforcement is Disabled on fleet "+strings.Join(disabled, ", ")+": requests are counted, never denied"
+		c.Reason, c.Message = v1beta1.EnforcementDisabledReason, "loaded, but enforcement is Disabled on fleet "+strings.Join(disabled, ", ")+": requests are counted, never denied"
 	default:
-		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.EnforcedReason
+		c.Status, c.Reason = metav1.ConditionTrue, v1beta1.EnforcedReason
 		c.Message = "every ready limiter pod has loaded this generation"
 	}
 	return c
@@ -260,8 +261,8 @@ func enforcedCondition(p *v1alpha1.RateLimitPolicy, accepted bool, fleets []flee
 // window that the collector wrote into status.enforcement hold such
 // answers: a single failed-open decision shows for the whole window.
 func degradedCondition(p *v1alpha1.RateLimitPolicy, fleets []fleetView) metav1.Condition {
-	c := metav1.Condition{Type: v1alpha1.DegradedCondition, Status: metav1.ConditionFalse, ObservedGeneration: p.Generation,
-		Reason: v1alpha1.StoreAvailableReason, Message: "every limiter pod decides against the store"}
+	c := metav1.Condition{Type: v1beta1.DegradedCondition, Status: metav1.ConditionFalse, ObservedGeneration: p.Generation,
+		Reason: v1beta1.StoreAvailableReason, Message: "every limiter pod decides against the store"}
 	recent := fallbackSummary(p.Status.Enforcement)
 	id := p.Namespace + "/" + p.Name
 	var parts []string
@@ -300,14 +301,14 @@ func degradedCondition(p *v1alpha1.RateLimitPolicy, fleets []fleetView) metav1.C
 		if recent != "" {
 			parts = append(parts, recent)
 		}
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1alpha1.BudgetExceededReason, strings.Join(parts, "; ")
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1beta1.BudgetExceededReason, strings.Join(parts, "; ")
 	case len(parts) > 0:
 		if recent != "" {
 			parts = append(parts, recent)
 		}
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1alpha1.StoreUnavailableReason, strings.Join(parts, "; ")
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1beta1.StoreUnavailableReason, strings.Join(parts, "; ")
 	case recent != "":
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1alpha1.FallbackDecisionsReason, recent+"; every limiter pod decides against the store again"
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1beta1.FallbackDecisionsReason, recent+"; every limiter pod decides against the store again"
 	}
 	return c
 }
@@ -355,7 +356,7 @@ func shortVersion(v string) string {
 // ("shard 1: primary ... lost (...), ... serves its slots (seen at ...)"), in
 // parentheses to follow a store outage, or "".
 func redisFailover(f *v1alpha1.LimiterFleet) string {
-	c := meta.FindStatusCondition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
+	c := meta.FindStatusCondition(f.Status.Conditions, v1beta1.RedisReadyCondition)
 	if c == nil || c.Status != metav1.ConditionFalse {
 		return ""
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/observe"
 )
 
@@ -141,23 +142,23 @@ func TestEnforcedCondition(t *testing.T) {
 		reason   string
 		message  string
 	}{
-		{name: "not accepted", fleets: nil, status: "False", reason: v1alpha1.NotAcceptedReason},
-		{name: "no fleet", accepted: true, status: "False", reason: v1alpha1.NoFleetReason},
+		{name: "not accepted", fleets: nil, status: "False", reason: v1beta1.NotAcceptedReason},
+		{name: "no fleet", accepted: true, status: "False", reason: v1beta1.NoFleetReason},
 		{name: "all pods have it", accepted: true, fleets: []fleetView{{Fleet: fleet("f", false), Version: "v1", Pods: []observe.PodAck{has(3), has(3)}}},
-			status: "True", reason: v1alpha1.EnforcedReason},
+			status: "True", reason: v1beta1.EnforcedReason},
 		{name: "one pod lags", accepted: true, fleets: []fleetView{{Fleet: fleet("f", false), Version: "v2", Pods: []observe.PodAck{has(3), has(2)}}},
-			status: "False", reason: v1alpha1.SnapshotPendingReason, message: "fleet sys/f: 1/2 pods on snapshot v2"},
+			status: "False", reason: v1beta1.SnapshotPendingReason, message: "fleet sys/f: 1/2 pods on snapshot v2"},
 		{name: "no ready pods", accepted: true, fleets: []fleetView{{Fleet: fleet("f", false), Version: "v2"}},
-			status: "False", reason: v1alpha1.SnapshotPendingReason, message: "0/0 pods"},
+			status: "False", reason: v1beta1.SnapshotPendingReason, message: "0/0 pods"},
 		{name: "second fleet lags", accepted: true, fleets: []fleetView{
 			{Fleet: fleet("f", false), Pods: []observe.PodAck{has(3)}}, {Fleet: fleet("g", false), Version: "v9", Pods: []observe.PodAck{has(3), {Answered: true}}}},
-			status: "False", reason: v1alpha1.SnapshotPendingReason, message: "fleet sys/g: 1/2"},
+			status: "False", reason: v1beta1.SnapshotPendingReason, message: "fleet sys/g: 1/2"},
 		{name: "kill switch", accepted: true, fleets: []fleetView{{Fleet: fleet("f", true), Pods: []observe.PodAck{off(has(3))}}},
-			status: "False", reason: v1alpha1.EnforcementDisabledReason, message: "Disabled on fleet sys/f"},
+			status: "False", reason: v1beta1.EnforcementDisabledReason, message: "Disabled on fleet sys/f"},
 		{name: "kill switch not loaded yet", accepted: true, fleets: []fleetView{{Fleet: fleet("f", true), Version: "v3", Pods: []observe.PodAck{has(3), off(has(3))}}},
-			status: "False", reason: v1alpha1.SnapshotPendingReason, message: "fleet sys/f: 1/2 pods on snapshot v3"},
+			status: "False", reason: v1beta1.SnapshotPendingReason, message: "fleet sys/f: 1/2 pods on snapshot v3"},
 		{name: "switched back on, a pod still off", accepted: true, fleets: []fleetView{{Fleet: fleet("f", false), Version: "v4", Pods: []observe.PodAck{has(3), off(has(3))}}},
-			status: "False", reason: v1alpha1.SnapshotPendingReason, message: "fleet sys/f: 1/2 pods on snapshot v4"},
+			status: "False", reason: v1beta1.SnapshotPendingReason, message: "fleet sys/f: 1/2 pods on snapshot v4"},
 	} {
 		c := enforcedCondition(&p, tc.accepted, tc.fleets)
 		if c.Status != tc.status || c.Reason != tc.reason || !strings.Contains(c.Message, tc.message) || c.ObservedGeneration != 3 {
@@ -175,7 +176,7 @@ func TestDegradedCondition(t *testing.T) {
 	down := []fleetView{{Fleet: fleet, Pods: []observe.PodAck{{Answered: true, Degraded: map[string]string{"ns/p": "Open"}}, {Answered: true}}}}
 	up := []fleetView{{Fleet: fleet, Pods: []observe.PodAck{{Answered: true}, {Answered: true}}}}
 	failingOver := fleet.DeepCopy()
-	failingOver.Status.Conditions = []metav1.Condition{{Type: v1alpha1.RedisReadyCondition, Status: metav1.ConditionFalse, Reason: v1alpha1.NodeUnreachableReason,
+	failingOver.Status.Conditions = []metav1.Condition{{Type: v1beta1.RedisReadyCondition, Status: metav1.ConditionFalse, Reason: v1beta1.NodeUnreachableReason,
 		Message: "shard 1: primary f-redis-1-0 lost (last heard from at 01:02:03.400Z, 1.5s ago), no replica serves its slots yet; redis node f-redis-1-0: unreachable"}}
 	downFailingOver := []fleetView{{Fleet: failingOver, Pods: down[0].Pods}}
 	overBudget := []fleetView{{Fleet: fleet, Pods: []observe.PodAck{{Answered: true, Degraded: map[string]string{"ns/p": "Closed" + observe.BudgetExceededMark}}, {Answered: true}}}}
@@ -192,18 +193,18 @@ func TestDegradedCondition(t *testing.T) {
 		reason   string
 		messages []string
 	}{
-		{"no status yet", up, nil, "False", v1alpha1.StoreAvailableReason, nil},
-		{"no fallback in the window", up, window(0, 0, 0), "False", v1alpha1.StoreAvailableReason, nil},
-		{"a pod falls back", down, window(0, 0, 0), "True", v1alpha1.StoreUnavailableReason, []string{"fleet sys/f: 1/2 pods answer by failureMode Open"}},
-		{"one failed open in the window", up, window(1, 0, 0), "True", v1alpha1.FallbackDecisionsReason,
+		{"no status yet", up, nil, "False", v1beta1.StoreAvailableReason, nil},
+		{"no fallback in the window", up, window(0, 0, 0), "False", v1beta1.StoreAvailableReason, nil},
+		{"a pod falls back", down, window(0, 0, 0), "True", v1beta1.StoreUnavailableReason, []string{"fleet sys/f: 1/2 pods answer by failureMode Open"}},
+		{"one failed open in the window", up, window(1, 0, 0), "True", v1beta1.FallbackDecisionsReason,
 			[]string{"in the last 5m0s the store could not answer 1 decisions: 1 failed open (allowed uncounted), 0 failed closed", "decides against the store again"}},
-		{"closed and local", up, window(0, 2, 3), "True", v1alpha1.FallbackDecisionsReason, []string{"5 decisions", "2 failed closed (denied), 3 decided by the pod's local share"}},
-		{"a pod falls back while a primary is lost", downFailingOver, window(0, 0, 0), "True", v1alpha1.StoreUnavailableReason,
+		{"closed and local", up, window(0, 2, 3), "True", v1beta1.FallbackDecisionsReason, []string{"5 decisions", "2 failed closed (denied), 3 decided by the pod's local share"}},
+		{"a pod falls back while a primary is lost", downFailingOver, window(0, 0, 0), "True", v1beta1.StoreUnavailableReason,
 			[]string{"the store is unavailable (Redis Cluster: shard 1: primary f-redis-1-0 lost (last heard from at 01:02:03.400Z, 1.5s ago), no replica serves its slots yet)"}},
-		{"both", down, window(4, 0, 0), "True", v1alpha1.StoreUnavailableReason, []string{"1/2 pods answer by failureMode Open", "4 failed open"}},
-		{"namespace over its store budget", overBudget, window(0, 7, 0), "True", v1alpha1.BudgetExceededReason,
+		{"both", down, window(4, 0, 0), "True", v1beta1.StoreUnavailableReason, []string{"1/2 pods answer by failureMode Open", "4 failed open"}},
+		{"namespace over its store budget", overBudget, window(0, 7, 0), "True", v1beta1.BudgetExceededReason,
 			[]string{"fleet sys/f: 1/2 pods answer by failureMode Closed: namespace ns is over its store budget (spec.tenantBudget.storeCallsPerSecondPerNamespace)", "7 failed closed"}},
-		{"an Open policy's namespace over its store budget", openOverBudget, window(0, 0, 7), "True", v1alpha1.BudgetExceededReason,
+		{"an Open policy's namespace over its store budget", openOverBudget, window(0, 0, 7), "True", v1beta1.BudgetExceededReason,
 			[]string{"fleet sys/f: 1/2 pods decide against the store's last denials and their share of the limit: namespace ns is over its store budget", "7 decided by the pod's local share"}},
 	} {
 		p.Status.Enforcement = tc.enf

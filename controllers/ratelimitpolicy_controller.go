@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 // Indexes of RateLimitPolicies in the manager's cache.
@@ -88,12 +89,12 @@ func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	if len(full) > 0 {
 		slices.Sort(full)
-		v = verdict{Reason: v1alpha1.SnapshotFullReason, Message: strings.Join(full, "; ")}
+		v = verdict{Reason: v1beta1.SnapshotFullReason, Message: strings.Join(full, "; ")}
 	}
 
 	next := policy.DeepCopy()
 	st := &next.Status
-	accepted := metav1.Condition{Type: v1alpha1.AcceptedCondition, Status: metav1.ConditionFalse,
+	accepted := metav1.Condition{Type: v1beta1.AcceptedCondition, Status: metav1.ConditionFalse,
 		Reason: v.Reason, Message: v.Message, ObservedGeneration: policy.Generation}
 	if v.Accepted {
 		accepted.Status = metav1.ConditionTrue
@@ -104,7 +105,7 @@ func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	// absent or False is written at once (False while a pod has not
 	// answered: SnapshotPending, naming how many pods have the policy), so
 	// a pod that never answers shows.
-	if complete || !v.Accepted || !meta.IsStatusConditionTrue(policy.Status.Conditions, v1alpha1.EnforcedCondition) {
+	if complete || !v.Accepted || !meta.IsStatusConditionTrue(policy.Status.Conditions, v1beta1.EnforcedCondition) {
 		meta.SetStatusCondition(&st.Conditions, enforcedCondition(policy, v.Accepted, fleets))
 		meta.SetStatusCondition(&st.Conditions, degradedCondition(policy, fleets))
 		st.Fleets = fleetStatuses(policy, fleets)

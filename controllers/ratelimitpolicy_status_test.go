@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers"
 )
 
@@ -52,9 +53,9 @@ func TestStatusWritersOwnTheirFields(t *testing.T) {
 		return got
 	}
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
-	accepted := metav1.Condition{Type: v1alpha1.AcceptedCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.AcceptedReason,
+	accepted := metav1.Condition{Type: v1beta1.AcceptedCondition, Status: metav1.ConditionTrue, Reason: v1beta1.AcceptedReason,
 		Message: "valid", ObservedGeneration: 1, LastTransitionTime: now}
-	enforced := metav1.Condition{Type: v1alpha1.EnforcedCondition, Status: metav1.ConditionFalse, Reason: v1alpha1.NoFleetReason,
+	enforced := metav1.Condition{Type: v1beta1.EnforcedCondition, Status: metav1.ConditionFalse, Reason: v1beta1.NoFleetReason,
 		Message: "no fleet", ObservedGeneration: 1, LastTransitionTime: now}
 
 	// Each writes once, from the stale copy.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 // Collector defaults.
@@ -253,7 +254,7 @@ func (c *Collector) countFleetConditions(ctx context.Context) error {
 	fleetConditions.Reset()
 	for i := range fleets.Items {
 		f := &fleets.Items[i]
-		for _, typ := range []string{v1alpha1.ReadyCondition, v1alpha1.RedisReadyCondition, v1alpha1.SnapshotSyncedCondition, v1alpha1.RedisDataLossCondition} {
+		for _, typ := range []string{v1beta1.ReadyCondition, v1beta1.RedisReadyCondition, v1beta1.SnapshotSyncedCondition, v1beta1.RedisDataLossCondition} {
 			v := 0.0
 			if meta.IsStatusConditionTrue(f.Status.Conditions, typ) {
 				v = 1

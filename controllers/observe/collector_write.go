@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 // write applies status.enforcement of the policies whose sums changed.
@@ -167,7 +168,7 @@ func (c *Collector) unreadFor(pol *v1alpha1.RateLimitPolicy) []string {
 func countConditions(items []v1alpha1.RateLimitPolicy) {
 	type key struct{ typ, status string }
 	n := map[key]int{}
-	for _, t := range []string{v1alpha1.AcceptedCondition, v1alpha1.EnforcedCondition, v1alpha1.DegradedCondition} {
+	for _, t := range []string{v1beta1.AcceptedCondition, v1beta1.EnforcedCondition, v1beta1.DegradedCondition} {
 		for _, s := range []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown} {
 			n[key{t, string(s)}] = 0
 		}

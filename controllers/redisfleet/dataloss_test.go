@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
 )
 
@@ -29,7 +30,7 @@ func TestDataLossRecord(t *testing.T) {
 		fleet.Status.Redis = &v1alpha1.RedisStatus{}
 		RecordDataLoss(fleet, prev, fleet.Status.Redis, rs)
 		SetDataLossCondition(fleet)
-		return meta.FindStatusCondition(fleet.Status.Conditions, v1alpha1.RedisDataLossCondition)
+		return meta.FindStatusCondition(fleet.Status.Conditions, v1beta1.RedisDataLossCondition)
 	}
 	want := func(what string, c *metav1.Condition, status metav1.ConditionStatus, reason string, msgs ...string) {
 		t.Helper()
@@ -42,32 +43,32 @@ func TestDataLossRecord(t *testing.T) {
 		}
 	}
 
-	want("a healthy pass", step(pass(t0, "")), "False", v1alpha1.NoDataLossReason)
+	want("a healthy pass", step(pass(t0, "")), "False", v1beta1.NoDataLossReason)
 	want("the pass that lost slots", step(pass(t0.Add(500*time.Millisecond), "node abc served slots 0-5460 and is gone with every replica: its keys are lost")),
-		"True", v1alpha1.DataLostReason, "at 2026-11-23T10:00:00Z, node abc served slots 0-5460", "kubectl annotate limiterfleet -n ns f ratelimit.sluice.dev/data-loss-acknowledged=2026-11-23T10:00:00Z")
+		"True", v1beta1.DataLostReason, "at 2026-11-23T10:00:00Z, node abc served slots 0-5460", "kubectl annotate limiterfleet -n ns f ratelimit.sluice.dev/data-loss-acknowledged=2026-11-23T10:00:00Z")
 	want("the next pass, which assigns them", step(pass(t0.Add(time.Second), "slots 0-5460 were served by no node and their data is gone; assigned empty to shard 0 (f-redis-0-0)")),
-		"True", v1alpha1.DataLostReason, "at 2026-11-23T10:00:01Z, slots 0-5460 were served by no node", "; node abc served slots 0-5460")
+		"True", v1beta1.DataLostReason, "at 2026-11-23T10:00:01Z, slots 0-5460 were served by no node", "; node abc served slots 0-5460")
 	for i := range 3 {
-		want("a later healthy pass", step(pass(t0.Add(time.Duration(10+i)*time.Second), "")), "True", v1alpha1.DataLostReason, "node abc")
+		want("a later healthy pass", step(pass(t0.Add(time.Duration(10+i)*time.Second), "")), "True", v1beta1.DataLostReason, "node abc")
 	}
-	want("the Redis phase did not run", step(nil), "True", v1alpha1.DataLostReason, "node abc")
+	want("the Redis phase did not run", step(nil), "True", v1beta1.DataLostReason, "node abc")
 
-	fleet.Annotations = map[string]string{v1alpha1.AnnotationDataLossAcknowledged: "yesterday"}
-	want("an annotation that is no time", step(pass(t0.Add(time.Minute), "")), "True", v1alpha1.DataLostReason, `"yesterday" is not an RFC 3339 time`)
-	fleet.Annotations[v1alpha1.AnnotationDataLossAcknowledged] = "2026-11-23T10:00:00Z"
-	want("acknowledged before the last loss", step(pass(t0.Add(time.Minute), "")), "True", v1alpha1.DataLostReason)
-	fleet.Annotations[v1alpha1.AnnotationDataLossAcknowledged] = "2026-11-23T10:00:01Z"
-	want("acknowledged", step(pass(t0.Add(time.Minute), "")), "False", v1alpha1.DataLossAcknowledgedReason, "node abc")
+	fleet.Annotations = map[string]string{v1beta1.AnnotationDataLossAcknowledged: "yesterday"}
+	want("an annotation that is no time", step(pass(t0.Add(time.Minute), "")), "True", v1beta1.DataLostReason, `"yesterday" is not an RFC 3339 time`)
+	fleet.Annotations[v1beta1.AnnotationDataLossAcknowledged] = "2026-11-23T10:00:00Z"
+	want("acknowledged before the last loss", step(pass(t0.Add(time.Minute), "")), "True", v1beta1.DataLostReason)
+	fleet.Annotations[v1beta1.AnnotationDataLossAcknowledged] = "2026-11-23T10:00:01Z"
+	want("acknowledged", step(pass(t0.Add(time.Minute), "")), "False", v1beta1.DataLossAcknowledgedReason, "node abc")
 
 	want("a new loss", step(pass(t0.Add(time.Hour), "node def served slots 5461-10922 and is gone with every replica: its keys are lost")),
-		"True", v1alpha1.DataLostReason, "at 2026-11-23T11:00:00Z, node def")
+		"True", v1beta1.DataLostReason, "at 2026-11-23T11:00:00Z, node def")
 	if strings.Contains(fleet.Status.Redis.DataLoss, "node abc") {
 		t.Errorf("the acknowledged loss is still in dataLoss: %q", fleet.Status.Redis.DataLoss)
 	}
 
 	fleet.Spec.Redis.Mode = ptr.To(v1alpha1.RedisNone)
 	SetDataLossCondition(fleet)
-	if c := meta.FindStatusCondition(fleet.Status.Conditions, v1alpha1.RedisDataLossCondition); c != nil {
+	if c := meta.FindStatusCondition(fleet.Status.Conditions, v1beta1.RedisDataLossCondition); c != nil {
 		t.Errorf("mode None keeps RedisDataLoss %+v", c)
 	}
 }

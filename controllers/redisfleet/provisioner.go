@@ -34,7 +34,7 @@ type Provisioner struct {
 	// RedisDialer, when set, opens connections to Redis pods.
 	RedisDialer func(ctx context.Context, network, addr string) (net.Conn, error)
 	// DefaultRedisImage is the Redis image of fleets that name none; empty
-	// means v1alpha1.DefaultRedisImage.
+	// means v1beta1.DefaultRedisImage.
 	DefaultRedisImage string
 	// Apply server-side applies obj, controlled by fleet (the fleet
 	// reconciler's apply). Required.

@@ -34,6 +34,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
@@ -135,11 +136,11 @@ func (r *Provisioner) Reconcile(ctx context.Context, fleet *v1alpha1.LimiterFlee
 	var authErr errRedisAuth
 	switch {
 	case errors.As(err, &notOwned):
-		rs.Err, rs.Reason, rs.Skipped = err, v1alpha1.SecretNotOwnedReason, true
+		rs.Err, rs.Reason, rs.Skipped = err, v1beta1.SecretNotOwnedReason, true
 		p.RequeueAfter = redisRequeueFailing // Secrets are not watched
 		return p, nil
 	case errors.As(err, &authErr):
-		rs.Err, rs.Reason, rs.Skipped = err, v1alpha1.AuthFailedReason, true
+		rs.Err, rs.Reason, rs.Skipped = err, v1beta1.AuthFailedReason, true
 		p.RequeueAfter = redisRequeueFailing
 		return p, nil
 	case err != nil:
@@ -170,7 +171,7 @@ func (r *Provisioner) Reconcile(ctx context.Context, fleet *v1alpha1.LimiterFlee
 	}
 	if want := int(fleet.Spec.EffectiveShards()); rs.Err == nil && rs.Shards > want {
 		rs.Err, rs.Reason = fmt.Errorf("spec.redis.shards is %d but the cluster has %d shards: scale-in is not supported, so every shard is kept; set spec.redis.shards back to %d",
-			want, rs.Shards, rs.Shards), v1alpha1.ScaleInRejectedReason
+			want, rs.Shards, rs.Shards), v1beta1.ScaleInRejectedReason
 	}
 	rs.SettledAt = r.settle(fleet, rs)
 	if rs.Err != nil {

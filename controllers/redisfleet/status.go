@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
 )
 
@@ -53,7 +54,7 @@ func Status(prev *v1alpha1.RedisStatus, rs *Scope) (*v1alpha1.RedisStatus, metav
 		st.Migration = prev.Migration
 	}
 	if rs == nil {
-		return st, metav1.ConditionFalse, v1alpha1.WaitingForNodesReason, "the operator has not reached the Redis Cluster yet"
+		return st, metav1.ConditionFalse, v1beta1.WaitingForNodesReason, "the operator has not reached the Redis Cluster yet"
 	}
 	res := rs.Result
 	obs := res.Status
@@ -86,27 +87,27 @@ func Status(prev *v1alpha1.RedisStatus, rs *Scope) (*v1alpha1.RedisStatus, metav
 	}
 	if rs.Err != nil {
 		reason := redisErrorReason(rs)
-		if reason == v1alpha1.NodeUnreachableReason && failedOver(obs) {
-			reason = v1alpha1.FailedOverReason
+		if reason == v1beta1.NodeUnreachableReason && failedOver(obs) {
+			reason = v1beta1.FailedOverReason
 		}
 		return st, metav1.ConditionFalse, reason, truncate(lost+rs.Err.Error()+"; "+summary, 32768)
 	}
 	summary = lost + summary
 	switch {
 	case clusterOK(rs) && memoryNearLimit(obs) != "":
-		return st, metav1.ConditionFalse, v1alpha1.MemoryNearLimitReason, memoryNearLimit(obs) + "; " + summary
+		return st, metav1.ConditionFalse, v1beta1.MemoryNearLimitReason, memoryNearLimit(obs) + "; " + summary
 	case clusterOK(rs):
-		return st, metav1.ConditionTrue, v1alpha1.ClusterOKReason, summary
+		return st, metav1.ConditionTrue, v1beta1.ClusterOKReason, summary
 	case obs.Operation == rediscluster.OperationWaiting:
-		return st, metav1.ConditionFalse, v1alpha1.WaitingForNodesReason, summary
+		return st, metav1.ConditionFalse, v1beta1.WaitingForNodesReason, summary
 	case obs.Operation == rediscluster.OperationBootstrap:
-		return st, metav1.ConditionFalse, v1alpha1.BootstrappingReason, summary
+		return st, metav1.ConditionFalse, v1beta1.BootstrappingReason, summary
 	case obs.Operation == rediscluster.OperationHealing:
-		return st, metav1.ConditionFalse, v1alpha1.HealingReason, summary
+		return st, metav1.ConditionFalse, v1beta1.HealingReason, summary
 	case obs.Operation == rediscluster.OperationMigrating:
-		return st, metav1.ConditionFalse, v1alpha1.MigratingSlotsReason, summary
+		return st, metav1.ConditionFalse, v1beta1.MigratingSlotsReason, summary
 	default:
-		return st, metav1.ConditionFalse, v1alpha1.DegradedReason, summary
+		return st, metav1.ConditionFalse, v1beta1.DegradedReason, summary
 	}
 }
 
@@ -117,26 +118,26 @@ func redisErrorReason(rs *Scope) string {
 	}
 	var scaleIn *rediscluster.ScaleInError
 	if errors.As(rs.Err, &scaleIn) {
-		return v1alpha1.ScaleInRejectedReason
+		return v1beta1.ScaleInRejectedReason
 	}
 	var nodeErr *rediscluster.NodeError
 	if errors.As(rs.Err, &nodeErr) {
 		return nodeErrorReason(nodeErr)
 	}
-	return v1alpha1.DegradedReason
+	return v1beta1.DegradedReason
 }
 
 // nodeErrorReason maps the engine's reason for a node to a condition reason.
 func nodeErrorReason(e *rediscluster.NodeError) string {
 	switch e.Reason {
 	case rediscluster.ReasonAuthFailed:
-		return v1alpha1.AuthFailedReason
+		return v1beta1.AuthFailedReason
 	case rediscluster.ReasonGarbage, rediscluster.ReasonNotClusterNode:
-		return v1alpha1.InvalidReplyReason
+		return v1beta1.InvalidReplyReason
 	case rediscluster.ReasonDuplicateID:
-		return v1alpha1.DuplicateNodeIDReason
+		return v1beta1.DuplicateNodeIDReason
 	default:
-		return v1alpha1.NodeUnreachableReason
+		return v1beta1.NodeUnreachableReason
 	}
 }
 

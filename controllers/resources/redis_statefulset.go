@@ -74,7 +74,7 @@ type RedisSecretHashes struct{ Auth, TLS string }
 // shard must run on different nodes (required anti-affinity): a primary and
 // its replica on one node would die together. They run spec.redis.image, or
 // defaultImage (the operator's --redis-image) when unset, or
-// v1alpha1.DefaultRedisImage when both are empty. The pods mount the users
+// v1beta1.DefaultRedisImage when both are empty. The pods mount the users
 // file of the auth Secret and, with TLS, the TLS Secret; the hashes of
 // what they mount are on the pod template, so that a new password or
 // certificate rolls them.

@@ -41,6 +41,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
 	"github.com/sluice-dev/sluice/controllers/redisfleet"
 	"github.com/sluice-dev/sluice/controllers/resources"
@@ -343,7 +344,7 @@ func TestRedisStatefulSet(t *testing.T) {
 		fleet          *v1alpha1.LimiterFleet
 		operator, want string
 	}{
-		{resFleet("ns", "f", resCluster()), "", v1alpha1.DefaultRedisImage},
+		{resFleet("ns", "f", resCluster()), "", v1beta1.DefaultRedisImage},
 		{resFleet("ns", "f", resCluster()), "mirror.example/redis:7.2", "mirror.example/redis:7.2"},
 		{mirrored, "mirror.example/redis:7.2", "own/redis:7.4"},
 	} {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
@@ -51,7 +52,7 @@ func (j *journey) explainStep(t *testing.T) {
 	c.apply(t, explainPolicies(sel))
 	waitFor(t, "the five explain policies Enforced", 2*time.Minute, func() (bool, string) {
 		for _, p := range [][2]string{{tenantA, "per-user"}, {tenantA, "per-plan"}, {tenantA, "per-ip"}, {tenantB, "secret-per-path"}, {tenantB, "trial-per-region"}} {
-			if s, msg := condition(c.policy(t, p[0], p[1]).Status.Conditions, v1alpha1.EnforcedCondition); s != metav1.ConditionTrue {
+			if s, msg := condition(c.policy(t, p[0], p[1]).Status.Conditions, v1beta1.EnforcedCondition); s != metav1.ConditionTrue {
 				return false, p[0] + "/" + p[1] + ": " + msg
 			}
 		}

@@ -77,7 +77,7 @@ func (j *journey) faults(t *testing.T) {
 	}
 	waitFor(t, "the fault policies Enforced", 2*time.Minute, func() (bool, string) {
 		for _, n := range []string{"e2e-load", "e2e-load-local", "e2e-keep"} {
-			if s, msg := condition(c.policy(t, appNS, n).Status.Conditions, v1alpha1.EnforcedCondition); s != metav1.ConditionTrue {
+			if s, msg := condition(c.policy(t, appNS, n).Status.Conditions, v1beta1.EnforcedCondition); s != metav1.ConditionTrue {
 				return false, n + ": " + msg
 			}
 		}
@@ -432,7 +432,7 @@ func (j *journey) runFault(t *testing.T, sc faultScenario, svc, keep string, loa
 	note := repaired(t)
 	if sc.redis {
 		j.waitRedisReadyAfter(t, w, start)
-		note += ", " + w.readyNote(fleetCond(v1alpha1.RedisReadyCondition), start)
+		note += ", " + w.readyNote(fleetCond(v1beta1.RedisReadyCondition), start)
 	}
 	l.waitQuiet(t, n, start, 5*time.Second, 3*time.Minute)
 	if sc.maxFailedShare > 0 || sc.reportShare {
@@ -451,7 +451,7 @@ func (j *journey) runFault(t *testing.T, sc faultScenario, svc, keep string, loa
 		j.markLocalShare(t, sc, local, start)
 	}
 	if sc.redis {
-		t.Logf("RedisReady: %s", w.timeline(fleetCond(v1alpha1.RedisReadyCondition), start))
+		t.Logf("RedisReady: %s", w.timeline(fleetCond(v1beta1.RedisReadyCondition), start))
 		if !sc.restartsLimiters {
 			j.checkNoFailureWhileRedisReady(t, w, l, n, start)
 		}
@@ -463,7 +463,7 @@ func (j *journey) runFault(t *testing.T, sc faultScenario, svc, keep string, loa
 		if rep.clean() {
 			// A policy's Degraded tells its store failures, which clean()
 			// judged (the busy machine's missed deadlines): not the fault's.
-			flaps = slices.DeleteFunc(flaps, func(f string) bool { return strings.Contains(f, " "+v1alpha1.DegradedCondition+": ") })
+			flaps = slices.DeleteFunc(flaps, func(f string) bool { return strings.Contains(f, " "+v1beta1.DegradedCondition+": ") })
 		}
 		if len(flaps) > 0 {
 			j.errorf(t, "conditions changed (%s):\n  %s", sc.title, strings.Join(flaps, "\n  "))
@@ -541,7 +541,7 @@ func (j *journey) waitCollected(t *testing.T, name string, after time.Time, pass
 // during the fault, or reports one now: every node kept its volume.
 func (j *journey) checkNoDataLoss(t *testing.T, w *watcher) {
 	t.Helper()
-	key := fleetCond(v1alpha1.RedisDataLossCondition)
+	key := fleetCond(v1beta1.RedisDataLossCondition)
 	if w.ever(key, "True") {
 		t.Errorf("the fleet reported a Redis data loss though every node kept its volume: %s", w.timeline(key, time.Now()))
 	}
@@ -702,7 +702,7 @@ func (j *journey) checkKeysKept(t *testing.T, svc, keep string) {
 func (j *journey) waitRedisReadyAfter(t *testing.T, w *watcher, start time.Time) {
 	t.Helper()
 	waitFor(t, "RedisReady True again", 3*time.Minute, func() (bool, string) {
-		s, ok := w.current(fleetCond(v1alpha1.RedisReadyCondition))
+		s, ok := w.current(fleetCond(v1beta1.RedisReadyCondition))
 		return ok && s == "True" && time.Since(start) > time.Second, "RedisReady " + s
 	})
 }
@@ -720,7 +720,7 @@ func (j *journey) waitRedisReadyAfter(t *testing.T, w *watcher, start time.Time)
 func (j *journey) checkNoFailureWhileRedisReady(t *testing.T, w *watcher, l *load, n noise, start time.Time) {
 	t.Helper()
 	const detectGrace = 10 * time.Second
-	key := fleetCond(v1alpha1.RedisReadyCondition)
+	key := fleetCond(v1beta1.RedisReadyCondition)
 	var last string // the previous second, when it failed while RedisReady=True
 	for _, s := range l.seconds(start, time.Now()) {
 		end := s.start.Add(time.Second)

@@ -232,11 +232,11 @@ func (j *journey) redisClusterFleet(t *testing.T) {
 	var redisReady, ready time.Duration
 	waitFor(t, "fleet "+f.Name+" Ready", 4*time.Minute, func() (bool, string) {
 		got := c.fleet(t, f.Namespace, f.Name)
-		rs, rmsg := condition(got.Status.Conditions, v1alpha1.RedisReadyCondition)
+		rs, rmsg := condition(got.Status.Conditions, v1beta1.RedisReadyCondition)
 		if rs == metav1.ConditionTrue && redisReady == 0 {
 			redisReady = time.Since(start)
 		}
-		s, msg := condition(got.Status.Conditions, v1alpha1.ReadyCondition)
+		s, msg := condition(got.Status.Conditions, v1beta1.ReadyCondition)
 		if s == metav1.ConditionTrue && rs == metav1.ConditionTrue {
 			ready = time.Since(start)
 			return true, ""
@@ -337,7 +337,7 @@ func (j *journey) samples(t *testing.T) {
 		var notYet []string
 		for _, key := range policies {
 			p := c.policy(t, key.Namespace, key.Name)
-			if s, msg := condition(p.Status.Conditions, v1alpha1.EnforcedCondition); s != metav1.ConditionTrue {
+			if s, msg := condition(p.Status.Conditions, v1beta1.EnforcedCondition); s != metav1.ConditionTrue {
 				notYet = append(notYet, fmt.Sprintf("%s: Enforced %s (%s)", key, s, msg))
 			}
 		}
@@ -562,7 +562,7 @@ func (j *journey) nginx(t *testing.T) {
 	start := time.Now()
 	c.apply(t, strings.Join(manifests, "---\n"))
 	waitFor(t, "gateway fleet Ready", 3*time.Minute, func() (bool, string) {
-		s, msg := condition(c.fleet(t, fleetKey.Namespace, fleetKey.Name).Status.Conditions, v1alpha1.ReadyCondition)
+		s, msg := condition(c.fleet(t, fleetKey.Namespace, fleetKey.Name).Status.Conditions, v1beta1.ReadyCondition)
 		return s == metav1.ConditionTrue, msg
 	})
 	fleet := c.fleet(t, fleetKey.Namespace, fleetKey.Name)

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
@@ -87,8 +87,8 @@ func (j *journey) networkPolicies(t *testing.T) {
 	// by their store (an exhausted counter denies).
 	waitFor(t, "fleet "+f.Name+" RedisReady and Ready under enforced NetworkPolicies", 2*time.Minute, func() (bool, string) {
 		got := c.fleet(t, f.Namespace, f.Name)
-		rs, rmsg := condition(got.Status.Conditions, v1alpha1.RedisReadyCondition)
-		s, msg := condition(got.Status.Conditions, v1alpha1.ReadyCondition)
+		rs, rmsg := condition(got.Status.Conditions, v1beta1.RedisReadyCondition)
+		s, msg := condition(got.Status.Conditions, v1beta1.ReadyCondition)
 		return rs == metav1.ConditionTrue && s == metav1.ConditionTrue, fmt.Sprintf("RedisReady %s (%s), Ready %s (%s)", rs, rmsg, s, msg)
 	})
 	var answers []rlsAnswer
