@@ -116,7 +116,7 @@ func TestAttackTenantFloodPushesOutAnotherTenantsPolicy(t *testing.T) {
 			return fmt.Errorf("fleet snapshot %+v, want %d policies kept or refused", s, flood+1)
 		}
 		cm := &corev1.ConfigMap{}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: sys, Name: resources.SnapshotConfigMapName(fleet)}, cm); err != nil {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: sys, Name: resources.SnapshotConfigMapName(betaOf(fleet))}, cm); err != nil {
 			return err
 		}
 		snap, err := kube.Decode(cm)

@@ -264,7 +264,7 @@ func addStandIns(t *testing.T, fleet *v1alpha1.LimiterFleet, addrs ...string) {
 	t.Helper()
 	ctx := context.Background()
 	slice := &discoveryv1.EndpointSlice{}
-	key := client.ObjectKey{Namespace: fleet.Namespace, Name: resources.LimiterName(fleet) + "-abcde"}
+	key := client.ObjectKey{Namespace: fleet.Namespace, Name: resources.LimiterName(betaOf(fleet)) + "-abcde"}
 	if err := k8s.Get(ctx, key, slice); err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func TestExternalRedisTLSAndAuth(t *testing.T) {
 
 	dep := &appsv1.Deployment{}
 	eventually(t, 30*time.Second, "the limiter Deployment", func() error {
-		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.LimiterName(fleet)}, dep)
+		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.LimiterName(betaOf(fleet))}, dep)
 	})
 	if b, _ := yaml.Marshal(dep); strings.Contains(string(b), password) {
 		t.Fatalf("the Deployment holds the password:\n%s", b)

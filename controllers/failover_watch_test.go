@@ -64,8 +64,8 @@ func TestStandbyFailsOverWithTheLeaderGone(t *testing.T) {
 	// With no leader, the standby tells the failover in RedisReady: each
 	// lost primary and the replica that serves its slots.
 	eventually(t, 30*time.Second, "RedisReady FailedOver, written by the standby, naming every heir", func() error {
-		c := condition(rf.get(t).Status.Conditions, v1alpha1.RedisReadyCondition)
-		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.FailedOverReason || !strings.HasSuffix(c.Message, redisfleet.StandbyNote) {
+		c := condition(rf.get(t).Status.Conditions, v1beta1.RedisReadyCondition)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1beta1.FailedOverReason || !strings.HasSuffix(c.Message, redisfleet.StandbyNote) {
 			return fmt.Errorf("RedisReady %+v", c)
 		}
 		for shard, heir := range heirs {

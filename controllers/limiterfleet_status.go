@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/observe"
 	"github.com/sluice-dev/sluice/controllers/redisfleet"
@@ -22,7 +21,7 @@ import (
 // what was observed, never carried over, except that limiter counts wait
 // until every ready pod has answered once (so an operator restart writes
 // nothing that was already right). Each condition has its function below.
-func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileErr error) {
+func computeFleetStatus(fleet *v1beta1.LimiterFleet, s *fleetScope, reconcileErr error) {
 	st := &fleet.Status
 	if s.compiled {
 		st.Snapshot = snapshotStatus(fleet, s)
@@ -47,8 +46,8 @@ func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileEr
 }
 
 // snapshotStatus describes the snapshot this pass compiled.
-func snapshotStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope) *v1alpha1.SnapshotStatus {
-	return &v1alpha1.SnapshotStatus{
+func snapshotStatus(fleet *v1beta1.LimiterFleet, s *fleetScope) *v1beta1.SnapshotStatus {
+	return &v1beta1.SnapshotStatus{
 		Version:       s.version,
 		Policies:      int32(s.policies),
 		ConfigMapName: resources.SnapshotConfigMapName(fleet),
@@ -61,15 +60,15 @@ func snapshotStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope) *v1alpha1.Snaps
 // redisReadyCondition is RedisReady, from the fleet's Redis mode, what the
 // operator saw of its own Cluster, and what the limiter pods report. It
 // sets fleet.Status.Redis too, and records a data loss of the Cluster.
-func redisReadyCondition(fleet *v1alpha1.LimiterFleet, s *fleetScope) metav1.Condition {
+func redisReadyCondition(fleet *v1beta1.LimiterFleet, s *fleetScope) metav1.Condition {
 	st := &fleet.Status
 	redis := metav1.Condition{Type: v1beta1.RedisReadyCondition, ObservedGeneration: fleet.Generation}
-	switch fleet.Spec.EffectiveRedisMode() {
-	case v1alpha1.RedisExternal:
+	switch fleet.Spec.EffectiveStoreType() {
+	case v1beta1.StoreExternal:
 		redis.Status, redis.Reason = metav1.ConditionTrue, v1beta1.RedisExternalReason
-		redis.Message = "limiters count in the external Redis at " + strings.Join(fleet.Spec.Redis.Addresses, ",")
-		st.Redis = &v1alpha1.RedisStatus{ClusterState: "external"}
-	case v1alpha1.RedisCluster:
+		redis.Message = "limiters count in the external Redis at " + strings.Join(externalAddresses(fleet), ",")
+		st.Redis = &v1beta1.RedisStatus{ClusterState: "external"}
+	case v1beta1.StoreCluster:
 		prev := meta.FindStatusCondition(st.Conditions, v1beta1.RedisReadyCondition)
 		if s.redis == nil && prev != nil && prev.Reason != v1beta1.RedisNotManagedReason && prev.Reason != v1beta1.RedisExternalReason {
 			redis = *prev // the Redis phase did not run: keep what it last observed
@@ -80,13 +79,13 @@ func redisReadyCondition(fleet *v1alpha1.LimiterFleet, s *fleetScope) metav1.Con
 		redisfleet.RecordDataLoss(fleet, prevRedis, st.Redis, s.redis)
 	default:
 		redis.Status, redis.Reason = metav1.ConditionTrue, v1beta1.RedisNotManagedReason
-		redis.Message = "redis mode None: each limiter pod counts in its own memory"
-		st.Redis = &v1alpha1.RedisStatus{ClusterState: "none"}
+		redis.Message = "store type Memory: each limiter pod counts in its own memory"
+		st.Redis = &v1beta1.RedisStatus{ClusterState: "none"}
 	}
 	if s.storeErr != nil {
 		redis.Status, redis.Message = metav1.ConditionFalse, s.storeErr.Error()
 	}
-	limitersReachRedis(&redis, fleet.Spec.EffectiveRedisMode(), s)
+	limitersReachRedis(&redis, fleet.Spec.EffectiveStoreType(), s)
 	return redis
 }
 
@@ -96,12 +95,12 @@ func redisReadyCondition(fleet *v1alpha1.LimiterFleet, s *fleetScope) metav1.Con
 // own too (a replaced node's new IP, a DNS cache): RedisReady is not True
 // while one reports it can't, nor, after the cluster changed, until each
 // has checked it since.
-func limitersReachRedis(redis *metav1.Condition, mode v1alpha1.RedisMode, s *fleetScope) {
+func limitersReachRedis(redis *metav1.Condition, mode v1beta1.StoreType, s *fleetScope) {
 	switch {
-	case mode != v1alpha1.RedisExternal && (mode != v1alpha1.RedisCluster || redis.Status != metav1.ConditionTrue):
+	case mode != v1beta1.StoreExternal && (mode != v1beta1.StoreCluster || redis.Status != metav1.ConditionTrue):
 	case storeUnreachable(s.acks) != "":
 		redis.Status, redis.Reason, redis.Message = metav1.ConditionFalse, v1beta1.StoreUnreachableReason, storeUnreachable(s.acks)
-	case mode == v1alpha1.RedisCluster && s.redis != nil:
+	case mode == v1beta1.StoreCluster && s.redis != nil:
 		if msg := unconfirmed(s.acks, s.redis.SettledAt); msg != "" {
 			redis.Status, redis.Reason, redis.Message = metav1.ConditionFalse, v1beta1.WaitingForLimitersReason, msg
 		}
@@ -110,7 +109,7 @@ func limitersReachRedis(redis *metav1.Condition, mode v1alpha1.RedisMode, s *fle
 
 // snapshotSyncedCondition is SnapshotSynced, from the pods'
 // acknowledgements, with the limiter counts it is computed from.
-func snapshotSyncedCondition(fleet *v1alpha1.LimiterFleet, s *fleetScope) (*v1alpha1.LimitersStatus, metav1.Condition) {
+func snapshotSyncedCondition(fleet *v1beta1.LimiterFleet, s *fleetScope) (*v1beta1.LimitersStatus, metav1.Condition) {
 	synced := metav1.Condition{Type: v1beta1.SnapshotSyncedCondition, ObservedGeneration: fleet.Generation}
 	var acked int32
 	for _, a := range s.acks {
@@ -132,7 +131,7 @@ func snapshotSyncedCondition(fleet *v1alpha1.LimiterFleet, s *fleetScope) (*v1al
 		synced.Message = fmt.Sprintf("%d/%d pods on snapshot %s", acked, ready, s.version)
 	}
 	synced.Message += untrustedNote(s.untrusted)
-	return &v1alpha1.LimitersStatus{Ready: ready, Synced: acked}, synced
+	return &v1beta1.LimitersStatus{Ready: ready, Synced: acked}, synced
 }
 
 // readyCondition is Ready: the pass's error, else RedisReady when it is
@@ -231,4 +230,12 @@ func storeUnreachable(acks []observe.PodAck) string {
 	slices.SortFunc(bad, func(a, b observe.PodAck) int { return strings.Compare(a.Addr, b.Addr) })
 	return fmt.Sprintf("%d/%d limiter pods can't use Redis, and answer by each policy's failureMode: %s: %s",
 		len(bad), len(acks), bad[0].Addr, bad[0].StoreErr)
+}
+
+// externalAddresses is spec.store.external.addresses, or none.
+func externalAddresses(fleet *v1beta1.LimiterFleet) []string {
+	if e := fleet.Spec.Store.External; e != nil {
+		return e.Addresses
+	}
+	return nil
 }

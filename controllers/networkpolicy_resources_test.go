@@ -68,12 +68,12 @@ func TestFleetRendersNetworkPolicies(t *testing.T) {
 	if opts.APIServerEndpoints, err = controllers.APIServerEndpoints(ctx, k8s); err != nil || len(opts.APIServerEndpoints) == 0 {
 		t.Fatalf("the API server's endpoints: %v %v", opts.APIServerEndpoints, err)
 	}
-	eventually(t, 30*time.Second, "the limiters' NetworkPolicy", rendered(resources.LimiterNetworkPolicyName(f), resources.BuildLimiterNetworkPolicy(f, opts)))
-	lim := resources.BuildLimiterNetworkPolicy(f, opts)
+	eventually(t, 30*time.Second, "the limiters' NetworkPolicy", rendered(resources.LimiterNetworkPolicyName(betaOf(f)), resources.BuildLimiterNetworkPolicy(betaOf(f), opts)))
+	lim := resources.BuildLimiterNetworkPolicy(betaOf(f), opts)
 	if !slices.Contains(lim.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) || len(lim.Spec.Egress) != 3 {
 		t.Errorf("the limiters' policy: types %v, egress %+v: want DNS, the API server and Redis", lim.Spec.PolicyTypes, lim.Spec.Egress)
 	}
-	eventually(t, 30*time.Second, "the Redis NetworkPolicy", rendered(resources.RedisNetworkPolicyName(f), resources.BuildRedisNetworkPolicy(f, npOptions)))
+	eventually(t, 30*time.Second, "the Redis NetworkPolicy", rendered(resources.RedisNetworkPolicyName(betaOf(f)), resources.BuildRedisNetworkPolicy(betaOf(f), npOptions)))
 
 	// A selector the API server refuses in a NetworkPolicy.
 	// kubectl's limiterfleet is v1beta1 (the preferred version): patch in
@@ -95,7 +95,7 @@ func TestFleetRendersNetworkPolicies(t *testing.T) {
 	// Mode None: no Redis pods, no Redis policy.
 	kubectl(t, "-n", f.Namespace, "patch", "limiterfleets.v1alpha1.ratelimit.sluice.dev", f.Name, "--type=merge", "-p", `{"spec":{"clients":null,"redis":{"mode":"None"}}}`)
 	eventually(t, 30*time.Second, "the Redis NetworkPolicy gone", func() error {
-		err := k8s.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: resources.RedisNetworkPolicyName(f)}, &networkingv1.NetworkPolicy{})
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: resources.RedisNetworkPolicyName(betaOf(f))}, &networkingv1.NetworkPolicy{})
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there: %v", err)
 		}
@@ -105,5 +105,5 @@ func TestFleetRendersNetworkPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the limiters' NetworkPolicy admits the fleet's namespace again",
-		rendered(resources.LimiterNetworkPolicyName(f), resources.BuildLimiterNetworkPolicy(f, opts)))
+		rendered(resources.LimiterNetworkPolicyName(betaOf(f)), resources.BuildLimiterNetworkPolicy(betaOf(f), opts)))
 }

@@ -19,7 +19,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
@@ -91,7 +91,7 @@ func isObjectInTheWay(err error) bool {
 // cache selects by), through the API server. It returns false when no
 // such object exists, and an objectInTheWayError when one does that the
 // fleet does not control.
-func (r *LimiterFleetReconciler) readOwned(ctx context.Context, fleet *v1alpha1.LimiterFleet, obj, existing client.Object) (bool, error) {
+func (r *LimiterFleetReconciler) readOwned(ctx context.Context, fleet *v1beta1.LimiterFleet, obj, existing client.Object) (bool, error) {
 	key := client.ObjectKeyFromObject(obj)
 	err := r.Get(ctx, key, existing)
 	if apierrors.IsNotFound(err) {

@@ -29,7 +29,7 @@ func TestSnapshotConfigMapInTheWayIsLeftAlone(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, "in-the-way")
 	fleet := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "blocked"}}
-	name := resources.SnapshotConfigMapName(fleet)
+	name := resources.SnapshotConfigMapName(betaOf(fleet))
 	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"team": "other"}},
 		Data: map[string]string{"their.conf": "keep me"}}
 	if err := k8s.Create(ctx, theirs); err != nil {

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	"github.com/sluice-dev/sluice/api/convert"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/observe"
@@ -134,7 +133,7 @@ func (tn tenancy) fleetEntryConflict(p *config.Source, fleets []string) string {
 		if f.Spec.Entries == nil || !slices.Contains(fleets, name) {
 			continue
 		}
-		if msg := config.FleetEntryConflict(convert.Entries(f.Spec.Entries), name, p); msg != "" {
+		if msg := config.FleetEntryConflict(f.Spec.Entries, name, p); msg != "" {
 			return msg
 		}
 	}
@@ -186,12 +185,22 @@ func (c *verdictCache) get(domain string, policies []v1alpha1.RateLimitPolicy, t
 
 // fleetSelects reports whether a fleet serves a policy, given the labels
 // of the policy's namespace. Nil or empty selectors select everything.
-func fleetSelects(fleet *v1alpha1.LimiterFleet, p *v1alpha1.RateLimitPolicy, nsLabels map[string]string) (bool, error) {
-	ok, err := selectorMatches(fleet.Spec.NamespaceSelector, nsLabels)
+func fleetSelects(fleet *v1beta1.LimiterFleet, p *v1alpha1.RateLimitPolicy, nsLabels map[string]string) (bool, error) {
+	sel, nsSel := fleetSelectors(fleet)
+	ok, err := selectorMatches(nsSel, nsLabels)
 	if err != nil || !ok {
 		return false, err
 	}
-	return selectorMatches(fleet.Spec.PolicySelector, p.Labels)
+	return selectorMatches(sel, p.Labels)
+}
+
+// fleetSelectors are a fleet's spec.policies.selector and
+// namespaceSelector, nil when unset.
+func fleetSelectors(fleet *v1beta1.LimiterFleet) (policies, namespaces *metav1.LabelSelector) {
+	if p := fleet.Spec.Policies; p != nil {
+		return p.Selector, p.NamespaceSelector
+	}
+	return nil, nil
 }
 
 func selectorMatches(sel *metav1.LabelSelector, set map[string]string) (bool, error) {
@@ -207,7 +216,7 @@ func selectorMatches(sel *metav1.LabelSelector, set map[string]string) (bool, er
 
 // fleetView is a fleet with what its ready pods have loaded.
 type fleetView struct {
-	Fleet   *v1alpha1.LimiterFleet
+	Fleet   *v1beta1.LimiterFleet
 	Version string // the snapshot the operator wrote
 	Pods    []observe.PodAck
 }
@@ -239,7 +248,7 @@ func enforcedCondition(p *v1alpha1.RateLimitPolicy, accepted bool, fleets []flee
 		if len(f.Pods) == 0 || synced < len(f.Pods) {
 			pending = append(pending, fmt.Sprintf("fleet %s: %d/%d pods on snapshot %s", name, synced, len(f.Pods), shortVersion(f.Version)))
 		}
-		if f.Fleet.Spec.EffectiveEnforcement() == v1alpha1.EnforcementDisabled {
+		if f.Fleet.Spec.EffectiveEnforcement() == v1beta1.EnforcementDisabled {
 			disabled = append(disabled, name)
 		}
 	}
@@ -355,7 +364,7 @@ func shortVersion(v string) string {
 // redisFailover is what the fleet's RedisReady tells of lost primaries
 // ("shard 1: primary ... lost (...), ... serves its slots (seen at ...)"), in
 // parentheses to follow a store outage, or "".
-func redisFailover(f *v1alpha1.LimiterFleet) string {
+func redisFailover(f *v1beta1.LimiterFleet) string {
 	c := meta.FindStatusCondition(f.Status.Conditions, v1beta1.RedisReadyCondition)
 	if c == nil || c.Status != metav1.ConditionFalse {
 		return ""

@@ -50,10 +50,10 @@ func TestDecideAcceptance(t *testing.T) {
 	}
 	// One fleet allows every namespace to use both domains: conflicts are
 	// decided among all of them.
-	open := tenancy{fleets: []v1alpha1.LimiterFleet{{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "all"},
-		Spec: v1alpha1.LimiterFleetSpec{Domains: []v1alpha1.FleetDomain{
-			{Name: "d", AllowedNamespaces: &v1alpha1.AllowedNamespaces{From: ptr.To(v1alpha1.NamespacesFromAll)}},
-			{Name: "e", AllowedNamespaces: &v1alpha1.AllowedNamespaces{From: ptr.To(v1alpha1.NamespacesFromAll)}},
+	open := tenancy{fleets: []v1beta1.LimiterFleet{{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "all"},
+		Spec: v1beta1.LimiterFleetSpec{Domains: []v1beta1.FleetDomain{
+			{Name: "d", AllowedNamespaces: &v1beta1.AllowedNamespaces{From: ptr.To(v1beta1.NamespacesFromAll)}},
+			{Name: "e", AllowedNamespaces: &v1beta1.AllowedNamespaces{From: ptr.To(v1beta1.NamespacesFromAll)}},
 		}}}}}
 	got := decideAcceptance(all, open)
 	want := map[string]string{
@@ -105,7 +105,7 @@ func TestFleetSelects(t *testing.T) {
 		{name: "namespace label missing", nss: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}},
 		{name: "bad selector", pols: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: "Nope"}}}, wantErrText: "Nope"},
 	} {
-		f := &v1alpha1.LimiterFleet{Spec: v1alpha1.LimiterFleetSpec{PolicySelector: tc.pols, NamespaceSelector: tc.nss}}
+		f := &v1beta1.LimiterFleet{Spec: v1beta1.LimiterFleetSpec{Policies: &v1beta1.PolicySelection{Selector: tc.pols, NamespaceSelector: tc.nss}}}
 		got, err := fleetSelects(f, &p, tc.nsLabels)
 		if tc.wantErrText != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErrText) {
@@ -123,10 +123,10 @@ func TestEnforcedCondition(t *testing.T) {
 	p := pol("ns", "p", 0, "d", "k")
 	p.Generation = 3
 	uid := string(p.UID)
-	fleet := func(name string, disabled bool) *v1alpha1.LimiterFleet {
-		f := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: name}}
+	fleet := func(name string, disabled bool) *v1beta1.LimiterFleet {
+		f := &v1beta1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: name}}
 		if disabled {
-			f.Spec.Enforcement = ptr.To(v1alpha1.EnforcementDisabled)
+			f.Spec.Enforcement = ptr.To(v1beta1.EnforcementDisabled)
 		}
 		return f
 	}
@@ -172,7 +172,7 @@ func TestEnforcedCondition(t *testing.T) {
 // enforcement window counts decisions answered by the failure mode.
 func TestDegradedCondition(t *testing.T) {
 	p := pol("ns", "p", 0, "d", "k")
-	fleet := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "f"}}
+	fleet := &v1beta1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "f"}}
 	down := []fleetView{{Fleet: fleet, Pods: []observe.PodAck{{Answered: true, Degraded: map[string]string{"ns/p": "Open"}}, {Answered: true}}}}
 	up := []fleetView{{Fleet: fleet, Pods: []observe.PodAck{{Answered: true}, {Answered: true}}}}
 	failingOver := fleet.DeepCopy()

@@ -131,7 +131,7 @@ func (r *RateLimitPolicyReconciler) fleetViews(ctx context.Context, p *v1alpha1.
 		return nil, nil, true, nil
 	}
 	// Every fleet: each has its own selectors, and there are few.
-	var fleets v1alpha1.LimiterFleetList
+	var fleets v1beta1.LimiterFleetList
 	if err := r.List(ctx, &fleets); err != nil {
 		return nil, nil, false, err
 	}
@@ -212,10 +212,10 @@ func (r *RateLimitPolicyReconciler) SetupWithManager(ctx context.Context, mgr ct
 		For(&v1alpha1.RateLimitPolicy{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, fallbacksChanged))).
 		Watches(&v1alpha1.RateLimitPolicy{}, handler.EnqueueRequestsFromMapFunc(r.sameDomain),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&v1alpha1.LimiterFleet{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfFleet)).
+		Watches(&v1beta1.LimiterFleet{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfFleet)).
 		// Domain ownership: a fleet's spec and namespaces' labels decide
 		// which policies are allowed, and so which conflict.
-		Watches(&v1alpha1.LimiterFleet{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfFleetDomains),
+		Watches(&v1beta1.LimiterFleet{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfFleetDomains),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfNamespace),
 			builder.WithPredicates(predicate.LabelChangedPredicate{})).
@@ -271,7 +271,7 @@ func (r *RateLimitPolicyReconciler) sameDomain(ctx context.Context, obj client.O
 // a policy's labels changed, or the fleet is gone). An update maps both
 // the old and the new fleet.
 func (r *RateLimitPolicyReconciler) policiesOfFleet(ctx context.Context, obj client.Object) []reconcile.Request {
-	fleet := obj.(*v1alpha1.LimiterFleet)
+	fleet := obj.(*v1beta1.LimiterFleet)
 	served := r.servedBy(ctx, client.ObjectKeyFromObject(fleet))
 	selected, err := r.selectedBy(ctx, fleet)
 	if err != nil {
@@ -286,7 +286,7 @@ func (r *RateLimitPolicyReconciler) policiesOfFleet(ctx context.Context, obj cli
 // alone, to the policies of that fleet.
 func (r *RateLimitPolicyReconciler) policiesOfAckedFleet(ctx context.Context, obj client.Object) []reconcile.Request {
 	key := client.ObjectKeyFromObject(obj)
-	fleet := &v1alpha1.LimiterFleet{}
+	fleet := &v1beta1.LimiterFleet{}
 	if err := r.Get(ctx, key, fleet); err != nil {
 		if !apierrors.IsNotFound(err) {
 			logf.FromContext(ctx).Error(err, "Reading an acknowledged fleet", "fleet", key)
@@ -303,9 +303,10 @@ func (r *RateLimitPolicyReconciler) servedBy(ctx context.Context, fleet types.Na
 
 // selectedBy lists the policies a fleet selects, as fleetSelects decides.
 // A bad selector selects nothing (the fleet's status reports it).
-func (r *RateLimitPolicyReconciler) selectedBy(ctx context.Context, fleet *v1alpha1.LimiterFleet) ([]reconcile.Request, error) {
+func (r *RateLimitPolicyReconciler) selectedBy(ctx context.Context, fleet *v1beta1.LimiterFleet) ([]reconcile.Request, error) {
 	opts := []client.ListOption{}
-	if sel := fleet.Spec.PolicySelector; sel != nil {
+	policySel, nsSel := fleetSelectors(fleet)
+	if sel := policySel; sel != nil {
 		s, err := metav1.LabelSelectorAsSelector(sel)
 		if err != nil {
 			return nil, nil
@@ -313,7 +314,7 @@ func (r *RateLimitPolicyReconciler) selectedBy(ctx context.Context, fleet *v1alp
 		opts = append(opts, client.MatchingLabelsSelector{Selector: s})
 	}
 	var namespaces map[string]bool // nil: every namespace
-	if sel := fleet.Spec.NamespaceSelector; sel != nil {
+	if sel := nsSel; sel != nil {
 		s, err := metav1.LabelSelectorAsSelector(sel)
 		if err != nil {
 			return nil, nil

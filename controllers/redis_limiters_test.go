@@ -7,9 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/observe"
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
@@ -48,8 +46,8 @@ func TestClusterRedisReadyFromLimiters(t *testing.T) {
 		{"the operator's own view comes first", rediscluster.Result{Status: rediscluster.Status{ClusterState: "fail", Operation: rediscluster.OperationHealing}}, t0,
 			[]observe.PodAck{ack("a:1", t0.Add(time.Second), "ping failed")}, "False", v1beta1.HealingReason, ""},
 	} {
-		fleet := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "f", Generation: 1},
-			Spec: v1alpha1.LimiterFleetSpec{Redis: v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisCluster)}}}
+		fleet := &v1beta1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "f", Generation: 1},
+			Spec: v1beta1.LimiterFleetSpec{Store: v1beta1.Store{Type: v1beta1.StoreCluster}}}
 		s := &fleetScope{fleet: fleet, acks: tc.acks, redis: &redisfleet.Scope{Now: t0.Add(time.Minute), Result: tc.result, SettledAt: tc.settledAt}}
 		computeFleetStatus(fleet, s, nil)
 		c := meta.FindStatusCondition(fleet.Status.Conditions, v1beta1.RedisReadyCondition)

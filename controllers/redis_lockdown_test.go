@@ -395,14 +395,14 @@ func TestRedisClusterTLS(t *testing.T) {
 			t.Errorf("%s: replica not in sync:\n%s", p.name, info)
 		}
 	}
-	ca := rf.secret(t, resources.RedisCASecretName(f))
-	tlsSecret := rf.secret(t, resources.RedisTLSSecretName(f))
+	ca := rf.secret(t, resources.RedisCASecretName(betaOf(f)))
+	tlsSecret := rf.secret(t, resources.RedisTLSSecretName(betaOf(f)))
 	for _, s := range []*corev1.Secret{ca, tlsSecret} {
 		if !metav1.IsControlledBy(s, f) {
 			t.Errorf("Secret %s is not controlled by the fleet", s.Name)
 		}
 	}
-	conf, err := redisfleet.RedisClientTLS(f, tlsSecret)
+	conf, err := redisfleet.RedisClientTLS(betaOf(f), tlsSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +423,7 @@ func TestRedisClusterTLS(t *testing.T) {
 	if err := plain.Ping(ctx).Err(); err == nil || strings.HasPrefix(err.Error(), "NOAUTH") {
 		t.Errorf("a plain-text PING to the pod's port: %v, want no Redis reply", err)
 	}
-	otherCA, _, err := redisfleet.NewRedisCA(f, time.Now())
+	otherCA, _, err := redisfleet.NewRedisCA(betaOf(f), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +474,7 @@ func TestRedisClusterTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	oldPEM, oldKey, err := redisfleet.IssueRedisCert(f, caCert, time.Now().Add(-70*24*time.Hour))
+	oldPEM, oldKey, err := redisfleet.IssueRedisCert(betaOf(f), caCert, time.Now().Add(-70*24*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -483,8 +483,8 @@ func TestRedisClusterTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 60*time.Second, "a new certificate", func() error {
-		s := rf.secret(t, resources.RedisTLSSecretName(f))
-		if why := redisfleet.RedisCertCurrent(f, caCert, s.Data["tls.crt"], time.Now()); why != "" {
+		s := rf.secret(t, resources.RedisTLSSecretName(betaOf(f)))
+		if why := redisfleet.RedisCertCurrent(betaOf(f), caCert, s.Data["tls.crt"], time.Now()); why != "" {
 			return fmt.Errorf("the certificate is not current: %s", why)
 		}
 		if h := statefulSetAnnotation(t, f, resources.RedisTLSHashAnnotation); h == hashBefore || h == "" {
@@ -498,7 +498,7 @@ func TestRedisClusterTLS(t *testing.T) {
 func statefulSetAnnotation(t *testing.T, f *v1alpha1.LimiterFleet, name string) string {
 	t.Helper()
 	set := &appsv1.StatefulSet{}
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: resources.RedisShardName(f, 0)}, set); err != nil {
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: resources.RedisShardName(betaOf(f), 0)}, set); err != nil {
 		t.Fatal(err)
 	}
 	return set.Spec.Template.Annotations[name]
@@ -517,7 +517,7 @@ func TestRedisClusterTLSOwnCA(t *testing.T) {
 	if c := condition(f.Status.Conditions, v1beta1.RedisReadyCondition); !strings.Contains(c.Message, "Secret redis-own-ca/team-ca not found") {
 		t.Errorf("RedisReady message %q does not name the CA Secret", c.Message)
 	}
-	ca, keyPEM, err := redisfleet.NewRedisCA(f, time.Now())
+	ca, keyPEM, err := redisfleet.NewRedisCA(betaOf(f), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -527,14 +527,14 @@ func TestRedisClusterTLSOwnCA(t *testing.T) {
 		t.Fatal(err)
 	}
 	rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1beta1.WaitingForNodesReason) // no pods: past the Secrets
-	s := rf.secret(t, resources.RedisTLSSecretName(f))
-	if why := redisfleet.RedisCertCurrent(f, ca, s.Data["tls.crt"], time.Now()); why != "" {
+	s := rf.secret(t, resources.RedisTLSSecretName(betaOf(f)))
+	if why := redisfleet.RedisCertCurrent(betaOf(f), ca, s.Data["tls.crt"], time.Now()); why != "" {
 		t.Errorf("the node certificate: %s", why)
 	}
 	if string(s.Data["ca.crt"]) != string(ca.CertPEM) {
 		t.Errorf("ca.crt is not the team's CA")
 	}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: resources.RedisCASecretName(f)}, &corev1.Secret{}); err == nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: resources.RedisCASecretName(betaOf(f))}, &corev1.Secret{}); err == nil {
 		t.Errorf("the operator created a CA of its own")
 	}
 }

@@ -191,7 +191,7 @@ const testAdmin, testAdminPW = "sluice-test", "test-admin-pw"
 // plain-text one for the test's own hands only.
 func renderedDirectives(fleet *v1alpha1.LimiterFleet, secretDirs map[string]string) []string {
 	var out []string
-	for _, line := range strings.Split(strings.TrimSpace(resources.RedisConfig(fleet)), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(resources.RedisConfig(betaOf(fleet))), "\n") {
 		name, _, _ := strings.Cut(line, " ")
 		switch name {
 		case "port", "bind", "dir", "cluster-config-file", "save":
@@ -216,7 +216,7 @@ func newRedisFleet(t *testing.T, ns, name string, shards, replicas int32, mutate
 // generates, and returns it.
 func (rf *redisFleet) authSecret(t testing.TB) *corev1.Secret {
 	t.Helper()
-	return rf.secret(t, resources.RedisAuthSecretName(rf.fleet))
+	return rf.secret(t, resources.RedisAuthSecretName(betaOf(rf.fleet)))
 }
 
 // secret waits for a Secret of the fleet's namespace and returns it.
@@ -238,11 +238,11 @@ func (rf *redisFleet) secret(t testing.TB, name string) *corev1.Secret {
 func (rf *redisFleet) startNode(t *testing.T, p *redisPod, ip string) {
 	t.Helper()
 	dirs := map[string]string{"/etc/redis-auth": filepath.Join(p.dir, "auth")}
-	files := map[string]*corev1.Secret{"/etc/redis-auth": rf.secret(t, resources.RedisAuthSecretName(rf.fleet))}
+	files := map[string]*corev1.Secret{"/etc/redis-auth": rf.secret(t, resources.RedisAuthSecretName(betaOf(rf.fleet)))}
 	addr := ip + ":6379"
-	if resources.RedisTLSEnabled(rf.fleet) {
+	if resources.RedisTLSEnabled(betaOf(rf.fleet)) {
 		dirs["/etc/redis-tls"] = filepath.Join(p.dir, "tls")
-		files["/etc/redis-tls"] = rf.secret(t, resources.RedisTLSSecretName(rf.fleet))
+		files["/etc/redis-tls"] = rf.secret(t, resources.RedisTLSSecretName(betaOf(rf.fleet)))
 		addr = ip + ":6380"
 	}
 	for mount, s := range files {
@@ -287,7 +287,7 @@ func (rf *redisFleet) limiterPod(t *testing.T) (args, env []string) {
 	t.Helper()
 	dep := &appsv1.Deployment{}
 	eventually(t, 30*time.Second, "the limiter Deployment", func() error {
-		return k8s.Get(context.Background(), client.ObjectKey{Namespace: rf.fleet.Namespace, Name: resources.LimiterName(rf.fleet)}, dep)
+		return k8s.Get(context.Background(), client.ObjectKey{Namespace: rf.fleet.Namespace, Name: resources.LimiterName(betaOf(rf.fleet))}, dep)
 	})
 	return asKubelet(t, dep)
 }
@@ -296,12 +296,12 @@ func (rf *redisFleet) limiterPod(t *testing.T) (args, env []string) {
 // creates its Pod object with that status.podIP.
 func (rf *redisFleet) addPod(t *testing.T, shard, ordinal int) *redisPod {
 	t.Helper()
-	p := &redisPod{name: fmt.Sprintf("%s-%d", resources.RedisShardName(rf.fleet, shard), ordinal), shard: shard, ordinal: ordinal, dir: t.TempDir()}
+	p := &redisPod{name: fmt.Sprintf("%s-%d", resources.RedisShardName(betaOf(rf.fleet), shard), ordinal), shard: shard, ordinal: ordinal, dir: t.TempDir()}
 	rf.pods = append(rf.pods, p)
 	ip := nextRedisIP(t)
 	p.firstIP = ip
 	rf.startNode(t, p, ip)
-	labels := resources.RedisLabels(rf.fleet)
+	labels := resources.RedisLabels(betaOf(rf.fleet))
 	labels[resources.LabelRedisShard] = strconv.Itoa(shard)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: rf.fleet.Namespace, Name: p.name, Labels: labels},
@@ -443,11 +443,11 @@ func TestRedisClusterBootstrap(t *testing.T) {
 	}
 
 	// The objects, each owned by the fleet.
-	objs := []client.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: resources.RedisConfigMapName(f)}},
-		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: resources.RedisName(f)}}}
+	objs := []client.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: resources.RedisConfigMapName(betaOf(f))}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: resources.RedisName(betaOf(f))}}}
 	for s := range 3 {
-		objs = append(objs, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: resources.RedisShardName(f, s)}},
-			&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: resources.RedisShardName(f, s)}})
+		objs = append(objs, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: resources.RedisShardName(betaOf(f), s)}},
+			&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: resources.RedisShardName(betaOf(f), s)}})
 	}
 	for _, o := range objs {
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: o.GetName()}, o); err != nil {
@@ -457,7 +457,7 @@ func TestRedisClusterBootstrap(t *testing.T) {
 		}
 	}
 	dep := &appsv1.Deployment{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: resources.LimiterName(f)}, dep); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: resources.LimiterName(betaOf(f))}, dep); err != nil {
 		t.Fatal(err)
 	}
 	if args := strings.Join(dep.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(args, "--store=redis-cluster://boot-redis-0-0.boot-redis.redis-boot.svc:6379,") {
@@ -571,7 +571,7 @@ func TestRedisClusterBadNodes(t *testing.T) {
 		// the fleet made before its shards were lowered (under an old CRD)
 		// is the same to the operator. (One the fleet does not control is
 		// in the way: the operator never takes it.)
-		extra := resources.BuildRedisStatefulSet(rf.fleet, 3, "", resources.RedisSecretHashes{})
+		extra := resources.BuildRedisStatefulSet(betaOf(rf.fleet), 3, "", resources.RedisSecretHashes{})
 		extra.TypeMeta = metav1.TypeMeta{}
 		if err := controllerutil.SetControllerReference(rf.get(t), extra, scheme); err != nil {
 			t.Fatal(err)
@@ -640,7 +640,7 @@ func createRedisFleet(t *testing.T, ns, name string, shards, replicas int32, ext
 	}
 	t.Cleanup(func() {
 		deleteFleet(t, f)
-		_ = k8s.DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(ns), client.MatchingLabels(resources.RedisSelectorLabels(f)))
+		_ = k8s.DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(ns), client.MatchingLabels(resources.RedisSelectorLabels(betaOf(f))))
 	})
 	return &redisFleet{fleet: f, extra: extra}
 }
@@ -722,7 +722,7 @@ func (rf *redisFleet) startLimiters(t *testing.T, n int) *limiterLoad {
 	t.Helper()
 	var seeds []string
 	for shard := range int(v1alpha1.MinShards) {
-		seeds = append(seeds, startSeed(t, rf.fleet.Namespace, fmt.Sprintf("%s-0", resources.RedisShardName(rf.fleet, shard))))
+		seeds = append(seeds, startSeed(t, rf.fleet.Namespace, fmt.Sprintf("%s-0", resources.RedisShardName(betaOf(rf.fleet), shard))))
 	}
 	// The limiters authenticate, and verify TLS, as the kubelet would start
 	// them: the Deployment's scheme, --redis-* flags and env.
@@ -1166,13 +1166,13 @@ func TestRedisObjectsGoWithModeCluster(t *testing.T) {
 	t.Cleanup(func() { deleteFleet(t, f) })
 	// Someone else's PDB with the fleet's Redis labels: not the operator's.
 	foreign := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "not-ours", Labels: resources.RedisSelectorLabels(f)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "not-ours", Labels: resources.RedisSelectorLabels(betaOf(f))},
 		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))},
 	}
 	if err := k8s.Create(ctx, foreign); err != nil {
 		t.Fatal(err)
 	}
-	inFleet := []client.ListOption{client.InNamespace(ns), client.MatchingLabels(resources.RedisSelectorLabels(f))}
+	inFleet := []client.ListOption{client.InNamespace(ns), client.MatchingLabels(resources.RedisSelectorLabels(betaOf(f)))}
 	count := func() (sets, pdbs, named int) {
 		var ss appsv1.StatefulSetList
 		var ps policyv1.PodDisruptionBudgetList
@@ -1182,13 +1182,13 @@ func TestRedisObjectsGoWithModeCluster(t *testing.T) {
 		if err := k8s.List(ctx, &ps, inFleet...); err != nil {
 			t.Fatal(err)
 		}
-		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RedisName(f)}, &corev1.Service{}) == nil {
+		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RedisName(betaOf(f))}, &corev1.Service{}) == nil {
 			named++
 		}
-		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RedisConfigMapName(f)}, &corev1.ConfigMap{}) == nil {
+		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RedisConfigMapName(betaOf(f))}, &corev1.ConfigMap{}) == nil {
 			named++
 		}
-		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RedisAuthSecretName(f)}, &corev1.Secret{}) == nil {
+		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RedisAuthSecretName(betaOf(f))}, &corev1.Secret{}) == nil {
 			named++
 		}
 		return len(ss.Items), len(ps.Items), named
@@ -1228,7 +1228,7 @@ func TestRedisClusterDataLoss(t *testing.T) {
 	countBefore := controllers.RedisDataLossCount(key)
 
 	// Pod 1-0 is deleted and comes back empty on a new IP.
-	victim := rf.pod(t, resources.RedisShardName(rf.fleet, 1)+"-0")
+	victim := rf.pod(t, resources.RedisShardName(betaOf(rf.fleet), 1)+"-0")
 	victim.srv.Stop()
 	victim.dir = t.TempDir()
 	ip := nextRedisIP(t)
@@ -1335,7 +1335,7 @@ func TestRedisPodReplacedLimitersFollow(t *testing.T) {
 		return load.errorsOfClass(t, "connection"), opened, open
 	}
 
-	victim := rf.pod(t, resources.RedisShardName(rf.fleet, 1)+"-0")
+	victim := rf.pod(t, resources.RedisShardName(betaOf(rf.fleet), 1)+"-0")
 	oldAddr := victim.addr()
 	_, errsBefore := load.summary(t)
 	victim.shutdown(t)
@@ -1389,7 +1389,7 @@ func TestRedisReadyNeedsTheLimiters(t *testing.T) {
 	rf := newRedisFleetExtra(t, "redis-unreachable", "unreachable", 3, 0,
 		[]string{"cluster-preferred-endpoint-type hostname", "cluster-announce-hostname " + testnet.IP(98)})
 	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1beta1.ClusterOKReason)
-	fleetPodsWithEnv(t, rf.fleet, 2, "redis-cluster://"+startSeed(t, rf.fleet.Namespace, resources.RedisShardName(rf.fleet, 0)+"-0"), rf.limiterEnv(t))
+	fleetPodsWithEnv(t, rf.fleet, 2, "redis-cluster://"+startSeed(t, rf.fleet.Namespace, resources.RedisShardName(betaOf(rf.fleet), 0)+"-0"), rf.limiterEnv(t))
 	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionFalse, v1beta1.StoreUnreachableReason)
 	// The condition turns False on the first pod's report; the message
 	// names both once the second pod has answered too.
@@ -1435,10 +1435,10 @@ func TestRedisPasswordChangeRollsLimiters(t *testing.T) {
 	templates := func() (limiter, redis string) {
 		dep := &appsv1.Deployment{}
 		set := &appsv1.StatefulSet{}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.LimiterName(rf.fleet)}, dep); err != nil {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.LimiterName(betaOf(rf.fleet))}, dep); err != nil {
 			t.Fatal(err)
 		}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RedisShardName(rf.fleet, 0)}, set); err != nil {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RedisShardName(betaOf(rf.fleet), 0)}, set); err != nil {
 			t.Fatal(err)
 		}
 		return dep.Spec.Template.Annotations[resources.RedisLimiterAuthAnnotation], set.Spec.Template.Annotations[resources.RedisAuthHashAnnotation]
@@ -1516,8 +1516,8 @@ func TestRedisPodDeletedHandsOver(t *testing.T) {
 	writeKeys(t, rf.clusterClient(t), "kept", 300)
 	load := rf.startLimiters(t, 2)
 	load.waitAnswers(t, 200)
-	victim := rf.pod(t, resources.RedisShardName(rf.fleet, 1)+"-0")
-	heir := resources.RedisShardName(rf.fleet, 1) + "-1"
+	victim := rf.pod(t, resources.RedisShardName(betaOf(rf.fleet), 1)+"-0")
+	heir := resources.RedisShardName(betaOf(rf.fleet), 1) + "-1"
 	_, errsBefore := load.summary(t)
 	answeredBefore := load.answers()
 

@@ -74,11 +74,11 @@ spec:
 	// EndpointSlice controller would list it, since it matches the
 	// Service's selector.
 	dep := &appsv1.Deployment{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: resources.LimiterName(fleet)}, dep); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: resources.LimiterName(betaOf(fleet))}, dep); err != nil {
 		t.Fatal(err)
 	}
 	rs := &appsv1.ReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: fleet.Namespace, Name: resources.LimiterName(fleet) + "-rogue", Labels: dep.Spec.Template.Labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: fleet.Namespace, Name: resources.LimiterName(betaOf(fleet)) + "-rogue", Labels: dep.Spec.Template.Labels},
 		Spec:       appsv1.ReplicaSetSpec{Replicas: ptr.To(int32(1)), Selector: dep.Spec.Selector, Template: dep.Spec.Template},
 	}
 	if err := k8s.Create(ctx, rs); err != nil {
@@ -87,7 +87,7 @@ spec:
 	pod := limiterPod(t, fleet, "rogue-limiter", rogue.podIP,
 		[]metav1.OwnerReference{*metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))})
 	slice := &discoveryv1.EndpointSlice{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: resources.LimiterName(fleet) + "-abcde"}, slice); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: resources.LimiterName(betaOf(fleet)) + "-abcde"}, slice); err != nil {
 		t.Fatal(err)
 	}
 	slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/sluice-dev/sluice/api/convert"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
@@ -251,7 +251,7 @@ func snapshotFullMessage(fleet types.NamespacedName, kept, stored int) string {
 // inputsFingerprint identifies what a fleet's snapshot is made of besides
 // the policies' order: their identities and generations, the enforcement,
 // the pod count, the forward-auth mappings and the tenant budgets.
-func inputsFingerprint(policies []v1alpha1.RateLimitPolicy, doc config.Document, budgets *v1alpha1.TenantBudgets) string {
+func inputsFingerprint(policies []v1alpha1.RateLimitPolicy, doc config.Document, budgets *v1beta1.TenantBudgets) string {
 	h := sha256.New()
 	for i := range policies {
 		p := &policies[i]
@@ -268,7 +268,7 @@ func inputsFingerprint(policies []v1alpha1.RateLimitPolicy, doc config.Document,
 // fits in its ConfigMap, proves the limiters can load it, records it in s,
 // and publishes the fleet's refusals.
 func (r *LimiterFleetReconciler) fitSnapshot(ctx context.Context, s *fleetScope, selected []v1alpha1.RateLimitPolicy, enforcement config.Enforcement) (*fittedSnapshot, error) {
-	base := config.Document{Enforcement: enforcement, ForwardAuth: convert.ForwardAuth(s.fleet.Spec.ForwardAuth), Budgets: documentBudgets(&s.fleet.Spec)}
+	base := config.Document{Enforcement: enforcement, ForwardAuth: fleetForwardAuth(&s.fleet.Spec), Budgets: documentBudgets(&s.fleet.Spec)}
 	sources, err := sourcesByName(selected) // limitersource.go
 	if err != nil {
 		return nil, err
@@ -312,7 +312,7 @@ func (r *LimiterFleetReconciler) fitSnapshot(ctx context.Context, s *fleetScope,
 
 // snapshotShares is each namespace's share of the fleet's snapshot, from
 // spec.tenantBudget.
-func snapshotShares(spec *v1alpha1.LimiterFleetSpec) func(ns string) namespaceShare {
+func snapshotShares(spec *v1beta1.LimiterFleetSpec) func(ns string) namespaceShare {
 	return func(ns string) namespaceShare {
 		b := spec.EffectiveBudget(ns)
 		return namespaceShare{policies: int(*b.MaxPoliciesPerNamespace), bytes: int(*b.MaxSnapshotBytesPerNamespace)}
@@ -321,8 +321,8 @@ func snapshotShares(spec *v1alpha1.LimiterFleetSpec) func(ns string) namespaceSh
 
 // documentBudgets are the budgets the fleet's limiters enforce, resolved
 // for the snapshot: the default, and each overridden namespace's.
-func documentBudgets(spec *v1alpha1.LimiterFleetSpec) *config.Budgets {
-	limiterBudget := func(b v1alpha1.TenantBudget) config.NamespaceBudget {
+func documentBudgets(spec *v1beta1.LimiterFleetSpec) *config.Budgets {
+	limiterBudget := func(b v1beta1.TenantBudget) config.NamespaceBudget {
 		return config.NamespaceBudget{MaxPoliciesPerRequest: *b.MaxPoliciesPerRequest, StoreCallsPerSecond: *b.StoreCallsPerSecondPerNamespace}
 	}
 	// No override names the empty namespace: this is the fleet's budget.
@@ -336,4 +336,12 @@ func documentBudgets(spec *v1alpha1.LimiterFleetSpec) *config.Budgets {
 		}
 	}
 	return out
+}
+
+// fleetForwardAuth is spec.dataPlane.forwardAuth, or none.
+func fleetForwardAuth(spec *v1beta1.LimiterFleetSpec) []v1beta1.ForwardAuth {
+	if spec.DataPlane == nil {
+		return nil
+	}
+	return spec.DataPlane.ForwardAuth
 }

@@ -156,7 +156,7 @@ func TestSnapshotFullRefusesNewestPolicies(t *testing.T) {
 		}
 	}
 	cm := &corev1.ConfigMap{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.SnapshotConfigMapName(fleet)}, cm); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.SnapshotConfigMapName(betaOf(fleet))}, cm); err != nil {
 		t.Fatal(err)
 	}
 	size := 0

@@ -180,7 +180,7 @@ func TestSystem(t *testing.T) {
 
 	t.Run("a ConfigMap edited by hand is put back", func(t *testing.T) {
 		cm := &corev1.ConfigMap{}
-		key := client.ObjectKey{Namespace: fleet.Namespace, Name: resources.SnapshotConfigMapName(fleet)}
+		key := client.ObjectKey{Namespace: fleet.Namespace, Name: resources.SnapshotConfigMapName(betaOf(fleet))}
 		if err := k8s.Get(ctx, key, cm); err != nil {
 			t.Fatal(err)
 		}
@@ -267,7 +267,7 @@ func TestSystem(t *testing.T) {
 func deleteFleet(t testing.TB, f *v1alpha1.LimiterFleet) {
 	ctx := context.Background()
 	_ = k8s.DeleteAllOf(ctx, &discoveryv1.EndpointSlice{}, client.InNamespace(f.Namespace),
-		client.MatchingLabels{discoveryv1.LabelServiceName: resources.LimiterName(f)})
+		client.MatchingLabels{discoveryv1.LabelServiceName: resources.LimiterName(betaOf(f))})
 	if err := k8s.Delete(ctx, f); err != nil && !apierrors.IsNotFound(err) {
 		t.Errorf("deleting fleet %s/%s: %v", f.Namespace, f.Name, err)
 	}
@@ -352,10 +352,10 @@ func TestFleetRendersLimiters(t *testing.T) {
 	t.Cleanup(func() { deleteFleet(t, f) })
 	var dep appsv1.Deployment
 	eventually(t, 30*time.Second, "the limiter Deployment", func() error {
-		return k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: resources.LimiterName(f)}, &dep)
+		return k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: resources.LimiterName(betaOf(f))}, &dep)
 	})
 	args := strings.Join(dep.Spec.Template.Spec.Containers[0].Args, " ")
-	for _, want := range []string{"--snapshot-configmap=render/" + resources.SnapshotConfigMapName(f), "--store=redis-cluster://redis-0.redis:6379,redis-1.redis:6379"} {
+	for _, want := range []string{"--snapshot-configmap=render/" + resources.SnapshotConfigMapName(betaOf(f)), "--store=redis-cluster://redis-0.redis:6379,redis-1.redis:6379"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("limiter args %q lack %q", args, want)
 		}
@@ -369,9 +369,9 @@ func TestFleetRendersLimiters(t *testing.T) {
 		t.Errorf("terminationGracePeriodSeconds %v, args %q: want a grace period past --drain-delay=%v and the 10s shutdown", grace, args, resources.LimiterDrainDelay)
 	}
 	for _, obj := range []client.Object{&corev1.Service{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &corev1.ConfigMap{}, &policyv1.PodDisruptionBudget{}} {
-		name := resources.LimiterName(f)
+		name := resources.LimiterName(betaOf(f))
 		if _, ok := obj.(*corev1.ConfigMap); ok {
-			name = resources.SnapshotConfigMapName(f)
+			name = resources.SnapshotConfigMapName(betaOf(f))
 		}
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: name}, obj); err != nil {
 			t.Errorf("%T %s: %v", obj, name, err)
@@ -381,7 +381,7 @@ func TestFleetRendersLimiters(t *testing.T) {
 	}
 	// The limiter pods' PodDisruptionBudget: one eviction at a time.
 	pdb := &policyv1.PodDisruptionBudget{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: resources.LimiterName(f)}, pdb); err == nil &&
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: resources.LimiterName(betaOf(f))}, pdb); err == nil &&
 		(pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.Selector == nil ||
 			pdb.Spec.Selector.MatchLabels[resources.LabelInstance] != "edge") {
 		t.Errorf("limiter PodDisruptionBudget %+v: want maxUnavailable 1 over the fleet's limiter pods", pdb.Spec)
@@ -389,7 +389,7 @@ func TestFleetRendersLimiters(t *testing.T) {
 	// The headless Service, for gateways that balance each call over the
 	// pods themselves (kube-proxy balances connections).
 	headless := &corev1.Service{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: resources.LimiterHeadlessName(f)}, headless); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: resources.LimiterHeadlessName(betaOf(f))}, headless); err != nil {
 		t.Errorf("headless Service: %v", err)
 	} else if headless.Spec.ClusterIP != corev1.ClusterIPNone || headless.Spec.Selector[resources.LabelInstance] != "edge" || len(headless.Spec.Ports) != 2 ||
 		len(headless.OwnerReferences) != 1 || headless.OwnerReferences[0].Name != "edge" {
@@ -403,7 +403,7 @@ func TestFleetRendersLimiters(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKey{Name: resources.LimiterAuthDelegatorBinding}, &crb); err != nil {
 			return err
 		}
-		if !slices.Contains(crb.Subjects, rbacv1.Subject{Kind: "ServiceAccount", Namespace: "render", Name: resources.LimiterName(f)}) ||
+		if !slices.Contains(crb.Subjects, rbacv1.Subject{Kind: "ServiceAccount", Namespace: "render", Name: resources.LimiterName(betaOf(f))}) ||
 			crb.RoleRef.Name != "system:auth-delegator" {
 			return fmt.Errorf("binding %+v lacks the fleet's ServiceAccount", crb)
 		}

@@ -167,3 +167,20 @@ func dropped(a *v1alpha1.RateLimitPolicySpec) error {
 	}
 	return nil
 }
+
+// Fleet converts a v1alpha1 LimiterFleet to v1beta1, as DecodeFleet does
+// for a manifest: with its spec.regions, which the v1alpha1 object carries
+// in its conversion annotation, and without the annotations the conversion
+// writes.
+func Fleet(f *v1alpha1.LimiterFleet) (*v1beta1.LimiterFleet, error) {
+	var b v1beta1.LimiterFleet
+	if err := f.DeepCopy().ConvertTo(&b); err != nil {
+		return nil, err
+	}
+	delete(b.Annotations, v1alpha1.V1alpha1SpecAnnotation)
+	if len(b.Annotations) == 0 {
+		b.Annotations = nil
+	}
+	b.APIVersion, b.Kind = v1beta1.GroupVersion.String(), "LimiterFleet"
+	return &b, nil
+}

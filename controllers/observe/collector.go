@@ -72,7 +72,7 @@ type Collector struct {
 	// condition, the collector's alone (controllers' applyFleetRegions, a
 	// server-side apply under EnforcementFieldOwner); nil regions and
 	// condition remove them. nil skips the regions pass.
-	WriteRegions func(context.Context, *v1alpha1.LimiterFleet, []v1alpha1.RegionStatus, *metav1.Condition) error
+	WriteRegions func(context.Context, *v1beta1.LimiterFleet, []v1beta1.RegionStatus, *metav1.Condition) error
 	// MaxWritesPerSecond bounds the status writes of all policies together
 	// (a token bucket with 10s of burst), so that many busy policies don't
 	// flood the API server: each is then written in turn, less often than
@@ -247,7 +247,7 @@ func (c *Collector) collect(ctx context.Context) error {
 
 // countFleetConditions sets sluice_operator_fleet_condition.
 func (c *Collector) countFleetConditions(ctx context.Context) error {
-	var fleets v1alpha1.LimiterFleetList
+	var fleets v1beta1.LimiterFleetList
 	if err := c.Client.List(ctx, &fleets); err != nil {
 		return err
 	}

@@ -17,7 +17,6 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
@@ -84,7 +83,7 @@ func (c *Collector) collectRegions(ctx context.Context, now time.Time) error {
 	if c.WriteRegions == nil {
 		return nil
 	}
-	var fleets v1alpha1.LimiterFleetList
+	var fleets v1beta1.LimiterFleetList
 	if err := c.Client.List(ctx, &fleets); err != nil {
 		return err
 	}
@@ -200,7 +199,7 @@ func (c *Collector) readRegionsOf(ctx context.Context, fleet types.NamespacedNam
 // peer the spec names (in name order), and the RegionsReachable
 // condition (without its times and generation). unread are the pods
 // that could not be read, of ready in all.
-func regionsStatus(peers []string, answers []podRegions, unread []string, ready int) ([]v1alpha1.RegionStatus, metav1.Condition) {
+func regionsStatus(peers []string, answers []podRegions, unread []string, ready int) ([]v1beta1.RegionStatus, metav1.Condition) {
 	cond := metav1.Condition{Type: v1beta1.RegionsReachableCondition}
 	if len(answers) == 0 {
 		cond.Status, cond.Reason = metav1.ConditionUnknown, v1beta1.PodsUnreadReason
@@ -214,11 +213,11 @@ func regionsStatus(peers []string, answers []podRegions, unread []string, ready 
 	peers = slices.Clone(peers)
 	slices.Sort(peers)
 	peers = slices.Compact(peers)
-	out := make([]v1alpha1.RegionStatus, 0, len(peers))
+	out := make([]v1beta1.RegionStatus, 0, len(peers))
 	var failing, silent []string
 	worst, worstRank := "", len(peerFailureRank)+1
 	for _, name := range peers {
-		st := v1alpha1.RegionStatus{Name: name, Reason: peerNoExchange}
+		st := v1beta1.RegionStatus{Name: name, Reason: peerNoExchange}
 		var fail *limiterwire.RegionPeer
 		var failAddr string
 		var reached *limiterwire.RegionPeer

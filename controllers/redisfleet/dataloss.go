@@ -15,7 +15,6 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
@@ -34,7 +33,7 @@ const maxDataLoss = 1024
 // RecordDataLoss carries the last data loss over from prev into st, and adds
 // what this pass found (rs, nil when the engine did not run), newest first:
 // appended to a loss nobody acknowledged yet, else replacing it.
-func RecordDataLoss(fleet *v1alpha1.LimiterFleet, prev, st *v1alpha1.RedisStatus, rs *Scope) {
+func RecordDataLoss(fleet *v1beta1.LimiterFleet, prev, st *v1beta1.RedisStatus, rs *Scope) {
 	if prev != nil {
 		st.DataLoss, st.DataLossTime = prev.DataLoss, prev.DataLossTime
 	}
@@ -51,13 +50,13 @@ func RecordDataLoss(fleet *v1alpha1.LimiterFleet, prev, st *v1alpha1.RedisStatus
 
 // dataLossAcknowledged reports whether the fleet's annotation acknowledges
 // the loss recorded in st.
-func dataLossAcknowledged(fleet *v1alpha1.LimiterFleet, st *v1alpha1.RedisStatus) bool {
+func dataLossAcknowledged(fleet *v1beta1.LimiterFleet, st *v1beta1.RedisStatus) bool {
 	ack, ok := dataLossAck(fleet)
 	return ok && st != nil && st.DataLossTime != nil && !ack.Before(st.DataLossTime.Time)
 }
 
 // dataLossAck is the time the annotation acknowledges up to.
-func dataLossAck(fleet *v1alpha1.LimiterFleet) (time.Time, bool) {
+func dataLossAck(fleet *v1beta1.LimiterFleet) (time.Time, bool) {
 	v, ok := fleet.Annotations[v1beta1.AnnotationDataLossAcknowledged]
 	if !ok {
 		return time.Time{}, false
@@ -68,9 +67,9 @@ func dataLossAck(fleet *v1alpha1.LimiterFleet) (time.Time, bool) {
 
 // SetDataLossCondition sets RedisDataLoss from status.redis for a Cluster
 // fleet, and removes it from others.
-func SetDataLossCondition(fleet *v1alpha1.LimiterFleet) {
+func SetDataLossCondition(fleet *v1beta1.LimiterFleet) {
 	st := &fleet.Status
-	if fleet.Spec.EffectiveRedisMode() != v1alpha1.RedisCluster {
+	if fleet.Spec.EffectiveStoreType() != v1beta1.StoreCluster {
 		meta.RemoveStatusCondition(&st.Conditions, v1beta1.RedisDataLossCondition)
 		return
 	}
@@ -100,7 +99,7 @@ func SetDataLossCondition(fleet *v1alpha1.LimiterFleet) {
 
 // reportDataLoss tells people about the data loss a pass found: a Warning
 // Event on the fleet, an error-level log line and the counter.
-func (r *Provisioner) reportDataLoss(ctx context.Context, fleet *v1alpha1.LimiterFleet, loss string) {
+func (r *Provisioner) reportDataLoss(ctx context.Context, fleet *v1beta1.LimiterFleet, loss string) {
 	key := client.ObjectKeyFromObject(fleet)
 	redisDataLoss.WithLabelValues(key.String()).Inc()
 	logf.FromContext(ctx).Error(errors.New(loss), "Redis Cluster lost data: the limiters' counters in these slots start again from zero",

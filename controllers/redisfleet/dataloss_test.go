@@ -7,9 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
 )
@@ -19,15 +17,15 @@ import (
 // it, and a later loss shows again, with the unacknowledged ones before it.
 func TestDataLossRecord(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
-	fleet := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "f", Generation: 2},
-		Spec: v1alpha1.LimiterFleetSpec{Redis: v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisCluster)}}}
+	fleet := &v1beta1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "f", Generation: 2},
+		Spec: v1beta1.LimiterFleetSpec{Store: v1beta1.Store{Type: v1beta1.StoreCluster}}}
 	pass := func(at time.Time, loss string) *Scope {
 		return &Scope{Now: at, Result: rediscluster.Result{DataLoss: loss}}
 	}
 	// step runs one pass's bookkeeping and returns the condition.
 	step := func(rs *Scope) *metav1.Condition {
 		prev := fleet.Status.Redis
-		fleet.Status.Redis = &v1alpha1.RedisStatus{}
+		fleet.Status.Redis = &v1beta1.RedisStatus{}
 		RecordDataLoss(fleet, prev, fleet.Status.Redis, rs)
 		SetDataLossCondition(fleet)
 		return meta.FindStatusCondition(fleet.Status.Conditions, v1beta1.RedisDataLossCondition)
@@ -66,7 +64,7 @@ func TestDataLossRecord(t *testing.T) {
 		t.Errorf("the acknowledged loss is still in dataLoss: %q", fleet.Status.Redis.DataLoss)
 	}
 
-	fleet.Spec.Redis.Mode = ptr.To(v1alpha1.RedisNone)
+	fleet.Spec.Store.Type = v1beta1.StoreMemory
 	SetDataLossCondition(fleet)
 	if c := meta.FindStatusCondition(fleet.Status.Conditions, v1beta1.RedisDataLossCondition); c != nil {
 		t.Errorf("mode None keeps RedisDataLoss %+v", c)
