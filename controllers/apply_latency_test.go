@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
@@ -29,10 +28,10 @@ func TestApplyLatency(t *testing.T) {
 	enforced := func(gen int64) []metav1.Condition {
 		return []metav1.Condition{{Type: v1beta1.EnforcedCondition, Status: metav1.ConditionTrue, ObservedGeneration: gen}}
 	}
-	pol := func(gen int64, conds []metav1.Condition) *v1alpha1.RateLimitPolicy {
-		return &v1alpha1.RateLimitPolicy{
+	pol := func(gen int64, conds []metav1.Condition) *v1beta1.RateLimitPolicy {
+		return &v1beta1.RateLimitPolicy{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: types.UID("u1"), Generation: gen},
-			Status:     v1alpha1.RateLimitPolicyStatus{Conditions: conds},
+			Status:     v1beta1.RateLimitPolicyStatus{Conditions: conds},
 		}
 	}
 	count0, sum0 := histogramSamples(t, applyToEnforcedSeconds)

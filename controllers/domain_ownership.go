@@ -11,7 +11,6 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
@@ -29,7 +28,7 @@ import (
 // listed in spec.domains and its allowedNamespaces admit the namespace, or
 // the fleet lists no domains and the policy is in the fleet's namespace.
 // A bad selector allows nothing, and is returned.
-func fleetAllows(fleet *v1beta1.LimiterFleet, p *v1alpha1.RateLimitPolicy, nsLabels map[string]string) (bool, error) {
+func fleetAllows(fleet *v1beta1.LimiterFleet, p *v1beta1.RateLimitPolicy, nsLabels map[string]string) (bool, error) {
 	return domainAllowed(fleet, p.Spec.Domain, p.Namespace, nsLabels)
 }
 
@@ -64,7 +63,7 @@ func domainAllowed(fleet *v1beta1.LimiterFleet, domain, namespace string, nsLabe
 // fleetServes reports whether a fleet serves a policy: it allows the
 // policy's domain for its namespace (fleetAllows) and selects it
 // (fleetSelects).
-func fleetServes(fleet *v1beta1.LimiterFleet, p *v1alpha1.RateLimitPolicy, nsLabels map[string]string) (bool, error) {
+func fleetServes(fleet *v1beta1.LimiterFleet, p *v1beta1.RateLimitPolicy, nsLabels map[string]string) (bool, error) {
 	ok, err := fleetAllows(fleet, p, nsLabels)
 	if err != nil || !ok {
 		return false, err
@@ -200,7 +199,7 @@ func (r *RateLimitPolicyReconciler) policiesOfNamespace(ctx context.Context, obj
 
 // domainsIn adds the domains of the policies in namespace to domains.
 func (r *RateLimitPolicyReconciler) domainsIn(ctx context.Context, namespace string, domains map[string]bool) {
-	var list v1alpha1.RateLimitPolicyList
+	var list v1beta1.RateLimitPolicyList
 	// Read-only: domains alone, no copy of the policies.
 	if err := r.List(ctx, &list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		logf.FromContext(ctx).Error(err, "Listing policies", "namespace", namespace)

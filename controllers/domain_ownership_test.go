@@ -53,7 +53,7 @@ func TestFleetAllows(t *testing.T) {
 			ns: "pay", domain: "a", errSub: "Nope"},
 	} {
 		p := pol(tc.ns, "p", 0, tc.domain, "k")
-		got, err := fleetAllows(&tc.fleet, &p, labels[tc.ns])
+		got, err := fleetAllows(&tc.fleet, storedOne(&p), labels[tc.ns])
 		if tc.errSub != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.errSub) || got {
 				t.Errorf("%s: %v %v, want an error with %q", tc.name, got, err, tc.errSub)
@@ -93,7 +93,7 @@ func TestDecideAcceptanceDomainOwnership(t *testing.T) {
 		pol("tenant-c", "same-signature-elsewhere", 0, "payments-api", "user_id"),
 		pol("tenant-c", "dup-in-c", 20, "payments-api", "user_id"),
 	}
-	got := decideAcceptance(all, tn)
+	got := decideAcceptance(stored(all), tn)
 	want := map[string]string{
 		"tenant-b/squat":                    "DomainNotAllowed",
 		"tenant-b/deny-all":                 "DomainNotAllowed",
@@ -121,7 +121,7 @@ func TestDecideAcceptanceDomainOwnership(t *testing.T) {
 
 	// Without any fleet, nothing is allowed, and the message says how a
 	// fleet would allow it.
-	none := decideAcceptance(all, tenancy{})[types.NamespacedName{Namespace: "pay", Name: "charges"}]
+	none := decideAcceptance(stored(all), tenancy{})[types.NamespacedName{Namespace: "pay", Name: "charges"}]
 	if none.Accepted || none.Reason != v1beta1.DomainNotAllowedReason || !strings.Contains(none.Message, "spec.domains") {
 		t.Errorf("no fleet: %+v", none)
 	}
@@ -129,7 +129,7 @@ func TestDecideAcceptanceDomainOwnership(t *testing.T) {
 	gone := tn
 	gone.fleets = []v1beta1.LimiterFleet{tn.fleets[0]}
 	gone.fleets[0].DeletionTimestamp = ptr.To(metav1.Now())
-	if v := decideAcceptance(all, gone)[types.NamespacedName{Namespace: "pay", Name: "charges"}]; v.Accepted {
+	if v := decideAcceptance(stored(all), gone)[types.NamespacedName{Namespace: "pay", Name: "charges"}]; v.Accepted {
 		t.Errorf("a deleted fleet still allows: %+v", v)
 	}
 }
@@ -142,17 +142,17 @@ func TestVerdictCacheFollowsTenancy(t *testing.T) {
 	key := types.NamespacedName{Namespace: "pay", Name: "charges"}
 	fleet := domainFleet("sys", "f", domain("payments-api", v1beta1.NamespacesFromSelector, map[string]string{"team": "payments"}))
 	tn := tenancy{fleets: []v1beta1.LimiterFleet{fleet}, nsLabels: map[string]map[string]string{"pay": {"team": "x"}}}
-	if c.get("d", pols, tn)[key].Accepted {
+	if c.get("d", stored(pols), tn)[key].Accepted {
 		t.Fatal("accepted before the namespace has the label")
 	}
 	tn.nsLabels = map[string]map[string]string{"pay": {"team": "payments"}}
-	if !c.get("d", pols, tn)[key].Accepted {
+	if !c.get("d", stored(pols), tn)[key].Accepted {
 		t.Fatal("not accepted once the namespace has the label")
 	}
 	fleet.Spec.Domains = nil
 	fleet.Generation = 2
 	tn.fleets = []v1beta1.LimiterFleet{fleet}
-	if c.get("d", pols, tn)[key].Accepted {
+	if c.get("d", stored(pols), tn)[key].Accepted {
 		t.Fatal("still accepted once the fleet lists no domains")
 	}
 }

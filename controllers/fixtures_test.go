@@ -58,3 +58,14 @@ func betaOf(fleet *v1alpha1.LimiterFleet) *v1beta1.LimiterFleet {
 	}
 	return b
 }
+
+// storedOne is a policy a v1alpha1 client wrote as the API server stores
+// it, and the operator reads it: in v1beta1, converted.
+func storedOne(p *v1alpha1.RateLimitPolicy) *v1beta1.RateLimitPolicy {
+	b := &v1beta1.RateLimitPolicy{}
+	if err := p.DeepCopy().ConvertTo(b); err != nil {
+		panic(err)
+	}
+	b.APIVersion, b.Kind = v1beta1.GroupVersion.String(), "RateLimitPolicy"
+	return b
+}

@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/observe"
 	"github.com/sluice-dev/sluice/controllers/redisfleet"
@@ -228,8 +227,8 @@ func mergeStrings(dst, src map[string]string) map[string]string {
 
 // selectPolicies returns the accepted policies the fleet serves (allows
 // and selects), sorted.
-func (r *LimiterFleetReconciler) selectPolicies(ctx context.Context, fleet *v1beta1.LimiterFleet) ([]v1alpha1.RateLimitPolicy, error) {
-	var list v1alpha1.RateLimitPolicyList
+func (r *LimiterFleetReconciler) selectPolicies(ctx context.Context, fleet *v1beta1.LimiterFleet) ([]v1beta1.RateLimitPolicy, error) {
+	var list v1beta1.RateLimitPolicyList
 	if err := r.List(ctx, &list); err != nil {
 		return nil, err
 	}
@@ -238,7 +237,7 @@ func (r *LimiterFleetReconciler) selectPolicies(ctx context.Context, fleet *v1be
 		return nil, err
 	}
 	verdicts := r.verdicts.get(allDomains, list.Items, tn)
-	var out []v1alpha1.RateLimitPolicy
+	var out []v1beta1.RateLimitPolicy
 	for i := range list.Items {
 		p := &list.Items[i]
 		if !verdicts[client.ObjectKeyFromObject(p)].Accepted {

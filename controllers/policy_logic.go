@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/observe"
 	"github.com/sluice-dev/sluice/limiter/config"
@@ -37,14 +36,14 @@ type verdict struct {
 // domain, or the other way round (config.EntryConflict): a lease entry
 // applies to the whole domain. Policies being deleted take no part. Pure, so both controllers agree
 // without reading each other's status.
-func decideAcceptance(all []v1alpha1.RateLimitPolicy, tn tenancy) map[types.NamespacedName]verdict {
-	live := make([]*v1alpha1.RateLimitPolicy, 0, len(all))
+func decideAcceptance(all []v1beta1.RateLimitPolicy, tn tenancy) map[types.NamespacedName]verdict {
+	live := make([]*v1beta1.RateLimitPolicy, 0, len(all))
 	for i := range all {
 		if all[i].DeletionTimestamp == nil {
 			live = append(live, &all[i])
 		}
 	}
-	slices.SortFunc(live, func(a, b *v1alpha1.RateLimitPolicy) int {
+	slices.SortFunc(live, func(a, b *v1beta1.RateLimitPolicy) int {
 		if c := a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time); c != 0 {
 			return c
 		}
@@ -53,7 +52,7 @@ func decideAcceptance(all []v1alpha1.RateLimitPolicy, tn tenancy) map[types.Name
 	out := make(map[types.NamespacedName]verdict, len(live))
 	// owner: the accepted policy of each signature, in each fleet that
 	// allows it; allowed: the fleets of each namespace and domain.
-	owner := map[string]*v1alpha1.RateLimitPolicy{}
+	owner := map[string]*v1beta1.RateLimitPolicy{}
 	// domainPolicies: the accepted policies (defaulted) of each domain, in
 	// each fleet that allows them.
 	domainPolicies := map[string][]*config.Source{}
@@ -81,7 +80,7 @@ func decideAcceptance(all []v1alpha1.RateLimitPolicy, tn tenancy) map[types.Name
 			continue
 		}
 		sig := config.Signature(&check.Spec)
-		var first *v1alpha1.RateLimitPolicy
+		var first *v1beta1.RateLimitPolicy
 		for _, f := range fleets {
 			if first = owner[f+"\x00"+sig]; first != nil {
 				break
@@ -154,7 +153,7 @@ type cachedVerdicts struct {
 	verdicts    map[types.NamespacedName]verdict
 }
 
-func (c *verdictCache) get(domain string, policies []v1alpha1.RateLimitPolicy, tn tenancy) map[types.NamespacedName]verdict {
+func (c *verdictCache) get(domain string, policies []v1beta1.RateLimitPolicy, tn tenancy) map[types.NamespacedName]verdict {
 	var b strings.Builder
 	keys := make([]string, len(policies))
 	namespaces := make([]string, len(policies))
@@ -185,7 +184,7 @@ func (c *verdictCache) get(domain string, policies []v1alpha1.RateLimitPolicy, t
 
 // fleetSelects reports whether a fleet serves a policy, given the labels
 // of the policy's namespace. Nil or empty selectors select everything.
-func fleetSelects(fleet *v1beta1.LimiterFleet, p *v1alpha1.RateLimitPolicy, nsLabels map[string]string) (bool, error) {
+func fleetSelects(fleet *v1beta1.LimiterFleet, p *v1beta1.RateLimitPolicy, nsLabels map[string]string) (bool, error) {
 	sel, nsSel := fleetSelectors(fleet)
 	ok, err := selectorMatches(nsSel, nsLabels)
 	if err != nil || !ok {
@@ -224,7 +223,7 @@ type fleetView struct {
 // enforcedCondition computes a policy's Enforced condition: true only when
 // every ready limiter pod of every selecting fleet has loaded a snapshot
 // holding this generation of the policy.
-func enforcedCondition(p *v1alpha1.RateLimitPolicy, accepted bool, fleets []fleetView) metav1.Condition {
+func enforcedCondition(p *v1beta1.RateLimitPolicy, accepted bool, fleets []fleetView) metav1.Condition {
 	c := metav1.Condition{Type: v1beta1.EnforcedCondition, Status: metav1.ConditionFalse, ObservedGeneration: p.Generation}
 	switch {
 	case !accepted:
@@ -269,7 +268,7 @@ func enforcedCondition(p *v1alpha1.RateLimitPolicy, accepted bool, fleets []flee
 // the store could not answer, or when the decisions of the enforcement
 // window that the collector wrote into status.enforcement hold such
 // answers: a single failed-open decision shows for the whole window.
-func degradedCondition(p *v1alpha1.RateLimitPolicy, fleets []fleetView) metav1.Condition {
+func degradedCondition(p *v1beta1.RateLimitPolicy, fleets []fleetView) metav1.Condition {
 	c := metav1.Condition{Type: v1beta1.DegradedCondition, Status: metav1.ConditionFalse, ObservedGeneration: p.Generation,
 		Reason: v1beta1.StoreAvailableReason, Message: "every limiter pod decides against the store"}
 	recent := fallbackSummary(p.Status.Enforcement)
@@ -298,7 +297,7 @@ func degradedCondition(p *v1alpha1.RateLimitPolicy, fleets []fleetView) metav1.C
 			// Past the budget, only failureMode Closed answers: the others
 			// decide against the store's last denials and the pod's share.
 			how := "decide against the store's last denials and their share of the limit"
-			if overMode == string(v1alpha1.FailClosed) {
+			if overMode == string(v1beta1.FailClosed) {
 				how = "answer by failureMode Closed"
 			}
 			parts = append(parts, fmt.Sprintf("fleet %s/%s: %d/%d pods %s: namespace %s is over its store budget (spec.tenantBudget.storeCallsPerSecondPerNamespace)",
@@ -324,7 +323,7 @@ func degradedCondition(p *v1alpha1.RateLimitPolicy, fleets []fleetView) metav1.C
 
 // fallbackSummary says how many decisions of the enforcement window were
 // answered by the failure mode, or "" when none were.
-func fallbackSummary(e *v1alpha1.EnforcementStatus) string {
+func fallbackSummary(e *v1beta1.EnforcementStatus) string {
 	if e == nil {
 		return ""
 	}
@@ -348,8 +347,8 @@ var fallbacksChanged = predicate.Funcs{
 	DeleteFunc:  func(event.DeleteEvent) bool { return false },
 	GenericFunc: func(event.GenericEvent) bool { return false },
 	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, okO := e.ObjectOld.(*v1alpha1.RateLimitPolicy)
-		n, okN := e.ObjectNew.(*v1alpha1.RateLimitPolicy)
+		o, okO := e.ObjectOld.(*v1beta1.RateLimitPolicy)
+		n, okN := e.ObjectNew.(*v1beta1.RateLimitPolicy)
 		return okO && okN && fallbackSummary(o.Status.Enforcement) != fallbackSummary(n.Status.Enforcement)
 	},
 }

@@ -15,6 +15,27 @@ import (
 	"github.com/sluice-dev/sluice/controllers/observe"
 )
 
+// stored are policies written by a v1alpha1 client as the API server
+// stores them, in v1beta1, with the conversion annotation that keeps what
+// only v1alpha1 says; the operator reads them so.
+func stored(ps []v1alpha1.RateLimitPolicy) []v1beta1.RateLimitPolicy {
+	out := make([]v1beta1.RateLimitPolicy, len(ps))
+	for i := range ps {
+		out[i] = *storedOne(&ps[i])
+	}
+	return out
+}
+
+// storedOne is stored for one policy.
+func storedOne(p *v1alpha1.RateLimitPolicy) *v1beta1.RateLimitPolicy {
+	b := &v1beta1.RateLimitPolicy{}
+	if err := p.DeepCopy().ConvertTo(b); err != nil {
+		panic(err)
+	}
+	b.APIVersion, b.Kind = v1beta1.GroupVersion.String(), "RateLimitPolicy"
+	return b
+}
+
 func pol(ns, name string, created int, domain string, keys ...string) v1alpha1.RateLimitPolicy {
 	p := v1alpha1.RateLimitPolicy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "/" + name), Generation: 1,
@@ -55,7 +76,7 @@ func TestDecideAcceptance(t *testing.T) {
 			{Name: "d", AllowedNamespaces: &v1beta1.AllowedNamespaces{From: ptr.To(v1beta1.NamespacesFromAll)}},
 			{Name: "e", AllowedNamespaces: &v1beta1.AllowedNamespaces{From: ptr.To(v1beta1.NamespacesFromAll)}},
 		}}}}}
-	got := decideAcceptance(all, open)
+	got := decideAcceptance(stored(all), open)
 	want := map[string]string{
 		"b/newer":          "Conflict:a/older",
 		"a/older":          "Accepted",
@@ -82,7 +103,7 @@ func TestDecideAcceptance(t *testing.T) {
 	for i := range all {
 		rev[len(all)-1-i] = all[i]
 	}
-	if again := decideAcceptance(rev, open); len(again) != len(got) || again[types.NamespacedName{Namespace: "b", Name: "newer"}] != got[types.NamespacedName{Namespace: "b", Name: "newer"}] {
+	if again := decideAcceptance(stored(rev), open); len(again) != len(got) || again[types.NamespacedName{Namespace: "b", Name: "newer"}] != got[types.NamespacedName{Namespace: "b", Name: "newer"}] {
 		t.Fatal("list order changed the verdicts")
 	}
 }
@@ -106,7 +127,7 @@ func TestFleetSelects(t *testing.T) {
 		{name: "bad selector", pols: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: "Nope"}}}, wantErrText: "Nope"},
 	} {
 		f := &v1beta1.LimiterFleet{Spec: v1beta1.LimiterFleetSpec{Policies: &v1beta1.PolicySelection{Selector: tc.pols, NamespaceSelector: tc.nss}}}
-		got, err := fleetSelects(f, &p, tc.nsLabels)
+		got, err := fleetSelects(f, storedOne(&p), tc.nsLabels)
 		if tc.wantErrText != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErrText) {
 				t.Errorf("%s: err %v", tc.name, err)
@@ -160,7 +181,7 @@ func TestEnforcedCondition(t *testing.T) {
 		{name: "switched back on, a pod still off", accepted: true, fleets: []fleetView{{Fleet: fleet("f", false), Version: "v4", Pods: []observe.PodAck{has(3), off(has(3))}}},
 			status: "False", reason: v1beta1.SnapshotPendingReason, message: "fleet sys/f: 1/2 pods on snapshot v4"},
 	} {
-		c := enforcedCondition(&p, tc.accepted, tc.fleets)
+		c := enforcedCondition(storedOne(&p), tc.accepted, tc.fleets)
 		if c.Status != tc.status || c.Reason != tc.reason || !strings.Contains(c.Message, tc.message) || c.ObservedGeneration != 3 {
 			t.Errorf("%s: %+v", tc.name, c)
 		}
@@ -208,7 +229,7 @@ func TestDegradedCondition(t *testing.T) {
 			[]string{"fleet sys/f: 1/2 pods decide against the store's last denials and their share of the limit: namespace ns is over its store budget", "7 decided by the pod's local share"}},
 	} {
 		p.Status.Enforcement = tc.enf
-		c := degradedCondition(&p, tc.fleets)
+		c := degradedCondition(storedOne(&p), tc.fleets)
 		ok := c.Status == tc.status && c.Reason == tc.reason
 		for _, m := range tc.messages {
 			ok = ok && strings.Contains(c.Message, m)

@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
@@ -62,7 +61,7 @@ type RateLimitPolicyReconciler struct {
 
 // Reconcile recomputes the policy's status from what it observes.
 func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	policy := &v1alpha1.RateLimitPolicy{}
+	policy := &v1beta1.RateLimitPolicy{}
 	if err := r.Get(ctx, req.NamespacedName, policy); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.latency.forget(req.NamespacedName)
@@ -77,7 +76,7 @@ func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	var sameDomain v1alpha1.RateLimitPolicyList
+	var sameDomain v1beta1.RateLimitPolicyList
 	if err := r.List(ctx, &sameDomain, client.MatchingFields{domainIndex: policy.Spec.Domain}); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -126,7 +125,7 @@ func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 // pods have loaded; complete is false while some pod has not answered yet.
 // full says why each fleet whose snapshot has no room for the policy
 // refused it.
-func (r *RateLimitPolicyReconciler) fleetViews(ctx context.Context, p *v1alpha1.RateLimitPolicy, accepted bool) (views []fleetView, full []string, complete bool, err error) {
+func (r *RateLimitPolicyReconciler) fleetViews(ctx context.Context, p *v1beta1.RateLimitPolicy, accepted bool) (views []fleetView, full []string, complete bool, err error) {
 	if !accepted {
 		return nil, nil, true, nil
 	}
@@ -168,7 +167,7 @@ func (r *RateLimitPolicyReconciler) fleetViews(ctx context.Context, p *v1alpha1.
 // snapshot versions alone: every edit anywhere in a fleet makes a new
 // snapshot, and rewriting every policy for it would not scale. The version
 // is refreshed whenever the policy's status changes for its own reasons.
-func statusChanged(old, next *v1alpha1.RateLimitPolicyStatus) bool {
+func statusChanged(old, next *v1beta1.RateLimitPolicyStatus) bool {
 	cmp := next.DeepCopy()
 	if len(cmp.Fleets) == len(old.Fleets) {
 		for i := range cmp.Fleets {
@@ -180,8 +179,8 @@ func statusChanged(old, next *v1alpha1.RateLimitPolicyStatus) bool {
 	return !equality.Semantic.DeepEqual(*old, *cmp)
 }
 
-func fleetStatuses(p *v1alpha1.RateLimitPolicy, fleets []fleetView) []v1alpha1.FleetStatus {
-	var out []v1alpha1.FleetStatus
+func fleetStatuses(p *v1beta1.RateLimitPolicy, fleets []fleetView) []v1beta1.FleetStatus {
+	var out []v1beta1.FleetStatus
 	for _, f := range fleets {
 		var synced int32
 		for _, pod := range f.Pods {
@@ -189,7 +188,7 @@ func fleetStatuses(p *v1alpha1.RateLimitPolicy, fleets []fleetView) []v1alpha1.F
 				synced++
 			}
 		}
-		out = append(out, v1alpha1.FleetStatus{
+		out = append(out, v1beta1.FleetStatus{
 			Namespace:       f.Fleet.Namespace,
 			Name:            f.Fleet.Name,
 			SnapshotVersion: f.Version,
@@ -209,8 +208,8 @@ func (r *RateLimitPolicyReconciler) SetupWithManager(ctx context.Context, mgr ct
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.RateLimitPolicy{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, fallbacksChanged))).
-		Watches(&v1alpha1.RateLimitPolicy{}, handler.EnqueueRequestsFromMapFunc(r.sameDomain),
+		For(&v1beta1.RateLimitPolicy{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, fallbacksChanged))).
+		Watches(&v1beta1.RateLimitPolicy{}, handler.EnqueueRequestsFromMapFunc(r.sameDomain),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1beta1.LimiterFleet{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfFleet)).
 		// Domain ownership: a fleet's spec and namespaces' labels decide
@@ -232,14 +231,14 @@ func (r *RateLimitPolicyReconciler) SetupWithManager(ctx context.Context, mgr ct
 
 // indexPolicies adds the policy indexes to a cache.
 func indexPolicies(ctx context.Context, indexer client.FieldIndexer) error {
-	if err := indexer.IndexField(ctx, &v1alpha1.RateLimitPolicy{}, domainIndex, func(o client.Object) []string {
-		return []string{o.(*v1alpha1.RateLimitPolicy).Spec.Domain}
+	if err := indexer.IndexField(ctx, &v1beta1.RateLimitPolicy{}, domainIndex, func(o client.Object) []string {
+		return []string{o.(*v1beta1.RateLimitPolicy).Spec.Domain}
 	}); err != nil {
 		return err
 	}
-	return indexer.IndexField(ctx, &v1alpha1.RateLimitPolicy{}, servedByIndex, func(o client.Object) []string {
+	return indexer.IndexField(ctx, &v1beta1.RateLimitPolicy{}, servedByIndex, func(o client.Object) []string {
 		var out []string
-		for _, f := range o.(*v1alpha1.RateLimitPolicy).Status.Fleets {
+		for _, f := range o.(*v1beta1.RateLimitPolicy).Status.Fleets {
 			out = append(out, types.NamespacedName{Namespace: f.Namespace, Name: f.Name}.String())
 		}
 		return out
@@ -248,7 +247,7 @@ func indexPolicies(ctx context.Context, indexer client.FieldIndexer) error {
 
 // policies lists the names of the policies opts select.
 func (r *RateLimitPolicyReconciler) policies(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
-	var list v1alpha1.RateLimitPolicyList
+	var list v1beta1.RateLimitPolicyList
 	// Read-only: names alone, no copy of the policies.
 	if err := r.List(ctx, &list, append(opts, client.UnsafeDisableDeepCopy)...); err != nil {
 		logf.FromContext(ctx).Error(err, "Listing policies")
@@ -262,7 +261,7 @@ func (r *RateLimitPolicyReconciler) policies(ctx context.Context, opts ...client
 }
 
 func (r *RateLimitPolicyReconciler) sameDomain(ctx context.Context, obj client.Object) []reconcile.Request {
-	return r.policies(ctx, client.MatchingFields{domainIndex: obj.(*v1alpha1.RateLimitPolicy).Spec.Domain})
+	return r.policies(ctx, client.MatchingFields{domainIndex: obj.(*v1beta1.RateLimitPolicy).Spec.Domain})
 }
 
 // policiesOfFleet maps a fleet event to the policies whose status the
@@ -328,7 +327,7 @@ func (r *RateLimitPolicyReconciler) selectedBy(ctx context.Context, fleet *v1bet
 			namespaces[ns.Name] = true
 		}
 	}
-	var list v1alpha1.RateLimitPolicyList
+	var list v1beta1.RateLimitPolicyList
 	// Read-only: names alone, no copy of the policies.
 	if err := r.List(ctx, &list, append(opts, client.UnsafeDisableDeepCopy)...); err != nil {
 		return nil, err

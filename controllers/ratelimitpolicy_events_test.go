@@ -69,7 +69,7 @@ func TestFleetEventsReachTheirPoliciesOnly(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = k8s.Delete(context.Background(), p) })
 		if servedBy != nil {
-			if err := controllers.ApplyConditions(ctx, k8s, p, &v1alpha1.RateLimitPolicyStatus{
+			if err := controllers.ApplyConditions(ctx, k8s, storedOne(p), &v1alpha1.RateLimitPolicyStatus{
 				Fleets: []v1alpha1.FleetStatus{{Namespace: servedBy.Namespace, Name: servedBy.Name}}}); err != nil {
 				t.Fatal(err)
 			}

@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
@@ -30,7 +29,7 @@ const (
 // status: observedGeneration, conditions and fleets, by server-side apply
 // under PolicyStatusFieldOwner. st.Enforcement is the collector's and is
 // left out (see applyEnforcement).
-func applyConditions(ctx context.Context, c client.Client, pol *v1alpha1.RateLimitPolicy, st *v1alpha1.RateLimitPolicyStatus) error {
+func applyConditions(ctx context.Context, c client.Client, pol *v1beta1.RateLimitPolicy, st *v1beta1.RateLimitPolicyStatus) error {
 	mine := st.DeepCopy()
 	mine.Enforcement = nil
 	return applyPolicyStatus(ctx, c, pol, PolicyStatusFieldOwner, mine)
@@ -39,8 +38,8 @@ func applyConditions(ctx context.Context, c client.Client, pol *v1alpha1.RateLim
 // applyEnforcement writes pol's status.enforcement as e, by server-side
 // apply under EnforcementFieldOwner: the fields e leaves out are removed,
 // and the policy controller's fields are left as they are.
-func applyEnforcement(ctx context.Context, c client.Client, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
-	return applyPolicyStatus(ctx, c, pol, EnforcementFieldOwner, &v1alpha1.RateLimitPolicyStatus{Enforcement: e})
+func applyEnforcement(ctx context.Context, c client.Client, pol *v1beta1.RateLimitPolicy, e *v1beta1.EnforcementStatus) error {
+	return applyPolicyStatus(ctx, c, pol, EnforcementFieldOwner, &v1beta1.RateLimitPolicyStatus{Enforcement: e})
 }
 
 // policyStatusApply is the body of a server-side apply to a policy's status:
@@ -61,7 +60,7 @@ type policyStatusApplyMeta struct {
 // omitted when empty, so st carries exactly the fields the owner set. The
 // owner forces ownership: it is its fields' only writer, and takes over
 // those an earlier release wrote by update.
-func applyPolicyStatus(ctx context.Context, c client.Client, pol *v1alpha1.RateLimitPolicy, owner string, st *v1alpha1.RateLimitPolicyStatus) error {
+func applyPolicyStatus(ctx context.Context, c client.Client, pol *v1beta1.RateLimitPolicy, owner string, st *v1beta1.RateLimitPolicyStatus) error {
 	body, err := json.Marshal(policyStatusApply{
 		TypeMeta: metav1.TypeMeta{APIVersion: v1beta1.GroupVersion.String(), Kind: "RateLimitPolicy"},
 		Metadata: policyStatusApplyMeta{Namespace: pol.Namespace, Name: pol.Name},

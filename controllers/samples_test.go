@@ -22,7 +22,7 @@ import (
 type sampleSet struct {
 	namespaces []string
 	fleets     []*v1beta1.LimiterFleet
-	policies   []*v1alpha1.RateLimitPolicy
+	policies   []*v1beta1.RateLimitPolicy
 }
 
 // readSamples decodes every document of the files strictly (a misspelt
@@ -78,18 +78,19 @@ func readSamples(t *testing.T, files ...string) sampleSet {
 				}
 				set.fleets = append(set.fleets, f)
 			case "RateLimitPolicy":
-				p := &v1alpha1.RateLimitPolicy{}
+				// As the API server stores it and serves it to the
+				// operator: in v1beta1, a v1alpha1 sample converted.
+				p := &v1beta1.RateLimitPolicy{}
 				if head.APIVersion == v1beta1.GroupVersion.String() {
-					// As the API server serves it to the operator: converted.
-					b := &v1beta1.RateLimitPolicy{}
-					if err := yaml.UnmarshalStrict(doc, b); err != nil {
+					if err := yaml.UnmarshalStrict(doc, p); err != nil {
 						t.Fatalf("%s: %v", file, err)
 					}
-					if err := p.ConvertFrom(b); err != nil {
+				} else {
+					a := &v1alpha1.RateLimitPolicy{}
+					if err := yaml.UnmarshalStrict(doc, a); err != nil {
 						t.Fatalf("%s: %v", file, err)
 					}
-				} else if err := yaml.UnmarshalStrict(doc, p); err != nil {
-					t.Fatalf("%s: %v", file, err)
+					p = storedOne(a)
 				}
 				set.policies = append(set.policies, p)
 			default:
@@ -122,7 +123,7 @@ func TestSamplesFitTogether(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		fleets   []*v1beta1.LimiterFleet
-		policies []*v1alpha1.RateLimitPolicy
+		policies []*v1beta1.RateLimitPolicy
 	}{
 		{"config/samples/", append(dir.fleets, others.fleets...), dir.policies},
 		{"config/samples/gateways/", gateways.fleets, gateways.policies},

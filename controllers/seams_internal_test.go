@@ -53,7 +53,7 @@ func TestAcceptanceWithFleetEntries(t *testing.T) {
 		"g/counts-on-priority":    `ReservedEntry:spec.descriptors[0].key "prio" is an entry that LimiterFleet sys/f reserves (spec.entries.priority)`,
 		"h/plain":                 "Accepted",
 	}
-	got := decideAcceptance(all, declaring)
+	got := decideAcceptance(stored(all), declaring)
 	for key, w := range want {
 		ns, name, _ := strings.Cut(key, "/")
 		v := got[types.NamespacedName{Namespace: ns, Name: name}]
@@ -66,7 +66,7 @@ func TestAcceptanceWithFleetEntries(t *testing.T) {
 	// all are accepted (g's prio is no lease entry).
 	open := tenancy{fleets: []v1beta1.LimiterFleet{{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "f"},
 		Spec: v1beta1.LimiterFleetSpec{Domains: domains}}}}
-	for key, v := range decideAcceptance(all, open) {
+	for key, v := range decideAcceptance(stored(all), open) {
 		if !v.Accepted {
 			t.Errorf("%s without spec.entries: %+v, want accepted", key, v)
 		}

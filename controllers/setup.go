@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/observe"
 	"github.com/sluice-dev/sluice/controllers/resources"
@@ -95,7 +94,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := mgr.Add(acks); err != nil {
 		return err
 	}
-	collector := &observe.Collector{Client: mgr.GetClient(), WriteEnforcement: func(ctx context.Context, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
+	collector := &observe.Collector{Client: mgr.GetClient(), WriteEnforcement: func(ctx context.Context, pol *v1beta1.RateLimitPolicy, e *v1beta1.EnforcementStatus) error {
 		return applyEnforcement(ctx, mgr.GetClient(), pol, e)
 	}, WriteRegions: func(ctx context.Context, fleet *v1beta1.LimiterFleet, regions []v1beta1.RegionStatus, cond *metav1.Condition) error {
 		return applyFleetRegions(ctx, mgr.GetClient(), fleet, regions, cond)

@@ -184,3 +184,27 @@ func Fleet(f *v1alpha1.LimiterFleet) (*v1beta1.LimiterFleet, error) {
 	b.APIVersion, b.Kind = v1beta1.GroupVersion.String(), "LimiterFleet"
 	return &b, nil
 }
+
+// StoredPolicy is a policy as the operator reads it, in v1beta1, the
+// storage version: its spec as stored, and the lease entry and priority
+// key it names where they are not the defaults, which a v1alpha1 client
+// may have written and the v1beta1 object keeps in its conversion
+// annotation (believed only as the webhook believes it). The conversion
+// annotations are left out of the returned policy. No webhook is called.
+func StoredPolicy(p *v1beta1.RateLimitPolicy) (v1beta1.RateLimitPolicy, *v1beta1.FleetEntries, error) {
+	out := *p.DeepCopy()
+	var entries *v1beta1.FleetEntries
+	if _, ok := p.Annotations[v1alpha1.V1alpha1SpecAnnotation]; ok {
+		var a v1alpha1.RateLimitPolicy
+		if err := a.ConvertFrom(p.DeepCopy()); err != nil {
+			return out, nil, err
+		}
+		entries = v1alpha1.SpecEntries(&a.Spec)
+	}
+	delete(out.Annotations, v1alpha1.V1alpha1SpecAnnotation)
+	delete(out.Annotations, v1alpha1.V1beta1SpecAnnotation)
+	if len(out.Annotations) == 0 {
+		out.Annotations = nil
+	}
+	return out, entries, nil
+}

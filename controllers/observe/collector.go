@@ -18,7 +18,6 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
@@ -52,7 +51,7 @@ type Collector struct {
 	// WriteEnforcement writes a policy's status.enforcement, the
 	// collector's alone (controllers' applyEnforcement, a server-side
 	// apply under EnforcementFieldOwner). Required.
-	WriteEnforcement func(context.Context, *v1alpha1.RateLimitPolicy, *v1alpha1.EnforcementStatus) error
+	WriteEnforcement func(context.Context, *v1beta1.RateLimitPolicy, *v1beta1.EnforcementStatus) error
 	Acks             *AckTracker
 	// Admin, when set, makes the admin calls, over HTTPS with each fleet's
 	// CA (as the operator does); else HTTP, over plain HTTP.
@@ -167,7 +166,7 @@ func (c *Collector) defaults() {
 // updatedAt, and the processes that started before it count on from their
 // first reading.
 func (c *Collector) seed(ctx context.Context, now time.Time) error {
-	var list v1alpha1.RateLimitPolicyList
+	var list v1beta1.RateLimitPolicyList
 	if err := c.Client.List(ctx, &list); err != nil {
 		return err
 	}
@@ -176,7 +175,7 @@ func (c *Collector) seed(ctx context.Context, now time.Time) error {
 }
 
 // seedFrom seeds the windows from the policies' statuses.
-func (c *Collector) seedFrom(now time.Time, items []v1alpha1.RateLimitPolicy) {
+func (c *Collector) seedFrom(now time.Time, items []v1beta1.RateLimitPolicy) {
 	for i := range items {
 		e := items[i].Status.Enforcement
 		if e == nil || e.UpdatedAt == nil || now.Sub(e.UpdatedAt.Time) >= c.Window {

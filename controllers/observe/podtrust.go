@@ -25,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
@@ -227,7 +226,7 @@ func isLimiterObject(obj client.Object) bool {
 
 // ServedPolicies maps the UID of each policy a fleet serves to its
 // "namespace/name".
-func ServedPolicies(policies []v1alpha1.RateLimitPolicy) map[string]string {
+func ServedPolicies(policies []v1beta1.RateLimitPolicy) map[string]string {
 	out := make(map[string]string, len(policies))
 	for i := range policies {
 		out[string(policies[i].UID)] = policies[i].Namespace + "/" + policies[i].Name

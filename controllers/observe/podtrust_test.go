@@ -18,7 +18,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
@@ -223,12 +222,12 @@ func TestPodReportsOnlyItsFleetsPolicies(t *testing.T) {
 			LocalTier: &limiterwire.LocalTier{OvershootBound: 77}},
 	}}
 	c.record(now, "10.0.0.5:8080", st, map[string]string{"mine": "a/mine"})
-	pols := []v1alpha1.RateLimitPolicy{
+	pols := []v1beta1.RateLimitPolicy{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "mine", UID: "mine"}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "theirs", UID: "theirs"}},
 	}
-	written := map[string]*v1alpha1.EnforcementStatus{}
-	if err := c.writeEach(context.Background(), now, pols, func(_ context.Context, p *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
+	written := map[string]*v1beta1.EnforcementStatus{}
+	if err := c.writeEach(context.Background(), now, pols, func(_ context.Context, p *v1beta1.RateLimitPolicy, e *v1beta1.EnforcementStatus) error {
 		written[p.Name] = e
 		return nil
 	}); err != nil {
