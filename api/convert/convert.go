@@ -16,11 +16,13 @@ limitations under the License.
 
 // Package convert reads v1alpha1 manifests for the limiter, which works
 // on v1beta1 only: a v1alpha1 RateLimitPolicy or LimiterFleet in a policy
-// file, a v1alpha1 spec in a snapshot document of format 1, and the
-// operator's v1alpha1 objects. Each is converted with the conversion the
-// operator's webhook serves; what v1beta1 leaves to the fleet (a policy's
-// lease entry and priority key) is returned beside it as entries, never
-// in a conversion annotation, which nothing outside api/ reads.
+// file and a v1alpha1 spec in a snapshot document of format 1. Each is
+// converted with the conversion the operator's webhook serves; what
+// v1beta1 leaves to the fleet (a policy's lease entry and priority key) is
+// returned beside it as entries, never in a conversion annotation, which
+// nothing outside api/ reads. For the operator, which reads v1beta1 only,
+// StoredPolicy returns those entries of a stored policy a v1alpha1 client
+// wrote.
 package convert
 
 import (

@@ -63,6 +63,9 @@ func main() {
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	// The operator reads and writes v1beta1 only; v1alpha1 is in the scheme
+	// for the conversion webhook alone, which converts with it for
+	// v1alpha1 clients.
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 	utilruntime.Must(v1beta1.AddToScheme(scheme))
 
