@@ -42,7 +42,7 @@ func ManagedLabels() labels.Set {
 
 // managedByObject selects, of every kind the operator renders but Pods,
 // only the objects labelled as its own. Secrets it does not render
-// (redis.auth's) are read uncached.
+// (store.*.auth's) are read uncached.
 func managedByObject() map[client.Object]cache.ByObject {
 	managed := cache.ByObject{Label: labels.SelectorFromSet(ManagedLabels())}
 	return map[client.Object]cache.ByObject{

@@ -28,7 +28,7 @@ type Options struct {
 	// LimiterImage is the image of fleets that name none.
 	LimiterImage string
 	// RedisImage is the Redis image of Cluster fleets that name none
-	// (spec.redis.image); empty means v1beta1.DefaultRedisImage.
+	// (spec.store.cluster.image); empty means v1beta1.DefaultRedisImage.
 	RedisImage string
 	// AckClient, when set, is the base of the calls to limiter pods' admin
 	// endpoint: its *http.Transport (dialer, timeouts) and Timeout, to

@@ -89,13 +89,13 @@ func LimiterArgs(fleet *v1beta1.LimiterFleet, storeURL string) []string {
 	return append(args, tracingArgs(fleet)...)
 }
 
-// redisCADir is where redis.tls's CA Secret is mounted in limiter pods.
+// redisCADir is where store.external.tls's CA Secret is mounted in limiter pods.
 const redisCADir = "/etc/sluice/redis-ca"
 
 // limiterEnv carries the limiters' Redis password, and its ACL user when
 // there is one, into the limiter container, which reads them instead of a
-// password in its store URL: redis.auth's for External; for Cluster, the
-// user sluice-limiter with redis.auth's password or the generated one.
+// password in its store URL: store.external.auth's for External; for Cluster, the
+// user sluice-limiter with store.cluster.auth's password or the generated one.
 func limiterEnv(fleet *v1beta1.LimiterFleet) []corev1.EnvVar {
 	env := redisPasswordEnv(fleet)
 	if e := fleet.Spec.Store.External; e != nil && e.Auth != nil && e.Auth.UsernameKey != nil && fleet.Spec.EffectiveStoreType() == v1beta1.StoreExternal {
@@ -106,7 +106,7 @@ func limiterEnv(fleet *v1beta1.LimiterFleet) []corev1.EnvVar {
 }
 
 // limiterCA is the Secret and key of the CA certificates the limiters
-// verify Redis with: redis.tls's for External, the TLS Secret's ca.crt for
+// verify Redis with: store.external.tls's for External, the TLS Secret's ca.crt for
 // the operator's cluster with TLS; "" for the image's CAs or no TLS.
 func limiterCA(fleet *v1beta1.LimiterFleet) (secret, key string) {
 	switch {
@@ -155,7 +155,7 @@ func topDescriptorArgs(st *v1beta1.FleetStats) []string {
 // LimiterDeploymentOptions are what BuildLimiterDeployment needs besides
 // the fleet.
 type LimiterDeploymentOptions struct {
-	// DefaultImage is the limiter image when the fleet's spec.image is
+	// DefaultImage is the limiter image when the fleet's spec.limiters.image is
 	// unset.
 	DefaultImage string
 	// StoreURL is the limiter's --store: StoreURL's answer.
@@ -254,7 +254,7 @@ func limiterPodSpec(fleet *v1beta1.LimiterFleet, opts LimiterDeploymentOptions) 
 	}
 }
 
-// limiterContainer is the limiter container: the image is spec.image, or
+// limiterContainer is the limiter container: the image is spec.limiters.image, or
 // opts.DefaultImage when unset.
 func limiterContainer(fleet *v1beta1.LimiterFleet, opts LimiterDeploymentOptions, mounts []corev1.VolumeMount, keyEnv []corev1.EnvVar) corev1.Container {
 	image := opts.DefaultImage
@@ -303,11 +303,11 @@ func limiterContainer(fleet *v1beta1.LimiterFleet, opts LimiterDeploymentOptions
 	}
 }
 
-// StoreURL is the limiter's --store for the fleet's redis section: "memory"
+// StoreURL is the limiter's --store for the fleet's spec.store: "memory"
 // for None; for External, redis://host:port for one server, or
 // redis-cluster://host:port,... when redis.cluster is true or, unset, when
 // there are several addresses. Cluster mode gives
-// redis-cluster://seed,... with RedisSeeds. With redis.tls the schemes are
+// redis-cluster://seed,... with RedisSeeds. With store.*.tls the schemes are
 // rediss:// and rediss-cluster://. Credentials are never in the URL: the
 // limiter reads them from the env vars that carry them from their Secret
 // (LimiterEnv).

@@ -19,7 +19,7 @@ import (
 // options give the same objects. Each admits ingress to the fleet's pods
 // from named peers only:
 //
-//   - limiter pods: the data ports (gRPC and HTTP) from spec.clients (the
+//   - limiter pods: the data ports (gRPC and HTTP) from spec.dataPlane.clients (the
 //     fleet's namespace by default); the admin port from the operator and
 //     from the monitoring namespace, whose Prometheus scrapes /metrics
 //     there (the limiter authorizes each caller's token as well); with
@@ -36,10 +36,10 @@ import (
 // TCP, to any address: node-local caches have no pod labels), the API
 // server (its endpoints' IPs and ports: the limiters watch their snapshot
 // ConfigMap and review admin tokens there), and Redis: the fleet's Redis
-// pods on their client port in mode Cluster; in mode External the ports of
-// spec.redis.addresses on any address (they may be DNS names); none in
-// mode None; and, with spec.tracing, its endpoint's port on any address
-// (the collector, which is named by a host too); with spec.regions (v1beta1),
+// pods on their client port for store type Cluster; for External the ports of
+// spec.store.external.addresses on any address (they may be DNS names); none for
+// store type Memory; and, with spec.tracing, its endpoint's port on any address
+// (the collector, which is named by a host too); with spec.regions,
 // the ports of its peers' endpoints on any address (other clusters' load
 // balancers, named by hosts). Nothing else: a limiter
 // pod can't be made to call anywhere else. Without the API server's addresses the egress stays open, rather
@@ -102,7 +102,7 @@ func copyLabels(l map[string]string) map[string]string {
 	return out
 }
 
-// clientPeers are the peers of spec.clients, or the fleet's namespace.
+// clientPeers are the peers of spec.dataPlane.clients, or the fleet's namespace.
 func clientPeers(fleet *v1beta1.LimiterFleet) []networkingv1.NetworkPolicyPeer {
 	if fleet.Spec.DataPlane == nil || len(fleet.Spec.DataPlane.Clients) == 0 {
 		return []networkingv1.NetworkPolicyPeer{namespacePeer(fleet.Namespace)}

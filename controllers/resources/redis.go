@@ -29,7 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// The objects of a fleet in redis.mode Cluster: a redis.conf ConfigMap, a
+// The objects of a fleet with store.type Cluster: a redis.conf ConfigMap, a
 // headless Service over every node, and per shard a StatefulSet and a
 // PodDisruptionBudget. Like the limiter's, they are pure functions of the
 // fleet. The operator, not the pods, forms the cluster (see
@@ -132,7 +132,7 @@ func redisMeta(fleet *v1beta1.LimiterFleet, name string) metav1.ObjectMeta {
 //     which would fail the shard over or lose it.
 //
 //   - nodes.conf and the append-only file live in /data, the PVC when
-//     spec.redis.storage is set: a restarted pod keeps its node ID and keys.
+//     spec.store.cluster.storage is set: a restarted pod keeps its node ID and keys.
 //
 //   - cluster-preferred-endpoint-type ip: CLUSTER SLOTS, CLUSTER SHARDS
 //     and MOVED give clients each node's announced pod IP, which the
@@ -150,7 +150,7 @@ func redisMeta(fleet *v1beta1.LimiterFleet, name string) metav1.ObjectMeta {
 //   - cluster-replica-validity-factor 0: a replica always may take over a
 //     dead primary; stale counters beat no counters for a rate limiter.
 //
-//   - With spec.redis.tls, no plain-text port: clients, replication and the
+//   - With spec.store.cluster.tls, no plain-text port: clients, replication and the
 //     cluster bus (tls-port + 10000) use TLS only, with the certificates of
 //     the TLS Secret (see RedisTLSEnabled).
 func RedisConfig(fleet *v1beta1.LimiterFleet) string {
@@ -194,12 +194,12 @@ func RedisConfig(fleet *v1beta1.LimiterFleet) string {
 }
 
 // RedisMaxMemoryPercent is the share of the Redis container's memory limit
-// that maxmemory gets when spec.redis.maxMemory is unset.
+// that maxmemory gets when spec.store.cluster.maxMemory is unset.
 const RedisMaxMemoryPercent = 75
 
-// RedisMaxMemory is each node's maxmemory in bytes: spec.redis.maxMemory,
+// RedisMaxMemory is each node's maxmemory in bytes: spec.store.cluster.maxMemory,
 // else RedisMaxMemoryPercent of the container's memory limit (of
-// spec.redis.resources, or DefaultRedisResources), else 0, unbounded.
+// spec.store.cluster.resources, or DefaultRedisResources), else 0, unbounded.
 func RedisMaxMemory(fleet *v1beta1.LimiterFleet) int64 {
 	c := clusterStore(fleet)
 	if m := c.MaxMemory; m != nil {

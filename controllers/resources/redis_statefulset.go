@@ -43,8 +43,8 @@ func RedisArgs(fleet *v1beta1.LimiterFleet) []string {
 }
 
 // redisPasswordEnv is the env var that carries the limiters' Redis
-// password from its Secret: for External, redis.auth's (or none); for
-// Cluster, redis.auth's or the auth Secret's, with the user's name.
+// password from its Secret: for External, store.external.auth's (or none); for
+// Cluster, store.cluster.auth's or the auth Secret's, with the user's name.
 func redisPasswordEnv(fleet *v1beta1.LimiterFleet) []corev1.EnvVar {
 	switch auth := fleet.Spec.RedisAuth(); {
 	case fleet.Spec.EffectiveStoreType() == v1beta1.StoreCluster:
@@ -72,7 +72,7 @@ type RedisSecretHashes struct{ Auth, TLS string }
 // BuildRedisStatefulSet builds shard's StatefulSet: 1 + replicasPerShard
 // pods, of which ordinal 0 becomes the primary at bootstrap. The pods of a
 // shard must run on different nodes (required anti-affinity): a primary and
-// its replica on one node would die together. They run spec.redis.image, or
+// its replica on one node would die together. They run spec.store.cluster.image, or
 // defaultImage (the operator's --redis-image) when unset, or
 // v1beta1.DefaultRedisImage when both are empty. The pods mount the users
 // file of the auth Secret and, with TLS, the TLS Secret; the hashes of
@@ -117,7 +117,7 @@ func redisPodAnnotations(fleet *v1beta1.LimiterFleet, hashes RedisSecretHashes) 
 }
 
 // redisPodSpec is the spec of a shard's Redis pods, and the claim template
-// of their data volume when spec.redis.storage asks for one (an emptyDir
+// of their data volume when spec.store.cluster.storage asks for one (an emptyDir
 // otherwise).
 func redisPodSpec(fleet *v1beta1.LimiterFleet, shard int, defaultImage string) (corev1.PodSpec, []corev1.PersistentVolumeClaim) {
 	container := redisContainer(fleet, defaultImage)

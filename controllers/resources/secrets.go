@@ -72,7 +72,7 @@ type RedisPasswords struct {
 // RedisUsersConf is the users file of every node: the default user off,
 // the three users with their rules and the SHA-256 of their passwords,
 // and the replication user and password that replicas authenticate with.
-// Generated passwords are base64url; a limiter password from redis.auth is
+// Generated passwords are base64url; a limiter password from store.cluster.auth is
 // only ever hashed here, so it may hold any byte.
 func RedisUsersConf(pw RedisPasswords) string {
 	user := func(name, password, rules string) string {
@@ -90,7 +90,7 @@ func RedisUsersConf(pw RedisPasswords) string {
 }
 
 // BuildRedisAuthSecret builds the auth Secret from the passwords. The
-// limiter's password is left out when it comes from redis.auth's Secret.
+// limiter's password is left out when it comes from store.cluster.auth's Secret.
 func BuildRedisAuthSecret(fleet *v1beta1.LimiterFleet, pw RedisPasswords) *corev1.Secret {
 	data := map[string][]byte{
 		RedisOperatorPasswordKey:    []byte(pw.Operator),
@@ -109,7 +109,7 @@ func BuildRedisAuthSecret(fleet *v1beta1.LimiterFleet, pw RedisPasswords) *corev
 }
 
 // redisLimiterPasswordRef is where limiter pods of a Cluster fleet read
-// their password: redis.auth's Secret and key, or the auth Secret.
+// their password: store.cluster.auth's Secret and key, or the auth Secret.
 func redisLimiterPasswordRef(fleet *v1beta1.LimiterFleet) (secret, key string) {
 	if auth := fleet.Spec.RedisAuth(); auth != nil {
 		return auth.SecretName, fleet.Spec.EffectiveAuthKey()
@@ -117,7 +117,7 @@ func redisLimiterPasswordRef(fleet *v1beta1.LimiterFleet) (secret, key string) {
 	return RedisAuthSecretName(fleet), RedisLimiterPasswordKey
 }
 
-// TLS of the operator's Redis Cluster (spec.redis.tls in mode Cluster).
+// TLS of the operator's Redis Cluster (spec.store.cluster.tls).
 //
 // Every node serves clients, replication and the cluster bus over TLS only
 // (port 0, tls-port 6379, tls-replication and tls-cluster yes), with one
@@ -130,7 +130,7 @@ func redisLimiterPasswordRef(fleet *v1beta1.LimiterFleet) (secret, key string) {
 // (tls-auth-clients optional): they authenticate with their ACL users.
 //
 // The CA is the fleet's own, <fleet>-redis-ca, which the operator creates
-// (ECDSA P-256, valid RedisCAValidity), or spec.redis.tls.caSecretName's
+// (ECDSA P-256, valid RedisCAValidity), or spec.store.cluster.tls.caSecretName's
 // tls.crt and tls.key. The node certificate and the CA certificate live in
 // <fleet>-redis-tls, which Redis pods mount whole and limiter pods mount
 // ca.crt of. The operator issues a new certificate when the current one
