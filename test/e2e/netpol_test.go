@@ -48,13 +48,13 @@ func (j *journey) networkPolicies(t *testing.T) {
 		c.restrictedNamespace(t, ns)
 		c.clientPod(t, ns, clientPod)
 	}
-	svc := fmt.Sprintf("%s.%s.svc:8081", resources.LimiterName(f), f.Namespace)
+	svc := fmt.Sprintf("%s.%s.svc:8081", resources.LimiterName(betaOf(f)), f.Namespace)
 	limiters := &corev1.PodList{}
-	if err := c.c.List(ctx, limiters, client.InNamespace(f.Namespace), client.MatchingLabels(resources.LimiterSelectorLabels(f))); err != nil {
+	if err := c.c.List(ctx, limiters, client.InNamespace(f.Namespace), client.MatchingLabels(resources.LimiterSelectorLabels(betaOf(f)))); err != nil {
 		t.Fatal(err)
 	}
 	redis := &corev1.PodList{}
-	if err := c.c.List(ctx, redis, client.InNamespace(f.Namespace), client.MatchingLabels(resources.RedisSelectorLabels(f))); err != nil {
+	if err := c.c.List(ctx, redis, client.InNamespace(f.Namespace), client.MatchingLabels(resources.RedisSelectorLabels(betaOf(f)))); err != nil {
 		t.Fatal(err)
 	}
 	if len(limiters.Items) == 0 || len(redis.Items) == 0 {

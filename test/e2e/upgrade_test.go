@@ -78,7 +78,7 @@ func (j *journey) upgradeUninstall(t *testing.T) {
 
 	// The limiters run on without an operator: a new user's first call is
 	// allowed, the counted ones still deny.
-	svc := fmt.Sprintf("%s.%s.svc:8081", resources.LimiterName(f), f.Namespace)
+	svc := fmt.Sprintf("%s.%s.svc:8081", resources.LimiterName(betaOf(f)), f.Namespace)
 	var answers []rlsAnswer
 	c.execJSON(t, &answers, appNS, clientPod, "/e2eclient", "rls", "-addr", svc, "-domain", loadDomain,
 		"-descriptor", "keep=after-uninstall%d", "-keys", "1", "-n", "4")
