@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/redisfleet"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
@@ -21,20 +21,20 @@ import (
 // again while the certificate it knows is current.
 const adminCertRecheck = 5 * time.Minute
 
-func adminCertDNSNames(fleet *v1alpha1.LimiterFleet) []string {
+func adminCertDNSNames(fleet *v1beta1.LimiterFleet) []string {
 	svc := resources.AdminTLSServerName(fleet)
 	return []string{svc, svc + ".cluster.local"}
 }
 
 // NewAdminCA creates a self-signed CA for the fleet's admin plane, valid
 // from now for RedisCAValidity.
-func NewAdminCA(fleet *v1alpha1.LimiterFleet, now time.Time) (*redisfleet.RedisCA, []byte, error) {
+func NewAdminCA(fleet *v1beta1.LimiterFleet, now time.Time) (*redisfleet.RedisCA, []byte, error) {
 	return redisfleet.NewCA(fmt.Sprintf("sluice limiter admin CA %s/%s", fleet.Namespace, fleet.Name), now)
 }
 
 // IssueAdminCert issues the admin plane's serving certificate for the
 // fleet, valid from now for RedisCertValidity.
-func IssueAdminCert(fleet *v1alpha1.LimiterFleet, ca *redisfleet.RedisCA, now time.Time) (certPEM, keyPEM []byte, err error) {
+func IssueAdminCert(fleet *v1beta1.LimiterFleet, ca *redisfleet.RedisCA, now time.Time) (certPEM, keyPEM []byte, err error) {
 	return redisfleet.SignCert(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: resources.AdminTLSServerName(fleet)},
 		DNSNames:    adminCertDNSNames(fleet),
@@ -46,7 +46,7 @@ func IssueAdminCert(fleet *v1alpha1.LimiterFleet, ca *redisfleet.RedisCA, now ti
 }
 
 // adminCertCurrent says why certPEM must be replaced at now, or "".
-func adminCertCurrent(fleet *v1alpha1.LimiterFleet, ca *redisfleet.RedisCA, certPEM []byte, now time.Time) string {
+func adminCertCurrent(fleet *v1beta1.LimiterFleet, ca *redisfleet.RedisCA, certPEM []byte, now time.Time) string {
 	cert, err := redisfleet.ParseCert(certPEM)
 	switch {
 	case err != nil:
@@ -110,7 +110,7 @@ func (r *LimiterFleetReconciler) reconcileAdminTLS(ctx context.Context, s *fleet
 
 // adminCA reads the fleet's admin CA, which it creates when missing or
 // expired.
-func (r *LimiterFleetReconciler) adminCA(ctx context.Context, fleet *v1alpha1.LimiterFleet, now time.Time) (*redisfleet.RedisCA, error) {
+func (r *LimiterFleetReconciler) adminCA(ctx context.Context, fleet *v1beta1.LimiterFleet, now time.Time) (*redisfleet.RedisCA, error) {
 	existing, err := r.redis.OwnedSecret(ctx, fleet, resources.AdminCASecretName(fleet))
 	if err != nil {
 		return nil, err

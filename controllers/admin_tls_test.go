@@ -23,7 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
@@ -50,7 +50,7 @@ func TestAttackAdminPlaneImpostor(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = k8s.Delete(ctx, p) })
-	waitPolicy(t, ns, "five", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	waitPolicy(t, ns, "five", v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
 	awayFromTheHour(t, 2*time.Minute)
 	for range 7 {
 		pods[0].check(t, "admin-tls-api", "user", "max")
@@ -58,11 +58,11 @@ func TestAttackAdminPlaneImpostor(t *testing.T) {
 	waitEnforcement(t, ns, "five", counted(5, 2, 0))
 
 	// The impostor: a pod of the fleet, as the API says, at another address.
-	ca, _, err := controllers.NewAdminCA(fleet, time.Now())
+	ca, _, err := controllers.NewAdminCA(betaOf(fleet), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	certPEM, keyPEM, err := controllers.IssueAdminCert(fleet, ca, time.Now())
+	certPEM, keyPEM, err := controllers.IssueAdminCert(betaOf(fleet), ca, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func (imp *impostor) trusted() int {
 // names the Service, which the operator verifies.
 func TestLimiterAdminTLS(t *testing.T) {
 	fleet := resFleet("ns", "f")
-	pod := resources.BuildLimiterDeployment(fleet, resources.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "memory"}).Spec.Template.Spec
+	pod := resources.BuildLimiterDeployment(betaOf(fleet), resources.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "memory"}).Spec.Template.Spec
 	c := pod.Containers[0]
 	var vol *corev1.Volume
 	for i := range pod.Volumes {
@@ -263,11 +263,11 @@ func TestLimiterAdminTLS(t *testing.T) {
 			t.Errorf("args %q lack %s", args, want)
 		}
 	}
-	ca, _, err := controllers.NewAdminCA(fleet, time.Now())
+	ca, _, err := controllers.NewAdminCA(betaOf(fleet), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	certPEM, _, err := controllers.IssueAdminCert(fleet, ca, time.Now())
+	certPEM, _, err := controllers.IssueAdminCert(betaOf(fleet), ca, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,8 +278,8 @@ func TestLimiterAdminTLS(t *testing.T) {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
-	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, DNSName: resources.AdminTLSServerName(fleet)}); err != nil ||
-		resources.AdminTLSServerName(fleet) != "f-limiter.ns.svc" {
-		t.Errorf("the certificate for %s: %v", resources.AdminTLSServerName(fleet), err)
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, DNSName: resources.AdminTLSServerName(betaOf(fleet))}); err != nil ||
+		resources.AdminTLSServerName(betaOf(fleet)) != "f-limiter.ns.svc" {
+		t.Errorf("the certificate for %s: %v", resources.AdminTLSServerName(betaOf(fleet)), err)
 	}
 }

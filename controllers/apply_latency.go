@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 var applyToEnforcedSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -39,7 +39,7 @@ type genSeen struct {
 
 // saw notes that the reconciler read p; the first read of a generation
 // starts its clock.
-func (a *applyLatency) saw(p *v1alpha1.RateLimitPolicy) {
+func (a *applyLatency) saw(p *v1beta1.RateLimitPolicy) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
@@ -54,7 +54,7 @@ func (a *applyLatency) saw(p *v1alpha1.RateLimitPolicy) {
 
 // wrote is called after a status write of p whose conditions are conds; the
 // first write of Enforced=True for the generation observes the latency.
-func (a *applyLatency) wrote(p *v1alpha1.RateLimitPolicy, conds []metav1.Condition) {
+func (a *applyLatency) wrote(p *v1beta1.RateLimitPolicy, conds []metav1.Condition) {
 	if !isEnforced(conds, p.Generation) {
 		return
 	}
@@ -85,6 +85,6 @@ func (a *applyLatency) clock() time.Time {
 }
 
 func isEnforced(conds []metav1.Condition, gen int64) bool {
-	c := meta.FindStatusCondition(conds, v1alpha1.EnforcedCondition)
+	c := meta.FindStatusCondition(conds, v1beta1.EnforcedCondition)
 	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == gen
 }

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 // histogramSamples reads a histogram's sample count and sum.
@@ -26,12 +26,12 @@ func TestApplyLatency(t *testing.T) {
 	now := time.Unix(1000, 0)
 	a := applyLatency{now: func() time.Time { return now }}
 	enforced := func(gen int64) []metav1.Condition {
-		return []metav1.Condition{{Type: v1alpha1.EnforcedCondition, Status: metav1.ConditionTrue, ObservedGeneration: gen}}
+		return []metav1.Condition{{Type: v1beta1.EnforcedCondition, Status: metav1.ConditionTrue, ObservedGeneration: gen}}
 	}
-	pol := func(gen int64, conds []metav1.Condition) *v1alpha1.RateLimitPolicy {
-		return &v1alpha1.RateLimitPolicy{
+	pol := func(gen int64, conds []metav1.Condition) *v1beta1.RateLimitPolicy {
+		return &v1beta1.RateLimitPolicy{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: types.UID("u1"), Generation: gen},
-			Status:     v1alpha1.RateLimitPolicyStatus{Conditions: conds},
+			Status:     v1beta1.RateLimitPolicyStatus{Conditions: conds},
 		}
 	}
 	count0, sum0 := histogramSamples(t, applyToEnforcedSeconds)
@@ -53,7 +53,7 @@ func TestApplyLatency(t *testing.T) {
 	a.saw(pol(4, enforced(3)))
 	now = now.Add(100 * time.Millisecond)
 	a.saw(pol(4, enforced(3))) // a second reconcile does not restart the clock
-	a.wrote(pol(4, enforced(3)), []metav1.Condition{{Type: v1alpha1.EnforcedCondition, Status: metav1.ConditionFalse, ObservedGeneration: 4}})
+	a.wrote(pol(4, enforced(3)), []metav1.Condition{{Type: v1beta1.EnforcedCondition, Status: metav1.ConditionFalse, ObservedGeneration: 4}})
 	now = now.Add(150 * time.Millisecond)
 	a.wrote(pol(4, enforced(3)), enforced(4))
 	a.wrote(pol(4, enforced(4)), enforced(4))

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
@@ -46,7 +46,7 @@ var authDelegationRequest = reconcile.Request{NamespacedName: types.NamespacedNa
 func (r *authDelegationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("limiter-auth-delegation").
-		Watches(&v1alpha1.LimiterFleet{}, handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		Watches(&v1beta1.LimiterFleet{}, handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 			return []reconcile.Request{authDelegationRequest}
 		}), builder.WithPredicates(fleetComesOrGoes)).
 		Complete(r)
@@ -64,7 +64,7 @@ var fleetComesOrGoes = predicate.Funcs{
 // Reconcile applies the binding of the fleets that exist and are not
 // being deleted.
 func (r *authDelegationReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl.Result, error) {
-	var fleets v1alpha1.LimiterFleetList
+	var fleets v1beta1.LimiterFleetList
 	if err := r.List(ctx, &fleets); err != nil {
 		return ctrl.Result{}, err
 	}

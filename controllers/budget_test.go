@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/config/kube"
@@ -82,7 +83,7 @@ func TestAttackTenantFloodPushesOutAnotherTenantsPolicy(t *testing.T) {
 			return err
 		}
 		for _, p := range list.Items {
-			if c := condition(p.Status.Conditions, v1alpha1.AcceptedCondition); c == nil || c.ObservedGeneration != p.Generation {
+			if c := condition(p.Status.Conditions, v1beta1.AcceptedCondition); c == nil || c.ObservedGeneration != p.Generation {
 				return fmt.Errorf("%s: no Accepted condition for generation %d yet", p.Name, p.Generation)
 			}
 			last = later(last, p.CreationTimestamp.Time)
@@ -115,7 +116,7 @@ func TestAttackTenantFloodPushesOutAnotherTenantsPolicy(t *testing.T) {
 			return fmt.Errorf("fleet snapshot %+v, want %d policies kept or refused", s, flood+1)
 		}
 		cm := &corev1.ConfigMap{}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: sys, Name: resources.SnapshotConfigMapName(fleet)}, cm); err != nil {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: sys, Name: resources.SnapshotConfigMapName(betaOf(fleet))}, cm); err != nil {
 			return err
 		}
 		snap, err := kube.Decode(cm)
@@ -130,11 +131,11 @@ func TestAttackTenantFloodPushesOutAnotherTenantsPolicy(t *testing.T) {
 		return nil
 	})
 	if !held {
-		c, _ := policyCondition(t, b, "newer", v1alpha1.AcceptedCondition)
+		c, _ := policyCondition(t, b, "newer", v1beta1.AcceptedCondition)
 		t.Fatalf("tenant B's newer policy is not in the fleet's snapshot (%d policies kept, %d refused): tenant A's flood pushed it out; its Accepted: %+v",
 			fitted.Policies, fitted.Refused, c)
 	}
-	waitPolicy(t, b, "newer", v1alpha1.AcceptedCondition, metav1.ConditionTrue, "")
+	waitPolicy(t, b, "newer", v1beta1.AcceptedCondition, metav1.ConditionTrue, "")
 
 	// A's newest policies are refused, by A's budget; its oldest kept.
 	eventually(t, 120*time.Second, "A's newest policies refused by A's budget", func() error {
@@ -144,13 +145,13 @@ func TestAttackTenantFloodPushesOutAnotherTenantsPolicy(t *testing.T) {
 		}
 		refused, kept := 0, 0
 		for _, p := range list.Items {
-			c := condition(p.Status.Conditions, v1alpha1.AcceptedCondition)
+			c := condition(p.Status.Conditions, v1beta1.AcceptedCondition)
 			switch {
 			case c == nil || c.ObservedGeneration != p.Generation:
 				return fmt.Errorf("%s: no Accepted condition for generation %d yet", p.Name, p.Generation)
 			case c.Status == metav1.ConditionTrue:
 				kept++
-			case c.Reason == v1alpha1.SnapshotFullReason && strings.Contains(c.Message, "namespace "+a+" is over its budget") &&
+			case c.Reason == v1beta1.SnapshotFullReason && strings.Contains(c.Message, "namespace "+a+" is over its budget") &&
 				strings.Contains(c.Message, sys+"/"+name):
 				refused++
 			default:

@@ -20,6 +20,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers"
 )
 
@@ -76,7 +77,7 @@ func TestCollectorScale(t *testing.T) {
 		}
 		n := 0
 		for _, p := range list.Items {
-			if c := condition(p.Status.Conditions, v1alpha1.EnforcedCondition); c != nil && c.Status == metav1.ConditionTrue &&
+			if c := condition(p.Status.Conditions, v1beta1.EnforcedCondition); c != nil && c.Status == metav1.ConditionTrue &&
 				len(p.Status.Fleets) == 1 && ptr32(p.Status.Fleets[0].PodsSynced) == 20 {
 				n++
 			}

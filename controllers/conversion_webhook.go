@@ -22,8 +22,11 @@ import (
 )
 
 // The operator serves the CRDs' conversion webhook: RateLimitPolicy and
-// LimiterFleet are stored as v1beta1, and the API server converts every v1alpha1 read and
-// write through it (the conversion functions are in api/v1alpha1).
+// LimiterFleet are stored as v1beta1, and the API server converts every
+// v1alpha1 read and write through it (the conversion functions are in
+// api/v1alpha1, registered in the scheme cmd/operator hands the manager).
+// The operator itself reads and writes v1beta1 only, so it needs the
+// webhook for nothing of its own: only v1alpha1 clients do.
 
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=update;patch,resourceNames=ratelimitpolicies.ratelimit.sluice.dev;limiterfleets.ratelimit.sluice.dev
@@ -95,11 +98,12 @@ func SetupConversionWebhook(ctx context.Context, mgr manager.Manager, o WebhookO
 	log := ctrl.Log.WithName("conversion-webhook")
 	if mountedCertValid(o.CertDir, time.Now()) {
 		// A restart: the Secret's certificate is mounted already, and its
-		// CA injected. Serve it at once, before the manager's caches sync:
-		// they list the stored v1beta1 objects as v1alpha1 through this very
-		// webhook, and the rotator starts only after they have synced. With
-		// no other replica serving, waiting for the rotator would wait for
-		// ever (a lone operator restarted in place, its node rebooted).
+		// CA injected. Serve it at once, before the manager's caches sync
+		// (the rotator starts only after they have): v1alpha1 clients need
+		// it meanwhile. The operator's own caches read v1beta1, the
+		// storage version, and never wait on it (an earlier release's
+		// listed v1alpha1 through this very webhook, and a lone operator
+		// restarted in place waited for ever).
 		log.Info("Serving the mounted certificate; starting the conversion webhook", "address", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
 		if err := mgr.Add(srv); err != nil {
 			return nil, err

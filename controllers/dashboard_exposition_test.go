@@ -17,6 +17,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/internal/redistest"
 )
 
@@ -66,7 +67,7 @@ func TestDashboardExpositions(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = k8s.Delete(ctx, p) })
-		waitPolicy(t, ns, p.Name, v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+		waitPolicy(t, ns, p.Name, v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
 	}
 	enforce(tier)
 	enforce(small)

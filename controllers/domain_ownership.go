@@ -11,7 +11,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 // Domain ownership: a platform team says on each LimiterFleet, which
@@ -28,11 +28,11 @@ import (
 // listed in spec.domains and its allowedNamespaces admit the namespace, or
 // the fleet lists no domains and the policy is in the fleet's namespace.
 // A bad selector allows nothing, and is returned.
-func fleetAllows(fleet *v1alpha1.LimiterFleet, p *v1alpha1.RateLimitPolicy, nsLabels map[string]string) (bool, error) {
+func fleetAllows(fleet *v1beta1.LimiterFleet, p *v1beta1.RateLimitPolicy, nsLabels map[string]string) (bool, error) {
 	return domainAllowed(fleet, p.Spec.Domain, p.Namespace, nsLabels)
 }
 
-func domainAllowed(fleet *v1alpha1.LimiterFleet, domain, namespace string, nsLabels map[string]string) (bool, error) {
+func domainAllowed(fleet *v1beta1.LimiterFleet, domain, namespace string, nsLabels map[string]string) (bool, error) {
 	if len(fleet.Spec.Domains) == 0 {
 		return namespace == fleet.Namespace, nil
 	}
@@ -42,9 +42,9 @@ func domainAllowed(fleet *v1alpha1.LimiterFleet, domain, namespace string, nsLab
 			continue
 		}
 		switch d.AllowedNamespaces.EffectiveFrom() {
-		case v1alpha1.NamespacesFromAll:
+		case v1beta1.NamespacesFromAll:
 			return true, nil
-		case v1alpha1.NamespacesFromSelector:
+		case v1beta1.NamespacesFromSelector:
 			if d.AllowedNamespaces.Selector == nil {
 				return false, nil // the API server refuses it
 			}
@@ -63,7 +63,7 @@ func domainAllowed(fleet *v1alpha1.LimiterFleet, domain, namespace string, nsLab
 // fleetServes reports whether a fleet serves a policy: it allows the
 // policy's domain for its namespace (fleetAllows) and selects it
 // (fleetSelects).
-func fleetServes(fleet *v1alpha1.LimiterFleet, p *v1alpha1.RateLimitPolicy, nsLabels map[string]string) (bool, error) {
+func fleetServes(fleet *v1beta1.LimiterFleet, p *v1beta1.RateLimitPolicy, nsLabels map[string]string) (bool, error) {
 	ok, err := fleetAllows(fleet, p, nsLabels)
 	if err != nil || !ok {
 		return false, err
@@ -75,13 +75,13 @@ func fleetServes(fleet *v1alpha1.LimiterFleet, p *v1alpha1.RateLimitPolicy, nsLa
 // policies themselves: the fleets (which allow domains to namespaces) and
 // the labels of namespaces.
 type tenancy struct {
-	fleets   []v1alpha1.LimiterFleet
+	fleets   []v1beta1.LimiterFleet
 	nsLabels map[string]map[string]string
 }
 
 // readTenancy reads every fleet and the labels of every namespace.
 func readTenancy(ctx context.Context, c client.Reader) (tenancy, error) {
-	var fleets v1alpha1.LimiterFleetList
+	var fleets v1beta1.LimiterFleetList
 	if err := c.List(ctx, &fleets); err != nil {
 		return tenancy{}, err
 	}
@@ -176,7 +176,7 @@ func (tn tenancy) notAllowedMessage(domain, namespace string) string {
 // namespace (which a fleet that lists no domains serves). An update maps
 // both the old and the new fleet.
 func (r *RateLimitPolicyReconciler) policiesOfFleetDomains(ctx context.Context, obj client.Object) []reconcile.Request {
-	fleet, ok := obj.(*v1alpha1.LimiterFleet)
+	fleet, ok := obj.(*v1beta1.LimiterFleet)
 	if !ok {
 		return nil
 	}
@@ -199,7 +199,7 @@ func (r *RateLimitPolicyReconciler) policiesOfNamespace(ctx context.Context, obj
 
 // domainsIn adds the domains of the policies in namespace to domains.
 func (r *RateLimitPolicyReconciler) domainsIn(ctx context.Context, namespace string, domains map[string]bool) {
-	var list v1alpha1.RateLimitPolicyList
+	var list v1beta1.RateLimitPolicyList
 	// Read-only: domains alone, no copy of the policies.
 	if err := r.List(ctx, &list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		logf.FromContext(ctx).Error(err, "Listing policies", "namespace", namespace)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 // softCheck sends one HTTP check of user to a limiter and returns the
@@ -47,8 +48,8 @@ func TestEnforcementSoftLimited(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = k8s.Delete(ctx, p) })
 	}
-	waitPolicy(t, ns, "warn", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
-	waitPolicy(t, ns, "hard", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	waitPolicy(t, ns, "warn", v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
+	waitPolicy(t, ns, "hard", v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
 	awayFromTheHour(t, 2*time.Minute)
 
 	codes, marked := map[int]int{}, 0

@@ -23,6 +23,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/observe"
 	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/internal/redistest"
@@ -107,8 +108,8 @@ func TestEnforcementStats(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = k8s.Delete(ctx, p) })
 	}
-	waitPolicy(t, ns, "hundred", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
-	waitPolicy(t, ns, "shadow", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	waitPolicy(t, ns, "hundred", v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
+	waitPolicy(t, ns, "shadow", v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
 	awayFromTheHour(t, 2*time.Minute)
 
 	t.Run("150 requests against 100 show allowed 100 and limited 50", func(t *testing.T) {
@@ -200,7 +201,7 @@ func TestCollectorSkipsUnreadablePods(t *testing.T) {
 	t.Cleanup(func() { close(hang) })
 	addStandIns(t, fleet, garbage, hanging)
 
-	waitPolicy(t, ns, "five", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	waitPolicy(t, ns, "five", v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
 	errorsBefore := collectorErrorCount(t, ns+"/"+fleet.Name)
 	for range 7 {
 		pods[0].check(t, "unread-api", "user", "max")
@@ -263,7 +264,7 @@ func addStandIns(t *testing.T, fleet *v1alpha1.LimiterFleet, addrs ...string) {
 	t.Helper()
 	ctx := context.Background()
 	slice := &discoveryv1.EndpointSlice{}
-	key := client.ObjectKey{Namespace: fleet.Namespace, Name: resources.LimiterName(fleet) + "-abcde"}
+	key := client.ObjectKey{Namespace: fleet.Namespace, Name: resources.LimiterName(betaOf(fleet)) + "-abcde"}
 	if err := k8s.Get(ctx, key, slice); err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +322,7 @@ func TestEnforcementHottest(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = k8s.Delete(ctx, pol) })
-	waitPolicy(t, ns, "five", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	waitPolicy(t, ns, "five", v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
 	awayFromTheHour(t, time.Minute)
 
 	// All the traffic in one interval: start just after a boundary.
@@ -368,7 +369,7 @@ func TestEnforcementOvershootBound(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = k8s.Delete(ctx, p) })
-		waitPolicy(t, ns, p.Name, v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+		waitPolicy(t, ns, p.Name, v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
 	}
 	for i := range 20 {
 		for _, d := range []string{"tier-bucket", "tier-window", "tier-exact"} {
@@ -437,7 +438,7 @@ func TestEnforcementInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = k8s.Delete(ctx, p) })
-	waitPolicy(t, ns, p.Name, v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	waitPolicy(t, ns, p.Name, v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
 
 	const descriptors = `"domain":"conc-api","descriptors":[{"entries":[{"key":"user","value":"kim"}]}]`
 	var leases []string
@@ -483,7 +484,7 @@ func TestRefusedInEnforcementStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = k8s.Delete(ctx, p) })
-	waitPolicy(t, ns, "five", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	waitPolicy(t, ns, "five", v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
 	awayFromTheHour(t, 2*time.Minute)
 	long := strings.Repeat("u", 1100)
 	for i := range 3 {
@@ -520,9 +521,9 @@ func TestNewPolicyShowsAPodThatNeverAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = k8s.Delete(ctx, p) })
-	waitPolicy(t, p.Namespace, p.Name, v1alpha1.EnforcedCondition, metav1.ConditionFalse, v1alpha1.SnapshotPendingReason)
+	waitPolicy(t, p.Namespace, p.Name, v1beta1.EnforcedCondition, metav1.ConditionFalse, v1beta1.SnapshotPendingReason)
 	eventually(t, 30*time.Second, "Enforced naming the one pod of two that has the policy", func() error {
-		c, _, err := policyConditionErr(p.Namespace, p.Name, v1alpha1.EnforcedCondition)
+		c, _, err := policyConditionErr(p.Namespace, p.Name, v1beta1.EnforcedCondition)
 		switch {
 		case err != nil:
 			return err

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/internal/redistest"
 )
@@ -69,7 +70,7 @@ func TestExternalRedisTLSAndAuth(t *testing.T) {
 
 	dep := &appsv1.Deployment{}
 	eventually(t, 30*time.Second, "the limiter Deployment", func() error {
-		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.LimiterName(fleet)}, dep)
+		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.LimiterName(betaOf(fleet))}, dep)
 	})
 	if b, _ := yaml.Marshal(dep); strings.Contains(string(b), password) {
 		t.Fatalf("the Deployment holds the password:\n%s", b)
@@ -97,8 +98,8 @@ func TestExternalRedisTLSAndAuth(t *testing.T) {
 	pods := fleetPodsWithEnv(t, fleet, 2, store, wrongEnv, append(redisArgs, "--redis-timeout=2s")...)
 	rf := &redisFleet{fleet: fleet}
 	eventually(t, 30*time.Second, "RedisReady=False naming both pods and WRONGPASS", func() error {
-		c := condition(rf.get(t).Status.Conditions, v1alpha1.RedisReadyCondition)
-		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.StoreUnreachableReason ||
+		c := condition(rf.get(t).Status.Conditions, v1beta1.RedisReadyCondition)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1beta1.StoreUnreachableReason ||
 			!strings.Contains(c.Message, "2/2 limiter pods can't use Redis") || !strings.Contains(c.Message, "WRONGPASS") {
 			return fmt.Errorf("RedisReady %+v", c)
 		}
@@ -111,13 +112,13 @@ func TestExternalRedisTLSAndAuth(t *testing.T) {
 		p.env = env
 		p.start(t)
 	}
-	rf.waitRedisReady(t, 30*time.Second, metav1.ConditionTrue, v1alpha1.RedisExternalReason)
+	rf.waitRedisReady(t, 30*time.Second, metav1.ConditionTrue, v1beta1.RedisExternalReason)
 
 	policy := statsPolicy(ns, "three", "tls", "tls-api", 3, false)
 	if err := k8s.Create(ctx, policy); err != nil {
 		t.Fatal(err)
 	}
-	waitPolicy(t, ns, "three", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	waitPolicy(t, ns, "three", v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
 	awayFromTheHour(t, time.Minute)
 	for i := range 5 {
 		code := pods[i%2].check(t, "tls-api", "user", "ann")

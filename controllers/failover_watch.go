@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/redisfleet"
 )
 
@@ -59,7 +59,7 @@ func (w *failoverWatch) Start(ctx context.Context) error {
 // sooner while a dead master awaits its promotion.
 func (w *failoverWatch) look(ctx context.Context) time.Duration {
 	log := logf.FromContext(ctx).WithName("failover-watch")
-	fleets := &v1alpha1.LimiterFleetList{}
+	fleets := &v1beta1.LimiterFleetList{}
 	if err := w.client.List(ctx, fleets); err != nil {
 		log.Error(err, "Listing fleets")
 		return w.every
@@ -67,7 +67,7 @@ func (w *failoverWatch) look(ctx context.Context) time.Duration {
 	next := w.every
 	for i := range fleets.Items {
 		f := &fleets.Items[i]
-		if !f.DeletionTimestamp.IsZero() || f.Spec.EffectiveRedisMode() != v1alpha1.RedisCluster {
+		if !f.DeletionTimestamp.IsZero() || f.Spec.EffectiveStoreType() != v1beta1.StoreCluster {
 			continue
 		}
 		rescued, err := w.redis.Rescue(ctx, f, w.timeout)
@@ -95,8 +95,8 @@ func (w *failoverWatch) look(ctx context.Context) time.Duration {
 // a leader that is alive tells the failover itself. The write is an
 // update at the fleet's resourceVersion, so it never overwrites a status
 // written meanwhile.
-func (w *failoverWatch) tell(ctx context.Context, f *v1alpha1.LimiterFleet, rescued redisfleet.Rescued) error {
-	cur := meta.FindStatusCondition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
+func (w *failoverWatch) tell(ctx context.Context, f *v1beta1.LimiterFleet, rescued redisfleet.Rescued) error {
+	cur := meta.FindStatusCondition(f.Status.Conditions, v1beta1.RedisReadyCondition)
 	ours := cur != nil && strings.HasSuffix(cur.Message, redisfleet.StandbyNote)
 	if len(rescued.Actions) == 0 && !ours {
 		return nil

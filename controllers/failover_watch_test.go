@@ -16,7 +16,7 @@ import (
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/controllers/redisfleet"
 )
@@ -33,7 +33,7 @@ func TestStandbyFailsOverWithTheLeaderGone(t *testing.T) {
 	needSuite(t)
 	ctx := context.Background()
 	rf := newRedisFleet(t, "redis-standby", "standby", 3, 1)
-	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1beta1.ClusterOKReason)
 	startStandby(t, "sluice-standby-test")
 	stopOperator()
 	t.Cleanup(func() {
@@ -64,8 +64,8 @@ func TestStandbyFailsOverWithTheLeaderGone(t *testing.T) {
 	// With no leader, the standby tells the failover in RedisReady: each
 	// lost primary and the replica that serves its slots.
 	eventually(t, 30*time.Second, "RedisReady FailedOver, written by the standby, naming every heir", func() error {
-		c := condition(rf.get(t).Status.Conditions, v1alpha1.RedisReadyCondition)
-		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.FailedOverReason || !strings.HasSuffix(c.Message, redisfleet.StandbyNote) {
+		c := condition(rf.get(t).Status.Conditions, v1beta1.RedisReadyCondition)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1beta1.FailedOverReason || !strings.HasSuffix(c.Message, redisfleet.StandbyNote) {
 			return fmt.Errorf("RedisReady %+v", c)
 		}
 		for shard, heir := range heirs {

@@ -23,7 +23,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/sluice-dev/sluice/api/convert"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 func resFleet(namespace, name string, mutate ...func(*v1alpha1.LimiterFleet)) *v1alpha1.LimiterFleet {
@@ -44,4 +46,26 @@ func resCluster(mutate ...func(*v1alpha1.LimiterFleet)) func(*v1alpha1.LimiterFl
 			m(f)
 		}
 	}
+}
+
+// betaOf is fleet as the operator reads it: in v1beta1, converted as the
+// API server converts it. The tests that create fleets as v1alpha1 clients
+// hand it to the operator's functions, which take v1beta1.
+func betaOf(fleet *v1alpha1.LimiterFleet) *v1beta1.LimiterFleet {
+	b, err := convert.Fleet(fleet)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// storedOne is a policy a v1alpha1 client wrote as the API server stores
+// it, and the operator reads it: in v1beta1, converted.
+func storedOne(p *v1alpha1.RateLimitPolicy) *v1beta1.RateLimitPolicy {
+	b := &v1beta1.RateLimitPolicy{}
+	if err := p.DeepCopy().ConvertTo(b); err != nil {
+		panic(err)
+	}
+	b.APIVersion, b.Kind = v1beta1.GroupVersion.String(), "RateLimitPolicy"
+	return b
 }

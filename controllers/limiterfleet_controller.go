@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/observe"
 	"github.com/sluice-dev/sluice/controllers/redisfleet"
 	"github.com/sluice-dev/sluice/controllers/resources"
@@ -45,7 +45,7 @@ type LimiterFleetReconciler struct {
 	// DefaultImage is the limiter image of fleets that name none.
 	DefaultImage string
 	// DefaultRedisImage is the Redis image of Cluster fleets that name
-	// none; empty means v1alpha1.DefaultRedisImage.
+	// none; empty means v1beta1.DefaultRedisImage.
 	DefaultRedisImage string
 	// APIReader reads the Redis password Secret uncached; nil means Client.
 	APIReader client.Reader
@@ -91,7 +91,7 @@ const allDomains = "\x00all"
 
 // fleetScope carries one reconcile pass's observations to the status.
 type fleetScope struct {
-	fleet     *v1alpha1.LimiterFleet
+	fleet     *v1beta1.LimiterFleet
 	document  []byte
 	version   string
 	policies  int
@@ -117,7 +117,7 @@ type fleetScope struct {
 
 // Reconcile runs the phases in order and always ends with one status patch.
 func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	fleet := &v1alpha1.LimiterFleet{}
+	fleet := &v1beta1.LimiterFleet{}
 	if err := r.Get(ctx, req.NamespacedName, fleet); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Acks.Forget(req.NamespacedName)
@@ -165,7 +165,7 @@ func (r *LimiterFleetReconciler) reconcileSnapshot(ctx context.Context, s *fleet
 	}
 	s.served = observe.ServedPolicies(selected)
 	enforcement := config.EnforcementEnabled
-	if s.fleet.Spec.EffectiveEnforcement() == v1alpha1.EnforcementDisabled {
+	if s.fleet.Spec.EffectiveEnforcement() == v1beta1.EnforcementDisabled {
 		enforcement = config.EnforcementDisabled
 	}
 	started := time.Now()
@@ -227,8 +227,8 @@ func mergeStrings(dst, src map[string]string) map[string]string {
 
 // selectPolicies returns the accepted policies the fleet serves (allows
 // and selects), sorted.
-func (r *LimiterFleetReconciler) selectPolicies(ctx context.Context, fleet *v1alpha1.LimiterFleet) ([]v1alpha1.RateLimitPolicy, error) {
-	var list v1alpha1.RateLimitPolicyList
+func (r *LimiterFleetReconciler) selectPolicies(ctx context.Context, fleet *v1beta1.LimiterFleet) ([]v1beta1.RateLimitPolicy, error) {
+	var list v1beta1.RateLimitPolicyList
 	if err := r.List(ctx, &list); err != nil {
 		return nil, err
 	}
@@ -237,7 +237,7 @@ func (r *LimiterFleetReconciler) selectPolicies(ctx context.Context, fleet *v1al
 		return nil, err
 	}
 	verdicts := r.verdicts.get(allDomains, list.Items, tn)
-	var out []v1alpha1.RateLimitPolicy
+	var out []v1beta1.RateLimitPolicy
 	for i := range list.Items {
 		p := &list.Items[i]
 		if !verdicts[client.ObjectKeyFromObject(p)].Accepted {
@@ -300,7 +300,7 @@ func (r *LimiterFleetReconciler) reconcileLimiters(ctx context.Context, s *fleet
 // the one the Deployment has, so that a passing read error never rolls the
 // limiters. "" outside mode Cluster.
 func (r *LimiterFleetReconciler) limiterAuthHash(ctx context.Context, s *fleetScope) (string, error) {
-	if s.fleet.Spec.EffectiveRedisMode() != v1alpha1.RedisCluster || s.limiterAuth != "" {
+	if s.fleet.Spec.EffectiveStoreType() != v1beta1.StoreCluster || s.limiterAuth != "" {
 		return s.limiterAuth, nil
 	}
 	var dep appsv1.Deployment
@@ -315,7 +315,7 @@ func (r *LimiterFleetReconciler) limiterAuthHash(ctx context.Context, s *fleetSc
 // when this operator applied the same content to the same resourceVersion
 // before: nobody changed the object since, so the apply would be a no-op
 // that only spends the API server's rate limit.
-func (r *LimiterFleetReconciler) apply(ctx context.Context, fleet *v1alpha1.LimiterFleet, obj client.Object) error {
+func (r *LimiterFleetReconciler) apply(ctx context.Context, fleet *v1beta1.LimiterFleet, obj client.Object) error {
 	if err := controllerutil.SetControllerReference(fleet, obj, r.Scheme); err != nil {
 		return err
 	}
@@ -343,7 +343,7 @@ func (r *LimiterFleetReconciler) apply(ctx context.Context, fleet *v1alpha1.Limi
 // patchStatus computes the status from this pass's observations and
 // patches it once, only when it changed.
 func (r *LimiterFleetReconciler) patchStatus(ctx context.Context, s *fleetScope, reconcileErr error) error {
-	latest := &v1alpha1.LimiterFleet{}
+	latest := &v1beta1.LimiterFleet{}
 	if err := r.Get(ctx, client.ObjectKeyFromObject(s.fleet), latest); err != nil {
 		return client.IgnoreNotFound(err)
 	}

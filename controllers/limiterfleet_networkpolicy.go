@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
@@ -68,7 +68,7 @@ func (r *LimiterFleetReconciler) reconcileNetworkPolicies(ctx context.Context, s
 		return fmt.Errorf("applying NetworkPolicy %s: %w", limiters.Name, err)
 	}
 	redis := resources.BuildRedisNetworkPolicy(s.fleet, r.NetworkPolicies)
-	if s.fleet.Spec.EffectiveRedisMode() == v1alpha1.RedisCluster {
+	if s.fleet.Spec.EffectiveStoreType() == v1beta1.StoreCluster {
 		if err := r.apply(ctx, s.fleet, redis); err != nil {
 			return fmt.Errorf("applying NetworkPolicy %s: %w", redis.Name, err)
 		}

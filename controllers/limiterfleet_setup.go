@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/observe"
 	"github.com/sluice-dev/sluice/controllers/redisfleet"
 	"github.com/sluice-dev/sluice/controllers/resources"
@@ -42,7 +42,7 @@ func (r *LimiterFleetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.LimiterFleet{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, redisfleet.DataLossAckChanged))).
+		For(&v1beta1.LimiterFleet{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, redisfleet.DataLossAckChanged))).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ServiceAccount{}).
@@ -53,10 +53,10 @@ func (r *LimiterFleetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(fleetOfRedisPod), builder.WithPredicates(redisPodChanged)).
-		Watches(&v1alpha1.RateLimitPolicy{}, allFleets).
+		Watches(&v1beta1.RateLimitPolicy{}, allFleets).
 		// Any fleet's domains decide which policies are allowed, and so
 		// which conflict: every fleet's snapshot may change.
-		Watches(&v1alpha1.LimiterFleet{}, allFleets, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1beta1.LimiterFleet{}, allFleets, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Namespace{}, allFleets, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.fleetOfSlice)).
 		// The owners of the pods behind the endpoints decide which count.
@@ -68,7 +68,7 @@ func (r *LimiterFleetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 func (r *LimiterFleetReconciler) allFleets(ctx context.Context) []reconcile.Request {
-	var fleets v1alpha1.LimiterFleetList
+	var fleets v1beta1.LimiterFleetList
 	if err := r.List(ctx, &fleets); err != nil {
 		logf.FromContext(ctx).Error(err, "Listing fleets")
 		return nil
@@ -87,7 +87,7 @@ func (r *LimiterFleetReconciler) fleetOfSlice(ctx context.Context, obj client.Ob
 	if svc == "" {
 		return nil
 	}
-	var fleets v1alpha1.LimiterFleetList
+	var fleets v1beta1.LimiterFleetList
 	if err := r.List(ctx, &fleets, client.InNamespace(obj.GetNamespace())); err != nil {
 		return nil
 	}
@@ -151,7 +151,7 @@ var redisPodTerminating = predicate.NewPredicateFuncs(func(obj client.Object) bo
 // handOver has a terminating Redis master's replica take its slots over
 // (redisfleet.Provisioner.HandOver), apart from the fleet's full pass.
 func (r *LimiterFleetReconciler) handOver(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	fleet := &v1alpha1.LimiterFleet{}
+	fleet := &v1beta1.LimiterFleet{}
 	if err := r.Get(ctx, req.NamespacedName, fleet); err != nil || !fleet.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}

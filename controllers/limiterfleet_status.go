@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/observe"
 	"github.com/sluice-dev/sluice/controllers/redisfleet"
 	"github.com/sluice-dev/sluice/controllers/resources"
@@ -21,7 +21,7 @@ import (
 // what was observed, never carried over, except that limiter counts wait
 // until every ready pod has answered once (so an operator restart writes
 // nothing that was already right). Each condition has its function below.
-func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileErr error) {
+func computeFleetStatus(fleet *v1beta1.LimiterFleet, s *fleetScope, reconcileErr error) {
 	st := &fleet.Status
 	if s.compiled {
 		st.Snapshot = snapshotStatus(fleet, s)
@@ -36,8 +36,8 @@ func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileEr
 		st.Limiters, synced = snapshotSyncedCondition(fleet, s)
 		meta.SetStatusCondition(&st.Conditions, synced)
 	}
-	ready := readyCondition(fleet.Generation, redis, meta.FindStatusCondition(st.Conditions, v1alpha1.SnapshotSyncedCondition), reconcileErr)
-	if observed || reconcileErr != nil || meta.FindStatusCondition(st.Conditions, v1alpha1.ReadyCondition) == nil {
+	ready := readyCondition(fleet.Generation, redis, meta.FindStatusCondition(st.Conditions, v1beta1.SnapshotSyncedCondition), reconcileErr)
+	if observed || reconcileErr != nil || meta.FindStatusCondition(st.Conditions, v1beta1.ReadyCondition) == nil {
 		meta.SetStatusCondition(&st.Conditions, ready)
 	}
 	if reconcileErr == nil {
@@ -46,8 +46,8 @@ func computeFleetStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope, reconcileEr
 }
 
 // snapshotStatus describes the snapshot this pass compiled.
-func snapshotStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope) *v1alpha1.SnapshotStatus {
-	return &v1alpha1.SnapshotStatus{
+func snapshotStatus(fleet *v1beta1.LimiterFleet, s *fleetScope) *v1beta1.SnapshotStatus {
+	return &v1beta1.SnapshotStatus{
 		Version:       s.version,
 		Policies:      int32(s.policies),
 		ConfigMapName: resources.SnapshotConfigMapName(fleet),
@@ -60,17 +60,17 @@ func snapshotStatus(fleet *v1alpha1.LimiterFleet, s *fleetScope) *v1alpha1.Snaps
 // redisReadyCondition is RedisReady, from the fleet's Redis mode, what the
 // operator saw of its own Cluster, and what the limiter pods report. It
 // sets fleet.Status.Redis too, and records a data loss of the Cluster.
-func redisReadyCondition(fleet *v1alpha1.LimiterFleet, s *fleetScope) metav1.Condition {
+func redisReadyCondition(fleet *v1beta1.LimiterFleet, s *fleetScope) metav1.Condition {
 	st := &fleet.Status
-	redis := metav1.Condition{Type: v1alpha1.RedisReadyCondition, ObservedGeneration: fleet.Generation}
-	switch fleet.Spec.EffectiveRedisMode() {
-	case v1alpha1.RedisExternal:
-		redis.Status, redis.Reason = metav1.ConditionTrue, v1alpha1.RedisExternalReason
-		redis.Message = "limiters count in the external Redis at " + strings.Join(fleet.Spec.Redis.Addresses, ",")
-		st.Redis = &v1alpha1.RedisStatus{ClusterState: "external"}
-	case v1alpha1.RedisCluster:
-		prev := meta.FindStatusCondition(st.Conditions, v1alpha1.RedisReadyCondition)
-		if s.redis == nil && prev != nil && prev.Reason != v1alpha1.RedisNotManagedReason && prev.Reason != v1alpha1.RedisExternalReason {
+	redis := metav1.Condition{Type: v1beta1.RedisReadyCondition, ObservedGeneration: fleet.Generation}
+	switch fleet.Spec.EffectiveStoreType() {
+	case v1beta1.StoreExternal:
+		redis.Status, redis.Reason = metav1.ConditionTrue, v1beta1.RedisExternalReason
+		redis.Message = "limiters count in the external Redis at " + strings.Join(externalAddresses(fleet), ",")
+		st.Redis = &v1beta1.RedisStatus{ClusterState: "external"}
+	case v1beta1.StoreCluster:
+		prev := meta.FindStatusCondition(st.Conditions, v1beta1.RedisReadyCondition)
+		if s.redis == nil && prev != nil && prev.Reason != v1beta1.RedisNotManagedReason && prev.Reason != v1beta1.RedisExternalReason {
 			redis = *prev // the Redis phase did not run: keep what it last observed
 			break
 		}
@@ -78,14 +78,14 @@ func redisReadyCondition(fleet *v1alpha1.LimiterFleet, s *fleetScope) metav1.Con
 		st.Redis, redis.Status, redis.Reason, redis.Message = redisfleet.Status(st.Redis, s.redis)
 		redisfleet.RecordDataLoss(fleet, prevRedis, st.Redis, s.redis)
 	default:
-		redis.Status, redis.Reason = metav1.ConditionTrue, v1alpha1.RedisNotManagedReason
-		redis.Message = "redis mode None: each limiter pod counts in its own memory"
-		st.Redis = &v1alpha1.RedisStatus{ClusterState: "none"}
+		redis.Status, redis.Reason = metav1.ConditionTrue, v1beta1.RedisNotManagedReason
+		redis.Message = "store type Memory: each limiter pod counts in its own memory"
+		st.Redis = &v1beta1.RedisStatus{ClusterState: "none"}
 	}
 	if s.storeErr != nil {
 		redis.Status, redis.Message = metav1.ConditionFalse, s.storeErr.Error()
 	}
-	limitersReachRedis(&redis, fleet.Spec.EffectiveRedisMode(), s)
+	limitersReachRedis(&redis, fleet.Spec.EffectiveStoreType(), s)
 	return redis
 }
 
@@ -95,22 +95,22 @@ func redisReadyCondition(fleet *v1alpha1.LimiterFleet, s *fleetScope) metav1.Con
 // own too (a replaced node's new IP, a DNS cache): RedisReady is not True
 // while one reports it can't, nor, after the cluster changed, until each
 // has checked it since.
-func limitersReachRedis(redis *metav1.Condition, mode v1alpha1.RedisMode, s *fleetScope) {
+func limitersReachRedis(redis *metav1.Condition, mode v1beta1.StoreType, s *fleetScope) {
 	switch {
-	case mode != v1alpha1.RedisExternal && (mode != v1alpha1.RedisCluster || redis.Status != metav1.ConditionTrue):
+	case mode != v1beta1.StoreExternal && (mode != v1beta1.StoreCluster || redis.Status != metav1.ConditionTrue):
 	case storeUnreachable(s.acks) != "":
-		redis.Status, redis.Reason, redis.Message = metav1.ConditionFalse, v1alpha1.StoreUnreachableReason, storeUnreachable(s.acks)
-	case mode == v1alpha1.RedisCluster && s.redis != nil:
+		redis.Status, redis.Reason, redis.Message = metav1.ConditionFalse, v1beta1.StoreUnreachableReason, storeUnreachable(s.acks)
+	case mode == v1beta1.StoreCluster && s.redis != nil:
 		if msg := unconfirmed(s.acks, s.redis.SettledAt); msg != "" {
-			redis.Status, redis.Reason, redis.Message = metav1.ConditionFalse, v1alpha1.WaitingForLimitersReason, msg
+			redis.Status, redis.Reason, redis.Message = metav1.ConditionFalse, v1beta1.WaitingForLimitersReason, msg
 		}
 	}
 }
 
 // snapshotSyncedCondition is SnapshotSynced, from the pods'
 // acknowledgements, with the limiter counts it is computed from.
-func snapshotSyncedCondition(fleet *v1alpha1.LimiterFleet, s *fleetScope) (*v1alpha1.LimitersStatus, metav1.Condition) {
-	synced := metav1.Condition{Type: v1alpha1.SnapshotSyncedCondition, ObservedGeneration: fleet.Generation}
+func snapshotSyncedCondition(fleet *v1beta1.LimiterFleet, s *fleetScope) (*v1beta1.LimitersStatus, metav1.Condition) {
+	synced := metav1.Condition{Type: v1beta1.SnapshotSyncedCondition, ObservedGeneration: fleet.Generation}
 	var acked int32
 	for _, a := range s.acks {
 		if a.Version == s.version {
@@ -120,40 +120,40 @@ func snapshotSyncedCondition(fleet *v1alpha1.LimiterFleet, s *fleetScope) (*v1al
 	ready := int32(len(s.endpoints))
 	switch {
 	case fleet.Spec.EffectiveReplicas() == 0:
-		synced.Status, synced.Reason, synced.Message = metav1.ConditionFalse, v1alpha1.ScaledToZeroReason, "the fleet has 0 replicas"
+		synced.Status, synced.Reason, synced.Message = metav1.ConditionFalse, v1beta1.ScaledToZeroReason, "the fleet has 0 replicas"
 	case ready == 0:
-		synced.Status, synced.Reason, synced.Message = metav1.ConditionFalse, v1alpha1.NoReadyPodsReason, "no ready limiter pods"
+		synced.Status, synced.Reason, synced.Message = metav1.ConditionFalse, v1beta1.NoReadyPodsReason, "no ready limiter pods"
 	case acked < ready:
-		synced.Status, synced.Reason = metav1.ConditionFalse, v1alpha1.PodsNotSyncedReason
+		synced.Status, synced.Reason = metav1.ConditionFalse, v1beta1.PodsNotSyncedReason
 		synced.Message = fmt.Sprintf("%d/%d pods on snapshot %s%s", acked, ready, s.version, podErrors(s.acks))
 	default:
-		synced.Status, synced.Reason = metav1.ConditionTrue, v1alpha1.PodsSyncedReason
+		synced.Status, synced.Reason = metav1.ConditionTrue, v1beta1.PodsSyncedReason
 		synced.Message = fmt.Sprintf("%d/%d pods on snapshot %s", acked, ready, s.version)
 	}
 	synced.Message += untrustedNote(s.untrusted)
-	return &v1alpha1.LimitersStatus{Ready: ready, Synced: acked}, synced
+	return &v1beta1.LimitersStatus{Ready: ready, Synced: acked}, synced
 }
 
 // readyCondition is Ready: the pass's error, else RedisReady when it is
 // not True, else SnapshotSynced (synced, nil before the pods were
 // observed).
 func readyCondition(gen int64, redis metav1.Condition, synced *metav1.Condition, reconcileErr error) metav1.Condition {
-	ready := metav1.Condition{Type: v1alpha1.ReadyCondition, ObservedGeneration: gen}
+	ready := metav1.Condition{Type: v1beta1.ReadyCondition, ObservedGeneration: gen}
 	switch {
 	case isObjectInTheWay(reconcileErr):
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ObjectInTheWayReason, reconcileErr.Error()
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1beta1.ObjectInTheWayReason, reconcileErr.Error()
 	case reconcileErr != nil:
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ReconcileErrorReason, reconcileErr.Error()
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1beta1.ReconcileErrorReason, reconcileErr.Error()
 	case redis.Status != metav1.ConditionTrue:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, redis.Reason, redis.Message
 	case synced == nil || synced.Status != metav1.ConditionTrue:
 		ready.Status = metav1.ConditionFalse
-		ready.Reason, ready.Message = v1alpha1.PodsNotSyncedReason, "waiting for limiter pods to load the snapshot"
+		ready.Reason, ready.Message = v1beta1.PodsNotSyncedReason, "waiting for limiter pods to load the snapshot"
 		if synced != nil {
 			ready.Reason, ready.Message = synced.Reason, synced.Message
 		}
 	default:
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, v1alpha1.PodsSyncedReason, synced.Message
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, v1beta1.PodsSyncedReason, synced.Message
 	}
 	return ready
 }
@@ -230,4 +230,12 @@ func storeUnreachable(acks []observe.PodAck) string {
 	slices.SortFunc(bad, func(a, b observe.PodAck) int { return strings.Compare(a.Addr, b.Addr) })
 	return fmt.Sprintf("%d/%d limiter pods can't use Redis, and answer by each policy's failureMode: %s: %s",
 		len(bad), len(acks), bad[0].Addr, bad[0].StoreErr)
+}
+
+// externalAddresses is spec.store.external.addresses, or none.
+func externalAddresses(fleet *v1beta1.LimiterFleet) []string {
+	if e := fleet.Spec.Store.External; e != nil {
+		return e.Addresses
+	}
+	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
@@ -67,12 +68,12 @@ func TestFleetRendersNetworkPolicies(t *testing.T) {
 	if opts.APIServerEndpoints, err = controllers.APIServerEndpoints(ctx, k8s); err != nil || len(opts.APIServerEndpoints) == 0 {
 		t.Fatalf("the API server's endpoints: %v %v", opts.APIServerEndpoints, err)
 	}
-	eventually(t, 30*time.Second, "the limiters' NetworkPolicy", rendered(resources.LimiterNetworkPolicyName(f), resources.BuildLimiterNetworkPolicy(f, opts)))
-	lim := resources.BuildLimiterNetworkPolicy(f, opts)
+	eventually(t, 30*time.Second, "the limiters' NetworkPolicy", rendered(resources.LimiterNetworkPolicyName(betaOf(f)), resources.BuildLimiterNetworkPolicy(betaOf(f), opts)))
+	lim := resources.BuildLimiterNetworkPolicy(betaOf(f), opts)
 	if !slices.Contains(lim.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) || len(lim.Spec.Egress) != 3 {
 		t.Errorf("the limiters' policy: types %v, egress %+v: want DNS, the API server and Redis", lim.Spec.PolicyTypes, lim.Spec.Egress)
 	}
-	eventually(t, 30*time.Second, "the Redis NetworkPolicy", rendered(resources.RedisNetworkPolicyName(f), resources.BuildRedisNetworkPolicy(f, npOptions)))
+	eventually(t, 30*time.Second, "the Redis NetworkPolicy", rendered(resources.RedisNetworkPolicyName(betaOf(f)), resources.BuildRedisNetworkPolicy(betaOf(f), npOptions)))
 
 	// A selector the API server refuses in a NetworkPolicy.
 	// kubectl's limiterfleet is v1beta1 (the preferred version): patch in
@@ -84,8 +85,8 @@ func TestFleetRendersNetworkPolicies(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(f), got); err != nil {
 			return err
 		}
-		c := condition(got.Status.Conditions, v1alpha1.ReadyCondition)
-		if c == nil || c.Reason != v1alpha1.ReconcileErrorReason || !regexp.MustCompile(`NetworkPolicy edge-limiter.*Bogus`).MatchString(c.Message) {
+		c := condition(got.Status.Conditions, v1beta1.ReadyCondition)
+		if c == nil || c.Reason != v1beta1.ReconcileErrorReason || !regexp.MustCompile(`NetworkPolicy edge-limiter.*Bogus`).MatchString(c.Message) {
 			return fmt.Errorf("Ready %+v", c)
 		}
 		return nil
@@ -94,7 +95,7 @@ func TestFleetRendersNetworkPolicies(t *testing.T) {
 	// Mode None: no Redis pods, no Redis policy.
 	kubectl(t, "-n", f.Namespace, "patch", "limiterfleets.v1alpha1.ratelimit.sluice.dev", f.Name, "--type=merge", "-p", `{"spec":{"clients":null,"redis":{"mode":"None"}}}`)
 	eventually(t, 30*time.Second, "the Redis NetworkPolicy gone", func() error {
-		err := k8s.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: resources.RedisNetworkPolicyName(f)}, &networkingv1.NetworkPolicy{})
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: resources.RedisNetworkPolicyName(betaOf(f))}, &networkingv1.NetworkPolicy{})
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there: %v", err)
 		}
@@ -104,5 +105,5 @@ func TestFleetRendersNetworkPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the limiters' NetworkPolicy admits the fleet's namespace again",
-		rendered(resources.LimiterNetworkPolicyName(f), resources.BuildLimiterNetworkPolicy(f, opts)))
+		rendered(resources.LimiterNetworkPolicyName(betaOf(f)), resources.BuildLimiterNetworkPolicy(betaOf(f), opts)))
 }

@@ -19,7 +19,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
@@ -42,7 +42,7 @@ func ManagedLabels() labels.Set {
 
 // managedByObject selects, of every kind the operator renders but Pods,
 // only the objects labelled as its own. Secrets it does not render
-// (redis.auth's) are read uncached.
+// (store.*.auth's) are read uncached.
 func managedByObject() map[client.Object]cache.ByObject {
 	managed := cache.ByObject{Label: labels.SelectorFromSet(ManagedLabels())}
 	return map[client.Object]cache.ByObject{
@@ -91,7 +91,7 @@ func isObjectInTheWay(err error) bool {
 // cache selects by), through the API server. It returns false when no
 // such object exists, and an objectInTheWayError when one does that the
 // fleet does not control.
-func (r *LimiterFleetReconciler) readOwned(ctx context.Context, fleet *v1alpha1.LimiterFleet, obj, existing client.Object) (bool, error) {
+func (r *LimiterFleetReconciler) readOwned(ctx context.Context, fleet *v1beta1.LimiterFleet, obj, existing client.Object) (bool, error) {
 	key := client.ObjectKeyFromObject(obj)
 	err := r.Get(ctx, key, existing)
 	if apierrors.IsNotFound(err) {

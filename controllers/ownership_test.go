@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
@@ -28,7 +29,7 @@ func TestSnapshotConfigMapInTheWayIsLeftAlone(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, "in-the-way")
 	fleet := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "blocked"}}
-	name := resources.SnapshotConfigMapName(fleet)
+	name := resources.SnapshotConfigMapName(betaOf(fleet))
 	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"team": "other"}},
 		Data: map[string]string{"their.conf": "keep me"}}
 	if err := k8s.Create(ctx, theirs); err != nil {
@@ -45,8 +46,8 @@ func TestSnapshotConfigMapInTheWayIsLeftAlone(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {
 			return err
 		}
-		c := condition(f.Status.Conditions, v1alpha1.ReadyCondition)
-		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ObjectInTheWayReason ||
+		c := condition(f.Status.Conditions, v1beta1.ReadyCondition)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1beta1.ObjectInTheWayReason ||
 			!strings.Contains(c.Message, "ConfigMap "+ns+"/"+name) {
 			return fmt.Errorf("Ready %+v", c)
 		}

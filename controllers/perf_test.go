@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers"
 )
 
@@ -146,9 +147,9 @@ func BenchmarkApplyToEnforced(b *testing.B) {
 	// Every policy enforced first, so that the operator's histogram below
 	// holds the edits alone.
 	for i := range 50 {
-		waitPolicy(b, "latency", fmt.Sprintf("other-%02d", i), v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+		waitPolicy(b, "latency", fmt.Sprintf("other-%02d", i), v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
 	}
-	waitPolicy(b, "latency", "edited", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	waitPolicy(b, "latency", "edited", v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
 	var toPods, toStatus []time.Duration
 	samples0, sum0 := controllers.ApplyToEnforcedSamples(b)
 	edits := max(100, b.N)
@@ -172,7 +173,7 @@ func BenchmarkApplyToEnforced(b *testing.B) {
 				podsAt = time.Since(start)
 			}
 			if podsAt != 0 {
-				c, cur := policyCondition(b, pol.Namespace, pol.Name, v1alpha1.EnforcedCondition)
+				c, cur := policyCondition(b, pol.Namespace, pol.Name, v1beta1.EnforcedCondition)
 				if c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == gen && cur.Generation == gen {
 					toStatus = append(toStatus, time.Since(start))
 					break

@@ -15,8 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	"github.com/sluice-dev/sluice/api/convert"
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/observe"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
@@ -37,14 +36,14 @@ type verdict struct {
 // domain, or the other way round (config.EntryConflict): a lease entry
 // applies to the whole domain. Policies being deleted take no part. Pure, so both controllers agree
 // without reading each other's status.
-func decideAcceptance(all []v1alpha1.RateLimitPolicy, tn tenancy) map[types.NamespacedName]verdict {
-	live := make([]*v1alpha1.RateLimitPolicy, 0, len(all))
+func decideAcceptance(all []v1beta1.RateLimitPolicy, tn tenancy) map[types.NamespacedName]verdict {
+	live := make([]*v1beta1.RateLimitPolicy, 0, len(all))
 	for i := range all {
 		if all[i].DeletionTimestamp == nil {
 			live = append(live, &all[i])
 		}
 	}
-	slices.SortFunc(live, func(a, b *v1alpha1.RateLimitPolicy) int {
+	slices.SortFunc(live, func(a, b *v1beta1.RateLimitPolicy) int {
 		if c := a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time); c != 0 {
 			return c
 		}
@@ -53,7 +52,7 @@ func decideAcceptance(all []v1alpha1.RateLimitPolicy, tn tenancy) map[types.Name
 	out := make(map[types.NamespacedName]verdict, len(live))
 	// owner: the accepted policy of each signature, in each fleet that
 	// allows it; allowed: the fleets of each namespace and domain.
-	owner := map[string]*v1alpha1.RateLimitPolicy{}
+	owner := map[string]*v1beta1.RateLimitPolicy{}
 	// domainPolicies: the accepted policies (defaulted) of each domain, in
 	// each fleet that allows them.
 	domainPolicies := map[string][]*config.Source{}
@@ -62,12 +61,12 @@ func decideAcceptance(all []v1alpha1.RateLimitPolicy, tn tenancy) map[types.Name
 		key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
 		check, err := limiterSource(p) // limitersource.go: the limiter validates v1beta1
 		if err != nil {
-			out[key] = verdict{Reason: v1alpha1.InvalidSpecReason, Message: err.Error()}
+			out[key] = verdict{Reason: v1beta1.InvalidSpecReason, Message: err.Error()}
 			continue
 		}
 		config.DefaultPolicy(&check.RateLimitPolicy)
 		if errs := config.ValidateSource(&check); len(errs) > 0 {
-			out[key] = verdict{Reason: v1alpha1.InvalidSpecReason, Message: errs.ToAggregate().Error()}
+			out[key] = verdict{Reason: v1beta1.InvalidSpecReason, Message: errs.ToAggregate().Error()}
 			continue
 		}
 		nd := [2]string{p.Namespace, p.Spec.Domain}
@@ -77,34 +76,34 @@ func decideAcceptance(all []v1alpha1.RateLimitPolicy, tn tenancy) map[types.Name
 			allowed[nd] = fleets
 		}
 		if len(fleets) == 0 {
-			out[key] = verdict{Reason: v1alpha1.DomainNotAllowedReason, Message: tn.notAllowedMessage(p.Spec.Domain, p.Namespace)}
+			out[key] = verdict{Reason: v1beta1.DomainNotAllowedReason, Message: tn.notAllowedMessage(p.Spec.Domain, p.Namespace)}
 			continue
 		}
 		sig := config.Signature(&check.Spec)
-		var first *v1alpha1.RateLimitPolicy
+		var first *v1beta1.RateLimitPolicy
 		for _, f := range fleets {
 			if first = owner[f+"\x00"+sig]; first != nil {
 				break
 			}
 		}
 		if first != nil {
-			out[key] = verdict{Reason: v1alpha1.ConflictReason, Message: fmt.Sprintf(
+			out[key] = verdict{Reason: v1beta1.ConflictReason, Message: fmt.Sprintf(
 				"conflicts with the older policy %s/%s: same domain %q and descriptors", first.Namespace, first.Name, p.Spec.Domain)}
 			continue
 		}
 		if msg := tn.fleetEntryConflict(&check, fleets); msg != "" {
-			out[key] = verdict{Reason: v1alpha1.ReservedEntryReason, Message: msg}
+			out[key] = verdict{Reason: v1beta1.ReservedEntryReason, Message: msg}
 			continue
 		}
 		if msg := entryConflict(&check, fleets, domainPolicies); msg != "" {
-			out[key] = verdict{Reason: v1alpha1.ConflictReason, Message: msg}
+			out[key] = verdict{Reason: v1beta1.ConflictReason, Message: msg}
 			continue
 		}
 		for _, f := range fleets {
 			owner[f+"\x00"+sig] = p
 			domainPolicies[f+"\x00"+p.Spec.Domain] = append(domainPolicies[f+"\x00"+p.Spec.Domain], &check)
 		}
-		out[key] = verdict{Accepted: true, Reason: v1alpha1.AcceptedReason, Message: "the policy is valid, its domain is allowed for its namespace, and it has no conflict"}
+		out[key] = verdict{Accepted: true, Reason: v1beta1.AcceptedReason, Message: "the policy is valid, its domain is allowed for its namespace, and it has no conflict"}
 	}
 	return out
 }
@@ -133,7 +132,7 @@ func (tn tenancy) fleetEntryConflict(p *config.Source, fleets []string) string {
 		if f.Spec.Entries == nil || !slices.Contains(fleets, name) {
 			continue
 		}
-		if msg := config.FleetEntryConflict(convert.Entries(f.Spec.Entries), name, p); msg != "" {
+		if msg := config.FleetEntryConflict(f.Spec.Entries, name, p); msg != "" {
 			return msg
 		}
 	}
@@ -154,7 +153,7 @@ type cachedVerdicts struct {
 	verdicts    map[types.NamespacedName]verdict
 }
 
-func (c *verdictCache) get(domain string, policies []v1alpha1.RateLimitPolicy, tn tenancy) map[types.NamespacedName]verdict {
+func (c *verdictCache) get(domain string, policies []v1beta1.RateLimitPolicy, tn tenancy) map[types.NamespacedName]verdict {
 	var b strings.Builder
 	keys := make([]string, len(policies))
 	namespaces := make([]string, len(policies))
@@ -185,12 +184,22 @@ func (c *verdictCache) get(domain string, policies []v1alpha1.RateLimitPolicy, t
 
 // fleetSelects reports whether a fleet serves a policy, given the labels
 // of the policy's namespace. Nil or empty selectors select everything.
-func fleetSelects(fleet *v1alpha1.LimiterFleet, p *v1alpha1.RateLimitPolicy, nsLabels map[string]string) (bool, error) {
-	ok, err := selectorMatches(fleet.Spec.NamespaceSelector, nsLabels)
+func fleetSelects(fleet *v1beta1.LimiterFleet, p *v1beta1.RateLimitPolicy, nsLabels map[string]string) (bool, error) {
+	sel, nsSel := fleetSelectors(fleet)
+	ok, err := selectorMatches(nsSel, nsLabels)
 	if err != nil || !ok {
 		return false, err
 	}
-	return selectorMatches(fleet.Spec.PolicySelector, p.Labels)
+	return selectorMatches(sel, p.Labels)
+}
+
+// fleetSelectors are a fleet's spec.policies.selector and
+// namespaceSelector, nil when unset.
+func fleetSelectors(fleet *v1beta1.LimiterFleet) (policies, namespaces *metav1.LabelSelector) {
+	if p := fleet.Spec.Policies; p != nil {
+		return p.Selector, p.NamespaceSelector
+	}
+	return nil, nil
 }
 
 func selectorMatches(sel *metav1.LabelSelector, set map[string]string) (bool, error) {
@@ -206,7 +215,7 @@ func selectorMatches(sel *metav1.LabelSelector, set map[string]string) (bool, er
 
 // fleetView is a fleet with what its ready pods have loaded.
 type fleetView struct {
-	Fleet   *v1alpha1.LimiterFleet
+	Fleet   *v1beta1.LimiterFleet
 	Version string // the snapshot the operator wrote
 	Pods    []observe.PodAck
 }
@@ -214,14 +223,14 @@ type fleetView struct {
 // enforcedCondition computes a policy's Enforced condition: true only when
 // every ready limiter pod of every selecting fleet has loaded a snapshot
 // holding this generation of the policy.
-func enforcedCondition(p *v1alpha1.RateLimitPolicy, accepted bool, fleets []fleetView) metav1.Condition {
-	c := metav1.Condition{Type: v1alpha1.EnforcedCondition, Status: metav1.ConditionFalse, ObservedGeneration: p.Generation}
+func enforcedCondition(p *v1beta1.RateLimitPolicy, accepted bool, fleets []fleetView) metav1.Condition {
+	c := metav1.Condition{Type: v1beta1.EnforcedCondition, Status: metav1.ConditionFalse, ObservedGeneration: p.Generation}
 	switch {
 	case !accepted:
-		c.Reason, c.Message = v1alpha1.NotAcceptedReason, "the policy is not accepted, so no limiter loads it"
+		c.Reason, c.Message = v1beta1.NotAcceptedReason, "the policy is not accepted, so no limiter loads it"
 		return c
 	case len(fleets) == 0:
-		c.Reason, c.Message = v1alpha1.NoFleetReason, "no LimiterFleet selects this policy"
+		c.Reason, c.Message = v1beta1.NoFleetReason, "no LimiterFleet selects this policy"
 		return c
 	}
 	var pending, disabled []string
@@ -238,17 +247,17 @@ func enforcedCondition(p *v1alpha1.RateLimitPolicy, accepted bool, fleets []flee
 		if len(f.Pods) == 0 || synced < len(f.Pods) {
 			pending = append(pending, fmt.Sprintf("fleet %s: %d/%d pods on snapshot %s", name, synced, len(f.Pods), shortVersion(f.Version)))
 		}
-		if f.Fleet.Spec.EffectiveEnforcement() == v1alpha1.EnforcementDisabled {
+		if f.Fleet.Spec.EffectiveEnforcement() == v1beta1.EnforcementDisabled {
 			disabled = append(disabled, name)
 		}
 	}
 	switch {
 	case len(pending) > 0:
-		c.Reason, c.Message = v1alpha1.SnapshotPendingReason, strings.Join(pending, "; ")
+		c.Reason, c.Message = v1beta1.SnapshotPendingReason, strings.Join(pending, "; ")
 	case len(disabled) > 0:
-		c.Reason, c.Message = v1alpha1.EnforcementDisabledReason, "loaded, but enforcement is Disabled on fleet "+strings.Join(disabled, ", ")+": requests are counted, never denied"
+		c.Reason, c.Message = v1beta1.EnforcementDisabledReason, "loaded, but enforcement is Disabled on fleet "+strings.Join(disabled, ", ")+": requests are counted, never denied"
 	default:
-		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.EnforcedReason
+		c.Status, c.Reason = metav1.ConditionTrue, v1beta1.EnforcedReason
 		c.Message = "every ready limiter pod has loaded this generation"
 	}
 	return c
@@ -259,9 +268,9 @@ func enforcedCondition(p *v1alpha1.RateLimitPolicy, accepted bool, fleets []flee
 // the store could not answer, or when the decisions of the enforcement
 // window that the collector wrote into status.enforcement hold such
 // answers: a single failed-open decision shows for the whole window.
-func degradedCondition(p *v1alpha1.RateLimitPolicy, fleets []fleetView) metav1.Condition {
-	c := metav1.Condition{Type: v1alpha1.DegradedCondition, Status: metav1.ConditionFalse, ObservedGeneration: p.Generation,
-		Reason: v1alpha1.StoreAvailableReason, Message: "every limiter pod decides against the store"}
+func degradedCondition(p *v1beta1.RateLimitPolicy, fleets []fleetView) metav1.Condition {
+	c := metav1.Condition{Type: v1beta1.DegradedCondition, Status: metav1.ConditionFalse, ObservedGeneration: p.Generation,
+		Reason: v1beta1.StoreAvailableReason, Message: "every limiter pod decides against the store"}
 	recent := fallbackSummary(p.Status.Enforcement)
 	id := p.Namespace + "/" + p.Name
 	var parts []string
@@ -288,7 +297,7 @@ func degradedCondition(p *v1alpha1.RateLimitPolicy, fleets []fleetView) metav1.C
 			// Past the budget, only failureMode Closed answers: the others
 			// decide against the store's last denials and the pod's share.
 			how := "decide against the store's last denials and their share of the limit"
-			if overMode == string(v1alpha1.FailClosed) {
+			if overMode == string(v1beta1.FailClosed) {
 				how = "answer by failureMode Closed"
 			}
 			parts = append(parts, fmt.Sprintf("fleet %s/%s: %d/%d pods %s: namespace %s is over its store budget (spec.tenantBudget.storeCallsPerSecondPerNamespace)",
@@ -300,21 +309,21 @@ func degradedCondition(p *v1alpha1.RateLimitPolicy, fleets []fleetView) metav1.C
 		if recent != "" {
 			parts = append(parts, recent)
 		}
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1alpha1.BudgetExceededReason, strings.Join(parts, "; ")
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1beta1.BudgetExceededReason, strings.Join(parts, "; ")
 	case len(parts) > 0:
 		if recent != "" {
 			parts = append(parts, recent)
 		}
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1alpha1.StoreUnavailableReason, strings.Join(parts, "; ")
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1beta1.StoreUnavailableReason, strings.Join(parts, "; ")
 	case recent != "":
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1alpha1.FallbackDecisionsReason, recent+"; every limiter pod decides against the store again"
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1beta1.FallbackDecisionsReason, recent+"; every limiter pod decides against the store again"
 	}
 	return c
 }
 
 // fallbackSummary says how many decisions of the enforcement window were
 // answered by the failure mode, or "" when none were.
-func fallbackSummary(e *v1alpha1.EnforcementStatus) string {
+func fallbackSummary(e *v1beta1.EnforcementStatus) string {
 	if e == nil {
 		return ""
 	}
@@ -338,8 +347,8 @@ var fallbacksChanged = predicate.Funcs{
 	DeleteFunc:  func(event.DeleteEvent) bool { return false },
 	GenericFunc: func(event.GenericEvent) bool { return false },
 	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, okO := e.ObjectOld.(*v1alpha1.RateLimitPolicy)
-		n, okN := e.ObjectNew.(*v1alpha1.RateLimitPolicy)
+		o, okO := e.ObjectOld.(*v1beta1.RateLimitPolicy)
+		n, okN := e.ObjectNew.(*v1beta1.RateLimitPolicy)
 		return okO && okN && fallbackSummary(o.Status.Enforcement) != fallbackSummary(n.Status.Enforcement)
 	},
 }
@@ -354,8 +363,8 @@ func shortVersion(v string) string {
 // redisFailover is what the fleet's RedisReady tells of lost primaries
 // ("shard 1: primary ... lost (...), ... serves its slots (seen at ...)"), in
 // parentheses to follow a store outage, or "".
-func redisFailover(f *v1alpha1.LimiterFleet) string {
-	c := meta.FindStatusCondition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
+func redisFailover(f *v1beta1.LimiterFleet) string {
+	c := meta.FindStatusCondition(f.Status.Conditions, v1beta1.RedisReadyCondition)
 	if c == nil || c.Status != metav1.ConditionFalse {
 		return ""
 	}

@@ -11,8 +11,30 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/observe"
 )
+
+// stored are policies written by a v1alpha1 client as the API server
+// stores them, in v1beta1, with the conversion annotation that keeps what
+// only v1alpha1 says; the operator reads them so.
+func stored(ps []v1alpha1.RateLimitPolicy) []v1beta1.RateLimitPolicy {
+	out := make([]v1beta1.RateLimitPolicy, len(ps))
+	for i := range ps {
+		out[i] = *storedOne(&ps[i])
+	}
+	return out
+}
+
+// storedOne is stored for one policy.
+func storedOne(p *v1alpha1.RateLimitPolicy) *v1beta1.RateLimitPolicy {
+	b := &v1beta1.RateLimitPolicy{}
+	if err := p.DeepCopy().ConvertTo(b); err != nil {
+		panic(err)
+	}
+	b.APIVersion, b.Kind = v1beta1.GroupVersion.String(), "RateLimitPolicy"
+	return b
+}
 
 func pol(ns, name string, created int, domain string, keys ...string) v1alpha1.RateLimitPolicy {
 	p := v1alpha1.RateLimitPolicy{
@@ -49,12 +71,12 @@ func TestDecideAcceptance(t *testing.T) {
 	}
 	// One fleet allows every namespace to use both domains: conflicts are
 	// decided among all of them.
-	open := tenancy{fleets: []v1alpha1.LimiterFleet{{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "all"},
-		Spec: v1alpha1.LimiterFleetSpec{Domains: []v1alpha1.FleetDomain{
-			{Name: "d", AllowedNamespaces: &v1alpha1.AllowedNamespaces{From: ptr.To(v1alpha1.NamespacesFromAll)}},
-			{Name: "e", AllowedNamespaces: &v1alpha1.AllowedNamespaces{From: ptr.To(v1alpha1.NamespacesFromAll)}},
+	open := tenancy{fleets: []v1beta1.LimiterFleet{{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "all"},
+		Spec: v1beta1.LimiterFleetSpec{Domains: []v1beta1.FleetDomain{
+			{Name: "d", AllowedNamespaces: &v1beta1.AllowedNamespaces{From: ptr.To(v1beta1.NamespacesFromAll)}},
+			{Name: "e", AllowedNamespaces: &v1beta1.AllowedNamespaces{From: ptr.To(v1beta1.NamespacesFromAll)}},
 		}}}}}
-	got := decideAcceptance(all, open)
+	got := decideAcceptance(stored(all), open)
 	want := map[string]string{
 		"b/newer":          "Conflict:a/older",
 		"a/older":          "Accepted",
@@ -81,7 +103,7 @@ func TestDecideAcceptance(t *testing.T) {
 	for i := range all {
 		rev[len(all)-1-i] = all[i]
 	}
-	if again := decideAcceptance(rev, open); len(again) != len(got) || again[types.NamespacedName{Namespace: "b", Name: "newer"}] != got[types.NamespacedName{Namespace: "b", Name: "newer"}] {
+	if again := decideAcceptance(stored(rev), open); len(again) != len(got) || again[types.NamespacedName{Namespace: "b", Name: "newer"}] != got[types.NamespacedName{Namespace: "b", Name: "newer"}] {
 		t.Fatal("list order changed the verdicts")
 	}
 }
@@ -104,8 +126,8 @@ func TestFleetSelects(t *testing.T) {
 		{name: "namespace label missing", nss: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}},
 		{name: "bad selector", pols: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: "Nope"}}}, wantErrText: "Nope"},
 	} {
-		f := &v1alpha1.LimiterFleet{Spec: v1alpha1.LimiterFleetSpec{PolicySelector: tc.pols, NamespaceSelector: tc.nss}}
-		got, err := fleetSelects(f, &p, tc.nsLabels)
+		f := &v1beta1.LimiterFleet{Spec: v1beta1.LimiterFleetSpec{Policies: &v1beta1.PolicySelection{Selector: tc.pols, NamespaceSelector: tc.nss}}}
+		got, err := fleetSelects(f, storedOne(&p), tc.nsLabels)
 		if tc.wantErrText != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErrText) {
 				t.Errorf("%s: err %v", tc.name, err)
@@ -122,10 +144,10 @@ func TestEnforcedCondition(t *testing.T) {
 	p := pol("ns", "p", 0, "d", "k")
 	p.Generation = 3
 	uid := string(p.UID)
-	fleet := func(name string, disabled bool) *v1alpha1.LimiterFleet {
-		f := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: name}}
+	fleet := func(name string, disabled bool) *v1beta1.LimiterFleet {
+		f := &v1beta1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: name}}
 		if disabled {
-			f.Spec.Enforcement = ptr.To(v1alpha1.EnforcementDisabled)
+			f.Spec.Enforcement = ptr.To(v1beta1.EnforcementDisabled)
 		}
 		return f
 	}
@@ -141,25 +163,25 @@ func TestEnforcedCondition(t *testing.T) {
 		reason   string
 		message  string
 	}{
-		{name: "not accepted", fleets: nil, status: "False", reason: v1alpha1.NotAcceptedReason},
-		{name: "no fleet", accepted: true, status: "False", reason: v1alpha1.NoFleetReason},
+		{name: "not accepted", fleets: nil, status: "False", reason: v1beta1.NotAcceptedReason},
+		{name: "no fleet", accepted: true, status: "False", reason: v1beta1.NoFleetReason},
 		{name: "all pods have it", accepted: true, fleets: []fleetView{{Fleet: fleet("f", false), Version: "v1", Pods: []observe.PodAck{has(3), has(3)}}},
-			status: "True", reason: v1alpha1.EnforcedReason},
+			status: "True", reason: v1beta1.EnforcedReason},
 		{name: "one pod lags", accepted: true, fleets: []fleetView{{Fleet: fleet("f", false), Version: "v2", Pods: []observe.PodAck{has(3), has(2)}}},
-			status: "False", reason: v1alpha1.SnapshotPendingReason, message: "fleet sys/f: 1/2 pods on snapshot v2"},
+			status: "False", reason: v1beta1.SnapshotPendingReason, message: "fleet sys/f: 1/2 pods on snapshot v2"},
 		{name: "no ready pods", accepted: true, fleets: []fleetView{{Fleet: fleet("f", false), Version: "v2"}},
-			status: "False", reason: v1alpha1.SnapshotPendingReason, message: "0/0 pods"},
+			status: "False", reason: v1beta1.SnapshotPendingReason, message: "0/0 pods"},
 		{name: "second fleet lags", accepted: true, fleets: []fleetView{
 			{Fleet: fleet("f", false), Pods: []observe.PodAck{has(3)}}, {Fleet: fleet("g", false), Version: "v9", Pods: []observe.PodAck{has(3), {Answered: true}}}},
-			status: "False", reason: v1alpha1.SnapshotPendingReason, message: "fleet sys/g: 1/2"},
+			status: "False", reason: v1beta1.SnapshotPendingReason, message: "fleet sys/g: 1/2"},
 		{name: "kill switch", accepted: true, fleets: []fleetView{{Fleet: fleet("f", true), Pods: []observe.PodAck{off(has(3))}}},
-			status: "False", reason: v1alpha1.EnforcementDisabledReason, message: "Disabled on fleet sys/f"},
+			status: "False", reason: v1beta1.EnforcementDisabledReason, message: "Disabled on fleet sys/f"},
 		{name: "kill switch not loaded yet", accepted: true, fleets: []fleetView{{Fleet: fleet("f", true), Version: "v3", Pods: []observe.PodAck{has(3), off(has(3))}}},
-			status: "False", reason: v1alpha1.SnapshotPendingReason, message: "fleet sys/f: 1/2 pods on snapshot v3"},
+			status: "False", reason: v1beta1.SnapshotPendingReason, message: "fleet sys/f: 1/2 pods on snapshot v3"},
 		{name: "switched back on, a pod still off", accepted: true, fleets: []fleetView{{Fleet: fleet("f", false), Version: "v4", Pods: []observe.PodAck{has(3), off(has(3))}}},
-			status: "False", reason: v1alpha1.SnapshotPendingReason, message: "fleet sys/f: 1/2 pods on snapshot v4"},
+			status: "False", reason: v1beta1.SnapshotPendingReason, message: "fleet sys/f: 1/2 pods on snapshot v4"},
 	} {
-		c := enforcedCondition(&p, tc.accepted, tc.fleets)
+		c := enforcedCondition(storedOne(&p), tc.accepted, tc.fleets)
 		if c.Status != tc.status || c.Reason != tc.reason || !strings.Contains(c.Message, tc.message) || c.ObservedGeneration != 3 {
 			t.Errorf("%s: %+v", tc.name, c)
 		}
@@ -171,11 +193,11 @@ func TestEnforcedCondition(t *testing.T) {
 // enforcement window counts decisions answered by the failure mode.
 func TestDegradedCondition(t *testing.T) {
 	p := pol("ns", "p", 0, "d", "k")
-	fleet := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "f"}}
+	fleet := &v1beta1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "f"}}
 	down := []fleetView{{Fleet: fleet, Pods: []observe.PodAck{{Answered: true, Degraded: map[string]string{"ns/p": "Open"}}, {Answered: true}}}}
 	up := []fleetView{{Fleet: fleet, Pods: []observe.PodAck{{Answered: true}, {Answered: true}}}}
 	failingOver := fleet.DeepCopy()
-	failingOver.Status.Conditions = []metav1.Condition{{Type: v1alpha1.RedisReadyCondition, Status: metav1.ConditionFalse, Reason: v1alpha1.NodeUnreachableReason,
+	failingOver.Status.Conditions = []metav1.Condition{{Type: v1beta1.RedisReadyCondition, Status: metav1.ConditionFalse, Reason: v1beta1.NodeUnreachableReason,
 		Message: "shard 1: primary f-redis-1-0 lost (last heard from at 01:02:03.400Z, 1.5s ago), no replica serves its slots yet; redis node f-redis-1-0: unreachable"}}
 	downFailingOver := []fleetView{{Fleet: failingOver, Pods: down[0].Pods}}
 	overBudget := []fleetView{{Fleet: fleet, Pods: []observe.PodAck{{Answered: true, Degraded: map[string]string{"ns/p": "Closed" + observe.BudgetExceededMark}}, {Answered: true}}}}
@@ -192,22 +214,22 @@ func TestDegradedCondition(t *testing.T) {
 		reason   string
 		messages []string
 	}{
-		{"no status yet", up, nil, "False", v1alpha1.StoreAvailableReason, nil},
-		{"no fallback in the window", up, window(0, 0, 0), "False", v1alpha1.StoreAvailableReason, nil},
-		{"a pod falls back", down, window(0, 0, 0), "True", v1alpha1.StoreUnavailableReason, []string{"fleet sys/f: 1/2 pods answer by failureMode Open"}},
-		{"one failed open in the window", up, window(1, 0, 0), "True", v1alpha1.FallbackDecisionsReason,
+		{"no status yet", up, nil, "False", v1beta1.StoreAvailableReason, nil},
+		{"no fallback in the window", up, window(0, 0, 0), "False", v1beta1.StoreAvailableReason, nil},
+		{"a pod falls back", down, window(0, 0, 0), "True", v1beta1.StoreUnavailableReason, []string{"fleet sys/f: 1/2 pods answer by failureMode Open"}},
+		{"one failed open in the window", up, window(1, 0, 0), "True", v1beta1.FallbackDecisionsReason,
 			[]string{"in the last 5m0s the store could not answer 1 decisions: 1 failed open (allowed uncounted), 0 failed closed", "decides against the store again"}},
-		{"closed and local", up, window(0, 2, 3), "True", v1alpha1.FallbackDecisionsReason, []string{"5 decisions", "2 failed closed (denied), 3 decided by the pod's local share"}},
-		{"a pod falls back while a primary is lost", downFailingOver, window(0, 0, 0), "True", v1alpha1.StoreUnavailableReason,
+		{"closed and local", up, window(0, 2, 3), "True", v1beta1.FallbackDecisionsReason, []string{"5 decisions", "2 failed closed (denied), 3 decided by the pod's local share"}},
+		{"a pod falls back while a primary is lost", downFailingOver, window(0, 0, 0), "True", v1beta1.StoreUnavailableReason,
 			[]string{"the store is unavailable (Redis Cluster: shard 1: primary f-redis-1-0 lost (last heard from at 01:02:03.400Z, 1.5s ago), no replica serves its slots yet)"}},
-		{"both", down, window(4, 0, 0), "True", v1alpha1.StoreUnavailableReason, []string{"1/2 pods answer by failureMode Open", "4 failed open"}},
-		{"namespace over its store budget", overBudget, window(0, 7, 0), "True", v1alpha1.BudgetExceededReason,
+		{"both", down, window(4, 0, 0), "True", v1beta1.StoreUnavailableReason, []string{"1/2 pods answer by failureMode Open", "4 failed open"}},
+		{"namespace over its store budget", overBudget, window(0, 7, 0), "True", v1beta1.BudgetExceededReason,
 			[]string{"fleet sys/f: 1/2 pods answer by failureMode Closed: namespace ns is over its store budget (spec.tenantBudget.storeCallsPerSecondPerNamespace)", "7 failed closed"}},
-		{"an Open policy's namespace over its store budget", openOverBudget, window(0, 0, 7), "True", v1alpha1.BudgetExceededReason,
+		{"an Open policy's namespace over its store budget", openOverBudget, window(0, 0, 7), "True", v1beta1.BudgetExceededReason,
 			[]string{"fleet sys/f: 1/2 pods decide against the store's last denials and their share of the limit: namespace ns is over its store budget", "7 decided by the pod's local share"}},
 	} {
 		p.Status.Enforcement = tc.enf
-		c := degradedCondition(&p, tc.fleets)
+		c := degradedCondition(storedOne(&p), tc.fleets)
 		ok := c.Status == tc.status && c.Reason == tc.reason
 		for _, m := range tc.messages {
 			ok = ok && strings.Contains(c.Message, m)

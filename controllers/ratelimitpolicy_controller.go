@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 // Indexes of RateLimitPolicies in the manager's cache.
@@ -61,7 +61,7 @@ type RateLimitPolicyReconciler struct {
 
 // Reconcile recomputes the policy's status from what it observes.
 func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	policy := &v1alpha1.RateLimitPolicy{}
+	policy := &v1beta1.RateLimitPolicy{}
 	if err := r.Get(ctx, req.NamespacedName, policy); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.latency.forget(req.NamespacedName)
@@ -76,7 +76,7 @@ func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	var sameDomain v1alpha1.RateLimitPolicyList
+	var sameDomain v1beta1.RateLimitPolicyList
 	if err := r.List(ctx, &sameDomain, client.MatchingFields{domainIndex: policy.Spec.Domain}); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -88,12 +88,12 @@ func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	if len(full) > 0 {
 		slices.Sort(full)
-		v = verdict{Reason: v1alpha1.SnapshotFullReason, Message: strings.Join(full, "; ")}
+		v = verdict{Reason: v1beta1.SnapshotFullReason, Message: strings.Join(full, "; ")}
 	}
 
 	next := policy.DeepCopy()
 	st := &next.Status
-	accepted := metav1.Condition{Type: v1alpha1.AcceptedCondition, Status: metav1.ConditionFalse,
+	accepted := metav1.Condition{Type: v1beta1.AcceptedCondition, Status: metav1.ConditionFalse,
 		Reason: v.Reason, Message: v.Message, ObservedGeneration: policy.Generation}
 	if v.Accepted {
 		accepted.Status = metav1.ConditionTrue
@@ -104,7 +104,7 @@ func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	// absent or False is written at once (False while a pod has not
 	// answered: SnapshotPending, naming how many pods have the policy), so
 	// a pod that never answers shows.
-	if complete || !v.Accepted || !meta.IsStatusConditionTrue(policy.Status.Conditions, v1alpha1.EnforcedCondition) {
+	if complete || !v.Accepted || !meta.IsStatusConditionTrue(policy.Status.Conditions, v1beta1.EnforcedCondition) {
 		meta.SetStatusCondition(&st.Conditions, enforcedCondition(policy, v.Accepted, fleets))
 		meta.SetStatusCondition(&st.Conditions, degradedCondition(policy, fleets))
 		st.Fleets = fleetStatuses(policy, fleets)
@@ -125,12 +125,12 @@ func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 // pods have loaded; complete is false while some pod has not answered yet.
 // full says why each fleet whose snapshot has no room for the policy
 // refused it.
-func (r *RateLimitPolicyReconciler) fleetViews(ctx context.Context, p *v1alpha1.RateLimitPolicy, accepted bool) (views []fleetView, full []string, complete bool, err error) {
+func (r *RateLimitPolicyReconciler) fleetViews(ctx context.Context, p *v1beta1.RateLimitPolicy, accepted bool) (views []fleetView, full []string, complete bool, err error) {
 	if !accepted {
 		return nil, nil, true, nil
 	}
 	// Every fleet: each has its own selectors, and there are few.
-	var fleets v1alpha1.LimiterFleetList
+	var fleets v1beta1.LimiterFleetList
 	if err := r.List(ctx, &fleets); err != nil {
 		return nil, nil, false, err
 	}
@@ -167,7 +167,7 @@ func (r *RateLimitPolicyReconciler) fleetViews(ctx context.Context, p *v1alpha1.
 // snapshot versions alone: every edit anywhere in a fleet makes a new
 // snapshot, and rewriting every policy for it would not scale. The version
 // is refreshed whenever the policy's status changes for its own reasons.
-func statusChanged(old, next *v1alpha1.RateLimitPolicyStatus) bool {
+func statusChanged(old, next *v1beta1.RateLimitPolicyStatus) bool {
 	cmp := next.DeepCopy()
 	if len(cmp.Fleets) == len(old.Fleets) {
 		for i := range cmp.Fleets {
@@ -179,8 +179,8 @@ func statusChanged(old, next *v1alpha1.RateLimitPolicyStatus) bool {
 	return !equality.Semantic.DeepEqual(*old, *cmp)
 }
 
-func fleetStatuses(p *v1alpha1.RateLimitPolicy, fleets []fleetView) []v1alpha1.FleetStatus {
-	var out []v1alpha1.FleetStatus
+func fleetStatuses(p *v1beta1.RateLimitPolicy, fleets []fleetView) []v1beta1.FleetStatus {
+	var out []v1beta1.FleetStatus
 	for _, f := range fleets {
 		var synced int32
 		for _, pod := range f.Pods {
@@ -188,7 +188,7 @@ func fleetStatuses(p *v1alpha1.RateLimitPolicy, fleets []fleetView) []v1alpha1.F
 				synced++
 			}
 		}
-		out = append(out, v1alpha1.FleetStatus{
+		out = append(out, v1beta1.FleetStatus{
 			Namespace:       f.Fleet.Namespace,
 			Name:            f.Fleet.Name,
 			SnapshotVersion: f.Version,
@@ -208,13 +208,13 @@ func (r *RateLimitPolicyReconciler) SetupWithManager(ctx context.Context, mgr ct
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.RateLimitPolicy{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, fallbacksChanged))).
-		Watches(&v1alpha1.RateLimitPolicy{}, handler.EnqueueRequestsFromMapFunc(r.sameDomain),
+		For(&v1beta1.RateLimitPolicy{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, fallbacksChanged))).
+		Watches(&v1beta1.RateLimitPolicy{}, handler.EnqueueRequestsFromMapFunc(r.sameDomain),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&v1alpha1.LimiterFleet{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfFleet)).
+		Watches(&v1beta1.LimiterFleet{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfFleet)).
 		// Domain ownership: a fleet's spec and namespaces' labels decide
 		// which policies are allowed, and so which conflict.
-		Watches(&v1alpha1.LimiterFleet{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfFleetDomains),
+		Watches(&v1beta1.LimiterFleet{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfFleetDomains),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfNamespace),
 			builder.WithPredicates(predicate.LabelChangedPredicate{})).
@@ -231,14 +231,14 @@ func (r *RateLimitPolicyReconciler) SetupWithManager(ctx context.Context, mgr ct
 
 // indexPolicies adds the policy indexes to a cache.
 func indexPolicies(ctx context.Context, indexer client.FieldIndexer) error {
-	if err := indexer.IndexField(ctx, &v1alpha1.RateLimitPolicy{}, domainIndex, func(o client.Object) []string {
-		return []string{o.(*v1alpha1.RateLimitPolicy).Spec.Domain}
+	if err := indexer.IndexField(ctx, &v1beta1.RateLimitPolicy{}, domainIndex, func(o client.Object) []string {
+		return []string{o.(*v1beta1.RateLimitPolicy).Spec.Domain}
 	}); err != nil {
 		return err
 	}
-	return indexer.IndexField(ctx, &v1alpha1.RateLimitPolicy{}, servedByIndex, func(o client.Object) []string {
+	return indexer.IndexField(ctx, &v1beta1.RateLimitPolicy{}, servedByIndex, func(o client.Object) []string {
 		var out []string
-		for _, f := range o.(*v1alpha1.RateLimitPolicy).Status.Fleets {
+		for _, f := range o.(*v1beta1.RateLimitPolicy).Status.Fleets {
 			out = append(out, types.NamespacedName{Namespace: f.Namespace, Name: f.Name}.String())
 		}
 		return out
@@ -247,7 +247,7 @@ func indexPolicies(ctx context.Context, indexer client.FieldIndexer) error {
 
 // policies lists the names of the policies opts select.
 func (r *RateLimitPolicyReconciler) policies(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
-	var list v1alpha1.RateLimitPolicyList
+	var list v1beta1.RateLimitPolicyList
 	// Read-only: names alone, no copy of the policies.
 	if err := r.List(ctx, &list, append(opts, client.UnsafeDisableDeepCopy)...); err != nil {
 		logf.FromContext(ctx).Error(err, "Listing policies")
@@ -261,7 +261,7 @@ func (r *RateLimitPolicyReconciler) policies(ctx context.Context, opts ...client
 }
 
 func (r *RateLimitPolicyReconciler) sameDomain(ctx context.Context, obj client.Object) []reconcile.Request {
-	return r.policies(ctx, client.MatchingFields{domainIndex: obj.(*v1alpha1.RateLimitPolicy).Spec.Domain})
+	return r.policies(ctx, client.MatchingFields{domainIndex: obj.(*v1beta1.RateLimitPolicy).Spec.Domain})
 }
 
 // policiesOfFleet maps a fleet event to the policies whose status the
@@ -270,7 +270,7 @@ func (r *RateLimitPolicyReconciler) sameDomain(ctx context.Context, obj client.O
 // a policy's labels changed, or the fleet is gone). An update maps both
 // the old and the new fleet.
 func (r *RateLimitPolicyReconciler) policiesOfFleet(ctx context.Context, obj client.Object) []reconcile.Request {
-	fleet := obj.(*v1alpha1.LimiterFleet)
+	fleet := obj.(*v1beta1.LimiterFleet)
 	served := r.servedBy(ctx, client.ObjectKeyFromObject(fleet))
 	selected, err := r.selectedBy(ctx, fleet)
 	if err != nil {
@@ -285,7 +285,7 @@ func (r *RateLimitPolicyReconciler) policiesOfFleet(ctx context.Context, obj cli
 // alone, to the policies of that fleet.
 func (r *RateLimitPolicyReconciler) policiesOfAckedFleet(ctx context.Context, obj client.Object) []reconcile.Request {
 	key := client.ObjectKeyFromObject(obj)
-	fleet := &v1alpha1.LimiterFleet{}
+	fleet := &v1beta1.LimiterFleet{}
 	if err := r.Get(ctx, key, fleet); err != nil {
 		if !apierrors.IsNotFound(err) {
 			logf.FromContext(ctx).Error(err, "Reading an acknowledged fleet", "fleet", key)
@@ -302,9 +302,10 @@ func (r *RateLimitPolicyReconciler) servedBy(ctx context.Context, fleet types.Na
 
 // selectedBy lists the policies a fleet selects, as fleetSelects decides.
 // A bad selector selects nothing (the fleet's status reports it).
-func (r *RateLimitPolicyReconciler) selectedBy(ctx context.Context, fleet *v1alpha1.LimiterFleet) ([]reconcile.Request, error) {
+func (r *RateLimitPolicyReconciler) selectedBy(ctx context.Context, fleet *v1beta1.LimiterFleet) ([]reconcile.Request, error) {
 	opts := []client.ListOption{}
-	if sel := fleet.Spec.PolicySelector; sel != nil {
+	policySel, nsSel := fleetSelectors(fleet)
+	if sel := policySel; sel != nil {
 		s, err := metav1.LabelSelectorAsSelector(sel)
 		if err != nil {
 			return nil, nil
@@ -312,7 +313,7 @@ func (r *RateLimitPolicyReconciler) selectedBy(ctx context.Context, fleet *v1alp
 		opts = append(opts, client.MatchingLabelsSelector{Selector: s})
 	}
 	var namespaces map[string]bool // nil: every namespace
-	if sel := fleet.Spec.NamespaceSelector; sel != nil {
+	if sel := nsSel; sel != nil {
 		s, err := metav1.LabelSelectorAsSelector(sel)
 		if err != nil {
 			return nil, nil
@@ -326,7 +327,7 @@ func (r *RateLimitPolicyReconciler) selectedBy(ctx context.Context, fleet *v1alp
 			namespaces[ns.Name] = true
 		}
 	}
-	var list v1alpha1.RateLimitPolicyList
+	var list v1beta1.RateLimitPolicyList
 	// Read-only: names alone, no copy of the policies.
 	if err := r.List(ctx, &list, append(opts, client.UnsafeDisableDeepCopy)...); err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers"
 )
 
@@ -69,7 +70,7 @@ func TestFleetEventsReachTheirPoliciesOnly(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = k8s.Delete(context.Background(), p) })
 		if servedBy != nil {
-			if err := controllers.ApplyConditions(ctx, k8s, p, &v1alpha1.RateLimitPolicyStatus{
+			if err := controllers.ApplyConditions(ctx, k8s, storedOne(p), &v1alpha1.RateLimitPolicyStatus{
 				Fleets: []v1alpha1.FleetStatus{{Namespace: servedBy.Namespace, Name: servedBy.Name}}}); err != nil {
 				t.Fatal(err)
 			}
@@ -110,21 +111,22 @@ func TestFleetEventsReachTheirPoliciesOnly(t *testing.T) {
 		slices.Sort(out)
 		return strings.Join(out, " ")
 	}
-	stub := func(f *v1alpha1.LimiterFleet) *v1alpha1.LimiterFleet {
-		return &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: f.Namespace, Name: f.Name}}
+	// The operator's events carry v1beta1 fleets.
+	stub := func(f *v1alpha1.LimiterFleet) *v1beta1.LimiterFleet {
+		return &v1beta1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: f.Namespace, Name: f.Name}}
 	}
 	want := map[string]string{
 		"a": "events-dev/dev-none events-prod/prod-a",
 		"b": "events-dev/dev-b events-prod/prod-b",
 	}
 	eventually(t, 10*time.Second, "the cache sees the statuses", func() error {
-		if got := names(fleetEvent, a); got != want["a"] {
+		if got := names(fleetEvent, betaOf(a)); got != want["a"] {
 			return fmt.Errorf("fleet a's event reaches %q, want %q", got, want["a"])
 		}
 		return nil
 	})
 	for _, f := range []*v1alpha1.LimiterFleet{a, b} {
-		if got := names(fleetEvent, f); got != want[f.Name] {
+		if got := names(fleetEvent, betaOf(f)); got != want[f.Name] {
 			t.Errorf("fleet %s's event reaches %q, want %q", f.Name, got, want[f.Name])
 		}
 		if got := names(ackEvent, stub(f)); got != want[f.Name] {
@@ -138,7 +140,7 @@ func TestFleetEventsReachTheirPoliciesOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "the cache sees fleet b gone", func() error {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(b), &v1alpha1.LimiterFleet{}); err == nil {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(b), &v1beta1.LimiterFleet{}); err == nil {
 			return fmt.Errorf("fleet b still cached")
 		}
 		return nil

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 // A RateLimitPolicy's status has two writers, each the only writer of its
@@ -29,7 +29,7 @@ const (
 // status: observedGeneration, conditions and fleets, by server-side apply
 // under PolicyStatusFieldOwner. st.Enforcement is the collector's and is
 // left out (see applyEnforcement).
-func applyConditions(ctx context.Context, c client.Client, pol *v1alpha1.RateLimitPolicy, st *v1alpha1.RateLimitPolicyStatus) error {
+func applyConditions(ctx context.Context, c client.Client, pol *v1beta1.RateLimitPolicy, st *v1beta1.RateLimitPolicyStatus) error {
 	mine := st.DeepCopy()
 	mine.Enforcement = nil
 	return applyPolicyStatus(ctx, c, pol, PolicyStatusFieldOwner, mine)
@@ -38,16 +38,16 @@ func applyConditions(ctx context.Context, c client.Client, pol *v1alpha1.RateLim
 // applyEnforcement writes pol's status.enforcement as e, by server-side
 // apply under EnforcementFieldOwner: the fields e leaves out are removed,
 // and the policy controller's fields are left as they are.
-func applyEnforcement(ctx context.Context, c client.Client, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
-	return applyPolicyStatus(ctx, c, pol, EnforcementFieldOwner, &v1alpha1.RateLimitPolicyStatus{Enforcement: e})
+func applyEnforcement(ctx context.Context, c client.Client, pol *v1beta1.RateLimitPolicy, e *v1beta1.EnforcementStatus) error {
+	return applyPolicyStatus(ctx, c, pol, EnforcementFieldOwner, &v1beta1.RateLimitPolicyStatus{Enforcement: e})
 }
 
 // policyStatusApply is the body of a server-side apply to a policy's status:
 // the object's identity and the status fields of one writer, nothing else.
 type policyStatusApply struct {
 	metav1.TypeMeta `json:",inline"`
-	Metadata        policyStatusApplyMeta           `json:"metadata"`
-	Status          *v1alpha1.RateLimitPolicyStatus `json:"status"`
+	Metadata        policyStatusApplyMeta          `json:"metadata"`
+	Status          *v1beta1.RateLimitPolicyStatus `json:"status"`
 }
 
 type policyStatusApplyMeta struct {
@@ -60,9 +60,9 @@ type policyStatusApplyMeta struct {
 // omitted when empty, so st carries exactly the fields the owner set. The
 // owner forces ownership: it is its fields' only writer, and takes over
 // those an earlier release wrote by update.
-func applyPolicyStatus(ctx context.Context, c client.Client, pol *v1alpha1.RateLimitPolicy, owner string, st *v1alpha1.RateLimitPolicyStatus) error {
+func applyPolicyStatus(ctx context.Context, c client.Client, pol *v1beta1.RateLimitPolicy, owner string, st *v1beta1.RateLimitPolicyStatus) error {
 	body, err := json.Marshal(policyStatusApply{
-		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "RateLimitPolicy"},
+		TypeMeta: metav1.TypeMeta{APIVersion: v1beta1.GroupVersion.String(), Kind: "RateLimitPolicy"},
 		Metadata: policyStatusApplyMeta{Namespace: pol.Namespace, Name: pol.Name},
 		Status:   st,
 	})
@@ -71,7 +71,7 @@ func applyPolicyStatus(ctx context.Context, c client.Client, pol *v1alpha1.RateL
 	}
 	// pol may be the cache's own object (read without a copy): patch a
 	// stand-in that names it, which the answer may overwrite.
-	obj := &v1alpha1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: pol.Namespace, Name: pol.Name}}
+	obj := &v1beta1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: pol.Namespace, Name: pol.Name}}
 	return client.IgnoreNotFound(c.Status().Patch(ctx, obj, client.RawPatch(types.ApplyPatchType, body),
 		client.FieldOwner(owner), client.ForceOwnership))
 }
@@ -79,28 +79,28 @@ func applyPolicyStatus(ctx context.Context, c client.Client, pol *v1alpha1.RateL
 // fleetStatusApply is the body of a server-side apply to a fleet's status.
 type fleetStatusApply struct {
 	metav1.TypeMeta `json:",inline"`
-	Metadata        policyStatusApplyMeta        `json:"metadata"`
-	Status          *v1alpha1.LimiterFleetStatus `json:"status"`
+	Metadata        policyStatusApplyMeta       `json:"metadata"`
+	Status          *v1beta1.LimiterFleetStatus `json:"status"`
 }
 
 // applyFleetRegions server-side applies a fleet's status.regions and its
 // RegionsReachable condition under EnforcementFieldOwner, the collector's
 // alone: the fleet controller's fields and conditions are left as they
 // are. nil regions and cond remove what the collector wrote before.
-func applyFleetRegions(ctx context.Context, c client.Client, fleet *v1alpha1.LimiterFleet, regions []v1alpha1.RegionStatus, cond *metav1.Condition) error {
-	st := &v1alpha1.LimiterFleetStatus{Regions: regions}
+func applyFleetRegions(ctx context.Context, c client.Client, fleet *v1beta1.LimiterFleet, regions []v1beta1.RegionStatus, cond *metav1.Condition) error {
+	st := &v1beta1.LimiterFleetStatus{Regions: regions}
 	if cond != nil {
 		st.Conditions = []metav1.Condition{*cond}
 	}
 	body, err := json.Marshal(fleetStatusApply{
-		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "LimiterFleet"},
+		TypeMeta: metav1.TypeMeta{APIVersion: v1beta1.GroupVersion.String(), Kind: "LimiterFleet"},
 		Metadata: policyStatusApplyMeta{Namespace: fleet.Namespace, Name: fleet.Name},
 		Status:   st,
 	})
 	if err != nil {
 		return err
 	}
-	obj := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: fleet.Namespace, Name: fleet.Name}}
+	obj := &v1beta1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: fleet.Namespace, Name: fleet.Name}}
 	return client.IgnoreNotFound(c.Status().Patch(ctx, obj, client.RawPatch(types.ApplyPatchType, body),
 		client.FieldOwner(EnforcementFieldOwner), client.ForceOwnership))
 }

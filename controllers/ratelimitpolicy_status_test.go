@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers"
 )
 
@@ -52,19 +53,19 @@ func TestStatusWritersOwnTheirFields(t *testing.T) {
 		return got
 	}
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
-	accepted := metav1.Condition{Type: v1alpha1.AcceptedCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.AcceptedReason,
+	accepted := metav1.Condition{Type: v1beta1.AcceptedCondition, Status: metav1.ConditionTrue, Reason: v1beta1.AcceptedReason,
 		Message: "valid", ObservedGeneration: 1, LastTransitionTime: now}
-	enforced := metav1.Condition{Type: v1alpha1.EnforcedCondition, Status: metav1.ConditionFalse, Reason: v1alpha1.NoFleetReason,
+	enforced := metav1.Condition{Type: v1beta1.EnforcedCondition, Status: metav1.ConditionFalse, Reason: v1beta1.NoFleetReason,
 		Message: "no fleet", ObservedGeneration: 1, LastTransitionTime: now}
 
 	// Each writes once, from the stale copy.
-	if err := controllers.ApplyConditions(ctx, k8s, stale, &v1alpha1.RateLimitPolicyStatus{ObservedGeneration: 1,
+	if err := controllers.ApplyConditions(ctx, k8s, storedOne(stale), &v1alpha1.RateLimitPolicyStatus{ObservedGeneration: 1,
 		Conditions: []metav1.Condition{accepted},
 		Fleets:     []v1alpha1.FleetStatus{{Namespace: ns, Name: "f", SnapshotVersion: "v1", PodsSynced: ptr.To(int32(1)), PodsReady: ptr.To(int32(1))}},
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := controllers.ApplyEnforcement(ctx, k8s, stale, &v1alpha1.EnforcementStatus{
+	if err := controllers.ApplyEnforcement(ctx, k8s, storedOne(stale), &v1alpha1.EnforcementStatus{
 		Allowed: ptr.To(int64(5)), Limited: ptr.To(int64(1)), ShadowLimited: ptr.To(int64(0)), FailedOpen: ptr.To(int64(0)),
 		Window: &metav1.Duration{Duration: 5 * time.Minute}, UpdatedAt: &now,
 		UnreadPods: []string{"192.0.2.1:8080: connection refused"},
@@ -81,7 +82,7 @@ func TestStatusWritersOwnTheirFields(t *testing.T) {
 	// The controller writes again from the stale copy, with other
 	// enforcement counts in it, as its next status may hold: its fleets
 	// go, the collector's fields stay as the collector wrote them.
-	if err := controllers.ApplyConditions(ctx, k8s, stale, &v1alpha1.RateLimitPolicyStatus{ObservedGeneration: 1,
+	if err := controllers.ApplyConditions(ctx, k8s, storedOne(stale), &v1alpha1.RateLimitPolicyStatus{ObservedGeneration: 1,
 		Conditions:  []metav1.Condition{accepted, enforced},
 		Enforcement: &v1alpha1.EnforcementStatus{Allowed: ptr.To(int64(999))},
 	}); err != nil {
@@ -97,7 +98,7 @@ func TestStatusWritersOwnTheirFields(t *testing.T) {
 
 	// The collector writes again, without hottest and unreadPods: they go,
 	// the controller's fields stay.
-	if err := controllers.ApplyEnforcement(ctx, k8s, stale, &v1alpha1.EnforcementStatus{
+	if err := controllers.ApplyEnforcement(ctx, k8s, storedOne(stale), &v1alpha1.EnforcementStatus{
 		Allowed: ptr.To(int64(7)), Limited: ptr.To(int64(1)), ShadowLimited: ptr.To(int64(0)), FailedOpen: ptr.To(int64(0)),
 		Window: &metav1.Duration{Duration: 5 * time.Minute}, UpdatedAt: &now,
 	}); err != nil {

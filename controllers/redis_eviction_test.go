@@ -34,7 +34,7 @@ import (
 func TestAttackRedisEvictionSteeredByTTL(t *testing.T) {
 	ctx := context.Background()
 	policy := ""
-	for _, line := range strings.Split(resources.RedisConfig(&v1alpha1.LimiterFleet{}), "\n") {
+	for _, line := range strings.Split(resources.RedisConfig(betaOf(&v1alpha1.LimiterFleet{})), "\n") {
 		if v, ok := strings.CutPrefix(line, "maxmemory-policy "); ok {
 			policy = v
 		}

@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/redisfleet"
 	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/internal/storetest"
@@ -91,7 +92,7 @@ func aclLog(t testing.TB, p *redisPod) []string {
 func TestRedisClusterLockedDown(t *testing.T) {
 	ctx := context.Background()
 	rf := newRedisFleet(t, "redis-locked", "locked", 3, 1)
-	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1beta1.ClusterOKReason)
 	if n := len(f.Status.Redis.Replicas); n != 3 {
 		t.Fatalf("%d replicas in status, want 3 (replication as %s)", n, resources.RedisReplicationUser)
 	}
@@ -180,7 +181,7 @@ func TestRedisMemoryBound(t *testing.T) {
 	rf := newRedisFleet(t, "redis-mem", "mem", 3, 0, func(f *v1alpha1.LimiterFleet) {
 		f.Spec.Redis.MaxMemory = ptr.To(resource.MustParse("8Mi"))
 	})
-	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1beta1.ClusterOKReason)
 	victim := rf.pod(t, f.Status.Redis.Primaries[0].Pod)
 	admin := victim.srv.Client(t)
 	for name, want := range map[string]string{"maxmemory": fmt.Sprint(maxMemory), "maxmemory-policy": "allkeys-lru"} {
@@ -262,18 +263,18 @@ func TestRedisMemoryBound(t *testing.T) {
 			return fmt.Errorf("%s's used_memory was %d, under 93%% of %d: topped up to %d keys", victim.name, used, maxMemory, keys)
 		}
 		g := rf.get(t)
-		c := condition(g.Status.Conditions, v1alpha1.RedisReadyCondition)
+		c := condition(g.Status.Conditions, v1beta1.RedisReadyCondition)
 		switch {
 		case c == nil:
 			return fmt.Errorf("no RedisReady yet")
-		case c.ObservedGeneration != g.Generation || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.MemoryNearLimitReason:
+		case c.ObservedGeneration != g.Generation || c.Status != metav1.ConditionFalse || c.Reason != v1beta1.MemoryNearLimitReason:
 			return fmt.Errorf("RedisReady=%s (%s) at generation %d/%d: %s; %s's used_memory now %d; status: %s", c.Status, c.Reason,
 				c.ObservedGeneration, g.Generation, c.Message, victim.name, usedMemory(), nodeMemory(g))
 		}
 		f = g
 		return nil
 	})
-	c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
+	c := condition(f.Status.Conditions, v1beta1.RedisReadyCondition)
 	if !strings.Contains(c.Message, victim.name+" uses ") || !strings.Contains(c.Message, "of its maxmemory 8Mi") {
 		t.Errorf("RedisReady message %q does not name %s and its maxmemory", c.Message, victim.name)
 	}
@@ -376,7 +377,7 @@ func label(m *dto.Metric, name string) string {
 func TestRedisClusterTLS(t *testing.T) {
 	ctx := context.Background()
 	rf := newRedisFleet(t, "redis-tls-cluster", "tlsc", 3, 1, func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.TLS = &v1alpha1.RedisTLS{} })
-	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1beta1.ClusterOKReason)
 	for _, n := range f.Status.Redis.Replicas {
 		if n.Link != "connected" {
 			t.Errorf("replica %+v", n)
@@ -394,14 +395,14 @@ func TestRedisClusterTLS(t *testing.T) {
 			t.Errorf("%s: replica not in sync:\n%s", p.name, info)
 		}
 	}
-	ca := rf.secret(t, resources.RedisCASecretName(f))
-	tlsSecret := rf.secret(t, resources.RedisTLSSecretName(f))
+	ca := rf.secret(t, resources.RedisCASecretName(betaOf(f)))
+	tlsSecret := rf.secret(t, resources.RedisTLSSecretName(betaOf(f)))
 	for _, s := range []*corev1.Secret{ca, tlsSecret} {
 		if !metav1.IsControlledBy(s, f) {
 			t.Errorf("Secret %s is not controlled by the fleet", s.Name)
 		}
 	}
-	conf, err := redisfleet.RedisClientTLS(f, tlsSecret)
+	conf, err := redisfleet.RedisClientTLS(betaOf(f), tlsSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,7 +423,7 @@ func TestRedisClusterTLS(t *testing.T) {
 	if err := plain.Ping(ctx).Err(); err == nil || strings.HasPrefix(err.Error(), "NOAUTH") {
 		t.Errorf("a plain-text PING to the pod's port: %v, want no Redis reply", err)
 	}
-	otherCA, _, err := redisfleet.NewRedisCA(f, time.Now())
+	otherCA, _, err := redisfleet.NewRedisCA(betaOf(f), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -473,7 +474,7 @@ func TestRedisClusterTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	oldPEM, oldKey, err := redisfleet.IssueRedisCert(f, caCert, time.Now().Add(-70*24*time.Hour))
+	oldPEM, oldKey, err := redisfleet.IssueRedisCert(betaOf(f), caCert, time.Now().Add(-70*24*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,8 +483,8 @@ func TestRedisClusterTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 60*time.Second, "a new certificate", func() error {
-		s := rf.secret(t, resources.RedisTLSSecretName(f))
-		if why := redisfleet.RedisCertCurrent(f, caCert, s.Data["tls.crt"], time.Now()); why != "" {
+		s := rf.secret(t, resources.RedisTLSSecretName(betaOf(f)))
+		if why := redisfleet.RedisCertCurrent(betaOf(f), caCert, s.Data["tls.crt"], time.Now()); why != "" {
 			return fmt.Errorf("the certificate is not current: %s", why)
 		}
 		if h := statefulSetAnnotation(t, f, resources.RedisTLSHashAnnotation); h == hashBefore || h == "" {
@@ -497,7 +498,7 @@ func TestRedisClusterTLS(t *testing.T) {
 func statefulSetAnnotation(t *testing.T, f *v1alpha1.LimiterFleet, name string) string {
 	t.Helper()
 	set := &appsv1.StatefulSet{}
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: resources.RedisShardName(f, 0)}, set); err != nil {
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: resources.RedisShardName(betaOf(f), 0)}, set); err != nil {
 		t.Fatal(err)
 	}
 	return set.Spec.Template.Annotations[name]
@@ -512,11 +513,11 @@ func TestRedisClusterTLSOwnCA(t *testing.T) {
 	rf := createRedisFleet(t, "redis-own-ca", "ownca", 3, 0, nil, func(f *v1alpha1.LimiterFleet) {
 		f.Spec.Redis.TLS = &v1alpha1.RedisTLS{CASecretName: ptr.To("team-ca")}
 	})
-	f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.AuthFailedReason)
-	if c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition); !strings.Contains(c.Message, "Secret redis-own-ca/team-ca not found") {
+	f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1beta1.AuthFailedReason)
+	if c := condition(f.Status.Conditions, v1beta1.RedisReadyCondition); !strings.Contains(c.Message, "Secret redis-own-ca/team-ca not found") {
 		t.Errorf("RedisReady message %q does not name the CA Secret", c.Message)
 	}
-	ca, keyPEM, err := redisfleet.NewRedisCA(f, time.Now())
+	ca, keyPEM, err := redisfleet.NewRedisCA(betaOf(f), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -525,15 +526,15 @@ func TestRedisClusterTLSOwnCA(t *testing.T) {
 	if err := k8s.Create(ctx, own); err != nil {
 		t.Fatal(err)
 	}
-	rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.WaitingForNodesReason) // no pods: past the Secrets
-	s := rf.secret(t, resources.RedisTLSSecretName(f))
-	if why := redisfleet.RedisCertCurrent(f, ca, s.Data["tls.crt"], time.Now()); why != "" {
+	rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1beta1.WaitingForNodesReason) // no pods: past the Secrets
+	s := rf.secret(t, resources.RedisTLSSecretName(betaOf(f)))
+	if why := redisfleet.RedisCertCurrent(betaOf(f), ca, s.Data["tls.crt"], time.Now()); why != "" {
 		t.Errorf("the node certificate: %s", why)
 	}
 	if string(s.Data["ca.crt"]) != string(ca.CertPEM) {
 		t.Errorf("ca.crt is not the team's CA")
 	}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: resources.RedisCASecretName(f)}, &corev1.Secret{}); err == nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: resources.RedisCASecretName(betaOf(f))}, &corev1.Secret{}); err == nil {
 		t.Errorf("the operator created a CA of its own")
 	}
 }

@@ -45,6 +45,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/internal/redistest"
@@ -190,7 +191,7 @@ const testAdmin, testAdminPW = "sluice-test", "test-admin-pw"
 // plain-text one for the test's own hands only.
 func renderedDirectives(fleet *v1alpha1.LimiterFleet, secretDirs map[string]string) []string {
 	var out []string
-	for _, line := range strings.Split(strings.TrimSpace(resources.RedisConfig(fleet)), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(resources.RedisConfig(betaOf(fleet))), "\n") {
 		name, _, _ := strings.Cut(line, " ")
 		switch name {
 		case "port", "bind", "dir", "cluster-config-file", "save":
@@ -215,7 +216,7 @@ func newRedisFleet(t *testing.T, ns, name string, shards, replicas int32, mutate
 // generates, and returns it.
 func (rf *redisFleet) authSecret(t testing.TB) *corev1.Secret {
 	t.Helper()
-	return rf.secret(t, resources.RedisAuthSecretName(rf.fleet))
+	return rf.secret(t, resources.RedisAuthSecretName(betaOf(rf.fleet)))
 }
 
 // secret waits for a Secret of the fleet's namespace and returns it.
@@ -237,11 +238,11 @@ func (rf *redisFleet) secret(t testing.TB, name string) *corev1.Secret {
 func (rf *redisFleet) startNode(t *testing.T, p *redisPod, ip string) {
 	t.Helper()
 	dirs := map[string]string{"/etc/redis-auth": filepath.Join(p.dir, "auth")}
-	files := map[string]*corev1.Secret{"/etc/redis-auth": rf.secret(t, resources.RedisAuthSecretName(rf.fleet))}
+	files := map[string]*corev1.Secret{"/etc/redis-auth": rf.secret(t, resources.RedisAuthSecretName(betaOf(rf.fleet)))}
 	addr := ip + ":6379"
-	if resources.RedisTLSEnabled(rf.fleet) {
+	if resources.RedisTLSEnabled(betaOf(rf.fleet)) {
 		dirs["/etc/redis-tls"] = filepath.Join(p.dir, "tls")
-		files["/etc/redis-tls"] = rf.secret(t, resources.RedisTLSSecretName(rf.fleet))
+		files["/etc/redis-tls"] = rf.secret(t, resources.RedisTLSSecretName(betaOf(rf.fleet)))
 		addr = ip + ":6380"
 	}
 	for mount, s := range files {
@@ -286,7 +287,7 @@ func (rf *redisFleet) limiterPod(t *testing.T) (args, env []string) {
 	t.Helper()
 	dep := &appsv1.Deployment{}
 	eventually(t, 30*time.Second, "the limiter Deployment", func() error {
-		return k8s.Get(context.Background(), client.ObjectKey{Namespace: rf.fleet.Namespace, Name: resources.LimiterName(rf.fleet)}, dep)
+		return k8s.Get(context.Background(), client.ObjectKey{Namespace: rf.fleet.Namespace, Name: resources.LimiterName(betaOf(rf.fleet))}, dep)
 	})
 	return asKubelet(t, dep)
 }
@@ -295,12 +296,12 @@ func (rf *redisFleet) limiterPod(t *testing.T) (args, env []string) {
 // creates its Pod object with that status.podIP.
 func (rf *redisFleet) addPod(t *testing.T, shard, ordinal int) *redisPod {
 	t.Helper()
-	p := &redisPod{name: fmt.Sprintf("%s-%d", resources.RedisShardName(rf.fleet, shard), ordinal), shard: shard, ordinal: ordinal, dir: t.TempDir()}
+	p := &redisPod{name: fmt.Sprintf("%s-%d", resources.RedisShardName(betaOf(rf.fleet), shard), ordinal), shard: shard, ordinal: ordinal, dir: t.TempDir()}
 	rf.pods = append(rf.pods, p)
 	ip := nextRedisIP(t)
 	p.firstIP = ip
 	rf.startNode(t, p, ip)
-	labels := resources.RedisLabels(rf.fleet)
+	labels := resources.RedisLabels(betaOf(rf.fleet))
 	labels[resources.LabelRedisShard] = strconv.Itoa(shard)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: rf.fleet.Namespace, Name: p.name, Labels: labels},
@@ -345,7 +346,7 @@ func (rf *redisFleet) waitRedisReady(t testing.TB, within time.Duration, status 
 	var got *v1alpha1.LimiterFleet
 	eventually(t, within, fmt.Sprintf("RedisReady=%s %s", status, reason), func() error {
 		f := rf.get(t)
-		c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
+		c := condition(f.Status.Conditions, v1beta1.RedisReadyCondition)
 		switch {
 		case c == nil:
 			return fmt.Errorf("no RedisReady yet")
@@ -407,7 +408,7 @@ func TestRedisClusterBootstrap(t *testing.T) {
 	ctx := context.Background()
 	start := time.Now()
 	rf := newRedisFleet(t, "redis-boot", "boot", 3, 1)
-	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1beta1.ClusterOKReason)
 	t.Logf("bootstrap of 3 shards x 1 replica through the operator: RedisReady=True %v after the fleet was created (pods started before)", time.Since(start).Round(time.Millisecond))
 
 	st := f.Status.Redis
@@ -442,11 +443,11 @@ func TestRedisClusterBootstrap(t *testing.T) {
 	}
 
 	// The objects, each owned by the fleet.
-	objs := []client.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: resources.RedisConfigMapName(f)}},
-		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: resources.RedisName(f)}}}
+	objs := []client.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: resources.RedisConfigMapName(betaOf(f))}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: resources.RedisName(betaOf(f))}}}
 	for s := range 3 {
-		objs = append(objs, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: resources.RedisShardName(f, s)}},
-			&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: resources.RedisShardName(f, s)}})
+		objs = append(objs, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: resources.RedisShardName(betaOf(f), s)}},
+			&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: resources.RedisShardName(betaOf(f), s)}})
 	}
 	for _, o := range objs {
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: o.GetName()}, o); err != nil {
@@ -456,7 +457,7 @@ func TestRedisClusterBootstrap(t *testing.T) {
 		}
 	}
 	dep := &appsv1.Deployment{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: resources.LimiterName(f)}, dep); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: resources.LimiterName(betaOf(f))}, dep); err != nil {
 		t.Fatal(err)
 	}
 	if args := strings.Join(dep.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(args, "--store=redis-cluster://boot-redis-0-0.boot-redis.redis-boot.svc:6379,") {
@@ -478,7 +479,7 @@ func TestRedisClusterBootstrap(t *testing.T) {
 		}
 		return nil
 	})
-	rf.waitRedisReady(t, 10*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+	rf.waitRedisReady(t, 10*time.Second, metav1.ConditionTrue, v1beta1.ClusterOKReason)
 	if after := rf.mutatingCalls(t); !maps.Equal(before, after) {
 		t.Errorf("mutating commands before %v, after another reconcile %v", before, after)
 	}
@@ -500,8 +501,8 @@ func TestRedisClusterBadNodes(t *testing.T) {
 		bad.srv.Stop()
 		garbage := startGarbageServer(t, nextRedisIP(t)+":6379")
 		setPodIP(t, rf.fleet.Namespace, bad.name, strings.TrimSuffix(garbage, ":6379"))
-		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.InvalidReplyReason)
-		c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
+		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1beta1.InvalidReplyReason)
+		c := condition(f.Status.Conditions, v1beta1.RedisReadyCondition)
 		if !strings.Contains(c.Message, bad.name) {
 			t.Errorf("message does not name %s: %s", bad.name, c.Message)
 		}
@@ -521,12 +522,12 @@ func TestRedisClusterBadNodes(t *testing.T) {
 			}
 			p.srv.Restart(t)
 		}
-		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.AuthFailedReason)
-		c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
+		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1beta1.AuthFailedReason)
+		c := condition(f.Status.Conditions, v1beta1.RedisReadyCondition)
 		if !strings.Contains(c.Message, "WRONGPASS") {
 			t.Errorf("message does not say the node refused the password: %s", c.Message)
 		}
-		t.Logf("RedisReady=False %s: %s", v1alpha1.AuthFailedReason, c.Message)
+		t.Logf("RedisReady=False %s: %s", v1beta1.AuthFailedReason, c.Message)
 		requireReconciling(t, rf)
 
 		// The pods restart with the Secret's users file: the operator
@@ -537,7 +538,7 @@ func TestRedisClusterBadNodes(t *testing.T) {
 			}
 			p.srv.Restart(t)
 		}
-		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1beta1.ClusterOKReason)
 	})
 
 	t.Run("auth Secret in the way", func(t *testing.T) {
@@ -549,8 +550,8 @@ func TestRedisClusterBadNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		rf := createRedisFleet(t, ns, "inway", 3, 0, nil)
-		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.SecretNotOwnedReason)
-		if c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition); !strings.Contains(c.Message, "Secret redis-inway/inway-redis-auth exists and is not controlled by LimiterFleet inway") {
+		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1beta1.SecretNotOwnedReason)
+		if c := condition(f.Status.Conditions, v1beta1.RedisReadyCondition); !strings.Contains(c.Message, "Secret redis-inway/inway-redis-auth exists and is not controlled by LimiterFleet inway") {
 			t.Errorf("message %q", c.Message)
 		}
 		got := &corev1.Secret{}
@@ -565,12 +566,12 @@ func TestRedisClusterBadNodes(t *testing.T) {
 
 	t.Run("shards lowered behind the CRD's back", func(t *testing.T) {
 		rf := newRedisFleet(t, "redis-scalein", "scalein", 3, 0)
-		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+		rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1beta1.ClusterOKReason)
 		// The CRD refuses lowering shards; a fourth shard's StatefulSet that
 		// the fleet made before its shards were lowered (under an old CRD)
 		// is the same to the operator. (One the fleet does not control is
 		// in the way: the operator never takes it.)
-		extra := resources.BuildRedisStatefulSet(rf.fleet, 3, "", resources.RedisSecretHashes{})
+		extra := resources.BuildRedisStatefulSet(betaOf(rf.fleet), 3, "", resources.RedisSecretHashes{})
 		extra.TypeMeta = metav1.TypeMeta{}
 		if err := controllerutil.SetControllerReference(rf.get(t), extra, scheme); err != nil {
 			t.Fatal(err)
@@ -582,8 +583,8 @@ func TestRedisClusterBadNodes(t *testing.T) {
 		updateFleet(t, client.ObjectKeyFromObject(rf.fleet), func(f *v1alpha1.LimiterFleet) {
 			f.Spec.Enforcement = ptr.To(v1alpha1.EnforcementDisabled) // a new pass
 		})
-		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.ScaleInRejectedReason)
-		c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
+		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1beta1.ScaleInRejectedReason)
+		c := condition(f.Status.Conditions, v1beta1.RedisReadyCondition)
 		if !strings.Contains(c.Message, "scale-in is not supported") {
 			t.Errorf("message %q", c.Message)
 		}
@@ -597,8 +598,8 @@ func TestRedisClusterBadNodes(t *testing.T) {
 		rf := createRedisFleet(t, "redis-nosecret", "nosecret", 3, 0, nil, func(f *v1alpha1.LimiterFleet) {
 			f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "absent"}
 		})
-		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1alpha1.AuthFailedReason)
-		if c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition); !strings.Contains(c.Message, "Secret redis-nosecret/absent not found") {
+		f := rf.waitRedisReady(t, 30*time.Second, metav1.ConditionFalse, v1beta1.AuthFailedReason)
+		if c := condition(f.Status.Conditions, v1beta1.RedisReadyCondition); !strings.Contains(c.Message, "Secret redis-nosecret/absent not found") {
 			t.Errorf("message %q", c.Message)
 		}
 	})
@@ -639,7 +640,7 @@ func createRedisFleet(t *testing.T, ns, name string, shards, replicas int32, ext
 	}
 	t.Cleanup(func() {
 		deleteFleet(t, f)
-		_ = k8s.DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(ns), client.MatchingLabels(resources.RedisSelectorLabels(f)))
+		_ = k8s.DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(ns), client.MatchingLabels(resources.RedisSelectorLabels(betaOf(f))))
 	})
 	return &redisFleet{fleet: f, extra: extra}
 }
@@ -721,7 +722,7 @@ func (rf *redisFleet) startLimiters(t *testing.T, n int) *limiterLoad {
 	t.Helper()
 	var seeds []string
 	for shard := range int(v1alpha1.MinShards) {
-		seeds = append(seeds, startSeed(t, rf.fleet.Namespace, fmt.Sprintf("%s-0", resources.RedisShardName(rf.fleet, shard))))
+		seeds = append(seeds, startSeed(t, rf.fleet.Namespace, fmt.Sprintf("%s-0", resources.RedisShardName(betaOf(rf.fleet), shard))))
 	}
 	// The limiters authenticate, and verify TLS, as the kubelet would start
 	// them: the Deployment's scheme, --redis-* flags and env.
@@ -741,7 +742,7 @@ func (rf *redisFleet) startLimiters(t *testing.T, n int) *limiterLoad {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), pol) })
-	waitPolicy(t, pol.Namespace, pol.Name, v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	waitPolicy(t, pol.Namespace, pol.Name, v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
 	l := &limiterLoad{procs: procs, stop: make(chan struct{})}
 	for w := range 4 {
 		l.wg.Add(1)
@@ -922,7 +923,7 @@ func TestRedisClusterHeals(t *testing.T) {
 	needSuite(t)
 	ctx := context.Background()
 	rf := newRedisFleet(t, "redis-heal", "heal", 3, 1)
-	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1beta1.ClusterOKReason)
 	load := rf.startLimiters(t, 2)
 	cc := rf.clusterClient(t)
 
@@ -971,9 +972,9 @@ func TestRedisClusterHeals(t *testing.T) {
 	// While the killed pod is gone, RedisReady tells the failover: the
 	// lost primary, when it was last heard from, its heir since when.
 	eventually(t, 30*time.Second, "RedisReady FailedOver, naming the lost primary and its heir", func() error {
-		c := condition(rf.get(t).Status.Conditions, v1alpha1.RedisReadyCondition)
+		c := condition(rf.get(t).Status.Conditions, v1beta1.RedisReadyCondition)
 		want := fmt.Sprintf("shard 0: primary %s lost (last heard from at ", victim.Pod)
-		if c == nil || c.Reason != v1alpha1.FailedOverReason || !strings.HasPrefix(c.Message, want) || !strings.Contains(c.Message, heir+" serves its slots (seen at ") {
+		if c == nil || c.Reason != v1beta1.FailedOverReason || !strings.HasPrefix(c.Message, want) || !strings.Contains(c.Message, heir+" serves its slots (seen at ") {
 			return fmt.Errorf("RedisReady %+v", c)
 		}
 		t.Logf("RedisReady while %s is gone: %s: %s", victim.Pod, c.Reason, c.Message)
@@ -982,7 +983,7 @@ func TestRedisClusterHeals(t *testing.T) {
 	// The pod restarts (same IP, same volume) and rejoins as a replica.
 	rf.pod(t, victim.Pod).srv.Restart(t)
 	rejoin := time.Now()
-	f = rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+	f = rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1beta1.ClusterOKReason)
 	eventually(t, 30*time.Second, "every node connected again", func() error {
 		f = rf.get(t)
 		st := f.Status.Redis
@@ -1014,7 +1015,7 @@ func TestRedisClusterHeals(t *testing.T) {
 	}
 	eventually(t, 90*time.Second, "the cluster re-formed on the new addresses", func() error {
 		f = rf.get(t)
-		if c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition); c == nil || c.Reason != v1alpha1.ClusterOKReason {
+		if c := condition(f.Status.Conditions, v1beta1.RedisReadyCondition); c == nil || c.Reason != v1beta1.ClusterOKReason {
 			return fmt.Errorf("RedisReady %+v", c)
 		}
 		if n := len(f.Status.Redis.Primaries) + len(f.Status.Redis.Replicas); n != len(rf.pods) {
@@ -1045,7 +1046,7 @@ func TestRedisClusterScaleOut(t *testing.T) {
 	needSuite(t)
 	ctx := context.Background()
 	rf := newRedisFleet(t, "redis-scale", "scale", 3, 1)
-	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1beta1.ClusterOKReason)
 	writeKeys(t, rf.clusterClient(t), "kept", 5000)
 	load := rf.startLimiters(t, 2)
 	_, errsBefore := load.summary(t)
@@ -1073,7 +1074,7 @@ func TestRedisClusterScaleOut(t *testing.T) {
 	if err := startOperator(); err != nil {
 		t.Fatalf("restarting the operator: %v", err) // the suite cannot go on without it
 	}
-	f = rf.waitRedisReady(t, 120*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+	f = rf.waitRedisReady(t, 120*time.Second, metav1.ConditionTrue, v1beta1.ClusterOKReason)
 	t.Logf("3 -> 4 shards: RedisReady=True %v after the spec change", time.Since(started).Round(time.Millisecond))
 	load.halt()
 
@@ -1165,13 +1166,13 @@ func TestRedisObjectsGoWithModeCluster(t *testing.T) {
 	t.Cleanup(func() { deleteFleet(t, f) })
 	// Someone else's PDB with the fleet's Redis labels: not the operator's.
 	foreign := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "not-ours", Labels: resources.RedisSelectorLabels(f)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "not-ours", Labels: resources.RedisSelectorLabels(betaOf(f))},
 		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))},
 	}
 	if err := k8s.Create(ctx, foreign); err != nil {
 		t.Fatal(err)
 	}
-	inFleet := []client.ListOption{client.InNamespace(ns), client.MatchingLabels(resources.RedisSelectorLabels(f))}
+	inFleet := []client.ListOption{client.InNamespace(ns), client.MatchingLabels(resources.RedisSelectorLabels(betaOf(f)))}
 	count := func() (sets, pdbs, named int) {
 		var ss appsv1.StatefulSetList
 		var ps policyv1.PodDisruptionBudgetList
@@ -1181,13 +1182,13 @@ func TestRedisObjectsGoWithModeCluster(t *testing.T) {
 		if err := k8s.List(ctx, &ps, inFleet...); err != nil {
 			t.Fatal(err)
 		}
-		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RedisName(f)}, &corev1.Service{}) == nil {
+		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RedisName(betaOf(f))}, &corev1.Service{}) == nil {
 			named++
 		}
-		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RedisConfigMapName(f)}, &corev1.ConfigMap{}) == nil {
+		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RedisConfigMapName(betaOf(f))}, &corev1.ConfigMap{}) == nil {
 			named++
 		}
-		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RedisAuthSecretName(f)}, &corev1.Secret{}) == nil {
+		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RedisAuthSecretName(betaOf(f))}, &corev1.Secret{}) == nil {
 			named++
 		}
 		return len(ss.Items), len(ps.Items), named
@@ -1218,8 +1219,8 @@ func TestRedisObjectsGoWithModeCluster(t *testing.T) {
 func TestRedisClusterDataLoss(t *testing.T) {
 	ctx := context.Background()
 	rf := newRedisFleet(t, "redis-loss", "loss", 3, 0)
-	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
-	if c := condition(f.Status.Conditions, v1alpha1.RedisDataLossCondition); c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.NoDataLossReason {
+	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1beta1.ClusterOKReason)
+	if c := condition(f.Status.Conditions, v1beta1.RedisDataLossCondition); c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1beta1.NoDataLossReason {
 		t.Fatalf("RedisDataLoss of a new cluster: %+v", c)
 	}
 	writeKeys(t, rf.clusterClient(t), "counted", 300)
@@ -1227,7 +1228,7 @@ func TestRedisClusterDataLoss(t *testing.T) {
 	countBefore := controllers.RedisDataLossCount(key)
 
 	// Pod 1-0 is deleted and comes back empty on a new IP.
-	victim := rf.pod(t, resources.RedisShardName(rf.fleet, 1)+"-0")
+	victim := rf.pod(t, resources.RedisShardName(betaOf(rf.fleet), 1)+"-0")
 	victim.srv.Stop()
 	victim.dir = t.TempDir()
 	ip := nextRedisIP(t)
@@ -1235,12 +1236,12 @@ func TestRedisClusterDataLoss(t *testing.T) {
 	setPodIP(t, rf.fleet.Namespace, victim.name, ip)
 	replaced := time.Now()
 	eventually(t, 90*time.Second, "the loss found", func() error {
-		if c := condition(rf.get(t).Status.Conditions, v1alpha1.RedisDataLossCondition); c == nil || c.Status != metav1.ConditionTrue {
+		if c := condition(rf.get(t).Status.Conditions, v1beta1.RedisDataLossCondition); c == nil || c.Status != metav1.ConditionTrue {
 			return fmt.Errorf("RedisDataLoss %+v", c)
 		}
 		return nil
 	})
-	f = rf.waitRedisReady(t, 90*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+	f = rf.waitRedisReady(t, 90*time.Second, metav1.ConditionTrue, v1beta1.ClusterOKReason)
 	t.Logf("pod %s replaced by an empty node: RedisDataLoss=True and RedisReady=True %v later", victim.name, time.Since(replaced).Round(time.Millisecond))
 	lost := 0
 	for i := range 300 {
@@ -1255,16 +1256,16 @@ func TestRedisClusterDataLoss(t *testing.T) {
 	check := func(what string) *v1alpha1.LimiterFleet {
 		t.Helper()
 		g := rf.get(t)
-		c := condition(g.Status.Conditions, v1alpha1.RedisDataLossCondition)
+		c := condition(g.Status.Conditions, v1beta1.RedisDataLossCondition)
 		st := g.Status.Redis
-		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.DataLostReason || c.ObservedGeneration != g.Generation ||
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1beta1.DataLostReason || c.ObservedGeneration != g.Generation ||
 			!strings.Contains(c.Message, "5461-10921") || st.DataLossTime == nil || !strings.Contains(st.DataLoss, "5461-10921") {
 			t.Fatalf("%s: RedisDataLoss %+v, dataLoss %q at %v: want True naming slots 5461-10921", what, c, st.DataLoss, st.DataLossTime)
 		}
 		return g
 	}
 	f = check("after the heal")
-	t.Logf("%d of 300 keys lost; RedisDataLoss=True %s: %s", lost, v1alpha1.DataLostReason, condition(f.Status.Conditions, v1alpha1.RedisDataLossCondition).Message)
+	t.Logf("%d of 300 keys lost; RedisDataLoss=True %s: %s", lost, v1beta1.DataLostReason, condition(f.Status.Conditions, v1beta1.RedisDataLossCondition).Message)
 	// Later passes find no loss and keep it: two spec changes, two full passes.
 	for _, e := range []v1alpha1.EnforcementMode{v1alpha1.EnforcementDisabled, v1alpha1.EnforcementEnabled} {
 		kubectl(t, "-n", f.Namespace, "patch", "lf", f.Name, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"enforcement":%q}}`, e))
@@ -1299,10 +1300,10 @@ func TestRedisClusterDataLoss(t *testing.T) {
 
 	// A person acknowledges it, with the time the status gives.
 	at := f.Status.Redis.DataLossTime.UTC().Format(time.RFC3339)
-	kubectl(t, "-n", f.Namespace, "annotate", "lf", f.Name, v1alpha1.AnnotationDataLossAcknowledged+"="+at, "--overwrite")
+	kubectl(t, "-n", f.Namespace, "annotate", "lf", f.Name, v1beta1.AnnotationDataLossAcknowledged+"="+at, "--overwrite")
 	eventually(t, 30*time.Second, "RedisDataLoss acknowledged", func() error {
-		c := condition(rf.get(t).Status.Conditions, v1alpha1.RedisDataLossCondition)
-		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.DataLossAcknowledgedReason || !strings.Contains(c.Message, "5461-10921") {
+		c := condition(rf.get(t).Status.Conditions, v1beta1.RedisDataLossCondition)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1beta1.DataLossAcknowledgedReason || !strings.Contains(c.Message, "5461-10921") {
 			return fmt.Errorf("RedisDataLoss %+v", c)
 		}
 		return nil
@@ -1320,7 +1321,7 @@ func TestRedisClusterDataLoss(t *testing.T) {
 // those are timeouts, reported.)
 func TestRedisPodReplacedLimitersFollow(t *testing.T) {
 	rf := newRedisFleet(t, "redis-moved", "moved", 3, 0)
-	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1beta1.ClusterOKReason)
 	writeKeys(t, rf.clusterClient(t), "kept", 300)
 	load := rf.startLimiters(t, 2)
 	load.waitAnswers(t, 200)
@@ -1334,7 +1335,7 @@ func TestRedisPodReplacedLimitersFollow(t *testing.T) {
 		return load.errorsOfClass(t, "connection"), opened, open
 	}
 
-	victim := rf.pod(t, resources.RedisShardName(rf.fleet, 1)+"-0")
+	victim := rf.pod(t, resources.RedisShardName(betaOf(rf.fleet), 1)+"-0")
 	oldAddr := victim.addr()
 	_, errsBefore := load.summary(t)
 	victim.shutdown(t)
@@ -1347,7 +1348,7 @@ func TestRedisPodReplacedLimitersFollow(t *testing.T) {
 	var healed time.Duration
 	eventually(t, 60*time.Second, "RedisReady=True with the pod at its new address", func() error {
 		f := rf.get(t)
-		c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
+		c := condition(f.Status.Conditions, v1beta1.RedisReadyCondition)
 		moved := false
 		for _, n := range f.Status.Redis.Primaries {
 			moved = moved || (n.Pod == victim.name && n.Address == victim.addr() && n.Link == "connected")
@@ -1387,23 +1388,23 @@ func TestRedisPodReplacedLimitersFollow(t *testing.T) {
 func TestRedisReadyNeedsTheLimiters(t *testing.T) {
 	rf := newRedisFleetExtra(t, "redis-unreachable", "unreachable", 3, 0,
 		[]string{"cluster-preferred-endpoint-type hostname", "cluster-announce-hostname " + testnet.IP(98)})
-	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
-	fleetPodsWithEnv(t, rf.fleet, 2, "redis-cluster://"+startSeed(t, rf.fleet.Namespace, resources.RedisShardName(rf.fleet, 0)+"-0"), rf.limiterEnv(t))
-	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionFalse, v1alpha1.StoreUnreachableReason)
+	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1beta1.ClusterOKReason)
+	fleetPodsWithEnv(t, rf.fleet, 2, "redis-cluster://"+startSeed(t, rf.fleet.Namespace, resources.RedisShardName(betaOf(rf.fleet), 0)+"-0"), rf.limiterEnv(t))
+	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionFalse, v1beta1.StoreUnreachableReason)
 	// The condition turns False on the first pod's report; the message
 	// names both once the second pod has answered too.
 	var f *v1alpha1.LimiterFleet
 	var c *metav1.Condition
 	eventually(t, 60*time.Second, "RedisReady to name both pods and the address they can't reach", func() error {
 		f = rf.get(t)
-		c = condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
-		if c == nil || c.Reason != v1alpha1.StoreUnreachableReason ||
+		c = condition(f.Status.Conditions, v1beta1.RedisReadyCondition)
+		if c == nil || c.Reason != v1beta1.StoreUnreachableReason ||
 			!strings.Contains(c.Message, "2/2 limiter pods can't use Redis") || !strings.Contains(c.Message, testnet.IP(98)) {
 			return fmt.Errorf("RedisReady %+v", c)
 		}
 		return nil
 	})
-	if r := condition(f.Status.Conditions, v1alpha1.ReadyCondition); r == nil || r.Status != metav1.ConditionFalse {
+	if r := condition(f.Status.Conditions, v1beta1.ReadyCondition); r == nil || r.Status != metav1.ConditionFalse {
 		t.Errorf("Ready %+v while the limiters can't use Redis", r)
 	}
 	t.Logf("RedisReady=False %s: %s", c.Reason, c.Message)
@@ -1429,15 +1430,15 @@ func TestRedisPasswordChangeRollsLimiters(t *testing.T) {
 	rf := newRedisFleet(t, ns, "rotate", 3, 0, func(f *v1alpha1.LimiterFleet) {
 		f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: userSecret.Name}
 	})
-	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1beta1.ClusterOKReason)
 
 	templates := func() (limiter, redis string) {
 		dep := &appsv1.Deployment{}
 		set := &appsv1.StatefulSet{}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.LimiterName(rf.fleet)}, dep); err != nil {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.LimiterName(betaOf(rf.fleet))}, dep); err != nil {
 			t.Fatal(err)
 		}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RedisShardName(rf.fleet, 0)}, set); err != nil {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RedisShardName(betaOf(rf.fleet), 0)}, set); err != nil {
 			t.Fatal(err)
 		}
 		return dep.Spec.Template.Annotations[resources.RedisLimiterAuthAnnotation], set.Spec.Template.Annotations[resources.RedisAuthHashAnnotation]
@@ -1478,7 +1479,7 @@ func TestRedisPasswordChangeRollsLimiters(t *testing.T) {
 		p.shutdown(t)
 		p.srv.Restart(t)
 	}
-	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1beta1.ClusterOKReason)
 	if err := limiterLogin(second); err != nil {
 		t.Errorf("the limiters' user with the new password: %v", err)
 	}
@@ -1491,7 +1492,7 @@ func TestRedisPasswordChangeRollsLimiters(t *testing.T) {
 	if err := k8s.Delete(ctx, userSecret); err != nil {
 		t.Fatal(err)
 	}
-	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionFalse, v1alpha1.AuthFailedReason)
+	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionFalse, v1beta1.AuthFailedReason)
 	requireReconciling(t, rf)
 	if got, _ := templates(); got != limiterAfter {
 		t.Errorf("an unreadable Secret changed the limiters' template: %s, was %s", got, limiterAfter)
@@ -1511,12 +1512,12 @@ func TestRedisPodDeletedHandsOver(t *testing.T) {
 	needSuite(t)
 	ctx := context.Background()
 	rf := newRedisFleet(t, "redis-handover", "handover", 3, 1)
-	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1alpha1.ClusterOKReason)
+	rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1beta1.ClusterOKReason)
 	writeKeys(t, rf.clusterClient(t), "kept", 300)
 	load := rf.startLimiters(t, 2)
 	load.waitAnswers(t, 200)
-	victim := rf.pod(t, resources.RedisShardName(rf.fleet, 1)+"-0")
-	heir := resources.RedisShardName(rf.fleet, 1) + "-1"
+	victim := rf.pod(t, resources.RedisShardName(betaOf(rf.fleet), 1)+"-0")
+	heir := resources.RedisShardName(betaOf(rf.fleet), 1) + "-1"
 	_, errsBefore := load.summary(t)
 	answeredBefore := load.answers()
 
@@ -1541,7 +1542,7 @@ func TestRedisPodDeletedHandsOver(t *testing.T) {
 		for _, n := range st.Primaries {
 			served = served || (n.Pod == heir && n.Slots > 0)
 		}
-		c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
+		c := condition(f.Status.Conditions, v1beta1.RedisReadyCondition)
 		if !served || c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, victim.name+", terminating") {
 			return fmt.Errorf("primaries %+v; RedisReady %+v", st.Primaries, c)
 		}
@@ -1583,7 +1584,7 @@ func TestRedisPodDeletedHandsOver(t *testing.T) {
 	setPodIP(t, rf.fleet.Namespace, victim.name, ip)
 	eventually(t, 60*time.Second, "RedisReady=True with "+victim.name+" a replica", func() error {
 		f := rf.get(t)
-		c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
+		c := condition(f.Status.Conditions, v1beta1.RedisReadyCondition)
 		replica := slices.ContainsFunc(f.Status.Redis.Replicas, func(n v1alpha1.RedisNodeStatus) bool { return n.Pod == victim.name })
 		if c == nil || c.Status != metav1.ConditionTrue || !replica {
 			return fmt.Errorf("RedisReady %+v, replicas %+v", c, f.Status.Redis.Replicas)

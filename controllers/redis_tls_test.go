@@ -41,14 +41,14 @@ func tlsCluster(f *v1alpha1.LimiterFleet) { f.Spec.Redis.TLS = &v1alpha1.RedisTL
 func TestRedisCertificates(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	fleet := resFleet("ns", "f", resCluster(tlsCluster))
-	ca, caKey, err := redisfleet.NewRedisCA(fleet, now)
+	ca, caKey, err := redisfleet.NewRedisCA(betaOf(fleet), now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := redisfleet.ParseRedisCA(ca.CertPEM, caKey); err != nil {
 		t.Fatalf("the CA's own PEM: %v", err)
 	}
-	certPEM, keyPEM, err := redisfleet.IssueRedisCert(fleet, ca, now)
+	certPEM, keyPEM, err := redisfleet.IssueRedisCert(betaOf(fleet), ca, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,11 +72,11 @@ func TestRedisCertificates(t *testing.T) {
 	if _, err := cert.Verify(x509.VerifyOptions{DNSName: "g-redis.ns.svc", Roots: roots, CurrentTime: now}); err == nil {
 		t.Error("the certificate verifies for another fleet's name")
 	}
-	if got := resources.RedisTLSServerName(fleet); got != "f-redis.ns.svc" {
+	if got := resources.RedisTLSServerName(betaOf(fleet)); got != "f-redis.ns.svc" {
 		t.Errorf("server name %s", got)
 	}
 
-	other, _, err := redisfleet.NewRedisCA(fleet, now)
+	other, _, err := redisfleet.NewRedisCA(betaOf(fleet), now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestRedisCertificates(t *testing.T) {
 		{"another fleet", otherFleet, ca, now, certPEM, "names other hosts"},
 		{"garbage", fleet, ca, now, []byte("not PEM"), "no valid certificate"},
 	} {
-		if got := redisfleet.RedisCertCurrent(tc.fleet, tc.ca, tc.cert, tc.at); !strings.HasPrefix(got, tc.want) || (tc.want == "") != (got == "") {
+		if got := redisfleet.RedisCertCurrent(betaOf(tc.fleet), tc.ca, tc.cert, tc.at); !strings.HasPrefix(got, tc.want) || (tc.want == "") != (got == "") {
 			t.Errorf("%s: RedisCertCurrent %q, want %q", tc.name, got, tc.want)
 		}
 	}
@@ -108,7 +108,7 @@ func TestRedisCertificates(t *testing.T) {
 func TestParseRedisCA(t *testing.T) {
 	now := time.Now()
 	fleet := resFleet("ns", "f", resCluster(tlsCluster))
-	ca, sec1, err := redisfleet.NewRedisCA(fleet, now)
+	ca, sec1, err := redisfleet.NewRedisCA(betaOf(fleet), now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestParseRedisCA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf, _, err := redisfleet.IssueRedisCert(fleet, ca, now)
+	leaf, _, err := redisfleet.IssueRedisCert(betaOf(fleet), ca, now)
 	if err != nil {
 		t.Fatal(err)
 	}

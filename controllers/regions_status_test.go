@@ -90,7 +90,7 @@ func TestFleetStatusRegions(t *testing.T) {
 	pods := fleetPodsWithArgs(t, fleet, 1, "redis://"+srvA.Addr, "--redis-timeout=2s",
 		"--region", "a", "--peer-insecure-lab", "--region-token-file", aAuth, "--peer-addr", aPeer,
 		"--peer", "b=http://"+bPeer, "--peer-token-file", "b="+aForB, "--peer-timeout", "10s")
-	waitPolicy(t, ns, pol.Name, v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	waitPolicy(t, ns, pol.Name, v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
 
 	// Region b: a limiter of its own, with the same Global policy.
 	policies := filepath.Join(dir, "policies.yaml")
@@ -141,7 +141,7 @@ spec:
 			if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {
 				return err
 			}
-			c := meta.FindStatusCondition(f.Status.Conditions, v1alpha1.RegionsReachableCondition)
+			c := meta.FindStatusCondition(f.Status.Conditions, v1beta1.RegionsReachableCondition)
 			if c == nil {
 				return fmt.Errorf("no RegionsReachable condition; status.regions %+v", f.Status.Regions)
 			}
@@ -166,7 +166,7 @@ spec:
 	}
 
 	// Nothing listens at b's endpoint.
-	want(metav1.ConditionFalse, v1alpha1.PeerUnreachableReason, "Unreachable", func(r v1alpha1.RegionStatus) error {
+	want(metav1.ConditionFalse, v1beta1.PeerUnreachableReason, "Unreachable", func(r v1alpha1.RegionStatus) error {
 		if r.Reachable || !strings.Contains(r.Message, pods[0].podIP) {
 			return fmt.Errorf("b %+v: want unreachable, the message naming pod %s", r, pods[0].podIP)
 		}
@@ -174,13 +174,13 @@ spec:
 	})
 	// b expects another token than a presents.
 	startB(bOwn, "--peer", "a=http://"+aPeer, "--peer-token-file", "a="+aAuth)
-	want(metav1.ConditionFalse, v1alpha1.PeerUnauthorizedReason, "Unauthorized", nil)
+	want(metav1.ConditionFalse, v1beta1.PeerUnauthorizedReason, "Unauthorized", nil)
 	// b takes a's token, but lists only c among its peers.
 	startB(aForB, "--peer", "c=http://127.0.0.1:1", "--peer-token-file", "c="+cTok)
-	want(metav1.ConditionFalse, v1alpha1.PeerUnknownRegionReason, "UnknownRegion", nil)
+	want(metav1.ConditionFalse, v1beta1.PeerUnknownRegionReason, "UnknownRegion", nil)
 	// b lists a: grants flow, and a's pod holds some.
 	startB(aForB, "--peer", "a=http://"+aPeer, "--peer-token-file", "a="+aAuth)
-	want(metav1.ConditionTrue, v1alpha1.PeersReachableReason, "Reachable", func(r v1alpha1.RegionStatus) error {
+	want(metav1.ConditionTrue, v1beta1.PeersReachableReason, "Reachable", func(r v1alpha1.RegionStatus) error {
 		if !r.Reachable || r.LastExchange == nil || r.Keys == 0 {
 			return fmt.Errorf("b %+v: want reachable, a last exchange and keys tracked", r)
 		}
@@ -201,7 +201,7 @@ spec:
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {
 			return err
 		}
-		if c := meta.FindStatusCondition(f.Status.Conditions, v1alpha1.RegionsReachableCondition); c != nil || f.Status.Regions != nil {
+		if c := meta.FindStatusCondition(f.Status.Conditions, v1beta1.RegionsReachableCondition); c != nil || f.Status.Regions != nil {
 			return fmt.Errorf("RegionsReachable %+v, status.regions %+v", c, f.Status.Regions)
 		}
 		return nil

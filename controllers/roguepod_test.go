@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
@@ -43,7 +44,7 @@ func TestAttackRoguePodPosesAsALimiter(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = k8s.Delete(ctx, p) })
 	}
-	waitPolicy(t, fleet.Namespace, own.Name, v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	waitPolicy(t, fleet.Namespace, own.Name, v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
 
 	// The rogue limiter, on the fleet's ports at another address of
 	// the fleet's block, with the victim's policy under the victim's UID.
@@ -73,11 +74,11 @@ spec:
 	// EndpointSlice controller would list it, since it matches the
 	// Service's selector.
 	dep := &appsv1.Deployment{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: resources.LimiterName(fleet)}, dep); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: resources.LimiterName(betaOf(fleet))}, dep); err != nil {
 		t.Fatal(err)
 	}
 	rs := &appsv1.ReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: fleet.Namespace, Name: resources.LimiterName(fleet) + "-rogue", Labels: dep.Spec.Template.Labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: fleet.Namespace, Name: resources.LimiterName(betaOf(fleet)) + "-rogue", Labels: dep.Spec.Template.Labels},
 		Spec:       appsv1.ReplicaSetSpec{Replicas: ptr.To(int32(1)), Selector: dep.Spec.Selector, Template: dep.Spec.Template},
 	}
 	if err := k8s.Create(ctx, rs); err != nil {
@@ -86,7 +87,7 @@ spec:
 	pod := limiterPod(t, fleet, "rogue-limiter", rogue.podIP,
 		[]metav1.OwnerReference{*metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))})
 	slice := &discoveryv1.EndpointSlice{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: resources.LimiterName(fleet) + "-abcde"}, slice); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: resources.LimiterName(betaOf(fleet)) + "-abcde"}, slice); err != nil {
 		t.Fatal(err)
 	}
 	slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
@@ -108,7 +109,7 @@ spec:
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {
 			return err
 		}
-		c := condition(f.Status.Conditions, v1alpha1.SnapshotSyncedCondition)
+		c := condition(f.Status.Conditions, v1beta1.SnapshotSyncedCondition)
 		switch {
 		case c == nil || f.Status.Limiters == nil:
 			return fmt.Errorf("status %+v", f.Status)
@@ -125,7 +126,7 @@ spec:
 		pods[0].check(t, "rogue-api", "user", "kim")
 	}
 	waitEnforcement(t, fleet.Namespace, own.Name, counted(3, 0, 0))
-	p := waitPolicy(t, fleet.Namespace, own.Name, v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	p := waitPolicy(t, fleet.Namespace, own.Name, v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
 	if len(p.Status.Fleets) != 1 || ptr.Deref(p.Status.Fleets[0].PodsReady, 0) != 1 {
 		t.Errorf("the policy's fleets %+v: want 1 ready pod", p.Status.Fleets)
 	}

@@ -13,6 +13,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sluice-dev/sluice/api/convert"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
 )
@@ -20,8 +21,8 @@ import (
 // sampleSet is what one kubectl apply of sample files creates.
 type sampleSet struct {
 	namespaces []string
-	fleets     []*v1alpha1.LimiterFleet
-	policies   []*v1alpha1.RateLimitPolicy
+	fleets     []*v1beta1.LimiterFleet
+	policies   []*v1beta1.RateLimitPolicy
 }
 
 // readSamples decodes every document of the files strictly (a misspelt
@@ -57,33 +58,39 @@ func readSamples(t *testing.T, files ...string) sampleSet {
 				}
 				set.namespaces = append(set.namespaces, ns.Name)
 			case "LimiterFleet":
-				f := &v1alpha1.LimiterFleet{}
+				// As the API server serves it to the operator: in v1beta1,
+				// a v1alpha1 sample converted.
+				f := &v1beta1.LimiterFleet{}
 				if head.APIVersion == v1beta1.GroupVersion.String() {
-					// As the API server serves it to the operator: converted.
-					b := &v1beta1.LimiterFleet{}
-					if err := yaml.UnmarshalStrict(doc, b); err != nil {
+					if err := yaml.UnmarshalStrict(doc, f); err != nil {
 						t.Fatalf("%s: %v", file, err)
 					}
-					if err := f.ConvertFrom(b); err != nil {
+				} else {
+					a := &v1alpha1.LimiterFleet{}
+					if err := yaml.UnmarshalStrict(doc, a); err != nil {
 						t.Fatalf("%s: %v", file, err)
 					}
-				} else if err := yaml.UnmarshalStrict(doc, f); err != nil {
-					t.Fatalf("%s: %v", file, err)
+					b, err := convert.Fleet(a)
+					if err != nil {
+						t.Fatalf("%s: %v", file, err)
+					}
+					f = b
 				}
 				set.fleets = append(set.fleets, f)
 			case "RateLimitPolicy":
-				p := &v1alpha1.RateLimitPolicy{}
+				// As the API server stores it and serves it to the
+				// operator: in v1beta1, a v1alpha1 sample converted.
+				p := &v1beta1.RateLimitPolicy{}
 				if head.APIVersion == v1beta1.GroupVersion.String() {
-					// As the API server serves it to the operator: converted.
-					b := &v1beta1.RateLimitPolicy{}
-					if err := yaml.UnmarshalStrict(doc, b); err != nil {
+					if err := yaml.UnmarshalStrict(doc, p); err != nil {
 						t.Fatalf("%s: %v", file, err)
 					}
-					if err := p.ConvertFrom(b); err != nil {
+				} else {
+					a := &v1alpha1.RateLimitPolicy{}
+					if err := yaml.UnmarshalStrict(doc, a); err != nil {
 						t.Fatalf("%s: %v", file, err)
 					}
-				} else if err := yaml.UnmarshalStrict(doc, p); err != nil {
-					t.Fatalf("%s: %v", file, err)
+					p = storedOne(a)
 				}
 				set.policies = append(set.policies, p)
 			default:
@@ -115,8 +122,8 @@ func TestSamplesFitTogether(t *testing.T) {
 	gateways := readSamples(t, filepath.Join(samples, "gateways", "policies.yaml"))
 	for _, tc := range []struct {
 		name     string
-		fleets   []*v1alpha1.LimiterFleet
-		policies []*v1alpha1.RateLimitPolicy
+		fleets   []*v1beta1.LimiterFleet
+		policies []*v1beta1.RateLimitPolicy
 	}{
 		{"config/samples/", append(dir.fleets, others.fleets...), dir.policies},
 		{"config/samples/gateways/", gateways.fleets, gateways.policies},
@@ -150,12 +157,12 @@ func TestSamplesFitTogether(t *testing.T) {
 	// The fleets a one-node cluster without a StorageClass can run: no
 	// replica (required anti-affinity) and no volume claim.
 	for _, f := range append(dir.fleets, others.fleets...) {
-		if f.Spec.EffectiveRedisMode() != v1alpha1.RedisCluster {
+		if f.Spec.EffectiveStoreType() != v1beta1.StoreCluster {
 			continue
 		}
-		if f.Spec.EffectiveReplicasPerShard() != 0 || f.Spec.Redis.Storage != nil {
+		if f.Spec.EffectiveReplicasPerShard() != 0 || f.Spec.Store.Cluster.Storage != nil {
 			t.Errorf("fleet %s/%s asks for %d replicas per shard and storage %v: a one-node cluster without a StorageClass can't run it",
-				f.Namespace, f.Name, f.Spec.EffectiveReplicasPerShard(), f.Spec.Redis.Storage)
+				f.Namespace, f.Name, f.Spec.EffectiveReplicasPerShard(), f.Spec.Store.Cluster.Storage)
 		}
 	}
 }

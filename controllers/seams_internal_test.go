@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
@@ -39,10 +40,10 @@ func TestAcceptanceWithFleetEntries(t *testing.T) {
 		pol("g", "counts-on-priority", 6, "d", "prio"),
 		pol("h", "plain", 7, "d", "user_id"),
 	}
-	domains := []v1alpha1.FleetDomain{{Name: "d", AllowedNamespaces: &v1alpha1.AllowedNamespaces{From: ptr.To(v1alpha1.NamespacesFromAll)}}}
-	declaring := tenancy{fleets: []v1alpha1.LimiterFleet{{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "f"},
-		Spec: v1alpha1.LimiterFleetSpec{Domains: domains,
-			Entries: &v1alpha1.FleetEntries{Lease: ptr.To("sluice_lease"), Idempotency: ptr.To("idem"), Priority: ptr.To("prio")}}}}}
+	domains := []v1beta1.FleetDomain{{Name: "d", AllowedNamespaces: &v1beta1.AllowedNamespaces{From: ptr.To(v1beta1.NamespacesFromAll)}}}
+	declaring := tenancy{fleets: []v1beta1.LimiterFleet{{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "f"},
+		Spec: v1beta1.LimiterFleetSpec{Domains: domains,
+			Entries: &v1beta1.FleetEntries{Lease: ptr.To("sluice_lease"), Idempotency: ptr.To("idem"), Priority: ptr.To("prio")}}}}}
 	want := map[string]string{
 		"a/default-lease":         "Accepted",
 		"b/own-lease":             `ReservedEntry:the policy's lease entry "b_lease" (spec.concurrency.leaseEntry or spec.reserve.leaseEntry in v1alpha1, sluice_lease by default) is not the one LimiterFleet sys/f declares for its domains (spec.entries.lease: "sluice_lease")`,
@@ -52,7 +53,7 @@ func TestAcceptanceWithFleetEntries(t *testing.T) {
 		"g/counts-on-priority":    `ReservedEntry:spec.descriptors[0].key "prio" is an entry that LimiterFleet sys/f reserves (spec.entries.priority)`,
 		"h/plain":                 "Accepted",
 	}
-	got := decideAcceptance(all, declaring)
+	got := decideAcceptance(stored(all), declaring)
 	for key, w := range want {
 		ns, name, _ := strings.Cut(key, "/")
 		v := got[types.NamespacedName{Namespace: ns, Name: name}]
@@ -63,9 +64,9 @@ func TestAcceptanceWithFleetEntries(t *testing.T) {
 	}
 	// Declaring nothing, the fleet leaves the entries to the policies:
 	// all are accepted (g's prio is no lease entry).
-	open := tenancy{fleets: []v1alpha1.LimiterFleet{{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "f"},
-		Spec: v1alpha1.LimiterFleetSpec{Domains: domains}}}}
-	for key, v := range decideAcceptance(all, open) {
+	open := tenancy{fleets: []v1beta1.LimiterFleet{{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "f"},
+		Spec: v1beta1.LimiterFleetSpec{Domains: domains}}}}
+	for key, v := range decideAcceptance(stored(all), open) {
 		if !v.Accepted {
 			t.Errorf("%s without spec.entries: %+v, want accepted", key, v)
 		}
@@ -74,13 +75,13 @@ func TestAcceptanceWithFleetEntries(t *testing.T) {
 
 // The fleet's idempotency entry is its limiters' --idempotency-entry.
 func TestLimiterArgsIdempotencyEntry(t *testing.T) {
-	f := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "f"}}
+	f := &v1beta1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "f"}}
 	for _, a := range resources.LimiterArgs(f, "memory") {
 		if strings.HasPrefix(a, "--idempotency-entry") {
 			t.Fatalf("a fleet without spec.entries renders %s", a)
 		}
 	}
-	f.Spec.Entries = &v1alpha1.FleetEntries{Idempotency: ptr.To("idem"), Accept: ptr.To("x_accept")}
+	f.Spec.Entries = &v1beta1.FleetEntries{Idempotency: ptr.To("idem"), Accept: ptr.To("x_accept")}
 	found, accept := false, false
 	for _, a := range resources.LimiterArgs(f, "memory") {
 		found = found || a == "--idempotency-entry=idem"

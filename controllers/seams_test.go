@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 // TestAttackTenantLeaseEntryRefusesAnotherTenantsRequests: A counts per
@@ -39,14 +40,14 @@ func TestAttackTenantLeaseEntryRefusesAnotherTenantsRequests(t *testing.T) {
 	}
 	create(t, tn.bob, lease)
 
-	got := waitPolicy(t, tn.nsB, lease.Name, v1alpha1.AcceptedCondition, metav1.ConditionFalse, v1alpha1.ConflictReason)
-	msg := condition(got.Status.Conditions, v1alpha1.AcceptedCondition).Message
+	got := waitPolicy(t, tn.nsB, lease.Name, v1beta1.AcceptedCondition, metav1.ConditionFalse, v1beta1.ConflictReason)
+	msg := condition(got.Status.Conditions, v1beta1.AcceptedCondition).Message
 	for _, want := range []string{"conflicts with the older policy " + tn.nsA + "/per-user", `its lease entry "user_id"`} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("B's Accepted message %q does not say %q", msg, want)
 		}
 	}
-	waitPolicy(t, tn.nsA, perUser.Name, v1alpha1.AcceptedCondition, metav1.ConditionTrue, v1alpha1.AcceptedReason)
+	waitPolicy(t, tn.nsA, perUser.Name, v1beta1.AcceptedCondition, metav1.ConditionTrue, v1beta1.AcceptedReason)
 	tn.settled(t, 1)
 	for i := range 3 {
 		if code := tn.pod.check(t, shared, "user_id", "kim"); code != http.StatusOK {

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/observe"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
@@ -28,7 +28,7 @@ type Options struct {
 	// LimiterImage is the image of fleets that name none.
 	LimiterImage string
 	// RedisImage is the Redis image of Cluster fleets that name none
-	// (spec.redis.image); empty means v1alpha1.DefaultRedisImage.
+	// (spec.store.cluster.image); empty means v1beta1.DefaultRedisImage.
 	RedisImage string
 	// AckClient, when set, is the base of the calls to limiter pods' admin
 	// endpoint: its *http.Transport (dialer, timeouts) and Timeout, to
@@ -94,9 +94,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := mgr.Add(acks); err != nil {
 		return err
 	}
-	collector := &observe.Collector{Client: mgr.GetClient(), WriteEnforcement: func(ctx context.Context, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
+	collector := &observe.Collector{Client: mgr.GetClient(), WriteEnforcement: func(ctx context.Context, pol *v1beta1.RateLimitPolicy, e *v1beta1.EnforcementStatus) error {
 		return applyEnforcement(ctx, mgr.GetClient(), pol, e)
-	}, WriteRegions: func(ctx context.Context, fleet *v1alpha1.LimiterFleet, regions []v1alpha1.RegionStatus, cond *metav1.Condition) error {
+	}, WriteRegions: func(ctx context.Context, fleet *v1beta1.LimiterFleet, regions []v1beta1.RegionStatus, cond *metav1.Condition) error {
 		return applyFleetRegions(ctx, mgr.GetClient(), fleet, regions, cond)
 	}, Acks: acks, Admin: admin, Interval: opts.CollectInterval,
 		Window: opts.EnforcementWindow, MinWrite: opts.EnforcementMinWrite, Timeout: opts.CollectTimeout}

@@ -16,8 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/sluice-dev/sluice/api/convert"
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
@@ -67,8 +66,8 @@ type builtSnapshot struct {
 // namespace is over its budget (overBudget, with a message per namespace).
 type fittedSnapshot struct {
 	builtSnapshot
-	kept, refused []v1alpha1.RateLimitPolicy
-	overBudget    []v1alpha1.RateLimitPolicy
+	kept, refused []v1beta1.RateLimitPolicy
+	overBudget    []v1beta1.RateLimitPolicy
 	budgetMessage map[string]string
 }
 
@@ -84,7 +83,7 @@ type namespaceShare struct {
 // every newer one is over, so a namespace over its share loses only its
 // own newest policies. size is a policy's bytes. messages says, per
 // namespace with a policy over, what its share is and what it holds.
-func withinShares(ordered []v1alpha1.RateLimitPolicy, share func(ns string) namespaceShare, size func(*v1alpha1.RateLimitPolicy) int) (within, over []v1alpha1.RateLimitPolicy, sizes []int, messages map[string]string) {
+func withinShares(ordered []v1beta1.RateLimitPolicy, share func(ns string) namespaceShare, size func(*v1beta1.RateLimitPolicy) int) (within, over []v1beta1.RateLimitPolicy, sizes []int, messages map[string]string) {
 	type tally struct {
 		share           namespaceShare
 		policies, bytes int
@@ -126,7 +125,7 @@ func withinShares(ordered []v1alpha1.RateLimitPolicy, share func(ns string) name
 // one is the newest policy of the namespace that holds the most bytes,
 // and so on, each namespace losing its newest policies first. So a
 // namespace that holds less than another never loses a policy to it.
-func fairOrder(ordered []v1alpha1.RateLimitPolicy, sizes []int) []v1alpha1.RateLimitPolicy {
+func fairOrder(ordered []v1beta1.RateLimitPolicy, sizes []int) []v1beta1.RateLimitPolicy {
 	type stack struct {
 		ns    string
 		idx   []int // indexes into ordered, oldest first
@@ -145,7 +144,7 @@ func fairOrder(ordered []v1alpha1.RateLimitPolicy, sizes []int) []v1alpha1.RateL
 		st.idx = append(st.idx, i)
 		st.bytes += sizes[i]
 	}
-	out := make([]v1alpha1.RateLimitPolicy, len(ordered))
+	out := make([]v1beta1.RateLimitPolicy, len(ordered))
 	for k := len(ordered) - 1; k >= 0; k-- {
 		// The namespace holding the most bytes loses its newest policy;
 		// between equals, the one whose newest policy is newer.
@@ -167,9 +166,9 @@ func fairOrder(ordered []v1alpha1.RateLimitPolicy, sizes []int) []v1alpha1.RateL
 }
 
 // byAge sorts policies oldest first: by creation time, then namespace/name.
-func byAge(ps []v1alpha1.RateLimitPolicy) []v1alpha1.RateLimitPolicy {
+func byAge(ps []v1beta1.RateLimitPolicy) []v1beta1.RateLimitPolicy {
 	out := slices.Clone(ps)
-	slices.SortStableFunc(out, func(a, b v1alpha1.RateLimitPolicy) int {
+	slices.SortStableFunc(out, func(a, b v1beta1.RateLimitPolicy) int {
 		return cmp.Or(a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time),
 			strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name))
 	})
@@ -187,8 +186,8 @@ func byAge(ps []v1alpha1.RateLimitPolicy) []v1alpha1.RateLimitPolicy {
 // inputs have not changed since), else a first guess. The size of a
 // snapshot grows with the policies it holds, so a binary search finds the
 // cut; no count is built twice.
-func fitSnapshot(selected []v1alpha1.RateLimitPolicy, limit int, share func(ns string) namespaceShare, size func(*v1alpha1.RateLimitPolicy) int,
-	hint int, exact bool, build func([]v1alpha1.RateLimitPolicy) builtSnapshot) fittedSnapshot {
+func fitSnapshot(selected []v1beta1.RateLimitPolicy, limit int, share func(ns string) namespaceShare, size func(*v1beta1.RateLimitPolicy) int,
+	hint int, exact bool, build func([]v1beta1.RateLimitPolicy) builtSnapshot) fittedSnapshot {
 	within, over, sizes, messages := withinShares(byAge(selected), share, size)
 	ordered := fairOrder(within, sizes)
 	built := map[int]builtSnapshot{}
@@ -251,7 +250,7 @@ func snapshotFullMessage(fleet types.NamespacedName, kept, stored int) string {
 // inputsFingerprint identifies what a fleet's snapshot is made of besides
 // the policies' order: their identities and generations, the enforcement,
 // the pod count, the forward-auth mappings and the tenant budgets.
-func inputsFingerprint(policies []v1alpha1.RateLimitPolicy, doc config.Document, budgets *v1alpha1.TenantBudgets) string {
+func inputsFingerprint(policies []v1beta1.RateLimitPolicy, doc config.Document, budgets *v1beta1.TenantBudgets) string {
 	h := sha256.New()
 	for i := range policies {
 		p := &policies[i]
@@ -267,8 +266,8 @@ func inputsFingerprint(policies []v1alpha1.RateLimitPolicy, doc config.Document,
 // fitSnapshot compiles the largest snapshot of the selected policies that
 // fits in its ConfigMap, proves the limiters can load it, records it in s,
 // and publishes the fleet's refusals.
-func (r *LimiterFleetReconciler) fitSnapshot(ctx context.Context, s *fleetScope, selected []v1alpha1.RateLimitPolicy, enforcement config.Enforcement) (*fittedSnapshot, error) {
-	base := config.Document{Enforcement: enforcement, ForwardAuth: convert.ForwardAuth(s.fleet.Spec.ForwardAuth), Budgets: documentBudgets(&s.fleet.Spec)}
+func (r *LimiterFleetReconciler) fitSnapshot(ctx context.Context, s *fleetScope, selected []v1beta1.RateLimitPolicy, enforcement config.Enforcement) (*fittedSnapshot, error) {
+	base := config.Document{Enforcement: enforcement, ForwardAuth: fleetForwardAuth(&s.fleet.Spec), Budgets: documentBudgets(&s.fleet.Spec)}
 	sources, err := sourcesByName(selected) // limitersource.go
 	if err != nil {
 		return nil, err
@@ -279,7 +278,7 @@ func (r *LimiterFleetReconciler) fitSnapshot(ctx context.Context, s *fleetScope,
 	if base.Pods == 0 {
 		base.Pods = s.fleet.Spec.EffectiveReplicas()
 	}
-	build := func(ps []v1alpha1.RateLimitPolicy) builtSnapshot {
+	build := func(ps []v1beta1.RateLimitPolicy) builtSnapshot {
 		doc := config.DocumentFor(sources.of(ps), enforcement)
 		doc.ForwardAuth, doc.Pods, doc.Budgets = base.ForwardAuth, base.Pods, base.Budgets
 		data, version := config.EncodeDocument(doc)
@@ -312,7 +311,7 @@ func (r *LimiterFleetReconciler) fitSnapshot(ctx context.Context, s *fleetScope,
 
 // snapshotShares is each namespace's share of the fleet's snapshot, from
 // spec.tenantBudget.
-func snapshotShares(spec *v1alpha1.LimiterFleetSpec) func(ns string) namespaceShare {
+func snapshotShares(spec *v1beta1.LimiterFleetSpec) func(ns string) namespaceShare {
 	return func(ns string) namespaceShare {
 		b := spec.EffectiveBudget(ns)
 		return namespaceShare{policies: int(*b.MaxPoliciesPerNamespace), bytes: int(*b.MaxSnapshotBytesPerNamespace)}
@@ -321,8 +320,8 @@ func snapshotShares(spec *v1alpha1.LimiterFleetSpec) func(ns string) namespaceSh
 
 // documentBudgets are the budgets the fleet's limiters enforce, resolved
 // for the snapshot: the default, and each overridden namespace's.
-func documentBudgets(spec *v1alpha1.LimiterFleetSpec) *config.Budgets {
-	limiterBudget := func(b v1alpha1.TenantBudget) config.NamespaceBudget {
+func documentBudgets(spec *v1beta1.LimiterFleetSpec) *config.Budgets {
+	limiterBudget := func(b v1beta1.TenantBudget) config.NamespaceBudget {
 		return config.NamespaceBudget{MaxPoliciesPerRequest: *b.MaxPoliciesPerRequest, StoreCallsPerSecond: *b.StoreCallsPerSecondPerNamespace}
 	}
 	// No override names the empty namespace: this is the fleet's budget.
@@ -336,4 +335,12 @@ func documentBudgets(spec *v1alpha1.LimiterFleetSpec) *config.Budgets {
 		}
 	}
 	return out
+}
+
+// fleetForwardAuth is spec.dataPlane.forwardAuth, or none.
+func fleetForwardAuth(spec *v1beta1.LimiterFleetSpec) []v1beta1.ForwardAuth {
+	if spec.DataPlane == nil {
+		return nil
+	}
+	return spec.DataPlane.ForwardAuth
 }

@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
 
 // largestFit finds the cut whatever the guess, and asks no count twice.
@@ -39,17 +38,17 @@ func TestLargestFit(t *testing.T) {
 // creation time then name, whatever order they come in.
 func TestFitSnapshotRefusesNewest(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var ps []v1alpha1.RateLimitPolicy
+	var ps []v1beta1.RateLimitPolicy
 	for i, name := range []string{"e", "d", "c", "b", "a"} { // e oldest
-		ps = append(ps, v1alpha1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
+		ps = append(ps, v1beta1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
 			CreationTimestamp: metav1.NewTime(t0.Add(time.Duration(i/2) * time.Second))}})
 	}
 	// Each policy costs 10 bytes: a limit of 35 keeps three.
-	build := func(kept []v1alpha1.RateLimitPolicy) builtSnapshot {
+	build := func(kept []v1beta1.RateLimitPolicy) builtSnapshot {
 		return builtSnapshot{version: fmt.Sprint(len(kept)), stored: 10 * len(kept)}
 	}
-	reversed := []v1alpha1.RateLimitPolicy{ps[4], ps[3], ps[2], ps[1], ps[0]}
-	for _, in := range [][]v1alpha1.RateLimitPolicy{ps, reversed} {
+	reversed := []v1beta1.RateLimitPolicy{ps[4], ps[3], ps[2], ps[1], ps[0]}
+	for _, in := range [][]v1beta1.RateLimitPolicy{ps, reversed} {
 		fit := fitSnapshot(in, 35, unlimitedShare, tenBytes, -1, false, build)
 		var kept, refused []string
 		for _, p := range fit.kept {
@@ -65,7 +64,7 @@ func TestFitSnapshotRefusesNewest(t *testing.T) {
 	}
 	// An exact hint is trusted: one build.
 	builds := 0
-	fit := fitSnapshot(ps, 35, unlimitedShare, tenBytes, 3, true, func(kept []v1alpha1.RateLimitPolicy) builtSnapshot {
+	fit := fitSnapshot(ps, 35, unlimitedShare, tenBytes, 3, true, func(kept []v1beta1.RateLimitPolicy) builtSnapshot {
 		builds++
 		return build(kept)
 	})
@@ -76,7 +75,7 @@ func TestFitSnapshotRefusesNewest(t *testing.T) {
 
 func unlimitedShare(string) namespaceShare { return namespaceShare{policies: 1 << 30, bytes: 1 << 30} }
 
-func tenBytes(*v1alpha1.RateLimitPolicy) int { return 10 }
+func tenBytes(*v1beta1.RateLimitPolicy) int { return 10 }
 
 // fitSnapshot with tenant shares: a namespace over its share (policies or
 // bytes) loses its own newest policies, never another's; and when what is
@@ -135,14 +134,14 @@ func TestFitSnapshotTenantShares(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			sizes := map[string]int{}
-			var in []v1alpha1.RateLimitPolicy
+			var in []v1beta1.RateLimitPolicy
 			for _, p := range tc.in {
-				in = append(in, v1alpha1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: p.name,
+				in = append(in, v1beta1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: p.name,
 					CreationTimestamp: metav1.NewTime(t0.Add(time.Duration(p.at) * time.Second))}})
 				sizes[p.ns+"/"+p.name] = p.size
 			}
-			size := func(p *v1alpha1.RateLimitPolicy) int { return sizes[p.Namespace+"/"+p.Name] }
-			build := func(kept []v1alpha1.RateLimitPolicy) builtSnapshot {
+			size := func(p *v1beta1.RateLimitPolicy) int { return sizes[p.Namespace+"/"+p.Name] }
+			build := func(kept []v1beta1.RateLimitPolicy) builtSnapshot {
 				n := 0
 				for i := range kept {
 					n += size(&kept[i])
@@ -155,7 +154,7 @@ func TestFitSnapshotTenantShares(t *testing.T) {
 				}
 				return unlimitedShare(ns)
 			}
-			names := func(ps []v1alpha1.RateLimitPolicy) string {
+			names := func(ps []v1beta1.RateLimitPolicy) string {
 				out := []string{}
 				for _, p := range ps {
 					out = append(out, p.Namespace+"/"+p.Name)

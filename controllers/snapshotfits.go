@@ -7,12 +7,11 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
 
 // SnapshotFits holds, per fleet, the policies its last compiled snapshot
@@ -157,7 +156,7 @@ func (f *SnapshotFits) notify(ctx context.Context, policies []types.NamespacedNa
 	subs := slices.Clone(f.subs)
 	f.mu.Unlock()
 	for _, key := range policies {
-		ev := event.GenericEvent{Object: &v1alpha1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}
+		ev := event.GenericEvent{Object: &v1beta1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}
 		for _, ch := range subs {
 			select {
 			case ch <- ev:

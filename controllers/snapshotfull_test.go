@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
@@ -72,7 +73,7 @@ func TestSnapshotFullRefusesNewestPolicies(t *testing.T) {
 	if err := k8s.Create(ctx, early); err != nil {
 		t.Fatal(err)
 	}
-	waitPolicy(t, ns, "early", v1alpha1.EnforcedCondition, metav1.ConditionTrue, "")
+	waitPolicy(t, ns, "early", v1beta1.EnforcedCondition, metav1.ConditionTrue, "")
 
 	// The flood: about 1.8 MB of incompressible policies, created in a
 	// stream as a script would.
@@ -104,11 +105,11 @@ func TestSnapshotFullRefusesNewestPolicies(t *testing.T) {
 			return err
 		}
 		for _, p := range list.Items {
-			c := condition(p.Status.Conditions, v1alpha1.AcceptedCondition)
+			c := condition(p.Status.Conditions, v1beta1.AcceptedCondition)
 			switch {
 			case c == nil || c.ObservedGeneration != p.Generation:
 				return fmt.Errorf("%s: no Accepted condition for generation %d yet", p.Name, p.Generation)
-			case c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.SnapshotFullReason:
+			case c.Status == metav1.ConditionFalse && c.Reason == v1beta1.SnapshotFullReason:
 				if !strings.Contains(c.Message, ns+"/"+name) || !strings.Contains(c.Message, "bytes") {
 					return fmt.Errorf("%s: SnapshotFull message names no fleet or size: %s", p.Name, c.Message)
 				}
@@ -155,7 +156,7 @@ func TestSnapshotFullRefusesNewestPolicies(t *testing.T) {
 		}
 	}
 	cm := &corev1.ConfigMap{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.SnapshotConfigMapName(fleet)}, cm); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.SnapshotConfigMapName(betaOf(fleet))}, cm); err != nil {
 		t.Fatal(err)
 	}
 	size := 0
@@ -176,7 +177,7 @@ func TestSnapshotFullRefusesNewestPolicies(t *testing.T) {
 	if err := k8s.Update(ctx, early); err != nil {
 		t.Fatal(err)
 	}
-	waitPolicy(t, ns, "early", v1alpha1.EnforcedCondition, metav1.ConditionTrue, "")
+	waitPolicy(t, ns, "early", v1beta1.EnforcedCondition, metav1.ConditionTrue, "")
 	if code := pods[0].check(t, "tenant-a", "user", "u1"); code != http.StatusOK {
 		t.Fatalf("first request answered %d", code)
 	}
@@ -193,6 +194,6 @@ func TestSnapshotFullRefusesNewestPolicies(t *testing.T) {
 			}
 		}
 	}
-	waitPolicy(t, ns, last, v1alpha1.AcceptedCondition, metav1.ConditionTrue, "")
-	waitPolicy(t, ns, last, v1alpha1.EnforcedCondition, metav1.ConditionTrue, "")
+	waitPolicy(t, ns, last, v1beta1.AcceptedCondition, metav1.ConditionTrue, "")
+	waitPolicy(t, ns, last, v1beta1.EnforcedCondition, metav1.ConditionTrue, "")
 }

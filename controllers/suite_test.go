@@ -279,7 +279,7 @@ var testAdminClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.T
 func adminTLSFiles(t testing.TB, fleet *v1alpha1.LimiterFleet) (certFile, keyFile string) {
 	t.Helper()
 	secret := &corev1.Secret{}
-	key := client.ObjectKey{Namespace: fleet.Namespace, Name: resources.AdminTLSSecretName(fleet)}
+	key := client.ObjectKey{Namespace: fleet.Namespace, Name: resources.AdminTLSSecretName(betaOf(fleet))}
 	eventually(t, 60*time.Second, "the operator issues Secret "+key.String(), func() error {
 		if err := k8s.Get(context.Background(), key, secret); err != nil {
 			return err
@@ -556,7 +556,7 @@ func fleetPodsWithArgs(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store 
 // each limiter's environment.
 func fleetPodsWithEnv(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store string, env []string, extra ...string) []*limiterProc {
 	t.Helper()
-	for _, a := range resources.LimiterArgs(fleet, store) {
+	for _, a := range resources.LimiterArgs(betaOf(fleet), store) {
 		if strings.HasPrefix(a, "--top-") {
 			extra = append(extra, a)
 		}
@@ -573,7 +573,7 @@ func fleetPodsWithEnv(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store s
 	for adminPort == 0 || adminPort == httpPort || adminPort == grpcPort {
 		adminPort = freePort(t, ips...)
 	}
-	cm := fleet.Namespace + "/" + resources.SnapshotConfigMapName(fleet)
+	cm := fleet.Namespace + "/" + resources.SnapshotConfigMapName(betaOf(fleet))
 	certFile, keyFile := adminTLSFiles(t, fleet)
 	var procs []*limiterProc
 	for _, ip := range ips {
@@ -599,7 +599,7 @@ func fleetPodsWithEnv(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store s
 	var eps []discoveryv1.Endpoint
 	for i, p := range procs {
 		// The fleet's own pod, as its Deployment's ReplicaSet makes it.
-		pod := limiterPod(t, fleet, fmt.Sprintf("%s-%d", resources.LimiterName(fleet), i), p.podIP, fleetReplicaSet(t, fleet))
+		pod := limiterPod(t, fleet, fmt.Sprintf("%s-%d", resources.LimiterName(betaOf(fleet)), i), p.podIP, fleetReplicaSet(t, fleet))
 		eps = append(eps, discoveryv1.Endpoint{
 			Addresses:  []string{p.podIP},
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
@@ -607,7 +607,7 @@ func fleetPodsWithEnv(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store s
 		})
 	}
 	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Namespace: fleet.Namespace, Name: resources.LimiterName(fleet) + "-abcde",
+		ObjectMeta: metav1.ObjectMeta{Namespace: fleet.Namespace, Name: resources.LimiterName(betaOf(fleet)) + "-abcde",
 			Labels: endpointSliceLabels(fleet)},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints:   eps,
@@ -626,8 +626,8 @@ func fleetPodsWithEnv(t testing.TB, fleet *v1alpha1.LimiterFleet, n int, store s
 // endpointSliceLabels are the labels the endpoint controller gives the
 // slices of the fleet's limiter Service: the Service's own, and its name.
 func endpointSliceLabels(fleet *v1alpha1.LimiterFleet) map[string]string {
-	l := resources.LimiterLabels(fleet)
-	l[discoveryv1.LabelServiceName] = resources.LimiterName(fleet)
+	l := resources.LimiterLabels(betaOf(fleet))
+	l[discoveryv1.LabelServiceName] = resources.LimiterName(betaOf(fleet))
 	return l
 }
 
@@ -805,10 +805,10 @@ func fleetReplicaSet(t testing.TB, fleet *v1alpha1.LimiterFleet) []metav1.OwnerR
 	ctx := context.Background()
 	dep := &appsv1.Deployment{}
 	eventually(t, 30*time.Second, "the fleet's limiter Deployment", func() error {
-		return k8s.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: resources.LimiterName(fleet)}, dep)
+		return k8s.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: resources.LimiterName(betaOf(fleet))}, dep)
 	})
 	rs := &appsv1.ReplicaSet{}
-	key := client.ObjectKey{Namespace: fleet.Namespace, Name: resources.LimiterName(fleet) + "-test"}
+	key := client.ObjectKey{Namespace: fleet.Namespace, Name: resources.LimiterName(betaOf(fleet)) + "-test"}
 	if err := k8s.Get(ctx, key, rs); apierrors.IsNotFound(err) {
 		rs = &appsv1.ReplicaSet{
 			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: dep.Spec.Template.Labels,
@@ -832,7 +832,7 @@ func limiterPod(t testing.TB, fleet *v1alpha1.LimiterFleet, name, podIP string, 
 	ctx := context.Background()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: fleet.Namespace, Name: name,
-			Labels: resources.LimiterSelectorLabels(fleet), OwnerReferences: owners},
+			Labels: resources.LimiterSelectorLabels(betaOf(fleet)), OwnerReferences: owners},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "limiter", Image: "sluice-limiter:test"}}},
 	}
 	if err := k8s.Create(ctx, pod); err != nil {

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/internal/redistest"
@@ -45,7 +46,7 @@ func TestSystem(t *testing.T) {
 	t.Cleanup(func() { deleteFleet(t, fleet) }) // it selects every policy: don't leave it to other tests
 	pods := fleetPods(t, fleet, 2)
 
-	waitPolicy(t, "payments", "charges-per-user", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	waitPolicy(t, "payments", "charges-per-user", v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
 	charges := func(t *testing.T, p *limiterProc, user string) int {
 		return p.check(t, "payments-api", "user_id", user, "path", "/v1/charges")
 	}
@@ -70,7 +71,7 @@ func TestSystem(t *testing.T) {
 			if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {
 				return err
 			}
-			c := condition(f.Status.Conditions, v1alpha1.SnapshotSyncedCondition)
+			c := condition(f.Status.Conditions, v1beta1.SnapshotSyncedCondition)
 			if c == nil || c.Status != metav1.ConditionTrue || f.Status.Limiters == nil || f.Status.Limiters.Synced != 2 {
 				return fmt.Errorf("status %+v", f.Status)
 			}
@@ -90,10 +91,10 @@ func TestSystem(t *testing.T) {
 	t.Run("an edit to limit.rate.limit is enforced without a restart", func(t *testing.T) {
 		samples, _ := controllers.ApplyToEnforcedSamples(t)
 		kubectl(t, "-n", "payments", "patch", "rlp", "charges-per-user", "--type=merge", "-p", `{"spec":{"limit":{"rate":{"limit":2,"burst":2}}}}`)
-		p := waitPolicy(t, "payments", "charges-per-user", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+		p := waitPolicy(t, "payments", "charges-per-user", v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
 		eventually(t, 10*time.Second, "apply-to-enforced latency observed", func() error {
-			if c := condition(p.Status.Conditions, v1alpha1.EnforcedCondition); c.ObservedGeneration != p.Generation {
-				p = waitPolicy(t, "payments", "charges-per-user", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+			if c := condition(p.Status.Conditions, v1beta1.EnforcedCondition); c.ObservedGeneration != p.Generation {
+				p = waitPolicy(t, "payments", "charges-per-user", v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
 			}
 			if n, _ := controllers.ApplyToEnforcedSamples(t); n <= samples {
 				return fmt.Errorf("sluice_operator_apply_to_enforced_seconds has %d samples, had %d before the edit", n, samples)
@@ -125,12 +126,12 @@ func TestSystem(t *testing.T) {
 		if err := k8s.Create(ctx, dup); err != nil {
 			t.Fatal(err)
 		}
-		p := waitPolicy(t, "payments", "charges-duplicate", v1alpha1.AcceptedCondition, metav1.ConditionFalse, v1alpha1.ConflictReason)
-		if msg := condition(p.Status.Conditions, v1alpha1.AcceptedCondition).Message; !strings.Contains(msg, "payments/charges-per-user") {
+		p := waitPolicy(t, "payments", "charges-duplicate", v1beta1.AcceptedCondition, metav1.ConditionFalse, v1beta1.ConflictReason)
+		if msg := condition(p.Status.Conditions, v1beta1.AcceptedCondition).Message; !strings.Contains(msg, "payments/charges-per-user") {
 			t.Fatalf("the conflict does not name the other policy: %q", msg)
 		}
-		waitPolicy(t, "payments", "charges-duplicate", v1alpha1.EnforcedCondition, metav1.ConditionFalse, v1alpha1.NotAcceptedReason)
-		waitPolicy(t, "payments", "charges-per-user", v1alpha1.AcceptedCondition, metav1.ConditionTrue, "")
+		waitPolicy(t, "payments", "charges-duplicate", v1beta1.EnforcedCondition, metav1.ConditionFalse, v1beta1.NotAcceptedReason)
+		waitPolicy(t, "payments", "charges-per-user", v1beta1.AcceptedCondition, metav1.ConditionTrue, "")
 		expectLimit(t, "max", 2) // still 2, not the duplicate's 1000
 		if err := k8s.Delete(ctx, dup); err != nil {
 			t.Fatal(err)
@@ -141,16 +142,16 @@ func TestSystem(t *testing.T) {
 		pods[1].stop()
 		kubectl(t, "-n", "payments", "patch", "rlp", "requests-per-api-key", "--type=merge", "-p", `{"spec":{"limit":{"rate":{"limit":9}}}}`)
 		eventually(t, 30*time.Second, "Enforced false with 1/2 pods synced", func() error {
-			c, p := policyCondition(t, "payments", "requests-per-api-key", v1alpha1.EnforcedCondition)
+			c, p := policyCondition(t, "payments", "requests-per-api-key", v1beta1.EnforcedCondition)
 			if c == nil || c.ObservedGeneration != p.Generation || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "1/2 pods") {
 				return fmt.Errorf("Enforced %+v", c)
 			}
 			return nil
 		})
 		// charges-per-user's generation did not change: the stopped pod has it.
-		waitPolicy(t, "payments", "charges-per-user", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+		waitPolicy(t, "payments", "charges-per-user", v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
 		pods[1].start(t)
-		waitPolicy(t, "payments", "requests-per-api-key", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+		waitPolicy(t, "payments", "requests-per-api-key", v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
 	})
 
 	t.Run("enforcement Disabled allows everything and still counts", func(t *testing.T) {
@@ -158,7 +159,7 @@ func TestSystem(t *testing.T) {
 		t.Cleanup(func() {
 			kubectl(t, "patch", "limiterfleet", "default", "--type=merge", "-p", `{"spec":{"enforcement":"Enabled"}}`)
 		})
-		waitPolicy(t, "payments", "charges-per-user", v1alpha1.EnforcedCondition, metav1.ConditionFalse, v1alpha1.EnforcementDisabledReason)
+		waitPolicy(t, "payments", "charges-per-user", v1beta1.EnforcedCondition, metav1.ConditionFalse, v1beta1.EnforcementDisabledReason)
 		for _, p := range pods {
 			before := p.metric(t, "sluice_decisions_total", "policy", "payments/charges-per-user", "result", "shadow_limited")
 			for i := range 4 {
@@ -173,13 +174,13 @@ func TestSystem(t *testing.T) {
 	})
 
 	t.Run("enforcement Enabled again enforces", func(t *testing.T) {
-		waitPolicy(t, "payments", "charges-per-user", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+		waitPolicy(t, "payments", "charges-per-user", v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
 		expectLimit(t, "oli", 2)
 	})
 
 	t.Run("a ConfigMap edited by hand is put back", func(t *testing.T) {
 		cm := &corev1.ConfigMap{}
-		key := client.ObjectKey{Namespace: fleet.Namespace, Name: resources.SnapshotConfigMapName(fleet)}
+		key := client.ObjectKey{Namespace: fleet.Namespace, Name: resources.SnapshotConfigMapName(betaOf(fleet))}
 		if err := k8s.Get(ctx, key, cm); err != nil {
 			t.Fatal(err)
 		}
@@ -211,7 +212,7 @@ func TestSystem(t *testing.T) {
 				if !slices.Contains([]string{"payments", "identity", "default"}, p.Namespace) {
 					continue // another test's, which the sample fleet does not serve (its spec.domains)
 				}
-				c := condition(p.Status.Conditions, v1alpha1.EnforcedCondition)
+				c := condition(p.Status.Conditions, v1beta1.EnforcedCondition)
 				if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != p.Generation ||
 					len(p.Status.Fleets) != 1 || *p.Status.Fleets[0].PodsSynced != 2 || *p.Status.Fleets[0].PodsReady != 2 {
 					return fmt.Errorf("%s/%s: %+v", p.Namespace, p.Name, p.Status)
@@ -266,7 +267,7 @@ func TestSystem(t *testing.T) {
 func deleteFleet(t testing.TB, f *v1alpha1.LimiterFleet) {
 	ctx := context.Background()
 	_ = k8s.DeleteAllOf(ctx, &discoveryv1.EndpointSlice{}, client.InNamespace(f.Namespace),
-		client.MatchingLabels{discoveryv1.LabelServiceName: resources.LimiterName(f)})
+		client.MatchingLabels{discoveryv1.LabelServiceName: resources.LimiterName(betaOf(f))})
 	if err := k8s.Delete(ctx, f); err != nil && !apierrors.IsNotFound(err) {
 		t.Errorf("deleting fleet %s/%s: %v", f.Namespace, f.Name, err)
 	}
@@ -278,7 +279,7 @@ func fleetSynced(ctx context.Context, fleet *v1alpha1.LimiterFleet, pods int32) 
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {
 		return err
 	}
-	c := condition(f.Status.Conditions, v1alpha1.SnapshotSyncedCondition)
+	c := condition(f.Status.Conditions, v1beta1.SnapshotSyncedCondition)
 	if c == nil || c.Status != metav1.ConditionTrue || f.Status.Limiters == nil || f.Status.Limiters.Synced != pods {
 		return fmt.Errorf("fleet status %+v", f.Status)
 	}
@@ -322,7 +323,7 @@ func TestFleetSelectingNothing(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {
 			return err
 		}
-		ready := condition(f.Status.Conditions, v1alpha1.ReadyCondition)
+		ready := condition(f.Status.Conditions, v1beta1.ReadyCondition)
 		if f.Status.Snapshot == nil || f.Status.Snapshot.Policies != 0 || ready == nil || ready.Status != metav1.ConditionTrue {
 			return fmt.Errorf("status %+v", f.Status)
 		}
@@ -351,10 +352,10 @@ func TestFleetRendersLimiters(t *testing.T) {
 	t.Cleanup(func() { deleteFleet(t, f) })
 	var dep appsv1.Deployment
 	eventually(t, 30*time.Second, "the limiter Deployment", func() error {
-		return k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: resources.LimiterName(f)}, &dep)
+		return k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: resources.LimiterName(betaOf(f))}, &dep)
 	})
 	args := strings.Join(dep.Spec.Template.Spec.Containers[0].Args, " ")
-	for _, want := range []string{"--snapshot-configmap=render/" + resources.SnapshotConfigMapName(f), "--store=redis-cluster://redis-0.redis:6379,redis-1.redis:6379"} {
+	for _, want := range []string{"--snapshot-configmap=render/" + resources.SnapshotConfigMapName(betaOf(f)), "--store=redis-cluster://redis-0.redis:6379,redis-1.redis:6379"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("limiter args %q lack %q", args, want)
 		}
@@ -368,9 +369,9 @@ func TestFleetRendersLimiters(t *testing.T) {
 		t.Errorf("terminationGracePeriodSeconds %v, args %q: want a grace period past --drain-delay=%v and the 10s shutdown", grace, args, resources.LimiterDrainDelay)
 	}
 	for _, obj := range []client.Object{&corev1.Service{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &corev1.ConfigMap{}, &policyv1.PodDisruptionBudget{}} {
-		name := resources.LimiterName(f)
+		name := resources.LimiterName(betaOf(f))
 		if _, ok := obj.(*corev1.ConfigMap); ok {
-			name = resources.SnapshotConfigMapName(f)
+			name = resources.SnapshotConfigMapName(betaOf(f))
 		}
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: name}, obj); err != nil {
 			t.Errorf("%T %s: %v", obj, name, err)
@@ -380,7 +381,7 @@ func TestFleetRendersLimiters(t *testing.T) {
 	}
 	// The limiter pods' PodDisruptionBudget: one eviction at a time.
 	pdb := &policyv1.PodDisruptionBudget{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: resources.LimiterName(f)}, pdb); err == nil &&
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: resources.LimiterName(betaOf(f))}, pdb); err == nil &&
 		(pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.Selector == nil ||
 			pdb.Spec.Selector.MatchLabels[resources.LabelInstance] != "edge") {
 		t.Errorf("limiter PodDisruptionBudget %+v: want maxUnavailable 1 over the fleet's limiter pods", pdb.Spec)
@@ -388,7 +389,7 @@ func TestFleetRendersLimiters(t *testing.T) {
 	// The headless Service, for gateways that balance each call over the
 	// pods themselves (kube-proxy balances connections).
 	headless := &corev1.Service{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: resources.LimiterHeadlessName(f)}, headless); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "render", Name: resources.LimiterHeadlessName(betaOf(f))}, headless); err != nil {
 		t.Errorf("headless Service: %v", err)
 	} else if headless.Spec.ClusterIP != corev1.ClusterIPNone || headless.Spec.Selector[resources.LabelInstance] != "edge" || len(headless.Spec.Ports) != 2 ||
 		len(headless.OwnerReferences) != 1 || headless.OwnerReferences[0].Name != "edge" {
@@ -402,7 +403,7 @@ func TestFleetRendersLimiters(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKey{Name: resources.LimiterAuthDelegatorBinding}, &crb); err != nil {
 			return err
 		}
-		if !slices.Contains(crb.Subjects, rbacv1.Subject{Kind: "ServiceAccount", Namespace: "render", Name: resources.LimiterName(f)}) ||
+		if !slices.Contains(crb.Subjects, rbacv1.Subject{Kind: "ServiceAccount", Namespace: "render", Name: resources.LimiterName(betaOf(f))}) ||
 			crb.RoleRef.Name != "system:auth-delegator" {
 			return fmt.Errorf("binding %+v lacks the fleet's ServiceAccount", crb)
 		}
@@ -417,7 +418,7 @@ func TestFleetRendersLimiters(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(f), f); err != nil {
 			return err
 		}
-		c := condition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
+		c := condition(f.Status.Conditions, v1beta1.RedisReadyCondition)
 		if c == nil || c.Status != metav1.ConditionFalse || c.ObservedGeneration != f.Generation {
 			return fmt.Errorf("RedisReady %+v", c)
 		}
@@ -451,8 +452,8 @@ func TestDegradedWhenRedisIsDown(t *testing.T) {
 	if err := k8s.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	waitPolicy(t, "degraded", "open", v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
-	waitPolicy(t, "degraded", "open", v1alpha1.DegradedCondition, metav1.ConditionFalse, v1alpha1.StoreAvailableReason)
+	waitPolicy(t, "degraded", "open", v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
+	waitPolicy(t, "degraded", "open", v1beta1.DegradedCondition, metav1.ConditionFalse, v1beta1.StoreAvailableReason)
 	for _, lp := range pods {
 		v, err := lp.admin()
 		if err != nil {
@@ -469,10 +470,10 @@ func TestDegradedWhenRedisIsDown(t *testing.T) {
 			t.Fatalf("failureMode Open answered %d with Redis down", code)
 		}
 	}
-	waitPolicy(t, "degraded", "open", v1alpha1.DegradedCondition, metav1.ConditionTrue, v1alpha1.StoreUnavailableReason)
+	waitPolicy(t, "degraded", "open", v1beta1.DegradedCondition, metav1.ConditionTrue, v1beta1.StoreUnavailableReason)
 	// The pods report their fallbacks one by one: wait for both.
 	eventually(t, 10*time.Second, "Degraded names both pods", func() error {
-		c, _ := policyCondition(t, "degraded", "open", v1alpha1.DegradedCondition)
+		c, _ := policyCondition(t, "degraded", "open", v1beta1.DegradedCondition)
 		if c == nil || !strings.Contains(c.Message, "2/2 pods answer by failureMode Open") {
 			return fmt.Errorf("Degraded %+v", c)
 		}
@@ -497,8 +498,8 @@ func TestDegradedWhenRedisIsDown(t *testing.T) {
 	// count was 3).
 	failedOpen := regexp.MustCompile(`(\d+) failed open`)
 	eventually(t, 40*time.Second, "Degraded by the window's fallbacks", func() error {
-		c, _ := policyCondition(t, "degraded", "open", v1alpha1.DegradedCondition)
-		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.FallbackDecisionsReason {
+		c, _ := policyCondition(t, "degraded", "open", v1beta1.DegradedCondition)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1beta1.FallbackDecisionsReason {
 			return fmt.Errorf("Degraded %+v", c)
 		}
 		if m := failedOpen.FindStringSubmatch(c.Message); m == nil || m[1] == "0" || m[1] == "1" {
@@ -553,8 +554,8 @@ func TestFailingOpenIsVisible(t *testing.T) {
 		if err := k8s.Create(ctx, p); err != nil {
 			t.Fatal(err)
 		}
-		waitPolicy(t, ns, p.Name, v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
-		waitPolicy(t, ns, p.Name, v1alpha1.DegradedCondition, metav1.ConditionFalse, v1alpha1.StoreAvailableReason)
+		waitPolicy(t, ns, p.Name, v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
+		waitPolicy(t, ns, p.Name, v1beta1.DegradedCondition, metav1.ConditionFalse, v1beta1.StoreAvailableReason)
 	}
 	for i, p := range []*v1alpha1.RateLimitPolicy{open, closed} {
 		if code := pod.check(t, p.Spec.Domain, "tenant", "t", "route", "/v1/items/"+strconv.Itoa(i+1)); code != http.StatusOK {
@@ -587,8 +588,8 @@ func TestFailingOpenIsVisible(t *testing.T) {
 		// The pods report the store down for 10s after a fallback; then
 		// the window's counts keep the policy Degraded.
 		eventually(t, 40*time.Second, tc.name+" Degraded by the window's fallbacks", func() error {
-			c, _ := policyCondition(t, ns, tc.name, v1alpha1.DegradedCondition)
-			if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.FallbackDecisionsReason || !strings.Contains(c.Message, tc.want) {
+			c, _ := policyCondition(t, ns, tc.name, v1beta1.DegradedCondition)
+			if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1beta1.FallbackDecisionsReason || !strings.Contains(c.Message, tc.want) {
 				return fmt.Errorf("Degraded %+v", c)
 			}
 			return nil
@@ -607,8 +608,8 @@ func TestFailingOpenIsVisible(t *testing.T) {
 	// Past the window, no fallback is left: Degraded is False again.
 	eventually(t, window+30*time.Second, "Degraded false once the window has passed", func() error {
 		for _, name := range []string{"open", "closed"} {
-			c, _ := policyCondition(t, ns, name, v1alpha1.DegradedCondition)
-			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.StoreAvailableReason {
+			c, _ := policyCondition(t, ns, name, v1beta1.DegradedCondition)
+			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1beta1.StoreAvailableReason {
 				return fmt.Errorf("%s: Degraded %+v", name, c)
 			}
 		}

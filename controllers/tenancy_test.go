@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 // The attacks of issue 16 on domain ownership, by two tenants who may each
@@ -226,14 +227,14 @@ func seesNotAllowed(t *testing.T, c client.Client, p *v1alpha1.RateLimitPolicy, 
 		if err := c.Get(context.Background(), client.ObjectKeyFromObject(p), got); err != nil {
 			return err
 		}
-		acc := condition(got.Status.Conditions, v1alpha1.AcceptedCondition)
-		enf := condition(got.Status.Conditions, v1alpha1.EnforcedCondition)
+		acc := condition(got.Status.Conditions, v1beta1.AcceptedCondition)
+		enf := condition(got.Status.Conditions, v1beta1.EnforcedCondition)
 		switch {
 		case acc == nil || enf == nil || acc.ObservedGeneration != got.Generation:
 			return fmt.Errorf("conditions %+v", got.Status.Conditions)
-		case acc.Status != metav1.ConditionFalse || acc.Reason != v1alpha1.DomainNotAllowedReason:
+		case acc.Status != metav1.ConditionFalse || acc.Reason != v1beta1.DomainNotAllowedReason:
 			return fmt.Errorf("Accepted=%s %s: %s", acc.Status, acc.Reason, acc.Message)
-		case enf.Status != metav1.ConditionFalse || enf.Reason != v1alpha1.NotAcceptedReason:
+		case enf.Status != metav1.ConditionFalse || enf.Reason != v1beta1.NotAcceptedReason:
 			return fmt.Errorf("Enforced=%s %s", enf.Status, enf.Reason)
 		}
 		for _, sub := range []string{fmt.Sprintf("domain %q", p.Spec.Domain), fmt.Sprintf("namespace %q", p.Namespace), fleet, "allowedNamespaces"} {
@@ -318,11 +319,11 @@ func TestAttackTenantSquatsAnotherTenantsDomain(t *testing.T) {
 	charges := tenantPolicy(tn.nsA, "charges-per-user", tn.domainA, 3, "user_id")
 	create(t, tn.alice, charges)
 
-	waitPolicy(t, tn.nsA, charges.Name, v1alpha1.AcceptedCondition, metav1.ConditionTrue, v1alpha1.AcceptedReason)
-	waitPolicy(t, tn.nsA, charges.Name, v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	waitPolicy(t, tn.nsA, charges.Name, v1beta1.AcceptedCondition, metav1.ConditionTrue, v1beta1.AcceptedReason)
+	waitPolicy(t, tn.nsA, charges.Name, v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
 	seesNotAllowed(t, tn.bob, squat, tn.fleet.Namespace+"/"+tn.fleet.Name)
 	// B's own domain is his: the wall is not a lockout.
-	waitPolicy(t, tn.nsB, own.Name, v1alpha1.AcceptedCondition, metav1.ConditionTrue, v1alpha1.AcceptedReason)
+	waitPolicy(t, tn.nsB, own.Name, v1beta1.AcceptedCondition, metav1.ConditionTrue, v1beta1.AcceptedReason)
 	tn.settled(t, 2)
 	tn.expectOwnLimit(t, 3, "kim", "lee")
 	tn.bobCannotWidenTheFleet(t)
@@ -339,13 +340,13 @@ func TestAttackTenantDeniesAllOfAnotherTenantsDomain(t *testing.T) {
 	tn := newTenants(t, "denyall")
 	charges := tenantPolicy(tn.nsA, "charges-per-user", tn.domainA, 3, "user_id")
 	create(t, tn.alice, charges)
-	waitPolicy(t, tn.nsA, charges.Name, v1alpha1.EnforcedCondition, metav1.ConditionTrue, v1alpha1.EnforcedReason)
+	waitPolicy(t, tn.nsA, charges.Name, v1beta1.EnforcedCondition, metav1.ConditionTrue, v1beta1.EnforcedReason)
 
 	denyAll := tenantPolicy(tn.nsB, "deny-all", tn.domainA, 1, "remote_address")
 	denyAll.Spec.Rate.Period = metav1.Duration{Duration: 720 * time.Hour}
 	create(t, tn.bob, denyAll)
 	seesNotAllowed(t, tn.bob, denyAll, tn.fleet.Namespace+"/"+tn.fleet.Name)
-	waitPolicy(t, tn.nsA, charges.Name, v1alpha1.AcceptedCondition, metav1.ConditionTrue, v1alpha1.AcceptedReason)
+	waitPolicy(t, tn.nsA, charges.Name, v1beta1.AcceptedCondition, metav1.ConditionTrue, v1beta1.AcceptedReason)
 	tn.settled(t, 1)
 	// Many users from one address: each gets A's limit.
 	tn.expectOwnLimit(t, 3, "ann", "bea", "cal")

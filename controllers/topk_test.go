@@ -31,7 +31,7 @@ func TestFleetTopKKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { deleteFleet(t, f) })
-	key := client.ObjectKey{Namespace: ns, Name: resources.TopKKeySecretName(f)}
+	key := client.ObjectKey{Namespace: ns, Name: resources.TopKKeySecretName(betaOf(f))}
 	secretKey := func() ([]byte, error) {
 		s := &corev1.Secret{}
 		if err := k8s.Get(ctx, key, s); err != nil {
@@ -52,7 +52,7 @@ func TestFleetTopKKey(t *testing.T) {
 	})
 	eventually(t, 30*time.Second, "the Deployment mounts it", func() error {
 		dep := &appsv1.Deployment{}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.LimiterName(f)}, dep); err != nil {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.LimiterName(betaOf(f))}, dep); err != nil {
 			return err
 		}
 		for _, v := range dep.Spec.Template.Spec.Volumes {
@@ -82,7 +82,7 @@ func TestFleetTopKKey(t *testing.T) {
 	// A Secret of that name that exists is never read nor changed.
 	other := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "preset"},
 		Spec: v1alpha1.LimiterFleetSpec{Replicas: ptr.To(int32(0)), Stats: &v1alpha1.FleetStats{TopDescriptors: ptr.To[int32](5)}}}
-	planted := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: resources.TopKKeySecretName(other)},
+	planted := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: resources.TopKKeySecretName(betaOf(other))},
 		Data: map[string][]byte{limiterwire.TopKKeyName: bytes.Repeat([]byte("k"), 32)}}
 	if err := k8s.Create(ctx, planted); err != nil {
 		t.Fatal(err)

@@ -41,7 +41,7 @@ func TestFleetTracing(t *testing.T) {
 	}
 	t.Cleanup(func() { deleteFleet(t, fleet) })
 
-	key := client.ObjectKey{Namespace: ns, Name: resources.LimiterName(fleet)}
+	key := client.ObjectKey{Namespace: ns, Name: resources.LimiterName(betaOf(fleet))}
 	dep := &appsv1.Deployment{}
 	eventually(t, 2*time.Minute, "the limiter Deployment with --tracing", func() error {
 		if err := k8s.Get(ctx, key, dep); err != nil {

@@ -16,11 +16,13 @@ limitations under the License.
 
 // Package convert reads v1alpha1 manifests for the limiter, which works
 // on v1beta1 only: a v1alpha1 RateLimitPolicy or LimiterFleet in a policy
-// file, a v1alpha1 spec in a snapshot document of format 1, and the
-// operator's v1alpha1 objects. Each is converted with the conversion the
-// operator's webhook serves; what v1beta1 leaves to the fleet (a policy's
-// lease entry and priority key) is returned beside it as entries, never
-// in a conversion annotation, which nothing outside api/ reads.
+// file and a v1alpha1 spec in a snapshot document of format 1. Each is
+// converted with the conversion the operator's webhook serves; what
+// v1beta1 leaves to the fleet (a policy's lease entry and priority key) is
+// returned beside it as entries, never in a conversion annotation, which
+// nothing outside api/ reads. For the operator, which reads v1beta1 only,
+// StoredPolicy returns those entries of a stored policy a v1alpha1 client
+// wrote.
 package convert
 
 import (
@@ -166,4 +168,45 @@ func dropped(a *v1alpha1.RateLimitPolicySpec) error {
 		return fmt.Errorf("spec.concurrency is required with algorithm Concurrency, and only with it (v1beta1: spec.limit.concurrency, with spec.limit.type Concurrency)")
 	}
 	return nil
+}
+
+// Fleet converts a v1alpha1 LimiterFleet to v1beta1, as DecodeFleet does
+// for a manifest: with its spec.regions, which the v1alpha1 object carries
+// in its conversion annotation, and without the annotations the conversion
+// writes.
+func Fleet(f *v1alpha1.LimiterFleet) (*v1beta1.LimiterFleet, error) {
+	var b v1beta1.LimiterFleet
+	if err := f.DeepCopy().ConvertTo(&b); err != nil {
+		return nil, err
+	}
+	delete(b.Annotations, v1alpha1.V1alpha1SpecAnnotation)
+	if len(b.Annotations) == 0 {
+		b.Annotations = nil
+	}
+	b.APIVersion, b.Kind = v1beta1.GroupVersion.String(), "LimiterFleet"
+	return &b, nil
+}
+
+// StoredPolicy is a policy as the operator reads it, in v1beta1, the
+// storage version: its spec as stored, and the lease entry and priority
+// key it names where they are not the defaults, which a v1alpha1 client
+// may have written and the v1beta1 object keeps in its conversion
+// annotation (believed only as the webhook believes it). The conversion
+// annotations are left out of the returned policy. No webhook is called.
+func StoredPolicy(p *v1beta1.RateLimitPolicy) (v1beta1.RateLimitPolicy, *v1beta1.FleetEntries, error) {
+	out := *p.DeepCopy()
+	var entries *v1beta1.FleetEntries
+	if _, ok := p.Annotations[v1alpha1.V1alpha1SpecAnnotation]; ok {
+		var a v1alpha1.RateLimitPolicy
+		if err := a.ConvertFrom(p.DeepCopy()); err != nil {
+			return out, nil, err
+		}
+		entries = v1alpha1.SpecEntries(&a.Spec)
+	}
+	delete(out.Annotations, v1alpha1.V1alpha1SpecAnnotation)
+	delete(out.Annotations, v1alpha1.V1beta1SpecAnnotation)
+	if len(out.Annotations) == 0 {
+		out.Annotations = nil
+	}
+	return out, entries, nil
 }

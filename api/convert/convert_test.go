@@ -1,12 +1,14 @@
 package convert_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/sluice-dev/sluice/api/convert"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
+	"k8s.io/apimachinery/pkg/api/equality"
 )
 
 // A v1alpha1 policy converts to v1beta1 with ConvertTo; what v1beta1
@@ -62,5 +64,53 @@ func TestPolicyRefuses(t *testing.T) {
 		if err != nil && b.Name != "p" {
 			t.Errorf("%s: the refused policy is not named: %+v", tc.spec, b.ObjectMeta)
 		}
+	}
+}
+
+// StoredPolicy reads a policy as the API server stores it, in v1beta1:
+// the spec as stored, and the lease entry and priority key a v1alpha1
+// client wrote, from the stored annotation, as DecodePolicy returns them
+// from the v1alpha1 manifest; a v1beta1 policy names none, and a forged
+// annotation that does not say the stored spec is not believed.
+func TestStoredPolicy(t *testing.T) {
+	js := `{"apiVersion":"ratelimit.sluice.dev/v1alpha1","kind":"RateLimitPolicy",
+	"metadata":{"name":"in-flight","namespace":"shop"},
+	"spec":{"domain":"uploads","descriptors":[{"key":"tenant"}],"algorithm":"Concurrency",
+	"concurrency":{"maxInFlight":4,"leaseEntry":"upload_lease"},
+	"priority":{"key":"tier","levels":[{"value":"gold","share":100}],"default":"gold"}}}`
+	want, wantEntries, err := convert.DecodePolicy([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a v1alpha1.RateLimitPolicy
+	if err := json.Unmarshal([]byte(js), &a); err != nil {
+		t.Fatal(err)
+	}
+	var stored v1beta1.RateLimitPolicy // what the API server keeps
+	if err := a.ConvertTo(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := stored.Annotations[v1alpha1.V1alpha1SpecAnnotation]; !ok {
+		t.Fatalf("the stored policy keeps no v1alpha1 annotation: %v", stored.Annotations)
+	}
+	got, entries, err := convert.StoredPolicy(&stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(got.Spec, want.Spec) || !equality.Semantic.DeepEqual(entries, wantEntries) || len(got.Annotations) != 0 {
+		t.Errorf("StoredPolicy: spec %+v entries %+v annotations %v\nwant spec %+v entries %+v", got.Spec, entries, got.Annotations, want.Spec, wantEntries)
+	}
+
+	plain := stored.DeepCopy()
+	delete(plain.Annotations, v1alpha1.V1alpha1SpecAnnotation)
+	if _, entries, err := convert.StoredPolicy(plain); err != nil || entries != nil {
+		t.Errorf("a v1beta1 policy: entries %+v, %v; want none", entries, err)
+	}
+
+	forged := stored.DeepCopy() // an annotation raising the limit the spec says
+	forged.Annotations[v1alpha1.V1alpha1SpecAnnotation] = strings.Replace(forged.Annotations[v1alpha1.V1alpha1SpecAnnotation], `"maxInFlight":4`, `"maxInFlight":400`, 1)
+	got, entries, err = convert.StoredPolicy(forged)
+	if err != nil || entries != nil || got.Spec.Limit.Concurrency.MaxInFlight != 4 {
+		t.Errorf("a forged annotation: entries %+v, maxInFlight %d, %v; want no entries and the stored 4", entries, got.Spec.Limit.Concurrency.MaxInFlight, err)
 	}
 }

@@ -183,7 +183,7 @@ func TestStatusSubresource(t *testing.T) {
 	p.Status = v1alpha1.RateLimitPolicyStatus{
 		ObservedGeneration: p.Generation,
 		Conditions: []metav1.Condition{{
-			Type: v1alpha1.AcceptedCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.AcceptedReason,
+			Type: v1beta1.AcceptedCondition, Status: metav1.ConditionTrue, Reason: v1beta1.AcceptedReason,
 			ObservedGeneration: p.Generation, LastTransitionTime: now,
 		}},
 		Enforcement: &v1alpha1.EnforcementStatus{
@@ -207,7 +207,7 @@ func TestStatusSubresource(t *testing.T) {
 	if diff := cmp.Diff(*want, got.Status); diff != "" {
 		t.Errorf("status after round trip (-want +got):\n%s", diff)
 	}
-	if !meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.AcceptedCondition) {
+	if !meta.IsStatusConditionTrue(got.Status.Conditions, v1beta1.AcceptedCondition) {
 		t.Errorf("Accepted condition lost: %+v", got.Status.Conditions)
 	}
 }

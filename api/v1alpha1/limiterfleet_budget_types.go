@@ -16,22 +16,15 @@ limitations under the License.
 
 package v1alpha1
 
-// Defaults of a namespace's budget (TenantBudget), which every namespace
-// served by a fleet gets unless the fleet says otherwise.
+import "github.com/sluice-dev/sluice/api/v1beta1"
+
+// Defaults of a namespace's budget: v1beta1's (see
+// v1beta1/limiterfleet_budget_defaults.go).
 const (
-	// DefaultMaxPoliciesPerNamespace is how many of a namespace's policies
-	// a fleet's snapshot holds.
-	DefaultMaxPoliciesPerNamespace = 200
-	// DefaultMaxSnapshotBytesPerNamespace is how many bytes of the
-	// snapshot document (its canonical JSON, before compression) a
-	// namespace's policies may take: a quarter of the 1 MiB ConfigMap.
-	DefaultMaxSnapshotBytesPerNamespace = 256 << 10
-	// DefaultMaxPoliciesPerRequest is how many of a namespace's policies
-	// one request may match.
-	DefaultMaxPoliciesPerRequest = 32
-	// DefaultStoreCallsPerSecondPerNamespace is how many policy decisions
-	// against the store one limiter pod makes per second for a namespace.
-	DefaultStoreCallsPerSecondPerNamespace = 20000
+	DefaultMaxPoliciesPerNamespace         = v1beta1.DefaultMaxPoliciesPerNamespace
+	DefaultMaxSnapshotBytesPerNamespace    = v1beta1.DefaultMaxSnapshotBytesPerNamespace
+	DefaultMaxPoliciesPerRequest           = v1beta1.DefaultMaxPoliciesPerRequest
+	DefaultStoreCallsPerSecondPerNamespace = v1beta1.DefaultStoreCallsPerSecondPerNamespace
 )
 
 // TenantBudget is what one namespace's policies may cost a fleet: its

@@ -1059,9 +1059,9 @@ func TestFleetStatusSubresource(t *testing.T) {
 	f.Status = v1alpha1.LimiterFleetStatus{
 		ObservedGeneration: f.Generation,
 		Conditions: []metav1.Condition{
-			{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.PodsSyncedReason, ObservedGeneration: f.Generation, LastTransitionTime: now},
-			{Type: v1alpha1.SnapshotSyncedCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.PodsSyncedReason, Message: "3/3 pods on snapshot 0123abcd", ObservedGeneration: f.Generation, LastTransitionTime: now},
-			{Type: v1alpha1.RedisReadyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.RedisNotManagedReason, ObservedGeneration: f.Generation, LastTransitionTime: now},
+			{Type: v1beta1.ReadyCondition, Status: metav1.ConditionTrue, Reason: v1beta1.PodsSyncedReason, ObservedGeneration: f.Generation, LastTransitionTime: now},
+			{Type: v1beta1.SnapshotSyncedCondition, Status: metav1.ConditionTrue, Reason: v1beta1.PodsSyncedReason, Message: "3/3 pods on snapshot 0123abcd", ObservedGeneration: f.Generation, LastTransitionTime: now},
+			{Type: v1beta1.RedisReadyCondition, Status: metav1.ConditionTrue, Reason: v1beta1.RedisNotManagedReason, ObservedGeneration: f.Generation, LastTransitionTime: now},
 		},
 		Snapshot: &v1alpha1.SnapshotStatus{
 			Version: "0123456789abcdef", Policies: 12, ConfigMapName: "with-status-snapshot", Bytes: 700_000, Compressed: true,
@@ -1087,7 +1087,7 @@ func TestFleetStatusSubresource(t *testing.T) {
 	if diff := cmp.Diff(*want, got.Status); diff != "" {
 		t.Errorf("status after round trip (-want +got):\n%s", diff)
 	}
-	if !meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ReadyCondition) {
+	if !meta.IsStatusConditionTrue(got.Status.Conditions, v1beta1.ReadyCondition) {
 		t.Errorf("Ready condition lost: %+v", got.Status.Conditions)
 	}
 

@@ -16,31 +16,31 @@ limitations under the License.
 
 package v1alpha1
 
-import "time"
+import (
+	"time"
 
-// Defaults and bounds of a LimiterFleetSpec. The CRD markers in
-// limiterfleet_types.go repeat these values; the CRD tests keep the two in step.
+	"github.com/sluice-dev/sluice/api/v1beta1"
+)
+
+// Defaults and bounds of a LimiterFleetSpec: v1beta1's (see
+// v1beta1/limiterfleet_defaults.go). The CRD markers in limiterfleet_types.go
+// repeat these values; the CRD tests keep the two in step.
 const (
-	DefaultFleetReplicas    int32 = 2
-	MaxFleetReplicas        int32 = 100
-	DefaultEnforcement            = EnforcementEnabled
-	DefaultRedisMode              = RedisNone
-	DefaultShards           int32 = 3
-	MinShards               int32 = 3
-	MaxShards               int32 = 100
-	DefaultReplicasPerShard int32 = 1
-	MaxReplicasPerShard     int32 = 5
-	MaxRedisAddresses             = 16
-	DefaultRedisNodeTimeout       = 2 * time.Second
-	DefaultRedisImage             = "redis:7.2"
-	DefaultRedisAuthKey           = "password"
-	// MaxFleetNameLength keeps "<name>-redis" a valid StatefulSet name
-	// (52 characters, so that its pods' controller-revision-hash label fits
-	// in 63) and "<name>-limiter" a valid Service name.
-	MaxFleetNameLength = 46
-	// MaxClusterFleetNameLength does the same for "<name>-redis-<shard>",
-	// the StatefulSet of each Redis shard, up to shard 99.
-	MaxClusterFleetNameLength = 43
+	DefaultFleetReplicas      = v1beta1.DefaultFleetReplicas
+	MaxFleetReplicas          = v1beta1.MaxFleetReplicas
+	DefaultEnforcement        = EnforcementEnabled
+	DefaultRedisMode          = RedisNone
+	DefaultShards             = v1beta1.DefaultShards
+	MinShards                 = v1beta1.MinShards
+	MaxShards                 = v1beta1.MaxShards
+	DefaultReplicasPerShard   = v1beta1.DefaultReplicasPerShard
+	MaxReplicasPerShard       = v1beta1.MaxReplicasPerShard
+	MaxRedisAddresses         = v1beta1.MaxRedisAddresses
+	DefaultRedisNodeTimeout   = v1beta1.DefaultRedisNodeTimeout
+	DefaultRedisImage         = v1beta1.DefaultRedisImage
+	DefaultRedisAuthKey       = v1beta1.DefaultRedisAuthKey
+	MaxFleetNameLength        = v1beta1.MaxFleetNameLength
+	MaxClusterFleetNameLength = v1beta1.MaxClusterFleetNameLength
 )
 
 // The helpers below apply the defaults to fields that are nil. The API server
@@ -131,7 +131,7 @@ func (s *LimiterFleetSpec) EffectiveAuthKey() string {
 }
 
 // DefaultRedisCAKey is the key of redis.tls's CA certificates in their Secret.
-const DefaultRedisCAKey = "ca.crt"
+const DefaultRedisCAKey = v1beta1.DefaultRedisCAKey
 
 // EffectiveCAKey returns redis.tls.caKey, or "ca.crt" when unset; "" when
 // there is no CA Secret. It is the key External fleets verify Redis with;

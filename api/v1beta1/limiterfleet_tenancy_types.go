@@ -92,3 +92,11 @@ type FleetClient struct {
 	// +optional
 	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
 }
+
+// EffectiveFrom returns from, or Same when unset.
+func (a *AllowedNamespaces) EffectiveFrom() FromNamespaces {
+	if a == nil || a.From == nil || *a.From == "" {
+		return NamespacesFromSame
+	}
+	return *a.From
+}

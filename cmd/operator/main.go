@@ -47,7 +47,7 @@ func main() {
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so that only one replica reconciles")
 	flag.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's)")
 	flag.StringVar(&limiterImage, "limiter-image", "ghcr.io/sluice-dev/sluice-limiter:latest", "limiter `image` of fleets that name none")
-	flag.StringVar(&redisImage, "redis-image", v1alpha1.DefaultRedisImage, "Redis `image` of the Redis Cluster of fleets that name none (spec.redis.image)")
+	flag.StringVar(&redisImage, "redis-image", v1beta1.DefaultRedisImage, "Redis `image` of the Redis Cluster of fleets that name none (spec.store.cluster.image)")
 	flag.StringVar(&watchNS, "watch-namespaces", "", "comma-separated `namespaces` whose policies and fleets the operator watches (default: all)")
 	flag.DurationVar(&window, "enforcement-window", observe.DefaultEnforcementWindow, "`window` of the decision counts in each policy's status.enforcement")
 	flag.StringVar(&adminSA, "admin-token-service-account", "", "`namespace/name` of the operator's own ServiceAccount: for each fleet, the operator mints a token of it for that fleet's audience ("+limiterwire.FleetAdminAudience("NAMESPACE", "FLEET")+") and sends it (over TLS) to that fleet's limiter pods only")
@@ -63,6 +63,9 @@ func main() {
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	// The operator reads and writes v1beta1 only; v1alpha1 is in the scheme
+	// for the conversion webhook alone, which converts with it for
+	// v1alpha1 clients.
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 	utilruntime.Must(v1beta1.AddToScheme(scheme))
 

@@ -15,7 +15,7 @@ func webhookFlags(fs *flag.FlagSet) func(operatorNamespace string) (o controller
 	var port int
 	var host, certDir, secret, service, extra, ns string
 	fs.StringVar(&host, "webhook-host", "", "`address` the conversion webhook listens on; empty: every address of the pod")
-	fs.IntVar(&port, "webhook-port", 9443, "`port` of the CRDs' conversion webhook (HTTPS, path "+controllers.ConversionWebhookPath+"); 0 disables it, and the API server then can't serve v1alpha1 RateLimitPolicies")
+	fs.IntVar(&port, "webhook-port", 9443, "`port` of the CRDs' conversion webhook (HTTPS, path "+controllers.ConversionWebhookPath+"); 0 disables it: the API server then can't serve v1alpha1 objects, while the operator, which reads v1beta1 only, runs on")
 	fs.StringVar(&certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "`directory` of the webhook's tls.crt and tls.key, reloaded when they change")
 	fs.StringVar(&secret, "webhook-cert-secret", "", "`name` of the Secret in --webhook-namespace where the operator issues and rotates the webhook's certificate (mounted at --webhook-cert-dir) and from which it injects the CA into the CRDs' conversion caBundle; empty: the certificate comes from elsewhere (cert-manager)")
 	fs.StringVar(&ns, "webhook-namespace", "", "`namespace` of the webhook's Service and certificate Secret (default: --operator-namespace)")

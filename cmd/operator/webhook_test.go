@@ -219,10 +219,11 @@ func TestOperatorIssuesWebhookCertificate(t *testing.T) {
 }
 
 // A lone operator killed and started again (its container restarted in
-// place, its node rebooted) finds the policies stored as v1beta1, which its
-// caches list as v1alpha1 through its own conversion webhook: it must
-// serve the certificate mounted from its Secret before they sync, or no
-// replica answers the conversions and it waits for ever. The second
+// place, its node rebooted) finds the policies stored as v1beta1. Its
+// caches read them as such, but v1alpha1 clients need its conversion
+// webhook (an earlier release's caches did too, and waited for ever): it
+// must serve the certificate mounted from its Secret before they sync, as
+// no other replica answers the conversions. The second
 // operator converts and reconciles a policy created after it started, once
 // the Lease the first held has expired: both run with a Lease of 5s
 // (--leader-elect-lease-duration), which the Lease records.

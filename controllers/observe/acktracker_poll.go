@@ -17,7 +17,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 // pollBackoff spaces the calls to a pod that does not answer: 100ms,
@@ -130,7 +130,7 @@ func (t *AckTracker) notify(ctx context.Context, fleet types.NamespacedName) {
 	t.mu.Lock()
 	subs := slices.Clone(t.subs)
 	t.mu.Unlock()
-	ev := event.GenericEvent{Object: &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: fleet.Namespace, Name: fleet.Name}}}
+	ev := event.GenericEvent{Object: &v1beta1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: fleet.Namespace, Name: fleet.Name}}}
 	for _, ch := range subs {
 		select {
 		case ch <- ev:

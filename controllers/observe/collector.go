@@ -18,7 +18,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 // Collector defaults.
@@ -51,7 +51,7 @@ type Collector struct {
 	// WriteEnforcement writes a policy's status.enforcement, the
 	// collector's alone (controllers' applyEnforcement, a server-side
 	// apply under EnforcementFieldOwner). Required.
-	WriteEnforcement func(context.Context, *v1alpha1.RateLimitPolicy, *v1alpha1.EnforcementStatus) error
+	WriteEnforcement func(context.Context, *v1beta1.RateLimitPolicy, *v1beta1.EnforcementStatus) error
 	Acks             *AckTracker
 	// Admin, when set, makes the admin calls, over HTTPS with each fleet's
 	// CA (as the operator does); else HTTP, over plain HTTP.
@@ -71,7 +71,7 @@ type Collector struct {
 	// condition, the collector's alone (controllers' applyFleetRegions, a
 	// server-side apply under EnforcementFieldOwner); nil regions and
 	// condition remove them. nil skips the regions pass.
-	WriteRegions func(context.Context, *v1alpha1.LimiterFleet, []v1alpha1.RegionStatus, *metav1.Condition) error
+	WriteRegions func(context.Context, *v1beta1.LimiterFleet, []v1beta1.RegionStatus, *metav1.Condition) error
 	// MaxWritesPerSecond bounds the status writes of all policies together
 	// (a token bucket with 10s of burst), so that many busy policies don't
 	// flood the API server: each is then written in turn, less often than
@@ -166,7 +166,7 @@ func (c *Collector) defaults() {
 // updatedAt, and the processes that started before it count on from their
 // first reading.
 func (c *Collector) seed(ctx context.Context, now time.Time) error {
-	var list v1alpha1.RateLimitPolicyList
+	var list v1beta1.RateLimitPolicyList
 	if err := c.Client.List(ctx, &list); err != nil {
 		return err
 	}
@@ -175,7 +175,7 @@ func (c *Collector) seed(ctx context.Context, now time.Time) error {
 }
 
 // seedFrom seeds the windows from the policies' statuses.
-func (c *Collector) seedFrom(now time.Time, items []v1alpha1.RateLimitPolicy) {
+func (c *Collector) seedFrom(now time.Time, items []v1beta1.RateLimitPolicy) {
 	for i := range items {
 		e := items[i].Status.Enforcement
 		if e == nil || e.UpdatedAt == nil || now.Sub(e.UpdatedAt.Time) >= c.Window {
@@ -246,14 +246,14 @@ func (c *Collector) collect(ctx context.Context) error {
 
 // countFleetConditions sets sluice_operator_fleet_condition.
 func (c *Collector) countFleetConditions(ctx context.Context) error {
-	var fleets v1alpha1.LimiterFleetList
+	var fleets v1beta1.LimiterFleetList
 	if err := c.Client.List(ctx, &fleets); err != nil {
 		return err
 	}
 	fleetConditions.Reset()
 	for i := range fleets.Items {
 		f := &fleets.Items[i]
-		for _, typ := range []string{v1alpha1.ReadyCondition, v1alpha1.RedisReadyCondition, v1alpha1.SnapshotSyncedCondition, v1alpha1.RedisDataLossCondition} {
+		for _, typ := range []string{v1beta1.ReadyCondition, v1beta1.RedisReadyCondition, v1beta1.SnapshotSyncedCondition, v1beta1.RedisDataLossCondition} {
 			v := 0.0
 			if meta.IsStatusConditionTrue(f.Status.Conditions, typ) {
 				v = 1

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 // hotSum is one policy's hottest values of one interval, summed over the
@@ -15,7 +15,7 @@ import (
 type hotSum struct {
 	since  time.Time
 	k      int // the longest list a pod reported: the fleet's K
-	values map[string]*v1alpha1.HotDescriptor
+	values map[string]*v1beta1.HotDescriptor
 }
 
 // add merges one pod's list; a pod still on an older interval is left out.
@@ -24,7 +24,7 @@ func (h *hotSum) add(since time.Time, vs []limiterwire.HotValue) {
 	case since.Before(h.since):
 		return
 	case since.After(h.since):
-		*h = hotSum{since: since, values: map[string]*v1alpha1.HotDescriptor{}}
+		*h = hotSum{since: since, values: map[string]*v1beta1.HotDescriptor{}}
 	}
 	h.k = max(h.k, min(len(vs), maxHottest))
 	for _, v := range vs[:min(len(vs), maxHottest)] {
@@ -33,18 +33,18 @@ func (h *hotSum) add(since time.Time, vs []limiterwire.HotValue) {
 			cur.Requests += v.Requests
 			cur.Limited += v.Limited
 		} else {
-			h.values[v.Value] = &v1alpha1.HotDescriptor{Value: v.Value, Requests: v.Requests, Limited: v.Limited}
+			h.values[v.Value] = &v1beta1.HotDescriptor{Value: v.Value, Requests: v.Requests, Limited: v.Limited}
 		}
 	}
 }
 
 // top is the k most requested values, most first, then by value.
-func (h *hotSum) top() []v1alpha1.HotDescriptor {
-	out := make([]v1alpha1.HotDescriptor, 0, len(h.values))
+func (h *hotSum) top() []v1beta1.HotDescriptor {
+	out := make([]v1beta1.HotDescriptor, 0, len(h.values))
 	for _, v := range h.values {
 		out = append(out, *v)
 	}
-	slices.SortFunc(out, func(a, b v1alpha1.HotDescriptor) int {
+	slices.SortFunc(out, func(a, b v1beta1.HotDescriptor) int {
 		if a.Requests != b.Requests {
 			return cmp.Compare(b.Requests, a.Requests)
 		}

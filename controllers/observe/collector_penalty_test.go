@@ -10,16 +10,16 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 // Penalized denials (spec.penalty) are summed over pods into
 // status.enforcement.penalized, apart from limited; a policy without a
 // penalty that never penalized shows none.
 func TestCollectorPenalized(t *testing.T) {
-	pols := []v1alpha1.RateLimitPolicy{
+	pols := []v1beta1.RateLimitPolicy{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "ban", UID: "uid-ban"},
-			Spec: v1alpha1.RateLimitPolicySpec{Penalty: &v1alpha1.Penalty{Duration: metav1.Duration{Duration: time.Minute}}}},
+			Spec: v1beta1.RateLimitPolicySpec{Limit: v1beta1.Limit{Type: v1beta1.LimitRate, Rate: &v1beta1.RateLimit{Penalty: &v1beta1.Penalty{Duration: "1m"}}}}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "plain", UID: "uid-plain"}},
 	}
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -35,7 +35,7 @@ func TestCollectorPenalized(t *testing.T) {
 	}
 	c.record(now, "a", pod("a1", 2, 5), served)
 	c.record(now, "b", pod("b1", 1, 7), served)
-	err := c.writeEach(context.Background(), now, pols, func(_ context.Context, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
+	err := c.writeEach(context.Background(), now, pols, func(_ context.Context, pol *v1beta1.RateLimitPolicy, e *v1beta1.EnforcementStatus) error {
 		pol.Status.Enforcement = e.DeepCopy()
 		return nil
 	})

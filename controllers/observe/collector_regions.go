@@ -17,7 +17,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
@@ -50,13 +50,13 @@ var peerFailureRank = map[string]int{peerUnauthorized: 0, peerUnknownRegion: 1, 
 func failureReason(peer string) string {
 	switch peer {
 	case peerUnauthorized:
-		return v1alpha1.PeerUnauthorizedReason
+		return v1beta1.PeerUnauthorizedReason
 	case peerUnknownRegion:
-		return v1alpha1.PeerUnknownRegionReason
+		return v1beta1.PeerUnknownRegionReason
 	case peerUnreachable:
-		return v1alpha1.PeerUnreachableReason
+		return v1beta1.PeerUnreachableReason
 	default:
-		return v1alpha1.PeerRefusedReason
+		return v1beta1.PeerRefusedReason
 	}
 }
 
@@ -83,7 +83,7 @@ func (c *Collector) collectRegions(ctx context.Context, now time.Time) error {
 	if c.WriteRegions == nil {
 		return nil
 	}
-	var fleets v1alpha1.LimiterFleetList
+	var fleets v1beta1.LimiterFleetList
 	if err := c.Client.List(ctx, &fleets); err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func (c *Collector) collectRegions(ctx context.Context, now time.Time) error {
 		key := types.NamespacedName{Namespace: fleet.Namespace, Name: fleet.Name}
 		seen[key] = true
 		spec := resources.RegionsOf(fleet)
-		prev := meta.FindStatusCondition(fleet.Status.Conditions, v1alpha1.RegionsReachableCondition)
+		prev := meta.FindStatusCondition(fleet.Status.Conditions, v1beta1.RegionsReachableCondition)
 		if spec == nil {
 			// Regions removed: so are their status, once per MinWrite at
 			// most (a condition another writer took over stays).
@@ -199,10 +199,10 @@ func (c *Collector) readRegionsOf(ctx context.Context, fleet types.NamespacedNam
 // peer the spec names (in name order), and the RegionsReachable
 // condition (without its times and generation). unread are the pods
 // that could not be read, of ready in all.
-func regionsStatus(peers []string, answers []podRegions, unread []string, ready int) ([]v1alpha1.RegionStatus, metav1.Condition) {
-	cond := metav1.Condition{Type: v1alpha1.RegionsReachableCondition}
+func regionsStatus(peers []string, answers []podRegions, unread []string, ready int) ([]v1beta1.RegionStatus, metav1.Condition) {
+	cond := metav1.Condition{Type: v1beta1.RegionsReachableCondition}
 	if len(answers) == 0 {
-		cond.Status, cond.Reason = metav1.ConditionUnknown, v1alpha1.PodsUnreadReason
+		cond.Status, cond.Reason = metav1.ConditionUnknown, v1beta1.PodsUnreadReason
 		if ready == 0 {
 			cond.Message = "no ready limiter pod to read " + limiterwire.RegionsPath + " from"
 		} else {
@@ -213,11 +213,11 @@ func regionsStatus(peers []string, answers []podRegions, unread []string, ready 
 	peers = slices.Clone(peers)
 	slices.Sort(peers)
 	peers = slices.Compact(peers)
-	out := make([]v1alpha1.RegionStatus, 0, len(peers))
+	out := make([]v1beta1.RegionStatus, 0, len(peers))
 	var failing, silent []string
 	worst, worstRank := "", len(peerFailureRank)+1
 	for _, name := range peers {
-		st := v1alpha1.RegionStatus{Name: name, Reason: peerNoExchange}
+		st := v1beta1.RegionStatus{Name: name, Reason: peerNoExchange}
 		var fail *limiterwire.RegionPeer
 		var failAddr string
 		var reached *limiterwire.RegionPeer
@@ -267,10 +267,10 @@ func regionsStatus(peers []string, answers []podRegions, unread []string, ready 
 		cond.Message = truncate(fmt.Sprintf("%d of %d peers not answered; each region keeps limiting from its partition share: %s",
 			len(failing), len(peers), strings.Join(failing, "; ")), maxConditionMsg)
 	case len(silent) > 0:
-		cond.Status, cond.Reason = metav1.ConditionUnknown, v1alpha1.NoExchangeYetReason
+		cond.Status, cond.Reason = metav1.ConditionUnknown, v1beta1.NoExchangeYetReason
 		cond.Message = truncate("no limiter pod has called peers "+strings.Join(silent, ", ")+" yet: no Global key homed there was asked for", maxConditionMsg)
 	default:
-		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.PeersReachableReason
+		cond.Status, cond.Reason = metav1.ConditionTrue, v1beta1.PeersReachableReason
 		cond.Message = fmt.Sprintf("every peer answered the last grant call of the %d limiter pods read", len(answers))
 	}
 	if len(unread) > 0 && cond.Status != metav1.ConditionUnknown {

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 // regionsStatus sums the pods' views per peer the spec names: a peer one
@@ -32,7 +32,7 @@ func TestRegionsStatus(t *testing.T) {
 		{"10.0.0.1:8082", view(reached("b", t0, 5), reached("c", t0, 1))},
 		{"10.0.0.2:8082", view(reached("b", t0.Add(time.Second), 7), reached("c", t0, 0))},
 	}, nil, 2)
-	if cond.Status != metav1.ConditionTrue || cond.Reason != v1alpha1.PeersReachableReason {
+	if cond.Status != metav1.ConditionTrue || cond.Reason != v1beta1.PeersReachableReason {
 		t.Fatalf("condition %+v, want True PeersReachable", cond)
 	}
 	if len(regions) != 2 || regions[0].Name != "b" || regions[0].HeldUnits != 12 || regions[0].Keys != 4 || regions[0].Pods != 2 ||
@@ -46,7 +46,7 @@ func TestRegionsStatus(t *testing.T) {
 		{"10.0.0.1:8082", view(failed("b", "Unreachable"), reached("c", t0, 0))},
 		{"10.0.0.2:8082", view(reached("b", t0, 3), failed("c", "Unauthorized"))},
 	}, []string{"10.0.0.3:8082: timeout"}, 3)
-	if cond.Status != metav1.ConditionFalse || cond.Reason != v1alpha1.PeerUnauthorizedReason {
+	if cond.Status != metav1.ConditionFalse || cond.Reason != v1beta1.PeerUnauthorizedReason {
 		t.Fatalf("condition %+v, want False PeerUnauthorized", cond)
 	}
 	for _, s := range []string{"peer b Unreachable: 10.0.0.1:8082: no b", "peer c Unauthorized: 10.0.0.2:8082: no c", "1 pods unread"} {
@@ -63,7 +63,7 @@ func TestRegionsStatus(t *testing.T) {
 	regions, cond = regionsStatus([]string{"b", "d"}, []podRegions{
 		{"10.0.0.1:8082", view(limiterwire.RegionPeer{Name: "b", Reason: "NoExchangeYet"}, reached("z", t0, 99))},
 	}, nil, 1)
-	if cond.Status != metav1.ConditionUnknown || cond.Reason != v1alpha1.NoExchangeYetReason || !strings.Contains(cond.Message, "b, d") {
+	if cond.Status != metav1.ConditionUnknown || cond.Reason != v1beta1.NoExchangeYetReason || !strings.Contains(cond.Message, "b, d") {
 		t.Fatalf("condition %+v, want Unknown NoExchangeYet naming b, d", cond)
 	}
 	if len(regions) != 2 || regions[0].Pods != 1 || regions[1].Pods != 0 || regions[0].HeldUnits != 0 {
@@ -72,7 +72,7 @@ func TestRegionsStatus(t *testing.T) {
 
 	// No pod read.
 	if regions, cond = regionsStatus([]string{"b"}, nil, []string{"10.0.0.1:8082: refused"}, 1); regions != nil ||
-		cond.Status != metav1.ConditionUnknown || cond.Reason != v1alpha1.PodsUnreadReason || !strings.Contains(cond.Message, "10.0.0.1:8082: refused") {
+		cond.Status != metav1.ConditionUnknown || cond.Reason != v1beta1.PodsUnreadReason || !strings.Contains(cond.Message, "10.0.0.1:8082: refused") {
 		t.Fatalf("no pod read: %+v %+v", regions, cond)
 	}
 }

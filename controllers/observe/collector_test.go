@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 // reading is one pod's stats answer with one policy, uid-1.
@@ -27,19 +27,19 @@ func reading(boot string, started time.Time, allowed, limited int64) *limiterwir
 // written at most once per MinWrite. (Writing through the API server is
 // TestStatusWritersOwnTheirFields'.)
 func TestCollectorWindow(t *testing.T) {
-	pols := []v1alpha1.RateLimitPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "uid-1"}}}
+	pols := []v1beta1.RateLimitPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "uid-1"}}}
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	c := &Collector{Window: 5 * time.Minute, MinWrite: 10 * time.Second, now: func() time.Time { return now }}
 	c.defaults()
 	c.unread = map[types.NamespacedName][]string{}
 	ctx := context.Background()
-	step := func(d time.Duration, readings map[string]*limiterwire.Stats) *v1alpha1.EnforcementStatus {
+	step := func(d time.Duration, readings map[string]*limiterwire.Stats) *v1beta1.EnforcementStatus {
 		t.Helper()
 		now = now.Add(d)
 		for addr, st := range readings {
 			c.record(now, addr, st, map[string]string{"uid-1": "ns/p"})
 		}
-		err := c.writeEach(ctx, now, pols, func(_ context.Context, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
+		err := c.writeEach(ctx, now, pols, func(_ context.Context, pol *v1beta1.RateLimitPolicy, e *v1beta1.EnforcementStatus) error {
 			pol.Status.Enforcement = e.DeepCopy()
 			return nil
 		})
@@ -48,7 +48,7 @@ func TestCollectorWindow(t *testing.T) {
 		}
 		return pols[0].Status.Enforcement.DeepCopy()
 	}
-	want := func(e *v1alpha1.EnforcementStatus, allowed, limited int64) {
+	want := func(e *v1beta1.EnforcementStatus, allowed, limited int64) {
 		t.Helper()
 		if e == nil || ptr.Deref(e.Allowed, -1) != allowed || ptr.Deref(e.Limited, -1) != limited {
 			t.Fatalf("status.enforcement %+v, want allowed %d limited %d", e, allowed, limited)
@@ -95,7 +95,7 @@ func TestCollectorWindow(t *testing.T) {
 // was tracked late): no earlier leader can have counted it. One that
 // started before the collector, longer than the window ago, is a baseline.
 func TestCollectorCountsAProcessYoungerThanItself(t *testing.T) {
-	pols := []v1alpha1.RateLimitPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "uid-1"}}}
+	pols := []v1beta1.RateLimitPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "uid-1"}}}
 	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	now := start
 	c := &Collector{Window: 20 * time.Second, now: func() time.Time { return now }}
@@ -105,7 +105,7 @@ func TestCollectorCountsAProcessYoungerThanItself(t *testing.T) {
 	served := map[string]string{"uid-1": "ns/p"}
 	c.record(now, "new", reading("n1", start.Add(time.Second), 3, 1), served)
 	c.record(now, "old", reading("o1", start.Add(-time.Minute), 500, 7), served)
-	err := c.writeEach(context.Background(), now, pols, func(_ context.Context, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
+	err := c.writeEach(context.Background(), now, pols, func(_ context.Context, pol *v1beta1.RateLimitPolicy, e *v1beta1.EnforcementStatus) error {
 		pol.Status.Enforcement = e.DeepCopy()
 		return nil
 	})
@@ -125,15 +125,15 @@ func TestHotSum(t *testing.T) {
 	hv := func(v string, req, lim int64) limiterwire.HotValue {
 		return limiterwire.HotValue{Value: v, Requests: req, Limited: lim, Error: 1}
 	}
-	hd := func(v string, req, lim int64) v1alpha1.HotDescriptor {
-		return v1alpha1.HotDescriptor{Value: v, Requests: req, Limited: lim}
+	hd := func(v string, req, lim int64) v1beta1.HotDescriptor {
+		return v1beta1.HotDescriptor{Value: v, Requests: req, Limited: lim}
 	}
 	var h hotSum
 	h.add(t0, []limiterwire.HotValue{hv("user=a", 9, 1), hv("user=b", 4, 0)})
 	h.add(t0.Add(time.Minute), []limiterwire.HotValue{hv("user=a", 2, 0), hv("user=c", 5, 0)})
 	h.add(t0, []limiterwire.HotValue{hv("user=z", 100, 0)}) // behind: left out
 	h.add(t0.Add(time.Minute), []limiterwire.HotValue{hv("user=c", 1, 1), hv("user=a", 4, 2), hv("user=d", 1, 0)})
-	want := []v1alpha1.HotDescriptor{hd("user=a", 6, 2), hd("user=c", 6, 1), hd("user=d", 1, 0)}
+	want := []v1beta1.HotDescriptor{hd("user=a", 6, 2), hd("user=c", 6, 1), hd("user=d", 1, 0)}
 	if got := h.top(); fmt.Sprint(got) != fmt.Sprint(want) || !h.since.Equal(t0.Add(time.Minute)) {
 		t.Fatalf("top %+v since %v, want %+v since %v", got, h.since, want, t0.Add(time.Minute))
 	}
@@ -144,9 +144,9 @@ func TestHotSum(t *testing.T) {
 // written in turn when more change than the budget allows.
 func TestCollectorWriteBudget(t *testing.T) {
 	const n = 25
-	var pols []v1alpha1.RateLimitPolicy
+	var pols []v1beta1.RateLimitPolicy
 	for i := range n {
-		pols = append(pols, v1alpha1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint(i), UID: types.UID(fmt.Sprint(i))}})
+		pols = append(pols, v1beta1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint(i), UID: types.UID(fmt.Sprint(i))}})
 	}
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	c := &Collector{MaxWritesPerSecond: 1, MinWrite: time.Millisecond, now: func() time.Time { return now }}
@@ -165,7 +165,7 @@ func TestCollectorWriteBudget(t *testing.T) {
 		}
 		c.record(now, "a", st, served)
 		var names []string
-		err := c.writeEach(context.Background(), now, pols, func(_ context.Context, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
+		err := c.writeEach(context.Background(), now, pols, func(_ context.Context, pol *v1beta1.RateLimitPolicy, e *v1beta1.EnforcementStatus) error {
 			pol.Status.Enforcement = e.DeepCopy()
 			names = append(names, pol.Name)
 			written[pol.Name]++
@@ -202,11 +202,11 @@ func TestCollectorWriteBudget(t *testing.T) {
 // ended (inFlight); other policies report neither.
 func TestCollectorInFlight(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	pols := []v1alpha1.RateLimitPolicy{
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "slots", UID: "uid-1"}, Spec: v1alpha1.RateLimitPolicySpec{
-			Algorithm: ptr.To(v1alpha1.Concurrency), Concurrency: &v1alpha1.ConcurrencyLimit{MaxInFlight: 10}}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "tokens", UID: "uid-2"}, Spec: v1alpha1.RateLimitPolicySpec{
-			Rate: v1alpha1.Rate{Limit: 100, Period: metav1.Duration{Duration: time.Minute}}, Reserve: &v1alpha1.Reserve{}}},
+	pols := []v1beta1.RateLimitPolicy{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "slots", UID: "uid-1"}, Spec: v1beta1.RateLimitPolicySpec{
+			Limit: v1beta1.Limit{Type: v1beta1.LimitConcurrency, Concurrency: &v1beta1.ConcurrencyLimit{MaxInFlight: 10}}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "tokens", UID: "uid-2"}, Spec: v1beta1.RateLimitPolicySpec{
+			Limit: v1beta1.Limit{Type: v1beta1.LimitRate, Rate: &v1beta1.RateLimit{Limit: 100, Cost: &v1beta1.Cost{Reserve: &v1beta1.Reserve{}}}}}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "plain", UID: "uid-3"}},
 	}
 	served := map[string]string{"uid-1": "ns/slots", "uid-2": "ns/tokens", "uid-3": "ns/plain"}
@@ -225,7 +225,7 @@ func TestCollectorInFlight(t *testing.T) {
 	}
 	c.record(now, "a", read("a1", 5, 0, 3, 0, 7), served)
 	c.record(now, "b", read("b1", 0, 2, 0, 3, 0), served)
-	if err := c.writeEach(context.Background(), now, pols, func(_ context.Context, pol *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
+	if err := c.writeEach(context.Background(), now, pols, func(_ context.Context, pol *v1beta1.RateLimitPolicy, e *v1beta1.EnforcementStatus) error {
 		pol.Status.Enforcement = e.DeepCopy()
 		return nil
 	}); err != nil {

@@ -11,12 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 // write applies status.enforcement of the policies whose sums changed.
 func (c *Collector) write(ctx context.Context, now time.Time) error {
-	var list v1alpha1.RateLimitPolicyList
+	var list v1beta1.RateLimitPolicyList
 	// Read-only: no copy of every policy on every collection.
 	if err := c.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return err
@@ -27,15 +27,15 @@ func (c *Collector) write(ctx context.Context, now time.Time) error {
 
 // enforcementChange is a policy whose status.enforcement is to be written.
 type enforcementChange struct {
-	pol  *v1alpha1.RateLimitPolicy
+	pol  *v1beta1.RateLimitPolicy
 	w    *policyWindow
-	next *v1alpha1.EnforcementStatus
+	next *v1beta1.EnforcementStatus
 }
 
 // writeEach computes each policy's status.enforcement at now and writes,
 // with apply, those that changed, within MinWrite and the write budget.
-func (c *Collector) writeEach(ctx context.Context, now time.Time, items []v1alpha1.RateLimitPolicy,
-	apply func(context.Context, *v1alpha1.RateLimitPolicy, *v1alpha1.EnforcementStatus) error) error {
+func (c *Collector) writeEach(ctx context.Context, now time.Time, items []v1beta1.RateLimitPolicy,
+	apply func(context.Context, *v1beta1.RateLimitPolicy, *v1beta1.EnforcementStatus) error) error {
 	var changes []enforcementChange
 	seen := make(map[types.UID]bool, len(items))
 	for i := range items {
@@ -92,8 +92,8 @@ func (w *policyWindow) sum(now time.Time, window time.Duration) counts {
 
 // enforcement is the status.enforcement of pol for the window's sum and
 // the pods that could not be read.
-func (c *Collector) enforcement(pol *v1alpha1.RateLimitPolicy, sum counts, unread []string) *v1alpha1.EnforcementStatus {
-	next := &v1alpha1.EnforcementStatus{
+func (c *Collector) enforcement(pol *v1beta1.RateLimitPolicy, sum counts, unread []string) *v1beta1.EnforcementStatus {
+	next := &v1beta1.EnforcementStatus{
 		Allowed: &sum.allowed, Limited: &sum.limited, ShadowLimited: &sum.shadowLimited,
 		FailedOpen: &sum.failedOpen, FailedClosed: &sum.failedClosed, LocalFallback: &sum.localFallback,
 		Window: &metav1.Duration{Duration: c.Window}, UnreadPods: unread,
@@ -102,12 +102,12 @@ func (c *Collector) enforcement(pol *v1alpha1.RateLimitPolicy, sum counts, unrea
 		// Only soft policies mark requests: others don't show the count.
 		next.SoftLimited = &sum.softLimited
 	}
-	if _, holds := pol.Spec.LeaseEntry(); holds {
+	if pol.Spec.Holds() {
 		// Holdings taken in the window and not ended in it.
 		inFlight := max(0, sum.allowed-sum.released)
 		next.Released, next.InFlight = &sum.released, &inFlight
 	}
-	if sum.penalized > 0 || pol.Spec.Penalty != nil {
+	if sum.penalized > 0 || pol.Spec.HasPenalty() {
 		// Only policies with a penalty penalize: others don't show it.
 		next.Penalized = &sum.penalized
 	}
@@ -128,7 +128,7 @@ func (c *Collector) enforcement(pol *v1alpha1.RateLimitPolicy, sum counts, unrea
 // recently written first, so that every policy is written in turn when
 // more change than the budget allows.
 func (c *Collector) writeChanges(ctx context.Context, now time.Time, changes []enforcementChange,
-	apply func(context.Context, *v1alpha1.RateLimitPolicy, *v1alpha1.EnforcementStatus) error) error {
+	apply func(context.Context, *v1beta1.RateLimitPolicy, *v1beta1.EnforcementStatus) error) error {
 	slices.SortStableFunc(changes, func(a, b enforcementChange) int { return a.w.lastWrite.Compare(b.w.lastWrite) })
 	var errs []error
 	for _, ch := range changes {
@@ -151,7 +151,7 @@ func (c *Collector) writeChanges(ctx context.Context, now time.Time, changes []e
 
 // unreadFor lists the unreadable pods of the fleets that serve pol, as the
 // policy's status.fleets names them.
-func (c *Collector) unreadFor(pol *v1alpha1.RateLimitPolicy) []string {
+func (c *Collector) unreadFor(pol *v1beta1.RateLimitPolicy) []string {
 	var out []string
 	for _, f := range pol.Status.Fleets {
 		out = append(out, c.unread[types.NamespacedName{Namespace: f.Namespace, Name: f.Name}]...)
@@ -164,10 +164,10 @@ func (c *Collector) unreadFor(pol *v1alpha1.RateLimitPolicy) []string {
 }
 
 // countConditions sets sluice_operator_policies from the policies' conditions.
-func countConditions(items []v1alpha1.RateLimitPolicy) {
+func countConditions(items []v1beta1.RateLimitPolicy) {
 	type key struct{ typ, status string }
 	n := map[key]int{}
-	for _, t := range []string{v1alpha1.AcceptedCondition, v1alpha1.EnforcedCondition, v1alpha1.DegradedCondition} {
+	for _, t := range []string{v1beta1.AcceptedCondition, v1beta1.EnforcedCondition, v1beta1.DegradedCondition} {
 		for _, s := range []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown} {
 			n[key{t, string(s)}] = 0
 		}

@@ -17,6 +17,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -24,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
@@ -107,7 +108,7 @@ func boundMessage(s string, n int) string {
 
 // checkEndpoint reads the Pod and ReplicaSet behind one endpoint and says
 // why they are not the fleet's, or "" when they are.
-func checkEndpoint(ctx context.Context, r client.Reader, fleet *v1alpha1.LimiterFleet, dep *appsv1.Deployment,
+func checkEndpoint(ctx context.Context, r client.Reader, fleet *v1beta1.LimiterFleet, dep *appsv1.Deployment,
 	host string, ref *corev1.ObjectReference) (string, error) {
 	if ref == nil || ref.Kind != "Pod" || (ref.Namespace != "" && ref.Namespace != fleet.Namespace) {
 		return "the endpoint names no Pod of the fleet's namespace", nil
@@ -140,7 +141,7 @@ func checkEndpoint(ctx context.Context, r client.Reader, fleet *v1alpha1.Limiter
 // whose controller must be dep, the fleet's limiter Deployment, whose
 // controller must be the fleet, each by UID; and host must be the pod's
 // IP. dep or rs are nil when not found.
-func verifyChain(fleet *v1alpha1.LimiterFleet, dep *appsv1.Deployment, rs *appsv1.ReplicaSet, pod *corev1.Pod,
+func verifyChain(fleet *v1beta1.LimiterFleet, dep *appsv1.Deployment, rs *appsv1.ReplicaSet, pod *corev1.Pod,
 	ref *corev1.ObjectReference, host string) error {
 	switch {
 	case ref.UID != "" && ref.UID != pod.UID:
@@ -149,7 +150,7 @@ func verifyChain(fleet *v1alpha1.LimiterFleet, dep *appsv1.Deployment, rs *appsv
 		return fmt.Errorf("Pod %s does not have the endpoint's address %s", pod.Name, host)
 	case dep == nil:
 		return fmt.Errorf("the fleet has no Deployment %s yet", resources.LimiterName(fleet))
-	case !controlledBy(dep, fleet.UID, v1alpha1.GroupVersion.String(), "LimiterFleet", fleet.Name):
+	case !controlledBy(dep, fleet.UID, v1beta1.GroupVersion.Group, "LimiterFleet", fleet.Name):
 		return fmt.Errorf("Deployment %s is not controlled by the fleet", dep.Name)
 	}
 	c := metav1.GetControllerOf(pod)
@@ -158,17 +159,22 @@ func verifyChain(fleet *v1alpha1.LimiterFleet, dep *appsv1.Deployment, rs *appsv
 		return fmt.Errorf("Pod %s has no controller", pod.Name)
 	case rs == nil || c.Kind != "ReplicaSet" || c.APIVersion != appsv1.SchemeGroupVersion.String() || c.Name != rs.Name || c.UID != rs.UID:
 		return fmt.Errorf("Pod %s is not controlled by a ReplicaSet of Deployment %s", pod.Name, dep.Name)
-	case !controlledBy(rs, dep.UID, appsv1.SchemeGroupVersion.String(), "Deployment", dep.Name):
+	case !controlledBy(rs, dep.UID, appsv1.SchemeGroupVersion.Group, "Deployment", dep.Name):
 		return fmt.Errorf("ReplicaSet %s of Pod %s is not controlled by Deployment %s", rs.Name, pod.Name, dep.Name)
 	}
 	return nil
 }
 
 // controlledBy reports whether obj's controller is the object of that
-// UID, API version, kind and name.
-func controlledBy(obj metav1.Object, uid types.UID, apiVersion, kind, name string) bool {
+// UID, API group (of any of its versions: a fleet's objects written under
+// v1alpha1 name that version), kind and name.
+func controlledBy(obj metav1.Object, uid types.UID, group, kind, name string) bool {
 	c := metav1.GetControllerOf(obj)
-	return c != nil && uid != "" && c.UID == uid && c.APIVersion == apiVersion && c.Kind == kind && c.Name == name
+	if c == nil {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(c.APIVersion)
+	return err == nil && uid != "" && c.UID == uid && gv.Group == group && c.Kind == kind && c.Name == name
 }
 
 func podHasIP(pod *corev1.Pod, ip string) bool {
@@ -220,7 +226,7 @@ func isLimiterObject(obj client.Object) bool {
 
 // ServedPolicies maps the UID of each policy a fleet serves to its
 // "namespace/name".
-func ServedPolicies(policies []v1alpha1.RateLimitPolicy) map[string]string {
+func ServedPolicies(policies []v1beta1.RateLimitPolicy) map[string]string {
 	out := make(map[string]string, len(policies))
 	for i := range policies {
 		out[string(policies[i].UID)] = policies[i].Namespace + "/" + policies[i].Name
@@ -231,7 +237,7 @@ func ServedPolicies(policies []v1alpha1.RateLimitPolicy) map[string]string {
 // TrustedEndpoints keeps, of the fleet's ready endpoints (host:port, from
 // readyEndpoints of items), those whose Pod is one of the fleet's own
 // (verifyChain), and returns the others, with why, apart.
-func TrustedEndpoints(ctx context.Context, r client.Reader, fleet *v1alpha1.LimiterFleet,
+func TrustedEndpoints(ctx context.Context, r client.Reader, fleet *v1beta1.LimiterFleet,
 	items []discoveryv1.EndpointSlice, endpoints []string) (trusted, refused []string, err error) {
 	if len(endpoints) == 0 {
 		return nil, nil, nil

@@ -18,14 +18,14 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 // TestVerifyChain: a pod counts for a fleet only when its controller chain
 // Pod→ReplicaSet→Deployment leads, UID by UID, to the fleet's Deployment,
 // which the fleet controls, and the endpoint's address is the pod's.
 func TestVerifyChain(t *testing.T) {
-	fleet := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "edge", UID: "fleet-uid"}}
+	fleet := &v1beta1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "edge", UID: "fleet-uid"}}
 	ctrl := func(apiVersion, kind, name string, uid types.UID) []metav1.OwnerReference {
 		return []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: name, UID: uid, Controller: ptr.To(true)}}
 	}
@@ -80,6 +80,14 @@ func TestVerifyChain(t *testing.T) {
 		}},
 		{name: "a Deployment the fleet does not control", errSub: "Deployment edge-limiter is not controlled by the fleet", change: func(d *appsv1.Deployment, r *appsv1.ReplicaSet, _ *corev1.Pod, _ *corev1.ObjectReference, _ *string) (*appsv1.Deployment, *appsv1.ReplicaSet) {
 			d.OwnerReferences = nil
+			return d, r
+		}},
+		{name: "a Deployment the fleet controls under v1beta1", change: func(d *appsv1.Deployment, r *appsv1.ReplicaSet, _ *corev1.Pod, _ *corev1.ObjectReference, _ *string) (*appsv1.Deployment, *appsv1.ReplicaSet) {
+			d.OwnerReferences = ctrl("ratelimit.sluice.dev/v1beta1", "LimiterFleet", "edge", "fleet-uid")
+			return d, r
+		}},
+		{name: "a Deployment controlled by a LimiterFleet of another group", errSub: "not controlled by the fleet", change: func(d *appsv1.Deployment, r *appsv1.ReplicaSet, _ *corev1.Pod, _ *corev1.ObjectReference, _ *string) (*appsv1.Deployment, *appsv1.ReplicaSet) {
+			d.OwnerReferences = ctrl("ratelimit.example.com/v1beta1", "LimiterFleet", "edge", "fleet-uid")
 			return d, r
 		}},
 		{name: "no Deployment yet", errSub: "no Deployment", change: func(_ *appsv1.Deployment, r *appsv1.ReplicaSet, _ *corev1.Pod, _ *corev1.ObjectReference, _ *string) (*appsv1.Deployment, *appsv1.ReplicaSet) {
@@ -214,12 +222,12 @@ func TestPodReportsOnlyItsFleetsPolicies(t *testing.T) {
 			LocalTier: &limiterwire.LocalTier{OvershootBound: 77}},
 	}}
 	c.record(now, "10.0.0.5:8080", st, map[string]string{"mine": "a/mine"})
-	pols := []v1alpha1.RateLimitPolicy{
+	pols := []v1beta1.RateLimitPolicy{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "mine", UID: "mine"}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "theirs", UID: "theirs"}},
 	}
-	written := map[string]*v1alpha1.EnforcementStatus{}
-	if err := c.writeEach(context.Background(), now, pols, func(_ context.Context, p *v1alpha1.RateLimitPolicy, e *v1alpha1.EnforcementStatus) error {
+	written := map[string]*v1beta1.EnforcementStatus{}
+	if err := c.writeEach(context.Background(), now, pols, func(_ context.Context, p *v1beta1.RateLimitPolicy, e *v1beta1.EnforcementStatus) error {
 		written[p.Name] = e
 		return nil
 	}); err != nil {

@@ -35,7 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
@@ -86,11 +86,11 @@ func (e errSecretNotOwned) Error() string {
 
 // reconcileRedisAuth makes sure the fleet's auth Secret exists and is
 // current, and returns it. It keeps the passwords it finds there, fills in
-// any that are missing, and takes the limiters' from redis.auth's Secret
+// any that are missing, and takes the limiters' from store.cluster.auth's Secret
 // when set. Secrets are read by name through the API reader and never
 // cached or listed. A Secret of that name that the fleet does not control
 // is left alone (errSecretNotOwned).
-func (r *Provisioner) reconcileRedisAuth(ctx context.Context, fleet *v1alpha1.LimiterFleet) (*corev1.Secret, error) {
+func (r *Provisioner) reconcileRedisAuth(ctx context.Context, fleet *v1beta1.LimiterFleet) (*corev1.Secret, error) {
 	existing := &corev1.Secret{}
 	key := client.ObjectKey{Namespace: fleet.Namespace, Name: resources.RedisAuthSecretName(fleet)}
 	err := r.secretReader().Get(ctx, key, existing)
@@ -109,7 +109,7 @@ func (r *Provisioner) reconcileRedisAuth(ctx context.Context, fleet *v1alpha1.Li
 		return newPassword()
 	}
 	pw := resources.RedisPasswords{Operator: keep(resources.RedisOperatorPasswordKey), Replication: keep(resources.RedisReplicationPasswordKey)}
-	if fleet.Spec.Redis.Auth != nil {
+	if fleet.Spec.RedisAuth() != nil {
 		if pw.Limiter, err = r.redisPassword(ctx, fleet); err != nil {
 			return nil, err
 		}

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
@@ -24,7 +24,7 @@ import (
 // seen. It answers when to look again (0: nothing is terminating, or no
 // hand-over is pending). What it sent reaches status.redis.lastActions
 // with the next full pass.
-func (r *Provisioner) HandOver(ctx context.Context, fleet *v1alpha1.LimiterFleet) (time.Duration, error) {
+func (r *Provisioner) HandOver(ctx context.Context, fleet *v1beta1.LimiterFleet) (time.Duration, error) {
 	terminating := func(spec rediscluster.Spec) bool {
 		return slices.ContainsFunc(spec.Members, func(m rediscluster.Member) bool { return m.Terminating })
 	}
@@ -45,7 +45,7 @@ func (r *Provisioner) HandOver(ctx context.Context, fleet *v1alpha1.LimiterFleet
 // Rescue matters when the leader went down with the masters, as on a lost
 // node, where waiting for a standby to lead (the Lease's duration) would
 // add to the outage.
-func (r *Provisioner) Rescue(ctx context.Context, fleet *v1alpha1.LimiterFleet, timeout time.Duration) (Rescued, error) {
+func (r *Provisioner) Rescue(ctx context.Context, fleet *v1beta1.LimiterFleet, timeout time.Duration) (Rescued, error) {
 	spec, ok, err := r.fastPathSpec(ctx, fleet, nil)
 	if !ok {
 		return Rescued{}, err
@@ -70,11 +70,11 @@ type Rescued struct {
 // primaries, so that the fleet's status says what happened while the
 // leader is gone with the masters, not only once a standby leads. Nil
 // when there is nothing to tell.
-func StandbyRedisReady(fleet *v1alpha1.LimiterFleet, rescued Rescued) *metav1.Condition {
+func StandbyRedisReady(fleet *v1beta1.LimiterFleet, rescued Rescued) *metav1.Condition {
 	if rescued.Lost == "" {
 		return nil
 	}
-	return &metav1.Condition{Type: v1alpha1.RedisReadyCondition, Status: metav1.ConditionFalse, Reason: v1alpha1.FailedOverReason,
+	return &metav1.Condition{Type: v1beta1.RedisReadyCondition, Status: metav1.ConditionFalse, Reason: v1beta1.FailedOverReason,
 		ObservedGeneration: fleet.Generation,
 		Message:            rescued.Lost + "; " + StandbyNote}
 }
@@ -87,9 +87,9 @@ const StandbyNote = "told by an operator pod that does not lead (the leader's pa
 // the fleet controls them (the full pass reports anything else); ok is
 // false when there is nothing to act on, as when need (if not nil) says the
 // members call for nothing: the Secrets are read only after it.
-func (r *Provisioner) fastPathSpec(ctx context.Context, fleet *v1alpha1.LimiterFleet, need func(rediscluster.Spec) bool) (rediscluster.Spec, bool, error) {
+func (r *Provisioner) fastPathSpec(ctx context.Context, fleet *v1beta1.LimiterFleet, need func(rediscluster.Spec) bool) (rediscluster.Spec, bool, error) {
 	var spec rediscluster.Spec
-	if fleet.Spec.EffectiveRedisMode() != v1alpha1.RedisCluster {
+	if fleet.Spec.EffectiveStoreType() != v1beta1.StoreCluster {
 		return spec, false, nil
 	}
 	shards, err := r.redisShards(ctx, fleet)

@@ -1,5 +1,5 @@
 // Package redisfleet runs the operator's own Redis Cluster of each LimiterFleet in
-// mode Cluster (spec.redis.mode: Cluster): see Provisioner.
+// mode Cluster (spec.store.type: Cluster): see Provisioner.
 package redisfleet
 
 import (
@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
 )
 
@@ -34,11 +34,11 @@ type Provisioner struct {
 	// RedisDialer, when set, opens connections to Redis pods.
 	RedisDialer func(ctx context.Context, network, addr string) (net.Conn, error)
 	// DefaultRedisImage is the Redis image of fleets that name none; empty
-	// means v1alpha1.DefaultRedisImage.
+	// means v1beta1.DefaultRedisImage.
 	DefaultRedisImage string
 	// Apply server-side applies obj, controlled by fleet (the fleet
 	// reconciler's apply). Required.
-	Apply func(ctx context.Context, fleet *v1alpha1.LimiterFleet, obj client.Object) error
+	Apply func(ctx context.Context, fleet *v1beta1.LimiterFleet, obj client.Object) error
 	// Confirm asks every limiter pod of the fleet at once whether it
 	// reaches its store, in a request sent after after (the acknowledgement
 	// tracker's Confirm). Required.

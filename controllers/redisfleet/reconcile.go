@@ -33,7 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
@@ -53,7 +53,7 @@ type Scope struct {
 	// Reason overrides the condition reason for errors found before the
 	// engine ran.
 	Reason string
-	// Shards is the number of shard StatefulSets kept: spec.redis.shards,
+	// Shards is the number of shard StatefulSets kept: spec.store.cluster.shards,
 	// or more when shards was lowered.
 	Shards int
 	// Skipped is true when the engine did not run (its Secrets were not
@@ -78,7 +78,7 @@ func clusterOK(rs *Scope) bool {
 // when it has been: on a change from not ok, now, and the limiter pods are
 // asked at once whether they reach it. An operator that starts on an ok
 // cluster has seen no change: zero.
-func (r *Provisioner) settle(fleet *v1alpha1.LimiterFleet, rs *Scope) time.Time {
+func (r *Provisioner) settle(fleet *v1beta1.LimiterFleet, rs *Scope) time.Time {
 	key := client.ObjectKeyFromObject(fleet)
 	settledAt, becameOK := r.health.settle(key, clusterOK(rs), rs.Now)
 	if becameOK {
@@ -115,8 +115,8 @@ type Pass struct {
 // engine finds (a node refusing AUTH, answering garbage, unreachable) is
 // reported in RedisReady and retried, never returned: the rest of the fleet
 // keeps being reconciled.
-func (r *Provisioner) Reconcile(ctx context.Context, fleet *v1alpha1.LimiterFleet) (Pass, error) {
-	if fleet.Spec.EffectiveRedisMode() != v1alpha1.RedisCluster {
+func (r *Provisioner) Reconcile(ctx context.Context, fleet *v1beta1.LimiterFleet) (Pass, error) {
+	if fleet.Spec.EffectiveStoreType() != v1beta1.StoreCluster {
 		recordRedisMemory(fleet, rediscluster.Status{})
 		return Pass{}, r.deleteRedis(ctx, fleet)
 	}
@@ -135,11 +135,11 @@ func (r *Provisioner) Reconcile(ctx context.Context, fleet *v1alpha1.LimiterFlee
 	var authErr errRedisAuth
 	switch {
 	case errors.As(err, &notOwned):
-		rs.Err, rs.Reason, rs.Skipped = err, v1alpha1.SecretNotOwnedReason, true
+		rs.Err, rs.Reason, rs.Skipped = err, v1beta1.SecretNotOwnedReason, true
 		p.RequeueAfter = redisRequeueFailing // Secrets are not watched
 		return p, nil
 	case errors.As(err, &authErr):
-		rs.Err, rs.Reason, rs.Skipped = err, v1alpha1.AuthFailedReason, true
+		rs.Err, rs.Reason, rs.Skipped = err, v1beta1.AuthFailedReason, true
 		p.RequeueAfter = redisRequeueFailing
 		return p, nil
 	case err != nil:
@@ -169,8 +169,8 @@ func (r *Provisioner) Reconcile(ctx context.Context, fleet *v1alpha1.LimiterFlee
 		r.reportDataLoss(ctx, fleet, rs.Result.DataLoss)
 	}
 	if want := int(fleet.Spec.EffectiveShards()); rs.Err == nil && rs.Shards > want {
-		rs.Err, rs.Reason = fmt.Errorf("spec.redis.shards is %d but the cluster has %d shards: scale-in is not supported, so every shard is kept; set spec.redis.shards back to %d",
-			want, rs.Shards, rs.Shards), v1alpha1.ScaleInRejectedReason
+		rs.Err, rs.Reason = fmt.Errorf("spec.store.cluster.shards is %d but the cluster has %d shards: scale-in is not supported, so every shard is kept; set spec.store.cluster.shards back to %d",
+			want, rs.Shards, rs.Shards), v1beta1.ScaleInRejectedReason
 	}
 	rs.SettledAt = r.settle(fleet, rs)
 	if rs.Err != nil {
@@ -204,7 +204,7 @@ func requeueAfter(rs *Scope) time.Duration {
 // deleteRedis deletes the Redis objects of a fleet that left mode Cluster:
 // the limiters count elsewhere now. The StatefulSets' claims stay (their
 // retention policy), so the data of a persistent cluster is not lost.
-func (r *Provisioner) deleteRedis(ctx context.Context, fleet *v1alpha1.LimiterFleet) error {
+func (r *Provisioner) deleteRedis(ctx context.Context, fleet *v1beta1.LimiterFleet) error {
 	inFleet := []client.ListOption{client.InNamespace(fleet.Namespace), client.MatchingLabels(resources.RedisSelectorLabels(fleet))}
 	var sets appsv1.StatefulSetList
 	if err := r.List(ctx, &sets, inFleet...); err != nil {
@@ -252,11 +252,11 @@ func (r *Provisioner) deleteRedis(ctx context.Context, fleet *v1alpha1.LimiterFl
 	return nil
 }
 
-// redisShards is the number of shards to keep: spec.redis.shards, or the
+// redisShards is the number of shards to keep: spec.store.cluster.shards, or the
 // number of shard StatefulSets when more exist. The CRD refuses lowering
 // shards; if it happens anyway (an old CRD), no shard is removed and
 // RedisReady reports the scale-in.
-func (r *Provisioner) redisShards(ctx context.Context, fleet *v1alpha1.LimiterFleet) (int, error) {
+func (r *Provisioner) redisShards(ctx context.Context, fleet *v1beta1.LimiterFleet) (int, error) {
 	want := int(fleet.Spec.EffectiveShards())
 	var sets appsv1.StatefulSetList
 	if err := r.List(ctx, &sets, client.InNamespace(fleet.Namespace), client.MatchingLabels(resources.RedisSelectorLabels(fleet))); err != nil {
@@ -273,7 +273,7 @@ func (r *Provisioner) redisShards(ctx context.Context, fleet *v1alpha1.LimiterFl
 // applyRedis applies the ConfigMap, headless Service, and per shard the
 // StatefulSet and PodDisruptionBudget. hashes are those of the Secrets
 // the pods mount.
-func (r *Provisioner) applyRedis(ctx context.Context, fleet *v1alpha1.LimiterFleet, shards int, hashes resources.RedisSecretHashes) error {
+func (r *Provisioner) applyRedis(ctx context.Context, fleet *v1beta1.LimiterFleet, shards int, hashes resources.RedisSecretHashes) error {
 	objs := []client.Object{resources.BuildRedisConfigMap(fleet), resources.BuildRedisService(fleet)}
 	for shard := range shards {
 		objs = append(objs, resources.BuildRedisStatefulSet(fleet, shard, r.DefaultRedisImage, hashes), resources.BuildRedisPDB(fleet, shard))
@@ -288,7 +288,7 @@ func (r *Provisioner) applyRedis(ctx context.Context, fleet *v1alpha1.LimiterFle
 
 // redisSpec turns the fleet and its pods into the engine's Spec, without
 // the password.
-func (r *Provisioner) redisSpec(ctx context.Context, fleet *v1alpha1.LimiterFleet, shards int) (rediscluster.Spec, error) {
+func (r *Provisioner) redisSpec(ctx context.Context, fleet *v1beta1.LimiterFleet, shards int) (rediscluster.Spec, error) {
 	spec := rediscluster.Spec{
 		Shards:           shards,
 		ReplicasPerShard: int(fleet.Spec.EffectiveReplicasPerShard()),
@@ -307,7 +307,7 @@ func (r *Provisioner) redisSpec(ctx context.Context, fleet *v1alpha1.LimiterFlee
 // from its name, the address from status.podIP, and whether it is being
 // deleted (a terminating master hands its slots over). Pods of other
 // shards and pods whose name is not their StatefulSet's are left out.
-func redisMembers(fleet *v1alpha1.LimiterFleet, pods []corev1.Pod, shards int) []rediscluster.Member {
+func redisMembers(fleet *v1beta1.LimiterFleet, pods []corev1.Pod, shards int) []rediscluster.Member {
 	var out []rediscluster.Member
 	for i := range pods {
 		pod := &pods[i]
@@ -328,11 +328,11 @@ func redisMembers(fleet *v1alpha1.LimiterFleet, pods []corev1.Pod, shards int) [
 	return out
 }
 
-// redisPassword reads the limiters' password from spec.redis.auth's
+// redisPassword reads the limiters' password from spec.store.cluster.auth's
 // Secret, through the API reader: the operator reads Secrets by name and
 // caches none. Its errors are errRedisAuth.
-func (r *Provisioner) redisPassword(ctx context.Context, fleet *v1alpha1.LimiterFleet) (string, error) {
-	auth := fleet.Spec.Redis.Auth
+func (r *Provisioner) redisPassword(ctx context.Context, fleet *v1beta1.LimiterFleet) (string, error) {
+	auth := fleet.Spec.RedisAuth()
 	if auth == nil {
 		return "", nil
 	}
@@ -340,21 +340,21 @@ func (r *Provisioner) redisPassword(ctx context.Context, fleet *v1alpha1.Limiter
 	err := r.secretReader().Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: auth.SecretName}, secret)
 	switch {
 	case apierrors.IsNotFound(err):
-		return "", errRedisAuth{fmt.Errorf("spec.redis.auth: Secret %s/%s not found", fleet.Namespace, auth.SecretName)}
+		return "", errRedisAuth{fmt.Errorf("spec.store.cluster.auth: Secret %s/%s not found", fleet.Namespace, auth.SecretName)}
 	case apierrors.IsForbidden(err):
-		return "", errRedisAuth{fmt.Errorf("spec.redis.auth: the operator may not read Secret %s/%s: grant its ServiceAccount get on that Secret",
+		return "", errRedisAuth{fmt.Errorf("spec.store.cluster.auth: the operator may not read Secret %s/%s: grant its ServiceAccount get on that Secret",
 			fleet.Namespace, auth.SecretName)}
 	case err != nil:
-		return "", errRedisAuth{fmt.Errorf("spec.redis.auth: reading Secret %s/%s: %w", fleet.Namespace, auth.SecretName, err)}
+		return "", errRedisAuth{fmt.Errorf("spec.store.cluster.auth: reading Secret %s/%s: %w", fleet.Namespace, auth.SecretName, err)}
 	}
 	pw, ok := secret.Data[fleet.Spec.EffectiveAuthKey()]
 	if !ok || len(pw) == 0 {
-		return "", errRedisAuth{fmt.Errorf("spec.redis.auth: Secret %s/%s has no key %q", fleet.Namespace, auth.SecretName, fleet.Spec.EffectiveAuthKey())}
+		return "", errRedisAuth{fmt.Errorf("spec.store.cluster.auth: Secret %s/%s has no key %q", fleet.Namespace, auth.SecretName, fleet.Spec.EffectiveAuthKey())}
 	}
 	return string(pw), nil
 }
 
-// errRedisAuth is a spec.redis.auth Secret the operator can't use.
+// errRedisAuth is a spec.store.cluster.auth Secret the operator can't use.
 type errRedisAuth struct{ error }
 
 func (e errRedisAuth) Unwrap() error { return e.error }
@@ -368,7 +368,7 @@ func (r *Provisioner) secretReader() client.Reader {
 
 // redisOptions are the engine's options for one fleet: its tracker of dead
 // masters, kept across passes, and the dialer when one is set.
-func (r *Provisioner) redisOptions(fleet *v1alpha1.LimiterFleet) []rediscluster.Option {
+func (r *Provisioner) redisOptions(fleet *v1beta1.LimiterFleet) []rediscluster.Option {
 	t := r.trackers.of(client.ObjectKeyFromObject(fleet))
 	opts := []rediscluster.Option{rediscluster.WithTracker(t), rediscluster.WithMigrationBudget(redisMigrationBudget)}
 	if r.RedisDialer != nil {
@@ -378,7 +378,7 @@ func (r *Provisioner) redisOptions(fleet *v1alpha1.LimiterFleet) []rediscluster.
 }
 
 // recordRedisActions records the pass's mutating commands as one Event.
-func (r *Provisioner) recordRedisActions(ctx context.Context, fleet *v1alpha1.LimiterFleet, actions []string) {
+func (r *Provisioner) recordRedisActions(ctx context.Context, fleet *v1beta1.LimiterFleet, actions []string) {
 	if len(actions) == 0 {
 		return
 	}

@@ -10,12 +10,12 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
 )
 
 // migrationFromStatus is the engine's view of status.redis.migration.
-func migrationFromStatus(st *v1alpha1.RedisStatus) *rediscluster.Migration {
+func migrationFromStatus(st *v1beta1.RedisStatus) *rediscluster.Migration {
 	if st == nil || st.Migration == nil {
 		return nil
 	}
@@ -27,13 +27,13 @@ func migrationFromStatus(st *v1alpha1.RedisStatus) *rediscluster.Migration {
 }
 
 // migrationToStatus is the engine's migration as status.redis.migration.
-func migrationToStatus(m *rediscluster.Migration) *v1alpha1.RedisMigration {
+func migrationToStatus(m *rediscluster.Migration) *v1beta1.RedisMigration {
 	if m == nil || len(m.Moves) == 0 {
 		return nil
 	}
-	out := &v1alpha1.RedisMigration{}
+	out := &v1beta1.RedisMigration{}
 	for _, mv := range m.Moves {
-		out.Moves = append(out.Moves, v1alpha1.RedisSlotMove{First: int32(mv.First), Last: int32(mv.Last), FromShard: int32(mv.FromShard), ToShard: int32(mv.ToShard)})
+		out.Moves = append(out.Moves, v1beta1.RedisSlotMove{First: int32(mv.First), Last: int32(mv.Last), FromShard: int32(mv.FromShard), ToShard: int32(mv.ToShard)})
 	}
 	return out
 }
@@ -46,14 +46,14 @@ const maxRedisActions = 10
 // the status before the pass: only its lastActions carry over (they are
 // history, not observation), and its migration when the pass did not run;
 // RecordDataLoss carries the data loss.
-func Status(prev *v1alpha1.RedisStatus, rs *Scope) (*v1alpha1.RedisStatus, metav1.ConditionStatus, string, string) {
-	st := &v1alpha1.RedisStatus{}
+func Status(prev *v1beta1.RedisStatus, rs *Scope) (*v1beta1.RedisStatus, metav1.ConditionStatus, string, string) {
+	st := &v1beta1.RedisStatus{}
 	if prev != nil {
 		st.LastActions = prev.LastActions
 		st.Migration = prev.Migration
 	}
 	if rs == nil {
-		return st, metav1.ConditionFalse, v1alpha1.WaitingForNodesReason, "the operator has not reached the Redis Cluster yet"
+		return st, metav1.ConditionFalse, v1beta1.WaitingForNodesReason, "the operator has not reached the Redis Cluster yet"
 	}
 	res := rs.Result
 	obs := res.Status
@@ -66,7 +66,7 @@ func Status(prev *v1alpha1.RedisStatus, rs *Scope) (*v1alpha1.RedisStatus, metav
 		st.Migration = migrationToStatus(res.Migration)
 	}
 	for _, a := range res.Actions {
-		st.LastActions = append(st.LastActions, v1alpha1.RedisAction{Time: metav1.NewTime(rs.Now), Action: truncate(a, 512)})
+		st.LastActions = append(st.LastActions, v1beta1.RedisAction{Time: metav1.NewTime(rs.Now), Action: truncate(a, 512)})
 	}
 	if n := len(st.LastActions); n > maxRedisActions {
 		st.LastActions = st.LastActions[n-maxRedisActions:]
@@ -86,27 +86,27 @@ func Status(prev *v1alpha1.RedisStatus, rs *Scope) (*v1alpha1.RedisStatus, metav
 	}
 	if rs.Err != nil {
 		reason := redisErrorReason(rs)
-		if reason == v1alpha1.NodeUnreachableReason && failedOver(obs) {
-			reason = v1alpha1.FailedOverReason
+		if reason == v1beta1.NodeUnreachableReason && failedOver(obs) {
+			reason = v1beta1.FailedOverReason
 		}
 		return st, metav1.ConditionFalse, reason, truncate(lost+rs.Err.Error()+"; "+summary, 32768)
 	}
 	summary = lost + summary
 	switch {
 	case clusterOK(rs) && memoryNearLimit(obs) != "":
-		return st, metav1.ConditionFalse, v1alpha1.MemoryNearLimitReason, memoryNearLimit(obs) + "; " + summary
+		return st, metav1.ConditionFalse, v1beta1.MemoryNearLimitReason, memoryNearLimit(obs) + "; " + summary
 	case clusterOK(rs):
-		return st, metav1.ConditionTrue, v1alpha1.ClusterOKReason, summary
+		return st, metav1.ConditionTrue, v1beta1.ClusterOKReason, summary
 	case obs.Operation == rediscluster.OperationWaiting:
-		return st, metav1.ConditionFalse, v1alpha1.WaitingForNodesReason, summary
+		return st, metav1.ConditionFalse, v1beta1.WaitingForNodesReason, summary
 	case obs.Operation == rediscluster.OperationBootstrap:
-		return st, metav1.ConditionFalse, v1alpha1.BootstrappingReason, summary
+		return st, metav1.ConditionFalse, v1beta1.BootstrappingReason, summary
 	case obs.Operation == rediscluster.OperationHealing:
-		return st, metav1.ConditionFalse, v1alpha1.HealingReason, summary
+		return st, metav1.ConditionFalse, v1beta1.HealingReason, summary
 	case obs.Operation == rediscluster.OperationMigrating:
-		return st, metav1.ConditionFalse, v1alpha1.MigratingSlotsReason, summary
+		return st, metav1.ConditionFalse, v1beta1.MigratingSlotsReason, summary
 	default:
-		return st, metav1.ConditionFalse, v1alpha1.DegradedReason, summary
+		return st, metav1.ConditionFalse, v1beta1.DegradedReason, summary
 	}
 }
 
@@ -117,33 +117,33 @@ func redisErrorReason(rs *Scope) string {
 	}
 	var scaleIn *rediscluster.ScaleInError
 	if errors.As(rs.Err, &scaleIn) {
-		return v1alpha1.ScaleInRejectedReason
+		return v1beta1.ScaleInRejectedReason
 	}
 	var nodeErr *rediscluster.NodeError
 	if errors.As(rs.Err, &nodeErr) {
 		return nodeErrorReason(nodeErr)
 	}
-	return v1alpha1.DegradedReason
+	return v1beta1.DegradedReason
 }
 
 // nodeErrorReason maps the engine's reason for a node to a condition reason.
 func nodeErrorReason(e *rediscluster.NodeError) string {
 	switch e.Reason {
 	case rediscluster.ReasonAuthFailed:
-		return v1alpha1.AuthFailedReason
+		return v1beta1.AuthFailedReason
 	case rediscluster.ReasonGarbage, rediscluster.ReasonNotClusterNode:
-		return v1alpha1.InvalidReplyReason
+		return v1beta1.InvalidReplyReason
 	case rediscluster.ReasonDuplicateID:
-		return v1alpha1.DuplicateNodeIDReason
+		return v1beta1.DuplicateNodeIDReason
 	default:
-		return v1alpha1.NodeUnreachableReason
+		return v1beta1.NodeUnreachableReason
 	}
 }
 
-func nodeStatuses(in []rediscluster.NodeStatus) []v1alpha1.RedisNodeStatus {
-	var out []v1alpha1.RedisNodeStatus
+func nodeStatuses(in []rediscluster.NodeStatus) []v1beta1.RedisNodeStatus {
+	var out []v1beta1.RedisNodeStatus
 	for _, n := range in {
-		out = append(out, v1alpha1.RedisNodeStatus{
+		out = append(out, v1beta1.RedisNodeStatus{
 			Pod: n.Pod, Shard: int32(n.Shard), NodeID: n.NodeID, Address: n.Addr, Link: n.Link, Slots: int32(n.Slots),
 			UsedMemoryBytes: n.UsedMemory, MaxMemoryBytes: n.MaxMemory,
 		})
@@ -170,7 +170,7 @@ func memoryNearLimit(obs rediscluster.Status) string {
 		return ""
 	}
 	return strings.Join(near, ", ") + ": at maxmemory a node evicts the counters least recently used (allkeys-lru), so their limits restart early; " +
-		"raise spec.redis.resources.limits.memory (or spec.redis.maxMemory) or spec.redis.shards"
+		"raise spec.store.cluster.resources.limits.memory (or spec.store.cluster.maxMemory) or spec.store.cluster.shards"
 }
 
 // binaryBytes writes n bytes in Ki, Mi or Gi with one decimal, as "7.5Mi".
@@ -187,7 +187,7 @@ func binaryBytes(n int64) string {
 }
 
 // recordRedisMemory exports each node's used memory and maxmemory.
-func recordRedisMemory(fleet *v1alpha1.LimiterFleet, obs rediscluster.Status) {
+func recordRedisMemory(fleet *v1beta1.LimiterFleet, obs rediscluster.Status) {
 	l := fleet.Namespace + "/" + fleet.Name
 	redisUsedMemory.DeletePartialMatch(map[string]string{"fleet": l})
 	redisMaxMemory.DeletePartialMatch(map[string]string{"fleet": l})

@@ -8,7 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
 )
 
@@ -24,7 +24,7 @@ func TestRedisReadyTellsTheFailover(t *testing.T) {
 	waiting := &Scope{Now: heard.Add(1500 * time.Millisecond), Err: unreachable, Result: rediscluster.Result{Status: rediscluster.Status{
 		ClusterState: "fail", SlotsAssigned: rediscluster.SlotCount, Lost: []rediscluster.LostPrimary{lost}}}}
 	_, status, reason, msg := Status(nil, waiting)
-	if status != metav1.ConditionFalse || reason != v1alpha1.NodeUnreachableReason ||
+	if status != metav1.ConditionFalse || reason != v1beta1.NodeUnreachableReason ||
 		!strings.HasPrefix(msg, "shard 1: primary f-redis-1-0 lost (last heard from at 01:02:03.400Z, 1.5s ago), no replica serves its slots yet; ") {
 		t.Errorf("waiting for the failover: %s %s %q", status, reason, msg)
 	}
@@ -34,7 +34,7 @@ func TestRedisReadyTellsTheFailover(t *testing.T) {
 		ClusterState: "ok", SlotsAssigned: rediscluster.SlotCount, Lost: []rediscluster.LostPrimary{lost}}}}
 	_, status, reason, msg = Status(nil, served)
 	want := "shard 1: primary f-redis-1-0 lost (last heard from at 01:02:03.400Z), f-redis-1-1 serves its slots (seen at 01:02:05.600Z, 2.2s after), after the operator's CLUSTER FAILOVER TAKEOVER; "
-	if status != metav1.ConditionFalse || reason != v1alpha1.FailedOverReason || !strings.HasPrefix(msg, want) || !strings.Contains(msg, "i/o timeout") {
+	if status != metav1.ConditionFalse || reason != v1beta1.FailedOverReason || !strings.HasPrefix(msg, want) || !strings.Contains(msg, "i/o timeout") {
 		t.Errorf("failed over: %s %s %q, want FailedOver and a message starting %q", status, reason, msg, want)
 	}
 

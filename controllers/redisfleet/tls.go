@@ -41,13 +41,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
 // redisCertDNSNames are the names a node certificate carries: the
 // Service's and every pod's, short and with cluster.local.
-func redisCertDNSNames(fleet *v1alpha1.LimiterFleet) []string {
+func redisCertDNSNames(fleet *v1beta1.LimiterFleet) []string {
 	svc := resources.RedisTLSServerName(fleet)
 	return []string{svc, "*." + svc, svc + ".cluster.local", "*." + svc + ".cluster.local"}
 }
@@ -60,7 +60,7 @@ type RedisCA struct {
 }
 
 // NewRedisCA creates a self-signed CA valid from now for RedisCAValidity.
-func NewRedisCA(fleet *v1alpha1.LimiterFleet, now time.Time) (*RedisCA, []byte, error) {
+func NewRedisCA(fleet *v1beta1.LimiterFleet, now time.Time) (*RedisCA, []byte, error) {
 	return NewCA(fmt.Sprintf("sluice Redis CA %s/%s", fleet.Namespace, fleet.Name), now)
 }
 
@@ -124,7 +124,7 @@ func ParseRedisCA(certPEM, keyPEM []byte) (*RedisCA, error) {
 
 // IssueRedisCert issues a node certificate for the fleet, valid from now
 // for RedisCertValidity, and returns it and its key, PEM.
-func IssueRedisCert(fleet *v1alpha1.LimiterFleet, ca *RedisCA, now time.Time) (certPEM, keyPEM []byte, err error) {
+func IssueRedisCert(fleet *v1beta1.LimiterFleet, ca *RedisCA, now time.Time) (certPEM, keyPEM []byte, err error) {
 	tmpl := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: resources.RedisTLSServerName(fleet)},
 		DNSNames:    redisCertDNSNames(fleet),
@@ -139,7 +139,7 @@ func IssueRedisCert(fleet *v1alpha1.LimiterFleet, ca *RedisCA, now time.Time) (c
 // RedisCertCurrent says why the node certificate in certPEM must be
 // replaced at now, or "" when it is current: signed by ca, for the
 // fleet's names, and more than RedisCertRenewBefore from expiry.
-func RedisCertCurrent(fleet *v1alpha1.LimiterFleet, ca *RedisCA, certPEM []byte, now time.Time) string {
+func RedisCertCurrent(fleet *v1beta1.LimiterFleet, ca *RedisCA, certPEM []byte, now time.Time) string {
 	cert, err := ParseCert(certPEM)
 	switch {
 	case err != nil:
@@ -200,7 +200,7 @@ func RedisTLSHash(secret *corev1.Secret) string {
 
 // RedisClientTLS is the tls.Config that verifies the fleet's nodes with
 // the CA certificate in the TLS Secret.
-func RedisClientTLS(fleet *v1alpha1.LimiterFleet, secret *corev1.Secret) (*tls.Config, error) {
+func RedisClientTLS(fleet *v1beta1.LimiterFleet, secret *corev1.Secret) (*tls.Config, error) {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(secret.Data[resources.RedisTLSCAKey]) {
 		return nil, fmt.Errorf("Secret %s/%s: no PEM certificate in %s", secret.Namespace, secret.Name, resources.RedisTLSCAKey)
@@ -212,7 +212,7 @@ func RedisClientTLS(fleet *v1alpha1.LimiterFleet, secret *corev1.Secret) (*tls.C
 // exist and are current, and returns the TLS Secret (nil without TLS).
 // Errors about a CA the operator can't use are errRedisAuth; a Secret in
 // the way, errSecretNotOwned.
-func (r *Provisioner) reconcileRedisTLS(ctx context.Context, fleet *v1alpha1.LimiterFleet, now time.Time) (*corev1.Secret, error) {
+func (r *Provisioner) reconcileRedisTLS(ctx context.Context, fleet *v1beta1.LimiterFleet, now time.Time) (*corev1.Secret, error) {
 	if !resources.RedisTLSEnabled(fleet) {
 		return nil, nil
 	}
@@ -242,21 +242,21 @@ func (r *Provisioner) reconcileRedisTLS(ctx context.Context, fleet *v1alpha1.Lim
 	return r.WriteSecret(ctx, fleet, existing, resources.BuildRedisSecret(fleet, resources.RedisTLSSecretName(fleet), corev1.SecretTypeTLS, data))
 }
 
-// redisCA reads spec.redis.tls.caSecretName's CA, or the fleet's own,
+// redisCA reads spec.store.cluster.tls.caSecretName's CA, or the fleet's own,
 // which it creates when missing.
-func (r *Provisioner) redisCA(ctx context.Context, fleet *v1alpha1.LimiterFleet, now time.Time) (*RedisCA, error) {
-	if name := fleet.Spec.Redis.TLS.CASecretName; name != nil {
+func (r *Provisioner) redisCA(ctx context.Context, fleet *v1beta1.LimiterFleet, now time.Time) (*RedisCA, error) {
+	if name := fleet.Spec.Store.Cluster.TLS.CASecretName; name != nil {
 		secret := &corev1.Secret{}
 		err := r.secretReader().Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: *name}, secret)
 		switch {
 		case apierrors.IsNotFound(err):
-			return nil, errRedisAuth{fmt.Errorf("spec.redis.tls.caSecretName: Secret %s/%s not found", fleet.Namespace, *name)}
+			return nil, errRedisAuth{fmt.Errorf("spec.store.cluster.tls.caSecretName: Secret %s/%s not found", fleet.Namespace, *name)}
 		case err != nil:
-			return nil, errRedisAuth{fmt.Errorf("spec.redis.tls.caSecretName: reading Secret %s/%s: %w", fleet.Namespace, *name, err)}
+			return nil, errRedisAuth{fmt.Errorf("spec.store.cluster.tls.caSecretName: reading Secret %s/%s: %w", fleet.Namespace, *name, err)}
 		}
 		ca, err := ParseRedisCA(secret.Data[resources.RedisTLSCertKey], secret.Data[resources.RedisTLSKeyKey])
 		if err != nil {
-			return nil, errRedisAuth{fmt.Errorf("spec.redis.tls.caSecretName: Secret %s/%s: %w", fleet.Namespace, *name, err)}
+			return nil, errRedisAuth{fmt.Errorf("spec.store.cluster.tls.caSecretName: Secret %s/%s: %w", fleet.Namespace, *name, err)}
 		}
 		return ca, nil
 	}
@@ -281,7 +281,7 @@ func (r *Provisioner) redisCA(ctx context.Context, fleet *v1alpha1.LimiterFleet,
 
 // OwnedSecret reads the fleet's Secret name: nil when there is none, and
 // errSecretNotOwned when the fleet does not control it.
-func (r *Provisioner) OwnedSecret(ctx context.Context, fleet *v1alpha1.LimiterFleet, name string) (*corev1.Secret, error) {
+func (r *Provisioner) OwnedSecret(ctx context.Context, fleet *v1beta1.LimiterFleet, name string) (*corev1.Secret, error) {
 	secret := &corev1.Secret{}
 	key := client.ObjectKey{Namespace: fleet.Namespace, Name: name}
 	err := r.secretReader().Get(ctx, key, secret)
@@ -299,7 +299,7 @@ func (r *Provisioner) OwnedSecret(ctx context.Context, fleet *v1alpha1.LimiterFl
 // WriteSecret creates desired, controlled by the fleet, or updates
 // existing to its data and labels when they differ, and returns what is
 // stored.
-func (r *Provisioner) WriteSecret(ctx context.Context, fleet *v1alpha1.LimiterFleet, existing, desired *corev1.Secret) (*corev1.Secret, error) {
+func (r *Provisioner) WriteSecret(ctx context.Context, fleet *v1beta1.LimiterFleet, existing, desired *corev1.Secret) (*corev1.Secret, error) {
 	key := client.ObjectKeyFromObject(desired)
 	if existing == nil {
 		if err := controllerutil.SetControllerReference(fleet, desired, r.Scheme); err != nil {

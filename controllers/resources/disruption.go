@@ -9,7 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 // A limiter pod that is told to stop (SIGTERM) first fails readiness and
@@ -32,7 +32,7 @@ const (
 // of them evicted at a time. It allows an eviction even with one replica,
 // and of pods that are not ready (AlwaysAllow), so that a node drain never
 // waits on a fleet that can't get healthy.
-func BuildLimiterPDB(fleet *v1alpha1.LimiterFleet) *policyv1.PodDisruptionBudget {
+func BuildLimiterPDB(fleet *v1beta1.LimiterFleet) *policyv1.PodDisruptionBudget {
 	return &policyv1.PodDisruptionBudget{
 		TypeMeta:   metav1.TypeMeta{APIVersion: policyv1.SchemeGroupVersion.String(), Kind: "PodDisruptionBudget"},
 		ObjectMeta: limiterMeta(fleet, LimiterName(fleet)),

@@ -26,12 +26,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/sluice-dev/sluice/api/convert"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 const resDefaultImage = "ghcr.io/sluice-dev/sluice-limiter:test"
 
-func resFleet(namespace, name string, mutate ...func(*v1alpha1.LimiterFleet)) *v1alpha1.LimiterFleet {
+func resFleet(namespace, name string, mutate ...func(*v1alpha1.LimiterFleet)) *v1beta1.LimiterFleet {
 	f := &v1alpha1.LimiterFleet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "LimiterFleet"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: "7b1f6c1e-0000-4000-8000-000000000001", Generation: 4},
@@ -39,7 +41,11 @@ func resFleet(namespace, name string, mutate ...func(*v1alpha1.LimiterFleet)) *v
 	for _, m := range mutate {
 		m(f)
 	}
-	return f
+	b, err := convert.Fleet(f)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 func resExternal(cluster *bool, addrs ...string) func(*v1alpha1.LimiterFleet) {
@@ -58,8 +64,8 @@ func resCluster(mutate ...func(*v1alpha1.LimiterFleet)) func(*v1alpha1.LimiterFl
 }
 
 // resFleets are fleets that exercise every branch of the builders.
-func resFleets() []*v1alpha1.LimiterFleet {
-	return []*v1alpha1.LimiterFleet{
+func resFleets() []*v1beta1.LimiterFleet {
+	return []*v1beta1.LimiterFleet{
 		resFleet("sluice-system", "default"),
 		resFleet("team-a", strings.Repeat("f", v1alpha1.MaxFleetNameLength), func(f *v1alpha1.LimiterFleet) {
 			f.Spec.Replicas = ptr.To[int32](5)

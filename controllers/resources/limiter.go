@@ -41,7 +41,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
 
@@ -99,19 +99,19 @@ const (
 
 // SnapshotConfigMapName is the name of the fleet's snapshot ConfigMap,
 // "<fleet>-snapshot".
-func SnapshotConfigMapName(fleet *v1alpha1.LimiterFleet) string {
+func SnapshotConfigMapName(fleet *v1beta1.LimiterFleet) string {
 	return fleet.Name + "-snapshot"
 }
 
 // LimiterName is the name of the fleet's limiter Deployment, Service,
 // ServiceAccount, Role and RoleBinding, "<fleet>-limiter".
-func LimiterName(fleet *v1alpha1.LimiterFleet) string {
+func LimiterName(fleet *v1beta1.LimiterFleet) string {
 	return fleet.Name + "-limiter"
 }
 
 // LimiterSelectorLabels select the fleet's limiter pods. They never change
 // for a fleet, since a Deployment's selector is immutable.
-func LimiterSelectorLabels(fleet *v1alpha1.LimiterFleet) map[string]string {
+func LimiterSelectorLabels(fleet *v1beta1.LimiterFleet) map[string]string {
 	return map[string]string{
 		LabelName:     LimiterAppName,
 		LabelInstance: fleet.Name,
@@ -120,7 +120,7 @@ func LimiterSelectorLabels(fleet *v1alpha1.LimiterFleet) map[string]string {
 
 // LimiterLabels are the labels of every limiter object of the fleet: the
 // selector labels plus component, part-of and managed-by.
-func LimiterLabels(fleet *v1alpha1.LimiterFleet) map[string]string {
+func LimiterLabels(fleet *v1beta1.LimiterFleet) map[string]string {
 	l := LimiterSelectorLabels(fleet)
 	l[LabelComponent] = LimiterComponent
 	l[LabelPartOf] = PartOf
@@ -128,7 +128,7 @@ func LimiterLabels(fleet *v1alpha1.LimiterFleet) map[string]string {
 	return l
 }
 
-func limiterMeta(fleet *v1alpha1.LimiterFleet, name string) metav1.ObjectMeta {
+func limiterMeta(fleet *v1beta1.LimiterFleet, name string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: name, Namespace: fleet.Namespace, Labels: LimiterLabels(fleet)}
 }
 
@@ -138,7 +138,7 @@ func limiterMeta(fleet *v1alpha1.LimiterFleet, name string) metav1.ObjectMeta {
 // data[config.DocumentKey]; a larger one is gzip-compressed into
 // binaryData[config.DocumentGzipKey], never truncated. The compression is
 // deterministic: equal documents give equal bytes.
-func BuildSnapshotConfigMap(fleet *v1alpha1.LimiterFleet, document []byte, version string) *corev1.ConfigMap {
+func BuildSnapshotConfigMap(fleet *v1beta1.LimiterFleet, document []byte, version string) *corev1.ConfigMap {
 	cm := &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: limiterMeta(fleet, SnapshotConfigMapName(fleet)),
@@ -168,7 +168,7 @@ func gzipDeterministic(data []byte) []byte {
 }
 
 // BuildLimiterServiceAccount builds the limiter pods' ServiceAccount.
-func BuildLimiterServiceAccount(fleet *v1alpha1.LimiterFleet) *corev1.ServiceAccount {
+func BuildLimiterServiceAccount(fleet *v1beta1.LimiterFleet) *corev1.ServiceAccount {
 	return &corev1.ServiceAccount{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
 		ObjectMeta: limiterMeta(fleet, LimiterName(fleet)),
@@ -179,7 +179,7 @@ func BuildLimiterServiceAccount(fleet *v1alpha1.LimiterFleet) *corev1.ServiceAcc
 // fleet's snapshot ConfigMap, and nothing else. (List and watch honour
 // resourceNames when the request selects the object by metadata.name, as an
 // informer on one name does.)
-func BuildLimiterRole(fleet *v1alpha1.LimiterFleet) *rbacv1.Role {
+func BuildLimiterRole(fleet *v1beta1.LimiterFleet) *rbacv1.Role {
 	return &rbacv1.Role{
 		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "Role"},
 		ObjectMeta: limiterMeta(fleet, LimiterName(fleet)),
@@ -194,7 +194,7 @@ func BuildLimiterRole(fleet *v1alpha1.LimiterFleet) *rbacv1.Role {
 
 // BuildLimiterRoleBinding binds the limiter Role to the limiter
 // ServiceAccount.
-func BuildLimiterRoleBinding(fleet *v1alpha1.LimiterFleet) *rbacv1.RoleBinding {
+func BuildLimiterRoleBinding(fleet *v1beta1.LimiterFleet) *rbacv1.RoleBinding {
 	return &rbacv1.RoleBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "RoleBinding"},
 		ObjectMeta: limiterMeta(fleet, LimiterName(fleet)),
@@ -217,7 +217,7 @@ func BuildLimiterRoleBinding(fleet *v1alpha1.LimiterFleet) *rbacv1.RoleBinding {
 // cluster-scoped object can't be owned by a namespaced fleet: the operator
 // rebuilds it from the fleets that exist, so a deleted fleet's account
 // leaves it. Fleets being deleted are left out; subjects are sorted.
-func BuildLimiterAuthDelegation(fleets []v1alpha1.LimiterFleet) *rbacv1.ClusterRoleBinding {
+func BuildLimiterAuthDelegation(fleets []v1beta1.LimiterFleet) *rbacv1.ClusterRoleBinding {
 	subjects := []rbacv1.Subject{}
 	for i := range fleets {
 		f := &fleets[i]
@@ -242,7 +242,7 @@ func BuildLimiterAuthDelegation(fleets []v1alpha1.LimiterFleet) *rbacv1.ClusterR
 // (Envoy RLS v3) on 8081 and HTTP on 8080, the data plane; the admin plane
 // on 8082. Its EndpointSlices tell the operator which pods are ready and
 // where their admin plane is.
-func BuildLimiterService(fleet *v1alpha1.LimiterFleet) *corev1.Service {
+func BuildLimiterService(fleet *v1beta1.LimiterFleet) *corev1.Service {
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: limiterMeta(fleet, LimiterName(fleet)),
@@ -257,7 +257,7 @@ func BuildLimiterService(fleet *v1alpha1.LimiterFleet) *corev1.Service {
 // LimiterHeadlessName is the name of the headless Service over the limiter
 // pods, "<fleet>-limiter-headless" (at most 63 characters: fleet names have
 // at most 46).
-func LimiterHeadlessName(fleet *v1alpha1.LimiterFleet) string {
+func LimiterHeadlessName(fleet *v1beta1.LimiterFleet) string {
 	return LimiterName(fleet) + "-headless"
 }
 
@@ -268,7 +268,7 @@ func LimiterHeadlessName(fleet *v1alpha1.LimiterFleet) string {
 // gRPC's round_robin over dns:///). Through the ClusterIP Service, kube-proxy
 // balances connections, not calls, and a gateway holds a few long-lived
 // HTTP/2 connections: some pods get most calls and others none.
-func BuildLimiterHeadlessService(fleet *v1alpha1.LimiterFleet) *corev1.Service {
+func BuildLimiterHeadlessService(fleet *v1beta1.LimiterFleet) *corev1.Service {
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: limiterMeta(fleet, LimiterHeadlessName(fleet)),

@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 // DefaultLimiterResources are the limiter container's resources when the
@@ -54,7 +54,7 @@ func GoMemLimitEnv(resources corev1.ResourceRequirements) []corev1.EnvVar {
 }
 
 // LimiterArgs are the limiter container's arguments.
-func LimiterArgs(fleet *v1alpha1.LimiterFleet, storeURL string) []string {
+func LimiterArgs(fleet *v1beta1.LimiterFleet, storeURL string) []string {
 	args := []string{
 		"--snapshot-configmap=" + fleet.Namespace + "/" + SnapshotConfigMapName(fleet),
 		"--store=" + storeURL,
@@ -66,13 +66,13 @@ func LimiterArgs(fleet *v1alpha1.LimiterFleet, storeURL string) []string {
 		"--log-format=json",
 	}
 	args = append(args, AdminTLSArgs()...)
-	if len(fleet.Spec.TrustedProxies) > 0 {
-		args = append(args, "--trusted-proxies="+strings.Join(fleet.Spec.TrustedProxies, ","))
+	if d := fleet.Spec.DataPlane; d != nil && len(d.TrustedProxies) > 0 {
+		args = append(args, "--trusted-proxies="+strings.Join(d.TrustedProxies, ","))
 	}
 	if _, key := limiterCA(fleet); key != "" {
 		args = append(args, "--redis-ca-file="+redisCADir+"/"+key)
 	}
-	switch t := fleet.Spec.Redis.TLS; {
+	switch t := externalTLS(fleet); {
 	case RedisTLSEnabled(fleet):
 		args = append(args, "--redis-tls-server-name="+RedisTLSServerName(fleet))
 	case t != nil && t.ServerName != nil:
@@ -89,39 +89,40 @@ func LimiterArgs(fleet *v1alpha1.LimiterFleet, storeURL string) []string {
 	return append(args, tracingArgs(fleet)...)
 }
 
-// redisCADir is where redis.tls's CA Secret is mounted in limiter pods.
+// redisCADir is where store.external.tls's CA Secret is mounted in limiter pods.
 const redisCADir = "/etc/sluice/redis-ca"
 
 // limiterEnv carries the limiters' Redis password, and its ACL user when
 // there is one, into the limiter container, which reads them instead of a
-// password in its store URL: redis.auth's for External; for Cluster, the
-// user sluice-limiter with redis.auth's password or the generated one.
-func limiterEnv(fleet *v1alpha1.LimiterFleet) []corev1.EnvVar {
+// password in its store URL: store.external.auth's for External; for Cluster, the
+// user sluice-limiter with store.cluster.auth's password or the generated one.
+func limiterEnv(fleet *v1beta1.LimiterFleet) []corev1.EnvVar {
 	env := redisPasswordEnv(fleet)
-	if auth := fleet.Spec.Redis.Auth; auth != nil && auth.UsernameKey != nil && fleet.Spec.EffectiveRedisMode() == v1alpha1.RedisExternal {
+	if e := fleet.Spec.Store.External; e != nil && e.Auth != nil && e.Auth.UsernameKey != nil && fleet.Spec.EffectiveStoreType() == v1beta1.StoreExternal {
+		auth := e.Auth
 		env = append(env, secretEnv(limiterwire.RedisUsernameEnv, auth.SecretName, *auth.UsernameKey))
 	}
 	return env
 }
 
 // limiterCA is the Secret and key of the CA certificates the limiters
-// verify Redis with: redis.tls's for External, the TLS Secret's ca.crt for
+// verify Redis with: store.external.tls's for External, the TLS Secret's ca.crt for
 // the operator's cluster with TLS; "" for the image's CAs or no TLS.
-func limiterCA(fleet *v1alpha1.LimiterFleet) (secret, key string) {
+func limiterCA(fleet *v1beta1.LimiterFleet) (secret, key string) {
 	switch {
 	case RedisTLSEnabled(fleet):
 		return RedisTLSSecretName(fleet), RedisTLSCAKey
-	case fleet.Spec.EffectiveRedisMode() != v1alpha1.RedisExternal:
+	case fleet.Spec.EffectiveStoreType() != v1beta1.StoreExternal:
 		return "", ""
 	case fleet.Spec.EffectiveCAKey() != "":
-		return *fleet.Spec.Redis.TLS.CASecretName, fleet.Spec.EffectiveCAKey()
+		return *fleet.Spec.Store.External.TLS.CASecretName, fleet.Spec.EffectiveCAKey()
 	}
 	return "", ""
 }
 
 // limiterCAVolume mounts the CA certificates of limiterCA alone (never the
 // key beside them), read-only, or nothing.
-func limiterCAVolume(fleet *v1alpha1.LimiterFleet) ([]corev1.Volume, []corev1.VolumeMount) {
+func limiterCAVolume(fleet *v1beta1.LimiterFleet) ([]corev1.Volume, []corev1.VolumeMount) {
 	secret, key := limiterCA(fleet)
 	if key == "" {
 		return nil, nil
@@ -137,12 +138,12 @@ func limiterCAVolume(fleet *v1alpha1.LimiterFleet) ([]corev1.Volume, []corev1.Vo
 
 // topDescriptorArgs turn spec.stats into the limiter's --top-descriptor*
 // flags; none while topDescriptors is 0.
-func topDescriptorArgs(st *v1alpha1.FleetStats) []string {
+func topDescriptorArgs(st *v1beta1.FleetStats) []string {
 	if st == nil || ptr.Deref(st.TopDescriptors, 0) == 0 {
 		return nil
 	}
 	args := []string{fmt.Sprintf("--top-descriptors=%d", *st.TopDescriptors)}
-	if ptr.Deref(st.DescriptorValues, v1alpha1.DescriptorValuesHash) == v1alpha1.DescriptorValuesTruncate {
+	if ptr.Deref(st.DescriptorValues, v1beta1.DescriptorValuesHash) == v1beta1.DescriptorValuesTruncate {
 		args = append(args, "--top-descriptor-values=truncate")
 		if st.TruncateTo != nil {
 			args = append(args, fmt.Sprintf("--top-descriptor-truncate=%d", *st.TruncateTo))
@@ -154,7 +155,7 @@ func topDescriptorArgs(st *v1alpha1.FleetStats) []string {
 // LimiterDeploymentOptions are what BuildLimiterDeployment needs besides
 // the fleet.
 type LimiterDeploymentOptions struct {
-	// DefaultImage is the limiter image when the fleet's spec.image is
+	// DefaultImage is the limiter image when the fleet's spec.limiters.image is
 	// unset.
 	DefaultImage string
 	// StoreURL is the limiter's --store: StoreURL's answer.
@@ -171,7 +172,7 @@ type LimiterDeploymentOptions struct {
 // Pods load policies from the snapshot ConfigMap through the API and swap
 // them in place, so nothing in the pod template depends on the snapshot: a
 // policy change never rolls the Deployment.
-func BuildLimiterDeployment(fleet *v1alpha1.LimiterFleet, opts LimiterDeploymentOptions) *appsv1.Deployment {
+func BuildLimiterDeployment(fleet *v1beta1.LimiterFleet, opts LimiterDeploymentOptions) *appsv1.Deployment {
 	var annotations map[string]string
 	if opts.RedisAuth != "" {
 		annotations = map[string]string{RedisLimiterAuthAnnotation: opts.RedisAuth}
@@ -200,7 +201,7 @@ func BuildLimiterDeployment(fleet *v1alpha1.LimiterFleet, opts LimiterDeployment
 
 // limiterPodSpec is the limiter pods' spec: one container, non-root, spread
 // over nodes and zones.
-func limiterPodSpec(fleet *v1alpha1.LimiterFleet, opts LimiterDeploymentOptions) corev1.PodSpec {
+func limiterPodSpec(fleet *v1beta1.LimiterFleet, opts LimiterDeploymentOptions) corev1.PodSpec {
 	volumes, mounts := limiterCAVolume(fleet)
 	keyVolumes, keyMounts, keyEnv := limiterTopKKey(fleet)
 	volumes, mounts = append(volumes, keyVolumes...), append(mounts, keyMounts...)
@@ -253,16 +254,16 @@ func limiterPodSpec(fleet *v1alpha1.LimiterFleet, opts LimiterDeploymentOptions)
 	}
 }
 
-// limiterContainer is the limiter container: the image is spec.image, or
+// limiterContainer is the limiter container: the image is spec.limiters.image, or
 // opts.DefaultImage when unset.
-func limiterContainer(fleet *v1alpha1.LimiterFleet, opts LimiterDeploymentOptions, mounts []corev1.VolumeMount, keyEnv []corev1.EnvVar) corev1.Container {
+func limiterContainer(fleet *v1beta1.LimiterFleet, opts LimiterDeploymentOptions, mounts []corev1.VolumeMount, keyEnv []corev1.EnvVar) corev1.Container {
 	image := opts.DefaultImage
-	if fleet.Spec.Image != nil && *fleet.Spec.Image != "" {
-		image = *fleet.Spec.Image
+	if l := fleet.Spec.Limiters; l.Image != nil && *l.Image != "" {
+		image = *l.Image
 	}
 	resources := DefaultLimiterResources()
-	if fleet.Spec.Resources != nil {
-		resources = *fleet.Spec.Resources.DeepCopy()
+	if fleet.Spec.Limiters.Resources != nil {
+		resources = *fleet.Spec.Limiters.Resources.DeepCopy()
 	}
 	probe := func(path, port string, period int32) *corev1.Probe {
 		return &corev1.Probe{
@@ -302,42 +303,53 @@ func limiterContainer(fleet *v1alpha1.LimiterFleet, opts LimiterDeploymentOption
 	}
 }
 
-// StoreURL is the limiter's --store for the fleet's redis section: "memory"
+// StoreURL is the limiter's --store for the fleet's spec.store: "memory"
 // for None; for External, redis://host:port for one server, or
 // redis-cluster://host:port,... when redis.cluster is true or, unset, when
 // there are several addresses. Cluster mode gives
-// redis-cluster://seed,... with RedisSeeds. With redis.tls the schemes are
+// redis-cluster://seed,... with RedisSeeds. With store.*.tls the schemes are
 // rediss:// and rediss-cluster://. Credentials are never in the URL: the
 // limiter reads them from the env vars that carry them from their Secret
 // (LimiterEnv).
-func StoreURL(fleet *v1alpha1.LimiterFleet) (string, error) {
+func StoreURL(fleet *v1beta1.LimiterFleet) (string, error) {
 	spec := &fleet.Spec
-	switch mode := spec.EffectiveRedisMode(); mode {
-	case v1alpha1.RedisNone:
+	switch mode := spec.EffectiveStoreType(); mode {
+	case v1beta1.StoreMemory:
 		return "memory", nil
-	case v1alpha1.RedisExternal:
-		addrs := spec.Redis.Addresses
+	case v1beta1.StoreExternal:
+		var addrs []string
+		if e := spec.Store.External; e != nil {
+			addrs = e.Addresses
+		}
 		scheme := "redis"
-		if spec.Redis.TLS != nil {
+		if externalTLS(fleet) != nil {
 			scheme = "rediss"
 		}
 		switch {
 		case len(addrs) == 0:
-			return "", errors.New("spec.redis.addresses is required when spec.redis.mode is External")
+			return "", errors.New("spec.store.external.addresses is required when spec.store.type is External")
 		case spec.RedisIsCluster():
 			return scheme + "-cluster://" + strings.Join(addrs, ","), nil
 		case len(addrs) > 1:
-			return "", errors.New("spec.redis.addresses must hold one address when spec.redis.cluster is false")
+			return "", errors.New("spec.store.external.addresses must hold one address when spec.store.external.cluster is false")
 		default:
 			return scheme + "://" + addrs[0], nil
 		}
-	case v1alpha1.RedisCluster:
+	case v1beta1.StoreCluster:
 		scheme := "redis-cluster"
 		if RedisTLSEnabled(fleet) {
 			scheme = "rediss-cluster"
 		}
 		return scheme + "://" + strings.Join(RedisSeeds(fleet), ","), nil
 	default:
-		return "", fmt.Errorf("spec.redis.mode %q: want Cluster, External or None", mode)
+		return "", fmt.Errorf("spec.store.type %q: want Cluster, External or Memory", mode)
 	}
+}
+
+// externalTLS is store.external.tls, or nil.
+func externalTLS(fleet *v1beta1.LimiterFleet) *v1beta1.ExternalTLS {
+	if e := fleet.Spec.Store.External; e != nil && fleet.Spec.EffectiveStoreType() == v1beta1.StoreExternal {
+		return e.TLS
+	}
+	return nil
 }

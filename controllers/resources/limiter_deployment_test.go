@@ -32,6 +32,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/limiter/store/redis"
 )
@@ -46,7 +47,7 @@ func TestBuildLimiterDeployment(t *testing.T) {
 	custom := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}
 	cases := []struct {
 		name          string
-		fleet         *v1alpha1.LimiterFleet
+		fleet         *v1beta1.LimiterFleet
 		storeURL      string
 		wantImage     string
 		wantReplicas  int32
@@ -317,6 +318,8 @@ func TestStoreURL(t *testing.T) {
 		want    string
 		wantErr string
 		is      error
+		// storeType, when set, replaces the converted fleet's store.type.
+		storeType v1beta1.StoreType
 	}{
 		{name: "mode unset is None", mutate: func(*v1alpha1.LimiterFleet) {}, want: "memory"},
 		{name: "None", mutate: func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.Mode = ptr.To(v1alpha1.RedisNone) }, want: "memory"},
@@ -330,7 +333,7 @@ func TestStoreURL(t *testing.T) {
 			want:   "redis-cluster://r-0:6379,r-1:6379,r-2:6379",
 		},
 		{name: "External, several seeds, cluster true", mutate: resExternal(ptr.To(true), "r-1:6379", "r-0:6379"), want: "redis-cluster://r-1:6379,r-0:6379"},
-		{name: "External without addresses", mutate: resExternal(nil), wantErr: "spec.redis.addresses is required"},
+		{name: "External without addresses", mutate: resExternal(nil), wantErr: "spec.store.external.addresses is required"},
 		{name: "External, several addresses, cluster false", mutate: resExternal(ptr.To(false), "a:1", "b:1"), wantErr: "must hold one address"},
 		{
 			name:   "Cluster: every ordinal of the first three shards by DNS name (a replica each by default), ordinal 0 first",
@@ -377,11 +380,15 @@ func TestStoreURL(t *testing.T) {
 			},
 			want: "rediss-cluster://r-0:6380,r-1:6380",
 		},
-		{name: "unknown mode", mutate: func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.Mode = ptr.To(v1alpha1.RedisMode("Sentinel")) }, wantErr: `"Sentinel"`},
+		{name: "unknown store type", mutate: func(*v1alpha1.LimiterFleet) {}, storeType: "Sentinel", wantErr: `"Sentinel"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := resources.StoreURL(resFleet("ns", "f", tc.mutate))
+			fleet := resFleet("ns", "f", tc.mutate)
+			if tc.storeType != "" {
+				fleet.Spec.Store.Type = tc.storeType
+			}
+			got, err := resources.StoreURL(fleet)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("StoreURL = %q, %v; want an error containing %q", got, err, tc.wantErr)
@@ -402,15 +409,20 @@ func TestStoreURL(t *testing.T) {
 				t.Fatalf("the limiter rejects --store=%s: %v", got, err)
 			}
 			f := resFleet("ns", "f", tc.mutate)
-			wantCluster, wantAddrs := f.Spec.RedisIsCluster(), f.Spec.Redis.Addresses
-			if f.Spec.EffectiveRedisMode() == v1alpha1.RedisCluster {
+			var wantAddrs []string
+			if e := f.Spec.Store.External; e != nil {
+				wantAddrs = e.Addresses
+			}
+			wantCluster := f.Spec.RedisIsCluster()
+			if f.Spec.EffectiveStoreType() == v1beta1.StoreCluster {
 				wantCluster, wantAddrs = true, resources.RedisSeeds(f)
 			}
 			if opts.Password != "" || opts.Username != "" {
 				t.Errorf("credentials in --store=%s", got)
 			}
-			if (opts.TLS != nil) != (f.Spec.Redis.TLS != nil) {
-				t.Errorf("--store=%s: TLS %v, want %v", got, opts.TLS != nil, f.Spec.Redis.TLS != nil)
+			wantTLS := resources.RedisTLSEnabled(f) || (f.Spec.Store.External != nil && f.Spec.Store.External.TLS != nil)
+			if (opts.TLS != nil) != wantTLS {
+				t.Errorf("--store=%s: TLS %v, want %v", got, opts.TLS != nil, wantTLS)
 			}
 			if opts.Cluster != wantCluster || !slices.Equal(opts.Addrs, wantAddrs) {
 				t.Errorf("the limiter reads --store=%s as cluster=%v addrs=%v", got, opts.Cluster, opts.Addrs)

@@ -41,6 +41,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/internal/policytest"
 	"github.com/sluice-dev/sluice/limiter/config"
@@ -48,7 +49,7 @@ import (
 )
 
 // resBuildAll builds every object of fleet, with document as its snapshot.
-func resBuildAll(t *testing.T, fleet *v1alpha1.LimiterFleet, document []byte) []client.Object {
+func resBuildAll(t *testing.T, fleet *v1beta1.LimiterFleet, document []byte) []client.Object {
 	t.Helper()
 	storeURL, err := resources.StoreURL(fleet)
 	if err != nil {
@@ -234,7 +235,7 @@ func TestBuildLimiterRBAC(t *testing.T) {
 func TestBuildLimiterAuthDelegation(t *testing.T) {
 	gone := resFleet("a", "gone")
 	gone.DeletionTimestamp = ptr.To(metav1.Now())
-	crb := resources.BuildLimiterAuthDelegation([]v1alpha1.LimiterFleet{
+	crb := resources.BuildLimiterAuthDelegation([]v1beta1.LimiterFleet{
 		*resFleet("shop", "edge"), *gone, *resFleet("payments", "default"), *resFleet("payments", "batch")})
 	want := []rbacv1.Subject{
 		{Kind: "ServiceAccount", Namespace: "payments", Name: "batch-limiter"},

@@ -4,10 +4,9 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
-
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
 
 // Tracing: spec.tracing becomes the limiter's --tracing and
@@ -26,7 +25,7 @@ const LimiterServiceName = "sluice-limiter"
 // tracingArgs are the limiter's tracing flags: --tracing and the sample
 // ratio, samplesPerMillion as a decimal fraction (10000 is 0.01); none
 // without spec.tracing.
-func tracingArgs(fleet *v1alpha1.LimiterFleet) []string {
+func tracingArgs(fleet *v1beta1.LimiterFleet) []string {
 	t := fleet.Spec.Tracing
 	if t == nil {
 		return nil
@@ -39,7 +38,7 @@ func tracingArgs(fleet *v1alpha1.LimiterFleet) []string {
 // service name, and the fleet as resource attributes (names the API server
 // validated as DNS labels, so they need no escaping); none without
 // spec.tracing.
-func tracingEnv(fleet *v1alpha1.LimiterFleet) []corev1.EnvVar {
+func tracingEnv(fleet *v1beta1.LimiterFleet) []corev1.EnvVar {
 	t := fleet.Spec.Tracing
 	if t == nil {
 		return nil
@@ -53,7 +52,7 @@ func tracingEnv(fleet *v1alpha1.LimiterFleet) []corev1.EnvVar {
 
 // tracingPort is the TCP port of spec.tracing.endpoint, which the schema
 // requires; 0 without spec.tracing or with an endpoint that does not parse.
-func tracingPort(fleet *v1alpha1.LimiterFleet) int {
+func tracingPort(fleet *v1beta1.LimiterFleet) int {
 	t := fleet.Spec.Tracing
 	if t == nil {
 		return 0

@@ -6,13 +6,12 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
-
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
 
 // The NetworkPolicies a fleet owns, built by pure functions like the rest
@@ -20,7 +19,7 @@ import (
 // options give the same objects. Each admits ingress to the fleet's pods
 // from named peers only:
 //
-//   - limiter pods: the data ports (gRPC and HTTP) from spec.clients (the
+//   - limiter pods: the data ports (gRPC and HTTP) from spec.dataPlane.clients (the
 //     fleet's namespace by default); the admin port from the operator and
 //     from the monitoring namespace, whose Prometheus scrapes /metrics
 //     there (the limiter authorizes each caller's token as well); with
@@ -37,10 +36,10 @@ import (
 // TCP, to any address: node-local caches have no pod labels), the API
 // server (its endpoints' IPs and ports: the limiters watch their snapshot
 // ConfigMap and review admin tokens there), and Redis: the fleet's Redis
-// pods on their client port in mode Cluster; in mode External the ports of
-// spec.redis.addresses on any address (they may be DNS names); none in
-// mode None; and, with spec.tracing, its endpoint's port on any address
-// (the collector, which is named by a host too); with spec.regions (v1beta1),
+// pods on their client port for store type Cluster; for External the ports of
+// spec.store.external.addresses on any address (they may be DNS names); none for
+// store type Memory; and, with spec.tracing, its endpoint's port on any address
+// (the collector, which is named by a host too); with spec.regions,
 // the ports of its peers' endpoints on any address (other clusters' load
 // balancers, named by hosts). Nothing else: a limiter
 // pod can't be made to call anywhere else. Without the API server's addresses the egress stays open, rather
@@ -73,10 +72,10 @@ func (o NetworkPolicyOptions) Enabled() bool { return o.OperatorNamespace != "" 
 
 // LimiterNetworkPolicyName and RedisNetworkPolicyName name a fleet's
 // NetworkPolicies.
-func LimiterNetworkPolicyName(fleet *v1alpha1.LimiterFleet) string { return LimiterName(fleet) }
+func LimiterNetworkPolicyName(fleet *v1beta1.LimiterFleet) string { return LimiterName(fleet) }
 
 // RedisNetworkPolicyName names the NetworkPolicy of the fleet's Redis pods.
-func RedisNetworkPolicyName(fleet *v1alpha1.LimiterFleet) string { return fleet.Name + "-redis" }
+func RedisNetworkPolicyName(fleet *v1beta1.LimiterFleet) string { return fleet.Name + "-redis" }
 
 // namespacePeer selects every pod of one namespace, by the label the API
 // server gives every namespace.
@@ -103,13 +102,13 @@ func copyLabels(l map[string]string) map[string]string {
 	return out
 }
 
-// clientPeers are the peers of spec.clients, or the fleet's namespace.
-func clientPeers(fleet *v1alpha1.LimiterFleet) []networkingv1.NetworkPolicyPeer {
-	if len(fleet.Spec.Clients) == 0 {
+// clientPeers are the peers of spec.dataPlane.clients, or the fleet's namespace.
+func clientPeers(fleet *v1beta1.LimiterFleet) []networkingv1.NetworkPolicyPeer {
+	if fleet.Spec.DataPlane == nil || len(fleet.Spec.DataPlane.Clients) == 0 {
 		return []networkingv1.NetworkPolicyPeer{namespacePeer(fleet.Namespace)}
 	}
-	out := make([]networkingv1.NetworkPolicyPeer, len(fleet.Spec.Clients))
-	for i, c := range fleet.Spec.Clients {
+	out := make([]networkingv1.NetworkPolicyPeer, len(fleet.Spec.DataPlane.Clients))
+	for i, c := range fleet.Spec.DataPlane.Clients {
 		out[i] = networkingv1.NetworkPolicyPeer{NamespaceSelector: c.NamespaceSelector.DeepCopy(), PodSelector: c.PodSelector.DeepCopy()}
 	}
 	return out
@@ -122,7 +121,7 @@ func tcpPort(name string) networkingv1.NetworkPolicyPort {
 // BuildLimiterNetworkPolicy builds the NetworkPolicy of the fleet's
 // limiter pods: the data ports from the fleet's clients, the admin port
 // from the operator and the monitoring namespace.
-func BuildLimiterNetworkPolicy(fleet *v1alpha1.LimiterFleet, o NetworkPolicyOptions) *networkingv1.NetworkPolicy {
+func BuildLimiterNetworkPolicy(fleet *v1beta1.LimiterFleet, o NetworkPolicyOptions) *networkingv1.NetworkPolicy {
 	admin := []networkingv1.NetworkPolicyPeer{o.operatorPeer()}
 	if o.MonitoringNamespace != "" {
 		admin = append(admin, namespacePeer(o.MonitoringNamespace))
@@ -152,7 +151,7 @@ func BuildLimiterNetworkPolicy(fleet *v1alpha1.LimiterFleet, o NetworkPolicyOpti
 
 // limiterEgress are the limiters' egress rules (see above); nil while the
 // API server's addresses are unknown.
-func limiterEgress(fleet *v1alpha1.LimiterFleet, o NetworkPolicyOptions) []networkingv1.NetworkPolicyEgressRule {
+func limiterEgress(fleet *v1beta1.LimiterFleet, o NetworkPolicyOptions) []networkingv1.NetworkPolicyEgressRule {
 	if len(o.APIServerEndpoints) == 0 {
 		return nil
 	}
@@ -188,16 +187,16 @@ func limiterEgress(fleet *v1alpha1.LimiterFleet, o NetworkPolicyOptions) []netwo
 	}
 	out = append(out, api)
 
-	switch fleet.Spec.EffectiveRedisMode() {
-	case v1alpha1.RedisCluster:
+	switch fleet.Spec.EffectiveStoreType() {
+	case v1beta1.StoreCluster:
 		out = append(out, networkingv1.NetworkPolicyEgressRule{
 			Ports: []networkingv1.NetworkPolicyPort{tcpPort(RedisPortName)},
 			To:    []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: RedisSelectorLabels(fleet)}}},
 		})
-	case v1alpha1.RedisExternal:
+	case v1beta1.StoreExternal:
 		redis := networkingv1.NetworkPolicyEgressRule{}
 		seen := map[int]bool{}
-		for _, a := range fleet.Spec.Redis.Addresses {
+		for _, a := range externalAddresses(fleet) {
 			_, portStr, err := net.SplitHostPort(a)
 			port, perr := strconv.Atoi(portStr)
 			if err != nil || perr != nil || port < 1 || port > 65535 || seen[port] {
@@ -230,7 +229,7 @@ func limiterEgress(fleet *v1alpha1.LimiterFleet, o NetworkPolicyOptions) []netwo
 
 // peerPorts are the ports of the fleet's region peers' endpoints, sorted
 // and each once: the URL's port, else 443 for https and 80 for http.
-func peerPorts(fleet *v1alpha1.LimiterFleet) []int {
+func peerPorts(fleet *v1beta1.LimiterFleet) []int {
 	r := RegionsOf(fleet)
 	if r == nil {
 		return nil
@@ -261,7 +260,7 @@ func peerPorts(fleet *v1alpha1.LimiterFleet) []int {
 // pods (mode Cluster): the client port from the fleet's limiters, the
 // operator and the fleet's Redis pods; the cluster bus from the fleet's
 // Redis pods.
-func BuildRedisNetworkPolicy(fleet *v1alpha1.LimiterFleet, o NetworkPolicyOptions) *networkingv1.NetworkPolicy {
+func BuildRedisNetworkPolicy(fleet *v1beta1.LimiterFleet, o NetworkPolicyOptions) *networkingv1.NetworkPolicy {
 	redis := networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: RedisSelectorLabels(fleet)}}
 	limiters := networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: LimiterSelectorLabels(fleet)}}
 	return &networkingv1.NetworkPolicy{
@@ -276,4 +275,12 @@ func BuildRedisNetworkPolicy(fleet *v1alpha1.LimiterFleet, o NetworkPolicyOption
 			},
 		},
 	}
+}
+
+// externalAddresses is store.external.addresses, or none.
+func externalAddresses(fleet *v1beta1.LimiterFleet) []string {
+	if e := fleet.Spec.Store.External; e != nil {
+		return e.Addresses
+	}
+	return nil
 }

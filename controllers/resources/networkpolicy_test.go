@@ -30,6 +30,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
@@ -42,8 +43,8 @@ var npOptions = resources.NetworkPolicyOptions{
 	MonitoringNamespace: "monitoring",
 }
 
-func npFleets() []*v1alpha1.LimiterFleet {
-	return []*v1alpha1.LimiterFleet{
+func npFleets() []*v1beta1.LimiterFleet {
+	return []*v1beta1.LimiterFleet{
 		resFleet("sluice-system", "default"),
 		resFleet("edge", "gw", func(f *v1alpha1.LimiterFleet) {
 			f.Spec.Redis.Mode = ptr.To(v1alpha1.RedisCluster)
@@ -190,9 +191,9 @@ func TestBuildNetworkPolicies(t *testing.T) {
 				t.Errorf("%s: %s: admitted %v, want %v", fleet.Name, c.what, got, c.want)
 			}
 		}
-		// The data ports: spec.clients, or the fleet's namespace.
+		// The data ports: spec.dataPlane.clients, or the fleet's namespace.
 		for _, port := range []string{"grpc", "http"} {
-			if len(fleet.Spec.Clients) == 0 {
+			if fleet.Spec.DataPlane == nil || len(fleet.Spec.DataPlane.Clients) == 0 {
 				if !admits(t, lim, port, ns, gateway) || admits(t, lim, port, "tenant", gateway) {
 					t.Errorf("%s: the %s port admits other than the fleet's namespace", fleet.Name, port)
 				}
@@ -297,7 +298,7 @@ func TestAttackLimiterEgressAnywhere(t *testing.T) {
 	tenantPod := dest{what: "a tenant's pod", ip: "10.244.1.9", ns: "tenant", labels: map[string]string{"app": "db"}, proto: corev1.ProtocolTCP, port: 5432}
 	metadata := dest{what: "the cloud metadata service", ip: "169.254.169.254", proto: corev1.ProtocolTCP, port: 80}
 	for _, tc := range []struct {
-		fleet *v1alpha1.LimiterFleet
+		fleet *v1beta1.LimiterFleet
 		to    []dest
 		deny  []dest
 	}{

@@ -21,16 +21,15 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
-
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
 
-// The objects of a fleet in redis.mode Cluster: a redis.conf ConfigMap, a
+// The objects of a fleet with store.type Cluster: a redis.conf ConfigMap, a
 // headless Service over every node, and per shard a StatefulSet and a
 // PodDisruptionBudget. Like the limiter's, they are pure functions of the
 // fleet. The operator, not the pods, forms the cluster (see
@@ -66,38 +65,38 @@ const (
 )
 
 // RedisName is the name of the fleet's headless Redis Service, "<fleet>-redis".
-func RedisName(fleet *v1alpha1.LimiterFleet) string { return fleet.Name + "-redis" }
+func RedisName(fleet *v1beta1.LimiterFleet) string { return fleet.Name + "-redis" }
 
 // RedisConfigMapName is the name of the redis.conf ConfigMap.
-func RedisConfigMapName(fleet *v1alpha1.LimiterFleet) string { return fleet.Name + "-redis-config" }
+func RedisConfigMapName(fleet *v1beta1.LimiterFleet) string { return fleet.Name + "-redis-config" }
 
 // RedisShardName is the name of shard's StatefulSet and PodDisruptionBudget,
 // "<fleet>-redis-<shard>"; its pods are "<fleet>-redis-<shard>-<ordinal>".
-func RedisShardName(fleet *v1alpha1.LimiterFleet, shard int) string {
+func RedisShardName(fleet *v1beta1.LimiterFleet, shard int) string {
 	return fmt.Sprintf("%s-redis-%d", fleet.Name, shard)
 }
 
 // RedisPodHost is the DNS name of a Redis pod through the headless
 // Service, as the pod announces it to the cluster and to clients.
-func RedisPodHost(fleet *v1alpha1.LimiterFleet, shard, ordinal int) string {
+func RedisPodHost(fleet *v1beta1.LimiterFleet, shard, ordinal int) string {
 	return fmt.Sprintf("%s-%d.%s.%s.svc", RedisShardName(fleet, shard), ordinal, RedisName(fleet), fleet.Namespace)
 }
 
 // RedisSelectorLabels select every Redis pod of the fleet.
-func RedisSelectorLabels(fleet *v1alpha1.LimiterFleet) map[string]string {
+func RedisSelectorLabels(fleet *v1beta1.LimiterFleet) map[string]string {
 	return map[string]string{LabelName: RedisAppName, LabelInstance: fleet.Name}
 }
 
 // RedisShardSelectorLabels select the pods of one shard. They never change
 // for a shard, since a StatefulSet's selector is immutable.
-func RedisShardSelectorLabels(fleet *v1alpha1.LimiterFleet, shard int) map[string]string {
+func RedisShardSelectorLabels(fleet *v1beta1.LimiterFleet, shard int) map[string]string {
 	l := RedisSelectorLabels(fleet)
 	l[LabelRedisShard] = strconv.Itoa(shard)
 	return l
 }
 
 // RedisLabels are the labels of every Redis object of the fleet.
-func RedisLabels(fleet *v1alpha1.LimiterFleet) map[string]string {
+func RedisLabels(fleet *v1beta1.LimiterFleet) map[string]string {
 	l := RedisSelectorLabels(fleet)
 	l[LabelComponent] = RedisComponent
 	l[LabelPartOf] = PartOf
@@ -105,7 +104,7 @@ func RedisLabels(fleet *v1alpha1.LimiterFleet) map[string]string {
 	return l
 }
 
-func redisMeta(fleet *v1alpha1.LimiterFleet, name string) metav1.ObjectMeta {
+func redisMeta(fleet *v1beta1.LimiterFleet, name string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: name, Namespace: fleet.Namespace, Labels: RedisLabels(fleet)}
 }
 
@@ -133,7 +132,7 @@ func redisMeta(fleet *v1alpha1.LimiterFleet, name string) metav1.ObjectMeta {
 //     which would fail the shard over or lose it.
 //
 //   - nodes.conf and the append-only file live in /data, the PVC when
-//     spec.redis.storage is set: a restarted pod keeps its node ID and keys.
+//     spec.store.cluster.storage is set: a restarted pod keeps its node ID and keys.
 //
 //   - cluster-preferred-endpoint-type ip: CLUSTER SLOTS, CLUSTER SHARDS
 //     and MOVED give clients each node's announced pod IP, which the
@@ -151,10 +150,10 @@ func redisMeta(fleet *v1alpha1.LimiterFleet, name string) metav1.ObjectMeta {
 //   - cluster-replica-validity-factor 0: a replica always may take over a
 //     dead primary; stale counters beat no counters for a rate limiter.
 //
-//   - With spec.redis.tls, no plain-text port: clients, replication and the
+//   - With spec.store.cluster.tls, no plain-text port: clients, replication and the
 //     cluster bus (tls-port + 10000) use TLS only, with the certificates of
 //     the TLS Secret (see RedisTLSEnabled).
-func RedisConfig(fleet *v1alpha1.LimiterFleet) string {
+func RedisConfig(fleet *v1beta1.LimiterFleet) string {
 	ports := []string{fmt.Sprintf("port %d", RedisPort)}
 	if RedisTLSEnabled(fleet) {
 		ports = []string{
@@ -195,18 +194,19 @@ func RedisConfig(fleet *v1alpha1.LimiterFleet) string {
 }
 
 // RedisMaxMemoryPercent is the share of the Redis container's memory limit
-// that maxmemory gets when spec.redis.maxMemory is unset.
+// that maxmemory gets when spec.store.cluster.maxMemory is unset.
 const RedisMaxMemoryPercent = 75
 
-// RedisMaxMemory is each node's maxmemory in bytes: spec.redis.maxMemory,
+// RedisMaxMemory is each node's maxmemory in bytes: spec.store.cluster.maxMemory,
 // else RedisMaxMemoryPercent of the container's memory limit (of
-// spec.redis.resources, or DefaultRedisResources), else 0, unbounded.
-func RedisMaxMemory(fleet *v1alpha1.LimiterFleet) int64 {
-	if m := fleet.Spec.Redis.MaxMemory; m != nil {
+// spec.store.cluster.resources, or DefaultRedisResources), else 0, unbounded.
+func RedisMaxMemory(fleet *v1beta1.LimiterFleet) int64 {
+	c := clusterStore(fleet)
+	if m := c.MaxMemory; m != nil {
 		return m.Value()
 	}
 	resources := DefaultRedisResources()
-	if r := fleet.Spec.Redis.Resources; r != nil {
+	if r := c.Resources; r != nil {
 		resources = *r
 	}
 	limit, ok := resources.Limits[corev1.ResourceMemory]
@@ -217,7 +217,7 @@ func RedisMaxMemory(fleet *v1alpha1.LimiterFleet) int64 {
 }
 
 // BuildRedisConfigMap builds the ConfigMap that holds redis.conf.
-func BuildRedisConfigMap(fleet *v1alpha1.LimiterFleet) *corev1.ConfigMap {
+func BuildRedisConfigMap(fleet *v1beta1.LimiterFleet) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: redisMeta(fleet, RedisConfigMapName(fleet)),
@@ -228,7 +228,7 @@ func BuildRedisConfigMap(fleet *v1alpha1.LimiterFleet) *corev1.ConfigMap {
 // BuildRedisService builds the headless Service that gives every Redis pod
 // its DNS name. It publishes pods before they are ready: a node must be
 // reachable by name to join the cluster that makes it ready.
-func BuildRedisService(fleet *v1alpha1.LimiterFleet) *corev1.Service {
+func BuildRedisService(fleet *v1beta1.LimiterFleet) *corev1.Service {
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: redisMeta(fleet, RedisName(fleet)),
@@ -248,7 +248,7 @@ func BuildRedisService(fleet *v1alpha1.LimiterFleet) *corev1.Service {
 // BuildRedisPDB builds shard's PodDisruptionBudget: at most one of its pods
 // evicted at a time, so a drain never takes a primary and its replica
 // together.
-func BuildRedisPDB(fleet *v1alpha1.LimiterFleet, shard int) *policyv1.PodDisruptionBudget {
+func BuildRedisPDB(fleet *v1beta1.LimiterFleet, shard int) *policyv1.PodDisruptionBudget {
 	return &policyv1.PodDisruptionBudget{
 		TypeMeta:   metav1.TypeMeta{APIVersion: policyv1.SchemeGroupVersion.String(), Kind: "PodDisruptionBudget"},
 		ObjectMeta: redisMeta(fleet, RedisShardName(fleet, shard)),
@@ -267,12 +267,20 @@ func BuildRedisPDB(fleet *v1alpha1.LimiterFleet, shard int) *policyv1.PodDisrupt
 // cluster from CLUSTER SLOTS. The replicas are seeds too: a limiter that
 // starts while every ordinal-0 pod is gone (their node drained or stopped)
 // takes the slot map from a replica.
-func RedisSeeds(fleet *v1alpha1.LimiterFleet) []string {
+func RedisSeeds(fleet *v1beta1.LimiterFleet) []string {
 	var seeds []string
 	for ordinal := range 1 + int(fleet.Spec.EffectiveReplicasPerShard()) {
-		for shard := range int(v1alpha1.MinShards) {
+		for shard := range int(v1beta1.MinShards) {
 			seeds = append(seeds, fmt.Sprintf("%s:%d", RedisPodHost(fleet, shard, ordinal), RedisPort))
 		}
 	}
 	return seeds
+}
+
+// clusterStore is store.cluster, or an empty one when unset.
+func clusterStore(fleet *v1beta1.LimiterFleet) *v1beta1.ClusterStore {
+	if c := fleet.Spec.Store.Cluster; c != nil {
+		return c
+	}
+	return &v1beta1.ClusterStore{}
 }

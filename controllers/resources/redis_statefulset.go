@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
 // DefaultRedisResources are a Redis container's resources when the fleet
@@ -34,7 +34,7 @@ func DefaultRedisResources() corev1.ResourceRequirements {
 // the cluster its new IP at once; clients are given the IP, the hostname is
 // for people). No password: those are in the users file that redis.conf
 // includes.
-func RedisArgs(fleet *v1alpha1.LimiterFleet) []string {
+func RedisArgs(fleet *v1beta1.LimiterFleet) []string {
 	return []string{
 		redisConfigDir + "/" + RedisConfigKey,
 		"--cluster-announce-ip", "$(POD_IP)",
@@ -43,11 +43,11 @@ func RedisArgs(fleet *v1alpha1.LimiterFleet) []string {
 }
 
 // redisPasswordEnv is the env var that carries the limiters' Redis
-// password from its Secret: for External, redis.auth's (or none); for
-// Cluster, redis.auth's or the auth Secret's, with the user's name.
-func redisPasswordEnv(fleet *v1alpha1.LimiterFleet) []corev1.EnvVar {
-	switch auth := fleet.Spec.Redis.Auth; {
-	case fleet.Spec.EffectiveRedisMode() == v1alpha1.RedisCluster:
+// password from its Secret: for External, store.external.auth's (or none); for
+// Cluster, store.cluster.auth's or the auth Secret's, with the user's name.
+func redisPasswordEnv(fleet *v1beta1.LimiterFleet) []corev1.EnvVar {
+	switch auth := fleet.Spec.RedisAuth(); {
+	case fleet.Spec.EffectiveStoreType() == v1beta1.StoreCluster:
 		secret, key := redisLimiterPasswordRef(fleet)
 		return []corev1.EnvVar{{Name: limiterwire.RedisUsernameEnv, Value: RedisLimiterUser}, secretEnv(limiterwire.RedisPasswordEnv, secret, key)}
 	case auth == nil:
@@ -72,13 +72,13 @@ type RedisSecretHashes struct{ Auth, TLS string }
 // BuildRedisStatefulSet builds shard's StatefulSet: 1 + replicasPerShard
 // pods, of which ordinal 0 becomes the primary at bootstrap. The pods of a
 // shard must run on different nodes (required anti-affinity): a primary and
-// its replica on one node would die together. They run spec.redis.image, or
+// its replica on one node would die together. They run spec.store.cluster.image, or
 // defaultImage (the operator's --redis-image) when unset, or
-// v1alpha1.DefaultRedisImage when both are empty. The pods mount the users
+// v1beta1.DefaultRedisImage when both are empty. The pods mount the users
 // file of the auth Secret and, with TLS, the TLS Secret; the hashes of
 // what they mount are on the pod template, so that a new password or
 // certificate rolls them.
-func BuildRedisStatefulSet(fleet *v1alpha1.LimiterFleet, shard int, defaultImage string, hashes RedisSecretHashes) *appsv1.StatefulSet {
+func BuildRedisStatefulSet(fleet *v1beta1.LimiterFleet, shard int, defaultImage string, hashes RedisSecretHashes) *appsv1.StatefulSet {
 	labels := RedisLabels(fleet)
 	labels[LabelRedisShard] = strconv.Itoa(shard)
 	pod, claims := redisPodSpec(fleet, shard, defaultImage)
@@ -107,7 +107,7 @@ func BuildRedisStatefulSet(fleet *v1alpha1.LimiterFleet, shard int, defaultImage
 
 // redisPodAnnotations are the hashes of what a Redis pod reads when it
 // starts (its configuration, users file and, with TLS, certificate).
-func redisPodAnnotations(fleet *v1alpha1.LimiterFleet, hashes RedisSecretHashes) map[string]string {
+func redisPodAnnotations(fleet *v1beta1.LimiterFleet, hashes RedisSecretHashes) map[string]string {
 	sum := sha256.Sum256([]byte(RedisConfig(fleet)))
 	annotations := map[string]string{RedisConfigHashAnnotation: hex.EncodeToString(sum[:8]), RedisAuthHashAnnotation: hashes.Auth}
 	if RedisTLSEnabled(fleet) {
@@ -117,9 +117,9 @@ func redisPodAnnotations(fleet *v1alpha1.LimiterFleet, hashes RedisSecretHashes)
 }
 
 // redisPodSpec is the spec of a shard's Redis pods, and the claim template
-// of their data volume when spec.redis.storage asks for one (an emptyDir
+// of their data volume when spec.store.cluster.storage asks for one (an emptyDir
 // otherwise).
-func redisPodSpec(fleet *v1alpha1.LimiterFleet, shard int, defaultImage string) (corev1.PodSpec, []corev1.PersistentVolumeClaim) {
+func redisPodSpec(fleet *v1beta1.LimiterFleet, shard int, defaultImage string) (corev1.PodSpec, []corev1.PersistentVolumeClaim) {
 	container := redisContainer(fleet, defaultImage)
 	volumes := []corev1.Volume{
 		{Name: redisConfigVolume, VolumeSource: corev1.VolumeSource{
@@ -141,7 +141,7 @@ func redisPodSpec(fleet *v1alpha1.LimiterFleet, shard int, defaultImage string) 
 		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: redisTLSVolume, MountPath: redisTLSDir, ReadOnly: true})
 	}
 	var claims []corev1.PersistentVolumeClaim
-	if st := fleet.Spec.Redis.Storage; st != nil {
+	if st := clusterStore(fleet).Storage; st != nil {
 		claims = []corev1.PersistentVolumeClaim{{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
 			ObjectMeta: metav1.ObjectMeta{Name: redisDataVolume, Labels: RedisShardSelectorLabels(fleet, shard)},
@@ -181,15 +181,16 @@ func redisPodSpec(fleet *v1alpha1.LimiterFleet, shard int, defaultImage string) 
 const RedisHandOverSeconds = 5
 
 // redisContainer is the redis-server container, without the TLS mount.
-func redisContainer(fleet *v1alpha1.LimiterFleet, defaultImage string) corev1.Container {
+func redisContainer(fleet *v1beta1.LimiterFleet, defaultImage string) corev1.Container {
 	spec := &fleet.Spec
 	image := spec.EffectiveRedisImage()
-	if (spec.Redis.Image == nil || *spec.Redis.Image == "") && defaultImage != "" {
+	c := clusterStore(fleet)
+	if (c.Image == nil || *c.Image == "") && defaultImage != "" {
 		image = defaultImage
 	}
 	resources := DefaultRedisResources()
-	if spec.Redis.Resources != nil {
-		resources = *spec.Redis.Resources.DeepCopy()
+	if c.Resources != nil {
+		resources = *c.Resources.DeepCopy()
 	}
 	env := []corev1.EnvVar{
 		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},

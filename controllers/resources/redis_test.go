@@ -41,6 +41,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
 	"github.com/sluice-dev/sluice/controllers/redisfleet"
 	"github.com/sluice-dev/sluice/controllers/resources"
@@ -56,7 +57,7 @@ var testPasswords = resources.RedisPasswords{
 
 // redisBuildAll builds every Redis object of a Cluster fleet, its auth
 // Secret with testPasswords first.
-func redisBuildAll(fleet *v1alpha1.LimiterFleet) []client.Object {
+func redisBuildAll(fleet *v1beta1.LimiterFleet) []client.Object {
 	secret := resources.BuildRedisAuthSecret(fleet, testPasswords)
 	objs := []client.Object{secret, resources.BuildRedisConfigMap(fleet), resources.BuildRedisService(fleet)}
 	for shard := range int(fleet.Spec.EffectiveShards()) {
@@ -86,7 +87,7 @@ func renderYAML(t *testing.T, objs []client.Object) []byte {
 func TestRedisBuildersGolden(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		fleet *v1alpha1.LimiterFleet
+		fleet *v1beta1.LimiterFleet
 	}{
 		{"redis-cluster-defaults", resFleet("sluice-system", "edge", resCluster())},
 		{"redis-cluster-options", resFleet("team-a", "payments", resCluster(func(f *v1alpha1.LimiterFleet) {
@@ -197,7 +198,7 @@ func TestRedisMaxMemory(t *testing.T) {
 // arguments, where neither a literal nor a $(VAR) that the kubelet expands
 // from a Secret may stand (the process's argv is readable in /proc).
 func TestNoPasswordOutsideSecrets(t *testing.T) {
-	for _, fleet := range []*v1alpha1.LimiterFleet{
+	for _, fleet := range []*v1beta1.LimiterFleet{
 		resFleet("ns", "gen", resCluster()),
 		resFleet("ns", "byo", resCluster(func(f *v1alpha1.LimiterFleet) {
 			f.Spec.Redis.Auth = &v1alpha1.RedisAuth{SecretName: "redis-auth"}
@@ -213,7 +214,7 @@ func TestNoPasswordOutsideSecrets(t *testing.T) {
 				t.Fatal(err)
 			}
 			objs := []client.Object{resources.BuildLimiterDeployment(fleet, resources.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: url})}
-			if fleet.Spec.EffectiveRedisMode() == v1alpha1.RedisCluster {
+			if fleet.Spec.EffectiveStoreType() == v1beta1.StoreCluster {
 				objs = append(objs, redisBuildAll(fleet)...)
 			}
 			for _, o := range objs {
@@ -310,7 +311,7 @@ func TestRedisStatefulSet(t *testing.T) {
 	if h := set.Spec.Template.Annotations[resources.RedisAuthHashAnnotation]; h != "hash1" {
 		t.Errorf("auth hash annotation %q", h)
 	}
-	limiterEnv := func(f *v1alpha1.LimiterFleet) string {
+	limiterEnv := func(f *v1beta1.LimiterFleet) string {
 		var out []string
 		for _, e := range resources.BuildLimiterDeployment(f, resources.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "x"}).Spec.Template.Spec.Containers[0].Env {
 			if e.ValueFrom != nil {
@@ -340,15 +341,15 @@ func TestRedisStatefulSet(t *testing.T) {
 	// The image: the fleet's, else the operator's --redis-image, else redis:7.2.
 	mirrored := resFleet("ns", "f", resCluster(func(f *v1alpha1.LimiterFleet) { f.Spec.Redis.Image = ptr.To("own/redis:7.4") }))
 	for _, tc := range []struct {
-		fleet          *v1alpha1.LimiterFleet
+		fleet          *v1beta1.LimiterFleet
 		operator, want string
 	}{
-		{resFleet("ns", "f", resCluster()), "", v1alpha1.DefaultRedisImage},
+		{resFleet("ns", "f", resCluster()), "", v1beta1.DefaultRedisImage},
 		{resFleet("ns", "f", resCluster()), "mirror.example/redis:7.2", "mirror.example/redis:7.2"},
 		{mirrored, "mirror.example/redis:7.2", "own/redis:7.4"},
 	} {
 		if got := resources.BuildRedisStatefulSet(tc.fleet, 0, tc.operator, resources.RedisSecretHashes{Auth: "hash1"}).Spec.Template.Spec.Containers[0].Image; got != tc.want {
-			t.Errorf("spec.redis.image %v, operator's %q: image %s, want %s", tc.fleet.Spec.Redis.Image, tc.operator, got, tc.want)
+			t.Errorf("spec.store.cluster.image or %s, operator's %q: image %s, want %s", tc.fleet.Spec.EffectiveRedisImage(), tc.operator, got, tc.want)
 		}
 	}
 

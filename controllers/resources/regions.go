@@ -1,7 +1,6 @@
 package resources
 
 import (
-	"encoding/json"
 	"fmt"
 	"path"
 	"slices"
@@ -10,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
@@ -31,25 +29,13 @@ const (
 	regionTokenDir = "/var/run/sluice/region"
 )
 
-// RegionsOf returns a fleet's spec.regions: the v1alpha1 object the
-// operator reads carries it in its v1beta1 conversion annotation, as the
-// webhook writes it. nil when the fleet names no region.
-func RegionsOf(fleet *v1alpha1.LimiterFleet) *v1beta1.FleetRegions {
-	raw, ok := fleet.Annotations[v1alpha1.V1beta1SpecAnnotation]
-	if !ok || len(raw) > v1alpha1.MaxConversionAnnotationBytes {
-		return nil
-	}
-	var spec v1beta1.LimiterFleetSpec
-	if json.Unmarshal([]byte(raw), &spec) != nil {
-		return nil
-	}
-	return spec.Regions
-}
+// RegionsOf returns a fleet's spec.regions, nil when it names no region.
+func RegionsOf(fleet *v1beta1.LimiterFleet) *v1beta1.FleetRegions { return fleet.Spec.Regions }
 
 // limiterRegions returns what a fleet's regions add to the limiter pods:
 // arguments, Secret volumes and their mounts, and the peer port. Peers are
 // taken in name order, so the rendering is deterministic.
-func limiterRegions(fleet *v1alpha1.LimiterFleet) ([]string, []corev1.Volume, []corev1.VolumeMount, []corev1.ContainerPort) {
+func limiterRegions(fleet *v1beta1.LimiterFleet) ([]string, []corev1.Volume, []corev1.VolumeMount, []corev1.ContainerPort) {
 	r := RegionsOf(fleet)
 	if r == nil {
 		return nil, nil, nil, nil

@@ -27,14 +27,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
 // TestBuildLimiterDeploymentRegions: a fleet naming its region and peers
-// (v1beta1 spec.regions, which the operator's v1alpha1 object carries in
-// its conversion annotation) renders the limiters' region flags, its
+// (spec.regions) renders the limiters' region flags, its
 // certificate Secret (or, in the insecure lab, the tokens) as read-only
 // Secret mounts, and the peer port; peers in name order whatever their
 // order in the spec. A fleet without regions renders none of it.
@@ -72,7 +70,7 @@ func TestBuildLimiterDeploymentRegions(t *testing.T) {
 	}
 
 	// Without regions: nothing of it.
-	plain := resources.BuildLimiterDeployment(&v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: "sluice-system"}},
+	plain := resources.BuildLimiterDeployment(&v1beta1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: "sluice-system"}},
 		resources.LimiterDeploymentOptions{DefaultImage: "sluice/limiter:test", StoreURL: "redis://redis:6379"})
 	pc := plain.Spec.Template.Spec.Containers[0]
 	if strings.Contains(strings.Join(pc.Args, " "), "--region") || slices.ContainsFunc(pc.Ports, func(p corev1.ContainerPort) bool { return p.Name == resources.LimiterPeerPortName }) {
@@ -86,11 +84,7 @@ func renderRegions(t *testing.T, regions *v1beta1.FleetRegions) (corev1.Containe
 	t.Helper()
 	beta := &v1beta1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: "sluice-system"}}
 	beta.Spec.Regions = regions
-	fleet := &v1alpha1.LimiterFleet{}
-	if err := fleet.ConvertFrom(beta); err != nil {
-		t.Fatal(err)
-	}
-	d := resources.BuildLimiterDeployment(fleet, resources.LimiterDeploymentOptions{DefaultImage: "sluice/limiter:test", StoreURL: "redis://redis:6379"})
+	d := resources.BuildLimiterDeployment(beta, resources.LimiterDeploymentOptions{DefaultImage: "sluice/limiter:test", StoreURL: "redis://redis:6379"})
 	secrets := map[string]string{}
 	for _, v := range d.Spec.Template.Spec.Volumes {
 		if strings.HasPrefix(v.Name, "region-") {
@@ -129,17 +123,12 @@ func checkRegionArgs(t *testing.T, c corev1.Container, secrets map[string]string
 	}
 }
 
-// regionFleet is a v1alpha1 fleet carrying regions (v1beta1
-// spec.regions) in its conversion annotation, as the operator reads it.
-func regionFleet(t *testing.T, r *v1beta1.FleetRegions) *v1alpha1.LimiterFleet {
+// regionFleet is a fleet with spec.regions.
+func regionFleet(t *testing.T, r *v1beta1.FleetRegions) *v1beta1.LimiterFleet {
 	t.Helper()
 	beta := &v1beta1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: "sluice-system"}}
 	beta.Spec.Regions = r
-	fleet := &v1alpha1.LimiterFleet{}
-	if err := fleet.ConvertFrom(beta); err != nil {
-		t.Fatal(err)
-	}
-	return fleet
+	return beta
 }
 
 // peerIngress reports whether the policy admits some source, in or out of

@@ -13,7 +13,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/redisacl"
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/rediscluster"
 )
 
@@ -62,7 +62,7 @@ const (
 
 // RedisAuthSecretName is the name of the Secret with the passwords and the
 // users file of a Cluster fleet, "<fleet>-redis-auth".
-func RedisAuthSecretName(fleet *v1alpha1.LimiterFleet) string { return fleet.Name + "-redis-auth" }
+func RedisAuthSecretName(fleet *v1beta1.LimiterFleet) string { return fleet.Name + "-redis-auth" }
 
 // RedisPasswords are the passwords of the three users.
 type RedisPasswords struct {
@@ -72,7 +72,7 @@ type RedisPasswords struct {
 // RedisUsersConf is the users file of every node: the default user off,
 // the three users with their rules and the SHA-256 of their passwords,
 // and the replication user and password that replicas authenticate with.
-// Generated passwords are base64url; a limiter password from redis.auth is
+// Generated passwords are base64url; a limiter password from store.cluster.auth is
 // only ever hashed here, so it may hold any byte.
 func RedisUsersConf(pw RedisPasswords) string {
 	user := func(name, password, rules string) string {
@@ -90,14 +90,14 @@ func RedisUsersConf(pw RedisPasswords) string {
 }
 
 // BuildRedisAuthSecret builds the auth Secret from the passwords. The
-// limiter's password is left out when it comes from redis.auth's Secret.
-func BuildRedisAuthSecret(fleet *v1alpha1.LimiterFleet, pw RedisPasswords) *corev1.Secret {
+// limiter's password is left out when it comes from store.cluster.auth's Secret.
+func BuildRedisAuthSecret(fleet *v1beta1.LimiterFleet, pw RedisPasswords) *corev1.Secret {
 	data := map[string][]byte{
 		RedisOperatorPasswordKey:    []byte(pw.Operator),
 		RedisReplicationPasswordKey: []byte(pw.Replication),
 		RedisUsersKey:               []byte(RedisUsersConf(pw)),
 	}
-	if fleet.Spec.Redis.Auth == nil {
+	if fleet.Spec.RedisAuth() == nil {
 		data[RedisLimiterPasswordKey] = []byte(pw.Limiter)
 	}
 	return &corev1.Secret{
@@ -109,15 +109,15 @@ func BuildRedisAuthSecret(fleet *v1alpha1.LimiterFleet, pw RedisPasswords) *core
 }
 
 // redisLimiterPasswordRef is where limiter pods of a Cluster fleet read
-// their password: redis.auth's Secret and key, or the auth Secret.
-func redisLimiterPasswordRef(fleet *v1alpha1.LimiterFleet) (secret, key string) {
-	if auth := fleet.Spec.Redis.Auth; auth != nil {
+// their password: store.cluster.auth's Secret and key, or the auth Secret.
+func redisLimiterPasswordRef(fleet *v1beta1.LimiterFleet) (secret, key string) {
+	if auth := fleet.Spec.RedisAuth(); auth != nil {
 		return auth.SecretName, fleet.Spec.EffectiveAuthKey()
 	}
 	return RedisAuthSecretName(fleet), RedisLimiterPasswordKey
 }
 
-// TLS of the operator's Redis Cluster (spec.redis.tls in mode Cluster).
+// TLS of the operator's Redis Cluster (spec.store.cluster.tls).
 //
 // Every node serves clients, replication and the cluster bus over TLS only
 // (port 0, tls-port 6379, tls-replication and tls-cluster yes), with one
@@ -130,7 +130,7 @@ func redisLimiterPasswordRef(fleet *v1alpha1.LimiterFleet) (secret, key string) 
 // (tls-auth-clients optional): they authenticate with their ACL users.
 //
 // The CA is the fleet's own, <fleet>-redis-ca, which the operator creates
-// (ECDSA P-256, valid RedisCAValidity), or spec.redis.tls.caSecretName's
+// (ECDSA P-256, valid RedisCAValidity), or spec.store.cluster.tls.caSecretName's
 // tls.crt and tls.key. The node certificate and the CA certificate live in
 // <fleet>-redis-tls, which Redis pods mount whole and limiter pods mount
 // ca.crt of. The operator issues a new certificate when the current one
@@ -161,26 +161,26 @@ const (
 )
 
 // RedisTLSEnabled reports whether the fleet's own Redis Cluster runs TLS.
-func RedisTLSEnabled(fleet *v1alpha1.LimiterFleet) bool {
-	return fleet.Spec.EffectiveRedisMode() == v1alpha1.RedisCluster && fleet.Spec.Redis.TLS != nil
+func RedisTLSEnabled(fleet *v1beta1.LimiterFleet) bool {
+	return fleet.Spec.EffectiveStoreType() == v1beta1.StoreCluster && clusterStore(fleet).TLS != nil
 }
 
 // RedisCASecretName is "<fleet>-redis-ca", the CA the operator creates.
-func RedisCASecretName(fleet *v1alpha1.LimiterFleet) string { return fleet.Name + "-redis-ca" }
+func RedisCASecretName(fleet *v1beta1.LimiterFleet) string { return fleet.Name + "-redis-ca" }
 
 // RedisTLSSecretName is "<fleet>-redis-tls": the node certificate, its key
 // and the CA certificate.
-func RedisTLSSecretName(fleet *v1alpha1.LimiterFleet) string { return fleet.Name + "-redis-tls" }
+func RedisTLSSecretName(fleet *v1beta1.LimiterFleet) string { return fleet.Name + "-redis-tls" }
 
 // RedisTLSServerName is the name every node's certificate carries and
 // every client verifies: the headless Service's, <fleet>-redis.<ns>.svc.
-func RedisTLSServerName(fleet *v1alpha1.LimiterFleet) string {
+func RedisTLSServerName(fleet *v1beta1.LimiterFleet) string {
 	return RedisName(fleet) + "." + fleet.Namespace + ".svc"
 }
 
 // BuildRedisSecret builds a Secret of the fleet's Redis (the CA's or the
 // TLS Secret) with data.
-func BuildRedisSecret(fleet *v1alpha1.LimiterFleet, name string, typ corev1.SecretType, data map[string][]byte) *corev1.Secret {
+func BuildRedisSecret(fleet *v1beta1.LimiterFleet, name string, typ corev1.SecretType, data map[string][]byte) *corev1.Secret {
 	return &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: redisMeta(fleet, name),
@@ -208,18 +208,18 @@ const (
 
 // AdminCASecretName is "<limiter>-admin-ca", the CA of the fleet's admin
 // plane certificates.
-func AdminCASecretName(fleet *v1alpha1.LimiterFleet) string { return LimiterName(fleet) + "-admin-ca" }
+func AdminCASecretName(fleet *v1beta1.LimiterFleet) string { return LimiterName(fleet) + "-admin-ca" }
 
 // AdminTLSSecretName is "<limiter>-admin-tls": the admin plane's
 // certificate, its key and the CA certificate.
-func AdminTLSSecretName(fleet *v1alpha1.LimiterFleet) string {
+func AdminTLSSecretName(fleet *v1beta1.LimiterFleet) string {
 	return LimiterName(fleet) + "-admin-tls"
 }
 
 // AdminTLSServerName is the name every limiter's admin certificate
 // carries and the operator verifies: the limiter Service's,
 // <limiter>.<ns>.svc.
-func AdminTLSServerName(fleet *v1alpha1.LimiterFleet) string {
+func AdminTLSServerName(fleet *v1beta1.LimiterFleet) string {
 	return LimiterName(fleet) + "." + fleet.Namespace + ".svc"
 }
 
@@ -234,7 +234,7 @@ func AdminTLSArgs() []string {
 // adminTLSVolume mounts the certificate and key (not the CA's key, which
 // is in another Secret), read-only; the pod has no fsGroup, so the files
 // are readable by all (the limiter container is the pod's only one).
-func adminTLSVolume(fleet *v1alpha1.LimiterFleet) (corev1.Volume, corev1.VolumeMount) {
+func adminTLSVolume(fleet *v1beta1.LimiterFleet) (corev1.Volume, corev1.VolumeMount) {
 	const name = "admin-tls"
 	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: AdminTLSSecretName(fleet),
@@ -247,7 +247,7 @@ func adminTLSVolume(fleet *v1alpha1.LimiterFleet) (corev1.Volume, corev1.VolumeM
 
 // BuildAdminSecret builds the fleet's admin TLS Secret name (its CA or its
 // serving certificate) with data.
-func BuildAdminSecret(fleet *v1alpha1.LimiterFleet, name string, data map[string][]byte) *corev1.Secret {
+func BuildAdminSecret(fleet *v1beta1.LimiterFleet, name string, data map[string][]byte) *corev1.Secret {
 	return &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: limiterMeta(fleet, name),
@@ -257,18 +257,18 @@ func BuildAdminSecret(fleet *v1alpha1.LimiterFleet, name string, data map[string
 }
 
 // TopKKeySecretName names the Secret of a fleet's hottest-values key.
-func TopKKeySecretName(fleet *v1alpha1.LimiterFleet) string { return LimiterName(fleet) + "-topk-key" }
+func TopKKeySecretName(fleet *v1beta1.LimiterFleet) string { return LimiterName(fleet) + "-topk-key" }
 
 // WantsTopKKey reports whether the fleet's limiters report hottest values,
 // and so need the key.
-func WantsTopKKey(fleet *v1alpha1.LimiterFleet) bool {
+func WantsTopKKey(fleet *v1beta1.LimiterFleet) bool {
 	st := fleet.Spec.Stats
 	return st != nil && ptr.Deref(st.TopDescriptors, 0) > 0
 }
 
 // BuildTopKKeySecret builds the Secret that holds key, the fleet's
 // hottest-values key. Owner references are set by the controller.
-func BuildTopKKeySecret(fleet *v1alpha1.LimiterFleet, key []byte) *corev1.Secret {
+func BuildTopKKeySecret(fleet *v1beta1.LimiterFleet, key []byte) *corev1.Secret {
 	return &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: limiterMeta(fleet, TopKKeySecretName(fleet)),
@@ -279,7 +279,7 @@ func BuildTopKKeySecret(fleet *v1alpha1.LimiterFleet, key []byte) *corev1.Secret
 
 // limiterTopKKey mounts the key's Secret, read-only, and names its file in
 // the environment, when the fleet reports hottest values; else nothing.
-func limiterTopKKey(fleet *v1alpha1.LimiterFleet) ([]corev1.Volume, []corev1.VolumeMount, []corev1.EnvVar) {
+func limiterTopKKey(fleet *v1beta1.LimiterFleet) ([]corev1.Volume, []corev1.VolumeMount, []corev1.EnvVar) {
 	if !WantsTopKKey(fleet) {
 		return nil, nil, nil
 	}

@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
@@ -44,7 +43,7 @@ func (j *journey) redisReadyChain(stopped time.Time) func() string {
 		for ctx.Err() == nil {
 			hub := &v1beta1.LimiterFleet{}
 			if err := j.c.c.Get(ctx, client.ObjectKeyFromObject(j.fleet), hub); err == nil {
-				if c := meta.FindStatusCondition(hub.Status.Conditions, v1alpha1.RedisReadyCondition); c != nil {
+				if c := meta.FindStatusCondition(hub.Status.Conditions, v1beta1.RedisReadyCondition); c != nil {
 					now := fmt.Sprintf("%s %s: %s", c.Status, c.Reason, failoverPart(c.Message))
 					if now != last {
 						last = now

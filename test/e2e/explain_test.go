@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
@@ -51,7 +52,7 @@ func (j *journey) explainStep(t *testing.T) {
 	c.apply(t, explainPolicies(sel))
 	waitFor(t, "the five explain policies Enforced", 2*time.Minute, func() (bool, string) {
 		for _, p := range [][2]string{{tenantA, "per-user"}, {tenantA, "per-plan"}, {tenantA, "per-ip"}, {tenantB, "secret-per-path"}, {tenantB, "trial-per-region"}} {
-			if s, msg := condition(c.policy(t, p[0], p[1]).Status.Conditions, v1alpha1.EnforcedCondition); s != metav1.ConditionTrue {
+			if s, msg := condition(c.policy(t, p[0], p[1]).Status.Conditions, v1beta1.EnforcedCondition); s != metav1.ConditionTrue {
 				return false, p[0] + "/" + p[1] + ": " + msg
 			}
 		}
@@ -60,7 +61,7 @@ func (j *journey) explainStep(t *testing.T) {
 	c.apply(t, explainRBAC)
 
 	// The request, twice: the second is denied and strikes per-ip.
-	svc := fmt.Sprintf("%s.%s.svc", resources.LimiterName(f), f.Namespace)
+	svc := fmt.Sprintf("%s.%s.svc", resources.LimiterName(betaOf(f)), f.Namespace)
 	req := `{"domain":"` + explainDomain + `","descriptors":[{"entries":[{"key":"user","value":"alice"},{"key":"plan","value":"free"},` +
 		`{"key":"ip","value":"10.1.2.3"},{"key":"path","value":"/checkout"},{"key":"region","value":"eu"}]}]}`
 	var answers []struct{ Status int }
@@ -70,11 +71,11 @@ func (j *journey) explainStep(t *testing.T) {
 		t.Fatalf("the request twice: %+v, want 200 then 429", answers)
 	}
 
-	url := c.portForward(t, f.Namespace, "deploy/"+resources.LimiterName(f), 8082)
+	url := c.portForward(t, f.Namespace, "deploy/"+resources.LimiterName(betaOf(f)), 8082)
 	dir := t.TempDir()
 	caFile := filepath.Join(dir, "ca.crt")
 	ca := &corev1.Secret{}
-	if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: resources.AdminTLSSecretName(f)}, ca); err != nil {
+	if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: resources.AdminTLSSecretName(betaOf(f))}, ca); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(caFile, ca.Data["ca.crt"], 0o600); err != nil {

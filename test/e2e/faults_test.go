@@ -77,13 +77,13 @@ func (j *journey) faults(t *testing.T) {
 	}
 	waitFor(t, "the fault policies Enforced", 2*time.Minute, func() (bool, string) {
 		for _, n := range []string{"e2e-load", "e2e-load-local", "e2e-keep"} {
-			if s, msg := condition(c.policy(t, appNS, n).Status.Conditions, v1alpha1.EnforcedCondition); s != metav1.ConditionTrue {
+			if s, msg := condition(c.policy(t, appNS, n).Status.Conditions, v1beta1.EnforcedCondition); s != metav1.ConditionTrue {
 				return false, n + ": " + msg
 			}
 		}
 		return true, ""
 	})
-	svc := fmt.Sprintf("%s.%s.svc:8081", resources.LimiterName(f), f.Namespace)
+	svc := fmt.Sprintf("%s.%s.svc:8081", resources.LimiterName(betaOf(f)), f.Namespace)
 
 	// Exhaust the kept counters: 3 allowed, the 4th denied, for each key.
 	// A decision a failure mode made (a busy machine's missed deadline
@@ -126,7 +126,7 @@ func (j *journey) faults(t *testing.T) {
 		"-rate", "200", "-conns", "4", "-interval", "250ms"}
 	redisPods := func() []corev1.Pod {
 		pods := &corev1.PodList{}
-		if err := c.c.List(context.Background(), pods, client.InNamespace(f.Namespace), client.MatchingLabels(resources.RedisSelectorLabels(f))); err != nil {
+		if err := c.c.List(context.Background(), pods, client.InNamespace(f.Namespace), client.MatchingLabels(resources.RedisSelectorLabels(betaOf(f)))); err != nil {
 			t.Fatal(err)
 		}
 		return pods.Items
@@ -214,7 +214,7 @@ func (j *journey) faultScenarios(redisPods func() []corev1.Pod) []faultScenario 
 		// pod's preStop sleep keeps it serving (rediscluster's hand-over).
 		name: "RedisPodDeleted", title: "Redis pod deleted", redis: true, maxFailedShare: 0.01,
 		inject: func(t *testing.T, start time.Time) func(*testing.T) string {
-			name := resources.RedisShardName(f, 1) + "-0"
+			name := resources.RedisShardName(betaOf(f), 1) + "-0"
 			old, err := c.cs.CoreV1().Pods(f.Namespace).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -236,7 +236,7 @@ func (j *journey) faultScenarios(redisPods func() []corev1.Pod) []faultScenario 
 	}, {
 		name: "LimiterRolloutRestart", title: "limiter rollout restart", clean: true,
 		inject: func(t *testing.T, start time.Time) func(*testing.T) string {
-			dep := "deployment/" + resources.LimiterName(f)
+			dep := "deployment/" + resources.LimiterName(betaOf(f))
 			c.kubectl(t, "rollout", "restart", "-n", f.Namespace, dep)
 			return func(t *testing.T) string {
 				c.kubectl(t, "rollout", "status", "-n", f.Namespace, dep, "--timeout=5m")
@@ -364,7 +364,7 @@ func (j *journey) faultScenarios(redisPods func() []corev1.Pod) []faultScenario 
 					}
 					return len(pods) == want && len(waiting) == 0, fmt.Sprintf("%d of %d pods; %s", len(pods), want, strings.Join(waiting, "; "))
 				})
-				c.kubectl(t, "rollout", "status", "-n", f.Namespace, "deployment/"+resources.LimiterName(f), "--timeout=5m")
+				c.kubectl(t, "rollout", "status", "-n", f.Namespace, "deployment/"+resources.LimiterName(betaOf(f)), "--timeout=5m")
 				return fmt.Sprintf("node %s (Redis masters %v) drained of the fleet's pods %s after, uncordoned, and every pod back and ready %s after",
 					node, primaries, drained, since(start))
 			}
@@ -413,7 +413,7 @@ func (j *journey) runFault(t *testing.T, sc faultScenario, svc, keep string, loa
 	}
 	if sc.balanced {
 		f := j.fleet
-		headless := fmt.Sprintf("dns:///%s.%s.svc:8081", resources.LimiterHeadlessName(f), f.Namespace)
+		headless := fmt.Sprintf("dns:///%s.%s.svc:8081", resources.LimiterHeadlessName(betaOf(f)), f.Namespace)
 		loadArgs = append(slices.Clone(loadArgs), "-addr", headless) // the last -addr wins
 	}
 	prepared := ""
@@ -432,7 +432,7 @@ func (j *journey) runFault(t *testing.T, sc faultScenario, svc, keep string, loa
 	note := repaired(t)
 	if sc.redis {
 		j.waitRedisReadyAfter(t, w, start)
-		note += ", " + w.readyNote(fleetCond(v1alpha1.RedisReadyCondition), start)
+		note += ", " + w.readyNote(fleetCond(v1beta1.RedisReadyCondition), start)
 	}
 	l.waitQuiet(t, n, start, 5*time.Second, 3*time.Minute)
 	if sc.maxFailedShare > 0 || sc.reportShare {
@@ -451,7 +451,7 @@ func (j *journey) runFault(t *testing.T, sc faultScenario, svc, keep string, loa
 		j.markLocalShare(t, sc, local, start)
 	}
 	if sc.redis {
-		t.Logf("RedisReady: %s", w.timeline(fleetCond(v1alpha1.RedisReadyCondition), start))
+		t.Logf("RedisReady: %s", w.timeline(fleetCond(v1beta1.RedisReadyCondition), start))
 		if !sc.restartsLimiters {
 			j.checkNoFailureWhileRedisReady(t, w, l, n, start)
 		}
@@ -463,7 +463,7 @@ func (j *journey) runFault(t *testing.T, sc faultScenario, svc, keep string, loa
 		if rep.clean() {
 			// A policy's Degraded tells its store failures, which clean()
 			// judged (the busy machine's missed deadlines): not the fault's.
-			flaps = slices.DeleteFunc(flaps, func(f string) bool { return strings.Contains(f, " "+v1alpha1.DegradedCondition+": ") })
+			flaps = slices.DeleteFunc(flaps, func(f string) bool { return strings.Contains(f, " "+v1beta1.DegradedCondition+": ") })
 		}
 		if len(flaps) > 0 {
 			j.errorf(t, "conditions changed (%s):\n  %s", sc.title, strings.Join(flaps, "\n  "))
@@ -541,7 +541,7 @@ func (j *journey) waitCollected(t *testing.T, name string, after time.Time, pass
 // during the fault, or reports one now: every node kept its volume.
 func (j *journey) checkNoDataLoss(t *testing.T, w *watcher) {
 	t.Helper()
-	key := fleetCond(v1alpha1.RedisDataLossCondition)
+	key := fleetCond(v1beta1.RedisDataLossCondition)
 	if w.ever(key, "True") {
 		t.Errorf("the fleet reported a Redis data loss though every node kept its volume: %s", w.timeline(key, time.Now()))
 	}
@@ -566,7 +566,7 @@ func (j *journey) dumpOnFailure(t *testing.T) {
 		out, _, err = j.c.cmd("", j.c.kubectlBin, "logs", "-n", system, "-l", "app.kubernetes.io/component=operator", "--tail=400")
 		t.Logf("post-mortem: operator log (%v):\n%s", err, out)
 		sel := []string{}
-		for k, v := range resources.RedisSelectorLabels(f) {
+		for k, v := range resources.RedisSelectorLabels(betaOf(f)) {
 			sel = append(sel, k+"="+v)
 		}
 		out, _, err = j.c.cmd("", j.c.kubectlBin, "logs", "-n", f.Namespace, "-l", strings.Join(sel, ","), "--prefix", "--tail=60")
@@ -591,13 +591,13 @@ func (j *journey) limiterFailures(t *testing.T) string {
 		return err.Error()
 	}
 	pods := &corev1.PodList{}
-	if err := j.c.c.List(context.Background(), pods, client.InNamespace(j.fleet.Namespace), client.MatchingLabels(resources.LimiterSelectorLabels(j.fleet))); err != nil {
+	if err := j.c.c.List(context.Background(), pods, client.InNamespace(j.fleet.Namespace), client.MatchingLabels(resources.LimiterSelectorLabels(betaOf(j.fleet)))); err != nil {
 		return err.Error()
 	}
 	// The admin plane is HTTPS, from the fleet's own CA, for the Service's
 	// name.
 	adminTLS := &corev1.Secret{}
-	if err := j.c.c.Get(context.Background(), client.ObjectKey{Namespace: j.fleet.Namespace, Name: resources.AdminTLSSecretName(j.fleet)}, adminTLS); err != nil {
+	if err := j.c.c.Get(context.Background(), client.ObjectKey{Namespace: j.fleet.Namespace, Name: resources.AdminTLSSecretName(betaOf(j.fleet))}, adminTLS); err != nil {
 		return err.Error()
 	}
 	var out []string
@@ -611,7 +611,7 @@ func (j *journey) limiterFailures(t *testing.T) string {
 		}
 		// Told, never judged: a read that fails says so in the output.
 		if err := j.c.tryExecJSON(&answers, appNS, clientPod, "/e2eclient", "http", "-bearer-file", serviceAccountToken,
-			"-ca-pem", string(adminTLS.Data["ca.crt"]), "-server-name", resources.AdminTLSServerName(j.fleet),
+			"-ca-pem", string(adminTLS.Data["ca.crt"]), "-server-name", resources.AdminTLSServerName(betaOf(j.fleet)),
 			"-url", fmt.Sprintf("https://%s:%d/metrics", p.Status.PodIP, limiterwire.AdminPort)); err != nil {
 			out = append(out, fmt.Sprintf("  %s: its metrics not read: %v", p.Name, err))
 			continue
@@ -702,7 +702,7 @@ func (j *journey) checkKeysKept(t *testing.T, svc, keep string) {
 func (j *journey) waitRedisReadyAfter(t *testing.T, w *watcher, start time.Time) {
 	t.Helper()
 	waitFor(t, "RedisReady True again", 3*time.Minute, func() (bool, string) {
-		s, ok := w.current(fleetCond(v1alpha1.RedisReadyCondition))
+		s, ok := w.current(fleetCond(v1beta1.RedisReadyCondition))
 		return ok && s == "True" && time.Since(start) > time.Second, "RedisReady " + s
 	})
 }
@@ -720,7 +720,7 @@ func (j *journey) waitRedisReadyAfter(t *testing.T, w *watcher, start time.Time)
 func (j *journey) checkNoFailureWhileRedisReady(t *testing.T, w *watcher, l *load, n noise, start time.Time) {
 	t.Helper()
 	const detectGrace = 10 * time.Second
-	key := fleetCond(v1alpha1.RedisReadyCondition)
+	key := fleetCond(v1beta1.RedisReadyCondition)
 	var last string // the previous second, when it failed while RedisReady=True
 	for _, s := range l.seconds(start, time.Now()) {
 		end := s.start.Add(time.Second)

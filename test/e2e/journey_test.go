@@ -255,17 +255,17 @@ func (j *journey) redisClusterFleet(t *testing.T) {
 	var redisReady, ready time.Duration
 	waitFor(t, "fleet "+f.Name+" Ready", 4*time.Minute, func() (bool, string) {
 		got := c.fleet(t, f.Namespace, f.Name)
-		rs, rmsg := condition(got.Status.Conditions, v1alpha1.RedisReadyCondition)
+		rs, rmsg := condition(got.Status.Conditions, v1beta1.RedisReadyCondition)
 		if rs == metav1.ConditionTrue && redisReady == 0 {
 			redisReady = time.Since(start)
 		}
-		s, msg := condition(got.Status.Conditions, v1alpha1.ReadyCondition)
+		s, msg := condition(got.Status.Conditions, v1beta1.ReadyCondition)
 		if s == metav1.ConditionTrue && rs == metav1.ConditionTrue {
 			ready = time.Since(start)
 			return true, ""
 		}
 		return false, fmt.Sprintf("Ready %s (%s), RedisReady %s (%s); redis pods: %s", s, msg, rs, rmsg,
-			j.podsState(t, f.Namespace, resources.RedisSelectorLabels(f)))
+			j.podsState(t, f.Namespace, resources.RedisSelectorLabels(betaOf(f))))
 	})
 	j.mark("Redis Cluster fleet: RedisReady %s, Ready %s after create", redisReady.Round(100*time.Millisecond), ready.Round(100*time.Millisecond))
 	t.Logf("fleet %s/%s: RedisReady %v, Ready %v after kubectl create",
@@ -283,8 +283,8 @@ func (j *journey) redisClusterFleet(t *testing.T) {
 		// RedisReady is the operator's view of Redis itself; a pod's
 		// Ready is the kubelet's TCP probe, every 5s, so it may come a
 		// few seconds after the cluster formed.
-		waitFor(t, "StatefulSet "+resources.RedisShardName(f, shard)+" ready", time.Minute, func() (bool, string) {
-			if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: resources.RedisShardName(f, shard)}, sts); err != nil {
+		waitFor(t, "StatefulSet "+resources.RedisShardName(betaOf(f), shard)+" ready", time.Minute, func() (bool, string) {
+			if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: resources.RedisShardName(betaOf(f), shard)}, sts); err != nil {
 				return false, err.Error()
 			}
 			return sts.Status.ReadyReplicas == 1+replicas, fmt.Sprintf("%d ready, want %d", sts.Status.ReadyReplicas, 1+replicas)
@@ -297,10 +297,10 @@ func (j *journey) redisClusterFleet(t *testing.T) {
 	// The limiters are given the Redis nodes' DNS names, and each name
 	// resolves, from a pod, to the pod that serves it.
 	dep := &appsv1.Deployment{}
-	if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: resources.LimiterName(f)}, dep); err != nil {
+	if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: resources.LimiterName(betaOf(f))}, dep); err != nil {
 		t.Fatal(err)
 	}
-	seeds := resources.RedisSeeds(got)
+	seeds := resources.RedisSeeds(betaOf(got))
 	store := "--store=redis-cluster://" + strings.Join(seeds, ",")
 	if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, store) {
 		t.Errorf("limiter arguments %q, want %s", args, store)
@@ -312,7 +312,7 @@ func (j *journey) redisClusterFleet(t *testing.T) {
 	resolved := map[string]any{}
 	c.execJSON(t, &resolved, appNS, clientPod, append([]string{"/e2eclient", "resolve"}, hosts...)...)
 	pods := &corev1.PodList{}
-	if err := c.c.List(context.Background(), pods, client.InNamespace(f.Namespace), client.MatchingLabels(resources.RedisSelectorLabels(f))); err != nil {
+	if err := c.c.List(context.Background(), pods, client.InNamespace(f.Namespace), client.MatchingLabels(resources.RedisSelectorLabels(betaOf(f)))); err != nil {
 		t.Fatal(err)
 	}
 	ips := map[string]string{}
@@ -360,7 +360,7 @@ func (j *journey) samples(t *testing.T) {
 		var notYet []string
 		for _, key := range policies {
 			p := c.policy(t, key.Namespace, key.Name)
-			if s, msg := condition(p.Status.Conditions, v1alpha1.EnforcedCondition); s != metav1.ConditionTrue {
+			if s, msg := condition(p.Status.Conditions, v1beta1.EnforcedCondition); s != metav1.ConditionTrue {
 				notYet = append(notYet, fmt.Sprintf("%s: Enforced %s (%s)", key, s, msg))
 			}
 		}
@@ -380,7 +380,7 @@ func (j *journey) samples(t *testing.T) {
 			"which only %v do: applying config/samples/ and config/samples/redis-cluster/ enforces nothing there "+
 			"(issue 15: the samples don't fit together)", f.Namespace, f.Name, f.Spec.PolicySelector, charges.Status.Fleets)
 	}
-	svc := fmt.Sprintf("%s.%s.svc", resources.LimiterName(f), f.Namespace)
+	svc := fmt.Sprintf("%s.%s.svc", resources.LimiterName(betaOf(f)), f.Namespace)
 	var answers []struct {
 		Status  int
 		Headers http.Header
@@ -585,7 +585,7 @@ func (j *journey) nginx(t *testing.T) {
 	start := time.Now()
 	c.apply(t, strings.Join(manifests, "---\n"))
 	waitFor(t, "gateway fleet Ready", 3*time.Minute, func() (bool, string) {
-		s, msg := condition(c.fleet(t, fleetKey.Namespace, fleetKey.Name).Status.Conditions, v1alpha1.ReadyCondition)
+		s, msg := condition(c.fleet(t, fleetKey.Namespace, fleetKey.Name).Status.Conditions, v1beta1.ReadyCondition)
 		return s == metav1.ConditionTrue, msg
 	})
 	fleet := c.fleet(t, fleetKey.Namespace, fleetKey.Name)
@@ -608,7 +608,7 @@ func (j *journey) nginx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limiterSvc := fmt.Sprintf("%s.%s.svc.cluster.local", resources.LimiterName(fleet), fleet.Namespace)
+	limiterSvc := fmt.Sprintf("%s.%s.svc.cluster.local", resources.LimiterName(betaOf(fleet)), fleet.Namespace)
 	replaced := string(conf)
 	for old, repl := range map[string]string{
 		"server 127.0.0.1:8000;": "server app." + appNS + ".svc.cluster.local:8000;",

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/limiterwire"
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
@@ -48,13 +48,13 @@ func (j *journey) networkPolicies(t *testing.T) {
 		c.restrictedNamespace(t, ns)
 		c.clientPod(t, ns, clientPod)
 	}
-	svc := fmt.Sprintf("%s.%s.svc:8081", resources.LimiterName(f), f.Namespace)
+	svc := fmt.Sprintf("%s.%s.svc:8081", resources.LimiterName(betaOf(f)), f.Namespace)
 	limiters := &corev1.PodList{}
-	if err := c.c.List(ctx, limiters, client.InNamespace(f.Namespace), client.MatchingLabels(resources.LimiterSelectorLabels(f))); err != nil {
+	if err := c.c.List(ctx, limiters, client.InNamespace(f.Namespace), client.MatchingLabels(resources.LimiterSelectorLabels(betaOf(f)))); err != nil {
 		t.Fatal(err)
 	}
 	redis := &corev1.PodList{}
-	if err := c.c.List(ctx, redis, client.InNamespace(f.Namespace), client.MatchingLabels(resources.RedisSelectorLabels(f))); err != nil {
+	if err := c.c.List(ctx, redis, client.InNamespace(f.Namespace), client.MatchingLabels(resources.RedisSelectorLabels(betaOf(f)))); err != nil {
 		t.Fatal(err)
 	}
 	if len(limiters.Items) == 0 || len(redis.Items) == 0 {
@@ -87,8 +87,8 @@ func (j *journey) networkPolicies(t *testing.T) {
 	// by their store (an exhausted counter denies).
 	waitFor(t, "fleet "+f.Name+" RedisReady and Ready under enforced NetworkPolicies", 2*time.Minute, func() (bool, string) {
 		got := c.fleet(t, f.Namespace, f.Name)
-		rs, rmsg := condition(got.Status.Conditions, v1alpha1.RedisReadyCondition)
-		s, msg := condition(got.Status.Conditions, v1alpha1.ReadyCondition)
+		rs, rmsg := condition(got.Status.Conditions, v1beta1.RedisReadyCondition)
+		s, msg := condition(got.Status.Conditions, v1beta1.ReadyCondition)
 		return rs == metav1.ConditionTrue && s == metav1.ConditionTrue, fmt.Sprintf("RedisReady %s (%s), Ready %s (%s)", rs, rmsg, s, msg)
 	})
 	var answers []rlsAnswer

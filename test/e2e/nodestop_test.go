@@ -211,7 +211,7 @@ func (j *journey) primariesOnto(t *testing.T, node string, redisPods func() []co
 	if f.Status.Redis == nil {
 		t.Fatal("the fleet's status has no Redis")
 	}
-	secret, err := j.c.cs.CoreV1().Secrets(f.Namespace).Get(ctx, resources.RedisAuthSecretName(f), metav1.GetOptions{})
+	secret, err := j.c.cs.CoreV1().Secrets(f.Namespace).Get(ctx, resources.RedisAuthSecretName(betaOf(f)), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func (j *journey) primariesOnto(t *testing.T, node string, redisPods func() []co
 	onNode := map[int32]string{} // shard -> its pod on node
 	for _, p := range redisPods() {
 		for _, pr := range f.Status.Redis.Primaries {
-			if p.Spec.NodeName == node && strings.HasPrefix(p.Name, resources.RedisShardName(f, int(pr.Shard))+"-") {
+			if p.Spec.NodeName == node && strings.HasPrefix(p.Name, resources.RedisShardName(betaOf(f), int(pr.Shard))+"-") {
 				onNode[pr.Shard] = p.Name
 			}
 		}

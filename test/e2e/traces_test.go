@@ -48,7 +48,7 @@ func (j *journey) traces(t *testing.T) {
 	}
 	setTracing(&v1alpha1.FleetTracing{Endpoint: endpoint, SamplesPerMillion: ptr.To[int32](1_000_000)})
 	t.Cleanup(func() { setTracing(nil) })
-	dep := "deployment/" + resources.LimiterName(c.fleet(t, j.gateway.Namespace, j.gateway.Name))
+	dep := "deployment/" + resources.LimiterName(betaOf(c.fleet(t, j.gateway.Namespace, j.gateway.Name)))
 	waitFor(t, "the gateway limiters rendered with the tracing endpoint", 2*time.Minute, func() (bool, string) {
 		out := c.kubectl(t, "get", "-n", j.gateway.Namespace, dep, "-o", "jsonpath={.spec.template.spec.containers[0]}")
 		return strings.Contains(out, recv.Addr), "not yet"
@@ -57,7 +57,7 @@ func (j *journey) traces(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			// What the limiters said of their exporter, for the failure.
-			sel := labels.SelectorFromSet(resources.LimiterSelectorLabels(c.fleet(t, j.gateway.Namespace, j.gateway.Name))).String()
+			sel := labels.SelectorFromSet(resources.LimiterSelectorLabels(betaOf(c.fleet(t, j.gateway.Namespace, j.gateway.Name)))).String()
 			out, errOut, _ := c.cmd("", c.kubectlBin, "logs", "-n", j.gateway.Namespace, "-l", sel, "--tail=40", "--prefix")
 			t.Logf("the gateway limiters' last lines:\n%s%s", out, errOut)
 		}

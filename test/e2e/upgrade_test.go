@@ -15,7 +15,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
@@ -36,7 +35,7 @@ func (j *journey) upgradeUninstall(t *testing.T) {
 		t.Errorf("after helm upgrade --set operator.logLevel=debug the operator runs with %q", args)
 	}
 	waitFor(t, "the fleet Ready under the upgraded operator", 2*time.Minute, func() (bool, string) {
-		s, msg := condition(c.fleet(t, f.Namespace, f.Name).Status.Conditions, v1alpha1.ReadyCondition)
+		s, msg := condition(c.fleet(t, f.Namespace, f.Name).Status.Conditions, v1beta1.ReadyCondition)
 		return s == metav1.ConditionTrue, msg
 	})
 	j.mark("helm upgrade: operator rolled out and fleet Ready %s after", since(start))
@@ -79,7 +78,7 @@ func (j *journey) upgradeUninstall(t *testing.T) {
 
 	// The limiters run on without an operator: a new user's first call is
 	// allowed, the counted ones still deny.
-	svc := fmt.Sprintf("%s.%s.svc:8081", resources.LimiterName(f), f.Namespace)
+	svc := fmt.Sprintf("%s.%s.svc:8081", resources.LimiterName(betaOf(f)), f.Namespace)
 	var answers []rlsAnswer
 	c.execJSON(t, &answers, appNS, clientPod, "/e2eclient", "rls", "-addr", svc, "-domain", loadDomain,
 		"-descriptor", "keep=after-uninstall%d", "-keys", "1", "-n", "4")

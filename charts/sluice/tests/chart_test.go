@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/internal/conversiontest"
 )
@@ -171,13 +172,13 @@ func TestChart(t *testing.T) {
 		})
 		// Policies get a status; none is accepted yet, as no fleet allows
 		// their domain.
-		waitForCondition(t, "payments", "charges-per-user", v1alpha1.AcceptedCondition, metav1.ConditionFalse)
+		waitForCondition(t, "payments", "charges-per-user", v1beta1.AcceptedCondition, metav1.ConditionFalse)
 		var p v1alpha1.RateLimitPolicy
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "payments", Name: "charges-per-user"}, &p); err != nil {
 			t.Fatal(err)
 		}
-		if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.AcceptedCondition); c.Reason != v1alpha1.DomainNotAllowedReason {
-			t.Errorf("Accepted %s %s: %s, want reason %s", c.Status, c.Reason, c.Message, v1alpha1.DomainNotAllowedReason)
+		if c := meta.FindStatusCondition(p.Status.Conditions, v1beta1.AcceptedCondition); c.Reason != v1beta1.DomainNotAllowedReason {
+			t.Errorf("Accepted %s %s: %s, want reason %s", c.Status, c.Reason, c.Message, v1beta1.DomainNotAllowedReason)
 		}
 	})
 
@@ -265,7 +266,7 @@ func TestChart(t *testing.T) {
 		if got := d.Spec.Template.Spec.Containers[0].Image; got != want {
 			t.Errorf("limiter image %s, want %s (the chart's --limiter-image)", got, want)
 		}
-		waitForCondition(t, "payments", "charges-per-user", v1alpha1.AcceptedCondition, metav1.ConditionTrue)
+		waitForCondition(t, "payments", "charges-per-user", v1beta1.AcceptedCondition, metav1.ConditionTrue)
 		// What the README's "Install on Kubernetes" shows.
 		eventually(t, settle, func() error {
 			var f v1alpha1.LimiterFleet
@@ -332,8 +333,8 @@ spec:
 			if err := k8s.Get(ctx, client.ObjectKey{Namespace: "cache", Name: "counted"}, &f); err != nil {
 				return err
 			}
-			c := meta.FindStatusCondition(f.Status.Conditions, v1alpha1.RedisReadyCondition)
-			if c == nil || c.Reason != v1alpha1.WaitingForNodesReason {
+			c := meta.FindStatusCondition(f.Status.Conditions, v1beta1.RedisReadyCondition)
+			if c == nil || c.Reason != v1beta1.WaitingForNodesReason {
 				return fmt.Errorf("RedisReady %+v, want WaitingForNodes: no kubelet starts the pods here", c)
 			}
 			return nil
@@ -527,7 +528,7 @@ spec:
 		if _, err := startOperator(whole, kc, operatorArgs(t, objs)); err != nil {
 			t.Fatal(err)
 		}
-		waitForCondition(t, "team-a", "search-per-client", v1alpha1.AcceptedCondition, metav1.ConditionTrue)
+		waitForCondition(t, "team-a", "search-per-client", v1beta1.AcceptedCondition, metav1.ConditionTrue)
 		eventually(t, settle, func() error {
 			return k8s.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "edge-limiter"}, &rbacv1.Role{})
 		})

@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
@@ -51,7 +51,7 @@ func TestAttackCompromisedOperator(t *testing.T) {
 
 	// A RoleBinding's escalation check reads its Role: the fleet's
 	// limiter Role is created for real, as the operator (admitted).
-	role := resources.BuildLimiterRole(&v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: fleetNS, Name: "edge"}})
+	role := resources.BuildLimiterRole(&v1beta1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: fleetNS, Name: "edge"}})
 	if err := op.Create(ctx, role); err != nil {
 		t.Fatalf("the limiter Role, as the operator renders it: %v", err)
 	}
@@ -213,15 +213,15 @@ func deployment(meta metav1.ObjectMeta, c corev1.Container) *appsv1.Deployment {
 // renderedFleet is every kind the operator's builders render for a Cluster
 // fleet in ns.
 func renderedFleet(ns string) []client.Object {
-	f := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge", UID: "7b1f6c1e-0000-4000-8000-000000000001"},
-		Spec: v1alpha1.LimiterFleetSpec{Redis: v1alpha1.RedisSpec{Mode: ptr.To(v1alpha1.RedisCluster)}}}
+	b := &v1beta1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge", UID: "7b1f6c1e-0000-4000-8000-000000000001"},
+		Spec: v1beta1.LimiterFleetSpec{Store: v1beta1.Store{Type: v1beta1.StoreCluster}}}
 	return []client.Object{
-		resources.BuildLimiterServiceAccount(f), resources.BuildLimiterRoleBinding(f),
-		resources.BuildLimiterDeployment(f, resources.LimiterDeploymentOptions{DefaultImage: "sluice-limiter:test", StoreURL: "memory"}),
-		resources.BuildLimiterService(f), resources.BuildLimiterPDB(f), resources.BuildSnapshotConfigMap(f, []byte("{}"), "v1"),
-		resources.BuildLimiterAuthDelegation([]v1alpha1.LimiterFleet{*f}),
-		resources.BuildRedisStatefulSet(f, 0, "redis:7", resources.RedisSecretHashes{}), resources.BuildRedisService(f),
-		resources.BuildRedisConfigMap(f), resources.BuildTopKKeySecret(f, []byte("key")),
-		resources.BuildLimiterNetworkPolicy(f, resources.NetworkPolicyOptions{OperatorNamespace: "held-system"}),
+		resources.BuildLimiterServiceAccount(b), resources.BuildLimiterRoleBinding(b),
+		resources.BuildLimiterDeployment(b, resources.LimiterDeploymentOptions{DefaultImage: "sluice-limiter:test", StoreURL: "memory"}),
+		resources.BuildLimiterService(b), resources.BuildLimiterPDB(b), resources.BuildSnapshotConfigMap(b, []byte("{}"), "v1"),
+		resources.BuildLimiterAuthDelegation([]v1beta1.LimiterFleet{*b}),
+		resources.BuildRedisStatefulSet(b, 0, "redis:7", resources.RedisSecretHashes{}), resources.BuildRedisService(b),
+		resources.BuildRedisConfigMap(b), resources.BuildTopKKeySecret(b, []byte("key")),
+		resources.BuildLimiterNetworkPolicy(b, resources.NetworkPolicyOptions{OperatorNamespace: "held-system"}),
 	}
 }

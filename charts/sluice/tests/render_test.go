@@ -497,7 +497,7 @@ func TestMonitoringTemplates(t *testing.T) {
 	}
 	pm := monitors[0].Object["spec"].(map[string]any)
 	fleet := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "team-a"}}
-	pod := resources.BuildLimiterDeployment(fleet, resources.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "memory"}).Spec.Template
+	pod := resources.BuildLimiterDeployment(betaOf(fleet), resources.LimiterDeploymentOptions{DefaultImage: "limiter:test", StoreURL: "memory"}).Spec.Template
 	sel := pm["selector"].(map[string]any)["matchLabels"].(map[string]any)
 	for k, v := range sel {
 		if pod.Labels[k] != v {
@@ -614,7 +614,7 @@ func TestFleetClients(t *testing.T) {
 	if !reflect.DeepEqual(fleet.Spec.Clients, want) {
 		t.Fatalf("spec.clients %+v, want %+v", fleet.Spec.Clients, want)
 	}
-	np := resources.BuildLimiterNetworkPolicy(fleet, resources.NetworkPolicyOptions{OperatorNamespace: "sluice-system"})
+	np := resources.BuildLimiterNetworkPolicy(betaOf(fleet), resources.NetworkPolicyOptions{OperatorNamespace: "sluice-system"})
 	if from := np.Spec.Ingress[0].From; len(from) != 1 || !reflect.DeepEqual(from[0].PodSelector, want[0].PodSelector) ||
 		!reflect.DeepEqual(from[0].NamespaceSelector, want[0].NamespaceSelector) {
 		t.Errorf("the limiters' data ports admit %+v, want the chart's clients", from)

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package v1alpha1
+package v1beta1
 
 // Condition types of a LimiterFleet. The operator recomputes them from what it
 // observes on every pass. Types are named <Type>Condition and reasons
@@ -36,14 +36,14 @@ const (
 	// version of the snapshot in status.snapshot.
 	SnapshotSyncedCondition = "SnapshotSynced"
 
-	// RedisDataLossCondition, for redis.mode Cluster, is True from the moment
+	// RedisDataLossCondition, for store.type Cluster, is True from the moment
 	// the operator finds slots whose keys are gone (a shard lost with every
 	// replica: the limiters' counters there start again from zero) until a
 	// person acknowledges it with AnnotationDataLossAcknowledged. It does not
 	// make the fleet less Ready: the cluster serves every slot again.
 	RedisDataLossCondition = "RedisDataLoss"
 
-	// RegionsReachableCondition, for a fleet with spec.regions (v1beta1),
+	// RegionsReachableCondition, for a fleet with spec.regions,
 	// is True when every peer region that the fleet's limiter pods have
 	// called answered their last grant call, False (reason PeerUnreachable,
 	// PeerUnauthorized, PeerUnknownRegion or PeerRefused, the message
@@ -94,11 +94,11 @@ const (
 	PodsNotSyncedReason = "PodsNotSynced"
 	// NoReadyPodsReason: no limiter pod is ready, so nothing is enforced.
 	NoReadyPodsReason = "NoReadyPods"
-	// ScaledToZeroReason: spec.replicas is 0, so nothing is enforced.
+	// ScaledToZeroReason: spec.limiters.replicas is 0, so nothing is enforced.
 	ScaledToZeroReason = "ScaledToZero"
-	// RedisNotManagedReason: redis.mode is None; each pod counts in memory.
+	// RedisNotManagedReason: store.type is Memory; each pod counts in memory.
 	RedisNotManagedReason = "RedisNotManaged"
-	// RedisExternalReason: redis.mode is External; the operator does not
+	// RedisExternalReason: store.type is External; the operator does not
 	// manage it, and every limiter pod that answered can use it.
 	RedisExternalReason = "RedisExternal"
 	// StoreUnreachableReason: limiter pods report that they can't use the
@@ -135,7 +135,7 @@ const (
 	// each was last heard from and when its replica took over).
 	FailedOverReason = "FailedOver"
 	// AuthFailedReason: a Redis node refused the password, or a Secret the
-	// operator needs (redis.auth's, or redis.tls's CA) is missing or
+	// operator needs (store.*.auth's, or store.*.tls's CA) is missing or
 	// unusable.
 	AuthFailedReason = "AuthFailed"
 	// SecretNotOwnedReason: a Secret the operator would write for the
@@ -152,7 +152,7 @@ const (
 	// DuplicateNodeIDReason: two Redis pods hold one node ID (a volume
 	// copied or restored onto another pod); the operator leaves both alone.
 	DuplicateNodeIDReason = "DuplicateNodeID"
-	// ScaleInRejectedReason: spec.redis.shards is lower than the shards
+	// ScaleInRejectedReason: spec.store.cluster.shards is lower than the shards
 	// that serve slots; the operator keeps every shard.
 	ScaleInRejectedReason = "ScaleInRejected"
 	// ReconcileErrorReason: the operator failed to apply a child object; the
