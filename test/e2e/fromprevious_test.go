@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/resources"
 	"github.com/sluice-dev/sluice/limiter/config"
 )
@@ -87,7 +88,7 @@ func (j *journey) upgradeFromPrevious(t *testing.T) {
 	j.upgrade = "started"
 	j.allowDomainTo(t, upgradeDomain, appNS)
 	j.upgradePolicies(t)
-	svc := fmt.Sprintf("%s.%s.svc:8081", resources.LimiterName(f), f.Namespace)
+	svc := fmt.Sprintf("%s.%s.svc:8081", resources.LimiterName(betaOf(f)), f.Namespace)
 	before := j.checkDenies(t, svc, "upgrade-deny=before", []string{"OK", "OVER_LIMIT"}, true)
 
 	common := []string{"-addr", svc, "-domain", upgradeDomain, "-conns", "4", "-interval", "250ms"}
@@ -163,7 +164,7 @@ func (j *journey) upgradePolicies(t *testing.T) {
 	}
 	waitFor(t, "the upgrade's policies Enforced by the previous release", 2*time.Minute, func() (bool, string) {
 		for _, n := range []string{"e2e-upgrade-allow", "e2e-upgrade-deny"} {
-			if s, msg := condition(c.policy(t, appNS, n).Status.Conditions, v1alpha1.EnforcedCondition); s != metav1.ConditionTrue {
+			if s, msg := condition(c.policy(t, appNS, n).Status.Conditions, v1beta1.EnforcedCondition); s != metav1.ConditionTrue {
 				return false, n + ": " + msg
 			}
 		}
@@ -227,10 +228,10 @@ func (j *journey) awaitUpgrade(t *testing.T, start time.Time, op, lim string) st
 	j.awaitPods(t, "the operator", system, dep.Spec.Selector.MatchLabels, op, ptr.Deref(dep.Spec.Replicas, 1))
 	opAt := time.Since(start)
 	limDep := &appsv1.Deployment{}
-	if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: resources.LimiterName(f)}, limDep); err != nil {
+	if err := c.c.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: resources.LimiterName(betaOf(f))}, limDep); err != nil {
 		t.Fatal(err)
 	}
-	j.awaitPods(t, "every limiter", f.Namespace, resources.LimiterSelectorLabels(f), lim, ptr.Deref(limDep.Spec.Replicas, 1))
+	j.awaitPods(t, "every limiter", f.Namespace, resources.LimiterSelectorLabels(betaOf(f)), lim, ptr.Deref(limDep.Spec.Replicas, 1))
 	limAt := time.Since(start)
 	var format int
 	waitFor(t, "the snapshot ConfigMap in format 2", 3*time.Minute, func() (bool, string) {
@@ -271,7 +272,7 @@ func (j *journey) awaitPods(t *testing.T, what, ns string, selector map[string]s
 func (j *journey) snapshotFormat(t *testing.T) (int, string) {
 	cm := &corev1.ConfigMap{}
 	f := j.fleet
-	if err := j.c.c.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: resources.SnapshotConfigMapName(f)}, cm); err != nil {
+	if err := j.c.c.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: resources.SnapshotConfigMapName(betaOf(f))}, cm); err != nil {
 		return 0, err.Error()
 	}
 	doc := []byte(cm.Data[config.DocumentKey])
@@ -303,10 +304,10 @@ func (j *journey) awaitRedisRendered(t *testing.T) {
 	c := j.c
 	waitFor(t, "the Redis pods running the redis.conf this tree renders", 4*time.Minute, func() (bool, string) {
 		f := c.fleet(t, j.fleet.Namespace, j.fleet.Name)
-		sum := sha256.Sum256([]byte(resources.RedisConfig(f)))
+		sum := sha256.Sum256([]byte(resources.RedisConfig(betaOf(f))))
 		hash := hex.EncodeToString(sum[:8])
 		list := &appsv1.StatefulSetList{}
-		if err := c.c.List(context.Background(), list, client.InNamespace(f.Namespace), client.MatchingLabels(resources.RedisSelectorLabels(f))); err != nil {
+		if err := c.c.List(context.Background(), list, client.InNamespace(f.Namespace), client.MatchingLabels(resources.RedisSelectorLabels(betaOf(f)))); err != nil {
 			return false, err.Error()
 		}
 		if len(list.Items) == 0 {
@@ -322,7 +323,7 @@ func (j *journey) awaitRedisRendered(t *testing.T) {
 				return false, fmt.Sprintf("%s rolling: %d updated, %d ready of %d", s.Name, st.UpdatedReplicas, st.ReadyReplicas, ptr.Deref(s.Spec.Replicas, 1))
 			}
 		}
-		s, msg := condition(f.Status.Conditions, v1alpha1.ReadyCondition)
+		s, msg := condition(f.Status.Conditions, v1beta1.ReadyCondition)
 		return s == metav1.ConditionTrue, "fleet Ready " + string(s) + ": " + msg
 	})
 }
