@@ -443,6 +443,11 @@ func (j *journey) runFault(t *testing.T, sc faultScenario, svc, keep string, loa
 		}
 	}
 	rep := l.report(n, start)
+	if sc.reportShare {
+		// Where the failures fell, second by second: the chain
+		// names where the time goes.
+		note += "; failing seconds from the fault's start: " + l.failingSeconds(start)
+	}
 	l.stop()
 	note = prepared + note
 	t.Logf("%s: %s; %s", sc.title, note, rep)

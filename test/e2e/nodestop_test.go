@@ -86,8 +86,12 @@ func (j *journey) nodeStopped(redisPods func() []corev1.Pod) faultScenario {
 			masters := j.redisMastersOn(t, node, redisPods)
 			limiters := j.limiterPodsOn(t, node)
 			operators := j.operatorPodsOn(t, node)
-			c.nodeScript(t, "stop", node)
+			// The stop's time is taken before node.sh, which returns only
+			// seconds after the node's processes are gone: the chain's
+			// times and the limiters' log lines count from it.
 			stopped := time.Now()
+			c.nodeScript(t, "stop", node)
+			stopTook := since(stopped)
 			chain := j.redisReadyChain(stopped)
 			// Down for a reboot's time, the load running on; the operator
 			// may be on the node too, so what it says is read after.
@@ -128,8 +132,8 @@ func (j *journey) nodeStopped(redisPods func() []corev1.Pod) faultScenario {
 					}
 				}
 				slices.Sort(failedOver)
-				return fmt.Sprintf("node %s stopped (Redis masters %v, limiter pods %v, operator pods %v) for %v, started again %s after, its pods running and ready %s after; masters after: [%s]; RedisReady after the stop: %s; the limiters' logs after the stop: %s",
-					node, masters, limiters, operators, nodeDownFor, restarted, since(start), strings.Join(failedOver, ", "), chain(), j.limiterFailoverLog(stopped))
+				return fmt.Sprintf("node %s stopped %s after the fault's start (Redis masters %v, limiter pods %v, operator pods %v; node.sh stop returned %s after) for %v, started again %s after, its pods running and ready %s after; masters after: [%s]; RedisReady after the stop: %s; the limiters' logs after the stop: %s",
+					node, stopped.Sub(start).Round(100*time.Millisecond), masters, limiters, operators, stopTook, nodeDownFor, restarted, since(start), strings.Join(failedOver, ", "), chain(), j.limiterFailoverLog(stopped))
 			}
 		},
 	}
