@@ -150,8 +150,21 @@ func TestHomeReplaysIdempotentRetries(t *testing.T) {
 	}
 	// The grant path and the exact one share the counter: what the regions
 	// admit after is the limit less the one request's 10.
+	shared := func(n string) float64 {
+		return testutil.ToFloat64(lab.regions[n].r.metrics.decisions.WithLabelValues("share"))
+	}
+	sharedBefore := map[string]float64{"b": shared("b"), "c": shared("c")}
 	admitted := lab.drive(t, p, key, []int{2, 1, 1})
-	if total := sum(admitted); total < p.Limit.Limit-10-a.r.ReachBound(p.Limit) || total > p.Limit.Limit-10+a.r.ReachBound(p.Limit) {
-		t.Errorf("admitted %v = %d after the request of 10: want %d within the bound %d", admitted, total, p.Limit.Limit-10, a.r.ReachBound(p.Limit))
+	bound := a.r.ReachBound(p.Limit)
+	for n, before := range sharedBefore {
+		// On a loaded machine a grant call may time out: that region
+		// then decides from its own share, as the bound allows.
+		if shared(n) > before {
+			t.Logf("region %s decided %v from its share (a grant call failed)", n, shared(n)-before)
+			bound += lab.regions[n].r.shareLimit(p.Limit).Limit
+		}
+	}
+	if total := sum(admitted); total < p.Limit.Limit-10-a.r.ReachBound(p.Limit) || total > p.Limit.Limit-10+bound {
+		t.Errorf("admitted %v = %d after the request of 10: want %d within the bound %d (with the shares decided from)", admitted, total, p.Limit.Limit-10, bound)
 	}
 }
