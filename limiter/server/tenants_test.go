@@ -11,8 +11,10 @@ import (
 	"github.com/sluice-dev/sluice/limiter/store/memory"
 )
 
-// twoNamespaces: alice's logins (namespace a, 3 a minute) and namespace
-// b's long quotas (720h), in one domain.
+// twoNamespaces: alice's logins (namespace a, 3 in 720h) and namespace
+// b's long quotas (720h), in one domain. Both windows are long: a fixed
+// window of a minute rolled over between alice's checks in a CI run (her
+// last check met a fresh window, not an eviction).
 const twoNamespaces = `apiVersion: ratelimit.sluice.dev/v1alpha1
 kind: RateLimitPolicy
 metadata: {name: logins, namespace: a}
@@ -20,7 +22,7 @@ spec:
   domain: api
   descriptors: [{key: user}]
   algorithm: FixedWindow
-  rate: {limit: 3, period: 1m}
+  rate: {limit: 3, period: 720h}
 ---
 apiVersion: ratelimit.sluice.dev/v1alpha1
 kind: RateLimitPolicy
