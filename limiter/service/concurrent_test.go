@@ -174,3 +174,39 @@ func TestGatheredRetriesReplayAndCountOnce(t *testing.T) {
 		}
 	}
 }
+
+// A retried request whose last descriptor was denied the first time (its
+// counter spent): the others' decisions replay, the denial is decided
+// afresh (a denial is not replayed), and nothing is counted twice; the
+// gathered answers are the serial ones.
+func TestGatheredRetriesOfAPartialDenial(t *testing.T) {
+	gathered, serial, _ := seamPair(t, seamSnapshot(t, 1_000_000))
+	for round := range 10 {
+		u, key := fmt.Sprint("u", round), fmt.Sprint("charge-", round)
+		var answers [2][]string
+		for k, svc := range []*service.Service{gathered, serial} {
+			spend := &service.Request{Domain: "seams", HitsAddend: 100, Descriptors: []service.Descriptor{desc("k3", u)}}
+			if r := decideOrFail(t, svc, spend); r.OverLimit {
+				t.Fatalf("round %d, spending k3's 100: %s", round, seamAnswer(r))
+			}
+			for try := range 3 {
+				r := decideOrFail(t, svc, seamRequest(u, key))
+				d := r.Decisions
+				if !r.OverLimit || r.Replayed != (try > 0) || !d[3].OverLimit || d[3].Result.Replayed {
+					t.Fatalf("round %d, try %d: %s; want denied by k3, the others replayed from the second", round, try, seamAnswer(r))
+				}
+				for i := range 3 {
+					if d[i].OverLimit || d[i].Result.Remaining != 99 || d[i].Result.Replayed != (try > 0) {
+						t.Fatalf("round %d, try %d, descriptor %d: %s; want allowed, 99 remaining (one unit counted)", round, try, i, seamAnswer(r))
+					}
+				}
+				answers[k] = append(answers[k], seamAnswer(r))
+			}
+		}
+		for try := range answers[0] {
+			if answers[0][try] != answers[1][try] {
+				t.Fatalf("round %d, try %d, gathered:\n  %s\nserial:\n  %s", round, try, answers[0][try], answers[1][try])
+			}
+		}
+	}
+}
