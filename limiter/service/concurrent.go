@@ -137,11 +137,7 @@ func (s *Service) decideConcurrently(ctx context.Context, pl *plan) {
 		pl.par[i].run = gathered(&pl.steps[i])
 		if pl.par[i].run {
 			parties++
-		}
-	}
-	for i := range pl.par {
-		if pl.par[i].run {
-			s.spendAhead(pl, &pl.steps[i], &pl.par[i])
+			s.spendAhead(pl, &pl.steps[i], &pl.par[i]) // in descriptor order
 		}
 	}
 	pl.gather.Reset(parties)
