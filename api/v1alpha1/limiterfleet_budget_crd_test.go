@@ -1,8 +1,6 @@
 package v1alpha1_test
 
 import (
-	"testing"
-
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
@@ -67,27 +65,4 @@ var budgetGoodCases = []fleetGoodCase{
 				TenantBudget: v1alpha1.TenantBudget{MaxSnapshotBytesPerNamespace: ptr.To(int32(512 << 10)), MaxPoliciesPerRequest: ptr.To(int32(64))}}},
 		}
 	}},
-}
-
-// EffectiveBudget takes each field from the namespace's override, else the
-// fleet's, else the default.
-func TestEffectiveBudget(t *testing.T) {
-	spec := &v1alpha1.LimiterFleetSpec{TenantBudget: &v1alpha1.TenantBudgets{
-		TenantBudget: v1alpha1.TenantBudget{MaxPoliciesPerNamespace: ptr.To(int32(50))},
-		Overrides: []v1alpha1.TenantBudgetOverride{{Namespace: "payments",
-			TenantBudget: v1alpha1.TenantBudget{MaxPoliciesPerRequest: ptr.To(int32(64))}}},
-	}}
-	got := func(b v1alpha1.TenantBudget) [4]int32 {
-		return [4]int32{*b.MaxPoliciesPerNamespace, *b.MaxSnapshotBytesPerNamespace, *b.MaxPoliciesPerRequest, *b.StoreCallsPerSecondPerNamespace}
-	}
-	if g, want := got(spec.EffectiveBudget("payments")), [4]int32{50, v1alpha1.DefaultMaxSnapshotBytesPerNamespace, 64, v1alpha1.DefaultStoreCallsPerSecondPerNamespace}; g != want {
-		t.Errorf("payments: %v, want %v", g, want)
-	}
-	if g, want := got(spec.EffectiveBudget("shop")), [4]int32{50, v1alpha1.DefaultMaxSnapshotBytesPerNamespace, v1alpha1.DefaultMaxPoliciesPerRequest, v1alpha1.DefaultStoreCallsPerSecondPerNamespace}; g != want {
-		t.Errorf("shop: %v, want %v", g, want)
-	}
-	none := &v1alpha1.LimiterFleetSpec{}
-	if g, want := got(none.EffectiveBudget("shop")), [4]int32{v1alpha1.DefaultMaxPoliciesPerNamespace, v1alpha1.DefaultMaxSnapshotBytesPerNamespace, v1alpha1.DefaultMaxPoliciesPerRequest, v1alpha1.DefaultStoreCallsPerSecondPerNamespace}; g != want {
-		t.Errorf("no tenantBudget: %v, want %v", g, want)
-	}
 }

@@ -111,39 +111,5 @@ type TenantBudgetOverride struct {
 	TenantBudget `json:",inline"`
 }
 
-// EffectiveBudget is namespace ns's budget on the fleet, every field set:
-// its override's fields, else the fleet's, else the defaults.
-func (s *LimiterFleetSpec) EffectiveBudget(ns string) TenantBudget {
-	var fleet TenantBudget
-	var over *TenantBudget
-	if b := s.TenantBudget; b != nil {
-		fleet = b.TenantBudget
-		for i := range b.Overrides {
-			if b.Overrides[i].Namespace == ns {
-				over = &b.Overrides[i].TenantBudget
-				break
-			}
-		}
-	}
-	pick := func(o, f *int32, def int32) *int32 {
-		switch {
-		case o != nil:
-			return ptrTo(*o)
-		case f != nil:
-			return ptrTo(*f)
-		default:
-			return ptrTo(def)
-		}
-	}
-	if over == nil {
-		over = &TenantBudget{}
-	}
-	return TenantBudget{
-		MaxPoliciesPerNamespace:         pick(over.MaxPoliciesPerNamespace, fleet.MaxPoliciesPerNamespace, DefaultMaxPoliciesPerNamespace),
-		MaxSnapshotBytesPerNamespace:    pick(over.MaxSnapshotBytesPerNamespace, fleet.MaxSnapshotBytesPerNamespace, DefaultMaxSnapshotBytesPerNamespace),
-		MaxPoliciesPerRequest:           pick(over.MaxPoliciesPerRequest, fleet.MaxPoliciesPerRequest, DefaultMaxPoliciesPerRequest),
-		StoreCallsPerSecondPerNamespace: pick(over.StoreCallsPerSecondPerNamespace, fleet.StoreCallsPerSecondPerNamespace, DefaultStoreCallsPerSecondPerNamespace),
-	}
-}
-
+// ptrTo returns a pointer to v.
 func ptrTo[T any](v T) *T { return &v }

@@ -49,7 +49,7 @@ func mustJSON(t *testing.T, v any) []byte {
 // admit at most limit + bound.
 func TestAttackHostilePeer(t *testing.T) {
 	names := []string{"a", "c"}
-	p := Policy{ID: "ns/per-user", Limit: hourWindow}
+	p := Policy{ID: "ns/per-user", Limit: longWindow}
 	lab := newLab(t, names, []Policy{p}, func(_ string, o *Options) { o.Insecure = true })
 	key := keyHomedAt(t, p.ID, "a", names)
 	elsewhere := keyHomedAt(t, p.ID, "c", names)

@@ -39,7 +39,7 @@ func takeEach(t *testing.T, r *Regions, ctx context.Context, p Policy, key store
 // the link to the share too, never to an error.
 func TestCostAboveAGrant(t *testing.T) {
 	names := []string{"a", "b", "c"}
-	p := Policy{ID: "ns/tokens", Limit: hourWindow}
+	p := Policy{ID: "ns/tokens", Limit: longWindow}
 	lab := newLab(t, names, []Policy{p}, nil)
 	b := lab.regions["b"]
 	if g := b.r.GrantSize(p.Limit); g >= 100 {
@@ -69,7 +69,7 @@ func TestCostAboveAGrant(t *testing.T) {
 
 	// At the home: exact in its own store.
 	key2 := keyHomedAt(t, p.ID+"-2", "a", names)
-	p2 := Policy{ID: p.ID + "-2", Limit: hourWindow}
+	p2 := Policy{ID: p.ID + "-2", Limit: longWindow}
 	for _, n := range names {
 		lab.regions[n].r.Swap([]Policy{p, p2})
 	}
@@ -111,7 +111,7 @@ func TestCostAboveAGrant(t *testing.T) {
 // the grant calls every other key needs still go out.
 func TestAttackCostlyFloodKeepsGrants(t *testing.T) {
 	names := []string{"a", "b", "c"}
-	p := Policy{ID: "ns/tokens", Limit: hourWindow}
+	p := Policy{ID: "ns/tokens", Limit: longWindow}
 	lab := newLab(t, names, []Policy{p}, nil)
 	b := lab.regions["b"]
 	costly := keyHomedAt(t, p.ID, "a", names)

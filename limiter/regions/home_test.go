@@ -34,7 +34,7 @@ func scriptCalls(t *testing.T, srv *redistest.Server) int64 {
 // more than the bound above it.
 func TestHomeSpendsItsOwnGrant(t *testing.T) {
 	names := []string{"a", "b", "c"}
-	p := Policy{ID: "ns/per-user", Limit: hourWindow}
+	p := Policy{ID: "ns/per-user", Limit: longWindow}
 	lab := newLab(t, names, []Policy{p}, nil)
 	key := keyHomedAt(t, p.ID, "a", names)
 	a := lab.regions["a"]
@@ -70,7 +70,7 @@ func TestHomeSpendsItsOwnGrant(t *testing.T) {
 // admitted is charged to the counter.
 func TestHomeStoreDownDecidesFromShare(t *testing.T) {
 	names := []string{"a", "b", "c"}
-	p := Policy{ID: "ns/per-user", Limit: hourWindow}
+	p := Policy{ID: "ns/per-user", Limit: longWindow}
 	lab := newLab(t, names, []Policy{p}, nil)
 	key := keyHomedAt(t, p.ID, "a", names)
 	a := lab.regions["a"]
@@ -133,7 +133,7 @@ func TestHomeStoreDownDecidesFromShare(t *testing.T) {
 // spends nothing, beside the home's grant on the same counter.
 func TestHomeReplaysIdempotentRetries(t *testing.T) {
 	names := []string{"a", "b", "c"}
-	p := Policy{ID: "ns/per-user", Limit: hourWindow}
+	p := Policy{ID: "ns/per-user", Limit: longWindow}
 	lab := newLab(t, names, []Policy{p}, nil)
 	key := keyHomedAt(t, p.ID, "a", names)
 	a := lab.regions["a"]

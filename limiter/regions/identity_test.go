@@ -47,7 +47,7 @@ func (l *lab) tlsPost(t *testing.T, scheme string, cert *tls.Certificate, body [
 // After the attack the regions admit at most the limit plus B.
 func TestAttackPeerActsAsOtherRegion(t *testing.T) {
 	names := []string{"a", "b", "c"}
-	p := Policy{ID: "ns/per-user", Limit: hourWindow}
+	p := Policy{ID: "ns/per-user", Limit: longWindow}
 	lab := newLab(t, names, []Policy{p}, nil)
 	key := keyHomedAt(t, p.ID, "a", names)
 	a, b := lab.regions["a"].r, lab.regions["b"].r

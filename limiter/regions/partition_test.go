@@ -65,7 +65,7 @@ func waitPeer(t *testing.T, r *Regions, name, reason string, p Policy, key store
 // the limit plus the bound.
 func TestPartitionShareAndHealing(t *testing.T) {
 	names := []string{"a", "b", "c"}
-	p := Policy{ID: "ns/per-user", Limit: hourWindow}
+	p := Policy{ID: "ns/per-user", Limit: longWindow}
 	lab := newLab(t, names, []Policy{p}, nil)
 	key := keyHomedAt(t, p.ID, "a", names)
 	c := lab.regions["c"].r
@@ -114,7 +114,7 @@ func TestPartitionShareAndHealing(t *testing.T) {
 // partition share, never more.
 func TestBadPeerConfiguration(t *testing.T) {
 	names := []string{"a", "c"}
-	p := Policy{ID: "ns/per-user", Limit: hourWindow}
+	p := Policy{ID: "ns/per-user", Limit: longWindow}
 	for _, tc := range []struct {
 		name, reason string
 		tweak        func(name string, o *Options)
@@ -163,7 +163,7 @@ func TestBadPeerConfiguration(t *testing.T) {
 // every peer's share, states exactly that.
 func TestAttackHomePartitioned(t *testing.T) {
 	names := []string{"a", "b", "c"}
-	l := hourWindow
+	l := longWindow
 	l.Limit = 600
 	p := Policy{ID: "ns/per-user", Limit: l}
 	lab := newLab(t, names, []Policy{p}, func(_ string, o *Options) { o.PartitionSharePercent = 20 })

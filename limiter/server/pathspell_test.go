@@ -14,8 +14,9 @@ import (
 // (issue 40, 3), each of which got a fresh counter.
 var loginSpellings = []string{"/login;jsessionid=x", "/login;", "/LOGIN", "/login%2f", "/login."}
 
-// startLogin serves testdata/forward-auth-login.yaml: 2 logins a minute
-// per client, pathCase Insensitive, denyStatus 403.
+// startLogin serves testdata/forward-auth-login.yaml: 2 logins per client
+// in a FixedWindow of 720h (a minute's window could end between a test's
+// logins), pathCase Insensitive, denyStatus 403.
 func startLogin(t *testing.T) *env {
 	t.Helper()
 	snap, err := config.LoadFile("testdata/forward-auth-login.yaml")

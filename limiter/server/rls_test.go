@@ -159,13 +159,14 @@ func BenchmarkShouldRateLimitRedis(b *testing.B) {
 // A fleet's spec.entries.accept (the limiter's --accept-entry) names the
 // entry that carries the client's Accept header: a denial gets problem
 // details when that entry asks for them, and the default name is then an
-// entry like any other.
+// entry like any other. The window is 720h: no window ends between the
+// request that spends the limit and the denials.
 func TestAcceptEntryNamed(t *testing.T) {
 	snap, err := config.Parse("inline", []byte(`
 apiVersion: ratelimit.sluice.dev/v1alpha1
 kind: RateLimitPolicy
 metadata: {name: one, namespace: shop}
-spec: {domain: shop, descriptors: [{key: user}], algorithm: FixedWindow, rate: {limit: 1, period: 1m}}
+spec: {domain: shop, descriptors: [{key: user}], algorithm: FixedWindow, rate: {limit: 1, period: 720h}}
 `))
 	if err != nil {
 		t.Fatal(err)

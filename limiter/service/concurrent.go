@@ -15,6 +15,12 @@ package service
 //     soft-limited policies; DecideInto merges them in descriptor order,
 //     as the serial path makes them. Stats are counted once per policy
 //     decision, by check.
+//   - The namespaces' store budgets (budget.go) are asked for every
+//     decision of the gathered steps before any goroutine starts, in
+//     descriptor order, then policy order (spendAhead), and each decision
+//     uses its answer: when a budget has calls for only some of them, the
+//     first take them, as on the serial path (on a stopped clock, the
+//     same ones), never whichever goroutine comes first.
 
 import (
 	"context"
@@ -30,6 +36,43 @@ type parStep struct {
 	dec Decision
 	col Response
 	run bool
+}
+
+// budgetPass is what a namespace's store budget said of a decision.
+type budgetPass int8
+
+const (
+	// budgetAsk: not asked yet; the decision asks when it is made.
+	budgetAsk budgetPass = iota
+	// budgetTaken: asked in advance; the decision may call the store.
+	budgetTaken
+	// budgetRefused: asked in advance; the decision is made past the
+	// budget.
+	budgetRefused
+)
+
+// passOf is what the budget said in advance of match j's decision.
+func (sc *scratch) passOf(j int) budgetPass {
+	if j < len(sc.pre) {
+		return sc.pre[j]
+	}
+	return budgetAsk
+}
+
+// spendAhead asks the store budgets, into ps.sc.pre, for the decisions
+// step st will make on its goroutine: those check would send to a store
+// (a request's own limit that allows nothing, and an Unlimited policy,
+// make none; a holding policy is never gathered).
+func (s *Service) spendAhead(pl *plan, st *step, ps *parStep) {
+	ps.sc.pre = ps.sc.pre[:0]
+	for _, p := range st.matches {
+		f := pl.l.policies[p].store
+		pass := budgetAsk
+		if p, denied := requestLimit(st, p); f.budget != nil && denied == "" && !p.Unlimited && !p.Holds() {
+			pass = f.spendAhead(p.CounterKey(&ps.sc.kb, st.entries), st.cost)
+		}
+		ps.sc.pre = append(ps.sc.pre, pass)
+	}
 }
 
 // maxGathered bounds the counters compared by concurrent: a request of
@@ -94,6 +137,7 @@ func (s *Service) decideConcurrently(ctx context.Context, pl *plan) {
 		pl.par[i].run = gathered(&pl.steps[i])
 		if pl.par[i].run {
 			parties++
+			s.spendAhead(pl, &pl.steps[i], &pl.par[i]) // in descriptor order
 		}
 	}
 	pl.gather.Reset(parties)
@@ -160,6 +204,7 @@ func releasePar(pl *plan) {
 		clear(ps.col.Violated)
 		clear(ps.col.SoftLimited)
 		ps.dec, ps.run = Decision{}, false
+		ps.sc.pre = ps.sc.pre[:0]
 		ps.col = Response{Violated: ps.col.Violated[:0], SoftLimited: ps.col.SoftLimited[:0]}
 		ps.sc.key = store.Key{}
 	}

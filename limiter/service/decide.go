@@ -251,7 +251,7 @@ func (s *Service) checkWith(ctx context.Context, pl *plan, st *step, sc *scratch
 	// The kill switch (this pod's or the fleet's) turns every policy into
 	// a shadow policy.
 	allShadow := !s.enforcing(l)
-	for _, p := range st.matches {
+	for j, p := range st.matches {
 		ps := l.policies[p]
 		p, denied := requestLimit(st, p)
 		var dec Decision
@@ -263,11 +263,11 @@ func (s *Service) checkWith(ctx context.Context, pl *plan, st *step, sc *scratch
 			// Allowed, nothing counted.
 			dec = Decision{Policy: p, Result: unlimited}
 		case !p.Holds():
-			dec = s.decide(ctx, sc, p, ps, domain, entries, cost, idem)
+			dec = s.decide(ctx, sc, p, ps, domain, entries, cost, idem, sc.passOf(j))
 		case st.ends:
 			continue
 		case pl.noEnd:
-			dec = s.decide(ctx, sc, p, ps, domain, entries, 0, "")
+			dec = s.decide(ctx, sc, p, ps, domain, entries, 0, "", budgetAsk)
 		default:
 			if pl.lt == nil {
 				pl.lt = &lifetime{lease: newLease()}
@@ -337,8 +337,9 @@ func (s *Service) countDecision(sc *scratch, p *compiled.Policy, ps *policyState
 }
 
 // decide runs one policy against its store, whose failure mode answers
-// when the store can't.
-func (s *Service) decide(ctx context.Context, sc *scratch, p *compiled.Policy, ps *policyState, domain string, entries []compiled.Entry, cost int64, idem string) Decision {
+// when the store can't; pass is what the namespace's store budget said
+// of it in advance (budgetAsk: ask it now).
+func (s *Service) decide(ctx context.Context, sc *scratch, p *compiled.Policy, ps *policyState, domain string, entries []compiled.Entry, cost int64, idem string, pass budgetPass) Decision {
 	req := store.Request{Key: p.CounterKey(&sc.kb, entries), Limit: p.Limit, Cost: cost, Tenant: p.Namespace}
 	sc.key = req.Key
 	req.Limit.Headroom, sc.level = priorityHeadroom(p, entries)
@@ -346,7 +347,7 @@ func (s *Service) decide(ctx context.Context, sc *scratch, p *compiled.Policy, p
 		req.Idempotency = idempotencyRecord(&sc.kb, domain, p, req.Key, entries, cost, idem)
 		req.IdempotencyTTL, req.IdempotencyMaxReplays, req.IdempotencyMaxRecords = s.opts.IdempotencyTTL, s.opts.IdempotencyMaxReplays, s.opts.IdempotencyMaxRecords
 	}
-	r, reason := ps.store.decide(ctx, req)
+	r, reason := ps.store.decide(ctx, req, pass)
 	return Decision{Policy: p, Result: r, Reason: reason}
 }
 

@@ -9,14 +9,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-dev/sluice/internal/storetest"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/server"
 	"github.com/sluice-dev/sluice/limiter/service"
+	"github.com/sluice-dev/sluice/limiter/store/memory"
 )
 
 // erlStatsService is a service on a memory store with the ERL file cfg
 // (domain erl), its metrics and the edge's ERL statistics
-// (server.ERLStats) in the registry it returns.
+// (server.ERLStats) in the registry it returns. The store's clock stands
+// still: ERL's limits are fixed windows of a unit (a minute, a second),
+// and none may end between the requests a test counts.
 func erlStatsService(t *testing.T, cfg string, opts service.Options) (*service.Service, *prometheus.Registry) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "erl.yaml")
@@ -29,7 +33,10 @@ func erlStatsService(t *testing.T, cfg string, opts service.Options) (*service.S
 	}
 	reg := prometheus.NewRegistry()
 	opts.Registerer = reg
-	svc := service.New(memoryStore(t), opts)
+	clock := storetest.NewClock()
+	st := memory.New(memory.Options{Clock: clock.Now, SweepInterval: -1})
+	t.Cleanup(func() { _ = st.Close() })
+	svc := service.New(st, opts)
 	reg.MustRegister(server.ERLStats(svc))
 	svc.Swap(snap)
 	return svc, reg

@@ -44,7 +44,7 @@ func (s *Service) Explain(ctx context.Context, domain string, entries []compiled
 	entries, _ = s.splitIdempotency(sc, entries, "")
 	sc.matches = d.AppendMatches(sc.matches[:0], entries)
 	for _, p := range sc.matches {
-		dec := s.decide(ctx, sc, p, l.policies[p], domain, entries, 0, "")
+		dec := s.decide(ctx, sc, p, l.policies[p], domain, entries, 0, "", budgetAsk)
 		out = append(out, Explained{Policy: p, Result: dec.Result, Reason: dec.Reason})
 	}
 	return out, nil

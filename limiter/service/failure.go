@@ -69,7 +69,7 @@ func (s *Service) newFailover(p *compiled.Policy, next store.Store, stats *polic
 // Take decides req in the store, or by the failure mode when the store
 // can't. It never fails.
 func (f *failover) Take(ctx context.Context, req store.Request) (algo.Result, error) {
-	r, _ := f.decide(ctx, req)
+	r, _ := f.decide(ctx, req, budgetAsk)
 	return r, nil
 }
 
@@ -77,13 +77,14 @@ func (f *failover) Take(ctx context.Context, req store.Request) (algo.Result, er
 func (f *failover) Close() error { return nil }
 
 // decide is Take, with the reason of a decision the failure mode made
-// (empty when the store decided).
-func (f *failover) decide(ctx context.Context, req store.Request) (algo.Result, string) {
+// (empty when the store decided); pass is what the namespace's store
+// budget said of it in advance (budgetAsk: ask it now).
+func (f *failover) decide(ctx context.Context, req store.Request, pass budgetPass) (algo.Result, string) {
 	if !f.tracing {
-		return f.decideStore(ctx, req)
+		return f.decideStore(ctx, req, pass)
 	}
 	ctx, sp := tracing.StartStore(ctx)
-	r, reason := f.decideStore(ctx, req)
+	r, reason := f.decideStore(ctx, req, pass)
 	if sp.Recording() {
 		sp.Set(attribute.String("sluice.policy", f.policy), attribute.Int64("sluice.cost", req.Cost),
 			attribute.Bool("sluice.allowed", r.Allowed), attribute.Int64("sluice.remaining", r.Remaining))
@@ -96,20 +97,21 @@ func (f *failover) decide(ctx context.Context, req store.Request) (algo.Result, 
 }
 
 // decideStore is decide, untraced.
-func (f *failover) decideStore(ctx context.Context, req store.Request) (algo.Result, string) {
+func (f *failover) decideStore(ctx context.Context, req store.Request, pass budgetPass) (algo.Result, string) {
 	var (
 		h   uint64
 		now int64
 	)
 	if f.budget != nil {
 		h, now = f.denials.hash(req.Key), f.clock().UnixNano()
-		if req.Cost == 0 {
-			// A peek admits nothing: it takes from the peeks' budget,
-			// never the decisions'.
-			if !f.budget.takePeek(now, h) {
-				return f.peekPastBudget(ctx, req, h, now)
-			}
-		} else if !f.budget.take(now, h) {
+		if pass == budgetAsk {
+			pass = f.spend(h, now, req.Cost)
+		}
+		switch {
+		case pass == budgetTaken:
+		case req.Cost == 0:
+			return f.peekPastBudget(ctx, req, h, now)
+		default:
 			return f.pastBudget(ctx, req, h, now)
 		}
 	}
@@ -128,6 +130,31 @@ func (f *failover) decideStore(ctx context.Context, req store.Request) (algo.Res
 	f.noteFallback()
 	f.overBudget.Store(false)
 	return f.fallBack(ctx, req, ReasonFailedClosed, ReasonLocal, ReasonFailedOpen)
+}
+
+// spend takes a call at now for a decision of cost on the key of hash h
+// from the namespace's store budget. A peek (cost 0) admits nothing: it
+// takes from the peeks' budget, never the decisions'.
+func (f *failover) spend(h uint64, now, cost int64) budgetPass {
+	ok := false
+	if cost == 0 {
+		ok = f.budget.takePeek(now, h)
+	} else {
+		ok = f.budget.take(now, h)
+	}
+	if ok {
+		return budgetTaken
+	}
+	return budgetRefused
+}
+
+// spendAhead is spend for a decision to be made later on key at cost
+// (concurrent.go): budgetAsk without a budget.
+func (f *failover) spendAhead(key store.Key, cost int64) budgetPass {
+	if f.budget == nil {
+		return budgetAsk
+	}
+	return f.spend(f.denials.hash(key), f.clock().UnixNano(), cost)
 }
 
 // pastBudget decides req, of the key of hash h, at now, without calling

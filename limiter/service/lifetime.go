@@ -216,7 +216,7 @@ func (s *Service) takeHolding(ctx context.Context, sc *scratch, p *compiled.Poli
 	if cost > 0 {
 		req.Hold = holdKey(&sc.kb, req.Key, lt.lease)
 	}
-	r, reason := ps.store.decide(ctx, req)
+	r, reason := ps.store.decide(ctx, req, budgetAsk)
 	dec := Decision{Policy: p, Result: r, Reason: reason}
 	if r.Allowed && cost > 0 && reason != ReasonFailedOpen {
 		lt.held = append(lt.held, holding{p: p, ps: ps, key: req.Key, hold: req.Hold, dec: dec})

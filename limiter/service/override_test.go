@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/internal/storetest"
 	"github.com/sluice-dev/sluice/limiter/config"
 	"github.com/sluice-dev/sluice/limiter/service"
 	"github.com/sluice-dev/sluice/limiter/store"
@@ -43,22 +44,28 @@ spec:
 const day = 4
 
 // overrideStores runs f on a memory store and on a real redis-server, for
-// each algorithm a policy with requestOverride may have.
+// each algorithm a policy with requestOverride may have. Both stores run
+// on a stopped clock: the tests count a minute's window (the policies'
+// period, which the overrides are converted to) and a bucket's refill, so
+// neither a window's end nor a refill may fall between their requests.
 func overrideStores(t *testing.T, f func(t *testing.T, svc *service.Service, alg string)) {
 	for _, backend := range []string{"memory", "redis"} {
 		for _, alg := range []string{"FixedWindow", "SlidingWindow", "TokenBucket", "GCRA"} {
 			t.Run(backend+"/"+alg, func(t *testing.T) {
+				clock := storetest.NewClock()
 				var st store.Store
 				if backend == "redis" {
 					srv := redistest.Start(t)
-					rs, err := redisstore.New(redisstore.Options{Addrs: []string{srv.Addr}, Timeout: 10 * time.Second})
+					rs, err := redisstore.New(redisstore.Options{Addrs: []string{srv.Addr}, Timeout: 10 * time.Second, PinnedClock: clock.Now})
 					if err != nil {
 						t.Fatal(err)
 					}
 					t.Cleanup(func() { _ = rs.Close() })
 					st = rs
 				} else {
-					st = memoryStore(t)
+					m := memory.New(memory.Options{Clock: clock.Now, SweepInterval: -1})
+					t.Cleanup(func() { _ = m.Close() })
+					st = m
 				}
 				snap, err := config.Parse("policies.yaml", []byte(strings.Replace(overridePolicies, "%s", alg, 1)))
 				if err != nil {
@@ -169,7 +176,8 @@ func TestAttackRequestOverrideSwitchingUnits(t *testing.T) {
 			}
 		}
 		// A window algorithm has counted 10 of the 60; a bucket is empty,
-		// and refills at the new rate (1 a second).
+		// and refills at the new rate (1 a second), but the clock stands
+		// still.
 		want := 50
 		if alg == "TokenBucket" || alg == "GCRA" {
 			want = 0

@@ -55,14 +55,15 @@ spec: {domain: d, descriptors: [{key: ip}], algorithm: FixedWindow, rate: {limit
 }
 
 // A refused request never reaches the store: it is never a strike of
-// spec.penalty, however many come.
+// spec.penalty, however many come. The window is 720h, so that none ends
+// between mallory's requests.
 func TestRefusedIsNeverAPenaltyStrike(t *testing.T) {
 	svc := service.New(memoryStore(t), service.Options{Registerer: prometheus.NewRegistry()})
 	snap, err := config.Parse("inline", []byte(`
 apiVersion: ratelimit.sluice.dev/v1alpha1
 kind: RateLimitPolicy
 metadata: {name: strict, namespace: a}
-spec: {domain: d, descriptors: [{key: user}], algorithm: FixedWindow, rate: {limit: 2, period: 1m}, maxCost: 1, penalty: {duration: 10m, after: 1}}
+spec: {domain: d, descriptors: [{key: user}], algorithm: FixedWindow, rate: {limit: 2, period: 720h}, maxCost: 1, penalty: {duration: 10m, after: 1}}
 `))
 	if err != nil {
 		t.Fatal(err)

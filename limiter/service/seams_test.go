@@ -125,8 +125,10 @@ func TestAttackZeroReservationIsNeverCharged(t *testing.T) {
 	}
 }
 
-// penaltyPolicy is a FixedWindow of 5 a minute per account that bans the
-// account for 30 days, with the penalty's settings in penalty.
+// penaltyPolicy is a FixedWindow of 5 per account that bans the account
+// for 30 days, with the penalty's settings in penalty. The window is 720h:
+// a minute's could end between the requests that spend it and the denial
+// a test expects.
 func penaltyPolicy(penalty string) string {
 	return `
 apiVersion: ratelimit.sluice.dev/v1alpha1
@@ -136,7 +138,7 @@ spec:
   domain: api
   descriptors: [{key: account}]
   algorithm: FixedWindow
-  rate: {limit: 5, period: 1m}
+  rate: {limit: 5, period: 720h}
   penalty: {duration: 720h` + penalty + `}
 `
 }
@@ -190,7 +192,7 @@ spec:
   domain: api
   descriptors: [{key: account}]
   algorithm: FixedWindow
-  rate: {limit: 10, period: 1m}
+  rate: {limit: 10, period: 720h}
   priority:
     key: priority
     levels: [{value: critical, share: 100}, {value: batch, share: 50}]
@@ -253,7 +255,7 @@ spec:
 		t.Run(name, func(t *testing.T) {
 			svc := lifetimeService(t, newStore(t), policies)
 			if r := call(t, svc, "api", 5, desc("account", "acme")); r.OverLimit {
-				t.Fatalf("spending the minute: %+v", r)
+				t.Fatalf("spending the window: %+v", r)
 			}
 			for range 3 {
 				req := &service.Request{Domain: "api", Descriptors: []service.Descriptor{desc("account", "acme", "sluice_lease", "not-a-lease")}}

@@ -207,6 +207,10 @@ type scratch struct {
 	level   int       // the priority level of the last decide, -1 for none
 	matches []*compiled.Policy
 	entries []compiled.Entry // entries without the idempotency entry
+	// pre is what the store budget said, in advance, of each decision of
+	// a step decided concurrently, by match (concurrent.go); empty
+	// elsewhere: each decision takes from the budget when it is made.
+	pre []budgetPass
 }
 
 // New returns a Service deciding against st. It answers every request OK

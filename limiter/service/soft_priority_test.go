@@ -6,9 +6,10 @@ import (
 	"github.com/sluice-dev/sluice/limiter/config"
 )
 
-// softPriorityPolicies: a soft warning at 10 a minute per tenant, which
-// batch requests reach at 5 (issue 19's soft limits and priorities
-// together), beside a hard limit with priorities too.
+// softPriorityPolicies: a soft warning at 10 per tenant, which batch
+// requests reach at 5 (issue 19's soft limits and priorities together),
+// beside a hard limit with priorities too. Both windows are 720h, so that
+// no window ends between the requests a test counts.
 const softPriorityPolicies = `
 apiVersion: ratelimit.sluice.dev/v1alpha1
 kind: RateLimitPolicy
@@ -17,7 +18,7 @@ spec:
   domain: s
   descriptors: [{key: tenant}]
   algorithm: FixedWindow
-  rate: {limit: 10, period: 1m}
+  rate: {limit: 10, period: 720h}
   soft: true
   priority: {key: priority, levels: [{value: interactive, share: 100}, {value: batch, share: 50}], default: interactive}
 ---
@@ -28,7 +29,7 @@ spec:
   domain: s
   descriptors: [{key: tenant}, {key: path, value: /hard}]
   algorithm: FixedWindow
-  rate: {limit: 100, period: 1m}
+  rate: {limit: 100, period: 720h}
   priority: {key: priority, levels: [{value: interactive, share: 100}, {value: batch, share: 50}], default: interactive}
 `
 

@@ -68,7 +68,7 @@ func (s *Service) Peek(ctx context.Context, domain string, entries []compiled.En
 			// invisible to clients, as in every answer.
 			continue
 		}
-		dec := s.decide(ctx, sc, p, l.policies[p], domain, entries, 0, "")
+		dec := s.decide(ctx, sc, p, l.policies[p], domain, entries, 0, "", budgetAsk)
 		out = append(out, policyStatus(p, dec))
 	}
 	return out, nil

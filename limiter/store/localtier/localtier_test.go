@@ -395,7 +395,8 @@ func TestOvershootBound(t *testing.T) {
 // The tier tracks at most MaxKeys keys; the rest are decided exactly by the
 // store, and still correctly.
 func TestBoundedKeys(t *testing.T) {
-	lim := algo.Limit{Algorithm: algo.FixedWindow, Limit: 1, Period: time.Hour, Burst: 1}
+	// 720h: an hour's window could end between a key's two requests.
+	lim := algo.Limit{Algorithm: algo.FixedWindow, Limit: 1, Period: 720 * time.Hour, Burst: 1}
 	tier := newPod(t, newRedis(t, false), localtier.Options{MaxKeys: 64})
 	p := policy(tier, lim, v1alpha1.LocalTier{})
 	for i := range 500 {

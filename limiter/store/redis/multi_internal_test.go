@@ -16,10 +16,11 @@ import (
 // A round trip's Takes on a standalone server share one script run: ten
 // decisions of several algorithms, one of them idempotent and one with a
 // penalty, are one EVALSHA, and each gets its own answer. A hold beside
-// them keeps its own script.
+// them keeps its own script. The clock stands still: the buckets of a
+// second would refill a unit in 100ms between the two round trips.
 func TestMultiOneRunPerRoundTrip(t *testing.T) {
 	srv := redistest.Start(t)
-	s := newInternal(t, srv.Addr, nil)
+	s := newInternal(t, srv.Addr, storetest.NewClock().Now)
 	c := srv.Client(t)
 	ctx := context.Background()
 	lims := []algo.Limit{
@@ -68,9 +69,10 @@ func TestMultiOneRunPerRoundTrip(t *testing.T) {
 
 // A run that fails as a whole fails each of its decisions with its
 // error: NOSCRIPT is sent again with EVAL, and every decision is decided.
+// The clock stands still, so that no unit refills between the rounds.
 func TestMultiNoScript(t *testing.T) {
 	srv := redistest.Start(t)
-	s := newInternal(t, srv.Addr, nil)
+	s := newInternal(t, srv.Addr, storetest.NewClock().Now)
 	c := srv.Client(t)
 	lim := algo.Limit{Algorithm: algo.GCRA, Limit: 20, Period: time.Minute, Burst: 20}
 	reqs := []store.Request{
@@ -92,10 +94,11 @@ func TestMultiNoScript(t *testing.T) {
 
 // A round trip of more than multiMax decisions sends them in runs of at
 // most multiMax (Redis answers no one else while a script runs), and each
-// decision gets its own answer.
+// decision gets its own answer. The clock stands still, so that no
+// window ends between the two round trips.
 func TestMultiRunsOfAtMostMultiMax(t *testing.T) {
 	srv := redistest.Start(t)
-	s := newInternal(t, srv.Addr, nil)
+	s := newInternal(t, srv.Addr, storetest.NewClock().Now)
 	c := srv.Client(t)
 	ctx := context.Background()
 	lim := algo.Limit{Algorithm: algo.FixedWindow, Limit: 1000, Period: time.Hour}
