@@ -230,10 +230,12 @@ func newServer(cfg Config, svc *service.Service, rl *reloader, pinger server.Pin
 	readiness := map[string]server.ReadinessChecker{"config": rl.check,
 		"degraded": degradedCheck(svc), "enforcement": enforcementCheck(svc)}
 	var storeStatus func(context.Context) (string, bool)
+	var warming func() bool
 	if rs, ok := pinger.(*redis.Store); ok {
 		reg.MustRegister(rs.Collectors()...)
 		redis.LogClientTo(log)
-		readiness["store"] = storeCheck(rs, storeWarmup)
+		w := newWarmup(rs, storeWarmup)
+		readiness["store"], warming = w.check, w.warming
 		storeStatus = rs.Status
 	} else if pinger != nil {
 		readiness["store"] = server.PingCheck(pinger)
@@ -261,6 +263,7 @@ func newServer(cfg Config, svc *service.Service, rl *reloader, pinger server.Pin
 		AdminTLS:  adminTLS,
 		Metrics:   reg,
 		Readiness: readiness,
+		Warming:   warming,
 		Logger:    log,
 
 		SnapshotSource: rl.status,
