@@ -5,6 +5,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -131,6 +132,8 @@ type Config struct {
 	TraceSampleRatio float64
 	// Logger receives every log; nil means slog.Default().
 	Logger *slog.Logger
+	// warmup, when set, replaces storeWarmup (tests).
+	warmup time.Duration
 }
 
 // Run serves until ctx ends, then shuts down gracefully. It fails before
@@ -234,7 +237,7 @@ func newServer(cfg Config, svc *service.Service, rl *reloader, pinger server.Pin
 	if rs, ok := pinger.(*redis.Store); ok {
 		reg.MustRegister(rs.Collectors()...)
 		redis.LogClientTo(log)
-		w := newWarmup(rs, storeWarmup)
+		w := newWarmup(rs, cmp.Or(cfg.warmup, storeWarmup))
 		readiness["store"], warming = w.check, w.warming
 		storeStatus = rs.Status
 	} else if pinger != nil {
