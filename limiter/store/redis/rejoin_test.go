@@ -162,34 +162,50 @@ func checkFresh(t *testing.T, runs []freshRun, t0 time.Time) {
 	if len(runs) == 0 {
 		t.Fatal("no store was built while the old primary restarted")
 	}
+	summary, failing := summarizeFresh(runs, t0)
+	for _, f := range failing {
+		t.Error(f)
+	}
+	for _, line := range summary {
+		t.Log(line)
+	}
+}
+
+// summarizeFresh tells, per kind of seeds, the fresh stores that failed no
+// decision, and each that failed one or never knew its shards.
+func summarizeFresh(runs []freshRun, t0 time.Time) (summary, failing []string) {
 	type tally struct {
 		n, taken          int
 		first, last       int64
 		slowest, quickest time.Duration
 	}
 	sums := map[string]*tally{}
+	var order []string
 	for _, r := range runs {
-		line := fmt.Sprintf("store built at %+dms, seeded with %s: ", r.built.Sub(t0).Milliseconds(), r.seeds)
+		at := r.built.Sub(t0).Milliseconds()
+		line := fmt.Sprintf("store built at %+dms, seeded with %s: ", at, r.seeds)
 		switch {
 		case r.warm < 0:
-			t.Errorf("%snever knew its shards; its log:\n%s", line, r.logs)
+			failing = append(failing, fmt.Sprintf("%snever knew its shards; its log:\n%s", line, r.logs))
 			continue
 		case len(r.failed) > 0:
-			t.Errorf("%sknew its shards in %v, then %d of %d decisions failed: %s; its log:\n%s", line,
-				r.warm.Round(time.Millisecond), len(r.failed), r.taken, describe(r.failed, t0), r.logs)
+			failing = append(failing, fmt.Sprintf("%sknew its shards in %v, then %d of %d decisions failed: %s; its log:\n%s", line,
+				r.warm.Round(time.Millisecond), len(r.failed), r.taken, describe(r.failed, t0), r.logs))
 			continue
 		}
-		at := r.built.Sub(t0).Milliseconds()
 		s := sums[r.seeds]
 		if s == nil {
 			s = &tally{first: at, quickest: r.warm}
 			sums[r.seeds] = s
+			order = append(order, r.seeds)
 		}
 		s.n, s.taken, s.last = s.n+1, s.taken+r.taken, at
 		s.slowest, s.quickest = max(s.slowest, r.warm), min(s.quickest, r.warm)
 	}
-	for seeds, s := range sums {
-		t.Logf("%d stores seeded with %s, built from %+dms to %+dms: each knew its shards in %v to %v, then none of their %d decisions failed",
-			s.n, seeds, s.first, s.last, s.quickest.Round(time.Millisecond), s.slowest.Round(time.Millisecond), s.taken)
+	for _, seeds := range order {
+		s := sums[seeds]
+		summary = append(summary, fmt.Sprintf("%d stores seeded with %s, built from %+dms to %+dms: each knew its shards in %v to %v, then none of their %d decisions failed",
+			s.n, seeds, s.first, s.last, s.quickest.Round(time.Millisecond), s.slowest.Round(time.Millisecond), s.taken))
 	}
+	return summary, failing
 }
