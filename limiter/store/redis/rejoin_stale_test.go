@@ -19,10 +19,12 @@ import (
 // slots (an old config epoch) on its new address; here its peers' cluster
 // bus ports are made unreachable in its copy of nodes.conf, so it stays
 // that way. The store that lived through the failover never learns its
-// new address and fails no decision (judged). Stores built meanwhile with
-// it among their seeds (a limiter pod on that node) may take its map: what
-// they saw is told, not judged, as issue 43's evidence on a restarted
-// node's stale map.
+// new address and fails no decision. Stores built meanwhile with it among
+// their seeds (a limiter pod on that node) may take its map first, when its
+// answer is the first they get; once one has taken the heir's (a higher
+// config epoch), it never takes the stale node's again (it did: they
+// flipped between the two on each reload). Their failed decisions are
+// told, not judged.
 func TestIsolatedStalePrimary(t *testing.T) {
 	c := redistest.StartClusterWith(t, redistest.ClusterOptions{Primaries: 3, Replicas: 1, NodeTimeout: rejoinNodeTimeout,
 		Extra: rejoinExtra})
@@ -57,6 +59,13 @@ func TestIsolatedStalePrimary(t *testing.T) {
 	if taken, fails := d.counts(t0); len(fails) > 0 {
 		t.Errorf("the store that lived through the failover failed %d of %d decisions after the stale node started: %s",
 			len(fails), taken-from, describe(fails, t0))
+	}
+	heir := c.Replicas[0][0].Addr
+	for _, r := range runs {
+		if back := wentBack(r.logs.String(), heir, stale.Addr); back != "" {
+			t.Errorf("a store built at %+dms, seeded with %s, took the stale node's map after the heir's: %s",
+				r.built.Sub(t0).Milliseconds(), r.seeds, back)
+		}
 	}
 	summary, failing := summarizeFresh(runs, t0)
 	for _, line := range summary {
@@ -100,4 +109,22 @@ func isolatedCopy(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// wentBack is the first log line in which a store took primary stale for a
+// shard after it had taken heir, or "".
+func wentBack(log, heir, stale string) string {
+	sawHeir := false
+	for line := range strings.SplitSeq(log, "\n") {
+		if !strings.Contains(line, "Redis shard has a new primary") {
+			continue
+		}
+		switch {
+		case strings.Contains(line, "primary="+heir+" "):
+			sawHeir = true
+		case sawHeir && strings.Contains(line, "primary="+stale+" "):
+			return line
+		}
+	}
+	return ""
 }
