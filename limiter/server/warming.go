@@ -44,5 +44,5 @@ func (s *Server) awaitWarm(ctx context.Context) {
 	s.warm = true
 	s.servingMu.Unlock()
 	s.updateServing()
-	s.log.Info("Warm: gRPC health follows the snapshot now", "after", time.Since(start).Round(time.Millisecond))
+	s.log.Info("Warm-up over: gRPC health follows the snapshot now", "after", time.Since(start).Round(time.Millisecond))
 }

@@ -94,7 +94,7 @@ func failoverPart(msg string) string {
 // new primary from the slot map ("Redis shard has a new primary") and when
 // that shard first decided again on it, each breaker that opened or
 // closed; and for a pod that started again after stopped (a stopped node's,
-// back), when it started, installed a slot map, found its store warm and
+// back), when it started, installed a slot map, ended its warm-up and
 // turned Ready: the node's return, told (issue 43's tail). Reads that fail
 // are told as such.
 func (j *journey) limiterFailoverLog(stopped time.Time) string {
@@ -137,8 +137,8 @@ func (j *journey) limiterFailoverLog(stopped time.Time) string {
 				events = append(events, at+" started")
 			case "Redis Cluster shards":
 				events = append(events, at+" slot map installed")
-			case "Warm: gRPC health follows the snapshot now":
-				events = append(events, at+" store warm")
+			case "Warm-up over: gRPC health follows the snapshot now":
+				events = append(events, at+" warm-up over")
 			}
 		}
 		if ready := readySince(&p); startedAfter(&p, stopped) && !ready.IsZero() {
