@@ -5,6 +5,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -131,6 +132,8 @@ type Config struct {
 	TraceSampleRatio float64
 	// Logger receives every log; nil means slog.Default().
 	Logger *slog.Logger
+	// warmup, when set, replaces storeWarmup (tests).
+	warmup time.Duration
 }
 
 // Run serves until ctx ends, then shuts down gracefully. It fails before
@@ -230,10 +233,12 @@ func newServer(cfg Config, svc *service.Service, rl *reloader, pinger server.Pin
 	readiness := map[string]server.ReadinessChecker{"config": rl.check,
 		"degraded": degradedCheck(svc), "enforcement": enforcementCheck(svc)}
 	var storeStatus func(context.Context) (string, bool)
+	var warming func() bool
 	if rs, ok := pinger.(*redis.Store); ok {
 		reg.MustRegister(rs.Collectors()...)
 		redis.LogClientTo(log)
-		readiness["store"] = storeCheck(rs, storeWarmup)
+		w := newWarmup(rs, cmp.Or(cfg.warmup, storeWarmup))
+		readiness["store"], warming = w.check, w.warming
 		storeStatus = rs.Status
 	} else if pinger != nil {
 		readiness["store"] = server.PingCheck(pinger)
@@ -261,6 +266,7 @@ func newServer(cfg Config, svc *service.Service, rl *reloader, pinger server.Pin
 		AdminTLS:  adminTLS,
 		Metrics:   reg,
 		Readiness: readiness,
+		Warming:   warming,
 		Logger:    log,
 
 		SnapshotSource: rl.status,

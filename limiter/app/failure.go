@@ -24,24 +24,45 @@ type warmer interface {
 	Warm() bool
 }
 
-// storeCheck reports the Redis store: ping and breakers. A new limiter is
-// not ready until its store knows its shards (a cluster's slot map loaded:
-// its nodes answered), or until warmup has passed (Redis may be down: the
-// failure modes decide then): on a rolling update the old pods keep the
-// calls until the new one can make decisions, instead of it failing its
-// first ones while it finds and dials Redis. After that it never fails.
-func storeCheck(rs warmer, warmup time.Duration) server.ReadinessChecker {
-	start := time.Now()
-	return func(ctx context.Context) (string, error) {
-		detail, ok := rs.Status(ctx)
-		if !ok {
-			detail = "degraded, decisions follow each policy's failureMode: " + detail
-		}
-		if !rs.Warm() && time.Since(start) < warmup {
-			return "", fmt.Errorf("warming up: not ready until the store knows its shards, at most %v after start: %s", warmup, detail)
-		}
-		return detail, nil
+// warmup is a new limiter's wait for its store: warming while the
+// store does not know its shards (a cluster's slot map loaded: its nodes
+// answered), for at most d after start (Redis may be down: the failure
+// modes decide then). While warming, /readyz fails (check) and gRPC health
+// says NOT_SERVING (server.Options.Warming): on a rolling update, or when
+// a stopped node's pods come back, the calls go to pods that can decide
+// instead of to one that fails its first decisions while it finds and
+// dials Redis. After that it never fails.
+type warmup struct {
+	rs    warmer
+	start time.Time
+	d     time.Duration
+}
+
+func newWarmup(rs warmer, d time.Duration) *warmup {
+	return &warmup{rs: rs, start: time.Now(), d: d}
+}
+
+// warming reports that the store does not know its shards yet, within d.
+func (w *warmup) warming() bool {
+	return !w.rs.Warm() && time.Since(w.start) < w.d
+}
+
+// check reports the Redis store: ping and breakers; not ready while
+// warming.
+func (w *warmup) check(ctx context.Context) (string, error) {
+	detail, ok := w.rs.Status(ctx)
+	if !ok {
+		detail = "degraded, decisions follow each policy's failureMode: " + detail
 	}
+	if w.warming() {
+		return "", fmt.Errorf("warming up: not ready until the store knows its shards, at most %v after start: %s", w.d, detail)
+	}
+	return detail, nil
+}
+
+// storeCheck is the readiness check of a new warmup of rs.
+func storeCheck(rs warmer, warmup time.Duration) server.ReadinessChecker {
+	return newWarmup(rs, warmup).check
 }
 
 // degradedCheck lists the policies decided by their failure mode.

@@ -82,6 +82,12 @@ type Options struct {
 	// StoreStatus, when set, checks the counter store for the admin
 	// snapshot endpoint: a detail, and whether it answers.
 	StoreStatus func(context.Context) (detail string, ok bool)
+	// Warming, when set, reports that the limiter cannot decide yet
+	// although it has a snapshot (its store does not know its shards):
+	// gRPC health says NOT_SERVING until it reports false once, as the
+	// matching readiness check keeps /readyz failing (see warming.go). It
+	// is asked at start and every 50ms after, until then.
+	Warming func() bool
 	// ReadinessTimeout bounds each readiness check; 0 means 1s.
 	ReadinessTimeout time.Duration
 	// Logger logs listener errors; nil means slog.Default().
@@ -144,6 +150,8 @@ type Server struct {
 	bootID       string      // random per process, in AdminStats
 	startedAt    time.Time   // when counting started, in AdminStats
 	draining     atomic.Bool // see drain
+	servingMu    sync.Mutex  // serializes gRPC health updates (warming.go)
+	warm         bool        // Options.Warming reported false once
 }
 
 // New listens on both addresses, so that they are known (GRPCAddr,
@@ -186,7 +194,8 @@ func New(svc *service.Service, opts Options) (*Server, error) {
 	}
 	s.rls.SetTracer(opts.Tracer)
 	s.loads = newLoads(svc.Snapshot())
-	setServing(s.health, svc.Snapshot() != nil)
+	s.warm = opts.Warming == nil || !opts.Warming()
+	s.updateServing()
 	s.grpc = newGRPCServer(s.rls, s.health, s.metrics, opts)
 	s.http = s.newHTTPServer(s.routes())
 	s.http.MaxHeaderBytes = opts.MaxHeaderBytes
@@ -245,12 +254,12 @@ func (s *Server) Handler() http.Handler { return s.http.Handler }
 // embedding.
 func (s *Server) AdminHandler() http.Handler { return s.admin.Handler }
 
-// Swap installs snap in the service, reports gRPC health SERVING and
-// answers the long-polls waiting for its version.
+// Swap installs snap in the service, reports gRPC health SERVING (once
+// warm: see warming.go) and answers the long-polls waiting for its version.
 func (s *Server) Swap(snap *compiled.Snapshot) {
 	s.svc.Swap(snap)
 	s.loads.installed(snap)
-	setServing(s.health, true) // ignored once shutting down
+	s.updateServing() // ignored once shutting down
 }
 
 // Run serves the three listeners until ctx ends or one fails, then shuts
@@ -260,6 +269,11 @@ func (s *Server) Swap(snap *compiled.Snapshot) {
 // listener failure, or nil after ctx ended.
 func (s *Server) Run(ctx context.Context) error {
 	errc := make(chan error, 3)
+	if !s.warm {
+		warmCtx, stopWarm := context.WithCancel(ctx)
+		defer stopWarm()
+		go s.awaitWarm(warmCtx)
+	}
 	go func() {
 		// ErrServerStopped: the context ended before Serve began.
 		if err := s.grpc.Serve(s.grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {

@@ -90,11 +90,13 @@ func failoverPart(msg string) string {
 }
 
 // limiterFailoverLog tells each limiter pod's side of a failover from its
-// log since stopped: when it took a shard's new primary from the slot map
-// ("Redis shard has a new primary") and when that shard first decided
-// again on it, each as a time after stopped. Pods on a stopped node start
-// again with a new log and a fresh map, so only what the pods that kept
-// running logged is told. Reads that fail are told as such.
+// log since stopped, each as a time after stopped: when it took a shard's
+// new primary from the slot map ("Redis shard has a new primary") and when
+// that shard first decided again on it, each breaker that opened or
+// closed; and for a pod that started again after stopped (a stopped node's,
+// back), when it started, installed a slot map, ended its warm-up and
+// turned Ready: the node's return, told (issue 43's tail). Reads that fail
+// are told as such.
 func (j *journey) limiterFailoverLog(stopped time.Time) string {
 	ctx := context.Background()
 	pods, err := j.c.cs.CoreV1().Pods(j.fleet.Namespace).List(ctx, metav1.ListOptions{
@@ -121,18 +123,42 @@ func (j *journey) limiterFailoverLog(stopped time.Time) string {
 			if json.Unmarshal([]byte(line), &e) != nil || e.Time.Before(stopped) {
 				continue
 			}
+			at := "+" + e.Time.Sub(stopped).Round(10*time.Millisecond).String()
 			switch e.Msg {
 			case "Redis shard has a new primary":
-				events = append(events, fmt.Sprintf("+%s shard %s new primary (on %s)", e.Time.Sub(stopped).Round(10*time.Millisecond), e.Shard, e.Trigger))
+				events = append(events, fmt.Sprintf("%s shard %s new primary (on %s)", at, e.Shard, e.Trigger))
 			case "Redis shard decides again, on its new primary":
-				events = append(events, fmt.Sprintf("+%s shard %s first decision on it", e.Time.Sub(stopped).Round(10*time.Millisecond), e.Shard))
+				events = append(events, fmt.Sprintf("%s shard %s first decision on it", at, e.Shard))
+			case "Redis shard unavailable: circuit breaker open; its decisions follow each policy's failureMode":
+				events = append(events, fmt.Sprintf("%s shard %s breaker open", at, e.Shard))
+			case "Redis shard answers again: circuit breaker closed":
+				events = append(events, fmt.Sprintf("%s shard %s breaker closed", at, e.Shard))
+			case "Starting limiter":
+				events = append(events, at+" started")
+			case "Redis Cluster shards":
+				events = append(events, at+" slot map installed")
+			case "Warm-up over: gRPC health follows the snapshot now":
+				events = append(events, at+" warm-up over")
 			}
 		}
-		if len(events) == 0 {
-			events = []string{"no failover logged (started again, or never routed to a lost primary)"}
+		if ready := readySince(&p); startedAfter(&p, stopped) && !ready.IsZero() {
+			events = append(events, fmt.Sprintf("ready at +%s", ready.Sub(stopped).Round(10*time.Millisecond)))
 		}
-		out = append(out, p.Name+": "+strings.Join(events[:min(len(events), maxChainSteps)], ", "))
+		if len(events) == 0 {
+			events = []string{"no failover, breaker or start logged"}
+		}
+		out = append(out, p.Name+": "+strings.Join(events[:min(len(events), 3*maxChainSteps)], ", "))
 	}
 	slices.Sort(out)
 	return strings.Join(out, " | ")
+}
+
+// readySince is when p's Ready condition last turned True, or zero.
+func readySince(p *corev1.Pod) time.Time {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
 }

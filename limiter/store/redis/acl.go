@@ -15,12 +15,13 @@ import (
 //
 // The store sends HELLO or AUTH when it connects, PING (readiness, probes),
 // EVALSHA and, after NOSCRIPT, EVAL, and in cluster mode CLUSTER SLOTS
-// (its slot map) and COMMAND (go-redis's routing table); SCRIPT LOAD is
-// allowed for clients that preload scripts. A script runs with its
-// caller's rights, so the commands the scripts call are read from their
-// source and allowed too: no command is listed by hand twice. CLUSTER
-// SHARDS and CLUSTER NODES are the other topology reads of a cluster
-// client, and READONLY is allowed for a client that reads from replicas.
+// (its slot map), CLUSTER NODES (the config epoch each node that answers
+// a map load knows: slotsource.go) and COMMAND (go-redis's routing table);
+// SCRIPT LOAD is allowed for clients that preload scripts. A script runs
+// with its caller's rights, so the commands the scripts call are read from
+// their source and allowed too: no command is listed by hand twice.
+// CLUSTER SHARDS is the other topology read of a cluster client, and
+// READONLY is allowed for a client that reads from replicas.
 // EXISTS is the breakers' probe of a shard, on a key of the store's.
 // ASKING is what the cluster client sends before a command it follows to a
 // node that imports the key's slot (an ASK reply while slots move).

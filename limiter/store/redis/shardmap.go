@@ -53,6 +53,7 @@ const (
 	triggerOpen    = "open"    // a breaker is open: mapOpenEvery
 	triggerBreaker = "breaker" // a breaker opened, or its probe failed
 	triggerMoved   = "moved"   // a MOVED reply: slots moved
+	triggerStale   = "stale"   // a node knew a later epoch than the map taken
 )
 
 // shardMap maps every hash slot to its shard's breaker.

@@ -12,12 +12,23 @@ package redis
 //     came back, as a replica), or until no other node may be asked.
 //   - go-redis never fetches a map itself once the store has one: it is
 //     handed the last map, so the store and go-redis route alike.
+//   - A map is never taken from a node that knows less than one already
+//     heard: each node's answer carries the highest config epoch its
+//     CLUSTER NODES names, and an answer below the highest heard (within
+//     coverageMemory) is refused. A primary restarted from its nodes.conf
+//     claims its old slots until the cluster tells it of its replica's
+//     takeover (at once when it hears the cluster; for as long as it
+//     can't, on a node whose network is not up yet): the heir's epoch is
+//     higher. Every answer of a fetch counts, the ones after the first
+//     taken too; one above the taken map's has the map loaded again
+//     (onNewer). A node whose CLUSTER NODES fails is not judged.
 
 import (
 	"context"
 	"errors"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -43,6 +54,12 @@ type slotSource struct {
 	last   []goredis.ClusterSlot
 	// handed is last as go-redis is handed it (see forClient).
 	handed []goredis.ClusterSlot
+	// epoch is the highest config epoch an answer named, heard at
+	// epochAt; taken is the taken map's answer's.
+	epoch, taken int64
+	epochAt      time.Time
+	// onNewer asks for a load: an answer knew more than the map taken.
+	onNewer func()
 }
 
 func newSlotSource(seeds []string, timeout time.Duration, newClient func(string) *goredis.Client) *slotSource {
@@ -83,8 +100,13 @@ func realAddr(addr string) string {
 	return net.JoinHostPort(strings.TrimSuffix(host, loopbackName), port)
 }
 
-// errNoSlots fails a fetch that no node answered.
-var errNoSlots = errors.New("redis store: no cluster node answered CLUSTER SLOTS")
+// errNoSlots fails a fetch that no node answered; errStale one whose
+// answers all came from nodes that knew an older config epoch than one
+// heard before.
+var (
+	errNoSlots = errors.New("redis store: no cluster node answered CLUSTER SLOTS")
+	errStale   = errors.New("redis store: every node that answered CLUSTER SLOTS knew an older config epoch than one heard before (a node back from a stop that has not heard the cluster yet?)")
+)
 
 // forClient is go-redis's ClusterSlots: the last map fetched, or a fetch
 // when there is none yet.
@@ -113,10 +135,16 @@ func (ss *slotSource) fetch(ctx context.Context) ([]goredis.ClusterSlot, error) 
 			actx, cancel := context.WithTimeout(context.Background(), ss.timeout)
 			defer cancel()
 			slots, err := c.ClusterSlots(actx).Result()
+			epoch := int64(-1) // not judged
+			if err == nil {
+				if nodes, nerr := c.ClusterNodes(actx).Result(); nerr == nil {
+					epoch = maxConfigEpoch(nodes)
+				}
+			}
 			ss.mu.Lock()
 			delete(ss.asking, addr)
 			ss.mu.Unlock()
-			answers <- answer{addr, slots, err}
+			answers <- answer{addr, slots, err, epoch}
 		}()
 	}
 	first := errNoSlots
@@ -128,32 +156,86 @@ func (ss *slotSource) fetch(ctx context.Context) ([]goredis.ClusterSlot, error) 
 			go ss.drain(answers, len(addrs)-i)
 			return nil, ctx.Err()
 		}
-		if a.err == nil && len(a.slots) > 0 {
+		if a.err == nil && len(a.slots) > 0 && ss.heard(a.epoch, true) {
 			ss.took(a.slots)
 			go ss.drain(answers, len(addrs)-i-1) // the others, as they come
 			return a.slots, nil
 		}
 		ss.failed(a.addr, a.err)
-		if first == errNoSlots && a.err != nil {
+		switch {
+		case first != errNoSlots && first != errStale:
+		case a.err != nil:
 			first = a.err
+		case len(a.slots) > 0:
+			first = errStale
 		}
 	}
 	return nil, first
 }
 
-// answer is one node's CLUSTER SLOTS answer.
+// answer is one node's CLUSTER SLOTS answer, and the highest config epoch
+// its CLUSTER NODES named (-1: not known).
 type answer struct {
 	addr  string
 	slots []goredis.ClusterSlot
 	err   error
+	epoch int64
 }
 
-// drain notes the nodes that fail among n more answers of a fetch.
+// drain notes the nodes that fail among n more answers of a fetch, and
+// the epochs the others know.
 func (ss *slotSource) drain(answers <-chan answer, n int) {
 	for range n {
 		a := <-answers
 		ss.failed(a.addr, a.err)
+		if a.err == nil {
+			ss.heard(a.epoch, false)
+		}
 	}
+}
+
+// heard records an answer's epoch and reports whether its map may be
+// taken: its epoch is not known, or none higher was heard within
+// coverageMemory. For a map taken, it records its epoch; for an answer
+// not taken that knew more than the map taken, it calls onNewer.
+func (ss *slotSource) heard(epoch int64, take bool) bool {
+	if epoch < 0 {
+		return true
+	}
+	ss.mu.Lock()
+	now := time.Now()
+	if epoch < ss.epoch && now.Sub(ss.epochAt) < coverageMemory {
+		ss.mu.Unlock()
+		return false
+	}
+	ss.epoch, ss.epochAt = epoch, now
+	newer := !take && epoch > ss.taken
+	if take {
+		ss.taken = epoch
+	}
+	onNewer := ss.onNewer
+	ss.mu.Unlock()
+	if newer && onNewer != nil {
+		onNewer()
+	}
+	return true
+}
+
+// maxConfigEpoch is the highest config epoch of a CLUSTER NODES reply
+// (each line: id addr flags master ping pong config-epoch link slots...),
+// or -1 when it names none.
+func maxConfigEpoch(nodes string) int64 {
+	most := int64(-1)
+	for line := range strings.SplitSeq(nodes, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 8 {
+			continue
+		}
+		if e, err := strconv.ParseInt(f[6], 10, 64); err == nil && e > most {
+			most = e
+		}
+	}
+	return most
 }
 
 // candidates are the nodes a fetch asks, marked asking: the seeds and the

@@ -76,3 +76,40 @@ func TestLoopbackNodesKeepTheirAddress(t *testing.T) {
 		}
 	}
 }
+
+// An answer is judged by the highest config epoch its node's CLUSTER NODES
+// names: one below the highest heard is not taken; one not known (its
+// CLUSTER NODES failed) always may be; an answer not taken that knew more
+// than the map taken asks for a load.
+func TestSlotSourceEpochs(t *testing.T) {
+	const nodes = "a1 10.0.0.1:6379@16379 myself,master - 0 0 3 connected 0-5460\n" +
+		"b2 10.0.0.2:6379@16379 slave a1 0 1 3 connected\n" +
+		"c3 10.0.0.3:6379@16379 master - 0 1 7 connected 5461-16383\n"
+	if got := maxConfigEpoch(nodes); got != 7 {
+		t.Errorf("maxConfigEpoch = %d, want 7", got)
+	}
+	if got := maxConfigEpoch("ERR garbage\n"); got != -1 {
+		t.Errorf("maxConfigEpoch of no node line = %d, want -1", got)
+	}
+	newer := 0
+	ss := newSlotSource(nil, time.Second, nil)
+	ss.onNewer = func() { newer++ }
+	for i, step := range []struct {
+		epoch int64
+		take  bool
+		want  bool
+		newer int
+	}{
+		{5, true, true, 0},   // the first map
+		{7, false, true, 1},  // a node that knows more, not taken: load again
+		{5, true, false, 1},  // a node that knows less than one heard
+		{-1, true, true, 1},  // not known: taken
+		{7, true, true, 1},   // the heir's
+		{6, false, false, 1}, // a laggard's answer after it
+		{9, false, true, 2},
+	} {
+		if got := ss.heard(step.epoch, step.take); got != step.want || newer != step.newer {
+			t.Errorf("step %d: heard(%d, %v) = %v with %d loads asked, want %v with %d", i, step.epoch, step.take, got, newer, step.want, step.newer)
+		}
+	}
+}

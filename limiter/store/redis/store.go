@@ -194,6 +194,7 @@ func (s *Store) newCluster(env *breakerEnv) {
 		c.AddHook(cov)
 		return c
 	})
+	s.slots.onNewer = func() { s.refresh(triggerStale) }
 	dial := goredis.NewDialer(&goredis.Options{DialTimeout: time.Second, TLSConfig: opts.TLS})
 	cc := goredis.NewClusterClient(&goredis.ClusterOptions{
 		Addrs:        opts.Addrs,

@@ -283,7 +283,8 @@ func rlsAnswer(resp *rlsv3.RateLimitResponse, err error) RLSAnswer {
 // balancedConfig is the service config of a dns:/// target, as the docs
 // tell gateways to reach the headless Service: calls go round robin over
 // every ready pod the name answers, and a pod whose connection fails, or
-// whose gRPC health says NOT_SERVING (draining), gets none until it serves.
+// whose gRPC health says NOT_SERVING (its store warming up, or draining),
+// gets none until it serves.
 const balancedConfig = `{"loadBalancingConfig":[{"round_robin":{}}],"healthCheckConfig":{"serviceName":"envoy.service.ratelimit.v3.RateLimitService"}}`
 
 // dial connects to addr: host:port as it is (through a Service's cluster
