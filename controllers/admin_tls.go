@@ -74,7 +74,7 @@ func (r *LimiterFleetReconciler) reconcileAdminTLS(ctx context.Context, s *fleet
 	if err != nil {
 		return err
 	}
-	existing, err := r.redis.OwnedSecret(ctx, fleet, resources.AdminTLSSecretName(fleet))
+	existing, err := r.secrets.OwnedSecret(ctx, fleet, resources.AdminTLSSecretName(fleet))
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func (r *LimiterFleetReconciler) reconcileAdminTLS(ctx context.Context, s *fleet
 		data = map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM}
 	}
 	data[resources.RedisTLSCAKey] = ca.CertPEM
-	secret, err := r.redis.WriteSecret(ctx, fleet, existing, resources.BuildAdminSecret(fleet, resources.AdminTLSSecretName(fleet), data))
+	secret, err := r.secrets.WriteSecret(ctx, fleet, existing, resources.BuildAdminSecret(fleet, resources.AdminTLSSecretName(fleet), data))
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func (r *LimiterFleetReconciler) reconcileAdminTLS(ctx context.Context, s *fleet
 // adminCA reads the fleet's admin CA, which it creates when missing or
 // expired.
 func (r *LimiterFleetReconciler) adminCA(ctx context.Context, fleet *v1beta1.LimiterFleet, now time.Time) (*redisfleet.RedisCA, error) {
-	existing, err := r.redis.OwnedSecret(ctx, fleet, resources.AdminCASecretName(fleet))
+	existing, err := r.secrets.OwnedSecret(ctx, fleet, resources.AdminCASecretName(fleet))
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func (r *LimiterFleetReconciler) adminCA(ctx context.Context, fleet *v1beta1.Lim
 		return nil, err
 	}
 	logf.FromContext(ctx).Info("Creating the limiters' admin CA", "fleet", client.ObjectKeyFromObject(fleet))
-	_, err = r.redis.WriteSecret(ctx, fleet, existing, resources.BuildAdminSecret(fleet, resources.AdminCASecretName(fleet),
+	_, err = r.secrets.WriteSecret(ctx, fleet, existing, resources.BuildAdminSecret(fleet, resources.AdminCASecretName(fleet),
 		map[string][]byte{corev1.TLSCertKey: ca.CertPEM, corev1.TLSPrivateKeyKey: keyPEM}))
 	return ca, err
 }

@@ -111,6 +111,9 @@ const (
 	// limiter pods have not reported reaching it since; the message names
 	// them.
 	WaitingForLimitersReason = "WaitingForLimiters"
+	// WaitingForRedisReason: the fleet's Redis store has not been observed
+	// yet (RedisReady is not written); Ready says so until it is.
+	WaitingForRedisReason = "WaitingForRedis"
 	// ClusterOKReason: the operator's Redis Cluster reports cluster_state
 	// ok, every slot is served and every node follows the plan.
 	ClusterOKReason = "ClusterOK"
