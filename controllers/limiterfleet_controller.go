@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -72,10 +73,6 @@ type LimiterFleetReconciler struct {
 	// controller; nil keeps them to the fleet's status.
 	Fits *SnapshotFits
 }
-
-// allDomains keys the verdicts of every policy in the fleet controller's
-// cache (the policy controller caches per domain).
-const allDomains = "\x00all"
 
 // +kubebuilder:rbac:groups=ratelimit.sluice.dev,resources=limiterfleets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=ratelimit.sluice.dev,resources=limiterfleets/status,verbs=get;update;patch
@@ -217,44 +214,68 @@ func mergeStrings(dst, src map[string]string) map[string]string {
 }
 
 // selectPolicies returns the accepted policies the fleet serves (allows
-// and selects), sorted.
+// and selects), sorted. It reads only the policies of the domains the
+// fleet may serve (fleetDomains), each domain's through the cache's
+// domain index, with the fleets and namespaces their acceptance depends
+// on (readDomainTenancy), and decides their acceptance per domain, as the
+// policy controller does: conflicts are decided within a domain. No pass
+// lists every policy, fleet or namespace.
 func (r *LimiterFleetReconciler) selectPolicies(ctx context.Context, fleet *v1beta1.LimiterFleet) ([]v1beta1.RateLimitPolicy, error) {
-	var list v1beta1.RateLimitPolicyList
-	if err := r.List(ctx, &list); err != nil {
+	domains, err := r.fleetDomains(ctx, fleet)
+	if err != nil || len(domains) == 0 {
 		return nil, err
 	}
-	tn, err := readTenancy(ctx, r.Client)
-	if err != nil {
-		return nil, err
-	}
-	verdicts := r.verdicts.get(allDomains, list.Items, tn)
 	var out []v1beta1.RateLimitPolicy
-	for i := range list.Items {
-		p := &list.Items[i]
-		if !verdicts[client.ObjectKeyFromObject(p)].Accepted {
-			continue
+	for _, domain := range domains {
+		var list v1beta1.RateLimitPolicyList
+		if err := r.List(ctx, &list, client.MatchingFields{domainIndex: domain}); err != nil {
+			return nil, err
 		}
-		ok, err := fleetServes(fleet, p, tn.nsLabels[p.Namespace])
+		tn, err := readDomainTenancy(ctx, r.Client, domain, list.Items)
 		if err != nil {
-			return nil, fmt.Errorf("fleet selectors: %w", err)
+			return nil, err
 		}
-		if ok {
-			out = append(out, *p)
+		verdicts := r.verdicts.get(domain, list.Items, tn)
+		for i := range list.Items {
+			p := &list.Items[i]
+			if !verdicts[client.ObjectKeyFromObject(p)].Accepted {
+				continue
+			}
+			ok, err := fleetServes(fleet, p, tn.nsLabels[p.Namespace])
+			if err != nil {
+				return nil, fmt.Errorf("fleet selectors: %w", err)
+			}
+			if ok {
+				out = append(out, *p)
+			}
 		}
 	}
+	slices.SortFunc(out, func(a, b v1beta1.RateLimitPolicy) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
 	return out, nil
 }
 
-func namespaceLabels(ctx context.Context, c client.Reader) (map[string]map[string]string, error) {
-	var nss corev1.NamespaceList
-	if err := c.List(ctx, &nss); err != nil {
-		return nil, err
+// fleetDomains lists, sorted, the domains whose policies the fleet may
+// serve: those spec.domains lists, or, when it lists none, those used in
+// the fleet's own namespace (the only one it then serves).
+func (r *LimiterFleetReconciler) fleetDomains(ctx context.Context, fleet *v1beta1.LimiterFleet) ([]string, error) {
+	var out []string
+	for _, d := range fleet.Spec.Domains {
+		out = append(out, d.Name)
 	}
-	out := make(map[string]map[string]string, len(nss.Items))
-	for _, ns := range nss.Items {
-		out[ns.Name] = ns.Labels
+	if len(fleet.Spec.Domains) == 0 {
+		var list v1beta1.RateLimitPolicyList
+		// Read-only: domains alone, no copy of the policies.
+		if err := r.List(ctx, &list, client.InNamespace(fleet.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			out = append(out, list.Items[i].Spec.Domain)
+		}
 	}
-	return out, nil
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 // reconcileLimiters applies the limiter ServiceAccount, Role, RoleBinding,

@@ -27,8 +27,13 @@ import (
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
-// SetupWithManager registers the controller and what it watches.
-func (r *LimiterFleetReconciler) SetupWithManager(mgr ctrl.Manager) error {
+// SetupWithManager registers the controller and what it watches. It reads
+// policies through the cache's domain index, which the policy controller's
+// SetupWithManager adds (indexPolicies), and adds its own of fleets.
+func (r *LimiterFleetReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if err := indexFleets(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
 	r.children = newChildren(r.Client, r.Scheme, r.APIReader)
 	r.secrets = &redisfleet.Provisioner{Client: r.Client, Scheme: r.Scheme, APIReader: r.APIReader}
 	allFleets := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
@@ -46,7 +51,8 @@ func (r *LimiterFleetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&appsv1.Deployment{}).
 		Owns(&policyv1.PodDisruptionBudget{}, notRedis).
 		Owns(&networkingv1.NetworkPolicy{}).
-		Watches(&v1beta1.RateLimitPolicy{}, allFleets).
+		// A policy changes the snapshots of the fleets of its domain alone.
+		Watches(&v1beta1.RateLimitPolicy{}, r.policyEvents()).
 		// Any fleet's domains decide which policies are allowed, and so
 		// which conflict: every fleet's snapshot may change.
 		Watches(&v1beta1.LimiterFleet{}, allFleets, builder.WithPredicates(predicate.GenerationChangedPredicate{})).

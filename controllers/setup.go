@@ -112,7 +112,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	fleets := &LimiterFleetReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Acks: acks, Fits: fits, DefaultImage: opts.LimiterImage,
 		APIReader: mgr.GetAPIReader(), RedisAuthChanged: redis.AuthChanged(), Admin: admin}
 	fleets.NetworkPolicies = opts.NetworkPolicies
-	if err := fleets.SetupWithManager(mgr); err != nil {
+	if err := fleets.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
 	if err := (&authDelegationReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
