@@ -36,8 +36,9 @@ const FieldOwner = "sluice-operator"
 // LimiterFleetReconciler compiles the policies a fleet selects into a
 // snapshot ConfigMap, renders the fleet's limiter Deployment, Service and
 // RBAC, and reports what the fleet's ready pods have loaded. The fleet's
-// Redis Cluster is RedisFleetReconciler's job; this controller reads the
-// RedisReady it writes to decide Ready.
+// Redis store is RedisFleetReconciler's job, its admin TLS
+// AdminTLSReconciler's; this controller reads the RedisReady and
+// AdminTLSReady they write to decide Ready.
 type LimiterFleetReconciler struct {
 	client.Client
 	Scheme *runtime.Scheme
@@ -56,19 +57,13 @@ type LimiterFleetReconciler struct {
 	NetworkPolicies resources.NetworkPolicyOptions
 
 	// children applies the fleet's limiter objects (set by SetupWithManager).
-	children   *children
-	topKKeys   topKKeysMade
-	adminCerts adminCertsSeen
+	children *children
+	topKKeys topKKeysMade
 	// apiServer are the API server's endpoints, read at apiServerRead.
 	apiServerMu   sync.Mutex
 	apiServer     []string
 	apiServerRead time.Time
 	verdicts      verdictCache
-	// secrets reads and writes the admin TLS Secrets (OwnedSecret and
-	// WriteSecret alone, which keep no state; set by SetupWithManager).
-	secrets *redisfleet.Provisioner
-	// Admin is told each fleet's admin CA (see admin_tls.go); required.
-	Admin AdminTrust
 	// Fits shares each fleet's snapshot refusals with the policy
 	// controller; nil keeps them to the fleet's status.
 	Fits *SnapshotFits
@@ -111,7 +106,6 @@ func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.Get(ctx, req.NamespacedName, fleet); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Acks.Forget(req.NamespacedName)
-			r.Admin.Forget(req.NamespacedName)
 			r.Fits.forget(ctx, req.NamespacedName)
 			forgetFleetMetrics(req.NamespacedName)
 			return ctrl.Result{}, nil
@@ -128,7 +122,6 @@ func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		r.observeEndpoints,
 		r.reconcileSnapshot,
 		r.reconcileTopKKey,
-		r.reconcileAdminTLS,
 		r.reconcileLimiters,
 		r.reconcileNetworkPolicies,
 		r.observeAcks,

@@ -23,7 +23,6 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/observe"
-	"github.com/sluice-dev/sluice/controllers/redisfleet"
 	"github.com/sluice-dev/sluice/controllers/resources"
 )
 
@@ -35,14 +34,13 @@ func (r *LimiterFleetReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		return err
 	}
 	r.children = newChildren(r.Client, r.Scheme, r.APIReader)
-	r.secrets = &redisfleet.Provisioner{Client: r.Client, Scheme: r.Scheme, APIReader: r.APIReader}
 	allFleets := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 		return r.allFleets(ctx)
 	})
 	notRedis := builder.WithPredicates(notRedisObject)
 	b := ctrl.NewControllerManagedBy(mgr).
-		// RedisFleetReconciler writes RedisReady, from which Ready follows.
-		For(&v1beta1.LimiterFleet{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, redisReadyChanged))).
+		// The other jobs' conditions, from which Ready follows.
+		For(&v1beta1.LimiterFleet{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, jobConditionChanged))).
 		Owns(&corev1.ConfigMap{}, notRedis).
 		Owns(&corev1.Service{}, notRedis).
 		Owns(&corev1.ServiceAccount{}).
@@ -69,11 +67,12 @@ func (r *LimiterFleetReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	return b.Named("limiterfleet").Complete(r)
 }
 
-// redisReadyChanged passes the fleet updates that change RedisReady
-// (RedisFleetReconciler's), which Ready and observedGeneration follow. The
-// fleet controller's own status writes leave it as it is, so they do not
-// come back to it.
-var redisReadyChanged = predicate.Funcs{
+// jobConditionChanged passes the fleet updates that change a condition
+// another controller writes and Ready follows (jobConditions), or its
+// observedGeneration, which observedGeneration follows. The fleet
+// controller's own status writes change none, so they do not come back
+// to it.
+var jobConditionChanged = predicate.Funcs{
 	CreateFunc:  func(event.CreateEvent) bool { return false },
 	DeleteFunc:  func(event.DeleteEvent) bool { return false },
 	GenericFunc: func(event.GenericEvent) bool { return false },
@@ -83,12 +82,15 @@ var redisReadyChanged = predicate.Funcs{
 		if !okO || !okN {
 			return false
 		}
-		a := meta.FindStatusCondition(o.Status.Conditions, v1beta1.RedisReadyCondition)
-		b := meta.FindStatusCondition(n.Status.Conditions, v1beta1.RedisReadyCondition)
-		if a == nil || b == nil {
-			return a != b
+		for _, t := range jobConditions {
+			a := meta.FindStatusCondition(o.Status.Conditions, t)
+			b := meta.FindStatusCondition(n.Status.Conditions, t)
+			if (a == nil) != (b == nil) || a != nil && (a.Status != b.Status || a.Reason != b.Reason ||
+				a.Message != b.Message || a.ObservedGeneration != b.ObservedGeneration) {
+				return true
+			}
 		}
-		return a.Status != b.Status || a.Reason != b.Reason || a.Message != b.Message || a.ObservedGeneration != b.ObservedGeneration
+		return false
 	},
 }
 

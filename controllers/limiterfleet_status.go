@@ -33,7 +33,11 @@ func computeFleetStatus(fleet *v1beta1.LimiterFleet, s *fleetScope, reconcileErr
 		meta.SetStatusCondition(&st.Conditions, synced)
 	}
 	redis := redisReadyOf(fleet)
-	ready := readyCondition(fleet.Generation, redis, meta.FindStatusCondition(st.Conditions, v1beta1.SnapshotSyncedCondition), reconcileErr)
+	jobs := []metav1.Condition{redis}
+	if admin := meta.FindStatusCondition(st.Conditions, v1beta1.AdminTLSReadyCondition); admin != nil {
+		jobs = append(jobs, *admin)
+	}
+	ready := readyCondition(fleet.Generation, jobs, meta.FindStatusCondition(st.Conditions, v1beta1.SnapshotSyncedCondition), reconcileErr)
 	if observed || reconcileErr != nil || meta.FindStatusCondition(st.Conditions, v1beta1.ReadyCondition) == nil {
 		meta.SetStatusCondition(&st.Conditions, ready)
 	}
@@ -41,6 +45,11 @@ func computeFleetStatus(fleet *v1beta1.LimiterFleet, s *fleetScope, reconcileErr
 		st.ObservedGeneration = fleet.Generation
 	}
 }
+
+// jobConditions are the conditions other controllers write that Ready
+// follows, in the order it reports them: RedisReady (RedisFleetReconciler)
+// and AdminTLSReady (AdminTLSReconciler).
+var jobConditions = []string{v1beta1.RedisReadyCondition, v1beta1.AdminTLSReadyCondition}
 
 // redisReadyOf is the fleet's RedisReady, as RedisFleetReconciler last
 // wrote it, or Unknown before it has.
@@ -91,18 +100,25 @@ func snapshotSyncedCondition(fleet *v1beta1.LimiterFleet, s *fleetScope) (*v1bet
 	return &v1beta1.LimitersStatus{Ready: ready, Synced: acked}, synced
 }
 
-// readyCondition is Ready: the pass's error, else RedisReady when it is
-// not True, else SnapshotSynced (synced, nil before the pods were
-// observed).
-func readyCondition(gen int64, redis metav1.Condition, synced *metav1.Condition, reconcileErr error) metav1.Condition {
+// readyCondition is Ready: the pass's error, else the first of the other
+// jobs' conditions (jobConditions) that is not True, else SnapshotSynced
+// (synced, nil before the pods were observed).
+func readyCondition(gen int64, jobs []metav1.Condition, synced *metav1.Condition, reconcileErr error) metav1.Condition {
 	ready := metav1.Condition{Type: v1beta1.ReadyCondition, ObservedGeneration: gen}
+	var job *metav1.Condition
+	for i := range jobs {
+		if jobs[i].Status != metav1.ConditionTrue {
+			job = &jobs[i]
+			break
+		}
+	}
 	switch {
 	case isObjectInTheWay(reconcileErr):
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1beta1.ObjectInTheWayReason, reconcileErr.Error()
 	case reconcileErr != nil:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1beta1.ReconcileErrorReason, reconcileErr.Error()
-	case redis.Status != metav1.ConditionTrue:
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, redis.Reason, redis.Message
+	case job != nil:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, job.Reason, job.Message
 	case synced == nil || synced.Status != metav1.ConditionTrue:
 		ready.Status = metav1.ConditionFalse
 		ready.Reason, ready.Message = v1beta1.PodsNotSyncedReason, "waiting for limiter pods to load the snapshot"

@@ -13,7 +13,7 @@ import (
 	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
-// A LimiterFleet's status has three writers, each the only writer of its
+// A LimiterFleet's status has four writers, each the only writer of its
 // fields, as a policy's has two (ratelimitpolicy_status.go). Each
 // server-side applies its fields alone to the status subresource under its
 // own field manager, so none can erase another's: conditions are a list
@@ -32,9 +32,10 @@ const (
 // fleetConditionOwners names the condition types each writer owns. The
 // collector (EnforcementFieldOwner) owns status.regions too.
 var fleetConditionOwners = map[string][]string{
-	FleetStatusFieldOwner: {v1beta1.ReadyCondition, v1beta1.SnapshotSyncedCondition},
-	RedisStatusFieldOwner: {v1beta1.RedisReadyCondition, v1beta1.RedisDataLossCondition},
-	EnforcementFieldOwner: {v1beta1.RegionsReachableCondition},
+	FleetStatusFieldOwner:    {v1beta1.ReadyCondition, v1beta1.SnapshotSyncedCondition},
+	RedisStatusFieldOwner:    {v1beta1.RedisReadyCondition, v1beta1.RedisDataLossCondition},
+	EnforcementFieldOwner:    {v1beta1.RegionsReachableCondition},
+	AdminTLSStatusFieldOwner: {v1beta1.AdminTLSReadyCondition},
 }
 
 // ownedFleetStatus is the part of st that owner writes, and nothing else.

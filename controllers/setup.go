@@ -110,9 +110,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	fits := NewSnapshotFits()
 	fleets := &LimiterFleetReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Acks: acks, Fits: fits, DefaultImage: opts.LimiterImage,
-		APIReader: mgr.GetAPIReader(), RedisAuthChanged: redis.AuthChanged(), Admin: admin}
+		APIReader: mgr.GetAPIReader(), RedisAuthChanged: redis.AuthChanged()}
 	fleets.NetworkPolicies = opts.NetworkPolicies
 	if err := fleets.SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	if err := (&AdminTLSReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), APIReader: mgr.GetAPIReader(), Admin: admin}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&authDelegationReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
