@@ -1,16 +1,11 @@
 package controllers
 
 import (
-	"context"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"fmt"
 	"slices"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/sluice-dev/sluice/api/v1beta1"
 	"github.com/sluice-dev/sluice/controllers/redisfleet"
@@ -59,73 +54,4 @@ func adminCertCurrent(fleet *v1beta1.LimiterFleet, ca *redisfleet.RedisCA, certP
 		return "expires at " + cert.NotAfter.UTC().Format(time.RFC3339)
 	}
 	return ""
-}
-
-// reconcileAdminTLS makes sure the fleet's admin CA and certificate exist
-// and are current, and tells the admin clients which CA to trust. It reads
-// the Secrets again at most every adminCertRecheck while the certificate
-// is current.
-func (r *LimiterFleetReconciler) reconcileAdminTLS(ctx context.Context, s *fleetScope) error {
-	fleet, now := s.fleet, time.Now()
-	if r.adminCerts.fresh(fleet.UID, now) && r.Admin.Trusts(client.ObjectKeyFromObject(fleet)) {
-		return nil
-	}
-	ca, err := r.adminCA(ctx, fleet, now)
-	if err != nil {
-		return err
-	}
-	existing, err := r.redis.OwnedSecret(ctx, fleet, resources.AdminTLSSecretName(fleet))
-	if err != nil {
-		return err
-	}
-	data := map[string][]byte{}
-	why := "none yet"
-	if existing != nil {
-		data = existing.Data
-		why = adminCertCurrent(fleet, ca, existing.Data[corev1.TLSCertKey], now)
-	}
-	if why != "" {
-		certPEM, keyPEM, err := IssueAdminCert(fleet, ca, now)
-		if err != nil {
-			return err
-		}
-		logf.FromContext(ctx).Info("Issuing the limiters' admin certificate", "fleet", client.ObjectKeyFromObject(fleet), "replaces", why)
-		data = map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM}
-	}
-	data[resources.RedisTLSCAKey] = ca.CertPEM
-	secret, err := r.redis.WriteSecret(ctx, fleet, existing, resources.BuildAdminSecret(fleet, resources.AdminTLSSecretName(fleet), data))
-	if err != nil {
-		return err
-	}
-	if err := r.Admin.SetCA(client.ObjectKeyFromObject(fleet), resources.AdminTLSServerName(fleet), secret.Data[resources.RedisTLSCAKey]); err != nil {
-		return err
-	}
-	cert, err := redisfleet.ParseCert(secret.Data[corev1.TLSCertKey])
-	if err != nil {
-		return fmt.Errorf("Secret %s: %w", resources.AdminTLSSecretName(fleet), err)
-	}
-	r.adminCerts.record(fleet.UID, now, cert.NotAfter)
-	return nil
-}
-
-// adminCA reads the fleet's admin CA, which it creates when missing or
-// expired.
-func (r *LimiterFleetReconciler) adminCA(ctx context.Context, fleet *v1beta1.LimiterFleet, now time.Time) (*redisfleet.RedisCA, error) {
-	existing, err := r.redis.OwnedSecret(ctx, fleet, resources.AdminCASecretName(fleet))
-	if err != nil {
-		return nil, err
-	}
-	if existing != nil {
-		if ca, err := redisfleet.ParseRedisCA(existing.Data[corev1.TLSCertKey], existing.Data[corev1.TLSPrivateKeyKey]); err == nil && now.Before(ca.Cert.NotAfter) {
-			return ca, nil
-		}
-	}
-	ca, keyPEM, err := NewAdminCA(fleet, now)
-	if err != nil {
-		return nil, err
-	}
-	logf.FromContext(ctx).Info("Creating the limiters' admin CA", "fleet", client.ObjectKeyFromObject(fleet))
-	_, err = r.redis.WriteSecret(ctx, fleet, existing, resources.BuildAdminSecret(fleet, resources.AdminCASecretName(fleet),
-		map[string][]byte{corev1.TLSCertKey: ca.CertPEM, corev1.TLSPrivateKeyKey: keyPEM}))
-	return ca, err
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -90,6 +92,55 @@ func readTenancy(ctx context.Context, c client.Reader) (tenancy, error) {
 		return tenancy{}, err
 	}
 	return tenancy{fleets: fleets.Items, nsLabels: nsLabels}, nil
+}
+
+// namespaceLabels reads the labels of every namespace.
+func namespaceLabels(ctx context.Context, c client.Reader) (map[string]map[string]string, error) {
+	var nss corev1.NamespaceList
+	if err := c.List(ctx, &nss); err != nil {
+		return nil, err
+	}
+	out := make(map[string]map[string]string, len(nss.Items))
+	for _, ns := range nss.Items {
+		out[ns.Name] = ns.Labels
+	}
+	return out, nil
+}
+
+// readDomainTenancy reads the tenancy of one domain's policies alone,
+// through the cache's indexes (the fleet controller's fleetDomainIndex):
+// the fleets that list the domain, those that list none in a namespace of
+// the policies, and the labels of those namespaces. A domain's verdicts
+// read no other fleet or namespace (allowedBy, notAllowedMessage and
+// fleetEntryConflict see only fleets that allow or list the domain), so
+// they are the ones readTenancy's whole cluster gives.
+func readDomainTenancy(ctx context.Context, c client.Reader, domain string, policies []v1beta1.RateLimitPolicy) (tenancy, error) {
+	var listing v1beta1.LimiterFleetList
+	if err := c.List(ctx, &listing, client.MatchingFields{fleetDomainIndex: domain}); err != nil {
+		return tenancy{}, err
+	}
+	tn := tenancy{fleets: listing.Items, nsLabels: map[string]map[string]string{}}
+	namespaces := make([]string, 0, len(policies))
+	for i := range policies {
+		namespaces = append(namespaces, policies[i].Namespace)
+	}
+	slices.Sort(namespaces)
+	for _, ns := range slices.Compact(namespaces) {
+		var own v1beta1.LimiterFleetList
+		if err := c.List(ctx, &own, client.InNamespace(ns), client.MatchingFields{fleetDomainIndex: ownNamespaceDomains}); err != nil {
+			return tenancy{}, err
+		}
+		tn.fleets = append(tn.fleets, own.Items...)
+		var n corev1.Namespace
+		switch err := c.Get(ctx, client.ObjectKey{Name: ns}, &n); {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return tenancy{}, err
+		default:
+			tn.nsLabels[ns] = n.Labels
+		}
+	}
+	return tn, nil
 }
 
 // fingerprint identifies the tenancy for the verdict cache: each fleet's

@@ -1,9 +1,13 @@
 package controllers
 
 import (
+	"context"
+
+	"github.com/sluice-dev/sluice/api/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 // The two writers of a RateLimitPolicy's status, for the tests of package
@@ -45,4 +49,15 @@ func RedisDataLossCount(fleet string) float64 {
 		}
 	}
 	return 0
+}
+
+// IndexFleets adds the fleet controller's index to a cache.
+var IndexFleets = indexFleets
+
+// FleetsOfPolicy returns how the fleet controller maps a policy event to
+// fleets, reading through c, whose cache holds IndexPolicies' and
+// IndexFleets' indexes.
+func FleetsOfPolicy(c client.Client) func(context.Context, *v1beta1.RateLimitPolicy) []reconcile.Request {
+	r := &LimiterFleetReconciler{Client: c}
+	return r.fleetsOfPolicy
 }

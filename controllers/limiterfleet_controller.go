@@ -1,13 +1,11 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"slices"
 	"sync"
 	"time"
@@ -16,11 +14,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/sluice-dev/sluice/api/v1beta1"
@@ -36,7 +35,10 @@ const FieldOwner = "sluice-operator"
 
 // LimiterFleetReconciler compiles the policies a fleet selects into a
 // snapshot ConfigMap, renders the fleet's limiter Deployment, Service and
-// RBAC, and reports what the fleet's ready pods have loaded.
+// RBAC, and reports what the fleet's ready pods have loaded. The fleet's
+// Redis store is RedisFleetReconciler's job, its admin TLS
+// AdminTLSReconciler's; this controller reads the RedisReady and
+// AdminTLSReady they write to decide Ready.
 type LimiterFleetReconciler struct {
 	client.Client
 	Scheme *runtime.Scheme
@@ -44,40 +46,28 @@ type LimiterFleetReconciler struct {
 	Acks PodAcks
 	// DefaultImage is the limiter image of fleets that name none.
 	DefaultImage string
-	// DefaultRedisImage is the Redis image of Cluster fleets that name
-	// none; empty means v1beta1.DefaultRedisImage.
-	DefaultRedisImage string
-	// APIReader reads the Redis password Secret uncached; nil means Client.
+	// APIReader reads Secrets uncached; nil means Client.
 	APIReader client.Reader
-	// Recorder records Events for the commands sent to Redis; may be nil.
-	Recorder record.EventRecorder
-	// RedisDialer, when set, opens connections to Redis pods.
-	RedisDialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	// RedisAuthChanged tells when RedisFleetReconciler wrote a fleet's
+	// Redis auth Secret anew (RedisFleetReconciler.AuthChanged); nil: none.
+	RedisAuthChanged <-chan event.GenericEvent
 
 	// NetworkPolicies say who the operator is, for the fleets'
 	// NetworkPolicies; none are rendered when it is empty.
 	NetworkPolicies resources.NetworkPolicyOptions
 
-	applied    appliedObjects
-	topKKeys   topKKeysMade
-	adminCerts adminCertsSeen
+	// children applies the fleet's limiter objects (set by SetupWithManager).
+	children *children
+	topKKeys topKKeysMade
 	// apiServer are the API server's endpoints, read at apiServerRead.
 	apiServerMu   sync.Mutex
 	apiServer     []string
 	apiServerRead time.Time
 	verdicts      verdictCache
-	// redis runs the fleets' Redis Clusters (set by SetupWithManager).
-	redis *redisfleet.Provisioner
-	// Admin is told each fleet's admin CA (see admin_tls.go); required.
-	Admin AdminTrust
 	// Fits shares each fleet's snapshot refusals with the policy
 	// controller; nil keeps them to the fleet's status.
 	Fits *SnapshotFits
 }
-
-// allDomains keys the verdicts of every policy in the fleet controller's
-// cache (the policy controller caches per domain).
-const allDomains = "\x00all"
 
 // +kubebuilder:rbac:groups=ratelimit.sluice.dev,resources=limiterfleets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=ratelimit.sluice.dev,resources=limiterfleets/status,verbs=get;update;patch
@@ -91,21 +81,16 @@ const allDomains = "\x00all"
 
 // fleetScope carries one reconcile pass's observations to the status.
 type fleetScope struct {
-	fleet     *v1beta1.LimiterFleet
-	document  []byte
-	version   string
-	policies  int
-	compiled  bool
-	refused   int // selected policies left out: the snapshot is full
-	storeErr  error
-	endpoints []string
-	acks      []observe.PodAck
-	complete  bool // every ready pod has answered at least once
-	// redis is the Redis Cluster pass, for mode Cluster.
-	redis *redisfleet.Scope
-	// limiterAuth is RedisLimiterAuthHash of the auth Secret this pass
-	// read, for mode Cluster; "" when it could not be read.
-	limiterAuth  string
+	fleet        *v1beta1.LimiterFleet
+	document     []byte
+	version      string
+	policies     int
+	compiled     bool
+	refused      int // selected policies left out: the snapshot is full
+	storeErr     error
+	endpoints    []string
+	acks         []observe.PodAck
+	complete     bool // every ready pod has answered at least once
 	requeueAfter time.Duration
 	// served maps the UID of each policy the fleet serves to its
 	// "namespace/name": the only policies its pods may report on.
@@ -121,8 +106,6 @@ func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.Get(ctx, req.NamespacedName, fleet); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Acks.Forget(req.NamespacedName)
-			r.Admin.Forget(req.NamespacedName)
-			r.redis.Forget(req.NamespacedName)
 			r.Fits.forget(ctx, req.NamespacedName)
 			forgetFleetMetrics(req.NamespacedName)
 			return ctrl.Result{}, nil
@@ -138,9 +121,7 @@ func (r *LimiterFleetReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	for _, phase := range []func(context.Context, *fleetScope) error{
 		r.observeEndpoints,
 		r.reconcileSnapshot,
-		r.reconcileRedis,
 		r.reconcileTopKKey,
-		r.reconcileAdminTLS,
 		r.reconcileLimiters,
 		r.reconcileNetworkPolicies,
 		r.observeAcks,
@@ -181,7 +162,7 @@ func (r *LimiterFleetReconciler) reconcileSnapshot(ctx context.Context, s *fleet
 		return err
 	}
 	existing := &corev1.ConfigMap{}
-	found, err := r.readOwned(ctx, s.fleet, desired, existing)
+	found, err := r.children.readOwned(ctx, s.fleet, desired, existing)
 	switch {
 	case err != nil:
 		return err
@@ -226,44 +207,68 @@ func mergeStrings(dst, src map[string]string) map[string]string {
 }
 
 // selectPolicies returns the accepted policies the fleet serves (allows
-// and selects), sorted.
+// and selects), sorted. It reads only the policies of the domains the
+// fleet may serve (fleetDomains), each domain's through the cache's
+// domain index, with the fleets and namespaces their acceptance depends
+// on (readDomainTenancy), and decides their acceptance per domain, as the
+// policy controller does: conflicts are decided within a domain. No pass
+// lists every policy, fleet or namespace.
 func (r *LimiterFleetReconciler) selectPolicies(ctx context.Context, fleet *v1beta1.LimiterFleet) ([]v1beta1.RateLimitPolicy, error) {
-	var list v1beta1.RateLimitPolicyList
-	if err := r.List(ctx, &list); err != nil {
+	domains, err := r.fleetDomains(ctx, fleet)
+	if err != nil || len(domains) == 0 {
 		return nil, err
 	}
-	tn, err := readTenancy(ctx, r.Client)
-	if err != nil {
-		return nil, err
-	}
-	verdicts := r.verdicts.get(allDomains, list.Items, tn)
 	var out []v1beta1.RateLimitPolicy
-	for i := range list.Items {
-		p := &list.Items[i]
-		if !verdicts[client.ObjectKeyFromObject(p)].Accepted {
-			continue
+	for _, domain := range domains {
+		var list v1beta1.RateLimitPolicyList
+		if err := r.List(ctx, &list, client.MatchingFields{domainIndex: domain}); err != nil {
+			return nil, err
 		}
-		ok, err := fleetServes(fleet, p, tn.nsLabels[p.Namespace])
+		tn, err := readDomainTenancy(ctx, r.Client, domain, list.Items)
 		if err != nil {
-			return nil, fmt.Errorf("fleet selectors: %w", err)
+			return nil, err
 		}
-		if ok {
-			out = append(out, *p)
+		verdicts := r.verdicts.get(domain, list.Items, tn)
+		for i := range list.Items {
+			p := &list.Items[i]
+			if !verdicts[client.ObjectKeyFromObject(p)].Accepted {
+				continue
+			}
+			ok, err := fleetServes(fleet, p, tn.nsLabels[p.Namespace])
+			if err != nil {
+				return nil, fmt.Errorf("fleet selectors: %w", err)
+			}
+			if ok {
+				out = append(out, *p)
+			}
 		}
 	}
+	slices.SortFunc(out, func(a, b v1beta1.RateLimitPolicy) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
 	return out, nil
 }
 
-func namespaceLabels(ctx context.Context, c client.Reader) (map[string]map[string]string, error) {
-	var nss corev1.NamespaceList
-	if err := c.List(ctx, &nss); err != nil {
-		return nil, err
+// fleetDomains lists, sorted, the domains whose policies the fleet may
+// serve: those spec.domains lists, or, when it lists none, those used in
+// the fleet's own namespace (the only one it then serves).
+func (r *LimiterFleetReconciler) fleetDomains(ctx context.Context, fleet *v1beta1.LimiterFleet) ([]string, error) {
+	var out []string
+	for _, d := range fleet.Spec.Domains {
+		out = append(out, d.Name)
 	}
-	out := make(map[string]map[string]string, len(nss.Items))
-	for _, ns := range nss.Items {
-		out[ns.Name] = ns.Labels
+	if len(fleet.Spec.Domains) == 0 {
+		var list v1beta1.RateLimitPolicyList
+		// Read-only: domains alone, no copy of the policies.
+		if err := r.List(ctx, &list, client.InNamespace(fleet.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			out = append(out, list.Items[i].Spec.Domain)
+		}
 	}
-	return out, nil
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 // reconcileLimiters applies the limiter ServiceAccount, Role, RoleBinding,
@@ -272,8 +277,7 @@ func namespaceLabels(ctx context.Context, c client.Reader) (map[string]map[strin
 func (r *LimiterFleetReconciler) reconcileLimiters(ctx context.Context, s *fleetScope) error {
 	storeURL, err := resources.StoreURL(s.fleet)
 	if err != nil {
-		s.storeErr = err
-		return nil // reported in RedisReady; the snapshot stays served
+		return nil // RedisFleetReconciler reports it in RedisReady; the snapshot stays served
 	}
 	auth, err := r.limiterAuthHash(ctx, s)
 	if err != nil {
@@ -288,60 +292,40 @@ func (r *LimiterFleetReconciler) reconcileLimiters(ctx context.Context, s *fleet
 		resources.BuildLimiterDeployment(s.fleet, resources.LimiterDeploymentOptions{DefaultImage: r.DefaultImage, StoreURL: storeURL, RedisAuth: auth}),
 		resources.BuildLimiterPDB(s.fleet),
 	} {
-		if err := r.apply(ctx, s.fleet, obj); err != nil {
+		if err := r.children.apply(ctx, s.fleet, obj); err != nil {
 			return fmt.Errorf("applying %T %s: %w", obj, obj.GetName(), err)
 		}
 	}
 	return nil
 }
 
-// limiterAuthHash is the limiter pods' RedisLimiterAuthAnnotation: this
-// pass's hash of the auth Secret, or, when the Secret could not be read,
-// the one the Deployment has, so that a passing read error never rolls the
-// limiters. "" outside mode Cluster.
+// limiterAuthHash is the limiter pods' RedisLimiterAuthAnnotation:
+// redisfleet.RedisLimiterAuthHash of the fleet's Redis auth Secret, read by
+// name through the API reader (Secrets are not cached), or, when the Secret
+// could not be read (or is not the fleet's, or has no limiter user yet),
+// the one the Deployment has, so that a passing read error never rolls
+// the limiters. "" outside mode Cluster.
 func (r *LimiterFleetReconciler) limiterAuthHash(ctx context.Context, s *fleetScope) (string, error) {
-	if s.fleet.Spec.EffectiveStoreType() != v1beta1.StoreCluster || s.limiterAuth != "" {
-		return s.limiterAuth, nil
+	if s.fleet.Spec.EffectiveStoreType() != v1beta1.StoreCluster {
+		return "", nil
+	}
+	secret := &corev1.Secret{}
+	err := r.secretReader().Get(ctx, client.ObjectKey{Namespace: s.fleet.Namespace, Name: resources.RedisAuthSecretName(s.fleet)}, secret)
+	if err == nil && metav1.IsControlledBy(secret, s.fleet) {
+		if hash := redisfleet.RedisLimiterAuthHash(secret); hash != "" {
+			return hash, nil
+		}
 	}
 	var dep appsv1.Deployment
-	err := r.Get(ctx, client.ObjectKey{Namespace: s.fleet.Namespace, Name: resources.LimiterName(s.fleet)}, &dep)
+	err = r.Get(ctx, client.ObjectKey{Namespace: s.fleet.Namespace, Name: resources.LimiterName(s.fleet)}, &dep)
 	if apierrors.IsNotFound(err) {
 		return "", nil
 	}
 	return dep.Spec.Template.Annotations[resources.RedisLimiterAuthAnnotation], err
 }
 
-// apply server-side applies obj, owned by the fleet. It skips the call
-// when this operator applied the same content to the same resourceVersion
-// before: nobody changed the object since, so the apply would be a no-op
-// that only spends the API server's rate limit.
-func (r *LimiterFleetReconciler) apply(ctx context.Context, fleet *v1beta1.LimiterFleet, obj client.Object) error {
-	if err := controllerutil.SetControllerReference(fleet, obj, r.Scheme); err != nil {
-		return err
-	}
-	body, err := json.Marshal(obj)
-	if err != nil {
-		return err
-	}
-	sum := sha256.Sum256(body)
-	key := fmt.Sprintf("%T/%s/%s", obj, obj.GetNamespace(), obj.GetName())
-	existing := obj.DeepCopyObject().(client.Object)
-	found, err := r.readOwned(ctx, fleet, obj, existing)
-	if err != nil {
-		return err
-	}
-	if found && r.applied.unchanged(key, existing.GetResourceVersion(), sum) {
-		return nil
-	}
-	if err := r.Patch(ctx, obj, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return err
-	}
-	r.applied.record(key, obj.GetResourceVersion(), sum)
-	return nil
-}
-
-// patchStatus computes the status from this pass's observations and
-// patches it once, only when it changed.
+// patchStatus computes this controller's part of the status from this
+// pass's observations and applies it once, only when it changed.
 func (r *LimiterFleetReconciler) patchStatus(ctx context.Context, s *fleetScope, reconcileErr error) error {
 	latest := &v1beta1.LimiterFleet{}
 	if err := r.Get(ctx, client.ObjectKeyFromObject(s.fleet), latest); err != nil {
@@ -349,8 +333,12 @@ func (r *LimiterFleetReconciler) patchStatus(ctx context.Context, s *fleetScope,
 	}
 	next := latest.DeepCopy()
 	computeFleetStatus(next, s, reconcileErr)
-	if equality.Semantic.DeepEqual(latest.Status, next.Status) {
-		return nil
+	return writeFleetStatus(ctx, r.Client, latest, next, FleetStatusFieldOwner)
+}
+
+func (r *LimiterFleetReconciler) secretReader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
 	}
-	return r.Status().Patch(ctx, next, client.MergeFrom(latest))
+	return r.Client
 }

@@ -64,12 +64,12 @@ func (r *LimiterFleetReconciler) reconcileNetworkPolicies(ctx context.Context, s
 		return err
 	}
 	limiters := resources.BuildLimiterNetworkPolicy(s.fleet, opts)
-	if err := r.apply(ctx, s.fleet, limiters); err != nil {
+	if err := r.children.apply(ctx, s.fleet, limiters); err != nil {
 		return fmt.Errorf("applying NetworkPolicy %s: %w", limiters.Name, err)
 	}
 	redis := resources.BuildRedisNetworkPolicy(s.fleet, r.NetworkPolicies)
 	if s.fleet.Spec.EffectiveStoreType() == v1beta1.StoreCluster {
-		if err := r.apply(ctx, s.fleet, redis); err != nil {
+		if err := r.children.apply(ctx, s.fleet, redis); err != nil {
 			return fmt.Errorf("applying NetworkPolicy %s: %w", redis.Name, err)
 		}
 		return nil

@@ -6,7 +6,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/sluice-dev/sluice/controllers/observe"
-	"github.com/sluice-dev/sluice/controllers/redisfleet"
 )
 
 // The operator's metrics, served by the manager's metrics endpoint (and
@@ -29,11 +28,11 @@ func init() {
 
 func registerMetrics(cs ...prometheus.Collector) { metrics.Registry.MustRegister(cs...) }
 
-// forgetFleetMetrics drops the series of a deleted fleet.
+// forgetFleetMetrics drops the series of a deleted fleet (its Redis
+// series are RedisFleetReconciler's to drop).
 func forgetFleetMetrics(fleet types.NamespacedName) {
 	l := fleet.Namespace + "/" + fleet.Name
 	snapshotCompileSeconds.DeleteLabelValues(l)
 	snapshotBytes.DeleteLabelValues(l)
 	observe.ForgetFleet(fleet)
-	redisfleet.ForgetFleet(fleet)
 }

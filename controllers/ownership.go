@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -9,9 +11,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -86,16 +90,34 @@ func isObjectInTheWay(err error) bool {
 	return errors.As(err, &e)
 }
 
+// children applies and reads the objects a fleet controls, for one
+// controller: what it remembers having applied is that controller's own.
+type children struct {
+	client client.Client
+	scheme *runtime.Scheme
+	// reader reads uncached what the cache lacks; nil means client.
+	reader client.Reader
+	// applied is what this controller last applied to each object.
+	applied appliedObjects
+}
+
+func newChildren(c client.Client, scheme *runtime.Scheme, reader client.Reader) *children {
+	if reader == nil {
+		reader = c
+	}
+	return &children{client: c, scheme: scheme, reader: reader}
+}
+
 // readOwned reads the object named like obj into existing, through the
 // cache and, when the cache has no such object (it may lack the labels the
 // cache selects by), through the API server. It returns false when no
 // such object exists, and an objectInTheWayError when one does that the
 // fleet does not control.
-func (r *LimiterFleetReconciler) readOwned(ctx context.Context, fleet *v1beta1.LimiterFleet, obj, existing client.Object) (bool, error) {
+func (c *children) readOwned(ctx context.Context, fleet *v1beta1.LimiterFleet, obj, existing client.Object) (bool, error) {
 	key := client.ObjectKeyFromObject(obj)
-	err := r.Get(ctx, key, existing)
+	err := c.client.Get(ctx, key, existing)
 	if apierrors.IsNotFound(err) {
-		err = r.secretReader().Get(ctx, key, existing)
+		err = c.reader.Get(ctx, key, existing)
 	}
 	switch {
 	case apierrors.IsNotFound(err):
@@ -104,7 +126,7 @@ func (r *LimiterFleetReconciler) readOwned(ctx context.Context, fleet *v1beta1.L
 		return false, err
 	case !metav1.IsControlledBy(existing, fleet):
 		e := &objectInTheWayError{namespace: key.Namespace, name: key.Name}
-		if gvk, err := apiutil.GVKForObject(obj, r.Scheme); err == nil {
+		if gvk, err := apiutil.GVKForObject(obj, c.scheme); err == nil {
 			e.kind = gvk.Kind
 		}
 		if ref := metav1.GetControllerOf(existing); ref != nil {
@@ -113,4 +135,33 @@ func (r *LimiterFleetReconciler) readOwned(ctx context.Context, fleet *v1beta1.L
 		return true, e
 	}
 	return true, nil
+}
+
+// apply server-side applies obj, owned by the fleet. It skips the call
+// when this controller applied the same content to the same
+// resourceVersion before: nobody changed the object since, so the apply
+// would be a no-op that only spends the API server's rate limit.
+func (c *children) apply(ctx context.Context, fleet *v1beta1.LimiterFleet, obj client.Object) error {
+	if err := controllerutil.SetControllerReference(fleet, obj, c.scheme); err != nil {
+		return err
+	}
+	body, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(body)
+	key := fmt.Sprintf("%T/%s/%s", obj, obj.GetNamespace(), obj.GetName())
+	existing := obj.DeepCopyObject().(client.Object)
+	found, err := c.readOwned(ctx, fleet, obj, existing)
+	if err != nil {
+		return err
+	}
+	if found && c.applied.unchanged(key, existing.GetResourceVersion(), sum) {
+		return nil
+	}
+	if err := c.client.Patch(ctx, obj, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return err
+	}
+	c.applied.record(key, obj.GetResourceVersion(), sum)
+	return nil
 }

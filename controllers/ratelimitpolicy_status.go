@@ -75,32 +75,3 @@ func applyPolicyStatus(ctx context.Context, c client.Client, pol *v1beta1.RateLi
 	return client.IgnoreNotFound(c.Status().Patch(ctx, obj, client.RawPatch(types.ApplyPatchType, body),
 		client.FieldOwner(owner), client.ForceOwnership))
 }
-
-// fleetStatusApply is the body of a server-side apply to a fleet's status.
-type fleetStatusApply struct {
-	metav1.TypeMeta `json:",inline"`
-	Metadata        policyStatusApplyMeta       `json:"metadata"`
-	Status          *v1beta1.LimiterFleetStatus `json:"status"`
-}
-
-// applyFleetRegions server-side applies a fleet's status.regions and its
-// RegionsReachable condition under EnforcementFieldOwner, the collector's
-// alone: the fleet controller's fields and conditions are left as they
-// are. nil regions and cond remove what the collector wrote before.
-func applyFleetRegions(ctx context.Context, c client.Client, fleet *v1beta1.LimiterFleet, regions []v1beta1.RegionStatus, cond *metav1.Condition) error {
-	st := &v1beta1.LimiterFleetStatus{Regions: regions}
-	if cond != nil {
-		st.Conditions = []metav1.Condition{*cond}
-	}
-	body, err := json.Marshal(fleetStatusApply{
-		TypeMeta: metav1.TypeMeta{APIVersion: v1beta1.GroupVersion.String(), Kind: "LimiterFleet"},
-		Metadata: policyStatusApplyMeta{Namespace: fleet.Namespace, Name: fleet.Name},
-		Status:   st,
-	})
-	if err != nil {
-		return err
-	}
-	obj := &v1beta1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: fleet.Namespace, Name: fleet.Name}}
-	return client.IgnoreNotFound(c.Status().Patch(ctx, obj, client.RawPatch(types.ApplyPatchType, body),
-		client.FieldOwner(EnforcementFieldOwner), client.ForceOwnership))
-}

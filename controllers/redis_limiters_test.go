@@ -48,8 +48,8 @@ func TestClusterRedisReadyFromLimiters(t *testing.T) {
 	} {
 		fleet := &v1beta1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "f", Generation: 1},
 			Spec: v1beta1.LimiterFleetSpec{Store: v1beta1.Store{Type: v1beta1.StoreCluster}}}
-		s := &fleetScope{fleet: fleet, acks: tc.acks, redis: &redisfleet.Scope{Now: t0.Add(time.Minute), Result: tc.result, SettledAt: tc.settledAt}}
-		computeFleetStatus(fleet, s, nil)
+		s := &redisScope{fleet: fleet, acks: tc.acks, redis: &redisfleet.Scope{Now: t0.Add(time.Minute), Result: tc.result, SettledAt: tc.settledAt}}
+		computeRedisStatus(fleet, s, nil)
 		c := meta.FindStatusCondition(fleet.Status.Conditions, v1beta1.RedisReadyCondition)
 		if c == nil || c.Status != tc.status || c.Reason != tc.reason || !strings.Contains(c.Message, tc.message) {
 			t.Errorf("%s: RedisReady %+v, want %s %s with %q", tc.name, c, tc.status, tc.reason, tc.message)

@@ -77,7 +77,7 @@ type Options struct {
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // Setup adds the acknowledgement tracker, the enforcement stats collector
-// and both controllers to mgr.
+// and the controllers to mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	// The admin plane is HTTPS only, each fleet's pods verified with the
 	// fleet's CA (admin_tls.go): the token never crosses in clear.
@@ -103,17 +103,25 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := mgr.Add(collector); err != nil {
 		return err
 	}
+	redis := NewRedisFleetReconciler(&RedisFleetReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Acks: acks, DefaultRedisImage: opts.RedisImage,
+		APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("sluice-operator"), RedisDialer: opts.RedisDialer})
+	if err := redis.SetupWithManager(mgr); err != nil {
+		return err
+	}
 	fits := NewSnapshotFits()
-	fleets := &LimiterFleetReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Acks: acks, Fits: fits, DefaultImage: opts.LimiterImage, DefaultRedisImage: opts.RedisImage,
-		APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("sluice-operator"), RedisDialer: opts.RedisDialer, Admin: admin}
+	fleets := &LimiterFleetReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Acks: acks, Fits: fits, DefaultImage: opts.LimiterImage,
+		APIReader: mgr.GetAPIReader(), RedisAuthChanged: redis.AuthChanged()}
 	fleets.NetworkPolicies = opts.NetworkPolicies
-	if err := fleets.SetupWithManager(mgr); err != nil {
+	if err := fleets.SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	if err := (&AdminTLSReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), APIReader: mgr.GetAPIReader(), Admin: admin}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&authDelegationReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := mgr.Add(&failoverWatch{client: mgr.GetClient(), redis: fleets.redis, elected: mgr.Elected(),
+	if err := mgr.Add(&failoverWatch{client: mgr.GetClient(), redis: redis.redis, elected: mgr.Elected(),
 		every: time.Second, timeout: 500 * time.Millisecond}); err != nil {
 		return err
 	}

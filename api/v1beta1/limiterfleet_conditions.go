@@ -22,7 +22,8 @@ package v1beta1
 const (
 	// ReadyCondition is True when the fleet enforces its snapshot: the snapshot
 	// is written, every ready limiter pod has loaded it, at least one pod is
-	// ready (or replicas is 0), and RedisReady is not False.
+	// ready (or replicas is 0), RedisReady is True and AdminTLSReady is not
+	// False.
 	ReadyCondition = "Ready"
 
 	// RedisReadyCondition is True when the store the limiters count in is usable:
@@ -35,6 +36,13 @@ const (
 	// SnapshotSyncedCondition is True when every ready limiter pod reports the
 	// version of the snapshot in status.snapshot.
 	SnapshotSyncedCondition = "SnapshotSynced"
+
+	// AdminTLSReadyCondition is True when the fleet's admin plane CA and
+	// serving certificate are current and the operator trusts that CA
+	// (reason CertificateCurrent); False (ReconcileError, the message
+	// saying why) when they could not be read or written. Ready is False
+	// while it is.
+	AdminTLSReadyCondition = "AdminTLSReady"
 
 	// RedisDataLossCondition, for store.type Cluster, is True from the moment
 	// the operator finds slots whose keys are gone (a shard lost with every
@@ -111,6 +119,12 @@ const (
 	// limiter pods have not reported reaching it since; the message names
 	// them.
 	WaitingForLimitersReason = "WaitingForLimiters"
+	// WaitingForRedisReason: the fleet's Redis store has not been observed
+	// yet (RedisReady is not written); Ready says so until it is.
+	WaitingForRedisReason = "WaitingForRedis"
+	// CertificateCurrentReason: the admin plane's CA and certificate are
+	// current (AdminTLSReady).
+	CertificateCurrentReason = "CertificateCurrent"
 	// ClusterOKReason: the operator's Redis Cluster reports cluster_state
 	// ok, every slot is served and every node follows the plan.
 	ClusterOKReason = "ClusterOK"

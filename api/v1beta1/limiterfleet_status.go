@@ -32,8 +32,9 @@ type LimiterFleetStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions are Ready, RedisReady and SnapshotSynced, RedisDataLoss
-	// for a Redis Cluster, and RegionsReachable with spec.regions.
+	// conditions are Ready, RedisReady, SnapshotSynced and AdminTLSReady,
+	// RedisDataLoss for a Redis Cluster, and RegionsReachable with
+	// spec.regions.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -253,7 +253,7 @@ func (c *Collector) countFleetConditions(ctx context.Context) error {
 	fleetConditions.Reset()
 	for i := range fleets.Items {
 		f := &fleets.Items[i]
-		for _, typ := range []string{v1beta1.ReadyCondition, v1beta1.RedisReadyCondition, v1beta1.SnapshotSyncedCondition, v1beta1.RedisDataLossCondition} {
+		for _, typ := range []string{v1beta1.ReadyCondition, v1beta1.RedisReadyCondition, v1beta1.SnapshotSyncedCondition, v1beta1.RedisDataLossCondition, v1beta1.AdminTLSReadyCondition} {
 			v := 0.0
 			if meta.IsStatusConditionTrue(f.Status.Conditions, typ) {
 				v = 1

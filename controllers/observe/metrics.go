@@ -15,7 +15,7 @@ var (
 	}, []string{"condition", "status"})
 	fleetConditions = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sluice_operator_fleet_condition",
-		Help: "1 when the LimiterFleet's condition (Ready, RedisReady, SnapshotSynced, RedisDataLoss) is True, else 0, as the collector last saw it.",
+		Help: "1 when the LimiterFleet's condition (Ready, RedisReady, SnapshotSynced, RedisDataLoss, AdminTLSReady) is True, else 0, as the collector last saw it.",
 	}, []string{"fleet", "condition"})
 	collectorErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_operator_collector_errors_total",

@@ -22,8 +22,10 @@ import (
 // and TLS Secrets (auth.go, tls.go), the objects controllers/resources
 // builds for it, and one pass of the controllers/rediscluster engine per
 // reconcile (reconcile.go); status.go and dataloss.go turn what a pass saw
-// into status.redis, RedisReady and RedisDataLoss. The fleet reconciler
-// holds one and calls Reconcile from its reconcileRedis phase.
+// into status.redis, RedisReady and RedisDataLoss. The operator's
+// RedisFleetReconciler (controllers/redisfleet_controller.go) holds one and
+// calls Reconcile once a pass; its redis-handover controller and the
+// standbys' failover watch call HandOver and Rescue.
 type Provisioner struct {
 	client.Client
 	Scheme *runtime.Scheme
@@ -36,7 +38,7 @@ type Provisioner struct {
 	// DefaultRedisImage is the Redis image of fleets that name none; empty
 	// means v1beta1.DefaultRedisImage.
 	DefaultRedisImage string
-	// Apply server-side applies obj, controlled by fleet (the fleet
+	// Apply server-side applies obj, controlled by fleet (the Redis fleet
 	// reconciler's apply). Required.
 	Apply func(ctx context.Context, fleet *v1beta1.LimiterFleet, obj client.Object) error
 	// Confirm asks every limiter pod of the fleet at once whether it
