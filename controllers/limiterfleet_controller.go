@@ -283,15 +283,22 @@ func (r *LimiterFleetReconciler) reconcileLimiters(ctx context.Context, s *fleet
 	if err != nil {
 		return err
 	}
-	for _, obj := range []client.Object{
+	objs := []client.Object{
 		resources.BuildLimiterServiceAccount(s.fleet),
 		resources.BuildLimiterRole(s.fleet),
 		resources.BuildLimiterRoleBinding(s.fleet),
 		resources.BuildLimiterService(s.fleet),
 		resources.BuildLimiterHeadlessService(s.fleet),
-		resources.BuildLimiterDeployment(s.fleet, resources.LimiterDeploymentOptions{DefaultImage: r.DefaultImage, StoreURL: storeURL, RedisAuth: auth}),
 		resources.BuildLimiterPDB(s.fleet),
-	} {
+	}
+	if auth != awaitingRedisAuth {
+		objs = append(objs, resources.BuildLimiterDeployment(s.fleet, resources.LimiterDeploymentOptions{DefaultImage: r.DefaultImage, StoreURL: storeURL, RedisAuth: auth}))
+	} else if s.requeueAfter == 0 || s.requeueAfter > awaitRedisAuthRetry {
+		// RedisFleetReconciler tells when it wrote the Secret
+		// (RedisAuthChanged); the retry covers a missed word.
+		s.requeueAfter = awaitRedisAuthRetry
+	}
+	for _, obj := range objs {
 		if err := r.children.apply(ctx, s.fleet, obj); err != nil {
 			return fmt.Errorf("applying %T %s: %w", obj, obj.GetName(), err)
 		}
@@ -299,12 +306,23 @@ func (r *LimiterFleetReconciler) reconcileLimiters(ctx context.Context, s *fleet
 	return nil
 }
 
+// awaitingRedisAuth is limiterAuthHash's answer for a Cluster fleet whose
+// limiter Deployment is not made yet and whose Redis auth Secret is not
+// written yet: the Deployment waits for it, rather than being made without
+// the Secret's hash and rolled once the Redis controller writes it.
+const awaitingRedisAuth = "\x00awaiting"
+
+// awaitRedisAuthRetry is how often a fleet awaiting its Redis auth Secret
+// is looked at again without word from RedisFleetReconciler.
+const awaitRedisAuthRetry = 5 * time.Second
+
 // limiterAuthHash is the limiter pods' RedisLimiterAuthAnnotation:
 // redisfleet.RedisLimiterAuthHash of the fleet's Redis auth Secret, read by
 // name through the API reader (Secrets are not cached), or, when the Secret
 // could not be read (or is not the fleet's, or has no limiter user yet),
 // the one the Deployment has, so that a passing read error never rolls
-// the limiters. "" outside mode Cluster.
+// the limiters; awaitingRedisAuth when there is no Deployment yet either.
+// "" outside mode Cluster.
 func (r *LimiterFleetReconciler) limiterAuthHash(ctx context.Context, s *fleetScope) (string, error) {
 	if s.fleet.Spec.EffectiveStoreType() != v1beta1.StoreCluster {
 		return "", nil
@@ -319,7 +337,7 @@ func (r *LimiterFleetReconciler) limiterAuthHash(ctx context.Context, s *fleetSc
 	var dep appsv1.Deployment
 	err = r.Get(ctx, client.ObjectKey{Namespace: s.fleet.Namespace, Name: resources.LimiterName(s.fleet)}, &dep)
 	if apierrors.IsNotFound(err) {
-		return "", nil
+		return awaitingRedisAuth, nil
 	}
 	return dep.Spec.Template.Annotations[resources.RedisLimiterAuthAnnotation], err
 }

@@ -1447,6 +1447,12 @@ func TestRedisPasswordChangeRollsLimiters(t *testing.T) {
 	if limiterBefore == "" {
 		t.Fatal("the limiters' pod template has no password hash")
 	}
+	// The Deployment waited for the auth Secret: it was made with its hash,
+	// not made without and rolled once the Redis controller wrote it.
+	dep := &appsv1.Deployment{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.LimiterName(betaOf(rf.fleet))}, dep); err != nil || dep.Generation != 1 {
+		t.Errorf("the limiter Deployment at generation %d (%v), want 1: made once, with the password's hash", dep.Generation, err)
+	}
 	limiterLogin := func(pw string) error {
 		c := goredis.NewClient(&goredis.Options{Addr: rf.pods[0].addr(), Username: resources.RedisLimiterUser, Password: pw,
 			DisableIdentity: true, MaxRetries: -1})
