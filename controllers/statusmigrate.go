@@ -223,6 +223,9 @@ func writeManagedFields(ctx context.Context, c client.Client, obj client.Object,
 	return client.IgnoreNotFound(c.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, body), client.FieldOwner(FieldOwner)))
 }
 
+// The handover patches the fleet's managedFields through the main resource.
+// +kubebuilder:rbac:groups=ratelimit.sluice.dev,resources=limiterfleets,verbs=patch
+
 // migrateFleetStatusOwners splits the status entry an older release left
 // in fleet's managedFields among this release's writers
 // (migrateStatusOwners with fleetStatusOwners), once: without such an

@@ -166,10 +166,10 @@ controllers' +kubebuilder:rbac markers). DO NOT EDIT: run make manifests. */ -}}
   - ratelimit.sluice.dev
   resources:
   - limiterfleets
-  - ratelimitpolicies
   verbs:
   - get
   - list
+  - patch
   - watch
 - apiGroups:
   - ratelimit.sluice.dev
@@ -180,6 +180,14 @@ controllers' +kubebuilder:rbac markers). DO NOT EDIT: run make manifests. */ -}}
   - get
   - patch
   - update
+- apiGroups:
+  - ratelimit.sluice.dev
+  resources:
+  - ratelimitpolicies
+  verbs:
+  - get
+  - list
+  - watch
 - apiGroups:
   - rbac.authorization.k8s.io
   resources:
