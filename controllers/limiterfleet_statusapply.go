@@ -110,8 +110,9 @@ type fleetStatusApply struct {
 // applyFleetStatus server-side applies st, all that owner writes, to the
 // fleet's status subresource. Every field of LimiterFleetStatus is omitted
 // when empty, so st carries exactly the owner's fields. The owner forces
-// ownership: it is its fields' only writer, and takes over those an
-// earlier release wrote by patch.
+// ownership: it is its fields' only writer. Force takes over only the
+// fields st sends; the rest of what an earlier release wrote by patch
+// writeFleetStatus hands over first (migrateFleetStatusOwners).
 func applyFleetStatus(ctx context.Context, c client.Client, fleet *v1beta1.LimiterFleet, owner string, st *v1beta1.LimiterFleetStatus) error {
 	body, err := json.Marshal(fleetStatusApply{
 		TypeMeta: metav1.TypeMeta{APIVersion: v1beta1.GroupVersion.String(), Kind: "LimiterFleet"},

@@ -223,22 +223,37 @@ func writeManagedFields(ctx context.Context, c client.Client, obj client.Object,
 	return client.IgnoreNotFound(c.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, body), client.FieldOwner(FieldOwner)))
 }
 
-// The handover patches the fleet's managedFields through the main resource.
-// +kubebuilder:rbac:groups=ratelimit.sluice.dev,resources=limiterfleets,verbs=patch
+// The handover patches a fleet's or policy's managedFields through the
+// main resource.
+// +kubebuilder:rbac:groups=ratelimit.sluice.dev,resources=limiterfleets;ratelimitpolicies,verbs=patch
 
-// migrateFleetStatusOwners splits the status entry an older release left
-// in fleet's managedFields among this release's writers
-// (migrateStatusOwners with fleetStatusOwners), once: without such an
-// entry it makes no call. It reports whether it wrote.
-func migrateFleetStatusOwners(ctx context.Context, c client.Client, fleet *v1beta1.LimiterFleet) (bool, error) {
-	entries, changed, err := migrateStatusOwners(fleet.ManagedFields, fleetStatusOwners)
+// handOverStatus splits the status entry an older release left in obj's
+// managedFields among this release's writers (migrateStatusOwners with o),
+// once: without such an entry it makes no call. It reports whether it
+// wrote; obj is left as it was.
+func handOverStatus(ctx context.Context, c client.Client, obj client.Object, o statusOwners) (bool, error) {
+	entries, changed, err := migrateStatusOwners(obj.GetManagedFields(), o)
 	if err != nil || !changed {
 		return false, err
 	}
-	logf.FromContext(ctx).Info("Handing the status fields an older release wrote to their writers", "fleet", client.ObjectKeyFromObject(fleet))
-	obj := &v1beta1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: fleet.Namespace, Name: fleet.Name, ResourceVersion: fleet.ResourceVersion}}
-	if err := writeManagedFields(ctx, c, obj, entries); err != nil {
+	logf.FromContext(ctx).Info("Handing the status fields an older release wrote to their writers",
+		"object", client.ObjectKeyFromObject(obj), "kind", fmt.Sprintf("%T", obj))
+	if err := writeManagedFields(ctx, c, obj.DeepCopyObject().(client.Object), entries); err != nil {
 		return false, fmt.Errorf("handing over the status fields of an older release: %w", err)
 	}
 	return true, nil
+}
+
+// migrateFleetStatusOwners is handOverStatus of a fleet.
+func migrateFleetStatusOwners(ctx context.Context, c client.Client, fleet *v1beta1.LimiterFleet) (bool, error) {
+	return handOverStatus(ctx, c, fleet, fleetStatusOwners)
+}
+
+// policyStatusOwners: the policy controller writes observedGeneration,
+// conditions and fleets, and removes what is left; the collector
+// enforcement (ratelimitpolicy_status.go).
+var policyStatusOwners = statusOwners{
+	fields: map[string]string{"observedGeneration": PolicyStatusFieldOwner, "conditions": PolicyStatusFieldOwner,
+		"fleets": PolicyStatusFieldOwner, "enforcement": EnforcementFieldOwner},
+	conditions: map[string]string{}, fallback: PolicyStatusFieldOwner,
 }

@@ -131,3 +131,56 @@ func upgradedStatusProblem(f *v1beta1.LimiterFleet, oldManager string) error {
 	}
 	return nil
 }
+
+// TestUpgradeDropsWhatAnOldPolicyStatusWriterLeft: a policy whose status an
+// older release wrote by update (the release before applied it already, an
+// earlier one did not) loses the fleets it no longer is served by once the
+// policy controller hands that entry over: status.fleets is omitted when
+// empty, so without the handover the old manager would keep it.
+func TestUpgradeDropsWhatAnOldPolicyStatusWriterLeft(t *testing.T) {
+	needSuite(t)
+	stopOperator()
+	started := false
+	t.Cleanup(func() {
+		if !started {
+			if err := startOperator(); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	ctx := context.Background()
+	ns := namespace(t, "status-migrate-policy")
+	pol := &v1alpha1.RateLimitPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p"},
+		Spec: v1alpha1.RateLimitPolicySpec{Domain: "migrate", Descriptors: []v1alpha1.Descriptor{{Key: "user"}},
+			Rate: v1alpha1.Rate{Limit: 10, Period: metav1.Duration{Duration: time.Minute}}},
+	}
+	if err := k8s.Create(ctx, pol); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), pol) })
+	pol.Status.ObservedGeneration = pol.Generation
+	pol.Status.Fleets = []v1beta1.FleetStatus{{Namespace: ns, Name: "gone", SnapshotVersion: "old"}}
+	if err := k8s.Status().Update(ctx, pol); err != nil {
+		t.Fatal(err)
+	}
+	if err := startOperator(); err != nil {
+		t.Fatal(err)
+	}
+	started = true
+	eventually(t, 3*time.Minute, "the old release's status.fleets goes", func() error {
+		p := &v1beta1.RateLimitPolicy{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pol), p); err != nil {
+			return err
+		}
+		for _, e := range p.ManagedFields {
+			if e.Operation == metav1.ManagedFieldsOperationUpdate && e.Subresource == "status" {
+				return fmt.Errorf("managedFields still hold %s's status entry: %s", e.Manager, e.FieldsV1.Raw)
+			}
+		}
+		if len(p.Status.Fleets) != 0 || meta.FindStatusCondition(p.Status.Conditions, v1beta1.AcceptedCondition) == nil {
+			return fmt.Errorf("status %+v, want Accepted and no fleet", p.Status)
+		}
+		return nil
+	})
+}

@@ -72,6 +72,24 @@ func TestSplitStatusFields(t *testing.T) {
 	}
 }
 
+// TestSplitPolicyStatusFields: a policy's enforcement is the collector's,
+// the rest the policy controller's.
+func TestSplitPolicyStatusFields(t *testing.T) {
+	parts, rest, err := splitStatusFields([]byte(`{"f:status":{"f:enforcement":{"f:allowed":{}},"f:fleets":{},`+
+		`"f:conditions":{"k:{\"type\":\"Accepted\"}":{"f:status":{}}}}}`), policyStatusOwners)
+	if err != nil || rest != nil || len(parts) != 2 {
+		t.Fatalf("parts %v, rest %v, %v", parts, rest, err)
+	}
+	for owner, want := range map[string]string{
+		EnforcementFieldOwner:  `{"f:status":{"f:enforcement":{"f:allowed":{}}}}`,
+		PolicyStatusFieldOwner: `{"f:status":{"f:conditions":{"k:{\"type\":\"Accepted\"}":{"f:status":{}}},"f:fleets":{}}}`,
+	} {
+		if raw, _ := parts[owner].ToJSON(); string(raw) != want {
+			t.Errorf("%s: %s, want %s", owner, raw, want)
+		}
+	}
+}
+
 // TestFleetStatusFieldsNameTheirJSON: fleetStatusFields' names are the JSON
 // names of the fields their copies set, and name every field but
 // conditions, so a field's owner is the same by path as by Go field.
@@ -127,7 +145,7 @@ func TestMigrateStatusOwners(t *testing.T) {
 		got[e.Manager+" "+string(e.Operation)+" "+e.Subresource+" "+e.APIVersion] = string(e.FieldsV1.Raw)
 	}
 	want := map[string]string{
-		"kubectl Apply  " + alpha: `{"f:spec":{"f:replicas":{}}}`,
+		"kubectl Apply  " + alpha:                        `{"f:spec":{"f:replicas":{}}}`,
 		FleetStatusFieldOwner + " Apply status " + beta:  `{"f:status":{"f:snapshot":{"f:refused":{},"f:version":{}}}}`,
 		RedisStatusFieldOwner + " Apply status " + alpha: `{"f:status":{"f:conditions":{"k:{\"type\":\"RedisDataLoss\"}":{"f:status":{}}}}}`,
 	}

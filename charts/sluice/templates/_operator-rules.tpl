@@ -166,6 +166,7 @@ controllers' +kubebuilder:rbac markers). DO NOT EDIT: run make manifests. */ -}}
   - ratelimit.sluice.dev
   resources:
   - limiterfleets
+  - ratelimitpolicies
   verbs:
   - get
   - list
@@ -180,14 +181,6 @@ controllers' +kubebuilder:rbac markers). DO NOT EDIT: run make manifests. */ -}}
   - get
   - patch
   - update
-- apiGroups:
-  - ratelimit.sluice.dev
-  resources:
-  - ratelimitpolicies
-  verbs:
-  - get
-  - list
-  - watch
 - apiGroups:
   - rbac.authorization.k8s.io
   resources:
