@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -97,11 +98,6 @@ func TestUpgradeDropsWhatTheOldStatusWriterLeft(t *testing.T) {
 // release's writers write it, or nil.
 func upgradedStatusProblem(f *v1beta1.LimiterFleet, oldManager string) error {
 	st := &f.Status
-	for _, e := range f.ManagedFields {
-		if e.Manager == oldManager && e.Subresource == "status" {
-			return fmt.Errorf("managedFields still hold %s's status entry: %s", oldManager, e.FieldsV1.Raw)
-		}
-	}
 	if s := st.Snapshot; s == nil || s.Refused != 0 || s.Compressed || s.Version == "old" || s.Policies != 0 {
 		return fmt.Errorf("snapshot %+v, want this release's: version not old, no policy, refused 0, not compressed", s)
 	}
@@ -128,6 +124,11 @@ func upgradedStatusProblem(f *v1beta1.LimiterFleet, oldManager string) error {
 		return fmt.Errorf("Ready %+v, want SnapshotSynced's reason and message", ready)
 	case st.Limiters == nil || st.Limiters.Ready != 0 || st.ObservedGeneration != f.Generation:
 		return fmt.Errorf("limiters %+v, observedGeneration %d of %d: want no pod, and this generation", st.Limiters, st.ObservedGeneration, f.Generation)
+	}
+	for _, e := range f.ManagedFields {
+		if e.Manager == oldManager && e.Subresource == "status" {
+			return fmt.Errorf("managedFields still hold %s's status entry: %s", oldManager, e.FieldsV1.Raw)
+		}
 	}
 	return nil
 }
@@ -163,6 +164,11 @@ func TestUpgradeDropsWhatAnOldPolicyStatusWriterLeft(t *testing.T) {
 	pol.Status.Fleets = []v1beta1.FleetStatus{{Namespace: ns, Name: "gone", SnapshotVersion: "old"}}
 	if err := k8s.Status().Update(ctx, pol); err != nil {
 		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(pol.ManagedFields, func(e metav1.ManagedFieldsEntry) bool {
+		return e.Operation == metav1.ManagedFieldsOperationUpdate && e.Subresource == "status"
+	}) {
+		t.Fatalf("the old release's status entry is not there: %+v", pol.ManagedFields)
 	}
 	if err := startOperator(); err != nil {
 		t.Fatal(err)
