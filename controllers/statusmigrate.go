@@ -18,7 +18,8 @@ import (
 	"github.com/sluice-dev/sluice/api/v1beta1"
 )
 
-// The release before wrote a fleet's whole status with a merge patch, so
+// The release before wrote a fleet's whole status with a merge patch (an
+// earlier one a policy's by update), so
 // on an upgraded cluster each fleet's managedFields hold an Update entry
 // of the status subresource under that operator's manager name (the
 // binary's user agent). Server-side apply removes a field an applier stops
@@ -210,8 +211,8 @@ func orEmpty(s *fieldpath.Set) *fieldpath.Set {
 
 // writeManagedFields replaces obj's managedFields with entries, in one
 // JSON patch through the main resource guarded by obj's resourceVersion:
-// a write meanwhile makes it fail with a conflict, and the caller's next
-// pass tries again on what it reads then.
+// after a write meanwhile (or from a cache behind) its test fails, the
+// pass returns the error, and the retry works on what it reads then.
 func writeManagedFields(ctx context.Context, c client.Client, obj client.Object, entries []metav1.ManagedFieldsEntry) error {
 	body, err := json.Marshal([]map[string]any{
 		{"op": "test", "path": "/metadata/resourceVersion", "value": obj.GetResourceVersion()},
@@ -230,7 +231,9 @@ func writeManagedFields(ctx context.Context, c client.Client, obj client.Object,
 // handOverStatus splits the status entry an older release left in obj's
 // managedFields among this release's writers (migrateStatusOwners with o),
 // once: without such an entry it makes no call. It reports whether it
-// wrote; obj is left as it was.
+// wrote; obj is left as it was. obj is read from the cache, which must
+// keep managedFields (no TransformStripManagedFields), or this never
+// sees the old entry.
 func handOverStatus(ctx context.Context, c client.Client, obj client.Object, o statusOwners) (bool, error) {
 	entries, changed, err := migrateStatusOwners(obj.GetManagedFields(), o)
 	if err != nil || !changed {
