@@ -38,16 +38,27 @@ var fleetConditionOwners = map[string][]string{
 	AdminTLSStatusFieldOwner: {v1beta1.AdminTLSReadyCondition},
 }
 
+// fleetStatusFields are the status fields other than conditions: each
+// one's JSON name, writer, and copy. With fleetConditionOwners it is the
+// one table of who writes what (ownedFleetStatus, fleetStatusOwners).
+var fleetStatusFields = []struct {
+	name, owner string
+	copy        func(dst, src *v1beta1.LimiterFleetStatus)
+}{
+	{"observedGeneration", FleetStatusFieldOwner, func(d, s *v1beta1.LimiterFleetStatus) { d.ObservedGeneration = s.ObservedGeneration }},
+	{"snapshot", FleetStatusFieldOwner, func(d, s *v1beta1.LimiterFleetStatus) { d.Snapshot = s.Snapshot }},
+	{"limiters", FleetStatusFieldOwner, func(d, s *v1beta1.LimiterFleetStatus) { d.Limiters = s.Limiters }},
+	{"redis", RedisStatusFieldOwner, func(d, s *v1beta1.LimiterFleetStatus) { d.Redis = s.Redis }},
+	{"regions", EnforcementFieldOwner, func(d, s *v1beta1.LimiterFleetStatus) { d.Regions = s.Regions }},
+}
+
 // ownedFleetStatus is the part of st that owner writes, and nothing else.
 func ownedFleetStatus(st *v1beta1.LimiterFleetStatus, owner string) *v1beta1.LimiterFleetStatus {
 	out := &v1beta1.LimiterFleetStatus{}
-	switch owner {
-	case FleetStatusFieldOwner:
-		out.ObservedGeneration, out.Snapshot, out.Limiters = st.ObservedGeneration, st.Snapshot, st.Limiters
-	case RedisStatusFieldOwner:
-		out.Redis = st.Redis
-	case EnforcementFieldOwner:
-		out.Regions = st.Regions
+	for _, f := range fleetStatusFields {
+		if f.owner == owner {
+			f.copy(out, st)
+		}
 	}
 	for _, c := range st.Conditions {
 		if slices.Contains(fleetConditionOwners[owner], c.Type) {
@@ -57,11 +68,33 @@ func ownedFleetStatus(st *v1beta1.LimiterFleetStatus, owner string) *v1beta1.Lim
 	return out
 }
 
+// unclaimedCondition is a condition of st that no writer claims (one an
+// older release wrote), or "". Its owner since the upgrade is
+// FleetStatusFieldOwner (fleetStatusOwners), whose next apply removes it.
+func unclaimedCondition(st *v1beta1.LimiterFleetStatus) string {
+	for _, c := range st.Conditions {
+		if fleetStatusOwners.conditions[c.Type] == "" {
+			return c.Type
+		}
+	}
+	return ""
+}
+
 // writeFleetStatus applies owner's part of next's status, computed from
-// latest (the fleet as just read), only when that part changed.
+// latest (the fleet as just read), only when that part changed, or latest
+// holds a condition no writer claims and owner is the fleet controller.
+// An older release's status entry in latest's managedFields is first
+// split among the writers (migrateFleetStatusOwners), and then owner
+// applies whether its part changed or not, so that what it took over and
+// no longer writes goes.
 func writeFleetStatus(ctx context.Context, c client.Client, latest, next *v1beta1.LimiterFleet, owner string) error {
+	migrated, err := migrateFleetStatusOwners(ctx, c, latest)
+	if err != nil {
+		return err
+	}
 	mine := ownedFleetStatus(&next.Status, owner)
-	if equality.Semantic.DeepEqual(ownedFleetStatus(&latest.Status, owner), mine) {
+	stale := owner == FleetStatusFieldOwner && unclaimedCondition(&latest.Status) != ""
+	if !migrated && !stale && equality.Semantic.DeepEqual(ownedFleetStatus(&latest.Status, owner), mine) {
 		return nil
 	}
 	return applyFleetStatus(ctx, c, next, owner, mine)
@@ -77,8 +110,9 @@ type fleetStatusApply struct {
 // applyFleetStatus server-side applies st, all that owner writes, to the
 // fleet's status subresource. Every field of LimiterFleetStatus is omitted
 // when empty, so st carries exactly the owner's fields. The owner forces
-// ownership: it is its fields' only writer, and takes over those an
-// earlier release wrote by patch.
+// ownership: it is its fields' only writer. Force takes over only the
+// fields st sends; the rest of what an earlier release wrote by patch
+// writeFleetStatus hands over first (migrateFleetStatusOwners).
 func applyFleetStatus(ctx context.Context, c client.Client, fleet *v1beta1.LimiterFleet, owner string, st *v1beta1.LimiterFleetStatus) error {
 	body, err := json.Marshal(fleetStatusApply{
 		TypeMeta: metav1.TypeMeta{APIVersion: v1beta1.GroupVersion.String(), Kind: "LimiterFleet"},

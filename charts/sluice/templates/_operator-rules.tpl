@@ -170,6 +170,7 @@ controllers' +kubebuilder:rbac markers). DO NOT EDIT: run make manifests. */ -}}
   verbs:
   - get
   - list
+  - patch
   - watch
 - apiGroups:
   - ratelimit.sluice.dev
