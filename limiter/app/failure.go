@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-dev/sluice/limiter/server"
@@ -35,18 +36,27 @@ type warmer interface {
 // it finds Redis, dials it and loads its scripts within a decision's
 // deadline. After that it never fails.
 type warmup struct {
-	rs    warmer
-	start time.Time
-	d     time.Duration
+	rs     warmer
+	start  time.Time
+	d      time.Duration
+	warmed atomic.Bool // the store was warm once: a failover's new primary warming does not count
 }
 
 func newWarmup(rs warmer, d time.Duration) *warmup {
 	return &warmup{rs: rs, start: time.Now(), d: d}
 }
 
-// warming reports that the store is not warm yet, within d.
+// warming reports that the store has not been warm yet, within d: once
+// warm, a new primary warming after a failover leaves the limiter ready.
 func (w *warmup) warming() bool {
-	return !w.rs.Warm() && time.Since(w.start) < w.d
+	if w.warmed.Load() || time.Since(w.start) >= w.d {
+		return false
+	}
+	if w.rs.Warm() {
+		w.warmed.Store(true)
+		return false
+	}
+	return true
 }
 
 // check reports the Redis store: ping and breakers; not ready while

@@ -123,6 +123,13 @@ func (s *Store) warmPrimaries(ps []primary) {
 func (s *Store) warmNode(p primary) error {
 	ctx, cancel := context.WithTimeout(context.Background(), warmTimeout)
 	defer cancel()
+	go func() { // Close does not wait out a dead node's warm-up
+		select {
+		case <-s.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	c, err := s.nodeClient(ctx, p)
 	if err != nil {
 		return err
@@ -174,8 +181,6 @@ func (s *Store) nodeClient(ctx context.Context, p primary) (goredis.Cmdable, err
 				err = ctx.Err()
 			}
 			return nil, err
-		case <-s.stop:
-			return nil, context.Canceled
 		case <-t.C:
 		}
 	}
