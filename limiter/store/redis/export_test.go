@@ -29,3 +29,10 @@ func Primaries(s *Store) []string {
 	defer s.warm.mu.Unlock()
 	return append([]string(nil), s.warm.want...)
 }
+
+// WarmFailed reports that the last warm-up of the primary at addr failed.
+func WarmFailed(s *Store, addr string) bool {
+	s.warm.mu.Lock()
+	defer s.warm.mu.Unlock()
+	return s.warm.failed[addr]
+}

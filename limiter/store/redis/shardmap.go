@@ -283,7 +283,8 @@ func primariesOf(m *shardMap, order []string, idx map[string]uint16, addrs map[s
 	var ps []primary
 	for _, o := range order {
 		if o != "" {
-			ps = append(ps, primary{addr: addrs[o], key: m.breakers[idx[o]].probeKey})
+			b := m.breakers[idx[o]]
+			ps = append(ps, primary{addr: addrs[o], key: b.probeKey, brk: b})
 		}
 	}
 	return ps

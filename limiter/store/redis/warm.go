@@ -17,7 +17,11 @@ package redis
 //     mapRetryEvery to mapRefreshEvery, mapOpenEvery while a breaker is
 //     open), so a flapping map costs no more than its loads. A node that
 //     leaves the primaries is forgotten: named again (back from a restart,
-//     as a replica promoted), it is warmed again.
+//     as a replica promoted), it is warmed again. A node whose warm-up
+//     failed, that the slot source knows dead (it did not answer a map
+//     load) and whose shard's breaker is open is not dialled again for a
+//     warm-up: nothing but the breaker's probe dials it then. Its breaker
+//     closed (it answers decisions), or named a primary anew, it is.
 //   - Nothing waits for a warm-up: a decision that comes first sends
 //     EVALSHA, and EVAL after NOSCRIPT, as before. The app bounds how long
 //     a new limiter stays unready for it (a dead primary never warms).
@@ -42,16 +46,18 @@ const warmTimeout = 2 * time.Second
 // owns (its shard's probe key), by which go-redis's node client is found.
 type primary struct {
 	addr, key string
+	brk       *breaker // its shard's
 }
 
 // warmth tracks the warm-up of each primary of the store's map.
 type warmth struct {
-	mu   sync.Mutex
-	want []string        // the primaries of the last map, by address
-	done map[string]bool // warmed (true) or warming (false), by address
+	mu     sync.Mutex
+	want   []string        // the primaries of the last map, by address
+	done   map[string]bool // warmed (true) or warming (false), by address
+	failed map[string]bool // whose last warm-up failed, by address
 }
 
-func newWarmth() *warmth { return &warmth{done: map[string]bool{}} }
+func newWarmth() *warmth { return &warmth{done: map[string]bool{}, failed: map[string]bool{}} }
 
 // Warm says whether the store is ready to decide: it knows its shards and
 // has warmed every primary of its map (see above).
@@ -88,8 +94,13 @@ func (s *Store) warmPrimaries(ps []primary) {
 			delete(w.done, a) // no longer a primary: warmed again when named
 		}
 	}
+	for a := range w.failed {
+		if !slices.Contains(w.want, a) {
+			delete(w.failed, a)
+		}
+	}
 	for _, p := range ps {
-		if _, known := w.done[p.addr]; known {
+		if _, known := w.done[p.addr]; known || w.failed[p.addr] && s.slots.knownDead(p.addr) && p.brk.State() != BreakerClosed {
 			continue
 		}
 		select {
@@ -106,6 +117,7 @@ func (s *Store) warmPrimaries(ps []primary) {
 			defer w.mu.Unlock()
 			if err != nil {
 				delete(w.done, p.addr) // tried again at the next map
+				w.failed[p.addr] = true
 				s.log.Debug("Could not warm up a Redis primary", "primary", p.addr, "error", err)
 				return
 			}
@@ -114,6 +126,7 @@ func (s *Store) warmPrimaries(ps []primary) {
 				return
 			}
 			w.done[p.addr] = true
+			delete(w.failed, p.addr)
 		}()
 	}
 }
@@ -148,7 +161,7 @@ func (s *Store) warmStandalone() {
 	t := time.NewTicker(mapRetryEvery)
 	defer t.Stop()
 	for {
-		s.warmPrimaries([]primary{{addr: s.opts.Addrs[0]}})
+		s.warmPrimaries([]primary{{addr: s.opts.Addrs[0], brk: s.shards.current.Load().breakers[0]}})
 		select {
 		case <-s.stop:
 			return
@@ -184,6 +197,18 @@ func (s *Store) nodeClient(ctx context.Context, p primary) (goredis.Cmdable, err
 		case <-t.C:
 		}
 	}
+}
+
+// knownDead reports that addr did not answer a map load and no map has
+// brought it back since; a standalone store's source (nil) knows none.
+func (ss *slotSource) knownDead(addr string) bool {
+	if ss == nil {
+		return false
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	_, dead := ss.dead[addr]
+	return dead
 }
 
 // sentScripts are the scripts the store runs, each once.

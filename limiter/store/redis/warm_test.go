@@ -182,3 +182,52 @@ func TestFailoverWarmsTheNewPrimary(t *testing.T) {
 	})
 	decideCold(t, s, keysOn(t, s, c, 0, 8), []*redistest.Server{heir})
 }
+
+// TestWarmUpDialsNoDeadPrimary: a store started while a primary does not
+// answer (SIGSTOP, behind a proxy that counts the connections made to it)
+// fails that primary's warm-up; once its breaker is open and the slot map
+// loads know the node dead, no warm-up dials it again, through 20 more
+// loads (every 100ms while the breaker is open). The store is not warm,
+// and the other primaries are.
+func TestWarmUpDialsNoDeadPrimary(t *testing.T) {
+	c := redistest.StartClusterWith(t, redistest.ClusterOptions{Primaries: 3, Proxied: []int{0}})
+	p, old := c.Proxies[0], c.Nodes[0]
+	old.Pause(t)
+	t.Cleanup(func() { old.Resume(t) })
+	s, reg, _ := failoverStore(t, c.Addrs())
+	victim := keysOn(t, s, c, 0, 1)[0]
+	waitFor(t, settle, "shard 0's breaker open", func() error {
+		_, err, _ := take(s, victim)
+		return unavailable(err)
+	})
+	base := loads(t, reg, "open")
+	waitFor(t, settle, "the stopped primary's warm-up failed, then 20 slot map loads", func() error {
+		if !redisstore.WarmFailed(s, p.Addr) {
+			return fmt.Errorf("%s's warm-up not failed yet; primaries %v", p.Addr, redisstore.Primaries(s))
+		}
+		if got := loads(t, reg, "open"); got < base+20 {
+			return fmt.Errorf("%v loads", got-base)
+		}
+		return nil
+	})
+	known := p.Accepted()
+	base = loads(t, reg, "open")
+	waitFor(t, settle, "20 more slot map loads", func() error {
+		if got := loads(t, reg, "open"); got < base+20 {
+			return fmt.Errorf("%v loads", got-base)
+		}
+		return nil
+	})
+	if n := p.Accepted(); n != known {
+		t.Errorf("the stopped primary was dialled %d times more during 20 slot map loads after its warm-up failed and it was known dead", n-known)
+	}
+	if s.Warm() {
+		t.Error("the store is warm with a primary stopped")
+	}
+	for _, n := range c.Nodes[1:] {
+		if err := missingScripts(n.Client(t)); err != nil {
+			t.Errorf("a primary that answers: %v", err)
+		}
+	}
+	t.Logf("dials of the stopped primary: %d until known dead, none after", known)
+}
