@@ -2,7 +2,10 @@ package redis_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -135,6 +138,34 @@ func TestWarmStandaloneStoreDecidesWithoutDialOrNoscript(t *testing.T) {
 		keys = append(keys, storetest.KeyFor(t, fmt.Sprintf("warm standalone %d", i)))
 	}
 	decideCold(t, s, keys, []*redistest.Server{srv})
+}
+
+// TestWarmTLSStoreDecidesWithoutDialOrNoscript: over TLS with a password,
+// the warm-up's connection is the one that paid the handshake and AUTH:
+// the first decisions of a warm store dial nothing.
+func TestWarmTLSStoreDecidesWithoutDialOrNoscript(t *testing.T) {
+	const pw = "warm-s3cret"
+	srv := redistest.StartTLS(t, "requirepass "+pw)
+	srv.Password = pw // the helpers' clients, on the plain port
+	ca, err := os.ReadFile(srv.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(ca) {
+		t.Fatal("no CA certificate in " + srv.CAFile)
+	}
+	s := realStore(t, redisstore.Options{Addrs: []string{srv.TLSAddr}, Password: pw,
+		TLS: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}})
+	awaitWarm(t, s)
+	if err := missingScripts(srv.Client(t)); err != nil {
+		t.Fatal(err)
+	}
+	var keys []store.Key
+	for i := range 20 {
+		keys = append(keys, storetest.KeyFor(t, fmt.Sprintf("warm tls %d", i)))
+	}
+	decideCold(t, s, keys, []*redistest.Server{srv.Server})
 }
 
 // TestWarmClusterStoreDecidesWithoutDialOrNoscript: a new cluster store
