@@ -487,10 +487,7 @@ func TestSharedRedis(t *testing.T) {
 	b := startLimiter(t, "--policies", path, "--store", store, "--redis-timeout", "2s")
 
 	for _, p := range []*process{a, b} {
-		code, rd := p.readyz(t)
-		if code != http.StatusOK || !rd.Checks["store"].OK {
-			t.Fatalf("/readyz: %d %+v, want ready with the store pinged", code, rd)
-		}
+		awaitStoreReady(t, p)
 	}
 	for i := 1; i <= 5; i++ {
 		p := []*process{a, b}[i%2]
@@ -533,6 +530,17 @@ func TestSharedRedis(t *testing.T) {
 // TestRedisOverTLS: two limiter processes share a TLS Redis that requires a
 // password, which they take from $SLUICE_REDIS_PASSWORD (as the operator
 // hands it over from a Secret), and count together.
+// awaitStoreReady waits until p's /readyz says it is ready with its Redis
+// store pinged: once the store has warmed up (a connection to Redis and
+// its scripts loaded there, moments after start).
+func awaitStoreReady(t *testing.T, p *process) {
+	t.Helper()
+	eventually(t, "/readyz ready with the store pinged", func() (bool, string) {
+		code, rd := p.readyz(t)
+		return code == http.StatusOK && rd.Checks["store"].OK, fmt.Sprintf("%d %+v", code, rd)
+	})
+}
+
 func TestRedisOverTLS(t *testing.T) {
 	const pw = "s3cret@with/odd%chars"
 	rs := redistest.StartTLS(t, "requirepass "+pw)
@@ -542,9 +550,7 @@ func TestRedisOverTLS(t *testing.T) {
 	args := []string{"--policies", path, "--store", "rediss://" + rs.TLSAddr, "--redis-ca-file", rs.CAFile, "--redis-timeout", "2s"}
 	a, b := startLimiter(t, args...), startLimiter(t, args...)
 	for _, p := range []*process{a, b} {
-		if code, rd := p.readyz(t); code != http.StatusOK || !rd.Checks["store"].OK {
-			t.Fatalf("/readyz: %d %+v, want ready with the store pinged", code, rd)
-		}
+		awaitStoreReady(t, p)
 	}
 	for i := 1; i <= 4; i++ {
 		code, _ := []*process{a, b}[i%2].check(t, "tls")

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-dev/sluice/limiter/server"
@@ -25,26 +26,37 @@ type warmer interface {
 }
 
 // warmup is a new limiter's wait for its store: warming while the
-// store does not know its shards (a cluster's slot map loaded: its nodes
-// answered), for at most d after start (Redis may be down: the failure
-// modes decide then). While warming, /readyz fails (check) and gRPC health
-// says NOT_SERVING (server.Options.Warming): on a rolling update, or when
-// a stopped node's pods come back, the calls go to pods that can decide
-// instead of to one that fails its first decisions while it finds and
-// dials Redis. After that it never fails.
+// store is not ready to decide (redis.Store.Warm: a cluster's slot map
+// loaded, and every primary holding a connection of the store's and its
+// scripts), for at most d after start (Redis, or one primary, may be down:
+// the failure modes decide then). While warming, /readyz fails (check) and
+// gRPC health says NOT_SERVING (server.Options.Warming): on a rolling
+// update, or when a stopped node's pods come back, the calls go to pods
+// that can decide instead of to one that fails its first decisions while
+// it finds Redis, dials it and loads its scripts within a decision's
+// deadline. After that it never fails.
 type warmup struct {
-	rs    warmer
-	start time.Time
-	d     time.Duration
+	rs     warmer
+	start  time.Time
+	d      time.Duration
+	warmed atomic.Bool // the store was warm once: a failover's new primary warming does not count
 }
 
 func newWarmup(rs warmer, d time.Duration) *warmup {
 	return &warmup{rs: rs, start: time.Now(), d: d}
 }
 
-// warming reports that the store does not know its shards yet, within d.
+// warming reports that the store has not been warm yet, within d: once
+// warm, a new primary warming after a failover leaves the limiter ready.
 func (w *warmup) warming() bool {
-	return !w.rs.Warm() && time.Since(w.start) < w.d
+	if w.warmed.Load() || time.Since(w.start) >= w.d {
+		return false
+	}
+	if w.rs.Warm() {
+		w.warmed.Store(true)
+		return false
+	}
+	return true
 }
 
 // check reports the Redis store: ping and breakers; not ready while
@@ -55,7 +67,7 @@ func (w *warmup) check(ctx context.Context) (string, error) {
 		detail = "degraded, decisions follow each policy's failureMode: " + detail
 	}
 	if w.warming() {
-		return "", fmt.Errorf("warming up: not ready until the store knows its shards, at most %v after start: %s", w.d, detail)
+		return "", fmt.Errorf("warming up: not ready until the store is warm (its shards known, each primary dialled, the scripts loaded there), at most %v after start: %s", w.d, detail)
 	}
 	return detail, nil
 }

@@ -29,7 +29,11 @@
 // map names a new primary. slotsource.go fetches the cluster's slot map
 // from every node at once, for the shard map (shardmap.go) and go-redis
 // alike; a failed call or a breaker open reloads it, so a promoted replica
-// is found at once. coverage.go keeps go-redis from taking the slot map of a node that has
+// is found at once; slotfirst.go has a new store's first map be the
+// answer that knows the highest config epoch. warm.go warms every primary
+// a map names (a pooled connection dialled, every script loaded), so that
+// Warm, and a new primary's first decisions, pay neither a dial nor a
+// NOSCRIPT. coverage.go keeps go-redis from taking the slot map of a node that has
 // not joined (or not heard of every shard) yet. store.go
 // wires the parts; options.go parses store addresses; slot.go hashes keys
 // to slots; grant.go is two-tier mode's call; hold.go takes and settles

@@ -13,3 +13,26 @@ func WithMapRefresh(o Options, every time.Duration) Options {
 	o.mapRefresh = every
 	return o
 }
+
+// SentScripts are the SHA-1s of the scripts the store runs.
+func SentScripts() []string {
+	var out []string
+	for _, sc := range sentScripts {
+		out = append(out, sc.sha)
+	}
+	return out
+}
+
+// Primaries are the addresses of the primaries s warms: its map's.
+func Primaries(s *Store) []string {
+	s.warm.mu.Lock()
+	defer s.warm.mu.Unlock()
+	return append([]string(nil), s.warm.want...)
+}
+
+// WarmFailed reports that the last warm-up of the primary at addr failed.
+func WarmFailed(s *Store, addr string) bool {
+	s.warm.mu.Lock()
+	defer s.warm.mu.Unlock()
+	return s.warm.failed[addr]
+}

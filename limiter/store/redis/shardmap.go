@@ -76,6 +76,10 @@ type shards struct {
 	mu     sync.Mutex          // installs maps one at a time
 	byName map[string]*breaker // the breakers of the current map
 	owners map[string]string   // the primary of each, by breaker name
+	// primaries are the current map's, with their probe keys; warm is
+	// handed them after each load (warm.go).
+	primaries []primary
+	warm      func([]primary)
 }
 
 // newShards starts with one breaker, name, for every slot.
@@ -146,6 +150,12 @@ func (sh *shards) loop(fetch func(context.Context) ([]goredis.ClusterSlot, error
 				loaded()
 			}
 			prev = slots
+			if sh.warm != nil {
+				sh.mu.Lock()
+				ps := sh.primaries
+				sh.mu.Unlock()
+				sh.warm(ps)
+			}
 			for _, h := range handed {
 				sh.log.Info("Redis shard has a new primary", "shard", h.b.name, "primary", realAddr(h.addr), "trigger", trigger)
 				h.b.kick(h.addr) // its probe waits until go-redis routes there
@@ -254,6 +264,7 @@ func (sh *shards) install(slots []goredis.ClusterSlot) (handed []handover) {
 		}
 	}
 	sh.byName, sh.owners = byName, owners
+	sh.primaries = primariesOf(m, order, idx, addrs)
 	prev := sh.current.Swap(m)
 	sh.loaded.Store(true)
 	if len(prev.breakers) != len(m.breakers) || !slices.Equal(prev.index[:], m.index[:]) {
@@ -264,6 +275,19 @@ func (sh *shards) install(slots []goredis.ClusterSlot) (handed []handover) {
 		sh.log.Info("Redis Cluster shards", "shards", names)
 	}
 	return handed
+}
+
+// primariesOf lists the primaries of m, the owners in order, each with
+// its shard's probe key; idx is each owner's breaker, addrs its address.
+func primariesOf(m *shardMap, order []string, idx map[string]uint16, addrs map[string]string) []primary {
+	var ps []primary
+	for _, o := range order {
+		if o != "" {
+			b := m.breakers[idx[o]]
+			ps = append(ps, primary{addr: addrs[o], key: b.probeKey, brk: b})
+		}
+	}
+	return ps
 }
 
 // handover is a shard whose slots a new primary, at addr, took over.

@@ -22,6 +22,10 @@ package redis
 //     higher. Every answer of a fetch counts, the ones after the first
 //     taken too; one above the taken map's has the map loaded again
 //     (onNewer). A node whose CLUSTER NODES fails is not judged.
+//   - A new store's first map, with no epoch heard yet to judge by, is the
+//     answer that knows the highest epoch among those that came within
+//     firstLoadGrace of the first (slotfirst.go): a restarted old primary
+//     that answers first does not win over its heir.
 
 import (
 	"context"
@@ -146,6 +150,9 @@ func (ss *slotSource) fetch(ctx context.Context) ([]goredis.ClusterSlot, error) 
 			ss.mu.Unlock()
 			answers <- answer{addr, slots, err, epoch}
 		}()
+	}
+	if ss.fresh() {
+		return ss.pickFirst(ctx, answers, len(addrs))
 	}
 	first := errNoSlots
 	for i := range addrs {

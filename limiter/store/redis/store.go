@@ -30,6 +30,7 @@ type Store struct {
 	batch   *batcher
 	shards  *shards
 	slots   *slotSource // a cluster's (slotsource.go)
+	warm    *warmth     // warm.go
 	// multiMin is the fewest Takes of a round trip that share a multi
 	// script run (multi.go): 2, or 1 in tests that send every Take so.
 	multiMin int
@@ -47,6 +48,7 @@ func New(opts Options) (*Store, error) {
 		log:     logger(opts.Logger),
 		metrics: newStoreMetrics(opts.Registerer),
 		stop:    make(chan struct{}),
+		warm:    newWarmth(),
 
 		multiMin: 2,
 	}
@@ -73,6 +75,11 @@ func New(opts Options) (*Store, error) {
 			DisableIdentity: true,
 		})
 		s.shards = newShards(env, opts.KeyPrefix, "standalone", s.log)
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			s.warmStandalone()
+		}()
 	}
 	return s, nil
 }
@@ -232,6 +239,7 @@ func (s *Store) newCluster(env *breakerEnv) {
 	if opts.mapRefresh > 0 {
 		s.shards.every = opts.mapRefresh
 	}
+	s.shards.warm = s.warmPrimaries
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
