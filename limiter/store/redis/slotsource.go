@@ -21,7 +21,9 @@ package redis
 //     can't, on a node whose network is not up yet): the heir's epoch is
 //     higher. Every answer of a fetch counts, the ones after the first
 //     taken too; one above the taken map's has the map loaded again
-//     (onNewer). A node whose CLUSTER NODES fails is not judged.
+//     (onNewer). An answer whose CLUSTER NODES failed is taken only
+//     while no epoch was heard within coverageMemory (a CI run under load
+//     took a stale node's map that way).
 //   - A new store's first map, with no epoch heard yet to judge by, is the
 //     answer that knows the highest epoch among those that came within
 //     firstLoadGrace of the first (slotfirst.go): a restarted old primary
@@ -202,15 +204,20 @@ func (ss *slotSource) drain(answers <-chan answer, n int) {
 }
 
 // heard records an answer's epoch and reports whether its map may be
-// taken: its epoch is not known, or none higher was heard within
-// coverageMemory. For a map taken, it records its epoch; for an answer
+// taken: none higher was heard within coverageMemory, or, for an epoch
+// not known, none at all. For a map taken, it records its epoch; for an answer
 // not taken that knew more than the map taken, it calls onNewer.
 func (ss *slotSource) heard(epoch int64, take bool) bool {
-	if epoch < 0 {
-		return true
-	}
 	ss.mu.Lock()
 	now := time.Now()
+	if epoch < 0 {
+		// Not known (its CLUSTER NODES failed: a node too busy to answer
+		// both in time is as likely a stale one as any): taken only while
+		// no epoch heard judges it.
+		ok := ss.epochAt.IsZero() || now.Sub(ss.epochAt) >= coverageMemory
+		ss.mu.Unlock()
+		return ok
+	}
 	if epoch < ss.epoch && now.Sub(ss.epochAt) < coverageMemory {
 		ss.mu.Unlock()
 		return false

@@ -79,8 +79,8 @@ func TestLoopbackNodesKeepTheirAddress(t *testing.T) {
 
 // An answer is judged by the highest config epoch its node's CLUSTER NODES
 // names: one below the highest heard is not taken; one not known (its
-// CLUSTER NODES failed) always may be; an answer not taken that knew more
-// than the map taken asks for a load.
+// CLUSTER NODES failed) only while none was heard; an answer not taken
+// that knew more than the map taken asks for a load.
 func TestSlotSourceEpochs(t *testing.T) {
 	const nodes = "a1 10.0.0.1:6379@16379 myself,master - 0 0 3 connected 0-5460\n" +
 		"b2 10.0.0.2:6379@16379 slave a1 0 1 3 connected\n" +
@@ -94,6 +94,9 @@ func TestSlotSourceEpochs(t *testing.T) {
 	newer := 0
 	ss := newSlotSource(nil, time.Second, nil)
 	ss.onNewer = func() { newer++ }
+	if !ss.heard(-1, true) {
+		t.Error("an epoch not known, none heard yet: not taken, want taken")
+	}
 	for i, step := range []struct {
 		epoch int64
 		take  bool
@@ -103,7 +106,7 @@ func TestSlotSourceEpochs(t *testing.T) {
 		{5, true, true, 0},   // the first map
 		{7, false, true, 1},  // a node that knows more, not taken: load again
 		{5, true, false, 1},  // a node that knows less than one heard
-		{-1, true, true, 1},  // not known: taken
+		{-1, true, false, 1}, // not known, one heard: not taken
 		{7, true, true, 1},   // the heir's
 		{6, false, false, 1}, // a laggard's answer after it
 		{9, false, true, 2},
