@@ -28,15 +28,7 @@ func TestUpgradeDropsWhatTheOldStatusWriterLeft(t *testing.T) {
 	needSuite(t)
 	// The old operator runs until the upgrade: none of this release's
 	// writers has touched the fleet.
-	stopOperator()
-	started := false
-	t.Cleanup(func() {
-		if !started {
-			if err := startOperator(); err != nil {
-				t.Error(err)
-			}
-		}
-	})
+	upgrade := stopTheOldOperator(t)
 	ctx := context.Background()
 	ns := namespace(t, "status-migrate")
 	fleet := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "upgraded"}}
@@ -81,10 +73,7 @@ func TestUpgradeDropsWhatTheOldStatusWriterLeft(t *testing.T) {
 	t.Logf("the old release's status manager: %s", oldManager)
 
 	// The upgrade: this release's operator starts.
-	if err := startOperator(); err != nil {
-		t.Fatal(err)
-	}
-	started = true
+	upgrade()
 	eventually(t, 3*time.Minute, "the old release's status fields go, the writers' own stay", func() error {
 		f := &v1beta1.LimiterFleet{}
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(fleet), f); err != nil {
@@ -140,15 +129,7 @@ func upgradedStatusProblem(f *v1beta1.LimiterFleet, oldManager string) error {
 // empty, so without the handover the old manager would keep it.
 func TestUpgradeDropsWhatAnOldPolicyStatusWriterLeft(t *testing.T) {
 	needSuite(t)
-	stopOperator()
-	started := false
-	t.Cleanup(func() {
-		if !started {
-			if err := startOperator(); err != nil {
-				t.Error(err)
-			}
-		}
-	})
+	upgrade := stopTheOldOperator(t)
 	ctx := context.Background()
 	ns := namespace(t, "status-migrate-policy")
 	pol := &v1alpha1.RateLimitPolicy{
@@ -170,10 +151,7 @@ func TestUpgradeDropsWhatAnOldPolicyStatusWriterLeft(t *testing.T) {
 	}) {
 		t.Fatalf("the old release's status entry is not there: %+v", pol.ManagedFields)
 	}
-	if err := startOperator(); err != nil {
-		t.Fatal(err)
-	}
-	started = true
+	upgrade()
 	eventually(t, 3*time.Minute, "the old release's status.fleets goes", func() error {
 		p := &v1beta1.RateLimitPolicy{}
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pol), p); err != nil {
@@ -189,4 +167,26 @@ func TestUpgradeDropsWhatAnOldPolicyStatusWriterLeft(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// stopTheOldOperator stops the suite's operator, as the old release runs
+// until the upgrade, and returns the upgrade: the operator started again.
+// The test's cleanup starts it when the test ended before its upgrade.
+func stopTheOldOperator(t *testing.T) (upgrade func()) {
+	stopOperator()
+	started := false
+	t.Cleanup(func() {
+		if !started {
+			if err := startOperator(); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	return func() {
+		t.Helper()
+		if err := startOperator(); err != nil {
+			t.Fatal(err)
+		}
+		started = true
+	}
 }
