@@ -11,8 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
@@ -67,24 +65,7 @@ func TestPolicyEventsReachTheirFleetsOnly(t *testing.T) {
 	d3b := policy("pev-b", "d3b", "pev-d3")
 
 	// The fleet controller's reads, through a cache with its indexes.
-	informers, err := cache.New(cfg, cache.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := controllers.IndexPolicies(ctx, informers); err != nil {
-		t.Fatal(err)
-	}
-	if err := controllers.IndexFleets(ctx, informers); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = informers.Start(ctx) }()
-	if !informers.WaitForCacheSync(ctx) {
-		t.Fatal("cache did not sync")
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme, Cache: &client.CacheOptions{Reader: informers}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := indexedClient(ctx, t, controllers.IndexPolicies, controllers.IndexFleets)
 	fleetsOf := controllers.FleetsOfPolicy(c)
 	names := func(p *v1beta1.RateLimitPolicy) string {
 		var out []string

@@ -84,21 +84,7 @@ func TestFleetEventsReachTheirPoliciesOnly(t *testing.T) {
 	policy("events-dev", "dev-other", "c", nil) // selected by none, never served
 
 	// The policy controller's reads, through a cache with its indexes.
-	informers, err := cache.New(cfg, cache.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := controllers.IndexPolicies(ctx, informers); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = informers.Start(ctx) }()
-	if !informers.WaitForCacheSync(ctx) {
-		t.Fatal("cache did not sync")
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme, Cache: &client.CacheOptions{Reader: informers}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := indexedClient(ctx, t, controllers.IndexPolicies)
 	fleetEvent, ackEvent := controllers.PolicyMaps(c)
 	// This test's policies a map gives; other tests' policies are left out.
 	names := func(m handler.MapFunc, obj client.Object) string {
@@ -148,4 +134,28 @@ func TestFleetEventsReachTheirPoliciesOnly(t *testing.T) {
 	if got := names(ackEvent, stub(b)); got != "events-dev/dev-b" {
 		t.Errorf("an acknowledgement from deleted fleet b's pods reaches %q, want the policy it served", got)
 	}
+}
+
+// indexedClient reads through a new cache of the suite's API server that
+// holds the given controllers' indexes, synced; the cache stops with ctx.
+func indexedClient(ctx context.Context, t *testing.T, indexes ...func(context.Context, client.FieldIndexer) error) client.Client {
+	t.Helper()
+	informers, err := cache.New(cfg, cache.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, index := range indexes {
+		if err := index(ctx, informers); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go func() { _ = informers.Start(ctx) }()
+	if !informers.WaitForCacheSync(ctx) {
+		t.Fatal("cache did not sync")
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme, Cache: &client.CacheOptions{Reader: informers}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
