@@ -129,12 +129,15 @@ func seedsOf(c *redistest.Cluster) []string {
 // it names as the primary of slot) and keeps each change, with its time.
 type viewWatch struct {
 	stop, done chan struct{}
+	once       sync.Once
 	mu         sync.Mutex
 	changes    []string
 }
 
-func watchView(addr string, slot int64, t0 time.Time) *viewWatch {
+// watchView starts a watch that ends by halt, or with t.
+func watchView(t *testing.T, addr string, slot int64, t0 time.Time) *viewWatch {
 	w := &viewWatch{stop: make(chan struct{}), done: make(chan struct{})}
+	t.Cleanup(func() { w.halt() })
 	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
 		ReadTimeout: 200 * time.Millisecond, DialerRetries: 1, DisableIdentity: true})
 	go func() {
@@ -189,7 +192,7 @@ func nodeView(c *goredis.Client, slot int64) string {
 }
 
 func (w *viewWatch) halt() string {
-	close(w.stop)
+	w.once.Do(func() { close(w.stop) })
 	<-w.done
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -237,11 +240,19 @@ func freshStore(name string, seeds []string, keys []store.Key, rounds int, withi
 	return r
 }
 
-// freshStores builds stores every tick until stopped, half seeded with
-// every node (as a limiter is), half with the restarting node alone (the
-// worst case: its answer is the only one), and returns their runs.
-func freshStores(c *redistest.Cluster, restarting string, keys []store.Key, tick time.Duration) (stop func() []freshRun) {
+// maxFresh bounds the fresh stores alive at once: a store that never knows
+// its shards lives up to settle, and a tick's new store must not pile up
+// thousands of them on a machine that is slow to bring the node back.
+const maxFresh = 16
+
+// freshStores builds stores every tick until stopped (or t ends, so that
+// a failed wait never leaves it building stores for the next tests), at
+// most maxFresh alive at once, half seeded with every node (as a limiter
+// is), half with the restarting node alone (the worst case: its answer is
+// the only one), and returns their runs.
+func freshStores(t *testing.T, c *redistest.Cluster, restarting string, keys []store.Key, tick time.Duration) (stop func() []freshRun) {
 	quit := make(chan struct{})
+	alive := make(chan struct{}, maxFresh)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var runs []freshRun
@@ -254,7 +265,13 @@ func freshStores(c *redistest.Cluster, restarting string, keys []store.Key, tick
 			if i%2 == 1 {
 				name, seeds = "the restarting node alone", []string{restarting}
 			}
+			select {
+			case <-quit:
+				return
+			case alive <- struct{}{}:
+			}
 			wg.Go(func() {
+				defer func() { <-alive }()
 				r := freshStore(name, seeds, keys, 20, settle)
 				mu.Lock()
 				runs = append(runs, r)
@@ -267,9 +284,14 @@ func freshStores(c *redistest.Cluster, restarting string, keys []store.Key, tick
 			}
 		}
 	})
-	return func() []freshRun {
-		close(quit)
+	var once sync.Once
+	stop = func() []freshRun {
+		once.Do(func() { close(quit) })
 		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
 		return runs
 	}
+	t.Cleanup(func() { stop() })
+	return stop
 }

@@ -43,9 +43,9 @@ func TestIsolatedStalePrimary(t *testing.T) {
 
 	addr, slot := testnet.Addr(78, 6379), int64(c.Ranges[0][0])
 	t0 := time.Now()
-	w := watchView(addr, slot, t0)
+	w := watchView(t, addr, slot, t0)
 	stale := redistest.StartNode(t, addr, isolatedCopy(t, old.Dir), rejoinNodeTimeout, rejoinExtra...)
-	stopFresh := freshStores(c, stale.Addr, keys, 50*time.Millisecond)
+	stopFresh := freshStores(t, c, stale.Addr, keys, 50*time.Millisecond)
 	from, _ := d.counts(t0)
 	waitFor(t, settle, "2000 decisions of the store that lived through the failover", func() error {
 		if n, _ := d.counts(t0); n < from+2000 {

@@ -75,8 +75,8 @@ func rejoin(t *testing.T, newAddr string) {
 
 	addr := cmp.Or(newAddr, old.Addr)
 	restarted := time.Now()
-	w := watchView(addr, int64(c.Ranges[0][0]), restarted)
-	stopFresh := freshStores(c, addr, keys, 25*time.Millisecond)
+	w := watchView(t, addr, int64(c.Ranges[0][0]), restarted)
+	stopFresh := freshStores(t, c, addr, keys, 25*time.Millisecond)
 	now := old
 	if newAddr == "" {
 		old.Restart(t)
