@@ -1,0 +1,193 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/limiter/store"
+	redisstore "github.com/sluice-dev/sluice/limiter/store/redis"
+)
+
+// Issue 43: a shard's breaker closes as soon as its new primary is known.
+// The journey's NodeStopped step (the node holding the primaries stopped,
+// its packets dropped; the operator's CLUSTER FAILOVER TAKEOVER once the
+// cluster flags them) saw the limiters' breakers close 2.2 s after the new
+// primaries were named. TestHeirClosesTheBreaker plays it on real
+// redis-servers: two of three primaries SIGSTOPped (they time out, as a
+// stopped node's do, rather than refuse), a steady decider on every shard,
+// and a store with the limiter's defaults (a 20ms deadline, the breaker's
+// defaults) but for a cool-down of an hour: a breaker that closes can only
+// have been closed by its heir, through the kick.
+
+// TestHeirClosesTheBreaker logs each victim shard's chain from the
+// takeover on (the store's map names the heir, go-redis routes to it, the
+// breaker closes, the first decision answered) and requires that each
+// breaker closes, with an hour's cool-down, and that no decision on a
+// victim shard fails once its breaker closed.
+func TestHeirClosesTheBreaker(t *testing.T) { heirChain(t, time.Hour) }
+
+// TestHeirChainWithDefaults is TestHeirClosesTheBreaker with the
+// breaker's own cool-down, as limiters run: its log is the chain as the
+// journey meets it.
+func TestHeirChainWithDefaults(t *testing.T) { heirChain(t, 0) }
+
+// heirChain runs the heir tests with a breaker cool-down of cooldown (0:
+// the default).
+func heirChain(t *testing.T, cooldown time.Duration) {
+	c := redistest.StartClusterWith(t, redistest.ClusterOptions{Primaries: 3, Replicas: 1, NodeTimeout: 2 * time.Second})
+	logs := &logBuffer{}
+	reg := prometheus.NewRegistry()
+	s := realStore(t, redisstore.Options{Addrs: seedsOf(c), Cluster: true, Timeout: 20 * time.Millisecond,
+		Registerer: reg, Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		Breaker: redisstore.BreakerOptions{Cooldown: cooldown}})
+	keys := allKeys(t, s, c, 4)
+	waitFor(t, settle, "every shard answers", func() error { return allAnswer(s, keys, 3) })
+	d := startDecider(s, keys, 10*time.Millisecond)
+	defer d.halt()
+
+	victims := []int{0, 2}
+	for _, i := range victims {
+		old := c.Nodes[i]
+		old.Pause(t)
+		t.Cleanup(old.Stop) // SIGCONT, then SIGKILL
+	}
+	stopped := time.Now()
+	for _, i := range victims {
+		waitFor(t, settle, fmt.Sprintf("shard %d's breaker open", i), func() error { return breakerIs(s, c.RangeName(i), false) })
+	}
+	for _, i := range victims {
+		waitFlagged(t, c.Replicas[i][0], c.Nodes[i].Addr)
+	}
+	chains := make([]*chain, len(victims))
+	for j, i := range victims {
+		heir := c.Replicas[i][0]
+		if _, err := heir.Do("CLUSTER", "FAILOVER", "TAKEOVER"); err != nil {
+			t.Fatalf("CLUSTER FAILOVER TAKEOVER on %s: %v", heir.Addr, err)
+		}
+		chains[j] = &chain{shard: c.RangeName(i), heir: heir.Addr, keys: keysOn(t, s, c, i, 4), took: time.Now(), node: heir.Client(t)}
+	}
+	var wg sync.WaitGroup
+	for _, ch := range chains {
+		wg.Go(func() { ch.follow(s, settle) })
+	}
+	wg.Wait()
+	d.halt()
+	for _, ch := range chains {
+		t.Logf("shard %s: takeover done %+dms after the stop; %s", ch.shard, ch.took.Sub(stopped).Milliseconds(), ch)
+		if ch.err != nil {
+			t.Errorf("shard %s: %v; the store logged:\n%s", ch.shard, ch.err, logs)
+			continue
+		}
+		_, fails := d.counts(ch.closed)
+		fails = slices.DeleteFunc(fails, func(f failed) bool { return !slices.Contains(ch.keys, f.key) })
+		if len(fails) > 0 {
+			t.Errorf("shard %s: %d decisions failed after its breaker closed: %s", ch.shard, len(fails), describe(fails, ch.closed))
+		}
+	}
+	_, fails := d.counts(chains[0].took)
+	t.Logf("decisions failed from the first takeover on: %s", describe(fails, chains[0].took))
+	t.Logf("slot map loads by trigger: %s", loadsByTrigger(t, reg))
+}
+
+// breakerIs is nil when shard's breaker is closed (closed true) or not.
+func breakerIs(s *redisstore.Store, shard string, closed bool) error {
+	for _, b := range s.Breakers() {
+		if b.Shard == shard {
+			if (b.State == redisstore.BreakerClosed) == closed {
+				return nil
+			}
+			return fmt.Errorf("breaker %s", b.State)
+		}
+	}
+	return fmt.Errorf("no shard %s", shard)
+}
+
+// waitFlagged waits until heir's view flags the node at addr failed, or
+// suspected (fail?): with most primaries stopped, no majority agrees on
+// fail, and the operator takes over on the suspicion.
+func waitFlagged(t *testing.T, heir *redistest.Server, addr string) {
+	waitFor(t, settle, heir.Addr+" flags "+addr+" failed", func() error {
+		v, err := heir.Do("CLUSTER", "NODES")
+		if err != nil {
+			return err
+		}
+		for line := range strings.SplitSeq(fmt.Sprint(v), "\n") {
+			if f := strings.Fields(line); len(f) > 2 && strings.HasPrefix(f[1], addr+"@") {
+				if !strings.Contains(f[2], "fail") {
+					return fmt.Errorf("flags %s", f[2])
+				}
+				return nil
+			}
+		}
+		return errors.New("not listed")
+	})
+}
+
+// chain is one victim shard's way back, each step's time.
+type chain struct {
+	shard, heir string
+	keys        []store.Key // the decider's on the shard
+	took        time.Time   // CLUSTER FAILOVER TAKEOVER answered: the heir is primary
+	node        *goredis.Client
+
+	// ok is when the heir's own cluster_state was first ok: a promoted
+	// replica that was among a minority of primaries answers CLUSTERDOWN
+	// until its rejoin delay (the node timeout) has passed.
+	ok, named, routed, closed, decided time.Time
+	err                                error
+}
+
+// follow polls the store until a decision on the shard is answered,
+// noting when each step of the chain was first seen, or until within.
+func (ch *chain) follow(s *redisstore.Store, within time.Duration) {
+	for {
+		now := time.Now()
+		if ch.ok.IsZero() {
+			if info, err := ch.node.ClusterInfo(context.Background()).Result(); err == nil && strings.Contains(info, "cluster_state:ok") {
+				ch.ok = now
+			}
+		}
+		if ch.named.IsZero() && slices.Contains(redisstore.Primaries(s), ch.heir) {
+			ch.named = now
+		}
+		if ch.routed.IsZero() && redisstore.RoutesTo(s, s.RedisKey(ch.keys[0]), ch.heir) {
+			ch.routed = now
+		}
+		if ch.closed.IsZero() && breakerIs(s, ch.shard, true) == nil {
+			ch.closed = now
+		}
+		if !ch.closed.IsZero() {
+			if _, err, _ := take(s, ch.keys[0]); err == nil {
+				ch.decided = time.Now()
+				return
+			}
+		}
+		if now.Sub(ch.took) > within {
+			ch.err = fmt.Errorf("no decision answered within %v of the takeover: %s", within, ch)
+			return
+		}
+		time.Sleep(time.Millisecond) // polling the store under test
+	}
+}
+
+func (ch *chain) String() string {
+	at := func(what string, t time.Time) string {
+		if t.IsZero() {
+			return what + " never"
+		}
+		return fmt.Sprintf("%s %+dms", what, t.Sub(ch.took).Milliseconds())
+	}
+	return strings.Join([]string{at("the heir's cluster_state ok", ch.ok), at("the store's map names the heir", ch.named), at("go-redis routes to it", ch.routed),
+		at("breaker closed", ch.closed), at("first decision answered", ch.decided)}, ", ")
+}
