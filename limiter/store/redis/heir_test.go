@@ -75,7 +75,8 @@ func heirChain(t *testing.T, cooldown time.Duration) {
 		if _, err := heir.Do("CLUSTER", "FAILOVER", "TAKEOVER"); err != nil {
 			t.Fatalf("CLUSTER FAILOVER TAKEOVER on %s: %v", heir.Addr, err)
 		}
-		chains[j] = &chain{shard: c.RangeName(i), heir: heir.Addr, keys: keysOn(t, s, c, i, 4), took: time.Now(), node: heir.Client(t)}
+		chains[j] = &chain{shard: c.RangeName(i), heir: heir.Addr, keys: keysOn(t, s, c, i, 4), took: time.Now(), node: heir.Client(t),
+			errs: func() float64 { return errorsOn(reg, c.RangeName(i)) }}
 	}
 	var wg sync.WaitGroup
 	for _, ch := range chains {
@@ -88,6 +89,12 @@ func heirChain(t *testing.T, cooldown time.Duration) {
 		if ch.err != nil {
 			t.Errorf("shard %s: %v; the store logged:\n%s", ch.shard, ch.err, logs)
 			continue
+		}
+		// One probe at a time: one in flight when the heir turns ok fails
+		// at most, and the next is answered (with an hour's cool-down,
+		// every probe is the kick's, to the heir).
+		if cooldown == time.Hour && ch.refused > 1 {
+			t.Errorf("shard %s: %v probes failed after the heir's cluster_state was ok, want at most the one in flight", ch.shard, ch.refused)
 		}
 		_, fails := d.counts(ch.closed)
 		fails = slices.DeleteFunc(fails, func(f failed) bool { return !slices.Contains(ch.keys, f.key) })
@@ -140,6 +147,11 @@ type chain struct {
 	keys        []store.Key // the decider's on the shard
 	took        time.Time   // CLUSTER FAILOVER TAKEOVER answered: the heir is primary
 	node        *goredis.Client
+	// errs counts the shard's failed round trips; while its breaker is
+	// open, its probes alone: refused is how many failed from the heir's
+	// cluster_state ok to the breaker's closing.
+	errs    func() float64
+	refused float64
 
 	// ok is when the heir's own cluster_state was first ok: a promoted
 	// replica that was among a minority of primaries answers CLUSTERDOWN
@@ -156,6 +168,7 @@ func (ch *chain) follow(s *redisstore.Store, within time.Duration) {
 		if ch.ok.IsZero() {
 			if info, err := ch.node.ClusterInfo(context.Background()).Result(); err == nil && strings.Contains(info, "cluster_state:ok") {
 				ch.ok = now
+				ch.refused = -ch.errs()
 			}
 		}
 		if ch.named.IsZero() && slices.Contains(redisstore.Primaries(s), ch.heir) {
@@ -166,6 +179,7 @@ func (ch *chain) follow(s *redisstore.Store, within time.Duration) {
 		}
 		if ch.closed.IsZero() && breakerIs(s, ch.shard, true) == nil {
 			ch.closed = now
+			ch.refused += ch.errs()
 		}
 		if !ch.closed.IsZero() {
 			if _, err, _ := take(s, ch.keys[0]); err == nil {
@@ -181,6 +195,22 @@ func (ch *chain) follow(s *redisstore.Store, within time.Duration) {
 	}
 }
 
+// errorsOn is sluice_redis_errors_total of shard, every class.
+func errorsOn(reg *prometheus.Registry, shard string) float64 {
+	mfs, _ := reg.Gather()
+	n := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == "sluice_redis_errors_total" {
+			for _, m := range mf.GetMetric() {
+				if label(m, "shard") == shard {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
+}
+
 func (ch *chain) String() string {
 	at := func(what string, t time.Time) string {
 		if t.IsZero() {
@@ -189,5 +219,6 @@ func (ch *chain) String() string {
 		return fmt.Sprintf("%s %+dms", what, t.Sub(ch.took).Milliseconds())
 	}
 	return strings.Join([]string{at("the heir's cluster_state ok", ch.ok), at("the store's map names the heir", ch.named), at("go-redis routes to it", ch.routed),
-		at("breaker closed", ch.closed), at("first decision answered", ch.decided)}, ", ")
+		at("breaker closed", ch.closed), at("first decision answered", ch.decided)}, ", ") +
+		fmt.Sprintf("; %v probes failed between the heir's ok and the closing", ch.refused)
 }
