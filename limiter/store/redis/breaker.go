@@ -21,7 +21,9 @@ package redis
 //     rejoin delay, up to 5s), so the breaker closes within a kickRetry of
 //     the new primary's first answer, never a cool-down after it. The
 //     probe stays one command at a time, and a kick at most kickFor/kickRetry
-//     of them; past kickFor it is paced by Cooldown again.
+//     of them; past kickFor it is paced by Cooldown again. A kick that came
+//     while the breaker was closed is spent once a round trip to the shard
+//     succeeds after it: a later opening waits its cool-down.
 //   - A retired breaker (its shard left the slot map) never opens again.
 //
 // sony/gobreaker's two-step breaker was considered: its half-open state
@@ -263,7 +265,11 @@ func (b *breaker) probe() {
 			return
 		case <-t.C:
 		case <-b.kicked:
-			until, refused = time.Now().Add(kickFor), 0
+			at := b.heirAt.Load()
+			if at == 0 {
+				continue // a kick while closed, whose new primary has answered since
+			}
+			until, refused = time.Unix(0, at).Add(kickFor), 0
 			t.Stop()
 		}
 		kicking := time.Now().Before(until)
