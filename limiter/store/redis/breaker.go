@@ -144,7 +144,8 @@ type breaker struct {
 }
 
 // kickRetry paces the probes for kickFor after a kick. go-redis takes a
-// new slot map within 200ms of the store. A replica promoted while it saw
+// new slot map as the store hands it (handMap), or at its next reload when
+// a reload of its own raced it. A replica promoted while it saw
 // most primaries lost (CLUSTER FAILOVER TAKEOVER after a node holding most
 // primaries stopped) answers CLUSTERDOWN until its rejoin delay has passed
 // since it last saw them lost: Redis's cluster-node-timeout, clamped to
