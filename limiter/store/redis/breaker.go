@@ -15,8 +15,15 @@ package redis
 //   - Opening and every failed probe tell the store to reload the slot
 //     map, so that a promoted replica is found at once. A map that names a
 //     new primary for the shard kicks the probe: it probes now, and again
-//     every kickRetry for kickTries while go-redis takes the new map, so the
-//     breaker closes on the new primary without waiting out its cool-down.
+//     every kickRetry for kickFor after the kick, while go-redis has not
+//     taken the new map and while the new primary refuses (a replica
+//     promoted while most primaries were lost answers CLUSTERDOWN for its
+//     rejoin delay, up to 5s), so the breaker closes within a kickRetry of
+//     the new primary's first answer, never a cool-down after it. The
+//     probe stays one command at a time, and a kick at most kickFor/kickRetry
+//     of them; past kickFor it is paced by Cooldown again. A kick that came
+//     while the breaker was closed is spent once a round trip to the shard
+//     succeeds after it: a later opening waits its cool-down.
 //   - A retired breaker (its shard left the slot map) never opens again.
 //
 // sony/gobreaker's two-step breaker was considered: its half-open state
@@ -136,11 +143,17 @@ type breaker struct {
 	heirAt atomic.Int64
 }
 
-// kickRetry and kickTries pace the probes after a kick: go-redis takes a
-// new slot map at most every 200ms.
+// kickRetry paces the probes for kickFor after a kick. go-redis takes a
+// new slot map as the store hands it (handMap), or at its next reload when
+// a reload of its own raced it. A replica promoted while it saw
+// most primaries lost (CLUSTER FAILOVER TAKEOVER after a node holding most
+// primaries stopped) answers CLUSTERDOWN until its rejoin delay has passed
+// since it last saw them lost: Redis's cluster-node-timeout, clamped to
+// 500ms..5s (clusterUpdateState). The journey's limiters waited a
+// cool-down on top of it; kickFor outlasts the longest rejoin delay.
 const (
 	kickRetry = 25 * time.Millisecond
-	kickTries = 12
+	kickFor   = 6 * time.Second
 )
 
 func newBreaker(env *breakerEnv, name, probeKey string) *breaker {
@@ -237,12 +250,14 @@ func (b *breaker) kick(addr string) {
 }
 
 // probe waits Cooldown, or a kick, then asks the shard one routed command,
-// until it answers; then it closes the breaker.
+// until it answers; then it closes the breaker. For kickFor after a kick it
+// asks every kickRetry, once go-redis routes to the new primary.
 func (b *breaker) probe() {
 	t := time.NewTimer(b.env.opts.Cooldown)
 	defer t.Stop()
 	opened := time.Now()
-	tries := 0 // left after a kick
+	var until time.Time // of the last kick's retries
+	refused := 0        // probes the new primary refused since the kick
 	for {
 		select {
 		case <-b.env.stop:
@@ -251,13 +266,17 @@ func (b *breaker) probe() {
 			return
 		case <-t.C:
 		case <-b.kicked:
-			tries = kickTries
+			at := b.heirAt.Load()
+			if at == 0 {
+				continue // a kick while closed, whose new primary has answered since
+			}
+			until, refused = time.Unix(0, at).Add(kickFor), 0
 			t.Stop()
 		}
-		if tries > 0 && !b.routed() {
+		kicking := time.Now().Before(until)
+		if kicking && !b.routed() {
 			// go-redis has not taken the new map yet: the probe would
 			// go to the old primary, known dead.
-			tries--
 			t.Reset(kickRetry)
 			continue
 		}
@@ -266,15 +285,16 @@ func (b *breaker) probe() {
 		if class == "" {
 			b.fails.Store(0)
 			b.set(BreakerClosed)
-			b.env.log.Info("Redis shard answers again: circuit breaker closed", "shard", b.name, "open_for", time.Since(opened).Round(time.Millisecond))
+			b.env.log.Info("Redis shard answers again: circuit breaker closed", "shard", b.name,
+				"open_for", time.Since(opened).Round(time.Millisecond), "refused_after_new_primary", refused)
 			return
 		}
 		b.env.metrics.errors.WithLabelValues(b.name, class).Inc()
 		b.set(BreakerOpen)
 		b.env.reload(triggerBreaker)
 		next := b.env.opts.Cooldown
-		if tries > 0 {
-			tries--
+		if kicking {
+			refused++
 			next = min(next, kickRetry)
 		}
 		t.Reset(next)

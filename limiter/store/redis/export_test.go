@@ -36,3 +36,7 @@ func WarmFailed(s *Store, addr string) bool {
 	defer s.warm.mu.Unlock()
 	return s.warm.failed[addr]
 }
+
+// RoutesTo reports whether go-redis sends a command on key to the node at
+// addr, by the map it was last handed.
+func RoutesTo(s *Store, key, addr string) bool { return s.routesTo(key, addr) }

@@ -20,10 +20,12 @@ import (
 // decisions, a watch on a node's own view, and stores built while a node
 // restarts.
 
-// failed is one decision that failed, and when.
+// failed is one decision that failed, and when; key is the decision's
+// (zero when the failure was no decision's).
 type failed struct {
 	at  time.Time
 	err error
+	key store.Key
 }
 
 // decider takes decisions on keys, a round of them every tick, until
@@ -57,7 +59,7 @@ func startDecider(s *redisstore.Store, keys []store.Key, tick time.Duration) *de
 				d.mu.Lock()
 				d.taken++
 				if err != nil {
-					d.failed = append(d.failed, failed{time.Now(), err})
+					d.failed = append(d.failed, failed{time.Now(), err, k})
 				}
 				d.mu.Unlock()
 			}
@@ -217,7 +219,7 @@ func freshStore(name string, seeds []string, keys []store.Key, rounds int, withi
 	r := freshRun{built: time.Now(), seeds: name, warm: -1, logs: &logBuffer{}}
 	s, _, err := rejoinStore(seeds, r.logs)
 	if err != nil {
-		r.failed = append(r.failed, failed{time.Now(), err})
+		r.failed = append(r.failed, failed{at: time.Now(), err: err})
 		return r
 	}
 	defer func() { _ = s.Close() }()
@@ -232,7 +234,7 @@ func freshStore(name string, seeds []string, keys []store.Key, rounds int, withi
 		for _, k := range keys {
 			r.taken++
 			if _, err, _ := take(s, k); err != nil {
-				r.failed = append(r.failed, failed{time.Now(), err})
+				r.failed = append(r.failed, failed{at: time.Now(), err: err})
 			}
 		}
 		time.Sleep(10 * time.Millisecond) // a few hundred decisions a second

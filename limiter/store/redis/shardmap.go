@@ -19,6 +19,9 @@ package redis
 //   - A load that finds a new primary for a shard whose breaker is open
 //     kicks its probe: the breaker closes on the new primary at once, not
 //     after its cool-down.
+//   - go-redis is handed a load's map when it differs from the last load's,
+//     or when go-redis does not route by it, and takes it at once (see
+//     Store.handMap), not after its own reloads' 200ms pacing.
 
 import (
 	"context"
@@ -146,7 +149,10 @@ func (sh *shards) loop(fetch func(context.Context) ([]goredis.ClusterSlot, error
 			next, onTimer = mapRetryEvery, triggerRetry
 		} else {
 			handed := sh.install(slots)
-			if !reflect.DeepEqual(slots, prev) { // a new go-redis state per load is garbage
+			// A new go-redis state per load is garbage: only a new map,
+			// or one go-redis does not route by (a reload of its own that
+			// read the map before this one stored last), is handed.
+			if !reflect.DeepEqual(slots, prev) || !sh.routed() {
 				loaded()
 			}
 			prev = slots
@@ -166,6 +172,20 @@ func (sh *shards) loop(fetch func(context.Context) ([]goredis.ClusterSlot, error
 		}
 		t.Reset(next)
 	}
+}
+
+// routed reports whether go-redis routes each shard of the current map
+// to its primary (no command is sent).
+func (sh *shards) routed() bool {
+	sh.mu.Lock()
+	ps := sh.primaries
+	sh.mu.Unlock()
+	for _, p := range ps {
+		if sh.env.routes != nil && !sh.env.routes(p.key, p.addr) {
+			return false
+		}
+	}
+	return true
 }
 
 // wait sleeps d, or returns false when stop is closed first.
