@@ -61,3 +61,16 @@ func FleetsOfPolicy(c client.Client) func(context.Context, *v1beta1.RateLimitPol
 	r := &LimiterFleetReconciler{Client: c}
 	return r.fleetsOfPolicy
 }
+
+// FleetMaps returns how the fleet controller maps a fleet's spec event and
+// a namespace's label event to fleets, reading through c, whose cache
+// holds IndexPolicies' and IndexFleets' indexes: each takes the event's
+// object, or an update's old and new object.
+func FleetMaps(c client.Client) (fleetSpec, namespaceLabels func(context.Context, ...client.Object) []reconcile.Request) {
+	r := &LimiterFleetReconciler{Client: c}
+	return func(ctx context.Context, objs ...client.Object) []reconcile.Request {
+			return requestsOf(ctx, r.fleetsOfFleet, objs...)
+		}, func(ctx context.Context, objs ...client.Object) []reconcile.Request {
+			return requestsOf(ctx, r.fleetsOfNamespace, objs...)
+		}
+}
