@@ -15,6 +15,9 @@ import (
 var (
 	ApplyConditions  = applyConditions
 	ApplyEnforcement = applyEnforcement
+	// OwnsUnwrittenCondition reports whether the policy controller owns,
+	// in a policy's managedFields, a condition it does not write.
+	OwnsUnwrittenCondition = ownsUnwrittenCondition
 )
 
 // IndexPolicies adds the policy controller's indexes to a cache.
