@@ -145,7 +145,9 @@ func TestFleetAndNamespaceEventsReachTheirFleetsOnly(t *testing.T) {
 // A namespace's label change still makes the fleets whose pass reads it
 // follow: a namespace that leaves a fleet's allowedNamespaces selector, or
 // its spec.policies namespaceSelector, leaves its snapshot, and comes back
-// when relabelled.
+// when relabelled. (The policy controller's status writes, which a policy
+// event carries to the same fleets, follow the change too: this guards the
+// behaviour; TestFleetAndNamespaceEventsReachTheirFleetsOnly the map.)
 func TestNamespaceLabelsMoveFleetSnapshots(t *testing.T) {
 	needSuite(t)
 	ctx, cancel := context.WithCancel(context.Background())
