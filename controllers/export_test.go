@@ -15,6 +15,9 @@ import (
 var (
 	ApplyConditions  = applyConditions
 	ApplyEnforcement = applyEnforcement
+	// OwnsUnwrittenCondition reports whether the policy controller owns,
+	// in a policy's managedFields, a condition it does not write.
+	OwnsUnwrittenCondition = ownsUnwrittenCondition
 )
 
 // IndexPolicies adds the policy controller's indexes to a cache.
@@ -60,4 +63,17 @@ var IndexFleets = indexFleets
 func FleetsOfPolicy(c client.Client) func(context.Context, *v1beta1.RateLimitPolicy) []reconcile.Request {
 	r := &LimiterFleetReconciler{Client: c}
 	return r.fleetsOfPolicy
+}
+
+// FleetMaps returns how the fleet controller maps a fleet's spec event and
+// a namespace's label event to fleets, reading through c, whose cache
+// holds IndexPolicies' and IndexFleets' indexes: each takes the event's
+// object, or an update's old and new object.
+func FleetMaps(c client.Client) (fleetSpec, namespaceLabels func(context.Context, ...client.Object) []reconcile.Request) {
+	r := &LimiterFleetReconciler{Client: c}
+	return func(ctx context.Context, objs ...client.Object) []reconcile.Request {
+			return requestsOf(ctx, r.fleetsOfFleet, objs...)
+		}, func(ctx context.Context, objs ...client.Object) []reconcile.Request {
+			return requestsOf(ctx, r.fleetsOfNamespace, objs...)
+		}
 }

@@ -2,7 +2,9 @@ package controllers
 
 import (
 	"context"
+	"maps"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -38,22 +40,31 @@ func indexFleets(ctx context.Context, indexer client.FieldIndexer) error {
 	})
 }
 
-// policyEvents maps a policy event to the fleets whose snapshot it may
-// change (fleetsOfPolicy), of the old and the new policy on an update.
-func (r *LimiterFleetReconciler) policyEvents() handler.EventHandler {
+// fleetMap adds to out the fleets whose pass an event's object may change.
+type fleetMap func(ctx context.Context, obj client.Object, out map[types.NamespacedName]bool)
+
+// requestsOf maps objs, an event's object or an update's old and new one,
+// through m: each fleet once, sorted.
+func requestsOf(ctx context.Context, m fleetMap, objs ...client.Object) []reconcile.Request {
+	out := map[types.NamespacedName]bool{}
+	for _, obj := range objs {
+		m(ctx, obj, out)
+	}
+	reqs := make([]reconcile.Request, 0, len(out))
+	for _, key := range slices.SortedFunc(maps.Keys(out), func(a, b types.NamespacedName) int {
+		return strings.Compare(a.String(), b.String())
+	}) {
+		reqs = append(reqs, reconcile.Request{NamespacedName: key})
+	}
+	return reqs
+}
+
+// eventsTo is an event handler that enqueues requestsOf m: of the old and
+// the new object on an update, so that a fleet the object left is told.
+func eventsTo(m fleetMap) handler.EventHandler {
 	add := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
-		seen := map[types.NamespacedName]bool{}
-		for _, obj := range objs {
-			p, ok := obj.(*v1beta1.RateLimitPolicy)
-			if !ok {
-				continue
-			}
-			for _, req := range r.fleetsOfPolicy(ctx, p) {
-				if !seen[req.NamespacedName] {
-					seen[req.NamespacedName] = true
-					q.Add(req)
-				}
-			}
+		for _, req := range requestsOf(ctx, m, objs...) {
+			q.Add(req)
 		}
 	}
 	return handler.Funcs{
@@ -72,30 +83,56 @@ func (r *LimiterFleetReconciler) policyEvents() handler.EventHandler {
 	}
 }
 
+// fleetsOfPolicyEvent is fleetsOfPolicy as a fleetMap.
+func (r *LimiterFleetReconciler) fleetsOfPolicyEvent(ctx context.Context, obj client.Object, out map[types.NamespacedName]bool) {
+	if p, ok := obj.(*v1beta1.RateLimitPolicy); ok {
+		for _, req := range r.fleetsOfPolicy(ctx, p) {
+			out[req.NamespacedName] = true
+		}
+	}
+}
+
 // fleetsOfPolicy lists the fleets whose snapshot a change of the policy
 // may change: a fleet serves only policies of the domains it lists, or,
 // listing none, of its own namespace; and a policy's change decides the
 // acceptance of its whole domain (conflicts), so every fleet that may
-// serve a policy of that domain: the fleets that list the domain, and
-// those that list none in a namespace with a policy of the domain. The
-// fleets that served the policy (its status.fleets) are added: it may
-// have left their domain. Everything is read through the cache's indexes,
-// with no list of every policy or fleet.
+// serve a policy of that domain (fleetsOfDomain, the policy's namespace
+// among those of the domain: it may have just left it). The fleets that
+// served the policy (its status.fleets) are added: it may have left their
+// domain. Everything is read through the cache's indexes, with no list of
+// every policy or fleet.
 func (r *LimiterFleetReconciler) fleetsOfPolicy(ctx context.Context, p *v1beta1.RateLimitPolicy) []reconcile.Request {
-	log := logf.FromContext(ctx)
 	out := map[types.NamespacedName]bool{}
 	for _, f := range p.Status.Fleets {
 		out[types.NamespacedName{Namespace: f.Namespace, Name: f.Name}] = true
 	}
+	r.fleetsOfDomain(ctx, p.Spec.Domain, p.Namespace, out)
+	reqs := make([]reconcile.Request, 0, len(out))
+	for key := range out {
+		reqs = append(reqs, reconcile.Request{NamespacedName: key})
+	}
+	return reqs
+}
+
+// fleetsOfDomain adds to out the fleets that may serve a policy of domain,
+// which are the fleets readDomainTenancy reads for it: those that list the
+// domain, and those that list none in a namespace with a policy of the
+// domain, or in namespace when it is not "". Their passes read the
+// domain's policies, tenancy and namespaces' labels.
+func (r *LimiterFleetReconciler) fleetsOfDomain(ctx context.Context, domain, namespace string, out map[types.NamespacedName]bool) {
+	log := logf.FromContext(ctx)
 	var listing v1beta1.LimiterFleetList
-	if err := r.List(ctx, &listing, client.MatchingFields{fleetDomainIndex: p.Spec.Domain}, client.UnsafeDisableDeepCopy); err != nil {
-		log.Error(err, "Listing fleets", "domain", p.Spec.Domain)
+	if err := r.List(ctx, &listing, client.MatchingFields{fleetDomainIndex: domain}, client.UnsafeDisableDeepCopy); err != nil {
+		log.Error(err, "Listing fleets", "domain", domain)
 	}
 	var sameDomain v1beta1.RateLimitPolicyList
-	if err := r.List(ctx, &sameDomain, client.MatchingFields{domainIndex: p.Spec.Domain}, client.UnsafeDisableDeepCopy); err != nil {
-		log.Error(err, "Listing policies", "domain", p.Spec.Domain)
+	if err := r.List(ctx, &sameDomain, client.MatchingFields{domainIndex: domain}, client.UnsafeDisableDeepCopy); err != nil {
+		log.Error(err, "Listing policies", "domain", domain)
 	}
-	namespaces := []string{p.Namespace}
+	var namespaces []string
+	if namespace != "" {
+		namespaces = append(namespaces, namespace)
+	}
 	for i := range sameDomain.Items {
 		namespaces = append(namespaces, sameDomain.Items[i].Namespace)
 	}
@@ -110,9 +147,4 @@ func (r *LimiterFleetReconciler) fleetsOfPolicy(ctx context.Context, p *v1beta1.
 	for i := range listing.Items {
 		out[client.ObjectKeyFromObject(&listing.Items[i])] = true
 	}
-	reqs := make([]reconcile.Request, 0, len(out))
-	for key := range out {
-		reqs = append(reqs, reconcile.Request{NamespacedName: key})
-	}
-	return reqs
 }

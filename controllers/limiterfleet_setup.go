@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -34,9 +33,6 @@ func (r *LimiterFleetReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		return err
 	}
 	r.children = newChildren(r.Client, r.Scheme, r.APIReader)
-	allFleets := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-		return r.allFleets(ctx)
-	})
 	notRedis := builder.WithPredicates(notRedisObject)
 	b := ctrl.NewControllerManagedBy(mgr).
 		// The other jobs' conditions, from which Ready follows.
@@ -50,11 +46,12 @@ func (r *LimiterFleetReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		Owns(&policyv1.PodDisruptionBudget{}, notRedis).
 		Owns(&networkingv1.NetworkPolicy{}).
 		// A policy changes the snapshots of the fleets of its domain alone.
-		Watches(&v1beta1.RateLimitPolicy{}, r.policyEvents()).
-		// Any fleet's domains decide which policies are allowed, and so
-		// which conflict: every fleet's snapshot may change.
-		Watches(&v1beta1.LimiterFleet{}, allFleets, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Namespace{}, allFleets, builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		Watches(&v1beta1.RateLimitPolicy{}, eventsTo(r.fleetsOfPolicyEvent)).
+		// A fleet's domains, and namespaces' labels, decide which policies
+		// are allowed, and so which conflict: the snapshots of the fleets
+		// whose passes read them may change (limiterfleet_tenancyevents.go).
+		Watches(&v1beta1.LimiterFleet{}, eventsTo(r.fleetsOfFleet), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Namespace{}, eventsTo(r.fleetsOfNamespace), builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.fleetOfSlice)).
 		// The owners of the pods behind the endpoints decide which count.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(observe.FleetOfLimiterObject), builder.WithPredicates(observe.LimiterOwnerChanged)).
@@ -92,19 +89,6 @@ var jobConditionChanged = predicate.Funcs{
 		}
 		return false
 	},
-}
-
-func (r *LimiterFleetReconciler) allFleets(ctx context.Context) []reconcile.Request {
-	var fleets v1beta1.LimiterFleetList
-	if err := r.List(ctx, &fleets); err != nil {
-		logf.FromContext(ctx).Error(err, "Listing fleets")
-		return nil
-	}
-	out := make([]reconcile.Request, len(fleets.Items))
-	for i := range fleets.Items {
-		out[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&fleets.Items[i])}
-	}
-	return out
 }
 
 // fleetOfSlice maps an EndpointSlice to the fleet whose limiter Service it

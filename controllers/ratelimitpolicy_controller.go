@@ -111,12 +111,13 @@ func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	st.ObservedGeneration = policy.Generation
 	// A status entry an older release left is handed over first; then
-	// this controller applies, so what it took over and no longer writes goes.
+	// this controller applies its condition types alone, so what it took
+	// over, or owns, and no longer writes goes.
 	migrated, err := handOverStatus(ctx, r.Client, policy, policyStatusOwners)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if !migrated && !statusChanged(&policy.Status, &next.Status) {
+	if !migrated && !ownsUnwrittenCondition(policy.ManagedFields) && !statusChanged(&policy.Status, &next.Status) {
 		return ctrl.Result{}, nil
 	}
 	logf.FromContext(ctx).V(1).Info("Updating status", "accepted", accepted.Status)

@@ -1,12 +1,15 @@
 package controllers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/structured-merge-diff/v4/fieldpath"
 
 	"github.com/sluice-dev/sluice/api/v1beta1"
 )
@@ -25,14 +28,51 @@ const (
 	EnforcementFieldOwner = "sluice-operator-collector"
 )
 
+// policyConditionTypes are the condition types the policy controller
+// writes, and the only ones its apply carries: one it owns and no longer
+// writes (an older release's, or one written under its name) is left
+// out, and so removed.
+var policyConditionTypes = []string{v1beta1.AcceptedCondition, v1beta1.EnforcedCondition, v1beta1.DegradedCondition}
+
 // applyConditions writes the policy controller's part of st to pol's
-// status: observedGeneration, conditions and fleets, by server-side apply
-// under PolicyStatusFieldOwner. st.Enforcement is the collector's and is
-// left out (see applyEnforcement).
+// status: observedGeneration, the conditions of policyConditionTypes and
+// fleets, by server-side apply under PolicyStatusFieldOwner. st.Enforcement
+// is the collector's and is left out (see applyEnforcement), and so are
+// conditions of other types.
 func applyConditions(ctx context.Context, c client.Client, pol *v1beta1.RateLimitPolicy, st *v1beta1.RateLimitPolicyStatus) error {
 	mine := st.DeepCopy()
 	mine.Enforcement = nil
+	mine.Conditions = slices.DeleteFunc(mine.Conditions, func(c metav1.Condition) bool {
+		return !slices.Contains(policyConditionTypes, c.Type)
+	})
 	return applyPolicyStatus(ctx, c, pol, PolicyStatusFieldOwner, mine)
+}
+
+// ownsUnwrittenCondition reports whether, in an object's managedFields,
+// the policy controller's apply owns a status condition of a type it does
+// not write (policyConditionTypes): its next apply removes it. A condition
+// another manager owns is not its to remove, and does not count.
+func ownsUnwrittenCondition(entries []metav1.ManagedFieldsEntry) bool {
+	for _, e := range entries {
+		if e.Manager != PolicyStatusFieldOwner || e.Operation != metav1.ManagedFieldsOperationApply ||
+			e.Subresource != "status" || e.FieldsV1 == nil {
+			continue
+		}
+		set := &fieldpath.Set{}
+		if err := set.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+			return true // unreadable: one more apply says what it owns
+		}
+		unwritten := false
+		set.Iterate(func(p fieldpath.Path) {
+			if t, ok := conditionTypeOf(p); ok && !slices.Contains(policyConditionTypes, t) {
+				unwritten = true
+			}
+		})
+		if unwritten {
+			return true
+		}
+	}
+	return false
 }
 
 // applyEnforcement writes pol's status.enforcement as e, by server-side

@@ -81,15 +81,25 @@ func (o statusOwners) ownerOf(p fieldpath.Path) string {
 	if name != "conditions" {
 		return cmp.Or(o.fields[name], o.fallback)
 	}
-	if len(p) < 3 || p[2].Key == nil {
-		return o.fallback
+	if t, ok := conditionTypeOf(p); ok {
+		return cmp.Or(o.conditions[t], o.fallback)
+	}
+	return o.fallback
+}
+
+// conditionTypeOf is the type of the status condition the path p is in
+// (status.conditions[type=T]...), and false for any other path.
+func conditionTypeOf(p fieldpath.Path) (string, bool) {
+	if len(p) < 3 || p[0].FieldName == nil || *p[0].FieldName != "status" ||
+		p[1].FieldName == nil || *p[1].FieldName != "conditions" || p[2].Key == nil {
+		return "", false
 	}
 	for _, f := range *p[2].Key {
 		if f.Name == "type" && f.Value.IsString() {
-			return cmp.Or(o.conditions[f.Value.AsString()], o.fallback)
+			return f.Value.AsString(), true
 		}
 	}
-	return o.fallback
+	return "", false
 }
 
 // splitStatusFields splits a managedFields entry's fieldsV1 by writer:
