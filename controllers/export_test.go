@@ -3,6 +3,8 @@ package controllers
 import (
 	"context"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/sluice-dev/sluice/api/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -17,7 +19,9 @@ var (
 	ApplyEnforcement = applyEnforcement
 	// OwnsUnwrittenCondition reports whether the policy controller owns,
 	// in a policy's managedFields, a condition it does not write.
-	OwnsUnwrittenCondition = ownsUnwrittenCondition
+	OwnsUnwrittenCondition = func(entries []metav1.ManagedFieldsEntry) bool {
+		return ownsUnwrittenCondition(entries, PolicyStatusFieldOwner, policyConditionTypes)
+	}
 )
 
 // IndexPolicies adds the policy controller's indexes to a cache.
