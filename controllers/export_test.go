@@ -146,3 +146,11 @@ var (
 	WriteFleetStatus = writeFleetStatus
 	OwnedFleetStatus = ownedFleetStatus
 )
+
+// PolicyTenancyMaps returns how the policy controller maps a fleet's spec
+// event and a namespace's label event to policies, reading through c,
+// whose cache holds IndexPolicies' indexes.
+func PolicyTenancyMaps(c client.Client) (fleetSpec, namespaceLabels handler.MapFunc) {
+	r := &RateLimitPolicyReconciler{Client: c}
+	return r.policiesOfFleetDomains, r.policiesOfNamespace
+}

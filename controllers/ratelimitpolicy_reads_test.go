@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1beta1"
@@ -158,6 +160,47 @@ func TestPolicyPassReadsItsDomainOnly(t *testing.T) {
 			c := condition(got.Status.Conditions, v1beta1.AcceptedCondition)
 			if c == nil || c.Reason != reason || !slices.Equal(names, fleets) {
 				return fmt.Errorf("%s: Accepted %+v, fleets %v; want %s, %v", key, c, names, reason, fleets)
+			}
+			return nil
+		})
+	}
+}
+
+// A fleet's spec event reaches only the policies of the domains it lists,
+// or, listing none, of those used in its namespace; a namespace's label
+// event only the policies of the domains used in it: those whose verdict
+// (or fleets) the change may move. Not every policy.
+func TestTenancyEventsReachTheirPoliciesOnly(t *testing.T) {
+	needSuite(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := tenancyWorld{t: t, ctx: ctx}
+	w.namespaces(map[string]map[string]string{"ptm-a": nil, "ptm-b": nil, "ptm-c": nil, "ptm-sys": nil})
+	listsD1 := w.fleet("ptm-sys", "lists-d1", allowAll("ptm-d1"))
+	ownA := w.fleet("ptm-a", "own-a")
+	w.policy("ptm-a", "p1", "ptm-d1")
+	w.policy("ptm-b", "p2", "ptm-d1")
+	w.policy("ptm-a", "p3", "ptm-d2")
+	w.policy("ptm-c", "p4", "ptm-d3")
+
+	fleetSpec, nsLabels := controllers.PolicyTenancyMaps(indexedClient(ctx, t, controllers.IndexPolicies))
+	nsObj := func(name string) *corev1.Namespace {
+		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	}
+	for _, tc := range []struct {
+		what string
+		got  func() []reconcile.Request
+		want string
+	}{
+		{"a fleet listing a domain", func() []reconcile.Request { return fleetSpec(ctx, betaOf(listsD1)) }, "ptm-a/p1 ptm-b/p2"},
+		{"a fleet listing none", func() []reconcile.Request { return fleetSpec(ctx, betaOf(ownA)) }, "ptm-a/p1 ptm-a/p3 ptm-b/p2"},
+		{"a namespace with a policy", func() []reconcile.Request { return nsLabels(ctx, nsObj("ptm-b")) }, "ptm-a/p1 ptm-b/p2"},
+		{"a namespace alone in its domain", func() []reconcile.Request { return nsLabels(ctx, nsObj("ptm-c")) }, "ptm-c/p4"},
+		{"a namespace without policies", func() []reconcile.Request { return nsLabels(ctx, nsObj("ptm-sys")) }, ""},
+	} {
+		eventually(t, 10*time.Second, tc.what, func() error {
+			if got := requestNames(tc.got()); got != tc.want {
+				return fmt.Errorf("%s: the event reaches %q, want %q", tc.what, got, tc.want)
 			}
 			return nil
 		})
