@@ -89,8 +89,7 @@ type tenancy struct {
 // read no other fleet or namespace (allowedBy, notAllowedMessage and
 // fleetEntryConflict see only fleets that allow or list the domain), so
 // they are the ones the whole cluster's fleets and namespaces give (the
-// parity test TestDomainTenancyVerdictsAreTheClusters holds them
-// together). The fleets are sorted by namespace and name, so that what is
+// parity test TestPolicyPassReadsItsDomainOnly holds them together). The fleets are sorted by namespace and name, so that what is
 // decided from them does not depend on the cache's order.
 func readDomainTenancy(ctx context.Context, c client.Reader, domain string, policies []v1beta1.RateLimitPolicy) (tenancy, error) {
 	var listing v1beta1.LimiterFleetList

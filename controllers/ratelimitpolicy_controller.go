@@ -218,19 +218,18 @@ func (r *RateLimitPolicyReconciler) sameDomain(ctx context.Context, obj client.O
 }
 
 // policiesOfFleet maps a fleet event to the policies whose status the
-// fleet decides: those it serves (selectedBy), and those whose
-// status.fleets names it
-// (it served them, and may no longer: a selector, a namespace's labels or
-// a policy's labels changed, or the fleet is gone). An update maps both
-// the old and the new fleet.
+// fleet decides: those it serves (servedNow), and those whose
+// status.fleets names it (it served them, and may no longer: a selector, a
+// namespace's labels or a policy's labels changed, or the fleet is gone).
+// An update maps both the old and the new fleet.
 func (r *RateLimitPolicyReconciler) policiesOfFleet(ctx context.Context, obj client.Object) []reconcile.Request {
 	fleet := obj.(*v1beta1.LimiterFleet)
 	served := r.servedBy(ctx, client.ObjectKeyFromObject(fleet))
-	selected, err := r.selectedBy(ctx, fleet)
+	serving, err := r.servedNow(ctx, fleet)
 	if err != nil {
-		logf.FromContext(ctx).Error(err, "Listing the policies a fleet selects", "fleet", client.ObjectKeyFromObject(fleet))
+		logf.FromContext(ctx).Error(err, "Listing the policies a fleet serves", "fleet", client.ObjectKeyFromObject(fleet))
 	}
-	out := slices.Concat(served, selected)
+	out := slices.Concat(served, serving)
 	slices.SortFunc(out, func(a, b reconcile.Request) int { return strings.Compare(a.String(), b.String()) })
 	return slices.Compact(out)
 }

@@ -81,12 +81,12 @@ func (r *RateLimitPolicyReconciler) fleetViews(p *v1beta1.RateLimitPolicy, accep
 	return views, full, complete
 }
 
-// selectedBy lists the policies a fleet serves (fleetServes), those whose
+// servedNow lists the policies a fleet serves (fleetServes), those whose
 // pass lists it among their fleets (fleetViews): of the domains it lists,
 // or, listing none, of its own namespace, read through the domain index.
 // A policy a fleet's selectors pick in a domain it does not serve there is
 // not its. A bad selector serves nothing (the fleet's status reports it).
-func (r *RateLimitPolicyReconciler) selectedBy(ctx context.Context, fleet *v1beta1.LimiterFleet) ([]reconcile.Request, error) {
+func (r *RateLimitPolicyReconciler) servedNow(ctx context.Context, fleet *v1beta1.LimiterFleet) ([]reconcile.Request, error) {
 	var candidates []v1beta1.RateLimitPolicy
 	// Read-only: names, labels and domains alone, no copy of the policies.
 	if len(fleet.Spec.Domains) == 0 {
