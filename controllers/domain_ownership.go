@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -81,39 +82,15 @@ type tenancy struct {
 	nsLabels map[string]map[string]string
 }
 
-// readTenancy reads every fleet and the labels of every namespace.
-func readTenancy(ctx context.Context, c client.Reader) (tenancy, error) {
-	var fleets v1beta1.LimiterFleetList
-	if err := c.List(ctx, &fleets); err != nil {
-		return tenancy{}, err
-	}
-	nsLabels, err := namespaceLabels(ctx, c)
-	if err != nil {
-		return tenancy{}, err
-	}
-	return tenancy{fleets: fleets.Items, nsLabels: nsLabels}, nil
-}
-
-// namespaceLabels reads the labels of every namespace.
-func namespaceLabels(ctx context.Context, c client.Reader) (map[string]map[string]string, error) {
-	var nss corev1.NamespaceList
-	if err := c.List(ctx, &nss); err != nil {
-		return nil, err
-	}
-	out := make(map[string]map[string]string, len(nss.Items))
-	for _, ns := range nss.Items {
-		out[ns.Name] = ns.Labels
-	}
-	return out, nil
-}
-
 // readDomainTenancy reads the tenancy of one domain's policies alone,
 // through the cache's indexes (the fleet controller's fleetDomainIndex):
 // the fleets that list the domain, those that list none in a namespace of
 // the policies, and the labels of those namespaces. A domain's verdicts
 // read no other fleet or namespace (allowedBy, notAllowedMessage and
 // fleetEntryConflict see only fleets that allow or list the domain), so
-// they are the ones readTenancy's whole cluster gives.
+// they are the ones the whole cluster's fleets and namespaces give (the
+// parity test TestPolicyPassReadsItsDomainOnly holds them together). The fleets are sorted by namespace and name, so that what is
+// decided from them does not depend on the cache's order.
 func readDomainTenancy(ctx context.Context, c client.Reader, domain string, policies []v1beta1.RateLimitPolicy) (tenancy, error) {
 	var listing v1beta1.LimiterFleetList
 	if err := c.List(ctx, &listing, client.MatchingFields{fleetDomainIndex: domain}); err != nil {
@@ -140,6 +117,9 @@ func readDomainTenancy(ctx context.Context, c client.Reader, domain string, poli
 			tn.nsLabels[ns] = n.Labels
 		}
 	}
+	slices.SortFunc(tn.fleets, func(a, b v1beta1.LimiterFleet) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
 	return tn, nil
 }
 

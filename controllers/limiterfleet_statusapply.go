@@ -68,21 +68,12 @@ func ownedFleetStatus(st *v1beta1.LimiterFleetStatus, owner string) *v1beta1.Lim
 	return out
 }
 
-// unclaimedCondition is a condition of st that no writer claims (one an
-// older release wrote), or "". Its owner since the upgrade is
-// FleetStatusFieldOwner (fleetStatusOwners), whose next apply removes it.
-func unclaimedCondition(st *v1beta1.LimiterFleetStatus) string {
-	for _, c := range st.Conditions {
-		if fleetStatusOwners.conditions[c.Type] == "" {
-			return c.Type
-		}
-	}
-	return ""
-}
-
 // writeFleetStatus applies owner's part of next's status, computed from
-// latest (the fleet as just read), only when that part changed, or latest
-// holds a condition no writer claims and owner is the fleet controller.
+// latest (the fleet as just read), only when that part changed, or owner
+// owns, in latest's managedFields, a condition type it does not write
+// (ownsUnwrittenCondition: one an older release wrote, which the fleet
+// controller took over), which the apply removes. A condition another
+// manager owns is not owner's to remove, and makes no write.
 // An older release's status entry in latest's managedFields is first
 // split among the writers (migrateFleetStatusOwners), and then owner
 // applies whether its part changed or not, so that what it took over and
@@ -93,7 +84,7 @@ func writeFleetStatus(ctx context.Context, c client.Client, latest, next *v1beta
 		return err
 	}
 	mine := ownedFleetStatus(&next.Status, owner)
-	stale := owner == FleetStatusFieldOwner && unclaimedCondition(&latest.Status) != ""
+	stale := ownsUnwrittenCondition(latest.ManagedFields, owner, fleetConditionOwners[owner])
 	if !migrated && !stale && equality.Semantic.DeepEqual(ownedFleetStatus(&latest.Status, owner), mine) {
 		return nil
 	}

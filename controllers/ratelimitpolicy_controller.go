@@ -72,23 +72,9 @@ func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return ctrl.Result{}, nil
 	}
 	r.latency.saw(policy)
-	tn, err := readTenancy(ctx, r.Client)
+	v, fleets, complete, err := r.observe(ctx, policy)
 	if err != nil {
 		return ctrl.Result{}, err
-	}
-	var sameDomain v1beta1.RateLimitPolicyList
-	if err := r.List(ctx, &sameDomain, client.MatchingFields{domainIndex: policy.Spec.Domain}); err != nil {
-		return ctrl.Result{}, err
-	}
-	v := r.verdicts.get(policy.Spec.Domain, sameDomain.Items, tn)[req.NamespacedName]
-
-	fleets, full, complete, err := r.fleetViews(ctx, policy, v.Accepted)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if len(full) > 0 {
-		slices.Sort(full)
-		v = verdict{Reason: v1beta1.SnapshotFullReason, Message: strings.Join(full, "; ")}
 	}
 
 	next := policy.DeepCopy()
@@ -117,7 +103,7 @@ func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if !migrated && !ownsUnwrittenCondition(policy.ManagedFields) && !statusChanged(&policy.Status, &next.Status) {
+	if !migrated && !ownsUnwrittenCondition(policy.ManagedFields, PolicyStatusFieldOwner, policyConditionTypes) && !statusChanged(&policy.Status, &next.Status) {
 		return ctrl.Result{}, nil
 	}
 	logf.FromContext(ctx).V(1).Info("Updating status", "accepted", accepted.Status)
@@ -126,48 +112,6 @@ func (r *RateLimitPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	r.latency.wrote(policy, st.Conditions)
 	return ctrl.Result{}, nil
-}
-
-// fleetViews lists the fleets that select the policy with what their ready
-// pods have loaded; complete is false while some pod has not answered yet.
-// full says why each fleet whose snapshot has no room for the policy
-// refused it.
-func (r *RateLimitPolicyReconciler) fleetViews(ctx context.Context, p *v1beta1.RateLimitPolicy, accepted bool) (views []fleetView, full []string, complete bool, err error) {
-	if !accepted {
-		return nil, nil, true, nil
-	}
-	// Every fleet: each has its own selectors, and there are few.
-	var fleets v1beta1.LimiterFleetList
-	if err := r.List(ctx, &fleets); err != nil {
-		return nil, nil, false, err
-	}
-	ns := &corev1.Namespace{}
-	if err := r.Get(ctx, client.ObjectKey{Name: p.Namespace}, ns); client.IgnoreNotFound(err) != nil {
-		return nil, nil, false, err
-	}
-	complete = true
-	var out []fleetView
-	for i := range fleets.Items {
-		f := &fleets.Items[i]
-		if ok, err := fleetServes(f, p, ns.Labels); err != nil || !ok {
-			continue // a bad selector is reported on the fleet
-		}
-		if msg, refused := r.Fits.refusal(client.ObjectKeyFromObject(f), client.ObjectKeyFromObject(p), p.Generation); refused {
-			full = append(full, msg)
-			continue
-		}
-		acks, done := r.Acks.Acks(client.ObjectKeyFromObject(f))
-		ready := f.Status.Limiters != nil && f.Status.Limiters.Ready > 0
-		if !done && (ready || len(acks) > 0) {
-			complete = false
-		}
-		view := fleetView{Fleet: f, Pods: acks}
-		if f.Status.Snapshot != nil {
-			view.Version = f.Status.Snapshot.Version
-		}
-		out = append(out, view)
-	}
-	return out, full, complete, nil
 }
 
 // statusChanged compares statuses, ignoring a change of the fleets'
@@ -209,7 +153,9 @@ func fleetStatuses(p *v1beta1.RateLimitPolicy, fleets []fleetView) []v1beta1.Fle
 // SetupWithManager registers the controller, its indexes, and what it
 // watches: policies of the same domain (a deletion can clear a conflict),
 // fleets and pod acknowledgements, each mapped to the policies the fleet
-// selects or served.
+// serves or served, and the fleets' domains and namespaces' labels, each
+// mapped to the policies of the domains whose tenancy holds them. It reads
+// fleets through the fleet controller's index (indexFleets).
 func (r *RateLimitPolicyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if err := indexPolicies(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
@@ -272,18 +218,18 @@ func (r *RateLimitPolicyReconciler) sameDomain(ctx context.Context, obj client.O
 }
 
 // policiesOfFleet maps a fleet event to the policies whose status the
-// fleet decides: those it selects, and those whose status.fleets names it
-// (it served them, and may no longer: a selector, a namespace's labels or
-// a policy's labels changed, or the fleet is gone). An update maps both
-// the old and the new fleet.
+// fleet decides: those it serves (servedNow), and those whose
+// status.fleets names it (it served them, and may no longer: a selector, a
+// namespace's labels or a policy's labels changed, or the fleet is gone).
+// An update maps both the old and the new fleet.
 func (r *RateLimitPolicyReconciler) policiesOfFleet(ctx context.Context, obj client.Object) []reconcile.Request {
 	fleet := obj.(*v1beta1.LimiterFleet)
 	served := r.servedBy(ctx, client.ObjectKeyFromObject(fleet))
-	selected, err := r.selectedBy(ctx, fleet)
+	serving, err := r.servedNow(ctx, fleet)
 	if err != nil {
-		logf.FromContext(ctx).Error(err, "Listing the policies a fleet selects", "fleet", client.ObjectKeyFromObject(fleet))
+		logf.FromContext(ctx).Error(err, "Listing the policies a fleet serves", "fleet", client.ObjectKeyFromObject(fleet))
 	}
-	out := slices.Concat(served, selected)
+	out := slices.Concat(served, serving)
 	slices.SortFunc(out, func(a, b reconcile.Request) int { return strings.Compare(a.String(), b.String()) })
 	return slices.Compact(out)
 }
@@ -305,45 +251,4 @@ func (r *RateLimitPolicyReconciler) policiesOfAckedFleet(ctx context.Context, ob
 // servedBy lists the policies whose status.fleets names the fleet.
 func (r *RateLimitPolicyReconciler) servedBy(ctx context.Context, fleet types.NamespacedName) []reconcile.Request {
 	return r.policies(ctx, client.MatchingFields{servedByIndex: fleet.String()})
-}
-
-// selectedBy lists the policies a fleet selects, as fleetSelects decides.
-// A bad selector selects nothing (the fleet's status reports it).
-func (r *RateLimitPolicyReconciler) selectedBy(ctx context.Context, fleet *v1beta1.LimiterFleet) ([]reconcile.Request, error) {
-	opts := []client.ListOption{}
-	policySel, nsSel := fleetSelectors(fleet)
-	if sel := policySel; sel != nil {
-		s, err := metav1.LabelSelectorAsSelector(sel)
-		if err != nil {
-			return nil, nil
-		}
-		opts = append(opts, client.MatchingLabelsSelector{Selector: s})
-	}
-	var namespaces map[string]bool // nil: every namespace
-	if sel := nsSel; sel != nil {
-		s, err := metav1.LabelSelectorAsSelector(sel)
-		if err != nil {
-			return nil, nil
-		}
-		var list corev1.NamespaceList
-		if err := r.List(ctx, &list, client.MatchingLabelsSelector{Selector: s}); err != nil {
-			return nil, err
-		}
-		namespaces = make(map[string]bool, len(list.Items))
-		for _, ns := range list.Items {
-			namespaces[ns.Name] = true
-		}
-	}
-	var list v1beta1.RateLimitPolicyList
-	// Read-only: names alone, no copy of the policies.
-	if err := r.List(ctx, &list, append(opts, client.UnsafeDisableDeepCopy)...); err != nil {
-		return nil, err
-	}
-	var out []reconcile.Request
-	for _, p := range list.Items {
-		if namespaces == nil || namespaces[p.Namespace] {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
-		}
-	}
-	return out, nil
 }

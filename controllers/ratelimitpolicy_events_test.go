@@ -20,9 +20,11 @@ import (
 )
 
 // A fleet event, and a pod acknowledgement (which names its fleet alone),
-// reach only the policies whose status that fleet decides: those it selects
-// by policy and namespace labels, and those whose status.fleets names it
-// (it served them). Not every policy in the cluster.
+// reach only the policies whose status that fleet decides: those it serves
+// (it allows their domain to their namespace, and selects them by policy
+// and namespace labels), and those whose status.fleets names it (it served
+// them). Not every policy in the cluster, nor one its selectors pick in a
+// domain it does not serve there.
 func TestFleetEventsReachTheirPoliciesOnly(t *testing.T) {
 	needSuite(t)
 	// The operator would rewrite status.fleets, which this test sets.
@@ -43,12 +45,14 @@ func TestFleetEventsReachTheirPoliciesOnly(t *testing.T) {
 	team := func(t string) *metav1.LabelSelector {
 		return &metav1.LabelSelector{MatchLabels: map[string]string{"events-team": t}}
 	}
-	// a serves team a in events-prod; b serves team b everywhere.
+	// a serves team a in events-prod, its own namespace; b serves team b
+	// in the domains it lists, everywhere.
 	a := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "events-prod", Name: "a"},
 		Spec: v1alpha1.LimiterFleetSpec{PolicySelector: team("a"),
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"events-env": "events-prod"}}}}
 	b := &v1alpha1.LimiterFleet{ObjectMeta: metav1.ObjectMeta{Namespace: "events-dev", Name: "b"},
-		Spec: v1alpha1.LimiterFleetSpec{PolicySelector: team("b")}}
+		Spec: v1alpha1.LimiterFleetSpec{PolicySelector: team("b"),
+			Domains: []v1alpha1.FleetDomain{allowAll("events-prod-b"), allowAll("events-dev-b"), allowAll("events-dev-a")}}}
 	for _, f := range []*v1alpha1.LimiterFleet{a, b} {
 		if err := k8s.Create(ctx, f); err != nil {
 			t.Fatal(err)
@@ -78,7 +82,8 @@ func TestFleetEventsReachTheirPoliciesOnly(t *testing.T) {
 	}
 	policy("events-prod", "prod-a", "a", nil)
 	policy("events-prod", "prod-b", "b", nil)
-	policy("events-dev", "dev-a", "a", nil)     // team a, but not in a namespace a serves
+	policy("events-prod", "prod-b2", "b", nil)  // team b, but in a domain b does not list
+	policy("events-dev", "dev-a", "a", nil)     // team a, but not in a namespace a serves; b lists its domain
 	policy("events-dev", "dev-b", "b", b)       // selected by b, and served by it
 	policy("events-dev", "dev-none", "", a)     // selected by none; a served it before
 	policy("events-dev", "dev-other", "c", nil) // selected by none, never served

@@ -49,12 +49,14 @@ func applyConditions(ctx context.Context, c client.Client, pol *v1beta1.RateLimi
 }
 
 // ownsUnwrittenCondition reports whether, in an object's managedFields,
-// the policy controller's apply owns a status condition of a type it does
-// not write (policyConditionTypes): its next apply removes it. A condition
-// another manager owns is not its to remove, and does not count.
-func ownsUnwrittenCondition(entries []metav1.ManagedFieldsEntry) bool {
+// manager's apply owns a status condition of a type it does not write
+// (written): its next apply removes it. A condition another manager owns
+// is not its to remove, and does not count. The policy controller asks it
+// of policyConditionTypes, each fleet status writer of its
+// fleetConditionOwners.
+func ownsUnwrittenCondition(entries []metav1.ManagedFieldsEntry, manager string, written []string) bool {
 	for _, e := range entries {
-		if e.Manager != PolicyStatusFieldOwner || e.Operation != metav1.ManagedFieldsOperationApply ||
+		if e.Manager != manager || e.Operation != metav1.ManagedFieldsOperationApply ||
 			e.Subresource != "status" || e.FieldsV1 == nil {
 			continue
 		}
@@ -64,7 +66,7 @@ func ownsUnwrittenCondition(entries []metav1.ManagedFieldsEntry) bool {
 		}
 		unwritten := false
 		set.Iterate(func(p fieldpath.Path) {
-			if t, ok := conditionTypeOf(p); ok && !slices.Contains(policyConditionTypes, t) {
+			if t, ok := conditionTypeOf(p); ok && !slices.Contains(written, t) {
 				unwritten = true
 			}
 		})
