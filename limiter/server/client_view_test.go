@@ -485,6 +485,7 @@ func TestAttackReadHiddenThreshold(t *testing.T) {
 					t.Fatalf("%d answers and %d", len(three), len(five))
 				}
 				compared, differ := 0, 0
+				var differing []string // step: three's kind / five's, for the log
 				for i := range three {
 					x, y := three[i], five[i]
 					if x.kind == "" || y.kind == "" {
@@ -492,6 +493,7 @@ func TestAttackReadHiddenThreshold(t *testing.T) {
 					}
 					if x.kind != y.kind {
 						differ++
+						differing = append(differing, fmt.Sprintf("%s: %s / %s", x.step, x.kind, y.kind))
 						continue
 					}
 					compared++
@@ -501,7 +503,7 @@ func TestAttackReadHiddenThreshold(t *testing.T) {
 				}
 				// Requests 4 and 5 of six sequences, and the cost of 4.
 				if differ != 6*2+1 {
-					t.Errorf("%d calls decided differently, want 13", differ)
+					t.Errorf("%d calls decided differently, want 13 (thresholds 3 / 5): %s", differ, strings.Join(differing, "; "))
 				}
 				t.Logf("%d answers alike, %d decided differently", compared, differ)
 			})

@@ -78,3 +78,33 @@ wait:
 	}
 	return nil, first
 }
+
+// forClient is go-redis's ClusterSlots: the last map fetched, or a fetch
+// when there is none yet.
+func (ss *slotSource) forClient(ctx context.Context) ([]goredis.ClusterSlot, error) {
+	ss.mu.Lock()
+	handed := ss.handed
+	ss.mu.Unlock()
+	if handed != nil {
+		return handed, nil
+	}
+	slots, err := ss.fetch(ctx)
+	if err == nil {
+		return forGoRedis(slots), nil
+	}
+	// The store's own first load runs beside this one and may have taken
+	// a map, or be about to: a node it heard first (gossip had given it
+	// a newer config epoch) makes this fetch's answers look stale, which
+	// would fail a decision on a healthy cluster. Its map is as good.
+	wait := time.NewTimer(ss.timeout)
+	defer wait.Stop()
+	select {
+	case <-ss.firstTaken:
+		ss.mu.Lock()
+		defer ss.mu.Unlock()
+		return ss.handed, nil
+	case <-ctx.Done():
+	case <-wait.C:
+	}
+	return nil, err
+}

@@ -60,6 +60,8 @@ type slotSource struct {
 	last   []goredis.ClusterSlot
 	// handed is last as go-redis is handed it (see forClient).
 	handed []goredis.ClusterSlot
+	// firstTaken is closed when the first map is taken.
+	firstTaken chan struct{}
 	// epoch is the highest config epoch an answer named, heard at
 	// epochAt; taken is the taken map's answer's.
 	epoch, taken int64
@@ -70,7 +72,8 @@ type slotSource struct {
 
 func newSlotSource(seeds []string, timeout time.Duration, newClient func(string) *goredis.Client) *slotSource {
 	ss := &slotSource{seeds: seeds, timeout: timeout, newClient: newClient,
-		clients: map[string]*goredis.Client{}, dead: map[string]bool{}, asking: map[string]bool{}}
+		clients: map[string]*goredis.Client{}, dead: map[string]bool{}, asking: map[string]bool{},
+		firstTaken: make(chan struct{})}
 	return ss
 }
 
@@ -113,22 +116,6 @@ var (
 	errNoSlots = errors.New("redis store: no cluster node answered CLUSTER SLOTS")
 	errStale   = errors.New("redis store: every node that answered CLUSTER SLOTS knew an older config epoch than one heard before (a node back from a stop that has not heard the cluster yet?)")
 )
-
-// forClient is go-redis's ClusterSlots: the last map fetched, or a fetch
-// when there is none yet.
-func (ss *slotSource) forClient(ctx context.Context) ([]goredis.ClusterSlot, error) {
-	ss.mu.Lock()
-	handed := ss.handed
-	ss.mu.Unlock()
-	if handed != nil {
-		return handed, nil
-	}
-	slots, err := ss.fetch(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return forGoRedis(slots), nil
-}
 
 // fetch asks every node that may answer at once and returns the first
 // answer taken, or the first error when none is.
@@ -317,6 +304,9 @@ func (ss *slotSource) took(slots []goredis.ClusterSlot) {
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	if ss.last == nil {
+		close(ss.firstTaken)
+	}
 	ss.last, ss.handed = slots, forGoRedis(slots)
 	for addr, c := range ss.clients {
 		if !listed[addr] && !slices.Contains(ss.seeds, addr) {
