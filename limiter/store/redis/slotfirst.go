@@ -68,8 +68,7 @@ wait:
 	// The highest epoch first; among equals, the first to answer.
 	slices.SortStableFunc(got, func(a, b answer) int { return cmp.Compare(b.epoch, a.epoch) })
 	for _, a := range got {
-		if ss.heard(a.epoch, true) {
-			ss.took(a.slots)
+		if ss.take(a.epoch, a.slots) {
 			return a.slots, nil
 		}
 	}

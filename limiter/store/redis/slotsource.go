@@ -19,9 +19,12 @@ package redis
 //     claims its old slots until the cluster tells it of its replica's
 //     takeover (at once when it hears the cluster; for as long as it
 //     can't, on a node whose network is not up yet): the heir's epoch is
-//     higher. Every answer of a fetch counts, the ones after the first
-//     taken too; one above the taken map's has the map loaded again
-//     (onNewer). An answer whose CLUSTER NODES failed is taken only
+//     higher. An answer is judged and taken in one step, so a fetch
+//     beside another never takes its older map after the other's newer
+//     one; and its epoch is asked before its map, so it never claims more
+//     than the map knows. Every answer of a fetch counts, the ones after
+//     the first taken too; one above the taken map's has the map loaded
+//     again (onNewer). An answer whose CLUSTER NODES failed is taken only
 //     while no epoch was heard within coverageMemory (a CI run under load
 //     took a stale node's map that way).
 //   - A new store's first map, with no epoch heard yet to judge by, is the
@@ -127,13 +130,16 @@ func (ss *slotSource) fetch(ctx context.Context) ([]goredis.ClusterSlot, error) 
 		go func() {
 			actx, cancel := context.WithTimeout(context.Background(), ss.timeout)
 			defer cancel()
-			slots, err := c.ClusterSlots(actx).Result()
+			// CLUSTER NODES before CLUSTER SLOTS: a node may learn of a
+			// takeover between the two, and the epoch must not claim more
+			// than the map knows (a stale map paired with the heir's
+			// epoch would be taken); a map newer than its epoch is only
+			// judged more strictly than it deserves.
 			epoch := int64(-1) // not judged
-			if err == nil {
-				if nodes, nerr := c.ClusterNodes(actx).Result(); nerr == nil {
-					epoch = maxConfigEpoch(nodes)
-				}
+			if nodes, nerr := c.ClusterNodes(actx).Result(); nerr == nil {
+				epoch = maxConfigEpoch(nodes)
 			}
+			slots, err := c.ClusterSlots(actx).Result()
 			ss.mu.Lock()
 			delete(ss.asking, addr)
 			ss.mu.Unlock()
@@ -152,8 +158,7 @@ func (ss *slotSource) fetch(ctx context.Context) ([]goredis.ClusterSlot, error) 
 			go ss.drain(answers, len(addrs)-i)
 			return nil, ctx.Err()
 		}
-		if a.err == nil && len(a.slots) > 0 && ss.heard(a.epoch, true) {
-			ss.took(a.slots)
+		if a.err == nil && len(a.slots) > 0 && ss.take(a.epoch, a.slots) {
 			go ss.drain(answers, len(addrs)-i-1) // the others, as they come
 			return a.slots, nil
 		}
@@ -185,41 +190,59 @@ func (ss *slotSource) drain(answers <-chan answer, n int) {
 		a := <-answers
 		ss.failed(a.addr, a.err)
 		if a.err == nil {
-			ss.heard(a.epoch, false)
+			ss.heard(a.epoch)
 		}
 	}
 }
 
-// heard records an answer's epoch and reports whether its map may be
-// taken: none higher was heard within coverageMemory, or, for an epoch
-// not known, none at all. For a map taken, it records its epoch; for an answer
-// not taken that knew more than the map taken, it calls onNewer.
-func (ss *slotSource) heard(epoch int64, take bool) bool {
+// take makes slots the last map when an answer that knew epoch may be
+// taken: none higher was heard within coverageMemory, or, for an epoch not
+// known (-1), none at all. Judged and taken under one lock: a fetch beside
+// this one that takes a newer map between the two steps would otherwise
+// be overwritten by this older one (a store seeded with a stale node alone
+// took the stale map back after the heir's that way).
+func (ss *slotSource) take(epoch int64, slots []goredis.ClusterSlot) bool {
 	ss.mu.Lock()
+	defer ss.mu.Unlock()
 	now := time.Now()
-	if epoch < 0 {
-		// Not known (its CLUSTER NODES failed: a node too busy to answer
-		// both in time is as likely a stale one as any): taken only while
-		// no epoch heard judges it.
-		ok := ss.epochAt.IsZero() || now.Sub(ss.epochAt) >= coverageMemory
-		ss.mu.Unlock()
-		return ok
-	}
-	if epoch < ss.epoch && now.Sub(ss.epochAt) < coverageMemory {
-		ss.mu.Unlock()
+	if !ss.mayTake(epoch, now) {
 		return false
 	}
-	ss.epoch, ss.epochAt = epoch, now
-	newer := !take && epoch > ss.taken
-	if take {
-		ss.taken = epoch
+	if epoch >= 0 {
+		ss.epoch, ss.epochAt, ss.taken = epoch, now, epoch
 	}
+	ss.setLast(slots)
+	return true
+}
+
+// mayTake reports whether an answer that knew epoch may be taken; ss.mu
+// is held. An epoch not known (its CLUSTER NODES failed: a node too busy
+// to answer both in time is as likely a stale one as any) is taken only
+// while no epoch heard judges it.
+func (ss *slotSource) mayTake(epoch int64, now time.Time) bool {
+	recent := !ss.epochAt.IsZero() && now.Sub(ss.epochAt) < coverageMemory
+	if epoch < 0 {
+		return !recent
+	}
+	return !recent || epoch >= ss.epoch
+}
+
+// heard records the epoch of an answer not taken (a fetch's others, as
+// they come) and calls onNewer when it knew more than the map taken.
+func (ss *slotSource) heard(epoch int64) {
+	ss.mu.Lock()
+	now := time.Now()
+	if epoch < 0 || !ss.mayTake(epoch, now) {
+		ss.mu.Unlock()
+		return
+	}
+	ss.epoch, ss.epochAt = epoch, now
+	newer := epoch > ss.taken
 	onNewer := ss.onNewer
 	ss.mu.Unlock()
 	if newer && onNewer != nil {
 		onNewer()
 	}
-	return true
 }
 
 // maxConfigEpoch is the highest config epoch of a CLUSTER NODES reply
@@ -293,17 +316,22 @@ func (ss *slotSource) failed(addr string, err error) {
 	}
 }
 
-// took makes slots the last map, and brings back the dead nodes it lists
-// after one that left them out.
+// took makes slots the last map, unjudged (tests).
 func (ss *slotSource) took(slots []goredis.ClusterSlot) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.setLast(slots)
+}
+
+// setLast makes slots the last map, and brings back the dead nodes it
+// lists after one that left them out; ss.mu is held.
+func (ss *slotSource) setLast(slots []goredis.ClusterSlot) {
 	listed := map[string]bool{}
 	for _, r := range slots {
 		for _, n := range r.Nodes {
 			listed[n.Addr] = true
 		}
 	}
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
 	if ss.last == nil {
 		close(ss.firstTaken)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -94,7 +95,8 @@ func TestSlotSourceEpochs(t *testing.T) {
 	newer := 0
 	ss := newSlotSource(nil, time.Second, nil)
 	ss.onNewer = func() { newer++ }
-	if !ss.heard(-1, true) {
+	some := []goredis.ClusterSlot{{Start: 0, End: Slots - 1, Nodes: []goredis.ClusterNode{{Addr: "10.0.0.1:6379"}}}}
+	if !ss.take(-1, some) {
 		t.Error("an epoch not known, none heard yet: not taken, want taken")
 	}
 	for i, step := range []struct {
@@ -111,8 +113,43 @@ func TestSlotSourceEpochs(t *testing.T) {
 		{6, false, false, 1}, // a laggard's answer after it
 		{9, false, true, 2},
 	} {
-		if got := ss.heard(step.epoch, step.take); got != step.want || newer != step.newer {
-			t.Errorf("step %d: heard(%d, %v) = %v with %d loads asked, want %v with %d", i, step.epoch, step.take, got, newer, step.want, step.newer)
+		var got bool
+		if step.take {
+			got = ss.take(step.epoch, some)
+		} else {
+			before := ss.epoch
+			ss.heard(step.epoch)
+			got = ss.epoch == step.epoch && step.epoch != before
+		}
+		if got != step.want || newer != step.newer {
+			t.Errorf("step %d: epoch %d, take %v: %v with %d loads asked, want %v with %d", i, step.epoch, step.take, got, newer, step.want, step.newer)
+		}
+	}
+}
+
+// Fetches run beside each other (the first load, a decision's, a reload
+// an answer asked for): one that took the stale node's map may not
+// overwrite one that took the heir's after it, whatever the goroutines'
+// order. Each round races a stale answer (epoch 3) against the heir's
+// (epoch 4): the heir's map must be the last.
+func TestConcurrentTakesKeepTheNewestMap(t *testing.T) {
+	mapOf := func(addr string) []goredis.ClusterSlot {
+		return []goredis.ClusterSlot{{Start: 0, End: Slots - 1, Nodes: []goredis.ClusterNode{{Addr: addr}}}}
+	}
+	const stale, heir = "10.0.0.1:6379", "10.0.0.2:6379"
+	for round := range 10000 {
+		ss := newSlotSource(nil, time.Second, nil)
+		ss.take(3, mapOf(stale)) // the first map: the stale node's
+		var wg sync.WaitGroup
+		for _, a := range []struct {
+			epoch int64
+			addr  string
+		}{{3, stale}, {4, heir}, {3, stale}} {
+			wg.Go(func() { ss.take(a.epoch, mapOf(a.addr)) })
+		}
+		wg.Wait()
+		if got := ss.last[0].Nodes[0].Addr; got != heir {
+			t.Fatalf("round %d: the last map is %s's, want the heir's (%s)", round, got, heir)
 		}
 	}
 }
