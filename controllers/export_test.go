@@ -154,3 +154,7 @@ func PolicyTenancyMaps(c client.Client) (fleetSpec, namespaceLabels handler.MapF
 	r := &RateLimitPolicyReconciler{Client: c}
 	return r.policiesOfFleetDomains, r.policiesOfNamespace
 }
+
+// ApplyFleetStatusAt applies owner's part of a fleet's status at a
+// resourceVersion, as the failover watch does.
+var ApplyFleetStatusAt = applyFleetStatusAt

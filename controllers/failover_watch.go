@@ -92,9 +92,11 @@ func (w *failoverWatch) look(ctx context.Context) time.Duration {
 // masters: once this pod sent a takeover, and then again while the
 // condition is still the one a standby wrote (the heir seen serving, or
 // none lost any more). A condition the leader wrote since is left alone:
-// a leader that is alive tells the failover itself. The write is an
-// update at the fleet's resourceVersion, so it never overwrites a status
-// written meanwhile.
+// a leader that is alive tells the failover itself. It writes as the
+// Redis writer (RedisStatusFieldOwner), the condition's only owner: an
+// apply of that writer's whole part of the status as read, at the fleet's
+// resourceVersion, so it never overwrites a status written meanwhile and
+// leaves no other manager's entry behind.
 func (w *failoverWatch) tell(ctx context.Context, f *v1beta1.LimiterFleet, rescued redisfleet.Rescued) error {
 	cur := meta.FindStatusCondition(f.Status.Conditions, v1beta1.RedisReadyCondition)
 	ours := cur != nil && strings.HasSuffix(cur.Message, redisfleet.StandbyNote)
@@ -106,7 +108,8 @@ func (w *failoverWatch) tell(ctx context.Context, f *v1beta1.LimiterFleet, rescu
 		return nil
 	}
 	meta.SetStatusCondition(&f.Status.Conditions, *cond)
-	if err := w.client.Status().Update(ctx, f); err != nil && !apierrors.IsConflict(err) {
+	mine := ownedFleetStatus(&f.Status, RedisStatusFieldOwner)
+	if err := applyFleetStatusAt(ctx, w.client, f, RedisStatusFieldOwner, mine, f.ResourceVersion); err != nil && !apierrors.IsConflict(err) {
 		return err
 	}
 	return nil

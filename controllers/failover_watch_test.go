@@ -9,10 +9,12 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -34,6 +36,10 @@ func TestStandbyFailsOverWithTheLeaderGone(t *testing.T) {
 	ctx := context.Background()
 	rf := newRedisFleet(t, "redis-standby", "standby", 3, 1)
 	f := rf.waitRedisReady(t, 60*time.Second, metav1.ConditionTrue, v1beta1.ClusterOKReason)
+	before := &v1beta1.LimiterFleet{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(f), before); err != nil {
+		t.Fatal(err)
+	}
 	startStandby(t, "sluice-standby-test")
 	stopOperator()
 	t.Cleanup(func() {
@@ -76,6 +82,24 @@ func TestStandbyFailsOverWithTheLeaderGone(t *testing.T) {
 		t.Logf("RedisReady %.1fs after the stall, from the standby: %s: %s", time.Since(stalled).Seconds(), c.Reason, c.Message)
 		return nil
 	})
+	// It wrote as the Redis writer, whose condition RedisReady is: no
+	// other manager's status entry is left for the leader to hand over.
+	latest := rf.get(t)
+	for _, e := range latest.ManagedFields {
+		if e.Subresource == "status" && e.Operation != metav1.ManagedFieldsOperationApply {
+			t.Errorf("a status entry of manager %q by %s after the standby's write: want only applies", e.Manager, e.Operation)
+		}
+		if e.Subresource == "status" && e.Manager != controllers.RedisStatusFieldOwner && e.FieldsV1 != nil &&
+			strings.Contains(string(e.FieldsV1.Raw), `"type":"RedisReady"`) {
+			t.Errorf("RedisReady owned by %q too, want %q alone", e.Manager, controllers.RedisStatusFieldOwner)
+		}
+	}
+	// And at the resourceVersion it read: a status written since is not
+	// overwritten (before was read before the stall).
+	mine := controllers.OwnedFleetStatus(&before.Status, controllers.RedisStatusFieldOwner)
+	if err := controllers.ApplyFleetStatusAt(ctx, k8s, before, controllers.RedisStatusFieldOwner, mine, before.ResourceVersion); !apierrors.IsConflict(err) {
+		t.Errorf("an apply at resourceVersion %s, before the standby's write: %v, want a conflict", before.ResourceVersion, err)
+	}
 	for _, p := range f.Status.Redis.Primaries {
 		rf.pod(t, p.Pod).srv.Resume(t)
 	}

@@ -105,9 +105,15 @@ type fleetStatusApply struct {
 // fields st sends; the rest of what an earlier release wrote by patch
 // writeFleetStatus hands over first (migrateFleetStatusOwners).
 func applyFleetStatus(ctx context.Context, c client.Client, fleet *v1beta1.LimiterFleet, owner string, st *v1beta1.LimiterFleetStatus) error {
+	return applyFleetStatusAt(ctx, c, fleet, owner, st, "")
+}
+
+// applyFleetStatusAt is applyFleetStatus with resourceVersion, when set,
+// as its precondition: a status written since fails it with a conflict.
+func applyFleetStatusAt(ctx context.Context, c client.Client, fleet *v1beta1.LimiterFleet, owner string, st *v1beta1.LimiterFleetStatus, resourceVersion string) error {
 	body, err := json.Marshal(fleetStatusApply{
 		TypeMeta: metav1.TypeMeta{APIVersion: v1beta1.GroupVersion.String(), Kind: "LimiterFleet"},
-		Metadata: policyStatusApplyMeta{Namespace: fleet.Namespace, Name: fleet.Name},
+		Metadata: policyStatusApplyMeta{Namespace: fleet.Namespace, Name: fleet.Name, ResourceVersion: resourceVersion},
 		Status:   st,
 	})
 	if err != nil {

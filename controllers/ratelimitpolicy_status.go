@@ -95,6 +95,9 @@ type policyStatusApply struct {
 type policyStatusApplyMeta struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
+	// ResourceVersion, when set, is the apply's precondition: it fails
+	// with a conflict once the object changed since.
+	ResourceVersion string `json:"resourceVersion,omitempty"`
 }
 
 // applyPolicyStatus server-side applies st, as all the status owner writes,
