@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/sluice-dev/sluice/limiter/algo"
 	"github.com/sluice-dev/sluice/limiter/store"
 )
@@ -40,4 +42,11 @@ func runBatch(s *Store, reqs []store.Request) ([]algo.Result, []error) {
 		res[i], errs[i] = c.res, c.err
 	}
 	return res, errs
+}
+
+// took makes slots the last map, unjudged.
+func (ss *slotSource) took(slots []goredis.ClusterSlot) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.setLast(slots)
 }

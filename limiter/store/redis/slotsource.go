@@ -248,13 +248,6 @@ func (ss *slotSource) failed(addr string, err error) {
 	}
 }
 
-// took makes slots the last map, unjudged (tests).
-func (ss *slotSource) took(slots []goredis.ClusterSlot) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	ss.setLast(slots)
-}
-
 // setLast makes slots the last map, and brings back the dead nodes it
 // lists after one that left them out; ss.mu is held.
 func (ss *slotSource) setLast(slots []goredis.ClusterSlot) {
