@@ -2,10 +2,8 @@ package rediscluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
-	"time"
 )
 
 // meet introduces to the anchor every member it does not know at its
@@ -135,109 +133,6 @@ func (p *pass) attachReplicas(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// failover promotes a replica of each dead master that serves slots, once
-// the master has been dead for twice the node timeout: the replicas did not
-// elect one by themselves. A master is dead when the cluster agreed (fail),
-// or when it is only suspected (fail?) and the operator can't reach it
-// either: with most masters down no quorum is left to agree.
-//
-// FAILOVER FORCE still needs most masters to vote. When they can't (most
-// masters are dead), or FORCE has not promoted anyone by four node
-// timeouts, FAILOVER TAKEOVER promotes without a vote. The operator can't
-// reach the old master, so it won't keep serving the slots alongside.
-//
-// With most masters dead no election can come, so waiting for one gains
-// nothing: TAKEOVER goes out one node timeout after the master was last
-// heard from, when Redis would have started an election of its own and
-// when a master cut off from the majority stops taking writes.
-func (p *pass) failover(ctx context.Context) error {
-	now := p.o.now()
-	failed := map[string]bool{}
-	var errs []error
-	serving, dead := 0, 0
-	for _, n := range p.anchor.nodes {
-		if n.Master() && n.SlotCount() > 0 {
-			serving++
-			if p.dead(n) {
-				dead++
-			}
-		}
-	}
-	noVote := 2*(serving-dead) <= serving // no majority can vote
-	wait := 2 * p.spec.NodeTimeout
-	if noVote {
-		wait = p.spec.NodeTimeout
-	}
-	for _, n := range p.anchor.nodes {
-		if !n.Master() || n.SlotCount() == 0 || !p.dead(n) {
-			continue
-		}
-		failed[n.ID] = true
-		since := now
-		if p.o.tracker != nil {
-			since = p.o.tracker.failedSince(n.ID, now)
-		}
-		if n.PongRecv > 0 {
-			if pong := time.UnixMilli(n.PongRecv); pong.Before(since) {
-				since = pong
-			}
-		}
-		if now.Sub(since) < wait {
-			p.watchClosely = true // look again soon: the deadline is about time
-			continue
-		}
-		mode := "FORCE"
-		if noVote || now.Sub(since) >= 4*p.spec.NodeTimeout {
-			mode = "TAKEOVER" // FORCE can't win, or did not work
-		}
-		// Every master due is failed over in this pass: a pass that
-		// waited on dead members' timeouts for each would add one such
-		// wait per shard to the outage.
-		if v := p.promotable(n.ID); v != nil {
-			errs = append(errs, p.act(ctx, v, "CLUSTER", "FAILOVER", mode))
-			if p.lostT != nil {
-				p.lostT.failedOverBy(n.ID, mode)
-			}
-		}
-	}
-	if p.o.tracker != nil {
-		p.o.tracker.keepOnly(failed)
-	}
-	return errors.Join(errs...)
-}
-
-// dead reports whether master n is down: agreed failed by the cluster, or
-// not answering the operator and either suspected by the anchor or not
-// heard from by it for a node timeout with a ping pending. The last is
-// what Redis's own suspicion (fail?) waits for, less the half node timeout
-// Redis may take to send that ping: on a lost node it brings the takeover
-// that much sooner.
-func (p *pass) dead(n Node) bool {
-	if n.Failed() {
-		return true
-	}
-	if p.byID[n.ID] != nil {
-		return false
-	}
-	silent := n.PingSent > 0 && n.PongRecv > 0 && p.o.now().Sub(time.UnixMilli(n.PongRecv)) >= p.spec.NodeTimeout
-	return n.Has("fail?") || silent
-}
-
-// promotable is the answering replica of master id with the most
-// replicated data, or nil.
-func (p *pass) promotable(id string) *view {
-	var best *view
-	for _, v := range p.answered() {
-		if me := v.self(); me.Master() || me.MasterID != id {
-			continue
-		}
-		if best == nil || v.offset > best.offset {
-			best = v
-		}
-	}
-	return best
 }
 
 // gone lists the node IDs the members know that no member holds: pods
