@@ -16,10 +16,10 @@
 //     fails or is lost when a pod is deleted, drained or rolled;
 //   - heal: re-MEET a node whose address changed (matched by node ID),
 //     re-attach orphaned replicas or replicas of the wrong shard, CLUSTER
-//     FAILOVER FORCE when a dead master's replica was not promoted within
-//     about twice the node timeout, TAKEOVER one node timeout after a
-//     master was last heard from when most masters are dead (no vote can
-//     be won) or when FORCE did not work by four node timeouts; assign
+//     FAILOVER FORCE one node timeout after a dead master was last heard
+//     from (twice that when the operator still reaches it), TAKEOVER
+//     instead when most masters are dead (no vote can be won) or when
+//     FORCE did not work by four node timeouts; assign
 //     uncovered slots only when their
 //     data is provably gone (reported in Result.DataLoss), and CLUSTER
 //     FORGET node IDs that no member holds any more;

@@ -6,21 +6,29 @@ import (
 	"time"
 )
 
-// failover promotes a replica of each dead master that serves slots, once
-// the master has been dead for twice the node timeout: the replicas did not
-// elect one by themselves. A master is dead when the cluster agreed (fail),
-// or when it is only suspected (fail?) and the operator can't reach it
-// either: with most masters down no quorum is left to agree.
+// failover promotes a replica of each dead master that serves slots. A
+// master is dead when the cluster agreed (fail), or when it is only
+// suspected (fail?) or silent for a node timeout and the operator can't
+// reach it either: with most masters down no quorum is left to agree.
+//
+// A dead master the operator can't reach is failed over one node timeout
+// after it was last heard from, when Redis would start an election of its
+// own: Redis's election waits for a majority to agree, then 0.5-1s more,
+// and after a node loss the survivors agree only once the first heirs
+// serve (a CI run's third shard was elected 2s after the other two were
+// taken over). One the operator still reaches (the cluster saw it fail, a
+// partition between Redis nodes) waits twice the node timeout: the
+// replicas did not elect one by themselves.
 //
 // FAILOVER FORCE still needs most masters to vote. When they can't (most
 // masters are dead), or FORCE has not promoted anyone by four node
 // timeouts, FAILOVER TAKEOVER promotes without a vote. The operator can't
 // reach the old master, so it won't keep serving the slots alongside.
 //
-// With most masters dead no election can come, so waiting for one gains
-// nothing: TAKEOVER goes out one node timeout after the master was last
-// heard from, when Redis would have started an election of its own and
-// when a master cut off from the majority stops taking writes.
+// While a master that serves slots answers neither the operator nor the
+// anchor's pending ping, the pass asks to be run again soon
+// (watchClosely), so that it is failed over as soon as it is due, not a
+// standby's look later.
 func (p *pass) failover(ctx context.Context) error {
 	now := p.o.now()
 	failed := map[string]bool{}
@@ -35,13 +43,19 @@ func (p *pass) failover(ctx context.Context) error {
 		}
 	}
 	noVote := 2*(serving-dead) <= serving // no majority can vote
-	wait := 2 * p.spec.NodeTimeout
-	if noVote {
-		wait = p.spec.NodeTimeout
-	}
 	for _, n := range p.anchor.nodes {
-		if !n.Master() || n.SlotCount() == 0 || !p.dead(n) {
+		if !n.Master() || n.SlotCount() == 0 {
 			continue
+		}
+		if !p.dead(n) {
+			if p.byID[n.ID] == nil && n.PingSent > 0 {
+				p.watchClosely = true // silent to both: it may be due soon
+			}
+			continue
+		}
+		wait := 2 * p.spec.NodeTimeout
+		if noVote || p.byID[n.ID] == nil {
+			wait = p.spec.NodeTimeout
 		}
 		failed[n.ID] = true
 		since := now

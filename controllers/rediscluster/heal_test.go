@@ -79,7 +79,7 @@ func TestMasterKilled(t *testing.T) {
 
 // TestFailoverForce: replicas that never fail over by themselves
 // (cluster-replica-no-failover) are promoted by the passes with CLUSTER
-// FAILOVER FORCE about twice the node timeout after their master died; the
+// FAILOVER FORCE about a node timeout after their master died; the
 // old master restarted with its disk rejoins as a replica. The nodes have
 // ACL users as the operator renders them, and none refused anything.
 func TestFailoverForce(t *testing.T) {
