@@ -3,6 +3,8 @@ package rediscluster
 import (
 	"context"
 	"errors"
+	"slices"
+	"strconv"
 	"time"
 )
 
@@ -43,6 +45,7 @@ func (p *pass) failover(ctx context.Context) error {
 		}
 	}
 	noVote := 2*(serving-dead) <= serving // no majority can vote
+	var due []promotion
 	for _, n := range p.anchor.nodes {
 		if !n.Master() || n.SlotCount() == 0 {
 			continue
@@ -79,16 +82,79 @@ func (p *pass) failover(ctx context.Context) error {
 		// waited on dead members' timeouts for each would add one such
 		// wait per shard to the outage.
 		if v := p.promotable(n.ID); v != nil {
-			errs = append(errs, p.act(ctx, v, "CLUSTER", "FAILOVER", mode))
-			if p.lostT != nil {
-				p.lostT.failedOverBy(n.ID, mode)
-			}
+			due = append(due, promotion{lost: n, heir: v, mode: mode})
+		}
+	}
+	// A takeover that may not outbid its lost master goes after the
+	// others, once their epochs have reached its heir (see outbids).
+	slices.SortStableFunc(due, func(a, b promotion) int { return b.outbids() - a.outbids() })
+	tookOver := false
+	for _, d := range due {
+		if d.mode == "TAKEOVER" && d.outbids() == 0 && tookOver {
+			p.awaitEpochAbove(ctx, d.heir, d.lost.ConfigEpoch)
+		}
+		errs = append(errs, p.act(ctx, d.heir, "CLUSTER", "FAILOVER", d.mode))
+		tookOver = tookOver || d.mode == "TAKEOVER"
+		if p.lostT != nil {
+			p.lostT.failedOverBy(d.lost.ID, d.mode)
 		}
 	}
 	if p.o.tracker != nil {
 		p.o.tracker.keepOnly(failed)
 	}
 	return errors.Join(errs...)
+}
+
+// promotion is a CLUSTER FAILOVER due: heir takes lost's slots.
+type promotion struct {
+	lost Node
+	heir *view
+	mode string
+}
+
+// outbids is 1 when the heir is known to outbid its lost master, else 0.
+// TAKEOVER gives the heir a new config epoch only when its own is not
+// already the highest it knows (Redis's clusterBumpConfigEpochWithoutConsensus),
+// and its claim on the slots wins only with an epoch above the lost
+// master's. A replica whose own epoch equals its master's (a collision
+// left from the cluster's start, when replicas were attached before Redis
+// had given every master its own epoch) and is the highest claims at the
+// lost master's epoch, and every other node keeps the slots with the lost
+// master: the shard stays down until it comes back (a journey run's third
+// shard, for a minute). A replica's own epoch can't be read (CLUSTER NODES
+// shows a replica with its master's), so an heir whose current epoch
+// does not exceed the lost master's may be one.
+func (d promotion) outbids() int {
+	cur, err := strconv.ParseInt(d.heir.info["cluster_current_epoch"], 10, 64)
+	if err == nil && cur > d.lost.ConfigEpoch {
+		return 1
+	}
+	return 0
+}
+
+// epochWait bounds how long a takeover waits for its heir to hear of the
+// epochs the takeovers before it in the pass made: they announce them to
+// every node at once.
+const epochWait = time.Second
+
+// awaitEpochAbove waits, up to epochWait, until v knows a current epoch
+// above epoch.
+func (p *pass) awaitEpochAbove(ctx context.Context, v *view, epoch int64) {
+	deadline := time.Now().Add(epochWait)
+	for time.Now().Before(deadline) {
+		s, err := v.c.text(ctx, "CLUSTER", "INFO")
+		if err == nil {
+			info, _ := ParseInfo(s)
+			if cur, err := strconv.ParseInt(info["cluster_current_epoch"], 10, 64); err == nil && cur > epoch {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // dead reports whether master n is down: agreed failed by the cluster, or

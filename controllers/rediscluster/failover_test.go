@@ -3,6 +3,7 @@ package rediscluster_test
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -140,4 +141,153 @@ func errorString(errs ...error) string {
 		}
 	}
 	return ""
+}
+
+// TestTakeoverOutbidsTheLostMastersEpoch: TAKEOVER gives the heir a new
+// config epoch only when its own is not already the highest it knows, and
+// the heir's claim on the slots wins only above the lost master's epoch.
+// A replica left sharing its master's epoch at the cluster's start (Redis
+// gives colliding masters epochs of their own, not a master and its
+// replica) and taken over first, while that epoch was the highest, claimed
+// the slots at the lost master's epoch: every other node kept them with
+// the lost master, and a journey run's third shard stayed down for a
+// minute. Its own epoch can't be read (CLUSTER NODES shows a replica with
+// its master's), so the pass sends the takeover of the master that holds
+// the top epoch last, once the others' new epochs have reached its heir,
+// and that heir takes a new epoch of its own.
+func TestTakeoverOutbidsTheLostMastersEpoch(t *testing.T) {
+	f := newFleet(t, 247, 3, 1)
+	f.reconcileUntil(30*time.Second, converged)
+	f.writeKeys("outbid", 2000)
+	// The master with the top epoch among the masters takes the cluster's
+	// current epoch, so that its heir does not outbid it: a replica may
+	// hold a higher epoch of its own from the cluster's start.
+	top, _ := f.topEpochMaster()
+	heir := podName(top, 1)
+	bumped, err := f.node(podName(top, 0)).Do(context.Background(), "CLUSTER", "BUMPEPOCH").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f2 := strings.Fields(bumped) // "BUMPED 6" or "STILL 5"
+	epoch, err := strconv.ParseInt(f2[len(f2)-1], 10, 64)
+	if err != nil {
+		t.Fatalf("CLUSTER BUMPEPOCH: %q", bumped)
+	}
+	f.awaitEpochKnown(podName(top, 0), epoch, 30*time.Second)
+	t.Logf("shard %d's master holds the cluster's current epoch, %d (%s)", top, epoch, bumped)
+
+	for s := range 3 {
+		f.servers[podName(s, 0)].Pause(t)
+	}
+	opts := []rediscluster.Option{rediscluster.WithTracker(f.tracker), rediscluster.WithTimeout(500 * time.Millisecond)}
+	deadline := time.Now().Add(6*nodeTimeout + 30*time.Second)
+	var sent []string
+	for pass := 1; ; pass++ {
+		res, err := rediscluster.Rescue(context.Background(), f.spec, opts...)
+		sent = append(sent, res.Actions...)
+		if i := slices.Index(res.Actions, heir+": CLUSTER FAILOVER TAKEOVER"); i >= 0 && i != len(res.Actions)-1 {
+			t.Fatalf("pass %d sent %v: the takeover of %s, whose lost master holds the top epoch, should come after the others", pass, res.Actions, heir)
+		}
+		if shardServed(0)(res, err) && shardServed(1)(res, err) && shardServed(2)(res, err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not every shard served again: sent %v; last status %+v, error %v", sent, res.Status, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Promoted by its TAKEOVER, or by a FORCE once the others were back
+	// (an election, which always gives a new epoch), it took a new epoch.
+	log := f.servers[heir].Log()
+	i := max(strings.LastIndex(log, "Taking over the master"), strings.LastIndex(log, "failover user request accepted"))
+	if i < 0 || !strings.Contains(log[i:], "onfigEpoch set to") {
+		t.Fatalf("%s did not take a new epoch with its promotion (sent %v); its log after it: %q", heir, sent, log[max(i, 0):])
+	}
+	t.Logf("sent %v; %s after its promotion: %q", sent, heir, log[i:min(len(log), i+160)])
+	f.checkKeys("outbid", 2000)
+}
+
+// node is a client of pod, closed when the test ends.
+func (f *fleet) node(pod string) *goredis.Client {
+	for _, m := range f.spec.Members {
+		if m.Pod == pod {
+			c := goredis.NewClient(&goredis.Options{Addr: m.Addr, Username: f.spec.Username, Password: f.spec.Password})
+			f.t.Cleanup(func() { _ = c.Close() })
+			return c
+		}
+	}
+	f.t.Fatalf("no member %s", pod)
+	return nil
+}
+
+// awaitEpochKnown waits until every running member knows master's config
+// epoch as epoch, and epoch as the cluster's current one.
+func (f *fleet) awaitEpochKnown(master string, epoch int64, within time.Duration) {
+	f.t.Helper()
+	var addr string
+	for _, m := range f.spec.Members {
+		if m.Pod == master {
+			addr = m.Addr
+		}
+	}
+	clients := map[string]*goredis.Client{}
+	for _, m := range f.spec.Members {
+		if f.servers[m.Pod].Running() {
+			clients[m.Pod] = f.node(m.Pod)
+		}
+	}
+	deadline := time.Now().Add(within)
+	want := "cluster_current_epoch:" + strconv.FormatInt(epoch, 10) + "\r\n"
+	for {
+		seen := ""
+		for pod, c := range clients {
+			info, _ := c.ClusterInfo(context.Background()).Result()
+			out, _ := c.ClusterNodes(context.Background()).Result()
+			nodes, _ := rediscluster.ParseNodes(out)
+			i := slices.IndexFunc(nodes, func(n rediscluster.Node) bool { return n.Addr == addr })
+			if !strings.Contains(info, want) || i < 0 || nodes[i].ConfigEpoch != epoch {
+				seen = pod + " does not know it yet"
+				break
+			}
+		}
+		if seen == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("not every member knows %s's epoch %d within %v: %s", master, epoch, within, seen)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// topEpochMaster is the shard whose master holds the highest config epoch
+// in the first member's view, and that epoch.
+func (f *fleet) topEpochMaster() (shard int, epoch int64) {
+	f.t.Helper()
+	m := f.spec.Members[0]
+	c := goredis.NewClient(&goredis.Options{Addr: m.Addr, Username: f.spec.Username, Password: f.spec.Password})
+	defer c.Close()
+	out, err := c.ClusterNodes(context.Background()).Result()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	nodes, err := rediscluster.ParseNodes(out)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	shard, epoch = -1, -1
+	for _, n := range nodes {
+		if !n.Master() || n.SlotCount() == 0 || n.ConfigEpoch <= epoch {
+			continue
+		}
+		for _, mm := range f.spec.Members {
+			if mm.Addr == n.Addr {
+				shard, epoch = mm.Shard, n.ConfigEpoch
+			}
+		}
+	}
+	if shard < 0 {
+		f.t.Fatalf("no master in %s's view", m.Pod)
+	}
+	return shard, epoch
 }

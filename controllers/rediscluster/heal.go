@@ -127,12 +127,33 @@ func (p *pass) attachReplicas(ctx context.Context) error {
 			if !knowsAt(v, m) {
 				continue // v does not know m at its address yet: gossip first
 			}
+			if me.Master() && v.sharesEpoch() {
+				continue // Redis gives it an epoch of its own first: see sharesEpoch
+			}
 			if err := p.act(ctx, v, "CLUSTER", "REPLICATE", m.id); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// sharesEpoch reports whether a live master v knows has v's config epoch.
+// Redis gives colliding masters epochs of their own (the one with the
+// lower node ID takes a new one), but not a master and a replica: a
+// replica attached while it shares its master's epoch keeps it, and a
+// TAKEOVER of it while that epoch is the cluster's highest claims the
+// slots at the lost master's own epoch, which every other node refuses
+// (see promotion.outbids). Every node of a new cluster starts at epoch 0,
+// so the replicas wait the second or so Redis takes.
+func (v *view) sharesEpoch() bool {
+	me := v.self()
+	for _, n := range v.nodes {
+		if n.ID != v.id && n.Master() && !n.Failed() && !n.Has("fail?") && !n.Pending() && n.ConfigEpoch == me.ConfigEpoch {
+			return true
+		}
+	}
+	return false
 }
 
 // gone lists the node IDs the members know that no member holds: pods
