@@ -22,8 +22,9 @@ import (
 // otherwise wait for the Lease to expire and its controllers to start
 // before the takeover, and every second of that is a failed or denied
 // decision. Each standby looks at every fleet's cluster once a second
-// (one connection per Redis node, one read of the fleet's Redis Secret)
-// and sends the takeover when it is due,
+// (one connection per Redis node, one read of the fleet's Redis Secret),
+// every 200ms while a master answers neither it nor the other nodes, and
+// sends the takeover when it is due,
 // exactly as the leader's pass would (redisfleet.Provisioner.Rescue). It
 // stops once its pod leads: the leader's passes heal from then on.
 type failoverWatch struct {
