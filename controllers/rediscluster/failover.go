@@ -35,24 +35,28 @@ func (p *pass) failover(ctx context.Context) error {
 	now := p.o.now()
 	failed := map[string]bool{}
 	var errs []error
-	serving, dead := 0, 0
+	// A master the operator can't reach is not counted on to vote even
+	// before it is dead: after a node loss the first master due would
+	// otherwise get a FORCE that can't win while the others' silence has
+	// not lasted a node timeout yet.
+	serving, mute := 0, 0
 	for _, n := range p.anchor.nodes {
 		if n.Master() && n.SlotCount() > 0 {
 			serving++
-			if p.dead(n) {
-				dead++
+			if p.dead(n) || p.byID[n.ID] == nil {
+				mute++
 			}
 		}
 	}
-	noVote := 2*(serving-dead) <= serving // no majority can vote
+	noVote := 2*(serving-mute) <= serving // no majority can vote
 	var due []promotion
 	for _, n := range p.anchor.nodes {
 		if !n.Master() || n.SlotCount() == 0 {
 			continue
 		}
 		if !p.dead(n) {
-			if p.byID[n.ID] == nil && n.PingSent > 0 {
-				p.watchClosely = true // silent to both: it may be due soon
+			if p.silent(n) {
+				p.watchClosely = true // it may be due soon
 			}
 			continue
 		}
@@ -87,10 +91,11 @@ func (p *pass) failover(ctx context.Context) error {
 	}
 	// A takeover that may not outbid its lost master goes after the
 	// others, once their epochs have reached its heir (see outbids).
-	slices.SortStableFunc(due, func(a, b promotion) int { return b.outbids() - a.outbids() })
+	sure := slices.DeleteFunc(slices.Clone(due), func(d promotion) bool { return !d.outbids() })
+	risky := slices.DeleteFunc(due, promotion.outbids)
 	tookOver := false
-	for _, d := range due {
-		if d.mode == "TAKEOVER" && d.outbids() == 0 && tookOver {
+	for _, d := range append(sure, risky...) {
+		if d.mode == "TAKEOVER" && !d.outbids() && tookOver {
 			p.awaitEpochAbove(ctx, d.heir, d.lost.ConfigEpoch)
 		}
 		errs = append(errs, p.act(ctx, d.heir, "CLUSTER", "FAILOVER", d.mode))
@@ -105,6 +110,10 @@ func (p *pass) failover(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// silent reports whether master n answers neither the operator nor the
+// anchor's pending ping.
+func (p *pass) silent(n Node) bool { return p.byID[n.ID] == nil && n.PingSent > 0 }
+
 // promotion is a CLUSTER FAILOVER due: heir takes lost's slots.
 type promotion struct {
 	lost Node
@@ -112,7 +121,7 @@ type promotion struct {
 	mode string
 }
 
-// outbids is 1 when the heir is known to outbid its lost master, else 0.
+// outbids reports whether the heir is known to outbid its lost master.
 // TAKEOVER gives the heir a new config epoch only when its own is not
 // already the highest it knows (Redis's clusterBumpConfigEpochWithoutConsensus),
 // and its claim on the slots wins only with an epoch above the lost
@@ -124,12 +133,15 @@ type promotion struct {
 // shard, for a minute). A replica's own epoch can't be read (CLUSTER NODES
 // shows a replica with its master's), so an heir whose current epoch
 // does not exceed the lost master's may be one.
-func (d promotion) outbids() int {
-	cur, err := strconv.ParseInt(d.heir.info["cluster_current_epoch"], 10, 64)
-	if err == nil && cur > d.lost.ConfigEpoch {
-		return 1
-	}
-	return 0
+func (d promotion) outbids() bool {
+	cur, ok := currentEpoch(d.heir.info)
+	return ok && cur > d.lost.ConfigEpoch
+}
+
+// currentEpoch is cluster_current_epoch of a CLUSTER INFO reply.
+func currentEpoch(info map[string]string) (int64, bool) {
+	cur, err := strconv.ParseInt(info["cluster_current_epoch"], 10, 64)
+	return cur, err == nil
 }
 
 // epochWait bounds how long a takeover waits for its heir to hear of the
@@ -145,7 +157,7 @@ func (p *pass) awaitEpochAbove(ctx context.Context, v *view, epoch int64) {
 		s, err := v.c.text(ctx, "CLUSTER", "INFO")
 		if err == nil {
 			info, _ := ParseInfo(s)
-			if cur, err := strconv.ParseInt(info["cluster_current_epoch"], 10, 64); err == nil && cur > epoch {
+			if cur, ok := currentEpoch(info); ok && cur > epoch {
 				return
 			}
 		}

@@ -2,6 +2,7 @@ package rediscluster_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,7 +33,7 @@ func TestLastMasterOfALostNodeFailsOverAtOneNodeTimeout(t *testing.T) {
 	f.reconcileUntil(30*time.Second, converged)
 	f.writeKeys("late", 2000)
 
-	// Masters 0 and 1 are lost: no majority, TAKEOVER.
+	// Masters 0 and 1 are lost: no majority.
 	f.servers[podName(0, 0)].Pause(t)
 	f.servers[podName(1, 0)].Pause(t)
 	opts := []rediscluster.Option{rediscluster.WithTracker(f.tracker), rediscluster.WithTimeout(500 * time.Millisecond)}
@@ -55,8 +56,10 @@ func TestLastMasterOfALostNodeFailsOverAtOneNodeTimeout(t *testing.T) {
 	sent := rescueUntil("shards 0 and 1 taken over", func(res rediscluster.Result, err error) bool {
 		return shardServed(0)(res, err) && shardServed(1)(res, err)
 	})
-	if countTakeovers(sent) != 2 {
-		t.Fatalf("want a TAKEOVER for each of shards 0 and 1, sent %v", sent)
+	// TAKEOVER for the first due; the other may get FORCE once the first
+	// heir serves, a majority again.
+	if countTakeovers(sent) == 0 || !hasAction(sent, podName(0, 1)+": CLUSTER FAILOVER") || !hasAction(sent, podName(1, 1)+": CLUSTER FAILOVER") {
+		t.Fatalf("want a TAKEOVER, then a promotion of shards 0's and 1's replicas each, sent %v", sent)
 	}
 
 	// Master 2 is lost after them; the heirs and 2-1 await its pong.
@@ -88,59 +91,65 @@ func TestLastMasterOfALostNodeFailsOverAtOneNodeTimeout(t *testing.T) {
 // pong any of them received from it: when the cluster last heard from it.
 func (f *fleet) awaitPingPending(pod string, within time.Duration) time.Time {
 	f.t.Helper()
+	clients := f.runningClients(pod)
+	deadline := time.Now().Add(within)
+	for {
+		pending, latest, seen := 0, int64(0), ""
+		for other, c := range clients {
+			n, err := f.lineAbout(c, pod)
+			if err != nil {
+				seen = other + ": " + err.Error()
+				continue
+			}
+			if n.PingSent > 0 {
+				pending++
+			}
+			latest = max(latest, n.PongRecv)
+			seen = other + " sees " + strings.Join(n.Flags, ",")
+		}
+		if len(clients) > 0 && pending == len(clients) && latest > 0 {
+			return time.UnixMilli(latest)
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("the members do not all await %s's pong within %v: %d of %d do; last seen %s", pod, within, pending, len(clients), seen)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// runningClients are clients of the running members but except, by pod.
+func (f *fleet) runningClients(except string) map[string]*goredis.Client {
+	clients := map[string]*goredis.Client{}
+	for _, m := range f.spec.Members {
+		if m.Pod != except && f.servers[m.Pod].Running() {
+			clients[m.Pod] = f.node(m.Pod)
+		}
+	}
+	return clients
+}
+
+// lineAbout is the CLUSTER NODES line about pod of the node c talks to.
+func (f *fleet) lineAbout(c *goredis.Client, pod string) (rediscluster.Node, error) {
 	var addr string
 	for _, m := range f.spec.Members {
 		if m.Pod == pod {
 			addr = m.Addr
 		}
 	}
-	deadline := time.Now().Add(within)
-	var seen string
-	for {
-		pending, latest := 0, int64(0)
-		asked := 0
-		for _, m := range f.spec.Members {
-			if m.Pod == pod || !f.servers[m.Pod].Running() {
-				continue
-			}
-			asked++
-			c := goredis.NewClient(&goredis.Options{Addr: m.Addr, Username: f.spec.Username, Password: f.spec.Password})
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			out, err := c.ClusterNodes(ctx).Result()
-			cancel()
-			_ = c.Close()
-			nodes, perr := rediscluster.ParseNodes(out)
-			if err != nil || perr != nil {
-				seen = m.Pod + ": " + errorString(err, perr)
-				continue
-			}
-			for _, n := range nodes {
-				if n.Addr == addr {
-					if n.PingSent > 0 {
-						pending++
-					}
-					latest = max(latest, n.PongRecv)
-					seen = m.Pod + " sees " + strings.Join(n.Flags, ",")
-				}
-			}
-		}
-		if asked > 0 && pending == asked && latest > 0 {
-			return time.UnixMilli(latest)
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("the members do not all await %s's pong within %v: %d of %d do; last seen %s", pod, within, pending, asked, seen)
-		}
-		time.Sleep(50 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	out, err := c.ClusterNodes(ctx).Result()
+	if err != nil {
+		return rediscluster.Node{}, err
 	}
-}
-
-func errorString(errs ...error) string {
-	for _, err := range errs {
-		if err != nil {
-			return err.Error()
-		}
+	nodes, err := rediscluster.ParseNodes(out)
+	if err != nil {
+		return rediscluster.Node{}, err
 	}
-	return ""
+	if i := slices.IndexFunc(nodes, func(n rediscluster.Node) bool { return n.Addr == addr }); i >= 0 {
+		return nodes[i], nil
+	}
+	return rediscluster.Node{}, fmt.Errorf("does not know %s at %s", pod, addr)
 }
 
 // TestTakeoverOutbidsTheLostMastersEpoch: TAKEOVER gives the heir a new
@@ -224,29 +233,16 @@ func (f *fleet) node(pod string) *goredis.Client {
 // epoch as epoch, and epoch as the cluster's current one.
 func (f *fleet) awaitEpochKnown(master string, epoch int64, within time.Duration) {
 	f.t.Helper()
-	var addr string
-	for _, m := range f.spec.Members {
-		if m.Pod == master {
-			addr = m.Addr
-		}
-	}
-	clients := map[string]*goredis.Client{}
-	for _, m := range f.spec.Members {
-		if f.servers[m.Pod].Running() {
-			clients[m.Pod] = f.node(m.Pod)
-		}
-	}
+	clients := f.runningClients("")
 	deadline := time.Now().Add(within)
 	want := "cluster_current_epoch:" + strconv.FormatInt(epoch, 10) + "\r\n"
 	for {
 		seen := ""
 		for pod, c := range clients {
 			info, _ := c.ClusterInfo(context.Background()).Result()
-			out, _ := c.ClusterNodes(context.Background()).Result()
-			nodes, _ := rediscluster.ParseNodes(out)
-			i := slices.IndexFunc(nodes, func(n rediscluster.Node) bool { return n.Addr == addr })
-			if !strings.Contains(info, want) || i < 0 || nodes[i].ConfigEpoch != epoch {
-				seen = pod + " does not know it yet"
+			n, err := f.lineAbout(c, master)
+			if !strings.Contains(info, want) || err != nil || n.ConfigEpoch != epoch {
+				seen = fmt.Sprintf("%s: %s's epoch %d, error %v, current epoch not %d yet", pod, master, n.ConfigEpoch, err, epoch)
 				break
 			}
 		}
@@ -265,9 +261,7 @@ func (f *fleet) awaitEpochKnown(master string, epoch int64, within time.Duration
 func (f *fleet) topEpochMaster() (shard int, epoch int64) {
 	f.t.Helper()
 	m := f.spec.Members[0]
-	c := goredis.NewClient(&goredis.Options{Addr: m.Addr, Username: f.spec.Username, Password: f.spec.Password})
-	defer c.Close()
-	out, err := c.ClusterNodes(context.Background()).Result()
+	out, err := f.node(m.Pod).ClusterNodes(context.Background()).Result()
 	if err != nil {
 		f.t.Fatal(err)
 	}
