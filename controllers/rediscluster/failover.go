@@ -23,7 +23,7 @@ import (
 // replicas did not elect one by themselves.
 //
 // FAILOVER FORCE still needs most masters to vote. When they can't (most
-// masters are dead), or FORCE has not promoted anyone by four node
+// masters are dead or out of the operator's reach), or FORCE has not promoted anyone by four node
 // timeouts, FAILOVER TAKEOVER promotes without a vote. The operator can't
 // reach the old master, so it won't keep serving the slots alongside.
 //
