@@ -38,12 +38,29 @@ func (h nodeHook) DialHook(next goredis.DialHook) goredis.DialHook          { re
 func (h nodeHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook { return next }
 func (h nodeHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		if !runsScripts(cmds) {
+			// The store's warm-up (SCRIPT LOAD after a map load) comes
+			// whenever the map loop runs: a CI run counted one as a
+			// second pipeline of the round trip.
+			return next(ctx, cmds)
+		}
 		h.p.mu.Lock()
 		h.p.pipes[h.addr]++
 		h.p.cmds[h.addr] += len(cmds)
 		h.p.mu.Unlock()
 		return next(ctx, cmds)
 	}
+}
+
+// runsScripts reports whether a pipeline runs scripts (EVALSHA or EVAL):
+// a round trip's.
+func runsScripts(cmds []goredis.Cmder) bool {
+	for _, c := range cmds {
+		if n := c.Name(); n == "evalsha" || n == "eval" {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *pipelineCounter) reset() {
